@@ -1,0 +1,214 @@
+"""Load frozen-dataclass configs from TOML files and command-line overrides.
+
+Every Magnetar component describes its settings as a frozen dataclass. This module turns a TOML
+table plus ``key=value`` overrides into an instance of such a class, and refuses, with a
+`ConfigError` naming the offending key, anything it cannot turn into exactly the declared type.
+
+Rules:
+
+* A TOML key is the dataclass field name (``journal_max_size_mb``). A field may also declare the
+  BookKeeper / Pulsar spelling in its metadata (``field(metadata={"alias": "journalMaxSizeMB"})``);
+  both spellings are accepted, giving both at once is an error.
+* Unknown keys are errors, never ignored: a typo must not silently leave a default in force.
+* Types are checked, not coerced from TOML (``port = "3181"`` is an error). Overrides from the
+  command line arrive as strings and are parsed for the field's type.
+* After construction the class's own ``validate()`` (if any) runs; it raises `ConfigError` for rules
+  that involve several keys (for example a minor compaction threshold above the major one).
+
+This module imports nothing from the rest of Magnetar so that every package may use it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+__all__ = ["ConfigError", "load_config", "parse_overrides", "read_toml", "config_field", "describe"]
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing, unknown or invalid.
+
+    ``key`` names the offending key (dotted with its section when there is one) so that the
+    message a user sees always says which line of their config to fix.
+    """
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"config key {key!r}: {message}")
+        self.key = key
+        self.reason = message
+
+
+def config_field(default: Any, *, alias: str | None = None, help: str = "") -> Any:
+    """Declare a config field with a default, an optional BookKeeper/Pulsar alias and help text."""
+    meta = {"help": help}
+    if alias:
+        meta["alias"] = alias
+    if isinstance(default, (list, dict, set)):
+        frozen = tuple(default) if isinstance(default, (list, set)) else default
+        return dataclasses.field(default_factory=lambda: frozen, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def read_toml(path: str | Path, section: str | None = None) -> dict[str, Any]:
+    """Read a TOML file, optionally one table of it; raise `ConfigError` on syntax errors."""
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError("--conf", f"file {str(p)!r} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError("--conf", f"{p}: not valid TOML: {exc}") from None
+    if section is None:
+        return data
+    table = data.get(section, {})
+    if not isinstance(table, dict):
+        raise ConfigError(section, "must be a table")
+    return table
+
+
+def parse_overrides(pairs: typing.Iterable[str]) -> dict[str, str]:
+    """Turn ``["key=value", ...]`` (from ``--set``) into a dict; malformed items raise `ConfigError`."""
+    out: dict[str, str] = {}
+    for item in pairs:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(item, "an override must look like key=value")
+        out[key.strip()] = value
+    return out
+
+
+def _field_names(cls: type) -> dict[str, dataclasses.Field[Any]]:
+    names: dict[str, dataclasses.Field[Any]] = {}
+    for f in dataclasses.fields(cls):
+        names[f.name] = f
+        alias = f.metadata.get("alias")
+        if alias:
+            names[alias] = f
+    return names
+
+
+def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1 and len(typing.get_args(tp)) == 2:
+            return args[0], True
+    return tp, False
+
+
+def _convert(key: str, tp: Any, value: Any, from_string: bool) -> Any:
+    tp, optional = _unwrap_optional(tp)
+    if value is None or (from_string and optional and value == ""):
+        if optional:
+            return None
+        raise ConfigError(key, "must not be empty")
+    origin = typing.get_origin(tp)
+    if origin in (tuple, list):
+        (item_tp, *_rest) = typing.get_args(tp) or (str,)
+        if from_string and isinstance(value, str):
+            value = [v for v in (s.strip() for s in value.split(",")) if v]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(key, f"must be a list, got {value!r}")
+        return tuple(_convert(key, item_tp, v, from_string) for v in value)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if from_string and isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
+            return value.lower() in ("true", "1", "yes")
+        raise ConfigError(key, f"must be true or false, got {value!r}")
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if from_string and isinstance(value, str):
+            try:
+                return int(value, 0)
+            except ValueError:
+                pass
+        raise ConfigError(key, f"must be an integer, got {value!r}")
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if from_string and isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        raise ConfigError(key, f"must be a number, got {value!r}")
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise ConfigError(key, f"must be a string, got {value!r}")
+    if tp is Path:
+        if isinstance(value, str) and value:
+            return Path(value)
+        raise ConfigError(key, f"must be a path string, got {value!r}")
+    raise ConfigError(key, f"unsupported config type {tp!r}")
+
+
+def load_config(
+    cls: type[T],
+    table: Mapping[str, Any] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    section: str | None = None,
+) -> T:
+    """Build ``cls`` from a TOML table and overrides, validating every key.
+
+    ``table`` values must already have the right TOML types; ``overrides`` values may be strings
+    (from the command line), which are parsed for the field's type, or typed values (from click
+    options), which are checked as TOML values are. Keys in ``overrides`` win over ``table``. The
+    result's ``validate()`` method, if present, is called. Raises `ConfigError` naming the key
+    (prefixed with ``section.`` when given) for any unknown, ill-typed or invalid value.
+    """
+    if not dataclasses.is_dataclass(cls):
+        raise TypeError(f"{cls!r} is not a dataclass")
+    prefix = f"{section}." if section else ""
+    names = _field_names(cls)
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    seen_from: dict[str, str] = {}
+    for source, from_string in ((table or {}, False), (overrides or {}, True)):
+        source_keys: dict[str, str] = {}
+        for key, raw in source.items():
+            f = names.get(key)
+            if f is None:
+                raise ConfigError(prefix + key, f"unknown key for {cls.__name__}")
+            if f.name in source_keys:
+                raise ConfigError(prefix + key, f"given twice (also as {source_keys[f.name]!r})")
+            source_keys[f.name] = key
+            is_string = from_string and isinstance(raw, str)
+            values[f.name] = _convert(prefix + key, hints[f.name], raw, is_string)
+            seen_from[f.name] = key
+    try:
+        obj = cls(**values)
+    except ConfigError as exc:
+        raise ConfigError(prefix + exc.key, exc.reason) from None
+    validate = getattr(obj, "validate", None)
+    if callable(validate):
+        try:
+            validate()
+        except ConfigError as exc:
+            raise ConfigError(prefix + exc.key, exc.reason) from None
+    return obj
+
+
+def describe(cls: type) -> list[tuple[str, str | None, Any, str]]:
+    """List ``(name, alias, default, help)`` for each field of a config class, for docs and CLIs."""
+    rows = []
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            default = None
+        rows.append((f.name, f.metadata.get("alias"), default, f.metadata.get("help", "")))
+    return rows

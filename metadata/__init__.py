@@ -1,0 +1,1 @@
+"""Magnetar metadata."""
