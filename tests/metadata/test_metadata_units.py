@@ -1,0 +1,89 @@
+"""Pure pieces of the metadata package: URLs, paths, the coalescing channel, the tree engine."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from metadata import InvalidPathError, SessionState, parse_store_url
+from metadata._channel import CoalescingChannel  # noqa: PLC2701  (tests may use private modules)
+from metadata._paths import ancestors, parent, validate
+from metadata._tree import MemoryStorage, Tree
+
+
+def test_parse_store_urls() -> None:
+    zk = parse_store_url("zk://h1:2181,h2:2182/magnetar/c1?session_timeout_ms=4000")
+    assert (zk.scheme, zk.location, zk.chroot, zk.session_timeout_s) == ("zk", "h1:2181,h2:2182",
+                                                                          "/magnetar/c1", 4.0)
+    assert parse_store_url("zk://h:1").chroot == ""
+    emb = parse_store_url("embedded:///var/lib/magnetar/meta")
+    assert (emb.scheme, emb.location) == ("embedded", "/var/lib/magnetar/meta")
+    assert parse_store_url("memory://unit").location == "unit"
+    for bad in ("embedded://relative/dir", "http://x", "zk:///only-chroot", "zk://h:1?bogus=1",
+                "memory://", "zk://h:1?session_timeout_ms=soon"):
+        with pytest.raises(ValueError):
+            parse_store_url(bad)
+
+
+def test_paths() -> None:
+    assert validate("/") == "/"
+    assert validate("/a/b") == "/a/b"
+    assert parent("/a/b") == "/a" and parent("/a") == "/"
+    assert ancestors("/a/b/c") == ["/a", "/a/b"]
+    for bad in ("", "a", "/a/", "//", "/a/../b", "/a\x00"):
+        with pytest.raises(InvalidPathError):
+            validate(bad)
+
+
+async def test_channel_coalesces_and_keeps_the_latest_last() -> None:
+    ch: CoalescingChannel[SessionState] = CoalescingChannel()
+    for state in (SessionState.SUSPENDED, SessionState.CONNECTED, SessionState.SUSPENDED,
+                  SessionState.CONNECTED, SessionState.SUSPENDED):
+        ch.push(state)
+    assert ch.pending() == 2  # bounded by the number of distinct items
+    assert await ch.receive() is SessionState.CONNECTED
+    assert await ch.receive() is SessionState.SUSPENDED  # the current state arrives last
+    ch.push(SessionState.LOST)
+    ch.finish()
+    ch.push(SessionState.CONNECTED)  # ignored after finish
+    assert await ch.receive() is SessionState.LOST
+    with pytest.raises(trio.EndOfChannel):
+        await ch.receive()
+
+
+async def test_channel_receive_waits_for_a_push() -> None:
+    ch: CoalescingChannel[int] = CoalescingChannel()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lambda: trio.sleep(0.01))
+        await trio.sleep(0)
+        ch.push(7)
+        assert await ch.receive() == 7
+    with trio.move_on_after(0.05) as scope:
+        await ch.receive()
+    assert scope.cancelled_caught
+    ch.push(8)  # a cancelled receive lost nothing
+    assert await ch.receive() == 8
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["create", "delete", "set"]),
+                          st.sampled_from(["/a", "/a/b", "/a/c", "/d", "/a/b/e"])), max_size=30))
+def test_tree_counters_stay_consistent(ops: list[tuple[str, str]]) -> None:
+    """Whatever sequence of ops (failing ones included), num_children matches the child list."""
+    tree = Tree(MemoryStorage())
+    for op, path in ops:
+        try:
+            if op == "create":
+                tree.apply(lambda t, p=path: t.create(p, b"", 0))
+            elif op == "delete":
+                tree.apply(lambda t, p=path: t.delete(p))
+            else:
+                tree.apply(lambda t, p=path: t.set(p, b"x", -1))
+        except Exception:
+            pass
+    for path in ("/", "/a", "/a/b", "/a/c", "/d", "/a/b/e"):
+        node = tree.storage.load(path)
+        if node is not None:
+            assert node.num_children == len(tree.storage.child_names(path))
