@@ -1,1 +1,48 @@
-"""Magnetar bk_client."""
+"""Magnetar bk_client: the BookKeeper-style client (quorum logic, placement, ledger metadata).
+
+The public names are re-exported here from private modules; import them from ``bk_client``.
+The contract the layers above use is in ``bk_client.api``.
+"""
+
+from ._errors import BKError as BKError
+from ._errors import BookieUnavailable as BookieUnavailable
+from ._errors import ClientClosed as ClientClosed
+from ._errors import DigestMismatch as DigestMismatch
+from ._errors import LedgerClosed as LedgerClosed
+from ._errors import LedgerExists as LedgerExists
+from ._errors import LedgerFenced as LedgerFenced
+from ._errors import LedgerIdOverflow as LedgerIdOverflow
+from ._errors import LedgerRecoveryError as LedgerRecoveryError
+from ._errors import MetadataStoreError as MetadataStoreError
+from ._errors import MetadataVersionConflict as MetadataVersionConflict
+from ._errors import NoSuchEntry as NoSuchEntry
+from ._errors import NoSuchLedger as NoSuchLedger
+from ._errors import NotEnoughBookies as NotEnoughBookies
+from ._errors import ReadError as ReadError
+from ._errors import ReadOnlyBookie as ReadOnlyBookie
+from ._errors import Timeout as Timeout
+from ._errors import TooManyRequests as TooManyRequests
+from ._errors import Unauthorized as Unauthorized
+from ._errors import WriteError as WriteError
+from ._errors import error_for_bookie_status as error_for_bookie_status
+from ._ledger_manager import LedgerManager as LedgerManager
+from ._ledger_manager import LedgerMetadataUpdate as LedgerMetadataUpdate
+from ._placement import DEFAULT_RACK as DEFAULT_RACK
+from ._placement import BookieInfo as BookieInfo
+from ._placement import EnsemblePlacementPolicy as EnsemblePlacementPolicy
+from ._quorum import AckSet as AckSet
+from ._quorum import BookieResponse as BookieResponse
+from ._quorum import CoverageRule as CoverageRule
+from ._quorum import DistributionSchedule as DistributionSchedule
+from ._quorum import QuorumCoverageSet as QuorumCoverageSet
+
+__all__ = [
+    "BKError", "BookieUnavailable", "ClientClosed", "DigestMismatch", "LedgerClosed", "LedgerExists",
+    "LedgerFenced", "LedgerIdOverflow", "LedgerRecoveryError", "MetadataStoreError",
+    "MetadataVersionConflict", "NoSuchEntry", "NoSuchLedger", "NotEnoughBookies", "ReadError",
+    "ReadOnlyBookie", "Timeout", "TooManyRequests", "Unauthorized", "WriteError",
+    "error_for_bookie_status",
+    "LedgerManager", "LedgerMetadataUpdate",
+    "DEFAULT_RACK", "BookieInfo", "EnsemblePlacementPolicy",
+    "AckSet", "BookieResponse", "CoverageRule", "DistributionSchedule", "QuorumCoverageSet",
+]
