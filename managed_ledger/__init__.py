@@ -1,1 +1,44 @@
-"""Magnetar managed_ledger."""
+"""Magnetar managed ledger: a topic partition as a chain of BookKeeper ledgers, with cursors.
+
+The contract the broker codes against is listed in ``__all__``; see `ManagedLedgerFactory`,
+`ManagedLedger` and `ManagedCursor` for the guarantees of each operation.
+"""
+
+from managed_ledger.protocol import LedgerInfo as LedgerInfo
+from managed_ledger.protocol import Position as Position
+
+from ._config import ManagedLedgerConfig as ManagedLedgerConfig
+from ._cursor import CursorState as CursorState
+from ._cursor import ManagedCursor as ManagedCursor
+from ._errors import CursorNotFound as CursorNotFound
+from ._errors import ManagedLedgerClosed as ManagedLedgerClosed
+from ._errors import ManagedLedgerError as ManagedLedgerError
+from ._errors import ManagedLedgerFenced as ManagedLedgerFenced
+from ._errors import ManagedLedgerTerminated as ManagedLedgerTerminated
+from ._errors import NoMoreEntries as NoMoreEntries
+from ._factory import ManagedLedgerFactory as ManagedLedgerFactory
+from ._ledger import ManagedLedger as ManagedLedger
+from ._ledger import ManagedLedgerState as ManagedLedgerState
+from ._types import Entry as Entry
+from ._types import InitialPosition as InitialPosition
+from .metrics import ManagedLedgerMetrics as ManagedLedgerMetrics
+
+__all__ = [
+    "CursorNotFound",
+    "CursorState",
+    "Entry",
+    "InitialPosition",
+    "LedgerInfo",
+    "ManagedCursor",
+    "ManagedLedger",
+    "ManagedLedgerClosed",
+    "ManagedLedgerConfig",
+    "ManagedLedgerError",
+    "ManagedLedgerFactory",
+    "ManagedLedgerFenced",
+    "ManagedLedgerMetrics",
+    "ManagedLedgerState",
+    "ManagedLedgerTerminated",
+    "NoMoreEntries",
+    "Position",
+]

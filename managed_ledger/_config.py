@@ -1,0 +1,98 @@
+"""`ManagedLedgerConfig`: the managed ledger's settings, with Pulsar's broker.conf names as aliases.
+
+Time fields keep the unit of their Pulsar alias (a TOML ``managedLedgerMinLedgerRolloverTimeMinutes
+= 10`` means ten minutes, as in broker.conf); the ``*_s`` properties give every duration in seconds
+for the code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from magnetar.config import ConfigError, config_field
+
+__all__ = ["ManagedLedgerConfig"]
+
+_MB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ManagedLedgerConfig:
+    """Settings of every managed ledger a factory opens. ``validate()`` raises `ConfigError`."""
+
+    ensemble_size: int = config_field(2, alias="managedLedgerDefaultEnsembleSize",
+                                      help="bookies each ledger is striped over")
+    write_quorum: int = config_field(2, alias="managedLedgerDefaultWriteQuorum",
+                                     help="copies written of each entry")
+    ack_quorum: int = config_field(2, alias="managedLedgerDefaultAckQuorum",
+                                   help="acks needed before an add completes")
+    max_entries_per_ledger: int = config_field(50000, alias="managedLedgerMaxEntriesPerLedger",
+                                               help="roll to a new ledger after this many entries")
+    max_size_per_ledger_mb: int = config_field(2048, alias="managedLedgerMaxSizePerLedgerMbytes",
+                                               help="roll to a new ledger after this many MB")
+    min_ledger_rollover_time_minutes: float = config_field(
+        10.0, alias="managedLedgerMinLedgerRolloverTimeMinutes",
+        help="a ledger is never rolled (for size, entries or time) younger than this")
+    max_ledger_rollover_time_minutes: float = config_field(
+        240.0, alias="managedLedgerMaxLedgerRolloverTimeMinutes",
+        help="roll a non-empty ledger once it is this old")
+    inactive_ledger_rollover_time_s: float = config_field(
+        0.0, alias="managedLedgerInactiveLedgerRolloverTimeSeconds",
+        help="roll a non-empty ledger that had no add for this long (0 = never)")
+    cursor_persist_interval_s: float = config_field(
+        60.0, alias="managedLedgerCursorPositionFlushSeconds",
+        help="how often changed cursor positions are written to the metadata store")
+    max_unacked_ranges_to_persist: int = config_field(
+        10000, alias="managedLedgerMaxUnackedRangesToPersist",
+        help="acked ranges persisted per cursor; beyond it only the first ranges are kept")
+    cache_size_mb: float = config_field(64.0, alias="managedLedgerCacheSizeMB",
+                                        help="bytes of entries cached for tailing reads, per factory")
+    max_pending_add_bytes: int = config_field(
+        16 * _MB, help="bytes of adds in flight per managed ledger; further adds wait")
+    max_open_read_handles: int = config_field(
+        16, help="read handles on closed ledgers kept open per managed ledger")
+    rollover_check_interval_s: float = config_field(
+        10.0, help="how often the time-based rollover rules are checked")
+
+    def validate(self) -> None:
+        """Raise `ConfigError` naming the key when a value or a combination is invalid."""
+        if self.ack_quorum < 1:
+            raise ConfigError("ack_quorum", "must be at least 1")
+        if self.write_quorum < self.ack_quorum:
+            raise ConfigError("write_quorum", "must be at least ack_quorum")
+        if self.ensemble_size < self.write_quorum:
+            raise ConfigError("ensemble_size", "must be at least write_quorum")
+        for key in ("max_entries_per_ledger", "max_size_per_ledger_mb", "max_unacked_ranges_to_persist",
+                    "max_pending_add_bytes", "max_open_read_handles"):
+            if getattr(self, key) < 1:
+                raise ConfigError(key, "must be at least 1")
+        for key in ("min_ledger_rollover_time_minutes", "max_ledger_rollover_time_minutes",
+                    "inactive_ledger_rollover_time_s", "cache_size_mb"):
+            if getattr(self, key) < 0:
+                raise ConfigError(key, "must not be negative")
+        if self.min_ledger_rollover_time_minutes > self.max_ledger_rollover_time_minutes:
+            raise ConfigError("min_ledger_rollover_time_minutes",
+                              "must not exceed max_ledger_rollover_time_minutes")
+        for key in ("cursor_persist_interval_s", "rollover_check_interval_s"):
+            if getattr(self, key) <= 0:
+                raise ConfigError(key, "must be positive")
+
+    @property
+    def minimum_rollover_time_s(self) -> float:
+        """``min_ledger_rollover_time_minutes`` in seconds."""
+        return self.min_ledger_rollover_time_minutes * 60.0
+
+    @property
+    def maximum_rollover_time_s(self) -> float:
+        """``max_ledger_rollover_time_minutes`` in seconds."""
+        return self.max_ledger_rollover_time_minutes * 60.0
+
+    @property
+    def max_size_per_ledger_bytes(self) -> int:
+        """``max_size_per_ledger_mb`` in bytes."""
+        return self.max_size_per_ledger_mb * _MB
+
+    @property
+    def cache_size_bytes(self) -> int:
+        """``cache_size_mb`` in bytes."""
+        return int(self.cache_size_mb * _MB)
