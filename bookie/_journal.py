@@ -1,0 +1,638 @@
+"""The bookie journal: group commit with a pipelined force-write stage.
+
+Data path. An add encodes its record and appends it to the open batch (no syscall, no task, one
+shared `trio.Event` per batch), then waits for that batch. The journal task takes the open batch
+when it is due, writes it with one ``pwrite`` in a worker thread and hands it to the force-write
+task, which runs ``fdatasync`` in a worker thread for every batch it has received so far (one sync
+covers many batches) and then acknowledges them, in order. While one batch syncs, the next is
+filled and written.
+
+A batch is due when (counted per reason): its bytes reach ``buffered_writes_threshold``; its
+records reach ``buffered_entries_threshold`` (if set); its oldest record waited
+``max_group_wait_ms``; or, with ``flush_when_queue_empty``, as soon as the journal task runs and
+finds it non-empty.
+
+Memory. Queued-but-unwritten records are bounded by ``queue_max_entries`` and ``queue_max_bytes``;
+an add that would pass them waits (backpressure). Written batches waiting for sync hold no data;
+their number is bounded by ``force_write_queue_max``.
+
+States (`JournalState`):
+
+    CREATED --serve()--> SERVING --aclose()--> CLOSING --all written and synced--> CLOSED
+    CREATED | SERVING | CLOSING --write, sync or file-creation error--> FAILED (terminal)
+
+Rule 1: adds are accepted only in SERVING (JournalClosedError otherwise, JournalIOError in FAILED).
+Rule 2: an add returns only once its record and every earlier one are written and, with
+        ``sync_data``, synced. A record is never acknowledged after an I/O error: the error fails
+        every pending add and all later ones.
+Rule 3: ``replay()`` only in CREATED; ``serve()`` always starts a NEW file, after making the last
+        old file end cleanly, so new records never follow a torn tail.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import trio
+
+from ._journal_codec import (
+    FILE_HEADER_SIZE,
+    AddEntry,
+    ExplicitLac,
+    FenceLedger,
+    JournalRecord,
+    LogMark,
+    MasterKey,
+    encode_add_header,
+    encode_record,
+)
+from ._journal_config import JournalConfig
+from ._journal_types import (
+    FlushReason,
+    JournalTicket,
+    _Batch,
+    _reraise,
+    JournalClosedError,
+    JournalError,
+    JournalIOError,
+    JournalState,
+    JournalStatistics,
+)
+from ._journal_files import (
+    JournalDisk,
+    ReplayReport,
+    create_journal_file,
+    iter_journal,
+    list_journal_files,
+    next_file_id,
+    remove_old_files,
+    repair_tail,
+)
+from ._last_mark import read_last_mark, write_last_mark
+from .metrics import JournalMetrics
+
+__all__ = ["Journal", "JournalTicket", "JournalState", "JournalStatistics", "JournalError", "JournalIOError",
+           "JournalClosedError", "FlushReason"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _Sync:
+    """A force-write request: sync file `file_id` (then ack `batch` and/or close the fd)."""
+
+    fd: int
+    file_id: int
+    batch: _Batch | None
+    close: bool
+
+
+class Journal:
+    """A bookie journal in one directory. Create with `Journal.open`, run with `serve`.
+
+    Adds may come from any number of tasks in the same trio run. See the module docstring for
+    the guarantees; `JournalConfig` for the settings.
+    """
+
+    def __init__(self, journal_dir: Path, ledger_dirs: Sequence[Path], config: JournalConfig,
+                 disk: JournalDisk, metrics: JournalMetrics, persisted: LogMark) -> None:
+        """Use `Journal.open` instead; it reads the persisted mark without blocking the loop."""
+        config.validate()
+        self._dir = journal_dir
+        self._ledger_dirs = tuple(ledger_dirs)
+        self._config = config
+        self._disk = disk
+        self.metrics = metrics
+        self._state = JournalState.CREATED
+        self._error: JournalError | None = None
+        self._persisted = persisted
+        self._durable = persisted
+        self._open = _Batch()
+        self._unfinished: deque[_Batch] = deque()
+        self._q_bytes = 0
+        self._q_entries = 0
+        self._wake = trio.Event()
+        self._space = trio.Event()
+        self._stopped = trio.Event()
+        self._serving_started = False
+        self._replayed = False
+        self._fd: int | None = None
+        self._file_id: int | None = None
+        self._last_file_id = 0
+        self._pos = 0
+        self._alloc_end = 0
+        self._fds_open: dict[int, int] = {}  # file id -> fd, until the force writer closes it
+        self._fw_send, self._fw_recv = trio.open_memory_channel[_Sync](config.force_write_queue_max)
+        self._fw_pending = 0
+        self._flushes = {r.value: 0 for r in FlushReason}
+        self._records_written = self._bytes_written = self._force_writes = 0
+        self._rolls = self._backpressure_waits = 0
+
+    @classmethod
+    async def open(cls, journal_dir: str | os.PathLike[str], ledger_dirs: Sequence[str | os.PathLike[str]],
+                   config: JournalConfig | None = None, *, disk: JournalDisk | None = None,
+                   metrics: JournalMetrics | None = None) -> Journal:
+        """Prepare a journal over `journal_dir` (created if missing); nothing is written yet.
+
+        `ledger_dirs` hold the ``lastMark`` copies. Raises `ConfigError` for a bad config and
+        OSError if the directories cannot be read or created.
+        """
+        jdir = Path(journal_dir)
+        ldirs = [Path(d) for d in ledger_dirs]
+
+        def prepare() -> LogMark:
+            jdir.mkdir(parents=True, exist_ok=True)
+            for d in ldirs:
+                d.mkdir(parents=True, exist_ok=True)
+            return read_last_mark(ldirs)
+
+        persisted = await trio.to_thread.run_sync(prepare)
+        return cls(jdir, ldirs, config or JournalConfig(), disk or JournalDisk(),
+                   metrics or JournalMetrics(), persisted)
+
+    # -----------------------------------------------------------------------------------------
+    # Adds
+
+    async def log_add_entry(self, ledger_id: int, entry_id: int, data: bytes) -> LogMark:
+        """Journal an entry; return its mark once durable. `data` must not be mutated meanwhile.
+
+        Raises JournalIOError (journal failed), JournalClosedError (not serving) or ValueError
+        (entry too large). If cancelled while waiting, the record may still be written.
+        """
+        head = encode_add_header(ledger_id, entry_id, data)
+        return await self._append(head, data, len(head) + len(data))
+
+    async def log_fence(self, ledger_id: int) -> LogMark:
+        """Journal that a ledger was fenced; same guarantees as `log_add_entry`."""
+        return await self.add(FenceLedger(ledger_id))
+
+    async def log_explicit_lac(self, ledger_id: int, lac: int, data: bytes = b"") -> LogMark:
+        """Journal an explicit LAC (and its opaque buffer); same guarantees as `log_add_entry`."""
+        return await self.add(ExplicitLac(ledger_id, lac, data))
+
+    async def log_master_key(self, ledger_id: int, master_key: bytes) -> LogMark:
+        """Journal a ledger's master key; same guarantees as `log_add_entry`."""
+        return await self.add(MasterKey(ledger_id, master_key))
+
+    async def add(self, record: JournalRecord) -> LogMark:
+        """Journal any record; same guarantees as `log_add_entry`."""
+        if isinstance(record, AddEntry):
+            return await self.log_add_entry(record.ledger_id, record.entry_id, record.data)
+        raw = encode_record(record)
+        return await self._append(raw, b"", len(raw))
+
+    # Non-waiting submission (added for the bookie server, which must keep the arrival order of
+    # a ledger's adds without a task per add: trio does not run tasks in the order they started).
+
+    def submit_add_entry(self, ledger_id: int, entry_id: int, data: bytes) -> JournalTicket:
+        """Enqueue an entry NOW (records keep the order of these calls) and return its ticket.
+
+        Raises trio.WouldBlock when the queue is full (await `wait_for_space`, then call again),
+        JournalIOError / JournalClosedError as `log_add_entry` does, ValueError if too large.
+        """
+        head = encode_add_header(ledger_id, entry_id, data)
+        return self._enqueue(head, data, len(head) + len(data))
+
+    def submit(self, record: JournalRecord) -> JournalTicket:
+        """Enqueue any record now; same rules as `submit_add_entry`."""
+        if isinstance(record, AddEntry):
+            return self.submit_add_entry(record.ledger_id, record.entry_id, record.data)
+        raw = encode_record(record)
+        return self._enqueue(raw, b"", len(raw))
+
+    async def wait_for_space(self) -> None:
+        """Return once the queue has had room freed (or the journal stopped serving).
+
+        Call it after `submit` raised trio.WouldBlock. While anything is queued it waits for the
+        next batch to leave the queue (a record may not fit even below the byte bound), so
+        a submit / wait_for_space loop never spins.
+        """
+        self._check_open()
+        if self._q_entries:
+            self._backpressure_waits += 1
+            await self._space.wait()
+        else:
+            await trio.lowlevel.checkpoint()
+
+    def _enqueue(self, head: bytes, data: bytes, size: int) -> JournalTicket:
+        self._check_open()
+        cfg = self._config
+        if self._q_entries >= cfg.queue_max_entries or (
+                self._q_bytes and self._q_bytes + size > cfg.queue_max_bytes):
+            raise trio.WouldBlock
+        batch = self._open
+        batch.times.append(time.perf_counter())
+        batch.parts.append(head)
+        if data:
+            batch.parts.append(data)
+        batch.nbytes += size
+        batch.count += 1
+        self._q_bytes += size
+        self._q_entries += 1
+        if batch.count == 1:
+            batch.first = trio.current_time()
+            self._wake.set()
+        elif batch.nbytes >= cfg.buffered_writes_threshold or (
+                cfg.buffered_entries_threshold and batch.count >= cfg.buffered_entries_threshold):
+            self._wake.set()
+        return JournalTicket(batch, batch.nbytes)
+
+    def _check_open(self) -> None:
+        if self._state is not JournalState.SERVING:
+            if self._error is not None:
+                _reraise(self._error)
+            raise JournalClosedError(f"journal is {self._state.value}")
+
+    async def _append(self, head: bytes, data: bytes, size: int) -> LogMark:
+        while True:
+            try:
+                ticket = self._enqueue(head, data, size)
+                break
+            except trio.WouldBlock:
+                self._backpressure_waits += 1
+                await self._space.wait()
+        return await ticket.wait()
+
+    # -----------------------------------------------------------------------------------------
+    # Marks
+
+    def current_mark(self) -> LogMark:
+        """The mark just past the last acknowledged record (what a checkpoint may persist).
+
+        Take it BEFORE flushing ledger storage, then pass it to `persist_last_mark` after.
+        """
+        return self._durable
+
+    @property
+    def persisted_mark(self) -> LogMark:
+        """The highest mark persisted in the ledger directories."""
+        return self._persisted
+
+    async def persist_last_mark(self, mark: LogMark) -> list[int]:
+        """Durably record that everything before `mark` is in ledger storage; prune old files.
+
+        Writes ``lastMark`` in every ledger directory, then deletes journal files wholly below
+        `mark` beyond ``max_backups``; returns the deleted file ids. A mark not above the
+        persisted one is ignored. Raises ValueError for a mark past `current_mark`, and
+        JournalIOError if a ledger directory could not be written.
+        """
+        if mark > self._durable:
+            raise ValueError(f"mark {mark} is past the last durable record {self._durable}")
+        if mark <= self._persisted:
+            return []
+        try:
+            await trio.to_thread.run_sync(write_last_mark, self._ledger_dirs, mark)
+        except OSError as exc:
+            raise JournalIOError(f"could not persist lastMark {mark}: {exc}") from exc
+        self._persisted = mark
+        removed = await trio.to_thread.run_sync(remove_old_files, self._dir, mark, self._config.max_backups)
+        if removed:
+            log.info("journal: removed files %s below %s", [f"{i:x}" for i in removed], mark)
+        return removed
+
+    # -----------------------------------------------------------------------------------------
+    # Replay
+
+    async def replay(self, apply: Callable[[LogMark, JournalRecord], Awaitable[None] | None] | None = None,
+                     from_mark: LogMark | None = None) -> ReplayReport:
+        """Feed every record from `from_mark` (default: the persisted mark) to `apply`, in order.
+
+        Stops at a damaged record (see `bookie._journal_files`); a torn tail of the last file is
+        cut off so that the journal ends cleanly. Only before `serve`. Returns what was done;
+        raises RuntimeError if called after serve, OSError if files cannot be read.
+        """
+        if self._state is not JournalState.CREATED:
+            raise RuntimeError("replay() must run before serve()")
+        report = ReplayReport()
+        gen = iter_journal(self._dir, from_mark if from_mark is not None else self._persisted, report)
+
+        def take() -> list[tuple[LogMark, JournalRecord]]:
+            out, nbytes = [], 0
+            for item in gen:
+                out.append(item)
+                nbytes += len(getattr(item[1], "data", b"")) + 32
+                if nbytes >= 4 * 1024 * 1024 or len(out) >= 4096:
+                    break
+            return out
+
+        while chunk := await trio.to_thread.run_sync(take):
+            if apply is not None:
+                for mark, record in chunk:
+                    res = apply(mark, record)
+                    if inspect.isawaitable(res):
+                        await res
+        if report.stop is not None and report.stop.last_file:
+            await trio.to_thread.run_sync(repair_tail, self._disk, report.stop)
+        self._durable = max(self._durable, report.end)
+        self._replayed = True
+        log.info("journal replay: %d records from %d files, end %s", report.records, len(report.files),
+                 report.end)
+        return report
+
+    # -----------------------------------------------------------------------------------------
+    # Lifecycle
+
+    @property
+    def state(self) -> JournalState:
+        """The current `JournalState`."""
+        return self._state
+
+    @property
+    def error(self) -> JournalError | None:
+        """The error that failed the journal, if it is FAILED."""
+        return self._error
+
+    async def serve(self, *, task_status: trio.TaskStatus[Journal] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the journal and force-write tasks until `aclose` (or cancellation, or failure).
+
+        Starts a new journal file first (after checking the tail of the last one if `replay` was
+        not run). ``task_status.started`` is called once adds are accepted. On failure the loops
+        stop and the journal stays FAILED; this returns normally so the owner decides what to do.
+        On cancellation, pending adds get JournalClosedError.
+        """
+        if self._serving_started:
+            raise RuntimeError("serve() may only run once")
+        self._serving_started = True
+        started = False
+        try:
+            if not self._replayed:
+                await self._check_tail()
+            self._last_file_id = await trio.to_thread.run_sync(next_file_id, self._dir)
+            await self._new_file()
+            self._durable = max(self._durable, LogMark(self._file_id or 0, FILE_HEADER_SIZE))
+            self._state = JournalState.SERVING
+            task_status.started(self)
+            started = True
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._force_write_loop)
+                nursery.start_soon(self._journal_loop)
+        except JournalIOError:
+            if not started:
+                raise
+        finally:
+            self._shutdown()
+
+    async def aclose(self) -> None:
+        """Stop accepting adds, write and sync everything accepted, close files; wait for it."""
+        if self._state is JournalState.SERVING:
+            self._state = JournalState.CLOSING
+            self._wake.set()
+            self._space.set()
+        if self._serving_started:
+            await self._stopped.wait()
+        elif self._state is JournalState.CREATED:
+            self._state = JournalState.CLOSED
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[Journal]:
+        """``async with journal.running():`` serve in a private nursery, `aclose` on exit."""
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.serve)
+            try:
+                yield self
+            finally:
+                with trio.CancelScope(shield=True):
+                    await self.aclose()
+
+    def statistics(self) -> JournalStatistics:
+        """A snapshot of counters and queue sizes."""
+        return JournalStatistics(
+            state=self._state, flushes=dict(self._flushes), records_written=self._records_written,
+            bytes_written=self._bytes_written, force_writes=self._force_writes, rolls=self._rolls,
+            backpressure_waits=self._backpressure_waits, queued_entries=self._q_entries,
+            queued_bytes=self._q_bytes, force_write_queue=self._fw_pending,
+            current_file_id=self._file_id, durable_mark=self._durable, persisted_mark=self._persisted)
+
+    # -----------------------------------------------------------------------------------------
+    # Internals: files
+
+    async def _check_tail(self) -> None:
+        files = await trio.to_thread.run_sync(list_journal_files, self._dir)
+        if not files:
+            return
+        report = ReplayReport()
+        start = LogMark(files[-1][0], 0)
+        await trio.to_thread.run_sync(lambda: sum(1 for _ in iter_journal(self._dir, start, report)))
+        if report.stop is not None and report.stop.last_file:
+            await trio.to_thread.run_sync(repair_tail, self._disk, report.stop)
+
+    async def _new_file(self) -> None:
+        cfg = self._config
+        file_id = max(self._last_file_id + 1, time.time_ns() // 1_000_000)
+        t0 = trio.current_time()
+        try:
+            fd = await trio.to_thread.run_sync(create_journal_file, self._disk, self._dir, file_id,
+                                               cfg.prealloc_size)
+        except OSError as exc:
+            self._fail(exc, f"creating journal file {file_id:x}")
+            raise self._error from exc  # type: ignore[misc]
+        self.metrics.creation_latency.observe((trio.current_time() - t0) * 1000.0)
+        self._fd, self._file_id, self._last_file_id = fd, file_id, file_id
+        self._fds_open[file_id] = fd
+        self._pos = FILE_HEADER_SIZE
+        self._alloc_end = max(cfg.prealloc_size, FILE_HEADER_SIZE)
+
+    def _write_blocking(self, fd: int, data: bytes, start: int) -> None:
+        end = start + len(data)
+        if end > self._alloc_end:
+            chunk = self._config.prealloc_size
+            new_end = -(-end // chunk) * chunk
+            t0 = time.perf_counter()
+            self._disk.allocate(fd, self._alloc_end, new_end - self._alloc_end)
+            self._alloc_end = new_end
+            self.metrics.preallocation.observe((time.perf_counter() - t0) * 1000.0)
+        self._disk.pwrite(fd, data, start)
+
+    # -----------------------------------------------------------------------------------------
+    # Internals: the journal task (batching and writing)
+
+    def _due(self, batch: _Batch) -> FlushReason | None:
+        cfg = self._config
+        if batch.nbytes >= cfg.buffered_writes_threshold:
+            return FlushReason.MAX_OUTSTANDING_BYTES
+        if cfg.buffered_entries_threshold and batch.count >= cfg.buffered_entries_threshold:
+            return FlushReason.MAX_OUTSTANDING_ENTRIES
+        if self._state is not JournalState.SERVING:
+            return FlushReason.CLOSE
+        if cfg.flush_when_queue_empty:
+            return FlushReason.EMPTY_QUEUE
+        return None
+
+    async def _journal_loop(self) -> None:
+        max_wait = self._config.max_group_wait_ms / 1000.0
+        try:
+            while self._error is None:
+                batch = self._open
+                if batch.count == 0:
+                    if self._state is not JournalState.SERVING:
+                        break
+                    self._wake = trio.Event()
+                    await self._wake.wait()
+                    continue
+                reason = self._due(batch)
+                if reason is None:
+                    with trio.move_on_at(batch.first + max_wait):
+                        while (reason := self._due(batch)) is None:
+                            self._wake = trio.Event()
+                            await self._wake.wait()
+                    if reason is None:
+                        reason = FlushReason.MAX_WAIT
+                self._open = _Batch()
+                self._unfinished.append(batch)
+                await self._write(batch, reason)
+            if self._fd is not None and self._file_id is not None:
+                # a clean close syncs the last file even without sync_data
+                await self._send_sync(_Sync(self._fd, self._file_id, None, close=True))
+                self._fd = None
+        finally:
+            self._fw_send.close()
+
+    async def _write(self, batch: _Batch, reason: FlushReason) -> None:
+        self._flushes[reason.value] += 1
+        counter = {FlushReason.MAX_WAIT: self.metrics.num_flush_max_wait,
+                   FlushReason.MAX_OUTSTANDING_BYTES: self.metrics.num_flush_max_outstanding_bytes,
+                   FlushReason.MAX_OUTSTANDING_ENTRIES: self.metrics.num_flush_max_outstanding_entries,
+                   FlushReason.EMPTY_QUEUE: self.metrics.num_flush_empty_queue}.get(reason)
+        if counter is not None:
+            counter.inc()
+        data = b"".join(batch.parts)
+        batch.parts = []
+        fd, file_id, start = self._fd, self._file_id, self._pos
+        assert fd is not None and file_id is not None
+        t0 = trio.current_time()
+        try:
+            await trio.to_thread.run_sync(self._write_blocking, fd, data, start)
+        except OSError as exc:
+            self._fail(exc, f"writing journal file {file_id:x}")
+            return
+        finally:
+            self._q_bytes -= batch.nbytes
+            self._q_entries -= batch.count
+            self._space.set()
+            self._space = trio.Event()
+        self.metrics.flush_latency.observe((trio.current_time() - t0) * 1000.0)
+        self.metrics.write_bytes.inc(len(data))
+        self.metrics.queue_size.set(self._q_entries)
+        self.metrics.queue_bytes.set(self._q_bytes)
+        self._records_written += batch.count
+        self._bytes_written += len(data)
+        self._pos = start + len(data)
+        batch.file_id, batch.start = file_id, start
+        roll = self._pos >= self._config.max_file_size
+        if self._config.sync_data:
+            await self._send_sync(_Sync(fd, file_id, batch, close=roll))
+        else:
+            self._ack(batch)
+            if roll:
+                await self._send_sync(_Sync(fd, file_id, None, close=True))
+        if roll:
+            self._rolls += 1
+            self.metrics.num_rolls.inc()
+            self._fd = None
+            await self._new_file()
+
+    async def _send_sync(self, item: _Sync) -> None:
+        self._fw_pending += 1
+        self.metrics.force_write_queue_size.set(self._fw_pending)
+        await self._fw_send.send(item)
+
+    # -----------------------------------------------------------------------------------------
+    # Internals: the force-write task
+
+    async def _force_write_loop(self) -> None:
+        recv = self._fw_recv
+        while True:
+            try:
+                items = [await recv.receive()]
+            except trio.EndOfChannel:
+                return
+            while True:
+                try:
+                    items.append(recv.receive_nowait())
+                except (trio.WouldBlock, trio.EndOfChannel):
+                    break
+            self._fw_pending -= len(items)
+            self.metrics.force_write_queue_size.set(self._fw_pending)
+            i = 0
+            while i < len(items):
+                j = i
+                while j < len(items) and items[j].file_id == items[i].file_id:
+                    j += 1
+                await self._sync_group(items[i:j])
+                i = j
+
+    async def _sync_group(self, group: list[_Sync]) -> None:
+        fd, file_id = group[0].fd, group[0].file_id
+        batches = [it.batch for it in group if it.batch is not None]
+        if self._error is None:
+            t0 = trio.current_time()
+            try:
+                await trio.to_thread.run_sync(self._disk.fdatasync, fd)
+            except OSError as exc:
+                self._fail(exc, f"syncing journal file {file_id:x}")
+            else:
+                self._force_writes += 1
+                self.metrics.num_force_writes.inc()
+                self.metrics.sync.observe((trio.current_time() - t0) * 1000.0)
+                self.metrics.force_write_batch_entries.observe(sum(b.count for b in batches))
+                self.metrics.force_write_batch_bytes.observe(sum(b.nbytes for b in batches))
+                for b in batches:
+                    self._ack(b)
+        if any(it.close for it in group):
+            self._fds_open.pop(file_id, None)
+            try:
+                await trio.to_thread.run_sync(self._disk.close, fd)
+            except OSError as exc:
+                log.warning("journal: closing file %x: %s", file_id, exc)
+
+    # -----------------------------------------------------------------------------------------
+    # Internals: completion and failure
+
+    def _ack(self, batch: _Batch) -> None:
+        if batch.done.is_set():
+            return
+        if self._unfinished and self._unfinished[0] is batch:
+            self._unfinished.popleft()
+        self._durable = LogMark(batch.file_id, batch.start + batch.nbytes)
+        now = time.perf_counter()
+        self.metrics.add_entry.observe_many([(now - t) * 1000.0 for t in batch.times])
+        batch.done.set()
+
+    def _fail_pending(self, error: JournalError) -> None:
+        for b in [*self._unfinished, self._open]:
+            if not b.done.is_set():
+                b.error = error
+                b.done.set()
+        self._unfinished.clear()
+        self._space.set()
+        self._wake.set()
+
+    def _fail(self, exc: BaseException, what: str) -> None:
+        if self._error is None:
+            self._error = JournalIOError(f"journal {what} failed: {exc}")
+            self._error.__cause__ = exc
+            self._state = JournalState.FAILED
+            self.metrics.io_errors.inc()
+            log.error("journal FAILED while %s: %s; no further adds will be acknowledged", what, exc)
+        self._fail_pending(self._error)
+
+    def _shutdown(self) -> None:
+        if self._state is not JournalState.FAILED:
+            self._state = JournalState.CLOSED
+        self._fail_pending(self._error or JournalClosedError("journal closed"))
+        for fd in self._fds_open.values():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._fds_open.clear()
+        self._fd = None
+        self._stopped.set()

@@ -1,0 +1,298 @@
+"""Journal files on disk: naming, creation with preallocation, replay scanning, tail repair, cleanup.
+
+All functions here block; the `Journal` runs them in worker threads.
+
+Files are ``{id:x}.txn``. Ids only grow: a new id is ``max(now in ms, highest existing id + 1)``,
+so a clock stepping backwards cannot reorder files. Each file starts with a `FILE_HEADER_SIZE`
+header, then records; the rest of its preallocated space is zeros.
+
+Replay rules:
+
+* Replay starts at the mark (file id, offset) and continues through every later file in id order.
+* The LAST file may end in a torn or corrupt record (a crash mid-write): replay stops there,
+  reports file, offset and reason, and `repair_tail` cuts the file at that offset, so that after
+  new files are added it still ends cleanly. No acknowledged record is ever after a bad one: an
+  add is acknowledged only once everything written before it was synced.
+* A damaged record in an EARLIER file is not a crash artefact: it is logged as an error and
+  replay stops there too (later files are not applied: their records would be out of order).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ._journal_codec import (
+    FILE_HEADER_SIZE,
+    DecodeStop,
+    JournalFormatError,
+    JournalRecord,
+    LogMark,
+    StopReason,
+    decode_file_header,
+    decode_record,
+    encode_file_header,
+)
+
+__all__ = ["JournalDisk", "ReplayStop", "ReplayReport", "journal_file_name", "list_journal_files",
+           "next_file_id", "create_journal_file", "iter_journal", "repair_tail", "remove_old_files"]
+
+log = logging.getLogger(__name__)
+
+_NAME = re.compile(r"^([0-9a-f]+)\.txn$")
+_ANY_ID = re.compile(r"^([0-9a-f]+)\.txn(\.torn)?$")
+_ZEROS = bytes(1024 * 1024)
+
+
+class JournalDisk:
+    """The blocking disk calls of the journal, in one object so tests can fail them on cue.
+
+    Every method raises OSError on failure. Subclass and override to inject faults (for example
+    an `fdatasync` that raises ``OSError(errno.EIO, ...)``).
+    """
+
+    def create(self, path: Path) -> int:
+        """Create a new file exclusively and return a read-write descriptor."""
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+
+    def pwrite(self, fd: int, data: bytes | memoryview, offset: int) -> None:
+        """Write all of `data` at `offset` (loops over short writes)."""
+        view = memoryview(data)
+        while view:
+            n = os.pwrite(fd, view, offset)
+            if n <= 0:
+                raise OSError(errno.EIO, "pwrite wrote nothing")
+            view = view[n:]
+            offset += n
+
+    def fdatasync(self, fd: int) -> None:
+        """Make the file's data (and the size, if it changed) durable."""
+        os.fdatasync(fd)
+
+    def allocate(self, fd: int, offset: int, length: int) -> None:
+        """Reserve `length` bytes at `offset` (the file grows); falls back to writing zeros."""
+        try:
+            os.posix_fallocate(fd, offset, length)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                raise
+        end = offset + length
+        while offset < end:
+            n = min(len(_ZEROS), end - offset)
+            self.pwrite(fd, _ZEROS[:n], offset)
+            offset += n
+
+    def close(self, fd: int) -> None:
+        """Close a descriptor."""
+        os.close(fd)
+
+    def fsync_dir(self, path: Path) -> None:
+        """Make a directory's entries (created, renamed, removed files) durable."""
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def journal_file_name(file_id: int) -> str:
+    """``{id:x}.txn``."""
+    return f"{file_id:x}.txn"
+
+
+def list_journal_files(directory: str | os.PathLike[str]) -> list[tuple[int, Path]]:
+    """``(file id, path)`` of every journal file in `directory`, by increasing id."""
+    out = []
+    for entry in os.scandir(directory):
+        m = _NAME.match(entry.name)
+        if m and entry.is_file():
+            out.append((int(m.group(1), 16), Path(entry.path)))
+    out.sort()
+    return out
+
+
+def next_file_id(directory: str | os.PathLike[str], at_least: int = 0) -> int:
+    """A file id above every existing one and `at_least`: the time in ms when that is larger."""
+    # set-aside (``.torn``) files count too, so that an id is never reused
+    ids = [int(m.group(1), 16) for e in os.scandir(directory) if (m := _ANY_ID.match(e.name))]
+    highest = max([at_least - 1, *ids])
+    return max(time.time_ns() // 1_000_000, highest + 1)
+
+
+def create_journal_file(disk: JournalDisk, directory: Path, file_id: int, prealloc: int) -> int:
+    """Create file `file_id` with its header and first preallocated chunk, durably; return its fd.
+
+    The header, the allocation and the directory entry are synced here so that a later crash
+    never leaves a file whose header is missing while its records are present.
+    """
+    path = directory / journal_file_name(file_id)
+    fd = disk.create(path)
+    try:
+        disk.allocate(fd, 0, max(prealloc, FILE_HEADER_SIZE))
+        disk.pwrite(fd, encode_file_header(file_id), 0)
+        disk.fdatasync(fd)
+        disk.fsync_dir(directory)
+    except BaseException:
+        disk.close(fd)
+        raise
+    return fd
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayStop:
+    """Where and why replay of a file stopped early."""
+
+    file_id: int
+    path: str
+    offset: int
+    reason: StopReason | str
+    detail: str
+    last_file: bool
+
+
+@dataclass(slots=True)
+class ReplayReport:
+    """What a replay did: files read, records applied, the end mark and any early stop."""
+
+    files: list[int] = field(default_factory=list)
+    records: int = 0
+    end: LogMark = LogMark(0, 0)
+    stop: ReplayStop | None = None
+    last_file_id: int | None = None
+
+
+def _is_zero_from(f, buf: bytearray, pos: int, chunk: int) -> bool:
+    if buf.count(0, pos) != len(buf) - pos:
+        return False
+    while data := f.read(chunk):
+        if data.count(0) != len(data):
+            return False
+    return True
+
+
+def _scan_file(path: Path, start: int, chunk: int) -> Iterator[tuple[int, JournalRecord] | DecodeStop]:
+    """Yield ``(end offset, record)`` for each good record from `start`, then one `DecodeStop`."""
+    with open(path, "rb", buffering=0) as f:
+        f.seek(start)
+        buf = bytearray()
+        base, pos, eof = start, 0, False
+        while True:
+            res = decode_record(buf, pos, final=eof)
+            if not isinstance(res, DecodeStop):
+                record, pos = res
+                yield base + pos, record
+                continue
+            if res.reason is StopReason.NEED_MORE:
+                del buf[:pos]
+                base += pos
+                pos = 0
+                data = f.read(chunk)
+                if data:
+                    buf += data
+                else:
+                    eof = True
+                continue
+            if res.reason is StopReason.ZERO_TAIL and not _is_zero_from(f, buf, pos, chunk):
+                res = DecodeStop(StopReason.BAD_LENGTH, pos, "zeroed hole followed by non-zero data")
+            yield DecodeStop(res.reason, base + res.offset, res.detail)
+            return
+
+
+def iter_journal(directory: str | os.PathLike[str], from_mark: LogMark,
+                 report: ReplayReport | None = None,
+                 chunk: int = 4 * 1024 * 1024) -> Iterator[tuple[LogMark, JournalRecord]]:
+    """Yield ``(mark, record)`` for every record at or after `from_mark`, in journal order.
+
+    Follows the replay rules in the module docstring; fills `report` (if given) as it goes. A
+    file whose header is unreadable counts as damaged at offset 0. Never raises for damaged data;
+    raises OSError if a file cannot be read at all.
+    """
+    report = report if report is not None else ReplayReport()
+    files = list_journal_files(directory)
+    report.last_file_id = files[-1][0] if files else None
+    report.end = from_mark
+    for i, (file_id, path) in enumerate(files):
+        if file_id < from_mark.file_id:
+            continue
+        last = i == len(files) - 1
+        report.files.append(file_id)
+        try:
+            with open(path, "rb") as f:
+                if decode_file_header(f.read(FILE_HEADER_SIZE)) != file_id:
+                    raise JournalFormatError("file id in header does not match the file name")
+        except JournalFormatError as exc:
+            _record_stop(report, ReplayStop(file_id, str(path), 0, "bad file header", str(exc), last))
+            return
+        start = FILE_HEADER_SIZE
+        if file_id == from_mark.file_id:
+            start = max(start, from_mark.offset)
+        report.end = max(report.end, LogMark(file_id, start))
+        for item in _scan_file(path, start, chunk):
+            if isinstance(item, DecodeStop):
+                if not item.reason.clean:
+                    _record_stop(report, ReplayStop(file_id, str(path), item.offset, item.reason,
+                                                    item.detail, last))
+                    return
+                break
+            end, record = item
+            mark = LogMark(file_id, end)
+            report.records += 1
+            report.end = mark
+            yield mark, record
+
+
+def _record_stop(report: ReplayReport, stop: ReplayStop) -> None:
+    report.stop = stop
+    reason = stop.reason.value if isinstance(stop.reason, StopReason) else stop.reason
+    if stop.last_file:
+        log.warning("journal replay: ignoring torn tail of last file %s at offset %d: %s %s",
+                    stop.path, stop.offset, reason, stop.detail)
+    else:
+        log.error("journal replay: CORRUPT record in %s at offset %d (%s %s); NOT replaying anything "
+                  "after it, including later journal files", stop.path, stop.offset, reason, stop.detail)
+
+
+def repair_tail(disk: JournalDisk, stop: ReplayStop) -> None:
+    """Make the last file end cleanly where replay stopped: cut it, or set aside a bad header.
+
+    Only for a stop in the last file (anything after it was never acknowledged). A file with an
+    unreadable header is renamed to ``*.txn.torn`` rather than deleted, for inspection.
+    """
+    if not stop.last_file:
+        raise ValueError("only the last journal file may be repaired")
+    path = Path(stop.path)
+    if stop.offset == 0:
+        os.replace(path, path.with_name(path.name + ".torn"))
+        disk.fsync_dir(path.parent)
+        return
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.ftruncate(fd, stop.offset)
+        disk.fdatasync(fd)
+    finally:
+        os.close(fd)
+
+
+def remove_old_files(directory: str | os.PathLike[str], mark: LogMark, max_backups: int) -> list[int]:
+    """Delete journal files wholly below `mark`, keeping the newest `max_backups` of them.
+
+    Returns the ids deleted. A file is wholly below the mark when its id is lower than the mark's
+    file id: the mark's own file, and anything newer, still holds records to replay.
+    """
+    below = [(fid, p) for fid, p in list_journal_files(directory) if fid < mark.file_id]
+    doomed = below[:max(0, len(below) - max_backups)]
+    removed = []
+    for fid, path in doomed:
+        try:
+            path.unlink()
+            removed.append(fid)
+        except FileNotFoundError:
+            pass
+    return removed
