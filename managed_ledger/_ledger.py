@@ -204,8 +204,11 @@ class ManagedLedger(CursorsAndTrimming):
             try:
                 # Recovery fences the previous owner's ledger: its next add fails.
                 handle = await bk.open_ledger(last.ledger_id, recovery=True)
+                # A ledger the previous owner closed and recorded keeps its close time, so that
+                # retention time counts from the real close, not from each reopen.
+                closed_at = last.timestamp_ms or self._now_ms()
                 infos[-1] = LedgerInfo(last.ledger_id, handle.last_add_confirmed + 1, handle.length,
-                                       self._now_ms())
+                                       closed_at)
                 await handle.close()
             except NoSuchLedger:
                 infos.pop()  # deleted behind our back: nothing in it to keep
