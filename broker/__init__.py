@@ -1,1 +1,39 @@
-"""Magnetar broker."""
+"""Magnetar broker: the Apache Pulsar binary protocol over managed ledgers.
+
+Start it with ``await nursery.start(serve_broker, BrokerService(factory, store, config), host, port)``;
+the official ``pulsar-client`` then works against ``pulsar://host:port`` unchanged.
+"""
+
+from ._config import BrokerConfig as BrokerConfig
+from ._errors import BrokerServiceError as BrokerServiceError
+from ._errors import ConsumerBusyError as ConsumerBusyError
+from ._errors import IncompatibleSchemaError as IncompatibleSchemaError
+from ._errors import NamespaceNotFoundError as NamespaceNotFoundError
+from ._errors import NotAllowedError as NotAllowedError
+from ._errors import ProducerBusyError as ProducerBusyError
+from ._errors import ServiceNotReadyError as ServiceNotReadyError
+from ._errors import TopicNotFoundError as TopicNotFoundError
+from ._namespaces import NamespaceResources as NamespaceResources
+from ._schemas import SchemaInfo as SchemaInfo
+from ._schemas import SchemaRegistry as SchemaRegistry
+from ._schemas import check_compatible as check_compatible
+from ._selectors import AutoSplitRanges as AutoSplitRanges
+from ._selectors import ConsumerKey as ConsumerKey
+from ._selectors import RangeConflictError as RangeConflictError
+from ._selectors import RoundRobin as RoundRobin
+from ._selectors import StickyRanges as StickyRanges
+from ._selectors import choose_active_consumer as choose_active_consumer
+from ._server import serve_broker as serve_broker
+from ._service import BrokerService as BrokerService
+from ._topic_name import InvalidTopicNameError as InvalidTopicNameError
+from ._topic_name import NamespaceName as NamespaceName
+from ._topic_name import TopicName as TopicName
+
+__all__ = [
+    "AutoSplitRanges", "BrokerConfig", "BrokerService", "BrokerServiceError", "ConsumerBusyError",
+    "ConsumerKey", "IncompatibleSchemaError", "InvalidTopicNameError", "NamespaceName",
+    "NamespaceNotFoundError", "NamespaceResources", "NotAllowedError", "ProducerBusyError",
+    "RangeConflictError", "RoundRobin", "SchemaInfo", "SchemaRegistry", "ServiceNotReadyError",
+    "StickyRanges", "TopicName", "TopicNotFoundError", "check_compatible", "choose_active_consumer",
+    "serve_broker",
+]

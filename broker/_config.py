@@ -1,0 +1,119 @@
+"""The broker's configuration: a frozen dataclass whose keys also accept Pulsar's broker.conf names."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from magnetar.config import ConfigError, config_field
+
+__all__ = ["BrokerConfig"]
+
+_TOPIC_TYPES = ("non-partitioned", "partitioned")
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """Settings of the Pulsar protocol server and its topics.
+
+    Every field accepts its snake_case name or the Pulsar ``broker.conf`` alias. `validate` raises
+    `ConfigError` naming the key for values that cannot work (ports out of range, sizes <= 0,
+    an unknown auto-creation type).
+    """
+
+    cluster_name: str = config_field("standalone", alias="clusterName", help="Name of this cluster.")
+    advertised_address: str = config_field(
+        "127.0.0.1", alias="advertisedAddress",
+        help="Host name the broker gives clients in lookup answers.")
+    bind_address: str = config_field("0.0.0.0", alias="bindAddress", help="Address the server listens on.")
+    broker_service_port: int = config_field(6650, alias="brokerServicePort", help="Pulsar protocol port.")
+    web_service_port: int = config_field(8080, alias="webServicePort", help="Admin REST port.")
+    allow_auto_topic_creation: bool = config_field(
+        True, alias="allowAutoTopicCreation",
+        help="Create topics on first use inside existing namespaces.")
+    allow_auto_topic_creation_type: str = config_field(
+        "non-partitioned", alias="allowAutoTopicCreationType",
+        help="Type of auto-created topics: non-partitioned or partitioned.")
+    default_num_partitions: int = config_field(
+        1, alias="defaultNumPartitions", help="Partitions of an auto-created partitioned topic.")
+    max_message_size: int = config_field(
+        5 * 1024 * 1024, alias="maxMessageSize",
+        help="Largest message (metadata + payload) accepted; advertised in CONNECTED.")
+    keep_alive_interval_s: int = config_field(
+        30, alias="keepAliveIntervalSeconds",
+        help="Idle time before the broker pings; twice this without any answer closes the connection.")
+    max_pending_publish_requests_per_connection: int = config_field(
+        1000, alias="maxPendingPublishRequestsPerConnection",
+        help="SEND frames in flight per connection before the broker stops reading it.")
+    max_pending_publish_bytes: int = config_field(
+        64 * 1024 * 1024, alias="maxPendingPublishBytes",
+        help="Bytes of SEND frames in flight per connection before the broker stops reading it.")
+    outgoing_queue_bytes: int = config_field(
+        16 * 1024 * 1024, help="Bytes queued for writing per connection before handlers wait.")
+    broker_deduplication_enabled: bool = config_field(
+        False, alias="brokerDeduplicationEnabled",
+        help="Default for namespaces whose policies do not set deduplicationEnabled.")
+    deduplication_snapshot_interval_entries: int = config_field(
+        100, alias="brokerDeduplicationEntriesInterval",
+        help="Entries between two persisted snapshots of the producers' last sequence ids.")
+    dispatcher_max_read_batch_size: int = config_field(
+        100, alias="dispatcherMaxReadBatchSize", help="Entries read from the cursor per dispatch round.")
+    dispatcher_max_read_size_bytes: int = config_field(
+        5 * 1024 * 1024, alias="dispatcherMaxReadSizeBytes", help="Bytes read per dispatch round.")
+    dispatcher_max_replay_entries: int = config_field(
+        5000, help="Entries waiting for redelivery before a subscription stops reading new ones.")
+    max_unacked_messages_per_consumer: int = config_field(
+        50000, alias="maxUnackedMessagesPerConsumer",
+        help="Messages delivered but not acked before a Shared consumer stops receiving (0 = no limit).")
+    delayed_delivery_enabled: bool = config_field(
+        True, alias="delayedDeliveryEnabled", help="Honour deliver_at_time on Shared subscriptions.")
+    subscription_key_shared_enable: bool = config_field(
+        True, alias="subscriptionKeySharedEnable", help="Allow Key_Shared subscriptions.")
+    broker_delete_inactive_topics_enabled: bool = config_field(
+        False, alias="brokerDeleteInactiveTopicsEnabled",
+        help="Delete topics with no producers, consumers or subscriptions (not implemented: unload only).")
+    topic_unload_idle_s: float = config_field(
+        300.0, help="Unload (close the managed ledger of) a topic with no producer or consumer for this long.")
+    schema_compatibility_strategy: str = config_field(
+        "FULL", alias="schemaCompatibilityStrategy",
+        help="Default schema compatibility: ALWAYS_COMPATIBLE, ALWAYS_INCOMPATIBLE, BACKWARD, FORWARD, FULL "
+             "(and *_TRANSITIVE).")
+    is_allow_auto_update_schema: bool = config_field(
+        True, alias="isAllowAutoUpdateSchema", help="Producers may register new schema versions.")
+    default_tenant: str = config_field("public", help="Tenant created at start when missing.")
+    default_namespace: str = config_field("public/default", help="Namespace created at start when missing.")
+
+    def validate(self) -> None:
+        """Raise `ConfigError` for a value no broker can run with."""
+        for key in ("broker_service_port", "web_service_port"):
+            port = getattr(self, key)
+            if not 0 <= port <= 65535:
+                raise ConfigError(key, f"must be a port number (0-65535), got {port}")
+        if self.allow_auto_topic_creation_type not in _TOPIC_TYPES:
+            raise ConfigError("allow_auto_topic_creation_type",
+                              f"must be one of {', '.join(_TOPIC_TYPES)}, got "
+                              f"{self.allow_auto_topic_creation_type!r}")
+        for key in ("default_num_partitions", "max_message_size", "keep_alive_interval_s",
+                    "max_pending_publish_requests_per_connection", "max_pending_publish_bytes",
+                    "outgoing_queue_bytes", "deduplication_snapshot_interval_entries",
+                    "dispatcher_max_read_batch_size", "dispatcher_max_read_size_bytes",
+                    "dispatcher_max_replay_entries"):
+            if getattr(self, key) <= 0:
+                raise ConfigError(key, f"must be positive, got {getattr(self, key)}")
+        if self.max_unacked_messages_per_consumer < 0:
+            raise ConfigError("max_unacked_messages_per_consumer", "must be 0 (no limit) or positive")
+        if self.topic_unload_idle_s <= 0:
+            raise ConfigError("topic_unload_idle_s", "must be positive")
+        if self.max_message_size > self.max_pending_publish_bytes:
+            raise ConfigError("max_pending_publish_bytes", "must be at least max_message_size")
+        if self.schema_compatibility_strategy.upper() not in _STRATEGIES:
+            raise ConfigError("schema_compatibility_strategy",
+                              f"unknown strategy {self.schema_compatibility_strategy!r}")
+        if self.default_namespace.count("/") != 1 or not self.default_namespace.startswith(
+                self.default_tenant + "/"):
+            raise ConfigError("default_namespace", "must look like '<default_tenant>/<namespace>'")
+
+
+_STRATEGIES = {
+    "ALWAYS_COMPATIBLE", "ALWAYS_INCOMPATIBLE", "BACKWARD", "FORWARD", "FULL",
+    "BACKWARD_TRANSITIVE", "FORWARD_TRANSITIVE", "FULL_TRANSITIVE",
+}

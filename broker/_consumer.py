@@ -1,0 +1,92 @@
+"""A consumer attached to a subscription through one client connection."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from broker.protocol import encode_command, encode_payload_command_raw, make_command
+from managed_ledger import Entry, Position
+
+from ._entries import UINT64_MAX
+
+if TYPE_CHECKING:
+    from ._subscription import Subscription
+
+__all__ = ["Consumer"]
+
+
+class Consumer:
+    """State of one consumer: permits from FLOW, what it holds unacked, and how to reach it.
+
+    ``pending`` maps each delivered, not yet acked entry to its message count; it is what a
+    consumer leaving, a redelivery request or a failover switch hands back to the dispatcher.
+    Sending goes through the connection's bounded outgoing queue, so a slow client slows its
+    dispatcher rather than growing memory.
+    """
+
+    def __init__(self, *, consumer_id: int, name: str, connection: Any, subscription: Subscription,
+                 priority: int, seq: int, hash_ranges: Sequence[tuple[int, int]] = (),
+                 metadata: dict[str, str] | None = None) -> None:
+        self.consumer_id = consumer_id
+        self.name = name
+        self.connection = connection
+        self.subscription = subscription
+        self.priority = priority
+        self.seq = seq
+        self.hash_ranges = tuple(hash_ranges)
+        self.metadata = metadata or {}
+        self.permits = 0
+        self.pending: dict[Position, int] = {}
+        self.closed = False
+        self.join_barrier: Position | None = None  # Key_Shared: see the dispatcher's Rule 3b
+        self.ready = False  # set once SUCCESS was sent: nothing else may reach the client before it
+        self.msg_out_counter = 0
+        self.bytes_out_counter = 0
+        self.msg_redeliver_counter = 0
+        self.connected_since = ""
+
+    @property
+    def unacked_messages(self) -> int:
+        """Messages delivered to this consumer and not acked yet."""
+        return sum(self.pending.values())
+
+    @property
+    def address(self) -> str:
+        """The client's address, for stats."""
+        return str(getattr(self.connection, "remote", ""))
+
+    async def send_entries(self, items: Sequence[tuple[Entry, int, list[int] | None]]) -> None:
+        """Send MESSAGE frames for ``(entry, redelivery_count, ack_set)`` items, in order."""
+        if self.closed or not items:
+            return
+        frames = []
+        for entry, redelivery, ack_set in items:
+            fields: dict[str, Any] = {
+                "consumer_id": self.consumer_id,
+                "message_id": {"ledgerId": entry.position.ledger_id & UINT64_MAX,
+                               "entryId": entry.position.entry_id & UINT64_MAX},
+            }
+            if redelivery:
+                fields["redelivery_count"] = redelivery
+            if ack_set is not None:
+                fields["ack_set"] = ack_set
+            frames.append(encode_payload_command_raw(make_command("MESSAGE", **fields), entry.data))
+            self.bytes_out_counter += len(entry.data)
+        self.msg_out_counter += len(items)
+        await self.connection.send(b"".join(frames))
+
+    def notify_active(self, is_active: bool) -> None:
+        """Tell a Failover consumer whether it is now the active one (ACTIVE_CONSUMER_CHANGE)."""
+        if self.ready and not self.closed:
+            self.connection.send_nowait(encode_command(make_command(
+                "ACTIVE_CONSUMER_CHANGE", consumer_id=self.consumer_id, is_active=is_active)))
+
+    def close_from_broker(self) -> None:
+        """Tell the client the broker closed this consumer (it will re-subscribe) and detach it."""
+        if self.closed:
+            return
+        self.closed = True
+        self.connection.forget_consumer(self.consumer_id, self)
+        self.connection.send_nowait(encode_command(make_command(
+            "CLOSE_CONSUMER", consumer_id=self.consumer_id, request_id=UINT64_MAX)))

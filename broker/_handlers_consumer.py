@@ -1,0 +1,218 @@
+"""Handlers of SUBSCRIBE, FLOW, ACK, REDELIVER, SEEK, UNSUBSCRIBE, CLOSE_CONSUMER, stats and last id."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from broker.protocol import Frame, make_command
+from broker.protocol import pulsar_api_pb2 as pb
+from managed_ledger import InitialPosition, Position
+
+from ._consumer import Consumer
+from ._dispatcher import SubType
+from ._entries import UINT64_MAX, entry_info
+from ._errors import BrokerServiceError, NotAllowedError
+from ._topic_name import TopicName
+
+if TYPE_CHECKING:
+    from ._connection import ServerConnection
+
+__all__ = ["handle_subscribe", "handle_flow", "handle_ack", "handle_redeliver", "handle_seek",
+           "handle_unsubscribe", "handle_close_consumer", "handle_get_last_message_id", "handle_consumer_stats",
+           "start_of"]
+
+log = logging.getLogger(__name__)
+_INT64_MAX = (1 << 63) - 1
+
+
+def start_of(mid: pb.MessageIdData) -> Position | InitialPosition:
+    """A reader's start: ledger/entry 2^64-1 (-1 unsigned) is earliest, the int64 maximum latest."""
+    if mid.ledgerId == UINT64_MAX or mid.entryId == UINT64_MAX:
+        return InitialPosition.EARLIEST
+    if mid.ledgerId >= _INT64_MAX:
+        return InitialPosition.LATEST
+    return Position(mid.ledgerId, mid.entryId)
+
+
+def _consumer(conn: ServerConnection, consumer_id: int) -> Consumer:
+    consumer = conn.consumers.get(consumer_id)
+    if consumer is None or consumer.closed:
+        raise BrokerServiceError(f"consumer {consumer_id} not found on this connection", pb.ConsumerNotFound)
+    return consumer
+
+
+async def _check_schema(conn: ServerConnection, topic: TopicName, schema: pb.Schema) -> None:
+    from ._handlers_lookup import schema_from_proto
+
+    if schema.type == 0 and not schema.schema_data:
+        return
+    info = schema_from_proto(schema)
+    strategy, _allow = await conn.service.schema_strategy(topic.namespace_name)
+    if not await conn.service.schemas.versions(topic):
+        await conn.service.schemas.get_or_create(topic, info, strategy)
+    else:
+        await conn.service.schemas.check(topic, info, strategy)
+
+
+async def handle_subscribe(conn: ServerConnection, frame: Frame) -> None:
+    """SUBSCRIBE -> SUCCESS; the client then sends FLOW."""
+    req = frame.command.subscribe
+    existing = conn.consumers.get(req.consumer_id)
+    if existing is not None and not existing.closed:
+        conn.send_command(make_command("SUCCESS", request_id=req.request_id))
+        return
+    if req.subType == SubType.KEY_SHARED and not conn.config.subscription_key_shared_enable:
+        raise NotAllowedError("Key_Shared subscriptions are disabled on this broker")
+    name = TopicName.parse(req.topic)
+    topic = await conn.service.get_topic(name, create=req.force_topic_creation)
+    if req.HasField("schema"):
+        await _check_schema(conn, name, req.schema)
+    initial = (InitialPosition.EARLIEST if req.initialPosition == pb.CommandSubscribe.Earliest
+               else InitialPosition.LATEST)
+    start = start_of(req.start_message_id) if (not req.durable and req.HasField("start_message_id")) else None
+    sub = await topic.subscribe(req.subscription, durable=req.durable, initial_position=initial, start=start)
+    ranges = None
+    if (req.subType == SubType.KEY_SHARED and req.HasField("keySharedMeta")
+            and req.keySharedMeta.keySharedMode == pb.STICKY):
+        ranges = [(r.start, r.end) for r in req.keySharedMeta.hashRanges]
+    consumer = await sub.add_consumer(
+        consumer_id=req.consumer_id, name=req.consumer_name or f"consumer-{req.consumer_id}", connection=conn,
+        sub_type=req.subType, priority=req.priority_level, hash_ranges=ranges,
+        metadata={kv.key: kv.value for kv in req.metadata})
+    if conn.closed:
+        await sub.remove_consumer(consumer)
+        return
+    conn.consumers[req.consumer_id] = consumer
+    conn.send_command(make_command("SUCCESS", request_id=req.request_id))
+    consumer.ready = True
+    if sub.dispatcher is not None:
+        sub.dispatcher.notify_new_failover_consumer(consumer)
+    log.info("consumer %s subscribed to %s/%s (%s)", consumer.name, name, req.subscription,
+             SubType.NAMES.get(req.subType))
+
+
+async def handle_flow(conn: ServerConnection, frame: Frame) -> None:
+    """FLOW: more permits (messages) for a consumer."""
+    req = frame.command.flow
+    consumer = conn.consumers.get(req.consumer_id)
+    if consumer is None or consumer.subscription.dispatcher is None:
+        return
+    consumer.subscription.dispatcher.flow(consumer, req.messagePermits)
+
+
+async def handle_ack(conn: ServerConnection, frame: Frame) -> None:
+    """ACK individual / cumulative / batch-index; ACK_RESPONSE when a request id is set."""
+    req = frame.command.ack
+    consumer = _consumer(conn, req.consumer_id)
+    if req.HasField("validation_error"):
+        log.warning("consumer %s reports a corrupt message (%s)", consumer.name,
+                    pb.CommandAck.ValidationError.Name(req.validation_error))
+    sub = consumer.subscription
+    items = [(Position(m.ledgerId, m.entryId), list(m.ack_set), m.batch_size if m.HasField("batch_size") else 0)
+             for m in req.message_id]
+    if req.ack_type == pb.CommandAck.Cumulative:
+        if sub.dispatcher is not None and sub.dispatcher.sub_type in (SubType.SHARED, SubType.KEY_SHARED):
+            raise NotAllowedError("cumulative ack is not allowed on Shared and Key_Shared subscriptions")
+        for pos, ack_set, size in items[-1:]:
+            await sub.ack_cumulative(consumer, pos, ack_set, size)
+    else:
+        await sub.ack_individual(consumer, items)
+    if req.HasField("request_id"):
+        conn.send_command(make_command("ACK_RESPONSE", consumer_id=req.consumer_id, request_id=req.request_id))
+
+
+async def handle_redeliver(conn: ServerConnection, frame: Frame) -> None:
+    """REDELIVER_UNACKNOWLEDGED_MESSAGES: all the consumer's unacked messages, or the listed ones."""
+    req = frame.command.redeliverUnacknowledgedMessages
+    consumer = conn.consumers.get(req.consumer_id)
+    if consumer is None or consumer.subscription.dispatcher is None:
+        return
+    d = consumer.subscription.dispatcher
+    if req.message_ids and d.sub_type in (SubType.SHARED, SubType.KEY_SHARED):
+        d.redeliver(consumer, [Position(m.ledgerId, m.entryId) for m in req.message_ids])
+    else:
+        d.redeliver(consumer, None)
+
+
+async def handle_seek(conn: ServerConnection, frame: Frame) -> None:
+    """SEEK by message id or publish time: CLOSE_CONSUMER to the consumers, then SUCCESS."""
+    req = frame.command.seek
+    consumer = _consumer(conn, req.consumer_id)
+    sub = consumer.subscription
+    topic = sub.topic
+    if req.HasField("message_publish_time"):
+        pos = await sub.position_for_publish_time(req.message_publish_time)
+    elif req.HasField("message_id"):
+        start = start_of(req.message_id)
+        if start is InitialPosition.EARLIEST:
+            pos = topic.first_position()
+        elif start is InitialPosition.LATEST:
+            pos = topic.next_position(topic.ml.last_confirmed_entry)
+        else:
+            pos = start
+    else:
+        raise BrokerServiceError("SEEK needs a message id or a publish time", pb.NotAllowedError)
+    await sub.seek(pos)
+    conn.send_command(make_command("SUCCESS", request_id=req.request_id))
+
+
+async def handle_unsubscribe(conn: ServerConnection, frame: Frame) -> None:
+    """UNSUBSCRIBE: delete the subscription unless other consumers are attached (or ``force``)."""
+    req = frame.command.unsubscribe
+    consumer = _consumer(conn, req.consumer_id)
+    sub = consumer.subscription
+    others = [c for c in sub.consumers if c is not consumer]
+    if others and not req.force:
+        raise BrokerServiceError(f"subscription {sub.name!r} has other connected consumers", pb.UnknownError)
+    conn.consumers.pop(req.consumer_id, None)
+    await sub.remove_consumer(consumer)
+    await sub.topic.unsubscribe(sub)
+    conn.send_command(make_command("SUCCESS", request_id=req.request_id))
+
+
+async def handle_close_consumer(conn: ServerConnection, frame: Frame) -> None:
+    """CLOSE_CONSUMER -> SUCCESS; its unacked messages go to the other consumers."""
+    req = frame.command.close_consumer
+    consumer = conn.consumers.pop(req.consumer_id, None)
+    if consumer is not None:
+        await consumer.subscription.remove_consumer(consumer)
+    conn.send_command(make_command("SUCCESS", request_id=req.request_id))
+
+
+def _mid(pos: Position, batch_index: int = -1) -> dict:
+    out = {"ledgerId": pos.ledger_id & UINT64_MAX, "entryId": pos.entry_id & UINT64_MAX}
+    if batch_index >= 0:
+        out["batch_index"] = batch_index
+    return out
+
+
+async def handle_get_last_message_id(conn: ServerConnection, frame: Frame) -> None:
+    """GET_LAST_MESSAGE_ID: the last stored id (with the last batch index) and the mark-delete position."""
+    req = frame.command.getLastMessageId
+    consumer = _consumer(conn, req.consumer_id)
+    sub = consumer.subscription
+    last = sub.topic.ml.last_confirmed_entry
+    batch_index = -1
+    if last.entry_id >= 0:
+        entry = await sub.topic.ml.read_entry(last)
+        info = entry_info(entry.data)
+        if info.is_batch:
+            batch_index = info.num_messages - 1
+    conn.send_command(make_command(
+        "GET_LAST_MESSAGE_ID_RESPONSE", request_id=req.request_id, last_message_id=_mid(last, batch_index),
+        consumer_mark_delete_position=_mid(sub.cursor.mark_delete_position)))
+
+
+async def handle_consumer_stats(conn: ServerConnection, frame: Frame) -> None:
+    """CONSUMER_STATS: counters of one consumer and its subscription's backlog."""
+    req = frame.command.consumerStats
+    consumer = _consumer(conn, req.consumer_id)
+    sub = consumer.subscription
+    d = sub.dispatcher
+    conn.send_command(make_command(
+        "CONSUMER_STATS_RESPONSE", request_id=req.request_id, consumerName=consumer.name,
+        availablePermits=max(0, consumer.permits), unackedMessages=consumer.unacked_messages,
+        blockedConsumerOnUnackedMsgs=False, address=consumer.address, connectedSince=consumer.connected_since,
+        type=SubType.NAMES.get(d.sub_type if d else 0, "Exclusive"), msgBacklog=sub.cursor.backlog,
+        msgRateOut=0.0, msgThroughputOut=0.0, msgRateRedeliver=0.0, msgRateExpired=0.0, messageAckRate=0.0))

@@ -1,0 +1,103 @@
+"""Handlers of lookups, namespace listings and schema requests."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from broker.protocol import Frame, make_command
+from broker.protocol import pulsar_api_pb2 as pb
+
+from ._errors import BrokerServiceError, NamespaceNotFoundError, TopicNotFoundError
+from ._schemas import SchemaInfo, version_bytes, version_from_bytes
+from ._topic_name import NamespaceName, TopicName
+
+if TYPE_CHECKING:
+    from ._connection import ServerConnection
+
+__all__ = ["handle_partitioned_metadata", "handle_lookup", "handle_topics_of_namespace",
+           "handle_get_schema", "handle_get_or_create_schema", "schema_from_proto", "schema_to_proto"]
+
+
+async def handle_partitioned_metadata(conn: ServerConnection, frame: Frame) -> None:
+    """PARTITIONED_METADATA: always answered with ``response`` set (0 = not partitioned)."""
+    req = frame.command.partitionMetadata
+    topic = TopicName.parse(req.topic)
+    n = await conn.service.partitioned_metadata(topic, auto_create=req.metadata_auto_creation_enabled)
+    conn.send_command(make_command(
+        "PARTITIONED_METADATA_RESPONSE", request_id=req.request_id, partitions=n,
+        response=pb.CommandPartitionedTopicMetadataResponse.Success))
+
+
+async def handle_lookup(conn: ServerConnection, frame: Frame) -> None:
+    """LOOKUP: this broker owns every topic (Connect, authoritative) once the namespace exists."""
+    req = frame.command.lookupTopic
+    topic = TopicName.parse(req.topic)
+    if not topic.persistent:
+        raise TopicNotFoundError(f"non-persistent topics are not supported: {topic}")
+    if not await conn.service.namespaces.namespace_exists(topic.namespace_name):
+        raise NamespaceNotFoundError(f"namespace {topic.namespace_name} does not exist")
+    conn.send_command(make_command(
+        "LOOKUP_RESPONSE", request_id=req.request_id, response=pb.CommandLookupTopicResponse.Connect,
+        brokerServiceUrl=conn.service.service_url, authoritative=True, proxy_through_service_url=False))
+
+
+async def handle_topics_of_namespace(conn: ServerConnection, frame: Frame) -> None:
+    """GET_TOPICS_OF_NAMESPACE: persistent topics (NON_PERSISTENT mode gets none), filtered by pattern."""
+    req = frame.command.getTopicsOfNamespace
+    ns = NamespaceName.parse(req.namespace)
+    topics = [] if req.mode == pb.CommandGetTopicsOfNamespace.NON_PERSISTENT else \
+        await conn.service.topics_of_namespace(ns)
+    filtered = False
+    if req.HasField("topics_pattern") and req.topics_pattern:
+        try:
+            pattern = re.compile(req.topics_pattern)
+        except re.error:
+            pattern = None
+        if pattern is not None:
+            topics = [t for t in topics if pattern.fullmatch(str(TopicName.parse(t).partitioned_topic))
+                      or pattern.fullmatch(t)]
+            filtered = True
+    conn.send_command(make_command("GET_TOPICS_OF_NAMESPACE_RESPONSE", request_id=req.request_id,
+                                   topics=topics, filtered=filtered, changed=True))
+
+
+def schema_from_proto(schema: pb.Schema) -> SchemaInfo:
+    """Our `SchemaInfo` of a wire Schema."""
+    return SchemaInfo(type=schema.type, data=schema.schema_data, name=schema.name,
+                      properties=tuple(sorted((kv.key, kv.value) for kv in schema.properties)))
+
+
+def schema_to_proto(info: SchemaInfo) -> dict:
+    """Fields of a wire Schema for `make_command`."""
+    return {"name": info.name, "schema_data": info.data, "type": info.type,
+            "properties": [{"key": k, "value": v} for k, v in info.properties]}
+
+
+async def handle_get_schema(conn: ServerConnection, frame: Frame) -> None:
+    """GET_SCHEMA: errors go inside GET_SCHEMA_RESPONSE (error_code)."""
+    req = frame.command.getSchema
+    topic = TopicName.parse(req.topic)
+    version = None
+    if req.HasField("schema_version") and req.schema_version:
+        try:
+            version = version_from_bytes(req.schema_version)
+        except ValueError as exc:
+            raise BrokerServiceError(str(exc), pb.IncompatibleSchema) from None
+    found = await conn.service.schemas.get(topic, version)
+    if found is None:
+        raise TopicNotFoundError(f"topic {topic} has no schema" + (f" version {version}" if version is not None else ""))
+    info, v = found
+    conn.send_command(make_command("GET_SCHEMA_RESPONSE", request_id=req.request_id,
+                                   schema=schema_to_proto(info), schema_version=version_bytes(v)))
+
+
+async def handle_get_or_create_schema(conn: ServerConnection, frame: Frame) -> None:
+    """GET_OR_CREATE_SCHEMA: the version of the schema, registering it if compatible."""
+    req = frame.command.getOrCreateSchema
+    topic = TopicName.parse(req.topic)
+    strategy, allow_new = await conn.service.schema_strategy(topic.namespace_name)
+    v = await conn.service.schemas.get_or_create(topic, schema_from_proto(req.schema), strategy,
+                                                 allow_new=allow_new)
+    conn.send_command(make_command("GET_OR_CREATE_SCHEMA_RESPONSE", request_id=req.request_id,
+                                   schema_version=version_bytes(v)))

@@ -1,0 +1,103 @@
+"""Handlers of PRODUCER, SEND and CLOSE_PRODUCER."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import secrets
+from typing import TYPE_CHECKING
+
+from broker.protocol import Frame, make_command
+from broker.protocol import pulsar_api_pb2 as pb
+
+from ._producer import Producer
+from ._schemas import version_bytes
+from ._topic_name import TopicName
+
+if TYPE_CHECKING:
+    from ._connection import ServerConnection
+
+__all__ = ["handle_producer", "handle_send", "handle_close_producer"]
+
+log = logging.getLogger(__name__)
+_NAME_PREFIX = secrets.token_hex(3)
+_names = itertools.count()
+
+
+async def _schema_version(conn: ServerConnection, topic: TopicName, schema: pb.Schema | None) -> bytes | None:
+    from ._handlers_lookup import schema_from_proto
+
+    if schema is None or (schema.type == 0 and not schema.schema_data):
+        return None
+    strategy, allow_new = await conn.service.schema_strategy(topic.namespace_name)
+    v = await conn.service.schemas.get_or_create(topic, schema_from_proto(schema), strategy, allow_new=allow_new)
+    return version_bytes(v)
+
+
+async def handle_producer(conn: ServerConnection, frame: Frame) -> None:
+    """PRODUCER -> PRODUCER_SUCCESS (``producer_ready=false`` parks a WaitForExclusive producer)."""
+    req = frame.command.producer
+    existing = conn.producers.get(req.producer_id)
+    if existing is not None and not existing.closed:
+        # the client retried after a timeout: the producer exists, confirm it again
+        conn.send_command(make_command("PRODUCER_SUCCESS", request_id=req.request_id, producer_name=existing.name,
+                                       last_sequence_id=existing.topic.last_sequence_id(existing.name)))
+        return
+    name = TopicName.parse(req.topic)
+    topic = await conn.service.get_topic(name, create=True)
+    schema_version = await _schema_version(conn, name, req.schema if req.HasField("schema") else None)
+    if req.HasField("producer_name") and req.producer_name:
+        producer_name, user_provided = req.producer_name, req.user_provided_producer_name
+    else:
+        producer_name, user_provided = f"{conn.config.cluster_name}-{_NAME_PREFIX}-{next(_names)}", False
+    if conn.closed:
+        return
+    producer = Producer(topic=topic, producer_id=req.producer_id, name=producer_name, connection=conn,
+                        access_mode=req.producer_access_mode, user_provided_name=user_provided,
+                        requested_epoch=req.topic_epoch if req.HasField("topic_epoch") else None)
+
+    def success(ready: bool) -> None:
+        fields = {"request_id": req.request_id, "producer_name": producer_name,
+                  "last_sequence_id": topic.last_sequence_id(producer_name), "producer_ready": ready}
+        if schema_version is not None:
+            fields["schema_version"] = schema_version
+        if producer.exclusive:
+            fields["topic_epoch"] = producer.epoch
+        conn.send_command(make_command("PRODUCER_SUCCESS", **fields))
+
+    ready = topic.add_producer(producer, lambda: success(True))
+    conn.producers[req.producer_id] = producer
+    success(ready)
+    log.info("producer %s on %s (%s)", producer_name, name, conn.remote)
+
+
+async def handle_send(conn: ServerConnection, frame: Frame) -> None:
+    """SEND: store the entry; the receipt follows in order once stored (see `_producer`)."""
+    req = frame.command.send
+    raw = frame.raw_metadata_and_payload
+    if raw is None:
+        conn.close("SEND without a payload")
+        return
+    producer = conn.producers.get(req.producer_id)
+    if producer is None or producer.closed:
+        # closed by the broker meanwhile (CLOSE_PRODUCER is on its way): the client resends after reconnecting
+        log.debug("SEND for unknown producer %d on %s", req.producer_id, conn.remote)
+        return
+    if len(raw) > conn.config.max_message_size:
+        # the client checks CONNECTED.max_message_size first; one that does not is told (and reconnects)
+        conn.send_command(make_command(
+            "SEND_ERROR", producer_id=req.producer_id, sequence_id=req.sequence_id, error=pb.NotAllowedError,
+            message=f"message of {len(raw)} bytes exceeds maxMessageSize {conn.config.max_message_size}"))
+        return
+    highest = req.highest_sequence_id if req.highest_sequence_id > req.sequence_id else req.sequence_id
+    conn.publish_started(len(raw))
+    producer.topic.publish(producer, req.sequence_id, highest, raw, req.num_messages)
+
+
+async def handle_close_producer(conn: ServerConnection, frame: Frame) -> None:
+    """CLOSE_PRODUCER -> SUCCESS (also for an unknown producer: closing is idempotent)."""
+    req = frame.command.close_producer
+    producer = conn.producers.pop(req.producer_id, None)
+    if producer is not None:
+        producer.topic.remove_producer(producer)
+    conn.send_command(make_command("SUCCESS", request_id=req.request_id))

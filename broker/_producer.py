@@ -1,0 +1,102 @@
+"""A producer attached to a topic through one client connection, and its in-order receipts.
+
+Rules:
+
+* Rule 1: SEND_RECEIPTs go out in the order the SENDs arrived, each only after the managed
+  ledger acknowledged that entry (a duplicate's receipt waits for the entries before it).
+* Rule 2: a failed add answers SEND_ERROR (PersistenceError) for that SEND; the client then closes
+  the connection and resends whatever is pending, which dedup (when on) filters.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from broker.protocol import encode_command, make_command
+from broker.protocol import pulsar_api_pb2 as pb
+
+from ._entries import UINT64_MAX
+
+if TYPE_CHECKING:
+    from ._topic import Topic
+
+__all__ = ["Producer", "AccessMode"]
+
+
+class AccessMode:
+    """ProducerAccessMode values."""
+
+    SHARED = 0
+    EXCLUSIVE = 1
+    WAIT_FOR_EXCLUSIVE = 2
+    EXCLUSIVE_WITH_FENCING = 3
+
+
+@dataclass(slots=True)
+class _Slot:
+    sequence_id: int
+    highest_sequence_id: int
+    size: int
+    done: bool = False
+    ledger_id: int = -1
+    entry_id: int = -1
+    error: str | None = None
+
+
+class Producer:
+    """One producer: its name, access mode and the receipts it still owes (Rule 1)."""
+
+    def __init__(self, *, topic: Topic, producer_id: int, name: str, connection: Any, access_mode: int,
+                 user_provided_name: bool, epoch: int = 0, requested_epoch: int | None = None) -> None:
+        self.topic = topic
+        self.producer_id = producer_id
+        self.name = name
+        self.connection = connection
+        self.access_mode = access_mode
+        self.user_provided_name = user_provided_name
+        self.epoch = epoch
+        self.requested_epoch = requested_epoch  # the topic epoch a reconnecting exclusive producer held
+        self.closed = False
+        self._slots: deque[_Slot] = deque()
+        self.msg_in_counter = 0
+        self.bytes_in_counter = 0
+
+    @property
+    def exclusive(self) -> bool:
+        """Whether this producer holds the topic exclusively."""
+        return self.access_mode != AccessMode.SHARED
+
+    def new_slot(self, sequence_id: int, highest: int, size: int) -> _Slot:
+        """Reserve the receipt position of a SEND that just arrived."""
+        slot = _Slot(sequence_id, highest, size)
+        self._slots.append(slot)
+        return slot
+
+    def complete(self, slot: _Slot, ledger_id: int, entry_id: int, error: str | None = None) -> None:
+        """Record a SEND's outcome and send every receipt that is now at the head (Rule 1)."""
+        slot.done, slot.ledger_id, slot.entry_id, slot.error = True, ledger_id, entry_id, error
+        while self._slots and self._slots[0].done:
+            s = self._slots.popleft()
+            self.connection.publish_done(s.size)
+            if self.closed:
+                continue
+            if s.error is not None:
+                cmd = make_command("SEND_ERROR", producer_id=self.producer_id, sequence_id=s.sequence_id,
+                                   error=pb.PersistenceError, message=s.error)
+            else:
+                cmd = make_command(
+                    "SEND_RECEIPT", producer_id=self.producer_id, sequence_id=s.sequence_id,
+                    highest_sequence_id=s.highest_sequence_id,
+                    message_id={"ledgerId": s.ledger_id & UINT64_MAX, "entryId": s.entry_id & UINT64_MAX})
+            self.connection.send_nowait(encode_command(cmd))
+
+    def close_from_broker(self) -> None:
+        """Tell the client the broker closed this producer (it reconnects) and detach it."""
+        if self.closed:
+            return
+        self.closed = True
+        self.connection.forget_producer(self.producer_id, self)
+        self.connection.send_nowait(encode_command(make_command(
+            "CLOSE_PRODUCER", producer_id=self.producer_id, request_id=UINT64_MAX)))

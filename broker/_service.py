@@ -1,0 +1,230 @@
+"""The broker service: namespaces, topic loading/unloading, and what lookups answer.
+
+Rules:
+
+* Rule 1: a topic is loaded (its managed ledger opened) on first use by a producer, consumer or
+  reader, once per name even under concurrent requests, and unloaded after
+  ``topic_unload_idle_s`` without producers or consumers.
+* Rule 2: a topic may be used only inside an existing namespace (else TopicNotFound naming the
+  missing namespace); a topic that does not exist yet is created on first use when
+  auto-creation is allowed (broker config ``allowAutoTopicCreation``, overridable per namespace
+  with the ``autoTopicCreationOverride`` policy), else TopicNotFound.
+* Rule 3: partitions of a partitioned topic always exist; a partitioned topic is auto-created
+  by PARTITIONED_METADATA when the auto-creation type is ``partitioned``.
+* Rule 4: this broker owns every topic (standalone): lookups answer Connect to itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import unquote
+
+import trio
+
+from managed_ledger import ManagedLedgerError, ManagedLedgerFactory
+from metadata import MetadataStore, NodeExistsError
+
+from ._config import BrokerConfig
+from ._dedup import Deduplication
+from ._errors import NamespaceNotFoundError, ServiceNotReadyError, TopicNotFoundError
+from ._namespaces import NamespaceResources
+from ._schemas import SchemaRegistry
+from ._topic import Topic
+from ._topic_name import NamespaceName, TopicName
+
+__all__ = ["BrokerService"]
+
+log = logging.getLogger(__name__)
+
+
+class BrokerService:
+    """Everything the protocol handlers share. Start it with ``await nursery.start(service.run)``.
+
+    ``factory`` is a running `ManagedLedgerFactory`; ``store`` the metadata store. The service
+    never closes either (their owner does); `close` unloads every topic.
+    """
+
+    def __init__(self, factory: ManagedLedgerFactory, store: MetadataStore, config: BrokerConfig | None = None,
+                 *, clock: Callable[[], float] = time.time) -> None:
+        self.factory = factory
+        self.store = store
+        self.config = config or BrokerConfig()
+        self.clock = clock
+        self.namespaces = NamespaceResources(store, self.config.cluster_name)
+        self.schemas = SchemaRegistry(store)
+        self.topics: dict[str, Topic] = {}
+        self._loading: dict[str, trio.Event] = {}
+        self._nursery: trio.Nursery | None = None
+        self.service_url = f"pulsar://{self.config.advertised_address}:{self.config.broker_service_port}"
+        self.connections: set[Any] = set()
+
+    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:  # noqa: ANN001
+        """Create the default namespace, then own topic tasks and the idle-unload loop until cancelled."""
+        await self.namespaces.ensure_namespace(NamespaceName.parse(self.config.default_namespace))
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                nursery.start_soon(self._unload_idle_loop)
+                task_status.started(self)
+                await trio.sleep_forever()
+        finally:
+            with trio.CancelScope(shield=True):
+                await self.close()
+
+    def set_port(self, port: int) -> None:
+        """Record the port the server really listens on (lookups answer with it)."""
+        self.service_url = f"pulsar://{self.config.advertised_address}:{port}"
+
+    # ------------------------------------------------------------------ namespaces and existence
+
+    async def _auto_create_allowed(self, ns: NamespaceName) -> tuple[bool, str, int]:
+        policies = await self.namespaces.get_policies(ns)
+        if policies is None:
+            raise NamespaceNotFoundError(f"namespace {ns} does not exist (create the tenant and namespace first)")
+        override = policies.get("autoTopicCreationOverride") or {}
+        if override:
+            return (bool(override.get("allowAutoTopicCreation", False)),
+                    override.get("topicType", "non-partitioned"), int(override.get("defaultNumPartitions", 1)))
+        return (self.config.allow_auto_topic_creation, self.config.allow_auto_topic_creation_type,
+                self.config.default_num_partitions)
+
+    async def topic_exists(self, topic: TopicName) -> bool:
+        """Whether the (non-partitioned or partition) topic has a managed ledger or is loaded."""
+        if str(topic) in self.topics:
+            return True
+        names = await self.factory.list(topic.managed_ledger_name)
+        return topic.managed_ledger_name in names
+
+    async def partitioned_metadata(self, topic: TopicName, *, auto_create: bool = True) -> int:
+        """Partitions of ``topic`` (0: not partitioned), per Rules 2 and 3."""
+        if not topic.persistent:
+            raise TopicNotFoundError(f"non-persistent topics are not supported: {topic}")
+        allowed, kind, default_n = await self._auto_create_allowed(topic.namespace_name)
+        if topic.partition >= 0:
+            return 0
+        n = await self.namespaces.get_partitions(topic)
+        if n or not auto_create or not allowed or kind != "partitioned":
+            return n
+        if await self.topic_exists(topic):
+            return 0
+        try:
+            await self.namespaces.create_partitioned_topic(topic, default_n)
+        except NodeExistsError:
+            pass
+        return await self.namespaces.get_partitions(topic)
+
+    async def check_topic(self, topic: TopicName, *, create: bool) -> None:
+        """Raise `TopicNotFoundError` unless ``topic`` exists or may be created now (Rule 2)."""
+        if not topic.persistent:
+            raise TopicNotFoundError(f"non-persistent topics are not supported: {topic}")
+        allowed, _kind, _n = await self._auto_create_allowed(topic.namespace_name)
+        if str(topic) in self.topics:
+            return
+        if topic.partition >= 0:
+            n = await self.namespaces.get_partitions(topic.partitioned_topic)
+            if n and topic.partition < n:
+                return
+        elif await self.namespaces.get_partitions(topic):
+            raise TopicNotFoundError(f"{topic} is a partitioned topic: use its partitions")
+        if await self.topic_exists(topic):
+            return
+        if not (create and allowed):
+            raise TopicNotFoundError(f"topic {topic} does not exist and auto-creation is disabled")
+
+    # ------------------------------------------------------------------ loading
+
+    async def get_topic(self, topic: TopicName, *, create: bool = True) -> Topic:
+        """The loaded topic, loading it once (Rule 1); raises TopicNotFound / ServiceNotReady."""
+        key = str(topic)
+        while True:
+            t = self.topics.get(key)
+            if t is not None and not t.closed:
+                t.touch()
+                return t
+            loading = self._loading.get(key)
+            if loading is None:
+                break
+            await loading.wait()
+        await self.check_topic(topic, create=create)
+        event = self._loading[key] = trio.Event()
+        try:
+            if self._nursery is None:
+                raise ServiceNotReadyError("the broker service is not running")
+            try:
+                ml = await self.factory.open(topic.managed_ledger_name)
+            except ManagedLedgerError as exc:
+                raise ServiceNotReadyError(f"could not open topic {topic}: {exc}") from exc
+            dedup = None
+            if await self.dedup_enabled(topic.namespace_name):
+                dedup = Deduplication(self.store, topic.managed_ledger_name,
+                                      self.config.deduplication_snapshot_interval_entries)
+                await dedup.recover(ml)
+            t = Topic(self, topic, ml, dedup)
+            await self._nursery.start(t.run)
+            self.topics[key] = t
+            log.info("loaded topic %s", topic)
+            return t
+        finally:
+            del self._loading[key]
+            event.set()
+
+    async def dedup_enabled(self, ns: NamespaceName) -> bool:
+        """The namespace's ``deduplicationEnabled`` policy, else the broker default."""
+        policies = await self.namespaces.get_policies(ns) or {}
+        value = policies.get("deduplicationEnabled")
+        return self.config.broker_deduplication_enabled if value is None else bool(value)
+
+    async def schema_strategy(self, ns: NamespaceName) -> tuple[str, bool]:
+        """The namespace's schema compatibility strategy and whether producers may add versions."""
+        policies = await self.namespaces.get_policies(ns) or {}
+        strategy = policies.get("schema_compatibility_strategy") or "UNDEFINED"
+        if strategy == "UNDEFINED":
+            strategy = self.config.schema_compatibility_strategy
+        return strategy.upper(), bool(policies.get("is_allow_auto_update_schema",
+                                                    self.config.is_allow_auto_update_schema))
+
+    async def unload(self, topic: Topic) -> None:
+        """Close a loaded topic (clients reconnect and load it again)."""
+        if self.topics.get(str(topic.name)) is topic:
+            del self.topics[str(topic.name)]
+        await topic.close()
+        log.info("unloaded topic %s", topic.name)
+
+    def unload_soon(self, topic: Topic) -> None:
+        """`unload` from a context that must not wait (for example a fenced add)."""
+        if self._nursery is not None:
+            self._nursery.start_soon(self.unload, topic)
+
+    async def _unload_idle_loop(self) -> None:
+        while True:
+            await trio.sleep(min(30.0, self.config.topic_unload_idle_s / 2))
+            now = self.clock()
+            for t in list(self.topics.values()):
+                if t.idle and now - t.last_active >= self.config.topic_unload_idle_s:
+                    await self.unload(t)
+
+    async def close(self) -> None:
+        """Unload every topic."""
+        for t in list(self.topics.values()):
+            try:
+                await self.unload(t)
+            except Exception as exc:  # noqa: BLE001 - keep closing the others
+                log.warning("unloading %s failed: %s", t.name, exc)
+
+    # ------------------------------------------------------------------ listing
+
+    async def topics_of_namespace(self, ns: NamespaceName) -> list[str]:
+        """Persistent topics of a namespace (partitions by their ``-partition-N`` names), sorted."""
+        if not await self.namespaces.namespace_exists(ns):
+            raise NamespaceNotFoundError(f"namespace {ns} does not exist")
+        prefix = f"{ns}/persistent/"
+        names = {str(TopicName("persistent", ns.tenant, ns.namespace, unquote(n[len(prefix):])))
+                 for n in await self.factory.list(prefix) if n.startswith(prefix)}
+        names.update(str(t.name) for t in self.topics.values() if t.name.namespace_name == ns)
+        for base, n in (await self.namespaces.list_partitioned_topics(ns)).items():
+            parsed = TopicName.parse(base)
+            names.update(str(parsed.partition_name(i)) for i in range(n))
+        return sorted(names)

@@ -1,0 +1,233 @@
+"""A subscription: a managed cursor, its consumers and its dispatcher task.
+
+Rules:
+
+* Rule 1: all consumers of a subscription share one type; another type is refused (ConsumerBusy)
+  while any consumer is attached. Exclusive takes a single consumer.
+* Rule 2: a durable subscription keeps its cursor when its consumers leave; a non-durable one
+  (a reader) closes its cursor and disappears with its last consumer.
+* Rule 3: acks go to the cursor first, then the dispatcher forgets the entries.
+* Rule 4: seek closes every consumer (CLOSE_CONSUMER, they re-subscribe), resets the cursor and
+  the dispatcher's memory.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import trio
+
+from managed_ledger import ManagedCursor, ManagedLedgerError, Position
+
+from ._consumer import Consumer
+from ._dispatcher import Dispatcher, SubType
+from ._entries import acked_indexes_from_ack_set, entry_metadata
+from ._errors import BrokerServiceError, ConsumerBusyError
+
+if TYPE_CHECKING:
+    from ._topic import Topic
+
+__all__ = ["Subscription"]
+
+log = logging.getLogger(__name__)
+
+
+class Subscription:
+    """See the module rules. Owned by its `Topic`; its dispatcher runs in the topic's nursery."""
+
+    def __init__(self, topic: Topic, name: str, cursor: ManagedCursor, *, durable: bool) -> None:
+        self.topic = topic
+        self.name = name
+        self.cursor = cursor
+        self.durable = durable
+        self.dispatcher: Dispatcher | None = None
+        self._dispatch_scope: trio.CancelScope | None = None
+        self._seq = 0
+        self.closed = False
+        self._lock = trio.Lock()  # seek and consumer attach never interleave
+
+    @property
+    def full_name(self) -> str:
+        """``topic/subscription`` for logs."""
+        return f"{self.topic.name}/{self.name}"
+
+    @property
+    def consumers(self) -> list[Consumer]:
+        """The attached consumers."""
+        return list(self.dispatcher.consumers) if self.dispatcher else []
+
+    @property
+    def sub_type(self) -> int | None:
+        """The type of the attached consumers, None when there are none."""
+        return self.dispatcher.sub_type if self.dispatcher and self.dispatcher.consumers else None
+
+    async def add_consumer(self, *, consumer_id: int, name: str, connection, sub_type: int,  # noqa: ANN001
+                           priority: int, hash_ranges: list[tuple[int, int]] | None,
+                           metadata: dict[str, str]) -> Consumer:
+        """Attach a consumer per Rule 1; raises `ConsumerBusyError` or `BrokerServiceError`."""
+        async with self._lock:
+            return await self._add_consumer(consumer_id=consumer_id, name=name, connection=connection,
+                                            sub_type=sub_type, priority=priority, hash_ranges=hash_ranges,
+                                            metadata=metadata)
+
+    async def _add_consumer(self, *, consumer_id: int, name: str, connection, sub_type: int,  # noqa: ANN001
+                            priority: int, hash_ranges: list[tuple[int, int]] | None,
+                            metadata: dict[str, str]) -> Consumer:
+        from ._selectors import RangeConflictError
+
+        if self.closed:
+            from ._errors import ServiceNotReadyError
+
+            raise ServiceNotReadyError(f"subscription {self.full_name} is closed; retry")
+
+        d = self.dispatcher
+        if d is not None and d.consumers:
+            if d.sub_type != sub_type:
+                raise ConsumerBusyError(
+                    f"subscription {self.name!r} is of type {SubType.NAMES[d.sub_type]}, "
+                    f"not {SubType.NAMES.get(sub_type, sub_type)}")
+            if sub_type == SubType.EXCLUSIVE:
+                raise ConsumerBusyError(f"exclusive consumer is already connected to subscription {self.name!r}")
+            if sub_type == SubType.KEY_SHARED and d.sticky != bool(hash_ranges):
+                raise ConsumerBusyError("Key_Shared consumers of a subscription must all use the same mode")
+        if d is None or not d.consumers:
+            await self._stop_dispatcher()
+            if self.dispatcher is not None:
+                # a previous dispatcher read ahead: deliver its unacked entries again
+                self.cursor.rewind()
+            d = self.dispatcher = Dispatcher(self, sub_type, sticky=bool(hash_ranges))
+            await self.topic.start_task(self._run_dispatcher, d)
+        self._seq += 1
+        consumer = Consumer(consumer_id=consumer_id, name=name, connection=connection, subscription=self,
+                            priority=priority, seq=self._seq, hash_ranges=hash_ranges or (),
+                            metadata=metadata)
+        try:
+            d.add_consumer(consumer)
+        except RangeConflictError as exc:
+            from broker.protocol import pulsar_api_pb2 as pb
+
+            raise BrokerServiceError(str(exc), pb.ConsumerAssignError) from None
+        d.notify_new_failover_consumer(consumer)
+        return consumer
+
+    async def _run_dispatcher(self, d: Dispatcher, task_status=trio.TASK_STATUS_IGNORED) -> None:  # noqa: ANN001
+        with trio.CancelScope() as scope:
+            self._dispatch_scope = scope
+            task_status.started()
+            await d.run()
+
+    async def _stop_dispatcher(self) -> None:
+        if self._dispatch_scope is not None:
+            self._dispatch_scope.cancel()
+            self._dispatch_scope = None
+
+    async def remove_consumer(self, consumer: Consumer) -> None:
+        """Detach a consumer; a non-durable subscription goes away with its last one (Rule 2)."""
+        if self.dispatcher is None:
+            return
+        self.dispatcher.remove_consumer(consumer)
+        consumer.closed = True
+        if not self.dispatcher.consumers:
+            await self._stop_dispatcher()
+            if not self.durable:
+                await self.close()
+                self.topic.subscriptions.pop(self.name, None)
+
+    async def close(self) -> None:
+        """Stop dispatching and close the cursor (its state is persisted by the managed ledger)."""
+        if self.closed:
+            return
+        self.closed = True
+        await self._stop_dispatcher()
+        for c in self.consumers:
+            c.close_from_broker()
+        try:
+            await self.cursor.close()
+        except ManagedLedgerError as exc:
+            log.warning("closing cursor of %s: %s", self.full_name, exc)
+
+    # ------------------------------------------------------------------ acks
+
+    async def ack_individual(self, consumer: Consumer, items: Iterable[tuple[Position, list[int], int]]) -> None:
+        """Individual acks: ``(position, ack_set, batch_size)``; an ack_set acks part of a batch."""
+        whole: list[Position] = []
+        for pos, ack_set, batch_size in items:
+            if ack_set:
+                size = batch_size or consumer.pending.get(pos, 0) or self._pending_size(pos)
+                acked = acked_indexes_from_ack_set(size, ack_set) if size else set()
+                if size and len(acked) < size:
+                    await self.cursor.delete_batch_indexes(pos, size, acked)
+                    if self.cursor.is_acked(pos):
+                        whole.append(pos)
+                    continue
+            whole.append(pos)
+        if whole:
+            await self.cursor.delete(whole)
+            if self.dispatcher:
+                self.dispatcher.acked(whole)
+
+    def _pending_size(self, pos: Position) -> int:
+        if self.dispatcher is None:
+            return 0
+        owner = self.dispatcher.owner.get(pos)
+        return owner.pending.get(pos, 0) if owner else 0
+
+    async def ack_cumulative(self, consumer: Consumer, pos: Position, ack_set: list[int], batch_size: int) -> None:
+        """Cumulative ack up to ``pos`` (an ack_set means: up to before it, plus part of it)."""
+        size = batch_size or consumer.pending.get(pos, 0)
+        if ack_set and size:
+            acked = acked_indexes_from_ack_set(size, ack_set)
+            if len(acked) < size:
+                earlier = [p for p in (self.dispatcher.owner if self.dispatcher else {}) if p < pos]
+                if earlier:
+                    await self._mark_delete(max(earlier))
+                await self.cursor.delete_batch_indexes(pos, size, acked)
+                return
+        await self._mark_delete(pos)
+
+    async def _mark_delete(self, pos: Position) -> None:
+        if pos <= self.cursor.mark_delete_position:
+            return
+        await self.cursor.mark_delete(pos)
+        if self.dispatcher:
+            self.dispatcher.acked_up_to(pos)
+
+    # ------------------------------------------------------------------ seek
+
+    async def seek(self, position: Position) -> None:
+        """Reset the cursor to ``position`` (next read) per Rule 4."""
+        async with self._lock:
+            for c in self.consumers:
+                c.close_from_broker()
+                if self.dispatcher:
+                    self.dispatcher.remove_consumer(c)
+            await self._stop_dispatcher()
+            if self.dispatcher:
+                self.dispatcher.reset()
+            await self.cursor.reset(position)
+
+    async def position_for_publish_time(self, publish_time_ms: int) -> Position:
+        """The first position whose message was published at or after ``publish_time_ms``."""
+        def before(entry) -> bool:  # noqa: ANN001
+            try:
+                return entry_metadata(entry.data).publish_time < publish_time_ms
+            except Exception:  # noqa: BLE001
+                return True
+
+        found = await self.cursor.find_newest_matching(before, search_all=True)
+        if found is None:
+            return self.topic.first_position()
+        return self.topic.next_position(found)
+
+    # ------------------------------------------------------------------ stats
+
+    def stats(self) -> dict:
+        """A small snapshot for CONSUMER_STATS and the admin API."""
+        return {
+            "type": SubType.NAMES.get(self.sub_type or 0) if self.sub_type is not None else None,
+            "msgBacklog": self.cursor.backlog,
+            "consumers": [c.name for c in self.consumers],
+            "durable": self.durable,
+        }

@@ -1,0 +1,282 @@
+"""A loaded persistent topic: its managed ledger, producers, subscriptions and their tasks.
+
+Rules:
+
+* Rule 1 (ordering): adds enter the managed ledger in SEND arrival order (each add task waits
+  until the previous one has entered ``add_entry``), so positions follow arrival order, and each
+  producer's receipts go out in order (see `_producer`).
+* Rule 2 (access modes): Shared producers coexist; an Exclusive one needs the topic free of
+  producers (else ProducerBusy); WaitForExclusive is parked (``producer_ready=false``) until the
+  topic is free; ExclusiveWithFencing closes every other producer and takes the topic. While an
+  exclusive producer holds the topic every other producer is refused (ProducerFenced for Shared).
+* Rule 3 (lifecycle): LOADED until `close`; after close every request fails with ServiceNotReady
+  and the client reconnects (which loads the topic again). A fenced managed ledger (another
+  owner) closes the topic.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from broker.protocol import pulsar_api_pb2 as pb
+from managed_ledger import InitialPosition, ManagedLedger, ManagedLedgerError, ManagedLedgerFenced, Position
+
+from ._dedup import Deduplication, DedupVerdict
+from ._errors import BrokerServiceError, ProducerBusyError, ServiceNotReadyError
+from ._producer import AccessMode, Producer
+from ._subscription import Subscription
+from ._topic_name import TopicName
+
+if TYPE_CHECKING:
+    from ._service import BrokerService
+
+__all__ = ["Topic"]
+
+log = logging.getLogger(__name__)
+
+
+class Topic:
+    """See the module rules. Created and closed by `BrokerService`."""
+
+    def __init__(self, service: BrokerService, name: TopicName, ml: ManagedLedger,
+                 dedup: Deduplication | None) -> None:
+        self.service = service
+        self.name = name
+        self.ml = ml
+        self.dedup = dedup
+        self.producers: dict[str, Producer] = {}
+        self.subscriptions: dict[str, Subscription] = {}
+        self.closed = False
+        self.last_active = service.clock()
+        self.topic_epoch = 0
+        self._waiting: list[tuple[Producer, Callable[[], None]]] = []
+        self._nursery: trio.Nursery | None = None
+        self._tail_entered = trio.Event()
+        self._tail_entered.set()
+        self._sub_lock = trio.Lock()
+        self._adds_in_flight = 0
+        self._adds_drained = trio.Event()
+        self._adds_drained.set()
+        self.msg_in_counter = 0
+        self.bytes_in_counter = 0
+        for sub_name, cursor in dict(getattr(ml, "cursors", {})).items():
+            self.subscriptions[sub_name] = Subscription(self, sub_name, cursor, durable=True)
+
+    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:  # noqa: ANN001
+        """Own the topic's tasks until `close` (started in the service's nursery)."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            await trio.sleep_forever()
+
+    async def start_task(self, fn, *args: Any) -> None:  # noqa: ANN001
+        """Start ``fn(*args, task_status=...)`` in the topic's nursery."""
+        self._check_open()
+        assert self._nursery is not None
+        await self._nursery.start(fn, *args)
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ServiceNotReadyError(f"topic {self.name} is being unloaded; retry")
+
+    @property
+    def idle(self) -> bool:
+        """No producer, no consumer, and no add in flight."""
+        return not self.producers and not self._waiting and not any(s.consumers for s in self.subscriptions.values())
+
+    def touch(self) -> None:
+        """Note activity (for idle unloading)."""
+        self.last_active = self.service.clock()
+
+    # ------------------------------------------------------------------ producers
+
+    def add_producer(self, producer: Producer, on_ready: Callable[[], None]) -> bool:
+        """Attach a producer per Rule 2. True: ready now; False: parked (``on_ready`` runs later).
+
+        Raises `ProducerBusyError` or `BrokerServiceError` (ProducerFenced).
+        """
+        self._check_open()
+        self.touch()
+        existing = self.producers.get(producer.name)
+        if existing is not None:
+            raise ProducerBusyError(f"producer with name {producer.name!r} is already connected to topic {self.name}")
+        holder = next((p for p in self.producers.values() if p.exclusive), None)
+        mode = producer.access_mode
+        if producer.exclusive and producer.requested_epoch is not None and producer.requested_epoch < self.topic_epoch:
+            # a reconnecting exclusive producer that another one has fenced off
+            raise BrokerServiceError(f"producer {producer.name!r} was fenced off topic {self.name} "
+                                     f"(epoch {producer.requested_epoch} < {self.topic_epoch})", pb.ProducerFenced)
+        if mode == AccessMode.SHARED:
+            if holder is not None or self._waiting:
+                raise ProducerBusyError(f"topic {self.name} has an exclusive producer")
+        elif mode == AccessMode.EXCLUSIVE:
+            if self.producers:
+                raise ProducerBusyError(f"topic {self.name} already has producers; Exclusive access refused")
+        elif mode == AccessMode.WAIT_FOR_EXCLUSIVE:
+            if self.producers:
+                self._waiting.append((producer, on_ready))
+                return False
+        elif mode == AccessMode.EXCLUSIVE_WITH_FENCING:
+            for other in list(self.producers.values()):
+                other.close_from_broker()
+                self.producers.pop(other.name, None)
+        else:
+            raise BrokerServiceError(f"unknown producer access mode {mode}", pb.NotAllowedError)
+        if producer.exclusive:
+            self.topic_epoch += 1
+            producer.epoch = self.topic_epoch
+        self.producers[producer.name] = producer
+        return True
+
+    def remove_producer(self, producer: Producer) -> None:
+        """Detach a producer (closed by the client or its connection); promote a waiting one."""
+        self._waiting = [(p, cb) for p, cb in self._waiting if p is not producer]
+        if self.producers.get(producer.name) is producer:
+            del self.producers[producer.name]
+        producer.closed = True
+        self.touch()
+        if not self.producers and self._waiting:
+            waiting, on_ready = self._waiting.pop(0)
+            self.topic_epoch += 1
+            waiting.epoch = self.topic_epoch
+            self.producers[waiting.name] = waiting
+            on_ready()
+
+    def last_sequence_id(self, producer_name: str) -> int:
+        """What PRODUCER_SUCCESS reports: the highest persisted sequence id with dedup, else -1."""
+        return self.dedup.last_sequence_id(producer_name) if self.dedup else -1
+
+    def publish(self, producer: Producer, sequence_id: int, highest: int, raw: bytes, num_messages: int) -> None:
+        """Store one SEND's entry (Rule 1); the receipt goes out through the producer."""
+        slot = producer.new_slot(sequence_id, highest, len(raw))
+        if self.closed or self._nursery is None:
+            producer.complete(slot, -1, -1, error=f"topic {self.name} is closed")
+            return
+        if self.dedup is not None:
+            verdict = self.dedup.check(producer.name, sequence_id, highest)
+            if verdict is not DedupVerdict.NEW:
+                producer.complete(slot, -1, -1)
+                return
+        prev, mine = self._tail_entered, trio.Event()
+        self._tail_entered = mine
+        if self._adds_in_flight == 0:
+            self._adds_drained = trio.Event()
+        self._adds_in_flight += 1
+        self.msg_in_counter += num_messages
+        self.bytes_in_counter += len(raw)
+        producer.msg_in_counter += num_messages
+        producer.bytes_in_counter += len(raw)
+        self._nursery.start_soon(self._add, producer, slot, prev, mine, raw, sequence_id, highest)
+
+    async def _add(self, producer: Producer, slot, prev: trio.Event, mine: trio.Event, raw: bytes,  # noqa: ANN001
+                   sequence_id: int, highest: int) -> None:
+        try:
+            await prev.wait()
+            mine.set()
+            try:
+                pos = await self.ml.add_entry(raw)
+            except ManagedLedgerError as exc:
+                if self.dedup is not None:
+                    self.dedup.on_failed(producer.name)
+                producer.complete(slot, -1, -1, error=f"could not store the message: {exc}")
+                if isinstance(exc, ManagedLedgerFenced):
+                    log.warning("topic %s fenced by another owner; unloading", self.name)
+                    self.service.unload_soon(self)
+                return
+            producer.complete(slot, pos.ledger_id, pos.entry_id)
+            for sub in list(self.subscriptions.values()):
+                if sub.dispatcher is not None:
+                    sub.dispatcher.wake()
+            if self.dedup is not None and self.dedup.on_persisted(producer.name, sequence_id, highest, pos):
+                await self.dedup.snapshot()
+        finally:
+            mine.set()
+            if not slot.done:  # cancelled (topic closing): the client resends after reconnecting
+                producer.complete(slot, -1, -1, error=f"topic {self.name} is closing")
+            self._adds_in_flight -= 1
+            if self._adds_in_flight == 0:
+                self._adds_drained.set()
+
+    # ------------------------------------------------------------------ subscriptions
+
+    async def subscribe(self, name: str, *, durable: bool, initial_position: InitialPosition,
+                        start: Position | InitialPosition | None) -> Subscription:
+        """The subscription ``name``, creating its cursor if needed (a reader gets a new one)."""
+        self._check_open()
+        self.touch()
+        async with self._sub_lock:
+            sub = self.subscriptions.get(name)
+            if sub is not None and not sub.closed:
+                return sub
+            if durable:
+                cursor = await self.ml.open_cursor(name, initial_position=initial_position)
+            else:
+                cursor = self.ml.new_non_durable_cursor(start if start is not None else initial_position,
+                                                        inclusive=True)
+            sub = Subscription(self, name, cursor, durable=durable)
+            self.subscriptions[name] = sub
+            return sub
+
+    async def unsubscribe(self, sub: Subscription) -> None:
+        """Delete a subscription and its cursor."""
+        await sub.close()
+        self.subscriptions.pop(sub.name, None)
+        if sub.durable:
+            await self.ml.delete_cursor(sub.name)
+
+    # ------------------------------------------------------------------ positions
+
+    def first_position(self) -> Position:
+        """The position of the first stored entry (or of the next one when there is none)."""
+        ledgers = list(self.ml.ledgers)
+        for info in ledgers:
+            if info.entries > 0 or info is ledgers[-1]:
+                return Position(info.ledger_id, 0)
+        last = self.ml.last_confirmed_entry
+        return Position(last.ledger_id, last.entry_id + 1)
+
+    def next_position(self, pos: Position) -> Position:
+        """The position after ``pos`` (skipping to the next ledger after a closed one's last entry)."""
+        last = self.ml.last_confirmed_entry
+        if pos.ledger_id >= last.ledger_id:
+            return Position(pos.ledger_id, pos.entry_id + 1)
+        ledgers = list(self.ml.ledgers)
+        for i, info in enumerate(ledgers):
+            if info.ledger_id == pos.ledger_id:
+                if pos.entry_id + 1 < info.entries or i + 1 == len(ledgers):
+                    return Position(pos.ledger_id, pos.entry_id + 1)
+                return Position(ledgers[i + 1].ledger_id, 0)
+        return Position(pos.ledger_id, pos.entry_id + 1)
+
+    # ------------------------------------------------------------------ closing
+
+    async def close(self) -> None:
+        """Disconnect producers and consumers, snapshot dedup state and close the managed ledger."""
+        if self.closed:
+            return
+        self.closed = True
+        for p in list(self.producers.values()):
+            p.close_from_broker()
+        for p, _ in self._waiting:
+            p.close_from_broker()
+        self.producers.clear()
+        self._waiting.clear()
+        with trio.move_on_after(10):
+            await self._adds_drained.wait()  # adds already admitted finish (their receipts are dropped)
+        for sub in list(self.subscriptions.values()):
+            await sub.close()
+        if self.dedup is not None:
+            try:
+                await self.dedup.snapshot()
+            except Exception as exc:  # noqa: BLE001 - closing must go on
+                log.warning("dedup snapshot of %s failed on close: %s", self.name, exc)
+        try:
+            await self.ml.close()
+        except ManagedLedgerError as exc:
+            log.warning("closing managed ledger of %s: %s", self.name, exc)
+        if self._nursery is not None:
+            self._nursery.cancel_scope.cancel()

@@ -1,0 +1,224 @@
+"""End to end: namespaces, partitioned topics, pattern subscriptions, schemas, dedup, access modes,
+delayed delivery and a malformed frame, with the official client."""
+
+from __future__ import annotations
+
+import re
+import socket
+import struct
+import time
+
+import pulsar
+import pytest
+from pulsar.schema import Integer, JsonSchema, Record, String
+
+from broker import NamespaceName, TopicName
+from tests.broker.broker_harness import BrokerThread
+from tests.broker.test_broker_e2e_subscriptions import RECEIVE_MS, _drain, _produce
+
+
+def _create_namespace(broker: BrokerThread, ns: str, policies: dict | None = None) -> None:
+    async def go() -> None:
+        name = NamespaceName.parse(ns)
+        res = broker.service.namespaces
+        if not await res.tenant_exists(name.tenant):
+            await res.create_tenant(name.tenant)
+        if policies is None:
+            await res.create_namespace(name)
+        else:
+            from broker._namespaces import default_policies
+
+            await res.create_namespace(name, {**default_policies("standalone"), **policies})
+
+    broker.call(go)
+
+
+def test_unknown_namespace_is_refused(client: pulsar.Client) -> None:
+    with pytest.raises(pulsar.TopicNotFound):
+        client.create_producer("persistent://no-such-tenant/ns/t")
+
+
+def test_auto_creation_disabled_by_namespace_policy(broker: BrokerThread, client: pulsar.Client) -> None:
+    _create_namespace(broker, "t-noauto/ns", {"autoTopicCreationOverride": {"allowAutoTopicCreation": False}})
+    with pytest.raises(pulsar.TopicNotFound):
+        client.create_producer("persistent://t-noauto/ns/t")
+
+
+def test_partitioned_topic(broker: BrokerThread, client: pulsar.Client, topic: str) -> None:
+    broker.call(broker.service.namespaces.create_partitioned_topic, TopicName.parse(topic), 3)
+    assert client.get_topic_partitions(topic) == [f"{topic}-partition-{i}" for i in range(3)]
+    consumer = client.subscribe(topic, "p", initial_position=pulsar.InitialPosition.Earliest)
+    producer = client.create_producer(topic, batching_enabled=False,
+                                      message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution)
+    for i in range(30):
+        producer.send(f"m{i}".encode(), partition_key=f"k{i}")
+    got = _drain(consumer)
+    assert sorted(m.data() for m in got) == sorted(f"m{i}".encode() for i in range(30))
+    assert {m.topic_name() for m in got} == {f"{topic}-partition-{i}" for i in range(3)}
+    producer.close()
+    consumer.close()
+
+
+def test_pattern_subscription(broker: BrokerThread, client: pulsar.Client) -> None:
+    _create_namespace(broker, "public/pattern")
+    for name in ("orders-a", "orders-b", "other"):
+        _produce(client, f"persistent://public/pattern/{name}", 1)
+    consumer = client.subscribe(re.compile("persistent://public/pattern/orders-.*"), "pat",
+                                initial_position=pulsar.InitialPosition.Earliest)
+    got = _drain(consumer, wait_ms=1000)
+    assert sorted(m.topic_name() for m in got) == ["persistent://public/pattern/orders-a",
+                                                    "persistent://public/pattern/orders-b"]
+    consumer.close()
+
+
+class User(Record):
+    name = String()
+    age = Integer()
+
+
+class UserV2(Record):
+    _avro_name = "User"
+    name = String()
+
+
+def test_json_schema(client: pulsar.Client, topic: str) -> None:
+    producer = client.create_producer(topic, schema=JsonSchema(User))
+    consumer = client.subscribe(topic, "schema", schema=JsonSchema(User),
+                                initial_position=pulsar.InitialPosition.Earliest)
+    producer.send(User(name="ann", age=3))
+    msg = consumer.receive(RECEIVE_MS)
+    assert msg.value().name == "ann" and msg.value().age == 3
+    consumer.acknowledge(msg)
+    # a different record (field 'age' dropped without a default) is refused under FULL
+    with pytest.raises(pulsar.IncompatibleSchema):
+        client.create_producer(topic, schema=JsonSchema(UserV2))
+    producer.close()
+    consumer.close()
+
+
+def test_deduplication(broker: BrokerThread, client: pulsar.Client) -> None:
+    _create_namespace(broker, "public/dedup", {"deduplicationEnabled": True})
+    topic = "persistent://public/dedup/t"
+    producer = client.create_producer(topic, producer_name="p1", batching_enabled=False)
+    for i in range(3):
+        producer.send(f"m{i}".encode(), sequence_id=i)
+    producer.close()
+    # the same producer name again: the broker reports its last sequence id and drops repeats
+    producer = client.create_producer(topic, producer_name="p1", batching_enabled=False)
+    assert producer.last_sequence_id() == 2
+    producer.send(b"dup", sequence_id=1)
+    producer.send(b"m3", sequence_id=3)
+    producer.close()
+    consumer = client.subscribe(topic, "d", initial_position=pulsar.InitialPosition.Earliest)
+    assert [m.data() for m in _drain(consumer)] == [b"m0", b"m1", b"m2", b"m3"]
+    consumer.close()
+
+
+def test_access_modes(client: pulsar.Client, topic: str) -> None:
+    exclusive = client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive,
+                                       send_timeout_millis=3000)
+    with pytest.raises(Exception):
+        client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Shared)
+    with pytest.raises(pulsar.ProducerBusy):
+        client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive)
+    fencing = client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.ExclusiveWithFencing)
+    fencing.send(b"x")
+    with pytest.raises(Exception):
+        exclusive.send(b"y")
+    fencing.close()
+    shared = client.create_producer(topic)
+    shared.send(b"z")
+    shared.close()
+
+
+def test_delayed_delivery_shared(client: pulsar.Client, topic: str) -> None:
+    consumer = client.subscribe(topic, "delay", consumer_type=pulsar.ConsumerType.Shared)
+    producer = client.create_producer(topic, batching_enabled=False)
+    start = time.time()
+    producer.send(b"later", deliver_after=__import__("datetime").timedelta(milliseconds=800))
+    producer.send(b"now")
+    assert consumer.receive(RECEIVE_MS).data() == b"now"
+    msg = consumer.receive(RECEIVE_MS)
+    assert msg.data() == b"later"
+    assert time.time() - start >= 0.7
+    consumer.close()
+
+
+def test_batch_messages_consumed_and_acked(client: pulsar.Client, topic: str) -> None:
+    consumer = client.subscribe(topic, "batch", consumer_type=pulsar.ConsumerType.Shared,
+                                batch_index_ack_enabled=True)
+    _produce(client, topic, 10, batching=True)
+    got = [consumer.receive(RECEIVE_MS) for _ in range(10)]
+    assert [m.data() for m in got] == [f"m{i}".encode() for i in range(10)]
+    for m in got[:5]:
+        consumer.acknowledge(m)
+    consumer.close()
+    consumer = client.subscribe(topic, "batch", consumer_type=pulsar.ConsumerType.Shared,
+                                batch_index_ack_enabled=True)
+    rest = _drain(consumer)
+    assert [m.data() for m in rest] == [f"m{i}".encode() for i in range(5, 10)]
+    consumer.close()
+
+
+def test_malformed_frame_closes_only_its_connection(broker: BrokerThread, client: pulsar.Client, topic: str) -> None:
+    producer = client.create_producer(topic)
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=5) as sock:
+        sock.sendall(struct.pack(">II", 12, 8) + b"\xff" * 8)   # cmdSize fits, BaseCommand is garbage
+        assert sock.recv(100) == b""                             # the broker closed it
+    producer.send(b"still fine")
+    producer.close()
+
+
+def test_auto_created_partitioned_topic(broker: BrokerThread, client: pulsar.Client) -> None:
+    _create_namespace(broker, "public/autopart", {"autoTopicCreationOverride": {
+        "allowAutoTopicCreation": True, "topicType": "partitioned", "defaultNumPartitions": 2}})
+    topic = "persistent://public/autopart/t"
+    producer = client.create_producer(topic)
+    assert client.get_topic_partitions(topic) == [f"{topic}-partition-0", f"{topic}-partition-1"]
+    producer.close()
+
+
+def test_cumulative_ack(client: pulsar.Client, topic: str) -> None:
+    consumer = client.subscribe(topic, "cumul", initial_position=pulsar.InitialPosition.Earliest)
+    _produce(client, topic, 5)
+    msgs = [consumer.receive(RECEIVE_MS) for _ in range(5)]
+    consumer.acknowledge_cumulative(msgs[2])
+    consumer.close()
+    consumer = client.subscribe(topic, "cumul")
+    assert [m.data() for m in _drain(consumer)] == [b"m3", b"m4"]
+    consumer.close()
+
+
+def test_unload_and_reload_keeps_data_subscriptions_and_dedup(broker: BrokerThread, client: pulsar.Client) -> None:
+    _create_namespace(broker, "public/reload", {"deduplicationEnabled": True})
+    topic = "persistent://public/reload/t"
+    consumer = client.subscribe(topic, "keep", initial_position=pulsar.InitialPosition.Earliest)
+    producer = client.create_producer(topic, producer_name="rp", batching_enabled=False)
+    for i in range(3):
+        producer.send(f"m{i}".encode(), sequence_id=i)
+    consumer.acknowledge(consumer.receive(RECEIVE_MS))
+    consumer.close()
+    producer.close()
+
+    async def unload() -> None:
+        t = broker.service.topics[topic]
+        await broker.service.unload(t)
+
+    broker.call(unload)
+    assert topic not in broker.service.topics
+    producer = client.create_producer(topic, producer_name="rp", batching_enabled=False)
+    assert producer.last_sequence_id() == 2
+    producer.send(b"dup", sequence_id=2)
+    producer.send(b"m3", sequence_id=3)
+    producer.close()
+    consumer = client.subscribe(topic, "keep")
+    assert [m.data() for m in _drain(consumer)] == [b"m1", b"m2", b"m3"]
+    consumer.close()
+
+
+def test_topics_of_namespace_lists_partitions(broker: BrokerThread) -> None:
+    _create_namespace(broker, "public/listing")
+    broker.call(broker.service.namespaces.create_partitioned_topic,
+                TopicName.parse("persistent://public/listing/p"), 2)
+    names = broker.call(broker.service.topics_of_namespace, NamespaceName.parse("public/listing"))
+    assert names == ["persistent://public/listing/p-partition-0", "persistent://public/listing/p-partition-1"]
