@@ -46,3 +46,22 @@ __all__ = [
     "DEFAULT_RACK", "BookieInfo", "EnsemblePlacementPolicy",
     "AckSet", "BookieResponse", "CoverageRule", "DistributionSchedule", "QuorumCoverageSet",
 ]
+
+# The client over real bookies (data path: connections, adds, close, recovery, reads).
+from ._add_op import AddState as AddState
+from ._add_op import PendingAdd as PendingAdd
+from ._client import BookKeeper as BookKeeper
+from ._config import ClientConfig as ClientConfig
+from ._read_handle import LedgerReadHandle as LedgerReadHandle
+from ._write_handle import HandleState as HandleState
+from ._write_handle import LedgerWriteHandle as LedgerWriteHandle
+from .api import BookKeeperClient as BookKeeperClient
+from .api import LedgerEntry as LedgerEntry
+from .api import ReadHandle as ReadHandle
+from .api import WriteHandle as WriteHandle
+from .metrics import ClientMetrics as ClientMetrics
+
+__all__ += [
+    "AddState", "PendingAdd", "BookKeeper", "ClientConfig", "LedgerReadHandle", "HandleState",
+    "LedgerWriteHandle", "BookKeeperClient", "LedgerEntry", "ReadHandle", "WriteHandle", "ClientMetrics",
+]

@@ -1,0 +1,77 @@
+"""Settings of the BookKeeper client (one frozen dataclass, loadable with ``magnetar.config``).
+
+Names follow BookKeeper's client configuration; the alias is the BookKeeper key only where the
+unit is the same (BookKeeper gives some times in milliseconds, Magnetar always in seconds).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from magnetar.config import ConfigError, config_field
+
+__all__ = ["ClientConfig"]
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """Timeouts, in-flight bounds and placement of a ``BookKeeper`` client.
+
+    ``validate()`` (run on construction) raises ``ConfigError`` naming the offending key.
+    """
+
+    add_entry_timeout_s: float = config_field(
+        5.0, alias="addEntryTimeoutSec",
+        help="a bookie that has not answered an add within this time is treated as failed "
+             "(ensemble change)")
+    read_entry_timeout_s: float = config_field(
+        5.0, alias="readEntryTimeoutSec",
+        help="a read unanswered by a bookie within this time moves on to the next replica")
+    speculative_read_timeout_s: float = config_field(
+        0.5,
+        help="after this time without an answer a read is also sent to the next replica "
+             "(0 disables speculative reads)")
+    connect_timeout_s: float = config_field(
+        5.0, help="TCP connect timeout to a bookie")
+    reconnect_backoff_min_s: float = config_field(
+        0.1, help="first delay before reconnecting to a bookie whose connection failed")
+    reconnect_backoff_max_s: float = config_field(
+        5.0, help="longest delay between reconnect attempts to one bookie")
+    max_pending_requests_per_bookie: int = config_field(
+        100_000, help="requests waiting for an answer on one connection; more fail with TooManyRequests")
+    max_in_flight_adds: int = config_field(
+        10_000, help="adds of one ledger handle sent but not yet acknowledged; more wait")
+    max_in_flight_bytes: int = config_field(
+        64 * 1024 * 1024, help="payload bytes of one ledger handle in flight; more adds wait")
+    max_read_window: int = config_field(
+        1024, help="entries of one read(first, last) requested from bookies at the same time")
+    ensemble_change_retries: int = config_field(
+        5, help="metadata compare-and-set attempts per ensemble change before the handle fails")
+    recovery_timeout_s: float = config_field(
+        30.0, help="upper bound on fencing / reading LAC during open with recovery")
+    long_poll_max_s: float = config_field(
+        10.0, help="longest time a bookie is asked to hold a long-poll LAC read")
+    rack_aware_placement: bool = config_field(
+        True, help="spread ensembles over racks when bookies carry rack labels")
+    max_frame_size: int = config_field(
+        5 * 1024 * 1024, alias="nettyMaxFrameSizeBytes", help="largest response frame accepted")
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Check every value; ``ConfigError(key, message)`` on the first bad one."""
+        positive = ("add_entry_timeout_s", "read_entry_timeout_s", "connect_timeout_s",
+                    "reconnect_backoff_min_s", "reconnect_backoff_max_s", "recovery_timeout_s",
+                    "long_poll_max_s")
+        for key in positive:
+            if getattr(self, key) <= 0:
+                raise ConfigError(key, "must be > 0")
+        if self.speculative_read_timeout_s < 0:
+            raise ConfigError("speculative_read_timeout_s", "must be >= 0")
+        if self.reconnect_backoff_max_s < self.reconnect_backoff_min_s:
+            raise ConfigError("reconnect_backoff_max_s", "must be >= reconnect_backoff_min_s")
+        for key in ("max_pending_requests_per_bookie", "max_in_flight_adds", "max_in_flight_bytes",
+                    "max_read_window", "ensemble_change_retries", "max_frame_size"):
+            if getattr(self, key) < 1:
+                raise ConfigError(key, "must be >= 1")
