@@ -1,0 +1,175 @@
+"""Durable location index ((ledger, entry) -> location) and ledger index (per-ledger state).
+
+Storage choice: one sqlite3 database (stdlib) per storage, in WAL mode with ``synchronous=FULL``,
+holding both tables, so that one checkpoint is one transaction: the locations of a whole flush
+and the ledger states it carries commit (and are synced) together or not at all. BookKeeper's
+DbLedgerStorage uses RocksDB for the same reason (bulk, ordered, durable key-value writes); the
+alternative of per-ledger index files (InterleavedLedgerStorage) needs one file and one fsync per
+active ledger per checkpoint and its own page cache. sqlite gives ordered primary keys
+(``WITHOUT ROWID`` tables clustered on (ledger, entry), so "last entry of a ledger" and "delete a
+ledger" are range operations), crash safety, and ``executemany`` of a sorted batch in C.
+
+Threading: every method blocks (sqlite I/O, fsync of the WAL at commit), so the storage calls
+them through ``trio.to_thread.run_sync``. Writes go through one connection under a lock; reads
+use a second connection (WAL lets readers run beside a writer) under its own lock.
+
+Ids are stored as sqlite's signed 64-bit integers: ledger and entry ids must be in [0, 2**63).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+__all__ = ["EntryIndex", "LedgerInfo", "IndexStats"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS locations (
+    ledger INTEGER NOT NULL, entry INTEGER NOT NULL, location INTEGER NOT NULL,
+    PRIMARY KEY (ledger, entry)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS ledgers (
+    ledger INTEGER PRIMARY KEY, fenced INTEGER NOT NULL, master_key BLOB NOT NULL,
+    explicit_lac BLOB, last_entry INTEGER NOT NULL);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerInfo:
+    """What the bookie keeps per ledger: fenced flag, master key, explicit LAC, last entry id (-1: none)."""
+
+    fenced: bool = False
+    master_key: bytes = b""
+    explicit_lac: bytes | None = None
+    last_entry: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class IndexStats:
+    """Snapshot of `EntryIndex` counters."""
+
+    batches: int
+    locations_written: int
+    ledgers_written: int
+    lookups: int
+    deletes: int
+
+
+class EntryIndex:
+    """The sqlite-backed location and ledger index at ``path`` (created if missing).
+
+    Raises ``sqlite3.Error`` (for example "database or disk is full") from any method; the
+    storage turns those into `StorageIOError`.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self._path = os.fspath(path)
+        self._wlock = threading.Lock()
+        self._rlock = threading.Lock()
+        self._w = sqlite3.connect(self._path, check_same_thread=False, isolation_level=None)
+        self._w.execute("PRAGMA journal_mode=WAL")
+        self._w.execute("PRAGMA synchronous=FULL")
+        self._w.executescript(_SCHEMA)
+        self._r = sqlite3.connect(self._path, check_same_thread=False, isolation_level=None)
+        self._batches = self._locations = self._ledgers = self._lookups = self._deletes = 0
+
+    def put_batch(self, locations: Sequence[tuple[int, int, int]], ledgers: Mapping[int, LedgerInfo]) -> None:
+        """Store ``(ledger, entry, location)`` rows and ledger states in one durable transaction.
+
+        Existing rows for the same keys are replaced. When this returns the batch is synced.
+        """
+        rows = [(lid, int(i.fenced), i.master_key, i.explicit_lac, i.last_entry)
+                for lid, i in ledgers.items()]
+        with self._wlock:
+            cur = self._w.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                if locations:
+                    cur.executemany("INSERT OR REPLACE INTO locations VALUES (?, ?, ?)", locations)
+                if rows:
+                    cur.executemany("INSERT OR REPLACE INTO ledgers VALUES (?, ?, ?, ?, ?)", rows)
+                cur.execute("COMMIT")
+            except BaseException:
+                if self._w.in_transaction:
+                    cur.execute("ROLLBACK")
+                raise
+        self._batches += 1
+        self._locations += len(locations)
+        self._ledgers += len(rows)
+
+    def get_location(self, ledger_id: int, entry_id: int) -> int | None:
+        """The location of an entry, or None when it is not indexed."""
+        self._lookups += 1
+        with self._rlock:
+            row = self._r.execute("SELECT location FROM locations WHERE ledger = ? AND entry = ?",
+                                  (ledger_id, entry_id)).fetchone()
+        return None if row is None else row[0]
+
+    def last_entry(self, ledger_id: int) -> int | None:
+        """The highest indexed entry id of a ledger, or None."""
+        with self._rlock:
+            row = self._r.execute("SELECT max(entry) FROM locations WHERE ledger = ?",
+                                  (ledger_id,)).fetchone()
+        return row[0]
+
+    def load_ledgers(self) -> dict[int, LedgerInfo]:
+        """Every ledger's stored state (read once at startup; the storage keeps them in memory)."""
+        with self._rlock:
+            rows = self._r.execute("SELECT ledger, fenced, master_key, explicit_lac, last_entry FROM ledgers")
+            return {r[0]: LedgerInfo(bool(r[1]), bytes(r[2]), None if r[3] is None else bytes(r[3]), r[4])
+                    for r in rows}
+
+    def list_ledgers(self) -> list[int]:
+        """Ids of the ledgers in the ledger index, ascending."""
+        with self._rlock:
+            return [r[0] for r in self._r.execute("SELECT ledger FROM ledgers ORDER BY ledger")]
+
+    def delete_ledger(self, ledger_id: int) -> int:
+        """Remove a ledger's state and every location of it (GC); returns the locations removed."""
+        with self._wlock:
+            cur = self._w.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                n = cur.execute("DELETE FROM locations WHERE ledger = ?", (ledger_id,)).rowcount
+                cur.execute("DELETE FROM ledgers WHERE ledger = ?", (ledger_id,))
+                cur.execute("COMMIT")
+            except BaseException:
+                if self._w.in_transaction:
+                    cur.execute("ROLLBACK")
+                raise
+        self._deletes += 1
+        return n
+
+    def update_locations(self, updates: Iterable[tuple[int, int, int]], old_log_id: int) -> int:
+        """Compaction: point ``(ledger, entry, new_location)`` at a new log, but only for rows whose
+        location is still in ``old_log_id`` (an entry rewritten or deleted since is left alone).
+
+        One durable transaction; returns the number of rows changed.
+        """
+        params = [(new, lid, eid, old_log_id) for lid, eid, new in updates]
+        with self._wlock:
+            cur = self._w.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                before = self._w.total_changes
+                cur.executemany("UPDATE locations SET location = ? WHERE ledger = ? AND entry = ? "
+                                "AND (location >> 32) = ?", params)
+                changed = self._w.total_changes - before
+                cur.execute("COMMIT")
+            except BaseException:
+                if self._w.in_transaction:
+                    cur.execute("ROLLBACK")
+                raise
+        return changed
+
+    def statistics(self) -> IndexStats:
+        """A snapshot of the index counters."""
+        return IndexStats(self._batches, self._locations, self._ledgers, self._lookups, self._deletes)
+
+    def close(self) -> None:
+        """Close both connections (the data is already durable)."""
+        with self._wlock, self._rlock:
+            self._r.close()
+            self._w.close()

@@ -1,0 +1,178 @@
+"""Entry logs on disk: routing, rolling, ledgers maps vs scans, ids, reads, failures, GC hooks."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from bookie._entry_log import EntryLogger, StorageIOError
+from bookie._entry_log_codec import HEADER_SIZE, decode_header, split_location
+
+from .fakes import FailingFileOps
+
+
+def _entries(ledgers: range, per: int, size: int = 100) -> list[tuple[int, int, bytes]]:
+    return [(lid, eid, bytes([lid % 256, eid % 256]) * (size // 2)) for lid in ledgers for eid in range(per)]
+
+
+def test_append_read_and_directory_routing(tmp_path: Path) -> None:
+    el = EntryLogger([tmp_path / "a", tmp_path / "b"])
+    entries = _entries(range(4), 10)
+    locs = el.append(entries)
+    el.sync()
+    for (lid, eid, payload), loc in zip(entries, locs):
+        assert el.read(loc, lid, eid) == payload
+        log_id, offset = split_location(loc)
+        assert offset >= HEADER_SIZE
+        assert el.log_path(log_id).parent.name == ("a" if lid % 2 == 0 else "b")
+    assert len(el.current_log_ids()) == 2
+    el.close()
+
+
+def test_one_write_call_per_directory_per_batch(tmp_path: Path) -> None:
+    ops = FailingFileOps()
+    el = EntryLogger([tmp_path], file_ops=ops)
+    el.append(_entries(range(1), 1))  # creates the log (header write) first
+    before = ops.writes
+    el.append(_entries(range(50), 20))
+    assert ops.writes == before + 1
+    el.close()
+
+
+def test_roll_writes_ledgers_map_matching_a_scan(tmp_path: Path) -> None:
+    el = EntryLogger([tmp_path], log_size_limit=64 * 1024)
+    entries = _entries(range(5), 200, size=200)  # ~220 KB -> several logs
+    locs = el.append(entries)
+    el.sync()
+    el.close()
+    logs = el.list_logs()
+    assert len(logs) >= 3
+    reopened = EntryLogger([tmp_path], log_size_limit=64 * 1024)
+    total = 0
+    for log_id in logs:
+        path = reopened.log_path(log_id)
+        assert path.stat().st_size <= 64 * 1024 + 10_000  # limit plus the ledgers map
+        with open(path, "rb") as f:
+            header = decode_header(f.read(HEADER_SIZE))
+        assert header.ledgers_map_offset > 0  # every log was rolled or closed cleanly
+        usage = reopened.usage(log_id)
+        scanned: dict[int, int] = {}
+        for rec in reopened.scan(log_id):
+            scanned[rec.ledger_id] = scanned.get(rec.ledger_id, 0) + 20 + len(rec.payload)
+        assert usage.ledgers == scanned
+        assert usage.total_size == sum(scanned.values())
+        total += usage.total_size
+    assert total == sum(20 + len(p) for _, _, p in entries)
+    # every location still reads back after the rolls and a reopen
+    for (lid, eid, payload), loc in zip(entries, locs):
+        assert reopened.read(loc, lid, eid) == payload
+    reopened.close()
+
+
+def test_log_without_map_is_rebuilt_by_scan_and_stops_at_torn_tail(tmp_path: Path) -> None:
+    el = EntryLogger([tmp_path])
+    entries = _entries(range(3), 10)
+    el.append(entries)
+    el.sync()
+    (log_id,) = el.current_log_ids()
+    path = el.log_path(log_id)
+    # simulate a crash: no close (no map), plus a torn half record at the tail
+    with open(path, "ab") as f:
+        f.write(b"\x00\x00\x01\x00" + b"\x00" * 30)
+    crashed = EntryLogger([tmp_path])
+    usage = crashed.usage(log_id)
+    assert usage.ledgers == {lid: 10 * (20 + 100) for lid in range(3)}
+    recs = list(crashed.scan(log_id))
+    assert [(r.ledger_id, r.entry_id, r.payload) for r in recs] == entries
+    crashed.close()
+
+
+def test_log_ids_never_repeat_even_after_removal(tmp_path: Path) -> None:
+    el = EntryLogger([tmp_path])
+    el.append(_entries(range(1), 5))
+    el.close()
+    (first,) = el.list_logs()
+    el2 = EntryLogger([tmp_path])
+    el2.append(_entries(range(1), 5))
+    el2.roll_all()
+    second = max(el2.list_logs())
+    assert second > first
+    el2.remove_log(second)  # GC removes the highest log
+    el2.close()
+    el3 = EntryLogger([tmp_path])
+    el3.append(_entries(range(1), 5))
+    (third,) = el3.current_log_ids()
+    assert third > second
+    el3.close()
+
+
+def test_read_following_stops_at_ledger_change_and_limits(tmp_path: Path) -> None:
+    el = EntryLogger([tmp_path])
+    entries = _entries(range(2), 10)
+    locs = el.append(entries)
+    el.sync()
+    got = el.read_following(locs[3], 0, 100, 1 << 20)
+    assert [e for e, _ in got] == list(range(3, 10))  # stops before ledger 1
+    assert got[0][1] == entries[3][2]
+    assert [e for e, _ in el.read_following(locs[3], 0, 2, 1 << 20)] == [3, 4]
+    assert [e for e, _ in el.read_following(locs[3], 0, 100, 250)] == [3, 4]  # whole records only
+    el.close()
+
+
+def test_failed_write_raises_truncates_and_moves_to_a_new_log(tmp_path: Path) -> None:
+    ops = FailingFileOps()
+    el = EntryLogger([tmp_path], file_ops=ops)
+    good = _entries(range(1), 5)
+    good_locs = el.append(good)
+    el.sync()
+    (log_id,) = el.current_log_ids()
+    size_before = el.log_path(log_id).stat().st_size
+    ops.partial_then_fail = True
+    with pytest.raises(StorageIOError) as info:
+        el.append(_entries(range(1, 2), 50))
+    assert info.value.errno == errno.ENOSPC
+    assert el.log_path(log_id).stat().st_size == size_before  # torn bytes cut off
+    assert el.current_log_ids() == set()
+    ops.fail_writes = False
+    locs = el.append(_entries(range(1, 2), 50))
+    el.sync()
+    assert split_location(locs[0])[0] > log_id
+    for (lid, eid, payload), loc in zip(good, good_locs):
+        assert el.read(loc, lid, eid) == payload
+    el.close()
+
+
+def test_failed_sync_raises_storage_io_error(tmp_path: Path) -> None:
+    ops = FailingFileOps()
+    el = EntryLogger([tmp_path], file_ops=ops)
+    el.append(_entries(range(1), 5))
+    ops.fail_syncs = True
+    with pytest.raises(StorageIOError):
+        el.sync()
+    ops.fail_syncs = False
+    el.close()
+
+
+def test_remove_log_and_refuse_current(tmp_path: Path) -> None:
+    el = EntryLogger([tmp_path])
+    locs = el.append(_entries(range(1), 5))
+    (cur,) = el.current_log_ids()
+    with pytest.raises(ValueError):
+        el.remove_log(cur)
+    el.roll_all()
+    el.remove_log(cur)
+    assert cur not in el.list_logs()
+    assert not any(name.endswith(".log") for name in os.listdir(tmp_path))
+    with pytest.raises(FileNotFoundError):
+        el.read(locs[0])
+    el.close()
+
+
+def test_rejects_bad_limits(tmp_path: Path) -> None:
+    with pytest.raises(ValueError):
+        EntryLogger([tmp_path], log_size_limit=2**31 + 1)
+    with pytest.raises(ValueError):
+        EntryLogger([])
