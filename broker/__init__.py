@@ -1,7 +1,8 @@
 """Magnetar broker: the Apache Pulsar binary protocol over managed ledgers.
 
 Start it with ``await nursery.start(serve_broker, BrokerService(factory, store, config), host, port)``;
-the official ``pulsar-client`` then works against ``pulsar://host:port`` unchanged.
+the official ``pulsar-client`` then works against ``pulsar://host:port`` unchanged. The admin REST
+API is `broker.admin.serve_admin`; metrics are in `broker.metrics`.
 """
 
 from ._config import BrokerConfig as BrokerConfig
@@ -14,6 +15,9 @@ from ._errors import ProducerBusyError as ProducerBusyError
 from ._errors import ServiceNotReadyError as ServiceNotReadyError
 from ._errors import TopicNotFoundError as TopicNotFoundError
 from ._namespaces import NamespaceResources as NamespaceResources
+from ._retention_hooks import StorePoliciesProvider as StorePoliciesProvider
+from ._retention_hooks import TopicPolicyStore as TopicPolicyStore
+from ._retention_hooks import publish_time_of as publish_time_of
 from ._schemas import SchemaInfo as SchemaInfo
 from ._schemas import SchemaRegistry as SchemaRegistry
 from ._schemas import check_compatible as check_compatible
@@ -34,6 +38,6 @@ __all__ = [
     "ConsumerKey", "IncompatibleSchemaError", "InvalidTopicNameError", "NamespaceName",
     "NamespaceNotFoundError", "NamespaceResources", "NotAllowedError", "ProducerBusyError",
     "RangeConflictError", "RoundRobin", "SchemaInfo", "SchemaRegistry", "ServiceNotReadyError",
-    "StickyRanges", "TopicName", "TopicNotFoundError", "check_compatible", "choose_active_consumer",
-    "serve_broker",
+    "StickyRanges", "StorePoliciesProvider", "TopicName", "TopicNotFoundError", "TopicPolicyStore",
+    "check_compatible", "choose_active_consumer", "publish_time_of", "serve_broker",
 ]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from magnetar.config import ConfigError, config_field
+from retention import RetentionConfig
 
 __all__ = ["BrokerConfig"]
 
@@ -81,6 +83,41 @@ class BrokerConfig:
         True, alias="isAllowAutoUpdateSchema", help="Producers may register new schema versions.")
     default_tenant: str = config_field("public", help="Tenant created at start when missing.")
     default_namespace: str = config_field("public/default", help="Namespace created at start when missing.")
+    # Retention, TTL and backlog quotas: the same names as `retention.RetentionConfig` (broker.conf is
+    # flat); `retention_config()` builds that object, and a test keeps the two lists in step.
+    retention_enabled: bool = config_field(
+        True, help="Run the retention service (retention, message TTL, backlog quotas) in the broker.")
+    default_retention_time_minutes: int = config_field(
+        0, alias="defaultRetentionTimeInMinutes", help="Retention time when no policy sets one (-1 infinite).")
+    default_retention_size_mb: int = config_field(
+        0, alias="defaultRetentionSizeInMB", help="Retention size when no policy sets one (-1 infinite).")
+    ttl_duration_default_s: int = config_field(
+        0, alias="ttlDurationDefaultInSeconds", help="Message TTL when no policy sets one (0 = off).")
+    backlog_quota_default_limit_bytes: int = config_field(
+        -1, alias="backlogQuotaDefaultLimitBytes", help="Default destination_storage quota (-1 = none).")
+    backlog_quota_default_limit_s: int = config_field(
+        -1, alias="backlogQuotaDefaultLimitSecond", help="Default message_age quota (-1 = none).")
+    backlog_quota_default_retention_policy: str = config_field(
+        "producer_request_hold", alias="backlogQuotaDefaultRetentionPolicy",
+        help="What a default backlog quota does when exceeded.")
+    retention_check_interval_s: float = config_field(
+        120.0, alias="retentionCheckIntervalInSeconds", help="How often retention trims ledgers.")
+    message_expiry_check_interval_minutes: float = config_field(
+        5.0, alias="messageExpiryCheckIntervalInMinutes", help="How often message TTL is applied.")
+    backlog_quota_check_interval_s: float = config_field(
+        60.0, alias="backlogQuotaCheckIntervalInSeconds", help="How often backlog quotas are checked.")
+    idle_ledger_rollover_s: float = config_field(
+        0.0, help="Roll a non-empty current ledger idle for this long so retention can trim it "
+                  "(0 = the retention check interval).")
+    retention_check_unloaded_topics: bool = config_field(
+        True, help="Retention also opens, trims and closes topics stored but not loaded.")
+    backlog_quota_hold_timeout_s: float = config_field(
+        30.0, help="producer_request_hold: how long a SEND waits for the backlog to shrink before the "
+                   "broker answers SEND_ERROR (the client reconnects and resends).")
+
+    def retention_config(self) -> RetentionConfig:
+        """The retention part of this config as a `RetentionConfig`."""
+        return RetentionConfig(**{f.name: getattr(self, f.name) for f in dataclasses.fields(RetentionConfig)})
 
     def validate(self) -> None:
         """Raise `ConfigError` for a value no broker can run with."""
@@ -111,6 +148,9 @@ class BrokerConfig:
         if self.default_namespace.count("/") != 1 or not self.default_namespace.startswith(
                 self.default_tenant + "/"):
             raise ConfigError("default_namespace", "must look like '<default_tenant>/<namespace>'")
+        if self.backlog_quota_hold_timeout_s <= 0:
+            raise ConfigError("backlog_quota_hold_timeout_s", "must be positive")
+        self.retention_config().validate()
 
 
 _STRATEGIES = {

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from broker.protocol import Frame, make_command
 from broker.protocol import pulsar_api_pb2 as pb
 
+from ._errors import BrokerServiceError
 from ._producer import Producer
 from ._schemas import version_bytes
 from ._topic_name import TopicName
@@ -34,6 +35,16 @@ async def _schema_version(conn: ServerConnection, topic: TopicName, schema: pb.S
     return version_bytes(v)
 
 
+async def _refuse_if_quota_rejects(conn: ServerConnection, name: TopicName) -> None:
+    # producer_exception: refuse new producers while the backlog quota is exceeded (the client
+    # fails its pending sends with this error); hold lets them in and delays their SENDs instead.
+    await conn.service.recheck_quota(name)
+    decision = conn.service.quota_rejects(name)
+    if decision is not None:
+        raise BrokerServiceError(f"cannot create producer on topic {name}: backlog quota exceeded "
+                                 f"({decision.explanation})", pb.ProducerBlockedQuotaExceededException)
+
+
 async def handle_producer(conn: ServerConnection, frame: Frame) -> None:
     """PRODUCER -> PRODUCER_SUCCESS (``producer_ready=false`` parks a WaitForExclusive producer)."""
     req = frame.command.producer
@@ -45,6 +56,7 @@ async def handle_producer(conn: ServerConnection, frame: Frame) -> None:
         return
     name = TopicName.parse(req.topic)
     topic = await conn.service.get_topic(name, create=True)
+    await _refuse_if_quota_rejects(conn, name)
     schema_version = await _schema_version(conn, name, req.schema if req.HasField("schema") else None)
     if req.HasField("producer_name") and req.producer_name:
         producer_name, user_provided = req.producer_name, req.user_provided_producer_name
@@ -88,6 +100,12 @@ async def handle_send(conn: ServerConnection, frame: Frame) -> None:
         conn.send_command(make_command(
             "SEND_ERROR", producer_id=req.producer_id, sequence_id=req.sequence_id, error=pb.NotAllowedError,
             message=f"message of {len(raw)} bytes exceeds maxMessageSize {conn.config.max_message_size}"))
+        return
+    if conn.service.quota_rejects(producer.topic.name) is not None:
+        # the quota turned to reject while this producer was attached: close it; its reconnect is
+        # refused at PRODUCER time and the client fails the pending sends with that reason
+        producer.close_from_broker()
+        producer.topic.remove_producer(producer)
         return
     highest = req.highest_sequence_id if req.highest_sequence_id > req.sequence_id else req.sequence_id
     conn.publish_started(len(raw))

@@ -12,6 +12,10 @@ Rules:
 * Rule 3: partitions of a partitioned topic always exist; a partitioned topic is auto-created
   by PARTITIONED_METADATA when the auto-creation type is ``partitioned``.
 * Rule 4: this broker owns every topic (standalone): lookups answer Connect to itself.
+* Rule 5 (retention): the service runs a `RetentionService` (unless ``retention_enabled`` is off)
+  with policies from the metadata store. It opens stored-but-unloaded topics briefly; a topic is
+  never loaded while retention holds its managed ledger open (loading waits for it to close), and
+  retention never opens a topic that is loaded or loading, so the two never share an instance.
 """
 
 from __future__ import annotations
@@ -24,20 +28,61 @@ from urllib.parse import unquote
 
 import trio
 
-from managed_ledger import ManagedLedgerError, ManagedLedgerFactory
+from managed_ledger import ManagedLedger, ManagedLedgerError, ManagedLedgerFactory
 from metadata import MetadataStore, NodeExistsError
+from retention import QuotaAction, QuotaDecision, RetentionService
+from retention import topic_of as retention_topic_of
 
 from ._config import BrokerConfig
 from ._dedup import Deduplication
 from ._errors import NamespaceNotFoundError, ServiceNotReadyError, TopicNotFoundError
 from ._namespaces import NamespaceResources
+from ._retention_hooks import StorePoliciesProvider, TopicPolicyStore, publish_time_of
 from ._schemas import SchemaRegistry
 from ._topic import Topic
 from ._topic_name import NamespaceName, TopicName
+from .metrics import BrokerMetrics
 
 __all__ = ["BrokerService"]
 
 log = logging.getLogger(__name__)
+
+_QUOTA_RECHECK_S = 1.0
+
+
+class _RetentionFactoryView:
+    """The factory as the retention service sees it, remembering what retention opened itself."""
+
+    def __init__(self, factory: ManagedLedgerFactory) -> None:
+        self._factory = factory
+        self._opening: set[str] = set()
+        self._opened: set[str] = set()
+
+    def get(self, name: str) -> ManagedLedger | None:
+        return self._factory.get(name)
+
+    async def list(self, prefix: str = "") -> list[str]:
+        return await self._factory.list(prefix)
+
+    async def open(self, name: str) -> ManagedLedger:
+        self._opening.add(name)
+        try:
+            ml = await self._factory.open(name)
+        finally:
+            self._opening.discard(name)
+        self._opened.add(name)
+        return ml
+
+    def busy(self, name: str) -> bool:
+        """Whether retention holds (or is opening) the managed ledger ``name`` right now."""
+        if name in self._opening:
+            return True
+        if name in self._opened:
+            if self._factory.get(name) is None:
+                self._opened.discard(name)
+                return False
+            return True
+        return False
 
 
 class BrokerService:
@@ -48,7 +93,7 @@ class BrokerService:
     """
 
     def __init__(self, factory: ManagedLedgerFactory, store: MetadataStore, config: BrokerConfig | None = None,
-                 *, clock: Callable[[], float] = time.time) -> None:
+                 *, clock: Callable[[], float] = time.time, metrics: BrokerMetrics | None = None) -> None:
         self.factory = factory
         self.store = store
         self.config = config or BrokerConfig()
@@ -59,7 +104,21 @@ class BrokerService:
         self._loading: dict[str, trio.Event] = {}
         self._nursery: trio.Nursery | None = None
         self.service_url = f"pulsar://{self.config.advertised_address}:{self.config.broker_service_port}"
+        self.web_service_url = f"http://{self.config.advertised_address}:{self.config.web_service_port}"
         self.connections: set[Any] = set()
+        self.metrics = metrics if metrics is not None else BrokerMetrics(self.config.cluster_name)
+        self.metrics.bind(self)
+        factory_metrics = getattr(factory, "metrics", None)
+        if factory_metrics is not None and getattr(factory_metrics, "registry", None) is not None:
+            self.metrics.extra_registries.append(factory_metrics.registry)
+        self.topic_policies = TopicPolicyStore(store)
+        retention_config = self.config.retention_config()
+        self.policies = StorePoliciesProvider(self.namespaces, self.topic_policies, retention_config)
+        self._retention_view = _RetentionFactoryView(factory)
+        self.retention = RetentionService(
+            self._retention_view, self.policies, clock, config=retention_config,  # type: ignore[arg-type]
+            publish_time_of=publish_time_of, owns=self._retention_may_open, metrics=self.metrics.retention)
+        self._quota_checked: dict[str, float] = {}
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:  # noqa: ANN001
         """Create the default namespace, then own topic tasks and the idle-unload loop until cancelled."""
@@ -68,6 +127,8 @@ class BrokerService:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 nursery.start_soon(self._unload_idle_loop)
+                if self.config.retention_enabled:
+                    await nursery.start(self.retention.run)
                 task_status.started(self)
                 await trio.sleep_forever()
         finally:
@@ -77,6 +138,10 @@ class BrokerService:
     def set_port(self, port: int) -> None:
         """Record the port the server really listens on (lookups answer with it)."""
         self.service_url = f"pulsar://{self.config.advertised_address}:{port}"
+
+    def set_web_port(self, port: int) -> None:
+        """Record the port the admin server really listens on (HTTP lookups answer with it)."""
+        self.web_service_url = f"http://{self.config.advertised_address}:{port}"
 
     # ------------------------------------------------------------------ namespaces and existence
 
@@ -116,11 +181,13 @@ class BrokerService:
             pass
         return await self.namespaces.get_partitions(topic)
 
-    async def check_topic(self, topic: TopicName, *, create: bool) -> None:
-        """Raise `TopicNotFoundError` unless ``topic`` exists or may be created now (Rule 2)."""
+    async def check_topic(self, topic: TopicName, *, create: bool, admin: bool = False) -> None:
+        """Raise `TopicNotFoundError` unless ``topic`` exists or may be created now (Rule 2);
+        ``admin`` creation ignores the auto-creation setting."""
         if not topic.persistent:
             raise TopicNotFoundError(f"non-persistent topics are not supported: {topic}")
         allowed, _kind, _n = await self._auto_create_allowed(topic.namespace_name)
+        allowed = allowed or admin
         if str(topic) in self.topics:
             return
         if topic.partition >= 0:
@@ -136,8 +203,9 @@ class BrokerService:
 
     # ------------------------------------------------------------------ loading
 
-    async def get_topic(self, topic: TopicName, *, create: bool = True) -> Topic:
-        """The loaded topic, loading it once (Rule 1); raises TopicNotFound / ServiceNotReady."""
+    async def get_topic(self, topic: TopicName, *, create: bool = True, admin: bool = False) -> Topic:
+        """The loaded topic, loading it once (Rule 1); raises TopicNotFound / ServiceNotReady.
+        ``admin`` creates a missing topic even when auto-creation is off."""
         key = str(topic)
         while True:
             t = self.topics.get(key)
@@ -148,11 +216,16 @@ class BrokerService:
             if loading is None:
                 break
             await loading.wait()
-        await self.check_topic(topic, create=create)
         event = self._loading[key] = trio.Event()
         try:
+            await self.check_topic(topic, create=create, admin=admin)
             if self._nursery is None:
                 raise ServiceNotReadyError("the broker service is not running")
+            with trio.move_on_after(30):
+                while self._retention_view.busy(topic.managed_ledger_name):
+                    await trio.sleep(0.02)  # Rule 5: retention closes it within its check
+            if self._retention_view.busy(topic.managed_ledger_name):
+                raise ServiceNotReadyError(f"topic {topic} is busy (retention check); retry")
             try:
                 ml = await self.factory.open(topic.managed_ledger_name)
             except ManagedLedgerError as exc:
@@ -170,6 +243,47 @@ class BrokerService:
         finally:
             del self._loading[key]
             event.set()
+
+    # ------------------------------------------------------------------ retention hooks
+
+    def _retention_may_open(self, ml_name: str) -> bool:
+        topic = TopicName.parse(unquote(retention_topic_of(ml_name)))
+        key = str(topic)
+        return key not in self.topics and key not in self._loading
+
+    def quota_action(self, topic: TopicName) -> QuotaDecision | None:
+        """The backlog-quota decision that holds or rejects producers of ``topic`` now, if any."""
+        return self.retention.producer_quota_action(str(topic))
+
+    def quota_holds(self, topic: TopicName) -> bool:
+        """True while producers of ``topic`` are held (``producer_request_hold`` exceeded)."""
+        d = self.quota_action(topic)
+        return d is not None and d.action is QuotaAction.HOLD_PRODUCERS
+
+    def quota_rejects(self, topic: TopicName) -> QuotaDecision | None:
+        """The exceeded ``producer_exception`` quota of ``topic``, None when producers may go on."""
+        d = self.quota_action(topic)
+        return d if d is not None and d.action is QuotaAction.REJECT_PRODUCERS else None
+
+    async def recheck_quota(self, topic: TopicName) -> None:
+        """Evaluate ``topic``'s backlog quota now (at most once a second per topic)."""
+        key = str(topic)
+        now = time.monotonic()
+        if now - self._quota_checked.get(key, 0.0) < _QUOTA_RECHECK_S:
+            return
+        self._quota_checked[key] = now
+        await self.retention.check_topic(key, ttl=False, quota=True, trim=True)
+
+    async def wait_quota_released(self, topic: Topic) -> bool:
+        """Wait (Rule 4 of `Topic`) until ``topic`` is no longer held; False after the hold timeout
+        or when the topic closes."""
+        with trio.move_on_after(self.config.backlog_quota_hold_timeout_s):
+            while not topic.closed:
+                await self.recheck_quota(topic.name)
+                if not self.quota_holds(topic.name):
+                    return True
+                await trio.sleep(_QUOTA_RECHECK_S / 2)
+        return False
 
     async def dedup_enabled(self, ns: NamespaceName) -> bool:
         """The namespace's ``deduplicationEnabled`` policy, else the broker default."""

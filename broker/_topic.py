@@ -12,11 +12,17 @@ Rules:
 * Rule 3 (lifecycle): LOADED until `close`; after close every request fails with ServiceNotReady
   and the client reconnects (which loads the topic again). A fenced managed ledger (another
   owner) closes the topic.
+* Rule 4 (backlog quota hold): while the topic's backlog quota says ``producer_request_hold``,
+  each add waits (in arrival order, so Rule 1 holds) until the quota clears or
+  ``backlog_quota_hold_timeout_s`` passes; then it fails with SEND_ERROR and the client
+  reconnects and resends. Held SENDs keep their bytes counted against the connection, so a held
+  producer is paced by the connection's bounded window, never buffered without limit.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +34,7 @@ from managed_ledger import InitialPosition, ManagedLedger, ManagedLedgerError, M
 from ._dedup import Deduplication, DedupVerdict
 from ._errors import BrokerServiceError, ProducerBusyError, ServiceNotReadyError
 from ._producer import AccessMode, Producer
+from ._stats import TopicStatsState
 from ._subscription import Subscription
 from ._topic_name import TopicName
 
@@ -63,6 +70,7 @@ class Topic:
         self._adds_drained.set()
         self.msg_in_counter = 0
         self.bytes_in_counter = 0
+        self.stats_state = TopicStatsState()
         for sub_name, cursor in dict(getattr(ml, "cursors", {})).items():
             self.subscriptions[sub_name] = Subscription(self, sub_name, cursor, durable=True)
 
@@ -87,6 +95,11 @@ class Topic:
     def idle(self) -> bool:
         """No producer, no consumer, and no add in flight."""
         return not self.producers and not self._waiting and not any(s.consumers for s in self.subscriptions.values())
+
+    @property
+    def waiting_producers(self) -> list[Producer]:
+        """WaitForExclusive producers parked until the topic is free."""
+        return [p for p, _ in self._waiting]
 
     def touch(self) -> None:
         """Note activity (for idle unloading)."""
@@ -170,12 +183,20 @@ class Topic:
         self.bytes_in_counter += len(raw)
         producer.msg_in_counter += num_messages
         producer.bytes_in_counter += len(raw)
-        self._nursery.start_soon(self._add, producer, slot, prev, mine, raw, sequence_id, highest)
+        self._nursery.start_soon(self._add, producer, slot, prev, mine, raw, sequence_id, highest,
+                                 time.monotonic())
 
     async def _add(self, producer: Producer, slot, prev: trio.Event, mine: trio.Event, raw: bytes,  # noqa: ANN001
-                   sequence_id: int, highest: int) -> None:
+                   sequence_id: int, highest: int, started: float) -> None:
         try:
             await prev.wait()
+            if self.service.quota_holds(self.name):
+                if not await self.service.wait_quota_released(self):
+                    if self.dedup is not None:
+                        self.dedup.on_failed(producer.name)
+                    producer.complete(slot, -1, -1, error=f"backlog quota exceeded on topic {self.name}: "
+                                                          "producer held too long")
+                    return
             mine.set()
             try:
                 pos = await self.ml.add_entry(raw)
@@ -188,6 +209,7 @@ class Topic:
                     self.service.unload_soon(self)
                 return
             producer.complete(slot, pos.ledger_id, pos.entry_id)
+            self.service.metrics.observe_publish(time.monotonic() - started)
             for sub in list(self.subscriptions.values()):
                 if sub.dispatcher is not None:
                     sub.dispatcher.wake()

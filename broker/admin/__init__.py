@@ -1,0 +1,18 @@
+"""Magnetar's admin REST API: Pulsar's v2 admin paths and JSON shapes over a `BrokerService`.
+
+Serve it next to the protocol server::
+
+    port = await nursery.start(serve_broker, service, host, 6650)
+    http = await nursery.start(serve_admin, service, host, 8080)
+
+Errors are ``{"reason": "..."}`` with Pulsar's status codes; ``/metrics`` is the Prometheus text
+of the broker, its managed ledgers and retention.
+"""
+
+from ._app import create_admin_app as create_admin_app
+from ._app import serve_admin as serve_admin
+from ._explain import GcExplainHook as GcExplainHook
+from ._explain import explain_storage as explain_storage
+from ._subscriptions import parse_message_id as parse_message_id
+
+__all__ = ["GcExplainHook", "create_admin_app", "explain_storage", "parse_message_id", "serve_admin"]

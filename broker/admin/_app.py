@@ -1,0 +1,93 @@
+"""The admin ASGI app (Starlette) and `serve_admin`, its hypercorn-on-trio server."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+import trio
+from hypercorn.config import Config
+from hypercorn.trio import serve
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from .._stats import refresh_backlog_age
+from . import _explain, _namespaces, _policies, _subscriptions, _tenants, _topics
+from ._common import endpoint, service_of
+
+if TYPE_CHECKING:
+    from .._service import BrokerService
+    from ._explain import GcExplainHook
+
+__all__ = ["create_admin_app", "serve_admin"]
+
+log = logging.getLogger("broker.admin")
+
+_AGE_REFRESH_S = 5.0
+
+
+@endpoint
+async def metrics(request: Request) -> Response:
+    s = service_of(request)
+    now = time.monotonic()
+    # the backlog age needs a read per subscription: refresh it here, at most every few seconds
+    for topic in list(s.topics.values()):
+        if not topic.closed and now - topic.stats_state.backlog_age_at >= _AGE_REFRESH_S:
+            try:
+                await refresh_backlog_age(topic, int(s.clock() * 1000))
+            except Exception as exc:  # noqa: BLE001 - a scrape must not fail for one topic
+                log.debug("backlog age of %s: %s", topic.name, exc)
+    return Response(s.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    return JSONResponse({"reason": f"no such admin endpoint: {request.method} {request.url.path}"}, status_code=404)
+
+
+async def _not_allowed(request: Request, exc: Exception) -> Response:
+    return JSONResponse({"reason": f"method {request.method} not allowed on {request.url.path}"}, status_code=405)
+
+
+def create_admin_app(service: BrokerService, *, gc_explain: GcExplainHook | None = None) -> Starlette:
+    """The admin REST app of ``service`` (Pulsar v2 paths, ``/lookup/v2``, ``/metrics``).
+
+    ``gc_explain`` joins the bookies' GC state into explain-storage (see `GcExplainHook`); it can
+    also be set later as ``app.state.gc_explain``.
+    """
+    routes: list[Route] = [Route("/metrics", metrics, methods=["GET"])]
+    # order matters where paths overlap: specific topic sub-paths before generic ones
+    for module in (_tenants, _namespaces, _topics, _subscriptions, _policies, _explain):
+        routes.extend(module.routes())
+    app = Starlette(routes=routes, exception_handlers={404: _not_found, 405: _not_allowed})
+    app.state.service = service
+    app.state.gc_explain = gc_explain
+    return app
+
+
+async def serve_admin(service: BrokerService, host: str | None = None, port: int | None = None, *,
+                      gc_explain: GcExplainHook | None = None,
+                      task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+    """Serve the admin REST API of ``service`` on ``host:port`` until cancelled.
+
+    Defaults: the config's ``bindAddress`` and ``webServicePort``; port 0 picks a free one.
+    ``task_status.started(port)`` reports the real port (HTTP lookups then advertise it). The
+    broker service must be running (``serve_broker`` or ``service.run``) for topic operations.
+    """
+    host = service.config.bind_address if host is None else host
+    port = service.config.web_service_port if port is None else port
+    config = Config()
+    config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+    config.accesslog = None
+    config.errorlog = logging.getLogger("hypercorn.error")
+    config.graceful_timeout = 1.0
+    app = create_admin_app(service, gc_explain=gc_explain)
+
+    async with trio.open_nursery() as nursery:
+        binds = await nursery.start(serve, app, config)
+        real_port = int(binds[0].rsplit(":", 1)[1])
+        service.set_web_port(real_port)
+        log.info("admin REST listening on %s", binds[0])
+        task_status.started(real_port)

@@ -1,0 +1,86 @@
+"""``GET /admin/v2/persistent/{tenant}/{namespace}/{topic}/explain-storage`` (Magnetar's own).
+
+For each ledger of the topic: size, entries, age, the retention verdict and its reason (computed
+now with `retention.decide_retention` over the effective policies), and which cursors pin it; the
+retention service's last check of the topic (trims, TTL moves, backlog-quota state, errors); and,
+when a `GcExplainHook` is installed, what the bookies say about reclaiming each ledger.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from managed_ledger import Position
+from retention import TopicPolicies, decide_retention
+
+from .._topic import Topic
+from ._common import endpoint, json_response, service_of, topic_of
+from ._topic_ops import existing_topic
+
+__all__ = ["routes", "GcExplainHook", "explain_storage"]
+
+GcExplainHook = Callable[[str, list[int]], "Awaitable[dict[str, Any]] | dict[str, Any]"]
+"""``hook(topic, ledger_ids)`` -> JSON about the bookies' reclamation of those ledgers (for example
+``{"ledgers": {id: {"reclaimed": bool, "entryLogs": [...]}}}``). The ids include ledgers retention
+trimmed in its last check. Installed as ``app.state.gc_explain`` (see `create_admin_app`)."""
+
+
+async def explain_storage(topic: Topic, policies: TopicPolicies, last_check: dict[str, Any] | None,
+                          now_ms: int, gc_hook: GcExplainHook | None = None) -> dict[str, Any]:
+    """The explain-storage JSON of a loaded topic (see the module docstring)."""
+    ml = topic.ml
+    ledgers = ml.ledgers
+    cursors = {name: c.mark_delete_position for name, c in ml.cursors.items()}
+    decision = decide_retention(ledgers, cursors, policies.retention, now_ms)
+    pins: dict[str, list[int]] = {name: [] for name in cursors}
+    rows = []
+    for d in decision.ledgers:
+        row = d.to_json(now_ms)
+        end = Position(d.ledger_id, d.entries - 1)
+        pinned_by = sorted(name for name, pos in cursors.items() if pos < end and d.entries > 0)
+        row["pinnedBy"] = pinned_by
+        for name in pinned_by:
+            pins[name].append(d.ledger_id)
+        rows.append(row)
+    cursor_rows = {}
+    for name, c in sorted(ml.cursors.items()):
+        cursor_rows[name] = {"markDeletePosition": str(c.mark_delete_position), "backlog": c.backlog,
+                             "backlogSize": c.backlog_size, "pinsLedgers": pins.get(name, [])}
+    out: dict[str, Any] = {
+        "topic": str(topic.name), "nowMs": now_ms, "policies": policies.to_json(),
+        "totalSize": decision.total_size, "slowestCursor": decision.slowest_cursor,
+        "deletableNow": decision.deletable, "deletableBytes": decision.deletable_bytes,
+        "ledgers": rows, "cursors": cursor_rows, "lastRetentionCheck": last_check,
+        "bookieGc": None,
+    }
+    if gc_hook is not None:
+        ids = [d.ledger_id for d in decision.ledgers]
+        if last_check:
+            ids += [i for i in last_check.get("trimmed", []) if i not in ids]
+        try:
+            result = gc_hook(str(topic.name), ids)
+            out["bookieGc"] = await result if inspect.isawaitable(result) else result
+        except Exception as exc:  # noqa: BLE001 - bookies away: explain the rest
+            out["bookieGc"] = {"error": f"{type(exc).__name__}: {exc}"}
+    return out
+
+
+@endpoint
+async def explain(request: Request) -> Response:
+    s, name = service_of(request), topic_of(request)
+    topic = await existing_topic(s, name)
+    policies = await s.policies.topic_policies(str(name))
+    hook = getattr(request.app.state, "gc_explain", None)
+    body = await explain_storage(topic, policies, s.retention.explain(str(name)), int(s.clock() * 1000), hook)
+    return json_response(body)
+
+
+def routes() -> list[Route]:
+    """The routes of this module."""
+    return [Route("/admin/v2/persistent/{tenant}/{namespace}/{topic}/explain-storage", explain, methods=["GET"])]

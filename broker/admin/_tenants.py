@@ -1,0 +1,140 @@
+"""Clusters, tenants and HTTP lookup: ``/admin/v2/clusters``, ``/admin/v2/tenants``, ``/lookup/v2``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from metadata import NodeExistsError, NoNodeError
+
+from .._namespaces import POLICIES_ROOT
+from .._topic_name import NamespaceName
+from ._common import RestError, endpoint, json_body, json_response, no_content, service_of, topic_of
+
+__all__ = ["routes"]
+
+
+def _cluster_data(request: Request) -> dict[str, Any]:
+    s = service_of(request)
+    return {"serviceUrl": s.web_service_url, "brokerServiceUrl": s.service_url}
+
+
+@endpoint
+async def list_clusters(request: Request) -> Response:
+    return json_response([service_of(request).config.cluster_name])
+
+
+@endpoint
+async def get_cluster(request: Request) -> Response:
+    name = request.path_params["cluster"]
+    if name != service_of(request).config.cluster_name:
+        raise RestError(404, f"Cluster {name} does not exist")
+    return json_response(_cluster_data(request))
+
+
+def _tenant_info(request: Request, body: Any) -> dict[str, Any]:
+    cluster = service_of(request).config.cluster_name
+    if body is None:
+        body = {}
+    if not isinstance(body, dict):
+        raise RestError(400, "tenant info must be a JSON object")
+    roles = body.get("adminRoles") or []
+    clusters = body.get("allowedClusters")
+    if clusters is None or clusters == []:
+        clusters = [cluster]
+    if not isinstance(roles, list) or not isinstance(clusters, list):
+        raise RestError(400, "adminRoles and allowedClusters must be lists")
+    unknown = [c for c in clusters if c != cluster]
+    if unknown:
+        raise RestError(412, f"Clusters do not exist: {', '.join(map(str, unknown))}")
+    return {"adminRoles": roles, "allowedClusters": clusters}
+
+
+def _tenant(request: Request) -> str:
+    tenant = request.path_params["tenant"]
+    NamespaceName.parse(f"{tenant}/x")  # validates the tenant's characters (412 when invalid)
+    return tenant
+
+
+@endpoint
+async def list_tenants(request: Request) -> Response:
+    return json_response(await service_of(request).namespaces.list_tenants())
+
+
+@endpoint
+async def get_tenant(request: Request) -> Response:
+    tenant = _tenant(request)
+    try:
+        data, _ = await service_of(request).store.get(f"{POLICIES_ROOT}/{tenant}")
+    except NoNodeError:
+        raise RestError(404, f"Tenant {tenant} does not exist") from None
+    info = json.loads(data) if data else {}
+    return json_response({"adminRoles": info.get("adminRoles", []),
+                          "allowedClusters": info.get("allowedClusters", [])})
+
+
+@endpoint
+async def create_tenant(request: Request) -> Response:
+    tenant = _tenant(request)
+    info = _tenant_info(request, await json_body(request, default=None))
+    try:
+        await service_of(request).namespaces.create_tenant(tenant, info)
+    except NodeExistsError:
+        raise RestError(409, f"Tenant {tenant} already exists") from None
+    return no_content()
+
+
+@endpoint
+async def update_tenant(request: Request) -> Response:
+    tenant = _tenant(request)
+    s = service_of(request)
+    info = _tenant_info(request, await json_body(request, default=None))
+    path = f"{POLICIES_ROOT}/{tenant}"
+    try:
+        _, stat = await s.store.get(path)
+        await s.store.set(path, json.dumps(info).encode(), version=stat.version)
+    except NoNodeError:
+        raise RestError(404, f"Tenant {tenant} does not exist") from None
+    return no_content()
+
+
+@endpoint
+async def delete_tenant(request: Request) -> Response:
+    tenant = _tenant(request)
+    s = service_of(request)
+    if not await s.namespaces.tenant_exists(tenant):
+        raise RestError(404, f"Tenant {tenant} does not exist")
+    if await s.namespaces.list_namespaces(tenant):
+        raise RestError(409, f"The tenant {tenant} still has active namespaces")
+    try:
+        await s.store.delete(f"{POLICIES_ROOT}/{tenant}")
+    except NoNodeError:
+        raise RestError(404, f"Tenant {tenant} does not exist") from None
+    return no_content()
+
+
+@endpoint
+async def lookup(request: Request) -> Response:
+    topic = topic_of(request)
+    s = service_of(request)
+    await s.check_topic(topic, create=True)
+    return json_response({"brokerUrl": s.service_url, "httpUrl": s.web_service_url,
+                          "nativeUrl": s.service_url, "brokerUrlTls": "", "httpUrlTls": ""})
+
+
+def routes() -> list[Route]:
+    """The routes of this module."""
+    return [
+        Route("/admin/v2/clusters", list_clusters, methods=["GET"]),
+        Route("/admin/v2/clusters/{cluster}", get_cluster, methods=["GET"]),
+        Route("/admin/v2/tenants", list_tenants, methods=["GET"]),
+        Route("/admin/v2/tenants/{tenant}", get_tenant, methods=["GET"]),
+        Route("/admin/v2/tenants/{tenant}", create_tenant, methods=["PUT"]),
+        Route("/admin/v2/tenants/{tenant}", update_tenant, methods=["POST"]),
+        Route("/admin/v2/tenants/{tenant}", delete_tenant, methods=["DELETE"]),
+        Route("/lookup/v2/topic/persistent/{tenant}/{namespace}/{topic}", lookup, methods=["GET"]),
+    ]

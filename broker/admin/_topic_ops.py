@@ -1,0 +1,105 @@
+"""Topic operations behind the admin endpoints (deletion, loading an existing topic).
+
+Rules:
+
+* Rule 1: admin operations on a topic that exists load it (as a client would); they never
+  create one, except the explicit create endpoints.
+* Rule 2: deleting a topic with connected producers or consumers needs ``force`` (else 412);
+  with ``force`` they are disconnected first. Deletion removes the managed ledger (ledgers,
+  cursors), the dedup snapshot, the schemas, the topic-level policies and what retention remembers.
+* Rule 3: a partitioned topic is deleted partition by partition, then its metadata.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from managed_ledger import ManagedLedgerError
+from metadata import NoNodeError
+
+from .._dedup import DEDUP_ROOT
+from .._topic import Topic
+from .._topic_name import TopicName
+from ._common import RestError, require_namespace
+
+if TYPE_CHECKING:
+    from .._service import BrokerService
+    from .._subscription import Subscription
+
+__all__ = ["delete_topic", "delete_partitioned_topic", "existing_topic", "existing_subscription",
+           "topic_exists_any"]
+
+
+async def topic_exists_any(s: BrokerService, topic: TopicName) -> bool:
+    """Whether ``topic`` exists as a partitioned topic or as a (non-partitioned/partition) topic."""
+    if topic.partition < 0 and await s.namespaces.get_partitions(topic):
+        return True
+    if topic.partition >= 0 and 0 < topic.partition + 1 <= await s.namespaces.get_partitions(topic.partitioned_topic):
+        return True
+    return await s.topic_exists(topic)
+
+
+async def existing_topic(s: BrokerService, topic: TopicName) -> Topic:
+    """The loaded topic ``topic`` (Rule 1); 404 when its namespace or itself does not exist, and
+    for a partitioned topic's own name (its partitions are the topics)."""
+    await require_namespace(s, topic.namespace_name)
+    if topic.partition < 0 and await s.namespaces.get_partitions(topic):
+        raise RestError(404, f"Topic {topic} is a partitioned topic: use its partitions "
+                             f"({topic.partition_name(0)}, ...)")
+    if not await topic_exists_any(s, topic):
+        raise RestError(404, f"Topic {topic} not found")
+    return await s.get_topic(topic, create=False)
+
+
+async def existing_subscription(s: BrokerService, topic: TopicName, name: str) -> tuple[Topic, Subscription]:
+    """The topic and its subscription ``name``; 404 when either does not exist."""
+    t = await existing_topic(s, topic)
+    sub = t.subscriptions.get(name)
+    if sub is None or sub.closed:
+        raise RestError(404, f"Subscription {name} not found on topic {topic}")
+    return t, sub
+
+
+async def delete_topic(s: BrokerService, topic: TopicName, *, force: bool) -> None:
+    """Delete a non-partitioned topic or one partition (Rule 2); 404 when it does not exist."""
+    await require_namespace(s, topic.namespace_name)
+    key = str(topic)
+    loaded = s.topics.get(key)
+    if loaded is None and not await s.topic_exists(topic):
+        raise RestError(404, f"Topic {topic} not found")
+    if loaded is not None and not loaded.closed:
+        active = bool(loaded.producers) or any(sub.consumers for sub in loaded.subscriptions.values())
+        if active and not force:
+            raise RestError(412, "Topic has active producers/subscriptions")
+        await s.unload(loaded)
+    try:
+        await s.factory.delete(topic.managed_ledger_name)
+    except ManagedLedgerError:
+        pass  # never stored (an auto-created partition nobody used): nothing to delete
+    try:
+        await s.store.delete(f"{DEDUP_ROOT}/{topic.managed_ledger_name}", recursive=True)
+    except NoNodeError:
+        pass
+    await s.schemas.delete(topic)
+    await s.topic_policies.delete_all(topic)
+    s.retention.forget(key)
+
+
+async def delete_partitioned_topic(s: BrokerService, topic: TopicName, *, force: bool) -> None:
+    """Delete every partition, then the partitioned topic's metadata (Rule 3); 404 when it is not
+    a partitioned topic."""
+    await require_namespace(s, topic.namespace_name)
+    n = await s.namespaces.get_partitions(topic)
+    if not n:
+        raise RestError(404, f"Partitioned topic {topic} does not exist")
+    if not force:
+        for i in range(n):
+            t = s.topics.get(str(topic.partition_name(i)))
+            if t is not None and (t.producers or any(sub.consumers for sub in t.subscriptions.values())):
+                raise RestError(412, "Topic has active producers/subscriptions")
+    for i in range(n):
+        part = topic.partition_name(i)
+        if part.managed_ledger_name in await s.factory.list(part.managed_ledger_name) or str(part) in s.topics:
+            await delete_topic(s, part, force=True)
+    await s.topic_policies.delete_all(topic)
+    await s.namespaces.delete_partitioned_topic(topic)

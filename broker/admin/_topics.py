@@ -1,0 +1,182 @@
+"""Persistent topics: ``/admin/v2/persistent/{tenant}/{namespace}[/{topic}...]``: list, create,
+delete, partitions, stats, internal stats, unload."""
+
+from __future__ import annotations
+
+import json
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from metadata import NodeExistsError
+
+from .._namespaces import PARTITIONED_ROOT
+from .._stats import topic_stats
+from ._common import (
+    RestError,
+    endpoint,
+    json_body,
+    json_response,
+    namespace_of,
+    no_content,
+    query_bool,
+    require_namespace,
+    service_of,
+    topic_of,
+)
+from ._topic_ops import delete_partitioned_topic, delete_topic, existing_topic, topic_exists_any
+
+__all__ = ["routes"]
+
+
+@endpoint
+async def list_topics(request: Request) -> Response:
+    s, ns = service_of(request), namespace_of(request)
+    await require_namespace(s, ns)
+    return json_response(await s.topics_of_namespace(ns))
+
+
+@endpoint
+async def list_partitioned(request: Request) -> Response:
+    s, ns = service_of(request), namespace_of(request)
+    await require_namespace(s, ns)
+    return json_response(sorted(await s.namespaces.list_partitioned_topics(ns)))
+
+
+@endpoint
+async def create_topic(request: Request) -> Response:
+    s, topic = service_of(request), topic_of(request)
+    await require_namespace(s, topic.namespace_name)
+    if await topic_exists_any(s, topic):
+        raise RestError(409, f"This topic already exists: {topic}")
+    await s.get_topic(topic, create=True, admin=True)
+    return no_content()
+
+
+@endpoint
+async def remove_topic(request: Request) -> Response:
+    s, topic = service_of(request), topic_of(request)
+    await require_namespace(s, topic.namespace_name)
+    if topic.partition < 0 and await s.namespaces.get_partitions(topic):
+        raise RestError(409, f"{topic} is a partitioned topic: delete it with DELETE .../partitions")
+    await delete_topic(s, topic, force=query_bool(request, "force"))
+    return no_content()
+
+
+async def _partitions_body(request: Request) -> int:
+    n = await json_body(request, what="number of partitions")
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise RestError(400, f"number of partitions must be an integer, not {n!r}")
+    if n <= 0:
+        raise RestError(406, "Number of partitions should be more than 0")
+    return n
+
+
+@endpoint
+async def create_partitioned(request: Request) -> Response:
+    s, topic = service_of(request), topic_of(request)
+    await require_namespace(s, topic.namespace_name)
+    if topic.partition >= 0:
+        raise RestError(412, f"partitioned topic names may not end in -partition-N: {topic}")
+    n = await _partitions_body(request)
+    if await topic_exists_any(s, topic):
+        raise RestError(409, f"This topic already exists: {topic}")
+    try:
+        await s.namespaces.create_partitioned_topic(topic, n)
+    except NodeExistsError:
+        raise RestError(409, f"This topic already exists: {topic}") from None
+    return no_content()
+
+
+@endpoint
+async def update_partitioned(request: Request) -> Response:
+    s, topic = service_of(request), topic_of(request)
+    await require_namespace(s, topic.namespace_name)
+    n = await _partitions_body(request)
+    current = await s.namespaces.get_partitions(topic)
+    if not current:
+        raise RestError(404, f"Partitioned topic {topic} does not exist")
+    if n <= current:
+        raise RestError(422, f"The number of partitions ({n}) must be more than the current {current}")
+    path = f"{PARTITIONED_ROOT}/{topic.rest_path}"
+    _, stat = await s.store.get(path)
+    await s.store.set(path, json.dumps({"partitions": n}).encode(), version=stat.version)
+    return no_content()
+
+
+@endpoint
+async def get_partitioned(request: Request) -> Response:
+    s, topic = service_of(request), topic_of(request)
+    await require_namespace(s, topic.namespace_name)
+    return json_response({"partitions": await s.namespaces.get_partitions(topic)})
+
+
+@endpoint
+async def remove_partitioned(request: Request) -> Response:
+    s, topic = service_of(request), topic_of(request)
+    await delete_partitioned_topic(s, topic, force=query_bool(request, "force"))
+    return no_content()
+
+
+@endpoint
+async def stats(request: Request) -> Response:
+    t = await existing_topic(service_of(request), topic_of(request))
+    return json_response(topic_stats(t))
+
+
+@endpoint
+async def partitioned_stats(request: Request) -> Response:
+    s, topic = service_of(request), topic_of(request)
+    await require_namespace(s, topic.namespace_name)
+    n = await s.namespaces.get_partitions(topic)
+    if not n:
+        raise RestError(404, f"Partitioned topic {topic} does not exist")
+    parts = {}
+    for i in range(n):
+        parts[str(topic.partition_name(i))] = topic_stats(await s.get_topic(topic.partition_name(i), create=True))
+    total: dict = {"metadata": {"partitions": n}, "partitions": parts if query_bool(request, "perPartition") else {}}
+    for key in ("msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut", "msgInCounter",
+                "bytesInCounter", "msgOutCounter", "bytesOutCounter", "storageSize", "backlogSize", "msgBacklog"):
+        total[key] = sum(p[key] for p in parts.values())
+    return json_response(total)
+
+
+@endpoint
+async def internal_stats(request: Request) -> Response:
+    t = await existing_topic(service_of(request), topic_of(request))
+    return json_response(t.ml.internal_stats())
+
+
+@endpoint
+async def unload(request: Request) -> Response:
+    s, topic = service_of(request), topic_of(request)
+    await require_namespace(s, topic.namespace_name)
+    if not await topic_exists_any(s, topic):
+        raise RestError(404, f"Topic {topic} not found")
+    parts = [topic.partition_name(i) for i in range(await s.namespaces.get_partitions(topic))] or [topic]
+    for name in parts:
+        loaded = s.topics.get(str(name))
+        if loaded is not None:
+            await s.unload(loaded)
+    return no_content()
+
+
+def routes() -> list[Route]:
+    """The routes of this module (the namespace-level lists come before ``{topic}`` routes)."""
+    ns = "/admin/v2/persistent/{tenant}/{namespace}"
+    tp = ns + "/{topic}"
+    return [
+        Route(ns, list_topics, methods=["GET"]),
+        Route(f"{ns}/partitioned", list_partitioned, methods=["GET"]),
+        Route(tp, create_topic, methods=["PUT"]),
+        Route(tp, remove_topic, methods=["DELETE"]),
+        Route(f"{tp}/partitions", create_partitioned, methods=["PUT"]),
+        Route(f"{tp}/partitions", update_partitioned, methods=["POST"]),
+        Route(f"{tp}/partitions", get_partitioned, methods=["GET"]),
+        Route(f"{tp}/partitions", remove_partitioned, methods=["DELETE"]),
+        Route(f"{tp}/stats", stats, methods=["GET"]),
+        Route(f"{tp}/partitioned-stats", partitioned_stats, methods=["GET"]),
+        Route(f"{tp}/internalStats", internal_stats, methods=["GET"]),
+        Route(f"{tp}/unload", unload, methods=["PUT"]),
+    ]

@@ -1,0 +1,45 @@
+"""Fixtures: one broker + admin server per module, an httpx client, a pulsar client, unique names."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Iterator
+
+import httpx
+import pulsar
+import pytest
+
+from tests.broker_admin.admin_harness import AdminBroker
+
+_names = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[AdminBroker]:
+    b = AdminBroker().start()
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+@pytest.fixture
+def http(broker: AdminBroker) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=broker.http, timeout=10) as c:
+        yield c
+
+
+@pytest.fixture
+def client(broker: AdminBroker) -> Iterator[pulsar.Client]:
+    c = pulsar.Client(broker.url, operation_timeout_seconds=10, logger=logging.getLogger("pulsar-client"))
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture
+def name() -> str:
+    """A unique short name."""
+    return f"n{next(_names)}"
