@@ -1,0 +1,159 @@
+"""``magnetar bookie``: run a bookie; ``magnetar bookie format``: initialise its directories.
+
+Configuration comes from ``--conf bookie.toml`` (top-level keys, or a ``[bookie]`` table), then the
+explicit flags, then ``--set key=value`` overrides; every key is checked (see `BookieConfig`).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from magnetar.config import ConfigError, load_config, parse_overrides, read_toml
+
+_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
+    click.option("--conf", "conf", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                 help="TOML config file (see deploy/bookie.toml)."),
+    click.option("--journal-dir", default=None, help="Journal directory (journalDirectory)."),
+    click.option("--ledger-dirs", default=None, help="Comma-separated ledger directories (ledgerDirectories)."),
+    click.option("--port", type=int, default=None, help="Bookie protocol port (bookiePort)."),
+    click.option("--http-port", type=int, default=None, help="HTTP port (httpServerPort)."),
+    click.option("--metadata-url", default=None, help="Metadata store URL (metadataServiceUri)."),
+    click.option("--bookie-id", default=None, help="Bookie id (bookieId); default advertisedAddress:port."),
+    click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override any config key."),
+]
+
+
+def _config_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed(_OPTIONS):
+        func = option(func)
+    return func
+
+
+def _load(conf: Path | None, journal_dir: str | None, ledger_dirs: str | None, port: int | None,
+          http_port: int | None, metadata_url: str | None, bookie_id: str | None,
+          overrides: tuple[str, ...]) -> Any:
+    from bookie import BookieConfig
+
+    table: dict[str, Any] = {}
+    if conf is not None:
+        data = read_toml(conf)
+        table = data["bookie"] if isinstance(data.get("bookie"), dict) else data
+    flags: dict[str, Any] = {}
+    for key, value in (("journal_dir", journal_dir), ("ledger_dirs", ledger_dirs), ("port", port),
+                       ("http_port", http_port), ("metadata_url", metadata_url), ("bookie_id", bookie_id)):
+        if value is not None:
+            flags[key] = value if not isinstance(value, int) else str(value)
+    flags.update(parse_overrides(overrides))
+    # Flags and overrides may use either spelling of a key; drop the file's other spelling so that
+    # a flag does not count as "given twice".
+    from dataclasses import fields
+
+    spellings = {f.name: {f.name, f.metadata.get("alias")} for f in fields(BookieConfig)}
+    alias_to_name = {s: name for name, ss in spellings.items() for s in ss if s}
+    overridden = {alias_to_name.get(k, k) for k in flags}
+    table = {k: v for k, v in table.items() if alias_to_name.get(k, k) not in overridden}
+    return load_config(BookieConfig, table, flags)
+
+
+def _fail(exc: BaseException) -> None:
+    click.echo(f"error: {exc}", err=True)
+    sys.exit(2)
+
+
+def _handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from bookie import BookieFatalError, CookieMismatchError
+
+        expected = (ConfigError, CookieMismatchError, BookieFatalError, OSError)
+        try:
+            return func(*args, **kwargs)
+        except expected as exc:
+            _fail(exc)
+        except BaseExceptionGroup as group:  # from a nursery: report the one expected error plainly
+            match, rest = group.split(expected)
+            if match is None or rest is not None:
+                raise
+            leaves = list(_leaves(match))
+            _fail(leaves[0])
+    return wrapper
+
+
+def _leaves(group: BaseException) -> Any:
+    if isinstance(group, BaseExceptionGroup):
+        for exc in group.exceptions:
+            yield from _leaves(exc)
+    else:
+        yield group
+
+
+@click.group(name="bookie", invoke_without_command=True)
+@_config_options
+@click.option("--log-level", default="INFO", show_default=True, help="Python logging level.")
+@click.pass_context
+@_handle_errors
+def command(ctx: click.Context, log_level: str, **options: Any) -> None:
+    """Run a bookie (storage node) until Ctrl-C or SIGTERM."""
+    ctx.ensure_object(dict)
+    ctx.obj["options"] = options
+    if ctx.invoked_subcommand is not None:
+        return
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config = _load(**options)
+    import trio
+
+    from bookie import serve_bookie_process
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            async def watch_signals() -> None:
+                with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                    async for signum in signals:
+                        click.echo(f"received {signal.Signals(signum).name}, shutting down", err=True)
+                        nursery.cancel_scope.cancel()
+                        return
+
+            nursery.start_soon(watch_signals)
+            endpoints = await nursery.start(serve_bookie_process, config)
+            http = ", ".join(endpoints.http_urls) or "disabled"
+            click.echo(f"bookie {endpoints.bookie_id} listening on {config.listen_address}:{endpoints.port} "
+                       f"(http: {http}; metadata: {endpoints.metadata_url or 'none'})", err=False)
+            sys.stdout.flush()
+
+    trio.run(main)
+    click.echo("bookie stopped")
+
+
+@command.command(name="format")
+@_config_options
+@click.option("--force", is_flag=True, help="Delete the directories' contents and the metadata cookie.")
+@click.pass_context
+@_handle_errors
+def format_command(ctx: click.Context, force: bool, **options: Any) -> None:
+    """Initialise the bookie's directories and write its cookies."""
+    parent = (ctx.obj or {}).get("options", {})
+    merged = {k: (v if v not in (None, ()) else parent.get(k)) for k, v in options.items()}
+    merged["overrides"] = tuple(parent.get("overrides", ())) + tuple(options.get("overrides", ()))
+    config = _load(**merged)
+    import trio
+
+    from bookie import format_bookie
+    from metadata import open_metadata_store
+
+    async def main() -> Any:
+        if not config.metadata_url:
+            return await format_bookie(config, None, force=force)
+        async with open_metadata_store(config.metadata_url) as store:
+            return await format_bookie(config, store, force=force)
+
+    cookie = trio.run(main)
+    click.echo(f"formatted bookie {cookie.bookie_id}: journal {cookie.journal_dir}, "
+               f"ledgers {', '.join(cookie.ledger_dirs)}")

@@ -1,0 +1,42 @@
+"""The bookie's HTTP endpoints, served by hypercorn on trio, queried with httpx."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import trio
+
+from bookie import BookieState, open_bookie, serve_bookie_http
+
+from .helpers import KEY, entry, make_config
+
+
+async def test_metrics_info_and_state_endpoints(tmp_path: Path) -> None:
+    async with open_bookie(make_config(tmp_path)) as bookie, trio.open_nursery() as nursery:
+        urls = await nursery.start(serve_bookie_http, bookie, "127.0.0.1", 0)
+        base = urls[0]
+        await bookie.add_entry(1, 0, KEY, entry(1, 0, b"x"))
+        async with httpx.AsyncClient(base_url=base) as http:
+            metrics = (await http.get("/metrics")).text
+            assert "bookie_journal_JOURNAL_ADD_ENTRY_bucket" in metrics
+            assert "bookie_write_cache_size" in metrics
+            assert "bookie_server_ADD_ENTRY_REQUEST" in metrics
+            assert "bookie_entry_log_count" in metrics
+            assert "bookie_SERVER_STATUS 1.0" in metrics
+
+            info = (await http.get("/api/v1/bookie/info")).json()
+            assert info["bookieId"] == bookie.bookie_id
+            assert info["totalSpace"] >= info["freeSpace"] > 0
+            assert info["state"] == "writable"
+
+            assert (await http.get("/api/v1/bookie/state")).json()["readOnly"] is False
+            resp = await http.put("/api/v1/bookie/state", json={"readOnly": True})
+            assert resp.status_code == 200 and resp.json()["readOnly"] is True
+            assert bookie.state is BookieState.READ_ONLY
+            resp = await http.put("/api/v1/bookie/state/readonly", json={"readOnly": False})
+            assert resp.json() == {"running": True, "readOnly": False, "reasons": []}
+            assert bookie.state is BookieState.WRITABLE
+            assert (await http.put("/api/v1/bookie/state", content=b"nonsense")).status_code == 400
+            assert (await http.put("/api/v1/bookie/state", json={"readOnly": "yes"})).status_code == 400
+        nursery.cancel_scope.cancel()
