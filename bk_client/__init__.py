@@ -65,3 +65,30 @@ __all__ += [
     "AddState", "PendingAdd", "BookKeeper", "ClientConfig", "LedgerReadHandle", "HandleState",
     "LedgerWriteHandle", "BookKeeperClient", "LedgerEntry", "ReadHandle", "WriteHandle", "ClientMetrics",
 ]
+
+# AutoRecovery: under-replication marks, the elected auditor and the replication workers.
+from ._auditor import Auditor as Auditor
+from ._auditor import AuditorElection as AuditorElection
+from ._auditor import AuditorStatistics as AuditorStatistics
+from ._auditor import current_auditor as current_auditor
+from ._autorecovery import AutoRecovery as AutoRecovery
+from ._autorecovery import AutoRecoveryConfig as AutoRecoveryConfig
+from ._autorecovery import AutoRecoveryMetrics as AutoRecoveryMetrics
+from ._autorecovery import run_autorecovery as run_autorecovery
+from ._replication import EntryCopier as EntryCopier
+from ._replication import PoolEntryCopier as PoolEntryCopier
+from ._replication import RateLimiter as RateLimiter
+from ._replication import ReplicationError as ReplicationError
+from ._replication import ReplicationOutcome as ReplicationOutcome
+from ._replication import ReplicationWorker as ReplicationWorker
+from ._replication import RetryTable as RetryTable
+from ._replication import WorkerStatistics as WorkerStatistics
+from ._underreplication import UnderReplicatedLedger as UnderReplicatedLedger
+from ._underreplication import UnderReplicationManager as UnderReplicationManager
+
+__all__ += [
+    "Auditor", "AuditorElection", "AuditorStatistics", "current_auditor", "AutoRecovery",
+    "AutoRecoveryConfig", "AutoRecoveryMetrics", "run_autorecovery", "EntryCopier", "PoolEntryCopier",
+    "RateLimiter", "ReplicationError", "ReplicationOutcome", "ReplicationWorker", "RetryTable",
+    "WorkerStatistics", "UnderReplicatedLedger", "UnderReplicationManager",
+]
