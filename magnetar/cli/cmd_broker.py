@@ -1,0 +1,74 @@
+"""``magnetar broker``: a broker joining a cluster through ZooKeeper (bookies run separately).
+
+Configuration: ``--conf broker.toml`` (tables ``[broker]``, ``[cluster]``, ``[managed_ledger]``,
+``[bk_client]``; see deploy/broker.toml), then flags, then ``--set table.key=value``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+import trio
+
+from magnetar.cli._common import fail, load_sections, run_until_signal, setup_logging
+from magnetar.config import ConfigError, config_field
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """Where the cluster's metadata lives (the ``[cluster]`` table of broker.toml)."""
+
+    metadata_url: str = config_field("zk://127.0.0.1:2181", alias="metadataStoreUrl",
+                                     help="Metadata store URL: zk://host:port[,host:port]/chroot.")
+    metadata_root: str = config_field("", alias="zkLedgersRootPath",
+                                      help="Cluster root of the bookies' ledgers in the store.")
+
+
+@click.command(name="broker")
+@click.option("--conf", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="TOML config file (see deploy/broker.toml).")
+@click.option("--metadata-url", default=None, help="Metadata store URL (zk://host:port/chroot).")
+@click.option("--port", type=int, default=None, help="Pulsar protocol port (brokerServicePort).")
+@click.option("--web-port", type=int, default=None, help="Admin REST port (webServicePort).")
+@click.option("--set", "overrides", multiple=True, metavar="TABLE.KEY=VALUE", help="Override any config key.")
+@click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
+def command(conf: Path | None, metadata_url: str | None, port: int | None, web_port: int | None,
+            overrides: tuple[str, ...], verbose: bool) -> None:
+    """Run a broker over the bookies of a cluster."""
+    from bk_client import ClientConfig
+    from broker import BrokerConfig
+    from magnetar.stack import serve_broker_stack
+    from managed_ledger import ManagedLedgerConfig
+    from metadata import open_metadata_store
+
+    setup_logging(verbose)
+    flags: dict[str, dict[str, Any]] = {"cluster": {}, "broker": {}}
+    if metadata_url is not None:
+        flags["cluster"]["metadata_url"] = metadata_url
+    if port is not None:
+        flags["broker"]["broker_service_port"] = str(port)
+    if web_port is not None:
+        flags["broker"]["web_service_port"] = str(web_port)
+    try:
+        cfg = load_sections(conf, {"cluster": ClusterConfig, "broker": BrokerConfig,
+                                   "managed_ledger": ManagedLedgerConfig, "bk_client": ClientConfig},
+                            overrides, flags)
+    except ConfigError as exc:
+        fail(exc)
+    cluster: ClusterConfig = cfg["cluster"]
+
+    async def main(task_status: trio.TaskStatus[Any]) -> None:
+        async with open_metadata_store(cluster.metadata_url) as store:
+            await serve_broker_stack(store, cfg["broker"], cfg["managed_ledger"], cfg["bk_client"],
+                                     metadata_root=cluster.metadata_root, task_status=task_status)
+
+    def started(ep: Any) -> None:
+        click.echo(f"magnetar broker: {ep.service_url}  admin REST: {ep.web_url}  metadata {cluster.metadata_url}")
+
+    try:
+        trio.run(run_until_signal, main, started)
+    except (ConfigError, OSError) as exc:
+        fail(exc)

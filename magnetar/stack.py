@@ -1,0 +1,192 @@
+"""Compose Magnetar's services: a broker over real bookies, and standalone Magnetar.
+
+`serve_broker_stack` runs what ``magnetar broker`` runs: a BookKeeper client and a managed-ledger
+factory on a metadata store, the Pulsar protocol server and the admin REST API. `serve_standalone`
+runs what ``magnetar standalone`` runs: the embedded metadata store, one or more bookies and that
+broker stack, in one process with all data under one directory, so that a restart finds every
+topic, subscription and message where it was.
+
+Both are ``serve_x(..., task_status=...)`` functions: they report their endpoints once every
+service listens, and shut down in reverse order when cancelled (the broker stops taking
+requests, the managed ledgers close their ledgers and persist cursors, then the bookies sync their
+journals and checkpoint).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from bk_client import BookKeeper, ClientConfig
+from bookie import BookieConfig, serve_bookie_process
+from broker import BrokerConfig, BrokerService, serve_broker
+from broker.admin import serve_admin
+from magnetar.config import ConfigError, config_field
+from managed_ledger import ManagedLedgerConfig, ManagedLedgerFactory
+from metadata import MetadataStore, open_metadata_store
+
+__all__ = ["StandaloneConfig", "BrokerEndpoints", "StandaloneEndpoints", "serve_broker_stack", "serve_standalone"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StandaloneConfig:
+    """Settings of standalone Magnetar itself (the ``[standalone]`` table of standalone.toml).
+
+    Each bookie ``i`` (from 0) keeps its journal and entry logs under ``{data_dir}/bookie-{i}``
+    and listens on ``bookie_port + i`` (protocol) and ``bookie_http_port + i`` (REST, metrics).
+    """
+
+    data_dir: str = config_field("data", help="Directory holding the metadata store and every bookie's data.")
+    num_bookies: int = config_field(1, alias="numBookies", help="How many bookies to run in this process.")
+    bookie_port: int = config_field(3181, alias="bookiePort", help="Protocol port of the first bookie.")
+    bookie_http_port: int = config_field(8000, alias="httpServerPort",
+                                         help="REST and /metrics port of the first bookie.")
+    metadata_url: str = config_field(
+        "", alias="metadataServiceUri",
+        help="Metadata store URL; empty means the embedded store in {data_dir}/metadata.")
+
+    def validate(self) -> None:
+        """Raise `ConfigError` naming the key when a value cannot work."""
+        if not 1 <= self.num_bookies <= 16:
+            raise ConfigError("num_bookies", f"must be between 1 and 16, got {self.num_bookies}")
+        for key in ("bookie_port", "bookie_http_port"):
+            value = getattr(self, key)
+            if value != 0 and not 1 <= value <= 65535 - self.num_bookies:
+                raise ConfigError(key, f"must be 0 or a TCP port leaving room for {self.num_bookies} bookies")
+
+    def store_url(self) -> str:
+        """The metadata store this standalone uses."""
+        return self.metadata_url or f"embedded://{Path(self.data_dir).resolve()}/metadata"
+
+    def bookie_config(self, template: BookieConfig, index: int) -> BookieConfig:
+        """The config of bookie ``index``: the template with its own directories and ports."""
+        base = Path(self.data_dir).resolve() / f"bookie-{index}"
+
+        def port(first: int) -> int:
+            return 0 if first == 0 else first + index
+
+        return dataclasses.replace(
+            template,
+            journal_dir=str(base / "journal"),
+            ledger_dirs=(str(base / "ledgers"),),
+            port=port(self.bookie_port),
+            http_port=port(self.bookie_http_port),
+            metadata_url=self.store_url(),
+            bookie_id=template.bookie_id if self.num_bookies == 1 and template.bookie_id else "",
+        )
+
+
+@dataclass(frozen=True)
+class BrokerEndpoints:
+    """Where a started broker listens."""
+
+    service_url: str
+    web_url: str
+    broker_port: int
+    web_port: int
+
+
+@dataclass(frozen=True)
+class StandaloneEndpoints:
+    """Where every service of a started standalone listens."""
+
+    broker: BrokerEndpoints
+    bookies: tuple[Any, ...]  # bookie.BookieEndpoints
+    metadata_url: str
+    data_dir: str
+
+
+def _quorum_for(ml: ManagedLedgerConfig, bookies: int) -> ManagedLedgerConfig:
+    """Shrink the default ensemble to what a small standalone has, keeping Qa <= Qw <= E."""
+    e = min(ml.ensemble_size, bookies)
+    qw = min(ml.write_quorum, e)
+    qa = min(ml.ack_quorum, qw)
+    if (e, qw, qa) == (ml.ensemble_size, ml.write_quorum, ml.ack_quorum):
+        return ml
+    log.info("ensemble %d/%d/%d reduced to %d/%d/%d for %d bookie(s)",
+             ml.ensemble_size, ml.write_quorum, ml.ack_quorum, e, qw, qa, bookies)
+    return dataclasses.replace(ml, ensemble_size=e, write_quorum=qw, ack_quorum=qa)
+
+
+async def serve_broker_stack(
+    store: MetadataStore,
+    broker: BrokerConfig,
+    ml: ManagedLedgerConfig,
+    client: ClientConfig,
+    *,
+    metadata_root: str = "",
+    broker_port: int | None = None,
+    web_port: int | None = None,
+    task_status: trio.TaskStatus[BrokerEndpoints] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run a broker (protocol server and admin REST) over the bookies registered in ``store``.
+
+    Ports default to the broker config's; 0 picks free ones. Reports `BrokerEndpoints` once both
+    listen. The store is the caller's: it is used, never closed.
+    """
+    async with BookKeeper.open(store, root=metadata_root, config=client) as bk:
+        async with ManagedLedgerFactory(bk, store, ml) as factory:
+            service = BrokerService(factory, store, broker)
+            async with trio.open_nursery() as nursery:
+                port = await nursery.start(lambda task_status: serve_broker(
+                    service, port=broker_port, task_status=task_status))
+                http = await nursery.start(lambda task_status: serve_admin(
+                    service, port=web_port, task_status=task_status))
+                host = broker.advertised_address
+                task_status.started(BrokerEndpoints(f"pulsar://{host}:{port}", f"http://{host}:{http}", port, http))
+                await trio.sleep_forever()
+
+
+async def serve_standalone(
+    config: StandaloneConfig,
+    broker: BrokerConfig,
+    bookie: BookieConfig,
+    ml: ManagedLedgerConfig,
+    client: ClientConfig,
+    *,
+    task_status: trio.TaskStatus[StandaloneEndpoints] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run standalone Magnetar until cancelled; report `StandaloneEndpoints` once all listen.
+
+    Bookies start first (each registers itself, so ledgers can be placed on them), then the
+    broker stack. The managed ledgers' ensemble is reduced to the number of bookies.
+    """
+    config.validate()
+    Path(config.data_dir).mkdir(parents=True, exist_ok=True)
+    url = config.store_url()
+    # The bookies run in a shielded scope so that a shutdown stops the broker first (closing
+    # ledgers and persisting cursors needs the bookies) and only then the bookies.
+    bookie_scope = trio.CancelScope(shield=True)
+
+    async def run_bookies(*, task_status: trio.TaskStatus[list[Any]]) -> None:
+        with bookie_scope:
+            async with trio.open_nursery() as nursery:
+                started = []
+                for i in range(config.num_bookies):
+                    cfg = config.bookie_config(bookie, i)
+                    started.append(await nursery.start(lambda task_status, cfg=cfg: serve_bookie_process(
+                        cfg, task_status=task_status)))
+                task_status.started(started)
+                await trio.sleep_forever()
+
+    async with open_metadata_store(url) as store:
+        async with trio.open_nursery() as outer:
+            bookies = await outer.start(run_bookies)
+            try:
+                async with trio.open_nursery() as inner:
+                    endpoints = await inner.start(lambda task_status: serve_broker_stack(
+                        store, broker, _quorum_for(ml, config.num_bookies), client,
+                        metadata_root=bookie.metadata_root, task_status=task_status))
+                    task_status.started(StandaloneEndpoints(
+                        endpoints, tuple(bookies), url, str(Path(config.data_dir).resolve())))
+                    await trio.sleep_forever()
+            finally:
+                # Only now that the broker has closed its ledgers do the bookies stop.
+                bookie_scope.cancel()

@@ -1,0 +1,58 @@
+"""The sample configs in deploy/ are current and load to the defaults."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from bk_client import ClientConfig
+from bookie import BookieConfig
+from broker import BrokerConfig
+from magnetar.cli._common import load_sections
+from magnetar.cli.cmd_broker import ClusterConfig
+from magnetar.config import ConfigError
+from magnetar.stack import StandaloneConfig
+from managed_ledger import ManagedLedgerConfig
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_generated_samples_are_up_to_date() -> None:
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_configs.py"), "--check"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_standalone_sample_loads_to_defaults() -> None:
+    sections = {"standalone": StandaloneConfig, "broker": BrokerConfig, "bookie": BookieConfig,
+                "managed_ledger": ManagedLedgerConfig, "bk_client": ClientConfig}
+    cfg = load_sections(ROOT / "deploy" / "standalone.toml", sections, ())
+    assert all(cfg[name] == cls() for name, cls in sections.items())
+
+
+def test_broker_sample_loads_to_defaults() -> None:
+    sections = {"cluster": ClusterConfig, "broker": BrokerConfig, "managed_ledger": ManagedLedgerConfig,
+                "bk_client": ClientConfig}
+    cfg = load_sections(ROOT / "deploy" / "broker.toml", sections, ())
+    assert all(cfg[name] == cls() for name, cls in sections.items())
+
+
+def test_sectioned_overrides_and_errors(tmp_path: Path) -> None:
+    sections = {"standalone": StandaloneConfig, "broker": BrokerConfig}
+    cfg = load_sections(None, sections, ("broker.brokerServicePort=7000", "standalone.num_bookies=3"))
+    assert cfg["broker"].broker_service_port == 7000 and cfg["standalone"].num_bookies == 3
+    with pytest.raises(ConfigError) as err:
+        load_sections(None, sections, ("nosuch.key=1",))
+    assert err.value.key == "nosuch.key"
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[broker]\nbrokerServicePort = 'x'\n")
+    with pytest.raises(ConfigError) as err:
+        load_sections(bad, sections, ())
+    assert err.value.key == "broker.brokerServicePort"
+    bad.write_text("[brokr]\n")
+    with pytest.raises(ConfigError) as err:
+        load_sections(bad, sections, ())
+    assert err.value.key == "brokr"
