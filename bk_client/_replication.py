@@ -90,7 +90,7 @@ class ReplicationError(BKError):
     """A ledger could not be repaired now (no replica to copy from, a metadata race lost); the
     worker retries it later."""
 
-    code = -10  # BookKeeper's ReplicationException
+    code = -200  # BookKeeper's ReplicationException
     default_message = "re-replication failed"
 
 
