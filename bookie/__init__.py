@@ -4,6 +4,9 @@ Run a whole bookie with `serve_bookie_process` (what ``magnetar bookie`` does), 
 parts: `open_bookie` (journal replay + storage + checkpoints) yields a `Bookie`, `serve_bookie`
 serves the bookie protocol for it, `serve_bookie_http` its metrics and REST API,
 `run_registration` keeps it registered in the metadata store, `run_disk_checker` watches disks.
+`open_bookie` also runs the bookie's `GarbageCollector` (ledger GC against the metadata store,
+dead entry-log deletion, minor/major compaction; `Bookie.gc`), whose REST routes (`gc_routes`)
+the HTTP app mounts. Metrics of every component live in `bookie.metrics`.
 """
 
 from ._bookie import KILL_AT_ENV as KILL_AT_ENV
@@ -27,6 +30,11 @@ from ._disks import measure_usage as measure_usage
 from ._disks import run_disk_checker as run_disk_checker
 from ._entry_log import EntryLogger as EntryLogger
 from ._entry_log import FileOps as FileOps
+from ._gc import GarbageCollector as GarbageCollector
+from ._gc import GcStatus as GcStatus
+from ._gc_config import GcConfig as GcConfig
+from ._gc_explain import GcExplanation as GcExplanation
+from ._gc_http import gc_routes as gc_routes
 from ._http import bookie_http_app as bookie_http_app
 from ._http import serve_bookie_http as serve_bookie_http
 from ._journal import Journal as Journal
@@ -44,7 +52,6 @@ from ._process import serve_bookie_process as serve_bookie_process
 from ._registration import registration_path as registration_path
 from ._registration import run_registration as run_registration
 from ._server import serve_bookie as serve_bookie
-from ._server_metrics import BookieServerMetrics as BookieServerMetrics
 from ._storage import CheckpointSource as CheckpointSource
 from ._storage import DbLedgerStorage as DbLedgerStorage
 from ._storage import LedgerStorage as LedgerStorage
@@ -52,6 +59,7 @@ from ._storage import NoSuchEntry as NoSuchEntry
 from ._storage import NoSuchLedger as NoSuchLedger
 from ._storage import StorageIOError as StorageIOError
 from ._storage import WriteCacheFull as WriteCacheFull
+from .metrics import BookieServerMetrics as BookieServerMetrics
 
 __all__ = [
     "AddTicket",
@@ -71,6 +79,10 @@ __all__ = [
     "DiskVerdict",
     "EntryLogger",
     "FileOps",
+    "GarbageCollector",
+    "GcConfig",
+    "GcExplanation",
+    "GcStatus",
     "Journal",
     "JournalClosedError",
     "JournalConfig",
@@ -92,6 +104,7 @@ __all__ = [
     "classify_disk_usage",
     "expected_cookie",
     "format_bookie",
+    "gc_routes",
     "measure_usage",
     "open_bookie",
     "registration_path",

@@ -41,15 +41,17 @@ from typing import Any
 import trio
 from prometheus_client import CollectorRegistry
 
+from metadata import MetadataStore
+
 from .protocol import ENTRY_HEADER_SIZE, LAC_BODY_SIZE, StatusCode
 from ._config import BookieConfig
+from ._gc import GarbageCollector
 from ._journal import Journal, JournalError, JournalIOError
 from ._journal_codec import AddEntry, ExplicitLac, FenceLedger, JournalRecord, LogMark, MasterKey, Padding
 from ._journal_files import JournalDisk
 from ._lac import LacTracker, TooManyWaiters
-from ._server_metrics import BookieServerMetrics
 from ._storage import DbLedgerStorage, NoSuchEntry, NoSuchLedger, StorageIOError, WriteCacheFull
-from .metrics import JournalMetrics
+from .metrics import BookieServerMetrics, JournalMetrics
 
 __all__ = ["Bookie", "BookieError", "BookieState", "ReadOnlyReason", "AddTicket", "BookieStatistics",
            "open_bookie", "KILL_AT_ENV"]
@@ -156,6 +158,7 @@ class Bookie:
         self.metrics = metrics
         self._journal = journal
         self._storage: DbLedgerStorage = None  # type: ignore[assignment]  # attached by open_bookie
+        self.gc: GarbageCollector | None = None  # attached and started by open_bookie after replay
         self._source = _CheckpointSource(self)
         self._reasons: set[ReadOnlyReason] = set()
         self._state_changed = trio.Event()
@@ -555,10 +558,14 @@ class Bookie:
 async def open_bookie(config: BookieConfig, *, registry: CollectorRegistry | None = None,
                       journal_disk: JournalDisk | None = None, file_ops: Any = None,
                       background: Callable[[Bookie, trio.Nursery], None] | None = None,
+                      store: MetadataStore | None = None,
                       ) -> AsyncIterator[Bookie]:
     """Open the directories, replay the journal, checkpoint, and run the bookie until exit.
 
-    Yields a serving `Bookie`; its journal and storage loops run in a nursery owned here. On exit
+    Yields a serving `Bookie`; its journal, storage and garbage-collector loops run in a nursery
+    owned here. GC (`Bookie.gc`, from `BookieConfig.gc_config`) starts after the replay; it
+    compares local ledgers with ``store`` under ``metadata_root``, and without a store deletes
+    no ledger (it still reclaims the logs of ledgers deleted otherwise). On exit
     (also on cancellation) it stops accepting adds, lets the journal write and sync what it
     accepted, checkpoints (flush + LastLogMark) and closes the files. Cookies are not checked
     here (see `check_cookies`). ``journal_disk`` / ``file_ops`` inject failures in tests;
@@ -582,9 +589,19 @@ async def open_bookie(config: BookieConfig, *, registry: CollectorRegistry | Non
         registry=registry, file_ops=file_ops)
     try:
         await bookie._replay()
+        bookie.gc = gc = GarbageCollector(
+            storage, config.gc_config(), store=store, metadata_root=config.metadata_root,
+            bookie_id=bookie.bookie_id, registry=registry, on_ledger_deleted=bookie.forget_ledger)
+        gc_scope = trio.CancelScope()
+
+        async def run_gc(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+            with gc_scope:
+                await gc.run(task_status=task_status)
+
         async with trio.open_nursery() as nursery:
             await nursery.start(journal.serve)
             await nursery.start(storage.run)
+            await nursery.start(run_gc)
             if background is not None:
                 background(bookie, nursery)
             try:
@@ -592,6 +609,7 @@ async def open_bookie(config: BookieConfig, *, registry: CollectorRegistry | Non
             finally:
                 with trio.CancelScope(shield=True):
                     bookie._closing = True
+                    gc_scope.cancel()  # no compaction chunk competes with the final checkpoint
                     await journal.aclose()
                     try:  # safe after a journal failure too: the mark covers acknowledged adds only
                         await storage.flush()

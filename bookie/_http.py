@@ -2,12 +2,14 @@
 
 Endpoints:
 
-* ``GET /metrics`` - Prometheus text from the bookie's registry (journal, storage, requests).
+* ``GET /metrics`` - Prometheus text from the bookie's registry (journal, storage, requests, GC).
 * ``GET /api/v1/bookie/info`` - id, state, read-only reasons, free and total space (bytes).
 * ``GET /api/v1/bookie/state`` - ``{"running": true, "readOnly": bool, "reasons": [...]}``.
 * ``PUT /api/v1/bookie/state`` and ``PUT /api/v1/bookie/state/readonly`` with ``{"readOnly": bool}``
   set or clear the MANUAL read-only reason (BookKeeper spells the second form); the bookie stays
   read-only while another reason (a full disk) holds. ``GET .../state/readonly`` answers too.
+* The garbage collector's ``/api/v1/bookie/gc``, ``/api/v1/bookie/gc_details`` and
+  ``/api/v1/bookie/gc/explain`` (`gc_routes`), when the bookie runs one (`Bookie.gc`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ._bookie import Bookie, BookieState
+from ._gc_http import gc_routes
 
 __all__ = ["bookie_http_app", "serve_bookie_http"]
 
@@ -68,6 +71,8 @@ def bookie_http_app(bookie: Bookie) -> Starlette:
         Route("/api/v1/bookie/state", state, methods=["GET", "PUT"]),
         Route("/api/v1/bookie/state/readonly", state, methods=["GET", "PUT"]),
     ]
+    if bookie.gc is not None:
+        routes += gc_routes(bookie.gc)
     return Starlette(routes=routes)
 
 

@@ -2,7 +2,8 @@
 
 `serve_bookie_process` is what ``magnetar bookie`` runs (and what a standalone deployment embeds).
 Start-up order: bind the protocol port (so that ``port = 0`` yields a real bookie id), open the
-metadata store, check cookies, open the bookie (journal replay + checkpoint), start the protocol
+metadata store, check cookies, open the bookie (journal replay + checkpoint, then its garbage
+collector on the same metadata store), start the protocol
 server, the HTTP server and the disk checker, register. Shutdown (cancellation) runs it backwards:
 unregister, stop serving, close the bookie cleanly (journal synced, checkpoint), close the session.
 """
@@ -67,7 +68,7 @@ async def serve_bookie_process(config: BookieConfig, *, registry: CollectorRegis
         if config.metadata_url:
             store = await stack.enter_async_context(open_metadata_store(config.metadata_url))
         await check_cookies(config, store)
-        bookie = await stack.enter_async_context(open_bookie(config, registry=registry))
+        bookie = await stack.enter_async_context(open_bookie(config, registry=registry, store=store))
         async with trio.open_nursery() as nursery:
             await nursery.start(lambda task_status: serve_bookie(bookie, listeners=listeners,
                                                                  task_status=task_status))

@@ -38,8 +38,8 @@ from ._entry_log import EntryLogger, EntryLogStats, FileOps, StorageIOError
 from ._entry_log_codec import RECORD_PREFIX_SIZE, CorruptLogError
 from ._index import EntryIndex, IndexStats, LedgerInfo
 from ._read_cache import ReadAhead, ReadAheadStats, ReadCache, ReadCacheStats
-from ._storage_metrics import StorageMetrics
 from ._write_cache import FlushBatch, WriteCache, WriteCacheFull, WriteCacheStats
+from .metrics import StorageMetrics
 
 __all__ = ["LedgerStorage", "DbLedgerStorage", "CheckpointSource", "NoSuchLedger", "NoSuchEntry",
            "FlushReason", "StorageStats", "StorageIOError", "WriteCacheFull"]
@@ -213,6 +213,14 @@ class DbLedgerStorage:
     def index(self) -> EntryIndex:
         """The location and ledger index (compaction updates locations through it)."""
         return self._index
+
+    @property
+    def write_lock(self) -> trio.Lock:
+        """The lock every flush and ledger deletion holds. GC holds it while it lists the logs it
+        may compact (so no flush has records in them left to index) and while compaction appends,
+        syncs and re-indexes a chunk (so a checkpoint never interleaves with it on the current log).
+        Reads never take it."""
+        return self._flush_lock
 
     # ------------------------------------------------------------------ entries
 

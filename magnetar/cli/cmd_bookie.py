@@ -1,4 +1,5 @@
-"""``magnetar bookie``: run a bookie; ``magnetar bookie format``: initialise its directories.
+"""``magnetar bookie``: run a bookie; ``magnetar bookie format``: initialise its directories;
+``magnetar bookie gc-explain``: ask a running bookie why its entry logs are still on disk.
 
 Configuration comes from ``--conf bookie.toml`` (top-level keys, or a ``[bookie]`` table), then the
 explicit flags, then ``--set key=value`` overrides; every key is checked (see `BookieConfig`).
@@ -17,6 +18,8 @@ from typing import Any
 import click
 
 from magnetar.config import ConfigError, load_config, parse_overrides, read_toml
+
+from ._gc_cli import gc_explain
 
 _OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
     click.option("--conf", "conf", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -157,3 +160,6 @@ def format_command(ctx: click.Context, force: bool, **options: Any) -> None:
     cookie = trio.run(main)
     click.echo(f"formatted bookie {cookie.bookie_id}: journal {cookie.journal_dir}, "
                f"ledgers {', '.join(cookie.ledger_dirs)}")
+
+
+command.add_command(gc_explain)

@@ -1,0 +1,188 @@
+"""GC end to end in a real ``magnetar bookie`` process on ZooKeeper: ledgers written over the bookie
+protocol, their metadata registered and then partly deleted, ``PUT /api/v1/bookie/gc``, and the
+entry logs shrink on disk while every live entry still reads back (also after a restart)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+import trio
+from click.testing import CliRunner
+
+from bookie.protocol import StatusCode, add_request, ledger_path, read_request
+from magnetar.cli import main as cli
+from metadata import open_metadata_store
+from tests.bookie_server.helpers import KEY, Client, entry
+
+from .gc_helpers import metadata_for
+
+ROOT_DIR = Path(__file__).resolve().parents[2]
+BOOKIE_ID = "gc-e2e-bookie"
+LOG_LIMIT = 64 * 1024
+ENTRIES = 24
+SIZE = 1500
+
+pytestmark = pytest.mark.slow
+
+
+class _Bookie:
+    """``python -m magnetar bookie`` with GC every second and compaction due every few seconds."""
+
+    def __init__(self, base: Path, metadata_url: str) -> None:
+        self.base = base
+        self.metadata_url = metadata_url
+        self.proc: subprocess.Popen[str] | None = None
+        self.port = 0
+        self.http = ""
+        self.log = base / "bookie.log"
+
+    def _start_blocking(self) -> None:
+        sets = ["listen_address=127.0.0.1", "http_address=127.0.0.1", "journal_prealloc_size_mb=1",
+                f"logSizeLimit={LOG_LIMIT}", "gcWaitTime=1000", "minorCompactionInterval=2",
+                "majorCompactionInterval=3", "flushInterval=200", "compaction_free_space_reserve_bytes=0",
+                "compactionRateByEntries=1000000"]
+        cmd = [sys.executable, "-m", "magnetar", "bookie", "--bookie-id", BOOKIE_ID,
+               "--journal-dir", str(self.base / "journal"), "--ledger-dirs", str(self.base / "ledgers"),
+               "--port", "0", "--http-port", "0", "--metadata-url", self.metadata_url]
+        for s in sets:
+            cmd += ["--set", s]
+        with open(self.log, "a") as log:
+            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT_DIR)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if "listening on" not in line:
+            self.proc.kill()
+            self.proc.wait()
+            raise RuntimeError(f"bookie did not start ({line!r}); log:\n{self.log.read_text()[-3000:]}")
+        # "bookie ID listening on HOST:PORT (http: URL; metadata: ...)"
+        self.port = int(line.split("listening on ")[1].split()[0].rsplit(":", 1)[1])
+        self.http = line.split("(http: ")[1].split(";")[0].split(",")[0].strip()
+
+    async def start(self) -> None:
+        await trio.to_thread.run_sync(self._start_blocking)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+
+def _log_bytes(base: Path) -> int:
+    """Bytes of entry log files in the ledger directory (what ``du`` counts for them)."""
+    d = base / "ledgers"
+    return sum(os.stat(d / n).st_size for n in os.listdir(d) if n.endswith(".log"))
+
+
+def _body(lid: int, eid: int) -> bytes:
+    return entry(lid, eid, bytes([lid]) * SIZE)
+
+
+async def _write(port: int, ledgers: list[int]) -> None:
+    client = await Client.connect(port)
+    try:
+        txn = 0
+        for lid in ledgers:
+            for eid in range(ENTRIES):
+                txn += 1
+                await client.send(add_request(txn, lid, eid, KEY, _body(lid, eid)))
+        for t in range(1, txn + 1):
+            assert (await client.receive(t)).status == StatusCode.EOK
+    finally:
+        await client.aclose()
+
+
+async def _check_reads(port: int, live: list[int], deleted: list[int]) -> None:
+    client = await Client.connect(port)
+    try:
+        txn = 0
+        for lid in live:
+            for eid in range(ENTRIES):
+                txn += 1
+                resp = await client.call(read_request(txn, lid, eid))
+                assert resp.status == StatusCode.EOK, (lid, eid, resp.status)
+                assert resp.readResponse.body == _body(lid, eid)
+        for lid in deleted:
+            txn += 1
+            assert (await client.call(read_request(txn, lid, 0))).status == StatusCode.ENOLEDGER
+    finally:
+        await client.aclose()
+
+
+async def _get_json(http: httpx.AsyncClient, path: str):  # type: ignore[no-untyped-def]
+    resp = await http.get(path)
+    assert resp.status_code == 200, resp.text
+    return resp.json()
+
+
+async def test_bookie_process_gives_deleted_ledgers_space_back(tmp_path: Path, zk_url: str) -> None:
+    # a checkpoint writes entries sorted by ledger, so consecutive ledgers share logs:
+    alone = list(range(1, 9))             # the first half deleted: its logs die whole
+    mixed = list(range(20, 36))           # every other one deleted: half-used logs for compaction
+    deleted = alone[:4] + mixed[::2]
+    live = sorted(set(alone + mixed) - set(deleted))
+    bookie = _Bookie(tmp_path, zk_url)
+    await bookie.start()
+    try:
+        async with open_metadata_store(zk_url) as store:
+            for lid in alone + mixed:
+                md = metadata_for([BOOKIE_ID], custom={"pulsar/managed-ledger": f"tenant/ns/persistent/t{lid}".encode()})
+                await store.create(ledger_path("", lid), md.encode(), make_parents=True)
+            await _write(bookie.port, alone)
+            await _write(bookie.port, mixed)
+            written = len(alone + mixed) * ENTRIES * SIZE
+            with trio.fail_after(30):  # the periodic checkpoint moves the entries into entry logs
+                while _log_bytes(tmp_path) < written:
+                    await trio.sleep(0.1)
+            before = _log_bytes(tmp_path)
+
+            for lid in deleted:
+                await store.delete(ledger_path("", lid))
+            async with httpx.AsyncClient(base_url=bookie.http, timeout=30) as http:
+                resp = await http.put("/api/v1/bookie/gc", json={"is_in_force_gc": "true"})
+                assert resp.status_code == 200, resp.text
+                assert (await http.put("/api/v1/bookie/gc", content=b"[1")).status_code == 400
+                with trio.fail_after(60):
+                    while True:
+                        (details,) = await _get_json(http, "/api/v1/bookie/gc_details")
+                        if details["reclaimedSpaceViaDeletion"] > 0 and details["reclaimedSpaceViaCompaction"] > 0:
+                            break
+                        await trio.sleep(0.2)
+                assert details["majorCompactionCounter"] >= 1
+                assert {"forceCompacting", "majorCompacting", "minorCompacting", "lastMajorCompactionTime",
+                        "lastMinorCompactionTime", "minorCompactionCounter"} <= set(details)
+                after = _log_bytes(tmp_path)
+                live_bytes = len(live) * ENTRIES * SIZE
+                assert after < before
+                assert after <= 1.1 * live_bytes + 2 * LOG_LIMIT, (before, after, live_bytes)
+
+                explain = await _get_json(http, "/api/v1/bookie/gc/explain")
+                assert explain["logs"], explain
+                pinned = {pin["ledger_id"] for e in explain["logs"] for pin in e["ledgers"]}
+                assert pinned and pinned <= set(live)
+                belongs = {pin["belongs_to"] for e in explain["logs"] for pin in e["ledgers"]}
+                assert any(b and "tenant/ns/persistent/t" in b for b in belongs), belongs
+                metrics = (await http.get("/metrics")).text
+                assert "bookie_RECLAIMED_DELETION_SPACE_BYTES_total" in metrics
+
+            cli_result = await trio.to_thread.run_sync(
+                lambda: CliRunner().invoke(cli, ["bookie", "gc-explain", "--http-url", bookie.http]))
+            assert cli_result.exit_code == 0, cli_result.output
+            assert "Entry logs" in cli_result.output
+
+            await _check_reads(bookie.port, live, deleted)
+            await trio.to_thread.run_sync(bookie.stop)
+            await bookie.start()  # from disk: the compacted logs and the index
+            await _check_reads(bookie.port, live, deleted)
+    finally:
+        await trio.to_thread.run_sync(bookie.stop)
