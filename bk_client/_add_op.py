@@ -59,7 +59,7 @@ class PendingAdd:
     """
 
     __slots__ = ("handle", "entry_id", "payload", "length", "ack_set", "state", "body", "started",
-                 "sent_at", "error", "_done", "_admitted")
+                 "sent_at", "completed_at", "error", "_done", "_admitted")
 
     def __init__(self, handle: LedgerWriteHandle, entry_id: int, payload: bytes, length: int,
                  ack_set: AckSet) -> None:
@@ -72,6 +72,7 @@ class PendingAdd:
         self.body: bytes | None = None  # the digest-framed entry, built once at first send
         self.started = trio.current_time()
         self.sent_at = 0.0
+        self.completed_at = 0.0  # trio clock when it became DONE (latency = completed_at - started)
         self.error: BKError | None = None
         self._done = trio.Event()
         self._admitted: trio.Event | None = None

@@ -53,6 +53,11 @@ class ClientConfig:
         10.0, help="longest time a bookie is asked to hold a long-poll LAC read")
     rack_aware_placement: bool = config_field(
         True, help="spread ensembles over racks when bookies carry rack labels")
+    explicit_lac_interval_ms: int = config_field(
+        0, alias="explicitLacInterval",
+        help="when a writer has sent no add for this long and its last acknowledged entry's LAC "
+             "was never piggybacked on an add, send it to the ensemble with WRITE_LAC so tailing "
+             "readers see that entry (0 disables explicit LAC)")
     max_frame_size: int = config_field(
         5 * 1024 * 1024, alias="nettyMaxFrameSizeBytes", help="largest response frame accepted")
 
@@ -67,6 +72,8 @@ class ClientConfig:
         for key in positive:
             if getattr(self, key) <= 0:
                 raise ConfigError(key, "must be > 0")
+        if self.explicit_lac_interval_ms < 0:
+            raise ConfigError("explicit_lac_interval_ms", "must be >= 0 (0 disables explicit LAC)")
         if self.speculative_read_timeout_s < 0:
             raise ConfigError("speculative_read_timeout_s", "must be >= 0")
         if self.reconnect_backoff_max_s < self.reconnect_backoff_min_s:

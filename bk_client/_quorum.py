@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Collection, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = [
     "DistributionSchedule",
@@ -50,12 +50,17 @@ class DistributionSchedule:
     ensemble_size: int
     write_quorum: int
     ack_quorum: int
+    # the E write sets, computed once: every add looks its own up
+    _sets: tuple[tuple[int, ...], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not (1 <= self.ack_quorum <= self.write_quorum <= self.ensemble_size):
             raise ValueError(
                 "quorum sizes must satisfy 1 <= ack_quorum <= write_quorum <= ensemble_size, got "
                 f"E={self.ensemble_size} Qw={self.write_quorum} Qa={self.ack_quorum}")
+        e = self.ensemble_size
+        object.__setattr__(self, "_sets", tuple(tuple((start + i) % e for i in range(self.write_quorum))
+                                                for start in range(e)))
 
     def write_set(self, entry_id: int) -> tuple[int, ...]:
         """The Qw distinct ensemble indexes entry ``entry_id`` goes to, first ``entry_id % E``.
@@ -64,8 +69,7 @@ class DistributionSchedule:
         """
         if entry_id < 0:
             raise ValueError(f"entry id must be >= 0, got {entry_id}")
-        start = entry_id % self.ensemble_size
-        return tuple((start + i) % self.ensemble_size for i in range(self.write_quorum))
+        return self._sets[entry_id % self.ensemble_size]
 
     def write_sets(self) -> Iterator[tuple[int, ...]]:
         """The E distinct write sets, in the order of entries 0..E-1."""
@@ -79,7 +83,7 @@ class DistributionSchedule:
 
     def ack_set(self, entry_id: int) -> AckSet:
         """A fresh ack tracker for ``entry_id`` (rule 2)."""
-        return AckSet(self.write_set(entry_id), self.ack_quorum)
+        return AckSet._checked(self.write_set(entry_id), self.ack_quorum)
 
     def coverage_set(self, rule: CoverageRule) -> QuorumCoverageSet:
         """A fresh coverage tracker over this ensemble (rule 3) counting answers per ``rule``."""
@@ -125,6 +129,17 @@ class AckSet:
         self._ack_quorum = ack_quorum
         self._acked: set[int] = set()
         self._failed: dict[int, str | None] = {}
+
+    @classmethod
+    def _checked(cls, write_set: tuple[int, ...], ack_quorum: int) -> AckSet:
+        # the schedule's write sets and quorum were validated once, in DistributionSchedule:
+        # skip the per-entry checks on the add path
+        ack = cls.__new__(cls)
+        ack._write_set = write_set
+        ack._ack_quorum = ack_quorum
+        ack._acked = set()
+        ack._failed = {}
+        return ack
 
     @property
     def write_set(self) -> tuple[int, ...]:

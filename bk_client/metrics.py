@@ -46,6 +46,8 @@ class ClientMetrics:
                                          "Entries re-replicated by recovery", registry=r)
         self.lac_long_polls = Counter(_P + "READ_LAST_CONFIRMED_AND_ENTRY",
                                       "Long-poll LAC reads sent", registry=r)
+        self.explicit_lac_writes = Counter(_P + "WRITE_LAC",
+                                           "Explicit LAC (WRITE_LAC) rounds sent by idle writers", registry=r)
         self.connects = Counter(_P + "CHANNEL_CONNECT", "TCP connections opened to bookies", registry=r)
         self.connect_failures = Counter(_P + "CHANNEL_CONNECT_FAILED",
                                         "Failed or lost bookie connections", registry=r)

@@ -56,6 +56,7 @@ class _Ledger:
     entries: dict[int, bytes] = field(default_factory=dict)
     fenced: bool = False
     lac: int = -1
+    explicit_lac: bytes | None = None  # body of the last WRITE_LAC
     changed: trio.Event = field(default_factory=trio.Event)
 
     def bump(self, lac: int) -> None:
@@ -82,6 +83,7 @@ class FakeBookie:
         self.adds_received = 0
         self.requests_seen = 0  # every request read off the wire, answered or not
         self.reads_received = 0
+        self.write_lacs_received = 0
         self._scope: trio.CancelScope | None = None
         self._streams: set[trio.SocketStream] = set()
         self.alive = False
@@ -256,12 +258,15 @@ class FakeBookie:
             led = self.ledgers.get(lid)
             if led is None:
                 return read_lac_response(txn, StatusCode.ENOLEDGER, lid)
-            if not led.entries:
+            if not led.entries and led.explicit_lac is None:
                 return read_lac_response(txn, StatusCode.ENOENTRY, lid)
-            return read_lac_response(txn, StatusCode.EOK, lid, last_entry_body=led.entries[max(led.entries)])
+            last = led.entries[max(led.entries)] if led.entries else None
+            return read_lac_response(txn, StatusCode.EOK, lid, lac_body=led.explicit_lac, last_entry_body=last)
         if op == OperationType.WRITE_LAC:
             w = req.writeLacRequest
+            self.write_lacs_received += 1
             led = self.ledgers.setdefault(w.ledgerId, _Ledger(w.masterKey))
+            led.explicit_lac = bytes(w.body)
             led.bump(decode_lac(w.body, w.ledgerId))
             return write_lac_response(txn, StatusCode.EOK, w.ledgerId)
         return error_response(req, StatusCode.EBADREQ)
