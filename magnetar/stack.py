@@ -25,7 +25,7 @@ import trio
 from bk_client import BookKeeper, ClientConfig
 from bookie import BookieConfig, serve_bookie_process
 from broker import BrokerConfig, BrokerService, serve_broker
-from broker.admin import serve_admin
+from broker.admin import BookieGcView, serve_admin
 from magnetar.config import ConfigError, config_field
 from managed_ledger import ManagedLedgerConfig, ManagedLedgerFactory
 from metadata import MetadataStore, open_metadata_store
@@ -129,16 +129,26 @@ async def serve_broker_stack(
     """Run a broker (protocol server and admin REST) over the bookies registered in ``store``.
 
     Ports default to the broker config's; 0 picks free ones. Reports `BrokerEndpoints` once both
-    listen. The store is the caller's: it is used, never closed.
+    listen. The store is the caller's: it is used, never closed. A `broker.admin.BookieGcView`
+    joins the bookies' GC explain into explain-storage and feeds
+    ``magnetar_retention_bytes_awaiting_gc`` on ``/metrics``.
     """
     async with BookKeeper.open(store, root=metadata_root, config=client) as bk:
         async with ManagedLedgerFactory(bk, store, ml) as factory:
             service = BrokerService(factory, store, broker)
+            # explain-storage and /metrics ask the bookies (found in the metadata store) about GC;
+            # the numbers for /metrics refresh about as often as retention runs
+            gc_view = BookieGcView(store, metadata_root=metadata_root, retention=service.retention,
+                                   refresh_interval_s=max(1.0, min(15.0, broker.retention_check_interval_s)))
+            service.metrics.gc_pending_hook = gc_view.bytes_awaiting_gc
+            # httpx logs every request at INFO: the view's periodic refresh would fill the log
+            logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger("httpx").level))
             async with trio.open_nursery() as nursery:
                 port = await nursery.start(lambda task_status: serve_broker(
                     service, port=broker_port, task_status=task_status))
                 http = await nursery.start(lambda task_status: serve_admin(
-                    service, port=web_port, task_status=task_status))
+                    service, port=web_port, gc_explain=gc_view.explain, task_status=task_status))
+                nursery.start_soon(gc_view.run)
                 host = broker.advertised_address
                 task_status.started(BrokerEndpoints(f"pulsar://{host}:{port}", f"http://{host}:{http}", port, http))
                 await trio.sleep_forever()

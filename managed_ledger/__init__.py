@@ -19,6 +19,8 @@ from ._errors import NoMoreEntries as NoMoreEntries
 from ._factory import ManagedLedgerFactory as ManagedLedgerFactory
 from ._ledger import ManagedLedger as ManagedLedger
 from ._ledger import ManagedLedgerState as ManagedLedgerState
+from ._storage_view import LedgerPlacement as LedgerPlacement
+from ._storage_view import ledger_placements as ledger_placements
 from ._types import Entry as Entry
 from ._types import InitialPosition as InitialPosition
 from .metrics import ManagedLedgerMetrics as ManagedLedgerMetrics
@@ -29,6 +31,7 @@ __all__ = [
     "Entry",
     "InitialPosition",
     "LedgerInfo",
+    "LedgerPlacement",
     "ManagedCursor",
     "ManagedLedger",
     "ManagedLedgerClosed",
@@ -41,4 +44,5 @@ __all__ = [
     "ManagedLedgerTerminated",
     "NoMoreEntries",
     "Position",
+    "ledger_placements",
 ]

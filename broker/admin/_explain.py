@@ -28,7 +28,9 @@ __all__ = ["routes", "GcExplainHook", "explain_storage"]
 GcExplainHook = Callable[[str, list[int]], "Awaitable[dict[str, Any]] | dict[str, Any]"]
 """``hook(topic, ledger_ids)`` -> JSON about the bookies' reclamation of those ledgers (for example
 ``{"ledgers": {id: {"reclaimed": bool, "entryLogs": [...]}}}``). The ids include ledgers retention
-trimmed in its last check. Installed as ``app.state.gc_explain`` (see `create_admin_app`)."""
+trimmed in its last check. Installed as ``app.state.gc_explain`` (see `create_admin_app`); the
+standard one is `BookieGcView.explain` (shape: `join_gc_explain`), installed by
+``magnetar.stack.serve_broker_stack``."""
 
 
 async def explain_storage(topic: Topic, policies: TopicPolicies, last_check: dict[str, Any] | None,
