@@ -168,6 +168,10 @@ class ServerConnection:
             if not self._out:
                 await self._out_signal.current().wait()
                 continue
+            if self._out_bytes < _WRITE_CHUNK:
+                # One more scheduler round lets the other tasks woken in this one (receipts of a
+                # group of adds, MESSAGE frames) queue theirs: one send for many small frames.
+                await trio.lowlevel.checkpoint()
             chunks, size = [], 0
             while self._out and size < _WRITE_CHUNK:
                 data = self._out.popleft()

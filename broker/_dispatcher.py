@@ -228,7 +228,7 @@ class Dispatcher:
         ml = self.sub.topic.ml
         batch = self.config.dispatcher_max_read_batch_size
         entries: list[Entry] = []
-        for pos in list(self.replay)[:batch]:
+        for pos in list(self.replay.islice(0, batch)):
             if cursor.is_acked(pos):
                 self.replay.discard(pos)
                 self.redelivery_counts.pop(pos, None)

@@ -2,9 +2,12 @@
 
 Rules:
 
-* Rule 1 (ordering): adds enter the managed ledger in SEND arrival order (each add task waits
-  until the previous one has entered ``add_entry``), so positions follow arrival order, and each
-  producer's receipts go out in order (see `_producer`).
+* Rule 1 (ordering): adds enter the managed ledger in SEND arrival order, so positions follow
+  arrival order, and each producer's receipts go out in order (see `_producer`). Each SEND is
+  queued in ``_to_add`` and one add task is started per SEND; a task does not own a SEND but
+  takes the *head* of the queue and enters ``add_entry`` (whose admission is FIFO) without a
+  schedule point in between. The order in which trio runs the tasks therefore does not matter,
+  and SENDs are not admitted one scheduler round at a time.
 * Rule 2 (access modes): Shared producers coexist; an Exclusive one needs the topic free of
   producers (else ProducerBusy); WaitForExclusive is parked (``producer_ready=false``) until the
   topic is free; ExclusiveWithFencing closes every other producer and takes the topic. While an
@@ -13,7 +16,8 @@ Rules:
   and the client reconnects (which loads the topic again). A fenced managed ledger (another
   owner) closes the topic.
 * Rule 4 (backlog quota hold): while the topic's backlog quota says ``producer_request_hold``,
-  each add waits (in arrival order, so Rule 1 holds) until the quota clears or
+  each add waits (one at a time, behind ``_hold_lock``; Rule 1 holds because the waiter takes
+  the head of the queue only once it may go on) until the quota clears or
   ``backlog_quota_hold_timeout_s`` passes; then it fails with SEND_ERROR and the client
   reconnects and resends. Held SENDs keep their bytes counted against the connection, so a held
   producer is paced by the connection's bounded window, never buffered without limit.
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +50,9 @@ __all__ = ["Topic"]
 
 log = logging.getLogger(__name__)
 
+# (producer, receipt slot, entry bytes, sequence id, highest sequence id, monotonic arrival time)
+_PendingAdd = tuple[Producer, Any, bytes, int, int, float]
+
 
 class Topic:
     """See the module rules. Created and closed by `BrokerService`."""
@@ -62,8 +70,8 @@ class Topic:
         self.topic_epoch = 0
         self._waiting: list[tuple[Producer, Callable[[], None]]] = []
         self._nursery: trio.Nursery | None = None
-        self._tail_entered = trio.Event()
-        self._tail_entered.set()
+        self._to_add: deque[_PendingAdd] = deque()
+        self._hold_lock = trio.Lock()
         self._sub_lock = trio.Lock()
         self._adds_in_flight = 0
         self._adds_drained = trio.Event()
@@ -174,8 +182,6 @@ class Topic:
             if verdict is not DedupVerdict.NEW:
                 producer.complete(slot, -1, -1)
                 return
-        prev, mine = self._tail_entered, trio.Event()
-        self._tail_entered = mine
         if self._adds_in_flight == 0:
             self._adds_drained = trio.Event()
         self._adds_in_flight += 1
@@ -183,21 +189,27 @@ class Topic:
         self.bytes_in_counter += len(raw)
         producer.msg_in_counter += num_messages
         producer.bytes_in_counter += len(raw)
-        self._nursery.start_soon(self._add, producer, slot, prev, mine, raw, sequence_id, highest,
-                                 time.monotonic())
+        self._to_add.append((producer, slot, raw, sequence_id, highest, time.monotonic()))
+        self._nursery.start_soon(self._add_head)
 
-    async def _add(self, producer: Producer, slot, prev: trio.Event, mine: trio.Event, raw: bytes,  # noqa: ANN001
-                   sequence_id: int, highest: int, started: float) -> None:
+    async def _add_head(self) -> None:
+        # Rule 1: take the head of the queue only right before entering add_entry (no schedule
+        # point in between); Rule 4: wait for a quota hold first, one waiter at a time.
+        item: _PendingAdd | None = None
         try:
-            await prev.wait()
+            released = True
             if self.service.quota_holds(self.name):
-                if not await self.service.wait_quota_released(self):
-                    if self.dedup is not None:
-                        self.dedup.on_failed(producer.name)
-                    producer.complete(slot, -1, -1, error=f"backlog quota exceeded on topic {self.name}: "
-                                                          "producer held too long")
-                    return
-            mine.set()
+                async with self._hold_lock:
+                    if self.service.quota_holds(self.name):
+                        released = await self.service.wait_quota_released(self)
+            item = self._to_add.popleft()
+            producer, slot, raw, sequence_id, highest, started = item
+            if not released:
+                if self.dedup is not None:
+                    self.dedup.on_failed(producer.name)
+                producer.complete(slot, -1, -1, error=f"backlog quota exceeded on topic {self.name}: "
+                                                      "producer held too long")
+                return
             try:
                 pos = await self.ml.add_entry(raw)
             except ManagedLedgerError as exc:
@@ -210,15 +222,17 @@ class Topic:
                 return
             producer.complete(slot, pos.ledger_id, pos.entry_id)
             self.service.metrics.observe_publish(time.monotonic() - started)
-            for sub in list(self.subscriptions.values()):
+            for sub in self.subscriptions.values():
                 if sub.dispatcher is not None:
                     sub.dispatcher.wake()
             if self.dedup is not None and self.dedup.on_persisted(producer.name, sequence_id, highest, pos):
                 await self.dedup.snapshot()
         finally:
-            mine.set()
-            if not slot.done:  # cancelled (topic closing): the client resends after reconnecting
-                producer.complete(slot, -1, -1, error=f"topic {self.name} is closing")
+            if item is None and self._to_add:
+                item = self._to_add.popleft()  # cancelled before taking one: the head is ours to fail
+            if item is not None and not item[1].done:
+                # cancelled (topic closing): the client resends after reconnecting
+                item[0].complete(item[1], -1, -1, error=f"topic {self.name} is closing")
             self._adds_in_flight -= 1
             if self._adds_in_flight == 0:
                 self._adds_drained.set()

@@ -1,0 +1,311 @@
+"""``magnetar perf produce|consume``: load generators on the official client, like pulsar-perf.
+
+``produce`` publishes fixed-size messages as fast as allowed (or at ``--rate``) and measures the
+publish latency from ``send_async`` to its callback (that is, until the broker's receipt: the
+entry is in the journal of the ack quorum, fsync included). ``consume`` subscribes and measures
+the end-to-end latency from each message's publish time to its arrival. Both print one line a
+second and a summary (p50 / p95 / p99 / p99.9 / max) at the end: after ``--num-messages``,
+``--time`` or Ctrl-C.
+
+The Python client spends most of its time in Python per message; the producer therefore builds
+messages with the client's extension module directly when it can (the public ``send_async``
+does the same plus argument checks), which roughly doubles what one process can send.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+import time
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from ._perf import (SUMMARY_PERCENTILES, IntervalReport, LatencyHistogram, PerfCounters, RateLimiter,
+                    format_rate_line, parse_duration, validate_common)
+
+__all__ = ["command", "LatencyHistogram", "PerfCounters", "RateLimiter", "validate_produce", "validate_consume",
+           "summary_table"]
+
+_SUB_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
+
+
+def validate_produce(*, topics: tuple[str, ...], rate: float, size: int, producers: int, batch_max_messages: int,
+                     batch_max_bytes: int, batch_delay_ms: float, max_pending: int, num_messages: int,
+                     duration: float) -> None:
+    """Check ``perf produce`` options; raises ``click.UsageError`` naming the bad option."""
+    validate_common(topics=topics, rate=rate, size=size, num_messages=num_messages, duration=duration)
+    if producers < 1:
+        raise click.UsageError(f"--producers must be >= 1, got {producers}")
+    if batch_max_messages < 1:
+        raise click.UsageError(f"--batch-max-messages must be >= 1, got {batch_max_messages}")
+    if batch_max_bytes < size:
+        raise click.UsageError(f"--batch-max-bytes ({batch_max_bytes}) must hold one message of --size {size}")
+    if batch_delay_ms < 0:
+        raise click.UsageError(f"--batch-delay-ms must be >= 0, got {batch_delay_ms}")
+    if max_pending < 1:
+        raise click.UsageError(f"--max-pending must be >= 1, got {max_pending}")
+
+
+def validate_consume(*, topics: tuple[str, ...], rate: float, consumers: int, subscription_type: str,
+                     receiver_queue_size: int, num_messages: int, duration: float) -> None:
+    """Check ``perf consume`` options; raises ``click.UsageError`` naming the bad option."""
+    validate_common(topics=topics, rate=rate, size=None, num_messages=num_messages, duration=duration)
+    if consumers < 1:
+        raise click.UsageError(f"--consumers must be >= 1, got {consumers}")
+    if subscription_type not in _SUB_TYPES:
+        raise click.UsageError(f"--subscription-type must be one of {', '.join(_SUB_TYPES)}")
+    if consumers > 1 and subscription_type == "Exclusive":
+        raise click.UsageError("an Exclusive subscription takes one consumer; use Shared, Failover or Key_Shared")
+    if receiver_queue_size < 1:
+        raise click.UsageError(f"--receiver-queue-size must be >= 1, got {receiver_queue_size}")
+
+
+def summary_table(title: str, r: IntervalReport, latency_name: str) -> Table:
+    """The final summary: totals, rates and the latency percentiles in milliseconds."""
+    table = Table(title=title, show_header=True, header_style="bold")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    table.add_row("messages", f"{r.messages:,}")
+    table.add_row("errors", f"{r.errors:,}")
+    table.add_row("seconds", f"{r.seconds:,.2f}")
+    table.add_row("msg/s", f"{r.msg_rate:,.1f}")
+    table.add_row("MB/s", f"{r.mb_rate:,.2f}")
+    lat = r.latency
+    for q in SUMMARY_PERCENTILES:
+        table.add_row(f"{latency_name} p{q:g} ms", f"{lat.percentile(q) / 1000:,.3f}")
+    table.add_row(f"{latency_name} max ms", f"{lat.max / 1000:,.3f}")
+    table.add_row(f"{latency_name} mean ms", f"{lat.mean / 1000:,.3f}")
+    return table
+
+
+class _Reporter:
+    """Prints a line per second from its own thread until stopped."""
+
+    def __init__(self, console: Console, kind: str, counters: PerfCounters, pending: Any = None) -> None:
+        self._console, self._kind, self._counters, self._pending = console, kind, counters, pending
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"perf-{kind}-report", daemon=True)
+
+    def __enter__(self) -> _Reporter:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            r = self._counters.interval()
+            self._console.print(format_rate_line(self._kind, r, self._pending() if self._pending else None),
+                                soft_wrap=True)
+
+
+def _sleep_until(deadline: float, stop: threading.Event) -> None:
+    delay = deadline - time.monotonic()
+    if delay > 0:
+        stop.wait(delay)
+
+
+def _client(service_url: str, io_threads: int) -> Any:
+    import pulsar
+
+    # The C++ console logger: a Python logger would be called back for every log record.
+    return pulsar.Client(service_url, io_threads=io_threads, operation_timeout_seconds=30,
+                         logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
+
+
+def _fast_sender(producer: Any, payload: bytes) -> Any:
+    """``send(callback)`` for one producer: the extension module's API when present."""
+    try:
+        import _pulsar
+
+        raw, builder = producer._producer, _pulsar.MessageBuilder
+        raw.send_async  # noqa: B018 - probe the private API once
+    except (ImportError, AttributeError):
+        return lambda cb: producer.send_async(payload, cb)
+    return lambda cb: raw.send_async(builder().content(payload).build(), cb)
+
+
+_common = [
+    click.argument("topics", nargs=-1, required=True),
+    click.option("--service-url", "-u", default="pulsar://localhost:6650", show_default=True,
+                 help="The broker's pulsar:// URL."),
+    click.option("--rate", "-r", type=float, default=0.0, show_default=True,
+                 help="Messages per second in total (0 = as fast as possible)."),
+    click.option("--num-messages", "-m", type=int, default=0, show_default=True,
+                 help="Stop after this many messages in total (0 = no limit)."),
+    click.option("--time", "-t", "duration", default="0", show_default=True,
+                 help="Stop after this long (30, 30s, 5m; 0 = no limit)."),
+    click.option("--io-threads", type=int, default=1, show_default=True, help="Client I/O threads."),
+]
+
+
+def _with_common(fn: Any) -> Any:
+    for deco in reversed(_common):
+        fn = deco(fn)
+    return fn
+
+
+@click.group(name="perf")
+def command() -> None:
+    """Load generators: publish or consume at a rate and report throughput and latency."""
+
+
+@command.command(name="produce")
+@_with_common
+@click.option("--size", "-s", type=int, default=1024, show_default=True, help="Message size in bytes.")
+@click.option("--producers", "-n", type=int, default=1, show_default=True, help="Producers per topic.")
+@click.option("--batching/--no-batching", default=True, show_default=True, help="Client-side batching.")
+@click.option("--batch-max-messages", type=int, default=1000, show_default=True, help="Messages per batch at most.")
+@click.option("--batch-max-bytes", type=int, default=128 * 1024, show_default=True, help="Bytes per batch at most.")
+@click.option("--batch-delay-ms", type=float, default=1.0, show_default=True,
+              help="How long a batch may wait to fill up.")
+@click.option("--max-pending", type=int, default=5000, show_default=True,
+              help="Messages in flight per producer (the sender blocks when full).")
+def produce(topics: tuple[str, ...], service_url: str, rate: float, num_messages: int, duration: str,
+            io_threads: int, size: int, producers: int, batching: bool, batch_max_messages: int,
+            batch_max_bytes: int, batch_delay_ms: float, max_pending: int) -> None:
+    """Publish SIZE-byte messages to TOPICS; latency is send_async -> receipt."""
+    seconds = parse_duration(duration)
+    validate_produce(topics=topics, rate=rate, size=size, producers=producers,
+                     batch_max_messages=batch_max_messages, batch_max_bytes=batch_max_bytes,
+                     batch_delay_ms=batch_delay_ms, max_pending=max_pending, num_messages=num_messages,
+                     duration=seconds)
+    import pulsar
+
+    console = Console()
+    client = _client(service_url, io_threads)
+    stop = threading.Event()
+    try:
+        handles = [client.create_producer(
+            topic, batching_enabled=batching, batching_max_messages=batch_max_messages,
+            batching_max_allowed_size_in_bytes=batch_max_bytes,
+            batching_max_publish_delay_ms=max(1, int(batch_delay_ms)) if batching else 10,
+            max_pending_messages=max_pending, block_if_queue_full=True, send_timeout_millis=30_000)
+            for topic in topics for _ in range(producers)]
+        payload = os.urandom(size)
+        senders = [_fast_sender(p, payload) for p in handles]
+        counters = PerfCounters()
+        ok = pulsar.Result.Ok
+        sent = [0]
+        done = [0]
+        now_ns = time.perf_counter_ns
+
+        def on_sent(t0: int, result: Any, _msg_id: Any) -> None:
+            done[0] += 1
+            if result == ok:
+                counters.record((now_ns() - t0) / 1000.0, size)
+            else:
+                counters.error()
+
+        limiter = RateLimiter(rate)
+        # send in small groups so the limiter and the clock are consulted rarely at high rates
+        group = max(1, min(100, int(rate / 1000))) if rate else 100
+        deadline = time.monotonic() + seconds if seconds else float("inf")
+        console.print(f"producing to {', '.join(topics)}: {len(handles)} producer(s), {size} B messages, "
+                      f"batching {'on' if batching else 'off'}, rate {rate or 'max'}")
+        with _Reporter(console, "produce", counters, pending=lambda: max(0, sent[0] - done[0])):
+            try:
+                i, k = 0, 0
+                while not stop.is_set() and (not num_messages or i < num_messages):
+                    if time.monotonic() >= deadline:
+                        break
+                    n = group if not num_messages else min(group, num_messages - i)
+                    if rate:
+                        _sleep_until(time.monotonic() + limiter.delay(n), stop)
+                    for _ in range(n):
+                        senders[k](functools.partial(on_sent, now_ns()))
+                        k = k + 1 if k + 1 < len(senders) else 0
+                    i += n
+                    sent[0] = i
+                for p in handles:
+                    p.flush()
+                wait_until = time.monotonic() + 30
+                while done[0] < sent[0] and time.monotonic() < wait_until:
+                    time.sleep(0.01)
+            except KeyboardInterrupt:
+                console.print("interrupted; waiting for the receipts in flight")
+                stop.set()
+        counters.interval()
+        console.print(summary_table("perf produce", counters.summary(), "publish latency"))
+    finally:
+        client.close()
+
+
+@command.command(name="consume")
+@_with_common
+@click.option("--subscription", "-S", default="perf-sub", show_default=True, help="Subscription name.")
+@click.option("--subscription-type", "-st", type=click.Choice(_SUB_TYPES), default="Exclusive", show_default=True)
+@click.option("--consumers", "-n", type=int, default=1, show_default=True, help="Consumers on the subscription.")
+@click.option("--receiver-queue-size", "-q", type=int, default=1000, show_default=True)
+@click.option("--initial-position", type=click.Choice(["latest", "earliest"]), default="latest", show_default=True,
+              help="Where a new subscription starts.")
+def consume(topics: tuple[str, ...], service_url: str, rate: float, num_messages: int, duration: str,
+            io_threads: int, subscription: str, subscription_type: str, consumers: int, receiver_queue_size: int,
+            initial_position: str) -> None:
+    """Consume from TOPICS; latency is publish time -> arrival (same clock only on one host)."""
+    seconds = parse_duration(duration)
+    validate_consume(topics=topics, rate=rate, consumers=consumers, subscription_type=subscription_type,
+                     receiver_queue_size=receiver_queue_size, num_messages=num_messages, duration=seconds)
+    import pulsar
+
+    console = Console()
+    client = _client(service_url, io_threads)
+    stop = threading.Event()
+    try:
+        subs = [client.subscribe(
+            list(topics), subscription, consumer_type=getattr(pulsar.ConsumerType, subscription_type.replace("_", "")),
+            receiver_queue_size=receiver_queue_size,
+            initial_position=(pulsar.InitialPosition.Earliest if initial_position == "earliest"
+                              else pulsar.InitialPosition.Latest))
+            for _ in range(consumers)]
+        counters = PerfCounters()
+        received = [0]
+        lock = threading.Lock()
+        limiter = RateLimiter(rate)
+        lim_lock = threading.Lock()
+        deadline = time.monotonic() + seconds if seconds else float("inf")
+
+        def run(consumer: Any) -> None:
+            timeout = pulsar.Timeout
+            while not stop.is_set() and time.monotonic() < deadline:
+                if rate:
+                    with lim_lock:
+                        delay = limiter.delay(1)
+                    _sleep_until(time.monotonic() + delay, stop)
+                try:
+                    msg = consumer.receive(timeout_millis=200)
+                except timeout:
+                    continue
+                latency_us = (time.time() * 1000.0 - msg.publish_timestamp()) * 1000.0
+                counters.record(latency_us, len(msg.data()))
+                consumer.acknowledge(msg)
+                with lock:
+                    received[0] += 1
+                    if num_messages and received[0] >= num_messages:
+                        stop.set()
+
+        console.print(f"consuming from {', '.join(topics)}: subscription {subscription} ({subscription_type}), "
+                      f"{consumers} consumer(s)")
+        threads = [threading.Thread(target=run, args=(c,), name=f"perf-consumer-{i}", daemon=True)
+                   for i, c in enumerate(subs)]
+        with _Reporter(console, "consume", counters):
+            for t in threads:
+                t.start()
+            try:
+                while any(t.is_alive() for t in threads):
+                    for t in threads:
+                        t.join(0.2)
+            except KeyboardInterrupt:
+                stop.set()
+                for t in threads:
+                    t.join()
+        counters.interval()
+        console.print(summary_table("perf consume", counters.summary(), "end-to-end latency"))
+    finally:
+        client.close()
