@@ -2,9 +2,11 @@
 
 States (`ManagedLedgerState`) and their rules:
 
-* Rule 1: INITIALIZING -> LEDGER_OPENED once the last ledger of the previous owner is recovered
-  (fenced, its true last entry and size recorded), a new ledger is created and the list is
-  written with a compare-and-set; -> TERMINATED instead when the metadata says terminated.
+* Rule 1: INITIALIZING -> LEDGER_OPENED once the list is claimed (rewritten with a
+  compare-and-set, so the previous owner can no longer roll into it), the last ledger of the
+  previous owner is recovered (fenced, its true last entry and size recorded), a new ledger is
+  created and the list is written with a compare-and-set; -> TERMINATED instead when the
+  metadata says terminated.
 * Rule 2: LEDGER_OPENED -> ROLLING when the current ledger is full (entries, size or age, each
   only once the ledger is ``minimum_rollover_time_s`` old), idle for
   ``inactive_ledger_rollover_time_s``, an add on it failed, or ``rollover()`` was called. Adds
@@ -37,6 +39,7 @@ import trio
 
 from bk_client import NoSuchLedger
 from bk_client.api import BookKeeperClient, WriteHandle
+from managed_ledger._append_pipeline import AppendPipeline
 from managed_ledger._cache import EntryCache
 from managed_ledger._config import ManagedLedgerConfig
 from managed_ledger._cursor import ManagedCursor
@@ -146,7 +149,8 @@ class ManagedLedger(CursorsAndTrimming):
         self._bytes_freed = trio.Event()
         self._op_finished = trio.Event()
         self._admission_lock = trio.Lock()
-        self._issue_lock = trio.Lock()
+        self._issuing: deque[tuple[_AddOp, WriteHandle, int]] = deque()
+        self._pipeline: AppendPipeline | None = None
         self._meta_lock = trio.Lock()
         self._cursor_lock = trio.Lock()
         self._roll_done = trio.Event()
@@ -193,6 +197,15 @@ class ManagedLedger(CursorsAndTrimming):
             except NodeExistsError:
                 pass
             value, stat = await store.get(self._path)
+        # Claim the list before recovering its last ledger: rewriting it moves the version, so
+        # the previous owner can no longer add a ledger to it (its roll's CAS fails and it is
+        # fenced). Without the claim, an owner that keeps appending rolls to a new ledger after
+        # each fenced add and wins the race for the list every time, and the new owner never
+        # gets in (seen over real bookies: "the ledger list kept changing").
+        try:
+            stat = await store.set(self._path, value, version=stat.version)
+        except (BadVersionError, NoNodeError) as exc:
+            raise _ListChanged() from exc
         info = ManagedLedgerInfo.decode(value)
         self._info_version = stat.version
         self._properties = dict(info.properties)
@@ -350,19 +363,19 @@ class ManagedLedger(CursorsAndTrimming):
         self._check_writable()
         data = bytes(data)
         op = _AddOp(data, trio.current_time())
-        async with self._admission_lock:
-            while self._inflight_bytes > 0 and self._inflight_bytes + len(data) > self._cfg.max_pending_add_bytes:
-                await self._bytes_freed.wait()
+        if self._admission_lock.locked() or not self._has_room(len(data)):
+            # Slow path: wait for room behind the earlier waiters (the lock is FIFO).
+            async with self._admission_lock:
+                while not self._has_room(len(data)):
+                    await self._bytes_freed.wait()
+                    self._check_writable()
                 self._check_writable()
-            self._check_writable()
-            self._inflight_bytes += len(data)
-            self._pending.append(op)
-            self._queued.append(op)
-            with trio.CancelScope(shield=True):
-                if self.state is ManagedLedgerState.LEDGER_CLOSED:
-                    self._request_roll("no_ledger")
-                else:
-                    await self._issue_queued()
+                self._admit(op)
+        else:
+            # Fast path, no schedule point: nobody waits for room, so admitting now keeps the
+            # FIFO order, and a burst of adds is admitted in one scheduler round instead of one
+            # round per add (taking the lock costs a checkpoint while holding it).
+            self._admit(op)
         await op.done.wait()
         if op.error is not None:
             self._ctx.metrics.add_failures.inc()
@@ -370,61 +383,95 @@ class ManagedLedger(CursorsAndTrimming):
         assert op.position is not None
         return op.position
 
-    async def _issue_queued(self) -> None:
-        async with self._issue_lock:
-            assert self._nursery is not None
-            while self._queued and self.state is ManagedLedgerState.LEDGER_OPENED and self._handle is not None:
-                op = self._queued.popleft()
-                op.state, op.gen = _Add.ISSUED, self._gen
-                self._issued_inflight += 1
-                await self._nursery.start(self._run_add, op, self._handle, self._gen)
+    def _has_room(self, size: int) -> bool:
+        return self._inflight_bytes == 0 or self._inflight_bytes + size <= self._cfg.max_pending_add_bytes
 
-    async def _run_add(self, op: _AddOp, handle: WriteHandle, gen: int,
-                       task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        # started() before add_entry: the handle takes the entry id before its first
-        # checkpoint, so ids follow the issue order.
-        task_status.started()
+    def _admit(self, op: _AddOp) -> None:
+        self._inflight_bytes += len(op.data)
+        self._pending.append(op)
+        self._queued.append(op)
+        if self.state is ManagedLedgerState.LEDGER_CLOSED:
+            self._request_roll("no_ledger")
+        else:
+            self._issue_queued()
+
+    def _issue_queued(self) -> None:
+        # Real client: one appender task per burst (`AppendPipeline`). Other handles: one task
+        # per add, started without waiting for it to run: each task takes the *head* of
+        # ``_issuing`` and calls the handle's add_entry, which takes the entry id before its first
+        # checkpoint, so ids follow the issue order whatever order trio runs the tasks in.
+        assert self._nursery is not None
+        while self._queued and self.state is ManagedLedgerState.LEDGER_OPENED and self._handle is not None:
+            op = self._queued.popleft()
+            op.state, op.gen = _Add.ISSUED, self._gen
+            self._issued_inflight += 1
+            pipeline = self._pipeline
+            if pipeline is not None and pipeline.handle is self._handle:
+                pipeline.issue(op)
+            else:
+                self._issuing.append((op, self._handle, self._gen))
+                self._nursery.start_soon(self._run_add)
+
+    async def _run_add(self) -> None:
+        op, handle, gen = self._issuing.popleft()
         try:
             entry_id = await handle.add_entry(op.data)
         except Exception as exc:
-            op.state, op.error = _Add.FAILED, exc
+            self._add_outcome(op, -1, exc)
+            return
+        self._add_outcome(op, entry_id, None)
+        self._complete_in_order()
+
+    def _add_outcome(self, op: _AddOp, entry_id: int, error: BaseException | None) -> None:
+        """Record what the ledger said about an issued add (both issue paths)."""
+        if error is not None:
+            op.state, op.error = _Add.FAILED, error
             op.attempts += 1
-            log.info("%s: add on ledger %s failed (%s); rolling over", self.name, handle.ledger_id, exc)
+            log.info("%s: add on ledger %s failed (%s); rolling over", self.name, self._ledgers.current, error)
             self._op_done_on_ledger()
-            if gen == self._gen:
+            if op.gen == self._gen:
                 self._request_roll("add_failure")
             return
         op.state, op.entry_id = _Add.SUCCEEDED, entry_id
         self._op_done_on_ledger()
-        self._complete_in_order()
 
     def _op_done_on_ledger(self) -> None:
+        # Only a roll waits, and only for zero: no new Event per add (a hot-path cost).
         self._issued_inflight -= 1
-        self._op_finished.set()
-        self._op_finished = trio.Event()
+        if self._issued_inflight == 0:
+            self._op_finished.set()
+            self._op_finished = trio.Event()
 
     def _complete_in_order(self) -> None:
-        metrics = self._ctx.metrics
-        while self._pending and self._pending[0].state is _Add.SUCCEEDED:
-            op = self._pending[0]
-            if op.gen != self._gen or op.entry_id != self._ledgers.current_entries:
+        pending = self._pending
+        if not pending or pending[0].state is not _Add.SUCCEEDED:
+            return  # an earlier add's task completes this one (called once per add: keep it cheap)
+        metrics, ledgers, cache = self._ctx.metrics, self._ledgers, self._ctx.cache
+        now = trio.current_time()
+        count = size = 0
+        while pending and pending[0].state is _Add.SUCCEEDED:
+            op = pending[0]
+            if op.gen != self._gen or op.entry_id != ledgers.current_entries:
                 # the handle broke FIFO ids or a stale ledger answered: never complete out of order
                 op.state = _Add.FAILED
                 if op.gen == self._gen:
                     self._request_roll("add_failure")
                 break
-            self._pending.popleft()
-            lid = self._ledgers.current
+            pending.popleft()
+            lid = ledgers.current
             assert lid is not None
             op.position = Position(lid, op.entry_id)
-            self._ledgers.current_entries += 1
-            self._ledgers.current_size += len(op.data)
-            self._ctx.cache.put(self.name, lid, op.entry_id, op.data)
-            self.entries_added_counter += 1
-            metrics.entries_added.inc()
-            metrics.bytes_added.inc(len(op.data))
-            metrics.add_latency.observe(max(trio.current_time() - op.started, 0.0))
+            ledgers.current_entries += 1
+            ledgers.current_size += len(op.data)
+            cache.put(self.name, lid, op.entry_id, op.data)
+            count += 1
+            size += len(op.data)
+            metrics.add_latency.observe(max(now - op.started, 0.0))
             self._finish(op)
+        if count:
+            self.entries_added_counter += count
+            metrics.entries_added.inc(count)
+            metrics.bytes_added.inc(size)
             self._last_add_at = self._ctx.clock()
         self._notify_readers()
         if self.state is ManagedLedgerState.LEDGER_OPENED:
@@ -435,8 +482,9 @@ class ManagedLedger(CursorsAndTrimming):
     def _finish(self, op: _AddOp, error: BaseException | None = None) -> None:
         op.state, op.error = _Add.DONE, error
         self._inflight_bytes -= len(op.data)
-        self._bytes_freed.set()
-        self._bytes_freed = trio.Event()
+        if self._admission_lock.locked():  # someone waits for room (only then: per-add cost)
+            self._bytes_freed.set()
+            self._bytes_freed = trio.Event()
         op.done.set()
 
     def _fail_pending(self, error_factory: Callable[[], BaseException]) -> None:
@@ -556,10 +604,13 @@ class ManagedLedger(CursorsAndTrimming):
         if doomed is not None:
             self._cursors_follow_removed_ledgers()
             await self._delete_quietly(doomed)
-        await self._issue_queued()
+        self._issue_queued()
 
     def _switch_to(self, handle: WriteHandle) -> None:
         self._handle = handle
+        assert self._nursery is not None
+        self._pipeline = (AppendPipeline(handle, self._nursery, self._add_outcome, self._complete_in_order)
+                          if AppendPipeline.supports(handle) else None)
         self._gen += 1
         self._reader.write_ledger = (handle.ledger_id, handle)
         self._ledger_created_at = self._ctx.clock()
