@@ -57,13 +57,14 @@ from ._write_handle import HandleState as HandleState
 from ._write_handle import LedgerWriteHandle as LedgerWriteHandle
 from .api import BookKeeperClient as BookKeeperClient
 from .api import LedgerEntry as LedgerEntry
+from .api import PendingAppend as PendingAppend
 from .api import ReadHandle as ReadHandle
 from .api import WriteHandle as WriteHandle
 from .metrics import ClientMetrics as ClientMetrics
 
 __all__ += [
     "AddState", "PendingAdd", "BookKeeper", "ClientConfig", "LedgerReadHandle", "HandleState",
-    "LedgerWriteHandle", "BookKeeperClient", "LedgerEntry", "ReadHandle", "WriteHandle", "ClientMetrics",
+    "LedgerWriteHandle", "BookKeeperClient", "LedgerEntry", "PendingAppend", "ReadHandle", "WriteHandle", "ClientMetrics",
 ]
 
 # AutoRecovery: under-replication marks, the elected auditor and the replication workers.

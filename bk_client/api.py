@@ -6,9 +6,9 @@ told to fail on cue. Code above the client depends only on these Protocols.
 
 Rules every implementation keeps:
 
-1. Entry ids of a ledger are 0, 1, 2, ... with no gaps. ``add_entry`` calls on one handle get
-   their ids in the order the calls start (FIFO), and complete in id order: when ``add_entry``
-   returns ``n``, every entry below ``n`` has been acknowledged too.
+1. Entry ids of a ledger are 0, 1, 2, ... with no gaps. ``add_entry`` and ``append`` calls on one
+   handle get their ids in the order the calls start (FIFO), and complete in id order: when an add
+   succeeds with ``n``, every entry below ``n`` has been acknowledged too.
 2. An add is acknowledged only after an ack quorum of bookies made it durable.
 3. After a handle failed (``LedgerFenced``, quorum lost, closed), every later add fails with the
    same kind of error; entries acknowledged before stay readable.
@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-__all__ = ["LedgerEntry", "WriteHandle", "ReadHandle", "BookKeeperClient"]
+__all__ = ["LedgerEntry", "PendingAppend", "WriteHandle", "ReadHandle", "BookKeeperClient"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,11 +84,58 @@ class ReadHandle(Protocol):
 
 
 @runtime_checkable
+class PendingAppend(Protocol):
+    """An add started by ``WriteHandle.append``, on its way to an ack quorum.
+
+    ``bk_client.PendingAdd`` (the real client) and the mock's pending add implement it. Once
+    ``finished`` is True it never changes again, and ``entry_id`` / ``error`` are final.
+    """
+
+    @property
+    def entry_id(self) -> int:
+        """The entry id, fixed when ``append`` started (rule 1)."""
+        ...
+
+    @property
+    def error(self) -> BaseException | None:
+        """Why the add failed, once ``finished``; None while in flight or after success."""
+        ...
+
+    @property
+    def finished(self) -> bool:
+        """True once the add succeeded or failed. It succeeds only after every earlier add of the
+        handle succeeded, so reading ``finished`` in id order sees outcomes in id order."""
+        ...
+
+    async def result(self) -> int:
+        """Wait for the outcome: the entry id, or raise (a copy of) ``error``. Cancelling the wait
+        does not cancel the add."""
+        ...
+
+
+@runtime_checkable
 class WriteHandle(ReadHandle, Protocol):
     """A ledger being written by this client (the only writer)."""
 
+    async def append(self, data: bytes) -> PendingAppend:
+        """Start adding ``data`` and return once it is sent, without waiting for its ack; the
+        returned add reports the outcome. This lets one task keep many adds in flight.
+
+        Guarantees: the entry id is fixed before the first schedule point, so ids follow the
+        order in which ``append`` calls start (rule 1); the adds of a handle finish in id order,
+        each succeeding only once an ack quorum has it durable (rule 2); once one add failed,
+        every add after it fails too and later ``append`` calls raise (rule 3); ``append`` waits
+        while the in-flight bound is full (rule 6). Cancelling that wait does not withdraw the
+        add: its id is taken and it is still sent, its outcome unknown to the caller.
+        Raises right away (no add is started) when the handle already knows it cannot accept
+        adds: ``LedgerClosed`` after close, or the error that failed the handle (for example
+        ``LedgerFenced``). Other failures arrive on the returned add.
+        """
+        ...
+
     async def add_entry(self, data: bytes) -> int:
-        """Append ``data``; return its entry id once an ack quorum has it durable (rules 1, 2, 6).
+        """Append ``data``; return its entry id once an ack quorum has it durable (rules 1, 2, 6);
+        the same as ``await (await append(data)).result()``.
 
         Raises ``LedgerFenced`` when a new owner recovered the ledger, ``LedgerClosed`` after close,
         ``NotEnoughBookies`` when no ensemble change can restore a write quorum.

@@ -23,12 +23,23 @@ an optional ``ops`` filter (for example ``{"add"}``) so only those operation kin
 failed. An add that fails this way poisons its handle: later adds on it raise the same kind of
 error (rule 3 of the client contract). ``add_delay`` (seconds, trio time) delays every add's
 acknowledgement, which lets tests have many adds in flight.
+
+Adds go the way they go in the real client: ``append`` fixes the entry id and registers the add
+without a schedule point and returns a pending add; one acknowledger task per handle (a trio
+system task, started when a burst begins and gone when it drains, like the connection reader
+task that completes the real client's adds) completes them in id order once their delay is over.
+``add_entry`` is ``append`` plus ``result()`` (and its callers return in id order). So an
+injected add failure, like a bookie's write error, arrives on the pending add after the earlier
+adds completed; ``append`` itself raises only when the handle already knows it cannot take adds
+(failed, fenced or closed). Cancelling a wait for an add does not withdraw the add. The mock has
+no in-flight bound: ``append`` never waits for room (it yields once, not cancellably).
 """
 
 from __future__ import annotations
 
 import copy
 import enum
+from collections import deque
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -161,6 +172,35 @@ class _MockReadHandle:
         self._closed = True
 
 
+class _MockPendingAdd:
+    """An add in progress on a mock handle (see `bk_client.api.PendingAppend`)."""
+
+    __slots__ = ("entry_id", "data", "due", "error", "finished", "_done")
+
+    def __init__(self, entry_id: int, data: bytes, due: float) -> None:
+        self.entry_id = entry_id
+        self.data = data
+        self.due = due  # trio time at which its acknowledgement may come
+        self.error: BaseException | None = None
+        self.finished = False
+        self._done = trio.Event()
+
+    def settle(self, error: BaseException | None) -> None:
+        self.error, self.finished = error, True
+        self._done.set()
+
+    async def wait_settled(self) -> None:
+        """Wait until the add succeeded or failed, without raising."""
+        await self._done.wait()
+
+    async def result(self) -> int:
+        """The entry id once acknowledged; raises a copy of ``error`` if the add failed."""
+        await self._done.wait()
+        if self.error is not None:
+            raise _make_error(self.error)
+        return self.entry_id
+
+
 class _MockWriteHandle(_MockReadHandle):
     """The writer's handle on a mock ledger (see `bk_client.api.WriteHandle`)."""
 
@@ -170,8 +210,10 @@ class _MockWriteHandle(_MockReadHandle):
         self._error: BaseException | None = None
         self._error_from = 0  # adds with ids from here on fail with _error
         self._writer_closed = False
-        self._last_done = trio.Event()  # set when the previous add finished (ordering chain)
-        self._last_done.set()
+        self._unacked: deque[_MockPendingAdd] = deque()  # appended, not yet settled, in id order
+        self._acking = False
+        self._last_returned = trio.Event()  # set once the latest add_entry caller returned
+        self._last_returned.set()
 
     @property
     def last_add_confirmed(self) -> int:
@@ -186,43 +228,75 @@ class _MockWriteHandle(_MockReadHandle):
             return LedgerClosed(ledger_id=self._ledger.ledger_id)
         return None
 
-    async def add_entry(self, data: bytes) -> int:
-        # The id and the place in the completion chain are taken before the first checkpoint,
-        # so ids follow the order in which the calls start.
+    async def append(self, data: bytes) -> _MockPendingAdd:
+        """Start an add (see `bk_client.api.WriteHandle.append` and the module header)."""
+        # Everything up to registering the add happens before the first schedule point, so
+        # ids follow the order in which the calls start.
         entry_id = self._next_id
+        err = self._fail_state(entry_id)
+        if err is not None:
+            raise err
         self._next_id += 1
-        previous, mine = self._last_done, trio.Event()
-        self._last_done = mine
+        pending = _MockPendingAdd(entry_id, bytes(data), trio.current_time() + self._bk.add_delay)
         try:
-            err = self._fail_state(entry_id)
-            if err is None:
-                try:
-                    self._bk._maybe_fail("add")
-                except BaseException as exc:
-                    # adds already in flight still complete; this one and later ones fail
-                    self._error, self._error_from = exc, entry_id
-                    raise
-            else:
-                raise err
-            if self._bk.add_delay > 0:
-                await trio.sleep(self._bk.add_delay)
-            else:
-                await trio.lowlevel.checkpoint()
+            self._bk._maybe_fail("add")
+        except BaseException as exc:
+            # adds already in flight still complete; this one (settled in turn) and later ones fail
+            self._error, self._error_from = exc, entry_id
+        self._unacked.append(pending)
+        if not self._acking:
+            self._acking = True
+            trio.lowlevel.spawn_system_task(self._ack_loop, name=f"mock-bk-acks-{self.ledger_id}")
+        # A schedule point that cannot cancel: the add is out, and the caller must get it.
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return pending
+
+    async def add_entry(self, data: bytes) -> int:
+        """Append ``data`` and wait for its entry id (``append`` then ``result``). Callers of
+        ``add_entry`` also return in id order, one after the other."""
+        previous, mine = self._last_returned, trio.Event()
+        self._last_returned = mine
+        try:
+            pending = await self.append(data)
+            await pending.wait_settled()
+            # A burst of adds settles in one pass, which wakes its callers in any order; the
+            # chain lets each caller run on only after the one before it, as tests expect.
             await previous.wait()
-            err = self._fail_state(entry_id)
-            if err is not None:
-                raise err
-            if len(self._ledger.entries) != entry_id:  # an earlier add failed: rule 3
-                raise LedgerClosed(f"earlier add failed on ledger {self._ledger.ledger_id}",
-                                   ledger_id=self._ledger.ledger_id)
-            self._ledger.entries.append(bytes(data))
-            self._ledger.notify()
-            return entry_id
+            return await pending.result()
         finally:
             mine.set()
 
+    async def _ack_loop(self) -> None:
+        # A system task: it must never raise (that would crash the whole trio run).
+        unacked = self._unacked
+        try:
+            while unacked:
+                head = unacked[0]
+                if head.due > trio.current_time():
+                    await trio.sleep_until(head.due)
+                else:
+                    await trio.lowlevel.checkpoint()
+                now = trio.current_time()
+                while unacked and unacked[0].due <= now:
+                    self._settle(unacked.popleft())
+        finally:
+            self._acking = False
+
+    def _settle(self, pending: _MockPendingAdd) -> None:
+        err = self._fail_state(pending.entry_id)
+        if err is None and len(self._ledger.entries) != pending.entry_id:  # an earlier add failed: rule 3
+            err = LedgerClosed(f"earlier add failed on ledger {self._ledger.ledger_id}",
+                               ledger_id=self._ledger.ledger_id)
+        if err is None:
+            self._ledger.entries.append(pending.data)
+            self._ledger.notify()
+        pending.settle(err)
+
     async def close(self) -> None:
-        await self._last_done.wait()
+        if self._unacked:
+            await self._unacked[-1].wait_settled()
+        else:
+            await trio.lowlevel.checkpoint()
         if self._ledger.ledger_id not in self._bk._ledgers:
             raise NoSuchLedger(self._ledger.ledger_id)
         self._bk._maybe_fail("close")

@@ -1,16 +1,14 @@
 """Issuing a managed ledger's adds through the client's ``append``: one task per burst of adds,
 not one per add.
 
-The BookKeeper client's write handle (`bk_client.LedgerWriteHandle`) has ``append(data)``, which
-fixes the entry id and sends the add before its first schedule point and returns a
-`bk_client.PendingAdd`. An appender task hands the queued adds to it in issue order (so entry ids
+Every write handle has ``append(data)`` (`bk_client.api.WriteHandle`; the real client's
+`bk_client.LedgerWriteHandle` and the mock's alike), which fixes the entry id and sends the add
+before its first schedule point and returns a pending add (`bk_client.api.PendingAppend`). An
+appender task hands the queued adds to it in issue order (so entry ids
 follow the issue order) and a completer task reports the outcomes in that same order, checking
-``PendingAdd.finished`` so that a burst of acknowledgements is reported in one pass without a
+``finished`` so that a burst of acknowledgements is reported in one pass without a
 schedule point per add. Profiling the managed ledger over real bookies showed a task per add
 (spawn, run, exit, one more wake-up) as the largest cost of the 1 KiB add path.
-
-Handles without ``append`` (the ``WriteHandle`` protocol only promises ``add_entry``, e.g.
-``MockBookKeeper``) keep the task-per-add path in `ManagedLedger`.
 """
 
 from __future__ import annotations
@@ -45,11 +43,6 @@ class AppendPipeline:
         self._sent: deque[tuple[Any, Any]] = deque()
         self._sending = False
         self._completing = False
-
-    @staticmethod
-    def supports(handle: Any) -> bool:
-        """True when ``handle`` has the client's ``append``."""
-        return callable(getattr(handle, "append", None))
 
     def issue(self, op: Any) -> None:
         """Queue ``op`` (it has ``data``); it is appended after every op issued before it."""

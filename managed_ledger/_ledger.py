@@ -13,7 +13,8 @@ States (`ManagedLedgerState`) and their rules:
   that arrive while ROLLING queue in order behind the ones in flight.
 * Rule 3: ROLLING -> LEDGER_OPENED when the old ledger is closed, the new ledger is in the list
   (CAS) and every queued add -- including adds that failed on the old ledger -- has been reissued
-  on it, oldest first. A rolled ledger with 0 entries is removed from the list and deleted.
+  on it, oldest first; an add that failed on ``_MAX_ADD_ATTEMPTS`` (3) ledgers fails to its
+  caller instead. A rolled ledger with 0 entries is removed from the list and deleted.
 * Rule 4: ROLLING -> LEDGER_CLOSED when no new ledger could be created: the queued adds fail;
   LEDGER_CLOSED -> ROLLING on the next add.
 * Rule 5: ROLLING -> FENCED when the CAS of the list fails: another owner opened the managed
@@ -24,25 +25,28 @@ States (`ManagedLedgerState`) and their rules:
 Adds complete in the order they were admitted, and a caller is told success only after its entry
 and every earlier one are acknowledged by the ack quorum, so the sequence a new owner recovers
 contains every acknowledged entry, in order. Bytes in flight are bounded; admission is FIFO.
+
+The add path (admission, issuing through the write handle's ``append``, completion in order, and
+the hand-over of unfinished adds in rule 3) is the `AddPath` mixin in ``_ledger_adds``; cursors,
+trimming and stats are the `CursorsAndTrimming` mixin in ``_ledger_cursors``.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import trio
 
 from bk_client import NoSuchLedger
 from bk_client.api import BookKeeperClient, WriteHandle
-from managed_ledger._append_pipeline import AppendPipeline
 from managed_ledger._cache import EntryCache
 from managed_ledger._config import ManagedLedgerConfig
 from managed_ledger._cursor import ManagedCursor
+from managed_ledger._ledger_adds import AddPath
 from managed_ledger._ledger_cursors import CursorsAndTrimming
 from managed_ledger._errors import (
     ManagedLedgerClosed,
@@ -66,7 +70,6 @@ log = logging.getLogger(__name__)
 
 ML_ROOT = "/managed-ledgers"
 _OPEN_ATTEMPTS = 5
-_MAX_ADD_ATTEMPTS = 3  # ledgers one add may fail on before the add fails back to its caller
 
 
 class _ListChanged(Exception):
@@ -85,27 +88,6 @@ class ManagedLedgerState(enum.Enum):
     CLOSED = "closed"
 
 
-class _Add(enum.Enum):
-    QUEUED = "queued"        # admitted, waiting for a writable ledger
-    ISSUED = "issued"        # handed to the ledger's write handle
-    SUCCEEDED = "succeeded"  # acknowledged by the ledger, not yet completed in order
-    FAILED = "failed"        # the ledger refused it; it is reissued after the roll
-    DONE = "done"            # completed back to the caller (position or error)
-
-
-@dataclass(eq=False)
-class _AddOp:
-    data: bytes
-    started: float
-    state: _Add = _Add.QUEUED
-    gen: int = -1
-    attempts: int = 0
-    entry_id: int = -1
-    position: Position | None = None
-    error: BaseException | None = None
-    done: trio.Event = field(default_factory=trio.Event)
-
-
 @dataclass
 class _Context:
     """What a managed ledger borrows from its factory."""
@@ -119,7 +101,7 @@ class _Context:
     on_closed: Callable[[str], None]
 
 
-class ManagedLedger(CursorsAndTrimming):
+class ManagedLedger(AddPath, CursorsAndTrimming):
     """An append-only log of entries over a chain of ledgers, with durable and non-durable cursors.
 
     Obtain one from `ManagedLedgerFactory.open`; only one broker should own a name at a time
@@ -142,15 +124,7 @@ class ManagedLedger(CursorsAndTrimming):
         self._gen = 0
         self._ledger_created_at = ctx.clock()
         self._last_add_at = ctx.clock()
-        self._pending: deque[_AddOp] = deque()
-        self._queued: deque[_AddOp] = deque()
-        self._issued_inflight = 0
-        self._inflight_bytes = 0
-        self._bytes_freed = trio.Event()
-        self._op_finished = trio.Event()
-        self._admission_lock = trio.Lock()
-        self._issuing: deque[tuple[_AddOp, WriteHandle, int]] = deque()
-        self._pipeline: AppendPipeline | None = None
+        self._init_adds()
         self._meta_lock = trio.Lock()
         self._cursor_lock = trio.Lock()
         self._roll_done = trio.Event()
@@ -338,7 +312,7 @@ class ManagedLedger(CursorsAndTrimming):
         """The managed ledger's string properties (stored with the ledger list)."""
         return dict(self._properties)
 
-    # --- adds --------------------------------------------------------------------------------
+    # --- state checks (the mixins use them too) -----------------------------------------------
 
     def _check_open(self) -> None:
         if self.state is ManagedLedgerState.CLOSED or (self._closing and self.state is not
@@ -352,153 +326,11 @@ class ManagedLedger(CursorsAndTrimming):
         if self.state is ManagedLedgerState.TERMINATED or self._terminating:
             raise ManagedLedgerTerminated(f"managed ledger {self.name} is terminated")
 
-    async def add_entry(self, data: bytes) -> Position:
-        """Append ``data``; return its position once it and every earlier add are durable.
+    def _is_opened(self) -> bool:
+        return self.state is ManagedLedgerState.LEDGER_OPENED
 
-        Concurrent callers get positions in the order they were admitted; admission waits while
-        ``max_pending_add_bytes`` are in flight. A failed ledger is rolled and the add retried on
-        the next one. Raises `ManagedLedgerFenced`, `ManagedLedgerTerminated`,
-        `ManagedLedgerClosed`, or `ManagedLedgerError` when no ledger can be created.
-        """
-        self._check_writable()
-        data = bytes(data)
-        op = _AddOp(data, trio.current_time())
-        if self._admission_lock.locked() or not self._has_room(len(data)):
-            # Slow path: wait for room behind the earlier waiters (the lock is FIFO).
-            async with self._admission_lock:
-                while not self._has_room(len(data)):
-                    await self._bytes_freed.wait()
-                    self._check_writable()
-                self._check_writable()
-                self._admit(op)
-        else:
-            # Fast path, no schedule point: nobody waits for room, so admitting now keeps the
-            # FIFO order, and a burst of adds is admitted in one scheduler round instead of one
-            # round per add (taking the lock costs a checkpoint while holding it).
-            self._admit(op)
-        await op.done.wait()
-        if op.error is not None:
-            self._ctx.metrics.add_failures.inc()
-            raise op.error
-        assert op.position is not None
-        return op.position
-
-    def _has_room(self, size: int) -> bool:
-        return self._inflight_bytes == 0 or self._inflight_bytes + size <= self._cfg.max_pending_add_bytes
-
-    def _admit(self, op: _AddOp) -> None:
-        self._inflight_bytes += len(op.data)
-        self._pending.append(op)
-        self._queued.append(op)
-        if self.state is ManagedLedgerState.LEDGER_CLOSED:
-            self._request_roll("no_ledger")
-        else:
-            self._issue_queued()
-
-    def _issue_queued(self) -> None:
-        # Real client: one appender task per burst (`AppendPipeline`). Other handles: one task
-        # per add, started without waiting for it to run: each task takes the *head* of
-        # ``_issuing`` and calls the handle's add_entry, which takes the entry id before its first
-        # checkpoint, so ids follow the issue order whatever order trio runs the tasks in.
-        assert self._nursery is not None
-        while self._queued and self.state is ManagedLedgerState.LEDGER_OPENED and self._handle is not None:
-            op = self._queued.popleft()
-            op.state, op.gen = _Add.ISSUED, self._gen
-            self._issued_inflight += 1
-            pipeline = self._pipeline
-            if pipeline is not None and pipeline.handle is self._handle:
-                pipeline.issue(op)
-            else:
-                self._issuing.append((op, self._handle, self._gen))
-                self._nursery.start_soon(self._run_add)
-
-    async def _run_add(self) -> None:
-        op, handle, gen = self._issuing.popleft()
-        try:
-            entry_id = await handle.add_entry(op.data)
-        except Exception as exc:
-            self._add_outcome(op, -1, exc)
-            return
-        self._add_outcome(op, entry_id, None)
-        self._complete_in_order()
-
-    def _add_outcome(self, op: _AddOp, entry_id: int, error: BaseException | None) -> None:
-        """Record what the ledger said about an issued add (both issue paths)."""
-        if error is not None:
-            op.state, op.error = _Add.FAILED, error
-            op.attempts += 1
-            log.info("%s: add on ledger %s failed (%s); rolling over", self.name, self._ledgers.current, error)
-            self._op_done_on_ledger()
-            if op.gen == self._gen:
-                self._request_roll("add_failure")
-            return
-        op.state, op.entry_id = _Add.SUCCEEDED, entry_id
-        self._op_done_on_ledger()
-
-    def _op_done_on_ledger(self) -> None:
-        # Only a roll waits, and only for zero: no new Event per add (a hot-path cost).
-        self._issued_inflight -= 1
-        if self._issued_inflight == 0:
-            self._op_finished.set()
-            self._op_finished = trio.Event()
-
-    def _complete_in_order(self) -> None:
-        pending = self._pending
-        if not pending or pending[0].state is not _Add.SUCCEEDED:
-            return  # an earlier add's task completes this one (called once per add: keep it cheap)
-        metrics, ledgers, cache = self._ctx.metrics, self._ledgers, self._ctx.cache
-        now = trio.current_time()
-        count = size = 0
-        while pending and pending[0].state is _Add.SUCCEEDED:
-            op = pending[0]
-            if op.gen != self._gen or op.entry_id != ledgers.current_entries:
-                # the handle broke FIFO ids or a stale ledger answered: never complete out of order
-                op.state = _Add.FAILED
-                if op.gen == self._gen:
-                    self._request_roll("add_failure")
-                break
-            pending.popleft()
-            lid = ledgers.current
-            assert lid is not None
-            op.position = Position(lid, op.entry_id)
-            ledgers.current_entries += 1
-            ledgers.current_size += len(op.data)
-            cache.put(self.name, lid, op.entry_id, op.data)
-            count += 1
-            size += len(op.data)
-            metrics.add_latency.observe(max(now - op.started, 0.0))
-            self._finish(op)
-        if count:
-            self.entries_added_counter += count
-            metrics.entries_added.inc(count)
-            metrics.bytes_added.inc(size)
-            self._last_add_at = self._ctx.clock()
-        self._notify_readers()
-        if self.state is ManagedLedgerState.LEDGER_OPENED:
-            reason = self._full_reason()
-            if reason is not None:
-                self._request_roll(reason)
-
-    def _finish(self, op: _AddOp, error: BaseException | None = None) -> None:
-        op.state, op.error = _Add.DONE, error
-        self._inflight_bytes -= len(op.data)
-        if self._admission_lock.locked():  # someone waits for room (only then: per-add cost)
-            self._bytes_freed.set()
-            self._bytes_freed = trio.Event()
-        op.done.set()
-
-    def _fail_pending(self, error_factory: Callable[[], BaseException]) -> None:
-        while self._pending:
-            self._finish(self._pending.popleft(), error_factory())
-        self._queued.clear()
-        self._notify_readers()
-
-    async def _wait_pending_empty(self) -> None:
-        while self._pending or not self._roll_done.is_set():
-            if not self._roll_done.is_set():
-                await self._roll_done.wait()
-            elif self._pending:
-                await self._pending[-1].done.wait()
+    def _is_ledger_closed(self) -> bool:
+        return self.state is ManagedLedgerState.LEDGER_CLOSED
 
     # --- roll-over ---------------------------------------------------------------------------
 
@@ -558,23 +390,7 @@ class ManagedLedger(CursorsAndTrimming):
     async def _do_roll(self, reason: str) -> None:
         old = self._handle
         if old is not None:
-            while self._issued_inflight > 0:
-                await self._op_finished.wait()
-            self._complete_in_order()
-            # Everything after the first add that did not complete goes to the next ledger,
-            # even adds the old ledger accepted later on (that ledger is cut at its count).
-            keep: deque[_AddOp] = deque()
-            for op in self._pending:
-                if op.gen == self._gen and op.state is not _Add.DONE:
-                    if op.state is _Add.FAILED and op.attempts >= _MAX_ADD_ATTEMPTS:
-                        # storage keeps refusing it: give up on this add (later ones still go)
-                        self._finish(op, ManagedLedgerError(
-                            f"{self.name}: add failed on {op.attempts} ledgers: {op.error}"))
-                        continue
-                    op.state, op.error = _Add.QUEUED, None
-                keep.append(op)
-            self._pending = keep
-            self._queued = deque(op for op in self._pending if op.state is _Add.QUEUED)
+            await self._requeue_for_next_ledger()
             await self._close_handle_quietly(old)
         try:
             handle = await self._create_ledger()
@@ -608,9 +424,7 @@ class ManagedLedger(CursorsAndTrimming):
 
     def _switch_to(self, handle: WriteHandle) -> None:
         self._handle = handle
-        assert self._nursery is not None
-        self._pipeline = (AppendPipeline(handle, self._nursery, self._add_outcome, self._complete_in_order)
-                          if AppendPipeline.supports(handle) else None)
+        self._start_issuing(handle)
         self._gen += 1
         self._reader.write_ledger = (handle.ledger_id, handle)
         self._ledger_created_at = self._ctx.clock()

@@ -1,6 +1,6 @@
-"""The managed ledger's append path (`AppendPipeline`, used when the write handle has the real
-client's ``append``), fast and in one process: MockBookKeeper handles wrapped with an ``append``
-that, like the real client's, fixes the entry id in call order and returns a pending add.
+"""The managed ledger's append path (`AppendPipeline`, over every write handle's ``append``), fast
+and in one process: MockBookKeeper handles wrapped with an ``append`` that, like the real
+client's, fixes the entry id in call order and returns a pending add.
 Pipelined adds complete in admission order; an add failure mid-burst rolls to a new ledger and
 the failed adds are reissued there in order."""
 
