@@ -66,6 +66,12 @@ class Bookie:
                 return int(line.split()[1]) / 1024
         return float("nan")
 
+    def cpu_seconds(self) -> float:
+        """User + system CPU the bookie process used so far (all threads)."""
+        assert self.proc is not None
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self) -> None:
         if self.proc is not None:
             self.proc.send_signal(signal.SIGTERM)
@@ -151,10 +157,11 @@ def read_frames(ledger: int, count: int) -> list[bytes]:
     return [encode_request(read_request(i + 1, ledger, i)) for i in range(count)]
 
 
-def report_adds(name: str, count: int, size: int, elapsed: float, lat: list[float], errors: dict) -> None:
+def report_adds(name: str, count: int, size: int, elapsed: float, lat: list[float], errors: dict,
+                cpu: float) -> None:
     print(f"{name}: {count} adds of {size} B in {elapsed:.2f} s = {count / elapsed:,.0f} adds/s, "
           f"{count * size / elapsed / 1e6:,.1f} MB/s; latency ms p50 {pct(lat, 50):.2f} p99 {pct(lat, 99):.2f} "
-          f"p999 {pct(lat, 99.9):.2f}; errors {len(errors)}")
+          f"p999 {pct(lat, 99.9):.2f}; errors {len(errors)}; bookie CPU {cpu / count * 1e6:.1f} us/add")
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -168,15 +175,18 @@ async def main(args: argparse.Namespace) -> None:
         n = int(args.rate * args.rate_seconds)
         frames = add_frames(3, n, 1024)
         elapsed, lat, _, errors = await pipelined(bk.port, frames, n, rate=args.rate)
+        print(f"load average {os.getloadavg()[0]:.1f}")
         print(f"1 KiB at {args.rate:.0f} adds/s: latency ms p50 {pct(lat, 50):.2f} p99 {pct(lat, 99):.2f} "
               f"p999 {pct(lat, 99.9):.2f}; errors {len(errors)}")
         frames = add_frames(1, args.small, 1024)
+        cpu0 = bk.cpu_seconds()
         elapsed, lat, _, errors = await pipelined(bk.port, frames, args.window)
-        report_adds("1 KiB full rate", args.small, 1024, elapsed, lat, errors)
+        report_adds("1 KiB full rate", args.small, 1024, elapsed, lat, errors, bk.cpu_seconds() - cpu0)
         del frames
         frames = add_frames(2, args.large, 64 * 1024)
+        cpu0 = bk.cpu_seconds()
         elapsed, lat, _, errors = await pipelined(bk.port, frames, max(16, args.window // 64))
-        report_adds("64 KiB full rate", args.large, 64 * 1024, elapsed, lat, errors)
+        report_adds("64 KiB full rate", args.large, 64 * 1024, elapsed, lat, errors, bk.cpu_seconds() - cpu0)
         del frames
         # tailing: the most recent entries of ledger 2 (still in the write / read cache)
         tail = min(args.large, 2000)

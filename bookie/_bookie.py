@@ -353,6 +353,28 @@ class Bookie:
         not acknowledged; it may still become durable in the journal."""
         self._inflight.pop(ticket.token, None)
 
+    def finish_add(self, ticket: AddTicket) -> bool:
+        """`complete_add` without waiting, for an add whose journal ticket is done (the server's
+        hot path: no coroutine per add). True when the add completed; False when the write cache
+        has no room now (nothing changed: await `complete_add` then). Raises BookieError EIO when
+        the journal failed it (the add was not acknowledged), RuntimeError if not done yet.
+        """
+        jt = ticket.journal_ticket
+        if not jt.done:
+            raise RuntimeError("finish_add before the journal record is done")
+        if jt.failed:
+            self._inflight.pop(ticket.token, None)
+            try:
+                jt.result()
+            except JournalError as exc:
+                raise self._journal_failed(exc) from None
+        body = ticket.body
+        if not self._storage.try_add_entry(ticket.ledger_id, ticket.entry_id, body):
+            return False
+        self._inflight.pop(ticket.token, None)
+        self._lacs.advance(ticket.ledger_id, _LAC_IN_ENTRY.unpack_from(body, 16)[0])
+        return True
+
     async def complete_add(self, ticket: AddTicket) -> None:
         """Wait until the add is durable, then make it readable and track its piggybacked LAC.
 
@@ -364,7 +386,8 @@ class Bookie:
             try:  # inlined `_durable`: this runs once per add
                 if not jt.done:
                     await jt.wait()
-                jt.result()
+                if jt.failed:
+                    jt.result()
             except JournalError as exc:
                 raise self._journal_failed(exc) from None
             try:

@@ -2,10 +2,21 @@
 
 Data path. An add encodes its record and appends it to the open batch (no syscall, no task, one
 shared `trio.Event` per batch), then waits for that batch. The journal task takes the open batch
-when it is due, writes it with one ``pwrite`` in a worker thread and hands it to the force-write
-task, which runs ``fdatasync`` in a worker thread for every batch it has received so far (one sync
-covers many batches) and then acknowledges them, in order. While one batch syncs, the next is
-filled and written.
+when it is due and, with ``sync_data``, hands it to the force-write task:
+
+* force writer idle: the batch goes over UNWRITTEN and the force writer writes it (``pwritev``
+  of the record list, no join) and runs ``fdatasync`` in ONE worker-thread call, then
+  acknowledges it. A sequential add thus costs one thread handoff.
+* force writer busy (a sync in flight): a due batch below the byte / entry thresholds waits in
+  the queue and keeps growing until the force writer is idle again, then goes over whole: one
+  handoff and one sync per group, however many adds arrived meanwhile. A batch that reaches a
+  threshold meanwhile is written by the journal task at once (its own worker-thread call, while
+  the sync runs: pipelining) and handed over written; the next sync covers it.
+* a batch that needs the file grown (preallocation) is always written by the journal task, so
+  only one thread ever writes past the preallocated end.
+
+The force writer syncs once for everything it received so far (one sync covers many batches) and
+acknowledges in order. Without ``sync_data`` the journal task writes and acknowledges itself.
 
 A batch is due when (counted per reason): its bytes reach ``buffered_writes_threshold``; its
 records reach ``buffered_entries_threshold`` (if set); its oldest record waited
@@ -13,8 +24,12 @@ records reach ``buffered_entries_threshold`` (if set); its oldest record waited
 finds it non-empty.
 
 Memory. Queued-but-unwritten records are bounded by ``queue_max_entries`` and ``queue_max_bytes``;
-an add that would pass them waits (backpressure). Written batches waiting for sync hold no data;
+an add that would pass them waits (backpressure). A batch handed to the force writer unwritten
+counts against those bounds until it is written; written batches waiting for sync hold no data;
 their number is bounded by ``force_write_queue_max``.
+
+The add-latency histogram counts each record from its batch's first record (an upper bound for
+later records): one clock read per batch instead of one per add.
 
 States (`JournalState`):
 
@@ -77,6 +92,7 @@ from ._journal_files import (
     repair_tail,
 )
 from ._last_mark import read_last_mark, write_last_mark
+from ._journal_io import _JournalIO, _Sync
 from .metrics import JournalMetrics
 
 __all__ = ["Journal", "JournalTicket", "JournalState", "JournalStatistics", "JournalError", "JournalIOError",
@@ -84,18 +100,10 @@ __all__ = ["Journal", "JournalTicket", "JournalState", "JournalStatistics", "Jou
 
 log = logging.getLogger(__name__)
 
-
-@dataclass(slots=True)
-class _Sync:
-    """A force-write request: sync file `file_id` (then ack `batch` and/or close the fd)."""
-
-    fd: int
-    file_id: int
-    batch: _Batch | None
-    close: bool
+_SERVING = JournalState.SERVING
 
 
-class Journal:
+class Journal(_JournalIO):
     """A bookie journal in one directory. Create with `Journal.open`, run with `serve`.
 
     Adds may come from any number of tasks in the same trio run. See the module docstring for
@@ -132,6 +140,11 @@ class Journal:
         self._fds_open: dict[int, int] = {}  # file id -> fd, until the force writer closes it
         self._fw_send, self._fw_recv = trio.open_memory_channel[_Sync](config.force_write_queue_max)
         self._fw_pending = 0
+        self._fw_busy = False
+        self._max_entries = config.queue_max_entries
+        self._max_bytes = config.queue_max_bytes
+        self._threshold = config.buffered_writes_threshold
+        self._entries_threshold = config.buffered_entries_threshold or (1 << 62)
         self._flushes = {r.value: 0 for r in FlushReason}
         self._records_written = self._bytes_written = self._force_writes = 0
         self._rolls = self._backpressure_waits = 0
@@ -223,27 +236,28 @@ class Journal:
             await trio.lowlevel.checkpoint()
 
     def _enqueue(self, head: bytes, data: bytes, size: int) -> JournalTicket:
-        self._check_open()
-        cfg = self._config
-        if self._q_entries >= cfg.queue_max_entries or (
-                self._q_bytes and self._q_bytes + size > cfg.queue_max_bytes):
+        # the hot path of every add: plain attribute arithmetic, no clock read after the first
+        if self._state is not _SERVING:
+            self._check_open()
+        q_entries = self._q_entries
+        if q_entries >= self._max_entries or (self._q_bytes and self._q_bytes + size > self._max_bytes):
             raise trio.WouldBlock
         batch = self._open
-        batch.times.append(time.perf_counter())
-        batch.parts.append(head)
+        parts = batch.parts
+        parts.append(head)
         if data:
-            batch.parts.append(data)
-        batch.nbytes += size
-        batch.count += 1
+            parts.append(data)
+        nbytes = batch.nbytes = batch.nbytes + size
+        count = batch.count = batch.count + 1
         self._q_bytes += size
-        self._q_entries += 1
-        if batch.count == 1:
+        self._q_entries = q_entries + 1
+        if count == 1:
+            batch.t0 = time.perf_counter()
             batch.first = trio.current_time()
             self._wake.set()
-        elif batch.nbytes >= cfg.buffered_writes_threshold or (
-                cfg.buffered_entries_threshold and batch.count >= cfg.buffered_entries_threshold):
+        elif nbytes >= self._threshold or count >= self._entries_threshold:
             self._wake.set()
-        return JournalTicket(batch, batch.nbytes)
+        return JournalTicket(batch, nbytes)
 
     def _check_open(self) -> None:
         if self._state is not JournalState.SERVING:
@@ -440,17 +454,6 @@ class Journal:
         self._pos = FILE_HEADER_SIZE
         self._alloc_end = max(cfg.prealloc_size, FILE_HEADER_SIZE)
 
-    def _write_blocking(self, fd: int, data: bytes, start: int) -> None:
-        end = start + len(data)
-        if end > self._alloc_end:
-            chunk = self._config.prealloc_size
-            new_end = -(-end // chunk) * chunk
-            t0 = time.perf_counter()
-            self._disk.allocate(fd, self._alloc_end, new_end - self._alloc_end)
-            self._alloc_end = new_end
-            self.metrics.preallocation.observe((time.perf_counter() - t0) * 1000.0)
-        self._disk.pwrite(fd, data, start)
-
     # -----------------------------------------------------------------------------------------
     # Internals: the journal task (batching and writing)
 
@@ -466,25 +469,44 @@ class Journal:
             return FlushReason.EMPTY_QUEUE
         return None
 
+    def _fw_idle(self) -> bool:
+        return not self._fw_busy and self._fw_pending == 0
+
+    async def _sleep(self) -> None:
+        self._wake = trio.Event()
+        await self._wake.wait()
+
     async def _journal_loop(self) -> None:
         max_wait = self._config.max_group_wait_ms / 1000.0
+        sync = self._config.sync_data
+        thresholds = (FlushReason.MAX_OUTSTANDING_BYTES, FlushReason.MAX_OUTSTANDING_ENTRIES)
         try:
             while self._error is None:
                 batch = self._open
                 if batch.count == 0:
                     if self._state is not JournalState.SERVING:
                         break
-                    self._wake = trio.Event()
-                    await self._wake.wait()
+                    await self._sleep()
                     continue
                 reason = self._due(batch)
                 if reason is None:
                     with trio.move_on_at(batch.first + max_wait):
                         while (reason := self._due(batch)) is None:
-                            self._wake = trio.Event()
-                            await self._wake.wait()
+                            await self._sleep()
                     if reason is None:
                         reason = FlushReason.MAX_WAIT
+                if sync and reason not in thresholds:
+                    # a sync is in flight: nothing queued now could be acknowledged before the
+                    # next sync anyway, so let the batch grow and go over whole once the force
+                    # writer is idle (or write it now once it reaches a threshold)
+                    while not self._fw_idle() and self._error is None:
+                        due = self._due(batch)
+                        if due in thresholds:
+                            reason = due
+                            break
+                        await self._sleep()
+                    if self._error is not None:
+                        break
                 self._open = _Batch()
                 self._unfinished.append(batch)
                 await self._write(batch, reason)
@@ -495,7 +517,7 @@ class Journal:
         finally:
             self._fw_send.close()
 
-    async def _write(self, batch: _Batch, reason: FlushReason) -> None:
+    def _count_flush(self, reason: FlushReason) -> None:
         self._flushes[reason.value] += 1
         counter = {FlushReason.MAX_WAIT: self.metrics.num_flush_max_wait,
                    FlushReason.MAX_OUTSTANDING_BYTES: self.metrics.num_flush_max_outstanding_bytes,
@@ -503,95 +525,63 @@ class Journal:
                    FlushReason.EMPTY_QUEUE: self.metrics.num_flush_empty_queue}.get(reason)
         if counter is not None:
             counter.inc()
-        data = b"".join(batch.parts)
+
+    def _written(self, batches: Sequence[_Batch], nbytes: int, seconds: float) -> None:
+        """Bookkeeping once batches left the queue (written, or failed to write)."""
+        for b in batches:
+            self._q_bytes -= b.nbytes
+            self._q_entries -= b.count
+        self._space.set()
+        self._space = trio.Event()
+        if nbytes:
+            self._records_written += sum(b.count for b in batches)
+            self._bytes_written += nbytes
+            m = self.metrics
+            m.flush_latency.observe(seconds * 1000.0)
+            m.write_bytes.inc(nbytes)
+        self.metrics.queue_size.set(self._q_entries)
+        self.metrics.queue_bytes.set(self._q_bytes)
+
+    async def _write(self, batch: _Batch, reason: FlushReason) -> None:
+        self._count_flush(reason)
+        parts = batch.parts
         batch.parts = []
         fd, file_id, start = self._fd, self._file_id, self._pos
         assert fd is not None and file_id is not None
-        t0 = trio.current_time()
-        try:
-            await trio.to_thread.run_sync(self._write_blocking, fd, data, start)
-        except OSError as exc:
-            self._fail(exc, f"writing journal file {file_id:x}")
-            return
-        finally:
-            self._q_bytes -= batch.nbytes
-            self._q_entries -= batch.count
-            self._space.set()
-            self._space = trio.Event()
-        self.metrics.flush_latency.observe((trio.current_time() - t0) * 1000.0)
-        self.metrics.write_bytes.inc(len(data))
-        self.metrics.queue_size.set(self._q_entries)
-        self.metrics.queue_bytes.set(self._q_bytes)
-        self._records_written += batch.count
-        self._bytes_written += len(data)
-        self._pos = start + len(data)
+        size = batch.nbytes
+        end = start + size
+        grow = None
+        if end > self._alloc_end:
+            chunk = self._config.prealloc_size
+            new_end = -(-end // chunk) * chunk
+            grow = (self._alloc_end, new_end - self._alloc_end)
+            self._alloc_end = new_end
+        self._pos = end
         batch.file_id, batch.start = file_id, start
-        roll = self._pos >= self._config.max_file_size
-        if self._config.sync_data:
-            await self._send_sync(_Sync(fd, file_id, batch, close=roll))
+        roll = end >= self._config.max_file_size
+        sync = self._config.sync_data
+        if sync and grow is None and self._fw_idle():
+            # one handoff: the force writer writes and syncs in one worker-thread call
+            await self._send_sync(_Sync(fd, file_id, batch, roll, parts, start))
         else:
-            self._ack(batch)
-            if roll:
-                await self._send_sync(_Sync(fd, file_id, None, close=True))
+            try:
+                seconds = await trio.to_thread.run_sync(self._write_blocking, fd, parts, start, grow)
+            except OSError as exc:
+                self._written([batch], 0, 0.0)
+                self._fail(exc, f"writing journal file {file_id:x}")
+                return
+            self._written([batch], size, seconds)
+            if sync:
+                await self._send_sync(_Sync(fd, file_id, batch, close=roll))
+            else:
+                self._ack(batch)
+                if roll:
+                    await self._send_sync(_Sync(fd, file_id, None, close=True))
         if roll:
             self._rolls += 1
             self.metrics.num_rolls.inc()
             self._fd = None
             await self._new_file()
-
-    async def _send_sync(self, item: _Sync) -> None:
-        self._fw_pending += 1
-        self.metrics.force_write_queue_size.set(self._fw_pending)
-        await self._fw_send.send(item)
-
-    # -----------------------------------------------------------------------------------------
-    # Internals: the force-write task
-
-    async def _force_write_loop(self) -> None:
-        recv = self._fw_recv
-        while True:
-            try:
-                items = [await recv.receive()]
-            except trio.EndOfChannel:
-                return
-            while True:
-                try:
-                    items.append(recv.receive_nowait())
-                except (trio.WouldBlock, trio.EndOfChannel):
-                    break
-            self._fw_pending -= len(items)
-            self.metrics.force_write_queue_size.set(self._fw_pending)
-            i = 0
-            while i < len(items):
-                j = i
-                while j < len(items) and items[j].file_id == items[i].file_id:
-                    j += 1
-                await self._sync_group(items[i:j])
-                i = j
-
-    async def _sync_group(self, group: list[_Sync]) -> None:
-        fd, file_id = group[0].fd, group[0].file_id
-        batches = [it.batch for it in group if it.batch is not None]
-        if self._error is None:
-            t0 = trio.current_time()
-            try:
-                await trio.to_thread.run_sync(self._disk.fdatasync, fd)
-            except OSError as exc:
-                self._fail(exc, f"syncing journal file {file_id:x}")
-            else:
-                self._force_writes += 1
-                self.metrics.num_force_writes.inc()
-                self.metrics.sync.observe((trio.current_time() - t0) * 1000.0)
-                self.metrics.force_write_batch_entries.observe(sum(b.count for b in batches))
-                self.metrics.force_write_batch_bytes.observe(sum(b.nbytes for b in batches))
-                for b in batches:
-                    self._ack(b)
-        if any(it.close for it in group):
-            self._fds_open.pop(file_id, None)
-            try:
-                await trio.to_thread.run_sync(self._disk.close, fd)
-            except OSError as exc:
-                log.warning("journal: closing file %x: %s", file_id, exc)
 
     # -----------------------------------------------------------------------------------------
     # Internals: completion and failure
@@ -602,8 +592,8 @@ class Journal:
         if self._unfinished and self._unfinished[0] is batch:
             self._unfinished.popleft()
         self._durable = LogMark(batch.file_id, batch.start + batch.nbytes)
-        now = time.perf_counter()
-        self.metrics.add_entry.observe_many([(now - t) * 1000.0 for t in batch.times])
+        lat = (time.perf_counter() - batch.t0) * 1000.0
+        self.metrics.add_entry.observe_many([lat] * batch.count)
         batch.done.set()
 
     def _fail_pending(self, error: JournalError) -> None:

@@ -24,7 +24,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 _NAME = re.compile(r"^([0-9a-f]+)\.txn$")
 _ANY_ID = re.compile(r"^([0-9a-f]+)\.txn(\.torn)?$")
 _ZEROS = bytes(1024 * 1024)
+_IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024) if hasattr(os, "sysconf") else 16
 
 
 class JournalDisk:
@@ -71,15 +72,39 @@ class JournalDisk:
             view = view[n:]
             offset += n
 
+    def pwritev(self, fd: int, parts: Sequence[bytes], offset: int) -> None:
+        """Write `parts` back to back at `offset`, without joining them first (one ``pwritev``
+        per `IOV_MAX` parts; a short write is finished with `pwrite`).
+
+        A subclass that overrides only `pwrite` (fault injection) still sees every journal write:
+        the parts then go to its `pwrite` joined.
+        """
+        if type(self).pwrite is not JournalDisk.pwrite:
+            self.pwrite(fd, b"".join(parts), offset)
+            return
+        for i in range(0, len(parts), _IOV_MAX):
+            chunk = parts[i:i + _IOV_MAX]
+            want = sum(map(len, chunk))
+            done = os.pwritev(fd, chunk, offset)
+            if done < want:
+                self.pwrite(fd, memoryview(b"".join(chunk))[done:], offset + done)
+            offset += want
+
     def fdatasync(self, fd: int) -> None:
         """Make the file's data (and the size, if it changed) durable."""
         os.fdatasync(fd)
 
     def allocate(self, fd: int, offset: int, length: int) -> None:
-        """Reserve `length` bytes at `offset` (the file grows); falls back to writing zeros."""
+        """Reserve `length` bytes at `offset` (the file grows) and write zeros over them.
+
+        The zeros matter on ext4 (and XFS): fallocate alone leaves "unwritten" extents, and the
+        first write into each one converts it at the next fdatasync, a metadata commit that
+        made every journal sync 2-2.5x slower on this machine (1 KiB write + fdatasync: 2,150/s
+        into fallocated space, 5,350/s into written zeros). Zeroing costs one buffered write
+        per chunk; the first sync after it commits the allocation once for the whole chunk.
+        """
         try:
             os.posix_fallocate(fd, offset, length)
-            return
         except OSError as exc:
             if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
                 raise

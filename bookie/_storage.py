@@ -224,6 +224,16 @@ class DbLedgerStorage:
 
     # ------------------------------------------------------------------ entries
 
+    def try_add_entry(self, ledger_id: int, entry_id: int, data: bytes) -> bool:
+        """`add_entry` without waiting (the add path's common case): False when the write cache has
+        no room now; nothing changed then, and `add_entry` waits for room."""
+        if type(data) is not bytes:
+            data = bytes(data)
+        if ledger_id not in self._ledgers:
+            self._ledgers[ledger_id] = LedgerInfo()
+            self._dirty.add(ledger_id)
+        return self._wc.try_add(ledger_id, entry_id, data)
+
     async def add_entry(self, ledger_id: int, entry_id: int, data: bytes) -> None:
         """See `LedgerStorage`. Raises `WriteCacheFull` after the throttle time."""
         if type(data) is not bytes:
