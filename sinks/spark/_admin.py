@@ -1,0 +1,182 @@
+"""A small blocking client of Magnetar's admin REST API (Pulsar v2 paths), for the Spark driver.
+
+Blocking on purpose: Spark calls the source from plain threads, and no event loop may run there.
+Every call raises `AdminError` with the HTTP status and the broker's reason when it fails.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ._offsets import LedgerSpan, Position
+
+__all__ = ["AdminClient", "AdminError", "TopicStats", "full_topic_name", "split_topic"]
+
+_PARTITION = re.compile(r"^(.*)-partition-(\d+)$")
+
+
+class AdminError(Exception):
+    """An admin REST call failed; ``status`` is the HTTP status (0 when unreachable)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        self.status = status
+        super().__init__(message)
+
+
+def full_topic_name(topic: str) -> str:
+    """``t`` -> ``persistent://public/default/t``; ``tenant/ns/t`` -> ``persistent://tenant/ns/t``."""
+    if "://" in topic:
+        return topic
+    parts = topic.split("/")
+    if len(parts) == 1:
+        return f"persistent://public/default/{topic}"
+    if len(parts) == 3:
+        return f"persistent://{topic}"
+    raise ValueError(f"topic name {topic!r}: use name, tenant/namespace/name or "
+                     "persistent://tenant/namespace/name")
+
+
+def split_topic(topic: str) -> tuple[str, str, str]:
+    """``persistent://tenant/ns/name`` -> ``(tenant, ns, name)``."""
+    full = full_topic_name(topic)
+    scheme, rest = full.split("://", 1)
+    if scheme != "persistent":
+        raise ValueError(f"topic {topic!r}: only persistent topics can be read")
+    tenant, ns, name = rest.split("/", 2)
+    return tenant, ns, name
+
+
+def partition_index(topic: str) -> int:
+    """The partition index of ``...-partition-N`` names, -1 for a non-partitioned topic."""
+    m = _PARTITION.match(topic)
+    return int(m.group(2)) if m else -1
+
+
+@dataclass(frozen=True)
+class TopicStats:
+    """What the source needs of a partition's internal stats."""
+
+    ledgers: tuple[LedgerSpan, ...]
+    last_confirmed: Position | None  # None when nothing was ever written
+
+
+class AdminClient:
+    """Blocking admin REST calls against ``admin_url`` (e.g. ``http://127.0.0.1:8080``)."""
+
+    def __init__(self, admin_url: str, timeout: float = 30.0) -> None:
+        self.admin_url = admin_url.rstrip("/")
+        self._http = httpx.Client(base_url=self.admin_url, timeout=timeout)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _call(self, method: str, path: str, *, json: Any = None, ok404: bool = False) -> Any:
+        try:
+            resp = self._http.request(method, path, json=json)
+        except httpx.HTTPError as exc:
+            raise AdminError(0, f"admin REST {self.admin_url}{path}: {exc}") from exc
+        if resp.status_code == 404 and ok404:
+            return None
+        if resp.status_code >= 300:
+            try:
+                reason = resp.json().get("reason", resp.text)
+            except ValueError:
+                reason = resp.text
+            raise AdminError(resp.status_code, f"{method} {path}: HTTP {resp.status_code}: {reason}")
+        if not resp.content:
+            return None
+        return resp.json()
+
+    @staticmethod
+    def _tp(topic: str) -> str:
+        tenant, ns, name = split_topic(topic)
+        return f"/admin/v2/persistent/{tenant}/{ns}/{quote(name, safe='')}"
+
+    def partitions(self, topic: str) -> int:
+        """Partition count of ``topic`` (0: not partitioned, or unknown)."""
+        body = self._call("GET", f"{self._tp(topic)}/partitions", ok404=True)
+        return int(body.get("partitions", 0)) if body else 0
+
+    def expand(self, topic: str) -> list[str]:
+        """The partitions of ``topic`` (``...-partition-N``), or ``[topic]`` when not partitioned."""
+        full = full_topic_name(topic)
+        n = self.partitions(full)
+        return [f"{full}-partition-{i}" for i in range(n)] if n else [full]
+
+    def list_topics(self, tenant: str, namespace: str) -> list[str]:
+        """Every topic of the namespace, partitioned ones both as partitions and as names."""
+        base = f"/admin/v2/persistent/{tenant}/{namespace}"
+        plain = self._call("GET", base, ok404=True) or []
+        partitioned = self._call("GET", f"{base}/partitioned", ok404=True) or []
+        return sorted(set(plain) | set(partitioned))
+
+    def topic_stats(self, topic: str) -> TopicStats:
+        """The ledger list of one (non-partitioned) topic; empty when it does not exist."""
+        body = self._call("GET", f"{self._tp(topic)}/internalStats", ok404=True)
+        if not body:
+            return TopicStats((), None)
+        ledgers = tuple(LedgerSpan(int(x["ledgerId"]), int(x["entries"]), int(x["size"]))
+                        for x in body["ledgers"])
+        lac = None
+        text = str(body.get("lastConfirmedEntry", ""))
+        if ":" in text:
+            ledger, entry = (int(v) for v in text.split(":", 1))
+            lac = Position(ledger, entry, 0) if entry >= 0 else None
+        if lac is not None and ledgers and ledgers[-1].ledger_id == lac.ledger:
+            # the current ledger's count can run ahead of what is confirmed; trust the LAC
+            last = ledgers[-1]
+            confirmed = LedgerSpan(last.ledger_id, min(last.entries, lac.entry + 1), last.size)
+            ledgers = ledgers[:-1] + (confirmed,)
+        return TopicStats(ledgers, lac)
+
+    def retention(self, topic: str) -> str:
+        """A human description of the retention policy applying to ``topic`` (for error messages)."""
+        tenant, ns, _ = split_topic(topic)
+        base = topic.split("-partition-")[0] if partition_index(topic) >= 0 else topic
+        parts = []
+        for where, path in (("topic", f"{self._tp(base)}/retention"),
+                            ("namespace", f"/admin/v2/namespaces/{tenant}/{ns}/retention")):
+            try:
+                body = self._call("GET", path, ok404=True)
+            except AdminError:
+                body = None
+            if body:
+                parts.append(f"{where} retention {body}")
+        if parts:
+            return "; ".join(parts)
+        return f"no retention policy set on {tenant}/{ns} (the broker default applies)"
+
+    def create_subscription(self, topic: str, subscription: str, start: Position | None) -> bool:
+        """Create a durable subscription at ``start`` (None: earliest); False if it already exists."""
+        body = ({"ledgerId": -1, "entryId": -1} if start is None
+                else {"ledgerId": start.ledger, "entryId": start.entry})
+        try:
+            self._call("PUT", f"{self._tp(topic)}/subscription/{quote(subscription, safe='')}", json=body)
+        except AdminError as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True
+
+    def reset_cursor(self, topic: str, subscription: str, position: Position) -> None:
+        """Move the subscription's cursor so that ``position`` is the next message to deliver."""
+        self._call("POST", f"{self._tp(topic)}/subscription/{quote(subscription, safe='')}/resetcursor",
+                   json={"ledgerId": position.ledger, "entryId": position.entry})
+
+    def set_deduplication(self, namespace: str, enabled: bool = True) -> None:
+        """Turn broker deduplication on (or off) for ``tenant/namespace``."""
+        self._call("POST", f"/admin/v2/namespaces/{namespace}/deduplication", json=enabled)
+
+    def deduplication(self, namespace: str) -> bool | None:
+        """The namespace's deduplication policy (None when not set)."""
+        body = self._call("GET", f"/admin/v2/namespaces/{namespace}/deduplication", ok404=True)
+        return body if isinstance(body, bool) else None
+
+    def unload(self, topic: str) -> None:
+        """Unload ``topic`` (all partitions) so the broker reopens it with the current policies."""
+        self._call("PUT", f"{self._tp(topic)}/unload", ok404=True)

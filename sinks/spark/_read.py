@@ -1,0 +1,251 @@
+"""Executor-side reads of one `PartitionPlan`, through the broker or straight from the bookies.
+
+Both paths yield the same rows for the same plan (see `_rows`), keeping exactly the messages in
+``[plan.start, plan.end)``.
+
+* Broker (`read_via_broker`): the official client's blocking Reader from the plan's first
+  position, stopping after the plan's last entry. No event loop is involved.
+* Bookies (`read_via_bookies`): the BookKeeper client reads the planned entries of each ledger
+  from its ensemble. That client is trio-based, so - the one documented exception to "no trio in
+  Spark workers" - it runs in ``trio.run`` on a private thread of the Python worker, handing
+  chunks of entries to the task through a bounded queue (at most `_QUEUE_CHUNKS` chunks of
+  `_CHUNK_ENTRIES` entries in memory). The broker is not involved, except for the tail of the
+  ledger being written that the bookies do not yet report as confirmed (their LAC trails the
+  broker's by one entry until the next add); that remainder is read through the broker.
+
+Data loss during a read (retention deleted planned entries after planning): with
+``fail_on_data_loss`` the read raises `DataLossError`; otherwise a warning is logged and the read
+continues from what is still stored.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+from ._offsets import PartitionPlan, Position, Segment
+from ._rows import Row, message_id_bytes, rows_from_entry
+
+__all__ = ["DataLossError", "ReadConfig", "read_plan", "read_via_bookies", "read_via_broker"]
+
+log = logging.getLogger("sinks.spark")
+
+_CHUNK_ENTRIES = 256
+_QUEUE_CHUNKS = 4
+
+
+class DataLossError(RuntimeError):
+    """Planned messages were not found (deleted by retention, or the topic was removed)."""
+
+
+@dataclass(frozen=True)
+class ReadConfig:
+    """How executors read: picklable plain values only."""
+
+    service_url: str
+    read_mode: str = "broker"  # or "bookies"
+    metadata_url: str = ""
+    metadata_root: str = ""
+    fail_on_data_loss: bool = True
+    read_timeout_ms: int = 30_000
+
+
+def _partition_of(topic: str) -> int:
+    head, sep, tail = topic.rpartition("-partition-")
+    return int(tail) if sep and tail.isdigit() else -1
+
+
+def _lost(cfg: ReadConfig, plan: PartitionPlan, detail: str) -> None:
+    msg = (f"topic {plan.topic}: messages of [{plan.start}, {plan.end}) are no longer stored ({detail}); "
+           f"they were deleted after the batch was planned, probably by retention")
+    if cfg.fail_on_data_loss:
+        raise DataLossError(msg + ". Set failOnDataLoss=false to skip lost messages.")
+    log.warning("%s; continuing (failOnDataLoss=false)", msg)
+
+
+def read_plan(plan: PartitionPlan, cfg: ReadConfig) -> Iterator[Row]:
+    """Rows of ``plan`` in position order, by ``cfg.read_mode``."""
+    if not plan.segments:
+        return iter(())
+    if cfg.read_mode == "bookies":
+        return read_via_bookies(plan, cfg)
+    return read_via_broker(plan, cfg)
+
+
+def _bounds(plan: PartitionPlan) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    s, e = plan.start, plan.end
+    return (s.ledger, s.entry, s.batch), (e.ledger, e.entry, e.batch)
+
+
+def read_via_broker(plan: PartitionPlan, cfg: ReadConfig) -> Iterator[Row]:
+    """Read ``plan`` with the official client's Reader (blocking). Raises `DataLossError` (see
+    module doc) and ``TimeoutError`` when the broker does not deliver a planned message in time."""
+    import pulsar
+
+    start_t, end_t = _bounds(plan)
+    first, last = plan.segments[0], plan.segments[-1]
+    first_key, last_key = (first.ledger_id, first.first), (last.ledger_id, last.last)
+    partition = _partition_of(plan.topic)
+    batch = start_t[2] if start_t[:2] == first_key and start_t[2] > 0 else -1
+    client = pulsar.Client(cfg.service_url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn),
+                           operation_timeout_seconds=max(1, cfg.read_timeout_ms // 1000))
+    try:
+        start_id = pulsar.MessageId(partition, first.ledger_id, first.first, batch)
+        reader = client.create_reader(plan.topic, start_id,
+                                      start_message_id_inclusive=True, receiver_queue_size=1000)
+        seen_first = at_last = False
+        while True:
+            if at_last and not reader.has_message_available():
+                return
+            try:
+                msg = reader.read_next(cfg.read_timeout_ms)
+            except pulsar.Timeout:
+                if not seen_first:
+                    _lost(cfg, plan, "the broker delivered nothing from the planned start")
+                    return
+                raise TimeoutError(f"topic {plan.topic}: no message after {cfg.read_timeout_ms} ms while "
+                                   f"reading [{plan.start}, {plan.end})") from None
+            mid = msg.message_id()
+            key = (mid.ledger_id(), mid.entry_id(), max(mid.batch_index(), 0))
+            if not seen_first:
+                seen_first = True
+                if key[:2] > first_key:
+                    _lost(cfg, plan, f"the first stored message is {key[0]}:{key[1]}")
+            if key[:2] > last_key or key >= end_t:
+                return
+            if key[:2] == last_key:
+                at_last = True
+            if key < start_t:
+                continue
+            props = msg.properties()
+            yield (key, msg.data(), msg.partition_key() or None, plan.topic,
+                   message_id_bytes(key[0], key[1], partition, mid.batch_index()),
+                   msg.publish_timestamp(), msg.event_timestamp() or None, dict(props))
+    finally:
+        client.close()
+
+
+def read_via_bookies(plan: PartitionPlan, cfg: ReadConfig) -> Iterator[Row]:
+    """Read ``plan`` from the bookies (see module doc); the tail beyond the bookies' LAC comes
+    from the broker. Raises `DataLossError`, ``ValueError`` for entries it cannot decode (e.g.
+    LZ4-compressed: use the broker mode) and the BookKeeper client's errors."""
+    if not cfg.metadata_url:
+        raise ValueError("readMode=bookies needs the metadata.url option "
+                         "(a zk:// URL the executors can reach)")
+    start_t, end_t = _bounds(plan)
+    partition = _partition_of(plan.topic)
+    items: queue.Queue = queue.Queue(maxsize=_QUEUE_CHUNKS)
+    control: dict = {}
+    thread = threading.Thread(target=_bookie_thread, args=(plan.segments, cfg, items, control),
+                              name=f"magnetar-bookie-read-{plan.topic}", daemon=True)
+    thread.start()
+    expected_first = True
+    try:
+        while True:
+            kind, value = items.get()
+            if kind == "error":
+                raise value
+            if kind == "done":
+                return
+            if kind == "missing":
+                _lost(cfg, plan, f"ledger {value} is gone")
+                expected_first = False
+                continue
+            if kind == "tail":
+                ledger, entry = value
+                rest = _rest_of_plan(plan, ledger, entry)
+                yield from read_via_broker(rest, cfg)
+                return
+            for e in value:
+                if expected_first:
+                    expected_first = False
+                    if (e.ledger_id, e.entry_id) != (plan.segments[0].ledger_id, plan.segments[0].first):
+                        _lost(cfg, plan, f"the first stored entry is {e.ledger_id}:{e.entry_id}")
+                for row in rows_from_entry(plan.topic, partition, e.ledger_id, e.entry_id, e.data):
+                    if start_t <= row[0] < end_t:
+                        yield row
+    finally:
+        _stop_bookie_thread(control, items, thread)
+
+
+def _rest_of_plan(plan: PartitionPlan, ledger: int, entry: int) -> PartitionPlan:
+    segs = []
+    for s in plan.segments:
+        if (s.ledger_id, s.last) < (ledger, entry):
+            continue
+        segs.append(Segment(s.ledger_id, entry, s.last) if s.ledger_id == ledger else s)
+    return replace(plan, start=max(plan.start, Position(ledger, entry, 0)), segments=tuple(segs))
+
+
+def _stop_bookie_thread(control: dict, items: queue.Queue, thread: threading.Thread) -> None:
+    import trio
+    token, scope = control.get("token"), control.get("scope")
+    if thread.is_alive() and token is not None and scope is not None:
+        try:
+            trio.from_thread.run_sync(scope.cancel, trio_token=token)
+        except trio.RunFinishedError:
+            pass
+    while thread.is_alive():
+        try:  # unblock a put waiting for room
+            items.get(timeout=0.1)
+        except queue.Empty:
+            pass
+    thread.join(timeout=10)
+
+
+def _bookie_thread(segments: tuple[Segment, ...], cfg: ReadConfig, items: queue.Queue, control: dict) -> None:
+    import trio
+    try:
+        trio.run(_bookie_read, segments, cfg, items, control)
+    except BaseException as exc:  # noqa: BLE001 - handed to the task's thread to raise there
+        items.put(("error", exc))
+
+
+def _client_config(factory: type, cfg: ReadConfig) -> object:
+    # A Spark worker shares a small machine with the JVM and other tasks: allow slow answers
+    # rather than failing the task (the BookKeeper default is 5 s).
+    return factory(read_entry_timeout_s=max(5.0, cfg.read_timeout_ms / 1000))
+
+
+async def _bookie_read(segments: tuple[Segment, ...], cfg: ReadConfig, items: queue.Queue,
+                       control: dict) -> None:
+    import trio
+
+    from bk_client import BookKeeper, ClientConfig, NoSuchEntry, NoSuchLedger
+    from metadata import open_metadata_store
+
+    async def put(item: tuple) -> None:
+        await trio.to_thread.run_sync(items.put, item, abandon_on_cancel=True)
+
+    control["token"] = trio.lowlevel.current_trio_token()
+    with trio.CancelScope() as scope:
+        control["scope"] = scope
+        config = _client_config(ClientConfig, cfg)
+        async with open_metadata_store(cfg.metadata_url) as store, \
+                BookKeeper.open(store, root=cfg.metadata_root, config=config) as bk:
+            for seg in segments:
+                try:
+                    handle = await bk.open_ledger(seg.ledger_id, recovery=False)
+                except NoSuchLedger:
+                    await put(("missing", seg.ledger_id))
+                    continue
+                try:
+                    entry = seg.first
+                    while entry <= seg.last:
+                        hi = min(seg.last, entry + _CHUNK_ENTRIES - 1)
+                        try:
+                            got = await handle.read(entry, hi)
+                        except NoSuchEntry:
+                            lac = handle.last_add_confirmed
+                            if lac < entry:
+                                await put(("tail", (seg.ledger_id, entry)))
+                                return
+                            got = await handle.read(entry, lac)
+                        await put(("entries", got))
+                        entry = got[-1].entry_id + 1
+                finally:
+                    await handle.close()
+        await put(("done", None))

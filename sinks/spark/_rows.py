@@ -1,0 +1,137 @@
+"""The source's row schema and the two ways a row is made: from a stored entry (bookie reads) and
+from a message of the official client (broker reads). Both give the same tuple for the same message.
+
+Column names are the Pulsar Spark connector's: ``value``, ``__key``, ``__topic``, ``__messageId``,
+``__publishTime``, ``__eventTime``, ``__messageProperties``. ``__messageId`` is Pulsar's
+serialized ``MessageIdData`` (ledger, entry, partition, batch index), so it can be handed back to
+any Pulsar client. Rows are emitted as Arrow record batches of bounded size.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from broker.protocol import MessageIdData, MessageMetadata, split_batch
+
+__all__ = [
+    "SCHEMA_DDL",
+    "Row",
+    "RowBatcher",
+    "arrow_schema",
+    "message_id_bytes",
+    "rows_from_entry",
+    "spark_schema",
+]
+
+SCHEMA_DDL = ("value BINARY, __key STRING, __topic STRING, __messageId BINARY, __publishTime TIMESTAMP, "
+              "__eventTime TIMESTAMP, __messageProperties MAP<STRING, STRING>")
+"""The row schema, as Spark DDL."""
+
+_U32 = struct.Struct(">I")
+_COMPRESSION_NONE, _COMPRESSION_ZLIB = 0, 2
+
+# (position key, value, key, topic, message id, publish ms, event ms or None, properties)
+Row = tuple[tuple[int, int, int], bytes, "str | None", str, bytes, int, "int | None", dict[str, str]]
+
+
+def spark_schema() -> Any:
+    """The row schema as a Spark ``StructType`` (imports pyspark lazily)."""
+    from pyspark.sql.types import StructType
+    return StructType.fromDDL(SCHEMA_DDL)
+
+
+def arrow_schema() -> Any:
+    """The row schema as a pyarrow schema (imports pyarrow lazily)."""
+    import pyarrow as pa
+    ts = pa.timestamp("us", tz="UTC")
+    return pa.schema([("value", pa.binary()), ("__key", pa.string()), ("__topic", pa.string()),
+                      ("__messageId", pa.binary()), ("__publishTime", ts), ("__eventTime", ts),
+                      ("__messageProperties", pa.map_(pa.string(), pa.string()))])
+
+
+def message_id_bytes(ledger: int, entry: int, partition: int, batch_index: int) -> bytes:
+    """Pulsar's serialized message id (``MessageIdData``)."""
+    mid = MessageIdData(ledgerId=ledger, entryId=entry, partition=partition, batch_index=batch_index)
+    return mid.SerializeToString()
+
+
+def _props(kvs: Iterable[Any]) -> dict[str, str]:
+    return {kv.key: kv.value for kv in kvs}
+
+
+def rows_from_entry(topic: str, partition: int, ledger: int, entry: int, data: bytes) -> list[Row]:
+    """Decode one stored entry (``[metadataSize][MessageMetadata][payload]``) into rows, one per
+    message of a batch. Marker entries give no rows. Raises ValueError for a compression other than
+    NONE or ZLIB (read such topics with ``readMode=broker``) and for encrypted messages."""
+    (size,) = _U32.unpack_from(data, 0)
+    meta = MessageMetadata()
+    meta.ParseFromString(data[4:4 + size])
+    if meta.HasField("marker_type"):
+        return []
+    if meta.encryption_keys:
+        raise ValueError(f"{topic} {ledger}:{entry}: encrypted messages cannot be read from bookies")
+    payload = data[4 + size:]
+    if meta.compression == _COMPRESSION_ZLIB:
+        payload = zlib.decompress(payload)
+    elif meta.compression != _COMPRESSION_NONE:
+        raise ValueError(f"{topic} {ledger}:{entry}: compression {meta.compression} is not supported "
+                         f"with readMode=bookies; use readMode=broker")
+    props = _props(meta.properties)
+    publish = meta.publish_time
+    if not meta.HasField("num_messages_in_batch"):
+        key = meta.partition_key if meta.HasField("partition_key") and meta.partition_key else None
+        event = meta.event_time or None
+        value = b"" if meta.null_value else payload
+        return [((ledger, entry, 0), value, key, topic, message_id_bytes(ledger, entry, partition, -1),
+                 publish, event, props)]
+    out: list[Row] = []
+    for i, (single, body) in enumerate(split_batch(payload, meta.num_messages_in_batch)):
+        if single.compacted_out:
+            continue
+        key = single.partition_key if single.HasField("partition_key") and single.partition_key else None
+        event = single.event_time or meta.event_time or None
+        out.append(((ledger, entry, i), body, key, topic, message_id_bytes(ledger, entry, partition, i),
+                    publish, event, {**props, **_props(single.properties)}))
+    return out
+
+
+def _us(ms: int | None) -> int | None:
+    return None if ms is None else ms * 1000
+
+
+class RowBatcher:
+    """Accumulates rows and yields Arrow record batches of at most ``max_rows`` rows or about
+    ``max_bytes`` of values (the memory bound of one task's output buffer)."""
+
+    def __init__(self, max_rows: int = 4096, max_bytes: int = 8 << 20) -> None:
+        self.max_rows, self.max_bytes = max_rows, max_bytes
+        self._rows: list[Row] = []
+        self._bytes = 0
+        self.count = 0
+
+    def add(self, row: Row) -> Iterator[Any]:
+        """Add a row; yields a record batch when the buffer is full."""
+        self._rows.append(row)
+        self._bytes += len(row[1])
+        self.count += 1
+        if len(self._rows) >= self.max_rows or self._bytes >= self.max_bytes:
+            yield self.flush()
+
+    def flush(self) -> Any:
+        """The buffered rows as a ``pyarrow.RecordBatch`` (possibly empty); empties the buffer."""
+        import pyarrow as pa
+        rows, self._rows, self._bytes = self._rows, [], 0
+        cols = list(zip(*rows, strict=True)) if rows else [()] * 8
+        arrays = [
+            pa.array(cols[1], pa.binary()),
+            pa.array(cols[2], pa.string()),
+            pa.array(cols[3], pa.string()),
+            pa.array(cols[4], pa.binary()),
+            pa.array([_us(v) for v in cols[5]], pa.timestamp("us", tz="UTC")),
+            pa.array([_us(v) for v in cols[6]], pa.timestamp("us", tz="UTC")),
+            pa.array([list(p.items()) for p in cols[7]], pa.map_(pa.string(), pa.string())),
+        ]
+        return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema())

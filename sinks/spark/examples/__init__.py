@@ -1,0 +1,1 @@
+"""Runnable examples of the ``magnetar`` Spark data source (see each module's docstring)."""
