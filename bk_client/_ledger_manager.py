@@ -30,9 +30,10 @@ with a concurrent create under the same parent, and there are at most 10,000 per
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import trio
 
@@ -55,6 +56,8 @@ from metadata import BadVersionError, MetadataError, MetadataStore, NodeExistsEr
 from ._errors import LedgerExists, LedgerIdOverflow, MetadataStoreError, MetadataVersionConflict, NoSuchLedger
 
 __all__ = ["LedgerManager", "LedgerMetadataUpdate"]
+
+T = TypeVar("T")
 
 _HOB_PREFIX = "HOB-"
 _ID_PREFIX = "ID-"
@@ -254,24 +257,10 @@ class LedgerManager:
         intermediate versions but always ends with the newest. The channel buffers at most one
         snapshot; the watch task is cancelled when the context exits.
         """
-        path = self.ledger_path(ledger_id)
-        send, recv = trio.open_memory_channel[LedgerMetadataUpdate](1)
-        async with self._store.watch_data(path) as events, trio.open_nursery() as nursery:
-            async def pump() -> None:
-                async with send:
-                    last = await self._snapshot(ledger_id)  # read() wraps store errors
-                    await send.send(last)
-                    async for _ in events:
-                        snap = await self._snapshot(ledger_id)
-                        if snap != last:
-                            last = snap
-                            await send.send(snap)
-
-            nursery.start_soon(pump)
-            try:
-                yield recv
-            finally:
-                nursery.cancel_scope.cancel()
+        # read() wraps store errors
+        async with _follow(self._store.watch_data(self.ledger_path(ledger_id)),
+                           lambda: self._snapshot(ledger_id)) as recv:
+            yield recv
 
     async def iterate_ledger_ids(self, start: int = 0, end: int | None = None) -> AsyncIterator[int]:
         """Yield the ids of existing ledgers with ``start <= id < end`` (``end=None``: no bound)
@@ -334,20 +323,33 @@ class LedgerManager:
         first, then the new set after each change (sets equal to the previous one are skipped).
         Buffers at most one snapshot; the watch task ends when the context exits."""
         path = available_path(self._root) if writable else readonly_path(self._root)
-        send, recv = trio.open_memory_channel[frozenset[str]](1)
-        async with self._store.watch_children(path) as events, trio.open_nursery() as nursery:
-            async def pump() -> None:
-                async with send:
-                    last = frozenset(await self.list_bookies(writable))  # wraps store errors
-                    await send.send(last)
-                    async for _ in events:
-                        now = frozenset(await self.list_bookies(writable))
-                        if now != last:
-                            last = now
-                            await send.send(now)
 
-            nursery.start_soon(pump)
-            try:
-                yield recv
-            finally:
-                nursery.cancel_scope.cancel()
+        async def snapshot() -> frozenset[str]:
+            return frozenset(await self.list_bookies(writable))  # wraps store errors
+
+        async with _follow(self._store.watch_children(path), snapshot) as recv:
+            yield recv
+
+
+@asynccontextmanager
+async def _follow(watch: AbstractAsyncContextManager[trio.abc.ReceiveChannel[Any]],
+                  snapshot: Callable[[], Awaitable[T]]) -> AsyncIterator[trio.abc.ReceiveChannel[T]]:
+    """A channel of ``snapshot()`` now, then again after each event of ``watch`` when it differs
+    from the last one sent; it buffers one snapshot, and the task pumping it ends with the block."""
+    send, recv = trio.open_memory_channel[T](1)
+    async with watch as events, trio.open_nursery() as nursery:
+        async def pump() -> None:
+            async with send:
+                last = await snapshot()
+                await send.send(last)
+                async for _ in events:
+                    now = await snapshot()
+                    if now != last:
+                        last = now
+                        await send.send(now)
+
+        nursery.start_soon(pump)
+        try:
+            yield recv
+        finally:
+            nursery.cancel_scope.cancel()

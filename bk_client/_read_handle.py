@@ -20,7 +20,9 @@ metadata has its final LAC there.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import trio
 
@@ -42,9 +44,43 @@ from ._quorum import DistributionSchedule
 from ._read_lac import read_last_confirmed
 from .api import LedgerEntry
 
-__all__ = ["LedgerReadHandle", "read_decoded", "read_entries"]
+__all__ = ["LedgerReadHandle", "ReadAnswer", "ReadOutcome", "read_answer", "read_decoded", "read_entries"]
 
 Response = bookie_protocol_pb2.Response
+
+
+class ReadOutcome(enum.Enum):
+    """What one replica's answer to a READ_ENTRY says about the entry."""
+
+    FOUND = "found"            # a copy that passed its digest check
+    ABSENT = "absent"          # ENOENTRY / ENOLEDGER: this replica does not have it
+    DIGEST_BAD = "digest_bad"  # a copy that failed its digest check
+    ERROR = "error"            # no answer, a lost connection or another status
+
+
+@dataclass(frozen=True, slots=True)
+class ReadAnswer:
+    """One replica's answer, classified: ``entry`` when FOUND, else ``detail`` says why not."""
+
+    outcome: ReadOutcome
+    entry: DecodedEntry | None = None
+    detail: str = ""
+
+
+def read_answer(response: Response | None, error: BKError | None, ledger_id: int, entry_id: int) -> ReadAnswer:
+    """Classify a replica's answer to a read of ``entry_id`` (pure; shared by reads and recovery)."""
+    if error is not None or response is None:
+        return ReadAnswer(ReadOutcome.ERROR, detail=f"{error}")
+    r = response.readResponse
+    status = r.status if response.HasField("readResponse") else response.status
+    if status == StatusCode.EOK and r.HasField("body"):
+        try:
+            return ReadAnswer(ReadOutcome.FOUND, decode_entry(r.body, ledger_id, entry_id))
+        except ProtocolDigestMismatch as exc:
+            return ReadAnswer(ReadOutcome.DIGEST_BAD, detail=f"{exc}")
+    if status in (StatusCode.ENOENTRY, StatusCode.ENOLEDGER):
+        return ReadAnswer(ReadOutcome.ABSENT, detail=f"status {status}")
+    return ReadAnswer(ReadOutcome.ERROR, detail=f"status {status}")
 
 
 class _EntryRead:
@@ -123,28 +159,19 @@ class _Batch:
         er.sent.pop(bookie, None)
         if er.done:
             return
-        if error is not None or response is None:
-            er.errors.append(f"{bookie}: {error}")
-            batch.replica_failed(er)
-            return
-        r = response.readResponse
-        status = r.status if response.HasField("readResponse") else response.status
-        if status == StatusCode.EOK and r.HasField("body"):
-            try:
-                er.result = decode_entry(r.body, batch.ledger_id, er.entry_id)
-            except ProtocolDigestMismatch as exc:
-                er.digest_bad = True
-                er.errors.append(f"{bookie}: {exc}")
-                batch.replica_failed(er)
-                return
+        answer = read_answer(response, error, batch.ledger_id, er.entry_id)
+        if answer.outcome is ReadOutcome.FOUND:
+            er.result = answer.entry
             er.done = True
             batch.forget_rest(er)
             batch.finished += 1
             batch.wake.set()
             return
-        if status in (StatusCode.ENOENTRY, StatusCode.ENOLEDGER):
+        if answer.outcome is ReadOutcome.ABSENT:
             er.no_entry += 1
-        er.errors.append(f"{bookie}: status {status}")
+        elif answer.outcome is ReadOutcome.DIGEST_BAD:
+            er.digest_bad = True
+        er.errors.append(f"{bookie}: {answer.detail}")
         batch.replica_failed(er)
 
 
@@ -210,9 +237,9 @@ async def read_decoded(ctx: ClientContext, ledger_id: int, metadata: LedgerMetad
     return [er.result for er in reads if er.result is not None]
 
 
-async def read_entries(ctx: ClientContext, ledger_id: int, metadata: LedgerMetadata, first: int,
-                       last: int) -> list[LedgerEntry]:
-    """Entries ``first..last`` as ``LedgerEntry`` values (see ``read_decoded``), with metrics."""
+async def _read_measured(ctx: ClientContext, ledger_id: int, metadata: LedgerMetadata, first: int,
+                         last: int) -> list[DecodedEntry]:
+    """``read_decoded`` counted in the client's read metrics (a caller's read, not recovery's)."""
     start = trio.current_time()
     try:
         decoded = await read_decoded(ctx, ledger_id, metadata, first, last)
@@ -221,6 +248,13 @@ async def read_entries(ctx: ClientContext, ledger_id: int, metadata: LedgerMetad
         raise
     ctx.metrics.read_latency.observe(trio.current_time() - start)
     ctx.metrics.read_entries.inc(len(decoded))
+    return decoded
+
+
+async def read_entries(ctx: ClientContext, ledger_id: int, metadata: LedgerMetadata, first: int,
+                       last: int) -> list[LedgerEntry]:
+    """Entries ``first..last`` as ``LedgerEntry`` values (see ``read_decoded``), with metrics."""
+    decoded = await _read_measured(ctx, ledger_id, metadata, first, last)
     return [LedgerEntry(ledger_id, d.entry_id, d.payload) for d in decoded]
 
 
@@ -298,14 +332,7 @@ class LedgerReadHandle:
             await self.read_last_add_confirmed()
         if last > self._lac:
             raise NoSuchEntry(self._ledger_id, last)
-        start = trio.current_time()
-        try:
-            decoded = await read_decoded(self._ctx, self._ledger_id, self._metadata, first, last)
-        except BKError:
-            self._ctx.metrics.read_failed.inc()
-            raise
-        self._ctx.metrics.read_latency.observe(trio.current_time() - start)
-        self._ctx.metrics.read_entries.inc(len(decoded))
+        decoded = await _read_measured(self._ctx, self._ledger_id, self._metadata, first, last)
         if decoded and decoded[-1].entry_id == self._lac and not self.is_closed:
             self._length = decoded[-1].length
         return [LedgerEntry(self._ledger_id, d.entry_id, d.payload) for d in decoded]

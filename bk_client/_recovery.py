@@ -22,12 +22,9 @@ import trio
 
 from bookie.protocol import (
     DecodedEntry,
-    DigestMismatch as ProtocolDigestMismatch,
     LedgerMetadata,
     LedgerState,
-    StatusCode,
     bookie_protocol_pb2,
-    decode_entry,
     encode_request,
     read_request,
 )
@@ -35,7 +32,7 @@ from bookie.protocol import (
 from ._context import ClientContext, master_key
 from ._errors import BKError, LedgerRecoveryError, MetadataVersionConflict, Unauthorized
 from ._quorum import DistributionSchedule
-from ._read_handle import read_decoded
+from ._read_handle import ReadOutcome, read_answer, read_decoded
 from ._read_lac import read_last_confirmed
 from ._write_handle import LedgerWriteHandle
 
@@ -73,20 +70,13 @@ class _EntryProbe:
     def on_response(arg: tuple[_EntryProbe, str], response: Response | None, error: BKError | None) -> None:
         probe, bookie = arg
         probe.answers += 1
-        if error is not None or response is None:
-            probe.errors.append(f"{bookie}: {error}")
-        else:
-            r = response.readResponse
-            status = r.status if response.HasField("readResponse") else response.status
-            if status == StatusCode.EOK and r.HasField("body"):
-                try:
-                    probe.found = decode_entry(r.body, probe.ledger_id, probe.entry_id)
-                except ProtocolDigestMismatch as exc:
-                    probe.errors.append(f"{bookie}: {exc}")
-            elif status in (StatusCode.ENOENTRY, StatusCode.ENOLEDGER):
-                probe.absent += 1
-            else:
-                probe.errors.append(f"{bookie}: status {status}")
+        answer = read_answer(response, error, probe.ledger_id, probe.entry_id)
+        if answer.outcome is ReadOutcome.FOUND:
+            probe.found = answer.entry
+        elif answer.outcome is ReadOutcome.ABSENT:
+            probe.absent += 1
+        else:  # an error, or a copy failing its digest: neither found nor absent
+            probe.errors.append(f"{bookie}: {answer.detail}")
         if probe.decided:
             probe.wake.set()
 

@@ -4,8 +4,9 @@ Sizes keep BookKeeper's units (``journalMaxSizeMB`` in MiB, ``logSizeLimit`` in 
 ``bk_server.conf`` value can be copied over unchanged. `BookieConfig.journal_config` turns the
 journal keys into the journal's own `JournalConfig` (bytes), so the two never drift apart.
 
-The garbage collector's keys (gcWaitTime, compaction intervals and thresholds, throttling) carry
-the names, aliases and defaults of `GcConfig`; `BookieConfig.gc_config` builds one from them.
+The garbage collector's keys (gcWaitTime, compaction intervals and thresholds, throttling) are
+declared once, in `GcConfig`: `BookieConfig` inherits them, so they are flat keys of the bookie
+table with the same names, aliases and defaults; `BookieConfig.gc_config` copies them out.
 `validate` is the single place for rules that span several keys (it runs the journal's and the
 GC's checks too, e.g. minorCompactionThreshold must be below majorCompactionThreshold).
 """
@@ -25,9 +26,10 @@ MiB = 1024 * 1024
 
 
 @dataclass(frozen=True)
-class BookieConfig:
+class BookieConfig(GcConfig):
     """Settings of one bookie. Build it with ``magnetar.config.load_config(BookieConfig, ...)``.
 
+    The GC keys are `GcConfig`'s fields (inherited, so they come first in field order).
     `validate` raises `ConfigError` naming the offending key.
     """
 
@@ -131,52 +133,6 @@ class BookieConfig:
     long_poll_max_timeout_ms: int = config_field(
         60_000, help="Upper bound on the timeout a long-poll read may ask for.")
 
-    # ------------------------------------------------------------------ garbage collection
-    # Same names, aliases and defaults as `GcConfig` (a test keeps them equal); `gc_config` copies them.
-    gc_wait_time_ms: int = config_field(
-        900_000, alias="gcWaitTime",
-        help="Run ledger GC, dead-log deletion and (when due) compaction this often (ms).")
-    gc_overreplicated_ledger_wait_time_ms: int = config_field(
-        86_400_000, alias="gcOverreplicatedLedgerWaitTime",
-        help="How often to look for ledgers whose metadata no longer lists this bookie (ms).")
-    delete_overreplicated_ledgers: bool = config_field(
-        False, help="Delete local ledgers whose (closed) metadata says this bookie is in no ensemble.")
-    verify_metadata_on_gc: bool = config_field(
-        True, alias="verifyMetadataOnGc",
-        help="Re-read a ledger's metadata right before deleting it for not listing this bookie "
-             "(the absence of deleted ledgers' metadata is always checked twice).")
-    minor_compaction_interval_s: int = config_field(
-        3600, alias="minorCompactionInterval", help="Seconds between minor compactions (<= 0: off).")
-    minor_compaction_threshold: float = config_field(
-        0.2, alias="minorCompactionThreshold",
-        help="Minor compaction rewrites logs whose live share is below this (0: off); must be below "
-             "majorCompactionThreshold.")
-    major_compaction_interval_s: int = config_field(
-        86400, alias="majorCompactionInterval", help="Seconds between major compactions (<= 0: off).")
-    major_compaction_threshold: float = config_field(
-        0.8, alias="majorCompactionThreshold",
-        help="Major compaction rewrites logs whose live share is below this (0: off).")
-    minor_compaction_max_time_ms: int = config_field(
-        -1, alias="minorCompactionMaxTimeMillis",
-        help="Stop a minor compaction run after this long (<= 0: no limit).")
-    major_compaction_max_time_ms: int = config_field(
-        -1, alias="majorCompactionMaxTimeMillis",
-        help="Stop a major compaction run after this long (<= 0: no limit).")
-    compaction_rate_by_entries: int = config_field(
-        1000, alias="compactionRateByEntries",
-        help="Entries copied per second when throttling by entries.")
-    compaction_rate_by_bytes: int = config_field(
-        1_000_000, alias="compactionRateByBytes",
-        help="Bytes per second when throttling by bytes; counts every byte compaction reads "
-             "(dead entries included) and writes.")
-    throttle_by_bytes: bool = config_field(
-        False, alias="isThrottleByBytes", help="Throttle compaction by bytes instead of entries.")
-    error_skip_period_ms: int = config_field(
-        600_000, help="After an error on an entry log, leave that log alone this long (ms).")
-    compaction_free_space_reserve_bytes: int = config_field(
-        16 * MiB, help="Compact a log only if its directory has this much free space beyond the "
-                       "log's live bytes (its output); deleting whole dead logs needs none.")
-
     # ------------------------------------------------------------------ derived values
 
     @property
@@ -200,7 +156,7 @@ class BookieConfig:
         )
 
     def gc_config(self) -> GcConfig:
-        """The garbage collector's settings (same names and units as the GC keys above)."""
+        """The garbage collector's settings alone (the inherited GC keys, same names and units)."""
         return GcConfig(**{f.name: getattr(self, f.name) for f in fields(GcConfig)})
 
     def validate(self) -> None:
@@ -248,5 +204,5 @@ class BookieConfig:
             self.journal_config().validate()
         except ConfigError as exc:
             raise ConfigError(f"journal ({exc.key})", exc.reason) from None
-        # the GC keys have the same names here, so its errors already name the right key
-        self.gc_config().validate()
+        # the GC keys are inherited under the same names, so its errors already name the right key
+        super().validate()

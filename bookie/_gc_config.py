@@ -25,7 +25,11 @@ MiB = 1024 * 1024
 
 @dataclass(frozen=True)
 class GcConfig:
-    """Settings of one bookie's GC. Build with ``magnetar.config.load_config(GcConfig, ...)``."""
+    """Settings of one bookie's GC. Build with ``magnetar.config.load_config(GcConfig, ...)``.
+
+    The only declaration of the GC keys: `bookie.BookieConfig` inherits these fields, so a
+    bookie's TOML table takes them flat under the same names and aliases.
+    """
 
     gc_wait_time_ms: int = config_field(
         900_000, alias="gcWaitTime",
@@ -43,7 +47,8 @@ class GcConfig:
         3600, alias="minorCompactionInterval", help="Seconds between minor compactions (<= 0: off).")
     minor_compaction_threshold: float = config_field(
         0.2, alias="minorCompactionThreshold",
-        help="Minor compaction rewrites logs whose live share is below this (0: off).")
+        help="Minor compaction rewrites logs whose live share is below this (0: off); must be below "
+             "majorCompactionThreshold.")
     major_compaction_interval_s: int = config_field(
         86400, alias="majorCompactionInterval", help="Seconds between major compactions (<= 0: off).")
     major_compaction_threshold: float = config_field(

@@ -13,13 +13,20 @@ to the end instead of adding a second copy. So
 Consumers react to an event by reading the current state, so coalescing loses nothing they need.
 ``push`` is synchronous and never blocks; it must be called from the trio thread (ZooKeeper
 callbacks hop over with ``TrioToken.run_sync_soon``).
+
+`SessionWatchers` is the session-state side every store shares: ``watch_session`` channels that
+get each new state, and all end with CLOSED when the store closes.
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Generic, TypeVar
 
 import trio
+
+from ._types import SessionState
 
 T = TypeVar("T")
 
@@ -73,3 +80,42 @@ class CoalescingChannel(trio.abc.ReceiveChannel[T], Generic[T]):
         self._pending.clear()
         self._ready.set()
         await trio.lowlevel.checkpoint()
+
+
+class SessionWatchers:
+    """The ``watch_session`` channels of one store.
+
+    `watch` opens a channel (already ended with CLOSED when the store is closed), `publish`
+    pushes a new state to every open channel, `close` pushes CLOSED to all of them and ends them.
+    """
+
+    def __init__(self) -> None:
+        self._channels: set[CoalescingChannel[SessionState]] = set()
+
+    @asynccontextmanager
+    async def watch(self, current: SessionState) -> AsyncIterator[trio.abc.ReceiveChannel[SessionState]]:
+        """A channel of the states after ``current`` (the store's state now), until the block exits."""
+        ch: CoalescingChannel[SessionState] = CoalescingChannel()
+        if current is SessionState.CLOSED:
+            ch.push(SessionState.CLOSED)
+            ch.finish()
+        else:
+            self._channels.add(ch)
+        try:
+            await trio.lowlevel.checkpoint()
+            yield ch
+        finally:
+            self._channels.discard(ch)
+            ch.finish()
+
+    def publish(self, state: SessionState) -> None:
+        """Push ``state`` to every open channel (never blocks)."""
+        for ch in tuple(self._channels):
+            ch.push(state)
+
+    def close(self) -> None:
+        """Push CLOSED to every open channel and end them all."""
+        for ch in self._channels:
+            ch.push(SessionState.CLOSED)
+            ch.finish()
+        self._channels.clear()

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import trio
 
 from . import _paths
-from ._channel import CoalescingChannel
+from ._channel import CoalescingChannel, SessionWatchers
 from ._errors import MetadataError, SessionExpiredError
 from ._sqlite import SqliteStorage
 from ._tree import SESSION_COUNTER, Event, MemoryStorage, Tree, Txn
@@ -183,7 +183,7 @@ class LocalStore:
         self.session_state = SessionState.CONNECTED
         self._description = description
         self._channels: set[CoalescingChannel[Any]] = set()
-        self._session_watchers: set[CoalescingChannel[SessionState]] = set()
+        self._session_watchers = SessionWatchers()
 
     def __repr__(self) -> str:
         return f"<LocalStore {self._description} session={self.session_id} {self.session_state.name}>"
@@ -247,20 +247,8 @@ class LocalStore:
     def watch_children(self, path: str) -> Any:
         return self._watch(self._db.hub.children, path)
 
-    @asynccontextmanager
-    async def watch_session(self) -> AsyncIterator[trio.abc.ReceiveChannel[SessionState]]:
-        ch: CoalescingChannel[SessionState] = CoalescingChannel()
-        if self.session_state is SessionState.CLOSED:
-            ch.push(SessionState.CLOSED)
-            ch.finish()
-        else:
-            self._session_watchers.add(ch)
-        try:
-            await trio.lowlevel.checkpoint()
-            yield ch
-        finally:
-            self._session_watchers.discard(ch)
-            ch.finish()
+    def watch_session(self) -> Any:
+        return self._session_watchers.watch(self.session_state)
 
     async def close(self) -> None:
         if self.session_state is SessionState.CLOSED:
@@ -272,12 +260,9 @@ class LocalStore:
                 sid = self.session_id
                 await self._db.call(lambda t: t.drop_ephemerals(t.storage.owned_by(sid)))
             finally:
-                for ch in self._session_watchers:
-                    ch.push(SessionState.CLOSED)
-                    ch.finish()
+                self._session_watchers.close()
                 for wch in self._channels:
                     wch.finish()
-                self._session_watchers.clear()
                 self._channels.clear()
                 await _release(self._db)
 

@@ -32,7 +32,7 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.protocol.states import ZnodeStat
 
 from . import _paths
-from ._channel import CoalescingChannel
+from ._channel import SessionWatchers
 from ._errors import (
     BadVersionError,
     ConnectionLossError,
@@ -186,7 +186,7 @@ class ZooKeeperStore:
         self.session_id = 0
         self.session_state = SessionState.CONNECTED
         self._watches: set[_ZkWatchChannel] = set()
-        self._session_watchers: set[CoalescingChannel[SessionState]] = set()
+        self._session_watchers = SessionWatchers()
 
     def __repr__(self) -> str:
         return f"<ZooKeeperStore {self._description} session={self.session_id:#x} {self.session_state.name}>"
@@ -209,18 +209,13 @@ class ZooKeeperStore:
             self._soon(done.set)
 
         try:
+            # a kazoo error may come from starting the call or from its result: mapped the same way
             result = start()
-        except Exception as exc:
-            mapped = _map_error(exc, path, doing, version)
-            if mapped is exc:
-                raise
-            raise mapped from exc
-        result.rawlink(completed)
-        try:
-            await done.wait()
-        finally:
-            result.unlink(completed)
-        try:
+            result.rawlink(completed)
+            try:
+                await done.wait()
+            finally:
+                result.unlink(completed)
             return result.get_nowait()
         except Exception as exc:
             mapped = _map_error(exc, path, doing, version)
@@ -248,8 +243,7 @@ class ZooKeeperStore:
             new = SessionState.LOST
         if new is not self.session_state:
             self.session_state = new
-            for ch in tuple(self._session_watchers):
-                ch.push(new)
+            self._session_watchers.publish(new)
 
     # -- operations ------------------------------------------------------------------------------
     async def get(self, path: str) -> tuple[bytes, Stat]:
@@ -376,20 +370,8 @@ class ZooKeeperStore:
     def watch_children(self, path: str) -> Any:
         return self._watch(path, children=True)
 
-    @asynccontextmanager
-    async def watch_session(self) -> AsyncIterator[trio.abc.ReceiveChannel[SessionState]]:
-        ch: CoalescingChannel[SessionState] = CoalescingChannel()
-        if self.session_state is SessionState.CLOSED:
-            ch.push(SessionState.CLOSED)
-            ch.finish()
-        else:
-            self._session_watchers.add(ch)
-        try:
-            await trio.lowlevel.checkpoint()
-            yield ch
-        finally:
-            self._session_watchers.discard(ch)
-            ch.finish()
+    def watch_session(self) -> Any:
+        return self._session_watchers.watch(self.session_state)
 
     async def close(self) -> None:
         if self._closing:
@@ -397,10 +379,7 @@ class ZooKeeperStore:
             return
         self._closing = True
         self.session_state = SessionState.CLOSED
-        for ch in self._session_watchers:
-            ch.push(SessionState.CLOSED)
-            ch.finish()
-        self._session_watchers.clear()
+        self._session_watchers.close()
         for w in self._watches:
             w.finish()
         self._watches.clear()

@@ -3,11 +3,7 @@ killed and its disks wiped, ``magnetar autorecovery`` restores every entry to Qw
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,57 +14,21 @@ from bk_client._replication import PoolEntryCopier
 from bk_client._underreplication import UnderReplicationManager
 from bookie.protocol import LedgerState
 from metadata import open_metadata_store
+from tests.support.bookies import MagnetarProcess, RealBookie
 
 from .ar_helpers import wait_until
 
-REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
-class Proc:
-    """A ``python -m magnetar ...`` child, stopped by its pid."""
-
-    def __init__(self, args: list[str], log: Path) -> None:
-        self.log = log
-        with open(log, "a") as out:
-            self.proc = subprocess.Popen([sys.executable, "-m", "magnetar", *args], stdout=subprocess.PIPE,
-                                         stderr=out, text=True, cwd=REPO, env=dict(os.environ))
-
-    def first_line(self) -> str:
-        assert self.proc.stdout is not None
-        return self.proc.stdout.readline()
-
-    def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, sig)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-
-
-def start_bookie(base: Path, url: str) -> tuple[Proc, str]:
-    base.mkdir(parents=True)
-    p = Proc(["bookie", "--journal-dir", str(base / "journal"), "--ledger-dirs", str(base / "ledgers"),
-              "--port", "0", "--metadata-url", url, "--set", "http_enabled=false",
-              "--set", "listen_address=127.0.0.1", "--set", "journal_prealloc_size_mb=1"],
-             base / "bookie.log")
-    line = p.first_line()
-    if "listening on" not in line:
-        p.stop(signal.SIGKILL)
-        raise RuntimeError(f"bookie did not start: {line!r}\n{(base / 'bookie.log').read_text()[-3000:]}")
-    return p, line.split()[1]
-
-
 async def test_autorecovery_restores_replication_with_real_bookies(zk_url: str, tmp_path: Path) -> None:
-    procs: list[Proc] = []
+    procs: list[RealBookie | MagnetarProcess] = []
     try:
-        started = []
-        for i in range(4):
-            started.append(await trio.to_thread.run_sync(start_bookie, tmp_path / f"b{i}", zk_url))
-        procs += [p for p, _ in started]
-        by_id = {bid: (p, tmp_path / f"b{i}") for i, (p, bid) in enumerate(started)}
+        bookies = [RealBookie(tmp_path / f"b{i}", zk_url) for i in range(4)]
+        procs += bookies
+        for b in bookies:
+            await trio.to_thread.run_sync(b.start)
+        by_id = {b.bookie_id: (b, b.base) for b in bookies}
         async with open_metadata_store(zk_url) as store, BookKeeper.open(store) as bk:
             await wait_until(lambda: _registered(bk, 4), timeout=20, what="4 bookies registered")
             lh = await bk.create_ledger(3, 2, 2, password=b"e2e")
@@ -80,11 +40,11 @@ async def test_autorecovery_restores_replication_with_real_bookies(zk_url: str, 
             meta, _ = await bk.ledger_manager.read(lid)
             victim = meta.last_segment.ensemble[1]
             proc, base = by_id[victim]
-            proc.stop(signal.SIGKILL)
+            proc.kill()
             shutil.rmtree(base / "journal")
             shutil.rmtree(base / "ledgers")
 
-            ar = Proc(["autorecovery", "--metadata-url", zk_url, "--set", "lostBookieRecoveryDelay=0",
+            ar = MagnetarProcess(["autorecovery", "--metadata-url", zk_url, "--set", "lostBookieRecoveryDelay=0",
                        "--set", "poll_interval_s=0.2", "--set", "replication_workers=2"], tmp_path / "ar.log")
             procs.append(ar)
             assert "autorecovery" in await trio.to_thread.run_sync(ar.first_line)

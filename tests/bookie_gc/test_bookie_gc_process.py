@@ -5,9 +5,6 @@ entry logs shrink on disk while every live entry still reads back (also after a 
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
@@ -19,10 +16,10 @@ from bookie.protocol import StatusCode, add_request, ledger_path, read_request
 from magnetar.cli import main as cli
 from metadata import open_metadata_store
 from tests.bookie_server.helpers import KEY, Client, entry
+from tests.support.bookies import RealBookie
 
 from .gc_helpers import metadata_for
 
-ROOT_DIR = Path(__file__).resolve().parents[2]
 BOOKIE_ID = "gc-e2e-bookie"
 LOG_LIMIT = 64 * 1024
 ENTRIES = 24
@@ -31,51 +28,13 @@ SIZE = 1500
 pytestmark = pytest.mark.slow
 
 
-class _Bookie:
-    """``python -m magnetar bookie`` with GC every second and compaction due every few seconds."""
-
-    def __init__(self, base: Path, metadata_url: str) -> None:
-        self.base = base
-        self.metadata_url = metadata_url
-        self.proc: subprocess.Popen[str] | None = None
-        self.port = 0
-        self.http = ""
-        self.log = base / "bookie.log"
-
-    def _start_blocking(self) -> None:
-        sets = ["listen_address=127.0.0.1", "http_address=127.0.0.1", "journal_prealloc_size_mb=1",
-                f"logSizeLimit={LOG_LIMIT}", "gcWaitTime=1000", "minorCompactionInterval=2",
-                "majorCompactionInterval=3", "flushInterval=200", "compaction_free_space_reserve_bytes=0",
-                "compactionRateByEntries=1000000"]
-        cmd = [sys.executable, "-m", "magnetar", "bookie", "--bookie-id", BOOKIE_ID,
-               "--journal-dir", str(self.base / "journal"), "--ledger-dirs", str(self.base / "ledgers"),
-               "--port", "0", "--http-port", "0", "--metadata-url", self.metadata_url]
-        for s in sets:
-            cmd += ["--set", s]
-        with open(self.log, "a") as log:
-            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT_DIR)
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if "listening on" not in line:
-            self.proc.kill()
-            self.proc.wait()
-            raise RuntimeError(f"bookie did not start ({line!r}); log:\n{self.log.read_text()[-3000:]}")
-        # "bookie ID listening on HOST:PORT (http: URL; metadata: ...)"
-        self.port = int(line.split("listening on ")[1].split()[0].rsplit(":", 1)[1])
-        self.http = line.split("(http: ")[1].split(";")[0].split(",")[0].strip()
-
-    async def start(self) -> None:
-        await trio.to_thread.run_sync(self._start_blocking)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc = None
+def _bookie(base: Path, metadata_url: str) -> RealBookie:
+    """``magnetar bookie`` with HTTP, GC every second and compaction due every few seconds."""
+    sets = [f"logSizeLimit={LOG_LIMIT}", "gcWaitTime=1000", "minorCompactionInterval=2",
+            "majorCompactionInterval=3", "flushInterval=200", "compaction_free_space_reserve_bytes=0",
+            "compactionRateByEntries=1000000"]
+    return RealBookie(base, metadata_url, [a for s in sets for a in ("--set", s)], bookie_id=BOOKIE_ID,
+                      http=True, log_level="INFO")
 
 
 def _log_bytes(base: Path) -> int:
@@ -131,8 +90,8 @@ async def test_bookie_process_gives_deleted_ledgers_space_back(tmp_path: Path, z
     mixed = list(range(20, 36))           # every other one deleted: half-used logs for compaction
     deleted = alone[:4] + mixed[::2]
     live = sorted(set(alone + mixed) - set(deleted))
-    bookie = _Bookie(tmp_path, zk_url)
-    await bookie.start()
+    bookie = _bookie(tmp_path, zk_url)
+    await trio.to_thread.run_sync(bookie.start)
     try:
         async with open_metadata_store(zk_url) as store:
             for lid in alone + mixed:
@@ -148,7 +107,7 @@ async def test_bookie_process_gives_deleted_ledgers_space_back(tmp_path: Path, z
 
             for lid in deleted:
                 await store.delete(ledger_path("", lid))
-            async with httpx.AsyncClient(base_url=bookie.http, timeout=30) as http:
+            async with httpx.AsyncClient(base_url=bookie.http_url, timeout=30) as http:
                 resp = await http.put("/api/v1/bookie/gc", json={"is_in_force_gc": "true"})
                 assert resp.status_code == 200, resp.text
                 assert (await http.put("/api/v1/bookie/gc", content=b"[1")).status_code == 400
@@ -176,13 +135,13 @@ async def test_bookie_process_gives_deleted_ledgers_space_back(tmp_path: Path, z
                 assert "bookie_RECLAIMED_DELETION_SPACE_BYTES_total" in metrics
 
             cli_result = await trio.to_thread.run_sync(
-                lambda: CliRunner().invoke(cli, ["bookie", "gc-explain", "--http-url", bookie.http]))
+                lambda: CliRunner().invoke(cli, ["bookie", "gc-explain", "--http-url", bookie.http_url]))
             assert cli_result.exit_code == 0, cli_result.output
             assert "Entry logs" in cli_result.output
 
             await _check_reads(bookie.port, live, deleted)
             await trio.to_thread.run_sync(bookie.stop)
-            await bookie.start()  # from disk: the compacted logs and the index
+            await trio.to_thread.run_sync(bookie.start)  # from disk: the compacted logs and the index
             await _check_reads(bookie.port, live, deleted)
     finally:
         await trio.to_thread.run_sync(bookie.stop)

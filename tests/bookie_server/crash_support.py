@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import random
-import signal
-import subprocess
-import sys
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bookie.protocol import StatusCode, add_request, encode_entry, read_request
+from tests.support.bookies import RealBookie
 
 from .helpers import KEY, SyncClient
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def payload(ledger: int, entry: int) -> bytes:
@@ -26,57 +20,13 @@ def payload(ledger: int, entry: int) -> bytes:
     return encode_entry(ledger, entry, entry - 1, 0, body)
 
 
-class BookieProcess:
-    """``python -m magnetar bookie`` with a fixed id, data under ``base``; started by `start`."""
+class BookieProcess(RealBookie):
+    """``magnetar bookie`` with the fixed id ``crash-bookie``, an embedded metadata store and its
+    data under ``base``, logging at INFO (tests look for the recovery messages in ``log``)."""
 
     def __init__(self, base: Path, *extra: str, env: dict[str, str] | None = None) -> None:
-        self.base = base
-        self.extra = list(extra)
-        self.env = env or {}
-        self.proc: subprocess.Popen[str] | None = None
-        self.port = 0
-        self.log = base / "bookie.log"
-
-    def start(self, *more: str, env: dict[str, str] | None = None, timeout: float = 30.0) -> None:
-        cmd = [sys.executable, "-m", "magnetar", "bookie", "--bookie-id", "crash-bookie",
-               "--journal-dir", str(self.base / "journal"), "--ledger-dirs", str(self.base / "ledgers"),
-               "--port", "0", "--metadata-url", f"embedded://{self.base / 'meta'}",
-               "--set", "http_enabled=false", "--set", "listen_address=127.0.0.1",
-               "--set", "journal_prealloc_size_mb=1", *self.extra, *more]
-        full_env = {**os.environ, **self.env, **(env or {})}
-        log = open(self.log, "a")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT, env=full_env)
-        log.close()
-        assert self.proc.stdout is not None
-        deadline = time.monotonic() + timeout
-        line = self.proc.stdout.readline()
-        if "listening on" not in line or time.monotonic() > deadline:
-            self.proc.kill()
-            raise RuntimeError(f"bookie did not start ({line!r}); log:\n{self.log.read_text()[-3000:]}")
-        self.port = int(line.split("listening on ")[1].split()[0].rsplit(":", 1)[1])
-
-    def kill(self) -> None:
-        if self.proc is not None:
-            if self.proc.poll() is None:
-                self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(30)
-            self.proc = None
-
-    def terminate(self) -> int:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        rc = self.proc.wait(30)
-        self.proc = None
-        return rc
-
-    def wait_exit(self, timeout: float) -> int | None:
-        assert self.proc is not None
-        try:
-            rc = self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return None
-        self.proc = None
-        return rc
+        super().__init__(base, f"embedded://{base / 'meta'}", extra, bookie_id="crash-bookie",
+                         log_level="INFO", env=env)
 
 
 @dataclass

@@ -122,7 +122,7 @@ def test_torn_or_corrupted_journal_tail(tmp_path: Path, damage: str) -> None:
         time.sleep(0.2)
         writer2.stop()
         assert writer2.acked
-        assert bk.terminate() == 0  # SIGTERM: a clean shutdown
+        assert bk.stop(timeout=30) == 0  # SIGTERM: a clean shutdown
         bk.start()
         check_round(bk.port, 7, writer)
         check_round(bk.port, 8, writer2)
@@ -158,7 +158,7 @@ def test_full_disk_turns_read_only_without_losing_data(tmp_path: Path) -> None:
         got = read_back(bk.port, 9, range(writer.sent))  # reads are still served
         for e in writer.acked:
             assert got[e] == (StatusCode.EOK, got[e][1]) and got[e][1]
-        bk.terminate()
+        bk.stop(timeout=30)
         subprocess.run(["mount", "-o", "remount,size=64m", str(disk)], check=True)
         bk.start()
         check_round(bk.port, 9, writer)

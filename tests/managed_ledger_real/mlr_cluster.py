@@ -9,14 +9,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import trio
-
-from metadata import open_metadata_store
+from tests.support.bookies import RealBookie, RealCluster, wait_registered
 
 REPO = Path(__file__).resolve().parents[2]
 ROOT = ""  # the bookies' default cluster root (``{root}/ledgers/available``)
@@ -32,57 +28,26 @@ def _stop(proc: subprocess.Popen[Any], sig: int = signal.SIGTERM, timeout: float
             proc.wait()
 
 
-@dataclass
-class BookieCluster:
-    """``n`` bookie processes registered under ``url`` (a ``zk://`` url with its own chroot)."""
+class BookieCluster(RealCluster):
+    """Bookie processes registered under ``url`` (a ``zk://`` url with its own chroot)."""
 
-    url: str
-    base: Path
-    procs: list[subprocess.Popen[str]] = field(default_factory=list)
-    ids: list[str] = field(default_factory=list)
+    def __init__(self, url: str, base: Path) -> None:
+        super().__init__(base, url)
 
-    def start(self, n: int) -> None:
-        """Start ``n`` bookies at once and wait until each prints its listening line."""
-        logs = []
-        for i in range(n):
-            d = self.base / f"bookie{i}"
-            d.mkdir(parents=True)
-            log = open(d / "bookie.log", "a")  # noqa: SIM115 - closed below, the child keeps its copy
-            logs.append(log)
-            self.procs.append(subprocess.Popen(
-                [sys.executable, "-m", "magnetar", "bookie", "--journal-dir", str(d / "journal"),
-                 "--ledger-dirs", str(d / "ledgers"), "--port", "0", "--metadata-url", self.url,
-                 "--log-level", "WARNING", "--set", "http_enabled=false",
-                 "--set", "listen_address=127.0.0.1", "--set", "journal_prealloc_size_mb=1"],
-                stdout=subprocess.PIPE, stderr=log, text=True, cwd=REPO))
-        for log in logs:
-            log.close()
-        for i, proc in enumerate(self.procs):
-            assert proc.stdout is not None
-            line = proc.stdout.readline()
-            if "listening on" not in line:
-                self.stop()
-                tail = (self.base / f"bookie{i}" / "bookie.log").read_text(errors="replace")[-3000:]
-                raise RuntimeError(f"bookie {i} did not start: {line!r}\n{tail}")
-            self.ids.append(line.split()[1])
-        trio.run(self._wait_registered, n)
+    @property
+    def url(self) -> str:
+        """The metadata store url the bookies registered in."""
+        return self.metadata_url
 
-    async def _wait_registered(self, n: int) -> None:
-        from bk_client import LedgerManager
-
-        async with open_metadata_store(self.url) as store:
-            lm = LedgerManager(store, ROOT)
-            deadline = time.monotonic() + 20
-            while len(await lm.list_bookies()) < n:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"fewer than {n} bookies registered")
-                await trio.sleep(0.05)
+    def start(self, n: int) -> list[RealBookie]:
+        """Start ``n`` bookies at once and wait until each listens and is registered."""
+        new = super().start(n)
+        wait_registered(self.metadata_url, len(self.bookies), ROOT)
+        return new
 
     def stop(self) -> None:
         """SIGTERM every bookie (SIGKILL if one lingers)."""
-        for proc in self.procs:
-            _stop(proc)
-        self.procs.clear()
+        self.stop_all()
 
 
 class Worker:
