@@ -8,7 +8,13 @@ from dataclasses import dataclass
 from magnetar.config import ConfigError, config_field
 from retention import RetentionConfig
 
-__all__ = ["BrokerConfig"]
+__all__ = ["BrokerConfig", "MESSAGE_SIZE_FRAME_PADDING"]
+
+MESSAGE_SIZE_FRAME_PADDING = 10 * 1024
+"""Room for the command and message metadata on top of ``maxMessageSize`` (Pulsar's frame padding).
+
+``maxMessageSize`` bounds a message's payload: clients split chunked messages into payloads of
+exactly that size, so a frame, and a SEND's metadata + payload, may exceed it by this much."""
 
 _TOPIC_TYPES = ("non-partitioned", "partitioned")
 

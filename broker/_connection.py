@@ -32,6 +32,7 @@ from broker.protocol import (ChecksumMismatch, Frame, FrameDecoder, FrameError, 
                              type_name)
 from broker.protocol import pulsar_api_pb2 as pb
 
+from ._config import MESSAGE_SIZE_FRAME_PADDING
 from ._entries import Signal
 
 if TYPE_CHECKING:
@@ -44,7 +45,6 @@ __all__ = ["ServerConnection", "ConnectionState"]
 log = logging.getLogger(__name__)
 
 _MAX_CONCURRENT_REQUESTS = 256
-_FRAME_OVERHEAD = 10 * 1024
 _WRITE_CHUNK = 256 * 1024
 
 
@@ -219,7 +219,7 @@ class ServerConnection:
     async def _reader(self) -> None:
         from ._handlers import dispatch_frame
 
-        decoder = FrameDecoder(self.config.max_message_size + _FRAME_OVERHEAD)
+        decoder = FrameDecoder(self.config.max_message_size + MESSAGE_SIZE_FRAME_PADDING)
         while not self.closed:
             await self._wait_publish_capacity()
             data = await self.stream.receive_some(65536)

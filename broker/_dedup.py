@@ -6,12 +6,15 @@ Rules (as Pulsar's MessageDeduplication):
   its producer name is a duplicate and is not stored; if it is also at or below the highest
   *persisted* one it is answered at once with message id -1:-1, else after the entries before it.
 * Rule 2: persisted state survives restarts: every ``snapshot_interval`` stored entries (and when
-  the topic closes) ``{producer: highest persisted sequence id}`` plus the position it covers is
-  written to the metadata node ``/dedup/{managed-ledger-name}`` (JSON, compare-and-set). On load
-  the broker reads the snapshot, then replays the entries after its position (their metadata
-  carry producer name and sequence ids), so nothing acknowledged is forgotten.
-  (Entries after the snapshot are not pinned against retention: if they were trimmed, the
-  sequence ids they carried are lost; the snapshot interval bounds that window.)
+  the topic closes) ``{producer: highest persisted sequence id}`` becomes the properties of the
+  durable cursor ``pulsar.dedup``, mark-deleted at the position the snapshot covers (Pulsar's
+  design; position and properties are persisted together by the managed ledger). On load the
+  broker reads the cursor, then replays the entries after its mark-delete position (their
+  metadata carry producer name and sequence ids), so nothing acknowledged is forgotten.
+* Rule 3: the cursor is durable so that retention never trims the entries a replay needs: a
+  consumed ledger whose sequence ids are not yet in a snapshot stays until the next snapshot.
+  (A snapshot written by an older broker to ``/dedup/{managed-ledger-name}`` is still read.)
+  The cursor is not a subscription; it is deleted when the topic loads with deduplication off.
 """
 
 from __future__ import annotations
@@ -20,16 +23,17 @@ import enum
 import json
 import logging
 
-from metadata import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
+from metadata import MetadataStore, NoNodeError
 
-from managed_ledger import InitialPosition, ManagedLedger, Position
+from managed_ledger import InitialPosition, ManagedCursor, ManagedLedger, Position
 
 from ._entries import entry_metadata
 
-__all__ = ["Deduplication", "DedupVerdict"]
+__all__ = ["Deduplication", "DedupVerdict", "DEDUP_CURSOR"]
 
 log = logging.getLogger(__name__)
 DEDUP_ROOT = "/dedup"
+DEDUP_CURSOR = "pulsar.dedup"
 
 
 class DedupVerdict(enum.Enum):
@@ -51,7 +55,7 @@ class Deduplication:
         self.persisted: dict[str, int] = {}
         self._since_snapshot = 0
         self._last_position: Position | None = None
-        self._version: int | None = None
+        self._cursor: ManagedCursor | None = None
 
     def check(self, producer: str, sequence_id: int, highest: int) -> DedupVerdict:
         """Classify a SEND (Rule 1) and, when new, record it as pushed."""
@@ -82,39 +86,27 @@ class Deduplication:
         return self.persisted.get(producer, -1)
 
     async def snapshot(self) -> None:
-        """Persist the state (Rule 2); a concurrent writer (a new owner) wins and we stop."""
-        if self._last_position is None:
+        """Persist the state (Rule 2) through the dedup cursor; a no-op before `recover`."""
+        if self._last_position is None or self._cursor is None:
             return
-        body = json.dumps({"position": [self._last_position.ledger_id, self._last_position.entry_id],
-                           "producers": self.persisted}).encode()
         self._since_snapshot = 0
+        await self._cursor.mark_delete(self._last_position, properties=self.persisted)
+
+    async def _legacy_snapshot(self) -> dict[str, int]:
         try:
-            if self._version is None:
-                try:
-                    await self.store.create(self.path, body, make_parents=True)
-                    self._version = 0
-                    return
-                except NodeExistsError:
-                    _, stat = await self.store.get(self.path)
-                    self._version = stat.version
-            stat = await self.store.set(self.path, body, version=self._version)
-            self._version = stat.version
-        except BadVersionError:
-            log.warning("dedup snapshot %s changed under us; another broker owns the topic", self.path)
+            data, _ = await self.store.get(self.path)
+        except NoNodeError:
+            return {}
+        return {k: int(v) for k, v in json.loads(data).get("producers", {}).items()}
 
     async def recover(self, ml: ManagedLedger) -> None:
-        """Load the snapshot and replay the entries after it (Rule 2)."""
-        start: Position | None = None
-        try:
-            data, stat = await self.store.get(self.path)
-            obj = json.loads(data)
-            self._version = stat.version
-            self.persisted = {k: int(v) for k, v in obj.get("producers", {}).items()}
-            start = Position(*obj["position"])
-        except NoNodeError:
-            pass
-        cursor = (ml.new_non_durable_cursor(start, inclusive=False) if start is not None
-                  else ml.new_non_durable_cursor(InitialPosition.EARLIEST))
+        """Open the dedup cursor, load its snapshot and replay the entries after it (Rule 2)."""
+        self._cursor = await ml.open_cursor(DEDUP_CURSOR, initial_position=InitialPosition.EARLIEST)
+        self.persisted = await self._legacy_snapshot()
+        for name, seq in self._cursor.properties.items():
+            self.persisted[name] = max(seq, self.persisted.get(name, -1))
+        start = self._cursor.mark_delete_position
+        cursor = ml.new_non_durable_cursor(start, inclusive=False)
         try:
             while True:
                 entries = await cursor.read_entries(500)

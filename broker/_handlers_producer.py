@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from broker.protocol import Frame, make_command
 from broker.protocol import pulsar_api_pb2 as pb
 
+from ._config import MESSAGE_SIZE_FRAME_PADDING
 from ._errors import BrokerServiceError
 from ._producer import Producer
 from ._schemas import version_bytes
@@ -95,8 +96,10 @@ async def handle_send(conn: ServerConnection, frame: Frame) -> None:
         # closed by the broker meanwhile (CLOSE_PRODUCER is on its way): the client resends after reconnecting
         log.debug("SEND for unknown producer %d on %s", req.producer_id, conn.remote)
         return
-    if len(raw) > conn.config.max_message_size:
-        # the client checks CONNECTED.max_message_size first; one that does not is told (and reconnects)
+    if len(raw) > conn.config.max_message_size + MESSAGE_SIZE_FRAME_PADDING:
+        # maxMessageSize bounds the payload (a chunk's payload is exactly that big); the metadata
+        # gets the frame padding on top. The client checks CONNECTED.max_message_size first; one
+        # that does not is told (and reconnects)
         conn.send_command(make_command(
             "SEND_ERROR", producer_id=req.producer_id, sequence_id=req.sequence_id, error=pb.NotAllowedError,
             message=f"message of {len(raw)} bytes exceeds maxMessageSize {conn.config.max_message_size}"))

@@ -34,7 +34,7 @@ from retention import QuotaAction, QuotaDecision, RetentionService
 from retention import topic_of as retention_topic_of
 
 from ._config import BrokerConfig
-from ._dedup import Deduplication
+from ._dedup import DEDUP_CURSOR, Deduplication
 from ._errors import NamespaceNotFoundError, ServiceNotReadyError, TopicNotFoundError
 from ._namespaces import NamespaceResources
 from ._retention_hooks import StorePoliciesProvider, TopicPolicyStore, publish_time_of
@@ -235,6 +235,9 @@ class BrokerService:
                 dedup = Deduplication(self.store, topic.managed_ledger_name,
                                       self.config.deduplication_snapshot_interval_entries)
                 await dedup.recover(ml)
+            elif DEDUP_CURSOR in getattr(ml, "cursors", {}):
+                # deduplication was turned off: its cursor must not pin entries any more
+                await ml.delete_cursor(DEDUP_CURSOR)
             t = Topic(self, topic, ml, dedup)
             await self._nursery.start(t.run)
             self.topics[key] = t

@@ -36,7 +36,7 @@ import trio
 from broker.protocol import pulsar_api_pb2 as pb
 from managed_ledger import InitialPosition, ManagedLedger, ManagedLedgerError, ManagedLedgerFenced, Position
 
-from ._dedup import Deduplication, DedupVerdict
+from ._dedup import DEDUP_CURSOR, Deduplication, DedupVerdict
 from ._errors import BrokerServiceError, ProducerBusyError, ServiceNotReadyError
 from ._producer import AccessMode, Producer
 from ._stats import TopicStatsState
@@ -80,7 +80,8 @@ class Topic:
         self.bytes_in_counter = 0
         self.stats_state = TopicStatsState()
         for sub_name, cursor in dict(getattr(ml, "cursors", {})).items():
-            self.subscriptions[sub_name] = Subscription(self, sub_name, cursor, durable=True)
+            if sub_name != DEDUP_CURSOR:  # deduplication's own cursor is not a subscription
+                self.subscriptions[sub_name] = Subscription(self, sub_name, cursor, durable=True)
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:  # noqa: ANN001
         """Own the topic's tasks until `close` (started in the service's nursery)."""

@@ -571,5 +571,18 @@ def topics_explain_storage(ctx: click.Context, topic: str, as_json: bool) -> Non
         click.echo(f"last retention check at {last.get('checkedAtMs')} ms: trimmed {last.get('trimmed')} "
                    f"({last.get('trimmedBytes')} bytes); errors: {last.get('errors') or 'none'}")
     if ex.get("bookieGc") is not None:
-        click.echo("bookie GC: " + json.dumps(ex["bookieGc"], sort_keys=True))
+        _emit_bookie_gc(api, ex["bookieGc"])
+
+
+def _emit_bookie_gc(api: _Api, gc: dict[str, Any]) -> None:
+    """The ``bookieGc`` part of explain-storage as tables: one row per ledger, one per bookie."""
+    click.echo(f"bookie GC: {gc.get('topicBytesAwaitingGc', 0)} bytes of this topic await GC"
+               + (f"; unreachable bookies: {', '.join(gc['unreachableBookies'])}"
+                  if gc.get("unreachableBookies") else ""))
+    _emit(api, gc.get("ledgers") or [], title="ledgers on the bookies",
+          columns=["ledgerId", "state", "bytesOnDisk", "summary"])
+    bookies = [{"bookie": b, **info} for b, info in sorted((gc.get("bookies") or {}).items())]
+    if bookies:
+        _emit(api, bookies, title="bookies",
+              columns=["bookie", "reachable", "readOnly", "entryLogs", "bytesAwaitingGc", "lastGcRunMs", "error"])
 

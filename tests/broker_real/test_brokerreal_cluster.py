@@ -1,0 +1,132 @@
+"""A broker process over real bookie processes and ZooKeeper, with the official client.
+
+ZooKeeper + 4 ``magnetar bookie`` processes (E=3 Qw=2 Qa=2 leaves one spare for the ensemble
+change) + a ``magnetar broker`` process. One test walks through the phases on one cluster:
+
+1. produce and consume;
+2. SIGKILL a bookie of the current ledger's ensemble while a producer sends: the ledger's
+   ensemble changes, every receipted message is consumed;
+3. SIGKILL the broker, start a new broker process: a fresh subscription from the earliest
+   position reads every receipted message exactly once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pulsar
+import pytest
+
+from tests.bk_client_real.bkreal_cluster import RealCluster
+from tests.support.zookeeper import ZooKeeperServer
+
+from .brokerreal_cluster import BrokerProcess, ledger_ensembles, wait_bookies
+from .brokerreal_support import drain, rest
+
+pytestmark = pytest.mark.slow
+
+N_BOOKIES = 4
+BROKER_ARGS = (
+    "--set", "managed_ledger.managedLedgerDefaultEnsembleSize=3",
+    "--set", "managed_ledger.managedLedgerDefaultWriteQuorum=2",
+    "--set", "managed_ledger.managedLedgerDefaultAckQuorum=2",
+    # a dead bookie is given up on (ensemble change) after 2 s instead of 5
+    "--set", "bk_client.add_entry_timeout_s=2",
+)
+TOPIC = "persistent://public/default/cluster-topic"
+
+
+class ReceiptLog:
+    """Payloads whose send the broker acknowledged, from the client's callback thread."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.ok: list[bytes] = []
+        self.failed = 0
+
+    def callback(self, payload: bytes):  # noqa: ANN201
+        def done(res: pulsar.Result, _msg_id: object) -> None:
+            with self.lock:
+                if res == pulsar.Result.Ok:
+                    self.ok.append(payload)
+                else:
+                    self.failed += 1
+        return done
+
+    def count(self) -> int:
+        with self.lock:
+            return len(self.ok)
+
+
+def _produce_until(producer: pulsar.Producer, log: ReceiptLog, prefix: str, receipts: int,
+                   deadline_s: float = 30.0) -> int:
+    """Send ``prefix-i`` asynchronously until ``receipts`` receipts arrived; the number sent."""
+    i = 0
+    deadline = time.monotonic() + deadline_s
+    while log.count() < receipts and time.monotonic() < deadline:
+        payload = f"{prefix}-{i}".encode()
+        producer.send_async(payload, log.callback(payload))
+        i += 1
+        if i % 20 == 0:
+            time.sleep(0.01)
+    return i
+
+
+def test_cluster_survives_bookie_and_broker_kill(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+    url = zookeeper.url(f"/brokerreal-{uuid.uuid4().hex[:10]}", session_timeout_ms=4000)
+    bookies = RealCluster(tmp_path / "bookies", url)
+    broker = BrokerProcess(tmp_path / "broker", url, *BROKER_ARGS)
+    try:
+        bookies.start(N_BOOKIES)
+        wait_bookies(url, set(bookies.live_ids))
+        broker.start()
+        rest("POST", broker.admin_url, "/admin/v2/namespaces/public/default/retention",
+             json={"retentionTimeInMinutes": -1, "retentionSizeInMB": -1})
+
+        # 1. produce and consume
+        client = pulsar.Client(broker.service_url, operation_timeout_seconds=20)
+        live = client.subscribe(TOPIC, "live", initial_position=pulsar.InitialPosition.Earliest)
+        producer = client.create_producer(TOPIC, batching_enabled=False, block_if_queue_full=True,
+                                          max_pending_messages=200, send_timeout_millis=30000)
+        for i in range(50):
+            producer.send(f"warm-{i}".encode())
+        assert [m.data() for m in drain(live)] == [f"warm-{i}".encode() for i in range(50)]
+
+        # 2. a bookie of the current ensemble dies while messages are being sent
+        ledger_id = rest("GET", broker.admin_url,
+                         "/admin/v2/persistent/public/default/cluster-topic/internalStats").json()["ledgers"][-1]["ledgerId"]
+        victim = ledger_ensembles(url, ledger_id)[-1][1][0]
+        log = ReceiptLog()
+        _produce_until(producer, log, "a", 200)
+        bookies.kill(victim)
+        _produce_until(producer, log, "b", log.count() + 300)
+        producer.flush()
+        segments = ledger_ensembles(url, ledger_id)
+        assert len(segments) >= 2 and victim not in segments[-1][1], segments
+        receipted = set(log.ok)
+        assert len(receipted) >= 500 and log.failed == 0
+        got = [m.data() for m in drain(live)]
+        assert set(got) >= receipted
+        assert len(got) == len(set(got))
+
+        # 3. the broker dies mid-produce; a new broker process takes over the topic
+        more = ReceiptLog()
+        _produce_until(producer, more, "c", 200)
+        broker.kill()
+        client.close()
+        receipted |= set(more.ok)
+        broker.start()
+        client = pulsar.Client(broker.service_url, operation_timeout_seconds=20)
+        fresh = client.subscribe(TOPIC, "fresh", initial_position=pulsar.InitialPosition.Earliest)
+        everything = [m.data() for m in drain(fresh, wait_ms=3000)]
+        client.close()
+        assert len(everything) == len(set(everything)), "a message was delivered twice"
+        missing = receipted - set(everything)
+        assert not missing, f"{len(missing)} receipted messages lost, e.g. {sorted(missing)[:5]}"
+        assert {f"warm-{i}".encode() for i in range(50)} <= set(everything)
+    finally:
+        broker.stop()
+        bookies.stop_all()
