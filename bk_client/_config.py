@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from magnetar.config import ConfigError, config_field
+from magnetar.config import ConfigError, config_field, require_at_least, require_positive
 
 __all__ = ["ClientConfig"]
 
@@ -66,19 +66,13 @@ class ClientConfig:
 
     def validate(self) -> None:
         """Check every value; ``ConfigError(key, message)`` on the first bad one."""
-        positive = ("add_entry_timeout_s", "read_entry_timeout_s", "connect_timeout_s",
-                    "reconnect_backoff_min_s", "reconnect_backoff_max_s", "recovery_timeout_s",
-                    "long_poll_max_s")
-        for key in positive:
-            if getattr(self, key) <= 0:
-                raise ConfigError(key, "must be > 0")
-        if self.explicit_lac_interval_ms < 0:
-            raise ConfigError("explicit_lac_interval_ms", "must be >= 0 (0 disables explicit LAC)")
-        if self.speculative_read_timeout_s < 0:
-            raise ConfigError("speculative_read_timeout_s", "must be >= 0")
+        require_positive(self, "add_entry_timeout_s", "read_entry_timeout_s", "connect_timeout_s",
+                         "reconnect_backoff_min_s", "reconnect_backoff_max_s", "recovery_timeout_s",
+                         "long_poll_max_s", message="must be > 0")
+        require_at_least(self, "explicit_lac_interval_ms", message="must be >= 0 (0 disables explicit LAC)")
+        require_at_least(self, "speculative_read_timeout_s", message="must be >= 0")
         if self.reconnect_backoff_max_s < self.reconnect_backoff_min_s:
             raise ConfigError("reconnect_backoff_max_s", "must be >= reconnect_backoff_min_s")
-        for key in ("max_pending_requests_per_bookie", "max_in_flight_adds", "max_in_flight_bytes",
-                    "max_read_window", "ensemble_change_retries", "max_frame_size"):
-            if getattr(self, key) < 1:
-                raise ConfigError(key, "must be >= 1")
+        require_at_least(self, "max_pending_requests_per_bookie", "max_in_flight_adds", "max_in_flight_bytes",
+                         "max_read_window", "ensemble_change_retries", "max_frame_size", minimum=1,
+                         message="must be >= 1")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from magnetar.config import ConfigError, config_field
+from magnetar.config import ConfigError, config_field, require_at_least, require_fraction, require_positive
 
 from ._gc_config import GcConfig
 from ._journal_config import JournalConfig
@@ -172,25 +172,17 @@ class BookieConfig(GcConfig):
             raise ConfigError("ledger_dirs", "lists a directory twice")
         if self.metadata_url and "://" not in self.metadata_url:
             raise ConfigError("metadata_url", "must look like zk://..., embedded:///... or memory://...")
-        positive = ("journal_max_size_mb", "journal_prealloc_size_mb", "journal_buffered_writes_threshold",
-                    "journal_queue_size", "journal_queue_max_mb", "log_size_limit", "write_cache_max_mb",
-                    "disk_check_interval_ms", "max_frame_size", "max_in_flight_requests",
-                    "max_in_flight_bytes", "long_poll_max_waiters")
-        for name in positive:
-            if getattr(self, name) <= 0:
-                raise ConfigError(name, "must be positive")
-        not_negative = ("journal_max_backups", "journal_max_group_wait_ms", "journal_buffered_entries_threshold",
-                        "read_cache_max_mb", "read_ahead_batch_size", "max_throttle_time_ms",
-                        "flush_interval_ms", "long_poll_max_timeout_ms")
-        for name in not_negative:
-            if getattr(self, name) < 0:
-                raise ConfigError(name, "must not be negative")
+        require_positive(self, "journal_max_size_mb", "journal_prealloc_size_mb",
+                         "journal_buffered_writes_threshold", "journal_queue_size", "journal_queue_max_mb",
+                         "log_size_limit", "write_cache_max_mb", "disk_check_interval_ms", "max_frame_size",
+                         "max_in_flight_requests", "max_in_flight_bytes", "long_poll_max_waiters")
+        require_at_least(self, "journal_max_backups", "journal_max_group_wait_ms",
+                         "journal_buffered_entries_threshold", "read_cache_max_mb", "read_ahead_batch_size",
+                         "max_throttle_time_ms", "flush_interval_ms", "long_poll_max_timeout_ms")
         if self.log_size_limit < 4096:
             raise ConfigError("log_size_limit", "must be at least 4096 bytes (header plus one record)")
-        for name in ("disk_usage_threshold", "disk_usage_warn_threshold", "disk_usage_lwm_threshold"):
-            value = getattr(self, name)
-            if not 0.0 < value <= 1.0:
-                raise ConfigError(name, f"must be a fraction in (0, 1], got {value}")
+        require_fraction(self, "disk_usage_threshold", "disk_usage_warn_threshold",
+                         "disk_usage_lwm_threshold", zero_ok=False)
         if self.disk_usage_warn_threshold > self.disk_usage_threshold:
             raise ConfigError("disk_usage_warn_threshold",
                               "must not exceed disk_usage_threshold (diskUsageThreshold)")

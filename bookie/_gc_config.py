@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from magnetar.config import ConfigError, config_field
+from magnetar.config import ConfigError, config_field, require_at_least, require_fraction, require_positive
 
 __all__ = ["GcConfig"]
 
@@ -87,11 +87,8 @@ class GcConfig:
 
     def validate(self) -> None:
         """Raise `ConfigError` naming the first invalid key (module docstring rules)."""
-        for name, alias in (("minor_compaction_threshold", "minorCompactionThreshold"),
-                            ("major_compaction_threshold", "majorCompactionThreshold")):
-            value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
-                raise ConfigError(name, f"{alias} must be a fraction in [0, 1], got {value}")
+        require_fraction(self, "minor_compaction_threshold", "major_compaction_threshold",
+                         message="{alias} must be a fraction in [0, 1], got {value}")
         if self.minor_enabled and self.major_enabled:
             if self.minor_compaction_threshold >= self.major_compaction_threshold:
                 raise ConfigError(
@@ -103,10 +100,6 @@ class GcConfig:
                     "minor_compaction_interval_s",
                     f"minorCompactionInterval ({self.minor_compaction_interval_s}s) must be below "
                     f"majorCompactionInterval ({self.major_compaction_interval_s}s)")
-        for name in ("compaction_rate_by_entries", "compaction_rate_by_bytes", "gc_wait_time_ms"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(name, "must be positive")
-        for name in ("gc_overreplicated_ledger_wait_time_ms", "error_skip_period_ms",
-                     "compaction_free_space_reserve_bytes"):
-            if getattr(self, name) < 0:
-                raise ConfigError(name, "must not be negative")
+        require_positive(self, "compaction_rate_by_entries", "compaction_rate_by_bytes", "gc_wait_time_ms")
+        require_at_least(self, "gc_overreplicated_ledger_wait_time_ms", "error_skip_period_ms",
+                         "compaction_free_space_reserve_bytes")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from magnetar.config import ConfigError, config_field
+from magnetar.config import ConfigError, config_field, require_at_least, require_positive
 from retention import RetentionConfig
 
 __all__ = ["BrokerConfig", "MESSAGE_SIZE_FRAME_PADDING"]
@@ -20,12 +20,13 @@ _TOPIC_TYPES = ("non-partitioned", "partitioned")
 
 
 @dataclass(frozen=True)
-class BrokerConfig:
+class BrokerConfig(RetentionConfig):
     """Settings of the Pulsar protocol server and its topics.
 
-    Every field accepts its snake_case name or the Pulsar ``broker.conf`` alias. `validate` raises
-    `ConfigError` naming the key for values that cannot work (ports out of range, sizes <= 0,
-    an unknown auto-creation type).
+    Every field accepts its snake_case name or the Pulsar ``broker.conf`` alias. The retention,
+    TTL and backlog-quota keys are `RetentionConfig`'s (inherited, so they come first in field
+    order). `validate` raises `ConfigError` naming the key for values that cannot work (ports out
+    of range, sizes <= 0, an unknown auto-creation type), then runs `RetentionConfig.validate`.
     """
 
     cluster_name: str = config_field("standalone", alias="clusterName", help="Name of this cluster.")
@@ -89,40 +90,16 @@ class BrokerConfig:
         True, alias="isAllowAutoUpdateSchema", help="Producers may register new schema versions.")
     default_tenant: str = config_field("public", help="Tenant created at start when missing.")
     default_namespace: str = config_field("public/default", help="Namespace created at start when missing.")
-    # Retention, TTL and backlog quotas: the same names as `retention.RetentionConfig` (broker.conf is
-    # flat); `retention_config()` builds that object, and a test keeps the two lists in step.
+    # The retention, TTL and backlog-quota keys are `RetentionConfig`'s fields (inherited: declared
+    # once, flat in broker.conf as in Pulsar); `retention_config()` copies them out.
     retention_enabled: bool = config_field(
         True, help="Run the retention service (retention, message TTL, backlog quotas) in the broker.")
-    default_retention_time_minutes: int = config_field(
-        0, alias="defaultRetentionTimeInMinutes", help="Retention time when no policy sets one (-1 infinite).")
-    default_retention_size_mb: int = config_field(
-        0, alias="defaultRetentionSizeInMB", help="Retention size when no policy sets one (-1 infinite).")
-    ttl_duration_default_s: int = config_field(
-        0, alias="ttlDurationDefaultInSeconds", help="Message TTL when no policy sets one (0 = off).")
-    backlog_quota_default_limit_bytes: int = config_field(
-        -1, alias="backlogQuotaDefaultLimitBytes", help="Default destination_storage quota (-1 = none).")
-    backlog_quota_default_limit_s: int = config_field(
-        -1, alias="backlogQuotaDefaultLimitSecond", help="Default message_age quota (-1 = none).")
-    backlog_quota_default_retention_policy: str = config_field(
-        "producer_request_hold", alias="backlogQuotaDefaultRetentionPolicy",
-        help="What a default backlog quota does when exceeded.")
-    retention_check_interval_s: float = config_field(
-        120.0, alias="retentionCheckIntervalInSeconds", help="How often retention trims ledgers.")
-    message_expiry_check_interval_minutes: float = config_field(
-        5.0, alias="messageExpiryCheckIntervalInMinutes", help="How often message TTL is applied.")
-    backlog_quota_check_interval_s: float = config_field(
-        60.0, alias="backlogQuotaCheckIntervalInSeconds", help="How often backlog quotas are checked.")
-    idle_ledger_rollover_s: float = config_field(
-        0.0, help="Roll a non-empty current ledger idle for this long so retention can trim it "
-                  "(0 = the retention check interval).")
-    retention_check_unloaded_topics: bool = config_field(
-        True, help="Retention also opens, trims and closes topics stored but not loaded.")
     backlog_quota_hold_timeout_s: float = config_field(
         30.0, help="producer_request_hold: how long a SEND waits for the backlog to shrink before the "
                    "broker answers SEND_ERROR (the client reconnects and resends).")
 
     def retention_config(self) -> RetentionConfig:
-        """The retention part of this config as a `RetentionConfig`."""
+        """The retention part of this config as a plain `RetentionConfig` (the inherited keys)."""
         return RetentionConfig(**{f.name: getattr(self, f.name) for f in dataclasses.fields(RetentionConfig)})
 
     def validate(self) -> None:
@@ -135,17 +112,14 @@ class BrokerConfig:
             raise ConfigError("allow_auto_topic_creation_type",
                               f"must be one of {', '.join(_TOPIC_TYPES)}, got "
                               f"{self.allow_auto_topic_creation_type!r}")
-        for key in ("default_num_partitions", "max_message_size", "keep_alive_interval_s",
-                    "max_pending_publish_requests_per_connection", "max_pending_publish_bytes",
-                    "outgoing_queue_bytes", "deduplication_snapshot_interval_entries",
-                    "dispatcher_max_read_batch_size", "dispatcher_max_read_size_bytes",
-                    "dispatcher_max_replay_entries"):
-            if getattr(self, key) <= 0:
-                raise ConfigError(key, f"must be positive, got {getattr(self, key)}")
-        if self.max_unacked_messages_per_consumer < 0:
-            raise ConfigError("max_unacked_messages_per_consumer", "must be 0 (no limit) or positive")
-        if self.topic_unload_idle_s <= 0:
-            raise ConfigError("topic_unload_idle_s", "must be positive")
+        require_positive(self, "default_num_partitions", "max_message_size", "keep_alive_interval_s",
+                         "max_pending_publish_requests_per_connection", "max_pending_publish_bytes",
+                         "outgoing_queue_bytes", "deduplication_snapshot_interval_entries",
+                         "dispatcher_max_read_batch_size", "dispatcher_max_read_size_bytes",
+                         "dispatcher_max_replay_entries", message="must be positive, got {value}")
+        require_at_least(self, "max_unacked_messages_per_consumer",
+                         message="must be 0 (no limit) or positive")
+        require_positive(self, "topic_unload_idle_s")
         if self.max_message_size > self.max_pending_publish_bytes:
             raise ConfigError("max_pending_publish_bytes", "must be at least max_message_size")
         if self.schema_compatibility_strategy.upper() not in _STRATEGIES:
@@ -154,9 +128,8 @@ class BrokerConfig:
         if self.default_namespace.count("/") != 1 or not self.default_namespace.startswith(
                 self.default_tenant + "/"):
             raise ConfigError("default_namespace", "must look like '<default_tenant>/<namespace>'")
-        if self.backlog_quota_hold_timeout_s <= 0:
-            raise ConfigError("backlog_quota_hold_timeout_s", "must be positive")
-        self.retention_config().validate()
+        require_positive(self, "backlog_quota_hold_timeout_s")
+        super().validate()
 
 
 _STRATEGIES = {

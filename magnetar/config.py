@@ -14,6 +14,8 @@ Rules:
   command line arrive as strings and are parsed for the field's type.
 * After construction the class's own ``validate()`` (if any) runs; it raises `ConfigError` for rules
   that involve several keys (for example a minor compaction threshold above the major one).
+  `require_positive`, `require_at_least` and `require_fraction` state the common single-key rules
+  ("these keys must be > 0 / >= n / a fraction") once, for every ``validate()`` to use.
 
 This module imports nothing from the rest of Magnetar so that every package may use it.
 """
@@ -28,7 +30,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-__all__ = ["ConfigError", "load_config", "parse_overrides", "read_toml", "config_field", "describe"]
+__all__ = [
+    "ConfigError",
+    "config_field",
+    "describe",
+    "load_config",
+    "parse_overrides",
+    "read_toml",
+    "require_at_least",
+    "require_fraction",
+    "require_positive",
+]
 
 T = TypeVar("T")
 
@@ -55,6 +67,53 @@ def config_field(default: Any, *, alias: str | None = None, help: str = "") -> A
         frozen = tuple(default) if isinstance(default, (list, set)) else default
         return dataclasses.field(default_factory=lambda: frozen, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
+
+
+def _require(config: object, keys: typing.Iterable[str], ok: typing.Callable[[Any], bool],
+             message: str) -> None:
+    fields = {f.name: f for f in dataclasses.fields(config)} if dataclasses.is_dataclass(config) else {}
+    for key in keys:
+        value = getattr(config, key)
+        if not ok(value):
+            f = fields.get(key)
+            alias = (f.metadata.get("alias") if f is not None else None) or key
+            raise ConfigError(key, message.format(key=key, alias=alias, value=value))
+
+
+def require_positive(config: object, *keys: str, message: str = "must be positive") -> None:
+    """Raise ``ConfigError(key, message)`` for the first of ``keys`` whose value on ``config`` is not > 0.
+
+    ``message`` may use ``{value}``, ``{key}`` and ``{alias}`` (the field's BookKeeper / Pulsar
+    alias, or its name when it has none). Keys are checked in the order given, so the error names
+    the first bad one; an unknown key raises `AttributeError` (a bug in the caller, not the config).
+    """
+    _require(config, keys, lambda v: v > 0, message)
+
+
+def require_at_least(config: object, *keys: str, minimum: int = 0, message: str | None = None) -> None:
+    """Raise ``ConfigError(key, message)`` for the first of ``keys`` whose value is below ``minimum``.
+
+    The default message is "must not be negative" for ``minimum=0`` and "must be at least
+    {minimum}" otherwise; ``message`` may use the fields `require_positive` documents.
+    """
+    if message is None:
+        message = "must not be negative" if minimum == 0 else f"must be at least {minimum}"
+    _require(config, keys, lambda v: v >= minimum, message)
+
+
+def require_fraction(config: object, *keys: str, zero_ok: bool = True, message: str | None = None) -> None:
+    """Raise ``ConfigError(key, message)`` for the first of ``keys`` whose value is not a fraction:
+    in [0, 1], or in (0, 1] when ``zero_ok`` is false.
+
+    The default message is "must be a fraction in [0, 1], got {value}" (``(0, 1]`` when ``zero_ok``
+    is false); ``message`` may use the fields `require_positive` documents.
+    """
+    if message is None:
+        message = f"must be a fraction in {'[' if zero_ok else '('}0, 1], got {{value}}"
+    if zero_ok:
+        _require(config, keys, lambda v: 0.0 <= v <= 1.0, message)
+    else:
+        _require(config, keys, lambda v: 0.0 < v <= 1.0, message)
 
 
 def read_toml(path: str | Path, section: str | None = None) -> dict[str, Any]:

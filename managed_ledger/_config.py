@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from magnetar.config import ConfigError, config_field
+from magnetar.config import ConfigError, config_field, require_at_least, require_positive
 
 __all__ = ["ManagedLedgerConfig"]
 
@@ -62,20 +62,15 @@ class ManagedLedgerConfig:
             raise ConfigError("write_quorum", "must be at least ack_quorum")
         if self.ensemble_size < self.write_quorum:
             raise ConfigError("ensemble_size", "must be at least write_quorum")
-        for key in ("max_entries_per_ledger", "max_size_per_ledger_mb", "max_unacked_ranges_to_persist",
-                    "max_pending_add_bytes", "max_open_read_handles"):
-            if getattr(self, key) < 1:
-                raise ConfigError(key, "must be at least 1")
-        for key in ("min_ledger_rollover_time_minutes", "max_ledger_rollover_time_minutes",
-                    "inactive_ledger_rollover_time_s", "cache_size_mb"):
-            if getattr(self, key) < 0:
-                raise ConfigError(key, "must not be negative")
+        require_at_least(self, "max_entries_per_ledger", "max_size_per_ledger_mb",
+                         "max_unacked_ranges_to_persist", "max_pending_add_bytes", "max_open_read_handles",
+                         minimum=1)
+        require_at_least(self, "min_ledger_rollover_time_minutes", "max_ledger_rollover_time_minutes",
+                         "inactive_ledger_rollover_time_s", "cache_size_mb")
         if self.min_ledger_rollover_time_minutes > self.max_ledger_rollover_time_minutes:
             raise ConfigError("min_ledger_rollover_time_minutes",
                               "must not exceed max_ledger_rollover_time_minutes")
-        for key in ("cursor_persist_interval_s", "rollover_check_interval_s"):
-            if getattr(self, key) <= 0:
-                raise ConfigError(key, "must be positive")
+        require_positive(self, "cursor_persist_interval_s", "rollover_check_interval_s")
 
     @property
     def minimum_rollover_time_s(self) -> float:

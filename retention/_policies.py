@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from magnetar.config import ConfigError, config_field
+from magnetar.config import ConfigError, config_field, require_at_least, require_positive
 
 __all__ = [
     "BacklogQuota",
@@ -221,33 +221,37 @@ class PolicyOverrides:
 class RetentionConfig:
     """Broker-level defaults and intervals of retention, TTL and backlog quotas (broker.conf names).
 
-    ``validate()`` raises `ConfigError`.
+    The only declaration of these keys: the broker's config inherits them, so a broker's TOML
+    table takes them flat under the same names and aliases. ``validate()`` raises `ConfigError`
+    naming the key.
     """
 
     default_retention_time_minutes: int = config_field(
-        0, alias="defaultRetentionTimeInMinutes", help="retention time when no policy sets one (-1 infinite)")
+        0, alias="defaultRetentionTimeInMinutes",
+        help="Retention time when no policy sets one (-1 infinite).")
     default_retention_size_mb: int = config_field(
-        0, alias="defaultRetentionSizeInMB", help="retention size when no policy sets one (-1 infinite)")
+        0, alias="defaultRetentionSizeInMB", help="Retention size when no policy sets one (-1 infinite).")
     ttl_duration_default_s: int = config_field(
-        0, alias="ttlDurationDefaultInSeconds", help="message TTL when no policy sets one (0 = off)")
+        0, alias="ttlDurationDefaultInSeconds", help="Message TTL when no policy sets one (0 = off).")
     backlog_quota_default_limit_bytes: int = config_field(
-        -1, alias="backlogQuotaDefaultLimitBytes", help="default destination_storage quota (-1 = none)")
+        -1, alias="backlogQuotaDefaultLimitBytes", help="Default destination_storage quota (-1 = none).")
     backlog_quota_default_limit_s: int = config_field(
-        -1, alias="backlogQuotaDefaultLimitSecond", help="default message_age quota (-1 = none)")
+        -1, alias="backlogQuotaDefaultLimitSecond", help="Default message_age quota (-1 = none).")
     backlog_quota_default_retention_policy: str = config_field(
         "producer_request_hold", alias="backlogQuotaDefaultRetentionPolicy",
-        help="what a default quota does when exceeded")
+        help="What a default backlog quota does when exceeded.")
     retention_check_interval_s: float = config_field(
-        120.0, alias="retentionCheckIntervalInSeconds", help="how often retention trims ledgers")
+        120.0, alias="retentionCheckIntervalInSeconds", help="How often retention trims ledgers.")
     message_expiry_check_interval_minutes: float = config_field(
-        5.0, alias="messageExpiryCheckIntervalInMinutes", help="how often message TTL is applied")
+        5.0, alias="messageExpiryCheckIntervalInMinutes", help="How often message TTL is applied.")
     backlog_quota_check_interval_s: float = config_field(
-        60.0, alias="backlogQuotaCheckIntervalInSeconds", help="how often backlog quotas are checked")
+        60.0, alias="backlogQuotaCheckIntervalInSeconds", help="How often backlog quotas are checked.")
     idle_ledger_rollover_s: float = config_field(
-        0.0, help="roll a non-empty current ledger with no add for this long so retention can trim it "
-                  "(0 = use the retention check interval)")
+        0.0, help="Roll a non-empty current ledger idle (no add) for this long so retention can trim it "
+                  "(0 = the retention check interval).")
     retention_check_unloaded_topics: bool = config_field(
-        True, help="also open, trim and close managed ledgers stored but not loaded on this broker")
+        True, help="Retention also opens, trims and closes topics (managed ledgers) stored but not "
+                   "loaded on this broker.")
 
     def validate(self) -> None:
         """Raise `ConfigError` naming the key of the first invalid value."""
@@ -255,22 +259,17 @@ class RetentionConfig:
             RetentionPolicies(self.default_retention_time_minutes, self.default_retention_size_mb)
         except ValueError as exc:
             raise ConfigError("default_retention_time_minutes", str(exc)) from None
-        if self.ttl_duration_default_s < 0:
-            raise ConfigError("ttl_duration_default_s", "must not be negative")
-        for key in ("backlog_quota_default_limit_bytes", "backlog_quota_default_limit_s"):
-            if getattr(self, key) < -1:
-                raise ConfigError(key, "must be -1 (none) or a limit >= 0")
+        require_at_least(self, "ttl_duration_default_s")
+        require_at_least(self, "backlog_quota_default_limit_bytes", "backlog_quota_default_limit_s",
+                         minimum=-1, message="must be -1 (none) or a limit >= 0")
         try:
             BacklogQuotaPolicy(self.backlog_quota_default_retention_policy)
         except ValueError:
             raise ConfigError("backlog_quota_default_retention_policy",
                               f"must be one of {', '.join(p.value for p in BacklogQuotaPolicy)}") from None
-        for key in ("retention_check_interval_s", "message_expiry_check_interval_minutes",
-                    "backlog_quota_check_interval_s"):
-            if getattr(self, key) <= 0:
-                raise ConfigError(key, "must be positive")
-        if self.idle_ledger_rollover_s < 0:
-            raise ConfigError("idle_ledger_rollover_s", "must not be negative")
+        require_positive(self, "retention_check_interval_s", "message_expiry_check_interval_minutes",
+                         "backlog_quota_check_interval_s")
+        require_at_least(self, "idle_ledger_rollover_s")
 
     def default_policies(self) -> PolicyOverrides:
         """The broker defaults as a full set of policies (the bottom level of resolution)."""

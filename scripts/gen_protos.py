@@ -13,10 +13,11 @@ plain ``pip install`` needs no protoc. Protos import each other by repository-re
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 from pathlib import Path
+
+from _regen import main as regen_main  # scripts/ is sys.path[0] when a script runs
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("broker", "managed_ledger", "bookie", "bk_client", "metadata", "retention", "sinks")
@@ -43,27 +44,14 @@ def generate(out_dir: Path) -> list[Path]:
     return [f.with_name(f.stem + "_pb2.py") for f in files]
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="only compare, write nothing")
-    opts = parser.parse_args()
+def generated_files() -> dict[str, bytes]:
+    """What every ``*_pb2.py`` module should hold, by path relative to the repository."""
     with tempfile.TemporaryDirectory() as tmp:
-        generated = generate(Path(tmp))
-        stale = []
-        for rel in generated:
-            new = (Path(tmp) / rel).read_bytes()
-            target = ROOT / rel
-            if target.exists() and target.read_bytes() == new:
-                continue
-            stale.append(str(rel))
-            if not opts.check:
-                target.write_bytes(new)
-    if opts.check and stale:
-        print("generated code is out of date:", *stale, sep="\n  ")
-        return 1
-    for rel in stale:
-        print("wrote", rel)
-    return 0
+        return {str(rel): (Path(tmp) / rel).read_bytes() for rel in generate(Path(tmp))}
+
+
+def main() -> int:
+    return regen_main(__doc__, generated_files, "generated code is out of date:")
 
 
 if __name__ == "__main__":

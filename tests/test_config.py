@@ -7,7 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from magnetar.config import ConfigError, config_field, describe, load_config, parse_overrides, read_toml
+from magnetar.config import (
+    ConfigError,
+    config_field,
+    describe,
+    load_config,
+    parse_overrides,
+    read_toml,
+    require_at_least,
+    require_fraction,
+    require_positive,
+)
 
 
 @dataclass(frozen=True)
@@ -87,3 +97,65 @@ def test_describe_lists_aliases_and_defaults() -> None:
     rows = {name: (alias, default) for name, alias, default, _ in describe(Sample)}
     assert rows["ratio"] == ("minorCompactionThreshold", 0.2)
     assert rows["dirs"] == (None, ("a",))
+
+
+@dataclass(frozen=True)
+class Limits:
+    size: int = config_field(1, alias="sizeBytes")
+    wait_s: float = config_field(0.5)
+    backups: int = config_field(0)
+    quota: int = config_field(-1)
+    ratio: float = config_field(0.0, alias="someThreshold")
+
+
+def _reason(call) -> tuple[str, str]:  # noqa: ANN001
+    with pytest.raises(ConfigError) as info:
+        call()
+    return info.value.key, info.value.reason
+
+
+def test_require_positive_names_the_first_bad_key_in_order() -> None:
+    require_positive(Limits(), "size", "wait_s")
+    assert _reason(lambda: require_positive(Limits(size=0, wait_s=0.0), "wait_s", "size")) == (
+        "wait_s", "must be positive")
+    assert _reason(lambda: require_positive(Limits(size=-3), "wait_s", "size",
+                                            message="{key} [{alias}] must be > 0, got {value}")) == (
+        "size", "size [sizeBytes] must be > 0, got -3")
+    # a float just above zero is positive; a key without an alias formats its own name as {alias}
+    require_positive(Limits(wait_s=1e-9), "wait_s")
+    assert _reason(lambda: require_positive(Limits(wait_s=-1.0), "wait_s", message="{alias}")) == (
+        "wait_s", "wait_s")
+
+
+def test_require_at_least_defaults_and_minimum() -> None:
+    require_at_least(Limits(), "backups", "size")
+    assert _reason(lambda: require_at_least(Limits(backups=-1), "backups")) == (
+        "backups", "must not be negative")
+    require_at_least(Limits(), "quota", minimum=-1)
+    assert _reason(lambda: require_at_least(Limits(quota=-2), "quota", minimum=-1)) == (
+        "quota", "must be at least -1")
+    assert _reason(lambda: require_at_least(Limits(size=0), "size", minimum=1, message="must be >= 1")) == (
+        "size", "must be >= 1")
+
+
+def test_require_fraction_closed_and_half_open() -> None:
+    require_fraction(Limits(), "ratio")
+    require_fraction(Limits(ratio=1.0), "ratio", zero_ok=False)
+    assert _reason(lambda: require_fraction(Limits(), "ratio", zero_ok=False)) == (
+        "ratio", "must be a fraction in (0, 1], got 0.0")
+    assert _reason(lambda: require_fraction(Limits(ratio=1.5), "ratio")) == (
+        "ratio", "must be a fraction in [0, 1], got 1.5")
+    assert _reason(lambda: require_fraction(Limits(ratio=-0.1), "ratio",
+                                            message="{alias} must be in [0, 1], got {value}")) == (
+        "ratio", "someThreshold must be in [0, 1], got -0.1")
+
+
+def test_require_helpers_inside_validate_get_the_section_prefix() -> None:
+    @dataclass(frozen=True)
+    class Checked(Limits):
+        def validate(self) -> None:
+            require_positive(self, "size")
+
+    with pytest.raises(ConfigError) as info:
+        load_config(Checked, {"sizeBytes": 0}, section="bookie")
+    assert info.value.key == "bookie.size"

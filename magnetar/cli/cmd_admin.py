@@ -6,8 +6,10 @@ exits with status 1 (2 for usage errors, as click does).
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -48,6 +50,16 @@ class _Api:
             return r.json()
         except ValueError:
             return r.text
+
+    def show(self, path: str, *, title: str | None = None, columns: list[str] | None = None) -> None:
+        """GET ``path`` and print the answer (`_emit`)."""
+        _emit(self, self.call("GET", path), title=title, columns=columns)
+
+    def do(self, method: str, path: str, what: str, body: Any = None,
+           params: dict[str, Any] | None = None) -> None:
+        """Send a change and print ``what`` once it succeeded (`_done`)."""
+        self.call(method, path, body, params)
+        _done(self, what)
 
 
 def _api(ctx: click.Context, as_json: bool) -> _Api:
@@ -150,6 +162,26 @@ def _done(api: _Api, what: str) -> None:
 _json_flag = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 
 
+def _cmd(group: click.Group, name: str, *params: Callable[[Any], Any]):  # noqa: ANN202
+    """Register ``fn(api, **values)`` as ``group name``: ``params`` (click arguments and options, in
+    the order given) then ``--json``; the docstring is the help. Every command has this shape, so
+    the `_Api` built from the group options and ``--json`` is made here, once."""
+    def deco(fn: Callable[..., None]) -> click.Command:
+        @functools.wraps(fn)
+        def command_body(ctx: click.Context, as_json: bool, **values: Any) -> None:
+            fn(_api(ctx, as_json), **values)
+
+        f: Any = _json_flag(click.pass_context(command_body))
+        for param in reversed(params):
+            f = param(f)
+        return group.command(name)(f)
+    return deco
+
+
+def _flag(force: bool) -> dict[str, str]:
+    return {"force": str(force).lower()}
+
+
 # ------------------------------------------------------------------ the group
 
 
@@ -168,13 +200,10 @@ def clusters() -> None:
     """Clusters."""
 
 
-@clusters.command("list")
-@_json_flag
-@click.pass_context
-def clusters_list(ctx: click.Context, as_json: bool) -> None:
+@_cmd(clusters, "list")
+def clusters_list(api: _Api) -> None:
     """List clusters."""
-    api = _api(ctx, as_json)
-    _emit(api, api.call("GET", "/admin/v2/clusters"), columns=["cluster"])
+    api.show("/admin/v2/clusters", columns=["cluster"])
 
 
 # ------------------------------------------------------------------ tenants
@@ -185,50 +214,36 @@ def tenants() -> None:
     """Tenants."""
 
 
-@tenants.command("list")
-@_json_flag
-@click.pass_context
-def tenants_list(ctx: click.Context, as_json: bool) -> None:
+_tenant_arg = click.argument("tenant")
+
+
+@_cmd(tenants, "list")
+def tenants_list(api: _Api) -> None:
     """List tenants."""
-    api = _api(ctx, as_json)
-    _emit(api, api.call("GET", "/admin/v2/tenants"), columns=["tenant"])
+    api.show("/admin/v2/tenants", columns=["tenant"])
 
 
-@tenants.command("get")
-@click.argument("tenant")
-@_json_flag
-@click.pass_context
-def tenants_get(ctx: click.Context, tenant: str, as_json: bool) -> None:
+@_cmd(tenants, "get", _tenant_arg)
+def tenants_get(api: _Api, tenant: str) -> None:
     """Show a tenant's admin roles and allowed clusters."""
-    api = _api(ctx, as_json)
-    _emit(api, api.call("GET", f"/admin/v2/tenants/{tenant}"), title=tenant)
+    api.show(f"/admin/v2/tenants/{tenant}", title=tenant)
 
 
-@tenants.command("create")
-@click.argument("tenant")
-@click.option("--admin-roles", "-r", default="", help="Comma-separated admin roles.")
-@click.option("--allowed-clusters", "-c", default="", help="Comma-separated clusters (default: this one).")
-@_json_flag
-@click.pass_context
-def tenants_create(ctx: click.Context, tenant: str, admin_roles: str, allowed_clusters: str, as_json: bool) -> None:
+@_cmd(tenants, "create", _tenant_arg,
+      click.option("--admin-roles", "-r", default="", help="Comma-separated admin roles."),
+      click.option("--allowed-clusters", "-c", default="",
+                   help="Comma-separated clusters (default: this one)."))
+def tenants_create(api: _Api, tenant: str, admin_roles: str, allowed_clusters: str) -> None:
     """Create a tenant."""
-    api = _api(ctx, as_json)
     body = {"adminRoles": [r for r in admin_roles.split(",") if r],
             "allowedClusters": [c for c in allowed_clusters.split(",") if c]}
-    api.call("PUT", f"/admin/v2/tenants/{tenant}", body)
-    _done(api, f"created tenant {tenant}")
+    api.do("PUT", f"/admin/v2/tenants/{tenant}", f"created tenant {tenant}", body)
 
 
-@tenants.command("delete")
-@click.argument("tenant")
-@_json_flag
-@click.pass_context
-def tenants_delete(ctx: click.Context, tenant: str, as_json: bool) -> None:
+@_cmd(tenants, "delete", _tenant_arg)
+def tenants_delete(api: _Api, tenant: str) -> None:
     """Delete a tenant (it must have no namespaces)."""
-    api = _api(ctx, as_json)
-    api.call("DELETE", f"/admin/v2/tenants/{tenant}")
-    _done(api, f"deleted tenant {tenant}")
-
+    api.do("DELETE", f"/admin/v2/tenants/{tenant}", f"deleted tenant {tenant}")
 
 
 # ------------------------------------------------------------------ namespaces
@@ -239,152 +254,126 @@ def namespaces() -> None:
     """Namespaces and their policies."""
 
 
-def _ns_cmd(name: str, help_text: str):  # noqa: ANN202
-    def deco(fn):  # noqa: ANN001, ANN202
-        fn.__doc__ = help_text
-        return namespaces.command(name)(click.argument("namespace")(_json_flag(click.pass_context(fn))))
-    return deco
+_ns_arg = click.argument("namespace")
 
 
-@namespaces.command("list")
-@click.argument("tenant")
-@_json_flag
-@click.pass_context
-def namespaces_list(ctx: click.Context, tenant: str, as_json: bool) -> None:
+def _nsp(namespace: str, suffix: str = "") -> str:
+    """The REST path of a namespace (validated) or of one of its policies."""
+    return f"/admin/v2/namespaces/{_ns(namespace)}{suffix}"
+
+
+@_cmd(namespaces, "list", _tenant_arg)
+def namespaces_list(api: _Api, tenant: str) -> None:
     """List the namespaces of a tenant."""
-    api = _api(ctx, as_json)
-    _emit(api, api.call("GET", f"/admin/v2/namespaces/{tenant}"), columns=["namespace"])
+    api.show(f"/admin/v2/namespaces/{tenant}", columns=["namespace"])
 
 
-@_ns_cmd("create", "Create a namespace (tenant/namespace).")
-def namespaces_create(ctx: click.Context, namespace: str, as_json: bool) -> None:
-    api = _api(ctx, as_json)
-    api.call("PUT", f"/admin/v2/namespaces/{_ns(namespace)}")
-    _done(api, f"created namespace {namespace}")
+@_cmd(namespaces, "create", _ns_arg)
+def namespaces_create(api: _Api, namespace: str) -> None:
+    """Create a namespace (tenant/namespace)."""
+    api.do("PUT", _nsp(namespace), f"created namespace {namespace}")
 
 
-@namespaces.command("delete")
-@click.argument("namespace")
-@click.option("--force", "-f", is_flag=True, help="Delete its topics too.")
-@_json_flag
-@click.pass_context
-def namespaces_delete(ctx: click.Context, namespace: str, force: bool, as_json: bool) -> None:
+@_cmd(namespaces, "delete", _ns_arg,
+      click.option("--force", "-f", is_flag=True, help="Delete its topics too."))
+def namespaces_delete(api: _Api, namespace: str, force: bool) -> None:
     """Delete a namespace (it must be empty unless --force)."""
-    api = _api(ctx, as_json)
-    api.call("DELETE", f"/admin/v2/namespaces/{_ns(namespace)}", params={"force": str(force).lower()})
-    _done(api, f"deleted namespace {namespace}")
+    api.do("DELETE", _nsp(namespace), f"deleted namespace {namespace}", params=_flag(force))
 
 
-@_ns_cmd("policies", "Show every policy of a namespace.")
-def namespaces_policies(ctx: click.Context, namespace: str, as_json: bool) -> None:
-    api = _api(ctx, as_json)
-    _emit(api, api.call("GET", f"/admin/v2/namespaces/{_ns(namespace)}"), title=namespace)
+@_cmd(namespaces, "policies", _ns_arg)
+def namespaces_policies(api: _Api, namespace: str) -> None:
+    """Show every policy of a namespace."""
+    api.show(_nsp(namespace), title=namespace)
+
+
+def _with_units(text: str, units: dict[str, float], what: str, usage: str) -> int:
+    """``-1`` and ``0`` as they are; a bare number in the base unit; a number with a unit suffix
+    converted (at least 1 for a non-zero value). Raises `click.BadParameter`."""
+    if text in ("-1", "0"):
+        return int(text)
+    try:
+        if text[-1] in units:
+            return max(1, int(float(text[:-1]) * units[text[-1]]))
+        return int(text)
+    except (ValueError, IndexError):
+        raise click.BadParameter(f"invalid {what} {usage}") from None
 
 
 def _size_mb(text: str) -> int:
     """``-1``, ``100`` (MB), ``100M``, ``2G``, ``512K`` -> MB (at least 1 for a non-zero size)."""
-    t = text.strip().upper()
-    if t in ("-1", "0"):
-        return int(t)
-    units = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
-    try:
-        if t[-1] in units:
-            return max(1, int(float(t[:-1]) * units[t[-1]]))
-        return int(t)
-    except (ValueError, IndexError):
-        raise click.BadParameter(f"invalid size {text!r}: use -1, MB, or a number with K/M/G/T") from None
+    return _with_units(text.strip().upper(), {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024},
+                       "size", f"{text!r}: use -1, MB, or a number with K/M/G/T")
 
 
 def _minutes(text: str) -> int:
     """``-1``, ``30`` (minutes), ``30m``, ``2h``, ``7d``, ``90s`` -> minutes."""
-    t = text.strip().lower()
-    if t in ("-1", "0"):
-        return int(t)
-    units = {"s": 1 / 60, "m": 1, "h": 60, "d": 1440, "w": 10080}
-    try:
-        if t[-1] in units:
-            return max(1, int(float(t[:-1]) * units[t[-1]]))
-        return int(t)
-    except (ValueError, IndexError):
-        raise click.BadParameter(f"invalid time {text!r}: use -1, minutes, or a number with s/m/h/d/w") from None
+    return _with_units(text.strip().lower(), {"s": 1 / 60, "m": 1, "h": 60, "d": 1440, "w": 10080},
+                       "time", f"{text!r}: use -1, minutes, or a number with s/m/h/d/w")
 
 
-@namespaces.command("set-retention")
-@click.argument("namespace")
-@click.option("--time", "-t", "time_", required=True, help="Retention time: -1 (infinite), minutes, or 30m/2h/7d.")
-@click.option("--size", "-s", required=True, help="Retention size: -1 (infinite), MB, or 512M/10G.")
-@_json_flag
-@click.pass_context
-def namespaces_set_retention(ctx: click.Context, namespace: str, time_: str, size: str, as_json: bool) -> None:
+@_cmd(namespaces, "set-retention", _ns_arg,
+      click.option("--time", "-t", "time_", required=True,
+                   help="Retention time: -1 (infinite), minutes, or 30m/2h/7d."),
+      click.option("--size", "-s", required=True, help="Retention size: -1 (infinite), MB, or 512M/10G."))
+def namespaces_set_retention(api: _Api, namespace: str, time_: str, size: str) -> None:
     """Set the retention of consumed messages."""
-    api = _api(ctx, as_json)
     body = {"retentionTimeInMinutes": _minutes(time_), "retentionSizeInMB": _size_mb(size)}
-    api.call("POST", f"/admin/v2/namespaces/{_ns(namespace)}/retention", body)
-    _done(api, f"set retention of {namespace}")
+    api.do("POST", _nsp(namespace, "/retention"), f"set retention of {namespace}", body)
 
 
-@_ns_cmd("get-retention", "Show the retention of a namespace.")
-def namespaces_get_retention(ctx: click.Context, namespace: str, as_json: bool) -> None:
-    api = _api(ctx, as_json)
-    _emit(api, api.call("GET", f"/admin/v2/namespaces/{_ns(namespace)}/retention"), title="retention")
+@_cmd(namespaces, "get-retention", _ns_arg)
+def namespaces_get_retention(api: _Api, namespace: str) -> None:
+    """Show the retention of a namespace."""
+    api.show(_nsp(namespace, "/retention"), title="retention")
 
 
-@namespaces.command("set-message-ttl")
-@click.argument("namespace")
-@click.option("--ttl", "-ttl", "ttl", type=int, required=True, help="Message TTL in seconds (0 = off).")
-@_json_flag
-@click.pass_context
-def namespaces_set_ttl(ctx: click.Context, namespace: str, ttl: int, as_json: bool) -> None:
+@_cmd(namespaces, "set-message-ttl", _ns_arg,
+      click.option("--ttl", "-ttl", "ttl", type=int, required=True, help="Message TTL in seconds (0 = off)."))
+def namespaces_set_ttl(api: _Api, namespace: str, ttl: int) -> None:
     """Set the message TTL."""
-    api = _api(ctx, as_json)
-    api.call("POST", f"/admin/v2/namespaces/{_ns(namespace)}/messageTTL", ttl)
-    _done(api, f"set message TTL of {namespace} to {ttl}s")
+    api.do("POST", _nsp(namespace, "/messageTTL"), f"set message TTL of {namespace} to {ttl}s", ttl)
 
 
-@_ns_cmd("get-message-ttl", "Show the message TTL of a namespace.")
-def namespaces_get_ttl(ctx: click.Context, namespace: str, as_json: bool) -> None:
-    api = _api(ctx, as_json)
-    _emit(api, api.call("GET", f"/admin/v2/namespaces/{_ns(namespace)}/messageTTL"))
+@_cmd(namespaces, "get-message-ttl", _ns_arg)
+def namespaces_get_ttl(api: _Api, namespace: str) -> None:
+    """Show the message TTL of a namespace."""
+    api.show(_nsp(namespace, "/messageTTL"))
 
 
-@namespaces.command("set-backlog-quota")
-@click.argument("namespace")
-@click.option("--limit-size", "-l", "limit_size", type=int, default=-1, help="Backlog size limit in bytes.")
-@click.option("--limit-time", "-lt", "limit_time", type=int, default=-1, help="Backlog age limit in seconds.")
-@click.option("--policy", "-p", required=True,
-              type=click.Choice(["producer_request_hold", "producer_exception", "consumer_backlog_eviction"]))
-@click.option("--type", "-t", "quota_type", default="destination_storage", show_default=True,
-              type=click.Choice(["destination_storage", "message_age"]))
-@_json_flag
-@click.pass_context
-def namespaces_set_quota(ctx: click.Context, namespace: str, limit_size: int, limit_time: int, policy: str,
-                         quota_type: str, as_json: bool) -> None:
+@_cmd(namespaces, "set-backlog-quota", _ns_arg,
+      click.option("--limit-size", "-l", "limit_size", type=int, default=-1,
+                   help="Backlog size limit in bytes."),
+      click.option("--limit-time", "-lt", "limit_time", type=int, default=-1,
+                   help="Backlog age limit in seconds."),
+      click.option("--policy", "-p", required=True,
+                   type=click.Choice(["producer_request_hold", "producer_exception",
+                                      "consumer_backlog_eviction"])),
+      click.option("--type", "-t", "quota_type", default="destination_storage", show_default=True,
+                   type=click.Choice(["destination_storage", "message_age"])))
+def namespaces_set_quota(api: _Api, namespace: str, limit_size: int, limit_time: int, policy: str,
+                         quota_type: str) -> None:
     """Set a backlog quota."""
-    api = _api(ctx, as_json)
     body = {"limitSize": limit_size, "limitTime": limit_time, "policy": policy}
-    api.call("POST", f"/admin/v2/namespaces/{_ns(namespace)}/backlogQuota", body,
-             params={"backlogQuotaType": quota_type})
-    _done(api, f"set {quota_type} backlog quota of {namespace}")
+    api.do("POST", _nsp(namespace, "/backlogQuota"), f"set {quota_type} backlog quota of {namespace}", body,
+           params={"backlogQuotaType": quota_type})
 
 
-@_ns_cmd("get-backlog-quotas", "Show the backlog quotas of a namespace.")
-def namespaces_get_quotas(ctx: click.Context, namespace: str, as_json: bool) -> None:
-    api = _api(ctx, as_json)
-    quotas = api.call("GET", f"/admin/v2/namespaces/{_ns(namespace)}/backlogQuotaMap") or {}
+@_cmd(namespaces, "get-backlog-quotas", _ns_arg)
+def namespaces_get_quotas(api: _Api, namespace: str) -> None:
+    """Show the backlog quotas of a namespace."""
+    quotas = api.call("GET", _nsp(namespace, "/backlogQuotaMap")) or {}
     _emit(api, quotas if api.as_json else [{"type": k, **v} for k, v in quotas.items()],
           columns=["type", "limitSize", "limitTime", "policy"])
 
 
-@namespaces.command("set-deduplication")
-@click.argument("namespace")
-@click.option("--enable/--disable", "-e/-d", required=True, help="Turn message deduplication on or off.")
-@_json_flag
-@click.pass_context
-def namespaces_set_dedup(ctx: click.Context, namespace: str, enable: bool, as_json: bool) -> None:
+@_cmd(namespaces, "set-deduplication", _ns_arg,
+      click.option("--enable/--disable", "-e/-d", required=True,
+                   help="Turn message deduplication on or off."))
+def namespaces_set_dedup(api: _Api, namespace: str, enable: bool) -> None:
     """Turn message deduplication on or off (applies to topics loaded afterwards)."""
-    api = _api(ctx, as_json)
-    api.call("POST", f"/admin/v2/namespaces/{_ns(namespace)}/deduplication", enable)
-    _done(api, f"{'enabled' if enable else 'disabled'} deduplication on {namespace}")
+    api.do("POST", _nsp(namespace, "/deduplication"),
+           f"{'enabled' if enable else 'disabled'} deduplication on {namespace}", enable)
 
 
 # ------------------------------------------------------------------ topics
@@ -395,17 +384,7 @@ def topics() -> None:
     """Persistent topics and their subscriptions."""
 
 
-def _topic_cmd(name: str, help_text: str, *options: Any):  # noqa: ANN202
-    def deco(fn):  # noqa: ANN001, ANN202
-        fn.__doc__ = help_text
-        f = click.pass_context(fn)
-        f = _json_flag(f)
-        for opt in reversed(options):
-            f = opt(f)
-        return topics.command(name)(click.argument("topic")(f))
-    return deco
-
-
+_topic_arg = click.argument("topic")
 _sub_opt = click.option("--subscription", "-s", required=True, help="Subscription name.")
 _force_opt = click.option("--force", "-f", is_flag=True, help="Also when producers or consumers are connected.")
 _parts_opt = click.option("--partitions", "-p", type=int, required=True, help="Number of partitions.")
@@ -415,53 +394,51 @@ def _tp(topic: str) -> str:
     return f"/admin/v2/persistent/{topic_path(topic)}"
 
 
-@topics.command("list")
-@click.argument("namespace")
-@_json_flag
-@click.pass_context
-def topics_list(ctx: click.Context, namespace: str, as_json: bool) -> None:
+def _sp(topic: str, subscription: str) -> str:
+    """The REST path of a subscription of a topic."""
+    return f"{_tp(topic)}/subscription/{quote(subscription, safe='')}"
+
+
+@_cmd(topics, "list", _ns_arg)
+def topics_list(api: _Api, namespace: str) -> None:
     """List the topics of a namespace (partitions by name)."""
-    api = _api(ctx, as_json)
-    _emit(api, api.call("GET", f"/admin/v2/persistent/{_ns(namespace)}"), columns=["topic"])
+    api.show(f"/admin/v2/persistent/{_ns(namespace)}", columns=["topic"])
 
 
-@_topic_cmd("create", "Create a non-partitioned topic.")
-def topics_create(ctx: click.Context, topic: str, as_json: bool) -> None:
-    api = _api(ctx, as_json)
-    api.call("PUT", _tp(topic))
-    _done(api, f"created topic {topic}")
+@_cmd(topics, "create", _topic_arg)
+def topics_create(api: _Api, topic: str) -> None:
+    """Create a non-partitioned topic."""
+    api.do("PUT", _tp(topic), f"created topic {topic}")
 
 
-@_topic_cmd("delete", "Delete a topic and its data.", _force_opt)
-def topics_delete(ctx: click.Context, topic: str, force: bool, as_json: bool) -> None:
-    api = _api(ctx, as_json)
-    api.call("DELETE", _tp(topic), params={"force": str(force).lower()})
-    _done(api, f"deleted topic {topic}")
+@_cmd(topics, "delete", _topic_arg, _force_opt)
+def topics_delete(api: _Api, topic: str, force: bool) -> None:
+    """Delete a topic and its data."""
+    api.do("DELETE", _tp(topic), f"deleted topic {topic}", params=_flag(force))
 
 
-@_topic_cmd("create-partitioned-topic", "Create a partitioned topic.", _parts_opt)
-def topics_create_partitioned(ctx: click.Context, topic: str, partitions: int, as_json: bool) -> None:
-    api = _api(ctx, as_json)
-    api.call("PUT", _tp(topic) + "/partitions", partitions)
-    _done(api, f"created partitioned topic {topic} with {partitions} partitions")
+@_cmd(topics, "create-partitioned-topic", _topic_arg, _parts_opt)
+def topics_create_partitioned(api: _Api, topic: str, partitions: int) -> None:
+    """Create a partitioned topic."""
+    api.do("PUT", _tp(topic) + "/partitions",
+           f"created partitioned topic {topic} with {partitions} partitions", partitions)
 
 
-@_topic_cmd("update-partitioned-topic", "Raise the number of partitions of a topic.", _parts_opt)
-def topics_update_partitioned(ctx: click.Context, topic: str, partitions: int, as_json: bool) -> None:
-    api = _api(ctx, as_json)
-    api.call("POST", _tp(topic) + "/partitions", partitions)
-    _done(api, f"updated {topic} to {partitions} partitions")
+@_cmd(topics, "update-partitioned-topic", _topic_arg, _parts_opt)
+def topics_update_partitioned(api: _Api, topic: str, partitions: int) -> None:
+    """Raise the number of partitions of a topic."""
+    api.do("POST", _tp(topic) + "/partitions", f"updated {topic} to {partitions} partitions", partitions)
 
 
-@_topic_cmd("get-partitioned-topic-metadata", "Show the number of partitions (0: not partitioned).")
-def topics_get_partitioned(ctx: click.Context, topic: str, as_json: bool) -> None:
-    api = _api(ctx, as_json)
-    _emit(api, api.call("GET", _tp(topic) + "/partitions"))
+@_cmd(topics, "get-partitioned-topic-metadata", _topic_arg)
+def topics_get_partitioned(api: _Api, topic: str) -> None:
+    """Show the number of partitions (0: not partitioned)."""
+    api.show(_tp(topic) + "/partitions")
 
 
-@_topic_cmd("stats", "Show a topic's rates, counters, producers and subscriptions.")
-def topics_stats(ctx: click.Context, topic: str, as_json: bool) -> None:
-    api = _api(ctx, as_json)
+@_cmd(topics, "stats", _topic_arg)
+def topics_stats(api: _Api, topic: str) -> None:
+    """Show a topic's rates, counters, producers and subscriptions."""
     stats = api.call("GET", _tp(topic) + "/stats")
     if api.as_json:
         _emit(api, stats)
@@ -477,9 +454,9 @@ def topics_stats(ctx: click.Context, topic: str, as_json: bool) -> None:
               columns=["producerName", "accessMode", "msgInCounter", "bytesInCounter", "address"])
 
 
-@_topic_cmd("stats-internal", "Show a topic's managed ledger: ledgers and cursors.")
-def topics_stats_internal(ctx: click.Context, topic: str, as_json: bool) -> None:
-    api = _api(ctx, as_json)
+@_cmd(topics, "stats-internal", _topic_arg)
+def topics_stats_internal(api: _Api, topic: str) -> None:
+    """Show a topic's managed ledger: ledgers and cursors."""
     stats = api.call("GET", _tp(topic) + "/internalStats")
     if api.as_json:
         _emit(api, stats)
@@ -490,71 +467,66 @@ def topics_stats_internal(ctx: click.Context, topic: str, as_json: bool) -> None
           columns=["name", "markDeletePosition", "readPosition", "individuallyDeletedMessages", "state"])
 
 
-@_topic_cmd("subscriptions", "List a topic's subscriptions.")
-def topics_subscriptions(ctx: click.Context, topic: str, as_json: bool) -> None:
-    api = _api(ctx, as_json)
-    _emit(api, api.call("GET", _tp(topic) + "/subscriptions"), columns=["subscription"])
+@_cmd(topics, "subscriptions", _topic_arg)
+def topics_subscriptions(api: _Api, topic: str) -> None:
+    """List a topic's subscriptions."""
+    api.show(_tp(topic) + "/subscriptions", columns=["subscription"])
 
 
-@_topic_cmd("create-subscription", "Create a durable subscription.", _sub_opt,
-            click.option("--messageId", "-m", "message_id", default="latest", show_default=True,
-                         help="Start: earliest, latest or ledgerId:entryId."))
-def topics_create_subscription(ctx: click.Context, topic: str, subscription: str, message_id: str,
-                               as_json: bool) -> None:
-    api = _api(ctx, as_json)
-    api.call("PUT", f"{_tp(topic)}/subscription/{quote(subscription, safe='')}", _message_id(message_id))
-    _done(api, f"created subscription {subscription} on {topic}")
+@_cmd(topics, "create-subscription", _topic_arg, _sub_opt,
+      click.option("--messageId", "-m", "message_id", default="latest", show_default=True,
+                   help="Start: earliest, latest or ledgerId:entryId."))
+def topics_create_subscription(api: _Api, topic: str, subscription: str, message_id: str) -> None:
+    """Create a durable subscription."""
+    api.do("PUT", _sp(topic, subscription), f"created subscription {subscription} on {topic}",
+           _message_id(message_id))
 
 
-@_topic_cmd("unsubscribe", "Delete a subscription.", _sub_opt, _force_opt)
-def topics_unsubscribe(ctx: click.Context, topic: str, subscription: str, force: bool, as_json: bool) -> None:
-    api = _api(ctx, as_json)
-    api.call("DELETE", f"{_tp(topic)}/subscription/{quote(subscription, safe='')}",
-             params={"force": str(force).lower()})
-    _done(api, f"deleted subscription {subscription} of {topic}")
+@_cmd(topics, "unsubscribe", _topic_arg, _sub_opt, _force_opt)
+def topics_unsubscribe(api: _Api, topic: str, subscription: str, force: bool) -> None:
+    """Delete a subscription."""
+    api.do("DELETE", _sp(topic, subscription), f"deleted subscription {subscription} of {topic}",
+           params=_flag(force))
 
 
-@_topic_cmd("skip", "Skip messages of a subscription's backlog.", _sub_opt,
-            click.option("--count", "-n", type=int, required=True, help="Messages to skip."))
-def topics_skip(ctx: click.Context, topic: str, subscription: str, count: int, as_json: bool) -> None:
-    api = _api(ctx, as_json)
-    api.call("POST", f"{_tp(topic)}/subscription/{quote(subscription, safe='')}/skip/{count}")
-    _done(api, f"skipped {count} messages of {subscription}")
+@_cmd(topics, "skip", _topic_arg, _sub_opt,
+      click.option("--count", "-n", type=int, required=True, help="Messages to skip."))
+def topics_skip(api: _Api, topic: str, subscription: str, count: int) -> None:
+    """Skip messages of a subscription's backlog."""
+    api.do("POST", f"{_sp(topic, subscription)}/skip/{count}", f"skipped {count} messages of {subscription}")
 
 
-@_topic_cmd("clear-backlog", "Acknowledge a subscription's whole backlog.", _sub_opt)
-def topics_clear_backlog(ctx: click.Context, topic: str, subscription: str, as_json: bool) -> None:
-    api = _api(ctx, as_json)
-    api.call("POST", f"{_tp(topic)}/subscription/{quote(subscription, safe='')}/skip_all")
-    _done(api, f"cleared the backlog of {subscription}")
+@_cmd(topics, "clear-backlog", _topic_arg, _sub_opt)
+def topics_clear_backlog(api: _Api, topic: str, subscription: str) -> None:
+    """Acknowledge a subscription's whole backlog."""
+    api.do("POST", f"{_sp(topic, subscription)}/skip_all", f"cleared the backlog of {subscription}")
 
 
-@_topic_cmd("reset-cursor", "Move a subscription to a publish time or a message id.", _sub_opt,
-            click.option("--time", "-t", "time_ms", type=int, help="Publish time in ms since the epoch."),
-            click.option("--messageId", "-m", "message_id", help="earliest, latest or ledgerId:entryId."))
-def topics_reset_cursor(ctx: click.Context, topic: str, subscription: str, time_ms: int | None,
-                        message_id: str | None, as_json: bool) -> None:
+@_cmd(topics, "reset-cursor", _topic_arg, _sub_opt,
+      click.option("--time", "-t", "time_ms", type=int, help="Publish time in ms since the epoch."),
+      click.option("--messageId", "-m", "message_id", help="earliest, latest or ledgerId:entryId."))
+def topics_reset_cursor(api: _Api, topic: str, subscription: str, time_ms: int | None,
+                        message_id: str | None) -> None:
+    """Move a subscription to a publish time or a message id."""
     if (time_ms is None) == (message_id is None):
         raise click.UsageError("give exactly one of --time and --messageId")
-    api = _api(ctx, as_json)
-    base = f"{_tp(topic)}/subscription/{quote(subscription, safe='')}/resetcursor"
+    base = f"{_sp(topic, subscription)}/resetcursor"
+    what = f"reset {subscription} of {topic}"
     if time_ms is not None:
-        api.call("POST", f"{base}/{time_ms}")
+        api.do("POST", f"{base}/{time_ms}", what)
     else:
-        api.call("POST", base, _message_id(message_id or ""))
-    _done(api, f"reset {subscription} of {topic}")
+        api.do("POST", base, what, _message_id(message_id or ""))
 
 
-@_topic_cmd("unload", "Unload a topic (clients reconnect and load it again).")
-def topics_unload(ctx: click.Context, topic: str, as_json: bool) -> None:
-    api = _api(ctx, as_json)
-    api.call("PUT", _tp(topic) + "/unload")
-    _done(api, f"unloaded {topic}")
+@_cmd(topics, "unload", _topic_arg)
+def topics_unload(api: _Api, topic: str) -> None:
+    """Unload a topic (clients reconnect and load it again)."""
+    api.do("PUT", _tp(topic) + "/unload", f"unloaded {topic}")
 
 
-@_topic_cmd("explain-storage", "Explain each ledger of a topic: size, age, why kept or deleted.")
-def topics_explain_storage(ctx: click.Context, topic: str, as_json: bool) -> None:
-    api = _api(ctx, as_json)
+@_cmd(topics, "explain-storage", _topic_arg)
+def topics_explain_storage(api: _Api, topic: str) -> None:
+    """Explain each ledger of a topic: size, age, why kept or deleted."""
     ex = api.call("GET", _tp(topic) + "/explain-storage")
     if api.as_json:
         _emit(api, ex)

@@ -3,33 +3,26 @@
 from __future__ import annotations
 
 import itertools
-import logging
 from collections.abc import Iterator
 
 import pulsar
 import pytest
 
-from tests.broker.broker_harness import BrokerThread
+from tests.broker.broker_harness import BrokerThread, pulsar_client
 
 _names = itertools.count()
 
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[BrokerThread]:
-    b = BrokerThread().start()
-    try:
+    with BrokerThread() as b:
         yield b
-    finally:
-        b.stop()
 
 
 @pytest.fixture
 def client(broker: BrokerThread) -> Iterator[pulsar.Client]:
-    c = pulsar.Client(broker.url, operation_timeout_seconds=10, logger=logging.getLogger("pulsar-client"))
-    try:
+    with pulsar_client(broker.url) as c:
         yield c
-    finally:
-        c.close()
 
 
 @pytest.fixture

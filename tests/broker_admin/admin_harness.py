@@ -1,93 +1,21 @@
-"""An in-process broker plus its admin REST server (hypercorn on trio) in a background thread.
+"""The broker-plus-admin-server harness: `tests.broker.broker_harness.BrokerThread` with ``admin=True``.
 
-Storage is MockBookKeeper and the memory metadata store. Tests talk to it with the official
-``pulsar-client`` (``url``), with httpx against the real HTTP server (``http``), and run
-coroutines on the broker's loop with `call`.
+Tests talk to it with the official ``pulsar-client`` (``url``), with httpx against the real HTTP
+server (``http``), and run coroutines on the broker's loop with `call`.
 """
 
 from __future__ import annotations
 
-import itertools
-import threading
-from collections.abc import Awaitable, Callable
-from typing import Any
+from broker import BrokerConfig
+from managed_ledger import ManagedLedgerConfig
+from tests.broker.broker_harness import BrokerThread, pulsar_client
 
-import trio
-
-from bk_client.testing import MockBookKeeper
-from broker import BrokerConfig, BrokerService, serve_broker
-from broker.admin import serve_admin
-from managed_ledger import ManagedLedgerConfig, ManagedLedgerFactory
-from metadata import open_metadata_store
-
-_ids = itertools.count()
+__all__ = ["AdminBroker", "pulsar_client"]
 
 
-class AdminBroker:
-    """Start with `start()`, stop with `stop()`."""
+class AdminBroker(BrokerThread):
+    """A `BrokerThread` that also serves the admin REST API. Start with `start()` (or ``with``),
+    stop with `stop()`."""
 
     def __init__(self, config: BrokerConfig | None = None, ml_config: ManagedLedgerConfig | None = None) -> None:
-        self.config = config or BrokerConfig(advertised_address="127.0.0.1", bind_address="127.0.0.1",
-                                             broker_service_port=0, web_service_port=0)
-        self.ml_config = ml_config or ManagedLedgerConfig(ensemble_size=1, write_quorum=1, ack_quorum=1)
-        self.port = 0
-        self.http_port = 0
-        self.bk = MockBookKeeper()
-        self.service: BrokerService | None = None
-        self._token: trio.lowlevel.TrioToken | None = None
-        self._scope: trio.CancelScope | None = None
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._main, name="admin-broker", daemon=True)
-
-    @property
-    def url(self) -> str:
-        """The broker's pulsar:// URL."""
-        return f"pulsar://127.0.0.1:{self.port}"
-
-    @property
-    def http(self) -> str:
-        """The admin server's base URL."""
-        return f"http://127.0.0.1:{self.http_port}"
-
-    def start(self) -> AdminBroker:
-        """Start the broker and admin server; wait until both listen."""
-        self._thread.start()
-        if not self._ready.wait(30):
-            raise RuntimeError("broker did not start")
-        if self._error is not None:
-            raise RuntimeError("broker failed to start") from self._error
-        return self
-
-    def _main(self) -> None:
-        try:
-            trio.run(self._run)
-        except BaseException as exc:  # noqa: BLE001 - reported to the test thread
-            self._error = exc
-            self._ready.set()
-
-    async def _run(self) -> None:
-        self._token = trio.lowlevel.current_trio_token()
-        async with open_metadata_store(f"memory://admin-test-{next(_ids)}") as store:
-            factory = ManagedLedgerFactory(self.bk, store, self.ml_config)
-            async with trio.open_nursery() as nursery:
-                self._scope = nursery.cancel_scope
-                await nursery.start(factory.run)
-                self.service = BrokerService(factory, store, self.config)
-                self.port = await nursery.start(serve_broker, self.service, "127.0.0.1", 0)
-                self.http_port = await nursery.start(serve_admin, self.service, "127.0.0.1", 0)
-                self._ready.set()
-
-    def call(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
-        """Run ``await fn(*args)`` on the broker's loop and return its result."""
-        assert self._token is not None
-        return trio.from_thread.run(fn, *args, trio_token=self._token)
-
-    def stop(self) -> None:
-        """Cancel everything and join the thread."""
-        if self._token is not None and self._scope is not None:
-            try:
-                trio.from_thread.run_sync(self._scope.cancel, trio_token=self._token)
-            except trio.RunFinishedError:
-                pass
-        self._thread.join(30)
+        super().__init__(config, ml_config, admin=True)

@@ -3,25 +3,21 @@
 from __future__ import annotations
 
 import itertools
-import logging
 from collections.abc import Iterator
 
 import httpx
 import pulsar
 import pytest
 
-from tests.broker_admin.admin_harness import AdminBroker
+from tests.broker_admin.admin_harness import AdminBroker, pulsar_client
 
 _names = itertools.count()
 
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[AdminBroker]:
-    b = AdminBroker().start()
-    try:
+    with AdminBroker() as b:
         yield b
-    finally:
-        b.stop()
 
 
 @pytest.fixture
@@ -32,11 +28,8 @@ def http(broker: AdminBroker) -> Iterator[httpx.Client]:
 
 @pytest.fixture
 def client(broker: AdminBroker) -> Iterator[pulsar.Client]:
-    c = pulsar.Client(broker.url, operation_timeout_seconds=10, logger=logging.getLogger("pulsar-client"))
-    try:
+    with pulsar_client(broker.url) as c:
         yield c
-    finally:
-        c.close()
 
 
 @pytest.fixture
