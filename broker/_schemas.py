@@ -1,7 +1,8 @@
 """Per-topic versioned schemas in the metadata store, with a basic compatibility check.
 
 Layout: ``/schemas/{tenant}/{namespace}/{encoded-topic}`` holds JSON ``{"versions": [...]}``, one
-item per version (``type``, ``name``, ``data`` base64, ``properties``); version ``n`` is the item
+item per version (``type``, ``name``, ``data`` base64, ``properties``, ``timestamp`` ms of its
+registration, 0 for versions stored before it was kept); version ``n`` is the item
 at index ``n`` and travels on the wire as 8 bytes big-endian (Pulsar's LongSchemaVersion). A
 partitioned topic's partitions share the schema of the partitioned topic. Updates are
 compare-and-set.
@@ -23,7 +24,8 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from metadata import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
@@ -41,12 +43,14 @@ _NONE = 0
 
 @dataclass(frozen=True)
 class SchemaInfo:
-    """One schema: Pulsar ``Schema.Type`` value, name, data bytes and properties."""
+    """One schema: Pulsar ``Schema.Type`` value, name, data bytes, properties and the time (ms)
+    its version was registered (0: not registered yet, or not known)."""
 
     type: int
     data: bytes
     name: str = ""
     properties: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    timestamp: int = 0
 
     def same_as(self, other: SchemaInfo) -> bool:
         """Equal type and data (names and properties do not make a new version)."""
@@ -55,13 +59,13 @@ class SchemaInfo:
     def to_json(self) -> dict[str, Any]:
         """The stored form."""
         return {"type": self.type, "name": self.name, "data": base64.b64encode(self.data).decode(),
-                "properties": dict(self.properties)}
+                "properties": dict(self.properties), "timestamp": self.timestamp}
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> SchemaInfo:
         """Inverse of `to_json`."""
         return cls(int(obj["type"]), base64.b64decode(obj["data"]), obj.get("name", ""),
-                   tuple(sorted(obj.get("properties", {}).items())))
+                   tuple(sorted(obj.get("properties", {}).items())), int(obj.get("timestamp", 0)))
 
 
 def version_bytes(version: int) -> bytes:
@@ -190,7 +194,8 @@ class SchemaRegistry:
             if versions and not allow_new:
                 raise IncompatibleSchemaError("the namespace does not allow producers to add schema versions")
             check_compatible(schema, versions, strategy)
-            body = json.dumps({"versions": [v.to_json() for v in versions + [schema]]}).encode()
+            stamped = replace(schema, timestamp=int(time.time() * 1000))
+            body = json.dumps({"versions": [v.to_json() for v in versions + [stamped]]}).encode()
             try:
                 if stat_version is None:
                     await self.store.create(self._path(topic), body, make_parents=True)
@@ -200,9 +205,11 @@ class SchemaRegistry:
             except (BadVersionError, NodeExistsError):
                 continue  # someone else added a version meanwhile: check again
 
-    async def delete(self, topic: TopicName) -> None:
-        """Remove every version of the topic's schema."""
+    async def delete(self, topic: TopicName) -> int:
+        """Remove every version of the topic's schema; the number of versions there were."""
+        versions = await self.versions(topic)
         try:
             await self.store.delete(self._path(topic))
         except NoNodeError:
             pass
+        return len(versions)

@@ -12,6 +12,10 @@ Rules:
 * Rule 3: partitions of a partitioned topic always exist; a partitioned topic is auto-created
   by PARTITIONED_METADATA when the auto-creation type is ``partitioned``.
 * Rule 4: this broker owns every topic (standalone): lookups answer Connect to itself.
+* Rule 6 (policy changes): a namespace's ``deduplicationEnabled`` applies to its loaded topics
+  at once when changed through this broker's admin API (`apply_namespace_policies`), and within
+  ``_POLICY_RECHECK_S`` when changed elsewhere (another broker, a direct metadata write), as in
+  Pulsar; the topics stay loaded and their clients connected.
 * Rule 5 (retention): the service runs a `RetentionService` (unless ``retention_enabled`` is off)
   with policies from the metadata store. It opens stored-but-unloaded topics briefly; a topic is
   never loaded while retention holds its managed ledger open (loading waits for it to close), and
@@ -48,6 +52,8 @@ __all__ = ["BrokerService"]
 log = logging.getLogger(__name__)
 
 _QUOTA_RECHECK_S = 1.0
+# TODO(config): brokerPolicyRecheckIntervalSeconds once broker/_config.py is free to change
+_POLICY_RECHECK_S = 5.0
 
 
 class _RetentionFactoryView:
@@ -117,7 +123,8 @@ class BrokerService:
         self._retention_view = _RetentionFactoryView(factory)
         self.retention = RetentionService(
             self._retention_view, self.policies, clock, config=retention_config,  # type: ignore[arg-type]
-            publish_time_of=publish_time_of, owns=self._retention_may_open, metrics=self.metrics.retention)
+            publish_time_of=publish_time_of, owns=self._retention_may_open, metrics=self.metrics.retention,
+            system_cursors=frozenset({DEDUP_CURSOR}))
         self._quota_checked: dict[str, float] = {}
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:  # noqa: ANN001
@@ -127,6 +134,7 @@ class BrokerService:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 nursery.start_soon(self._unload_idle_loop)
+                nursery.start_soon(self._policy_recheck_loop)
                 if self.config.retention_enabled:
                     await nursery.start(self.retention.run)
                 task_status.started(self)
@@ -293,6 +301,29 @@ class BrokerService:
         policies = await self.namespaces.get_policies(ns) or {}
         value = policies.get("deduplicationEnabled")
         return self.config.broker_deduplication_enabled if value is None else bool(value)
+
+    async def apply_namespace_policies(self, ns: NamespaceName | None = None) -> None:
+        """Apply the deduplication policy to the loaded topics of ``ns`` (all when None), Rule 6.
+        A topic whose switch fails is logged and retried by the next recheck."""
+        enabled: dict[NamespaceName, bool] = {}
+        for t in list(self.topics.values()):
+            name = t.name.namespace_name
+            if t.closed or (ns is not None and name != ns):
+                continue
+            if name not in enabled:
+                enabled[name] = await self.dedup_enabled(name)
+            try:
+                await t.set_deduplication(enabled[name])
+            except Exception as exc:  # noqa: BLE001 - one topic must not stop the others
+                log.warning("switching deduplication on %s failed: %s", t.name, exc)
+
+    async def _policy_recheck_loop(self) -> None:
+        while True:
+            await trio.sleep(_POLICY_RECHECK_S)
+            try:
+                await self.apply_namespace_policies()
+            except Exception as exc:  # noqa: BLE001 - the store may be briefly unreachable
+                log.warning("policy recheck failed: %s", exc)
 
     async def schema_strategy(self, ns: NamespaceName) -> tuple[str, bool]:
         """The namespace's schema compatibility strategy and whether producers may add versions."""

@@ -21,6 +21,12 @@ Rules:
   ``backlog_quota_hold_timeout_s`` passes; then it fails with SEND_ERROR and the client
   reconnects and resends. Held SENDs keep their bytes counted against the connection, so a held
   producer is paced by the connection's bounded window, never buffered without limit.
+* Rule 5 (deduplication switch): `set_deduplication` turns dedup on or off while the topic stays
+  loaded (the namespace policy changed). Turning it on builds the state with SENDs going on:
+  while ``_dedup_enabling`` is set every admitted SEND is noted as pushed and every stored entry
+  as persisted in the new state, then it replaces ``dedup`` (see `_dedup` Rule 4). Switches are
+  serialized by ``_dedup_lock``. The dedup cursor is never a subscription, and no client or admin
+  request may use its name as one.
 """
 
 from __future__ import annotations
@@ -63,6 +69,8 @@ class Topic:
         self.name = name
         self.ml = ml
         self.dedup = dedup
+        self._dedup_enabling: Deduplication | None = None
+        self._dedup_lock = trio.Lock()
         self.producers: dict[str, Producer] = {}
         self.subscriptions: dict[str, Subscription] = {}
         self.closed = False
@@ -172,6 +180,37 @@ class Topic:
         """What PRODUCER_SUCCESS reports: the highest persisted sequence id with dedup, else -1."""
         return self.dedup.last_sequence_id(producer_name) if self.dedup else -1
 
+    @property
+    def deduplication_enabled(self) -> bool:
+        """Whether SENDs are deduplicated now."""
+        return self.dedup is not None
+
+    async def set_deduplication(self, enabled: bool) -> bool:
+        """Turn deduplication on or off while loaded (Rule 5); True when it changed.
+
+        Raises `ManagedLedgerError` when the dedup cursor cannot be opened or deleted (the state
+        is then unchanged)."""
+        async with self._dedup_lock:
+            if self.closed or enabled == (self.dedup is not None):
+                return False
+            if enabled:
+                dedup = Deduplication(self.service.store, self.name.managed_ledger_name,
+                                      self.service.config.deduplication_snapshot_interval_entries)
+                self._dedup_enabling = dedup
+                try:
+                    await dedup.recover(self.ml)
+                finally:
+                    self._dedup_enabling = None
+                if self.closed:
+                    return False
+                self.dedup = dedup
+            else:
+                old, self.dedup = self.dedup, None
+                assert old is not None
+                await old.disable(self.ml)
+            log.info("deduplication %s on loaded topic %s", "enabled" if enabled else "disabled", self.name)
+            return True
+
     def publish(self, producer: Producer, sequence_id: int, highest: int, raw: bytes, num_messages: int) -> None:
         """Store one SEND's entry (Rule 1); the receipt goes out through the producer."""
         slot = producer.new_slot(sequence_id, highest, len(raw))
@@ -183,6 +222,8 @@ class Topic:
             if verdict is not DedupVerdict.NEW:
                 producer.complete(slot, -1, -1)
                 return
+        elif self._dedup_enabling is not None:
+            self._dedup_enabling.note_pushed(producer.name, highest)
         if self._adds_in_flight == 0:
             self._adds_drained = trio.Event()
         self._adds_in_flight += 1
@@ -226,8 +267,11 @@ class Topic:
             for sub in self.subscriptions.values():
                 if sub.dispatcher is not None:
                     sub.dispatcher.wake()
-            if self.dedup is not None and self.dedup.on_persisted(producer.name, sequence_id, highest, pos):
-                await self.dedup.snapshot()
+            if self._dedup_enabling is not None:
+                self._dedup_enabling.on_persisted(producer.name, sequence_id, highest, pos)
+            dedup = self.dedup
+            if dedup is not None and dedup.on_persisted(producer.name, sequence_id, highest, pos):
+                await dedup.snapshot()
         finally:
             if item is None and self._to_add:
                 item = self._to_add.popleft()  # cancelled before taking one: the head is ours to fail
@@ -242,8 +286,12 @@ class Topic:
 
     async def subscribe(self, name: str, *, durable: bool, initial_position: InitialPosition,
                         start: Position | InitialPosition | None) -> Subscription:
-        """The subscription ``name``, creating its cursor if needed (a reader gets a new one)."""
+        """The subscription ``name``, creating its cursor if needed (a reader gets a new one).
+
+        Raises `BrokerServiceError` (NotAllowedError) for the dedup cursor's name (Rule 5)."""
         self._check_open()
+        if name == DEDUP_CURSOR:
+            raise BrokerServiceError(f"subscription name {name!r} is reserved for deduplication", pb.NotAllowedError)
         self.touch()
         async with self._sub_lock:
             sub = self.subscriptions.get(name)

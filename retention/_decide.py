@@ -13,6 +13,10 @@ Retention (Pulsar's ``ManagedLedgerImpl.internalTrimLedgers`` semantics):
   one included). -1 on an axis disables it; -1/-1 keeps everything; 0/0 deletes on consumption.
 * Rule 4: the walk stops at the first ledger kept; every later ledger is kept too, so trimming never
   leaves a hole in the log.
+* Rule 5: *system cursors* (the broker's ``pulsar.dedup``, which holds the deduplication snapshot
+  at its mark-delete position) pin ledgers like any cursor -- only up to their mark-delete, i.e.
+  the last snapshot -- but are never the "slowest subscription": they are not subscriptions, so
+  TTL and backlog quotas leave them alone (the service skips them).
 
 TTL: an entry is expired when ``now > publish_time + ttl``. Expiry acknowledges it for every
 subscription (it moves mark-delete); the whole of a closed ledger closed before the cut-off is
@@ -30,7 +34,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,14 +152,17 @@ def _fmt_s(ms: int) -> str:
 
 
 def decide_retention(ledgers: Sequence[LedgerInfo], cursors: Mapping[str, Position],
-                     retention: RetentionPolicies, now_ms: int) -> RetentionDecision:
+                     retention: RetentionPolicies, now_ms: int, *,
+                     system_cursors: Collection[str] = ()) -> RetentionDecision:
     """Decide, for each ledger (oldest first, the last one being the current ledger), whether
     retention may delete it, following the module rules. ``cursors`` maps every durable cursor to
-    its mark-delete position (empty: no cursors). Pure; never raises for well-formed input."""
+    its mark-delete position (empty: no cursors); those named in ``system_cursors`` pin ledgers but
+    are never the slowest subscription (Rule 5). Pure; never raises for well-formed input."""
     total = sum(i.size for i in ledgers)
     slowest_name: str | None = None
-    if cursors:
-        slowest_name = min(cursors, key=lambda n: (cursors[n], n))
+    subscriptions = [n for n in cursors if n not in system_cursors]
+    if subscriptions:
+        slowest_name = min(subscriptions, key=lambda n: (cursors[n], n))
     time_ms, size_bytes = retention.time_ms, retention.size_bytes
     out: list[LedgerDecision] = []
     deleted_bytes = 0
@@ -173,10 +180,14 @@ def decide_retention(ledgers: Sequence[LedgerInfo], cursors: Mapping[str, Positi
         if pinning:
             pos, name = pinning[0]
             others = f" (and {len(pinning) - 1} more cursor(s))" if len(pinning) > 1 else ""
+            if name in system_cursors:
+                text = (f"system cursor {name!r}{others} still needs it: its last snapshot, at {pos}, is "
+                        f"before its last entry {end}")
+            else:
+                text = (f"cursor {name!r}{others} has not acknowledged it: mark-delete {pos} is "
+                        f"before its last entry {end}")
             out.append(LedgerDecision(
-                **base, verdict=Verdict.KEEP, reason=Reason.NEEDED_BY_CURSOR, cursor=name,
-                explanation=f"cursor {name!r}{others} has not acknowledged it: mark-delete {pos} is "
-                            f"before its last entry {end}"))
+                **base, verdict=Verdict.KEEP, reason=Reason.NEEDED_BY_CURSOR, cursor=name, explanation=text))
             continue
         expires_at = None if time_ms is None else info.timestamp_ms + time_ms
         if blocker is not None:

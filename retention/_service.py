@@ -7,6 +7,8 @@ Each pass, for every managed ledger stored in metadata (``factory.list("")``):
 2. An idle current ledger (non-empty, no add since ``idle_ledger_rollover_s``) is rolled
    (``ml.rollover()``) so that it gets a close time and stops being the last ledger: otherwise the
    data of an idle topic would stay forever whatever retention says.
+   *System cursors* (``system_cursors``, e.g. the broker's ``pulsar.dedup``) are not subscriptions:
+   TTL and backlog quotas skip them; retention still keeps what they have not marked deleted.
 3. TTL (every ``messageExpiryCheckIntervalInMinutes``): each durable cursor's mark-delete moves to
    the newest expired entry (`expired_ttl_position`).
 4. Backlog quotas (every ``backlogQuotaCheckIntervalInSeconds``) are evaluated; eviction is applied
@@ -118,7 +120,7 @@ class RetentionService:
                  clock: Callable[[], float] = time.time, interval_s: float | None = None, *,
                  config: RetentionConfig | None = None, publish_time_of: PublishTimeOf | None = None,
                  owns: Callable[[str], bool] | None = None, metrics: RetentionMetrics | None = None,
-                 max_reports: int = 10_000) -> None:
+                 max_reports: int = 10_000, system_cursors: frozenset[str] = frozenset()) -> None:
         self.config = config if config is not None else RetentionConfig()
         self.config.validate()
         self._factory = factory
@@ -131,7 +133,11 @@ class RetentionService:
         self._owns = owns if owns is not None else (lambda name: True)
         self.metrics = metrics if metrics is not None else RetentionMetrics()
         self._max_reports = max(1, max_reports)
+        self.system_cursors = frozenset(system_cursors)
         self._reports: OrderedDict[str, TopicReport] = OrderedDict()
+        # Called with the report right after a trim, so that a listener (the broker's record of
+        # deleted ledgers, for explain-storage) sees every trim, not just the latest report.
+        self.trim_listeners: list[Callable[[TopicReport], None]] = []
         self._quota: dict[str, list[QuotaDecision]] = {}
         # ml name -> (entriesAddedCounter, clock time it was first seen at that value)
         self._activity: dict[str, tuple[int, float]] = {}
@@ -264,8 +270,11 @@ class RetentionService:
         await cursor.mark_delete(target)
         return str(before), str(cursor.mark_delete_position)
 
+    def _subscriptions(self, ml: ManagedLedger) -> list[tuple[str, ManagedCursor]]:
+        return sorted((n, c) for n, c in ml.cursors.items() if n not in self.system_cursors)
+
     async def _apply_ttl(self, ml: ManagedLedger, report: TopicReport, ttl_s: int) -> None:
-        for name, cursor in sorted(ml.cursors.items()):
+        for name, cursor in self._subscriptions(ml):
             moved = await self._expire(ml, cursor, ttl_s)
             if moved is not None:
                 report.ttl_moves[name] = moved
@@ -291,7 +300,7 @@ class RetentionService:
             return
         need_age = BacklogQuotaType.MESSAGE_AGE in policies.backlog_quotas
         backlogs = []
-        for name, cursor in sorted(ml.cursors.items()):
+        for name, cursor in self._subscriptions(ml):
             oldest = await self._oldest_unacked_ms(ml, cursor) if need_age else None
             backlogs.append(CursorBacklog(name, cursor.mark_delete_position, cursor.backlog,
                                           cursor.backlog_size, oldest))
@@ -318,7 +327,8 @@ class RetentionService:
 
     async def _trim(self, ml: ManagedLedger, report: TopicReport, policies: TopicPolicies) -> None:
         cursors = {name: c.mark_delete_position for name, c in ml.cursors.items()}
-        decision = decide_retention(ml.ledgers, cursors, policies.retention, self._now_ms())
+        decision = decide_retention(ml.ledgers, cursors, policies.retention, self._now_ms(),
+                                    system_cursors=self.system_cursors)
         report.decision = decision
         allowed = {i.ledger_id for i in ml.trimmable_ledgers()}
         ids = [lid for lid in decision.deletable if lid in allowed]
@@ -332,6 +342,11 @@ class RetentionService:
         self.metrics.bytes_trimmed.inc(report.trimmed_bytes)
         if trimmed:
             log.info("%s: retention trimmed ledgers %s (%d bytes)", ml.name, trimmed, report.trimmed_bytes)
+            for listener in list(self.trim_listeners):
+                try:
+                    listener(report)
+                except Exception:  # noqa: BLE001 - a listener must never stop trimming
+                    log.exception("retention: a trim listener failed for %s", report.topic)
 
     # --- bookkeeping and hooks ---------------------------------------------------------------
 

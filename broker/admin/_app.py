@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .._stats import refresh_backlog_age
-from . import _explain, _namespaces, _policies, _subscriptions, _tenants, _topics
+from . import _explain, _namespaces, _policies, _schema_routes, _subscriptions, _tenants, _topics
 from ._common import endpoint, service_of
 
 if TYPE_CHECKING:
@@ -52,14 +52,15 @@ async def _not_allowed(request: Request, exc: Exception) -> Response:
 
 
 def create_admin_app(service: BrokerService, *, gc_explain: GcExplainHook | None = None) -> Starlette:
-    """The admin REST app of ``service`` (Pulsar v2 paths, ``/lookup/v2``, ``/metrics``).
+    """The admin REST app of ``service`` (Pulsar v2 paths incl. ``/admin/v2/schemas``, ``/lookup/v2``,
+    ``/metrics``).
 
     ``gc_explain`` joins the bookies' GC state into explain-storage (see `GcExplainHook`); it can
     also be set later as ``app.state.gc_explain``.
     """
     routes: list[Route] = [Route("/metrics", metrics, methods=["GET"])]
     # order matters where paths overlap: specific topic sub-paths before generic ones
-    for module in (_tenants, _namespaces, _topics, _subscriptions, _policies, _explain):
+    for module in (_tenants, _namespaces, _topics, _subscriptions, _policies, _explain, _schema_routes):
         routes.extend(module.routes())
     app = Starlette(routes=routes, exception_handlers={404: _not_found, 405: _not_allowed})
     app.state.service = service

@@ -19,6 +19,7 @@ from starlette.routing import Route
 from managed_ledger import Position
 from retention import TopicPolicies, decide_retention
 
+from .._dedup import DEDUP_CURSOR
 from .._topic import Topic
 from ._common import endpoint, json_response, service_of, topic_of
 from ._topic_ops import existing_topic
@@ -39,7 +40,7 @@ async def explain_storage(topic: Topic, policies: TopicPolicies, last_check: dic
     ml = topic.ml
     ledgers = ml.ledgers
     cursors = {name: c.mark_delete_position for name, c in ml.cursors.items()}
-    decision = decide_retention(ledgers, cursors, policies.retention, now_ms)
+    decision = decide_retention(ledgers, cursors, policies.retention, now_ms, system_cursors={DEDUP_CURSOR})
     pins: dict[str, list[int]] = {name: [] for name in cursors}
     rows = []
     for d in decision.ledgers:
@@ -53,7 +54,8 @@ async def explain_storage(topic: Topic, policies: TopicPolicies, last_check: dic
     cursor_rows = {}
     for name, c in sorted(ml.cursors.items()):
         cursor_rows[name] = {"markDeletePosition": str(c.mark_delete_position), "backlog": c.backlog,
-                             "backlogSize": c.backlog_size, "pinsLedgers": pins.get(name, [])}
+                             "backlogSize": c.backlog_size, "pinsLedgers": pins.get(name, []),
+                             "system": name == DEDUP_CURSOR}
     out: dict[str, Any] = {
         "topic": str(topic.name), "nowMs": now_ms, "policies": policies.to_json(),
         "totalSize": decision.total_size, "slowestCursor": decision.slowest_cursor,

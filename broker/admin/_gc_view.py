@@ -72,16 +72,19 @@ class TrimHistory:
             old, _ = self._topics.popitem(last=False)
             self._seen_checks.pop(old, None)
 
+    def observe_report(self, report: TopicReport) -> int:
+        """Record the trim of one retention report unless already seen; returns how many ledgers.
+        Installed as a `RetentionService.trim_listeners` entry, so every trim is recorded."""
+        if not report.trimmed or self._seen_checks.get(report.topic, -1) >= report.checked_at_ms:
+            return 0
+        self._seen_checks[report.topic] = report.checked_at_ms
+        sizes = {d.ledger_id: d.size for d in report.decision.ledgers} if report.decision else {}
+        self.record(report.topic, report.trimmed, report.checked_at_ms, sizes)
+        return len(report.trimmed)
+
     def observe(self, reports: Mapping[str, TopicReport]) -> int:
         """Record the trims of retention reports not seen before; returns how many ledgers."""
-        n = 0
-        for topic, report in reports.items():
-            if not report.trimmed or self._seen_checks.get(topic, -1) >= report.checked_at_ms:
-                continue
-            self._seen_checks[topic] = report.checked_at_ms
-            sizes = {d.ledger_id: d.size for d in report.decision.ledgers} if report.decision else {}
-            self.record(topic, report.trimmed, report.checked_at_ms, sizes)
-            n += len(report.trimmed)
+        n = sum(self.observe_report(report) for report in reports.values())
         if len(self._seen_checks) > 4 * self._max_topics:  # bound it even for topics never trimmed twice
             self._seen_checks = {t: self._seen_checks[t] for t in self._topics if t in self._seen_checks}
         return n
@@ -111,6 +114,8 @@ class BookieGcView:
         self.refresh_interval_s = refresh_interval_s
         self.max_ledgers_per_log = max_ledgers_per_log
         self.history = history if history is not None else TrimHistory()
+        if retention is not None:
+            retention.trim_listeners.append(self.history.observe_report)
         self._clock = clock
         self._client_factory = client_factory or (lambda t: httpx.AsyncClient(timeout=t))
         self._max_seen = max(1, max_remembered_ledgers)

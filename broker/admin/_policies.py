@@ -116,6 +116,7 @@ def _ns_set(policy: str):  # noqa: ANN202
         s, ns = service_of(request), namespace_of(request)
         await require_namespace(s, ns)
         await s.namespaces.update_policies(ns, {key: await _value_from_request(request, policy)})
+        await s.apply_namespace_policies(ns)  # loaded topics follow at once, as in Pulsar
         return no_content()
     return handler
 
@@ -128,6 +129,7 @@ def _ns_delete(policy: str):  # noqa: ANN202
         s, ns = service_of(request), namespace_of(request)
         await require_namespace(s, ns)
         await s.namespaces.update_policies(ns, {key: None})
+        await s.apply_namespace_policies(ns)
         return no_content()
     return handler
 

@@ -14,6 +14,7 @@ from starlette.routing import Route
 
 from managed_ledger import InitialPosition, Position
 
+from .._dedup import DEDUP_CURSOR
 from .._topic_name import TopicName
 from ._common import (
     RestError,
@@ -72,6 +73,8 @@ async def list_subscriptions(request: Request) -> Response:
 async def create_subscription(request: Request) -> Response:
     s = service_of(request)
     sub_name = request.path_params["subscription"]
+    if sub_name == DEDUP_CURSOR:
+        raise RestError(412, f"subscription name {sub_name!r} is reserved for the broker's deduplication cursor")
     body = await json_body(request, default=None, what="message id")
     start = InitialPosition.LATEST if body is None else parse_message_id(body)
     targets = await _targets(request)

@@ -168,6 +168,11 @@ class AdminClient:
         self._call("POST", f"{self._tp(topic)}/subscription/{quote(subscription, safe='')}/resetcursor",
                    json={"ledgerId": position.ledger, "entryId": position.entry})
 
+    def schema(self, topic: str) -> dict[str, Any] | None:
+        """The latest schema of ``topic`` (Pulsar's GetSchemaResponse JSON), None when it has none."""
+        tenant, ns, name = split_topic(topic)
+        return self._call("GET", f"/admin/v2/schemas/{tenant}/{ns}/{quote(name, safe='')}/schema", ok404=True)
+
     def set_deduplication(self, namespace: str, enabled: bool = True) -> None:
         """Turn broker deduplication on (or off) for ``tenant/namespace``."""
         self._call("POST", f"/admin/v2/namespaces/{namespace}/deduplication", json=enabled)
@@ -178,5 +183,5 @@ class AdminClient:
         return body if isinstance(body, bool) else None
 
     def unload(self, topic: str) -> None:
-        """Unload ``topic`` (all partitions) so the broker reopens it with the current policies."""
+        """Unload ``topic`` (all partitions); clients reconnect and the broker loads it again."""
         self._call("PUT", f"{self._tp(topic)}/unload", ok404=True)

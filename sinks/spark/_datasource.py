@@ -15,7 +15,8 @@ from pyspark.sql.datasource import (
 from ._options import SinkOptions, SourceOptions
 from ._rows import SCHEMA_DDL
 from ._sink import MagnetarStreamWriter, enable_deduplication
-from ._source import MagnetarBatchReader, MagnetarStreamReader
+from ._decode import ValueSchema
+from ._source import MagnetarBatchReader, MagnetarStreamReader, resolve_value_schema
 
 __all__ = ["MagnetarDataSource", "register"]
 
@@ -31,6 +32,9 @@ class MagnetarDataSource(DataSource):
     * ``spark.read.format("magnetar")``: `MagnetarBatchReader` (startingOffsets, endingOffsets).
     * ``df.writeStream.format("magnetar")``: `MagnetarStreamWriter` (service.url, topic, admin.url).
 
+    A topic with a JSON or Avro schema is read as its record's fields (plus the ``__`` columns)
+    instead of ``value``; ``decodeSchema=false`` keeps the raw ``value``.
+
     Option errors raise ValueError naming the option, when the reader or writer is created.
     """
 
@@ -39,13 +43,24 @@ class MagnetarDataSource(DataSource):
         return "magnetar"
 
     def schema(self) -> str:
-        return SCHEMA_DDL
+        # decoded columns when the topic has a JSON or Avro schema (see `_decode`)
+        value_schema = resolve_value_schema(SourceOptions.parse(self.options))
+        return value_schema.ddl() if value_schema is not None else SCHEMA_DDL
+
+    def _value_schema(self, schema: Any, opts: SourceOptions) -> ValueSchema | None:
+        # Spark may build the reader on another instance than schema(): resolve again, unless the
+        # query's schema is the raw one (a user-given schema with a value column)
+        if schema is not None and "value" in [f.name for f in getattr(schema, "fields", [])]:
+            return None
+        return resolve_value_schema(opts)
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
-        return MagnetarStreamReader(SourceOptions.parse(self.options))
+        opts = SourceOptions.parse(self.options)
+        return MagnetarStreamReader(opts, self._value_schema(schema, opts))
 
     def reader(self, schema: Any) -> DataSourceReader:
-        return MagnetarBatchReader(SourceOptions.parse(self.options, batch=True))
+        opts = SourceOptions.parse(self.options, batch=True)
+        return MagnetarBatchReader(opts, self._value_schema(schema, opts))
 
     def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
         opts = SinkOptions.parse(self.options)

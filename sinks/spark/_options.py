@@ -11,7 +11,10 @@ from dataclasses import dataclass
 
 from ._read import ReadConfig
 
-__all__ = ["SinkOptions", "SourceOptions", "parse_bool"]
+__all__ = ["SinkOptions", "SourceOptions", "parse_bool", "DEDUP_CURSOR"]
+
+DEDUP_CURSOR = "pulsar.dedup"
+"""The broker's internal deduplication cursor: never a subscription of the source."""
 
 
 def parse_bool(key: str, value: str) -> bool:
@@ -56,6 +59,7 @@ class SourceOptions:
     metadata_root: str = ""
     read_timeout_ms: int = 30_000
     max_entries_per_task: int | None = None
+    decode_schema: bool = True
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, batch: bool = False) -> SourceOptions:
@@ -81,6 +85,9 @@ class SourceOptions:
                 raise ValueError(f"option topicsPattern: not a regular expression: {exc}") from None
         else:
             topics = tuple(t.strip() for t in opts[given[0]].split(",") if t.strip())
+        if opts.get("subscriptionname", "") == DEDUP_CURSOR:
+            raise ValueError(f"option subscriptionName: {DEDUP_CURSOR!r} is the broker's deduplication "
+                             "cursor, not a subscription; choose another name")
         mode = opts.get("readmode", "broker").lower()
         if mode not in ("broker", "bookies"):
             raise ValueError(f"option readMode: broker or bookies, not {mode!r}")
@@ -111,6 +118,7 @@ class SourceOptions:
             metadata_root=opts.get("metadata.root", ""),
             read_timeout_ms=_positive("readTimeoutMs", opts.get("readtimeoutms")) or 30_000,
             max_entries_per_task=_positive("maxEntriesPerTask", opts.get("maxentriespertask")),
+            decode_schema=parse_bool("decodeSchema", opts.get("decodeschema", "true")),
         )
 
     def read_config(self) -> ReadConfig:

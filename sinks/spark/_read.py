@@ -26,6 +26,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
+from ._decode import ValueSchema
 from ._offsets import PartitionPlan, Position, Segment
 from ._rows import Row, message_id_bytes, rows_from_entry
 
@@ -51,6 +52,7 @@ class ReadConfig:
     metadata_root: str = ""
     fail_on_data_loss: bool = True
     read_timeout_ms: int = 30_000
+    value_schema: ValueSchema | None = None  # decoded columns (see `_decode`), None: raw ``value``
 
 
 def _partition_of(topic: str) -> int:

@@ -16,6 +16,8 @@ from typing import Any
 
 from broker.protocol import MessageIdData, MessageMetadata, split_batch
 
+from ._decode import ValueSchema, arrow_type, decoder
+
 __all__ = [
     "SCHEMA_DDL",
     "Row",
@@ -104,10 +106,14 @@ def _us(ms: int | None) -> int | None:
 
 class RowBatcher:
     """Accumulates rows and yields Arrow record batches of at most ``max_rows`` rows or about
-    ``max_bytes`` of values (the memory bound of one task's output buffer)."""
+    ``max_bytes`` of values (the memory bound of one task's output buffer). With a ``value_schema``
+    the batches carry its decoded field columns instead of ``value`` (see `_decode`)."""
 
-    def __init__(self, max_rows: int = 4096, max_bytes: int = 8 << 20) -> None:
+    def __init__(self, max_rows: int = 4096, max_bytes: int = 8 << 20,
+                 value_schema: ValueSchema | None = None) -> None:
         self.max_rows, self.max_bytes = max_rows, max_bytes
+        self.value_schema = value_schema
+        self._decode = decoder(value_schema) if value_schema is not None else None
         self._rows: list[Row] = []
         self._bytes = 0
         self.count = 0
@@ -125,8 +131,7 @@ class RowBatcher:
         import pyarrow as pa
         rows, self._rows, self._bytes = self._rows, [], 0
         cols = list(zip(*rows, strict=True)) if rows else [()] * 8
-        arrays = [
-            pa.array(cols[1], pa.binary()),
+        meta = [
             pa.array(cols[2], pa.string()),
             pa.array(cols[3], pa.string()),
             pa.array(cols[4], pa.binary()),
@@ -134,4 +139,12 @@ class RowBatcher:
             pa.array([_us(v) for v in cols[6]], pa.timestamp("us", tz="UTC")),
             pa.array([list(p.items()) for p in cols[7]], pa.map_(pa.string(), pa.string())),
         ]
-        return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema())
+        if self.value_schema is None or self._decode is None:
+            return pa.RecordBatch.from_arrays([pa.array(cols[1], pa.binary()), *meta], schema=arrow_schema())
+        fields = self.value_schema.fields
+        decoded = [self._decode(v) for v in cols[1]]
+        by_field = list(zip(*decoded, strict=True)) if decoded else [()] * len(fields)
+        arrays = [pa.array(list(vals), arrow_type(kind)) for (_, kind), vals in zip(fields, by_field, strict=True)]
+        base = arrow_schema()
+        schema = pa.schema([(name, arrow_type(kind)) for name, kind in fields] + [base.field(i) for i in range(1, 7)])
+        return pa.RecordBatch.from_arrays(arrays + meta, schema=schema)

@@ -1,6 +1,6 @@
 """The streaming sink of the ``magnetar`` data source: exactly-once writes of rows as messages.
 
-Exactly-once rests on three things:
+Exactly-once rests on four things:
 
 * Rule 1: each Spark task writes through a producer named ``{prefix}-{queryId}-{partitionId}``;
   the query id survives restarts from the same checkpoint, so a retried or re-run task reuses
@@ -9,12 +9,15 @@ Exactly-once rests on three things:
   so it is the same on every attempt of a micro-batch, and grows from batch to batch. (Never 0:
   the official Python client treats sequence id 0 as "not given" and numbers the message itself.)
 * Rule 3: broker deduplication (enabled on the topic's namespace by the sink when ``admin.url``
-  is given) drops any message whose sequence id is not above the highest one stored for its
-  producer name.
-
-Messages are sent one per entry (no client batching): the official client gives a batch only the
-first message's sequence id, so the broker could not tell a re-sent batch that also carries new
-messages from a duplicate. Sends are still pipelined (up to 5,000 in flight).
+  is given; the broker applies it to loaded topics at once) drops any SEND whose highest sequence
+  id is not above the highest one stored for its producer name.
+* Rule 4 (batching): rows are sent in client batches whose boundaries depend only on the rows:
+  a batch is cut at `BATCH_MESSAGES` messages or the client's byte limit, never by a timer
+  (the publish delay is effectively infinite), and the last one by the final flush. The broker
+  keys a batch on its highest sequence id (the first id plus the message count minus one, ids
+  growing within a partition), so a re-run re-sends the very same batches and each is either
+  wholly new or wholly a duplicate. A task that fails never flushes a partial batch (closing the
+  client fails it), so what reached the broker is always whole batches of the re-run.
 
 Together: a retried task, or a batch re-run after a restart, only re-sends messages the broker
 already has, and they are dropped. This needs each micro-batch to give the same rows, in the same
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -41,11 +45,15 @@ from pyspark.sql.datasource import DataSourceStreamWriter, WriterCommitMessage
 from ._admin import AdminClient, split_topic
 from ._options import SinkOptions
 
-__all__ = ["MagnetarStreamWriter", "SinkCommit", "enable_deduplication", "sequence_id"]
+__all__ = ["MagnetarStreamWriter", "SinkCommit", "enable_deduplication", "sequence_id", "BATCH_MESSAGES"]
 
 log = logging.getLogger("sinks.spark")
 
 _ROW_BITS = 32
+BATCH_MESSAGES = 1000
+"""Rule 4: messages per client batch (also cut by the client's default 128 KiB batch size)."""
+_NO_TIMER_MS = 24 * 3600 * 1000  # Rule 4: batches are never cut by time
+_SETTLE_S = 0.2
 
 
 def sequence_id(batch_id: int, position: int) -> int:
@@ -66,18 +74,29 @@ class SinkCommit(WriterCommitMessage):
 
 
 def enable_deduplication(admin_url: str, topic: str) -> bool:
-    """Rule 3: turn deduplication on for ``topic``'s namespace; True if it was off (the topic is then
-    unloaded so the broker reopens it with deduplication). Raises `AdminError` on failure."""
+    """Rule 3: turn deduplication on for ``topic``'s namespace; True if it was off. The broker
+    applies it to the topic even when loaded (no unload needed). Raises `AdminError` on failure."""
     tenant, ns, _ = split_topic(topic)
     admin = AdminClient(admin_url)
     try:
         if admin.deduplication(f"{tenant}/{ns}") is True:
             return False
         admin.set_deduplication(f"{tenant}/{ns}", True)
-        admin.unload(topic)
         return True
     finally:
         admin.close()
+
+
+def _settle(count: Any, timeout_s: float = 10.0) -> None:
+    """Wait until ``count()`` stops changing (the receipts of batches already sent are in)."""
+    deadline = time.monotonic() + timeout_s
+    last = -1
+    while time.monotonic() < deadline:
+        now = count()
+        if now == last:
+            return
+        last = now
+        time.sleep(_SETTLE_S)
 
 
 def _millis(value: Any) -> int | None:
@@ -113,19 +132,22 @@ class MagnetarStreamWriter(DataSourceStreamWriter):
         partition = ctx.partitionId()
         name = f"{self.options.producer_name_prefix}-{query_id}-{partition}"
         failures: list[str] = []
+        acked = [0]
         lock = threading.Lock()
 
         def on_sent(result: Any, _msg_id: Any) -> None:
-            if result != pulsar.Result.Ok:
-                with lock:
+            with lock:
+                acked[0] += 1
+                if result != pulsar.Result.Ok:
                     failures.append(str(result))
 
         client = pulsar.Client(self.options.service_url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
         rows = 0
         try:
             producer = client.create_producer(
-                self.options.topic, producer_name=name, batching_enabled=False,
-                max_pending_messages=5000, block_if_queue_full=True,
+                self.options.topic, producer_name=name, batching_enabled=True,
+                batching_max_messages=BATCH_MESSAGES, batching_max_publish_delay_ms=_NO_TIMER_MS,
+                max_pending_messages=5 * BATCH_MESSAGES, block_if_queue_full=True,
                 message_router=_router, send_timeout_millis=60_000)
             for row in iterator:
                 fields = row.asDict() if hasattr(row, "asDict") else dict(row)
@@ -144,7 +166,9 @@ class MagnetarStreamWriter(DataSourceStreamWriter):
                 rows += 1
                 if self.options.fail_once_after_rows and rows == self.options.fail_once_after_rows \
                         and ctx.attemptNumber() == 0:
-                    producer.flush()
+                    # like a crash: the whole batches already sent get their receipts (so the
+                    # re-run meets duplicates), the open batch is dropped unsent (Rule 4)
+                    _settle(lambda: acked[0])
                     raise RuntimeError(f"injected failure after {rows} rows (failOnceAfterRows, attempt 0)")
             producer.flush()
             if failures:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
@@ -27,6 +28,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from ._admin import AdminClient, full_topic_name
+from ._decode import ValueSchema, value_schema_from_info
 from ._offsets import (
     EARLIEST,
     DataLoss,
@@ -48,7 +50,7 @@ from ._options import SourceOptions
 from ._read import DataLossError, ReadConfig, read_plan
 from ._rows import RowBatcher
 
-__all__ = ["MagnetarBatchReader", "MagnetarStreamReader", "PlanPartition"]
+__all__ = ["MagnetarBatchReader", "MagnetarStreamReader", "PlanPartition", "resolve_value_schema"]
 
 log = logging.getLogger("sinks.spark")
 
@@ -149,6 +151,19 @@ class _Planner:
         return [plan]
 
 
+def resolve_value_schema(opts: SourceOptions) -> ValueSchema | None:
+    """The decoded-column schema of the source (see `_decode`): that of the first topic of
+    ``topic``/``topics`` when it has a JSON or Avro record schema; None with ``decodeSchema=false``,
+    with ``topicsPattern``, or when that topic has no such schema. Raises `AdminError`."""
+    if not opts.decode_schema or not opts.topics:
+        return None
+    admin = AdminClient(opts.admin_url)
+    try:
+        return value_schema_from_info(admin.schema(full_topic_name(opts.topics[0])))
+    finally:
+        admin.close()
+
+
 def _lookup(parsed: dict[str, Any], partition: str, default: Any) -> Any:
     if partition in parsed:
         return parsed[partition]
@@ -166,7 +181,7 @@ def _read(partition: PlanPartition) -> Iterator[Any]:
     if partition.value is None:  # Spark's stand-in partition when planning returned none
         return
     plan = PartitionPlan.from_json(partition.value)
-    batcher = RowBatcher()
+    batcher = RowBatcher(value_schema=partition.config.value_schema)
     for row in read_plan(plan, partition.config):
         yield from batcher.add(row)
     final = batcher.flush()
@@ -179,8 +194,9 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     admission control by ``maxEntriesPerTrigger`` / ``maxBytesPerTrigger``, AvailableNow, and an
     optional durable subscription moved forward on commit."""
 
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, value_schema: ValueSchema | None = None) -> None:
         self.options = options
+        self.value_schema = value_schema
         self._planner: _Planner | None = None
         self._target: dict[str, Position] | None = None
         self._subscribed: set[str] = set()
@@ -241,7 +257,7 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         starts, ends = offsets_from_json(start), offsets_from_json(end)
-        config = self.options.read_config()
+        config = replace(self.options.read_config(), value_schema=self.value_schema)
         out: list[InputPartition] = []
         for p in sorted(ends):
             s = starts.get(p, EARLIEST)
@@ -292,8 +308,9 @@ class MagnetarBatchReader(DataSourceReader):
     """``spark.read.format("magnetar")``: the messages between ``startingOffsets`` (default
     earliest) and ``endingOffsets`` (default latest) of every partition, as of planning."""
 
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, value_schema: ValueSchema | None = None) -> None:
         self.options = options
+        self.value_schema = value_schema
 
     def partitions(self) -> Sequence[InputPartition]:
         planner = _Planner(self.options)
@@ -301,7 +318,7 @@ class MagnetarBatchReader(DataSourceReader):
             parts = planner.partitions()
             starts = planner.starting_positions(parts, self.options.starting_offsets)
             ends = planner.starting_positions(parts, self.options.ending_offsets, use_time=False)
-            config = self.options.read_config()
+            config = replace(self.options.read_config(), value_schema=self.value_schema)
             out: list[InputPartition] = []
             for p in parts:
                 if ends[p] != EARLIEST and starts[p] < ends[p]:

@@ -1,0 +1,184 @@
+"""Topic schemas over the broker's `SchemaRegistry`, with Pulsar's v2 paths and JSON shapes.
+
+Paths (under ``/admin/v2/schemas/{tenant}/{namespace}/{topic}``, as Pulsar's SchemasResource):
+
+* ``GET  .../schema``            latest version: ``{"version", "type", "timestamp", "data", "properties"}``
+  (``type`` is the SchemaType name, ``data`` the schema definition as text); 404 when none.
+* ``GET  .../schema/{version}``  that version; 404 when it does not exist.
+* ``GET  .../schemas``           every version: ``{"getSchemaResponses": [...]}``.
+* ``POST .../schema``            upload ``{"type", "schema", "properties"}``; 202 with
+  ``{"version": {"version": N}}`` (a schema equal to an existing version answers that version);
+  409 when the namespace's compatibility strategy refuses it; 422 when an AVRO/JSON definition
+  is not JSON.
+* ``POST .../compatibility``     ``{"isCompatibility", "schemaCompatibilityStrategy"}``.
+* ``POST .../version``           ``{"version": N}`` of an equal schema; 404 when there is none.
+* ``DELETE .../schema``          remove every version: ``{"version": N}`` with N the number of
+  versions removed (the version a Pulsar delete marker would get), -1 when there were none.
+
+A partition's name addresses the schema of its partitioned topic (the registry's rule). The
+namespace must exist (404); the topic need not, as in Pulsar (a schema may be set up front).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from .._errors import IncompatibleSchemaError
+from .._schemas import SchemaInfo, check_compatible
+from ._common import RestError, endpoint, json_body, json_response, require_namespace, service_of, topic_of
+
+__all__ = ["routes", "SCHEMA_TYPES", "schema_type_name", "schema_type_value"]
+
+SCHEMA_TYPES: dict[str, int] = {
+    "NONE": 0, "STRING": 1, "JSON": 2, "PROTOBUF": 3, "AVRO": 4, "BOOLEAN": 5, "INT8": 6, "INT16": 7,
+    "INT32": 8, "INT64": 9, "FLOAT": 10, "DOUBLE": 11, "DATE": 12, "TIME": 13, "TIMESTAMP": 14,
+    "KEY_VALUE": 15, "INSTANT": 16, "LOCAL_DATE": 17, "LOCAL_TIME": 18, "LOCAL_DATE_TIME": 19,
+    "PROTOBUF_NATIVE": 20,
+}
+"""Pulsar's SchemaType names -> the wire ``Schema.Type`` values (BYTES is stored as NONE)."""
+
+_NAMES = {v: k for k, v in SCHEMA_TYPES.items()}
+_RECORD_TYPES = (SCHEMA_TYPES["AVRO"], SCHEMA_TYPES["JSON"], SCHEMA_TYPES["PROTOBUF"])
+
+
+def schema_type_name(value: int) -> str:
+    """The SchemaType name of a wire type value (``NONE`` for unknown ones)."""
+    return _NAMES.get(value, "NONE")
+
+
+def schema_type_value(name: str) -> int:
+    """The wire value of a SchemaType name; ValueError for an unknown name."""
+    key = name.upper()
+    if key == "BYTES":
+        return 0
+    if key not in SCHEMA_TYPES:
+        raise ValueError(f"unknown schema type {name!r}")
+    return SCHEMA_TYPES[key]
+
+
+def _response(info: SchemaInfo, version: int) -> dict[str, Any]:
+    return {"version": version, "type": schema_type_name(info.type), "timestamp": info.timestamp,
+            "data": info.data.decode("utf-8", "replace"), "properties": dict(info.properties)}
+
+
+async def _topic(request: Request):  # noqa: ANN202
+    s, topic = service_of(request), topic_of(request)
+    await require_namespace(s, topic.namespace_name)
+    return s, topic
+
+
+async def _payload(request: Request) -> SchemaInfo:
+    body = await json_body(request, what="schema payload")
+    if not isinstance(body, dict) or not isinstance(body.get("type"), str):
+        raise RestError(400, 'schema payload must be {"type": ..., "schema": ..., "properties": {...}}')
+    try:
+        type_value = schema_type_value(body["type"])
+    except ValueError as exc:
+        raise RestError(400, str(exc)) from None
+    data = body.get("schema") or ""
+    if not isinstance(data, str):
+        raise RestError(400, "schema must be a string (the schema definition)")
+    if type_value in _RECORD_TYPES[:2]:
+        try:
+            json.loads(data)
+        except ValueError:
+            raise RestError(422, f"invalid {body['type'].upper()} schema definition: not JSON") from None
+    props = body.get("properties") or {}
+    if not isinstance(props, dict):
+        raise RestError(400, "properties must be an object of strings")
+    return SchemaInfo(type=type_value, data=data.encode(), name=topic_of(request).local_name,
+                      properties=tuple(sorted((str(k), str(v)) for k, v in props.items())))
+
+
+@endpoint
+async def get_latest(request: Request) -> Response:
+    s, topic = await _topic(request)
+    found = await s.schemas.get(topic)
+    if found is None:
+        raise RestError(404, f"no schema for topic {topic}")
+    return json_response(_response(*found))
+
+
+@endpoint
+async def get_version(request: Request) -> Response:
+    s, topic = await _topic(request)
+    raw = request.path_params["version"]
+    try:
+        version = int(raw)
+    except ValueError:
+        raise RestError(400, f"schema version must be an integer, not {raw!r}") from None
+    found = await s.schemas.get(topic, version)
+    if found is None:
+        raise RestError(404, f"no schema version {version} for topic {topic}")
+    return json_response(_response(*found))
+
+
+@endpoint
+async def get_all(request: Request) -> Response:
+    s, topic = await _topic(request)
+    versions = await s.schemas.versions(topic)
+    return json_response({"getSchemaResponses": [_response(v, i) for i, v in enumerate(versions)]})
+
+
+@endpoint
+async def post_schema(request: Request) -> Response:
+    s, topic = await _topic(request)
+    info = await _payload(request)
+    strategy, _allow_new = await s.schema_strategy(topic.namespace_name)
+    try:
+        # an admin upload may add a version whatever is_allow_auto_update_schema says (as Pulsar)
+        version = await s.schemas.get_or_create(topic, info, strategy, allow_new=True)
+    except IncompatibleSchemaError as exc:
+        raise RestError(409, str(exc)) from None
+    return json_response({"version": {"version": version}}, status=202)
+
+
+@endpoint
+async def check_compatibility(request: Request) -> Response:
+    s, topic = await _topic(request)
+    info = await _payload(request)
+    strategy, _ = await s.schema_strategy(topic.namespace_name)
+    versions = await s.schemas.versions(topic)
+    try:
+        if not any(v.same_as(info) for v in versions):
+            check_compatible(info, versions, strategy)
+        ok = True
+    except IncompatibleSchemaError:
+        ok = False
+    return json_response({"isCompatibility": ok, "schemaCompatibilityStrategy": strategy}, status=202)
+
+
+@endpoint
+async def version_of(request: Request) -> Response:
+    s, topic = await _topic(request)
+    info = await _payload(request)
+    version = await s.schemas.find(topic, info)
+    if version is None:
+        raise RestError(404, f"no version of topic {topic}'s schema equals the one given")
+    return json_response({"version": version}, status=202)
+
+
+@endpoint
+async def delete_schema(request: Request) -> Response:
+    s, topic = await _topic(request)
+    removed = await s.schemas.delete(topic)
+    return json_response({"version": removed if removed else -1})
+
+
+def routes() -> list[Route]:
+    """The routes of this module."""
+    base = "/admin/v2/schemas/{tenant}/{namespace}/{topic}"
+    return [
+        Route(f"{base}/schema", get_latest, methods=["GET"]),
+        Route(f"{base}/schema", post_schema, methods=["POST"]),
+        Route(f"{base}/schema", delete_schema, methods=["DELETE"]),
+        Route(f"{base}/schema/{{version}}", get_version, methods=["GET"]),
+        Route(f"{base}/schemas", get_all, methods=["GET"]),
+        Route(f"{base}/compatibility", check_compatibility, methods=["POST"]),
+        Route(f"{base}/version", version_of, methods=["POST"]),
+    ]
