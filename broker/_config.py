@@ -82,6 +82,9 @@ class BrokerConfig(RetentionConfig):
         help="Delete topics with no producers, consumers or subscriptions (not implemented: unload only).")
     topic_unload_idle_s: float = config_field(
         300.0, help="Unload (close the managed ledger of) a topic with no producer or consumer for this long.")
+    policy_recheck_interval_s: float = config_field(
+        5.0, help="How often loaded topics re-read their namespace's policies (deduplication), to see "
+                  "changes made through another broker or directly in the metadata store.")
     schema_compatibility_strategy: str = config_field(
         "FULL", alias="schemaCompatibilityStrategy",
         help="Default schema compatibility: ALWAYS_COMPATIBLE, ALWAYS_INCOMPATIBLE, BACKWARD, FORWARD, FULL "
@@ -119,7 +122,7 @@ class BrokerConfig(RetentionConfig):
                          "dispatcher_max_replay_entries", message="must be positive, got {value}")
         require_at_least(self, "max_unacked_messages_per_consumer",
                          message="must be 0 (no limit) or positive")
-        require_positive(self, "topic_unload_idle_s")
+        require_positive(self, "topic_unload_idle_s", "policy_recheck_interval_s")
         if self.max_message_size > self.max_pending_publish_bytes:
             raise ConfigError("max_pending_publish_bytes", "must be at least max_message_size")
         if self.schema_compatibility_strategy.upper() not in _STRATEGIES:

@@ -14,7 +14,7 @@ Rules:
 * Rule 4: this broker owns every topic (standalone): lookups answer Connect to itself.
 * Rule 6 (policy changes): a namespace's ``deduplicationEnabled`` applies to its loaded topics
   at once when changed through this broker's admin API (`apply_namespace_policies`), and within
-  ``_POLICY_RECHECK_S`` when changed elsewhere (another broker, a direct metadata write), as in
+  ``policy_recheck_interval_s`` when changed elsewhere (another broker, a direct metadata write), as in
   Pulsar; the topics stay loaded and their clients connected.
 * Rule 5 (retention): the service runs a `RetentionService` (unless ``retention_enabled`` is off)
   with policies from the metadata store. It opens stored-but-unloaded topics briefly; a topic is
@@ -52,8 +52,6 @@ __all__ = ["BrokerService"]
 log = logging.getLogger(__name__)
 
 _QUOTA_RECHECK_S = 1.0
-# TODO(config): brokerPolicyRecheckIntervalSeconds once broker/_config.py is free to change
-_POLICY_RECHECK_S = 5.0
 
 
 class _RetentionFactoryView:
@@ -319,7 +317,7 @@ class BrokerService:
 
     async def _policy_recheck_loop(self) -> None:
         while True:
-            await trio.sleep(_POLICY_RECHECK_S)
+            await trio.sleep(self.config.policy_recheck_interval_s)
             try:
                 await self.apply_namespace_policies()
             except Exception as exc:  # noqa: BLE001 - the store may be briefly unreachable
