@@ -21,6 +21,10 @@ Rules (as Pulsar's MessageDeduplication):
   (A snapshot written by an older broker to ``/dedup/{managed-ledger-name}`` is still read.)
   The cursor is not a subscription (no backlog quota, TTL or subscription listing); it is deleted
   when deduplication is turned off.
+* Rule 5 (chunked messages): all chunks of a message carry its sequence id; only the LAST chunk
+  records it. A chunk before the last is a duplicate only when its id is already persisted (a
+  re-sent message whose last chunk was stored), otherwise it is stored without recording, as in
+  Pulsar: recording it would make the message's next chunk look like a duplicate.
 * Rule 4 (turning on and off while loaded): `Topic.set_deduplication` builds the state with
   `recover` while SENDs go on; during that time ``note_pushed``/``on_persisted`` record what the
   topic pushes and stores, merged (maximum per producer) with what the replay finds, so nothing
@@ -41,7 +45,7 @@ from managed_ledger import InitialPosition, ManagedCursor, ManagedLedger, Positi
 
 from ._entries import entry_metadata
 
-__all__ = ["Deduplication", "DedupVerdict", "DEDUP_CURSOR", "highest_sequence_id"]
+__all__ = ["Deduplication", "DedupVerdict", "DEDUP_CURSOR", "highest_sequence_id", "is_partial_chunk"]
 
 log = logging.getLogger(__name__)
 DEDUP_ROOT = "/dedup"
@@ -55,6 +59,12 @@ def highest_sequence_id(sequence_id: int, highest_field: int, num_messages: int)
     if highest_field > sequence_id:
         return highest_field
     return sequence_id + max(1, num_messages) - 1
+
+
+def is_partial_chunk(metadata: object) -> bool:
+    """True for a chunk of a chunked message that is not its last chunk (Rule 5)."""
+    chunks = getattr(metadata, "num_chunks_from_msg", 0)
+    return chunks > 1 and getattr(metadata, "chunk_id", 0) < chunks - 1
 
 
 class DedupVerdict(enum.Enum):
@@ -80,9 +90,14 @@ class Deduplication:
         self._lock = trio.Lock()
         self._disabled = False
 
-    def check(self, producer: str, sequence_id: int, highest: int) -> DedupVerdict:
-        """Classify a SEND by its highest sequence id (Rule 1) and, when new, record it as pushed."""
+    def check(self, producer: str, sequence_id: int, highest: int, *, partial_chunk: bool = False) -> DedupVerdict:
+        """Classify a SEND by its highest sequence id (Rule 1) and, when new, record it as pushed;
+        a chunk before the last is only compared with what is persisted (Rule 5)."""
         top = max(sequence_id, highest)
+        if partial_chunk:
+            if top <= self.persisted.get(producer, -1):
+                return DedupVerdict.DUPLICATE_PERSISTED
+            return DedupVerdict.NEW
         # persisted too: an add admitted before deduplication was turned on lands only there
         if top <= max(self.pushed.get(producer, -1), self.persisted.get(producer, -1)):
             if top <= self.persisted.get(producer, -1):
@@ -96,9 +111,12 @@ class Deduplication:
         if highest > self.pushed.get(producer, -1):
             self.pushed[producer] = highest
 
-    def on_persisted(self, producer: str, sequence_id: int, highest: int, position: Position) -> bool:
-        """Record a stored entry; True when a snapshot is due."""
-        self._persist(producer, max(sequence_id, highest))
+    def on_persisted(self, producer: str, sequence_id: int, highest: int, position: Position, *,
+                     partial_chunk: bool = False) -> bool:
+        """Record a stored entry (a chunk before the last records no sequence id, Rule 5); True when
+        a snapshot is due."""
+        if not partial_chunk:
+            self._persist(producer, max(sequence_id, highest))
         if self._last_position is None or position > self._last_position:
             self._last_position = position
         self._since_snapshot += 1
@@ -156,7 +174,8 @@ class Deduplication:
                     except Exception:  # noqa: BLE001 - not a Pulsar message: nothing to learn
                         continue
                     n = md.num_messages_in_batch if md.HasField("num_messages_in_batch") else 1
-                    self._persist(md.producer_name, highest_sequence_id(md.sequence_id, md.highest_sequence_id, n))
+                    if not is_partial_chunk(md):
+                        self._persist(md.producer_name, highest_sequence_id(md.sequence_id, md.highest_sequence_id, n))
                     if self._last_position is None or e.position > self._last_position:
                         self._last_position = e.position
         finally:

@@ -11,7 +11,7 @@ from broker.protocol import Frame, make_command
 from broker.protocol import pulsar_api_pb2 as pb
 
 from ._config import MESSAGE_SIZE_FRAME_PADDING
-from ._dedup import highest_sequence_id
+from ._dedup import highest_sequence_id, is_partial_chunk
 from ._errors import BrokerServiceError
 from ._producer import Producer
 from ._schemas import version_bytes
@@ -114,7 +114,8 @@ async def handle_send(conn: ServerConnection, frame: Frame) -> None:
     # a batch is keyed on its highest sequence id (see `_dedup` Rule 1); the receipt carries it
     highest = highest_sequence_id(req.sequence_id, req.highest_sequence_id, req.num_messages)
     conn.publish_started(len(raw))
-    producer.topic.publish(producer, req.sequence_id, highest, raw, req.num_messages)
+    producer.topic.publish(producer, req.sequence_id, highest, raw, req.num_messages,
+                           partial_chunk=frame.metadata is not None and is_partial_chunk(frame.metadata))
 
 
 async def handle_close_producer(conn: ServerConnection, frame: Frame) -> None:

@@ -57,7 +57,7 @@ __all__ = ["Topic"]
 log = logging.getLogger(__name__)
 
 # (producer, receipt slot, entry bytes, sequence id, highest sequence id, monotonic arrival time)
-_PendingAdd = tuple[Producer, Any, bytes, int, int, float]
+_PendingAdd = tuple[Producer, Any, bytes, int, int, float, bool]  # ..., started, partial chunk
 
 
 class Topic:
@@ -211,18 +211,20 @@ class Topic:
             log.info("deduplication %s on loaded topic %s", "enabled" if enabled else "disabled", self.name)
             return True
 
-    def publish(self, producer: Producer, sequence_id: int, highest: int, raw: bytes, num_messages: int) -> None:
-        """Store one SEND's entry (Rule 1); the receipt goes out through the producer."""
+    def publish(self, producer: Producer, sequence_id: int, highest: int, raw: bytes, num_messages: int, *,
+                partial_chunk: bool = False) -> None:
+        """Store one SEND's entry (Rule 1); the receipt goes out through the producer.
+        ``partial_chunk``: a chunk of a chunked message before its last (see `_dedup` Rule 5)."""
         slot = producer.new_slot(sequence_id, highest, len(raw))
         if self.closed or self._nursery is None:
             producer.complete(slot, -1, -1, error=f"topic {self.name} is closed")
             return
         if self.dedup is not None:
-            verdict = self.dedup.check(producer.name, sequence_id, highest)
+            verdict = self.dedup.check(producer.name, sequence_id, highest, partial_chunk=partial_chunk)
             if verdict is not DedupVerdict.NEW:
                 producer.complete(slot, -1, -1)
                 return
-        elif self._dedup_enabling is not None:
+        elif self._dedup_enabling is not None and not partial_chunk:
             self._dedup_enabling.note_pushed(producer.name, highest)
         if self._adds_in_flight == 0:
             self._adds_drained = trio.Event()
@@ -231,7 +233,7 @@ class Topic:
         self.bytes_in_counter += len(raw)
         producer.msg_in_counter += num_messages
         producer.bytes_in_counter += len(raw)
-        self._to_add.append((producer, slot, raw, sequence_id, highest, time.monotonic()))
+        self._to_add.append((producer, slot, raw, sequence_id, highest, time.monotonic(), partial_chunk))
         self._nursery.start_soon(self._add_head)
 
     async def _add_head(self) -> None:
@@ -245,7 +247,7 @@ class Topic:
                     if self.service.quota_holds(self.name):
                         released = await self.service.wait_quota_released(self)
             item = self._to_add.popleft()
-            producer, slot, raw, sequence_id, highest, started = item
+            producer, slot, raw, sequence_id, highest, started, partial_chunk = item
             if not released:
                 if self.dedup is not None:
                     self.dedup.on_failed(producer.name)
@@ -268,9 +270,11 @@ class Topic:
                 if sub.dispatcher is not None:
                     sub.dispatcher.wake()
             if self._dedup_enabling is not None:
-                self._dedup_enabling.on_persisted(producer.name, sequence_id, highest, pos)
+                self._dedup_enabling.on_persisted(producer.name, sequence_id, highest, pos,
+                                                  partial_chunk=partial_chunk)
             dedup = self.dedup
-            if dedup is not None and dedup.on_persisted(producer.name, sequence_id, highest, pos):
+            if dedup is not None and dedup.on_persisted(producer.name, sequence_id, highest, pos,
+                                                        partial_chunk=partial_chunk):
                 await dedup.snapshot()
         finally:
             if item is None and self._to_add:

@@ -176,3 +176,36 @@ def test_dedup_cursor_is_not_a_subscription(broker, http, client: pulsar.Client,
     explain = http.get(f"{tp}/explain-storage").json()
     assert explain["cursors"][DEDUP_CURSOR]["system"] is True
     assert explain["slowestCursor"] != DEDUP_CURSOR
+
+
+def test_chunk_before_the_last_is_not_recorded() -> None:
+    d = Deduplication(store=None, ml_name="x", snapshot_interval=100)  # type: ignore[arg-type]
+    for chunk in range(3):  # chunks 0 and 1 of message 7, then its last chunk
+        assert d.check("p", 7, 7, partial_chunk=chunk < 2) is DedupVerdict.NEW
+        d.on_persisted("p", 7, 7, _pos(chunk), partial_chunk=chunk < 2)
+    assert d.last_sequence_id("p") == 7
+    # the whole message re-sent after its last chunk was stored: every chunk is a duplicate
+    assert d.check("p", 7, 7, partial_chunk=True) is DedupVerdict.DUPLICATE_PERSISTED
+    assert d.check("p", 7, 7) is DedupVerdict.DUPLICATE_PERSISTED
+
+
+def test_chunked_messages_with_deduplication_on(name: str) -> None:
+    from broker import BrokerConfig
+    from tests.broker_admin.admin_harness import AdminBroker, pulsar_client
+
+    # a small maxMessageSize so that a 150 KiB message travels as 3 chunks
+    with AdminBroker(BrokerConfig(max_message_size=64 * 1024, web_service_port=0)) as b, \
+            pulsar_client(b.url) as client:
+        import httpx
+
+        with httpx.Client(base_url=b.http, timeout=10) as http:
+            ns = _ns(http, name, dedup=True)
+        topic = f"persistent://{ns}/chunky"
+        producer = client.create_producer(topic, producer_name="cp", chunking_enabled=True,
+                                          batching_enabled=False)
+        big = [bytes([i]) * (150 * 1024) for i in range(1, 4)]
+        for i, payload in enumerate(big, start=1):
+            producer.send(payload, sequence_id=i)
+        producer.send(big[0], sequence_id=1)  # a re-send of an old id: dropped whole
+        producer.close()
+        assert _values(client, topic) == big
