@@ -36,6 +36,22 @@ class BrokerConfig(RetentionConfig):
     bind_address: str = config_field("0.0.0.0", alias="bindAddress", help="Address the server listens on.")
     broker_service_port: int = config_field(6650, alias="brokerServicePort", help="Pulsar protocol port.")
     web_service_port: int = config_field(8080, alias="webServicePort", help="Admin REST port.")
+    http_max_request_size: int = config_field(
+        10 * 1024 * 1024, alias="httpMaxRequestSize",
+        help="Largest admin REST request body in bytes; a larger one is answered 413 without being read "
+             "further (a Content-Length above it is refused before reading). 0 or negative = no limit "
+             "(Pulsar's default is -1; Magnetar's is 10 MiB). Headers are bounded by the HTTP server.")
+    admin_max_stored_value_bytes: int = config_field(
+        512 * 1024,
+        help="Largest JSON body the admin REST API parses, and largest tenant info, namespace policies "
+             "or schema definition it stores (one metadata node; ZooKeeper refuses nodes over its "
+             "jute.maxbuffer, 1 MiB by default). A larger one is answered 413.")
+    max_num_partitions_per_partitioned_topic: int = config_field(
+        10_000, alias="maxNumPartitionsPerPartitionedTopic",
+        help="Most partitions a partitioned topic may have: creating or updating one with more (or an "
+             "autoTopicCreationOverride with more) is answered 406. 0 or negative = no limit (Pulsar's "
+             "default is 0; Magnetar bounds it so that one admin request cannot make every listing of "
+             "the namespace enumerate billions of partitions).")
     allow_auto_topic_creation: bool = config_field(
         True, alias="allowAutoTopicCreation",
         help="Create topics on first use inside existing namespaces.")
@@ -50,6 +66,19 @@ class BrokerConfig(RetentionConfig):
     keep_alive_interval_s: int = config_field(
         30, alias="keepAliveIntervalSeconds",
         help="Idle time before the broker pings; twice this without any answer closes the connection.")
+    handshake_timeout_s: float = config_field(
+        10.0, help="A connection that has not completed CONNECT this long after it was accepted is closed. "
+                   "Pulsar has no key for it (it closes such a connection at its first keep-alive check, "
+                   "keepAliveIntervalSeconds); clients send CONNECT as soon as TCP (and TLS) is up.")
+    broker_max_connections: int = config_field(
+        0, alias="brokerMaxConnections",
+        help="Connections served at once; one more is answered ERROR NotAllowed and closed right after "
+             "accept (0 = no limit, Pulsar's default).")
+    broker_max_connections_per_ip: int = config_field(
+        0, alias="brokerMaxConnectionsPerIp",
+        help="Connections served at once from one client IP address; one more is answered ERROR NotAllowed "
+             "and closed right after accept (0 = no limit, Pulsar's default; clients behind one NAT or "
+             "proxy share an address).")
     max_pending_publish_requests_per_connection: int = config_field(
         1000, alias="maxPendingPublishRequestsPerConnection",
         help="SEND frames in flight per connection before the broker stops reading it.")
@@ -122,6 +151,9 @@ class BrokerConfig(RetentionConfig):
                          "dispatcher_max_replay_entries", message="must be positive, got {value}")
         require_at_least(self, "max_unacked_messages_per_consumer",
                          message="must be 0 (no limit) or positive")
+        require_positive(self, "handshake_timeout_s")
+        require_at_least(self, "broker_max_connections", "broker_max_connections_per_ip",
+                         message="must be 0 (no limit) or positive")
         require_positive(self, "topic_unload_idle_s", "policy_recheck_interval_s")
         if self.max_message_size > self.max_pending_publish_bytes:
             raise ConfigError("max_pending_publish_bytes", "must be at least max_message_size")
@@ -132,6 +164,11 @@ class BrokerConfig(RetentionConfig):
                 self.default_tenant + "/"):
             raise ConfigError("default_namespace", "must look like '<default_tenant>/<namespace>'")
         require_positive(self, "backlog_quota_hold_timeout_s")
+        require_positive(self, "admin_max_stored_value_bytes")
+        if 0 < self.max_num_partitions_per_partitioned_topic < self.default_num_partitions:
+            raise ConfigError("default_num_partitions",
+                              f"must not exceed max_num_partitions_per_partitioned_topic "
+                              f"({self.max_num_partitions_per_partitioned_topic})")
         super().validate()
 
 

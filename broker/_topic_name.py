@@ -8,6 +8,10 @@ Rules (as Pulsar's TopicName):
   metadata nodes).
 * A local name ending in ``-partition-N`` (N a non-negative integer) names partition N of the
   partitioned topic without that suffix.
+* A tenant, namespace or local name is never ``.`` or ``..`` (nor is the partitioned topic a
+  ``-partition-N`` name belongs to empty, ``.`` or ``..``), and a subscription name is none of
+  those, has no ``/`` and no NUL: each becomes one component of a metadata path, where those would
+  name another node (or none).
 """
 
 from __future__ import annotations
@@ -16,11 +20,12 @@ import re
 from dataclasses import dataclass
 from urllib.parse import quote
 
-__all__ = ["TopicName", "NamespaceName", "InvalidTopicNameError"]
+__all__ = ["TopicName", "NamespaceName", "InvalidTopicNameError", "check_subscription_name"]
 
 _PARTITION_RE = re.compile(r"^(.*)-partition-(\d+)$")
 _PART_RE = re.compile(r"^[-=:.\w]+$")
 PARTITIONED_SUFFIX = "-partition-"
+_DOT_NAMES = (".", "..")
 
 
 class InvalidTopicNameError(ValueError):
@@ -42,7 +47,7 @@ class NamespaceName:
             raise InvalidTopicNameError(f"invalid namespace name {text!r}: expected 'tenant/namespace'")
         tenant, ns = parts
         for what, value in (("tenant", tenant), ("namespace", ns)):
-            if not value or not _PART_RE.match(value):
+            if not value or value in _DOT_NAMES or not _PART_RE.match(value):
                 raise InvalidTopicNameError(f"invalid {what} {value!r} in namespace name {text!r}")
         return cls(tenant, ns)
 
@@ -81,6 +86,10 @@ class TopicName:
         NamespaceName.parse(f"{tenant}/{ns}")
         if "\n" in local or "\x00" in local:
             raise InvalidTopicNameError(f"invalid characters in topic name {text!r}")
+        partitioned = _PARTITION_RE.match(local)
+        if local in _DOT_NAMES or (partitioned and partitioned.group(1) in ("", *_DOT_NAMES)):
+            # the name (or its partitioned topic's) would be an empty, "." or ".." path component
+            raise InvalidTopicNameError(f"invalid topic name {text!r}: the local name may not be {local!r}")
         return cls(domain, tenant, ns, local)
 
     @property
@@ -130,3 +139,10 @@ class TopicName:
 
     def __str__(self) -> str:
         return f"{self.domain}://{self.tenant}/{self.namespace}/{self.local_name}"
+
+
+def check_subscription_name(name: str) -> str:
+    """``name`` if it can name a subscription (see the module rules); `InvalidTopicNameError` otherwise."""
+    if not name or name in _DOT_NAMES or "/" in name or "\x00" in name:
+        raise InvalidTopicNameError(f"invalid subscription name {name!r}")
+    return name

@@ -1,4 +1,9 @@
-"""The admin ASGI app (Starlette) and `serve_admin`, its hypercorn-on-trio server."""
+"""The admin ASGI app (Starlette) and `serve_admin`, its hypercorn-on-trio server.
+
+Every request goes through `RequestGuard` (bodies bounded by ``httpMaxRequestSize``, reads
+cancelled when their client leaves, unread bodies drained so that hypercorn can close the
+connection).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ import trio
 from hypercorn.config import Config
 from hypercorn.trio import serve
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -17,6 +23,7 @@ from starlette.routing import Route
 from .._stats import refresh_backlog_age
 from . import _explain, _namespaces, _policies, _schema_routes, _subscriptions, _tenants, _topics
 from ._common import endpoint, service_of
+from ._request_guard import GuardSettings, RequestGuard
 
 if TYPE_CHECKING:
     from .._service import BrokerService
@@ -56,15 +63,20 @@ def create_admin_app(service: BrokerService, *, gc_explain: GcExplainHook | None
     ``/metrics``).
 
     ``gc_explain`` joins the bookies' GC state into explain-storage (see `GcExplainHook`); it can
-    also be set later as ``app.state.gc_explain``.
+    also be set later as ``app.state.gc_explain``. ``app.state.request_guard`` holds the
+    `GuardSettings` (`serve_admin` gives it the nursery that drains unread bodies).
     """
     routes: list[Route] = [Route("/metrics", metrics, methods=["GET"])]
     # order matters where paths overlap: specific topic sub-paths before generic ones
     for module in (_tenants, _namespaces, _topics, _subscriptions, _policies, _explain, _schema_routes):
         routes.extend(module.routes())
-    app = Starlette(routes=routes, exception_handlers={404: _not_found, 405: _not_allowed})
+    limit = service.config.http_max_request_size
+    guard = GuardSettings(max_body=limit if limit > 0 else None)  # <= 0: no limit, as in Pulsar
+    app = Starlette(routes=routes, exception_handlers={404: _not_found, 405: _not_allowed},
+                    middleware=[Middleware(RequestGuard, settings=guard)])
     app.state.service = service
     app.state.gc_explain = gc_explain
+    app.state.request_guard = guard
     return app
 
 
@@ -87,6 +99,7 @@ async def serve_admin(service: BrokerService, host: str | None = None, port: int
     app = create_admin_app(service, gc_explain=gc_explain)
 
     async with trio.open_nursery() as nursery:
+        app.state.request_guard.drain_nursery = nursery
         binds = await nursery.start(serve, app, config)
         real_port = int(binds[0].rsplit(":", 1)[1])
         service.set_web_port(real_port)

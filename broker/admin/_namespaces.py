@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -11,10 +13,13 @@ from retention import PolicyOverrides
 
 from .._namespaces import PARTITIONED_ROOT, POLICIES_ROOT, default_policies
 from .._retention_hooks import TOPIC_POLICIES_ROOT
-from .._topic_name import NamespaceName, TopicName
+from .._topic_name import TopicName
 from ._common import (
     RestError,
+    check_partitions,
+    check_stored_size,
     endpoint,
+    for_each_bounded,
     json_body,
     json_response,
     namespace_of,
@@ -22,7 +27,9 @@ from ._common import (
     query_bool,
     require_namespace,
     service_of,
+    tenant_of,
 )
+from ._policies import POLICY_KEYS
 from ._topic_ops import delete_partitioned_topic, delete_topic
 
 __all__ = ["routes"]
@@ -31,8 +38,7 @@ __all__ = ["routes"]
 @endpoint
 async def list_namespaces(request: Request) -> Response:
     s = service_of(request)
-    tenant = request.path_params["tenant"]
-    NamespaceName.parse(f"{tenant}/x")
+    tenant = tenant_of(request)
     if not await s.namespaces.tenant_exists(tenant):
         raise RestError(404, f"Tenant {tenant} does not exist")
     return json_response(await s.namespaces.list_namespaces(tenant))
@@ -43,19 +49,67 @@ async def get_namespace(request: Request) -> Response:
     return json_response(await require_namespace(service_of(request), namespace_of(request)))
 
 
+_TOPIC_TYPES = ("non-partitioned", "partitioned")
+
+
+def _auto_topic_creation(request: Request, value: Any) -> dict[str, Any]:
+    """A checked autoTopicCreationOverride: 412 for a wrong shape (Pulsar's answer to an invalid
+    override), 406 for a number of partitions out of bounds."""
+    invalid = RestError(412, "Invalid configuration for autoTopicCreationOverride")
+    if not isinstance(value, dict) or not isinstance(value.get("allowAutoTopicCreation", False), bool):
+        raise invalid
+    kind = value.get("topicType", "non-partitioned")
+    if kind not in _TOPIC_TYPES:
+        raise invalid
+    out = {"allowAutoTopicCreation": value.get("allowAutoTopicCreation", False), "topicType": kind}
+    n = value.get("defaultNumPartitions")
+    if n is not None:
+        out["defaultNumPartitions"] = check_partitions(request, n, "defaultNumPartitions")
+    elif kind == "partitioned":
+        raise invalid
+    return out
+
+
+def _namespace_policies(request: Request, body: Any) -> dict[str, Any]:
+    """The Policies to store for a create body: the defaults, updated with the body's keys. The
+    keys the broker reads are checked (400 for a wrong type, see `_auto_topic_creation`); others
+    are kept as given; 413 when the whole is too large to store."""
+    policies = default_policies(service_of(request).config.cluster_name)
+    if body is None:
+        return policies
+    if not isinstance(body, dict):
+        raise RestError(400, "namespace policies must be a JSON object")
+    try:
+        PolicyOverrides.from_json(body)
+    except ValueError as exc:
+        raise RestError(400, f"invalid policies: {exc}") from None
+    checked = dict(body)
+    for rest_name in ("deduplication", "schemaCompatibilityStrategy"):
+        key, parse = POLICY_KEYS[rest_name]
+        if checked.get(key) is not None:
+            try:
+                checked[key] = parse(checked[key])
+            except ValueError as exc:
+                raise RestError(400, f"invalid {key}: {exc}") from None
+    allow_update = checked.get("is_allow_auto_update_schema")
+    if allow_update is not None and not isinstance(allow_update, bool):
+        raise RestError(400, f"is_allow_auto_update_schema must be true or false, not {allow_update!r}")
+    override = checked.get("autoTopicCreationOverride")
+    if override is not None:
+        checked["autoTopicCreationOverride"] = _auto_topic_creation(request, override)
+    clusters = checked.get("replication_clusters")
+    if clusters is not None and not (isinstance(clusters, list)
+                                     and all(isinstance(c, str) for c in clusters)):
+        raise RestError(400, "replication_clusters must be a list of strings")
+    policies.update(checked)
+    check_stored_size(request, policies, "namespace policies")
+    return policies
+
+
 @endpoint
 async def create_namespace(request: Request) -> Response:
     s, ns = service_of(request), namespace_of(request)
-    body = await json_body(request, default=None)
-    policies = default_policies(s.config.cluster_name)
-    if body is not None:
-        if not isinstance(body, dict):
-            raise RestError(400, "namespace policies must be a JSON object")
-        try:
-            PolicyOverrides.from_json(body)
-        except ValueError as exc:
-            raise RestError(400, f"invalid policies: {exc}") from None
-        policies.update(body)
+    policies = _namespace_policies(request, await json_body(request, default=None, what="namespace policies"))
     if not await s.namespaces.tenant_exists(ns.tenant):
         raise RestError(404, f"Tenant {ns.tenant} does not exist")
     try:
@@ -78,8 +132,9 @@ async def delete_namespace(request: Request) -> Response:
         raise RestError(409, f"Cannot delete non empty namespace {ns}: it has {len(topics)} topic(s)")
     for name in partitioned:
         await delete_partitioned_topic(s, TopicName.parse(name), force=True)
-    for name in await s.topics_of_namespace(ns):
-        await delete_topic(s, TopicName.parse(name), force=True)
+    # just listed: each is loaded or stored, so none needs another listing to be found
+    await for_each_bounded([TopicName.parse(name) for name in await s.topics_of_namespace(ns)],
+                           lambda topic: delete_topic(s, topic, force=True, known_present=True))
     for root in (PARTITIONED_ROOT, TOPIC_POLICIES_ROOT):
         try:
             await s.store.delete(f"{root}/{ns}", recursive=True)

@@ -30,7 +30,18 @@ from starlette.routing import Route
 
 from .._errors import IncompatibleSchemaError
 from .._schemas import SchemaInfo, check_compatible
-from ._common import RestError, endpoint, json_body, json_response, require_namespace, service_of, topic_of
+from ._common import (
+    INT64_MAX,
+    RestError,
+    check_stored_size,
+    endpoint,
+    int_param,
+    json_body,
+    json_response,
+    require_namespace,
+    service_of,
+    topic_of,
+)
 
 __all__ = ["routes", "SCHEMA_TYPES", "schema_type_name", "schema_type_value"]
 
@@ -89,7 +100,7 @@ async def _payload(request: Request) -> SchemaInfo:
         except ValueError:
             raise RestError(422, f"invalid {body['type'].upper()} schema definition: not JSON") from None
     props = body.get("properties") or {}
-    if not isinstance(props, dict):
+    if not isinstance(props, dict) or not all(isinstance(v, (str, int, float)) for v in props.values()):
         raise RestError(400, "properties must be an object of strings")
     return SchemaInfo(type=type_value, data=data.encode(), name=topic_of(request).local_name,
                       properties=tuple(sorted((str(k), str(v)) for k, v in props.items())))
@@ -107,11 +118,7 @@ async def get_latest(request: Request) -> Response:
 @endpoint
 async def get_version(request: Request) -> Response:
     s, topic = await _topic(request)
-    raw = request.path_params["version"]
-    try:
-        version = int(raw)
-    except ValueError:
-        raise RestError(400, f"schema version must be an integer, not {raw!r}") from None
+    version = int_param(request, "version", "schema version", minimum=-INT64_MAX - 1, maximum=INT64_MAX)
     found = await s.schemas.get(topic, version)
     if found is None:
         raise RestError(404, f"no schema version {version} for topic {topic}")
@@ -129,6 +136,11 @@ async def get_all(request: Request) -> Response:
 async def post_schema(request: Request) -> Response:
     s, topic = await _topic(request)
     info = await _payload(request)
+    versions = await s.schemas.versions(topic)
+    if not any(v.same_as(info) for v in versions):
+        # every version of a topic's schema is kept in one metadata node
+        stored = {"versions": [v.to_json() for v in [*versions, info]]}
+        check_stored_size(request, stored, "the topic's schemas")
     strategy, _allow_new = await s.schema_strategy(topic.namespace_name)
     try:
         # an admin upload may add a version whatever is_allow_auto_update_schema says (as Pulsar)

@@ -1,12 +1,14 @@
 """Subscriptions of a persistent topic: list, create, delete, skip, clear backlog, reset cursor.
 
 A partitioned topic's name works for list, create and delete: the operation applies to every
-partition, as in Pulsar.
+partition, as in Pulsar. Create loads (and so creates) every partition; list and delete only look
+at partitions that are loaded or stored, as the others have no subscription (`_topic_ops` Rule 4).
+Partitions are loaded `FANOUT_CONCURRENCY` at a time; a list stops when its client disconnects.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -17,54 +19,78 @@ from managed_ledger import InitialPosition, Position
 from .._dedup import DEDUP_CURSOR
 from .._topic_name import TopicName
 from ._common import (
+    INT32_MAX,
+    INT64_MAX,
     RestError,
     endpoint,
+    for_each_bounded,
+    int_param,
     json_body,
     json_response,
     no_content,
     query_bool,
     require_namespace,
     service_of,
+    subscription_of,
     topic_of,
 )
-from ._topic_ops import existing_subscription, existing_topic
+from ._topic_ops import existing_subscription, existing_topic, present_partitions
+
+if TYPE_CHECKING:
+    from .._subscription import Subscription
+    from .._topic import Topic
 
 __all__ = ["routes", "parse_message_id"]
 
-_LONG_MAX = 2**63 - 1
+
+def _long(value: Any) -> int:
+    """A JSON integer in Java's ``long`` range (ValueError otherwise: floats and booleans too)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not -INT64_MAX - 1 <= value <= INT64_MAX:
+        raise ValueError(value)
+    return value
 
 
 def parse_message_id(body: Any) -> Position | InitialPosition:
     """Pulsar's MessageId JSON -> a position; ``(-1, -1)`` is earliest, ``(MAX, MAX)`` latest.
-    Raises `RestError` 400 for anything else."""
+    Raises `RestError` 400 for anything else (ids that are not integers in Java's ``long`` range
+    included)."""
     if not isinstance(body, dict):
         raise RestError(400, "message id must be a JSON object with ledgerId and entryId")
     try:
-        ledger, entry = int(body["ledgerId"]), int(body["entryId"])
-    except (KeyError, TypeError, ValueError):
-        raise RestError(400, "message id must have integer ledgerId and entryId") from None
+        ledger, entry = _long(body["ledgerId"]), _long(body["entryId"])
+    except (KeyError, ValueError):
+        raise RestError(400, "message id must have integer ledgerId and entryId (Java longs)") from None
     if ledger < 0 and entry < 0:
         return InitialPosition.EARLIEST
-    if ledger >= _LONG_MAX and entry >= _LONG_MAX:
+    if ledger >= INT64_MAX and entry >= INT64_MAX:
         return InitialPosition.LATEST
     if ledger < 0 or entry < 0:
         raise RestError(400, f"invalid message id {ledger}:{entry}")
     return Position(ledger, entry)
 
 
-async def _targets(request: Request) -> list[TopicName]:
+async def _partitions(request: Request) -> tuple[TopicName, int]:
+    """The topic of the path and its number of partitions (0: not a partitioned topic's name)."""
     s, topic = service_of(request), topic_of(request)
     await require_namespace(s, topic.namespace_name)
-    n = await s.namespaces.get_partitions(topic) if topic.partition < 0 else 0
-    return [topic.partition_name(i) for i in range(n)] if n else [topic]
+    return topic, await s.namespaces.get_partitions(topic) if topic.partition < 0 else 0
+
+
+async def _present_targets(request: Request) -> list[Topic]:
+    """The loaded topics an operation on existing subscriptions looks at: the topic itself (404
+    when missing), or the partitions that are loaded or stored, loaded `FANOUT_CONCURRENCY` at a time."""
+    s = service_of(request)
+    topic, n = await _partitions(request)
+    if not n:
+        return [await existing_topic(s, topic)]
+    return await for_each_bounded(await present_partitions(s, topic, n),
+                                  lambda name: s.get_topic(name, create=False))
 
 
 @endpoint
 async def list_subscriptions(request: Request) -> Response:
-    s = service_of(request)
     names: set[str] = set()
-    for name in await _targets(request):
-        t = await s.get_topic(name, create=False) if name.partition >= 0 else await existing_topic(s, name)
+    for t in await _present_targets(request):
         names.update(n for n, sub in t.subscriptions.items() if not sub.closed)
     return json_response(sorted(names))
 
@@ -72,32 +98,36 @@ async def list_subscriptions(request: Request) -> Response:
 @endpoint
 async def create_subscription(request: Request) -> Response:
     s = service_of(request)
-    sub_name = request.path_params["subscription"]
+    sub_name = subscription_of(request)
     if sub_name == DEDUP_CURSOR:
         raise RestError(412, f"subscription name {sub_name!r} is reserved for the broker's deduplication cursor")
     body = await json_body(request, default=None, what="message id")
     start = InitialPosition.LATEST if body is None else parse_message_id(body)
-    targets = await _targets(request)
-    topics = [await s.get_topic(n, create=True) if n.partition >= 0 else await existing_topic(s, n)
-              for n in targets]
+    topic, n = await _partitions(request)
+    if n:
+        topics = await for_each_bounded([topic.partition_name(i) for i in range(n)],
+                                        lambda name: s.get_topic(name, create=True))
+    else:
+        topics = [await existing_topic(s, topic)]
     if any(sub_name in t.subscriptions and not t.subscriptions[sub_name].closed for t in topics):
         raise RestError(409, f"Subscription {sub_name} already exists for topic {topic_of(request)}")
-    for t in topics:
+
+    async def subscribe(t: Topic) -> None:
         initial = start if isinstance(start, InitialPosition) else InitialPosition.LATEST
         sub = await t.subscribe(sub_name, durable=True, initial_position=initial, start=None)
         if isinstance(start, Position):
             await sub.seek(start)
+
+    await for_each_bounded(topics, subscribe)
     return no_content()
 
 
 @endpoint
 async def delete_subscription(request: Request) -> Response:
-    s = service_of(request)
-    sub_name = request.path_params["subscription"]
+    sub_name = subscription_of(request)
     force = query_bool(request, "force")
     found = []
-    for name in await _targets(request):
-        t = await s.get_topic(name, create=True) if name.partition >= 0 else await existing_topic(s, name)
+    for t in await _present_targets(request):
         sub = t.subscriptions.get(sub_name)
         if sub is not None and not sub.closed:
             found.append((t, sub))
@@ -105,40 +135,36 @@ async def delete_subscription(request: Request) -> Response:
         raise RestError(404, f"Subscription {sub_name} not found on topic {topic_of(request)}")
     if not force and any(sub.consumers for _, sub in found):
         raise RestError(412, "Subscription has active connected consumers")
-    for t, sub in found:
-        await t.unsubscribe(sub)
+    await for_each_bounded(found, lambda pair: pair[0].unsubscribe(pair[1]))
     return no_content()
+
+
+async def _subscription(request: Request) -> Subscription:
+    _, sub = await existing_subscription(service_of(request), topic_of(request), subscription_of(request))
+    return sub
 
 
 @endpoint
 async def skip(request: Request) -> Response:
-    raw = request.path_params["n"]
-    try:
-        n = int(raw)
-    except ValueError:
-        raise RestError(400, f"number of messages to skip must be an integer, not {raw!r}") from None
-    if n < 0:
-        raise RestError(400, "number of messages to skip must not be negative")
-    _, sub = await existing_subscription(service_of(request), topic_of(request), request.path_params["subscription"])
+    # Pulsar takes an int; a negative count would move the cursor back
+    n = int_param(request, "n", "number of messages to skip", minimum=0, maximum=INT32_MAX)
+    sub = await _subscription(request)
     await sub.cursor.skip_entries(n)
     return no_content()
 
 
 @endpoint
 async def skip_all(request: Request) -> Response:
-    _, sub = await existing_subscription(service_of(request), topic_of(request), request.path_params["subscription"])
+    sub = await _subscription(request)
     await sub.cursor.clear_backlog()
     return no_content()
 
 
 @endpoint
 async def reset_by_time(request: Request) -> Response:
-    raw = request.path_params["timestamp"]
-    try:
-        ts = int(raw)
-    except ValueError:
-        raise RestError(400, f"timestamp must be milliseconds since the epoch, not {raw!r}") from None
-    _, sub = await existing_subscription(service_of(request), topic_of(request), request.path_params["subscription"])
+    ts = int_param(request, "timestamp", "timestamp (milliseconds since the epoch)",
+                   minimum=-INT64_MAX - 1, maximum=INT64_MAX)
+    sub = await _subscription(request)
     await sub.seek(await sub.position_for_publish_time(ts))
     return no_content()
 
@@ -147,7 +173,7 @@ async def reset_by_time(request: Request) -> Response:
 async def reset_by_id(request: Request) -> Response:
     body = await json_body(request, what="message id")
     target = parse_message_id(body)
-    t, sub = await existing_subscription(service_of(request), topic_of(request), request.path_params["subscription"])
+    t, sub = await existing_subscription(service_of(request), topic_of(request), subscription_of(request))
     if target is InitialPosition.EARLIEST:
         pos = t.first_position()
     elif target is InitialPosition.LATEST:

@@ -12,8 +12,17 @@ from starlette.routing import Route
 from metadata import NodeExistsError, NoNodeError
 
 from .._namespaces import POLICIES_ROOT
-from .._topic_name import NamespaceName
-from ._common import RestError, endpoint, json_body, json_response, no_content, service_of, topic_of
+from ._common import (
+    RestError,
+    check_stored_size,
+    endpoint,
+    json_body,
+    json_response,
+    no_content,
+    service_of,
+    tenant_of,
+    topic_of,
+)
 
 __all__ = ["routes"]
 
@@ -37,6 +46,9 @@ async def get_cluster(request: Request) -> Response:
 
 
 def _tenant_info(request: Request, body: Any) -> dict[str, Any]:
+    """The TenantInfo to store for ``body`` (None: an empty body); 400 for a body of the wrong
+    shape, 412 for an unknown cluster, 413 when too large to store. Other keys are dropped, as
+    Pulsar's TenantInfo has no others."""
     cluster = service_of(request).config.cluster_name
     if body is None:
         body = {}
@@ -46,18 +58,15 @@ def _tenant_info(request: Request, body: Any) -> dict[str, Any]:
     clusters = body.get("allowedClusters")
     if clusters is None or clusters == []:
         clusters = [cluster]
-    if not isinstance(roles, list) or not isinstance(clusters, list):
-        raise RestError(400, "adminRoles and allowedClusters must be lists")
+    for key, value in (("adminRoles", roles), ("allowedClusters", clusters)):
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise RestError(400, f"{key} must be a list of strings")
     unknown = [c for c in clusters if c != cluster]
     if unknown:
-        raise RestError(412, f"Clusters do not exist: {', '.join(map(str, unknown))}")
-    return {"adminRoles": roles, "allowedClusters": clusters}
-
-
-def _tenant(request: Request) -> str:
-    tenant = request.path_params["tenant"]
-    NamespaceName.parse(f"{tenant}/x")  # validates the tenant's characters (412 when invalid)
-    return tenant
+        raise RestError(412, f"Clusters do not exist: {', '.join(unknown)}")
+    info = {"adminRoles": roles, "allowedClusters": clusters}
+    check_stored_size(request, info, "tenant info")
+    return info
 
 
 @endpoint
@@ -67,7 +76,7 @@ async def list_tenants(request: Request) -> Response:
 
 @endpoint
 async def get_tenant(request: Request) -> Response:
-    tenant = _tenant(request)
+    tenant = tenant_of(request)
     try:
         data, _ = await service_of(request).store.get(f"{POLICIES_ROOT}/{tenant}")
     except NoNodeError:
@@ -79,8 +88,8 @@ async def get_tenant(request: Request) -> Response:
 
 @endpoint
 async def create_tenant(request: Request) -> Response:
-    tenant = _tenant(request)
-    info = _tenant_info(request, await json_body(request, default=None))
+    tenant = tenant_of(request)
+    info = _tenant_info(request, await json_body(request, default=None, what="tenant info"))
     try:
         await service_of(request).namespaces.create_tenant(tenant, info)
     except NodeExistsError:
@@ -90,9 +99,9 @@ async def create_tenant(request: Request) -> Response:
 
 @endpoint
 async def update_tenant(request: Request) -> Response:
-    tenant = _tenant(request)
+    tenant = tenant_of(request)
     s = service_of(request)
-    info = _tenant_info(request, await json_body(request, default=None))
+    info = _tenant_info(request, await json_body(request, default=None, what="tenant info"))
     path = f"{POLICIES_ROOT}/{tenant}"
     try:
         _, stat = await s.store.get(path)
@@ -104,7 +113,7 @@ async def update_tenant(request: Request) -> Response:
 
 @endpoint
 async def delete_tenant(request: Request) -> Response:
-    tenant = _tenant(request)
+    tenant = tenant_of(request)
     s = service_of(request)
     if not await s.namespaces.tenant_exists(tenant):
         raise RestError(404, f"Tenant {tenant} does not exist")

@@ -8,11 +8,16 @@ Rules:
   with ``force`` they are disconnected first. Deletion removes the managed ledger (ledgers,
   cursors), the dedup snapshot, the schemas, the topic-level policies and what retention remembers.
 * Rule 3: a partitioned topic is deleted partition by partition, then its metadata.
+* Rule 4: work over a partitioned topic's partitions costs what exists, not what the metadata
+  says could: partitions that are neither loaded nor stored (never used) are skipped where they
+  can hold nothing (stats, listing and deleting subscriptions, deletion), found with one listing
+  of the namespace's managed ledgers, and partitions are worked on `FANOUT_CONCURRENCY` at a time.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+from urllib.parse import unquote
 
 from managed_ledger import ManagedLedgerError
 from metadata import NoNodeError
@@ -20,14 +25,14 @@ from metadata import NoNodeError
 from .._dedup import DEDUP_ROOT
 from .._topic import Topic
 from .._topic_name import TopicName
-from ._common import RestError, require_namespace
+from ._common import RestError, for_each_bounded, require_namespace
 
 if TYPE_CHECKING:
     from .._service import BrokerService
     from .._subscription import Subscription
 
 __all__ = ["delete_topic", "delete_partitioned_topic", "existing_topic", "existing_subscription",
-           "topic_exists_any"]
+           "topic_exists_any", "loaded_partitions", "present_partitions"]
 
 
 async def topic_exists_any(s: BrokerService, topic: TopicName) -> bool:
@@ -37,6 +42,29 @@ async def topic_exists_any(s: BrokerService, topic: TopicName) -> bool:
     if topic.partition >= 0 and 0 < topic.partition + 1 <= await s.namespaces.get_partitions(topic.partitioned_topic):
         return True
     return await s.topic_exists(topic)
+
+
+def loaded_partitions(s: BrokerService, topic: TopicName, n: int) -> dict[int, Topic]:
+    """The loaded (not closed) partitions of ``topic`` below ``n``, by index. Costs the number of
+    loaded topics, whatever ``n`` is."""
+    out: dict[int, Topic] = {}
+    for t in list(s.topics.values()):
+        index = t.name.partition
+        if 0 <= index < n and not t.closed and t.name.partitioned_topic == topic:
+            out[index] = t
+    return out
+
+
+async def present_partitions(s: BrokerService, topic: TopicName, n: int) -> list[TopicName]:
+    """The partitions of ``topic`` below ``n`` that are loaded or have a managed ledger, in index
+    order (Rule 4): one listing of the namespace's managed ledgers, never one per partition."""
+    prefix = f"{topic.tenant}/{topic.namespace}/{topic.domain}/"
+    found = {i: t.name for i, t in loaded_partitions(s, topic, n).items()}
+    for ml_name in await s.factory.list(prefix):
+        name = TopicName(topic.domain, topic.tenant, topic.namespace, unquote(ml_name[len(prefix):]))
+        if 0 <= name.partition < n and name.partitioned_topic == topic:
+            found.setdefault(name.partition, name)
+    return [found[i] for i in sorted(found)]
 
 
 async def existing_topic(s: BrokerService, topic: TopicName) -> Topic:
@@ -60,12 +88,14 @@ async def existing_subscription(s: BrokerService, topic: TopicName, name: str) -
     return t, sub
 
 
-async def delete_topic(s: BrokerService, topic: TopicName, *, force: bool) -> None:
-    """Delete a non-partitioned topic or one partition (Rule 2); 404 when it does not exist."""
+async def delete_topic(s: BrokerService, topic: TopicName, *, force: bool,
+                       known_present: bool = False) -> None:
+    """Delete a non-partitioned topic or one partition (Rule 2); 404 when it does not exist.
+    ``known_present``: the caller has just listed it (skips the namespace listing that checks)."""
     await require_namespace(s, topic.namespace_name)
     key = str(topic)
     loaded = s.topics.get(key)
-    if loaded is None and not await s.topic_exists(topic):
+    if loaded is None and not known_present and not await s.topic_exists(topic):
         raise RestError(404, f"Topic {topic} not found")
     if loaded is not None and not loaded.closed:
         active = bool(loaded.producers) or any(sub.consumers for sub in loaded.subscriptions.values())
@@ -93,13 +123,10 @@ async def delete_partitioned_topic(s: BrokerService, topic: TopicName, *, force:
     if not n:
         raise RestError(404, f"Partitioned topic {topic} does not exist")
     if not force:
-        for i in range(n):
-            t = s.topics.get(str(topic.partition_name(i)))
-            if t is not None and (t.producers or any(sub.consumers for sub in t.subscriptions.values())):
+        for t in loaded_partitions(s, topic, n).values():
+            if t.producers or any(sub.consumers for sub in t.subscriptions.values()):
                 raise RestError(412, "Topic has active producers/subscriptions")
-    for i in range(n):
-        part = topic.partition_name(i)
-        if part.managed_ledger_name in await s.factory.list(part.managed_ledger_name) or str(part) in s.topics:
-            await delete_topic(s, part, force=True)
+    await for_each_bounded(await present_partitions(s, topic, n),
+                           lambda part: delete_topic(s, part, force=True, known_present=True))
     await s.topic_policies.delete_all(topic)
     await s.namespaces.delete_partitioned_topic(topic)

@@ -1,5 +1,10 @@
 """Persistent topics: ``/admin/v2/persistent/{tenant}/{namespace}[/{topic}...]``: list, create,
-delete, partitions, stats, internal stats, unload."""
+delete, partitions, stats, internal stats, unload.
+
+``partitioned-stats`` reports the partitions this broker has loaded and never loads one to report
+it (Pulsar reports a topic's stats from the broker that has it loaded); the totals are over those
+partitions, and ``metadata.partitions`` says how many there are.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ from .._namespaces import PARTITIONED_ROOT
 from .._stats import topic_stats
 from ._common import (
     RestError,
+    check_partitions,
     endpoint,
     json_body,
     json_response,
@@ -25,7 +31,13 @@ from ._common import (
     service_of,
     topic_of,
 )
-from ._topic_ops import delete_partitioned_topic, delete_topic, existing_topic, topic_exists_any
+from ._topic_ops import (
+    delete_partitioned_topic,
+    delete_topic,
+    existing_topic,
+    loaded_partitions,
+    topic_exists_any,
+)
 
 __all__ = ["routes"]
 
@@ -65,12 +77,7 @@ async def remove_topic(request: Request) -> Response:
 
 
 async def _partitions_body(request: Request) -> int:
-    n = await json_body(request, what="number of partitions")
-    if isinstance(n, bool) or not isinstance(n, int):
-        raise RestError(400, f"number of partitions must be an integer, not {n!r}")
-    if n <= 0:
-        raise RestError(406, "Number of partitions should be more than 0")
-    return n
+    return check_partitions(request, await json_body(request, what="number of partitions"))
 
 
 @endpoint
@@ -129,12 +136,11 @@ async def stats(request: Request) -> Response:
 async def partitioned_stats(request: Request) -> Response:
     s, topic = service_of(request), topic_of(request)
     await require_namespace(s, topic.namespace_name)
-    n = await s.namespaces.get_partitions(topic)
+    n = await s.namespaces.get_partitions(topic) if topic.partition < 0 else 0
     if not n:
         raise RestError(404, f"Partitioned topic {topic} does not exist")
-    parts = {}
-    for i in range(n):
-        parts[str(topic.partition_name(i))] = topic_stats(await s.get_topic(topic.partition_name(i), create=True))
+    loaded = loaded_partitions(s, topic, n)
+    parts = {str(loaded[i].name): topic_stats(loaded[i]) for i in sorted(loaded)}
     total: dict = {"metadata": {"partitions": n}, "partitions": parts if query_bool(request, "perPartition") else {}}
     for key in ("msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut", "msgInCounter",
                 "bytesInCounter", "msgOutCounter", "bytesOutCounter", "storageSize", "backlogSize", "msgBacklog"):
@@ -154,11 +160,14 @@ async def unload(request: Request) -> Response:
     await require_namespace(s, topic.namespace_name)
     if not await topic_exists_any(s, topic):
         raise RestError(404, f"Topic {topic} not found")
-    parts = [topic.partition_name(i) for i in range(await s.namespaces.get_partitions(topic))] or [topic]
-    for name in parts:
-        loaded = s.topics.get(str(name))
-        if loaded is not None:
-            await s.unload(loaded)
+    n = await s.namespaces.get_partitions(topic) if topic.partition < 0 else 0
+    if n:
+        loaded = list(loaded_partitions(s, topic, n).values())
+    else:
+        single = s.topics.get(str(topic))
+        loaded = [single] if single is not None else []
+    for t in loaded:
+        await s.unload(t)
     return no_content()
 
 
