@@ -97,8 +97,10 @@ def ur_lock_path(root: str, ledger_id: int) -> str:
 
 
 def _ledger_id_of(name: str) -> int | None:
-    if name.startswith(_UR_PREFIX) and name[len(_UR_PREFIX):].isdigit():
-        return int(name[len(_UR_PREFIX):])
+    digits = name[len(_UR_PREFIX):]
+    # isascii: str.isdigit() also accepts digits such as "²" that int() refuses
+    if name.startswith(_UR_PREFIX) and digits.isascii() and digits.isdigit():
+        return int(digits)
     return None
 
 

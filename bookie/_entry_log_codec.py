@@ -172,7 +172,8 @@ def encode_ledgers_map(ledgers: Mapping[int, int]) -> bytes:
 def decode_ledgers_map(buf: bytes | bytearray | memoryview, expected_count: int) -> dict[int, int]:
     """Parse a ledgers map written by `encode_ledgers_map` (``buf`` starts at the map offset).
 
-    Raises `CorruptLogError` when the records are torn or hold other than ``expected_count`` ledgers.
+    Raises `CorruptLogError` (and nothing else) when the records are torn, malformed or hold other
+    than ``expected_count`` ledgers.
     """
     result: dict[int, int] = {}
     view = memoryview(buf)
@@ -184,6 +185,8 @@ def decode_ledgers_map(buf: bytes | bytearray | memoryview, expected_count: int)
         ledger_id, entry_id, pstart, rend = rec
         if ledger_id != INVALID_LEDGER_ID or entry_id != LEDGERS_MAP_ENTRY_ID:
             raise CorruptLogError("ledgers map offset does not point at a map record")
+        if rend - pstart < _MAP_COUNT.size:  # else the count would be read from the next record
+            raise CorruptLogError("ledgers map record too short for its count")
         (count,) = _MAP_COUNT.unpack_from(view, pstart)
         if pstart + 4 + count * _MAP_ITEM.size != rend:
             raise CorruptLogError("ledgers map record has a bad length")

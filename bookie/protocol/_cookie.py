@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from google.protobuf.message import DecodeError
 
 from . import ledger_metadata_pb2 as pb
+from ._utf8 import invalid_utf8_field
 
 __all__ = ["Cookie", "CookieFormatError"]
 
@@ -48,14 +49,19 @@ class Cookie:
         if not data.startswith(_HEADER):
             raise CookieFormatError("cookie header missing or of an unknown version")
         fmt = pb.CookieFormat()
+        body = data[len(_HEADER) :]
         try:
-            fmt.ParseFromString(data[len(_HEADER) :])
+            fmt.ParseFromString(body)
         except (DecodeError, ValueError, RuntimeError) as exc:
             raise CookieFormatError(f"cookie body unparsable: {exc}") from exc
         if not fmt.IsInitialized():  # upb does not enforce proto2 `required` on parse
             raise CookieFormatError(f"cookie lacks {fmt.FindInitializationErrors()}")
+        bad = invalid_utf8_field(fmt, body)  # nor UTF-8: the field would read as bytes (see _utf8)
+        if bad is not None:
+            raise CookieFormatError(f"cookie field {bad} is not UTF-8")
         parts = fmt.ledgerDirs.split("\t")
-        if not parts[0].isdigit() or int(parts[0]) != len(parts) - 1:
+        # isascii: str.isdigit() also accepts digits such as "²" that int() refuses
+        if not (parts[0].isascii() and parts[0].isdigit()) or int(parts[0]) != len(parts) - 1:
             raise CookieFormatError(f"cookie ledger dirs {fmt.ledgerDirs!r} are malformed")
         return cls(fmt.bookieHost, fmt.journalDir, tuple(parts[1:]), fmt.instanceId)
 

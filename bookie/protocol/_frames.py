@@ -8,8 +8,9 @@ they arrive and hands back whole frames; it never touches a socket. Rules:
    the body) and poisons the decoder: the stream cannot be re-synchronised, every later call
    raises the same error, and the caller must close the connection.
 2. A frame whose bytes do not parse as the requested message raises ``MalformedFrame``: bad
-   wire format, a missing required field, or (proto2 enums are closed) an operation or status
-   number this protocol does not define, which leaves its required field unset. The
+   wire format, a missing required field, a ``string`` field that is not UTF-8, or (proto2 enums
+   are closed) an operation or status number this protocol does not define, which leaves its
+   required field unset. The
    frame has been consumed, so the decoder stays usable; the caller decides whether to answer
    (it has no txnId to answer with) or to close.
 3. ``next_frame`` / ``next_request`` / ``next_response`` return ``None`` when no whole frame is
@@ -26,6 +27,7 @@ import struct
 from google.protobuf.message import DecodeError, EncodeError
 
 from . import bookie_protocol_pb2 as pb
+from ._utf8 import invalid_utf8_field
 
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
@@ -40,8 +42,10 @@ __all__ = [
     "parse_response",
 ]
 
-DEFAULT_MAX_FRAME_SIZE = 5 * 1024 * 1024
-"""BookKeeper's default nettyMaxFrameSizeBytes (5 MiB)."""
+DEFAULT_MAX_FRAME_SIZE = 5 * 1024 * 1024 + 10 * 1024
+"""5 MiB + 10 KiB: the ``nettyMaxFrameSizeBytes`` Pulsar ships in its bookkeeper.conf, so that an
+entry holding a Pulsar message of ``maxMessageSize`` (5 MiB) plus its metadata fits in one frame
+(BookKeeper's own default, exactly 5 MiB, refuses such an entry)."""
 
 _LEN = struct.Struct(">I")
 _COMPACT_AT = 64 * 1024
@@ -94,24 +98,32 @@ def encode_response(response: pb.Response) -> bytes:
 def parse_request(payload: bytes | bytearray | memoryview) -> pb.Request:
     """Parse unframed ``Request`` bytes; raises ``MalformedFrame`` on anything invalid."""
     msg = pb.Request()
+    data = bytes(payload)
     try:
-        msg.ParseFromString(bytes(payload))
+        msg.ParseFromString(data)
     except (DecodeError, ValueError, RuntimeError) as exc:
         raise MalformedFrame(f"not a bookie Request: {exc}") from exc
     if not msg.IsInitialized():  # upb does not enforce proto2 `required` on parse
         raise MalformedFrame(f"bookie Request lacks required fields: {msg.FindInitializationErrors()}")
+    bad = invalid_utf8_field(msg, data)  # nor UTF-8: the field would read as bytes (see _utf8)
+    if bad is not None:
+        raise MalformedFrame(f"bookie Request field {bad} is not UTF-8")
     return msg
 
 
 def parse_response(payload: bytes | bytearray | memoryview) -> pb.Response:
     """Parse unframed ``Response`` bytes; raises ``MalformedFrame`` on anything invalid."""
     msg = pb.Response()
+    data = bytes(payload)
     try:
-        msg.ParseFromString(bytes(payload))
+        msg.ParseFromString(data)
     except (DecodeError, ValueError, RuntimeError) as exc:
         raise MalformedFrame(f"not a bookie Response: {exc}") from exc
     if not msg.IsInitialized():
         raise MalformedFrame(f"bookie Response lacks required fields: {msg.FindInitializationErrors()}")
+    bad = invalid_utf8_field(msg, data)
+    if bad is not None:
+        raise MalformedFrame(f"bookie Response field {bad} is not UTF-8")
     return msg
 
 

@@ -31,6 +31,7 @@ from types import MappingProxyType
 from google.protobuf.message import DecodeError, EncodeError
 
 from . import ledger_metadata_pb2 as pb
+from ._utf8 import invalid_utf8_field
 
 __all__ = [
     "METADATA_FORMAT_VERSION",
@@ -274,8 +275,8 @@ class LedgerMetadata:
     @classmethod
     def decode(cls, data: bytes) -> LedgerMetadata:
         """Parse the stored form. Raises ``MetadataFormatError`` for a missing or unknown version
-        header, a truncated or unparsable body, trailing bytes, or values that break the
-        invariants."""
+        header, a truncated or unparsable body, a ``string`` field that is not UTF-8, trailing
+        bytes, or values that break the invariants."""
         data = bytes(data)
         if not data.startswith(_HEADER_KEY):
             raise MetadataFormatError("ledger metadata header missing")
@@ -295,10 +296,14 @@ class LedgerMetadata:
             raise MetadataFormatError(
                 f"ledger metadata body is {len(data) - pos} bytes, the prefix says {size}")
         fmt = pb.LedgerMetadataFormat()
+        body = data[pos:]
         try:
-            fmt.ParseFromString(data[pos:])
+            fmt.ParseFromString(body)
         except (DecodeError, ValueError, RuntimeError) as exc:
             raise MetadataFormatError(f"ledger metadata body unparsable: {exc}") from exc
         if not fmt.IsInitialized():  # upb does not enforce proto2 `required` on parse
             raise MetadataFormatError(f"ledger metadata lacks {fmt.FindInitializationErrors()}")
+        bad = invalid_utf8_field(fmt, body)  # nor UTF-8: the field would read as bytes (see _utf8)
+        if bad is not None:
+            raise MetadataFormatError(f"ledger metadata field {bad} is not UTF-8")
         return cls.from_proto(fmt)

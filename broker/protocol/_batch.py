@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from google.protobuf.message import DecodeError
 
 from ._errors import MalformedBatch
+from ._utf8 import invalid_utf8_field
 from .pulsar_api_pb2 import SingleMessageMetadata
 
 _U32 = struct.Struct(">I")
@@ -24,8 +25,8 @@ def split_batch(payload: bytes | memoryview, count: int | None = None) -> list[t
 
     With ``count`` (the outer ``num_messages_in_batch``) exactly that many messages must be
     present; without it the payload is read to its end. Raises :class:`MalformedBatch` for a
-    truncated entry, an unparsable metadata, a negative or overrunning ``payload_size``, a
-    message-count mismatch or trailing bytes.
+    truncated entry, an unparsable metadata or one with a ``string`` field that is not UTF-8, a
+    negative or overrunning ``payload_size``, a message-count mismatch or trailing bytes.
     """
     if count is not None and count < 0:
         raise MalformedBatch(f"negative message count {count}")
@@ -41,12 +42,16 @@ def split_batch(payload: bytes | memoryview, count: int | None = None) -> list[t
         if meta_size > len(view) - offset:
             raise MalformedBatch(f"message {index}: metadata size {meta_size} overruns the batch")
         meta = SingleMessageMetadata()
+        meta_bytes = view[offset:offset + meta_size]
         try:
-            meta.ParseFromString(view[offset:offset + meta_size])
+            meta.ParseFromString(meta_bytes)
         except DecodeError as exc:
             raise MalformedBatch(f"message {index}: unparsable SingleMessageMetadata: {exc}") from exc
         if not meta.IsInitialized():
             raise MalformedBatch(f"message {index}: SingleMessageMetadata lacks payload_size")
+        bad = invalid_utf8_field(meta, meta_bytes)
+        if bad is not None:
+            raise MalformedBatch(f"message {index}: SingleMessageMetadata field {bad} is not UTF-8")
         offset += meta_size
         size = meta.payload_size
         if size < 0 or size > len(view) - offset:

@@ -27,6 +27,7 @@ from crc32c import crc32c
 from google.protobuf.message import DecodeError, EncodeError, Message
 
 from ._errors import ChecksumMismatch, FrameError, FrameTooLarge, MalformedFrame
+from ._utf8 import invalid_utf8_field
 from .pulsar_api_pb2 import BaseCommand, BrokerEntryMetadata, MessageMetadata
 
 MAGIC_CRC32C = 0x0E01
@@ -54,9 +55,11 @@ class Frame:
     """One decoded frame.
 
     ``command`` is always a fully initialised BaseCommand (all proto2 ``required`` fields
-    present). For payload frames ``metadata`` and ``raw_metadata_and_payload`` are set and the
-    checksum (when the frame carried one) has been verified; ``checksum`` is ``None`` when the
-    frame had no 0x0e01 block. ``size`` is the number of bytes the frame used on the wire.
+    present). Every ``string`` field of ``command``, ``metadata`` and ``broker_entry_metadata``
+    reads as ``str``: a frame with one that is not UTF-8 is a :class:`MalformedFrame`. For
+    payload frames ``metadata`` and ``raw_metadata_and_payload`` are set and the checksum (when
+    the frame carried one) has been verified; ``checksum`` is ``None`` when the frame had no
+    0x0e01 block. ``size`` is the number of bytes the frame used on the wire.
     """
 
     command: BaseCommand
@@ -101,13 +104,24 @@ class FrameDecoder:
     """
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        self.max_frame_size = DEFAULT_MAX_FRAME_SIZE
+        self.set_max_frame_size(max_frame_size)
+        self._buf = bytearray()
+        self._pos = 0
+        self._failed: FrameError | None = None
+
+    def set_max_frame_size(self, max_frame_size: int) -> None:
+        """Change the frame limit; it applies from the next call to :meth:`next_frame` on.
+
+        A server starts a connection with a small limit and raises it once the peer has
+        authenticated. Frames already returned are unaffected; a buffered partial frame is
+        checked against the new limit. Raises ``ValueError`` outside ``[8, 0x0e010000)`` (see
+        the module docstring) and leaves the limit unchanged then.
+        """
         if not 8 <= max_frame_size < _MAX_SUPPORTED_FRAME_SIZE:
             raise ValueError(f"max_frame_size must be in [8, {_MAX_SUPPORTED_FRAME_SIZE}), "
                              f"got {max_frame_size}")
         self.max_frame_size = max_frame_size
-        self._buf = bytearray()
-        self._pos = 0
-        self._failed: FrameError | None = None
 
     @property
     def error(self) -> FrameError | None:
@@ -230,6 +244,9 @@ def _parse_into(msg: Message, data: memoryview, what: str, command: BaseCommand 
     if not msg.IsInitialized():
         missing = ", ".join(msg.FindInitializationErrors())
         raise MalformedFrame(f"{what} lacks required fields: {missing}", command=command)
+    bad = invalid_utf8_field(msg, data)  # upb would hand this field back as bytes (see _utf8)
+    if bad is not None:
+        raise MalformedFrame(f"{what} field {bad} is not UTF-8", command=command)
 
 
 # ---------------------------------------------------------------------------------- encoders

@@ -21,6 +21,7 @@ from typing import Any
 from google.protobuf.message import DecodeError, EncodeError
 
 from . import managed_ledger_pb2 as pb
+from ._utf8 import invalid_utf8_field
 
 __all__ = [
     "EARLIEST",
@@ -86,12 +87,16 @@ def _ro(m: Mapping[str, object]) -> Mapping[str, object]:
 
 def _parse(msg_type: type, data: bytes, what: str) -> Any:
     msg = msg_type()
+    data = bytes(data)
     try:
-        msg.ParseFromString(bytes(data))
+        msg.ParseFromString(data)
     except (DecodeError, ValueError, RuntimeError) as exc:
         raise MLFormatError(f"not a {what} record: {exc}") from exc
     if not msg.IsInitialized():  # upb does not enforce proto2 `required` on parse
         raise MLFormatError(f"{what} record lacks {msg.FindInitializationErrors()}")
+    bad = invalid_utf8_field(msg, data)  # nor UTF-8: the field would read as bytes (see _utf8)
+    if bad is not None:
+        raise MLFormatError(f"{what} record field {bad} is not UTF-8")
     return msg
 
 

@@ -112,7 +112,7 @@ def decoder(schema: ValueSchema) -> Callable[[bytes], tuple[Any, ...]]:
         def decode_json(value: bytes) -> tuple[Any, ...]:
             try:
                 return shape(json.loads(value))
-            except (ValueError, UnicodeDecodeError):
+            except (ValueError, RecursionError):  # RecursionError: nesting deeper than the stack
                 return empty
         return decode_json
 

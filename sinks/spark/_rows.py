@@ -14,7 +14,9 @@ import zlib
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from broker.protocol import MessageIdData, MessageMetadata, split_batch
+from google.protobuf.message import DecodeError
+
+from broker.protocol import MessageIdData, MessageMetadata, invalid_utf8_field, split_batch
 
 from ._decode import ValueSchema, arrow_type, decoder
 
@@ -34,6 +36,9 @@ SCHEMA_DDL = ("value BINARY, __key STRING, __topic STRING, __messageId BINARY, _
 
 _U32 = struct.Struct(">I")
 _COMPRESSION_NONE, _COMPRESSION_ZLIB = 0, 2
+# Pulsar refuses messages above maxMessageSize (5 MiB by default), so a real batch inflates to
+# far less; a deployment that raises it past this must read with readMode=broker.
+_MAX_INFLATED = 64 * 1024 * 1024
 
 # (position key, value, key, topic, message id, publish ms, event ms or None, properties)
 Row = tuple[tuple[int, int, int], bytes, "str | None", str, bytes, int, "int | None", dict[str, str]]
@@ -64,20 +69,53 @@ def _props(kvs: Iterable[Any]) -> dict[str, str]:
     return {kv.key: kv.value for kv in kvs}
 
 
+def _inflate(data: bytes, size: int, where: str) -> bytes:
+    """The ZLIB ``data`` inflated to exactly ``size`` bytes (the metadata's ``uncompressed_size``),
+    never producing more: a stream that is corrupt, ends early or would grow past ``size`` (a
+    few MiB can inflate to GiBs) is a ValueError."""
+    if size > _MAX_INFLATED:
+        raise ValueError(f"{where}: uncompressed_size {size} exceeds {_MAX_INFLATED} bytes")
+    inflater = zlib.decompressobj()
+    try:
+        out = inflater.decompress(data, size + 1)
+    except zlib.error as exc:
+        raise ValueError(f"{where}: ZLIB payload does not inflate: {exc}") from exc
+    if len(out) != size or not inflater.eof:
+        raise ValueError(f"{where}: ZLIB payload does not inflate to its uncompressed_size {size}")
+    return out
+
+
 def rows_from_entry(topic: str, partition: int, ledger: int, entry: int, data: bytes) -> list[Row]:
     """Decode one stored entry (``[metadataSize][MessageMetadata][payload]``) into rows, one per
-    message of a batch. Marker entries give no rows. Raises ValueError for a compression other than
-    NONE or ZLIB (read such topics with ``readMode=broker``) and for encrypted messages."""
+    message of a batch. Marker entries give no rows.
+
+    Raises ``ValueError`` (and nothing else) for an entry that is not a Pulsar message (too short,
+    a metadata size that overruns it, metadata that does not parse or has a ``string`` field that
+    is not UTF-8, a ZLIB payload that does not inflate to its ``uncompressed_size``, a batch that
+    does not split), for a compression other than NONE or ZLIB (read such topics with
+    ``readMode=broker``) and for encrypted messages."""
+    where = f"{topic} {ledger}:{entry}"
+    if len(data) < 4:
+        raise ValueError(f"{where}: entry of {len(data)} bytes has no metadata size")
     (size,) = _U32.unpack_from(data, 0)
+    if size > len(data) - 4:
+        raise ValueError(f"{where}: metadata size {size} overruns the {len(data)}-byte entry")
     meta = MessageMetadata()
-    meta.ParseFromString(data[4:4 + size])
+    raw = data[4:4 + size]
+    try:
+        meta.ParseFromString(raw)
+    except DecodeError as exc:
+        raise ValueError(f"{where}: unparsable MessageMetadata: {exc}") from exc
+    bad = invalid_utf8_field(meta, raw)
+    if bad is not None:
+        raise ValueError(f"{where}: MessageMetadata field {bad} is not UTF-8")
     if meta.HasField("marker_type"):
         return []
     if meta.encryption_keys:
         raise ValueError(f"{topic} {ledger}:{entry}: encrypted messages cannot be read from bookies")
     payload = data[4 + size:]
     if meta.compression == _COMPRESSION_ZLIB:
-        payload = zlib.decompress(payload)
+        payload = _inflate(payload, meta.uncompressed_size, where)
     elif meta.compression != _COMPRESSION_NONE:
         raise ValueError(f"{topic} {ledger}:{entry}: compression {meta.compression} is not supported "
                          f"with readMode=bookies; use readMode=broker")
