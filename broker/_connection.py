@@ -1,17 +1,27 @@
-"""One client connection: a read loop over the sans-IO decoder, a writer task, keep-alive.
+"""One client connection: a read loop over the sans-IO decoder, a writer task, a watchdog.
 
 States (rules):
 
-* AWAITING_CONNECT: only CONNECT is accepted (anything else closes the connection); CONNECT is
-  answered with CONNECTED (protocol_version = min(client, 20), max_message_size) -> OPEN.
-* OPEN: commands are dispatched by type (see `_handlers`). Quick, order-sensitive commands
-  (SEND, FLOW, ACK, REDELIVER, PING/PONG) run inline in the read loop; commands that wait on
-  storage or metadata run as tasks, at most ``_MAX_CONCURRENT_REQUESTS`` at once (the read loop
-  waits for a slot), each answered with its own response type.
-* CLOSED: after EOF, a malformed frame or bad checksum that cannot be answered, a keep-alive
-  timeout (nothing received for 2 x keepAliveIntervalSeconds; the broker pings after one
-  interval of silence) or `close`; producers and consumers are detached. Only this connection
-  is affected.
+* AWAITING_CONNECT: only CONNECT is accepted; anything else, a CONNECT without its ``connect``
+  body, a frame over ``HANDSHAKE_MAX_FRAME_SIZE`` or no CONNECT within ``handshake_timeout_s`` of
+  the accept closes the connection (so an unauthenticated peer holds at most one small frame plus
+  one read, for a bounded time, however it trickles bytes). CONNECT is answered with CONNECTED
+  (protocol_version = min(client, 20), max_message_size); the frame limit becomes
+  maxMessageSize + ``MESSAGE_SIZE_FRAME_PADDING`` -> OPEN.
+* OPEN: commands are dispatched by type (see `_handlers`, which also says what a malformed or
+  misdirected command gets). Quick, order-sensitive commands (SEND, FLOW, ACK, REDELIVER,
+  PING/PONG) run inline in the read loop; commands that wait on storage or metadata run as tasks,
+  at most ``_MAX_CONCURRENT_REQUESTS`` at once (the read loop waits for a slot), each answered
+  with its own response type. A second CONNECT closes the connection (Pulsar's broker too).
+* CLOSED: after EOF, a malformed frame or bad checksum that cannot be answered, a protocol
+  violation (see `_handlers`), a keep-alive timeout (nothing received for 2 x
+  keepAliveIntervalSeconds; the broker pings after one interval of silence) or `close`;
+  producers and consumers are detached. Only this connection is affected, and every close is
+  logged with its reason.
+
+Producers the broker closed (CLOSE_PRODUCER sent) stay "recently closed" for one keep-alive
+interval: SENDs the client had already written for them are dropped, not treated as SENDs for
+an unknown producer (which close the connection; see `_handlers_producer`), as in Pulsar.
 
 Bounds: the outgoing queue holds at most ``outgoing_queue_bytes`` for senders that wait
 (`send`); small control frames (`send_nowait`) may exceed it. While more than
@@ -34,18 +44,27 @@ from broker.protocol import pulsar_api_pb2 as pb
 
 from ._config import MESSAGE_SIZE_FRAME_PADDING
 from ._entries import Signal
+from ._handlers import dispatch_frame
 
 if TYPE_CHECKING:
     from ._consumer import Consumer
     from ._producer import Producer
     from ._service import BrokerService
 
-__all__ = ["ServerConnection", "ConnectionState"]
+__all__ = ["ServerConnection", "ConnectionState", "HANDSHAKE_MAX_FRAME_SIZE"]
 
 log = logging.getLogger(__name__)
 
 _MAX_CONCURRENT_REQUESTS = 256
 _WRITE_CHUNK = 256 * 1024
+
+HANDSHAKE_MAX_FRAME_SIZE = 64 * 1024
+"""The largest frame accepted before CONNECT completed.
+
+A CONNECT is about a hundred bytes plus its ``auth_data``; the largest credentials clients send
+there are Kerberos/SASL tokens, which Windows caps at 48,000 bytes (MaxTokenSize), and JWTs of a
+few KiB. 64 KiB fits those with room, while an unauthenticated peer can no longer make the broker
+hold a maxMessageSize frame (5 MiB by default, 80 times more) per connection."""
 
 
 class ConnectionState(enum.Enum):
@@ -64,6 +83,10 @@ class ServerConnection:
         self.config = service.config
         self.stream = stream
         self.remote = remote
+        self._decoder = FrameDecoder(min(HANDSHAKE_MAX_FRAME_SIZE, self._max_frame_size()))
+        self._connected = trio.Event()
+        # producer id -> trio time until which SENDs for it are dropped quietly (see the module rules)
+        self._recently_closed_producers: dict[int, float] = {}
         self.state = ConnectionState.AWAITING_CONNECT
         self.protocol_version = 0
         self.client_version = ""
@@ -83,14 +106,21 @@ class ServerConnection:
 
     # ------------------------------------------------------------------ lifecycle
 
+    def _max_frame_size(self) -> int:
+        return self.config.max_message_size + MESSAGE_SIZE_FRAME_PADDING
+
     async def serve(self) -> None:
-        """Run until the connection closes; always detaches producers/consumers and closes the stream."""
+        """Run until the connection closes; always detaches producers/consumers and closes the stream.
+
+        The connection is in ``service.connections`` from the start until its stream is closed
+        (the last step), so a caller that counts connections sees a slot free only once it is.
+        """
         self.service.connections.add(self)
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 nursery.start_soon(self._writer)
-                nursery.start_soon(self._keepalive)
+                nursery.start_soon(self._watchdog)
                 try:
                     await self._reader()
                     if not self.close_reason:
@@ -100,10 +130,12 @@ class ServerConnection:
                 nursery.cancel_scope.cancel()
         finally:
             self.state = ConnectionState.CLOSED
-            self.service.connections.discard(self)
-            with trio.CancelScope(shield=True):
-                await self._detach_all()
-                await trio.aclose_forcefully(self.stream)
+            try:
+                with trio.CancelScope(shield=True):
+                    await self._detach_all()
+                    await trio.aclose_forcefully(self.stream)
+            finally:
+                self.service.connections.discard(self)
             log.info("connection %s closed: %s", self.remote, self.close_reason or "closed")
 
     def close(self, reason: str) -> None:
@@ -129,9 +161,23 @@ class ServerConnection:
         self.consumers.clear()
 
     def forget_producer(self, producer_id: int, producer: Producer) -> None:
-        """The broker closed a producer: stop routing its commands."""
+        """The broker closed a producer: stop routing its commands; it is recently closed for a while."""
         if self.producers.get(producer_id) is producer:
             del self.producers[producer_id]
+            now = trio.current_time()
+            # prune on insert: the map holds only the producers closed within one interval
+            self._recently_closed_producers = {
+                pid: until for pid, until in self._recently_closed_producers.items() if until > now}
+            self._recently_closed_producers[producer_id] = now + self.config.keep_alive_interval_s
+
+    def producer_recently_closed(self, producer_id: int) -> bool:
+        """Whether the broker closed this producer within the last keep-alive interval.
+
+        The client may have written SENDs for it before it read CLOSE_PRODUCER; after the
+        interval it has read it, and a SEND for the id is a protocol error.
+        """
+        until = self._recently_closed_producers.get(producer_id)
+        return until is not None and trio.current_time() < until
 
     def forget_consumer(self, consumer_id: int, consumer: Consumer) -> None:
         """The broker closed a consumer: stop routing its commands."""
@@ -185,9 +231,18 @@ class ServerConnection:
                 self.close(f"write failed: {exc!r}")
                 return
 
-    # ------------------------------------------------------------------ keep-alive
+    # ------------------------------------------------------------------ watchdog
 
-    async def _keepalive(self) -> None:
+    async def _watchdog(self) -> None:
+        # Handshake deadline first: it runs from the accept whatever the peer sends, so trickled
+        # bytes cannot keep an unauthenticated connection (and its buffer) alive.
+        timeout = self.config.handshake_timeout_s
+        with trio.move_on_after(timeout):
+            await self._connected.wait()
+        if not self._connected.is_set():
+            self.close(f"no CONNECT within {timeout:g} s of the accept (handshake timeout)")
+            return
+        # Then keep-alive, only once CONNECTED went out (the client accepts nothing before it).
         interval = float(self.config.keep_alive_interval_s)
         while True:
             await trio.sleep(interval / 2)
@@ -217,9 +272,7 @@ class ServerConnection:
             await self._publish_signal.current().wait()
 
     async def _reader(self) -> None:
-        from ._handlers import dispatch_frame
-
-        decoder = FrameDecoder(self.config.max_message_size + MESSAGE_SIZE_FRAME_PADDING)
+        decoder = self._decoder
         while not self.closed:
             await self._wait_publish_capacity()
             data = await self.stream.receive_some(65536)
@@ -236,11 +289,12 @@ class ServerConnection:
                         return
                     continue
                 except FrameError as exc:
-                    self.close(f"malformed frame: {exc}")
+                    phase = " before CONNECT" if self.state is ConnectionState.AWAITING_CONNECT else ""
+                    self.close(f"malformed frame{phase}: {exc}")
                     return
                 if frame is None:
                     break
-                await self._handle(frame, dispatch_frame)
+                await self._handle(frame)
 
     def _answer_bad_checksum(self, exc: ChecksumMismatch) -> bool:
         cmd = exc.command
@@ -251,10 +305,13 @@ class ServerConnection:
                                        message="checksum mismatch"))
         return True
 
-    async def _handle(self, frame: Frame, dispatch_frame: Any) -> None:
+    async def _handle(self, frame: Frame) -> None:
         if self.state is ConnectionState.AWAITING_CONNECT:
             if frame.type != pb.BaseCommand.CONNECT:
                 self.close(f"{type_name(frame.type)} before CONNECT")
+                return
+            if not frame.command.HasField("connect"):
+                self.close("CONNECT without its connect body")
                 return
             self._on_connect(frame.command.connect)
             return
@@ -272,6 +329,9 @@ class ServerConnection:
             "CONNECTED", server_version=f"Magnetar-{__version__}", protocol_version=self.protocol_version,
             max_message_size=self.config.max_message_size))
         self.state = ConnectionState.OPEN
+        # the next frame (even one already buffered behind CONNECT) gets the full limit
+        self._decoder.set_max_frame_size(self._max_frame_size())
+        self._connected.set()
         log.info("connection %s: client %s, protocol v%d", self.remote, self.client_version, self.protocol_version)
 
     async def spawn_request(self, fn: Any, *args: Any) -> None:

@@ -1,18 +1,33 @@
 """Routing of commands to their handler family, and the error answer each command type expects.
 
-Every request is answered with its own response type (the client keeps separate request-id
-counters for lookups and for producer/consumer commands, so a reply must never be matched by
-request id alone):
+Rules (for every command after CONNECTED; the handshake itself is `_connection`'s):
 
-* PARTITIONED_METADATA -> PARTITIONED_METADATA_RESPONSE (response Failed + error)
-* LOOKUP -> LOOKUP_RESPONSE (response Failed + error)
-* GET_SCHEMA / GET_OR_CREATE_SCHEMA / CONSUMER_STATS -> their response with error_code
-* ACK with request_id -> ACK_RESPONSE with error
-* everything else with a request_id -> ERROR
+* Rule 1 (routes): every BaseCommand type has exactly one route. Client requests run their
+  handler inline or as a bounded task (see `_connection`); commands of features this broker
+  lacks (transactions, topic-list watchers: the 4.x client never sends them) are refused with
+  ERROR NotAllowed when they carry a request id, else logged and ignored; the types only a broker
+  sends (CONNECTED, MESSAGE, the responses, ...) close the connection, as Pulsar's decoder does
+  (it has no server-side handler for them).
+* Rule 2 (body): a command must carry the sub-message its type names (PRODUCER -> ``producer``);
+  without it no handler runs. If the command holds exactly one other sub-message and that one
+  carries a request id (a client that filled in the wrong body), that request is answered with
+  the error its own type expects (Rule 3, NotAllowedError) and the connection stays open;
+  otherwise there is nothing to answer and the connection is closed. (Pulsar closes the
+  connection in both cases.) The reason is logged either way.
+* Rule 3 (answers): every request is answered with its own response type (the client keeps
+  separate request-id counters for lookups and for producer/consumer commands, so a reply must
+  never be matched by request id alone):
 
-Commands the 4.x client never sends (transactions, topic-list watchers) are answered with ERROR
-NotAllowed when they carry a request id, else ignored; the broker never sends a type the client
-does not accept.
+  - PARTITIONED_METADATA -> PARTITIONED_METADATA_RESPONSE (response Failed + error)
+  - LOOKUP -> LOOKUP_RESPONSE (response Failed + error)
+  - GET_SCHEMA / GET_OR_CREATE_SCHEMA / CONSUMER_STATS -> their response with error_code
+  - ACK with request_id -> ACK_RESPONSE with error
+  - everything else with a request_id -> ERROR
+
+  A failed command without a request id is logged (at debug level for the FLOW / ACK /
+  REDELIVER of a consumer that is gone, which races with every close; Pulsar drops them too).
+
+The broker never sends a type the client does not accept.
 """
 
 from __future__ import annotations
@@ -21,17 +36,22 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from broker.protocol import Frame, command_body, make_command, type_name
+from google.protobuf.message import Message
+
+from broker.protocol import Frame, command_body, command_field, make_command, type_name
 from broker.protocol import pulsar_api_pb2 as pb
 from managed_ledger import ManagedLedgerError
 
+from . import _handlers_consumer as hc
+from . import _handlers_lookup as hl
+from . import _handlers_producer as hp
 from ._errors import BrokerServiceError
 from ._topic_name import InvalidTopicNameError
 
 if TYPE_CHECKING:
     from ._connection import ServerConnection
 
-__all__ = ["dispatch_frame", "send_error_for"]
+__all__ = ["dispatch_frame", "send_error_for", "BROKER_ONLY_TYPES", "REFUSED_TYPES"]
 
 log = logging.getLogger(__name__)
 
@@ -39,11 +59,20 @@ Handler = Callable[["ServerConnection", Frame], Awaitable[None]]
 T = pb.BaseCommand
 
 
-def send_error_for(conn: ServerConnection, frame: Frame, code: int, message: str) -> None:
-    """Answer a failed request with the error shape its type expects (see the module list)."""
-    t = frame.type
-    body = command_body(frame.command)
-    request_id = getattr(body, "request_id", None)
+def _request_id(body: Message) -> int | None:
+    """The body's request id when it has that field and the sender set it."""
+    if "request_id" not in body.DESCRIPTOR.fields_by_name or not body.HasField("request_id"):
+        return None
+    return int(body.request_id)  # type: ignore[attr-defined]
+
+
+def _answer_error(conn: ServerConnection, t: int, body: Message, code: int, message: str) -> bool:
+    """Answer request ``body`` of type ``t`` with the error shape of Rule 3.
+
+    Returns False (and sends nothing) when the body carries no request id."""
+    request_id = _request_id(body)
+    if request_id is None:
+        return False
     if t == T.PARTITIONED_METADATA:
         cmd = make_command("PARTITIONED_METADATA_RESPONSE", request_id=request_id,
                            response=pb.CommandPartitionedTopicMetadataResponse.Failed, error=code, message=message)
@@ -58,16 +87,19 @@ def send_error_for(conn: ServerConnection, frame: Frame, code: int, message: str
     elif t == T.CONSUMER_STATS:
         cmd = make_command("CONSUMER_STATS_RESPONSE", request_id=request_id, error_code=code, error_message=message)
     elif t == T.ACK:
-        if not body.HasField("request_id"):
-            return
-        cmd = make_command("ACK_RESPONSE", consumer_id=body.consumer_id, request_id=request_id, error=code,
-                           message=message)
-    elif request_id is not None:
-        cmd = make_command("ERROR", request_id=request_id, error=code, message=message)
+        cmd = make_command("ACK_RESPONSE", consumer_id=body.consumer_id,  # type: ignore[attr-defined]
+                           request_id=request_id, error=code, message=message)
     else:
-        log.warning("connection %s: %s failed: %s", conn.remote, type_name(t), message)
-        return
+        cmd = make_command("ERROR", request_id=request_id, error=code, message=message)
     conn.send_command(cmd)
+    return True
+
+
+def send_error_for(conn: ServerConnection, frame: Frame, code: int, message: str) -> None:
+    """Answer a failed request with the error shape its type expects (Rule 3), or log it (no request id)."""
+    body = command_body(frame.command)
+    if body is None or not _answer_error(conn, frame.type, body, code, message):
+        log.warning("connection %s: %s failed: %s", conn.remote, type_name(frame.type), message)
 
 
 async def _guarded(handler: Handler, conn: ServerConnection, frame: Frame) -> None:
@@ -89,53 +121,96 @@ async def _ping(conn: ServerConnection, frame: Frame) -> None:
     conn.send_command(make_command("PONG"))
 
 
-async def _pong(conn: ServerConnection, frame: Frame) -> None:
+async def _ignore(conn: ServerConnection, frame: Frame) -> None:
     return None
 
 
-async def _unsupported(conn: ServerConnection, frame: Frame) -> None:
+async def _refuse(conn: ServerConnection, frame: Frame) -> None:
     raise BrokerServiceError(f"{type_name(frame.type)} is not supported by this broker", pb.NotAllowedError)
 
 
-def _tables() -> tuple[dict[int, Handler], dict[int, Handler]]:
-    from . import _handlers_consumer as hc
-    from . import _handlers_lookup as hl
-    from . import _handlers_producer as hp
+# ---------------------------------------------------------------------------------- routes (Rule 1)
 
-    inline: dict[int, Handler] = {
-        T.PING: _ping, T.PONG: _pong,
-        T.SEND: hp.handle_send,
-        T.FLOW: hc.handle_flow, T.ACK: hc.handle_ack,
-        T.REDELIVER_UNACKNOWLEDGED_MESSAGES: hc.handle_redeliver,
-    }
-    spawned: dict[int, Handler] = {
-        T.PARTITIONED_METADATA: hl.handle_partitioned_metadata, T.LOOKUP: hl.handle_lookup,
-        T.GET_TOPICS_OF_NAMESPACE: hl.handle_topics_of_namespace,
-        T.GET_SCHEMA: hl.handle_get_schema, T.GET_OR_CREATE_SCHEMA: hl.handle_get_or_create_schema,
-        T.PRODUCER: hp.handle_producer, T.CLOSE_PRODUCER: hp.handle_close_producer,
-        T.SUBSCRIBE: hc.handle_subscribe, T.CLOSE_CONSUMER: hc.handle_close_consumer,
-        T.UNSUBSCRIBE: hc.handle_unsubscribe, T.SEEK: hc.handle_seek,
-        T.GET_LAST_MESSAGE_ID: hc.handle_get_last_message_id, T.CONSUMER_STATS: hc.handle_consumer_stats,
-        T.AUTH_RESPONSE: _pong,
-    }
-    return inline, spawned
+_INLINE: dict[int, Handler] = {
+    T.PING: _ping, T.PONG: _ignore,
+    T.SEND: hp.handle_send,
+    T.FLOW: hc.handle_flow, T.ACK: hc.handle_ack,
+    T.REDELIVER_UNACKNOWLEDGED_MESSAGES: hc.handle_redeliver,
+}
+_SPAWNED: dict[int, Handler] = {
+    T.PARTITIONED_METADATA: hl.handle_partitioned_metadata, T.LOOKUP: hl.handle_lookup,
+    T.GET_TOPICS_OF_NAMESPACE: hl.handle_topics_of_namespace,
+    T.GET_SCHEMA: hl.handle_get_schema, T.GET_OR_CREATE_SCHEMA: hl.handle_get_or_create_schema,
+    T.PRODUCER: hp.handle_producer, T.CLOSE_PRODUCER: hp.handle_close_producer,
+    T.SUBSCRIBE: hc.handle_subscribe, T.CLOSE_CONSUMER: hc.handle_close_consumer,
+    T.UNSUBSCRIBE: hc.handle_unsubscribe, T.SEEK: hc.handle_seek,
+    T.GET_LAST_MESSAGE_ID: hc.handle_get_last_message_id, T.CONSUMER_STATS: hc.handle_consumer_stats,
+    # no authentication provider yet: nothing to refresh, an AUTH_RESPONSE changes nothing
+    T.AUTH_RESPONSE: _ignore,
+}
+
+REFUSED_TYPES: frozenset[int] = frozenset({
+    T.NEW_TXN, T.ADD_PARTITION_TO_TXN, T.ADD_SUBSCRIPTION_TO_TXN, T.END_TXN, T.END_TXN_ON_PARTITION,
+    T.END_TXN_ON_SUBSCRIPTION, T.TC_CLIENT_CONNECT_REQUEST, T.WATCH_TOPIC_LIST, T.WATCH_TOPIC_LIST_CLOSE,
+})
+"""Client commands of features this broker lacks (Rule 1: ERROR NotAllowed)."""
+
+BROKER_ONLY_TYPES: frozenset[int] = frozenset({
+    T.CONNECTED, T.SEND_RECEIPT, T.SEND_ERROR, T.MESSAGE, T.SUCCESS, T.ERROR, T.PRODUCER_SUCCESS,
+    T.PARTITIONED_METADATA_RESPONSE, T.LOOKUP_RESPONSE, T.CONSUMER_STATS_RESPONSE, T.REACHED_END_OF_TOPIC,
+    T.GET_LAST_MESSAGE_ID_RESPONSE, T.ACTIVE_CONSUMER_CHANGE, T.GET_TOPICS_OF_NAMESPACE_RESPONSE,
+    T.GET_SCHEMA_RESPONSE, T.AUTH_CHALLENGE, T.ACK_RESPONSE, T.GET_OR_CREATE_SCHEMA_RESPONSE,
+    T.NEW_TXN_RESPONSE, T.ADD_PARTITION_TO_TXN_RESPONSE, T.ADD_SUBSCRIPTION_TO_TXN_RESPONSE,
+    T.END_TXN_RESPONSE, T.END_TXN_ON_PARTITION_RESPONSE, T.END_TXN_ON_SUBSCRIPTION_RESPONSE,
+    T.TC_CLIENT_CONNECT_RESPONSE, T.WATCH_TOPIC_LIST_SUCCESS, T.WATCH_TOPIC_UPDATE, T.TOPIC_MIGRATED,
+})
+"""Types only a broker sends (Rule 1: a client sending one is closed)."""
 
 
-_INLINE: dict[int, Handler] | None = None
-_SPAWNED: dict[int, Handler] = {}
+def _check_routes() -> None:
+    # CONNECT is the handshake (`_connection`); every other type has exactly one route (Rule 1),
+    # checked at import so that a type added to the .proto cannot go unrouted.
+    routes = [set(_INLINE), set(_SPAWNED), set(REFUSED_TYPES), set(BROKER_ONLY_TYPES), {T.CONNECT}]
+    every = [t for r in routes for t in r]
+    if len(every) != len(set(every)) or set(every) != set(T.Type.values()):
+        raise AssertionError("BaseCommand types and dispatch routes disagree")
+
+
+_check_routes()
+
+
+def _answer_missing_body(conn: ServerConnection, frame: Frame) -> None:
+    """Rule 2: answer the request the client meant when it can be found, else close."""
+    problem = f"{type_name(frame.type)} command without its {command_field(frame.type)} body"
+    present = [(fd.number, value) for fd, value in frame.command.ListFields() if fd.name != "type"]
+    if len(present) == 1:
+        t, body = present[0]  # a sub-message's field number is its type
+        message = f"malformed command: {problem} (it holds {type_name(t)}'s)"
+        answerable = t not in BROKER_ONLY_TYPES and t != T.CONNECT
+        if answerable and _answer_error(conn, t, body, pb.NotAllowedError, message):
+            log.warning("connection %s: %s: request answered with an error", conn.remote, message)
+            return
+    conn.close(f"malformed command: {problem}")
 
 
 async def dispatch_frame(conn: ServerConnection, frame: Frame) -> None:
-    """Run the handler of ``frame`` inline or as a bounded task (see `_connection`)."""
-    global _INLINE, _SPAWNED
-    if _INLINE is None:
-        _INLINE, _SPAWNED = _tables()
-    handler = _INLINE.get(frame.type)
+    """Route ``frame`` per the module rules: inline, as a bounded task, refused, or a close.
+
+    Never raises for anything the client sent: failures become the answers of Rule 3.
+    """
+    t = frame.type
+    if t in BROKER_ONLY_TYPES:
+        conn.close(f"protocol violation: the client sent {type_name(t)}, which only a broker sends")
+        return
+    if command_body(frame.command) is None:
+        _answer_missing_body(conn, frame)
+        return
+    handler = _INLINE.get(t)
     if handler is not None:
         await _guarded(handler, conn, frame)
         return
-    handler = _SPAWNED.get(frame.type)
+    handler = _SPAWNED.get(t)
     if handler is not None:
         await conn.spawn_request(_guarded, handler, conn, frame)
         return
-    await _guarded(_unsupported, conn, frame)
+    await _guarded(_refuse, conn, frame)

@@ -92,18 +92,34 @@ async def handle_subscribe(conn: ServerConnection, frame: Frame) -> None:
              SubType.NAMES.get(req.subType))
 
 
+def _gone(conn: ServerConnection, what: str, consumer_id: int) -> None:
+    # The broker may have closed the consumer while the client was writing this (CLOSE_CONSUMER
+    # crosses it on the wire), so this is routine: dropped quietly, as Pulsar does.
+    log.debug("connection %s: %s for consumer %d, which is not open here: dropped", conn.remote, what,
+              consumer_id)
+
+
 async def handle_flow(conn: ServerConnection, frame: Frame) -> None:
-    """FLOW: more permits (messages) for a consumer."""
+    """FLOW: more permits (messages) for a consumer; dropped for a consumer that is not open."""
     req = frame.command.flow
     consumer = conn.consumers.get(req.consumer_id)
-    if consumer is None or consumer.subscription.dispatcher is None:
+    if consumer is None or consumer.closed or consumer.subscription.dispatcher is None:
+        _gone(conn, "FLOW", req.consumer_id)
         return
     consumer.subscription.dispatcher.flow(consumer, req.messagePermits)
 
 
 async def handle_ack(conn: ServerConnection, frame: Frame) -> None:
-    """ACK individual / cumulative / batch-index; ACK_RESPONSE when a request id is set."""
+    """ACK individual / cumulative / batch-index; ACK_RESPONSE when a request id is set.
+
+    For a consumer that is not open: ACK_RESPONSE ConsumerNotFound when a request id is set (the
+    client fails that ack at once instead of at its operation timeout), else dropped quietly.
+    """
     req = frame.command.ack
+    found = conn.consumers.get(req.consumer_id)
+    if (found is None or found.closed) and not req.HasField("request_id"):
+        _gone(conn, "ACK", req.consumer_id)
+        return
     consumer = _consumer(conn, req.consumer_id)
     if req.HasField("validation_error"):
         log.warning("consumer %s reports a corrupt message (%s)", consumer.name,
@@ -123,10 +139,13 @@ async def handle_ack(conn: ServerConnection, frame: Frame) -> None:
 
 
 async def handle_redeliver(conn: ServerConnection, frame: Frame) -> None:
-    """REDELIVER_UNACKNOWLEDGED_MESSAGES: all the consumer's unacked messages, or the listed ones."""
+    """REDELIVER_UNACKNOWLEDGED_MESSAGES: all the consumer's unacked messages, or the listed ones.
+
+    Dropped for a consumer that is not open (as FLOW)."""
     req = frame.command.redeliverUnacknowledgedMessages
     consumer = conn.consumers.get(req.consumer_id)
-    if consumer is None or consumer.subscription.dispatcher is None:
+    if consumer is None or consumer.closed or consumer.subscription.dispatcher is None:
+        _gone(conn, "REDELIVER_UNACKNOWLEDGED_MESSAGES", req.consumer_id)
         return
     d = consumer.subscription.dispatcher
     if req.message_ids and d.sub_type in (SubType.SHARED, SubType.KEY_SHARED):

@@ -1,17 +1,67 @@
-"""``serve_broker``: the trio TCP server of the Pulsar binary protocol."""
+"""``serve_broker``: the trio TCP server of the Pulsar binary protocol, and its connection caps."""
 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 
 import trio
 
+from broker.protocol import encode_command, make_command
+from broker.protocol import pulsar_api_pb2 as pb
+
 from ._connection import ServerConnection
+from ._entries import UINT64_MAX
 from ._service import BrokerService
 
-__all__ = ["serve_broker"]
+__all__ = ["serve_broker", "ConnectionLimiter"]
 
 log = logging.getLogger(__name__)
+
+
+class ConnectionLimiter:
+    """Counts served connections, in total and per client IP, against two caps (0 = no cap).
+
+    `admit` either takes a slot and returns ``None`` or returns the reason it refused (and takes
+    nothing); every admitted connection must be given back with exactly one `release`. Pure and
+    synchronous, so admitting and counting cannot be interleaved with another accept.
+    """
+
+    def __init__(self, max_total: int, max_per_ip: int) -> None:
+        self.max_total = max_total
+        self.max_per_ip = max_per_ip
+        self.total = 0
+        self.per_ip: Counter[str] = Counter()
+
+    def admit(self, ip: str) -> str | None:
+        """Take a slot for a connection from ``ip``, or say why not (Pulsar's wording)."""
+        if self.max_total and self.total >= self.max_total:
+            return f"Reached the maximum number of connections ({self.max_total})"
+        if self.max_per_ip and self.per_ip[ip] >= self.max_per_ip:
+            return f"Reached the maximum number of connections on address {ip} ({self.max_per_ip})"
+        self.total += 1
+        self.per_ip[ip] += 1
+        return None
+
+    def release(self, ip: str) -> None:
+        """Give back the slot of an admitted connection from ``ip``."""
+        self.total -= 1
+        self.per_ip[ip] -= 1
+        if self.per_ip[ip] <= 0:
+            del self.per_ip[ip]  # the counter holds only addresses with live connections
+
+
+async def _refuse(stream: trio.SocketStream, remote: str, reason: str) -> None:
+    """Tell the client why (ERROR NotAllowed, request id -1, as Pulsar does) and close the stream."""
+    log.warning("refusing connection %s: %s", remote, reason)
+    try:
+        # a few dozen bytes into a new socket's empty send buffer: this does not wait for the peer
+        await stream.send_all(encode_command(make_command(
+            "ERROR", request_id=UINT64_MAX, error=pb.NotAllowedError, message=reason)))
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass
+    finally:
+        await trio.aclose_forcefully(stream)
 
 
 async def serve_broker(service: BrokerService, host: str | None = None, port: int | None = None, *,
@@ -21,12 +71,16 @@ async def serve_broker(service: BrokerService, host: str | None = None, port: in
     Starts the service (its topic nursery and idle-unload loop) and listens on ``host:port``
     (defaults: the config's ``bindAddress`` and ``brokerServicePort``; port 0 picks a free one).
     ``task_status.started(port)`` reports the real port, which lookups then advertise. Each
-    connection runs in its own task; a failing connection never affects the others. On
-    cancellation every topic is unloaded (the managed-ledger factory and metadata store stay
-    open: their owner closes them).
+    connection runs in its own task; a failing connection never affects the others. A connection
+    over ``brokerMaxConnections`` or ``brokerMaxConnectionsPerIp`` is answered ERROR NotAllowed
+    and closed right after accept, with the reason logged; a served connection's slot is free
+    again once its stream is closed. On cancellation every topic is unloaded (the managed-ledger
+    factory and metadata store stay open: their owner closes them).
     """
-    host = service.config.bind_address if host is None else host
-    port = service.config.broker_service_port if port is None else port
+    config = service.config
+    host = config.bind_address if host is None else host
+    port = config.broker_service_port if port is None else port
+    limiter = ConnectionLimiter(config.broker_max_connections, config.broker_max_connections_per_ip)
     async with trio.open_nursery() as nursery:
         await nursery.start(service.run)
         listeners = await trio.open_tcp_listeners(port, host=host)
@@ -36,13 +90,19 @@ async def serve_broker(service: BrokerService, host: str | None = None, port: in
         async def handle(stream: trio.SocketStream) -> None:
             try:
                 peer = stream.socket.getpeername()
-                remote = f"{peer[0]}:{peer[1]}"
+                ip, remote = str(peer[0]), f"{peer[0]}:{peer[1]}"
             except OSError:
-                remote = "?"
+                ip = remote = "?"
+            refusal = limiter.admit(ip)
+            if refusal is not None:
+                await _refuse(stream, remote, refusal)
+                return
             try:
                 await ServerConnection(service, stream, remote).serve()
             except Exception:  # one connection's bug must not stop the server
                 log.exception("connection %s crashed", remote)
+            finally:
+                limiter.release(ip)
 
         log.info("broker listening on %s:%d (%s)", host, real_port, service.service_url)
         task_status.started(real_port)

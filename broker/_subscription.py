@@ -23,7 +23,7 @@ from managed_ledger import ManagedCursor, ManagedLedgerError, Position
 
 from ._consumer import Consumer
 from ._dispatcher import Dispatcher, SubType
-from ._entries import acked_indexes_from_ack_set, entry_metadata
+from ._entries import MAX_UNKNOWN_BATCH_SIZE, acked_indexes_from_ack_set, entry_metadata
 from ._errors import BrokerServiceError, ConsumerBusyError
 
 if TYPE_CHECKING:
@@ -155,7 +155,9 @@ class Subscription:
         whole: list[Position] = []
         for pos, ack_set, batch_size in items:
             if ack_set:
-                size = batch_size or consumer.pending.get(pos, 0) or self._pending_size(pos)
+                size = self._batch_size(consumer, pos, batch_size)
+                if size is None:
+                    continue
                 acked = acked_indexes_from_ack_set(size, ack_set) if size else set()
                 if size and len(acked) < size:
                     await self.cursor.delete_batch_indexes(pos, size, acked)
@@ -168,6 +170,19 @@ class Subscription:
             if self.dispatcher:
                 self.dispatcher.acked(whole)
 
+    def _batch_size(self, consumer: Consumer, pos: Position, claimed: int) -> int | None:
+        """The batch size of a partial ack: the broker's own count when it delivered the entry,
+        else the client's (refused, None, when over `MAX_UNKNOWN_BATCH_SIZE`: the loops over a
+        batch's indexes must not be sized by a client)."""
+        known = consumer.pending.get(pos, 0) or self._pending_size(pos)
+        if known:
+            return known
+        if claimed > MAX_UNKNOWN_BATCH_SIZE:
+            log.warning("%s: ignoring a partial ack of %s claiming %d messages in its batch", self.full_name,
+                        pos, claimed)
+            return None
+        return claimed
+
     def _pending_size(self, pos: Position) -> int:
         if self.dispatcher is None:
             return 0
@@ -176,7 +191,7 @@ class Subscription:
 
     async def ack_cumulative(self, consumer: Consumer, pos: Position, ack_set: list[int], batch_size: int) -> None:
         """Cumulative ack up to ``pos`` (an ack_set means: up to before it, plus part of it)."""
-        size = batch_size or consumer.pending.get(pos, 0)
+        size = self._batch_size(consumer, pos, batch_size) or 0
         if ack_set and size:
             acked = acked_indexes_from_ack_set(size, ack_set)
             if len(acked) < size:

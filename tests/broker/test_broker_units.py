@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from broker import (AutoSplitRanges, BrokerConfig, ConsumerKey, IncompatibleSchemaError, InvalidTopicNameError,
                     NamespaceName, RangeConflictError, RoundRobin, SchemaInfo, StickyRanges, TopicName,
@@ -147,6 +149,33 @@ def test_ack_set_round_trip() -> None:
     words = ack_set_words(130, {0, 64, 129})
     assert acked_indexes_from_ack_set(130, words) == {0, 64, 129}
     assert all(-(1 << 63) <= w < (1 << 63) for w in words)
+
+
+@given(st.integers(1, 300), st.sets(st.integers(0, 299)))
+def test_ack_sets_match_java_bitset_semantics(size: int, acked: set[int]) -> None:
+    from broker._entries import ack_set_words, acked_indexes_from_ack_set
+
+    acked = {i for i in acked if i < size}
+    expected = 0
+    for i in range(size):
+        if i not in acked:
+            expected |= 1 << i  # BitSet: bit i of word i // 64
+    words = ack_set_words(size, acked)
+    assert sum((w & ((1 << 64) - 1)) << (64 * k) for k, w in enumerate(words)) == expected
+    assert len(words) == (size + 63) // 64
+    assert acked_indexes_from_ack_set(size, words) == acked
+    assert acked_indexes_from_ack_set(size, words[:1]) == acked | set(range(64, size))  # missing words: acked
+
+
+def test_a_producer_cannot_claim_more_messages_than_its_entry_holds() -> None:
+    # the dispatcher sizes loops over a batch's indexes by this count: a producer setting
+    # num_messages_in_batch = 2^31 - 1 on a tiny entry once meant minutes of blocked event loop
+    from broker._entries import entry_info
+    from broker.protocol import MessageMetadata, encode_metadata_and_payload
+
+    md = MessageMetadata(producer_name="p", sequence_id=0, publish_time=1, num_messages_in_batch=2**31 - 1)
+    data = encode_metadata_and_payload(md, b"x" * 600)
+    assert entry_info(data).num_messages <= len(data) // 6
 
 # ---------------------------------------------------------------------------------------- config
 
