@@ -3,7 +3,8 @@
 Run a whole bookie with `serve_bookie_process` (what ``magnetar bookie`` does), or compose the
 parts: `open_bookie` (journal replay + storage + checkpoints) yields a `Bookie`, `serve_bookie`
 serves the bookie protocol for it, `serve_bookie_http` its metrics and REST API,
-`run_registration` keeps it registered in the metadata store, `run_disk_checker` watches disks.
+`run_registration` keeps it registered in the metadata store, `run_disk_checker` watches disks
+(and `SpaceGuard` checks free space where the journal and the storage allocate).
 `open_bookie` also runs the bookie's `GarbageCollector` (ledger GC against the metadata store,
 dead entry-log deletion, minor/major compaction; `Bookie.gc`), whose REST routes (`gc_routes`)
 the HTTP app mounts. Metrics of every component live in `bookie.metrics`.
@@ -41,6 +42,7 @@ from ._journal import Journal as Journal
 from ._journal import JournalClosedError as JournalClosedError
 from ._journal import JournalError as JournalError
 from ._journal import JournalIOError as JournalIOError
+from ._journal import JournalNoSpaceError as JournalNoSpaceError
 from ._journal import JournalState as JournalState
 from ._journal import JournalTicket as JournalTicket
 from ._journal_codec import LogMark as LogMark
@@ -51,6 +53,7 @@ from ._process import BookieFatalError as BookieFatalError
 from ._process import serve_bookie_process as serve_bookie_process
 from ._registration import registration_path as registration_path
 from ._registration import run_registration as run_registration
+from ._space import SpaceGuard as SpaceGuard
 from ._server import serve_bookie as serve_bookie
 from ._storage import CheckpointSource as CheckpointSource
 from ._storage import DbLedgerStorage as DbLedgerStorage
@@ -89,6 +92,7 @@ __all__ = [
     "JournalDisk",
     "JournalError",
     "JournalIOError",
+    "JournalNoSpaceError",
     "JournalState",
     "JournalTicket",
     "KILL_AT_ENV",
@@ -97,6 +101,7 @@ __all__ = [
     "NoSuchEntry",
     "NoSuchLedger",
     "ReadOnlyReason",
+    "SpaceGuard",
     "StorageIOError",
     "WriteCacheFull",
     "bookie_http_app",

@@ -15,15 +15,39 @@ journal ack and its cache insert there is a window, so the mark is the journal's
 capped by the durable mark seen when the oldest unfinished add was submitted: a record after
 that point may not be in the cache yet, one before it is (its add had finished).
 
+Full disk (see also `bookie._space`, `bookie._journal` "Full disk", `bookie._storage`). The
+journal and the storage ask a `SpaceGuard` before they allocate, so the bookie normally turns
+read-only (DISK_FULL) before a disk fills. If one still fills, nothing acknowledged is lost and
+nothing stops for good: the journal waits in NO_SPACE, a flush keeps its entries in the write
+cache, a start-up replay whose checkpoint cannot be written keeps the replayed entries in memory
+(`DbLedgerStorage.hold_entry`) and the bookie starts READ_ONLY. When the disk checker sees every
+directory below diskUsageLwmThreshold it calls `Bookie.space_available`, which resumes the journal
+on a fresh file and checkpoints; the bookie is then writable again by itself.
+
 States (`BookieState`), with the reasons kept in `read_only_reasons`:
 
 Rule 1: READ_ONLY iff at least one `ReadOnlyReason` is set; otherwise WRITABLE.
-Rule 2: MANUAL is set and cleared by `set_manual_read_only` (REST); DISK_FULL by the disk checker
-        (above diskUsageThreshold; cleared below diskUsageLwmThreshold); STORAGE_ERROR by a failed
-        flush (cleared by the next completed checkpoint); JOURNAL_FAILED by a journal write or sync
-        error and never cleared (the journal cannot continue; restart the bookie).
-Rule 3: READ_ONLY refuses adds (EREADONLY) except recovery adds while the journal works, and
-        refuses write-LAC; reads, LAC reads, long polls and fencing are still served.
+Rule 2: who sets and who clears each reason:
+        MANUAL: `set_manual_read_only` (REST), both ways.
+        DISK_FULL: set by the disk checker (a directory above diskUsageThreshold) and, at once, by
+          the space guard when an allocation (journal preallocation, write-cache flush) would pass
+          that threshold; cleared only by the disk checker, once every directory is below
+          diskUsageLwmThreshold.
+        STORAGE_ERROR: set by a failed flush or lastMark write (ENOSPC included); cleared by the
+          next completed checkpoint (the flush loop retries with backoff, and `space_available`
+          retries at once when the disk checker sees space).
+        JOURNAL_NO_SPACE: set when the journal stops on ENOSPC / EDQUOT (also at start, when there
+          is no room for a journal file); cleared by `space_available` once the journal resumed on
+          a fresh file AND a checkpoint completed after that (fences and master keys that only
+          reached memory are then in the index before another add is acknowledged).
+        JOURNAL_FAILED: set by any other journal write, sync or file-creation error; never cleared
+          (the journal cannot continue; restart the bookie).
+        Without readOnlyModeEnabled, setting DISK_FULL or JOURNAL_NO_SPACE stops the bookie instead
+        (`fatal`), as BookKeeper does.
+Rule 3: READ_ONLY refuses adds (EREADONLY) except recovery adds while the journal works (neither
+        JOURNAL_FAILED nor JOURNAL_NO_SPACE), and refuses write-LAC; reads, LAC reads, long polls
+        and fencing are still served (a fence needs one journal record: with the journal in
+        NO_SPACE it fails with EIO until space is back).
 """
 
 from __future__ import annotations
@@ -46,10 +70,11 @@ from metadata import MetadataStore
 from .protocol import ENTRY_HEADER_SIZE, LAC_BODY_SIZE, StatusCode
 from ._config import BookieConfig
 from ._gc import GarbageCollector
-from ._journal import Journal, JournalError, JournalIOError
+from ._journal import Journal, JournalError, JournalIOError, JournalNoSpaceError, JournalState
 from ._journal_codec import AddEntry, ExplicitLac, FenceLedger, JournalRecord, LogMark, MasterKey, Padding
 from ._journal_files import JournalDisk
 from ._lac import LacTracker, TooManyWaiters
+from ._space import SpaceGuard
 from ._storage import DbLedgerStorage, NoSuchEntry, NoSuchLedger, StorageIOError, WriteCacheFull
 from .metrics import BookieServerMetrics, JournalMetrics
 
@@ -87,6 +112,7 @@ class ReadOnlyReason(enum.Enum):
     MANUAL = "manual"
     DISK_FULL = "disk_full"
     STORAGE_ERROR = "storage_error"
+    JOURNAL_NO_SPACE = "journal_no_space"
     JOURNAL_FAILED = "journal_failed"
 
 
@@ -150,8 +176,9 @@ class Bookie:
     """
 
     def __init__(self, config: BookieConfig, journal: Journal, registry: CollectorRegistry,
-                 metrics: BookieServerMetrics) -> None:
-        """Use `open_bookie`; this only wires parts together (it attaches the storage)."""
+                 metrics: BookieServerMetrics, space_guard: SpaceGuard | None = None) -> None:
+        """Use `open_bookie`; this only wires parts together (it attaches the storage). The
+        journal's state changes and the guard's reports (``space_guard.on_full``) come here."""
         self.config = config
         self.bookie_id = config.effective_bookie_id
         self.registry = registry
@@ -167,6 +194,9 @@ class Bookie:
         self._next_token = 0
         self._lacs = LacTracker(config.long_poll_max_waiters, metrics.long_poll_waiters.set)
         self._fences: dict[int, Any] = {}  # ledger -> journal ticket of its fence record
+        # ledgers fenced in memory whose fence record failed (journal out of space): the next
+        # fence journals it again instead of answering from memory
+        self._fences_not_durable: set[int] = set()
         # Fast path of the add check: ledgers known to have this master key and not be fenced.
         # Fencing removes the ledger; `forget_ledger` (GC) too.
         self._writable_keys: dict[int, bytes] = {}
@@ -175,6 +205,9 @@ class Bookie:
         self.requests_in_flight = 0  # kept by the server; a gauge update per request costs too much
         metrics.server_status.set(1)
         metrics.in_flight_requests.set_function(lambda: self.requests_in_flight)
+        journal.on_state_change = self._journal_state_changed
+        if space_guard is not None:
+            space_guard.on_full = self._allocation_would_fill
 
     # ------------------------------------------------------------------ state
 
@@ -212,6 +245,56 @@ class Bookie:
             self.fail_fatally(f"disks full and readOnlyModeEnabled is false: {detail}")
         self._set_reason(ReadOnlyReason.DISK_FULL, full, detail)
 
+    def _allocation_would_fill(self, detail: str) -> None:
+        """The space guard: an allocation would pass diskUsageThreshold (rule 2, DISK_FULL)."""
+        if ReadOnlyReason.DISK_FULL not in self._reasons:
+            self.metrics.disk_full_early.inc()
+        self.set_disk_full(True, detail)
+
+    def _journal_state_changed(self, state: JournalState) -> None:
+        if state is JournalState.NO_SPACE:
+            self._journal_no_space(str(self._journal.error))
+        elif state is JournalState.FAILED:
+            self._set_reason(ReadOnlyReason.JOURNAL_FAILED, True, str(self._journal.error))
+        # back to SERVING after resume: JOURNAL_NO_SPACE clears in space_available (rule 2)
+
+    def _journal_no_space(self, detail: str) -> None:
+        if ReadOnlyReason.JOURNAL_NO_SPACE in self._reasons:
+            return
+        if not self.config.read_only_mode_enabled:
+            self.fail_fatally(f"journal out of space and readOnlyModeEnabled is false: {detail}")
+        self._set_reason(ReadOnlyReason.JOURNAL_NO_SPACE, True, detail)
+
+    async def space_available(self) -> None:
+        """The disk checker found every directory below diskUsageLwmThreshold: undo what a full
+        disk stopped (rule 2).
+
+        Resumes a NO_SPACE journal on a fresh file, then checkpoints (the write cache, and ledger
+        state that only reached memory, go to the entry logs and the index); JOURNAL_NO_SPACE
+        clears after that checkpoint, STORAGE_ERROR with it. Recreates the journal's reserve file
+        if it was spent. Never raises for a disk error: the reasons stay and the next check
+        tries again.
+        """
+        no_space = ReadOnlyReason.JOURNAL_NO_SPACE in self._reasons
+        if not no_space and ReadOnlyReason.STORAGE_ERROR not in self._reasons:
+            await self._journal.ensure_reserve()
+            return
+        if no_space and not await self._journal.resume():
+            log.warning("bookie %s: the journal still cannot resume (%s)", self.bookie_id,
+                        self._journal.error)
+            return
+        try:
+            await self._storage.flush()
+        except StorageIOError as exc:
+            self._on_flush_error(exc)
+            log.warning("bookie %s: checkpoint after the disk had space again failed: %s",
+                        self.bookie_id, exc)
+            return
+        if no_space and ReadOnlyReason.STORAGE_ERROR not in self._reasons:
+            self._set_reason(ReadOnlyReason.JOURNAL_NO_SPACE, False,
+                             "journal resumed on a fresh file; checkpoint done")
+        await self._journal.ensure_reserve()
+
     def fail_fatally(self, message: str) -> None:
         """Ask the owner to shut the bookie down (`fatal` is set; `fatal_error` says why)."""
         log.error("bookie must stop: %s", message)
@@ -239,6 +322,9 @@ class Bookie:
             self._state_changed = trio.Event()
 
     def _journal_failed(self, exc: BaseException) -> BookieError:
+        if isinstance(exc, JournalNoSpaceError):
+            self._journal_no_space(str(exc))
+            return BookieError(StatusCode.EIO, f"journal out of space: {exc}")
         if isinstance(exc, JournalIOError):
             self._set_reason(ReadOnlyReason.JOURNAL_FAILED, True, str(exc))
             return BookieError(StatusCode.EIO, f"journal failed: {exc}")
@@ -311,7 +397,8 @@ class Bookie:
         """
         if self._closing:
             raise BookieError(StatusCode.EIO, "bookie is shutting down")
-        if self._reasons and (not recovery or ReadOnlyReason.JOURNAL_FAILED in self._reasons):
+        if self._reasons and (not recovery or ReadOnlyReason.JOURNAL_FAILED in self._reasons
+                              or ReadOnlyReason.JOURNAL_NO_SPACE in self._reasons):
             raise BookieError(StatusCode.EREADONLY, f"bookie is read-only ({self._reason_text()})")
         if len(body) < ENTRY_HEADER_SIZE:
             raise BookieError(StatusCode.EBADREQ, f"entry of {len(body)} bytes is shorter than its header")
@@ -346,6 +433,7 @@ class Bookie:
     def forget_ledger(self, ledger_id: int) -> None:
         """Drop what the core caches about a ledger (call after the storage deleted it)."""
         self._writable_keys.pop(ledger_id, None)
+        self._fences_not_durable.discard(ledger_id)
         self._lacs.forget(ledger_id)
 
     def abandon_add(self, ticket: AddTicket) -> None:
@@ -435,15 +523,21 @@ class Bookie:
         key_ticket = await self._record_key(ledger_id, master_key)
         ticket = self._fences.get(ledger_id)
         self._writable_keys.pop(ledger_id, None)
-        if ticket is None and not self._storage.is_fenced(ledger_id):
+        if ticket is None and (ledger_id in self._fences_not_durable
+                               or not self._storage.is_fenced(ledger_id)):
             ticket = await self._submit_waiting(FenceLedger(ledger_id))
-            self._storage.set_fenced(ledger_id)
+            self._storage.set_fenced(ledger_id)  # at once: adds after this point are refused
             self._fences[ledger_id] = ticket
         try:
             if key_ticket is not None:
                 await self._durable(key_ticket)
             if ticket is not None:
-                await self._durable(ticket)
+                try:
+                    await self._durable(ticket)
+                except BookieError:
+                    self._fences_not_durable.add(ledger_id)
+                    raise
+                self._fences_not_durable.discard(ledger_id)
         finally:
             if ticket is not None and self._fences.get(ledger_id) is ticket and ticket.done:
                 del self._fences[ledger_id]
@@ -540,14 +634,24 @@ class Bookie:
         st = self._storage
         half = self.config.write_cache_max_mb * 1024 * 1024 // 2
         buffered = 0
+        hold = False  # a flush failed (full disk): keep the rest in memory (`hold_entry`)
 
         async def apply(mark: LogMark, record: JournalRecord) -> None:
-            nonlocal buffered
+            nonlocal buffered, hold
             if isinstance(record, AddEntry):
-                if buffered + len(record.data) > half and buffered:
-                    await st.flush()  # no checkpoint completes while replaying (the mark is None)
-                    buffered = 0
-                await st.add_entry(record.ledger_id, record.entry_id, record.data)
+                if buffered + len(record.data) > half and buffered and not hold:
+                    try:
+                        await st.flush()  # no checkpoint completes while replaying (the mark is None)
+                        buffered = 0
+                    except StorageIOError as exc:
+                        hold = True
+                        self._on_flush_error(exc)
+                        log.warning("journal replay cannot flush (%s): keeping the replayed entries in "
+                                    "memory until the disk has space again", exc)
+                if hold:
+                    st.hold_entry(record.ledger_id, record.entry_id, record.data)
+                else:
+                    await st.add_entry(record.ledger_id, record.entry_id, record.data)
                 buffered += len(record.data)
                 if len(record.data) >= ENTRY_HEADER_SIZE:
                     (lac,) = _LAC_IN_ENTRY.unpack_from(record.data, 16)
@@ -564,7 +668,12 @@ class Bookie:
         if report.stop is not None:
             log.warning("journal replay stopped early at %s", report.stop)
         self._source.replaying = False
-        await st.flush()  # checkpoint: replayed entries into entry logs, then LastLogMark = replay end
+        try:  # checkpoint: replayed entries into entry logs, then LastLogMark = replay end
+            await st.flush()
+        except StorageIOError as exc:
+            self._on_flush_error(exc)
+            log.error("bookie %s: checkpoint after replay failed (%s); starting read-only, the write cache "
+                      "and the journal keep the data", self.bookie_id, exc)
         log.info("bookie %s: replayed %d journal records; LastLogMark %s", self.bookie_id, report.records,
                  self._journal.persisted_mark)
 
@@ -581,7 +690,7 @@ class Bookie:
 async def open_bookie(config: BookieConfig, *, registry: CollectorRegistry | None = None,
                       journal_disk: JournalDisk | None = None, file_ops: Any = None,
                       background: Callable[[Bookie, trio.Nursery], None] | None = None,
-                      store: MetadataStore | None = None,
+                      store: MetadataStore | None = None, space_guard: SpaceGuard | None = None,
                       ) -> AsyncIterator[Bookie]:
     """Open the directories, replay the journal, checkpoint, and run the bookie until exit.
 
@@ -591,16 +700,20 @@ async def open_bookie(config: BookieConfig, *, registry: CollectorRegistry | Non
     no ledger (it still reclaims the logs of ledgers deleted otherwise). On exit
     (also on cancellation) it stops accepting adds, lets the journal write and sync what it
     accepted, checkpoints (flush + LastLogMark) and closes the files. Cookies are not checked
-    here (see `check_cookies`). ``journal_disk`` / ``file_ops`` inject failures in tests;
+    here (see `check_cookies`). ``space_guard`` (default: one at diskUsageThreshold over the
+    real file systems) is asked before the journal and the storage allocate. A disk too full for
+    the replay's checkpoint or for a journal file does not stop the start: the bookie comes up
+    read-only (module docstring, "Full disk"). ``journal_disk`` / ``file_ops`` inject failures in tests;
     ``background(bookie, nursery)`` may start more tasks that are cancelled on exit.
     Raises ConfigError, OSError, or the journal's errors if the directories cannot be used.
     """
     config.validate()
     registry = registry if registry is not None else CollectorRegistry()
     metrics = BookieServerMetrics(registry)
+    guard = space_guard if space_guard is not None else SpaceGuard(config.disk_usage_threshold)
     journal = await Journal.open(config.journal_dir, config.ledger_dirs, config.journal_config(),
-                                 disk=journal_disk, metrics=JournalMetrics(registry))
-    bookie = Bookie(config, journal, registry, metrics)
+                                 disk=journal_disk, metrics=JournalMetrics(registry), space_guard=guard)
+    bookie = Bookie(config, journal, registry, metrics, space_guard=guard)
     mib = 1024 * 1024
     bookie._storage = storage = await DbLedgerStorage.open(
         config.ledger_dirs, log_size_limit=config.log_size_limit,
@@ -609,7 +722,7 @@ async def open_bookie(config: BookieConfig, *, registry: CollectorRegistry | Non
         read_ahead_batch_size=config.read_ahead_batch_size,
         max_throttle_time_ms=config.max_throttle_time_ms, flush_interval_ms=config.flush_interval_ms,
         checkpoint_source=bookie._source, on_flush_error=bookie._on_flush_error,
-        registry=registry, file_ops=file_ops)
+        registry=registry, file_ops=file_ops, space_guard=guard)
     try:
         await bookie._replay()
         bookie.gc = gc = GarbageCollector(

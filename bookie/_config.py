@@ -19,6 +19,7 @@ from magnetar.config import ConfigError, config_field, require_at_least, require
 
 from ._gc_config import GcConfig
 from ._journal_config import JournalConfig
+from .protocol import DEFAULT_MAX_FRAME_SIZE
 
 __all__ = ["BookieConfig"]
 
@@ -121,8 +122,11 @@ class BookieConfig(GcConfig):
         help="Turn read-only when disks are full; false shuts the bookie down instead.")
 
     # ------------------------------------------------------------------ requests
-    max_frame_size: int = config_field(5 * MiB, alias="nettyMaxFrameSizeBytes",
-                                       help="Largest request frame accepted; a larger one closes the connection.")
+    max_frame_size: int = config_field(
+        DEFAULT_MAX_FRAME_SIZE, alias="nettyMaxFrameSizeBytes",
+        help="Largest request frame accepted; a larger one closes the connection. 5 MiB + 10 KiB, as Pulsar "
+             "ships it, so that an entry holding a maxMessageSize message and its metadata fits; keep it "
+             "equal to the clients' max_frame_size.")
     max_in_flight_requests: int = config_field(
         10_000, alias="maxPendingAddRequestsPerThread",
         help="Requests one connection may have in progress before the server stops reading from it.")

@@ -3,39 +3,29 @@
 `classify` is the pure rule; `run_disk_checker` measures every ``diskCheckInterval`` and applies
 it: a directory past ``diskUsageWarnThreshold`` is logged and reported (``bookie_disk_usage``);
 past ``diskUsageThreshold`` the bookie turns read-only (DISK_FULL); once every directory is
-below ``diskUsageLwmThreshold`` it is writable again (if nothing else holds it read-only).
-Between the low-water mark and the threshold nothing changes (hysteresis).
+below ``diskUsageLwmThreshold`` it is writable again (if nothing else holds it read-only), and
+`Bookie.space_available` resumes what a full disk stopped (a journal in NO_SPACE, a failed
+checkpoint). Between the low-water mark and the threshold nothing changes (hysteresis).
+
+The checker only clears DISK_FULL; the journal and the storage set it earlier, when an allocation
+would pass the threshold (`bookie._space`). The first check runs before the task reports itself
+started, so that a bookie started on a full disk registers as read-only from the first moment.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
-import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import trio
 
 from ._bookie import Bookie
+from ._space import DiskUsage, measure_one
 
 __all__ = ["DiskUsage", "DiskVerdict", "classify", "measure_usage", "run_disk_checker"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class DiskUsage:
-    """The file system of ``path``: total and free bytes (free = available to this user)."""
-
-    path: str
-    total: int
-    free: int
-
-    @property
-    def used_fraction(self) -> float:
-        """Used share of the file system, 0.0 .. 1.0 (1.0 for an empty or unreadable one)."""
-        return 1.0 - self.free / self.total if self.total > 0 else 1.0
 
 
 class DiskVerdict(enum.Enum):
@@ -59,12 +49,8 @@ def measure_usage(paths: Sequence[str]) -> list[DiskUsage]:
     """statvfs every path (blocking: call it in a worker thread). Unreadable paths count as full."""
     out = []
     for p in paths:
-        try:
-            st = os.statvfs(p)
-            out.append(DiskUsage(p, st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize))
-        except OSError as exc:
-            log.error("cannot check disk usage of %s: %s", p, exc)
-            out.append(DiskUsage(p, 0, 0))
+        usage = measure_one(p)
+        out.append(usage if usage is not None else DiskUsage(p, 0, 0))
     return out
 
 
@@ -74,12 +60,12 @@ async def run_disk_checker(bookie: Bookie, *,
     """Check the journal and ledger directories every diskCheckInterval until cancelled.
 
     ``measure`` is a seam for tests (fake usages). Never raises for a disk problem: an unreadable
-    directory counts as full.
+    directory counts as full. ``task_status.started`` is called after the first check.
     """
     cfg = bookie.config
     paths = [cfg.journal_dir, *cfg.ledger_dirs]
     warned: set[str] = set()
-    task_status.started()
+    started = False
     while True:
         usages = await trio.to_thread.run_sync(measure, paths)
         for u in usages:
@@ -98,4 +84,9 @@ async def run_disk_checker(bookie: Bookie, *,
             bookie.set_disk_full(True, f"above diskUsageThreshold: {full}")
         elif verdict is DiskVerdict.CLEAR:
             bookie.set_disk_full(False, "all directories below diskUsageLwmThreshold")
+        if not started:
+            task_status.started()
+            started = True
+        if verdict is DiskVerdict.CLEAR:
+            await bookie.space_available()
         await trio.sleep(cfg.disk_check_interval_ms / 1000)

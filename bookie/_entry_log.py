@@ -22,11 +22,14 @@ Rules:
    abandons that log (the next append opens a new one) and raises `StorageIOError`. The caller keeps
    the entries and may retry; records that landed in a log rolled earlier in the failed batch remain
    as unindexed garbage that compaction reclaims (they still count in that log's ledgers map).
+   An abandoned log that holds no record (a log opened by the failed batch itself) is deleted,
+   so a flush retried on a full disk leaves no file behind per attempt.
 """
 
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -40,6 +43,8 @@ from ._entry_log_codec import (
 )
 
 __all__ = ["EntryLogger", "FileOps", "LogRecord", "LogUsage", "EntryLogStats", "StorageIOError"]
+
+_logger = logging.getLogger(__name__)
 
 LAST_ID_FILE = "lastId"
 _READ_GUESS = 4096  # one pread usually fetches prefix and payload together
@@ -106,6 +111,7 @@ class EntryLogStats:
     write_calls: int
     syncs: int
     rolls: int
+    removed_empty: int = 0  # logs deleted again because a failed write left them without a record
 
 
 @dataclass(slots=True)
@@ -153,6 +159,7 @@ class EntryLogger:
         self._closed = False
         self._chunk = memoryview(bytearray(write_chunk_bytes))
         self._bytes_written = self._write_calls = self._syncs = self._rolls = 0
+        self._removed_empty = 0
         highest = -1
         for d in self._dirs:
             d.mkdir(parents=True, exist_ok=True)
@@ -167,6 +174,11 @@ class EntryLogger:
                 if text:
                     highest = max(highest, int(text, 16))
         self._next_id = highest + 1
+
+    @property
+    def directories(self) -> tuple[Path, ...]:
+        """The ledger directories, in the order that ``ledger_id % len(directories)`` indexes."""
+        return tuple(self._dirs)
 
     # ------------------------------------------------------------------ writes
 
@@ -253,7 +265,8 @@ class EntryLogger:
             log.ledgers[ledger_id] = log.ledgers.get(ledger_id, 0) + size
 
     def _abandon(self, d: int, log: _CurrentLog, good_size: int) -> None:
-        """Cut a failed log back to its last good size if possible and stop writing to it."""
+        """Cut a failed log back to its last good size if possible and stop writing to it; delete
+        it when it holds no record (rule 6)."""
         try:
             os.ftruncate(log.fd, good_size)
         except OSError:
@@ -263,6 +276,15 @@ class EntryLogger:
         except OSError:
             pass
         self._current[d] = None
+        if good_size <= HEADER_SIZE and not log.ledgers:
+            path = self._logs.pop(log.log_id, None)
+            self._usage_cache.pop(log.log_id, None)
+            if path is not None:
+                try:
+                    path.unlink(missing_ok=True)
+                except OSError:
+                    pass
+                self._removed_empty += 1
 
     def _ensure_current(self, d: int) -> _CurrentLog:
         log = self._current[d]
@@ -354,11 +376,21 @@ class EntryLogger:
                     self._roll(d, log)
 
     def close(self) -> None:
-        """Roll the current logs (writing their ledgers maps) and close every file. Idempotent."""
+        """Roll the current logs (writing their ledgers maps) and close every file. Idempotent.
+
+        A log that cannot be rolled (a full disk) is left without its ledgers map, as after a
+        crash: readers and GC handle that (a scan rebuilds its usage). Never raises for it."""
         if self._closed:
             return
         try:
-            self.roll_all()
+            with self._lock:
+                for d, log in enumerate(self._current):
+                    if log is not None and log.position > HEADER_SIZE:
+                        try:
+                            self._roll(d, log)
+                        except StorageIOError as exc:
+                            _logger.warning("closing entry log %x without its ledgers map: %s",
+                                            log.log_id, exc)
         finally:
             with self._lock:
                 for log in self._current:
@@ -566,4 +598,5 @@ class EntryLogger:
             write_calls=self._write_calls,
             syncs=self._syncs,
             rolls=self._rolls,
+            removed_empty=self._removed_empty,
         )

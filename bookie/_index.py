@@ -13,11 +13,19 @@ Threading: every method blocks (sqlite I/O, fsync of the WAL at commit), so the 
 them through ``trio.to_thread.run_sync``. Writes go through one connection under a lock; reads
 use a second connection (WAL lets readers run beside a writer) under its own lock.
 
+Full disk. A database in WAL mode cannot even be read without its ``-wal`` and ``-shm`` files,
+and sqlite deletes both when the last connection closes: a bookie stopped cleanly could then not
+start again on a full disk. So `close` leaves the database in rollback-journal mode (which reads
+need no extra file for), and opening switches it to WAL again; when that fails for lack of space
+the index runs in rollback mode (reads work; writes fail until there is space) and switches to
+WAL before the next write that can.
+
 Ids are stored as sqlite's signed 64-bit integers: ledger and entry ids must be in [0, 2**63).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import threading
@@ -25,6 +33,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 __all__ = ["EntryIndex", "LedgerInfo", "IndexStats"]
+
+log = logging.getLogger(__name__)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS locations (
@@ -69,11 +79,20 @@ class EntryIndex:
         self._wlock = threading.Lock()
         self._rlock = threading.Lock()
         self._w = sqlite3.connect(self._path, check_same_thread=False, isolation_level=None)
-        self._w.execute("PRAGMA journal_mode=WAL")
+        self._wal = self._try_wal()
         self._w.execute("PRAGMA synchronous=FULL")
         self._w.executescript(_SCHEMA)
         self._r = sqlite3.connect(self._path, check_same_thread=False, isolation_level=None)
         self._batches = self._locations = self._ledgers = self._lookups = self._deletes = 0
+
+    def _try_wal(self) -> bool:
+        """Switch the database to WAL; False (and rollback mode) when the disk has no room for it."""
+        try:
+            mode = self._w.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        except sqlite3.OperationalError as exc:
+            log.warning("index %s stays in rollback-journal mode for now (%s)", self._path, exc)
+            return False
+        return str(mode).lower() == "wal"
 
     def put_batch(self, locations: Sequence[tuple[int, int, int]], ledgers: Mapping[int, LedgerInfo]) -> None:
         """Store ``(ledger, entry, location)`` rows and ledger states in one durable transaction.
@@ -83,6 +102,8 @@ class EntryIndex:
         rows = [(lid, int(i.fenced), i.master_key, i.explicit_lac, i.last_entry)
                 for lid, i in ledgers.items()]
         with self._wlock:
+            if not self._wal:
+                self._wal = self._try_wal()
             cur = self._w.cursor()
             cur.execute("BEGIN IMMEDIATE")
             try:
@@ -169,7 +190,12 @@ class EntryIndex:
         return IndexStats(self._batches, self._locations, self._ledgers, self._lookups, self._deletes)
 
     def close(self) -> None:
-        """Close both connections (the data is already durable)."""
+        """Close both connections (the data is already durable), leaving the database in
+        rollback-journal mode so that it opens on a full disk too (module docstring)."""
         with self._wlock, self._rlock:
             self._r.close()
+            try:
+                self._w.execute("PRAGMA journal_mode=DELETE")
+            except sqlite3.Error as exc:
+                log.warning("index %s: could not leave WAL mode on close: %s", self._path, exc)
             self._w.close()

@@ -31,17 +31,38 @@ their number is bounded by ``force_write_queue_max``.
 The add-latency histogram counts each record from its batch's first record (an upper bound for
 later records): one clock read per batch instead of one per add.
 
+Full disk. The journal never meets ENOSPC just because its chunk was big: before it preallocates
+it asks the `SpaceGuard` (`bookie._space`), grows by a small reserve instead of a whole chunk
+when the chunk would pass diskUsageThreshold, and has the bookie turn read-only when even that
+passes it. If a write, sync or file creation still fails with ENOSPC or EDQUOT, the journal is
+NO_SPACE rather than FAILED: every record not yet acknowledged fails (JournalNoSpaceError), and
+`resume` (the bookie calls it once the disk checker sees space again) cuts the journal back to
+its last acknowledged record and continues on a fresh file whose header declares that point as
+its predecessor, so replay keeps every acknowledged record of both files whatever the old file
+holds after it (see `bookie._journal_files`).
+
 States (`JournalState`):
 
     CREATED --serve()--> SERVING --aclose()--> CLOSING --all written and synced--> CLOSED
-    CREATED | SERVING | CLOSING --write, sync or file-creation error--> FAILED (terminal)
+    CREATED --serve(), no space for a file--> NO_SPACE
+    SERVING --ENOSPC / EDQUOT--> NO_SPACE --resume(), fresh file created--> SERVING
+    NO_SPACE --aclose()--> CLOSING
+    CREATED | SERVING | CLOSING | NO_SPACE --any other write, sync or file-creation error--> FAILED (terminal)
 
-Rule 1: adds are accepted only in SERVING (JournalClosedError otherwise, JournalIOError in FAILED).
+Rule 1: adds are accepted only in SERVING (JournalClosedError otherwise, JournalIOError in FAILED,
+        JournalNoSpaceError in NO_SPACE).
 Rule 2: an add returns only once its record and every earlier one are written and, with
         ``sync_data``, synced. A record is never acknowledged after an I/O error: the error fails
-        every pending add and all later ones.
+        every pending add and all later ones (until `resume`, for a full disk).
 Rule 3: ``replay()`` only in CREATED; ``serve()`` always starts a NEW file, after making the last
-        old file end cleanly, so new records never follow a torn tail.
+        old file end cleanly, so new records never follow a torn tail. When the disk has no room
+        for it, the journal starts in NO_SPACE; on entering NO_SPACE (then or later) it makes one
+        attempt to resume at once, after deleting its reserve file (`RESERVE_FILE`, recreated by
+        `ensure_reserve` when there is room) and cutting the unused preallocated tail of its
+        last file: so fences and the like can still be journaled on a full disk.
+Rule 4: `resume` only acts in NO_SPACE, once the loops of the broken file have stopped; it never
+        deletes a file of an earlier run, only files this run created after its last
+        acknowledged record, and cuts the file of that record only if it is the last file.
 """
 
 from __future__ import annotations
@@ -78,6 +99,7 @@ from ._journal_types import (
     JournalClosedError,
     JournalError,
     JournalIOError,
+    JournalNoSpaceError,
     JournalState,
     JournalStatistics,
 )
@@ -85,6 +107,8 @@ from ._journal_files import (
     JournalDisk,
     ReplayReport,
     create_journal_file,
+    cut_journal,
+    is_space_error,
     iter_journal,
     list_journal_files,
     next_file_id,
@@ -93,14 +117,21 @@ from ._journal_files import (
 )
 from ._last_mark import read_last_mark, write_last_mark
 from ._journal_io import _JournalIO, _Sync
+from ._space import SpaceGuard
 from .metrics import JournalMetrics
 
 __all__ = ["Journal", "JournalTicket", "JournalState", "JournalStatistics", "JournalError", "JournalIOError",
-           "JournalClosedError", "FlushReason"]
+           "JournalNoSpaceError", "JournalClosedError", "FlushReason"]
 
 log = logging.getLogger(__name__)
 
 _SERVING = JournalState.SERVING
+_NO_SPACE = JournalState.NO_SPACE
+_RESERVE = 64 * 1024  # what the journal grows by past a write when a whole chunk would pass the threshold
+_PAGE = 4096
+RESERVE_FILE = "reserve.space"
+RESERVE_FILE_SIZE = 256 * 1024
+"""The journal directory's reserve: zeros the journal deletes to start a file on a full disk."""
 
 
 class Journal(_JournalIO):
@@ -111,9 +142,14 @@ class Journal(_JournalIO):
     """
 
     def __init__(self, journal_dir: Path, ledger_dirs: Sequence[Path], config: JournalConfig,
-                 disk: JournalDisk, metrics: JournalMetrics, persisted: LogMark) -> None:
+                 disk: JournalDisk, metrics: JournalMetrics, persisted: LogMark,
+                 space_guard: SpaceGuard | None = None) -> None:
         """Use `Journal.open` instead; it reads the persisted mark without blocking the loop."""
         config.validate()
+        self.on_state_change: Callable[[JournalState], None] | None = None
+        """Called (on the trio thread) after every change to NO_SPACE, SERVING (from NO_SPACE) or
+        FAILED; the bookie maps them to read-only reasons."""
+        self._guard = space_guard
         self._dir = journal_dir
         self._ledger_dirs = tuple(ledger_dirs)
         self._config = config
@@ -132,6 +168,11 @@ class Journal(_JournalIO):
         self._stopped = trio.Event()
         self._serving_started = False
         self._replayed = False
+        self._replay_end: LogMark | None = None
+        self._own_from = 0  # files with ids from here on were created by this run
+        self._resume_wanted = trio.Event()
+        self._resume_done = trio.Event()
+        self._suspensions = self._resumes = 0
         self._fd: int | None = None
         self._file_id: int | None = None
         self._last_file_id = 0
@@ -152,11 +193,13 @@ class Journal(_JournalIO):
     @classmethod
     async def open(cls, journal_dir: str | os.PathLike[str], ledger_dirs: Sequence[str | os.PathLike[str]],
                    config: JournalConfig | None = None, *, disk: JournalDisk | None = None,
-                   metrics: JournalMetrics | None = None) -> Journal:
+                   metrics: JournalMetrics | None = None, space_guard: SpaceGuard | None = None) -> Journal:
         """Prepare a journal over `journal_dir` (created if missing); nothing is written yet.
 
-        `ledger_dirs` hold the ``lastMark`` copies. Raises `ConfigError` for a bad config and
-        OSError if the directories cannot be read or created.
+        `ledger_dirs` hold the ``lastMark`` copies. ``space_guard`` is asked before every
+        preallocation (see "Full disk"); without one the journal preallocates whole chunks.
+        Raises `ConfigError` for a bad config and OSError if the directories cannot be read or
+        created.
         """
         jdir = Path(journal_dir)
         ldirs = [Path(d) for d in ledger_dirs]
@@ -169,7 +212,7 @@ class Journal(_JournalIO):
 
         persisted = await trio.to_thread.run_sync(prepare)
         return cls(jdir, ldirs, config or JournalConfig(), disk or JournalDisk(),
-                   metrics or JournalMetrics(), persisted)
+                   metrics or JournalMetrics(), persisted, space_guard)
 
     # -----------------------------------------------------------------------------------------
     # Adds
@@ -294,7 +337,8 @@ class Journal(_JournalIO):
         """Durably record that everything before `mark` is in ledger storage; prune old files.
 
         Writes ``lastMark`` in every ledger directory, then deletes journal files wholly below
-        `mark` beyond ``max_backups``; returns the deleted file ids. A mark not above the
+        `mark` beyond ``max_backups`` (all of them while the space guard finds the disk past
+        diskUsageThreshold); returns the deleted file ids. A mark not above the
         persisted one is ignored. Raises ValueError for a mark past `current_mark`, and
         JournalIOError if a ledger directory could not be written.
         """
@@ -307,9 +351,13 @@ class Journal(_JournalIO):
         except OSError as exc:
             raise JournalIOError(f"could not persist lastMark {mark}: {exc}") from exc
         self._persisted = mark
-        removed = await trio.to_thread.run_sync(remove_old_files, self._dir, mark, self._config.max_backups)
+        keep = self._config.max_backups
+        room = self._guard.headroom(self._dir) if keep and self._guard is not None else None
+        full = room is not None and room < 0  # past diskUsageThreshold: backups are a luxury
+        removed = await trio.to_thread.run_sync(remove_old_files, self._dir, mark, 0 if full else keep)
         if removed:
-            log.info("journal: removed files %s below %s", [f"{i:x}" for i in removed], mark)
+            log.info("journal: removed files %s below %s%s", [f"{i:x}" for i in removed], mark,
+                     " (the disk is past diskUsageThreshold: no backups kept)" if full else "")
         return removed
 
     # -----------------------------------------------------------------------------------------
@@ -346,6 +394,7 @@ class Journal(_JournalIO):
         if report.stop is not None and report.stop.last_file:
             await trio.to_thread.run_sync(repair_tail, self._disk, report.stop)
         self._durable = max(self._durable, report.end)
+        self._replay_end = report.end if report.files else None
         self._replayed = True
         log.info("journal replay: %d records from %d files, end %s", report.records, len(report.files),
                  report.end)
@@ -361,45 +410,79 @@ class Journal(_JournalIO):
 
     @property
     def error(self) -> JournalError | None:
-        """The error that failed the journal, if it is FAILED."""
+        """The error that failed the journal (FAILED) or suspended it (NO_SPACE), else None."""
         return self._error
 
     async def serve(self, *, task_status: trio.TaskStatus[Journal] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the journal and force-write tasks until `aclose` (or cancellation, or failure).
 
         Starts a new journal file first (after checking the tail of the last one if `replay` was
-        not run). ``task_status.started`` is called once adds are accepted. On failure the loops
-        stop and the journal stays FAILED; this returns normally so the owner decides what to do.
-        On cancellation, pending adds get JournalClosedError.
+        not run; rule 3 for a full disk). ``task_status.started`` is called once the journal is
+        SERVING, or NO_SPACE when the disk has no room for a file. A full disk later stops the
+        loops until `resume`; any other failure stops them and leaves the journal FAILED; this
+        returns normally then so the owner decides what to do. On cancellation, pending adds get
+        JournalClosedError. Raises JournalIOError if the first file cannot be created for another
+        reason than a full disk.
         """
         if self._serving_started:
             raise RuntimeError("serve() may only run once")
         self._serving_started = True
         started = False
         try:
-            if not self._replayed:
-                await self._check_tail()
+            prev = self._replay_end if self._replayed else await self._check_tail()
             self._last_file_id = await trio.to_thread.run_sync(next_file_id, self._dir)
-            await self._new_file()
-            self._durable = max(self._durable, LogMark(self._file_id or 0, FILE_HEADER_SIZE))
-            self._state = JournalState.SERVING
+            self._own_from = self._last_file_id
+            await self._first_file(prev)
             task_status.started(self)
             started = True
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._force_write_loop)
-                nursery.start_soon(self._journal_loop)
+            while await self._run_loops():
+                pass
         except JournalIOError:
             if not started:
                 raise
         finally:
             self._shutdown()
 
+    async def _run_loops(self) -> bool:
+        """One stretch of writing (waiting for `resume` first in NO_SPACE); True to run another."""
+        if self._state is _NO_SPACE and not await self._wait_resume():
+            return False
+        if self._state is not _SERVING:
+            return False
+        self._fw_send, self._fw_recv = trio.open_memory_channel[_Sync](self._config.force_write_queue_max)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._force_write_loop)
+            nursery.start_soon(self._journal_loop)
+        if self._state is not _NO_SPACE:
+            return False
+        self._after_suspend()
+        await self._emergency_resume()
+        return True
+
+    async def resume(self) -> bool:
+        """Leave NO_SPACE: cut the journal back to its last acknowledged record (deleting the
+        files this run created after it), then continue on a fresh file that declares it.
+
+        Returns True once the journal is SERVING (at once if it already was), False if there is
+        still no space (it stays NO_SPACE; call again later) or it is closing or FAILED (another
+        error while resuming fails it). Waits for the loops of the broken file to stop first.
+        """
+        if self._state is _SERVING:
+            return True
+        if self._state is not _NO_SPACE:
+            return False
+        done = self._resume_done
+        self._resume_wanted.set()
+        await done.wait()
+        return self._state is _SERVING
+
     async def aclose(self) -> None:
         """Stop accepting adds, write and sync everything accepted, close files; wait for it."""
-        if self._state is JournalState.SERVING:
+        if self._state in (_SERVING, _NO_SPACE):
             self._state = JournalState.CLOSING
             self._wake.set()
             self._space.set()
+            self._resume_wanted.set()
         if self._serving_started:
             await self._stopped.wait()
         elif self._state is JournalState.CREATED:
@@ -423,36 +506,206 @@ class Journal(_JournalIO):
             bytes_written=self._bytes_written, force_writes=self._force_writes, rolls=self._rolls,
             backpressure_waits=self._backpressure_waits, queued_entries=self._q_entries,
             queued_bytes=self._q_bytes, force_write_queue=self._fw_pending,
-            current_file_id=self._file_id, durable_mark=self._durable, persisted_mark=self._persisted)
+            current_file_id=self._file_id, durable_mark=self._durable, persisted_mark=self._persisted,
+            no_space_suspensions=self._suspensions, resumes=self._resumes)
 
     # -----------------------------------------------------------------------------------------
     # Internals: files
 
-    async def _check_tail(self) -> None:
+    async def _check_tail(self) -> LogMark | None:
+        """Without `replay`: make the last file end cleanly; return where its records end."""
         files = await trio.to_thread.run_sync(list_journal_files, self._dir)
         if not files:
-            return
+            return None
         report = ReplayReport()
         start = LogMark(files[-1][0], 0)
         await trio.to_thread.run_sync(lambda: sum(1 for _ in iter_journal(self._dir, start, report)))
         if report.stop is not None and report.stop.last_file:
             await trio.to_thread.run_sync(repair_tail, self._disk, report.stop)
+        return report.end
 
-    async def _new_file(self) -> None:
+    def _allowance(self, chunk: int, needed: int) -> int:
+        """Bytes to allocate when ``needed`` more must fit and ``chunk`` is the usual step.
+
+        A whole chunk while the disk has headroom for it (`bookie._space` rule 1); else as much
+        of the headroom as the chunk would take, but at least ``needed`` plus a small reserve (for
+        fences and recovery adds once read-only); when even that passes the threshold the guard
+        reports the disk full (rule 2) and the small amount is allocated anyway.
+        """
+        guard = self._guard
+        if guard is None:
+            return chunk
+        usage = guard.usage(self._dir)
+        if usage is None:
+            return chunk
+        room = usage.headroom(guard.threshold)
+        if room >= chunk:
+            return chunk
+        small = min(chunk, -(-(needed + _RESERVE) // _PAGE) * _PAGE)
+        if room >= small:
+            return max(small, room // _PAGE * _PAGE)
+        guard.report_full(self._dir, small, usage, "journal preallocation")
+        return small
+
+    async def _new_file(self, prev: LogMark | None) -> None:
+        """Create, preallocate and switch to a new file declaring ``prev``; raises OSError."""
         cfg = self._config
         file_id = max(self._last_file_id + 1, time.time_ns() // 1_000_000)
+        prealloc = self._allowance(max(cfg.prealloc_size, FILE_HEADER_SIZE), FILE_HEADER_SIZE)
         t0 = trio.current_time()
-        try:
-            fd = await trio.to_thread.run_sync(create_journal_file, self._disk, self._dir, file_id,
-                                               cfg.prealloc_size)
-        except OSError as exc:
-            self._fail(exc, f"creating journal file {file_id:x}")
-            raise self._error from exc  # type: ignore[misc]
+        fd = await trio.to_thread.run_sync(create_journal_file, self._disk, self._dir, file_id, prealloc,
+                                           prev)
         self.metrics.creation_latency.observe((trio.current_time() - t0) * 1000.0)
         self._fd, self._file_id, self._last_file_id = fd, file_id, file_id
         self._fds_open[file_id] = fd
         self._pos = FILE_HEADER_SIZE
-        self._alloc_end = max(cfg.prealloc_size, FILE_HEADER_SIZE)
+        self._alloc_end = max(prealloc, FILE_HEADER_SIZE)
+
+    async def _first_file(self, prev: LogMark | None) -> None:
+        """The file ``serve`` starts in: a new one, or none on a full disk (NO_SPACE; rule 3).
+        Raises JournalIOError for any other error."""
+        try:
+            await self._new_file(prev)
+        except OSError as exc:
+            if not is_space_error(exc):
+                self._fail(exc, "creating the first journal file")
+                raise self._error from exc  # type: ignore[misc]
+            self._fail(exc, "creating the first journal file")
+            self._after_suspend()
+            await self._emergency_resume()
+            if self._state is not _SERVING:
+                return
+        self._state = _SERVING
+        self._durable = max(self._durable, LogMark(self._file_id or 0, FILE_HEADER_SIZE))
+        await self.ensure_reserve()
+
+    async def ensure_reserve(self) -> bool:
+        """Create the reserve file (`RESERVE_FILE_SIZE` zeros in the journal directory) if it is
+        missing and the disk has the headroom for it; True when it exists afterwards.
+
+        The journal spends it (rule 3) to start a fresh file on a full disk, so that fences and
+        recovery adds can still be journaled; the bookie calls this again once space is back.
+        """
+        path = self._dir / RESERVE_FILE
+        guard = self._guard
+
+        def make() -> bool:
+            if path.exists():
+                return True
+            room = guard.headroom(self._dir) if guard is not None else None
+            if room is not None and room < RESERVE_FILE_SIZE:
+                return False
+            tmp = path.with_name(RESERVE_FILE + ".tmp")
+            tmp.unlink(missing_ok=True)
+            fd = self._disk.create(tmp)
+            try:
+                self._disk.allocate(fd, 0, RESERVE_FILE_SIZE)
+                self._disk.fdatasync(fd)
+            finally:
+                self._disk.close(fd)
+            os.replace(tmp, path)
+            return True
+
+        try:
+            return await trio.to_thread.run_sync(make)
+        except OSError as exc:
+            log.warning("journal: cannot create its reserve file %s: %s", path, exc)
+            try:
+                (self._dir / (RESERVE_FILE + ".tmp")).unlink(missing_ok=True)
+            except OSError:
+                pass
+            return False
+
+    async def _release_reserve(self) -> bool:
+        """Delete the reserve file to make room; True if there was one."""
+        path = self._dir / RESERVE_FILE
+
+        def release() -> bool:
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                return False
+            self._disk.fsync_dir(self._dir)
+            return True
+
+        try:
+            released = await trio.to_thread.run_sync(release)
+        except OSError as exc:
+            log.warning("journal: cannot release its reserve file %s: %s", path, exc)
+            return False
+        if released:
+            log.warning("journal: released its %d-byte reserve file to continue on a full disk",
+                        RESERVE_FILE_SIZE)
+        return released
+
+    async def _emergency_resume(self) -> None:
+        """Rule 3: on entering NO_SPACE, spend the reserve file and try to resume once, at once."""
+        await self._release_reserve()
+        if self._state is _NO_SPACE:
+            await self._try_resume()
+
+    async def _wait_resume(self) -> bool:
+        """NO_SPACE: serve `resume` requests until one succeeds (True) or the journal closes (False)."""
+        while self._state is _NO_SPACE:
+            await self._resume_wanted.wait()
+            self._resume_wanted = trio.Event()
+            if self._state is _NO_SPACE:
+                await self._try_resume()
+        return self._state is _SERVING
+
+    async def _try_resume(self) -> None:
+        """One attempt to leave NO_SPACE; wakes every `resume` caller waiting, whatever the result."""
+        try:
+            await self._resume_once()
+        finally:
+            done, self._resume_done = self._resume_done, trio.Event()
+            done.set()
+
+    async def _resume_once(self) -> None:
+        mark = self._durable
+        try:
+            prev = await trio.to_thread.run_sync(cut_journal, self._disk, self._dir, mark, self._own_from)
+            if self._state is not _NO_SPACE:
+                return  # closing meanwhile
+            await self._new_file(prev)
+            if self._state is not _NO_SPACE:
+                return  # closing meanwhile; _shutdown closes the new file
+        except OSError as exc:
+            if is_space_error(exc):
+                log.warning("journal: still no space to resume: %s", exc)
+                return
+            self._error = None
+            self._fail(exc, "resuming after a full disk", for_good=True)
+            return
+        self._error = None
+        self._state = _SERVING
+        self._durable = max(self._durable, LogMark(self._file_id or 0, FILE_HEADER_SIZE))
+        self._resumes += 1
+        self.metrics.resumes.inc()
+        log.warning("journal resumed in file %x after a full disk; the history before it ends at %s",
+                    self._file_id or 0, prev)
+        self._notify()
+        await self.ensure_reserve()
+
+    def _after_suspend(self) -> None:
+        """The loops of the broken file stopped: close its files and empty the queue."""
+        for fd in self._fds_open.values():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._fds_open.clear()
+        self._fd = None
+        self._open = _Batch()
+        self._unfinished.clear()
+        self._q_bytes = self._q_entries = 0
+        self._fw_pending = 0
+        self._fw_busy = False
+        self._space = trio.Event()
+        m = self.metrics
+        m.queue_size.set(0)
+        m.queue_bytes.set(0)
+        m.force_write_queue_size.set(0)
 
     # -----------------------------------------------------------------------------------------
     # Internals: the journal task (batching and writing)
@@ -553,9 +806,9 @@ class Journal(_JournalIO):
         grow = None
         if end > self._alloc_end:
             chunk = self._config.prealloc_size
-            new_end = -(-end // chunk) * chunk
-            grow = (self._alloc_end, new_end - self._alloc_end)
-            self._alloc_end = new_end
+            by = self._allowance(-(-end // chunk) * chunk - self._alloc_end, end - self._alloc_end)
+            grow = (self._alloc_end, by)
+            self._alloc_end += by
         self._pos = end
         batch.file_id, batch.start = file_id, start
         roll = end >= self._config.max_file_size
@@ -581,7 +834,10 @@ class Journal(_JournalIO):
             self._rolls += 1
             self.metrics.num_rolls.inc()
             self._fd = None
-            await self._new_file()
+            try:
+                await self._new_file(LogMark(file_id, end))
+            except OSError as exc:
+                self._fail(exc, f"creating the journal file after {file_id:x}")
 
     # -----------------------------------------------------------------------------------------
     # Internals: completion and failure
@@ -605,14 +861,37 @@ class Journal(_JournalIO):
         self._space.set()
         self._wake.set()
 
-    def _fail(self, exc: BaseException, what: str) -> None:
+    def _fail(self, exc: BaseException, what: str, *, for_good: bool = False) -> None:
+        """Fail every pending add: a full disk while starting or SERVING suspends (NO_SPACE);
+        anything else, anything while CLOSING, or ``for_good``, fails the journal for good. The
+        first error wins."""
         if self._error is None:
-            self._error = JournalIOError(f"journal {what} failed: {exc}")
+            if (not for_good and is_space_error(exc)
+                    and self._state in (_SERVING, JournalState.CREATED)):
+                self._error = JournalNoSpaceError(
+                    f"journal {what} failed: {exc}; adds are refused until space is freed")
+                self._state = _NO_SPACE
+                self._suspensions += 1
+                self.metrics.no_space.inc()
+                log.error("journal OUT OF SPACE while %s: %s; nothing after %s is acknowledged until it "
+                          "resumes on a fresh file", what, exc, self._durable)
+            else:
+                self._error = JournalIOError(f"journal {what} failed: {exc}")
+                self._state = JournalState.FAILED
+                self.metrics.io_errors.inc()
+                log.error("journal FAILED while %s: %s; no further adds will be acknowledged", what, exc)
             self._error.__cause__ = exc
-            self._state = JournalState.FAILED
-            self.metrics.io_errors.inc()
-            log.error("journal FAILED while %s: %s; no further adds will be acknowledged", what, exc)
+            self._fail_pending(self._error)
+            self._notify()
+            return
         self._fail_pending(self._error)
+
+    def _notify(self) -> None:
+        if self.on_state_change is not None:
+            try:
+                self.on_state_change(self._state)
+            except Exception:  # the owner's bug must not take the journal down
+                log.exception("journal state listener failed")
 
     def _shutdown(self) -> None:
         if self._state is not JournalState.FAILED:
@@ -625,4 +904,5 @@ class Journal(_JournalIO):
                 pass
         self._fds_open.clear()
         self._fd = None
+        self._resume_done.set()
         self._stopped.set()

@@ -41,8 +41,8 @@ __all__ = [
     "AddEntry", "FenceLedger", "ExplicitLac", "MasterKey", "Padding", "JournalRecord",
     "LogMark", "RecordKind", "StopReason", "DecodeStop", "ScanResult", "JournalFormatError",
     "encode_record", "encode_add_header", "decode_record", "scan_records",
-    "encode_file_header", "decode_file_header", "encode_last_mark", "decode_last_mark",
-    "FILE_HEADER_SIZE", "RECORD_OVERHEAD", "MAX_RECORD_SIZE", "LAST_MARK_SIZE", "FORMAT_VERSION",
+    "encode_file_header", "decode_file_header", "decode_file_prev", "encode_last_mark", "decode_last_mark",
+    "FILE_HEADER_SIZE", "FLAG_PREV", "RECORD_OVERHEAD", "MAX_RECORD_SIZE", "LAST_MARK_SIZE", "FORMAT_VERSION",
 ]
 
 FORMAT_VERSION = 1
@@ -286,17 +286,30 @@ def scan_records(buf: bytes | bytearray | memoryview, start: int = 0) -> ScanRes
 
 
 # ---------------------------------------------------------------------------------------------
-# File header: [magic:4][version:2][flags:2][file_id:8][crc:4], zero-padded to FILE_HEADER_SIZE.
+# File header: [magic:4][version:2][flags:2][file_id:8][crc:4], then, when flags has FLAG_PREV,
+# [prev_file_id:8][prev_end:8][crc:4] (the predecessor declaration), zero-padded to
+# FILE_HEADER_SIZE. The first CRC covers the flags, so the declaration cannot be switched on or
+# off by a flipped bit; readers that predate it ignore the bytes after the first CRC.
 
 FILE_MAGIC = b"MGJN"
 FILE_HEADER_SIZE = 64
+FLAG_PREV = 0x1
 _FILE_HEADER = struct.Struct(">4sHHQ")
+_FILE_PREV = struct.Struct(">qq")
+_PREV_AT = _FILE_HEADER.size + 4
 
 
-def encode_file_header(file_id: int) -> bytes:
-    """The `FILE_HEADER_SIZE` bytes that start journal file `file_id`."""
-    head = _FILE_HEADER.pack(FILE_MAGIC, FORMAT_VERSION, 0, file_id)
+def encode_file_header(file_id: int, prev: LogMark | None = None) -> bytes:
+    """The `FILE_HEADER_SIZE` bytes that start journal file `file_id`.
+
+    ``prev`` declares where the journal's history ended before this file: the file and offset
+    just past the last record that replay must keep there (see `decode_file_prev`).
+    """
+    head = _FILE_HEADER.pack(FILE_MAGIC, FORMAT_VERSION, FLAG_PREV if prev is not None else 0, file_id)
     head += crc32c(head).to_bytes(4, "big")
+    if prev is not None:
+        body = _FILE_PREV.pack(prev.file_id, prev.offset)
+        head += body + crc32c(body).to_bytes(4, "big")
     return head + bytes(FILE_HEADER_SIZE - len(head))
 
 
@@ -318,6 +331,25 @@ def decode_file_header(buf: bytes | bytearray | memoryview) -> int:
     if version != FORMAT_VERSION:
         raise JournalFormatError(f"journal format version {version} is not supported")
     return file_id
+
+
+def decode_file_prev(buf: bytes | bytearray | memoryview) -> LogMark | None:
+    """The predecessor a valid header declares, or None when it declares none.
+
+    A declaration ``LogMark(F, E)`` in file G says: when G was created, every record of file F
+    that had been acknowledged ended at or before offset E, and no file between F and G held an
+    acknowledged record. Call it on a header `decode_file_header` accepted; raises
+    `JournalFormatError` when the declaration's own checksum fails.
+    """
+    view = memoryview(buf)
+    (_magic, _version, flags, _file_id) = _FILE_HEADER.unpack_from(view)
+    if not flags & FLAG_PREV:
+        return None
+    end = _PREV_AT + _FILE_PREV.size
+    if int.from_bytes(view[end:end + 4], "big") != crc32c(view[_PREV_AT:end]):
+        raise JournalFormatError("journal file header: predecessor declaration checksum mismatch")
+    prev_id, prev_end = _FILE_PREV.unpack_from(view, _PREV_AT)
+    return LogMark(prev_id, prev_end)
 
 
 # ---------------------------------------------------------------------------------------------

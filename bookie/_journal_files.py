@@ -13,8 +13,15 @@ Replay rules:
   reports file, offset and reason, and `repair_tail` cuts the file at that offset, so that after
   new files are added it still ends cleanly. No acknowledged record is ever after a bad one: an
   add is acknowledged only once everything written before it was synced.
-* A damaged record in an EARLIER file is not a crash artefact: it is logged as an error and
-  replay stops there too (later files are not applied: their records would be out of order).
+* A file may declare its predecessor in its header (`decode_file_prev`): "the history before me
+  ends in file F at offset E". Every file the journal creates declares one (after a roll: the
+  rolled file's end; at start: where replay ended; after a full disk: the last acknowledged
+  record). When replay finishes file F at offset X (cleanly or at a damaged record) and a later
+  file declares ``(F, E)`` with ``E <= X``, replay continues with the first such file: what lies
+  in F after E, and any file in between, was never acknowledged (a journal that ran out of space
+  and resumed on a fresh file leaves exactly that).
+* Any other damaged record in an EARLIER file is not a crash artefact: it is logged as an error
+  and replay stops there (later files are not applied: their records would be out of order).
 """
 
 from __future__ import annotations
@@ -36,14 +43,25 @@ from ._journal_codec import (
     LogMark,
     StopReason,
     decode_file_header,
+    decode_file_prev,
     decode_record,
     encode_file_header,
 )
 
 __all__ = ["JournalDisk", "ReplayStop", "ReplayReport", "journal_file_name", "list_journal_files",
-           "next_file_id", "create_journal_file", "iter_journal", "repair_tail", "remove_old_files"]
+           "next_file_id", "create_journal_file", "iter_journal", "repair_tail", "remove_old_files",
+           "cut_journal", "SPACE_ERRNOS", "is_space_error"]
 
 log = logging.getLogger(__name__)
+
+SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+"""The errors that mean "no space" (the file system is full, or the user's quota is used up)."""
+
+
+def is_space_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is an OSError meaning the disk (or the quota) is full."""
+    return isinstance(exc, OSError) and exc.errno in SPACE_ERRNOS
+
 
 _NAME = re.compile(r"^([0-9a-f]+)\.txn$")
 _ANY_ID = re.compile(r"^([0-9a-f]+)\.txn(\.torn)?$")
@@ -151,21 +169,28 @@ def next_file_id(directory: str | os.PathLike[str], at_least: int = 0) -> int:
     return max(time.time_ns() // 1_000_000, highest + 1)
 
 
-def create_journal_file(disk: JournalDisk, directory: Path, file_id: int, prealloc: int) -> int:
+def create_journal_file(disk: JournalDisk, directory: Path, file_id: int, prealloc: int,
+                        prev: LogMark | None = None) -> int:
     """Create file `file_id` with its header and first preallocated chunk, durably; return its fd.
 
-    The header, the allocation and the directory entry are synced here so that a later crash
-    never leaves a file whose header is missing while its records are present.
+    ``prev`` is the predecessor the header declares (see the replay rules). The header, the
+    allocation and the directory entry are synced here so that a later crash never leaves a file
+    whose header is missing while its records are present. On failure the half-made file is
+    removed again (a file without a header would read as damage once newer files follow it).
     """
     path = directory / journal_file_name(file_id)
     fd = disk.create(path)
     try:
         disk.allocate(fd, 0, max(prealloc, FILE_HEADER_SIZE))
-        disk.pwrite(fd, encode_file_header(file_id), 0)
+        disk.pwrite(fd, encode_file_header(file_id, prev), 0)
         disk.fdatasync(fd)
         disk.fsync_dir(directory)
     except BaseException:
         disk.close(fd)
+        try:
+            path.unlink()
+        except OSError:
+            pass
         raise
     return fd
 
@@ -191,6 +216,8 @@ class ReplayReport:
     end: LogMark = LogMark(0, 0)
     stop: ReplayStop | None = None
     last_file_id: int | None = None
+    bridged: list[ReplayStop] = field(default_factory=list)  # unacknowledged tails a later file declared
+    skipped_files: list[int] = field(default_factory=list)  # files a later file's declaration passed over
 
 
 def _is_zero_from(f, buf: bytearray, pos: int, chunk: int) -> bool:
@@ -230,6 +257,32 @@ def _scan_file(path: Path, start: int, chunk: int) -> Iterator[tuple[int, Journa
             return
 
 
+def _declarations(files: Sequence[tuple[int, Path]]) -> dict[int, LogMark]:
+    """file id -> the predecessor its header declares (files that declare none, or whose header
+    cannot be read, are left out: the main loop reports those)."""
+    out: dict[int, LogMark] = {}
+    for file_id, path in files:
+        try:
+            with open(path, "rb") as f:
+                head = f.read(FILE_HEADER_SIZE)
+            if decode_file_header(head) == file_id and (prev := decode_file_prev(head)) is not None:
+                out[file_id] = prev
+        except (OSError, JournalFormatError):
+            continue
+    return out
+
+
+def _successor(files: Sequence[tuple[int, Path]], i: int, declared: dict[int, LogMark],
+               end: LogMark) -> int | None:
+    """Index of the first file after ``files[i]`` that declares ``files[i]`` as its predecessor,
+    ending at or before ``end.offset`` (see the replay rules), or None."""
+    for j in range(i + 1, len(files)):
+        prev = declared.get(files[j][0])
+        if prev is not None and prev.file_id == end.file_id and prev.offset <= end.offset:
+            return j
+    return None
+
+
 def iter_journal(directory: str | os.PathLike[str], from_mark: LogMark,
                  report: ReplayReport | None = None,
                  chunk: int = 4 * 1024 * 1024) -> Iterator[tuple[LogMark, JournalRecord]]:
@@ -240,12 +293,14 @@ def iter_journal(directory: str | os.PathLike[str], from_mark: LogMark,
     raises OSError if a file cannot be read at all.
     """
     report = report if report is not None else ReplayReport()
-    files = list_journal_files(directory)
-    report.last_file_id = files[-1][0] if files else None
+    every = list_journal_files(directory)
+    report.last_file_id = every[-1][0] if every else None
+    files = [(fid, p) for fid, p in every if fid >= from_mark.file_id]
     report.end = from_mark
-    for i, (file_id, path) in enumerate(files):
-        if file_id < from_mark.file_id:
-            continue
+    declared = _declarations(files[1:])
+    i = 0
+    while i < len(files):
+        file_id, path = files[i]
         last = i == len(files) - 1
         report.files.append(file_id)
         try:
@@ -259,18 +314,36 @@ def iter_journal(directory: str | os.PathLike[str], from_mark: LogMark,
         if file_id == from_mark.file_id:
             start = max(start, from_mark.offset)
         report.end = max(report.end, LogMark(file_id, start))
+        stop: DecodeStop | None = None
         for item in _scan_file(path, start, chunk):
             if isinstance(item, DecodeStop):
-                if not item.reason.clean:
-                    _record_stop(report, ReplayStop(file_id, str(path), item.offset, item.reason,
-                                                    item.detail, last))
-                    return
+                stop = item
                 break
             end, record = item
             mark = LogMark(file_id, end)
             report.records += 1
             report.end = mark
             yield mark, record
+        assert stop is not None  # _scan_file always ends with one
+        nxt = _successor(files, i, declared, LogMark(file_id, stop.offset))
+        if not stop.reason.clean:
+            damage = ReplayStop(file_id, str(path), stop.offset, stop.reason, stop.detail, last)
+            if nxt is None:
+                _record_stop(report, damage)
+                return
+            report.bridged.append(damage)
+            log.warning("journal replay: %s has an unacknowledged tail from offset %d (%s %s); journal file "
+                        "%x declares that the history continues there", path, stop.offset, stop.reason.value,
+                        stop.detail, files[nxt][0])
+        if nxt is None:
+            i += 1
+            continue
+        passed = [fid for fid, _ in files[i + 1:nxt]]
+        if passed:
+            report.skipped_files.extend(passed)
+            log.warning("journal replay: skipping files %s: file %x declares that nothing in them was "
+                        "acknowledged", [f"{fid:x}" for fid in passed], files[nxt][0])
+        i = nxt
 
 
 def _record_stop(report: ReplayReport, stop: ReplayStop) -> None:
@@ -303,6 +376,40 @@ def repair_tail(disk: JournalDisk, stop: ReplayStop) -> None:
         disk.fdatasync(fd)
     finally:
         os.close(fd)
+
+
+def cut_journal(disk: JournalDisk, directory: Path, mark: LogMark, own_from: int) -> LogMark | None:
+    """Make `mark` the end of the journal before it resumes on a fresh file after a full disk.
+
+    Deletes the files after the mark's file that this run created (ids at least ``own_from``;
+    none holds an acknowledged record), newest first; then, if the mark's file is the last one
+    left, cuts it at the mark (what follows was never acknowledged, and the cut returns its
+    preallocated space). Files of earlier runs are never deleted, and a file followed by one of
+    them is left whole (the fresh file's declaration passes over what follows the mark). Returns
+    `mark` when its file exists (the predecessor the fresh file then declares), else None.
+    Raises OSError.
+    """
+    files = list_journal_files(directory)
+    removed = False
+    for file_id, path in reversed(files):
+        if file_id > mark.file_id and file_id >= own_from:
+            path.unlink(missing_ok=True)
+            removed = True
+    if removed:
+        disk.fsync_dir(directory)
+    left = [(fid, p) for fid, p in files if fid <= mark.file_id or fid < own_from]
+    for i, (file_id, path) in enumerate(left):
+        if file_id != mark.file_id:
+            continue
+        if i == len(left) - 1 and path.stat().st_size > mark.offset:
+            fd = os.open(path, os.O_RDWR)
+            try:
+                os.ftruncate(fd, mark.offset)
+                disk.fdatasync(fd)
+            finally:
+                os.close(fd)
+        return mark
+    return None
 
 
 def remove_old_files(directory: str | os.PathLike[str], mark: LogMark, max_backups: int) -> list[int]:

@@ -9,8 +9,8 @@ import trio
 
 from ._journal_codec import LogMark
 
-__all__ = ["JournalError", "JournalIOError", "JournalClosedError", "JournalState", "FlushReason",
-           "JournalStatistics", "JournalTicket"]
+__all__ = ["JournalError", "JournalIOError", "JournalNoSpaceError", "JournalClosedError", "JournalState",
+           "FlushReason", "JournalStatistics", "JournalTicket"]
 
 
 class JournalError(Exception):
@@ -25,6 +25,14 @@ class JournalIOError(JournalError):
     """
 
 
+class JournalNoSpaceError(JournalIOError):
+    """The journal's file system is full (ENOSPC) or the quota is used up (EDQUOT).
+
+    The journal is NO_SPACE, not FAILED: `Journal.resume` continues on a fresh file once space is
+    back. Records that got this error were never acknowledged (as with `JournalIOError`).
+    """
+
+
 class JournalClosedError(JournalError):
     """The journal is not serving (not started yet, closing, or closed)."""
 
@@ -34,6 +42,7 @@ class JournalState(enum.Enum):
 
     CREATED = "created"
     SERVING = "serving"
+    NO_SPACE = "no_space"
     CLOSING = "closing"
     CLOSED = "closed"
     FAILED = "failed"
@@ -66,6 +75,8 @@ class JournalStatistics:
     current_file_id: int | None
     durable_mark: LogMark
     persisted_mark: LogMark
+    no_space_suspensions: int = 0
+    resumes: int = 0
 
 
 class _Batch:

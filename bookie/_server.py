@@ -34,6 +34,7 @@ from .protocol import (
     StatusCode,
     add_response,
     bookie_protocol_pb2 as pb,
+    encode_add_response,
     encode_response,
     error_response,
     force_ledger_response,
@@ -44,7 +45,6 @@ from .protocol import (
     write_lac_response,
 )
 from ._bookie import AddTicket, Bookie, BookieError
-from ._fast_codec import encode_add_response
 from ._journal import JournalError
 
 __all__ = ["serve_bookie"]

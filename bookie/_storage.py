@@ -17,11 +17,20 @@ Checkpoint hook. The server passes a `CheckpointSource` (the journal). A flush t
 
 Any disk error in 4-5 raises `StorageIOError`, leaves the entries in the cache (readable, written
 again by the next flush) and does not complete the checkpoint.
+
+Full disk. Before step 4 the storage asks its `SpaceGuard` (`bookie._space`): a flush that would
+take a ledger directory past diskUsageThreshold reports it (the bookie turns read-only at once)
+and still runs; one that cannot fit in the free space at all fails at once with ENOSPC, before
+any file is touched. A failed write never leaves an empty entry log behind (`bookie._entry_log`
+rule 6) and never touches the index, so retrying on a full disk costs one ``statvfs`` per attempt.
+The flush loop retries a failed flush after 1 s, then backs off (doubling, at most the flush
+interval); the owner may also call `flush` as soon as space is back.
 """
 
 from __future__ import annotations
 
 import enum
+import errno
 import logging
 import math
 import os
@@ -38,6 +47,7 @@ from ._entry_log import EntryLogger, EntryLogStats, FileOps, StorageIOError
 from ._entry_log_codec import RECORD_PREFIX_SIZE, CorruptLogError
 from ._index import EntryIndex, IndexStats, LedgerInfo
 from ._read_cache import ReadAhead, ReadAheadStats, ReadCache, ReadCacheStats
+from ._space import DiskUsage, SpaceGuard
 from ._write_cache import FlushBatch, WriteCache, WriteCacheFull, WriteCacheStats
 from .metrics import StorageMetrics
 
@@ -45,6 +55,10 @@ __all__ = ["LedgerStorage", "DbLedgerStorage", "CheckpointSource", "NoSuchLedger
            "FlushReason", "StorageStats", "StorageIOError", "WriteCacheFull"]
 
 log = logging.getLogger(__name__)
+
+_FLUSH_MARGIN = 64 * 1024  # free space a flush leaves for ledgers maps, lastId and the index
+_RETRY_MIN_S = 1.0
+_RETRY_MAX_S = 60.0
 
 
 class NoSuchLedger(KeyError):
@@ -71,6 +85,7 @@ class FlushReason(enum.Enum):
     PERIODIC = "periodic"
     CACHE_FULL = "cache_full"
     EXPLICIT = "explicit"
+    RETRY = "retry"  # the flush loop trying again after a failed flush
 
 
 class LedgerStorage(Protocol):
@@ -135,7 +150,8 @@ class DbLedgerStorage:
     (dbStorage_readAheadCacheBatchSize), ``max_throttle_time_ms`` (dbStorage_maxThrottleTimeMs),
     ``flush_interval_ms`` (flushInterval). ``index_path`` defaults to ``ledger_dirs[0]/index.sqlite``.
     ``on_flush_error`` is called by the background flush loop with each `StorageIOError` (the server
-    turns read-only). ``file_ops`` injects entry-log write failures in tests.
+    turns read-only). ``file_ops`` injects entry-log write failures in tests. ``space_guard`` checks
+    every flush against the free space first (module docstring, "Full disk").
 
     The constructor opens files (blocking): in async code use ``await DbLedgerStorage.open(...)``.
     Close with `aclose` (it does not flush: flush first for a clean shutdown).
@@ -157,7 +173,9 @@ class DbLedgerStorage:
         index_path: str | os.PathLike[str] | None = None,
         registry: CollectorRegistry | None = None,
         file_ops: FileOps | None = None,
+        space_guard: SpaceGuard | None = None,
     ) -> None:
+        self._guard = space_guard
         self._logger = EntryLogger(ledger_dirs, log_size_limit=log_size_limit, file_ops=file_ops)
         self._index = EntryIndex(index_path or Path(ledger_dirs[0]) / "index.sqlite")
         self._wc = WriteCache(write_cache_max_bytes, max_throttle_time_ms=max_throttle_time_ms)
@@ -249,6 +267,16 @@ class DbLedgerStorage:
         except WriteCacheFull:
             self.metrics.rejected_write_requests.inc()
             raise
+
+    def hold_entry(self, ledger_id: int, entry_id: int, data: bytes) -> None:
+        """Keep an entry in the write cache past its bound: for a journal replay whose flush failed
+        (a full disk); the journal holds the entry too (`bookie._write_cache` rule 6)."""
+        if type(data) is not bytes:
+            data = bytes(data)
+        if ledger_id not in self._ledgers:
+            self._ledgers[ledger_id] = LedgerInfo()
+            self._dirty.add(ledger_id)
+        self._wc.hold(ledger_id, entry_id, data)
 
     async def get_entry(self, ledger_id: int, entry_id: int) -> bytes:
         """See `LedgerStorage`: write cache, then read cache, then the entry log (with read-ahead)."""
@@ -406,7 +434,30 @@ class DbLedgerStorage:
             if checkpoint is not None:
                 await self._source.checkpoint_complete(checkpoint)  # type: ignore[union-attr]
 
+    async def _check_space(self, batch: FlushBatch) -> None:
+        """The full-disk check before a flush writes (module docstring); raises StorageIOError
+        (ENOSPC) when the batch cannot fit."""
+        guard = self._guard
+        if guard is None or not len(batch):
+            return
+        dirs = self._logger.directories
+
+        def plan() -> list[tuple[Path, int, DiskUsage | None]]:
+            need = batch.bytes_by_directory(len(dirs), RECORD_PREFIX_SIZE)
+            return [(d, n, guard.usage(d)) for d, n in zip(dirs, need) if n]
+
+        for directory, needed, usage in await trio.to_thread.run_sync(plan):
+            if usage is None:
+                continue
+            if usage.headroom(guard.threshold) < needed:
+                guard.report_full(directory, needed, usage, "a write-cache flush")
+            if usage.free < needed + _FLUSH_MARGIN:
+                self.metrics.flush_no_space.inc()
+                raise StorageIOError(f"flush of {needed} bytes into {directory} refused: only {usage.free} "
+                                     f"bytes free", errno.ENOSPC)
+
     async def _write_batch(self, batch: FlushBatch, ledger_rows: dict[int, LedgerInfo]) -> None:
+        await self._check_space(batch)
         t0 = trio.current_time()
         try:
             rows, lasts = await trio.to_thread.run_sync(self._write_logs, batch)
@@ -444,25 +495,34 @@ class DbLedgerStorage:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run read-ahead workers and the flush loop (every ``flush_interval_ms`` and whenever the
         active write-cache half fills) until cancelled. Flush errors are logged, reported to
-        ``on_flush_error`` and retried after a pause; they do not end this task."""
+        ``on_flush_error`` and retried after 1 s, backing off up to the flush interval; they do
+        not end this task."""
         async with trio.open_nursery() as nursery:
             await nursery.start(self._ra.run)
             nursery.start_soon(self._flush_loop)
             task_status.started()
 
     async def _flush_loop(self) -> None:
+        failures = 0
         while True:
-            reason = FlushReason.PERIODIC
-            with trio.move_on_after(self._flush_interval_s):
-                await self._wc.wait_flush_wanted()
-                reason = FlushReason.CACHE_FULL
+            if failures:
+                reason = FlushReason.RETRY
+                await trio.sleep(min(self._flush_interval_s, _RETRY_MAX_S,
+                                     _RETRY_MIN_S * 2 ** min(failures - 1, 16)))
+            else:
+                reason = FlushReason.PERIODIC
+                with trio.move_on_after(self._flush_interval_s):
+                    await self._wc.wait_flush_wanted()
+                    reason = FlushReason.CACHE_FULL
             try:
                 await self.flush(reason)
+                failures = 0
             except StorageIOError as exc:
-                log.error("ledger storage flush failed: %s", exc)
+                failures += 1
+                log.error("ledger storage flush failed (attempt %d; the write cache keeps the entries): %s",
+                          failures, exc)
                 if self._on_flush_error is not None:
                     self._on_flush_error(exc)
-                await trio.sleep(min(1.0, self._flush_interval_s))
 
     def statistics(self) -> StorageStats:
         """A snapshot of every component."""

@@ -14,6 +14,9 @@ States of the two halves (rules):
    configured size (payload bytes), and an add never waits on anything but a flush that the
    storage's flush loop performs independently, so it cannot deadlock.
 5. Reads see both halves (ACTIVE first: an entry re-added during recovery is newest there).
+6. The one exception to the bound: `hold` adds past it, for a journal replay that cannot flush
+   because the disk is full. What it holds is what the journal holds after the LastLogMark, so it
+   is bounded by the journal; without it a bookie on a full disk could not start.
 """
 
 from __future__ import annotations
@@ -65,6 +68,16 @@ class FlushBatch:
 
     def __len__(self) -> int:
         return len(self._items)
+
+    def bytes_by_directory(self, directories: int, record_overhead: int) -> list[int]:
+        """Bytes the batch takes in each of ``directories`` ledger directories (ledger % count),
+        counting ``record_overhead`` per entry. CPU work for a large batch: call it in a worker thread."""
+        if directories == 1:
+            return [self.size + len(self._items) * record_overhead]
+        out = [0] * directories
+        for (ledger_id, _), data in self._items:
+            out[ledger_id % directories] += len(data) + record_overhead
+        return out
 
     def sorted_entries(self) -> list[tuple[int, int, bytes]]:
         """``(ledger, entry, payload)`` sorted by (ledger, entry). CPU work: call it in a worker thread."""
@@ -118,6 +131,19 @@ class WriteCache:
         if a.size >= self._half_max:
             self._flush_wanted.set()
         return True
+
+    def hold(self, ledger_id: int, entry_id: int, data: bytes) -> None:
+        """Add to ACTIVE whatever its size (rule 6: journal replay on a full disk only)."""
+        a = self._active
+        entries = a.entries
+        key = (ledger_id, entry_id)
+        old = entries.get(key)
+        entries[key] = data
+        a.size += len(data) - (len(old) if old is not None else 0)
+        if entry_id > a.last.get(ledger_id, -1):
+            a.last[ledger_id] = entry_id
+        if a.size >= self._half_max:
+            self._flush_wanted.set()
 
     async def add(self, ledger_id: int, entry_id: int, data: bytes) -> None:
         """Add an entry, waiting at most the throttle time for room (rule 4).

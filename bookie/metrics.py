@@ -149,6 +149,13 @@ class JournalMetrics:
                                  registry=r)
         self.io_errors = Counter(p + "JOURNAL_IO_ERRORS", "Write or sync errors (the journal then fails)",
                                  registry=r)
+        # full disk (the journal is NO_SPACE between the two)
+        self.no_space = Counter(p + "no_space_suspensions",
+                                "Times the journal stopped on ENOSPC / EDQUOT (adds refused until it "
+                                "resumes)",
+                                registry=r)
+        self.resumes = Counter(p + "resumes", "Times the journal resumed on a fresh file after a full disk",
+                               registry=r)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -184,6 +191,9 @@ class StorageMetrics:
                                     buckets=_FLUSH_SIZE_BUCKETS, registry=r)
         self.flush_reason = counter("bookie_flush_reason", "Flushes by what triggered them", ("reason",))
         self.flush_errors = counter("bookie_flush_errors", "Flushes that failed with an I/O error")
+        self.flush_no_space = counter("bookie_flush_no_space",
+                                      "Flushes refused before writing because a ledger directory lacks the "
+                                      "free space for the batch")
         self.throttled_write = counter("bookie_throttled_write",
                                        "Adds that waited because the write cache was full")
         self.rejected_write_requests = counter("bookie_rejected_write_requests",
@@ -239,6 +249,10 @@ class BookieServerMetrics:
                                 ["dir"], registry=r)
         self.state_changes = Counter("bookie_state_changes", "Transitions between writable and read-only",
                                      registry=r)
+        self.disk_full_early = Counter("bookie_disk_full_before_allocation",
+                                       "Times an allocation (journal preallocation, write-cache flush) would "
+                                       "have passed diskUsageThreshold and turned the bookie read-only "
+                                       "before the disk checker saw it", registry=r)
 
 
 # ---------------------------------------------------------------------------------------------

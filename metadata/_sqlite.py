@@ -10,14 +10,25 @@ goes away with the process, so a crash never leaves a stale lock.
 
 All methods block on disk I/O: callers run them in a worker thread, one call at a time (the
 connection is opened with ``check_same_thread=False`` for that reason).
+
+A full disk: the store keeps a ``space-reserve`` file of ``RESERVE_BYTES`` beside the database.
+When sqlite reports the disk full (SQLITE_FULL) while opening or committing, the reserve is
+deleted and the operation retried once, so the metadata a restart needs (claiming ledger lists,
+registering a read-only bookie, persisting cursors) can still be written while the data disk is
+full; the reserve is created again once there is room (checked at most every
+``_RESERVE_RETRY_S``).
 """
 
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import sqlite3
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from . import _paths
 from ._errors import StoreLockedError
@@ -42,6 +53,54 @@ CREATE TABLE IF NOT EXISTS counters (key TEXT PRIMARY KEY, next INTEGER NOT NULL
 
 DB_FILE = "metadata.sqlite"
 LOCK_FILE = "LOCK"
+RESERVE_FILE = "space-reserve"
+RESERVE_BYTES = 4 * 1024 * 1024
+_RESERVE_RETRY_S = 10.0
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def _disk_full(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+
+
+class SpaceReserve:
+    """A file of ``size`` bytes kept only to be given back when the disk fills (see the module
+    docstring). ``release`` deletes it; ``ensure`` creates it when missing and there is room."""
+
+    def __init__(self, path: Path, size: int = RESERVE_BYTES) -> None:
+        self.path = path
+        self.size = size
+        self._next_try = 0.0
+
+    def ensure(self) -> None:
+        """Create the reserve if it is missing; on a full disk, try again later."""
+        if self.path.exists() or time.monotonic() < self._next_try:
+            return
+        tmp = self.path.with_suffix(".tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+            try:
+                os.posix_fallocate(fd, 0, self.size)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, self.path)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+            self._next_try = time.monotonic() + _RESERVE_RETRY_S
+
+    def release(self) -> bool:
+        """Delete the reserve; False when there was none to give back."""
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            return False
+        self._next_try = time.monotonic() + _RESERVE_RETRY_S
+        log.warning("metadata store %s: disk full; released its %d-byte space reserve",
+                    self.path.parent, self.size)
+        return True
 
 
 class DirectoryLock:
@@ -81,19 +140,33 @@ class SqliteStorage:
         self.directory.mkdir(parents=True, exist_ok=True)
         self._lock = DirectoryLock(self.directory)
         self._lock.acquire()
+        self._reserve = SpaceReserve(self.directory / RESERVE_FILE)
         try:
             self._db = sqlite3.connect(
                 self.directory / DB_FILE, isolation_level=None, check_same_thread=False
             )
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")
-            self._db.executescript(SCHEMA)
-            self._db.execute(
-                "INSERT OR IGNORE INTO nodes VALUES (?, '', ?, 0, 0, 0, 0, 0, 0)", (_paths.ROOT, ROOT_NODE.data)
-            )
+            self._with_space(self._prepare)
         except BaseException:
             self._lock.release()
             raise
+        self._reserve.ensure()
+
+    def _prepare(self) -> None:
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(SCHEMA)
+        self._db.execute(
+            "INSERT OR IGNORE INTO nodes VALUES (?, '', ?, 0, 0, 0, 0, 0, 0)", (_paths.ROOT, ROOT_NODE.data)
+        )
+
+    def _with_space(self, op: Callable[[], T]) -> T:
+        # On SQLITE_FULL give the reserve back and try once more (see the module docstring).
+        try:
+            return op()
+        except sqlite3.OperationalError as exc:
+            if not _disk_full(exc) or not self._reserve.release():
+                raise
+            return op()
 
     def close(self) -> None:
         """Close the database, then release the directory lock."""
@@ -131,6 +204,18 @@ class SqliteStorage:
         self._db.execute("ROLLBACK")
 
     def commit(self, writes: dict[str, Node | None], counters: dict[str, int]) -> None:
+        """Write ``writes`` and ``counters`` and commit the transaction `begin` opened; on a full
+        disk the reserve is given back and the whole transaction redone once."""
+        try:
+            self._commit(writes, counters)
+        except sqlite3.OperationalError as exc:
+            if not _disk_full(exc) or not self._reserve.release():
+                raise
+            self.begin()
+            self._commit(writes, counters)
+        self._reserve.ensure()
+
+    def _commit(self, writes: dict[str, Node | None], counters: dict[str, int]) -> None:
         try:
             for path, node in writes.items():
                 if node is None:

@@ -14,6 +14,9 @@ from ._codes import BookieInfoFlag as BookieInfoFlag
 from ._codes import OperationType as OperationType
 from ._codes import StatusCode as StatusCode
 from ._codes import WriteFlag as WriteFlag
+from ._fast_codec import AddRequestEncoder as AddRequestEncoder
+from ._fast_codec import encode_add_response as encode_add_response
+from ._fast_codec import max_add_payload as max_add_payload
 from ._frames import DEFAULT_MAX_FRAME_SIZE as DEFAULT_MAX_FRAME_SIZE
 from ._frames import FrameDecoder as FrameDecoder
 from ._frames import FrameError as FrameError
@@ -82,6 +85,7 @@ from ._cookie import CookieFormatError as CookieFormatError
 
 __all__ = [
     "AVAILABLE",
+    "AddRequestEncoder",
     "BookieInfoFlag",
     "COOKIES",
     "Cookie",
@@ -121,6 +125,7 @@ __all__ = [
     "cookie_path",
     "decode_entry",
     "decode_lac",
+    "encode_add_response",
     "encode_entry",
     "encode_frame",
     "encode_lac",
@@ -138,6 +143,7 @@ __all__ = [
     "ledger_metadata_pb2",
     "ledger_path",
     "ledgers_root",
+    "max_add_payload",
     "operation_of",
     "parse_request",
     "parse_response",

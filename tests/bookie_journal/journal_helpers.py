@@ -36,6 +36,9 @@ def adds(records: list[tuple[LogMark, JournalRecord]]) -> dict[tuple[int, int], 
 class FailingDisk(JournalDisk):
     """A real disk whose fdatasync / pwrite fail once told to (``fail_sync``, ``fail_write``).
 
+    A failed write raises ``OSError(write_errno)``: ENOSPC by default (the journal then waits in
+    NO_SPACE for `Journal.resume`), EIO for an error that fails the journal for good.
+
     ``sync_gate`` (if set) is awaited from the worker thread before each sync, so a test can
     hold a sync in progress.
     """
@@ -43,6 +46,7 @@ class FailingDisk(JournalDisk):
     def __init__(self) -> None:
         self.fail_sync = False
         self.fail_write = False
+        self.write_errno = errno.ENOSPC
         self.syncs = 0
         self.writes = 0
         self.sync_gate: trio.Event | None = None
@@ -58,6 +62,6 @@ class FailingDisk(JournalDisk):
 
     def pwrite(self, fd: int, data, offset: int) -> None:
         if self.fail_write:
-            raise OSError(errno.ENOSPC, "injected write failure")
+            raise OSError(self.write_errno, "injected write failure")
         self.writes += 1
         super().pwrite(fd, data, offset)

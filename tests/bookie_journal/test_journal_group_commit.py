@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 import pytest
 import trio
 import trio.testing
@@ -212,6 +214,7 @@ async def test_write_failure_fails_the_batch(tmp_path) -> None:
     journal = await Journal.open(tmp_path / "journal", [tmp_path / "l"], JournalConfig(), disk=disk)
     async with trio.open_nursery() as nursery:
         await nursery.start(journal.serve)
+        disk.write_errno = errno.EIO  # not a full disk: the journal fails for good
         disk.fail_write = True
         with pytest.raises(JournalIOError, match="injected write failure"):
             await journal.log_add_entry(1, 0, b"never")

@@ -13,10 +13,10 @@ from tests.support.bookies import RealBookie
 from .helpers import KEY, SyncClient
 
 
-def payload(ledger: int, entry: int) -> bytes:
-    """Deterministic entry bytes of a size between 100 and ~3000, digest-framed."""
+def payload(ledger: int, entry: int, size: int = 0) -> bytes:
+    """Deterministic entry bytes, digest-framed: a body of ``size`` bytes, or of 100 to ~3000."""
     rnd = random.Random(ledger * 1_000_003 + entry)
-    body = rnd.randbytes(rnd.randint(100, 3000))
+    body = rnd.randbytes(size or rnd.randint(100, 3000))
     return encode_entry(ledger, entry, entry - 1, 0, body)
 
 
@@ -32,11 +32,13 @@ class BookieProcess(RealBookie):
 @dataclass
 class Writer:
     """Adds entries ``0, 1, ...`` to ``ledger`` with ``window`` in flight, in a thread, until the
-    connection breaks or `stop` is called; records what was acknowledged and what was sent."""
+    connection breaks or `stop` is called; records what was acknowledged and what was sent.
+    ``size`` fixes the body size of every entry (0: 100 to ~3000 bytes)."""
 
     port: int
     ledger: int
     window: int = 64
+    size: int = 0
     acked: set[int] = field(default_factory=set)
     errors: dict[int, int] = field(default_factory=dict)
     sent: int = 0
@@ -64,7 +66,7 @@ class Writer:
             while True:
                 while in_flight < self.window and not self.stopped.is_set():
                     e = self.sent
-                    client.send(add_request(e + 1, self.ledger, e, KEY, payload(self.ledger, e)))
+                    client.send(add_request(e + 1, self.ledger, e, KEY, payload(self.ledger, e, self.size)))
                     self.sent += 1
                     in_flight += 1
                 if in_flight == 0:
@@ -109,8 +111,9 @@ def check_round(port: int, ledger: int, writer: Writer) -> None:
         status, body = got[e]
         if e in writer.acked:
             assert status == StatusCode.EOK, f"acknowledged entry {ledger}/{e} lost: status {status}"
-            assert body == payload(ledger, e), f"acknowledged entry {ledger}/{e} differs"
+            assert body == payload(ledger, e, writer.size), f"acknowledged entry {ledger}/{e} differs"
         elif status == StatusCode.EOK:
-            assert body == payload(ledger, e), f"unacknowledged entry {ledger}/{e} is half-visible"
+            assert body == payload(ledger, e, writer.size), \
+                f"unacknowledged entry {ledger}/{e} is half-visible"
         else:
             assert status in (StatusCode.ENOENTRY, StatusCode.ENOLEDGER), status

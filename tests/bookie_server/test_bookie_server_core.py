@@ -159,12 +159,15 @@ async def test_short_body_is_a_bad_request(tmp_path: Path) -> None:
 
 
 class _FailingDisk(JournalDisk):
+    """Writes fail with EIO once told to (a full disk, ENOSPC, is recoverable: see
+    test_bookie_full_disk.py)."""
+
     def __init__(self) -> None:
         self.fail = False
 
     def pwrite(self, fd: int, data: bytes | memoryview, offset: int) -> None:
         if self.fail:
-            raise OSError(errno.ENOSPC, "No space left on device (injected)")
+            raise OSError(errno.EIO, "Input/output error (injected)")
         super().pwrite(fd, data, offset)
 
 

@@ -154,8 +154,7 @@ async def test_in_flight_requests_are_bounded_per_connection(tmp_path: Path) -> 
 
 
 def test_fast_add_response_encoder_matches_protobuf() -> None:
-    from bookie._fast_codec import encode_add_response
-    from bookie.protocol import add_response, encode_response
+    from bookie.protocol import add_response, encode_add_response, encode_response
 
     for txn in (0, 1, 127, 128, 300, 2**63, 2**64 - 1):
         for status in (0, 402, 505):
@@ -163,6 +162,20 @@ def test_fast_add_response_encoder_matches_protobuf() -> None:
                 for eid in (-1, 0, 1, 200, 2**35, 2**63 - 1):
                     assert encode_add_response(txn, status, ledger, eid) == \
                         encode_response(add_response(txn, status, ledger, eid))
+
+
+def test_add_request_encoder_matches_protobuf() -> None:
+    from bookie.protocol import AddRequestEncoder, add_request, encode_request
+
+    for recovery in (False, True):
+        for ledger in (0, 5, 2**40, 2**63 - 1, -1):
+            for key in (b"", b"k" * 20, b"x" * 200):
+                enc = AddRequestEncoder(ledger, key, recovery=recovery)
+                for txn in (0, 1, 127, 128, 2**63, 2**64 - 1):
+                    for eid in (-1, 0, 1, 200, 2**35, 2**63 - 1):
+                        for body in (b"", b"b" * 100, b"z" * 20000):
+                            assert enc.encode(txn, eid, body) == encode_request(
+                                add_request(txn, ledger, eid, key, body, recovery=recovery))
 
 
 async def test_client_vanishing_with_responses_pending_does_not_hurt_the_server(tmp_path: Path) -> None:
