@@ -8,6 +8,7 @@ from ._errors import BKError as BKError
 from ._errors import BookieUnavailable as BookieUnavailable
 from ._errors import ClientClosed as ClientClosed
 from ._errors import DigestMismatch as DigestMismatch
+from ._errors import EntryTooLarge as EntryTooLarge
 from ._errors import LedgerClosed as LedgerClosed
 from ._errors import LedgerExists as LedgerExists
 from ._errors import LedgerFenced as LedgerFenced
@@ -37,7 +38,7 @@ from ._quorum import DistributionSchedule as DistributionSchedule
 from ._quorum import QuorumCoverageSet as QuorumCoverageSet
 
 __all__ = [
-    "BKError", "BookieUnavailable", "ClientClosed", "DigestMismatch", "LedgerClosed", "LedgerExists",
+    "BKError", "BookieUnavailable", "ClientClosed", "DigestMismatch", "EntryTooLarge", "LedgerClosed", "LedgerExists",
     "LedgerFenced", "LedgerIdOverflow", "LedgerRecoveryError", "MetadataStoreError",
     "MetadataVersionConflict", "NoSuchEntry", "NoSuchLedger", "NotEnoughBookies", "ReadError",
     "ReadOnlyBookie", "Timeout", "TooManyRequests", "Unauthorized", "WriteError",

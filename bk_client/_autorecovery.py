@@ -27,7 +27,7 @@ from metadata import MetadataStore, open_metadata_store
 from ._auditor import Auditor, AuditorElection
 from ._config import ClientConfig
 from ._connection import ConnectionPool
-from ._context import ClientContext
+from ._context import ClientContext, Quarantine
 from ._ledger_manager import LedgerManager
 from ._placement import EnsemblePlacementPolicy
 from ._replication import RateLimiter, ReplicationWorker, RetryTable
@@ -129,7 +129,8 @@ class AutoRecovery:
                 pool=ConnectionPool(nursery, self.client_config, self.client_metrics),
                 ledgers=self.ledgers,
                 placement=EnsemblePlacementPolicy(rack_aware=self.client_config.rack_aware_placement),
-                config=self.client_config, metrics=self.client_metrics, nursery=nursery)
+                config=self.client_config, metrics=self.client_metrics, nursery=nursery,
+                quarantine=Quarantine(self.client_config.bookie_quarantine_time_s))
             rate = RateLimiter(cfg.replication_rate_limit)
             retry = RetryTable(min_s=cfg.retry_backoff_min_s, max_s=cfg.retry_backoff_max_s)
             self.workers = [

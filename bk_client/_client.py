@@ -20,12 +20,12 @@ from contextlib import asynccontextmanager
 
 import trio
 
-from bookie.protocol import DigestType, LedgerMetadata, Segment
+from bookie.protocol import DigestType, LedgerMetadata, Segment, max_add_payload
 from metadata import MetadataStore
 
 from ._config import ClientConfig
 from ._connection import ConnectionPool
-from ._context import ClientContext
+from ._context import ClientContext, Quarantine
 from ._errors import ClientClosed
 from ._ledger_manager import LedgerManager
 from ._placement import EnsemblePlacementPolicy
@@ -68,6 +68,7 @@ class BookKeeper:
                 config=cfg,
                 metrics=mx,
                 nursery=nursery,
+                quarantine=Quarantine(cfg.bookie_quarantine_time_s),
             )
             client = cls(ctx)
             try:
@@ -80,6 +81,11 @@ class BookKeeper:
     def config(self) -> ClientConfig:
         """The client's settings."""
         return self._ctx.config
+
+    @property
+    def max_entry_size(self) -> int:
+        """The largest entry payload an add accepts (rule 7 of `bk_client.api`)."""
+        return max_add_payload(self._ctx.config.max_frame_size)
 
     @property
     def metrics(self) -> ClientMetrics:
@@ -120,7 +126,7 @@ class BookKeeper:
                              f"E={ensemble_size} Qw={write_quorum} Qa={ack_quorum}")
         ctx = self._ctx
         available = await ctx.ledgers.list_bookies()
-        ensemble = ctx.placement.new_ensemble(ensemble_size, available)
+        ensemble = ctx.placement.new_ensemble(ensemble_size, available, exclude=ctx.quarantine.active())
         ledger_id = await ctx.ledgers.generate_ledger_id()
         meta = LedgerMetadata(ensemble_size=ensemble_size, write_quorum=write_quorum, ack_quorum=ack_quorum,
                               segments=(Segment(0, ensemble),), digest_type=DigestType.CRC32C,

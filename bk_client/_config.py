@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bookie.protocol import DEFAULT_MAX_FRAME_SIZE
 from magnetar.config import ConfigError, config_field, require_at_least, require_positive
 
 __all__ = ["ClientConfig"]
@@ -45,6 +46,11 @@ class ClientConfig:
         64 * 1024 * 1024, help="payload bytes of one ledger handle in flight; more adds wait")
     max_read_window: int = config_field(
         1024, help="entries of one read(first, last) requested from bookies at the same time")
+    bookie_quarantine_time_s: float = config_field(
+        10.0, alias="bookieQuarantineTimeSeconds",
+        help="a bookie that failed a write (unreachable, timed out, refused) is kept out of new ledgers and "
+             "ensemble changes this long; with too few other bookies, creating a ledger fails (storage "
+             "unavailable) instead of placing it on the failed bookie again (0 disables the quarantine)")
     ensemble_change_retries: int = config_field(
         5, help="metadata compare-and-set attempts per ensemble change before the handle fails")
     recovery_timeout_s: float = config_field(
@@ -59,7 +65,9 @@ class ClientConfig:
              "was never piggybacked on an add, send it to the ensemble with WRITE_LAC so tailing "
              "readers see that entry (0 disables explicit LAC)")
     max_frame_size: int = config_field(
-        5 * 1024 * 1024, alias="nettyMaxFrameSizeBytes", help="largest response frame accepted")
+        DEFAULT_MAX_FRAME_SIZE, alias="nettyMaxFrameSizeBytes",
+        help="largest frame sent or accepted (5 MiB + 10 KiB, as Pulsar ships it; keep it equal to the "
+             "bookies'): an add whose frame would be larger fails at once with EntryTooLarge")
 
     def __post_init__(self) -> None:
         self.validate()
@@ -70,6 +78,7 @@ class ClientConfig:
                          "reconnect_backoff_min_s", "reconnect_backoff_max_s", "recovery_timeout_s",
                          "long_poll_max_s", message="must be > 0")
         require_at_least(self, "explicit_lac_interval_ms", message="must be >= 0 (0 disables explicit LAC)")
+        require_at_least(self, "bookie_quarantine_time_s", message="must be >= 0 (0 disables the quarantine)")
         require_at_least(self, "speculative_read_timeout_s", message="must be >= 0")
         if self.reconnect_backoff_max_s < self.reconnect_backoff_min_s:
             raise ConfigError("reconnect_backoff_max_s", "must be >= reconnect_backoff_min_s")

@@ -33,6 +33,7 @@ __all__ = [
     "Unauthorized",
     "ReadOnlyBookie",
     "TooManyRequests",
+    "EntryTooLarge",
     "LedgerIdOverflow",
     "error_for_bookie_status",
 ]
@@ -231,6 +232,14 @@ class TooManyRequests(BKError):
 
     code = -105
     default_message = "too many requests"
+
+
+class EntryTooLarge(BKError):
+    """An add whose frame would exceed the configured ``max_frame_size``: no bookie would accept it,
+    so it is refused before an entry id is taken and the handle stays usable."""
+
+    code = -100  # BookKeeper's IllegalOpException: an operation that can never succeed
+    default_message = "entry too large"
 
 
 class LedgerIdOverflow(BKError):

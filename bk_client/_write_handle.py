@@ -35,13 +35,13 @@ from collections.abc import Sequence
 import trio
 
 from bookie.protocol import (
+    AddRequestEncoder,
     LedgerMetadata,
     LedgerState,
     StatusCode,
-    add_request,
     bookie_protocol_pb2,
     encode_entry,
-    encode_request,
+    max_add_payload,
 )
 
 from ._add_op import AddState, PendingAdd, clone_error
@@ -49,6 +49,7 @@ from ._context import ClientContext, master_key
 from ._errors import (
     BKError,
     ClientClosed,
+    EntryTooLarge,
     LedgerClosed,
     LedgerFenced,
     MetadataVersionConflict,
@@ -148,7 +149,8 @@ class LedgerWriteHandle:
         self._lac_event: trio.Event | None = None
         self._monitor_scope = trio.CancelScope()
         self._appends_unyielded = 0
-        self._add_template = add_request(0, ledger_id, 0, self._master_key, b"", recovery=recovery)
+        self._add_encoder = AddRequestEncoder(ledger_id, self._master_key, recovery=recovery)
+        self._max_entry_size = max_add_payload(ctx.config.max_frame_size, len(self._master_key))
         self._add_latency = ctx.metrics.add_latency
         # explicit LAC (see bk_client._explicit_lac): what the bookies were last told
         self._piggybacked_lac = -1      # LAC carried by the last add sent
@@ -253,6 +255,10 @@ class LedgerWriteHandle:
 
     def _submit(self, data: bytes) -> PendingAdd:
         self._check_writable()
+        if len(data) > self._max_entry_size:
+            raise EntryTooLarge(f"entry of {len(data)} bytes exceeds the largest add the bookie frame "
+                                f"limit allows ({self._max_entry_size} bytes; nettyMaxFrameSizeBytes "
+                                f"{self._ctx.config.max_frame_size})", ledger_id=self._ledger_id)
         payload = bytes(data)
         entry_id = self._next_entry_id
         self._next_entry_id += 1
@@ -289,14 +295,9 @@ class LedgerWriteHandle:
             self._piggybacked_lac = self._lac
         pool = self._ctx.pool
         txn = pool.next_txn()
-        # one request message per handle, refilled per add: building a fresh protobuf message
-        # (header, key, flags) for every add was a tenth of the client's time per add
-        req = self._add_template
-        req.header.txnId = txn
-        add = req.addRequest
-        add.entryId = op.entry_id
-        add.body = op.body
-        frame = encode_request(req)
+        # Encoded by hand, never through a protobuf message kept across adds: upb keeps every
+        # bytes value assigned to a message until the message dies (see bookie.protocol).
+        frame = self._add_encoder.encode(txn, op.entry_id, op.body)
         op.sent_at = self._last_sent_at = trio.current_time()
         failed = self._failed_bookies
         for index in indexes:
@@ -360,6 +361,7 @@ class LedgerWriteHandle:
             return
         self._failed_bookies[index] = bookie
         self._ever_failed.add(bookie)
+        self._ctx.quarantine.add(bookie)
         self._ctx.metrics.bookie_failures.labels(reason=reason).inc()
         if not self._changing:
             try:
@@ -430,7 +432,7 @@ class LedgerWriteHandle:
             try:
                 for index in failed:
                     ensemble[index] = ctx.placement.replace_bookie(
-                        ensemble, index, available, exclude=self._ever_failed)
+                        ensemble, index, available, exclude=self._ever_failed | ctx.quarantine.active())
             except NotEnoughBookies:
                 # a fenced writer should hear that it is fenced, not that bookies are missing
                 meta, _ = await ledgers.read(self._ledger_id)

@@ -17,6 +17,8 @@ Rules every implementation keeps:
    its old writer is fenced (its next add raises ``LedgerFenced``).
 5. Reads return exactly the bytes that were added, verified against their digest.
 6. In-flight adds are bounded in bytes and count; a writer over the bound waits.
+7. An entry larger than the client's ``max_entry_size`` is refused at once with ``EntryTooLarge``,
+   before an entry id is taken: no bookie could accept it, and the handle stays usable.
 
 Error types (``bk_client.BKError`` and subclasses such as ``LedgerFenced``, ``NoSuchLedger``,
 ``NoSuchEntry``, ``NotEnoughBookies``, ``LedgerClosed``) are defined in the package and shared by
@@ -129,7 +131,8 @@ class WriteHandle(ReadHandle, Protocol):
         add: its id is taken and it is still sent, its outcome unknown to the caller.
         Raises right away (no add is started) when the handle already knows it cannot accept
         adds: ``LedgerClosed`` after close, or the error that failed the handle (for example
-        ``LedgerFenced``). Other failures arrive on the returned add.
+        ``LedgerFenced``), and ``EntryTooLarge`` for an entry over the client's ``max_entry_size``
+        (rule 7; the handle stays usable). Other failures arrive on the returned add.
         """
         ...
 
@@ -150,6 +153,12 @@ class WriteHandle(ReadHandle, Protocol):
 @runtime_checkable
 class BookKeeperClient(Protocol):
     """Creates, opens and deletes ledgers."""
+
+    @property
+    def max_entry_size(self) -> int:
+        """The largest entry payload an add accepts (rule 7): what fits in one frame of the
+        configured ``max_frame_size`` with the add's headers."""
+        ...
 
     async def create_ledger(
         self,

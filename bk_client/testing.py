@@ -47,12 +47,14 @@ import trio
 
 from bk_client._errors import (
     ClientClosed,
+    EntryTooLarge,
     LedgerClosed,
     LedgerFenced,
     NoSuchEntry,
     NoSuchLedger,
 )
 from bk_client.api import LedgerEntry
+from bookie.protocol import DEFAULT_MAX_FRAME_SIZE, max_add_payload
 
 __all__ = ["MockBookKeeper", "MockLedgerState", "OPS"]
 
@@ -236,6 +238,9 @@ class _MockWriteHandle(_MockReadHandle):
         err = self._fail_state(entry_id)
         if err is not None:
             raise err
+        if len(data) > self._bk.max_entry_size:
+            raise EntryTooLarge(f"entry of {len(data)} bytes exceeds {self._bk.max_entry_size}",
+                                ledger_id=self._ledger.ledger_id)
         self._next_id += 1
         pending = _MockPendingAdd(entry_id, bytes(data), trio.current_time() + self._bk.add_delay)
         try:
@@ -311,11 +316,15 @@ class MockBookKeeper:
 
     ``add_delay``: seconds each add waits before it is acknowledged (0 = next checkpoint).
     ``first_ledger_id``: the id of the first ledger created. Several managed-ledger factories may
-    share one instance to play several brokers over one BookKeeper cluster.
+    share one instance to play several brokers over one BookKeeper cluster. ``max_entry_size``:
+    larger adds raise ``EntryTooLarge`` (rule 7); the real client's default unless given.
     """
 
-    def __init__(self, *, add_delay: float = 0.0, first_ledger_id: int = 1) -> None:
+    def __init__(self, *, add_delay: float = 0.0, first_ledger_id: int = 1,
+                 max_entry_size: int | None = None) -> None:
         self.add_delay = add_delay
+        self.max_entry_size = (max_add_payload(DEFAULT_MAX_FRAME_SIZE) if max_entry_size is None
+                               else max_entry_size)
         self._ledgers: dict[int, _Ledger] = {}
         self._next_ledger_id = first_ledger_id
         self._programmed: list[_Programmed] = []

@@ -5,6 +5,7 @@ the official ``pulsar-client`` then works against ``pulsar://host:port`` unchang
 API is `broker.admin.serve_admin`; metrics are in `broker.metrics`.
 """
 
+from ._config import MESSAGE_SIZE_FRAME_PADDING as MESSAGE_SIZE_FRAME_PADDING
 from ._config import BrokerConfig as BrokerConfig
 from ._errors import BrokerServiceError as BrokerServiceError
 from ._errors import ConsumerBusyError as ConsumerBusyError
@@ -34,7 +35,7 @@ from ._topic_name import NamespaceName as NamespaceName
 from ._topic_name import TopicName as TopicName
 
 __all__ = [
-    "AutoSplitRanges", "BrokerConfig", "BrokerService", "BrokerServiceError", "ConsumerBusyError",
+    "MESSAGE_SIZE_FRAME_PADDING", "AutoSplitRanges", "BrokerConfig", "BrokerService", "BrokerServiceError", "ConsumerBusyError",
     "ConsumerKey", "IncompatibleSchemaError", "InvalidTopicNameError", "NamespaceName",
     "NamespaceNotFoundError", "NamespaceResources", "NotAllowedError", "ProducerBusyError",
     "RangeConflictError", "RoundRobin", "SchemaInfo", "SchemaRegistry", "ServiceNotReadyError",

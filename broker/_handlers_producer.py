@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from broker.protocol import Frame, make_command
 from broker.protocol import pulsar_api_pb2 as pb
+from managed_ledger import StorageUnavailable
 
 from ._config import MESSAGE_SIZE_FRAME_PADDING
 from ._dedup import highest_sequence_id, is_partial_chunk
@@ -19,6 +20,7 @@ from ._topic_name import TopicName
 
 if TYPE_CHECKING:
     from ._connection import ServerConnection
+    from ._topic import Topic
 
 __all__ = ["handle_producer", "handle_send", "handle_close_producer"]
 
@@ -47,6 +49,17 @@ async def _refuse_if_quota_rejects(conn: ServerConnection, name: TopicName) -> N
                                  f"({decision.explanation})", pb.ProducerBlockedQuotaExceededException)
 
 
+async def _refuse_if_storage_unavailable(topic: Topic) -> None:
+    # No writable bookies (full disks, read-only, down): refuse with the error the client treats
+    # as "fail my pending sends now" (it keeps retrying the producer, with backoff, so sends go
+    # on by themselves once storage is writable; `ensure_writable` retries creation each time).
+    try:
+        await topic.ml.ensure_writable()
+    except StorageUnavailable as exc:
+        raise BrokerServiceError(f"cannot create producer on topic {topic.name}: storage is read-only or "
+                                 f"unavailable ({exc})", pb.ProducerBlockedQuotaExceededException) from None
+
+
 async def handle_producer(conn: ServerConnection, frame: Frame) -> None:
     """PRODUCER -> PRODUCER_SUCCESS (``producer_ready=false`` parks a WaitForExclusive producer)."""
     req = frame.command.producer
@@ -59,6 +72,7 @@ async def handle_producer(conn: ServerConnection, frame: Frame) -> None:
     name = TopicName.parse(req.topic)
     topic = await conn.service.get_topic(name, create=True)
     await _refuse_if_quota_rejects(conn, name)
+    await _refuse_if_storage_unavailable(topic)
     schema_version = await _schema_version(conn, name, req.schema if req.HasField("schema") else None)
     if req.HasField("producer_name") and req.producer_name:
         producer_name, user_provided = req.producer_name, req.user_provided_producer_name
@@ -86,24 +100,46 @@ async def handle_producer(conn: ServerConnection, frame: Frame) -> None:
 
 
 async def handle_send(conn: ServerConnection, frame: Frame) -> None:
-    """SEND: store the entry; the receipt follows in order once stored (see `_producer`)."""
+    """SEND: store the entry; the receipt follows in order once stored (see `_producer`).
+
+    As in Pulsar's broker, a SEND for a producer the broker closed within the last keep-alive
+    interval is dropped (the client resends after re-creating it), and a SEND for any other
+    producer id this connection has no ready producer for (never created, closed by the client,
+    or still waiting for exclusive access) closes the connection: the client and the broker no
+    longer agree on its producers, and no SEND_RECEIPT/SEND_ERROR could be matched to a send.
+    """
     req = frame.command.send
     raw = frame.raw_metadata_and_payload
     if raw is None:
         conn.close("SEND without a payload")
         return
     producer = conn.producers.get(req.producer_id)
-    if producer is None or producer.closed:
-        # closed by the broker meanwhile (CLOSE_PRODUCER is on its way): the client resends after reconnecting
-        log.debug("SEND for unknown producer %d on %s", req.producer_id, conn.remote)
+    if (producer is None and conn.producer_recently_closed(req.producer_id)) or (
+            producer is not None and producer.closed):
+        # CLOSE_PRODUCER crossed this SEND on the wire: the client resends after reconnecting
+        log.debug("SEND for producer %d that the broker closed, on %s: dropped", req.producer_id, conn.remote)
         return
-    if len(raw) > conn.config.max_message_size + MESSAGE_SIZE_FRAME_PADDING:
-        # maxMessageSize bounds the payload (a chunk's payload is exactly that big); the metadata
-        # gets the frame padding on top. The client checks CONNECTED.max_message_size first; one
-        # that does not is told (and reconnects)
+    if producer is None:
+        conn.close(f"SEND for producer {req.producer_id}, which does not exist on this connection")
+        return
+    if producer.topic.producers.get(producer.name) is not producer:
+        # parked WaitForExclusive (PRODUCER_SUCCESS said producer_ready=false): storing this would
+        # break the exclusive holder's guarantee
+        conn.close(f"SEND for producer {req.producer_id} ({producer.name}), which is not ready "
+                   f"(waiting for exclusive access to {producer.topic.name})")
+        return
+    # maxMessageSize bounds the payload (a chunk's payload is exactly that big); the metadata gets
+    # the frame padding on top, and the entry must fit in one bookie frame. The client checks
+    # CONNECTED.max_message_size first; one that does not is told here, before anything is queued,
+    # so the topic never retries an entry storage can never take.
+    limit = conn.config.max_message_size + MESSAGE_SIZE_FRAME_PADDING
+    storage_limit = producer.topic.ml.max_entry_size
+    if len(raw) > min(limit, storage_limit):
+        why = (f"maxMessageSize {conn.config.max_message_size}" if len(raw) > limit
+               else f"the largest entry storage accepts ({storage_limit} bytes)")
         conn.send_command(make_command(
             "SEND_ERROR", producer_id=req.producer_id, sequence_id=req.sequence_id, error=pb.NotAllowedError,
-            message=f"message of {len(raw)} bytes exceeds maxMessageSize {conn.config.max_message_size}"))
+            message=f"message of {len(raw)} bytes exceeds {why}"))
         return
     if conn.service.quota_rejects(producer.topic.name) is not None:
         # the quota turned to reject while this producer was attached: close it; its reconnect is

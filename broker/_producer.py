@@ -6,6 +6,9 @@ Rules:
   ledger acknowledged that entry (a duplicate's receipt waits for the entries before it).
 * Rule 2: a failed add answers SEND_ERROR (PersistenceError) for that SEND; the client then closes
   the connection and resends whatever is pending, which dedup (when on) filters.
+* Rule 3: after one of its adds failed, no later SEND of the producer is stored (each is answered
+  SEND_ERROR too): the client resends from the failed one, so storing a later one first would
+  reorder its messages, and with dedup the resent one would look like a duplicate and be lost.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ class Producer:
         self.epoch = epoch
         self.requested_epoch = requested_epoch  # the topic epoch a reconnecting exclusive producer held
         self.closed = False
+        self.failed = False  # Rule 3
         self._slots: deque[_Slot] = deque()
         self.msg_in_counter = 0
         self.bytes_in_counter = 0

@@ -27,6 +27,11 @@ Rules:
   as persisted in the new state, then it replaces ``dedup`` (see `_dedup` Rule 4). Switches are
   serialized by ``_dedup_lock``. The dedup cursor is never a subscription, and no client or admin
   request may use its name as one.
+* Rule 6 (storage unavailable): an add failing because no ledger can be created (no writable
+  bookies: full disks, read-only, down) closes every producer of the topic (CLOSE_PRODUCER, not
+  SEND_ERROR, which would drop the client's whole connection); re-creating one is refused with
+  ProducerBlockedQuotaExceededException while it lasts, on which the official client fails its
+  pending sends at once and keeps retrying, so writes resume by themselves afterwards.
 """
 
 from __future__ import annotations
@@ -40,14 +45,21 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from broker.protocol import pulsar_api_pb2 as pb
-from managed_ledger import InitialPosition, ManagedLedger, ManagedLedgerError, ManagedLedgerFenced, Position
+from managed_ledger import (
+    InitialPosition,
+    ManagedLedger,
+    ManagedLedgerError,
+    ManagedLedgerFenced,
+    Position,
+    StorageUnavailable,
+)
 
 from ._dedup import DEDUP_CURSOR, Deduplication, DedupVerdict
 from ._errors import BrokerServiceError, ProducerBusyError, ServiceNotReadyError
 from ._producer import AccessMode, Producer
 from ._stats import TopicStatsState
 from ._subscription import Subscription
-from ._topic_name import TopicName
+from ._topic_name import InvalidTopicNameError, TopicName, check_subscription_name
 
 if TYPE_CHECKING:
     from ._service import BrokerService
@@ -248,7 +260,13 @@ class Topic:
                         released = await self.service.wait_quota_released(self)
             item = self._to_add.popleft()
             producer, slot, raw, sequence_id, highest, started, partial_chunk = item
+            if producer.failed:  # Rule 3 of `_producer`: nothing after a failed add is stored
+                if self.dedup is not None:
+                    self.dedup.on_failed(producer.name)
+                producer.complete(slot, -1, -1, error="an earlier message of this producer could not be stored")
+                return
             if not released:
+                producer.failed = True
                 if self.dedup is not None:
                     self.dedup.on_failed(producer.name)
                 producer.complete(slot, -1, -1, error=f"backlog quota exceeded on topic {self.name}: "
@@ -257,8 +275,11 @@ class Topic:
             try:
                 pos = await self.ml.add_entry(raw)
             except ManagedLedgerError as exc:
+                producer.failed = True
                 if self.dedup is not None:
                     self.dedup.on_failed(producer.name)
+                if isinstance(exc, StorageUnavailable):
+                    self._close_producers(f"storage unavailable: {exc}")  # Rule 6
                 producer.complete(slot, -1, -1, error=f"could not store the message: {exc}")
                 if isinstance(exc, ManagedLedgerFenced):
                     log.warning("topic %s fenced by another owner; unloading", self.name)
@@ -286,14 +307,28 @@ class Topic:
             if self._adds_in_flight == 0:
                 self._adds_drained.set()
 
+    def _close_producers(self, why: str) -> None:
+        """Close every producer from the broker (Rule 6): each client re-creates its producer,
+        which PRODUCER refuses while storage stays unavailable."""
+        if self.producers:
+            log.warning("topic %s: closing its producers: %s", self.name, why)
+        for p in list(self.producers.values()):
+            p.close_from_broker()
+            self.remove_producer(p)
+
     # ------------------------------------------------------------------ subscriptions
 
     async def subscribe(self, name: str, *, durable: bool, initial_position: InitialPosition,
                         start: Position | InitialPosition | None) -> Subscription:
         """The subscription ``name``, creating its cursor if needed (a reader gets a new one).
 
-        Raises `BrokerServiceError` (NotAllowedError) for the dedup cursor's name (Rule 5)."""
+        Raises `BrokerServiceError` (NotAllowedError) for the dedup cursor's name (Rule 5) and for
+        a name that cannot name a cursor (empty, ``.``, ``..``, with ``/`` or NUL)."""
         self._check_open()
+        try:
+            check_subscription_name(name)
+        except InvalidTopicNameError as exc:
+            raise BrokerServiceError(str(exc), pb.NotAllowedError) from None
         if name == DEDUP_CURSOR:
             raise BrokerServiceError(f"subscription name {name!r} is reserved for deduplication", pb.NotAllowedError)
         self.touch()

@@ -24,13 +24,14 @@ import trio
 
 from bk_client import BookKeeper, ClientConfig
 from bookie import BookieConfig, serve_bookie_process
-from broker import BrokerConfig, BrokerService, serve_broker
+from broker import MESSAGE_SIZE_FRAME_PADDING, BrokerConfig, BrokerService, serve_broker
 from broker.admin import BookieGcView, serve_admin
 from magnetar.config import ConfigError, config_field
 from managed_ledger import ManagedLedgerConfig, ManagedLedgerFactory
 from metadata import MetadataStore, open_metadata_store
 
-__all__ = ["StandaloneConfig", "BrokerEndpoints", "StandaloneEndpoints", "serve_broker_stack", "serve_standalone"]
+__all__ = ["StandaloneConfig", "BrokerEndpoints", "StandaloneEndpoints", "check_message_size", "serve_broker_stack",
+           "serve_standalone"]
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,24 @@ class StandaloneEndpoints:
     data_dir: str
 
 
+def check_message_size(broker: BrokerConfig, client: ClientConfig, bookie: BookieConfig | None = None) -> None:
+    """Raise `ConfigError` unless every message the broker admits fits in one bookie frame.
+
+    The broker admits ``max_message_size`` plus 10 KiB of metadata (``MESSAGE_SIZE_FRAME_PADDING``,
+    as Pulsar), so the BookKeeper client's frame limit (``nettyMaxFrameSizeBytes``) must be at least
+    that, and in standalone the bookies' must be at least the client's. Otherwise a message the
+    client is allowed to send could never be stored.
+    """
+    needed = broker.max_message_size + MESSAGE_SIZE_FRAME_PADDING
+    if client.max_frame_size < needed:
+        raise ConfigError("max_message_size", f"{broker.max_message_size} needs the BookKeeper client's "
+                          f"max_frame_size (nettyMaxFrameSizeBytes) to be at least {needed} (max_message_size "
+                          f"+ 10 KiB), but it is {client.max_frame_size}")
+    if bookie is not None and bookie.max_frame_size < client.max_frame_size:
+        raise ConfigError("max_frame_size", f"the bookie's max_frame_size ({bookie.max_frame_size}) is below "
+                          f"the BookKeeper client's ({client.max_frame_size}): large entries would be refused")
+
+
 def _quorum_for(ml: ManagedLedgerConfig, bookies: int) -> ManagedLedgerConfig:
     """Shrink the default ensemble to what a small standalone has, keeping Qa <= Qw <= E."""
     e = min(ml.ensemble_size, bookies)
@@ -131,8 +150,10 @@ async def serve_broker_stack(
     Ports default to the broker config's; 0 picks free ones. Reports `BrokerEndpoints` once both
     listen. The store is the caller's: it is used, never closed. A `broker.admin.BookieGcView`
     joins the bookies' GC explain into explain-storage and feeds
-    ``magnetar_retention_bytes_awaiting_gc`` on ``/metrics``.
+    ``magnetar_retention_bytes_awaiting_gc`` on ``/metrics``. Raises `ConfigError` when the
+    broker's message size and the client's frame limit disagree (`check_message_size`).
     """
+    check_message_size(broker, client)
     async with BookKeeper.open(store, root=metadata_root, config=client) as bk:
         async with ManagedLedgerFactory(bk, store, ml) as factory:
             service = BrokerService(factory, store, broker)
@@ -169,6 +190,7 @@ async def serve_standalone(
     broker stack. The managed ledgers' ensemble is reduced to the number of bookies.
     """
     config.validate()
+    check_message_size(broker, client, bookie)
     Path(config.data_dir).mkdir(parents=True, exist_ok=True)
     url = config.store_url()
     # The bookies run in a shielded scope so that a shutdown stops the broker first (closing

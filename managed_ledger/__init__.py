@@ -11,11 +11,13 @@ from ._config import ManagedLedgerConfig as ManagedLedgerConfig
 from ._cursor import CursorState as CursorState
 from ._cursor import ManagedCursor as ManagedCursor
 from ._errors import CursorNotFound as CursorNotFound
+from ._errors import EntryTooLarge as EntryTooLarge
 from ._errors import ManagedLedgerClosed as ManagedLedgerClosed
 from ._errors import ManagedLedgerError as ManagedLedgerError
 from ._errors import ManagedLedgerFenced as ManagedLedgerFenced
 from ._errors import ManagedLedgerTerminated as ManagedLedgerTerminated
 from ._errors import NoMoreEntries as NoMoreEntries
+from ._errors import StorageUnavailable as StorageUnavailable
 from ._factory import ManagedLedgerFactory as ManagedLedgerFactory
 from ._ledger import ManagedLedger as ManagedLedger
 from ._ledger import ManagedLedgerState as ManagedLedgerState
@@ -29,6 +31,7 @@ __all__ = [
     "CursorNotFound",
     "CursorState",
     "Entry",
+    "EntryTooLarge",
     "InitialPosition",
     "LedgerInfo",
     "LedgerPlacement",
@@ -44,5 +47,6 @@ __all__ = [
     "ManagedLedgerTerminated",
     "NoMoreEntries",
     "Position",
+    "StorageUnavailable",
     "ledger_placements",
 ]

@@ -9,7 +9,9 @@ __all__ = [
     "ManagedLedgerTerminated",
     "ManagedLedgerClosed",
     "CursorNotFound",
+    "EntryTooLarge",
     "NoMoreEntries",
+    "StorageUnavailable",
 ]
 
 
@@ -37,3 +39,15 @@ class CursorNotFound(ManagedLedgerError):
 
 class NoMoreEntries(ManagedLedgerError):
     """A read waited on a terminated managed ledger whose last entry the cursor already read."""
+
+
+class EntryTooLarge(ManagedLedgerError):
+    """An entry larger than storage can ever take (``ManagedLedger.max_entry_size``); refused
+    before admission, so it neither waits nor rolls ledgers, and later adds are unaffected."""
+
+
+class StorageUnavailable(ManagedLedgerError):
+    """No ledger can be created now (too few writable bookies: full disks, read-only or down), so
+    nothing can be added. Adds fail at once while it lasts; creation is retried on demand (an add
+    or ``ensure_writable``), at most once a second, so writes resume by themselves once bookies are
+    writable again."""

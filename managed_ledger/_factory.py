@@ -123,6 +123,11 @@ class ManagedLedgerFactory:
     def _forget(self, name: str) -> None:
         self._ledgers.pop(name, None)
 
+    @property
+    def max_entry_size(self) -> int:
+        """The largest entry its managed ledgers accept (what the BookKeeper client can send)."""
+        return self._bk.max_entry_size
+
     def get(self, name: str) -> ManagedLedger | None:
         """The managed ledger ``name`` if this factory has it open."""
         return self._ledgers.get(name)

@@ -15,8 +15,11 @@ States (`ManagedLedgerState`) and their rules:
   (CAS) and every queued add -- including adds that failed on the old ledger -- has been reissued
   on it, oldest first; an add that failed on ``_MAX_ADD_ATTEMPTS`` (3) ledgers fails to its
   caller instead. A rolled ledger with 0 entries is removed from the list and deleted.
-* Rule 4: ROLLING -> LEDGER_CLOSED when no new ledger could be created: the queued adds fail;
-  LEDGER_CLOSED -> ROLLING on the next add.
+* Rule 4: ROLLING -> LEDGER_CLOSED when no new ledger could be created (storage unavailable: too
+  few writable bookies): the queued adds fail with `StorageUnavailable`, and so does every add
+  for ``_CREATE_RETRY_INTERVAL_S`` after; then LEDGER_CLOSED -> ROLLING on the next add or
+  ``ensure_writable``. Opening a managed ledger whose first ledger cannot be created lands here
+  too, so its entries and cursors stay readable while storage is read-only.
 * Rule 5: ROLLING -> FENCED when the CAS of the list fails: another owner opened the managed
   ledger. FENCED is final: pending and later adds raise `ManagedLedgerFenced`.
 * Rule 6: LEDGER_OPENED / LEDGER_CLOSED -> TERMINATED by ``terminate()`` (reads go on, adds
@@ -53,6 +56,7 @@ from managed_ledger._errors import (
     ManagedLedgerError,
     ManagedLedgerFenced,
     ManagedLedgerTerminated,
+    StorageUnavailable,
 )
 from managed_ledger._ledger_list import LedgerList
 from managed_ledger._reader import LedgerReader
@@ -69,6 +73,7 @@ __all__ = ["ManagedLedger", "ManagedLedgerState", "ML_ROOT"]
 log = logging.getLogger(__name__)
 
 ML_ROOT = "/managed-ledgers"
+_CREATE_RETRY_INTERVAL_S = 1.0  # after a failed ledger creation, adds fail at once this long
 _OPEN_ATTEMPTS = 5
 
 
@@ -124,6 +129,8 @@ class ManagedLedger(AddPath, CursorsAndTrimming):
         self._gen = 0
         self._ledger_created_at = ctx.clock()
         self._last_add_at = ctx.clock()
+        self._storage_error: str | None = None  # why the last ledger creation failed (Rule 4)
+        self._storage_error_at = 0.0  # trio time of that failure
         self._init_adds()
         self._meta_lock = trio.Lock()
         self._cursor_lock = trio.Lock()
@@ -206,18 +213,25 @@ class ManagedLedger(AddPath, CursorsAndTrimming):
         self._ledgers = LedgerList(tuple(infos))
         created = None
         if info.terminated_position is None:
-            created = await self._create_ledger()
-            self._ledgers.append_current(created.ledger_id)
+            try:
+                created = await self._create_ledger()
+            except ManagedLedgerError as exc:
+                # Open anyway (Rule 4): the entries and cursors are readable without a new ledger.
+                self._note_storage_error(exc)
+            else:
+                self._ledgers.append_current(created.ledger_id)
         try:
             await self._write_info(fence=False)
         except _ListChanged:
             if created is not None:
                 await self._delete_quietly(created.ledger_id)
             raise
-        if created is None:
+        if created is not None:
+            self._switch_to(created)
+        elif info.terminated_position is not None:
             self.state = ManagedLedgerState.TERMINATED
         else:
-            self._switch_to(created)
+            self.state = ManagedLedgerState.LEDGER_CLOSED
         for lid in doomed:
             await self._delete_quietly(lid)
 
@@ -400,7 +414,8 @@ class ManagedLedger(AddPath, CursorsAndTrimming):
                 self._handle = None
                 self._reader.write_ledger = None
             self.state = ManagedLedgerState.LEDGER_CLOSED
-            self._fail_pending(lambda: ManagedLedgerError(str(exc)))
+            error = self._note_storage_error(exc)
+            self._fail_pending(lambda: StorageUnavailable(error))
             return
         doomed = None
         async with self._meta_lock:
@@ -422,7 +437,37 @@ class ManagedLedger(AddPath, CursorsAndTrimming):
             await self._delete_quietly(doomed)
         self._issue_queued()
 
+    def _note_storage_error(self, exc: BaseException) -> str:
+        self._storage_error = f"{self.name}: storage unavailable: {exc}"
+        self._storage_error_at = trio.current_time()
+        log.warning("%s", self._storage_error)
+        return self._storage_error
+
+    def _storage_error_is_recent(self) -> bool:
+        return (self._storage_error is not None
+                and trio.current_time() - self._storage_error_at < _CREATE_RETRY_INTERVAL_S)
+
+    async def ensure_writable(self) -> None:
+        """Return once there is a ledger to add to, creating one if storage was unavailable (at
+        most once per ``_CREATE_RETRY_INTERVAL_S``; Rule 4). Raises `StorageUnavailable` when no
+        ledger can be created now, or the error of a closed, fenced or terminated managed ledger."""
+        self._check_writable()
+        await self._roll_done.wait()
+        if self._is_ledger_closed():
+            if not self._storage_error_is_recent():
+                self._request_roll("no_ledger")
+                await self._roll_done.wait()
+        self._check_writable()
+        if self._is_ledger_closed():
+            raise StorageUnavailable(self._storage_error or f"{self.name}: no ledger to write to")
+
+    @property
+    def storage_error(self) -> str | None:
+        """Why no ledger could be created, while that lasts (None once a ledger is open)."""
+        return self._storage_error if self._is_ledger_closed() else None
+
     def _switch_to(self, handle: WriteHandle) -> None:
+        self._storage_error = None
         self._handle = handle
         self._start_issuing(handle)
         self._gen += 1

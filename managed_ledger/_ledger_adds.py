@@ -5,8 +5,10 @@ ledger when one is rolled (rules 2 and 3 of `managed_ledger._ledger`).
 
 An add (`_AddOp`) goes QUEUED -> ISSUED -> SUCCEEDED -> DONE, or ISSUED -> FAILED -> QUEUED
 (reissued on the next ledger) until it has failed on ``_MAX_ADD_ATTEMPTS`` ledgers, after which
-it is DONE with an error. Every admitted add is in ``_pending`` until DONE, in admission order;
-only the head of ``_pending`` may complete, so callers learn their positions in that order.
+it is DONE with an error, and so is every add admitted after it. Every admitted add is in
+``_pending`` until DONE, in admission order; only the head of ``_pending`` may complete, so
+callers learn their positions - and failures - in that order: no add is stored after an earlier
+one failed for good.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from managed_ledger._append_pipeline import AppendPipeline
-from managed_ledger._errors import ManagedLedgerError
+from managed_ledger._errors import EntryTooLarge, ManagedLedgerError, StorageUnavailable
 from managed_ledger.protocol import Position
 
 if TYPE_CHECKING:
@@ -74,9 +76,18 @@ class AddPath:
         Concurrent callers get positions in the order they were admitted; admission waits while
         ``max_pending_add_bytes`` are in flight. A failed ledger is rolled and the add retried on
         the next one. Raises `ManagedLedgerFenced`, `ManagedLedgerTerminated`,
-        `ManagedLedgerClosed`, or `ManagedLedgerError` when no ledger can be created.
+        `ManagedLedgerClosed`, `EntryTooLarge` at once for an entry over ``max_entry_size``, or
+        `StorageUnavailable` when no ledger can be created (at once while a creation failed less
+        than a second ago: Rule 4 of `managed_ledger._ledger`).
         """
         self._check_writable()
+        if self._is_ledger_closed() and self._storage_error_is_recent():
+            raise StorageUnavailable(self._storage_error or "storage unavailable")  # Rule 4: fail fast
+        if len(data) > self.max_entry_size:
+            # Rolling ledgers cannot help an entry no bookie accepts (seen: hundreds of ledgers
+            # rolled a minute while the send and every later one hung).
+            raise EntryTooLarge(f"{self.name}: entry of {len(data)} bytes exceeds the largest entry "
+                                f"storage accepts ({self.max_entry_size} bytes)")
         data = bytes(data)
         op = _AddOp(data, trio.current_time())
         if self._admission_lock.locked() or not self._has_room(len(data)):
@@ -98,6 +109,11 @@ class AddPath:
             raise op.error
         assert op.position is not None
         return op.position
+
+    @property
+    def max_entry_size(self) -> int:
+        """The largest entry ``add_entry`` accepts: what the BookKeeper client can send."""
+        return self._ctx.bk.max_entry_size
 
     def _has_room(self, size: int) -> bool:
         return self._inflight_bytes == 0 or self._inflight_bytes + size <= self._cfg.max_pending_add_bytes
@@ -215,12 +231,20 @@ class AddPath:
         # Everything after the first add that did not complete goes to the next ledger, even
         # adds the old ledger accepted later on (that ledger is cut at its count).
         keep: deque[_AddOp] = deque()
+        given_up: ManagedLedgerError | None = None
         for op in self._pending:
+            if given_up is not None:
+                # Adds complete in admission order, failures included: storing a later add after
+                # giving up on an earlier one would reorder a producer's messages (its client
+                # resends the failed one after the later one) or, with deduplication, lose it.
+                self._finish(op, ManagedLedgerError(f"{self.name}: an earlier add failed for good, so this "
+                                                    f"one fails too ({given_up})"))
+                continue
             if op.gen == self._gen and op.state is not _Add.DONE:
                 if op.state is _Add.FAILED and op.attempts >= _MAX_ADD_ATTEMPTS:
-                    # storage keeps refusing it: give up on this add (later ones still go)
-                    self._finish(op, ManagedLedgerError(
-                        f"{self.name}: add failed on {op.attempts} ledgers: {op.error}"))
+                    # storage keeps refusing it: give up on this add and on every later one
+                    given_up = ManagedLedgerError(f"{self.name}: add failed on {op.attempts} ledgers: {op.error}")
+                    self._finish(op, given_up)
                     continue
                 op.state, op.error = _Add.QUEUED, None
             keep.append(op)

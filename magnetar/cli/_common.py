@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import trio
 
 from magnetar.config import ConfigError, load_config, parse_overrides, read_toml
 
-__all__ = ["load_sections", "run_until_signal", "setup_logging", "fail"]
+__all__ = ["load_sections", "run_until_signal", "setup_logging", "fail", "fail_cleanly_on"]
 
 
 def load_sections(conf: Path | None, sections: Mapping[str, type], overrides: tuple[str, ...],
@@ -52,6 +53,34 @@ def fail(exc: BaseException) -> None:
     """Print a start-up error the way every command does and exit with status 2."""
     click.echo(f"error: {exc}", err=True)
     sys.exit(2)
+
+
+def _leaves(exc: BaseException) -> Iterator[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield exc
+
+
+def fail_cleanly_on(*expected: type[BaseException]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorate a command so that an ``expected`` error (a bad config, a port in use, a cookie
+    mismatch) ends it with `fail` instead of a traceback, also when it comes out of a nursery
+    wrapped in an exception group; anything else propagates unchanged."""
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return func(*args, **kwargs)
+            except expected as exc:
+                fail(exc)
+            except BaseExceptionGroup as group:
+                match, rest = group.split(expected)
+                if match is None or rest is not None:
+                    raise
+                fail(next(_leaves(match)))
+        return wrapper
+    return decorate
 
 
 async def run_until_signal(main: Callable[..., Awaitable[Any]], on_started: Callable[[Any], None]) -> None:

@@ -19,6 +19,7 @@ import click
 
 from magnetar.config import ConfigError, load_config, parse_overrides, read_toml
 
+from ._common import fail_cleanly_on
 from ._gc_cli import gc_explain
 
 _OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
@@ -32,6 +33,16 @@ _OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
     click.option("--bookie-id", default=None, help="Bookie id (bookieId); default advertisedAddress:port."),
     click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override any config key."),
 ]
+
+
+def _fail_cleanly(func: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from bookie import BookieFatalError, CookieMismatchError  # the bookie package loads only when run
+
+        expected = (ConfigError, CookieMismatchError, BookieFatalError, OSError)
+        return fail_cleanly_on(*expected)(func)(*args, **kwargs)
+    return wrapper
 
 
 def _config_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -66,43 +77,11 @@ def _load(conf: Path | None, journal_dir: str | None, ledger_dirs: str | None, p
     return load_config(BookieConfig, table, flags)
 
 
-def _fail(exc: BaseException) -> None:
-    click.echo(f"error: {exc}", err=True)
-    sys.exit(2)
-
-
-def _handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from bookie import BookieFatalError, CookieMismatchError
-
-        expected = (ConfigError, CookieMismatchError, BookieFatalError, OSError)
-        try:
-            return func(*args, **kwargs)
-        except expected as exc:
-            _fail(exc)
-        except BaseExceptionGroup as group:  # from a nursery: report the one expected error plainly
-            match, rest = group.split(expected)
-            if match is None or rest is not None:
-                raise
-            leaves = list(_leaves(match))
-            _fail(leaves[0])
-    return wrapper
-
-
-def _leaves(group: BaseException) -> Any:
-    if isinstance(group, BaseExceptionGroup):
-        for exc in group.exceptions:
-            yield from _leaves(exc)
-    else:
-        yield group
-
-
 @click.group(name="bookie", invoke_without_command=True)
 @_config_options
 @click.option("--log-level", default="INFO", show_default=True, help="Python logging level.")
 @click.pass_context
-@_handle_errors
+@_fail_cleanly
 def command(ctx: click.Context, log_level: str, **options: Any) -> None:
     """Run a bookie (storage node) until Ctrl-C or SIGTERM."""
     ctx.ensure_object(dict)
@@ -139,7 +118,7 @@ def command(ctx: click.Context, log_level: str, **options: Any) -> None:
 @_config_options
 @click.option("--force", is_flag=True, help="Delete the directories' contents and the metadata cookie.")
 @click.pass_context
-@_handle_errors
+@_fail_cleanly
 def format_command(ctx: click.Context, force: bool, **options: Any) -> None:
     """Initialise the bookie's directories and write its cookies."""
     parent = (ctx.obj or {}).get("options", {})

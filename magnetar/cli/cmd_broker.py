@@ -13,7 +13,7 @@ from typing import Any
 import click
 import trio
 
-from magnetar.cli._common import fail, load_sections, run_until_signal, setup_logging
+from magnetar.cli._common import fail, fail_cleanly_on, load_sections, run_until_signal, setup_logging
 from magnetar.config import ConfigError, config_field
 
 
@@ -40,9 +40,9 @@ def command(conf: Path | None, metadata_url: str | None, port: int | None, web_p
     """Run a broker over the bookies of a cluster."""
     from bk_client import ClientConfig
     from broker import BrokerConfig
-    from magnetar.stack import serve_broker_stack
+    from magnetar.stack import check_message_size, serve_broker_stack
     from managed_ledger import ManagedLedgerConfig
-    from metadata import open_metadata_store
+    from metadata import MetadataError, open_metadata_store
 
     setup_logging(verbose)
     flags: dict[str, dict[str, Any]] = {"cluster": {}, "broker": {}}
@@ -56,6 +56,7 @@ def command(conf: Path | None, metadata_url: str | None, port: int | None, web_p
         cfg = load_sections(conf, {"cluster": ClusterConfig, "broker": BrokerConfig,
                                    "managed_ledger": ManagedLedgerConfig, "bk_client": ClientConfig},
                             overrides, flags)
+        check_message_size(cfg["broker"], cfg["bk_client"])
     except ConfigError as exc:
         fail(exc)
     cluster: ClusterConfig = cfg["cluster"]
@@ -68,7 +69,4 @@ def command(conf: Path | None, metadata_url: str | None, port: int | None, web_p
     def started(ep: Any) -> None:
         click.echo(f"magnetar broker: {ep.service_url}  admin REST: {ep.web_url}  metadata {cluster.metadata_url}")
 
-    try:
-        trio.run(run_until_signal, main, started)
-    except (ConfigError, OSError) as exc:
-        fail(exc)
+    fail_cleanly_on(ConfigError, OSError, MetadataError)(trio.run)(run_until_signal, main, started)

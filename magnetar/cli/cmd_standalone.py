@@ -14,7 +14,7 @@ from typing import Any
 import click
 import trio
 
-from magnetar.cli._common import fail, load_sections, run_until_signal, setup_logging
+from magnetar.cli._common import fail, fail_cleanly_on, load_sections, run_until_signal, setup_logging
 from magnetar.config import ConfigError
 
 
@@ -31,7 +31,7 @@ def command(conf: Path | None, data_dir: str | None, num_bookies: int | None, ov
     from bk_client import ClientConfig
     from bookie import BookieConfig, BookieFatalError, CookieMismatchError
     from broker import BrokerConfig
-    from magnetar.stack import StandaloneConfig, serve_standalone
+    from magnetar.stack import StandaloneConfig, check_message_size, serve_standalone
     from managed_ledger import ManagedLedgerConfig
 
     setup_logging(verbose)
@@ -45,6 +45,7 @@ def command(conf: Path | None, data_dir: str | None, num_bookies: int | None, ov
                                    "managed_ledger": ManagedLedgerConfig, "bk_client": ClientConfig},
                             overrides, flags)
         cfg["standalone"].validate()
+        check_message_size(cfg["broker"], cfg["bk_client"], cfg["bookie"])
     except ConfigError as exc:
         fail(exc)
 
@@ -59,7 +60,5 @@ def command(conf: Path | None, data_dir: str | None, num_bookies: int | None, ov
         click.echo(f"  broker: {ep.broker.service_url}  admin REST: {ep.broker.web_url}")
         click.echo("ready (Ctrl-C to stop)")
 
-    try:
-        trio.run(run_until_signal, main, started)
-    except (ConfigError, CookieMismatchError, BookieFatalError, OSError) as exc:
-        fail(exc)
+    run = fail_cleanly_on(ConfigError, CookieMismatchError, BookieFatalError, OSError)(trio.run)
+    run(run_until_signal, main, started)

@@ -8,13 +8,14 @@ import trio
 from bk_client import (
     BookKeeperClient,
     ClientConfig,
+    EntryTooLarge,
     LedgerClosed,
     LedgerFenced,
     NotEnoughBookies,
     ReadHandle,
     WriteHandle,
 )
-from bookie.protocol import StatusCode
+from bookie.protocol import StatusCode, max_add_payload
 
 from .fake_bookie import fake_cluster
 
@@ -200,3 +201,48 @@ async def test_writer_reconnects_after_a_dropped_connection() -> None:
         await trio.sleep(0.3)  # past the reconnect backoff
         ids = [await lh.add_entry(b"b%d" % i) for i in range(3)]
         assert ids == [1, 2, 3]
+
+
+async def test_an_entry_over_the_frame_limit_is_refused_and_the_handle_stays_usable() -> None:
+    # The bookie closes a connection on a frame over its limit, failing every add in flight on
+    # it; the client refuses such an entry itself, before an entry id is taken.
+    cfg = ClientConfig(max_frame_size=64 * 1024)
+    async with fake_cluster(3, cfg) as c:
+        lh = await c.bk.create_ledger(3, 2, 2)
+        assert c.bk.max_entry_size == max_add_payload(64 * 1024) < 64 * 1024
+        assert await lh.add_entry(b"a") == 0
+        try:
+            await lh.add_entry(b"x" * (c.bk.max_entry_size + 1))
+        except EntryTooLarge as exc:
+            assert exc.code == -100 and exc.ledger_id == lh.ledger_id
+        else:
+            raise AssertionError("an entry over the limit was accepted")
+        # the largest entry that fits goes through, and the ledger goes on with no gap
+        assert await lh.add_entry(b"y" * c.bk.max_entry_size) == 1
+        assert await lh.add_entry(b"b") == 2
+        assert [len(e.data) for e in await lh.read(0, 2)] == [1, c.bk.max_entry_size, 1]
+        assert len(lh.metadata.segments) == 1  # no bookie was treated as failed
+
+
+def _rss_anon_bytes() -> int:
+    for line in open("/proc/self/status"):
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no RssAnon in /proc/self/status")
+
+
+async def test_a_write_handle_keeps_no_copy_of_the_entries_it_sent() -> None:
+    # A protobuf request reused across adds kept every body assigned to it (upb arenas), so a
+    # writer's memory grew with every byte written to its ledger. Bookies that store nothing
+    # leave the handle as the only place such copies could live.
+    async with fake_cluster(1) as c:
+        c.bookies[0].add_status = StatusCode.EOK  # acknowledge without storing
+        lh = await c.bk.create_ledger(1, 1, 1)
+        payload = b"p" * (1 << 20)
+        for _ in range(16):  # warm up pools and buffers
+            await lh.add_entry(payload)
+        before = _rss_anon_bytes()
+        for _ in range(256):
+            await lh.add_entry(payload)
+        grown = _rss_anon_bytes() - before
+        assert grown < 64 << 20, f"RssAnon grew by {grown >> 20} MiB over 256 MiB written"

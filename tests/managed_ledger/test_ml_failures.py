@@ -8,6 +8,7 @@ import trio
 from bk_client import LedgerFenced, NotEnoughBookies
 from bk_client.testing import MockBookKeeper
 from managed_ledger import (
+    EntryTooLarge,
     InitialPosition,
     ManagedLedgerError,
     ManagedLedgerFactory,
@@ -15,6 +16,7 @@ from managed_ledger import (
     ManagedLedgerState,
     ManagedLedgerTerminated,
     Position,
+    StorageUnavailable,
 )
 from tests.managed_ledger.ml_util import NAME, config
 
@@ -64,7 +66,7 @@ async def test_add_failure_rolls_and_the_log_continues(store, clock, error) -> N
             assert (await ml.read_entry(results[d])).data == d
 
 
-async def test_create_failure_fails_queued_adds_then_recovers(store, bk, clock) -> None:
+async def test_create_failure_fails_queued_adds_then_recovers(store, bk, clock, autojump_clock) -> None:
     async with ManagedLedgerFactory(bk, store, config(), clock) as f:
         ml = await f.open(NAME)
         await ml.add_entry(b"a")
@@ -73,6 +75,7 @@ async def test_create_failure_fails_queued_adds_then_recovers(store, bk, clock) 
         with pytest.raises(ManagedLedgerError, match="cannot create"):
             await ml.add_entry(b"b")
         assert ml.state is ManagedLedgerState.LEDGER_CLOSED
+        await trio.sleep(1.5)  # past the fail-fast interval, the next add creates a ledger
         assert await ml.add_entry(b"c") == Position(ml.ledgers[-1].ledger_id, 0)
         assert await _read_all(ml) == [b"a", b"c"]
 
@@ -164,6 +167,22 @@ async def test_an_add_storage_keeps_refusing_fails_alone(store, bk, clock) -> No
         assert await _read_all(ml) == [b"a", b"c"]
 
 
+async def test_adds_behind_an_add_given_up_on_fail_too_and_none_is_stored_after_it(store, bk, clock) -> None:
+    # Found by the chaos run (a bookie SIGKILLed): the add given up on failed while the adds
+    # behind it were stored; its client resent it after them (reordered) or, with dedup, it was
+    # taken for a duplicate of a later sequence id and lost.
+    async with ManagedLedgerFactory(bk, store, config(), clock) as f:
+        ml = await f.open(NAME)
+        await ml.add_entry(b"a")
+        bk.fail_now(NotEnoughBookies(2, 1), count=3, ops={"add"})
+        results = await _add_many(ml, [b"b", b"c", b"d", b"e"])
+        assert all(isinstance(r, ManagedLedgerError) for r in results.values()), results
+        assert "failed on 3 ledgers" in str(results[b"b"])
+        assert await _read_all(ml) == [b"a"]
+        await ml.add_entry(b"f")  # the resend order: whatever comes next is stored after "a"
+        assert await _read_all(ml) == [b"a", b"f"]
+
+
 async def test_old_owner_cursor_persist_is_fenced(store, bk, clock) -> None:
     async with ManagedLedgerFactory(bk, store, config(), clock) as f1, \
             ManagedLedgerFactory(bk, store, config(), clock) as f2:
@@ -176,3 +195,70 @@ async def test_old_owner_cursor_persist_is_fenced(store, bk, clock) -> None:
             await c1.persist()
         assert ml1.state is ManagedLedgerState.FENCED
         assert ml2.cursors["sub"].backlog == 3  # the new owner's state was not overwritten
+
+
+async def test_an_entry_storage_can_never_take_fails_at_once_without_rolling(store, clock) -> None:
+    # Before: the add failed on the bookie, the ledger rolled, the add was retried on the next
+    # ledger, and so on - hundreds of ledgers, and the adds behind it waited.
+    bk = MockBookKeeper(max_entry_size=1000)
+    async with ManagedLedgerFactory(bk, store, config(), clock) as f:
+        ml = await f.open(NAME)
+        assert ml.max_entry_size == f.max_entry_size == 1000
+        first = await ml.add_entry(b"a")
+        ledgers = bk.ledger_ids()
+        with pytest.raises(EntryTooLarge, match="1001 bytes"):
+            await ml.add_entry(b"x" * 1001)
+        results = await _add_many(ml, [b"b", b"y" * 1000, b"c"])
+        assert all(isinstance(p, Position) for p in results.values())
+        assert bk.ledger_ids() == ledgers  # nothing rolled
+        assert await _read_all(ml) == [b"a", b"b", b"y" * 1000, b"c"]
+        assert first.ledger_id == ledgers[-1]
+
+
+async def test_adds_fail_fast_while_no_ledger_can_be_created_and_resume_after(store, clock, autojump_clock) -> None:
+    # Before: each add while the bookies were read-only tried (and failed) to create a ledger,
+    # and nothing told callers apart from other failures.
+    bk = MockBookKeeper()
+    async with ManagedLedgerFactory(bk, store, config(), clock) as f:
+        ml = await f.open(NAME)
+        await ml.add_entry(b"a")
+        bk.fail_now(NotEnoughBookies(1, 0), count=1, ops={"add"})
+        bk.fail_now(NotEnoughBookies(1, 0), count=1000, ops={"create"})
+        with pytest.raises(StorageUnavailable, match="storage unavailable"):
+            await ml.add_entry(b"b")
+        assert ml.state is ManagedLedgerState.LEDGER_CLOSED and ml.storage_error
+        ledgers = bk.ledger_ids()
+        for _ in range(5):  # within the retry interval: refused without asking BookKeeper again
+            with pytest.raises(StorageUnavailable):
+                await ml.add_entry(b"c")
+        with pytest.raises(StorageUnavailable):
+            await ml.ensure_writable()
+        assert bk.ledger_ids() == ledgers
+        bk.clear_failures()  # the bookies are writable again
+        await trio.sleep(1.5)
+        await ml.ensure_writable()
+        assert ml.state is ManagedLedgerState.LEDGER_OPENED and ml.storage_error is None
+        await ml.add_entry(b"d")
+        assert await _read_all(ml) == [b"a", b"d"]
+
+
+async def test_a_managed_ledger_opens_for_reading_while_no_ledger_can_be_created(store, clock, autojump_clock) -> None:
+    # A restart while every bookie is read-only: the topic must still load and serve reads.
+    bk = MockBookKeeper()
+    async with ManagedLedgerFactory(bk, store, config(), clock) as f:
+        ml = await f.open(NAME)
+        cursor = await ml.open_cursor("sub", InitialPosition.EARLIEST)
+        for d in (b"a", b"b", b"c"):
+            await ml.add_entry(d)
+        await cursor.delete([(await cursor.read_entries(1))[0].position])
+        await ml.close()
+        bk.fail_now(NotEnoughBookies(1, 0), count=1000, ops={"create"})
+        ml = await f.open(NAME)
+        assert ml.state is ManagedLedgerState.LEDGER_CLOSED
+        assert [e.data for e in await ml.cursors["sub"].read_entries(10)] == [b"b", b"c"]
+        with pytest.raises(StorageUnavailable):
+            await ml.add_entry(b"d")
+        bk.clear_failures()
+        await trio.sleep(1.5)
+        await ml.add_entry(b"d")  # an add retries the creation too
+        assert await _read_all(ml) == [b"a", b"b", b"c", b"d"]
