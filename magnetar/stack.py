@@ -35,6 +35,10 @@ __all__ = ["StandaloneConfig", "BrokerEndpoints", "StandaloneEndpoints", "check_
 
 log = logging.getLogger(__name__)
 
+STORAGE_CLOSE_TIMEOUT_S = 30.0
+"""How long a stopping broker waits for its managed ledgers and BookKeeper client to close
+gracefully (bookies may be gone) before cancelling them."""
+
 
 @dataclass(frozen=True)
 class StandaloneConfig:
@@ -154,8 +158,23 @@ async def serve_broker_stack(
     broker's message size and the client's frame limit disagree (`check_message_size`).
     """
     check_message_size(broker, client)
-    async with BookKeeper.open(store, root=metadata_root, config=client) as bk:
-        async with ManagedLedgerFactory(bk, store, ml) as factory:
+    # The BookKeeper client and the managed ledgers run shielded, so that a shutdown does not
+    # cancel them while the broker still closes its topics over them (finishing adds, persisting
+    # cursors: seen hanging forever once the client's connection tasks were cancelled first).
+    # They close once the broker has stopped, within STORAGE_CLOSE_TIMEOUT_S.
+    storage_scope = trio.CancelScope(shield=True)
+    broker_stopped = trio.Event()
+
+    async def run_storage(*, task_status: trio.TaskStatus[ManagedLedgerFactory]) -> None:
+        with storage_scope:
+            async with BookKeeper.open(store, root=metadata_root, config=client) as bk:
+                async with ManagedLedgerFactory(bk, store, ml) as factory:
+                    task_status.started(factory)
+                    await broker_stopped.wait()  # then the factory closes what is still open
+
+    async with trio.open_nursery() as outer:
+        factory = await outer.start(run_storage)
+        try:
             service = BrokerService(factory, store, broker)
             # explain-storage and /metrics ask the bookies (found in the metadata store) about GC;
             # the numbers for /metrics refresh about as often as retention runs
@@ -173,6 +192,9 @@ async def serve_broker_stack(
                 host = broker.advertised_address
                 task_status.started(BrokerEndpoints(f"pulsar://{host}:{port}", f"http://{host}:{http}", port, http))
                 await trio.sleep_forever()
+        finally:
+            broker_stopped.set()
+            storage_scope.deadline = trio.current_time() + STORAGE_CLOSE_TIMEOUT_S
 
 
 async def serve_standalone(

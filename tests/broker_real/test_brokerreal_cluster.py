@@ -130,3 +130,40 @@ def test_cluster_survives_bookie_and_broker_kill(zookeeper: ZooKeeperServer, tmp
     finally:
         broker.stop()
         bookies.stop_all()
+
+
+def test_a_clean_stop_under_load_finishes_and_keeps_every_ack(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+    # Before: SIGINT cancelled the BookKeeper client's connection tasks together with the broker,
+    # so closing the topics (finishing adds in flight, persisting cursors) waited forever for
+    # answers nobody read, and the broker had to be SIGKILLed.
+    url = zookeeper.url(f"/brokerreal-stop-{uuid.uuid4().hex[:10]}", session_timeout_ms=4000)
+    bookies = RealCluster(tmp_path / "bookies", url)
+    broker = BrokerProcess(tmp_path / "broker", url, *BROKER_ARGS)
+    try:
+        bookies.start(3)
+        wait_bookies(url, set(bookies.live_ids))
+        for round_ in range(2):
+            broker.start()
+            client = pulsar.Client(broker.service_url, operation_timeout_seconds=20)
+            consumer = client.subscribe(TOPIC + "-stop", "s", initial_position=pulsar.InitialPosition.Earliest)
+            producer = client.create_producer(TOPIC + "-stop", batching_enabled=False, block_if_queue_full=True)
+            log = ReceiptLog()
+            _produce_until(producer, log, f"r{round_}-", 300)
+            acked = set()
+            for _ in range(100):
+                msg = consumer.receive(10_000)
+                consumer.acknowledge(msg)
+                acked.add(msg.data())
+            time.sleep(0.3)  # the acks reach the broker (grouped every 100 ms)
+            for i in range(200):  # still sending when the broker is told to stop
+                producer.send_async(f"late-{round_}-{i}".encode(), None)
+            assert broker.stop() == 0, broker.log()[-3000:]  # SIGINT; -9 means it had to be killed
+            client.close()
+        broker.start()
+        client = pulsar.Client(broker.service_url, operation_timeout_seconds=20)
+        rest_ = {m.data() for m in drain(client.subscribe(TOPIC + "-stop", "s"), wait_ms=3000)}
+        client.close()
+        assert not acked & rest_, "messages acknowledged before a clean stop were delivered again"
+    finally:
+        broker.stop()
+        bookies.stop_all()
