@@ -35,6 +35,12 @@ def start_of(mid: pb.MessageIdData) -> Position | InitialPosition:
     return Position(mid.ledgerId, mid.entryId)
 
 
+def position_of(mid: pb.MessageIdData) -> Position:
+    """The position a message id names; an entry id of 2^64-1 is -1, "before the ledger's first
+    entry" (the client acks ``L:-1`` cumulatively when a partly acked batch is entry 0 of L)."""
+    return Position(mid.ledgerId, -1 if mid.entryId == UINT64_MAX else mid.entryId)
+
+
 def _consumer(conn: ServerConnection, consumer_id: int) -> Consumer:
     consumer = conn.consumers.get(consumer_id)
     if consumer is None or consumer.closed:
@@ -125,7 +131,7 @@ async def handle_ack(conn: ServerConnection, frame: Frame) -> None:
         log.warning("consumer %s reports a corrupt message (%s)", consumer.name,
                     pb.CommandAck.ValidationError.Name(req.validation_error))
     sub = consumer.subscription
-    items = [(Position(m.ledgerId, m.entryId), list(m.ack_set), m.batch_size if m.HasField("batch_size") else 0)
+    items = [(position_of(m), list(m.ack_set), m.batch_size if m.HasField("batch_size") else 0)
              for m in req.message_id]
     if req.ack_type == pb.CommandAck.Cumulative:
         if sub.dispatcher is not None and sub.dispatcher.sub_type in (SubType.SHARED, SubType.KEY_SHARED):
@@ -149,7 +155,7 @@ async def handle_redeliver(conn: ServerConnection, frame: Frame) -> None:
         return
     d = consumer.subscription.dispatcher
     if req.message_ids and d.sub_type in (SubType.SHARED, SubType.KEY_SHARED):
-        d.redeliver(consumer, [Position(m.ledgerId, m.entryId) for m in req.message_ids])
+        d.redeliver(consumer, [position_of(m) for m in req.message_ids])
     else:
         d.redeliver(consumer, None)
 

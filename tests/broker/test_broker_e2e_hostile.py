@@ -382,3 +382,22 @@ def test_an_ack_claiming_a_huge_batch_is_refused_not_looped_over(broker: BrokerT
     raw.assert_alive()  # answered at once: the ack was refused, not looped over
     raw.close()
     client_round_trip(broker.url)
+
+
+def test_a_cumulative_ack_before_a_ledgers_first_entry_is_accepted(broker: BrokerThread) -> None:
+    # The client acks L:-1 (entry id 2^64-1 on the wire) cumulatively when a partly acked batch is
+    # entry 0 of ledger L: "everything before L". It was refused as "past the last entry".
+    topic = "persistent://public/default/hostile-ack-before-first"
+    raw = RawPeer(broker.port)
+    raw.connect()
+    _producer(raw, topic, 1)
+    raw.send_message(producer_id=1, sequence_id=0, payload=b"x")
+    mid = raw.recv().send_receipt.message_id
+    raw.send("SUBSCRIBE", topic=topic, subscription="s", subType=pb.CommandSubscribe.Exclusive, consumer_id=1,
+             request_id=2, initialPosition=pb.CommandSubscribe.Earliest)
+    assert raw.recv().type == T.SUCCESS
+    raw.send("ACK", consumer_id=1, ack_type=pb.CommandAck.Cumulative, request_id=3,
+             message_id=[{"ledgerId": mid.ledgerId, "entryId": (1 << 64) - 1}])
+    answer = raw.recv()
+    assert answer.type == T.ACK_RESPONSE and not answer.ackResponse.HasField("error"), answer
+    raw.close()
