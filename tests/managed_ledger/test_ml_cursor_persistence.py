@@ -127,3 +127,64 @@ async def test_flush_loop_persists_dirty_cursors(store, bk, autojump_clock) -> N
         n.cancel_scope.cancel()
     async with ManagedLedgerFactory(bk, store, cfg, trio.current_time) as f:
         assert (await f.open(NAME)).cursors["c"].mark_delete_position == pos[1]
+
+
+# --- several lives: restart, add more (new ledgers), ack across ledgers, crash or close ------
+
+_life = st.tuples(
+    st.integers(0, 12),  # entries added in this life
+    st.lists(st.tuples(st.sampled_from(["ack", "md", "persist", "roll", "trim"]),
+                       st.integers(0, 10**6), st.integers(1, 6)), max_size=10),
+    st.sampled_from(["crash", "close"]),
+)
+
+
+async def _lives(lives, per_ledger: int) -> None:
+    bk = MockBookKeeper()
+    cfg = config(max_entries_per_ledger=per_ledger)
+    positions = []  # every entry ever added, in order
+    announced: set[int] = set()  # acks asked for in any life (a crash may lose the unpersisted ones)
+    async with open_metadata_store(f"memory://cursor-lives-{next(_counter)}") as store:
+        for adds, life_ops, end in lives:
+            async with trio.open_nursery() as n:
+                f = ManagedLedgerFactory(bk, store, cfg, FakeClock())
+                await n.start(f.run)
+                ml = await f.open(NAME)
+                cursor = await ml.open_cursor("sub", InitialPosition.EARLIEST)
+                trimmed = {p for p in positions if p.ledger_id not in {i.ledger_id for i in ml.ledgers}}
+                for i, p in enumerate(positions):  # acked only if asked for; trimmed only if acked
+                    assert not cursor.is_acked(p) or i in announced, (i, p, cursor)
+                    assert p not in trimmed or i in announced, (i, p, "trimmed while unacked")
+                delivered = {e.position for e in await cursor.read_entries(10_000)}
+                for i, p in enumerate(positions):  # redelivery allowed, skipping never
+                    assert i in announced or p in delivered, (i, p, cursor.individually_deleted_ranges)
+                for _ in range(adds):
+                    positions.append(await ml.add_entry(b"x"))
+                for op, a, b in life_ops:
+                    if not positions:
+                        continue
+                    i = a % len(positions)
+                    if op == "ack":
+                        idx = list(range(i, min(i + b, len(positions))))
+                        await cursor.delete(positions[j] for j in idx)
+                        announced.update(idx)
+                    elif op == "md":
+                        await cursor.mark_delete(positions[i])
+                        announced.update(range(i + 1))
+                    elif op == "persist":
+                        await cursor.persist()
+                    elif op == "roll":
+                        await ml.rollover()
+                    else:
+                        await ml.trim([info.ledger_id for info in ml.trimmable_ledgers()])
+                if end == "crash":
+                    n.cancel_scope.cancel()
+                else:
+                    await f.close()
+                    n.cancel_scope.cancel()
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lives=st.lists(_life, min_size=2, max_size=5), per_ledger=st.integers(2, 6))
+def test_no_life_skips_an_unacknowledged_entry(lives, per_ledger) -> None:
+    trio.run(_lives, lives, per_ledger)

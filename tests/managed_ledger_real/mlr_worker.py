@@ -4,6 +4,7 @@
     python -m tests.managed_ledger_real.mlr_worker takeover URL NAME ...
     python -m tests.managed_ledger_real.mlr_worker cursor-owner URL NAME --plan JSON ...
     python -m tests.managed_ledger_real.mlr_worker cursor-reopen URL NAME ...
+    python -m tests.managed_ledger_real.mlr_worker cursor-session URL NAME --add N --plan JSON ...
 
 Every line on stdout is one JSON object with an ``event`` key, flushed at once, so that a test
 reading it knows exactly what this process was told before it was fenced or killed.
@@ -158,6 +159,43 @@ async def cursor_reopen(ml: ManagedLedger, args: argparse.Namespace) -> None:
     await ml.close()
 
 
+async def cursor_session(ml: ManagedLedger, args: argparse.Namespace) -> None:
+    """One life of a subscriber: report what the (re)opened cursor delivers, add ``--add`` entries
+    (numbered after the existing ones), apply ``plan["ops"]`` (acks by entry number, "persist",
+    sleeps), report "done", then close on ``close`` from stdin or wait to be killed."""
+    plan = json.loads(args.plan)
+    cursor = await ml.open_cursor(CURSOR, InitialPosition.EARLIEST)
+    delivered: list[int] = []
+    while True:
+        batch = await cursor.read_entries(100)
+        if not batch:
+            break
+        delivered += [seq_of(e.data) for e in batch]
+    entries = await read_all(ml)
+    emit("reopened", delivered=delivered, entries=entries, **cursor_state(ml))
+    first = len(entries)
+    for i in range(first, first + args.add):
+        await ml.add_entry(payload(i, args.size))
+    positions = {seq: Position(lid, eid) for lid, eid, seq in await read_all(ml)}
+    emit("added", total=len(positions))
+    for op in plan["ops"]:
+        emit("applying", op=op)  # before: an ack may be persisted by the flush loop meanwhile
+        if op[0] == "persist":
+            await cursor.persist()
+        elif op[0] == "md":
+            await cursor.mark_delete(positions[op[1]])
+        else:
+            await cursor.delete([positions[i] for i in op[1]])
+        emit("applied", op=op)
+        if len(op) > 2:
+            await trio.sleep(op[2])
+    emit("done", **cursor_state(ml))
+    command = await trio.to_thread.run_sync(sys.stdin.readline)
+    if command.strip() == "close":
+        await ml.close()
+        emit("closed")
+
+
 async def main(args: argparse.Namespace) -> None:
     async with open_metadata_store(args.url) as store, BookKeeper.open(store) as bk:
         async with ManagedLedgerFactory(bk, store, ml_config(args)) as factory:
@@ -172,13 +210,15 @@ async def main(args: argparse.Namespace) -> None:
                 await ml.close()
             elif args.command == "cursor-owner":
                 await cursor_owner(ml, args)
+            elif args.command == "cursor-session":
+                await cursor_session(ml, args)
             else:
                 await cursor_reopen(ml, args)
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser()
-    p.add_argument("command", choices=["append", "takeover", "cursor-owner", "cursor-reopen"])
+    p.add_argument("command", choices=["append", "takeover", "cursor-owner", "cursor-reopen", "cursor-session"])
     p.add_argument("url")
     p.add_argument("name")
     p.add_argument("--e", type=int, default=1)
@@ -191,6 +231,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--size", type=int, default=100)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--entries", type=int, default=0)
+    p.add_argument("--add", type=int, default=0)
     p.add_argument("--plan", default='{"phase1": [], "phase2": []}')
     return p.parse_args(argv)
 
