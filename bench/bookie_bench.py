@@ -22,7 +22,7 @@ from pathlib import Path
 
 import trio
 
-from bookie.protocol import FrameDecoder, add_request, encode_entry, encode_request, read_request
+from protocols.bookkeeper import FrameDecoder, add_request, encode_entry, encode_request, read_request
 
 KEY = b"bench-key"
 

@@ -23,7 +23,7 @@ Streaming decoders (both frame decoders, journal replay, entry-log scans) are fe
 sizes (1 byte, a few bytes, up to the whole input) and checked against a one-shot feed: the
 frames and errors must be identical however the bytes were split. Successful decodes are
 re-encoded where an encoder exists and must decode to the same value. The UTF-8 check every
-protobuf decoder relies on (``*/protocol/_utf8.py``) is checked against two plain walks.
+protobuf decoder relies on (``protocols/_utf8.py``) is checked against two plain walks.
 
 Verdicts. An exception other than the target's documented error types is a crash; so is a
 broken property (chunking-dependent output, failed round trip). An input that takes more than
@@ -292,10 +292,10 @@ def generate(target: Target, ctx: Any, rng: random.Random) -> bytes:
 
 
 def _pulsar_common() -> SimpleNamespace:
-    from broker.protocol import (BrokerEntryMetadata, MessageMetadata, build_batch,
+    from protocols.pulsar import (BrokerEntryMetadata, MessageMetadata, build_batch,
                                  encode_command, encode_metadata_and_payload, encode_payload_command,
                                  encode_payload_command_raw, make_command)
-    from broker.protocol import pulsar_api_pb2 as pb
+    from protocols.pulsar import pulsar_api_pb2 as pb
 
     topic = "persistent://public/default/fuzz"
     kv = [{"key": "k", "value": "v"}]
@@ -450,7 +450,7 @@ _PULSAR_LIMITS = (5 * 1024 * 1024 + 10 * 1024, 5 * 1024 * 1024 + 10 * 1024, 6553
 def _pulsar_events(data: bytes, chunks: list[int], limit: int, notes: list[str] | None) -> list[tuple]:
     """Feed ``data`` in ``chunks`` and drain after each feed, as the broker does; every frame and
     error in order. Continues past errors that leave the decoder usable."""
-    from broker.protocol import FrameDecoder, FrameError
+    from protocols.pulsar import FrameDecoder, FrameError
 
     dec = FrameDecoder(limit)
     events: list[tuple] = []
@@ -486,7 +486,7 @@ def _pulsar_events(data: bytes, chunks: list[int], limit: int, notes: list[str] 
 def _use_pulsar_frame(frame: Any) -> str:
     """What the broker and clients do with a decoded frame; checks the frame's promises."""
     from broker._entries import entry_info, entry_metadata
-    from broker.protocol import (MalformedBatch, command_body, decode_frame, encode_command,
+    from protocols.pulsar import (MalformedBatch, command_body, decode_frame, encode_command,
                                  encode_payload_command_raw, split_batch, type_name)
 
     name = type_name(frame.type)
@@ -536,7 +536,7 @@ def _summary(events: list[tuple], notes: list[str]) -> str:
 
 
 def _run_pulsar_batch(ctx: Any, data: bytes, rng: random.Random) -> str:
-    from broker.protocol import build_batch, split_batch
+    from protocols.pulsar import build_batch, split_batch
 
     if len(data) < 4:
         count = None
@@ -644,13 +644,13 @@ def _run_spark_values(ctx: Any, data: bytes, rng: random.Random) -> str:
 
 
 def _bookie_common() -> SimpleNamespace:
-    from bookie.protocol import (OperationType, StatusCode, add_request, add_response, encode_entry,
+    from protocols.bookkeeper import (OperationType, StatusCode, add_request, add_response, encode_entry,
                                  encode_lac, encode_request, encode_response, error_response,
                                  force_ledger_request,
                                  force_ledger_response, get_bookie_info_request, get_bookie_info_response,
                                  read_lac_request, read_lac_response, read_request, read_response,
                                  write_lac_request, write_lac_response)
-    from bookie.protocol import bookie_protocol_pb2 as pb
+    from protocols.bookkeeper import bookie_protocol_pb2 as pb
 
     entry = encode_entry(5, 6, 5, 70, b"payload bytes")
     lac = encode_lac(5, 6)
@@ -717,7 +717,7 @@ _BOOKIE_LIMITS = (5 * 1024 * 1024, 5 * 1024 * 1024, 4096, 64, 1)
 
 def _bookie_frames(data: bytes, chunks: list[int], limit: int) -> list[tuple]:
     """Frames (payloads) and errors of ``data`` fed in ``chunks``, as both bookie ends read them."""
-    from bookie.protocol import FrameDecoder, FrameError
+    from protocols.bookkeeper import FrameDecoder, FrameError
 
     dec = FrameDecoder(limit)
     events: list[tuple] = []
@@ -745,7 +745,7 @@ def _bookie_frames(data: bytes, chunks: list[int], limit: int) -> list[tuple]:
 def _bookie_messages(data: bytes, limit: int, requests: bool) -> list[str]:
     """Outcomes of ``next_request`` / ``next_response`` on ``data``, fed whole, going on after a
     message that does not parse (the frame is consumed)."""
-    from bookie.protocol import FrameDecoder, FrameError, MalformedFrame
+    from protocols.bookkeeper import FrameDecoder, FrameError, MalformedFrame
 
     dec = FrameDecoder(limit)
     dec.feed(data)
@@ -777,9 +777,9 @@ def _run_bookie(ctx: Any, data: bytes, rng: random.Random, parse: Callable[[byte
 
 def _parse_request(payload: bytes) -> str:
     """The bookie server's path: parse, find the sub-request, answer EBADREQ when it cannot serve."""
-    from bookie.protocol import (DigestMismatch, MalformedFrame, StatusCode, encode_response, error_response,
+    from protocols.bookkeeper import (DigestMismatch, MalformedFrame, StatusCode, encode_response, error_response,
                                  operation_of, parse_request, request_body)
-    from bookie.protocol import bookie_protocol_pb2 as pb
+    from protocols.bookkeeper import bookie_protocol_pb2 as pb
 
     try:
         req = parse_request(payload)
@@ -790,7 +790,7 @@ def _parse_request(payload: bytes) -> str:
     encode_response(error_response(req, StatusCode.EBADREQ))  # must always encode
     note = f"op{int(op)}:{'body' if body is not None else 'nobody'}"
     if isinstance(body, pb.AddRequest):
-        from bookie.protocol import decode_entry
+        from protocols.bookkeeper import decode_entry
         try:
             decode_entry(body.body, body.ledgerId, body.entryId)
         except DigestMismatch as exc:
@@ -800,7 +800,7 @@ def _parse_request(payload: bytes) -> str:
 
 def _parse_response(payload: bytes) -> str:
     """The client's path: parse, find the sub-response, verify bodies it carries."""
-    from bookie.protocol import (DigestMismatch, MalformedFrame, decode_entry, decode_lac, operation_of,
+    from protocols.bookkeeper import (DigestMismatch, MalformedFrame, decode_entry, decode_lac, operation_of,
                                  parse_response, response_body)
 
     try:
@@ -827,7 +827,7 @@ def _parse_response(payload: bytes) -> str:
 
 
 def _digest_setup() -> SimpleNamespace:
-    from bookie.protocol import encode_entry, encode_lac
+    from protocols.bookkeeper import encode_entry, encode_lac
 
     entries = [encode_entry(1, 0, -1, 5, b"hello"), encode_entry(2**40, 7, 6, 100, b"x" * 64),
                encode_entry(0, 0, -1, 0, b""), encode_entry(-1, -1, -1, -1, b"\0" * 20)]
@@ -842,7 +842,7 @@ def _digest_fixup(buf: bytearray) -> None:
 
 
 def _run_digest(ctx: Any, data: bytes, rng: random.Random) -> str:
-    from bookie.protocol import (DigestMismatch, decode_entry, decode_lac, encode_entry, encode_lac,
+    from protocols.bookkeeper import (DigestMismatch, decode_entry, decode_lac, encode_entry, encode_lac,
                                  peek_entry_header)
 
     out = []
@@ -885,7 +885,7 @@ def _run_digest(ctx: Any, data: bytes, rng: random.Random) -> str:
 
 
 def _ledger_metadata_setup() -> SimpleNamespace:
-    from bookie.protocol import DigestType, LedgerMetadata, LedgerState, Segment
+    from protocols.bookkeeper import DigestType, LedgerMetadata, LedgerState, Segment
 
     a = LedgerMetadata(3, 2, 2, (Segment(0, ("b1:3181", "b2:3181", "b3:3181")),), password=b"pw",
                        ctime_ms=1_700_000_000_000,
@@ -903,7 +903,7 @@ _LM_HEADERS = tuple(b"BookieMetadataFormatVersion\t" + v for v in (b"3\n",) * 6 
 
 def _random_ledger_metadata(rng: random.Random) -> bytes:
     """A LedgerMetadataFormat with small random values: most break an invariant."""
-    from bookie.protocol import ledger_metadata_pb2 as lpb
+    from protocols.bookkeeper import ledger_metadata_pb2 as lpb
 
     pick = rng.choice
     fmt = lpb.LedgerMetadataFormat(quorumSize=pick((0, 1, 2, 3)), ensembleSize=pick((0, 1, 2, 3)),
@@ -943,7 +943,7 @@ def _ledger_metadata_build(ctx: Any, gen: Gen) -> bytes:
 
 
 def _run_ledger_metadata(ctx: Any, data: bytes, rng: random.Random) -> str:
-    from bookie.protocol import LedgerMetadata
+    from protocols.bookkeeper import LedgerMetadata
 
     md = LedgerMetadata.decode(data)
     _check(LedgerMetadata.decode(md.encode()) == md, "ledger metadata round trip")
@@ -951,7 +951,7 @@ def _run_ledger_metadata(ctx: Any, data: bytes, rng: random.Random) -> str:
 
 
 def _cookie_setup() -> SimpleNamespace:
-    from bookie.protocol import Cookie
+    from protocols.bookkeeper import Cookie
 
     seeds = [Cookie("bookie-1:3181", "/data/journal", ("/data/l1", "/data/l2"), "inst-1").encode(),
              Cookie("b", "/j", ()).encode()]
@@ -963,7 +963,7 @@ _COUNTS = ("0", "1", "2", "01", "-1", "+1", " 1", "1 ", "", "²", "٣", "１", "
 
 
 def _cookie_build(ctx: Any, gen: Gen) -> bytes:
-    from bookie.protocol import ledger_metadata_pb2 as lpb
+    from protocols.bookkeeper import ledger_metadata_pb2 as lpb
 
     rng = gen.rng
     if rng.random() < 0.5:  # the ledger dirs field: "<count>\t<dir>\t<dir>..."
@@ -975,7 +975,7 @@ def _cookie_build(ctx: Any, gen: Gen) -> bytes:
 
 
 def _run_cookie(ctx: Any, data: bytes, rng: random.Random) -> str:
-    from bookie.protocol import Cookie
+    from protocols.bookkeeper import Cookie
 
     c = Cookie.decode(data)
     _check(Cookie.decode(c.encode()) == c, "cookie round trip")
@@ -1231,7 +1231,7 @@ def _run_entry_log(ctx: Any, data: bytes, rng: random.Random) -> str:
 
 
 def _ml_info_setup() -> SimpleNamespace:
-    from managed_ledger.protocol import LedgerInfo, ManagedLedgerInfo, Position
+    from protocols.managed_ledger import LedgerInfo, ManagedLedgerInfo, Position
 
     seeds = [ManagedLedgerInfo((LedgerInfo(3, 100, 4096, 1_700_000_000_000), LedgerInfo(9, 0, 0, 0)),
                                Position(9, 5), {"a": "b", "pulsar.dedup": "on"}).encode(),
@@ -1241,7 +1241,7 @@ def _ml_info_setup() -> SimpleNamespace:
 
 def _ml_info_build(ctx: Any, gen: Gen) -> bytes:
     """A ledger list with ledgers out of order, repeated or with negative counts."""
-    from managed_ledger.protocol import managed_ledger_pb2 as mpb
+    from protocols.managed_ledger import managed_ledger_pb2 as mpb
 
     rng = gen.rng
     msg = mpb.ManagedLedgerInfo()
@@ -1256,7 +1256,7 @@ def _ml_info_build(ctx: Any, gen: Gen) -> bytes:
 
 
 def _run_ml_info(ctx: Any, data: bytes, rng: random.Random) -> str:
-    from managed_ledger.protocol import ManagedLedgerInfo
+    from protocols.managed_ledger import ManagedLedgerInfo
 
     info = ManagedLedgerInfo.decode(data)
     _check(ManagedLedgerInfo.decode(info.encode()) == info, "ManagedLedgerInfo round trip")
@@ -1264,7 +1264,7 @@ def _run_ml_info(ctx: Any, data: bytes, rng: random.Random) -> str:
 
 
 def _ml_cursor_setup() -> SimpleNamespace:
-    from managed_ledger.protocol import CursorInfo, Position, PositionRange, indexes_to_words
+    from protocols.managed_ledger import CursorInfo, Position, PositionRange, indexes_to_words
 
     ranges = (PositionRange(Position(3, 12), Position(3, 15)), PositionRange(Position(4, 0), Position(4, 9)))
     full = CursorInfo(Position(3, 10), ranges, {"pulsar.seq": 41}, 1_700_000_000_000,
@@ -1274,7 +1274,7 @@ def _ml_cursor_setup() -> SimpleNamespace:
 
 def _ml_cursor_build(ctx: Any, gen: Gen) -> bytes:
     """A cursor with ranges that are empty, unsorted or overlapping, and odd batch words."""
-    from managed_ledger.protocol import managed_ledger_pb2 as mpb
+    from protocols.managed_ledger import managed_ledger_pb2 as mpb
 
     rng = gen.rng
     pick = rng.choice
@@ -1294,7 +1294,7 @@ def _ml_cursor_build(ctx: Any, gen: Gen) -> bytes:
 
 
 def _run_ml_cursor(ctx: Any, data: bytes, rng: random.Random) -> str:
-    from managed_ledger.protocol import CursorInfo, Position, words_to_indexes
+    from protocols.managed_ledger import CursorInfo, Position, words_to_indexes
 
     info = CursorInfo.decode(data)
     _check(CursorInfo.decode(info.encode()) == info, "CursorInfo round trip")
@@ -1336,7 +1336,7 @@ def _run_ur(ctx: Any, data: bytes, rng: random.Random) -> str:
 
 
 def _paths_setup() -> SimpleNamespace:
-    from bookie.protocol import ledger_path, short_ledger_path
+    from protocols.bookkeeper import ledger_path, short_ledger_path
 
     paths = [ledger_path("", 0), ledger_path("/bk", 1234567890123), ledger_path("", 2**63 - 1),
              short_ledger_path("", 1234567890), short_ledger_path("/bk", 0)]
@@ -1344,7 +1344,7 @@ def _paths_setup() -> SimpleNamespace:
 
 
 def _run_paths(ctx: Any, data: bytes, rng: random.Random) -> str:
-    from bookie.protocol import (id_range_of, ledger_id_from_path, ledger_ids_in, ledger_level_children,
+    from protocols.bookkeeper import (id_range_of, ledger_id_from_path, ledger_ids_in, ledger_level_children,
                                  ledger_path, short_ledger_id, short_ledger_path)
 
     path = data.decode("utf-8", "replace")
@@ -1380,9 +1380,9 @@ def _run_paths(ctx: Any, data: bytes, rng: random.Random) -> str:
 
 def _utf8_setup() -> SimpleNamespace:
     """Serialized messages of every protocol package, each prefixed with its class's index."""
-    from bookie.protocol import Cookie, bookie_protocol_pb2, ledger_metadata_pb2
-    from broker.protocol import pulsar_api_pb2
-    from managed_ledger.protocol import managed_ledger_pb2
+    from protocols.bookkeeper import Cookie, bookie_protocol_pb2, ledger_metadata_pb2
+    from protocols.pulsar import pulsar_api_pb2
+    from protocols.managed_ledger import managed_ledger_pb2
 
     pulsar, bookie, ledger_md = _pulsar_common(), _bookie_common(), _ledger_metadata_setup()
     samples = [(pulsar_api_pb2.BaseCommand, c) for c in pulsar.commands]
@@ -1528,7 +1528,7 @@ def _run_utf8(ctx: Any, data: bytes, rng: random.Random) -> str:
         msg.ParseFromString(body)
     except DecodeError:
         return f"unparsable:{cls.__name__}"
-    utf8 = importlib.import_module(cls.__module__.rsplit(".", 1)[0] + "._utf8")  # the package's copy
+    utf8 = importlib.import_module("protocols._utf8")
     verdict = utf8.invalid_utf8_field(msg, body)
     reads_bytes = _bytes_string_oracle(msg)
     _check(verdict is not None or not reads_bytes, f"a {cls.__name__} field reads as bytes, the twin passes")
@@ -1544,10 +1544,10 @@ def _targets() -> dict[str, Target]:
     from bk_client._underreplication import decode_ur_record  # noqa: F401 - fail early if moved
     from bookie._entry_log_codec import CorruptLogError
     from bookie._journal_codec import JournalFormatError
-    from bookie.protocol import CookieFormatError, DigestMismatch, FrameError as BookieFrameError
-    from bookie.protocol import MetadataFormatError
-    from broker.protocol import FrameError, MalformedBatch
-    from managed_ledger.protocol import MLFormatError
+    from protocols.bookkeeper import CookieFormatError, DigestMismatch, FrameError as BookieFrameError
+    from protocols.bookkeeper import MetadataFormatError
+    from protocols.pulsar import FrameError, MalformedBatch
+    from protocols.managed_ledger import MLFormatError
 
     def with_run(f: Callable[[Any, bytes, random.Random, Callable[[bytes], str]], str],
                  parse: Callable[[bytes], str]) -> Callable[[Any, bytes, random.Random], str]:
@@ -1566,24 +1566,24 @@ def _targets() -> dict[str, Target]:
                 buf[at + 2:at + 6] = _U32.pack(crc32c(bytes(buf[at + 6:end])))
 
     targets = [
-        Target("pulsar_frames", "broker.protocol FrameDecoder + decode_frame, then command_body, "
+        Target("pulsar_frames", "protocols.pulsar FrameDecoder + decode_frame, then command_body, "
                "Frame.payload, entry_metadata, split_batch, re-encode", (FrameError,), _pulsar_common,
                _run_pulsar_frames, stream=True, build=_pulsar_build, fixup=pulsar_fixup),
-        Target("pulsar_batch", "broker.protocol split_batch (SingleMessageMetadata)", (MalformedBatch,),
+        Target("pulsar_batch", "protocols.pulsar split_batch (SingleMessageMetadata)", (MalformedBatch,),
                _pulsar_batch_setup, _run_pulsar_batch, build=_pulsar_batch_build),
         Target("pulsar_entry", "broker._entries entry_metadata / entry_info of stored entries", (ValueError,),
                _entry_setup, _run_pulsar_entry, build=_build_entry),
-        Target("bookie_requests", "bookie.protocol FrameDecoder + parse_request, request_body, "
+        Target("bookie_requests", "protocols.bookkeeper FrameDecoder + parse_request, request_body, "
                "error_response, decode_entry of add bodies", (BookieFrameError,), _bookie_requests_setup,
                with_run(_run_bookie, _parse_request), stream=True, build=_bookie_build),
-        Target("bookie_responses", "bookie.protocol FrameDecoder + parse_response, response_body, "
+        Target("bookie_responses", "protocols.bookkeeper FrameDecoder + parse_response, response_body, "
                "decode_entry / decode_lac of read bodies", (BookieFrameError,), _bookie_responses_setup,
                with_run(_run_bookie, _parse_response), stream=True, build=_bookie_build),
-        Target("bookie_digest", "bookie.protocol decode_entry, decode_lac, peek_entry_header",
+        Target("bookie_digest", "protocols.bookkeeper decode_entry, decode_lac, peek_entry_header",
                (DigestMismatch,), _digest_setup, _run_digest, fixup=_digest_fixup),
-        Target("ledger_metadata", "bookie.protocol LedgerMetadata.decode", (MetadataFormatError,),
+        Target("ledger_metadata", "protocols.bookkeeper LedgerMetadata.decode", (MetadataFormatError,),
                _ledger_metadata_setup, _run_ledger_metadata, build=_ledger_metadata_build),
-        Target("cookie", "bookie.protocol Cookie.decode", (CookieFormatError,), _cookie_setup, _run_cookie,
+        Target("cookie", "protocols.bookkeeper Cookie.decode", (CookieFormatError,), _cookie_setup, _run_cookie,
                build=_cookie_build),
         Target("journal_records", "bookie._journal_codec decode_record (streaming replay) + scan_records",
                (), _journal_setup, _run_journal, stream=True, build=_journal_build, fixup=_journal_fixup),
@@ -1594,9 +1594,9 @@ def _targets() -> dict[str, Target]:
         Target("entry_log", "bookie._entry_log_codec decode_header, decode_record_at, iter_records "
                "(chunked scan), decode_ledgers_map", (CorruptLogError,), _entry_log_setup, _run_entry_log,
                build=_entry_log_build),
-        Target("ml_ledger_info", "managed_ledger.protocol ManagedLedgerInfo.decode", (MLFormatError,),
+        Target("ml_ledger_info", "protocols.managed_ledger ManagedLedgerInfo.decode", (MLFormatError,),
                _ml_info_setup, _run_ml_info, build=_ml_info_build),
-        Target("ml_cursor_info", "managed_ledger.protocol CursorInfo.decode", (MLFormatError,),
+        Target("ml_cursor_info", "protocols.managed_ledger CursorInfo.decode", (MLFormatError,),
                _ml_cursor_setup, _run_ml_cursor, build=_ml_cursor_build),
         Target("spark_rows", "sinks.spark._rows rows_from_entry (readMode=bookies)", (ValueError,),
                _entry_setup, _run_spark_rows, build=_build_entry),
@@ -1604,10 +1604,10 @@ def _targets() -> dict[str, Target]:
                _spark_values_setup, _run_spark_values, build=_spark_values_build),
         Target("ur_record", "bk_client._underreplication decode_ur_record, ledger id of a lock name",
                (ValueError,), _ur_setup, _run_ur, build=_ur_build),
-        Target("utf8_check", "the UTF-8 twins of {broker,bookie,managed_ledger}.protocol._utf8 (the "
+        Target("utf8_check", "the UTF-8 twins of protocols._utf8 (the "
                "string check of every protobuf decoder) against a wire walk and a message walk", (),
                _utf8_setup, _run_utf8, build=_utf8_build),
-        Target("ledger_paths", "bookie.protocol ledger_id_from_path, short_ledger_id, id_range_of, "
+        Target("ledger_paths", "protocols.bookkeeper ledger_id_from_path, short_ledger_id, id_range_of, "
                "ledger_level_children, ledger_ids_in", (ValueError,), _paths_setup, _run_paths),
     ]
     return {t.name: t for t in targets}

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import trio
 
-from bookie.protocol import LedgerMetadata
+from protocols.bookkeeper import LedgerMetadata
 from metadata import MetadataError, MetadataStore, NoNodeError, SessionState, WatchKind
 
 from ._errors import MetadataStoreError, NoSuchLedger

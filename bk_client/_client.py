@@ -20,7 +20,7 @@ from contextlib import asynccontextmanager
 
 import trio
 
-from bookie.protocol import DigestType, LedgerMetadata, Segment, max_add_payload
+from protocols.bookkeeper import DigestType, LedgerMetadata, Segment, max_add_payload
 from metadata import MetadataStore
 
 from ._config import ClientConfig

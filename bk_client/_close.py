@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bookie.protocol import LedgerState
+from protocols.bookkeeper import LedgerState
 
 from ._errors import LedgerFenced, MetadataVersionConflict, NoSuchLedger
 

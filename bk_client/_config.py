@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bookie.protocol import DEFAULT_MAX_FRAME_SIZE
+from protocols.bookkeeper import DEFAULT_MAX_FRAME_SIZE
 from magnetar.config import ConfigError, config_field, require_at_least, require_positive
 
 __all__ = ["ClientConfig"]

@@ -36,7 +36,7 @@ from typing import Any
 
 import trio
 
-from bookie.protocol import FrameDecoder, FrameError, bookie_protocol_pb2, parse_response
+from protocols.bookkeeper import FrameDecoder, FrameError, bookie_protocol_pb2, parse_response
 
 from ._config import ClientConfig
 from ._errors import BKError, BookieUnavailable, ClientClosed, TooManyRequests

@@ -11,7 +11,7 @@ matching exception so every operation translates responses the same way.
 
 from __future__ import annotations
 
-from bookie.protocol import DigestMismatch as _ProtocolDigestMismatch
+from protocols.bookkeeper import DigestMismatch as _ProtocolDigestMismatch
 
 __all__ = [
     "BKError",
@@ -74,7 +74,7 @@ class WriteError(BKError):
 class DigestMismatch(BKError, _ProtocolDigestMismatch):
     """An entry's digest did not verify: the bytes read are not the bytes that were written.
 
-    Also a ``bookie.protocol.DigestMismatch``, so code catching the codec's error catches this too;
+    Also a ``protocols.bookkeeper.DigestMismatch``, so code catching the codec's error catches this too;
     the client raises it (chaining the codec's error) with the ledger / entry concerned.
     """
 

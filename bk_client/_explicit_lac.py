@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from bookie.protocol import StatusCode, bookie_protocol_pb2, encode_lac, encode_request, write_lac_request
+from protocols.bookkeeper import StatusCode, bookie_protocol_pb2, encode_lac, encode_request, write_lac_request
 
 from ._errors import BKError
 

@@ -1,7 +1,7 @@
 """Ledger metadata on the metadata store: ids, create / read / compare-and-set / delete, watches,
 ordered iteration, and the registered bookies.
 
-Layout (``bookie.protocol`` long hierarchical layout; ``root`` is the cluster root, "" or
+Layout (``protocols.bookkeeper`` long hierarchical layout; ``root`` is the cluster root, "" or
 "/magnetar"):
 
 * ``{root}/ledgers/{3}/{4}/{4}/{4}/L{4}``: one node per ledger holding ``LedgerMetadata.encode()``;
@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 
 import trio
 
-from bookie.protocol import (
+from protocols.bookkeeper import (
     IDGEN,
     LEDGER_LEVELS,
     MAX_LEDGER_ID,

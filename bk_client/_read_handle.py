@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import trio
 
-from bookie.protocol import (
+from protocols.bookkeeper import (
     DecodedEntry,
     DigestMismatch as ProtocolDigestMismatch,
     LedgerMetadata,

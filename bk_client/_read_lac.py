@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import trio
 
-from bookie.protocol import (
+from protocols.bookkeeper import (
     DigestMismatch,
     LedgerMetadata,
     StatusCode,

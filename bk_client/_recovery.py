@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import trio
 
-from bookie.protocol import (
+from protocols.bookkeeper import (
     DecodedEntry,
     LedgerMetadata,
     LedgerState,

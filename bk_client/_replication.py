@@ -44,7 +44,7 @@ from typing import Protocol
 
 import trio
 
-from bookie.protocol import (
+from protocols.bookkeeper import (
     DigestMismatch as ProtocolDigestMismatch,
     LedgerMetadata,
     Segment,

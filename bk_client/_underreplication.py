@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import trio
 
-from bookie.protocol import UNDERREPLICATION, ledgers_root
+from protocols.bookkeeper import UNDERREPLICATION, ledgers_root
 from metadata import (
     BadVersionError,
     MetadataError,

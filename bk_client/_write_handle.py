@@ -34,7 +34,7 @@ from collections.abc import Sequence
 
 import trio
 
-from bookie.protocol import (
+from protocols.bookkeeper import (
     AddRequestEncoder,
     LedgerMetadata,
     LedgerState,
@@ -296,7 +296,7 @@ class LedgerWriteHandle:
         pool = self._ctx.pool
         txn = pool.next_txn()
         # Encoded by hand, never through a protobuf message kept across adds: upb keeps every
-        # bytes value assigned to a message until the message dies (see bookie.protocol).
+        # bytes value assigned to a message until the message dies (see protocols.bookkeeper).
         frame = self._add_encoder.encode(txn, op.entry_id, op.body)
         op.sent_at = self._last_sent_at = trio.current_time()
         failed = self._failed_bookies

@@ -54,7 +54,7 @@ from bk_client._errors import (
     NoSuchLedger,
 )
 from bk_client.api import LedgerEntry
-from bookie.protocol import DEFAULT_MAX_FRAME_SIZE, max_add_payload
+from protocols.bookkeeper import DEFAULT_MAX_FRAME_SIZE, max_add_payload
 
 __all__ = ["MockBookKeeper", "MockLedgerState", "OPS"]
 

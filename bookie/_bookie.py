@@ -67,7 +67,7 @@ from prometheus_client import CollectorRegistry
 
 from metadata import MetadataStore
 
-from .protocol import ENTRY_HEADER_SIZE, LAC_BODY_SIZE, StatusCode
+from protocols.bookkeeper import ENTRY_HEADER_SIZE, LAC_BODY_SIZE, StatusCode
 from ._config import BookieConfig
 from ._gc import GarbageCollector
 from ._journal import Journal, JournalError, JournalIOError, JournalNoSpaceError, JournalState

@@ -19,7 +19,7 @@ from magnetar.config import ConfigError, config_field, require_at_least, require
 
 from ._gc_config import GcConfig
 from ._journal_config import JournalConfig
-from .protocol import DEFAULT_MAX_FRAME_SIZE
+from protocols.bookkeeper import DEFAULT_MAX_FRAME_SIZE
 
 __all__ = ["BookieConfig"]
 

@@ -1,6 +1,6 @@
 """Cookies: tie the journal and ledger directories to one bookie id, on disk and in metadata.
 
-A cookie (`bookie.protocol.Cookie`) is written as the file ``VERSION`` in the journal directory
+A cookie (`protocols.bookkeeper.Cookie`) is written as the file ``VERSION`` in the journal directory
 and in every ledger directory, and at ``{root}/ledgers/cookies/{bookieId}`` in the metadata store.
 At start-up `check_cookies` compares them all with the cookie the configuration describes:
 
@@ -22,7 +22,7 @@ import trio
 
 from metadata import MetadataStore, NodeExistsError, NoNodeError, ensure_path
 
-from .protocol import INSTANCEID, Cookie, CookieFormatError, cookie_path, ledgers_root
+from protocols.bookkeeper import INSTANCEID, Cookie, CookieFormatError, cookie_path, ledgers_root
 from ._config import BookieConfig
 
 __all__ = ["COOKIE_FILE", "CookieMismatchError", "expected_cookie", "check_cookies", "format_bookie"]

@@ -38,7 +38,7 @@ from prometheus_client import CollectorRegistry
 
 from metadata import MetadataStore, NoNodeError
 
-from .protocol import LedgerMetadata, LedgerState, ledger_path, ledger_level_children, ledgers_root
+from protocols.bookkeeper import LedgerMetadata, LedgerState, ledger_path, ledger_level_children, ledgers_root
 from ._compaction import CompactionKind, CompactionTimeout, RateLimiter, compact_log
 from ._gc_config import GcConfig
 from ._gc_explain import GcExplanation, GcSchedule, LedgerPin, explain_log, lookup_ledgers

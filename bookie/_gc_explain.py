@@ -32,7 +32,7 @@ import trio
 
 from metadata import MetadataStore, NoNodeError
 
-from .protocol import LedgerMetadata, ledger_path
+from protocols.bookkeeper import LedgerMetadata, ledger_path
 
 __all__ = ["Reason", "LedgerPin", "LogExplanation", "GcSchedule", "GcExplanation", "explain_log",
            "ledger_owner", "lookup_ledgers"]

@@ -25,7 +25,7 @@ from metadata import (
     ensure_path,
 )
 
-from .protocol import available_path, readonly_path
+from protocols.bookkeeper import available_path, readonly_path
 from ._bookie import Bookie, BookieState
 
 __all__ = ["run_registration", "registration_path"]

@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 import trio
 
-from .protocol import (
+from protocols.bookkeeper import (
     BookieInfoFlag,
     FrameDecoder,
     FrameError,

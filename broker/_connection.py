@@ -38,9 +38,9 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from broker.protocol import (ChecksumMismatch, Frame, FrameDecoder, FrameError, encode_command, make_command,
+from protocols.pulsar import (ChecksumMismatch, Frame, FrameDecoder, FrameError, encode_command, make_command,
                              type_name)
-from broker.protocol import pulsar_api_pb2 as pb
+from protocols.pulsar import pulsar_api_pb2 as pb
 
 from ._config import MESSAGE_SIZE_FRAME_PADDING
 from ._entries import Signal

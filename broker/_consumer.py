@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from broker.protocol import encode_command, encode_payload_command_raw, make_command
+from protocols.pulsar import encode_command, encode_payload_command_raw, make_command
 from managed_ledger import Entry, Position
 
 from ._entries import UINT64_MAX

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from google.protobuf.message import DecodeError
 
-from broker.protocol import MessageMetadata, invalid_utf8_field, key_hash_slot, sticky_key
+from protocols.pulsar import MessageMetadata, invalid_utf8_field, key_hash_slot, sticky_key
 
 __all__ = ["EntryInfo", "entry_info", "entry_metadata", "ack_set_words", "acked_indexes_from_ack_set",
            "MAX_UNKNOWN_BATCH_SIZE", "Signal", "UINT64_MAX"]

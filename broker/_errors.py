@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from broker.protocol import pulsar_api_pb2 as pb
+from protocols.pulsar import pulsar_api_pb2 as pb
 
 __all__ = ["BrokerServiceError", "TopicNotFoundError", "NamespaceNotFoundError", "ServiceNotReadyError",
            "ProducerBusyError", "ConsumerBusyError", "IncompatibleSchemaError", "NotAllowedError"]

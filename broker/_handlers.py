@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING
 
 from google.protobuf.message import Message
 
-from broker.protocol import Frame, command_body, command_field, make_command, type_name
-from broker.protocol import pulsar_api_pb2 as pb
+from protocols.pulsar import Frame, command_body, command_field, make_command, type_name
+from protocols.pulsar import pulsar_api_pb2 as pb
 from managed_ledger import ManagedLedgerError
 
 from . import _handlers_consumer as hc

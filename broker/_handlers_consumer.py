@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from broker.protocol import Frame, make_command
-from broker.protocol import pulsar_api_pb2 as pb
+from protocols.pulsar import Frame, make_command
+from protocols.pulsar import pulsar_api_pb2 as pb
 from managed_ledger import InitialPosition, Position
 
 from ._consumer import Consumer

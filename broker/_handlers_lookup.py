@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from broker.protocol import Frame, make_command
-from broker.protocol import pulsar_api_pb2 as pb
+from protocols.pulsar import Frame, make_command
+from protocols.pulsar import pulsar_api_pb2 as pb
 
 from ._errors import BrokerServiceError, NamespaceNotFoundError, TopicNotFoundError
 from ._schemas import SchemaInfo, version_bytes, version_from_bytes

@@ -7,8 +7,8 @@ import logging
 import secrets
 from typing import TYPE_CHECKING
 
-from broker.protocol import Frame, make_command
-from broker.protocol import pulsar_api_pb2 as pb
+from protocols.pulsar import Frame, make_command
+from protocols.pulsar import pulsar_api_pb2 as pb
 from managed_ledger import StorageUnavailable
 
 from ._config import MESSAGE_SIZE_FRAME_PADDING

@@ -17,8 +17,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from broker.protocol import encode_command, make_command
-from broker.protocol import pulsar_api_pb2 as pb
+from protocols.pulsar import encode_command, make_command
+from protocols.pulsar import pulsar_api_pb2 as pb
 
 from ._entries import UINT64_MAX
 

@@ -7,8 +7,8 @@ from collections import Counter
 
 import trio
 
-from broker.protocol import encode_command, make_command
-from broker.protocol import pulsar_api_pb2 as pb
+from protocols.pulsar import encode_command, make_command
+from protocols.pulsar import pulsar_api_pb2 as pb
 
 from ._connection import ServerConnection
 from ._entries import UINT64_MAX

@@ -106,7 +106,7 @@ class Subscription:
         try:
             d.add_consumer(consumer)
         except RangeConflictError as exc:
-            from broker.protocol import pulsar_api_pb2 as pb
+            from protocols.pulsar import pulsar_api_pb2 as pb
 
             raise BrokerServiceError(str(exc), pb.ConsumerAssignError) from None
         d.notify_new_failover_consumer(consumer)

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from broker.protocol import pulsar_api_pb2 as pb
+from protocols.pulsar import pulsar_api_pb2 as pb
 from managed_ledger import (
     InitialPosition,
     ManagedLedger,

@@ -4,8 +4,8 @@ The contract the broker codes against is listed in ``__all__``; see `ManagedLedg
 `ManagedLedger` and `ManagedCursor` for the guarantees of each operation.
 """
 
-from managed_ledger.protocol import LedgerInfo as LedgerInfo
-from managed_ledger.protocol import Position as Position
+from protocols.managed_ledger import LedgerInfo as LedgerInfo
+from protocols.managed_ledger import Position as Position
 
 from ._config import ManagedLedgerConfig as ManagedLedgerConfig
 from ._cursor import CursorState as CursorState

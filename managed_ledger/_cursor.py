@@ -37,7 +37,7 @@ from managed_ledger._errors import (
 from managed_ledger._ledger_list import LedgerList
 from managed_ledger._ranges import AckRanges
 from managed_ledger._types import Entry, InitialPosition
-from managed_ledger.protocol import (
+from protocols.managed_ledger import (
     EARLIEST,
     CursorInfo,
     Position,

@@ -22,7 +22,7 @@ from managed_ledger._config import ManagedLedgerConfig
 from managed_ledger._errors import ManagedLedgerClosed, ManagedLedgerError
 from managed_ledger._ledger import ML_ROOT, ManagedLedger, _Context
 from managed_ledger.metrics import ManagedLedgerMetrics
-from managed_ledger.protocol import ManagedLedgerInfo
+from protocols.managed_ledger import ManagedLedgerInfo
 from metadata import NoNodeError
 
 if TYPE_CHECKING:

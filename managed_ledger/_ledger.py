@@ -62,7 +62,7 @@ from managed_ledger._ledger_list import LedgerList
 from managed_ledger._reader import LedgerReader
 from managed_ledger._types import Entry
 from managed_ledger.metrics import ManagedLedgerMetrics
-from managed_ledger.protocol import LedgerInfo, ManagedLedgerInfo, Position
+from protocols.managed_ledger import LedgerInfo, ManagedLedgerInfo, Position
 from metadata import BadVersionError, NodeExistsError, NoNodeError
 
 if TYPE_CHECKING:

@@ -24,7 +24,7 @@ import trio
 
 from managed_ledger._append_pipeline import AppendPipeline
 from managed_ledger._errors import EntryTooLarge, ManagedLedgerError, StorageUnavailable
-from managed_ledger.protocol import Position
+from protocols.managed_ledger import Position
 
 if TYPE_CHECKING:
     from bk_client.api import WriteHandle

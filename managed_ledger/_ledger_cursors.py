@@ -10,7 +10,7 @@ from typing import Any
 from managed_ledger._cursor import CursorState, ManagedCursor, cursor_from_info, new_cursor_positions
 from managed_ledger._errors import CursorNotFound, ManagedLedgerError
 from managed_ledger._types import InitialPosition
-from managed_ledger.protocol import CursorInfo, LedgerInfo, Position
+from protocols.managed_ledger import CursorInfo, LedgerInfo, Position
 from metadata import BadVersionError, NodeExistsError, NoNodeError
 
 __all__ = ["CursorsAndTrimming"]

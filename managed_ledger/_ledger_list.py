@@ -19,7 +19,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Iterator
 
-from managed_ledger.protocol import LedgerInfo, Position
+from protocols.managed_ledger import LedgerInfo, Position
 
 __all__ = ["LedgerList"]
 

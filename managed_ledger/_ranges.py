@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 
 from sortedcontainers import SortedDict
 
-from managed_ledger.protocol import Position
+from protocols.managed_ledger import Position
 
 __all__ = ["AckRanges"]
 

@@ -15,7 +15,7 @@ from bk_client.api import BookKeeperClient, ReadHandle, WriteHandle
 from managed_ledger._cache import EntryCache
 from managed_ledger._errors import ManagedLedgerError
 from managed_ledger._types import Entry
-from managed_ledger.protocol import Position
+from protocols.managed_ledger import Position
 
 __all__ = ["LedgerReader"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from managed_ledger.protocol import Position
+from protocols.managed_ledger import Position
 
 __all__ = ["Entry", "InitialPosition"]
 

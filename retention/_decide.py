@@ -38,7 +38,7 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from managed_ledger.protocol import LedgerInfo, Position
+from protocols.managed_ledger import LedgerInfo, Position
 
 from ._policies import BacklogQuota, BacklogQuotaPolicy, BacklogQuotaType, RetentionPolicies
 

@@ -41,7 +41,7 @@ from typing import Any
 import trio
 
 from managed_ledger import Entry, ManagedCursor, ManagedLedger, ManagedLedgerFactory, ManagedLedgerState
-from managed_ledger.protocol import LedgerInfo, Position
+from protocols.managed_ledger import LedgerInfo, Position
 
 from ._decide import (
     CursorBacklog,

@@ -7,8 +7,8 @@
 The generator is grpcio-tools at the exact version pinned in pyproject's ``test`` extra, so
 regeneration is reproducible. Generated modules are committed (not built at install) so that a
 plain ``pip install`` needs no protoc. Protos import each other by repository-relative path
-(``import "bookie/protocol/ledger_metadata.proto";``), which makes the generated imports
-``from bookie.protocol import ledger_metadata_pb2``.
+(``import "protocols/bookkeeper/ledger_metadata.proto";``), which makes the generated imports
+``from protocols.bookkeeper import ledger_metadata_pb2``. Every .proto lives under ``protocols/``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 from _regen import main as regen_main  # scripts/ is sys.path[0] when a script runs
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("broker", "managed_ledger", "bookie", "bk_client", "metadata", "retention", "sinks")
+PACKAGES = ("protocols",)
 
 
 def proto_files() -> list[Path]:

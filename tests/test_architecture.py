@@ -1,7 +1,7 @@
 """The import rules of DESIGN.md, checked on the source tree.
 
 Imports flow one way: protocol modules are leaves (protobuf, crc32c and the standard library
-only); metadata may use kazoo; bookie and bk_client sit on bookie.protocol and metadata;
+only); metadata may use kazoo; bookie and bk_client sit on protocols.bookkeeper and metadata;
 managed_ledger on bk_client; retention on managed_ledger; broker on managed_ledger and retention.
 ``magnetar.config`` (and ``magnetar`` itself, for the version) are dependency-free leaves
 every package may use; ``magnetar.cli`` composes
@@ -12,26 +12,30 @@ from __future__ import annotations
 
 import ast
 import importlib
+import json
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PROJECT = {"broker", "managed_ledger", "bookie", "bk_client", "retention", "sinks", "metadata", "magnetar"}
-PROTOCOLS = {"broker.protocol", "bookie.protocol", "managed_ledger.protocol"}
+PROJECT = {"protocols", "broker", "managed_ledger", "bookie", "bk_client", "retention", "sinks", "metadata",
+           "magnetar"}
+PROTOCOLS = {"protocols.pulsar", "protocols.bookkeeper", "protocols.managed_ledger"}
 LEAF_THIRD_PARTY = {"google", "crc32c"}
 
-# Which project packages each package may import (besides itself and magnetar.config).
+# Which project packages each package may import (besides itself, magnetar.config and the shared
+# `protocols` root, whose only module is the UTF-8 check every wire format uses).
 ALLOWED = {
     "metadata": set(),
-    "bookie": {"bookie.protocol", "metadata"},
-    "bk_client": {"bookie.protocol", "metadata"},
-    "managed_ledger": {"managed_ledger.protocol", "bk_client", "bookie.protocol", "metadata"},
-    "retention": {"managed_ledger", "managed_ledger.protocol", "metadata"},
-    "broker": {"broker.protocol", "managed_ledger", "managed_ledger.protocol", "retention", "metadata"},
-    "sinks.spark": {"broker.protocol", "bk_client", "managed_ledger", "managed_ledger.protocol",
-                    "bookie.protocol", "metadata"},
+    "bookie": {"protocols.bookkeeper", "metadata"},
+    "bk_client": {"protocols.bookkeeper", "metadata"},
+    "managed_ledger": {"protocols.managed_ledger", "bk_client", "protocols.bookkeeper", "metadata"},
+    "retention": {"managed_ledger", "protocols.managed_ledger", "metadata"},
+    "broker": {"protocols.pulsar", "managed_ledger", "protocols.managed_ledger", "retention", "metadata"},
+    "sinks.spark": {"protocols.pulsar", "bk_client", "managed_ledger", "protocols.managed_ledger",
+                    "protocols.bookkeeper", "metadata"},
     "sinks": set(),
 }
 
@@ -44,7 +48,7 @@ def _owner(module: str) -> str | None:
     two = ".".join(parts[:2])
     if two in PROTOCOLS or two == "sinks.spark" or two == "magnetar.config" or two == "magnetar.cli":
         return two
-    return parts[0]
+    return parts[0]  # "protocols" itself: the shared root of the wire formats
 
 
 def _source_modules() -> list[tuple[str, Path]]:
@@ -98,13 +102,13 @@ def test_import_rules(module: str, path: Path) -> None:
     for target in _imports(module, path):
         top = target.split(".")[0]
         them = _owner(target)
-        if me in PROTOCOLS or me == "magnetar.config":
+        if me in PROTOCOLS or me in ("protocols", "magnetar.config"):
             if them is None and top not in LEAF_THIRD_PARTY and top not in sys.stdlib_module_names:
                 problems.append(f"{target}: a leaf module may use only protobuf, crc32c and the stdlib")
-            if them is not None and them != me and them not in PROTOCOLS:
-                problems.append(f"{target}: a leaf module may not import other Magnetar packages")
+            if them is not None and them not in (me, "protocols"):
+                problems.append(f"{target}: a wire format (leaf) may not import another Magnetar package")
             continue
-        if them is None or them == me or them in ("magnetar", "magnetar.config"):
+        if them is None or them == me or them in ("magnetar", "magnetar.config", "protocols"):
             continue  # the version and the config loader are leaves every package may use
         if me in ("magnetar.cli", "magnetar"):
             continue  # the command line composes every package
@@ -118,7 +122,39 @@ def test_import_rules(module: str, path: Path) -> None:
 
 
 PACKAGES = ["broker", "managed_ledger", "bookie", "bk_client", "retention", "sinks.spark", "metadata",
-            "broker.protocol", "bookie.protocol", "managed_ledger.protocol", "magnetar"]
+            "protocols.pulsar", "protocols.bookkeeper", "protocols.managed_ledger", "magnetar"]
+
+
+def _closure(unit: str) -> set[str]:
+    """The units ``unit`` may load at run time: what it may import, transitively, plus the leaves
+    every package may use."""
+    seen, todo = {unit}, [unit]
+    while todo:
+        for other in ALLOWED.get(todo.pop(), set()):
+            if other not in seen:
+                seen.add(other)
+                todo.append(other)
+    return seen | {"protocols", "magnetar", "magnetar.config"}
+
+
+# Third-party packages that only servers need: a client or a Spark worker must not load them.
+SERVER_ONLY = {"starlette", "hypercorn"}
+
+
+@pytest.mark.parametrize("unit", sorted(ALLOWED) + sorted(PROTOCOLS))
+def test_what_a_package_loads_at_run_time(unit: str) -> None:
+    """Import the package in a fresh interpreter and check every module it really loaded (not only
+    its import statements) against the rules, e.g. ``import bk_client`` loads no bookie module."""
+    code = ("import importlib, json, sys; importlib.import_module(sys.argv[1]); "
+            "print(json.dumps(sorted(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code, unit], cwd=ROOT, capture_output=True, text=True, check=True)
+    loaded = json.loads(out.stdout)
+    units = {_owner(m) for m in loaded} - {None}
+    # a package loads its own parent (`sinks` for `sinks.spark`, `protocols` for the wire formats)
+    allowed = _closure(unit) | {unit.split(".")[0]}
+    assert units <= allowed, f"import {unit} loads {sorted(units - allowed)}"
+    if unit not in ("bookie", "broker"):
+        assert not SERVER_ONLY & {m.split(".")[0] for m in loaded}, f"import {unit} loads a server framework"
 
 
 @pytest.mark.parametrize("name", PACKAGES)

@@ -16,7 +16,7 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from broker.protocol import MessageIdData, MessageMetadata, invalid_utf8_field, split_batch
+from protocols.pulsar import MessageIdData, MessageMetadata, invalid_utf8_field, split_batch
 
 from ._decode import ValueSchema, arrow_type, decoder
 

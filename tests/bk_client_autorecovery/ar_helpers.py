@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from bk_client import LedgerManager
-from bookie.protocol import LedgerMetadata, Segment, available_path, readonly_path
+from protocols.bookkeeper import LedgerMetadata, Segment, available_path, readonly_path
 from metadata import MetadataStore
 
 ROOT = "/magnetar"

@@ -12,7 +12,7 @@ import trio
 from bk_client import BookKeeper, DistributionSchedule
 from bk_client._replication import PoolEntryCopier
 from bk_client._underreplication import UnderReplicationManager
-from bookie.protocol import LedgerState
+from protocols.bookkeeper import LedgerState
 from metadata import open_metadata_store
 from tests.support.bookies import MagnetarProcess, RealBookie
 

@@ -13,7 +13,7 @@ from bk_client import DistributionSchedule, LedgerFenced
 from bk_client._autorecovery import AutoRecovery, AutoRecoveryConfig
 from bk_client._replication import RateLimiter, RetryTable
 from bk_client._underreplication import UnderReplicationManager
-from bookie.protocol import LedgerMetadata, LedgerState
+from protocols.bookkeeper import LedgerMetadata, LedgerState
 from tests.bk_client_ops.fake_bookie import Cluster, fake_cluster
 
 from .ar_helpers import ROOT, wait_until

@@ -23,7 +23,7 @@ from bk_client import (
     WriteError,
     error_for_bookie_status,
 )
-from bookie import protocol
+from protocols import bookkeeper as protocol
 
 
 def test_every_error_is_a_bkerror_with_a_distinct_code() -> None:

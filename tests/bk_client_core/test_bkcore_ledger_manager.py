@@ -17,7 +17,7 @@ from bk_client import (
     MetadataVersionConflict,
     NoSuchLedger,
 )
-from bookie.protocol import MAX_LEDGER_ID, LedgerMetadata, Segment, ledger_path
+from protocols.bookkeeper import MAX_LEDGER_ID, LedgerMetadata, Segment, ledger_path
 from metadata import open_metadata_store
 
 ROOT = "/magnetar"

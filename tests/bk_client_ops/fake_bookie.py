@@ -1,4 +1,4 @@
-"""An in-process fake bookie for client tests: a trio TCP server speaking ``bookie.protocol`` over
+"""An in-process fake bookie for client tests: a trio TCP server speaking ``protocols.bookkeeper`` over
 an in-memory dict, registered under ``{root}/ledgers/available/{host:port}``, that fails on cue.
 
 Knobs (change them at any time; they apply to requests that arrive afterwards):
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import trio
 
 from bk_client import BookKeeper, ClientConfig
-from bookie.protocol import (
+from protocols.bookkeeper import (
     FrameDecoder,
     OperationType,
     StatusCode,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bk_client import LedgerFenced
-from bookie.protocol import LedgerState
+from protocols.bookkeeper import LedgerState
 
 from .fake_bookie import fake_cluster
 

@@ -7,7 +7,7 @@ import pytest
 import trio
 
 from bk_client import BookieUnavailable, ClientConfig, DigestMismatch, NoSuchEntry, NoSuchLedger
-from bookie.protocol import encode_entry
+from protocols.bookkeeper import encode_entry
 
 from .fake_bookie import fake_cluster
 

@@ -7,7 +7,7 @@ import pytest
 import trio
 
 from bk_client import ClientConfig, LedgerFenced, LedgerRecoveryError, Unauthorized
-from bookie.protocol import LedgerState
+from protocols.bookkeeper import LedgerState
 
 from .fake_bookie import fake_cluster
 

@@ -15,7 +15,7 @@ from bk_client import (
     ReadHandle,
     WriteHandle,
 )
-from bookie.protocol import StatusCode, max_add_payload
+from protocols.bookkeeper import StatusCode, max_add_payload
 
 from .fake_bookie import fake_cluster
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from bookie import DbLedgerStorage
-from bookie.protocol import LedgerMetadata, LedgerState, Segment, ledger_path
+from protocols.bookkeeper import LedgerMetadata, LedgerState, Segment, ledger_path
 from metadata import ConnectionLossError, MetadataStore
 
 ROOT = "/magnetar"

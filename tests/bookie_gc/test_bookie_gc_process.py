@@ -12,7 +12,7 @@ import pytest
 import trio
 from click.testing import CliRunner
 
-from bookie.protocol import StatusCode, add_request, ledger_path, read_request
+from protocols.bookkeeper import StatusCode, add_request, ledger_path, read_request
 from magnetar.cli import main as cli
 from metadata import open_metadata_store
 from tests.bookie_server.helpers import KEY, Client, entry

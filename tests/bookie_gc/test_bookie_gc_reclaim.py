@@ -12,7 +12,7 @@ import trio
 from bookie._compaction import CompactionKind
 from bookie._gc import GarbageCollector
 from bookie._gc_config import GcConfig
-from bookie.protocol import ledger_path
+from protocols.bookkeeper import ledger_path
 from metadata import open_metadata_store
 
 from .gc_helpers import (BOOKIE, ROOT, FlakyStore, check_entries, create_metadata, delete_metadata, du,

@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from bookie import (BookieConfig, BookieError, BookieState, GarbageCollector, GcConfig, GcExplanation, GcStatus,
                     bookie_http_app, open_bookie)
 from bookie.metrics import BookieServerMetrics, GcMetrics, JournalMetrics, StorageMetrics
-from bookie.protocol import StatusCode
+from protocols.bookkeeper import StatusCode
 from magnetar.cli import main as cli
 from magnetar.config import ConfigError, describe, load_config
 from metadata import open_metadata_store

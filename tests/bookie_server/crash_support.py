@@ -7,7 +7,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bookie.protocol import StatusCode, add_request, encode_entry, read_request
+from protocols.bookkeeper import StatusCode, add_request, encode_entry, read_request
 from tests.support.bookies import RealBookie
 
 from .helpers import KEY, SyncClient

@@ -10,7 +10,7 @@ from typing import Any
 import trio
 
 from bookie import BookieConfig
-from bookie.protocol import FrameDecoder, bookie_protocol_pb2 as pb, encode_entry, encode_request
+from protocols.bookkeeper import FrameDecoder, bookie_protocol_pb2 as pb, encode_entry, encode_request
 from magnetar.config import load_config
 
 KEY = b"master-key"

@@ -24,7 +24,7 @@ from bookie import (
 from bookie._entry_log_codec import HEADER_SIZE
 from bookie._journal_codec import FenceLedger, LogMark
 from bookie._journal_files import iter_journal
-from bookie.protocol import StatusCode
+from protocols.bookkeeper import StatusCode
 
 from tests.bookie_storage.fakes import FailingFileOps
 

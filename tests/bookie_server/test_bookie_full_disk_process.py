@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from bookie.protocol import StatusCode, read_lac_request, read_request, readonly_path, available_path
+from protocols.bookkeeper import StatusCode, read_lac_request, read_request, readonly_path, available_path
 from metadata import open_metadata_store
 from tests.support.bookies import RealBookie
 

@@ -9,7 +9,7 @@ import pytest
 import trio
 
 from bookie import BookieError, BookieState, JournalDisk, ReadOnlyReason, open_bookie
-from bookie.protocol import StatusCode, encode_lac
+from protocols.bookkeeper import StatusCode, encode_lac
 
 from .helpers import KEY, entry, make_config
 

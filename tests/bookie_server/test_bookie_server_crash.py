@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from bookie import KILL_AT_ENV
-from bookie.protocol import StatusCode
+from protocols.bookkeeper import StatusCode
 
 from .crash_support import BookieProcess, Writer, check_round, read_back
 

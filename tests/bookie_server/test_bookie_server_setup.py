@@ -22,7 +22,7 @@ from bookie import (
     run_disk_checker,
     run_registration,
 )
-from bookie.protocol import Cookie, cookie_path
+from protocols.bookkeeper import Cookie, cookie_path
 from magnetar.cli import main as cli
 from magnetar.config import ConfigError, load_config
 from metadata import open_metadata_store
@@ -176,7 +176,7 @@ def test_cli_format_and_config_errors(tmp_path: Path) -> None:
 @pytest.mark.zk
 async def test_whole_bookie_process_registers_in_zookeeper(tmp_path: Path, zk_url: str) -> None:
     from bookie import BookieEndpoints, serve_bookie_process
-    from bookie.protocol import add_request, available_path
+    from protocols.bookkeeper import add_request, available_path
 
     from .helpers import KEY, Client, entry
 

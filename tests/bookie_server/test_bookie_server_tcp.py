@@ -11,7 +11,7 @@ from typing import Any
 import trio
 
 from bookie import Bookie, open_bookie, serve_bookie
-from bookie.protocol import (
+from protocols.bookkeeper import (
     StatusCode,
     add_request,
     encode_lac,
@@ -154,7 +154,7 @@ async def test_in_flight_requests_are_bounded_per_connection(tmp_path: Path) -> 
 
 
 def test_fast_add_response_encoder_matches_protobuf() -> None:
-    from bookie.protocol import add_response, encode_add_response, encode_response
+    from protocols.bookkeeper import add_response, encode_add_response, encode_response
 
     for txn in (0, 1, 127, 128, 300, 2**63, 2**64 - 1):
         for status in (0, 402, 505):
@@ -165,7 +165,7 @@ def test_fast_add_response_encoder_matches_protobuf() -> None:
 
 
 def test_add_request_encoder_matches_protobuf() -> None:
-    from bookie.protocol import AddRequestEncoder, add_request, encode_request
+    from protocols.bookkeeper import AddRequestEncoder, add_request, encode_request
 
     for recovery in (False, True):
         for ledger in (0, 5, 2**40, 2**63 - 1, -1):

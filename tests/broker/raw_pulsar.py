@@ -19,8 +19,8 @@ from collections.abc import Callable
 
 import pulsar
 
-from broker.protocol import FrameDecoder, encode_command, encode_payload_command, make_command
-from broker.protocol import pulsar_api_pb2 as pb
+from protocols.pulsar import FrameDecoder, encode_command, encode_payload_command, make_command
+from protocols.pulsar import pulsar_api_pb2 as pb
 
 HANG_GUARD_S = 20.0
 """How long `RawPeer.recv` waits before it fails the test: only ever reached when the broker hangs."""

@@ -13,8 +13,8 @@ import pytest
 from broker import BrokerConfig
 from broker._connection import HANDSHAKE_MAX_FRAME_SIZE
 from broker._handlers import BROKER_ONLY_TYPES
-from broker.protocol import command_field, encode_command, make_command
-from broker.protocol import pulsar_api_pb2 as pb
+from protocols.pulsar import command_field, encode_command, make_command
+from protocols.pulsar import pulsar_api_pb2 as pb
 from tests.broker.broker_harness import BrokerThread
 from tests.broker.raw_pulsar import RawPeer, client_round_trip, wait_until
 

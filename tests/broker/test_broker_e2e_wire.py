@@ -10,8 +10,8 @@ import pulsar
 import pytest
 
 from broker import BrokerConfig
-from broker.protocol import FrameDecoder, encode_command, make_command
-from broker.protocol import pulsar_api_pb2 as pb
+from protocols.pulsar import FrameDecoder, encode_command, make_command
+from protocols.pulsar import pulsar_api_pb2 as pb
 from tests.broker.broker_harness import BrokerThread
 
 
@@ -112,7 +112,7 @@ def test_ping_pong_and_keepalive_timeout(fast_broker: BrokerThread) -> None:
 
 
 def test_bad_checksum_send_gets_send_error(fast_broker: BrokerThread) -> None:
-    from broker.protocol import encode_payload_command
+    from protocols.pulsar import encode_payload_command
 
     raw = Raw(fast_broker.port)
     raw.connect()
@@ -165,7 +165,7 @@ def test_idle_topic_is_unloaded_and_reloads(fast_broker: BrokerThread) -> None:
 
 
 def test_consumer_requests_over_raw_socket(fast_broker: BrokerThread) -> None:
-    from broker.protocol import encode_payload_command
+    from protocols.pulsar import encode_payload_command
 
     topic = "persistent://public/default/wire-consumer"
     raw = Raw(fast_broker.port)

@@ -171,7 +171,7 @@ def test_a_producer_cannot_claim_more_messages_than_its_entry_holds() -> None:
     # the dispatcher sizes loops over a batch's indexes by this count: a producer setting
     # num_messages_in_batch = 2^31 - 1 on a tiny entry once meant minutes of blocked event loop
     from broker._entries import entry_info
-    from broker.protocol import MessageMetadata, encode_metadata_and_payload
+    from protocols.pulsar import MessageMetadata, encode_metadata_and_payload
 
     md = MessageMetadata(producer_name="p", sequence_id=0, publish_time=1, num_messages_in_batch=2**31 - 1)
     data = encode_metadata_and_payload(md, b"x" * 600)

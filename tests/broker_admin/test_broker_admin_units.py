@@ -15,7 +15,7 @@ from broker._topic_name import InvalidTopicNameError, NamespaceName, TopicName, 
 from broker.admin import parse_message_id
 from broker.admin._common import RestError, for_each_bounded
 from broker.admin._request_guard import GuardSettings, RequestGuard
-from broker.protocol import MessageMetadata
+from protocols.pulsar import MessageMetadata
 from magnetar.cli.cmd_admin import topic_path
 from magnetar.config import ConfigError, load_config
 from managed_ledger import Entry, InitialPosition, Position

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from managed_ledger.protocol import CursorInfo, LedgerInfo, ManagedLedgerInfo, MLFormatError, Position
+from protocols.managed_ledger import CursorInfo, LedgerInfo, ManagedLedgerInfo, MLFormatError, Position
 
 BAD = b"\xff\xfe"
 

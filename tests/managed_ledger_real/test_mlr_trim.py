@@ -11,9 +11,9 @@ import trio
 from kazoo.client import KazooClient
 
 from bk_client import BookKeeper, NoSuchLedger
-from bookie.protocol import ledger_path
+from protocols.bookkeeper import ledger_path
 from managed_ledger import InitialPosition, ManagedLedgerConfig, ManagedLedgerFactory
-from managed_ledger.protocol import ManagedLedgerInfo
+from protocols.managed_ledger import ManagedLedgerInfo
 from metadata import open_metadata_store
 from tests.managed_ledger_real.mlr_cluster import ROOT, BookieCluster
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bookie.protocol import (
+from protocols.bookkeeper import (
     BookieInfoFlag,
     DigestType,
     LedgerState,

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bookie.protocol import (
+from protocols.bookkeeper import (
     ENTRY_HEADER_SIZE,
     LAC_BODY_SIZE,
     DigestMismatch,

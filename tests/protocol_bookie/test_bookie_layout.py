@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bookie.protocol import (
+from protocols.bookkeeper import (
     MAX_LEDGER_ID,
     available_path,
     cookie_path,

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bookie.protocol import (
+from protocols.bookkeeper import (
     Cookie,
     CookieFormatError,
     DigestType,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from bookie.protocol import (
+from protocols.bookkeeper import (
     Cookie,
     CookieFormatError,
     FrameDecoder,

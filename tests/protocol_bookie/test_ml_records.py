@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from managed_ledger.protocol import (
+from protocols.managed_ledger import (
     EARLIEST,
     LATEST,
     CursorInfo,

@@ -1,4 +1,4 @@
-"""A tiny Pulsar "broker" for wire-compatibility tests of ``broker.protocol``.
+"""A tiny Pulsar "broker" for wire-compatibility tests of ``protocols.pulsar``.
 
 It speaks just enough of the protocol for the official client to connect, look up a topic,
 create a producer and publish: every frame it receives is recorded for the test to inspect.
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import trio
 
-from broker.protocol import (
+from protocols.pulsar import (
     ChecksumMismatch,
     Frame,
     FrameDecoder,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from broker._entries import entry_info, entry_metadata
-from broker.protocol import (
+from protocols.pulsar import (
     NONE_KEY,
     FrameDecoder,
     MalformedBatch,
@@ -134,18 +134,11 @@ def test_invalid_utf8_field_finds_strings_at_any_depth() -> None:
     assert invalid_utf8_field(meta, memoryview(meta.SerializeToString())) is None
 
 
-def test_the_three_copies_of_the_utf8_helper_are_identical() -> None:
-    # Protocol packages are leaves and share no code, so each has its own copy.
-    packages = ("broker", "bookie", "managed_ledger")
-    copies = [(ROOT / pkg / "protocol" / "_utf8.py").read_text() for pkg in packages]
-    assert copies[0] == copies[1] == copies[2]
-
-
-@pytest.mark.parametrize("package", ["broker.protocol", "bookie.protocol", "managed_ledger.protocol"])
+@pytest.mark.parametrize("package", ["protocols.pulsar", "protocols.bookkeeper", "protocols.managed_ledger"])
 def test_every_message_type_of_the_protocols_has_a_utf8_twin(package: str) -> None:
     # The twin is built on first use; building them all here means no decoder meets a
     # NotImplementedError at run time, and an empty message (all defaults) passes the check.
-    utf8 = importlib.import_module(f"{package}._utf8")
+    utf8 = importlib.import_module("protocols._utf8")
     pkg = importlib.import_module(package)
     modules = [getattr(pkg, name) for name in dir(pkg) if name.endswith("_pb2")]
     assert modules

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.protocol import (
+from protocols.pulsar import (
     MalformedBatch,
     MessageMetadata,
     SingleMessageMetadata,

@@ -1,6 +1,6 @@
 """Wire compatibility with the official Pulsar client (pulsar-client on PyPI, C++ core).
 
-A fake broker built on ``broker.protocol`` answers the client's handshake, lookup, producer
+A fake broker built on ``protocols.pulsar`` answers the client's handshake, lookup, producer
 creation and sends; the test then checks what arrived: decoded metadata, payload bytes,
 batches split back into messages, and verified checksums. A consumer then receives the stored
 entries re-framed by ``encode_payload_command_raw`` (with and without BrokerEntryMetadata).
@@ -15,7 +15,7 @@ import time
 import pytest
 import trio
 
-from broker.protocol import MessageMetadata, pulsar_api_pb2 as pb, split_batch
+from protocols.pulsar import MessageMetadata, pulsar_api_pb2 as pb, split_batch
 from tests.protocol_pulsar.fake_broker import FakeBroker
 
 pulsar = pytest.importorskip("pulsar")

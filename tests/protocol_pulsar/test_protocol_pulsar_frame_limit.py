@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.protocol import FrameDecoder, FrameTooLarge, encode_command, make_command
+from protocols.pulsar import FrameDecoder, FrameTooLarge, encode_command, make_command
 
 
 def _lookup(size: int) -> bytes:

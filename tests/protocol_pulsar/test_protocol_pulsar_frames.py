@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.protocol import (
+from protocols.pulsar import (
     DEFAULT_MAX_FRAME_SIZE,
     BrokerEntryMetadata,
     ChecksumMismatch,

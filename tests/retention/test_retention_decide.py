@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from managed_ledger.protocol import LedgerInfo, Position
+from protocols.managed_ledger import LedgerInfo, Position
 from retention import (
     BacklogQuota,
     BacklogQuotaPolicy,

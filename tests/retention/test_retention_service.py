@@ -10,7 +10,7 @@ import trio
 
 from bk_client.testing import MockBookKeeper
 from managed_ledger import Entry, InitialPosition, ManagedLedgerFactory, Position
-from managed_ledger.protocol import ManagedLedgerInfo
+from protocols.managed_ledger import ManagedLedgerInfo
 from metadata import open_metadata_store
 from retention import (
     BacklogQuota,

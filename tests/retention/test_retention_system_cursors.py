@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from bk_client.testing import MockBookKeeper
 from managed_ledger import InitialPosition, ManagedLedgerFactory
-from managed_ledger.protocol import LedgerInfo, Position
+from protocols.managed_ledger import LedgerInfo, Position
 from retention import (
     BacklogQuota,
     BacklogQuotaPolicy,

@@ -10,7 +10,7 @@ import httpx
 import trio
 
 from bk_client import LedgerManager
-from bookie.protocol import LedgerMetadata, LedgerState, Segment
+from protocols.bookkeeper import LedgerMetadata, LedgerState, Segment
 from broker.admin import BookieAnswer, BookieGcView, TrimHistory, TrimmedLedger, join_gc_explain
 from broker.admin._gc_join import awaiting_gc_bytes
 from managed_ledger import LedgerPlacement, ledger_placements

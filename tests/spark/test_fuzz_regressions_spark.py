@@ -14,8 +14,8 @@ import zlib
 
 import pytest
 
-from broker.protocol import MessageMetadata, SingleMessageMetadata, build_batch, encode_metadata_and_payload
-from broker.protocol import pulsar_api_pb2 as pb
+from protocols.pulsar import MessageMetadata, SingleMessageMetadata, build_batch, encode_metadata_and_payload
+from protocols.pulsar import pulsar_api_pb2 as pb
 from sinks.spark._decode import decoder, value_schema_from_info
 from sinks.spark._rows import rows_from_entry
 

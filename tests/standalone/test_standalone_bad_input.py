@@ -20,7 +20,7 @@ import httpx
 import pulsar
 import pytest
 
-from broker.protocol import encode_command, make_command
+from protocols.pulsar import encode_command, make_command
 
 from .standalone_proc import Standalone, start_standalone
 

@@ -22,9 +22,8 @@ of a field that a later occurrence on the wire overrides. No client writes that.
 ``bench/fuzz_decoders.py`` (target ``utf8_check``) compares the twin's verdict with a walk of
 the wire format and with a walk of the parsed message.
 
-This file is duplicated in ``broker.protocol``, ``bookie.protocol`` and
-``managed_ledger.protocol``: protocol packages are leaves and share no code, and
-``tests/protocol_pulsar/test_fuzz_regressions.py`` keeps the three copies identical.
+Shared by the three wire-format packages (``protocols.pulsar``, ``protocols.bookkeeper``,
+``protocols.managed_ledger``).
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from ._hash import key_hash as key_hash
 from ._hash import key_hash_slot as key_hash_slot
 from ._hash import murmur3_32 as murmur3_32
 from ._hash import sticky_key as sticky_key
-from ._utf8 import invalid_utf8_field as invalid_utf8_field
+from .._utf8 import invalid_utf8_field as invalid_utf8_field
 from .pulsar_api_pb2 import BaseCommand as BaseCommand
 from .pulsar_api_pb2 import BrokerEntryMetadata as BrokerEntryMetadata
 from .pulsar_api_pb2 import MessageIdData as MessageIdData

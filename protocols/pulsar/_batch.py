@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from google.protobuf.message import DecodeError
 
 from ._errors import MalformedBatch
-from ._utf8 import invalid_utf8_field
+from .._utf8 import invalid_utf8_field
 from .pulsar_api_pb2 import SingleMessageMetadata
 
 _U32 = struct.Struct(">I")

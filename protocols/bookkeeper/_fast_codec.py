@@ -9,7 +9,7 @@ worse: the upb runtime keeps every bytes value ever assigned to a message in the
 until the message dies, so a reused add request held a copy of every entry written to its ledger
 (RSS grew by the bytes written, up to a ledger's size). These encoders allocate only the frame.
 
-Field numbers (``bookie/protocol/bookie_protocol.proto``): Request.header = 1,
+Field numbers (``protocols/bookkeeper/bookie_protocol.proto``): Request.header = 1,
 Request.addRequest = 101; Response.header = 1, Response.status = 2, Response.addResponse = 101;
 BKPacketHeader.version = 1, .operation = 2, .txnId = 3; AddRequest.ledgerId = 1, .entryId = 2,
 .masterKey = 3, .body = 4, .flag = 100; AddResponse.status = 1, .ledgerId = 2, .entryId = 3.
