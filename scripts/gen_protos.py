@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Regenerate the committed ``*_pb2.py`` modules from the ``.proto`` files.
+"""Regenerate the committed ``*_pb2.py`` modules (and their ``.pyi`` type stubs, which mypy reads)
+from the ``.proto`` files.
 
     python scripts/gen_protos.py          # rewrite the generated modules
     python scripts/gen_protos.py --check  # exit 1 and name the files whose generated code differs
@@ -13,6 +14,8 @@ plain ``pip install`` needs no protoc. Protos import each other by repository-re
 
 from __future__ import annotations
 
+import keyword
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -38,16 +41,26 @@ def generate(out_dir: Path) -> list[Path]:
     files = proto_files()
     if not files:
         return []
-    args = ["protoc", f"--proto_path={ROOT}", f"--python_out={out_dir}", *map(str, files)]
+    args = ["protoc", f"--proto_path={ROOT}", f"--python_out={out_dir}", f"--pyi_out={out_dir}", *map(str, files)]
     if protoc.main(args) != 0:
         raise SystemExit("protoc failed")
-    return [f.with_name(f.stem + "_pb2.py") for f in files]
+    return [f.with_name(f.stem + suffix) for f in files for suffix in ("_pb2.py", "_pb2.pyi")]
+
+
+_KEYWORD_ATTR = re.compile(rb"^(\s*)(" + b"|".join(k.encode() for k in keyword.kwlist) + rb")(: .*)$", re.M)
+
+
+def _fix_stub(text: bytes) -> bytes:
+    # Pulsar's Schema.Type has a value named None: protoc writes "None: ..." into the stub, which
+    # is not valid Python; the value is reachable only by number or Value("None") anyway.
+    return _KEYWORD_ATTR.sub(rb"\1# \2\3  (a Python keyword: not an attribute)", text)
 
 
 def generated_files() -> dict[str, bytes]:
-    """What every ``*_pb2.py`` module should hold, by path relative to the repository."""
+    """What every ``*_pb2.py`` module and ``.pyi`` stub should hold, by path relative to the repository."""
     with tempfile.TemporaryDirectory() as tmp:
-        return {str(rel): (Path(tmp) / rel).read_bytes() for rel in generate(Path(tmp))}
+        out = {str(rel): (Path(tmp) / rel).read_bytes() for rel in generate(Path(tmp))}
+    return {rel: _fix_stub(data) if rel.endswith(".pyi") else data for rel, data in out.items()}
 
 
 def main() -> int:
