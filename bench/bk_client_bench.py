@@ -33,10 +33,10 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bk_client import BookKeeper, ClientConfig, PendingAdd  # noqa: E402
-from metadata import open_metadata_store  # noqa: E402
-from tests.bk_client_real.bkreal_cluster import RealCluster  # noqa: E402
-from tests.support.zookeeper import start_zookeeper  # noqa: E402
+from bk_client import BookKeeper, ClientConfig, PendingAdd
+from metadata import open_metadata_store
+from tests.bk_client_real.bkreal_cluster import RealCluster
+from tests.support.zookeeper import start_zookeeper
 
 
 def pct(values: list[float], p: float) -> float:

@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         keep=args.keep)
     try:
         report = ChaosRun(options).run()
-    except Exception:  # noqa: BLE001 - the run printed why; the work directory is kept
+    except Exception:
         return 2
     if not report.ok:
         return 1

@@ -64,7 +64,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from crc32c import crc32c  # noqa: E402
+from crc32c import crc32c
 
 _U32 = struct.Struct(">I")
 _MAX_INPUT = 64 * 1024
@@ -292,9 +292,16 @@ def generate(target: Target, ctx: Any, rng: random.Random) -> bytes:
 
 
 def _pulsar_common() -> SimpleNamespace:
-    from protocols.pulsar import (BrokerEntryMetadata, MessageMetadata, build_batch,
-                                 encode_command, encode_metadata_and_payload, encode_payload_command,
-                                 encode_payload_command_raw, make_command)
+    from protocols.pulsar import (
+        BrokerEntryMetadata,
+        MessageMetadata,
+        build_batch,
+        encode_command,
+        encode_metadata_and_payload,
+        encode_payload_command,
+        encode_payload_command_raw,
+        make_command,
+    )
     from protocols.pulsar import pulsar_api_pb2 as pb
 
     topic = "persistent://public/default/fuzz"
@@ -486,8 +493,15 @@ def _pulsar_events(data: bytes, chunks: list[int], limit: int, notes: list[str] 
 def _use_pulsar_frame(frame: Any) -> str:
     """What the broker and clients do with a decoded frame; checks the frame's promises."""
     from broker._entries import entry_info, entry_metadata
-    from protocols.pulsar import (MalformedBatch, command_body, decode_frame, encode_command,
-                                 encode_payload_command_raw, split_batch, type_name)
+    from protocols.pulsar import (
+        MalformedBatch,
+        command_body,
+        decode_frame,
+        encode_command,
+        encode_payload_command_raw,
+        split_batch,
+        type_name,
+    )
 
     name = type_name(frame.type)
     command_body(frame.command)
@@ -644,12 +658,27 @@ def _run_spark_values(ctx: Any, data: bytes, rng: random.Random) -> str:
 
 
 def _bookie_common() -> SimpleNamespace:
-    from protocols.bookkeeper import (OperationType, StatusCode, add_request, add_response, encode_entry,
-                                 encode_lac, encode_request, encode_response, error_response,
-                                 force_ledger_request,
-                                 force_ledger_response, get_bookie_info_request, get_bookie_info_response,
-                                 read_lac_request, read_lac_response, read_request, read_response,
-                                 write_lac_request, write_lac_response)
+    from protocols.bookkeeper import (
+        OperationType,
+        StatusCode,
+        add_request,
+        add_response,
+        encode_entry,
+        encode_lac,
+        encode_request,
+        encode_response,
+        error_response,
+        force_ledger_request,
+        force_ledger_response,
+        get_bookie_info_request,
+        get_bookie_info_response,
+        read_lac_request,
+        read_lac_response,
+        read_request,
+        read_response,
+        write_lac_request,
+        write_lac_response,
+    )
     from protocols.bookkeeper import bookie_protocol_pb2 as pb
 
     entry = encode_entry(5, 6, 5, 70, b"payload bytes")
@@ -777,8 +806,16 @@ def _run_bookie(ctx: Any, data: bytes, rng: random.Random, parse: Callable[[byte
 
 def _parse_request(payload: bytes) -> str:
     """The bookie server's path: parse, find the sub-request, answer EBADREQ when it cannot serve."""
-    from protocols.bookkeeper import (DigestMismatch, MalformedFrame, StatusCode, encode_response, error_response,
-                                 operation_of, parse_request, request_body)
+    from protocols.bookkeeper import (
+        DigestMismatch,
+        MalformedFrame,
+        StatusCode,
+        encode_response,
+        error_response,
+        operation_of,
+        parse_request,
+        request_body,
+    )
     from protocols.bookkeeper import bookie_protocol_pb2 as pb
 
     try:
@@ -800,8 +837,15 @@ def _parse_request(payload: bytes) -> str:
 
 def _parse_response(payload: bytes) -> str:
     """The client's path: parse, find the sub-response, verify bodies it carries."""
-    from protocols.bookkeeper import (DigestMismatch, MalformedFrame, decode_entry, decode_lac, operation_of,
-                                 parse_response, response_body)
+    from protocols.bookkeeper import (
+        DigestMismatch,
+        MalformedFrame,
+        decode_entry,
+        decode_lac,
+        operation_of,
+        parse_response,
+        response_body,
+    )
 
     try:
         resp = parse_response(payload)
@@ -842,8 +886,14 @@ def _digest_fixup(buf: bytearray) -> None:
 
 
 def _run_digest(ctx: Any, data: bytes, rng: random.Random) -> str:
-    from protocols.bookkeeper import (DigestMismatch, decode_entry, decode_lac, encode_entry, encode_lac,
-                                 peek_entry_header)
+    from protocols.bookkeeper import (
+        DigestMismatch,
+        decode_entry,
+        decode_lac,
+        encode_entry,
+        encode_lac,
+        peek_entry_header,
+    )
 
     out = []
     try:
@@ -1092,10 +1142,13 @@ def _journal_headers_fixup(buf: bytearray) -> None:
 
 
 def _run_journal_headers(ctx: Any, data: bytes, rng: random.Random) -> str:
-    from bookie._journal_codec import (JournalFormatError, decode_file_header, decode_last_mark,
-                                       encode_last_mark)
-
-    from bookie._journal_codec import decode_file_prev
+    from bookie._journal_codec import (
+        JournalFormatError,
+        decode_file_header,
+        decode_file_prev,
+        decode_last_mark,
+        encode_last_mark,
+    )
 
     out = []
     try:
@@ -1117,8 +1170,7 @@ def _run_journal_headers(ctx: Any, data: bytes, rng: random.Random) -> str:
 
 
 def _entry_log_setup() -> SimpleNamespace:
-    from bookie._entry_log_codec import (HEADER_SIZE, LogHeader, encode_header, encode_ledgers_map,
-                                         encode_record)
+    from bookie._entry_log_codec import HEADER_SIZE, LogHeader, encode_header, encode_ledgers_map, encode_record
 
     records = encode_record(5, 0, b"a" * 30) + encode_record(5, 1, b"") + encode_record(7, 0, b"bb" * 9)
     ledgers = {5: 20 + 30 + 20, 7: 20 + 18}
@@ -1132,8 +1184,14 @@ def _entry_log_setup() -> SimpleNamespace:
 
 def _entry_log_build(ctx: Any, gen: Gen) -> bytes:
     """A rolled log whose ledgers-map records have mutated counts, items and sizes."""
-    from bookie._entry_log_codec import (HEADER_SIZE, INVALID_LEDGER_ID, LEDGERS_MAP_ENTRY_ID, LogHeader,
-                                         encode_header, encode_record)
+    from bookie._entry_log_codec import (
+        HEADER_SIZE,
+        INVALID_LEDGER_ID,
+        LEDGERS_MAP_ENTRY_ID,
+        LogHeader,
+        encode_header,
+        encode_record,
+    )
 
     rng = gen.rng
     records = ctx.seeds[3]
@@ -1184,8 +1242,15 @@ def _entry_log_scan(data: bytes, end: int | None, chunks: list[int]) -> list[tup
 
 
 def _run_entry_log(ctx: Any, data: bytes, rng: random.Random) -> str:
-    from bookie._entry_log_codec import (HEADER_SIZE, MAGIC, CorruptLogError, decode_header,
-                                         decode_ledgers_map, decode_record_at, iter_records)
+    from bookie._entry_log_codec import (
+        HEADER_SIZE,
+        MAGIC,
+        CorruptLogError,
+        decode_header,
+        decode_ledgers_map,
+        decode_record_at,
+        iter_records,
+    )
 
     notes = []
     if data[:4] != MAGIC:  # a bare run of records (or a map read at its offset)
@@ -1328,7 +1393,7 @@ def _run_ur(ctx: Any, data: bytes, rng: random.Random) -> str:
     name = data[:24].decode("utf-8", "replace").rstrip("\n")  # child names come as text
     try:  # returns an id or None for any name: ValueError here is not the record's documented error
         lid = _ledger_id_of(name)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise PropertyViolation(f"the ledger id of lock name {name!r} raised {exc!r}") from exc
     missing, ctime = decode_ur_record(data)
     _check(decode_ur_record(encode_ur_record(missing, ctime)) == (missing, ctime), "UR record round trip")
@@ -1344,8 +1409,15 @@ def _paths_setup() -> SimpleNamespace:
 
 
 def _run_paths(ctx: Any, data: bytes, rng: random.Random) -> str:
-    from protocols.bookkeeper import (id_range_of, ledger_id_from_path, ledger_ids_in, ledger_level_children,
-                                 ledger_path, short_ledger_id, short_ledger_path)
+    from protocols.bookkeeper import (
+        id_range_of,
+        ledger_id_from_path,
+        ledger_ids_in,
+        ledger_level_children,
+        ledger_path,
+        short_ledger_id,
+        short_ledger_path,
+    )
 
     path = data.decode("utf-8", "replace")
     root = "/bk" if path.startswith("/bk/") else ""
@@ -1381,8 +1453,8 @@ def _run_paths(ctx: Any, data: bytes, rng: random.Random) -> str:
 def _utf8_setup() -> SimpleNamespace:
     """Serialized messages of every protocol package, each prefixed with its class's index."""
     from protocols.bookkeeper import Cookie, bookie_protocol_pb2, ledger_metadata_pb2
-    from protocols.pulsar import pulsar_api_pb2
     from protocols.managed_ledger import managed_ledger_pb2
+    from protocols.pulsar import pulsar_api_pb2
 
     pulsar, bookie, ledger_md = _pulsar_common(), _bookie_common(), _ledger_metadata_setup()
     samples = [(pulsar_api_pb2.BaseCommand, c) for c in pulsar.commands]
@@ -1544,10 +1616,10 @@ def _targets() -> dict[str, Target]:
     from bk_client._underreplication import decode_ur_record  # noqa: F401 - fail early if moved
     from bookie._entry_log_codec import CorruptLogError
     from bookie._journal_codec import JournalFormatError
-    from protocols.bookkeeper import CookieFormatError, DigestMismatch, FrameError as BookieFrameError
-    from protocols.bookkeeper import MetadataFormatError
-    from protocols.pulsar import FrameError, MalformedBatch
+    from protocols.bookkeeper import CookieFormatError, DigestMismatch, MetadataFormatError
+    from protocols.bookkeeper import FrameError as BookieFrameError
     from protocols.managed_ledger import MLFormatError
+    from protocols.pulsar import FrameError, MalformedBatch
 
     def with_run(f: Callable[[Any, bytes, random.Random, Callable[[bytes], str]], str],
                  parse: Callable[[bytes], str]) -> Callable[[Any, bytes, random.Random], str]:
@@ -1679,7 +1751,7 @@ class Runner:
             return self.target.run(self.ctx, data, rng), None
         except self.target.expected as exc:
             return "!" + _err_key(exc), None
-        except Exception as exc:  # noqa: BLE001 - the point: anything else is a crash
+        except Exception as exc:
             return "CRASH", exc
 
     def save(self, kind: str, signature: str, index: int, data: bytes, detail: str) -> str:

@@ -33,8 +33,8 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bookie import BookieConfig, DbLedgerStorage, open_bookie  # noqa: E402
-from protocols.bookkeeper import encode_entry  # noqa: E402
+from bookie import BookieConfig, DbLedgerStorage, open_bookie
+from protocols.bookkeeper import encode_entry
 
 MiB = 1 << 20
 ENTRY = 4096

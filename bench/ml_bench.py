@@ -31,14 +31,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bk_client import BookKeeper, ClientConfig, LedgerManager  # noqa: E402
-from protocols.bookkeeper import LedgerMetadata, Segment  # noqa: E402
 from managed_ledger import (  # noqa: E402
     InitialPosition,
     ManagedLedgerConfig,
     ManagedLedgerFactory,
 )
-from protocols.managed_ledger import CursorInfo, LedgerInfo, ManagedLedgerInfo, Position, PositionRange  # noqa: E402
 from metadata import open_metadata_store  # noqa: E402
+from protocols.bookkeeper import LedgerMetadata, Segment  # noqa: E402
+from protocols.managed_ledger import CursorInfo, LedgerInfo, ManagedLedgerInfo, Position, PositionRange  # noqa: E402
 from tests.support.zookeeper import start_zookeeper  # noqa: E402
 
 KIB = 1024

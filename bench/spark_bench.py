@@ -81,7 +81,7 @@ def main() -> None:
         register(spark)
         per_task = max(1, -(-args.messages // args.tasks))
 
-        def source(reader, **opts):  # noqa: ANN001, ANN202
+        def source(reader, **opts):
             r = (reader.format("magnetar").option("service.url", sa.service_url)
                  .option("admin.url", sa.admin_url)
                  .option("metadata.url", url).option("maxEntriesPerTask", str(per_task)))

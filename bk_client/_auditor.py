@@ -36,8 +36,8 @@ from dataclasses import dataclass
 
 import trio
 
-from protocols.bookkeeper import LedgerMetadata
 from metadata import MetadataError, MetadataStore, NoNodeError, SessionState, WatchKind
+from protocols.bookkeeper import LedgerMetadata
 
 from ._errors import MetadataStoreError, NoSuchLedger
 from ._ledger_manager import LedgerManager

@@ -20,8 +20,8 @@ from contextlib import asynccontextmanager
 
 import trio
 
-from protocols.bookkeeper import DigestType, LedgerMetadata, Segment, max_add_payload
 from metadata import MetadataStore
+from protocols.bookkeeper import DigestType, LedgerMetadata, Segment, max_add_payload
 
 from ._config import ClientConfig
 from ._connection import ConnectionPool

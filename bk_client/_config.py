@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from protocols.bookkeeper import DEFAULT_MAX_FRAME_SIZE
 from magnetar.config import ConfigError, config_field, require_at_least, require_positive
+from protocols.bookkeeper import DEFAULT_MAX_FRAME_SIZE
 
 __all__ = ["ClientConfig"]
 

@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 
 import trio
 
+from metadata import BadVersionError, MetadataError, MetadataStore, NodeExistsError, NoNodeError
 from protocols.bookkeeper import (
     IDGEN,
     LEDGER_LEVELS,
@@ -51,7 +52,6 @@ from protocols.bookkeeper import (
     ledgers_root,
     readonly_path,
 )
-from metadata import BadVersionError, MetadataError, MetadataStore, NodeExistsError, NoNodeError
 
 from ._errors import LedgerExists, LedgerIdOverflow, MetadataStoreError, MetadataVersionConflict, NoSuchLedger
 

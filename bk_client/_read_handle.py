@@ -28,7 +28,6 @@ import trio
 
 from protocols.bookkeeper import (
     DecodedEntry,
-    DigestMismatch as ProtocolDigestMismatch,
     LedgerMetadata,
     LedgerState,
     StatusCode,
@@ -36,6 +35,9 @@ from protocols.bookkeeper import (
     decode_entry,
     encode_request,
     read_request,
+)
+from protocols.bookkeeper import (
+    DigestMismatch as ProtocolDigestMismatch,
 )
 
 from ._context import ClientContext

@@ -44,8 +44,11 @@ from typing import Protocol
 
 import trio
 
+from metadata import MetadataError
 from protocols.bookkeeper import (
     DigestMismatch as ProtocolDigestMismatch,
+)
+from protocols.bookkeeper import (
     LedgerMetadata,
     Segment,
     StatusCode,
@@ -54,7 +57,6 @@ from protocols.bookkeeper import (
     encode_request,
     read_request,
 )
-from metadata import MetadataError
 
 from ._connection import ConnectionPool
 from ._context import ClientContext, master_key

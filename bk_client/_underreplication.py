@@ -38,7 +38,6 @@ from dataclasses import dataclass
 
 import trio
 
-from protocols.bookkeeper import UNDERREPLICATION, ledgers_root
 from metadata import (
     BadVersionError,
     MetadataError,
@@ -47,6 +46,7 @@ from metadata import (
     NoNodeError,
     NotEmptyError,
 )
+from protocols.bookkeeper import UNDERREPLICATION, ledgers_root
 
 from ._errors import MetadataStoreError
 

@@ -53,8 +53,8 @@ from ._process import BookieFatalError as BookieFatalError
 from ._process import serve_bookie_process as serve_bookie_process
 from ._registration import registration_path as registration_path
 from ._registration import run_registration as run_registration
-from ._space import SpaceGuard as SpaceGuard
 from ._server import serve_bookie as serve_bookie
+from ._space import SpaceGuard as SpaceGuard
 from ._storage import CheckpointSource as CheckpointSource
 from ._storage import DbLedgerStorage as DbLedgerStorage
 from ._storage import LedgerStorage as LedgerStorage

@@ -66,8 +66,8 @@ import trio
 from prometheus_client import CollectorRegistry
 
 from metadata import MetadataStore
-
 from protocols.bookkeeper import ENTRY_HEADER_SIZE, LAC_BODY_SIZE, StatusCode
+
 from ._config import BookieConfig
 from ._gc import GarbageCollector
 from ._journal import Journal, JournalError, JournalIOError, JournalNoSpaceError, JournalState

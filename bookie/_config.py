@@ -16,10 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from magnetar.config import ConfigError, config_field, require_at_least, require_fraction, require_positive
+from protocols.bookkeeper import DEFAULT_MAX_FRAME_SIZE
 
 from ._gc_config import GcConfig
 from ._journal_config import JournalConfig
-from protocols.bookkeeper import DEFAULT_MAX_FRAME_SIZE
 
 __all__ = ["BookieConfig"]
 

@@ -21,8 +21,8 @@ from pathlib import Path
 import trio
 
 from metadata import MetadataStore, NodeExistsError, NoNodeError, ensure_path
-
 from protocols.bookkeeper import INSTANCEID, Cookie, CookieFormatError, cookie_path, ledgers_root
+
 from ._config import BookieConfig
 
 __all__ = ["COOKIE_FILE", "CookieMismatchError", "expected_cookie", "check_cookies", "format_bookie"]

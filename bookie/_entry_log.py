@@ -37,9 +37,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ._entry_log_codec import (
-    HEADER_SIZE, INVALID_LEDGER_ID, MAX_LOG_ID, RECORD_PREFIX_SIZE, CorruptLogError, LogHeader,
-    decode_header, decode_ledgers_map, decode_record_at, encode_header, encode_ledgers_map,
-    log_file_name, pack_record_prefix_into, parse_log_file_name, record_prefix, split_location,
+    HEADER_SIZE,
+    INVALID_LEDGER_ID,
+    MAX_LOG_ID,
+    RECORD_PREFIX_SIZE,
+    CorruptLogError,
+    LogHeader,
+    decode_header,
+    decode_ledgers_map,
+    decode_record_at,
+    encode_header,
+    encode_ledgers_map,
+    log_file_name,
+    pack_record_prefix_into,
+    parse_log_file_name,
+    record_prefix,
+    split_location,
 )
 
 __all__ = ["EntryLogger", "FileOps", "LogRecord", "LogUsage", "EntryLogStats", "StorageIOError"]

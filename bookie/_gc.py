@@ -37,8 +37,8 @@ import trio
 from prometheus_client import CollectorRegistry
 
 from metadata import MetadataStore, NoNodeError
+from protocols.bookkeeper import LedgerMetadata, LedgerState, ledger_level_children, ledger_path, ledgers_root
 
-from protocols.bookkeeper import LedgerMetadata, LedgerState, ledger_path, ledger_level_children, ledgers_root
 from ._compaction import CompactionKind, CompactionTimeout, RateLimiter, compact_log
 from ._gc_config import GcConfig
 from ._gc_explain import GcExplanation, GcSchedule, LedgerPin, explain_log, lookup_ledgers
@@ -180,7 +180,7 @@ class GarbageCollector:
                 else:
                     await self.run_once(force=req.force, allow_major=req.allow_major,
                                         allow_minor=req.allow_minor)
-            except Exception:  # noqa: BLE001 - run_once already reports; belt and braces
+            except Exception:
                 log.exception("GC run failed")
 
     def trigger(self, *, force: bool = True, allow_major: bool = True, allow_minor: bool = True) -> None:
@@ -229,7 +229,7 @@ class GarbageCollector:
         t0 = trio.current_time()
         try:
             deleted_ledgers = await self._gc_ledgers()
-        except Exception as exc:  # noqa: BLE001 - never silent, never fatal
+        except Exception as exc:
             m.errors.labels("ledgers").inc()
             log.error("GC: ledger GC stopped, nothing more deleted this run: %s", exc)
             errors.append(f"ledgers: {exc}")
@@ -254,7 +254,7 @@ class GarbageCollector:
             m.active_logs.set(len(infos) + len(self._tracker.current))
             m.active_log_bytes.set(sum(i.file_size for i in infos.values()))
             self._headroom = {k: v for k, v in self._headroom.items() if k in infos}
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             m.errors.labels("entry_logs").inc()
             log.error("GC: entry log GC failed: %s", exc)
             errors.append(f"entry_logs: {exc}")
@@ -267,7 +267,7 @@ class GarbageCollector:
             t0 = trio.current_time()
             try:
                 compacted, reclaimed_comp = await self._compact(kind, errors)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 m.errors.labels("compaction").inc()
                 log.error("GC: %s compaction failed: %s", kind.value, exc)
                 errors.append(f"compaction: {exc}")
@@ -302,7 +302,7 @@ class GarbageCollector:
         for lid in absent:
             try:
                 still_absent = await self._store.exists(ledger_path(self._root, lid)) is None
-            except Exception as exc:  # noqa: BLE001 - keep the ledger, try again next run
+            except Exception as exc:
                 log.warning("GC: cannot re-check ledger %d, keeping it: %s", lid, exc)
                 continue
             if not still_absent:
@@ -342,7 +342,7 @@ class GarbageCollector:
     async def _delete_ledger(self, lid: int, reason: str) -> bool:
         try:
             await self._storage.delete_ledger(lid)
-        except Exception as exc:  # noqa: BLE001 - next run retries
+        except Exception as exc:
             self.metrics.errors.labels("ledgers").inc()
             log.error("GC: deleting ledger %d failed: %s", lid, exc)
             return False
@@ -351,7 +351,7 @@ class GarbageCollector:
         if self._on_ledger_deleted is not None:
             try:
                 self._on_ledger_deleted(lid)
-            except Exception:  # noqa: BLE001 - the ledger is deleted; a listener bug must not stop GC
+            except Exception:
                 log.exception("GC: on_ledger_deleted(%d) failed", lid)
         return True
 
@@ -369,7 +369,7 @@ class GarbageCollector:
                     continue
                 if self.config.verify_metadata_on_gc and not await self._not_in_ensemble(lid):
                     continue
-            except Exception as exc:  # noqa: BLE001 - NoNode included: the next run handles it
+            except Exception as exc:
                 log.debug("GC: over-replication check of ledger %d skipped: %s", lid, exc)
                 continue
             if await self._delete_ledger(lid, "not_in_ensemble"):
@@ -434,7 +434,7 @@ class GarbageCollector:
                     log.info("GC: %s compaction reached its time bound inside entry log %x", kind.value,
                              info.log_id)
                     break
-                except Exception as exc:  # noqa: BLE001 - one bad log must not stop compaction
+                except Exception as exc:
                     msg = f"{type(exc).__name__}: {exc}"
                     log.error("GC: compacting entry log %x failed, skipping it for %d ms: %s",
                               info.log_id, c.error_skip_period_ms, msg)
@@ -522,7 +522,7 @@ class GarbageCollector:
                     usage = logger.usage(log_id)
                 except FileNotFoundError:
                     continue
-                except Exception as exc:  # noqa: BLE001 - explain answers for every log
+                except Exception as exc:
                     rows.append((log_id, str(path.parent), size, 0, {}, False, f"{type(exc).__name__}: {exc}"))
                     continue
                 live = {k: v for k, v in usage.ledgers.items() if exists(k)}

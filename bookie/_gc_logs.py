@@ -151,7 +151,7 @@ class EntryLogTracker:
                 size = os.stat(path).st_size
             except FileNotFoundError:
                 continue  # removed meanwhile
-            except Exception as exc:  # noqa: BLE001 - one bad log must not stop GC (rule 2)
+            except Exception as exc:
                 log.error("GC: cannot read the ledgers map of entry log %x: %s", log_id, exc)
                 errors.append(LogError(log_id, "usage", f"{type(exc).__name__}: {exc}"))
                 continue
@@ -175,7 +175,7 @@ class EntryLogTracker:
                 await trio.to_thread.run_sync(self._logger.remove_log, log_id)
             except FileNotFoundError:
                 pass
-            except Exception as exc:  # noqa: BLE001 - rule 2
+            except Exception as exc:
                 log.error("GC: cannot delete dead entry log %x: %s", log_id, exc)
                 errors.append(LogError(log_id, "delete", f"{type(exc).__name__}: {exc}"))
                 self._skips.add(log_id, f"delete failed: {exc}")

@@ -74,7 +74,6 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import trio
@@ -91,18 +90,6 @@ from ._journal_codec import (
     encode_record,
 )
 from ._journal_config import JournalConfig
-from ._journal_types import (
-    FlushReason,
-    JournalTicket,
-    _Batch,
-    _reraise,
-    JournalClosedError,
-    JournalError,
-    JournalIOError,
-    JournalNoSpaceError,
-    JournalState,
-    JournalStatistics,
-)
 from ._journal_files import (
     JournalDisk,
     ReplayReport,
@@ -115,8 +102,20 @@ from ._journal_files import (
     remove_old_files,
     repair_tail,
 )
-from ._last_mark import read_last_mark, write_last_mark
 from ._journal_io import _JournalIO, _Sync
+from ._journal_types import (
+    FlushReason,
+    JournalClosedError,
+    JournalError,
+    JournalIOError,
+    JournalNoSpaceError,
+    JournalState,
+    JournalStatistics,
+    JournalTicket,
+    _Batch,
+    _reraise,
+)
+from ._last_mark import read_last_mark, write_last_mark
 from ._space import SpaceGuard
 from .metrics import JournalMetrics
 

@@ -24,8 +24,8 @@ from metadata import (
     SessionState,
     ensure_path,
 )
-
 from protocols.bookkeeper import available_path, readonly_path
+
 from ._bookie import Bookie, BookieState
 
 __all__ = ["run_registration", "registration_path"]

@@ -33,7 +33,6 @@ from protocols.bookkeeper import (
     OperationType,
     StatusCode,
     add_response,
-    bookie_protocol_pb2 as pb,
     encode_add_response,
     encode_response,
     error_response,
@@ -44,6 +43,10 @@ from protocols.bookkeeper import (
     read_response,
     write_lac_response,
 )
+from protocols.bookkeeper import (
+    bookie_protocol_pb2 as pb,
+)
+
 from ._bookie import AddTicket, Bookie, BookieError
 from ._journal import JournalError
 

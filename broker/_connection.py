@@ -38,8 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from protocols.pulsar import (ChecksumMismatch, Frame, FrameDecoder, FrameError, encode_command, make_command,
-                             type_name)
+from protocols.pulsar import ChecksumMismatch, Frame, FrameDecoder, FrameError, encode_command, make_command, type_name
 from protocols.pulsar import pulsar_api_pb2 as pb
 
 from ._config import MESSAGE_SIZE_FRAME_PADDING
@@ -156,7 +155,7 @@ class ServerConnection:
         for consumer in list(self.consumers.values()):
             try:
                 await consumer.subscription.remove_consumer(consumer)
-            except Exception as exc:  # noqa: BLE001 - detaching the others must go on
+            except Exception as exc:
                 log.warning("detaching consumer %s: %s", consumer.name, exc)
         self.consumers.clear()
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from protocols.pulsar import encode_command, encode_payload_command_raw, make_command
 from managed_ledger import Entry, Position
+from protocols.pulsar import encode_command, encode_payload_command_raw, make_command
 
 from ._entries import UINT64_MAX
 

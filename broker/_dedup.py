@@ -39,9 +39,8 @@ import logging
 
 import trio
 
-from metadata import MetadataStore, NoNodeError
-
 from managed_ledger import InitialPosition, ManagedCursor, ManagedLedger, Position
+from metadata import MetadataStore, NoNodeError
 
 from ._entries import entry_metadata
 
@@ -171,7 +170,7 @@ class Deduplication:
                 for e in entries:
                     try:
                         md = entry_metadata(e.data)
-                    except Exception:  # noqa: BLE001 - not a Pulsar message: nothing to learn
+                    except Exception:
                         continue
                     n = md.num_messages_in_batch if md.HasField("num_messages_in_batch") else 1
                     if not is_partial_chunk(md):
@@ -181,7 +180,7 @@ class Deduplication:
         finally:
             try:
                 await cursor.close()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
         for name, seq in self.persisted.items():
             self.note_pushed(name, seq)

@@ -64,7 +64,7 @@ def entry_info(data: bytes) -> EntryInfo:
     """
     try:
         md = entry_metadata(data)
-    except Exception:  # noqa: BLE001 - a corrupt entry must still be deliverable (the client rejects it)
+    except Exception:
         return EntryInfo(1, False, key_hash_slot(b"NONE_KEY"), None, 0)
     is_batch = md.HasField("num_messages_in_batch")
     # A batched message takes at least 6 bytes (its size and its metadata's payload_size), so a
@@ -126,7 +126,7 @@ class Signal:
         self._trio = trio
         self._event = trio.Event()
 
-    def current(self):  # noqa: ANN201 - trio.Event
+    def current(self):
         """The event that the next `fire` sets."""
         return self._event
 

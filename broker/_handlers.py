@@ -38,9 +38,9 @@ from typing import TYPE_CHECKING
 
 from google.protobuf.message import Message
 
+from managed_ledger import ManagedLedgerError
 from protocols.pulsar import Frame, command_body, command_field, make_command, type_name
 from protocols.pulsar import pulsar_api_pb2 as pb
-from managed_ledger import ManagedLedgerError
 
 from . import _handlers_consumer as hc
 from . import _handlers_lookup as hl

@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from managed_ledger import InitialPosition, Position
 from protocols.pulsar import Frame, make_command
 from protocols.pulsar import pulsar_api_pb2 as pb
-from managed_ledger import InitialPosition, Position
 
 from ._consumer import Consumer
 from ._dispatcher import SubType

@@ -7,9 +7,9 @@ import logging
 import secrets
 from typing import TYPE_CHECKING
 
+from managed_ledger import StorageUnavailable
 from protocols.pulsar import Frame, make_command
 from protocols.pulsar import pulsar_api_pb2 as pb
-from managed_ledger import StorageUnavailable
 
 from ._config import MESSAGE_SIZE_FRAME_PADDING
 from ._dedup import highest_sequence_id, is_partial_chunk

@@ -32,7 +32,7 @@ def publish_time_of(entry: Entry) -> int | None:
     None when the entry is not a Pulsar message (never raises)."""
     try:
         t = entry_metadata(entry.data).publish_time
-    except Exception:  # noqa: BLE001 - a foreign or corrupt entry has no publish time
+    except Exception:
         return None
     return t or None
 

@@ -65,7 +65,7 @@ async def _refuse(stream: trio.SocketStream, remote: str, reason: str) -> None:
 
 
 async def serve_broker(service: BrokerService, host: str | None = None, port: int | None = None, *,
-                       task_status=trio.TASK_STATUS_IGNORED) -> None:  # noqa: ANN001
+                       task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Serve the Pulsar protocol for ``service`` until cancelled.
 
     Starts the service (its topic nursery and idle-unload loop) and listens on ``host:port``

@@ -125,7 +125,7 @@ class BrokerService:
             system_cursors=frozenset({DEDUP_CURSOR}))
         self._quota_checked: dict[str, float] = {}
 
-    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:  # noqa: ANN001
+    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Create the default namespace, then own topic tasks and the idle-unload loop until cancelled."""
         await self.namespaces.ensure_namespace(NamespaceName.parse(self.config.default_namespace))
         try:
@@ -312,7 +312,7 @@ class BrokerService:
                 enabled[name] = await self.dedup_enabled(name)
             try:
                 await t.set_deduplication(enabled[name])
-            except Exception as exc:  # noqa: BLE001 - one topic must not stop the others
+            except Exception as exc:
                 log.warning("switching deduplication on %s failed: %s", t.name, exc)
 
     async def _policy_recheck_loop(self) -> None:
@@ -320,7 +320,7 @@ class BrokerService:
             await trio.sleep(self.config.policy_recheck_interval_s)
             try:
                 await self.apply_namespace_policies()
-            except Exception as exc:  # noqa: BLE001 - the store may be briefly unreachable
+            except Exception as exc:
                 log.warning("policy recheck failed: %s", exc)
 
     async def schema_strategy(self, ns: NamespaceName) -> tuple[str, bool]:
@@ -357,7 +357,7 @@ class BrokerService:
         for t in list(self.topics.values()):
             try:
                 await self.unload(t)
-            except Exception as exc:  # noqa: BLE001 - keep closing the others
+            except Exception as exc:
                 log.warning("unloading %s failed: %s", t.name, exc)
 
     # ------------------------------------------------------------------ listing

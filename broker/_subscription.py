@@ -63,7 +63,7 @@ class Subscription:
         """The type of the attached consumers, None when there are none."""
         return self.dispatcher.sub_type if self.dispatcher and self.dispatcher.consumers else None
 
-    async def add_consumer(self, *, consumer_id: int, name: str, connection, sub_type: int,  # noqa: ANN001
+    async def add_consumer(self, *, consumer_id: int, name: str, connection, sub_type: int,
                            priority: int, hash_ranges: list[tuple[int, int]] | None,
                            metadata: dict[str, str]) -> Consumer:
         """Attach a consumer per Rule 1; raises `ConsumerBusyError` or `BrokerServiceError`."""
@@ -72,7 +72,7 @@ class Subscription:
                                             sub_type=sub_type, priority=priority, hash_ranges=hash_ranges,
                                             metadata=metadata)
 
-    async def _add_consumer(self, *, consumer_id: int, name: str, connection, sub_type: int,  # noqa: ANN001
+    async def _add_consumer(self, *, consumer_id: int, name: str, connection, sub_type: int,
                             priority: int, hash_ranges: list[tuple[int, int]] | None,
                             metadata: dict[str, str]) -> Consumer:
         from ._selectors import RangeConflictError
@@ -112,7 +112,7 @@ class Subscription:
         d.notify_new_failover_consumer(consumer)
         return consumer
 
-    async def _run_dispatcher(self, d: Dispatcher, task_status=trio.TASK_STATUS_IGNORED) -> None:  # noqa: ANN001
+    async def _run_dispatcher(self, d: Dispatcher, task_status=trio.TASK_STATUS_IGNORED) -> None:
         with trio.CancelScope() as scope:
             self._dispatch_scope = scope
             task_status.started()
@@ -225,10 +225,10 @@ class Subscription:
 
     async def position_for_publish_time(self, publish_time_ms: int) -> Position:
         """The first position whose message was published at or after ``publish_time_ms``."""
-        def before(entry) -> bool:  # noqa: ANN001
+        def before(entry) -> bool:
             try:
                 return entry_metadata(entry.data).publish_time < publish_time_ms
-            except Exception:  # noqa: BLE001
+            except Exception:
                 return True
 
         found = await self.cursor.find_newest_matching(before, search_all=True)

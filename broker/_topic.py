@@ -44,7 +44,6 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from protocols.pulsar import pulsar_api_pb2 as pb
 from managed_ledger import (
     InitialPosition,
     ManagedLedger,
@@ -53,6 +52,7 @@ from managed_ledger import (
     Position,
     StorageUnavailable,
 )
+from protocols.pulsar import pulsar_api_pb2 as pb
 
 from ._dedup import DEDUP_CURSOR, Deduplication, DedupVerdict
 from ._errors import BrokerServiceError, ProducerBusyError, ServiceNotReadyError
@@ -103,14 +103,14 @@ class Topic:
             if sub_name != DEDUP_CURSOR:  # deduplication's own cursor is not a subscription
                 self.subscriptions[sub_name] = Subscription(self, sub_name, cursor, durable=True)
 
-    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:  # noqa: ANN001
+    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Own the topic's tasks until `close` (started in the service's nursery)."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             task_status.started()
             await trio.sleep_forever()
 
-    async def start_task(self, fn, *args: Any) -> None:  # noqa: ANN001
+    async def start_task(self, fn, *args: Any) -> None:
         """Start ``fn(*args, task_status=...)`` in the topic's nursery."""
         self._check_open()
         assert self._nursery is not None
@@ -396,7 +396,7 @@ class Topic:
         if self.dedup is not None:
             try:
                 await self.dedup.snapshot()
-            except Exception as exc:  # noqa: BLE001 - closing must go on
+            except Exception as exc:
                 log.warning("dedup snapshot of %s failed on close: %s", self.name, exc)
         try:
             await self.ml.close()

@@ -162,7 +162,7 @@ class BrokerMetrics:
             return None
         try:
             return hook()
-        except Exception:  # noqa: BLE001 - a scrape must not fail because a bookie is away
+        except Exception:
             return None
 
     def render(self) -> bytes:

@@ -4,7 +4,8 @@ This package holds what composes the others: the ``magnetar`` command line (`mag
 the dependency-free config loader (`magnetar.config`) that every component package may import.
 """
 
-from importlib.metadata import PackageNotFoundError, version as _dist_version
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _dist_version
 
 try:
     __version__ = _dist_version("magnetar")

@@ -37,6 +37,7 @@ from managed_ledger._errors import (
 from managed_ledger._ledger_list import LedgerList
 from managed_ledger._ranges import AckRanges
 from managed_ledger._types import Entry, InitialPosition
+from metadata import BadVersionError, MetadataError, NoNodeError
 from protocols.managed_ledger import (
     EARLIEST,
     CursorInfo,
@@ -45,7 +46,6 @@ from protocols.managed_ledger import (
     indexes_to_words,
     words_to_indexes,
 )
-from metadata import BadVersionError, MetadataError, NoNodeError
 
 if TYPE_CHECKING:
     from managed_ledger._ledger import ManagedLedger

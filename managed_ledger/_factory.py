@@ -22,8 +22,8 @@ from managed_ledger._config import ManagedLedgerConfig
 from managed_ledger._errors import ManagedLedgerClosed, ManagedLedgerError
 from managed_ledger._ledger import ML_ROOT, ManagedLedger, _Context
 from managed_ledger.metrics import ManagedLedgerMetrics
-from protocols.managed_ledger import ManagedLedgerInfo
 from metadata import NoNodeError
+from protocols.managed_ledger import ManagedLedgerInfo
 
 if TYPE_CHECKING:
     from metadata import MetadataStore

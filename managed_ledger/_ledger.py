@@ -49,8 +49,6 @@ from bk_client.api import BookKeeperClient, WriteHandle
 from managed_ledger._cache import EntryCache
 from managed_ledger._config import ManagedLedgerConfig
 from managed_ledger._cursor import ManagedCursor
-from managed_ledger._ledger_adds import AddPath
-from managed_ledger._ledger_cursors import CursorsAndTrimming
 from managed_ledger._errors import (
     ManagedLedgerClosed,
     ManagedLedgerError,
@@ -58,12 +56,14 @@ from managed_ledger._errors import (
     ManagedLedgerTerminated,
     StorageUnavailable,
 )
+from managed_ledger._ledger_adds import AddPath
+from managed_ledger._ledger_cursors import CursorsAndTrimming
 from managed_ledger._ledger_list import LedgerList
 from managed_ledger._reader import LedgerReader
 from managed_ledger._types import Entry
 from managed_ledger.metrics import ManagedLedgerMetrics
-from protocols.managed_ledger import LedgerInfo, ManagedLedgerInfo, Position
 from metadata import BadVersionError, NodeExistsError, NoNodeError
+from protocols.managed_ledger import LedgerInfo, ManagedLedgerInfo, Position
 
 if TYPE_CHECKING:
     from metadata import MetadataStore

@@ -10,8 +10,8 @@ from typing import Any
 from managed_ledger._cursor import CursorState, ManagedCursor, cursor_from_info, new_cursor_positions
 from managed_ledger._errors import CursorNotFound, ManagedLedgerError
 from managed_ledger._types import InitialPosition
-from protocols.managed_ledger import CursorInfo, LedgerInfo, Position
 from metadata import BadVersionError, NodeExistsError, NoNodeError
+from protocols.managed_ledger import CursorInfo, LedgerInfo, Position
 
 __all__ = ["CursorsAndTrimming"]
 

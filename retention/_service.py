@@ -345,7 +345,7 @@ class RetentionService:
             for listener in list(self.trim_listeners):
                 try:
                     listener(report)
-                except Exception:  # noqa: BLE001 - a listener must never stop trimming
+                except Exception:
                     log.exception("retention: a trim listener failed for %s", report.topic)
 
     # --- bookkeeping and hooks ---------------------------------------------------------------

@@ -108,7 +108,7 @@ class Limits:
     ratio: float = config_field(0.0, alias="someThreshold")
 
 
-def _reason(call) -> tuple[str, str]:  # noqa: ANN001
+def _reason(call) -> tuple[str, str]:
     with pytest.raises(ConfigError) as info:
         call()
     return info.value.key, info.value.reason

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from bk_client import ClientConfig
 from bookie import BookieConfig
 from broker import BrokerConfig
@@ -14,8 +16,6 @@ from magnetar.cli.cmd_broker import ClusterConfig
 from magnetar.config import ConfigError
 from magnetar.stack import StandaloneConfig
 from managed_ledger import ManagedLedgerConfig
-
-import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 

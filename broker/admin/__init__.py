@@ -12,12 +12,12 @@ of the broker, its managed ledgers and retention.
 from ._app import create_admin_app as create_admin_app
 from ._app import serve_admin as serve_admin
 from ._explain import GcExplainHook as GcExplainHook
+from ._explain import explain_storage as explain_storage
 from ._gc_join import BookieAnswer as BookieAnswer
 from ._gc_join import TrimmedLedger as TrimmedLedger
 from ._gc_join import join_gc_explain as join_gc_explain
 from ._gc_view import BookieGcView as BookieGcView
 from ._gc_view import TrimHistory as TrimHistory
-from ._explain import explain_storage as explain_storage
 from ._subscriptions import parse_message_id as parse_message_id
 
 __all__ = [

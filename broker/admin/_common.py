@@ -249,7 +249,7 @@ async def for_each_bounded(items: Sequence[T], fn: Callable[[T], Awaitable[R]], 
         for i, item in pending:  # one shared iterator: each item is taken by exactly one worker
             try:
                 results[i] = await fn(item)
-            except Exception as exc:  # noqa: BLE001 - raised by the caller, below
+            except Exception as exc:
                 failures.append(exc)
                 cancel.cancel()
                 return

@@ -70,7 +70,7 @@ async def explain_storage(topic: Topic, policies: TopicPolicies, last_check: dic
         try:
             result = gc_hook(str(topic.name), ids)
             out["bookieGc"] = await result if inspect.isawaitable(result) else result
-        except Exception as exc:  # noqa: BLE001 - bookies away: explain the rest
+        except Exception as exc:
             out["bookieGc"] = {"error": f"{type(exc).__name__}: {exc}"}
     return out
 

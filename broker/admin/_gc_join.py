@@ -85,7 +85,7 @@ def _fmt_ms(ms: int | None) -> str:
         return "an unknown time"
     import datetime
 
-    return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _log_row(log: Mapping[str, Any], nbytes: int) -> dict[str, Any]:

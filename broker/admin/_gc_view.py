@@ -163,7 +163,7 @@ class BookieGcView:
                 if not isinstance(doc, dict) or not isinstance(doc.get("logs"), list):
                     raise ValueError("not a GC explain document")
                 return BookieAnswer(bid, url, doc, read_only=read_only)
-            except Exception as exc:  # noqa: BLE001 - one bookie's failure must not fail explain
+            except Exception as exc:
                 error = f"bookie unreachable: {type(exc).__name__}: {exc}"
         return BookieAnswer(bid, url, error=error, read_only=read_only)
 
@@ -242,7 +242,7 @@ class BookieGcView:
                 next_refresh = trio.current_time() + self.refresh_interval_s
                 try:
                     await self.refresh()
-                except Exception as exc:  # noqa: BLE001 - metrics are best effort; try again later
+                except Exception as exc:
                     log.warning("bookie GC view: refresh failed: %s", exc)
             await trio.sleep(0.5)
 

@@ -15,8 +15,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from retention import BacklogQuota, BacklogQuotaType, PolicyOverrides, RetentionPolicies, TopicPolicies
-from retention import parse_message_ttl
+from retention import (
+    BacklogQuota,
+    BacklogQuotaType,
+    PolicyOverrides,
+    RetentionPolicies,
+    TopicPolicies,
+    parse_message_ttl,
+)
 
 from .._config import _STRATEGIES
 from ._common import (
@@ -98,7 +104,7 @@ async def _value_from_request(request: Request, policy: str) -> Any:
 # ------------------------------------------------------------------ namespace level
 
 
-def _ns_get(policy: str):  # noqa: ANN202
+def _ns_get(policy: str):
     key = POLICY_KEYS[policy][0]
 
     @endpoint
@@ -108,7 +114,7 @@ def _ns_get(policy: str):  # noqa: ANN202
     return handler
 
 
-def _ns_set(policy: str):  # noqa: ANN202
+def _ns_set(policy: str):
     key = POLICY_KEYS[policy][0]
 
     @endpoint
@@ -121,7 +127,7 @@ def _ns_set(policy: str):  # noqa: ANN202
     return handler
 
 
-def _ns_delete(policy: str):  # noqa: ANN202
+def _ns_delete(policy: str):
     key = POLICY_KEYS[policy][0]
 
     @endpoint
@@ -168,7 +174,7 @@ async def ns_delete_quota(request: Request) -> Response:
 # ------------------------------------------------------------------ topic level
 
 
-async def _existing_topic(request: Request):  # noqa: ANN202
+async def _existing_topic(request: Request):
     s, topic = service_of(request), topic_of(request)
     await require_namespace(s, topic.namespace_name)
     if not (await s.namespaces.get_partitions(topic) or await s.topic_exists(topic)):
@@ -176,12 +182,12 @@ async def _existing_topic(request: Request):  # noqa: ANN202
     return s, topic
 
 
-async def _applied(request: Request, s, topic) -> TopicPolicies:  # noqa: ANN001
+async def _applied(request: Request, s, topic) -> TopicPolicies:
     ns, own = await s.policies.overrides(topic)
     return TopicPolicies.resolve(s.policies.config, ns, own)
 
 
-def _topic_get(policy: str):  # noqa: ANN202
+def _topic_get(policy: str):
     key = POLICY_KEYS[policy][0]
 
     @endpoint
@@ -194,7 +200,7 @@ def _topic_get(policy: str):  # noqa: ANN202
     return handler
 
 
-def _topic_set(policy: str):  # noqa: ANN202
+def _topic_set(policy: str):
     key = POLICY_KEYS[policy][0]
 
     @endpoint
@@ -205,7 +211,7 @@ def _topic_set(policy: str):  # noqa: ANN202
     return handler
 
 
-def _topic_delete(policy: str):  # noqa: ANN202
+def _topic_delete(policy: str):
     key = POLICY_KEYS[policy][0]
 
     @endpoint

@@ -175,7 +175,7 @@ async def _drain(receive: Receive) -> None:
                 message = await receive()
                 if message["type"] != "http.request" or not message.get("more_body", False):
                     return
-    except Exception as exc:  # noqa: BLE001 - a drain must never take the admin server down
+    except Exception as exc:
         log.debug("draining an unread request body: %s", exc)
 
 
@@ -216,7 +216,7 @@ class RequestGuard:
                     if not _declared_length(scope) and not chunked:
                         await exchange.read_empty_body()
                     await self.app(scope, exchange.receive, exchange.send)
-            except Exception as exc:  # noqa: BLE001 - re-raised below, outside the nursery, unwrapped
+            except Exception as exc:
                 failure = exc
             finally:
                 nursery.cancel_scope.cancel()  # the watcher ends with the request

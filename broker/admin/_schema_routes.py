@@ -77,7 +77,7 @@ def _response(info: SchemaInfo, version: int) -> dict[str, Any]:
             "data": info.data.decode("utf-8", "replace"), "properties": dict(info.properties)}
 
 
-async def _topic(request: Request):  # noqa: ANN202
+async def _topic(request: Request):
     s, topic = service_of(request), topic_of(request)
     await require_namespace(s, topic.namespace_name)
     return s, topic

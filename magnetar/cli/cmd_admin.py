@@ -105,7 +105,7 @@ def _message_id(text: str) -> dict[str, int]:
 # ------------------------------------------------------------------ output
 
 
-def _console():  # noqa: ANN202
+def _console():
     from rich.console import Console
 
     # piped output (scripts, tests) gets a wide table rather than 80 columns of wrapped cells
@@ -162,7 +162,7 @@ def _done(api: _Api, what: str) -> None:
 _json_flag = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 
 
-def _cmd(group: click.Group, name: str, *params: Callable[[Any], Any]):  # noqa: ANN202
+def _cmd(group: click.Group, name: str, *params: Callable[[Any], Any]):
     """Register ``fn(api, **values)`` as ``group name``: ``params`` (click arguments and options, in
     the order given) then ``--json``; the docstring is the help. Every command has this shape, so
     the `_Api` built from the group options and ``--json`` is made here, once."""

@@ -16,9 +16,8 @@ import signal
 import click
 import trio
 
-from magnetar.config import ConfigError, load_config, parse_overrides, read_toml
-
 from bk_client import AutoRecoveryConfig, ClientConfig, run_autorecovery
+from magnetar.config import ConfigError, load_config, parse_overrides, read_toml
 
 
 async def _main(url: str, root: str, config: AutoRecoveryConfig, client: ClientConfig) -> None:

@@ -24,8 +24,16 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from ._perf import (SUMMARY_PERCENTILES, IntervalReport, LatencyHistogram, PerfCounters, RateLimiter,
-                    format_rate_line, parse_duration, validate_common)
+from ._perf import (
+    SUMMARY_PERCENTILES,
+    IntervalReport,
+    LatencyHistogram,
+    PerfCounters,
+    RateLimiter,
+    format_rate_line,
+    parse_duration,
+    validate_common,
+)
 
 __all__ = ["command", "LatencyHistogram", "PerfCounters", "RateLimiter", "validate_produce", "validate_consume",
            "summary_table"]

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from google.protobuf.message import DecodeError
 
-from . import ledger_metadata_pb2 as pb
 from .._utf8 import invalid_utf8_field
+from . import ledger_metadata_pb2 as pb
 
 __all__ = ["Cookie", "CookieFormatError"]
 

@@ -26,8 +26,8 @@ import struct
 
 from google.protobuf.message import DecodeError, EncodeError
 
-from . import bookie_protocol_pb2 as pb
 from .._utf8 import invalid_utf8_field
+from . import bookie_protocol_pb2 as pb
 
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",

@@ -30,8 +30,8 @@ from types import MappingProxyType
 
 from google.protobuf.message import DecodeError, EncodeError
 
-from . import ledger_metadata_pb2 as pb
 from .._utf8 import invalid_utf8_field
+from . import ledger_metadata_pb2 as pb
 
 __all__ = [
     "METADATA_FORMAT_VERSION",

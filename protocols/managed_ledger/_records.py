@@ -20,8 +20,8 @@ from typing import Any
 
 from google.protobuf.message import DecodeError, EncodeError
 
-from . import managed_ledger_pb2 as pb
 from .._utf8 import invalid_utf8_field
+from . import managed_ledger_pb2 as pb
 
 __all__ = [
     "EARLIEST",

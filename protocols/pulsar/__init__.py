@@ -6,6 +6,7 @@ socket: the broker's trio loop feeds received bytes to :class:`FrameDecoder` and
 bytes the encoders return. Imports only protobuf, crc32c and the standard library.
 """
 
+from .._utf8 import invalid_utf8_field as invalid_utf8_field
 from . import pulsar_api_pb2 as pulsar_api_pb2
 from ._batch import build_batch as build_batch
 from ._batch import split_batch as split_batch
@@ -34,7 +35,6 @@ from ._hash import key_hash as key_hash
 from ._hash import key_hash_slot as key_hash_slot
 from ._hash import murmur3_32 as murmur3_32
 from ._hash import sticky_key as sticky_key
-from .._utf8 import invalid_utf8_field as invalid_utf8_field
 from .pulsar_api_pb2 import BaseCommand as BaseCommand
 from .pulsar_api_pb2 import BrokerEntryMetadata as BrokerEntryMetadata
 from .pulsar_api_pb2 import MessageIdData as MessageIdData

@@ -13,8 +13,8 @@ from collections.abc import Iterable
 
 from google.protobuf.message import DecodeError
 
-from ._errors import MalformedBatch
 from .._utf8 import invalid_utf8_field
+from ._errors import MalformedBatch
 from .pulsar_api_pb2 import SingleMessageMetadata
 
 _U32 = struct.Struct(">I")

@@ -26,8 +26,8 @@ from typing import NoReturn
 from crc32c import crc32c
 from google.protobuf.message import DecodeError, EncodeError, Message
 
-from ._errors import ChecksumMismatch, FrameError, FrameTooLarge, MalformedFrame
 from .._utf8 import invalid_utf8_field
+from ._errors import ChecksumMismatch, FrameError, FrameTooLarge, MalformedFrame
 from .pulsar_api_pb2 import BaseCommand, BrokerEntryMetadata, MessageMetadata
 
 MAGIC_CRC32C = 0x0E01

@@ -12,10 +12,10 @@ from pyspark.sql.datasource import (
     DataSourceStreamWriter,
 )
 
+from ._decode import ValueSchema
 from ._options import SinkOptions, SourceOptions
 from ._rows import SCHEMA_DDL
 from ._sink import MagnetarStreamWriter, enable_deduplication
-from ._decode import ValueSchema
 from ._source import MagnetarBatchReader, MagnetarStreamReader, resolve_value_schema
 
 __all__ = ["MagnetarDataSource", "register"]

@@ -202,7 +202,7 @@ def _bookie_thread(segments: tuple[Segment, ...], cfg: ReadConfig, items: queue.
     import trio
     try:
         trio.run(_bookie_read, segments, cfg, items, control)
-    except BaseException as exc:  # noqa: BLE001 - handed to the task's thread to raise there
+    except BaseException as exc:
         items.put(("error", exc))
 
 

@@ -10,8 +10,8 @@ import pytest
 import trio
 
 from bk_client import LedgerManager
-from protocols.bookkeeper import LedgerMetadata, Segment, available_path, readonly_path
 from metadata import MetadataStore
+from protocols.bookkeeper import LedgerMetadata, Segment, available_path, readonly_path
 
 ROOT = "/magnetar"
 

@@ -26,7 +26,7 @@ async def test_election_one_leader_and_take_over(url: str) -> None:
     async with open_metadata_store(url) as s1, open_metadata_store(url) as s2, open_metadata_store(url) as s3:
         led: list[str] = []
 
-        def leader(name: str):  # noqa: ANN202
+        def leader(name: str):
             async def lead() -> None:
                 led.append(name)
                 await trio.sleep_forever()
@@ -73,7 +73,7 @@ async def test_election_leader_session_closes(url: str) -> None:
             nursery.cancel_scope.cancel()
 
 
-async def _cluster(store, lm: LedgerManager) -> None:  # noqa: ANN001
+async def _cluster(store, lm: LedgerManager) -> None:
     for b in ("b1:1", "b2:1", "b3:1", "b4:1"):
         await register(store, b)
     await make_ledger(lm, 1, (0, ("b1:1", "b2:1", "b3:1")))

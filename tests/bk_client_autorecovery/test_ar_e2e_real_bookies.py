@@ -12,8 +12,8 @@ import trio
 from bk_client import BookKeeper, DistributionSchedule
 from bk_client._replication import PoolEntryCopier
 from bk_client._underreplication import UnderReplicationManager
-from protocols.bookkeeper import LedgerState
 from metadata import open_metadata_store
+from protocols.bookkeeper import LedgerState
 from tests.support.bookies import MagnetarProcess, RealBookie
 
 from .ar_helpers import wait_until

@@ -32,7 +32,7 @@ async def autorecovery(c: Cluster, **overrides: object) -> AsyncIterator[AutoRec
         nursery.cancel_scope.cancel()
 
 
-async def write_ledger(c: Cluster, entries: int, *, close: bool = True):  # noqa: ANN201
+async def write_ledger(c: Cluster, entries: int, *, close: bool = True):
     lh = await c.bk.create_ledger(3, 2, 2, password=b"secret")
     for i in range(entries):
         await lh.add_entry(f"ledger {lh.ledger_id} entry {i}".encode())

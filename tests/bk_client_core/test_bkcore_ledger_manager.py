@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.lowlevel
 
 from bk_client import (
     LedgerExists,
@@ -17,8 +18,8 @@ from bk_client import (
     MetadataVersionConflict,
     NoSuchLedger,
 )
-from protocols.bookkeeper import MAX_LEDGER_ID, LedgerMetadata, Segment, ledger_path
 from metadata import open_metadata_store
+from protocols.bookkeeper import MAX_LEDGER_ID, LedgerMetadata, Segment, ledger_path
 
 ROOT = "/magnetar"
 
@@ -103,7 +104,7 @@ async def test_concurrent_writers_exactly_one_wins(store: object) -> None:
 
     async def writer(i: int, lm: LedgerManager) -> None:
         meta, version = await lm.read(2)
-        await trio.sleep(0)
+        await trio.lowlevel.checkpoint()
         try:
             await lm.write(2, meta.with_segment(0, ("b1", "b2", f"x{i}")), version)
             wins.append(i)

@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 import trio
 
 from bk_client import BookKeeper, ClientConfig
+from metadata import MetadataStore, open_metadata_store
 from protocols.bookkeeper import (
     FrameDecoder,
     OperationType,
     StatusCode,
     add_response,
     available_path,
-    bookie_protocol_pb2 as pb,
     decode_lac,
     encode_response,
     error_response,
@@ -40,7 +40,9 @@ from protocols.bookkeeper import (
     read_response,
     write_lac_response,
 )
-from metadata import MetadataStore, open_metadata_store
+from protocols.bookkeeper import (
+    bookie_protocol_pb2 as pb,
+)
 
 ROOT = "/magnetar"
 

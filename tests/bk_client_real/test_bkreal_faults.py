@@ -15,7 +15,6 @@ import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 import pytest
 import trio

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from bookie import DbLedgerStorage
-from protocols.bookkeeper import LedgerMetadata, LedgerState, Segment, ledger_path
 from metadata import ConnectionLossError, MetadataStore
+from protocols.bookkeeper import LedgerMetadata, LedgerState, Segment, ledger_path
 
 ROOT = "/magnetar"
 BOOKIE = "bookie-1:3181"

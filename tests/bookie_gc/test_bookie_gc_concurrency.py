@@ -7,6 +7,7 @@ import random
 from pathlib import Path
 
 import trio
+import trio.lowlevel
 
 from bookie._gc import GarbageCollector
 from bookie._gc_config import GcConfig
@@ -35,7 +36,7 @@ async def test_reads_adds_and_flushes_during_compaction(tmp_path: Path) -> None:
             lid, eid = rng.choice((2, 4, 6, 8)), rng.randrange(60)
             assert await storage.get_entry(lid, eid) == payload(lid, eid, SIZE)
             reads += 1
-            await trio.sleep(0)
+            await trio.lowlevel.checkpoint()
 
     async def writer() -> None:
         n = 0

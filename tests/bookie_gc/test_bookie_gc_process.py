@@ -12,9 +12,9 @@ import pytest
 import trio
 from click.testing import CliRunner
 
-from protocols.bookkeeper import StatusCode, add_request, ledger_path, read_request
 from magnetar.cli import main as cli
 from metadata import open_metadata_store
+from protocols.bookkeeper import StatusCode, add_request, ledger_path, read_request
 from tests.bookie_server.helpers import KEY, Client, entry
 from tests.support.bookies import RealBookie
 

@@ -12,11 +12,21 @@ import trio
 from bookie._compaction import CompactionKind
 from bookie._gc import GarbageCollector
 from bookie._gc_config import GcConfig
-from protocols.bookkeeper import ledger_path
 from metadata import open_metadata_store
+from protocols.bookkeeper import ledger_path
 
-from .gc_helpers import (BOOKIE, ROOT, FlakyStore, check_entries, create_metadata, delete_metadata, du,
-                         live_bytes, open_storage, write_interleaved)
+from .gc_helpers import (
+    BOOKIE,
+    ROOT,
+    FlakyStore,
+    check_entries,
+    create_metadata,
+    delete_metadata,
+    du,
+    live_bytes,
+    open_storage,
+    write_interleaved,
+)
 
 LIMIT = 32 * 1024
 SIZE = 500
@@ -125,7 +135,7 @@ async def test_listing_failure_deletes_nothing(tmp_path: Path) -> None:
         await delete_metadata(inner, ledgers[:4])
         store = FlakyStore(inner)
         gc = _gc(storage, store)  # type: ignore[arg-type]
-        for fail_after in range(0, 5):  # fail at every depth of the walk (5 levels)
+        for fail_after in range(5):  # fail at every depth of the walk (5 levels)
             store.children_calls = 0
             store.fail_children_after = fail_after
             res = await gc.run_once()

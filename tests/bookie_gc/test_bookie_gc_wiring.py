@@ -13,13 +13,22 @@ import pytest
 from click.testing import CliRunner
 from prometheus_client import CollectorRegistry, generate_latest
 
-from bookie import (BookieConfig, BookieError, BookieState, GarbageCollector, GcConfig, GcExplanation, GcStatus,
-                    bookie_http_app, open_bookie)
+from bookie import (
+    BookieConfig,
+    BookieError,
+    BookieState,
+    GarbageCollector,
+    GcConfig,
+    GcExplanation,
+    GcStatus,
+    bookie_http_app,
+    open_bookie,
+)
 from bookie.metrics import BookieServerMetrics, GcMetrics, JournalMetrics, StorageMetrics
-from protocols.bookkeeper import StatusCode
 from magnetar.cli import main as cli
 from magnetar.config import ConfigError, describe, load_config
 from metadata import open_metadata_store
+from protocols.bookkeeper import StatusCode
 from tests.bookie_server.helpers import KEY, entry, make_config
 
 from .gc_helpers import BOOKIE, ROOT, create_metadata, delete_metadata

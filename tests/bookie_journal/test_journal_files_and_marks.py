@@ -7,6 +7,7 @@ import random
 
 import pytest
 import trio
+import trio.lowlevel
 
 from bookie._journal_codec import FILE_HEADER_SIZE, AddEntry, LogMark, StopReason
 from bookie._journal_files import list_journal_files
@@ -197,5 +198,5 @@ async def test_file_ids_increase_across_restarts(tmp_path) -> None:
         journal = await open_journal(tmp_path)
         async with journal.running():
             ids.append(journal.statistics().current_file_id)
-        await trio.sleep(0)
+        await trio.lowlevel.checkpoint()
     assert ids == sorted(set(ids))

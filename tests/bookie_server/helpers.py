@@ -10,8 +10,9 @@ from typing import Any
 import trio
 
 from bookie import BookieConfig
-from protocols.bookkeeper import FrameDecoder, bookie_protocol_pb2 as pb, encode_entry, encode_request
 from magnetar.config import load_config
+from protocols.bookkeeper import FrameDecoder, encode_entry, encode_request
+from protocols.bookkeeper import bookie_protocol_pb2 as pb
 
 KEY = b"master-key"
 

@@ -19,13 +19,18 @@ import pytest
 import trio
 
 from bookie import (
-    BookieError, BookieState, DiskUsage, JournalDisk, ReadOnlyReason, open_bookie, run_disk_checker,
+    BookieError,
+    BookieState,
+    DiskUsage,
+    JournalDisk,
+    ReadOnlyReason,
+    open_bookie,
+    run_disk_checker,
 )
 from bookie._entry_log_codec import HEADER_SIZE
 from bookie._journal_codec import FenceLedger, LogMark
 from bookie._journal_files import iter_journal
 from protocols.bookkeeper import StatusCode
-
 from tests.bookie_storage.fakes import FailingFileOps
 
 from .helpers import KEY, entry, make_config

@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from protocols.bookkeeper import StatusCode, read_lac_request, read_request, readonly_path, available_path
 from metadata import open_metadata_store
+from protocols.bookkeeper import StatusCode, available_path, read_lac_request, read_request, readonly_path
 from tests.support.bookies import RealBookie
 
 from .crash_support import Writer, check_round

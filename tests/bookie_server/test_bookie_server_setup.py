@@ -22,10 +22,10 @@ from bookie import (
     run_disk_checker,
     run_registration,
 )
-from protocols.bookkeeper import Cookie, cookie_path
 from magnetar.cli import main as cli
 from magnetar.config import ConfigError, load_config
 from metadata import open_metadata_store
+from protocols.bookkeeper import Cookie, cookie_path
 
 from .helpers import make_config
 

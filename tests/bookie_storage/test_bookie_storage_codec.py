@@ -7,9 +7,22 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bookie._entry_log_codec import (
-    HEADER_SIZE, INVALID_LEDGER_ID, MAP_CHUNK, CorruptLogError, LogHeader, decode_header, decode_ledgers_map,
-    decode_record_at, encode_header, encode_ledgers_map, encode_record, iter_records, log_file_name,
-    make_location, parse_log_file_name, split_location,
+    HEADER_SIZE,
+    INVALID_LEDGER_ID,
+    MAP_CHUNK,
+    CorruptLogError,
+    LogHeader,
+    decode_header,
+    decode_ledgers_map,
+    decode_record_at,
+    encode_header,
+    encode_ledgers_map,
+    encode_record,
+    iter_records,
+    log_file_name,
+    make_location,
+    parse_log_file_name,
+    split_location,
 )
 
 

@@ -12,7 +12,12 @@ import trio
 import trio.testing
 
 from bookie._storage import (
-    DbLedgerStorage, FlushReason, NoSuchEntry, NoSuchLedger, StorageIOError, WriteCacheFull,
+    DbLedgerStorage,
+    FlushReason,
+    NoSuchEntry,
+    NoSuchLedger,
+    StorageIOError,
+    WriteCacheFull,
 )
 
 from .fakes import BlockingFileOps, FailingFileOps, RecordingCheckpointSource

@@ -82,7 +82,7 @@ class BrokerThread:
     def _main(self) -> None:
         try:
             trio.run(self._run)
-        except BaseException as exc:  # noqa: BLE001 - reported to the test thread
+        except BaseException as exc:
             self._error = exc
             self._ready.set()
 

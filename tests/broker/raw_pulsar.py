@@ -44,7 +44,7 @@ class RawPeer:
         """Write one simple frame around ``command`` (which may lack its body)."""
         self.sock.sendall(encode_command(command))
 
-    def send(self, type_: str, **fields) -> None:  # noqa: ANN003
+    def send(self, type_: str, **fields) -> None:
         """Write one simple frame of ``type_`` with ``fields`` in its body."""
         self.send_command(make_command(type_, **fields))
 

@@ -21,13 +21,13 @@ from tests.broker.raw_pulsar import RawPeer, client_round_trip, wait_until
 T = pb.BaseCommand
 
 
-def _broker(**config) -> BrokerThread:  # noqa: ANN003
+def _broker(**config) -> BrokerThread:
     return BrokerThread(BrokerConfig(advertised_address="127.0.0.1", bind_address="127.0.0.1",
                                      broker_service_port=0, web_service_port=0, **config))
 
 
 def _producer(raw: RawPeer, topic: str, producer_id: int,
-              **fields) -> pb.CommandProducerSuccess:  # noqa: ANN003
+              **fields) -> pb.CommandProducerSuccess:
     raw.send("PRODUCER", topic=topic, producer_id=producer_id, request_id=1000 + producer_id, **fields)
     answer = raw.recv()
     assert answer is not None and answer.type == T.PRODUCER_SUCCESS, answer
@@ -131,7 +131,7 @@ def test_connect_without_its_body_closes_connection(broker: BrokerThread) -> Non
     client_round_trip(broker.url)
 
 
-def _misplaced(type_: int, body_type: str, **fields) -> pb.BaseCommand:  # noqa: ANN003
+def _misplaced(type_: int, body_type: str, **fields) -> pb.BaseCommand:
     """A command of ``type_`` holding only the body of ``body_type``."""
     command = pb.BaseCommand(type=type_)
     body = make_command(body_type, **fields)

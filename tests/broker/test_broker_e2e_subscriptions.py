@@ -23,7 +23,7 @@ def _drain(consumer: pulsar.Consumer, *, ack: bool = True, wait_ms: int = 300) -
             consumer.acknowledge(msg)
 
 
-def _produce(client: pulsar.Client, topic: str, n: int, *, key=None, batching: bool = False, **kw) -> None:  # noqa: ANN001
+def _produce(client: pulsar.Client, topic: str, n: int, *, key=None, batching: bool = False, **kw) -> None:
     producer = client.create_producer(topic, batching_enabled=batching, batching_max_publish_delay_ms=5, **kw)
     for i in range(n):
         k = key(i) if callable(key) else key

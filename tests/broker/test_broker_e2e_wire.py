@@ -31,7 +31,7 @@ class Raw:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
         self.decoder = FrameDecoder()
 
-    def send(self, type_: str, **fields) -> None:  # noqa: ANN003
+    def send(self, type_: str, **fields) -> None:
         self.sock.sendall(encode_command(make_command(type_, **fields)))
 
     def recv(self, timeout: float = 5.0) -> pb.BaseCommand | None:

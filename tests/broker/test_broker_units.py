@@ -8,9 +8,21 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker import (AutoSplitRanges, BrokerConfig, ConsumerKey, IncompatibleSchemaError, InvalidTopicNameError,
-                    NamespaceName, RangeConflictError, RoundRobin, SchemaInfo, StickyRanges, TopicName,
-                    check_compatible, choose_active_consumer)
+from broker import (
+    AutoSplitRanges,
+    BrokerConfig,
+    ConsumerKey,
+    IncompatibleSchemaError,
+    InvalidTopicNameError,
+    NamespaceName,
+    RangeConflictError,
+    RoundRobin,
+    SchemaInfo,
+    StickyRanges,
+    TopicName,
+    check_compatible,
+    choose_active_consumer,
+)
 from magnetar.config import ConfigError, load_config
 
 # ---------------------------------------------------------------------------------------- names

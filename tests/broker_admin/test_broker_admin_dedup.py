@@ -14,7 +14,7 @@ from tests.broker.test_broker_e2e_subscriptions import _drain
 V2 = "/admin/v2"
 
 
-def _ns(http, name: str, *, dedup: bool | None = None) -> str:  # noqa: ANN001
+def _ns(http, name: str, *, dedup: bool | None = None) -> str:
     assert http.put(f"{V2}/tenants/{name}").status_code == 204
     assert http.put(f"{V2}/namespaces/{name}/ns").status_code == 204
     if dedup is not None:
@@ -35,7 +35,7 @@ def _send_batches(producer: pulsar.Producer, ids: range, prefix: str = "m") -> l
     done: list[tuple[object, object]] = []
     lock = threading.Lock()
 
-    def cb(result, msg_id) -> None:  # noqa: ANN001
+    def cb(result, msg_id) -> None:
         with lock:
             done.append((result, msg_id))
 
@@ -72,7 +72,7 @@ def test_dedup_keys_a_batch_on_its_highest_id() -> None:
     assert d.last_sequence_id("p") == 5
 
 
-def _pos(entry: int):  # noqa: ANN202
+def _pos(entry: int):
     from managed_ledger import Position
 
     return Position(1, entry)
@@ -81,7 +81,7 @@ def _pos(entry: int):  # noqa: ANN202
 # ---------------------------------------------------------------------------------- end to end
 
 
-def test_policy_change_applies_to_a_loaded_topic(broker, http, client: pulsar.Client, name: str) -> None:  # noqa: ANN001
+def test_policy_change_applies_to_a_loaded_topic(broker, http, client: pulsar.Client, name: str) -> None:
     ns = _ns(http, name)
     topic = f"persistent://{ns}/t"
     producer = client.create_producer(topic, producer_name="p", batching_enabled=False)
@@ -105,7 +105,7 @@ def test_policy_change_applies_to_a_loaded_topic(broker, http, client: pulsar.Cl
     producer.close()
 
 
-def test_policy_change_elsewhere_is_picked_up_by_the_recheck(broker, http, name: str) -> None:  # noqa: ANN001
+def test_policy_change_elsewhere_is_picked_up_by_the_recheck(broker, http, name: str) -> None:
     from broker import NamespaceName
 
     ns = _ns(http, name)
@@ -127,7 +127,7 @@ def test_policy_change_elsewhere_is_picked_up_by_the_recheck(broker, http, name:
         c.close()
 
 
-def test_batched_resends_are_duplicates(broker, http, client: pulsar.Client, name: str) -> None:  # noqa: ANN001
+def test_batched_resends_are_duplicates(broker, http, client: pulsar.Client, name: str) -> None:
     ns = _ns(http, name, dedup=True)
     topic = f"persistent://{ns}/t"
     producer = _batching_producer(client, topic, "bp")
@@ -145,7 +145,7 @@ def test_batched_resends_are_duplicates(broker, http, client: pulsar.Client, nam
     assert _values(client, topic) == [f"m{i}".encode() for i in range(1, 16)]
 
 
-def test_batched_dedup_survives_a_reload(broker, http, client: pulsar.Client, name: str) -> None:  # noqa: ANN001
+def test_batched_dedup_survives_a_reload(broker, http, client: pulsar.Client, name: str) -> None:
     ns = _ns(http, name, dedup=True)
     topic = f"persistent://{ns}/t"
     producer = _batching_producer(client, topic, "rp")
@@ -160,7 +160,7 @@ def test_batched_dedup_survives_a_reload(broker, http, client: pulsar.Client, na
     assert _values(client, topic) == [f"m{i}".encode() for i in range(1, 13)]
 
 
-def test_dedup_cursor_is_not_a_subscription(broker, http, client: pulsar.Client, name: str) -> None:  # noqa: ANN001
+def test_dedup_cursor_is_not_a_subscription(broker, http, client: pulsar.Client, name: str) -> None:
     ns = _ns(http, name, dedup=True)
     topic = f"persistent://{ns}/t"
     producer = client.create_producer(topic, producer_name="sp", batching_enabled=False)

@@ -134,7 +134,7 @@ def _chunked(total: int, size: int = 64 * 1024) -> Iterator[bytes]:
 # ---------------------------------------------------------------------------------- 1. body size
 
 
-def test_content_length_over_the_limit_is_refused_before_the_body_is_read(broker: AdminBroker, http) -> None:  # noqa: ANN001
+def test_content_length_over_the_limit_is_refused_before_the_body_is_read(broker: AdminBroker, http) -> None:
     # only the headers are sent: an answer proves the server did not wait for the body
     answer = _raw_request(broker.http_port, f"PUT {V2}/tenants/huge HTTP/1.1\r\nHost: x\r\n"
                                             f"Content-Type: application/json\r\nContent-Length: {50 * 2**20}")
@@ -145,7 +145,7 @@ def test_content_length_over_the_limit_is_refused_before_the_body_is_read(broker
     _serves(http)
 
 
-def test_streamed_body_over_the_limit_is_cut_off_without_reading_the_rest(broker: AdminBroker, http) -> None:  # noqa: ANN001
+def test_streamed_body_over_the_limit_is_cut_off_without_reading_the_rest(broker: AdminBroker, http) -> None:
     total = 64 * 2**20
     answer = _raw_request(broker.http_port, f"PUT {V2}/tenants/streamed HTTP/1.1\r\nHost: x\r\n"
                                             "Content-Type: application/json\r\nTransfer-Encoding: chunked",
@@ -160,7 +160,7 @@ def test_streamed_body_over_the_limit_is_cut_off_without_reading_the_rest(broker
     _serves(http)
 
 
-def test_body_under_the_limit_is_still_served_on_a_kept_alive_connection(broker: AdminBroker, http) -> None:  # noqa: ANN001
+def test_body_under_the_limit_is_still_served_on_a_kept_alive_connection(broker: AdminBroker, http) -> None:
     roles = [f"role-{i}" for i in range(100)]
     r = http.put(f"{V2}/tenants/fits", json={"adminRoles": roles})
     assert r.status_code == 204 and "close" not in r.headers.get("connection", "")
@@ -199,7 +199,7 @@ def test_what_would_be_stored_is_bounded() -> None:
 # ---------------------------------------------------------------------------------- 2. partitions
 
 
-def test_partition_count_is_bounded_as_in_pulsar(http, name: str) -> None:  # noqa: ANN001
+def test_partition_count_is_bounded_as_in_pulsar(http, name: str) -> None:
     ns = _ns(http, name)
     tp = f"{V2}/persistent/{ns}"
     r = http.put(f"{tp}/p/partitions", json=MAX_PARTITIONS + 1)
@@ -246,7 +246,7 @@ def _install(broker: AdminBroker, gate: OpenGate) -> Callable[[], None]:
     factory = broker.service.factory
     real_open = factory.open
 
-    async def gated_open(name: str):  # noqa: ANN202
+    async def gated_open(name: str):
         if not name.startswith(gate.prefix):
             return await real_open(name)
         gate.started += 1
@@ -290,7 +290,7 @@ def _stored_partitioned_topic(http: httpx.Client, broker: AdminBroker, ns: str, 
     return tp
 
 
-def test_partitioned_stats_reports_loaded_partitions_and_loads_none(broker: AdminBroker, http, name: str) -> None:  # noqa: ANN001
+def test_partitioned_stats_reports_loaded_partitions_and_loads_none(broker: AdminBroker, http, name: str) -> None:
     ns = _ns(http, name)
     tp = _stored_partitioned_topic(http, broker, ns, 40)
     gate = OpenGate(prefix=f"{ns}/persistent/")
@@ -309,7 +309,7 @@ def test_partitioned_stats_reports_loaded_partitions_and_loads_none(broker: Admi
         undo()
 
 
-def test_a_fan_out_read_stops_loading_partitions_when_its_client_leaves(broker: AdminBroker, http, name: str) -> None:  # noqa: ANN001
+def test_a_fan_out_read_stops_loading_partitions_when_its_client_leaves(broker: AdminBroker, http, name: str) -> None:
     n = 3 * FANOUT_CONCURRENCY
     ns = _ns(http, name)
     tp = _stored_partitioned_topic(http, broker, ns, n)
@@ -341,7 +341,7 @@ async def _set(event: trio.Event) -> None:
 
 
 @pytest.mark.parametrize("body", [b"null", b"[]", b'"text"', b"12", b"NaN", b"[" * 5_000])
-def test_bodies_of_the_wrong_json_type_are_refused_and_store_nothing(http, name: str, body: bytes) -> None:  # noqa: ANN001
+def test_bodies_of_the_wrong_json_type_are_refused_and_store_nothing(http, name: str, body: bytes) -> None:
     headers = {"content-type": "application/json"}
     ns = _ns(http, name)
     tp = f"{V2}/persistent/{ns}"
@@ -367,7 +367,7 @@ def test_bodies_of_the_wrong_json_type_are_refused_and_store_nothing(http, name:
     _serves(http)
 
 
-def test_wrong_types_inside_bodies_are_refused(http, name: str) -> None:  # noqa: ANN001
+def test_wrong_types_inside_bodies_are_refused(http, name: str) -> None:
     ns = _ns(http, name)
     tp = f"{V2}/persistent/{ns}/t"
     assert http.put(tp).status_code == 204
@@ -393,7 +393,7 @@ def test_wrong_types_inside_bodies_are_refused(http, name: str) -> None:  # noqa
 
 
 @pytest.mark.parametrize("bad", ["%2e%2e", "%2E%2E", "%2e", "..", "."])
-def test_dot_names_are_invalid_names_as_in_pulsar(broker: AdminBroker, http, name: str, bad: str) -> None:  # noqa: ANN001
+def test_dot_names_are_invalid_names_as_in_pulsar(broker: AdminBroker, http, name: str, bad: str) -> None:
     ns = _ns(http, name)
     assert http.put(f"{V2}/persistent/{ns}/t").status_code == 204
     expectations = [
@@ -422,7 +422,7 @@ def test_dot_names_are_invalid_names_as_in_pulsar(broker: AdminBroker, http, nam
 
 
 @pytest.mark.parametrize("local", ["-partition-0", ".-partition-1", "..-partition-2", "a%00b"])
-def test_topic_names_that_would_be_no_path_are_invalid(http, name: str, local: str) -> None:  # noqa: ANN001
+def test_topic_names_that_would_be_no_path_are_invalid(http, name: str, local: str) -> None:
     ns = _ns(http, name)
     for method, suffix in (("PUT", ""), ("GET", "/stats"), ("GET", "/internalStats"), ("PUT", "/unload"),
                            ("GET", "/explain-storage"), ("GET", "/subscriptions")):
@@ -433,7 +433,7 @@ def test_topic_names_that_would_be_no_path_are_invalid(http, name: str, local: s
 # ---------------------------------------------------------------------------------- 6. path params
 
 
-def test_path_parameters_out_of_range_are_400(http, name: str) -> None:  # noqa: ANN001
+def test_path_parameters_out_of_range_are_400(http, name: str) -> None:
     ns = _ns(http, name)
     sub = f"{V2}/persistent/{ns}/t/subscription/s"
     assert http.put(f"{V2}/persistent/{ns}/t").status_code == 204

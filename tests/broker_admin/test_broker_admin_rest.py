@@ -10,14 +10,14 @@ from tests.broker_admin.admin_harness import AdminBroker
 V2 = "/admin/v2"
 
 
-def _ns(http, name: str) -> str:  # noqa: ANN001
+def _ns(http, name: str) -> str:
     """Create tenant ``name`` and namespace ``name/ns``; return the namespace."""
     assert http.put(f"{V2}/tenants/{name}").status_code == 204
     assert http.put(f"{V2}/namespaces/{name}/ns").status_code == 204
     return f"{name}/ns"
 
 
-def test_clusters(http) -> None:  # noqa: ANN001
+def test_clusters(http) -> None:
     assert http.get(f"{V2}/clusters").json() == ["standalone"]
     data = http.get(f"{V2}/clusters/standalone").json()
     assert data["brokerServiceUrl"].startswith("pulsar://") and data["serviceUrl"].startswith("http://")
@@ -25,7 +25,7 @@ def test_clusters(http) -> None:  # noqa: ANN001
     assert r.status_code == 404 and "nope" in r.json()["reason"]
 
 
-def test_tenants_lifecycle_and_errors(http, name: str) -> None:  # noqa: ANN001
+def test_tenants_lifecycle_and_errors(http, name: str) -> None:
     assert "public" in http.get(f"{V2}/tenants").json()
     assert http.get(f"{V2}/tenants/{name}").status_code == 404
     assert http.put(f"{V2}/tenants/{name}", json={"adminRoles": ["r"], "allowedClusters": ["standalone"]}).status_code == 204
@@ -43,7 +43,7 @@ def test_tenants_lifecycle_and_errors(http, name: str) -> None:  # noqa: ANN001
     assert http.delete(f"{V2}/tenants/{name}").status_code == 404
 
 
-def test_namespaces_and_policies(http, name: str) -> None:  # noqa: ANN001
+def test_namespaces_and_policies(http, name: str) -> None:
     assert http.get(f"{V2}/namespaces/{name}").status_code == 404
     assert http.put(f"{V2}/namespaces/{name}/ns").status_code == 404  # no tenant
     ns = _ns(http, name)
@@ -88,7 +88,7 @@ def test_namespaces_and_policies(http, name: str) -> None:  # noqa: ANN001
     assert http.get(f"{V2}/namespaces/{name}/nope/retention").status_code == 404
 
 
-def test_topics_create_list_delete(http, client: pulsar.Client, name: str) -> None:  # noqa: ANN001
+def test_topics_create_list_delete(http, client: pulsar.Client, name: str) -> None:
     ns = _ns(http, name)
     tp = f"{V2}/persistent/{ns}"
     assert http.get(tp).json() == []
@@ -129,7 +129,7 @@ def test_topics_create_list_delete(http, client: pulsar.Client, name: str) -> No
     assert http.get(f"{tp}/nope/internalStats").status_code == 404
 
 
-def test_stats_subscriptions_and_cursor_ops(http, client: pulsar.Client, name: str) -> None:  # noqa: ANN001
+def test_stats_subscriptions_and_cursor_ops(http, client: pulsar.Client, name: str) -> None:
     ns = _ns(http, name)
     topic = f"persistent://{ns}/s"
     tp = f"{V2}/persistent/{ns}/s"
@@ -181,7 +181,7 @@ def test_stats_subscriptions_and_cursor_ops(http, client: pulsar.Client, name: s
     consumer.close()
 
 
-def test_topic_level_policies(http, name: str) -> None:  # noqa: ANN001
+def test_topic_level_policies(http, name: str) -> None:
     ns = _ns(http, name)
     tp = f"{V2}/persistent/{ns}/pol"
     assert http.get(f"{tp}/retention").status_code == 404
@@ -206,7 +206,7 @@ def test_topic_level_policies(http, name: str) -> None:  # noqa: ANN001
     assert http.get(f"{tp}/backlogQuotaMap").json() == {}
 
 
-def test_lookup_and_unknown_paths(broker: AdminBroker, http, name: str) -> None:  # noqa: ANN001
+def test_lookup_and_unknown_paths(broker: AdminBroker, http, name: str) -> None:
     ns = _ns(http, name)
     data = http.get(f"/lookup/v2/topic/persistent/{ns}/x").json()
     assert data["brokerUrl"] == broker.url and data["httpUrl"] == broker.http
@@ -217,7 +217,7 @@ def test_lookup_and_unknown_paths(broker: AdminBroker, http, name: str) -> None:
 
 
 @pytest.mark.parametrize("force", [False, True])
-def test_delete_namespace_with_topics(http, name: str, force: bool) -> None:  # noqa: ANN001
+def test_delete_namespace_with_topics(http, name: str, force: bool) -> None:
     ns = _ns(http, f"{name}f{int(force)}")
     assert http.put(f"{V2}/persistent/{ns}/a").status_code == 204
     assert http.put(f"{V2}/persistent/{ns}/b/partitions", json=2).status_code == 204

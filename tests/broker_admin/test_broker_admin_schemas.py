@@ -21,7 +21,7 @@ class Point(Record):
     label = String()
 
 
-def _ns(http, name: str) -> str:  # noqa: ANN001
+def _ns(http, name: str) -> str:
     assert http.put(f"{V2}/tenants/{name}").status_code == 204
     assert http.put(f"{V2}/namespaces/{name}/ns").status_code == 204
     return f"{name}/ns"
@@ -31,7 +31,7 @@ def _payload(schema: dict, kind: str = "AVRO", **props: str) -> dict:
     return {"type": kind, "schema": json.dumps(schema), "properties": props}
 
 
-def test_upload_get_versions_delete(http, name: str) -> None:  # noqa: ANN001
+def test_upload_get_versions_delete(http, name: str) -> None:
     ns = _ns(http, name)
     base = f"{V2}/schemas/{ns}/users"
     assert http.get(f"{base}/schema").status_code == 404
@@ -60,7 +60,7 @@ def test_upload_get_versions_delete(http, name: str) -> None:  # noqa: ANN001
     assert http.delete(f"{base}/schema").json() == {"version": -1}
 
 
-def test_compatibility_and_errors(http, name: str) -> None:  # noqa: ANN001
+def test_compatibility_and_errors(http, name: str) -> None:
     ns = _ns(http, name)
     base = f"{V2}/schemas/{ns}/strict"
     assert http.put(f"{V2}/namespaces/{ns}/schemaCompatibilityStrategy", json="BACKWARD").status_code == 204
@@ -76,7 +76,7 @@ def test_compatibility_and_errors(http, name: str) -> None:  # noqa: ANN001
     assert http.get(f"{V2}/schemas/{name}/missing/t/schema").status_code == 404  # no such namespace
 
 
-def test_client_schemas_are_visible_and_round_trip(http, client: pulsar.Client, name: str) -> None:  # noqa: ANN001
+def test_client_schemas_are_visible_and_round_trip(http, client: pulsar.Client, name: str) -> None:
     ns = _ns(http, name)
     for kind, schema, topic in (("JSON", JsonSchema(Point), "points"), ("AVRO", AvroSchema(Point), "avro")):
         producer = client.create_producer(f"persistent://{ns}/{topic}", schema=schema)
@@ -95,7 +95,7 @@ def test_client_schemas_are_visible_and_round_trip(http, client: pulsar.Client, 
     consumer.close()
 
 
-def test_partition_names_share_the_partitioned_topics_schema(http, name: str) -> None:  # noqa: ANN001
+def test_partition_names_share_the_partitioned_topics_schema(http, name: str) -> None:
     ns = _ns(http, name)
     assert http.put(f"{V2}/persistent/{ns}/pt/partitions", json=2).status_code == 204
     assert http.post(f"{V2}/schemas/{ns}/pt/schema", json=_payload(AVRO_V0)).status_code == 202

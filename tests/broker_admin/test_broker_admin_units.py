@@ -8,6 +8,7 @@ import struct
 import click
 import pytest
 import trio
+import trio.lowlevel
 from starlette.responses import JSONResponse
 
 from broker import BrokerConfig, publish_time_of
@@ -15,10 +16,10 @@ from broker._topic_name import InvalidTopicNameError, NamespaceName, TopicName, 
 from broker.admin import parse_message_id
 from broker.admin._common import RestError, for_each_bounded
 from broker.admin._request_guard import GuardSettings, RequestGuard
-from protocols.pulsar import MessageMetadata
 from magnetar.cli.cmd_admin import topic_path
 from magnetar.config import ConfigError, load_config
 from managed_ledger import Entry, InitialPosition, Position
+from protocols.pulsar import MessageMetadata
 from retention import RetentionConfig
 
 
@@ -108,7 +109,7 @@ async def test_for_each_bounded_keeps_order_and_bounds_concurrency() -> None:
         nonlocal running, most
         running += 1
         most = max(most, running)
-        await trio.sleep(0)  # let the other workers start
+        await trio.lowlevel.checkpoint()  # let the other workers start
         running -= 1
         return i * i
 
@@ -145,14 +146,14 @@ async def test_for_each_bounded_stops_with_its_caller() -> None:
     assert caller.cancelled_caught and sorted(started) == [0, 1, 2, 3, 4]
 
 
-async def test_an_unread_body_is_drained_so_that_the_server_can_queue_its_disconnect(autojump_clock) -> None:  # noqa: ANN001
+async def test_an_unread_body_is_drained_so_that_the_server_can_queue_its_disconnect(autojump_clock) -> None:
     """Hypercorn's contract, modelled: body chunks arrive through a short queue as the client sends
     them, and once the app has returned the server queues ``http.disconnect`` before closing the
     connection. An app that refuses a body unread must not leave that queue full forever."""
     queue_in, queue_out = trio.open_memory_channel[dict](2)
     sent: list[dict] = []
 
-    async def refuse_unread(scope, receive, send) -> None:  # noqa: ANN001
+    async def refuse_unread(scope, receive, send) -> None:
         await JSONResponse({"reason": "no"}, status_code=400)(scope, receive, send)
 
     async def client_sends_forever() -> None:

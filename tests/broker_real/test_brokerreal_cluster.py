@@ -47,7 +47,7 @@ class ReceiptLog:
         self.ok: list[bytes] = []
         self.failed = 0
 
-    def callback(self, payload: bytes):  # noqa: ANN201
+    def callback(self, payload: bytes):
         def done(res: pulsar.Result, _msg_id: object) -> None:
             with self.lock:
                 if res == pulsar.Result.Ok:

@@ -40,7 +40,7 @@ def test_dedup_across_restart(tmp_path: Path, restart: str) -> None:
         topic = f"persistent://{ns}/once"
         client = pulsar.Client(sa.service_url, operation_timeout_seconds=15)
         producer = client.create_producer(topic, producer_name="fixed-name", batching_enabled=False)
-        _send(producer, range(0, 30))
+        _send(producer, range(30))
         # a duplicate in the same session is dropped too
         _send(producer, range(25, 30))
         assert producer.last_sequence_id() == 29
@@ -83,7 +83,7 @@ def test_dedup_survives_a_crash_after_the_consumed_ledger_could_be_trimmed(tmp_p
         client = pulsar.Client(sa.service_url, operation_timeout_seconds=15)
         consumer = client.subscribe(topic, "s")
         producer = client.create_producer(topic, producer_name="fixed-name", batching_enabled=False)
-        _send(producer, range(0, 30))
+        _send(producer, range(30))
         assert len(drain(consumer)) == 30
         internal = f"/admin/v2/persistent/{ns}/once/internalStats"
         # the dedup cursor is not a subscription

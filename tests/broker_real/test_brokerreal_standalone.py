@@ -174,7 +174,7 @@ def test_key_shared_keeps_order_per_key_with_three_consumers(sa: Standalone, cli
     seen: dict[str, list[int]] = defaultdict(list)
     owner: dict[str, set[int]] = defaultdict(set)
 
-    def listener(idx: int):  # noqa: ANN202
+    def listener(idx: int):
         # the client calls one consumer's listener for one message at a time, in delivery order
         def on_message(consumer: pulsar.Consumer, m: pulsar.Message) -> None:
             with lock:

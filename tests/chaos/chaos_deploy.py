@@ -180,7 +180,7 @@ class StandaloneNode:
             assert self.process is not None
             try:
                 self.process.stop()
-            except Exception:  # noqa: BLE001 - a hung shutdown is killed
+            except Exception:
                 self.process.kill()
 
     def log_tail(self, chars: int = 3000) -> str:
@@ -219,7 +219,7 @@ class Deployment:
         for node in reversed(self.nodes):
             try:
                 node.stop()
-            except Exception:  # noqa: BLE001 - best effort, keep stopping the others
+            except Exception:
                 node.kill()
 
     def ensure_up(self) -> list[str]:

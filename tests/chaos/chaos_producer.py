@@ -108,7 +108,7 @@ def _main(argv: list[str]) -> int:
 
     threading.Thread(target=commands, daemon=True).start()
 
-    def callback(seq: int):  # noqa: ANN202
+    def callback(seq: int):
         def done(res: object, msg_id: object) -> None:
             if res == pulsar.Result.Ok:
                 emit(f"R {seq} {msg_id.ledger_id()}:{msg_id.entry_id()}:{msg_id.batch_index()}")  # type: ignore[attr-defined]

@@ -186,7 +186,7 @@ class ChaosRun:
     def _restart(self, node: Node) -> None:
         try:
             node.start()
-        except Exception as exc:  # noqa: BLE001 - one more try, then the run stops
+        except Exception as exc:
             self.say(f"  ! {node.name} did not start ({exc.__class__.__name__}); retrying in 2 s")
             time.sleep(2)
             node.start()
@@ -362,7 +362,7 @@ class ChaosRun:
             short = t.topic.rsplit("/", 1)[1]
             try:
                 stats: Any = self.deployment.admin("GET", f"{t.rest_path}/internalStats")
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 self.say(f"  (internalStats of {t.topic} failed: {exc})")
                 stats = {}
             path = self.workdir / f"{label}-{short}-internalStats.json"
@@ -376,7 +376,7 @@ class ChaosRun:
                 continue
             try:
                 scan = scan_topic(self.workload.client, t.topic)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 self.say(f"  (scan of {t.topic} failed: {exc})")
                 continue
             path = self.workdir / f"{label}-{short}-scan.txt"

@@ -129,7 +129,7 @@ class ConsumerWorker:
                 msg = self.consumer.receive(timeout_millis=100)
             except pulsar.Timeout:
                 continue
-            except Exception:  # noqa: BLE001 - e.g. while the client reconnects
+            except Exception:
                 time.sleep(0.1)
                 continue
             self._handle(msg)
@@ -169,7 +169,7 @@ class ConsumerWorker:
                 self.consumer.acknowledge(msg)
             elif action == "cumulative":
                 self.consumer.acknowledge_cumulative(msg)
-        except Exception:  # noqa: BLE001 - an ack lost with the connection is redelivered
+        except Exception:
             pass
 
     def _release_due(self) -> None:
@@ -191,7 +191,7 @@ class ConsumerWorker:
         for x in due:
             try:
                 self.consumer.acknowledge(x.msg)
-            except Exception:  # noqa: BLE001 - as in _handle
+            except Exception:
                 pass
 
 
@@ -298,7 +298,7 @@ class Workload:
         if self.client is not None:
             try:
                 self.client.close()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
 
 

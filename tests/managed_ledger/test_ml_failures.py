@@ -29,7 +29,7 @@ async def _add_many(ml, datas: list[bytes]) -> dict[bytes, Position | BaseExcept
         task_status.started()
         try:
             results[data] = await ml.add_entry(data)
-        except Exception as exc:  # noqa: BLE001 - collected for assertions
+        except Exception as exc:
             results[data] = exc
 
     async with trio.open_nursery() as n:

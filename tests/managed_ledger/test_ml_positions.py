@@ -5,10 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocols.managed_ledger import LedgerInfo, Position
-
-from managed_ledger._ledger_list import LedgerList  # noqa: I001 - private module under test
+from managed_ledger._ledger_list import LedgerList
 from managed_ledger._ranges import AckRanges
+from protocols.managed_ledger import LedgerInfo, Position
 
 
 def _list() -> tuple[LedgerList, list[Position]]:

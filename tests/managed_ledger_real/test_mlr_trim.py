@@ -11,10 +11,10 @@ import trio
 from kazoo.client import KazooClient
 
 from bk_client import BookKeeper, NoSuchLedger
-from protocols.bookkeeper import ledger_path
 from managed_ledger import InitialPosition, ManagedLedgerConfig, ManagedLedgerFactory
-from protocols.managed_ledger import ManagedLedgerInfo
 from metadata import open_metadata_store
+from protocols.bookkeeper import ledger_path
+from protocols.managed_ledger import ManagedLedgerInfo
 from tests.managed_ledger_real.mlr_cluster import ROOT, BookieCluster
 
 pytestmark = pytest.mark.slow

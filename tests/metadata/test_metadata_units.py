@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 import trio
+import trio.lowlevel
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from metadata import InvalidPathError, SessionState, parse_store_url
-from metadata._channel import CoalescingChannel  # noqa: PLC2701  (tests may use private modules)
+from metadata._channel import CoalescingChannel
 from metadata._paths import ancestors, parent, validate
 from metadata._tree import MemoryStorage, Tree
 
@@ -57,7 +58,7 @@ async def test_channel_receive_waits_for_a_push() -> None:
     ch: CoalescingChannel[int] = CoalescingChannel()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(lambda: trio.sleep(0.01))
-        await trio.sleep(0)
+        await trio.lowlevel.checkpoint()
         ch.push(7)
         assert await ch.receive() == 7
     with trio.move_on_after(0.05) as scope:

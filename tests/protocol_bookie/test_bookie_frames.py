@@ -18,7 +18,6 @@ from protocols.bookkeeper import (
     StatusCode,
     add_request,
     add_response,
-    bookie_protocol_pb2 as pb,
     encode_frame,
     encode_request,
     encode_response,
@@ -38,6 +37,9 @@ from protocols.bookkeeper import (
     response_body,
     write_lac_request,
     write_lac_response,
+)
+from protocols.bookkeeper import (
+    bookie_protocol_pb2 as pb,
 )
 
 REQUESTS = [

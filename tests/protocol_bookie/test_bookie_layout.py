@@ -110,8 +110,8 @@ def test_ledger_ids_in_leaf_level() -> None:
 
 
 def test_id_ranges() -> None:
-    assert id_range_of([]) == range(0, MAX_LEDGER_ID + 1)
-    assert id_range_of(["000"]) == range(0, 10**16)
+    assert id_range_of([]) == range(MAX_LEDGER_ID + 1)
+    assert id_range_of(["000"]) == range(10**16)
     assert id_range_of(["001", "0002"]) == range(10**16 + 2 * 10**12, 10**16 + 3 * 10**12)
     assert id_range_of(["922"]) == range(922 * 10**16, MAX_LEDGER_ID + 1)
     assert len(id_range_of(["923"])) == 0

@@ -21,14 +21,18 @@ from protocols.bookkeeper import (
     Segment,
     StatusCode,
     add_request,
-    bookie_protocol_pb2 as pb,
     encode_entry,
     encode_request,
     encode_response,
     error_response,
-    ledger_metadata_pb2 as lpb,
     parse_request,
     parse_response,
+)
+from protocols.bookkeeper import (
+    bookie_protocol_pb2 as pb,
+)
+from protocols.bookkeeper import (
+    ledger_metadata_pb2 as lpb,
 )
 
 BAD = b"\xff\xfe"

@@ -16,8 +16,10 @@ from protocols.managed_ledger import (
     Position,
     PositionRange,
     indexes_to_words,
-    managed_ledger_pb2 as pb,
     words_to_indexes,
+)
+from protocols.managed_ledger import (
+    managed_ledger_pb2 as pb,
 )
 
 P = Position

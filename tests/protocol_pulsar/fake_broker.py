@@ -21,6 +21,8 @@ from protocols.pulsar import (
     encode_command,
     encode_payload_command_raw,
     make_command,
+)
+from protocols.pulsar import (
     pulsar_api_pb2 as pb,
 )
 

@@ -29,8 +29,10 @@ from protocols.pulsar import (
     invalid_utf8_field,
     key_hash_slot,
     make_command,
-    pulsar_api_pb2 as pb,
     split_batch,
+)
+from protocols.pulsar import (
+    pulsar_api_pb2 as pb,
 )
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -22,7 +22,7 @@ from protocols.pulsar import (
 )
 
 
-def _single(**kw) -> SingleMessageMetadata:  # noqa: ANN003
+def _single(**kw) -> SingleMessageMetadata:
     return SingleMessageMetadata(payload_size=0, **kw)
 
 

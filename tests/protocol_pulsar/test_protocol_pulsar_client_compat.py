@@ -15,7 +15,8 @@ import time
 import pytest
 import trio
 
-from protocols.pulsar import MessageMetadata, pulsar_api_pb2 as pb, split_batch
+from protocols.pulsar import MessageMetadata, split_batch
+from protocols.pulsar import pulsar_api_pb2 as pb
 from tests.protocol_pulsar.fake_broker import FakeBroker
 
 pulsar = pytest.importorskip("pulsar")

@@ -26,8 +26,10 @@ from protocols.pulsar import (
     encode_payload_command,
     encode_payload_command_raw,
     make_command,
-    pulsar_api_pb2 as pb,
     type_name,
+)
+from protocols.pulsar import (
+    pulsar_api_pb2 as pb,
 )
 
 T = pb.BaseCommand

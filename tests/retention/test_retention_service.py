@@ -10,8 +10,8 @@ import trio
 
 from bk_client.testing import MockBookKeeper
 from managed_ledger import Entry, InitialPosition, ManagedLedgerFactory, Position
-from protocols.managed_ledger import ManagedLedgerInfo
 from metadata import open_metadata_store
+from protocols.managed_ledger import ManagedLedgerInfo
 from retention import (
     BacklogQuota,
     BacklogQuotaPolicy,

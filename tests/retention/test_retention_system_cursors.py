@@ -16,8 +16,7 @@ from retention import (
 )
 from tests.managed_ledger.conftest import FakeClock
 from tests.managed_ledger.ml_util import config
-from tests.retention.test_retention_service import NAME, TOPIC, fill, provider, publish_time_of
-from tests.retention.test_retention_service import bk, clock, store  # noqa: F401 - fixtures
+from tests.retention.test_retention_service import NAME, TOPIC, bk, clock, fill, provider, publish_time_of, store  # noqa: F401 - fixtures
 
 DEDUP = "pulsar.dedup"
 SYSTEM = frozenset({DEDUP})

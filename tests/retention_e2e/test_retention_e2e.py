@@ -23,7 +23,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx

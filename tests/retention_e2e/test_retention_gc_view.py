@@ -10,11 +10,11 @@ import httpx
 import trio
 
 from bk_client import LedgerManager
-from protocols.bookkeeper import LedgerMetadata, LedgerState, Segment
 from broker.admin import BookieAnswer, BookieGcView, TrimHistory, TrimmedLedger, join_gc_explain
 from broker.admin._gc_join import awaiting_gc_bytes
 from managed_ledger import LedgerPlacement, ledger_placements
 from metadata import open_metadata_store
+from protocols.bookkeeper import LedgerMetadata, LedgerState, Segment
 from retention import RetentionDecision, RetentionPolicies, TopicReport
 
 TOPIC = "persistent://public/default/t"

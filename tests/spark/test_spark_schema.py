@@ -19,7 +19,7 @@ class Reading(Record):
     ok = Boolean()
 
 
-def _produce(env: SparkEnv, topic: str, schema, n: int) -> None:  # noqa: ANN001
+def _produce(env: SparkEnv, topic: str, schema, n: int) -> None:
     client = pulsar.Client(env.service_url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
     try:
         producer = client.create_producer(topic, schema=schema, batching_enabled=True,
