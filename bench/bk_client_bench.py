@@ -33,6 +33,8 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import itertools
+
 from bk_client import BookKeeper, ClientConfig, PendingAdd
 from metadata import open_metadata_store
 from tests.bk_client_real.bkreal_cluster import RealCluster
@@ -114,7 +116,7 @@ def fault_report(done_at: list[float], kill_t: float, new_segment_first: int) ->
         return sum(1 for t in done_at if t0 <= t < t1) / (t1 - t0)
 
     before, after = rate(kill_t - 1, kill_t), rate(kill_t, kill_t + 1)
-    gaps = [(b - a, a) for a, b in zip(done_at, done_at[1:]) if a >= kill_t - 0.5]
+    gaps = [(b - a, a) for a, b in itertools.pairwise(done_at) if a >= kill_t - 0.5]
     stall, stall_at = max(gaps) if gaps else (0.0, kill_t)
     through = done_at[new_segment_first] - kill_t if new_segment_first < len(done_at) else float("nan")
     print(f"kill at t={kill_t:.2f} s; rate 1 s before {before:,.0f} adds/s, 1 s after {after:,.0f} adds/s "

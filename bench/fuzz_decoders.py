@@ -395,10 +395,7 @@ def _build_entry(ctx: Any, gen: Gen) -> bytes:
     """A stored entry whose metadata and payload were mutated inside a correct size prefix."""
     rng = gen.rng
     kind, _ = rng.choice(ctx.entries)
-    if rng.random() < 0.8:
-        md = ctx.metadatas[{"plain": 0, "batch": 1, "zlib": 2}[kind]]
-    else:
-        md = rng.choice(ctx.metadatas)
+    md = ctx.metadatas[{"plain": 0, "batch": 1, "zlib": 2}[kind]] if rng.random() < 0.8 else rng.choice(ctx.metadatas)
     md = gen.maybe(md, 0.5)
     if kind == "plain":
         payload = gen.maybe(b"hello world", 0.3)
@@ -947,8 +944,8 @@ def _ledger_metadata_setup() -> SimpleNamespace:
     return SimpleNamespace(seeds=seeds, bodies=[s[s.index(b"\n") + 1:] for s in seeds])
 
 
-_LM_HEADERS = tuple(b"BookieMetadataFormatVersion\t" + v for v in (b"3\n",) * 6 + (
-    b"2\n", b"03\n", b"x\n", b"12345678901\n", b"3")) + (b"BookieMetadataFormat\t3\n",)
+_LM_VERSIONS = (*(b"3\n",) * 6, b"2\n", b"03\n", b"x\n", b"12345678901\n", b"3")
+_LM_HEADERS = (*(b"BookieMetadataFormatVersion\t" + v for v in _LM_VERSIONS), b"BookieMetadataFormat\t3\n")
 
 
 def _random_ledger_metadata(rng: random.Random) -> bytes:
@@ -1519,12 +1516,12 @@ def _utf8_build(ctx: Any, gen: Gen) -> bytes:
 def _bytes_string_oracle(msg: Any) -> bool:
     """Whether any string field of ``msg``, at any depth, reads as bytes: the plain walk the
     twins replace, kept here as the reference they are checked against."""
-    for field, value in msg.ListFields():
-        values = value if field.is_repeated else (value,)
-        if field.type == field.TYPE_STRING:
+    for fd, value in msg.ListFields():
+        values = value if fd.is_repeated else (value,)
+        if fd.type == fd.TYPE_STRING:
             if any(type(v) is bytes for v in values):
                 return True
-        elif field.message_type is not None and any(_bytes_string_oracle(v) for v in values):
+        elif fd.message_type is not None and any(_bytes_string_oracle(v) for v in values):
             return True
     return False
 
@@ -1563,9 +1560,9 @@ def _wire_oracle(desc: Any, data: bytes) -> bool:
                     chunk.decode("utf-8")
                 except UnicodeDecodeError:
                     return True
-            elif field_ is not None and field_.type == field_.TYPE_MESSAGE:
-                if _wire_oracle(field_.message_type, chunk):
-                    return True
+            elif (field_ is not None and field_.type == field_.TYPE_MESSAGE
+                  and _wire_oracle(field_.message_type, chunk)):
+                return True
         elif wire_type == 3:  # an unknown group: skip to its end
             depth = 1
             while depth:

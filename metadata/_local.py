@@ -32,6 +32,8 @@ from ._types import Op, OpResult, SessionState, Stat, WatchEvent, WatchKind
 
 R = TypeVar("R")
 
+# channels by path; an alias, because `set` is a method name inside the store classes
+_Watchers = dict[str, set[CoalescingChannel[WatchEvent]]]
 _DATA_KINDS = (WatchKind.CREATED, WatchKind.CHANGED, WatchKind.DELETED)
 _CHILD_KINDS = (WatchKind.CREATED, WatchKind.DELETED, WatchKind.CHILDREN_CHANGED)
 
@@ -40,14 +42,14 @@ class _Hub:
     """Watch registrations of every store sharing a database, by path."""
 
     def __init__(self) -> None:
-        self.data: dict[str, set[CoalescingChannel[WatchEvent]]] = {}
-        self.children: dict[str, set[CoalescingChannel[WatchEvent]]] = {}
+        self.data: _Watchers = {}
+        self.children: _Watchers = {}
 
-    def add(self, table: dict[str, set[CoalescingChannel[WatchEvent]]], path: str,
+    def add(self, table: _Watchers, path: str,
             ch: CoalescingChannel[WatchEvent]) -> None:
         table.setdefault(path, set()).add(ch)
 
-    def remove(self, table: dict[str, set[CoalescingChannel[WatchEvent]]], path: str,
+    def remove(self, table: _Watchers, path: str,
                ch: CoalescingChannel[WatchEvent]) -> None:
         chans = table.get(path)
         if chans is not None:
@@ -226,7 +228,7 @@ class LocalStore:
         return await self._db.call(lambda t: t.transaction(ops, self.session_id))
 
     @asynccontextmanager
-    async def _watch(self, table: dict[str, set[CoalescingChannel[WatchEvent]]],
+    async def _watch(self, table: _Watchers,
                      path: str) -> AsyncIterator[trio.abc.ReceiveChannel[WatchEvent]]:
         _paths.validate(path)
         self._live()
@@ -273,7 +275,7 @@ async def open_local_store(kind: str, location: str) -> LocalStore:
     Raises StoreLockedError if another process holds the directory.
     """
     if kind == "embedded":
-        directory = os.path.realpath(location)
+        directory = await trio.to_thread.run_sync(os.path.realpath, location)  # may touch the disk
         key = f"embedded:{directory}"
         db = await _acquire(key, lambda: SqliteStorage(directory), threaded=True)
     elif kind == "memory":

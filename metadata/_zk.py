@@ -341,7 +341,7 @@ class ZooKeeperStore:
                 raise cause
             raise TransactionFailedError(i, op, cause)
         out = []
-        for op, r in zip(ops, results):
+        for op, r in zip(ops, results, strict=False):
             if isinstance(op, Create):
                 out.append(OpResult(op, r))
             elif isinstance(op, SetData):

@@ -36,7 +36,7 @@ import enum
 import math
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from protocols.managed_ledger import LedgerInfo, Position
 
@@ -77,6 +77,15 @@ class Reason(enum.Enum):
     WITHIN_RETENTION_SIZE = "within_retention_size"
     INFINITE_RETENTION = "infinite_retention"
     CONSUMED_AND_OUTSIDE_RETENTION = "consumed_and_outside_retention"
+
+
+class _LedgerFields(NamedTuple):
+    """The first four fields of a `LedgerDecision`: the ledger as listed."""
+
+    ledger_id: int
+    entries: int
+    size: int
+    timestamp_ms: int
 
 
 @dataclass(frozen=True)
@@ -169,10 +178,9 @@ def decide_retention(ledgers: Sequence[LedgerInfo], cursors: Mapping[str, Positi
     blocker: LedgerDecision | None = None
     last = len(ledgers) - 1
     for k, info in enumerate(ledgers):
-        base = dict(ledger_id=info.ledger_id, entries=info.entries, size=info.size,
-                    timestamp_ms=info.timestamp_ms)
+        base = _LedgerFields(info.ledger_id, info.entries, info.size, info.timestamp_ms)
         if k == last:
-            out.append(LedgerDecision(**base, verdict=Verdict.KEEP, reason=Reason.OPEN_LEDGER,
+            out.append(LedgerDecision(*base, verdict=Verdict.KEEP, reason=Reason.OPEN_LEDGER,
                                       explanation="the current ledger (last of the list) is never trimmed"))
             continue
         end = Position(info.ledger_id, info.entries - 1)
@@ -187,18 +195,18 @@ def decide_retention(ledgers: Sequence[LedgerInfo], cursors: Mapping[str, Positi
                 text = (f"cursor {name!r}{others} has not acknowledged it: mark-delete {pos} is "
                         f"before its last entry {end}")
             out.append(LedgerDecision(
-                **base, verdict=Verdict.KEEP, reason=Reason.NEEDED_BY_CURSOR, cursor=name, explanation=text))
+                *base, verdict=Verdict.KEEP, reason=Reason.NEEDED_BY_CURSOR, cursor=name, explanation=text))
             continue
         expires_at = None if time_ms is None else info.timestamp_ms + time_ms
         if blocker is not None:
             out.append(LedgerDecision(
-                **base, verdict=Verdict.KEEP, reason=blocker.reason, expires_at_ms=expires_at,
+                *base, verdict=Verdict.KEEP, reason=blocker.reason, expires_at_ms=expires_at,
                 blocked_by=blocker.ledger_id,
                 explanation=f"consumed, but ledger {blocker.ledger_id} before it is kept "
                             f"({blocker.reason.value}) and trimming goes oldest first"))
             continue
         if retention.infinite:
-            blocker = LedgerDecision(**base, verdict=Verdict.KEEP, reason=Reason.INFINITE_RETENTION,
+            blocker = LedgerDecision(*base, verdict=Verdict.KEEP, reason=Reason.INFINITE_RETENTION,
                                      explanation="consumed; retention is infinite (-1/-1)")
             out.append(blocker)
             continue
@@ -213,7 +221,7 @@ def decide_retention(ledgers: Sequence[LedgerInfo], cursors: Mapping[str, Positi
             if over_size:
                 why.append(f"deleting it leaves {_fmt_bytes(total - deleted_bytes)}, at least the "
                            f"retention size of {_fmt_bytes(size_bytes or 0)}")
-            out.append(LedgerDecision(**base, verdict=Verdict.DELETE,
+            out.append(LedgerDecision(*base, verdict=Verdict.DELETE,
                                       reason=Reason.CONSUMED_AND_OUTSIDE_RETENTION, expires_at_ms=expires_at,
                                       explanation="consumed by every cursor; " + " and ".join(why)))
             continue
@@ -225,10 +233,10 @@ def decide_retention(ledgers: Sequence[LedgerInfo], cursors: Mapping[str, Positi
                     f"{expires_at} ms (closed {_fmt_s(now_ms - info.timestamp_ms)} ago)")
             if size_note:
                 text += "; and " + size_note
-            blocker = LedgerDecision(**base, verdict=Verdict.KEEP, reason=Reason.WITHIN_RETENTION_TIME,
+            blocker = LedgerDecision(*base, verdict=Verdict.KEEP, reason=Reason.WITHIN_RETENTION_TIME,
                                      expires_at_ms=expires_at, explanation=text)
         else:
-            blocker = LedgerDecision(**base, verdict=Verdict.KEEP, reason=Reason.WITHIN_RETENTION_SIZE,
+            blocker = LedgerDecision(*base, verdict=Verdict.KEEP, reason=Reason.WITHIN_RETENTION_SIZE,
                                      explanation="consumed; " + size_note)
         out.append(blocker)
     return RetentionDecision(tuple(out), now_ms, retention, total, slowest_name)

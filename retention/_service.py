@@ -310,20 +310,20 @@ class RetentionService:
         cursors = ml.cursors
         for d in decisions:
             self.metrics.quota_exceeded.labels(type=d.quota_type.value, action=d.action.value).inc()
-            cursor = cursors.get(d.cursor)
-            if d.action is not QuotaAction.EVICT or cursor is None:
+            victim = cursors.get(d.cursor)
+            if d.action is not QuotaAction.EVICT or victim is None:
                 continue
-            before = cursor.mark_delete_position
+            before = victim.mark_delete_position
             if d.quota_type is BacklogQuotaType.DESTINATION_STORAGE:
                 if d.skip_entries > 0:
-                    await cursor.skip_entries(d.skip_entries)
+                    await victim.skip_entries(d.skip_entries)
             else:
-                await self._expire(ml, cursor, d.quota.limit_time)
-            if cursor.mark_delete_position > before:
-                report.evicted[d.cursor] = (str(before), str(cursor.mark_delete_position))
+                await self._expire(ml, victim, d.quota.limit_time)
+            if victim.mark_delete_position > before:
+                report.evicted[d.cursor] = (str(before), str(victim.mark_delete_position))
                 self.metrics.quota_evictions.labels(type=d.quota_type.value).inc()
                 log.info("%s: backlog quota %s evicted %s from %s to %s", ml.name, d.quota_type.value,
-                         d.cursor, before, cursor.mark_delete_position)
+                         d.cursor, before, victim.mark_delete_position)
 
     async def _trim(self, ml: ManagedLedger, report: TopicReport, policies: TopicPolicies) -> None:
         cursors = {name: c.mark_delete_position for name, c in ml.cursors.items()}

@@ -131,7 +131,7 @@ class AdminClient:
             # the current ledger's count can run ahead of what is confirmed; trust the LAC
             last = ledgers[-1]
             confirmed = LedgerSpan(last.ledger_id, min(last.entries, lac.entry + 1), last.size)
-            ledgers = ledgers[:-1] + (confirmed,)
+            ledgers = (*ledgers[:-1], confirmed)
         return TopicStats(ledgers, lac)
 
     def retention(self, topic: str) -> str:

@@ -25,10 +25,14 @@ import queue
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from ._decode import ValueSchema
 from ._offsets import PartitionPlan, Position, Segment
 from ._rows import Row, message_id_bytes, rows_from_entry
+
+if TYPE_CHECKING:
+    from bk_client import ClientConfig  # loaded on workers only when reading from bookies
 
 __all__ = ["DataLossError", "ReadConfig", "read_plan", "read_via_bookies", "read_via_broker"]
 
@@ -56,7 +60,7 @@ class ReadConfig:
 
 
 def _partition_of(topic: str) -> int:
-    head, sep, tail = topic.rpartition("-partition-")
+    _head, sep, tail = topic.rpartition("-partition-")
     return int(tail) if sep and tail.isdigit() else -1
 
 
@@ -206,7 +210,7 @@ def _bookie_thread(segments: tuple[Segment, ...], cfg: ReadConfig, items: queue.
         items.put(("error", exc))
 
 
-def _client_config(factory: type, cfg: ReadConfig) -> object:
+def _client_config(factory: type[ClientConfig], cfg: ReadConfig) -> ClientConfig:
     # A Spark worker shares a small machine with the JVM and other tasks: allow slow answers
     # rather than failing the task (the BookKeeper default is 5 s).
     return factory(read_entry_timeout_s=max(5.0, cfg.read_timeout_ms / 1000))

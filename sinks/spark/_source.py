@@ -177,8 +177,18 @@ def _lookup(parsed: dict[str, Any], partition: str, default: Any) -> Any:
     return default
 
 
-def _read(partition: PlanPartition) -> Iterator[Any]:
-    if partition.value is None:  # Spark's stand-in partition when planning returned none
+def _plan_partition(partition: InputPartition) -> PlanPartition | None:
+    """The `PlanPartition` this source planned; None for Spark's stand-in partition (value None)
+    when planning returned none."""
+    if isinstance(partition, PlanPartition) and partition.value is not None:
+        return partition
+    if getattr(partition, "value", None) is None:
+        return None
+    raise TypeError(f"not a partition planned by the magnetar source: {partition!r}")
+
+
+def _read(partition: PlanPartition | None) -> Iterator[Any]:
+    if partition is None:  # Spark's stand-in partition when planning returned none
         return
     plan = PartitionPlan.from_json(partition.value)
     batcher = RowBatcher(value_schema=partition.config.value_schema)
@@ -267,7 +277,7 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return out
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        return _read(partition)
+        return _read(_plan_partition(partition))
 
     def commit(self, end: dict) -> None:
         if not self.options.subscription_name:
@@ -329,5 +339,5 @@ class MagnetarBatchReader(DataSourceReader):
             planner.admin.close()
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        return _read(partition)
+        return _read(_plan_partition(partition))
 

@@ -315,7 +315,8 @@ class History:
                         by_label[label].append((pos, key))
                     for label, items in sorted(by_label.items()):
                         items.sort()
-                        positions = ", ".join(f"{p[0]}:{p[1]}" + (f":{p[2]}" if p[2] >= 0 else "") for p, _ in items[:10])
+                        positions = ", ".join(f"{p[0]}:{p[1]}" + (f":{p[2]}" if p[2] >= 0 else "")
+                                              for p, _ in items[:10])
                         out.append(Violation("skip", topic, name,
                                              f"{len(items)} unacknowledged messages not redelivered after {label} "
                                              f"(positions {positions}{', ...' if len(items) > 10 else ''})",
@@ -428,7 +429,7 @@ def resolve_order(violations: list[Violation], scans: dict[str, ScanResult]) -> 
         if v.invariant != "order" or not v.subscription or len(v.positions) != len(v.keys):
             kept.append(v)
             continue
-        left = [(k, p) for k, p in zip(v.keys, v.positions)
+        left = [(k, p) for k, p in zip(v.keys, v.positions, strict=False)
                 if (first := first_pos.get((v.topic, k))) is None or not first < p]
         explained += len(v.keys) - len(left)
         if left:

@@ -132,7 +132,8 @@ class _Event:
     count: int = 1
 
     def describe(self) -> str:
-        return f"{self.kind}{'x%d' % self.count if self.count > 1 else ''} @{self.at_s:.1f}s down {self.down_s:.1f}s"
+        times = f"x{self.count}" if self.count > 1 else ""
+        return f"{self.kind}{times} @{self.at_s:.1f}s down {self.down_s:.1f}s"
 
 
 class ChaosRun:

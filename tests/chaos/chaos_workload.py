@@ -163,7 +163,8 @@ class ConsumerWorker:
                 h.acked_locked(self.topic, self.sub.name, key, pos, cumulative=True)
                 self.held = [x for x in self.held if x.pos > pos]
             elif action == "hold":
-                self.held.append(_Held(time.monotonic() + self.rng.uniform(0.05, self.policy.hold_max_s), msg, key, pos))
+                release_at = time.monotonic() + self.rng.uniform(0.05, self.policy.hold_max_s)
+                self.held.append(_Held(release_at, msg, key, pos))
         try:
             if action == "ack":
                 self.consumer.acknowledge(msg)

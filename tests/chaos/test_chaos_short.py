@@ -17,7 +17,8 @@ from tests.support.zookeeper import zookeeper_available
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
-needs_zk = pytest.mark.skipif(not zookeeper_available(), reason="ZooKeeper (Debian's zookeeper package) or java missing")
+needs_zk = pytest.mark.skipif(not zookeeper_available(),
+                              reason="ZooKeeper (Debian's zookeeper package) or java missing")
 
 
 @pytest.mark.parametrize("deploy", ["standalone", pytest.param("cluster", marks=needs_zk)])

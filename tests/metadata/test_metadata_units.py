@@ -57,7 +57,7 @@ async def test_channel_coalesces_and_keeps_the_latest_last() -> None:
 async def test_channel_receive_waits_for_a_push() -> None:
     ch: CoalescingChannel[int] = CoalescingChannel()
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(lambda: trio.sleep(0.01))
+        nursery.start_soon(trio.sleep, 0.01)
         await trio.lowlevel.checkpoint()
         ch.push(7)
         assert await ch.receive() == 7

@@ -79,6 +79,6 @@ async def test_nested_chroot_is_created(zookeeper: ZooKeeperServer) -> None:
 
 async def test_unreachable_zookeeper_is_a_clear_error() -> None:
     url = f"zk://127.0.0.1:{free_port()}?connect_timeout_ms=500"
-    with pytest.raises(ConnectionLossError, match="127.0.0.1"):
+    with pytest.raises(ConnectionLossError, match=r"127\.0\.0\.1"):
         async with open_metadata_store(url):
             pass

@@ -110,9 +110,8 @@ def consume_all(consumer: pulsar.Consumer, n: int) -> None:
 
 def metric(text: str, name: str, topic: str | None = None) -> float | None:
     for line in text.splitlines():
-        if line.startswith(name + "{") or line.startswith(name + " "):
-            if topic is None or f'topic="{topic}"' in line:
-                return float(line.rsplit(" ", 1)[1])
+        if line.startswith((name + "{", name + " ")) and (topic is None or f'topic="{topic}"' in line):
+            return float(line.rsplit(" ", 1)[1])
     return None
 
 
@@ -287,4 +286,5 @@ def test_unacked_subscription_keeps_backlog_until_ttl_expires_it(admin: httpx.Cl
         e := ok(admin.get(rest(topic) + "/explain-storage")).json())
         and all(r["reason"] == "open_ledger" for r in e["ledgers"]) and e)
     assert ex["lastRetentionCheck"]["policies"]["messageTTLInSeconds"] == 1
-    assert all(r["metadata"] == "deleted" for r in gc_rows(ex).values() if r["ledgerId"] in {c["ledgerId"] for c in closed})
+    closed_ids = {c["ledgerId"] for c in closed}
+    assert all(r["metadata"] == "deleted" for r in gc_rows(ex).values() if r["ledgerId"] in closed_ids)

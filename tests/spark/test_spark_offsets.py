@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -94,7 +96,7 @@ def test_split_plan_keeps_every_entry_once(sizes: list[int], piece: int, take: i
     assert entries == whole and len(whole) == min(take, sum(sizes))
     assert all(p.entries <= piece for p in pieces)
     assert [pieces[0].start, pieces[-1].end] == [plan.start, plan.end] if pieces[0].segments else True
-    for a, b in zip(pieces, pieces[1:], strict=False):
+    for a, b in itertools.pairwise(pieces):
         assert a.end == b.start
 
 

@@ -68,7 +68,8 @@ def _produce_until_refused(producer: pulsar.Producer) -> tuple[list[int], pulsar
         done = threading.Event()
         outcome: list[pulsar.Result] = []
 
-        def callback(result: pulsar.Result, _id: object, seq: int = seq) -> None:
+        def callback(result: pulsar.Result, _id: object, seq: int = seq, outcome: list[pulsar.Result] = outcome,
+                     done: threading.Event = done) -> None:
             outcome.append(result)
             if result == pulsar.Result.Ok:
                 receipted.append(seq)
