@@ -50,7 +50,8 @@ class Bookie:
             cmd += ["-m", "cProfile", "-o", self.profile]
             self.profile = None
         cmd += ["-m", "magnetar", "bookie", "--journal-dir", str(self.base / "journal"),
-                "--ledger-dirs", str(self.base / "ledgers"), "--port", "0", "--log-level", "WARNING", "--bookie-id", "bench-bookie",
+                "--ledger-dirs", str(self.base / "ledgers"), "--port", "0", "--log-level", "WARNING",
+                "--bookie-id", "bench-bookie",
                 "--set", "http_enabled=false", "--set", "listen_address=127.0.0.1", *self.extra]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None

@@ -1033,7 +1033,8 @@ def _run_cookie(ctx: Any, data: bytes, rng: random.Random) -> str:
 
 
 def _journal_setup() -> SimpleNamespace:
-    from bookie._journal_codec import AddEntry, ExplicitLac, FenceLedger, MasterKey, Padding, encode_record
+    from bookie.journal import AddEntry, ExplicitLac, FenceLedger, MasterKey, Padding
+    from bookie.journal._codec import encode_record
 
     recs = [AddEntry(5, 6, b"entry-bytes" * 3), AddEntry(5, 7, b""), FenceLedger(5),
             ExplicitLac(5, 6, b"lac-body"), ExplicitLac(9, -1), MasterKey(5, b"key"), Padding(9), Padding(40)]
@@ -1071,8 +1072,8 @@ def _journal_fixup(buf: bytearray) -> None:
 
 
 def _journal_stream(data: bytes, chunks: list[int]) -> tuple[list, Any]:
-    """Journal replay's streaming loop (``bookie._journal_files._scan_file``) over memory."""
-    from bookie._journal_codec import DecodeStop, StopReason, decode_record
+    """Journal replay's streaming loop (``bookie.journal._files._scan_file``) over memory."""
+    from bookie.journal._codec import DecodeStop, StopReason, decode_record
 
     buf = bytearray()
     base = pos = at = 0
@@ -1103,7 +1104,8 @@ def _journal_stream(data: bytes, chunks: list[int]) -> tuple[list, Any]:
 
 
 def _run_journal(ctx: Any, data: bytes, rng: random.Random) -> str:
-    from bookie._journal_codec import Padding, encode_record, scan_records
+    from bookie.journal import Padding
+    from bookie.journal._codec import encode_record, scan_records
 
     whole = scan_records(data)
     records, stop = _journal_stream(data, chunk_plan(rng, len(data)))
@@ -1121,7 +1123,8 @@ def _run_journal(ctx: Any, data: bytes, rng: random.Random) -> str:
 
 
 def _journal_headers_setup() -> SimpleNamespace:
-    from bookie._journal_codec import LogMark, encode_file_header, encode_last_mark
+    from bookie.journal import LogMark
+    from bookie.journal._codec import encode_file_header, encode_last_mark
 
     return SimpleNamespace(seeds=[encode_file_header(0x18F0_0000_0001), encode_file_header(0),
                                   encode_file_header(0x18F0_0000_0002, LogMark(0x18F0_0000_0001, 4096)),
@@ -1139,13 +1142,8 @@ def _journal_headers_fixup(buf: bytearray) -> None:
 
 
 def _run_journal_headers(ctx: Any, data: bytes, rng: random.Random) -> str:
-    from bookie._journal_codec import (
-        JournalFormatError,
-        decode_file_header,
-        decode_file_prev,
-        decode_last_mark,
-        encode_last_mark,
-    )
+    from bookie.journal import JournalFormatError
+    from bookie.journal._codec import decode_file_header, decode_file_prev, decode_last_mark, encode_last_mark
 
     out = []
     try:
@@ -1167,7 +1165,7 @@ def _run_journal_headers(ctx: Any, data: bytes, rng: random.Random) -> str:
 
 
 def _entry_log_setup() -> SimpleNamespace:
-    from bookie._entry_log_codec import HEADER_SIZE, LogHeader, encode_header, encode_ledgers_map, encode_record
+    from bookie.storage._entry_log_codec import HEADER_SIZE, LogHeader, encode_header, encode_ledgers_map, encode_record
 
     records = encode_record(5, 0, b"a" * 30) + encode_record(5, 1, b"") + encode_record(7, 0, b"bb" * 9)
     ledgers = {5: 20 + 30 + 20, 7: 20 + 18}
@@ -1181,7 +1179,7 @@ def _entry_log_setup() -> SimpleNamespace:
 
 def _entry_log_build(ctx: Any, gen: Gen) -> bytes:
     """A rolled log whose ledgers-map records have mutated counts, items and sizes."""
-    from bookie._entry_log_codec import (
+    from bookie.storage._entry_log_codec import (
         HEADER_SIZE,
         INVALID_LEDGER_ID,
         LEDGERS_MAP_ENTRY_ID,
@@ -1210,7 +1208,7 @@ def _entry_log_build(ctx: Any, gen: Gen) -> bytes:
 
 def _entry_log_scan(data: bytes, end: int | None, chunks: list[int]) -> list[tuple]:
     """The bookie's log scan loop (``EntryLogger._scan``) over memory, records as it yields them."""
-    from bookie._entry_log_codec import HEADER_SIZE, decode_record_at
+    from bookie.storage._entry_log_codec import HEADER_SIZE, decode_record_at
 
     buf = bytearray()
     base = HEADER_SIZE
@@ -1239,10 +1237,10 @@ def _entry_log_scan(data: bytes, end: int | None, chunks: list[int]) -> list[tup
 
 
 def _run_entry_log(ctx: Any, data: bytes, rng: random.Random) -> str:
-    from bookie._entry_log_codec import (
+    from bookie.storage import CorruptLogError
+    from bookie.storage._entry_log_codec import (
         HEADER_SIZE,
         MAGIC,
-        CorruptLogError,
         decode_header,
         decode_ledgers_map,
         decode_record_at,
@@ -1371,7 +1369,7 @@ def _run_ml_cursor(ctx: Any, data: bytes, rng: random.Random) -> str:
 
 
 def _ur_setup() -> SimpleNamespace:
-    from bk_client._underreplication import encode_ur_record
+    from autorecovery._underreplication import encode_ur_record
 
     return SimpleNamespace(seeds=[encode_ur_record(["b1:3181", 'q"uo\\te'], 1_700_000_000_000),
                                   encode_ur_record(["b2:3181"]), b"replica: \"x\"\nunknown: 7\n"])
@@ -1385,7 +1383,7 @@ def _ur_build(ctx: Any, gen: Gen) -> bytes:
 
 
 def _run_ur(ctx: Any, data: bytes, rng: random.Random) -> str:
-    from bk_client._underreplication import _ledger_id_of, decode_ur_record, encode_ur_record
+    from autorecovery._underreplication import _ledger_id_of, decode_ur_record, encode_ur_record
 
     name = data[:24].decode("utf-8", "replace").rstrip("\n")  # child names come as text
     try:  # returns an id or None for any name: ValueError here is not the record's documented error
@@ -1610,9 +1608,9 @@ def _run_utf8(ctx: Any, data: bytes, rng: random.Random) -> str:
 
 
 def _targets() -> dict[str, Target]:
-    from bk_client._underreplication import decode_ur_record  # noqa: F401 - fail early if moved
-    from bookie._entry_log_codec import CorruptLogError
-    from bookie._journal_codec import JournalFormatError
+    from autorecovery._underreplication import decode_ur_record  # noqa: F401 - fail early if moved
+    from bookie.journal import JournalFormatError
+    from bookie.storage import CorruptLogError
     from protocols.bookkeeper import CookieFormatError, DigestMismatch, MetadataFormatError
     from protocols.bookkeeper import FrameError as BookieFrameError
     from protocols.managed_ledger import MLFormatError
@@ -1654,13 +1652,13 @@ def _targets() -> dict[str, Target]:
                _ledger_metadata_setup, _run_ledger_metadata, build=_ledger_metadata_build),
         Target("cookie", "protocols.bookkeeper Cookie.decode", (CookieFormatError,), _cookie_setup, _run_cookie,
                build=_cookie_build),
-        Target("journal_records", "bookie._journal_codec decode_record (streaming replay) + scan_records",
+        Target("journal_records", "bookie.journal._codec decode_record (streaming replay) + scan_records",
                (), _journal_setup, _run_journal, stream=True, build=_journal_build, fixup=_journal_fixup),
-        Target("journal_headers", "bookie._journal_codec decode_file_header, decode_file_prev, "
+        Target("journal_headers", "bookie.journal._codec decode_file_header, decode_file_prev, "
                "decode_last_mark",
                (JournalFormatError,), _journal_headers_setup, _run_journal_headers,
                fixup=_journal_headers_fixup),
-        Target("entry_log", "bookie._entry_log_codec decode_header, decode_record_at, iter_records "
+        Target("entry_log", "bookie.storage._entry_log_codec decode_header, decode_record_at, iter_records "
                "(chunked scan), decode_ledgers_map", (CorruptLogError,), _entry_log_setup, _run_entry_log,
                build=_entry_log_build),
         Target("ml_ledger_info", "protocols.managed_ledger ManagedLedgerInfo.decode", (MLFormatError,),
@@ -1671,7 +1669,7 @@ def _targets() -> dict[str, Target]:
                _entry_setup, _run_spark_rows, build=_build_entry),
         Target("spark_values", "sinks.spark._decode JSON and Avro value decoders (never raise)", (),
                _spark_values_setup, _run_spark_values, build=_spark_values_build),
-        Target("ur_record", "bk_client._underreplication decode_ur_record, ledger id of a lock name",
+        Target("ur_record", "autorecovery._underreplication decode_ur_record, ledger id of a lock name",
                (ValueError,), _ur_setup, _run_ur, build=_ur_build),
         Target("utf8_check", "the UTF-8 twins of protocols._utf8 (the "
                "string check of every protobuf decoder) against a wire walk and a message walk", (),

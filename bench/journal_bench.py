@@ -15,8 +15,7 @@ from pathlib import Path
 
 import trio
 
-from bookie._journal import Journal
-from bookie._journal_config import JournalConfig
+from bookie.journal import Journal, JournalConfig
 
 
 async def run_one(base: Path, size: int, tasks: int, seconds: float, cfg: JournalConfig) -> None:

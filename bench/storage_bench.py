@@ -17,7 +17,7 @@ from pathlib import Path
 
 import trio
 
-from bookie._storage import DbLedgerStorage
+from bookie.storage import DbLedgerStorage
 
 
 async def bench_adds(root: Path, size: int, seconds: float, ledgers: int = 16) -> None:

@@ -51,8 +51,10 @@ __all__ = [
 # The client over real bookies (data path: connections, adds, close, recovery, reads).
 from ._add_op import AddState as AddState
 from ._add_op import PendingAdd as PendingAdd
+from ._bookie_client import BookieClient as BookieClient
 from ._client import BookKeeper as BookKeeper
 from ._config import ClientConfig as ClientConfig
+from ._context import master_key as master_key
 from ._read_handle import LedgerReadHandle as LedgerReadHandle
 from ._write_handle import HandleState as HandleState
 from ._write_handle import LedgerWriteHandle as LedgerWriteHandle
@@ -64,33 +66,10 @@ from .api import WriteHandle as WriteHandle
 from .metrics import ClientMetrics as ClientMetrics
 
 __all__ += [
-    "AddState", "PendingAdd", "BookKeeper", "ClientConfig", "LedgerReadHandle", "HandleState",
-    "LedgerWriteHandle", "BookKeeperClient", "LedgerEntry", "PendingAppend", "ReadHandle", "WriteHandle", "ClientMetrics",
+    "AddState", "PendingAdd", "BookieClient", "BookKeeper", "ClientConfig", "master_key", "LedgerReadHandle",
+    "HandleState", "LedgerWriteHandle", "BookKeeperClient", "LedgerEntry", "PendingAppend", "ReadHandle",
+    "WriteHandle", "ClientMetrics",
 ]
 
-# AutoRecovery: under-replication marks, the elected auditor and the replication workers.
-from ._auditor import Auditor as Auditor
-from ._auditor import AuditorElection as AuditorElection
-from ._auditor import AuditorStatistics as AuditorStatistics
-from ._auditor import current_auditor as current_auditor
-from ._autorecovery import AutoRecovery as AutoRecovery
-from ._autorecovery import AutoRecoveryConfig as AutoRecoveryConfig
-from ._autorecovery import AutoRecoveryMetrics as AutoRecoveryMetrics
-from ._autorecovery import run_autorecovery as run_autorecovery
-from ._replication import EntryCopier as EntryCopier
-from ._replication import PoolEntryCopier as PoolEntryCopier
-from ._replication import RateLimiter as RateLimiter
-from ._replication import ReplicationError as ReplicationError
-from ._replication import ReplicationOutcome as ReplicationOutcome
-from ._replication import ReplicationWorker as ReplicationWorker
-from ._replication import RetryTable as RetryTable
-from ._replication import WorkerStatistics as WorkerStatistics
-from ._underreplication import UnderReplicatedLedger as UnderReplicatedLedger
-from ._underreplication import UnderReplicationManager as UnderReplicationManager
-
-__all__ += [
-    "Auditor", "AuditorElection", "AuditorStatistics", "current_auditor", "AutoRecovery",
-    "AutoRecoveryConfig", "AutoRecoveryMetrics", "run_autorecovery", "EntryCopier", "PoolEntryCopier",
-    "RateLimiter", "ReplicationError", "ReplicationOutcome", "ReplicationWorker", "RetryTable",
-    "WorkerStatistics", "UnderReplicatedLedger", "UnderReplicationManager",
-]
+# AutoRecovery (auditor, under-replication, replication workers) is a service of its own: the
+# ``autorecovery`` package, built on this package's public API (``BookKeeper.bookie_client``).

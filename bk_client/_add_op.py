@@ -117,6 +117,11 @@ class PendingAdd:
         """True once DONE or FAILED."""
         return self.state is AddState.DONE or self.state is AddState.FAILED
 
+    async def wait_finished(self) -> None:
+        """Return once the add is DONE or FAILED (``finished``); unlike ``result`` it never raises
+        the add's error. Cancelling the wait does not cancel the add."""
+        await self._done.wait()
+
     async def result(self) -> int:
         """The entry id once acknowledged; raises the handle's error if the add failed.
 

@@ -23,6 +23,7 @@ import trio
 from metadata import MetadataStore
 from protocols.bookkeeper import DigestType, LedgerMetadata, Segment, max_add_payload
 
+from ._bookie_client import BookieClient
 from ._config import ClientConfig
 from ._connection import ConnectionPool
 from ._context import ClientContext, Quarantine
@@ -47,6 +48,7 @@ class BookKeeper:
 
     def __init__(self, ctx: ClientContext) -> None:
         self._ctx = ctx
+        self._bookie_client = BookieClient(ctx.pool)
 
     @classmethod
     @asynccontextmanager
@@ -96,6 +98,17 @@ class BookKeeper:
     def ledger_manager(self) -> LedgerManager:
         """The ledger metadata manager the client uses."""
         return self._ctx.ledgers
+
+    @property
+    def placement(self) -> EnsemblePlacementPolicy:
+        """The placement policy the client chooses ensembles and replacement bookies with."""
+        return self._ctx.placement
+
+    @property
+    def bookie_client(self) -> BookieClient:
+        """Requests to one named bookie over this client's connections, below ledger handles
+        (for tools that repair replicas; see ``bk_client._bookie_client``)."""
+        return self._bookie_client
 
     def _check_open(self) -> None:
         if self._ctx.closed:

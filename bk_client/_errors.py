@@ -12,6 +12,8 @@ matching exception so every operation translates responses the same way.
 from __future__ import annotations
 
 from protocols.bookkeeper import DigestMismatch as _ProtocolDigestMismatch
+from protocols.bookkeeper import NoSuchEntry as _ProtocolNoSuchEntry
+from protocols.bookkeeper import NoSuchLedger as _ProtocolNoSuchLedger
 
 __all__ = [
     "BKError",
@@ -103,15 +105,17 @@ class NotEnoughBookies(BKError):
         super().__init__(msg, ledger_id=ledger_id)
 
 
-class NoSuchLedger(BKError):
-    """The ledger does not exist (no metadata, or the bookie has no such ledger)."""
+class NoSuchLedger(BKError, _ProtocolNoSuchLedger):
+    """The ledger does not exist (no metadata, or the bookie has no such ledger).
+
+    Also a ``protocols.bookkeeper.NoSuchLedger`` (the ENOLEDGER status), whose constructor sets
+    the message and ``ledger_id``: ``BKError``'s would pass its message on to it as a ledger id.
+    """
 
     code = -7
 
     def __init__(self, ledger_id: int | None = None, message: str | None = None) -> None:
-        if message is None:
-            message = "no such ledger" if ledger_id is None else f"no such ledger: {ledger_id}"
-        super().__init__(message, ledger_id=ledger_id)
+        _ProtocolNoSuchLedger.__init__(self, ledger_id, message)
 
 
 class BookieUnavailable(BKError):
@@ -147,21 +151,18 @@ class LedgerClosed(BKError):
     default_message = "ledger is closed"
 
 
-class NoSuchEntry(BKError):
-    """The entry does not exist (beyond the last entry, or never written to the bookie asked)."""
+class NoSuchEntry(BKError, _ProtocolNoSuchEntry):
+    """The entry does not exist (beyond the last entry, or never written to the bookie asked).
+
+    Also a ``protocols.bookkeeper.NoSuchEntry`` (the ENOENTRY status), whose constructor sets the
+    message, ``ledger_id`` and ``entry_id`` (as for `NoSuchLedger`).
+    """
 
     code = -13
 
     def __init__(self, ledger_id: int | None = None, entry_id: int | None = None,
                  message: str | None = None) -> None:
-        self.entry_id = entry_id
-        if message is None:
-            message = "no such entry"
-            if entry_id is not None:
-                message = f"no such entry: {entry_id}"
-            if ledger_id is not None:
-                message = f"{message} in ledger {ledger_id}"
-        super().__init__(message, ledger_id=ledger_id)
+        _ProtocolNoSuchEntry.__init__(self, ledger_id, entry_id, message)
 
 
 class MetadataVersionConflict(BKError):

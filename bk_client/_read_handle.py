@@ -227,9 +227,8 @@ async def read_decoded(ctx: ClientContext, ledger_id: int, metadata: LedgerMetad
                     batch.replica_failed(er)
                     if er.done and batch.failure is not None and er.no_entry == 0 and not er.digest_bad:
                         batch.failure = Timeout(str(batch.failure), ledger_id=ledger_id)
-                elif spec > 0 and waited >= spec and er.next < len(er.replicas):
-                    if batch.ask_next(er):
-                        ctx.metrics.speculative_reads.inc()
+                elif spec > 0 and waited >= spec and er.next < len(er.replicas) and batch.ask_next(er):
+                    ctx.metrics.speculative_reads.inc()
     finally:
         for er in reads:
             if er.sent:
@@ -354,7 +353,7 @@ class LedgerReadHandle:
             self._lac = max(self._lac, result.lac)
         return self._lac
 
-    async def wait_for_lac(self, previous: int, timeout: float) -> int:
+    async def wait_for_lac(self, previous: int, timeout: float) -> int:  # noqa: ASYNC109 - the hold time the bookies get
         """Long-poll: return once the LAC is above ``previous`` (bookies hold the read until their
         LAC passes it), or after ``timeout`` seconds with the LAC then known."""
         deadline = trio.current_time() + timeout

@@ -104,16 +104,15 @@ class _Round:
 
 
 async def read_last_confirmed(ctx: ClientContext, ledger_id: int, metadata: LedgerMetadata, *,
-                              fence: bool = False, master_key: bytes | None = None,
-                              timeout: float | None = None) -> LacResult:
+                              fence: bool = False, master_key: bytes | None = None) -> LacResult:
     """One LAC round over the last ensemble of ``metadata`` (see the module docstring).
 
     ``fence=True`` needs ``master_key``. Raises ``LedgerRecoveryError`` (fence) or ``ReadError``
-    (plain) when the answers cannot cover the ensemble in ``timeout`` seconds (default: the
-    recovery timeout when fencing, the read timeout otherwise).
+    (plain) when the answers cannot cover the ensemble within the client config's
+    ``recovery_timeout_s`` (fencing) or ``read_entry_timeout_s`` (plain). The round's deadline is
+    its own: when it passes, the answers so far decide (a domain error, not a cancellation).
     """
-    if timeout is None:
-        timeout = ctx.config.recovery_timeout_s if fence else ctx.config.read_entry_timeout_s
+    timeout = ctx.config.recovery_timeout_s if fence else ctx.config.read_entry_timeout_s
     segment = metadata.last_segment
     schedule = DistributionSchedule(metadata.ensemble_size, metadata.write_quorum, metadata.ack_quorum)
     rule = CoverageRule.FENCE if fence else CoverageRule.READ_LAC

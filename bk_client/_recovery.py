@@ -129,7 +129,7 @@ async def _mark_in_recovery(ctx: ClientContext, ledger_id: int, metadata: Ledger
 async def _close_recovered(ctx: ClientContext, handle: LedgerWriteHandle) -> tuple[LedgerMetadata, int]:
     lid = handle.ledger_id
     last, length = handle.last_add_confirmed, handle.length
-    meta, version = handle._metadata, handle._version
+    meta, version = handle.metadata, handle.metadata_version
     for _ in range(_MAX_CAS_ATTEMPTS):
         if meta.state is LedgerState.CLOSED:
             return meta, version  # step 5: another recovery's close stands
@@ -179,6 +179,6 @@ async def recover_ledger(ctx: ClientContext, ledger_id: int, password: bytes) ->
         await handle.wait_idle()
         result = await _close_recovered(ctx, handle)
     finally:
-        handle._stop()
+        handle.finish_close()
     ctx.metrics.recoveries.observe(trio.current_time() - start)
     return result

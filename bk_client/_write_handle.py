@@ -24,6 +24,13 @@ RECOVERY_ADD and expects the metadata to stay IN_RECOVERY instead of OPEN.
 With ``explicit_lac_interval_ms > 0`` an idle handle also publishes its LAC with WRITE_LAC (see
 ``bk_client._explicit_lac``). ``append`` yields to the scheduler only every ``_APPEND_BATCH``
 adds while the window has room, so each connection writes many adds' frames per ``send_all``.
+
+Operations on a handle hold an explicit reference to it (``LedgerCloseOp`` in ``bk_client._close``,
+``ExplicitLacFlushPolicy`` in ``bk_client._explicit_lac``, recovery in ``bk_client._recovery``)
+and use only its public methods (``append``, ``wait_idle``, the ``ReadHandle`` properties) and
+the section "for the handle's operations" below: read-only views of its state and three
+transitions (``begin_close``, ``record_closed``, ``finish_close``) whose guarantees are stated
+there. Every other change of the handle's state happens inside this class.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ from protocols.bookkeeper import (
 )
 
 from ._add_op import AddState, PendingAdd, clone_error
+from ._close import LedgerCloseOp
 from ._context import ClientContext, master_key
 from ._errors import (
     BKError,
@@ -60,7 +68,9 @@ from ._errors import (
     Unauthorized,
     error_for_bookie_status,
 )
+from ._explicit_lac import ExplicitLacFlushPolicy
 from ._quorum import DistributionSchedule
+from ._read_handle import read_entries  # the read path is shared with read handles
 from .api import LedgerEntry
 
 __all__ = ["HandleState", "LedgerWriteHandle"]
@@ -79,37 +89,6 @@ class HandleState(enum.Enum):
     CLOSING = "closing"
     CLOSED = "closed"
     FAILED = "failed"
-
-
-def _on_add_response(arg: tuple[PendingAdd, int, str], response: Response | None, error: BKError | None) -> None:
-    op, index, bookie = arg
-    if op.state is AddState.DONE or op.state is AddState.FAILED:
-        return
-    handle = op.handle
-    if handle._ensemble[index] != bookie or index in handle._failed_bookies:
-        return  # an answer from a bookie that was (or is being) replaced
-    if error is not None:
-        if isinstance(error, ClientClosed):
-            handle._fail(error)
-        else:
-            handle._bookie_failed(index, bookie, error, "connection")
-        return
-    assert response is not None
-    status = response.addResponse.status if response.HasField("addResponse") else response.status
-    if status == _EOK:
-        if op.ack_set.ack(index) and op.state is AddState.SENT:
-            op.state = AddState.ACKED
-            if handle._pending and handle._pending[0] is op:
-                handle._complete_ready()
-    elif status == _EFENCED:
-        handle._fail(LedgerFenced(f"ledger {handle.ledger_id} is fenced (bookie {bookie} refused entry "
-                                  f"{op.entry_id}): a new owner is recovering it", ledger_id=handle.ledger_id))
-    elif status == _EUA:
-        handle._fail(Unauthorized(f"bookie {bookie} refused the master key of ledger {handle.ledger_id}",
-                                  ledger_id=handle.ledger_id))
-    else:
-        err = error_for_bookie_status(status, ledger_id=handle.ledger_id, entry_id=op.entry_id, bookie_id=bookie)
-        handle._bookie_failed(index, bookie, err or BKError("unexpected add answer"), f"status_{status}")
 
 
 class LedgerWriteHandle:
@@ -131,7 +110,7 @@ class LedgerWriteHandle:
         self._master_key = master_key(password)
         self._recovery = recovery
         self._expected_state = LedgerState.IN_RECOVERY if recovery else LedgerState.OPEN
-        self.state = HandleState.OPEN
+        self._state = HandleState.OPEN
         self._error: BKError | None = None
         self._lac = last_add_confirmed
         self._length = length
@@ -152,17 +131,14 @@ class LedgerWriteHandle:
         self._add_encoder = AddRequestEncoder(ledger_id, self._master_key, recovery=recovery)
         self._max_entry_size = max_add_payload(ctx.config.max_frame_size, len(self._master_key))
         self._add_latency = ctx.metrics.add_latency
-        # explicit LAC (see bk_client._explicit_lac): what the bookies were last told
+        # what the bookies were told of the LAC by adds (the explicit-LAC policy reads both)
         self._piggybacked_lac = -1      # LAC carried by the last add sent
-        self._explicit_lac = -1         # last WRITE_LAC that reached Qa bookies
         self._last_sent_at = trio.current_time()
-        self._explicit_lac_scope = trio.CancelScope()
+        self._lac_flush = ExplicitLacFlushPolicy(self, ctx, self._master_key)
         ctx.spawn(self._monitor)
         interval_ms = ctx.config.explicit_lac_interval_ms
         if interval_ms > 0 and not recovery:
-            from ._explicit_lac import run_explicit_lac
-
-            ctx.spawn(run_explicit_lac, self, interval_ms / 1000)
+            ctx.spawn(self._lac_flush.run, interval_ms / 1000)
 
     # ---- ReadHandle ------------------------------------------------------------------------
 
@@ -193,8 +169,6 @@ class LedgerWriteHandle:
 
     async def read(self, first: int, last: int) -> Sequence[LedgerEntry]:
         """Entries ``first..last`` (acknowledged ones only, else ``NoSuchEntry``); verified digests."""
-        from ._read_handle import read_entries  # the read path is shared with read handles
-
         if first < 0 or last < first:
             raise ValueError(f"bad entry range {first}..{last}")
         if last > self._lac:
@@ -206,10 +180,10 @@ class LedgerWriteHandle:
         await trio.lowlevel.checkpoint()
         return self._lac
 
-    async def wait_for_lac(self, previous: int, timeout: float) -> int:
+    async def wait_for_lac(self, previous: int, timeout: float) -> int:  # noqa: ASYNC109 - bk_client.api.ReadHandle's signature
         """Return once an add above ``previous`` is acknowledged, or after ``timeout`` seconds."""
         with trio.move_on_after(timeout):
-            while self._lac <= previous and self.state in (HandleState.OPEN, HandleState.CLOSING):
+            while self._lac <= previous and self._state in (HandleState.OPEN, HandleState.CLOSING):
                 if self._lac_event is None:
                     self._lac_event = trio.Event()
                 await self._lac_event.wait()
@@ -247,9 +221,9 @@ class LedgerWriteHandle:
         return op
 
     def _check_writable(self) -> None:
-        if self.state is HandleState.OPEN:
+        if self._state is HandleState.OPEN:
             return
-        if self.state is HandleState.FAILED and self._error is not None:
+        if self._state is HandleState.FAILED and self._error is not None:
             raise clone_error(self._error)
         raise LedgerClosed(ledger_id=self._ledger_id)
 
@@ -300,18 +274,19 @@ class LedgerWriteHandle:
         frame = self._add_encoder.encode(txn, op.entry_id, op.body)
         op.sent_at = self._last_sent_at = trio.current_time()
         failed = self._failed_bookies
+        on_response = LedgerWriteHandle._on_add_response
         for index in indexes:
             if index in failed:
                 continue  # re-sent to the replacement once the ensemble change is written
             bookie = self._ensemble[index]
             try:
-                pool.get(bookie).send(txn, frame, _on_add_response, (op, index, bookie))
+                pool.get(bookie).send(txn, frame, on_response, (op, index, bookie))
             except BKError as exc:
                 self._bookie_failed(index, bookie, exc, "unavailable")
 
     def _complete_ready(self) -> None:
         """Rule 4 of the add states: complete the acknowledged prefix of the pending adds."""
-        if self._changing or self.state is HandleState.FAILED:
+        if self._changing or self._state is HandleState.FAILED:
             return
         pending = self._pending
         if not pending or pending[0].state is not AddState.ACKED:
@@ -332,13 +307,52 @@ class LedgerWriteHandle:
         if self._waiting:
             self._admit_waiting()
 
+    # ---- bookie answers ----------------------------------------------------------------------
+
+    @staticmethod
+    def _on_add_response(arg: tuple[PendingAdd, int, str], response: Response | None,
+                         error: BKError | None) -> None:
+        """A bookie's answer to an add (``arg``: the add, the ensemble index, the bookie), called on
+        its connection's reader task: ack (rules 3, 4 of ``bk_client._add_op``), fail the handle
+        (fenced, unauthorized, client closed) or replace the bookie. An answer from a bookie that
+        was (or is being) replaced, or to an add already finished, is ignored."""
+        op, index, bookie = arg
+        if op.state is AddState.DONE or op.state is AddState.FAILED:
+            return
+        handle = op.handle
+        if handle._ensemble[index] != bookie or index in handle._failed_bookies:
+            return  # an answer from a bookie that was (or is being) replaced
+        if error is not None:
+            if isinstance(error, ClientClosed):
+                handle._fail(error)
+            else:
+                handle._bookie_failed(index, bookie, error, "connection")
+            return
+        assert response is not None
+        status = response.addResponse.status if response.HasField("addResponse") else response.status
+        if status == _EOK:
+            if op.ack_set.ack(index) and op.state is AddState.SENT:
+                op.state = AddState.ACKED
+                if handle._pending and handle._pending[0] is op:
+                    handle._complete_ready()
+        elif status == _EFENCED:
+            handle._fail(LedgerFenced(f"ledger {handle.ledger_id} is fenced (bookie {bookie} refused entry "
+                                      f"{op.entry_id}): a new owner is recovering it", ledger_id=handle.ledger_id))
+        elif status == _EUA:
+            handle._fail(Unauthorized(f"bookie {bookie} refused the master key of ledger {handle.ledger_id}",
+                                      ledger_id=handle.ledger_id))
+        else:
+            err = error_for_bookie_status(status, ledger_id=handle.ledger_id, entry_id=op.entry_id,
+                                          bookie_id=bookie)
+            handle._bookie_failed(index, bookie, err or BKError("unexpected add answer"), f"status_{status}")
+
     # ---- failures --------------------------------------------------------------------------
 
     def _fail(self, error: BKError) -> None:
         """Rule 3: fail the handle and every add not yet acknowledged."""
-        if self.state is HandleState.FAILED or self.state is HandleState.CLOSED:
+        if self._state is HandleState.FAILED or self._state is HandleState.CLOSED:
             return
-        self.state = HandleState.FAILED
+        self._state = HandleState.FAILED
         self._error = error
         ops = list(self._pending) + list(self._waiting)
         self._pending.clear()
@@ -349,13 +363,13 @@ class LedgerWriteHandle:
         if ops:
             self._ctx.metrics.add_failed.inc(len(ops))
         self._monitor_scope.cancel()
-        self._explicit_lac_scope.cancel()
+        self._lac_flush.stop()
         if self._lac_event is not None:
             self._lac_event.set()
             self._lac_event = None
 
     def _bookie_failed(self, index: int, bookie: str, error: BKError, reason: str) -> None:
-        if self.state is HandleState.FAILED or self.state is HandleState.CLOSED:
+        if self._state is HandleState.FAILED or self._state is HandleState.CLOSED:
             return
         if self._ensemble[index] != bookie or index in self._failed_bookies:
             return
@@ -377,7 +391,7 @@ class LedgerWriteHandle:
         timeout = self._ctx.config.add_entry_timeout_s
         tick = min(1.0, timeout / 4)
         with self._monitor_scope:
-            while self.state is HandleState.OPEN or self.state is HandleState.CLOSING:
+            while self._state is HandleState.OPEN or self._state is HandleState.CLOSING:
                 await trio.sleep(tick)
                 deadline = trio.current_time() - timeout
                 for op in list(self._pending):
@@ -395,14 +409,14 @@ class LedgerWriteHandle:
 
     async def _ensemble_change_loop(self) -> None:
         try:
-            while self._failed_bookies and self.state in (HandleState.OPEN, HandleState.CLOSING):
+            while self._failed_bookies and self._state in (HandleState.OPEN, HandleState.CLOSING):
                 failed = dict(self._failed_bookies)
                 try:
                     await self._write_new_ensemble(failed)
                 except BKError as exc:
                     self._fail(exc)
                     return
-                if self.state is HandleState.FAILED:
+                if self._state is HandleState.FAILED:
                     return
                 for index in failed:
                     del self._failed_bookies[index]
@@ -449,7 +463,7 @@ class LedgerWriteHandle:
             except NoSuchLedger as exc:
                 raise LedgerFenced(f"ledger {self._ledger_id} was deleted while being written",
                                    ledger_id=self._ledger_id) from exc
-            if self.state is HandleState.FAILED:
+            if self._state is HandleState.FAILED:
                 return
             self._metadata, self._version = new_meta, version
             self._ensemble = tuple(ensemble)
@@ -475,7 +489,7 @@ class LedgerWriteHandle:
         while True:
             last = self._waiting[-1] if self._waiting else (self._pending[-1] if self._pending else None)
             if last is not None:
-                await last._done.wait()
+                await last.wait_finished()
                 continue
             if self._changing:
                 await self._change_done.wait()
@@ -486,21 +500,99 @@ class LedgerWriteHandle:
 
     async def close(self) -> None:
         """Wait for pending adds, then mark the ledger CLOSED at its last acknowledged entry
-        (see ``bk_client._close`` for the conflict rules). A handle already fenced is released
-        without touching the metadata (the new owner closes it)."""
-        from ._close import close_write_handle
+        (``LedgerCloseOp``; see ``bk_client._close`` for the conflict rules). A handle already
+        fenced is released without touching the metadata (the new owner closes it). Idempotent
+        once CLOSED. Raises ``LedgerFenced``, ``NoSuchLedger``, ``MetadataStoreError``."""
+        await LedgerCloseOp(self, self._ctx.ledgers).run()
 
-        await close_write_handle(self)
+    # ---- for the handle's operations (close, explicit LAC, recovery) ------------------------
+    # Not part of ``bk_client.api.WriteHandle``: the operation objects of this package drive the
+    # handle through these, and nothing else of it.
 
-    def _stop(self) -> None:
-        """Rule 4 bookkeeping when close ends: the handle is CLOSED, its monitor stops."""
-        if self.state is not HandleState.FAILED:
-            self.state = HandleState.CLOSED
+    @property
+    def state(self) -> HandleState:
+        """Where the handle is in its lifecycle (rules 1-4 of the module docstring)."""
+        return self._state
+
+    @property
+    def accepting_adds(self) -> bool:
+        """True while OPEN (rule 1): adds are accepted. False from the moment close starts."""
+        return self._state is HandleState.OPEN
+
+    @property
+    def error(self) -> BKError | None:
+        """The error that failed the handle (rule 3); None unless the handle is FAILED."""
+        return self._error
+
+    @property
+    def metadata_version(self) -> int:
+        """The store version of ``metadata``: the next metadata change this handle's ledger gets
+        (ensemble change, close) is compared-and-set against it."""
+        return self._version
+
+    @property
+    def ensemble(self) -> tuple[str, ...]:
+        """The bookies adds are written to now: the last segment's ensemble as this handle last
+        wrote it (replacements included once their ensemble change is in the metadata)."""
+        return self._ensemble
+
+    @property
+    def ensemble_changing(self) -> bool:
+        """True while an ensemble change runs or a failed bookie awaits its replacement; adds
+        are not completed (the LAC stays put) and nothing is sent to a failed index meanwhile."""
+        return self._changing or bool(self._failed_bookies)
+
+    @property
+    def piggybacked_lac(self) -> int:
+        """The LAC carried by the last add sent (-1 before the first): what the bookies of its
+        write set learnt of the LAC without an explicit WRITE_LAC."""
+        return self._piggybacked_lac
+
+    @property
+    def last_add_sent_at(self) -> float:
+        """Trio clock time of the last add sent or re-sent (the handle's creation before any)."""
+        return self._last_sent_at
+
+    @property
+    def explicit_lac(self) -> ExplicitLacFlushPolicy:
+        """This handle's explicit-LAC policy (``bk_client._explicit_lac``). Its loop runs only with
+        ``explicit_lac_interval_ms > 0`` and never for a recovery handle; ``flush()`` sends a round
+        by hand under the same rules."""
+        return self._lac_flush
+
+    def begin_close(self) -> bool:
+        """Rule 2: OPEN -> CLOSING; new adds now raise ``LedgerClosed``, pending adds finish.
+
+        Returns False when the handle is already CLOSED (a close has nothing left to do), True
+        otherwise (CLOSING and FAILED handles are left as they are)."""
+        if self._state is HandleState.CLOSED:
+            return False
+        if self._state is HandleState.OPEN:
+            self._state = HandleState.CLOSING
+        return True
+
+    def record_closed(self, metadata: LedgerMetadata, version: int) -> None:
+        """Adopt ``metadata`` at ``version``, which a close wrote (or found) in the store: it
+        must say CLOSED (else ``ValueError``), so ``is_closed`` becomes True. The caller
+        guarantees that the store held exactly this metadata at this version."""
+        if metadata.state is not LedgerState.CLOSED:
+            raise ValueError(f"ledger {self._ledger_id}: record_closed needs CLOSED metadata, "
+                             f"got {metadata.state.name}")
+        self._metadata, self._version = metadata, version
+
+    def finish_close(self) -> None:
+        """Rule 4 bookkeeping once a close (or recovery) ended, whatever its outcome: the handle
+        is CLOSED (a FAILED one stays FAILED), its add-timeout monitor and explicit-LAC loop stop
+        and ``wait_for_lac`` callers wake. Idempotent."""
+        if self._state is not HandleState.FAILED:
+            self._state = HandleState.CLOSED
         self._monitor_scope.cancel()
-        self._explicit_lac_scope.cancel()
+        self._lac_flush.stop()
         if self._lac_event is not None:
             self._lac_event.set()
             self._lac_event = None
+
+    # ---- snapshot ----------------------------------------------------------------------------
 
     def statistics(self) -> dict[str, float]:
         """A snapshot for logs and tests."""

@@ -75,9 +75,13 @@ class ReadHandle(Protocol):
         """Ask the bookies for the current LAC (for ledgers still being written); update and return it."""
         ...
 
-    async def wait_for_lac(self, previous: int, timeout: float) -> int:
+    async def wait_for_lac(self, previous: int, timeout: float) -> int:  # noqa: ASYNC109 - a request field
         """Long-poll: return as soon as the LAC is above ``previous``, or after ``timeout`` seconds with
-        the LAC then known (which may still equal ``previous``)."""
+        the LAC then known (which may still equal ``previous``).
+
+        ``timeout`` is part of the request, not a local deadline: the bookies hold the long-poll
+        read up to that long (BookKeeper's ``readLastAddConfirmedAndEntry``), and running out of it
+        is a normal answer, not an error. A caller's cancel scope still cancels the wait."""
         ...
 
     async def close(self) -> None:

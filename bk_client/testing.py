@@ -163,7 +163,7 @@ class _MockReadHandle:
         self._lac = max(self._lac, self._ledger.last_add_confirmed)
         return self._lac
 
-    async def wait_for_lac(self, previous: int, timeout: float) -> int:
+    async def wait_for_lac(self, previous: int, timeout: float) -> int:  # noqa: ASYNC109 - bk_client.api.ReadHandle's signature
         with trio.move_on_after(timeout):
             while self._ledger.last_add_confirmed <= previous and self._ledger.state is MockLedgerState.OPEN:
                 await self._ledger.lac_changed.wait()

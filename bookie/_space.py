@@ -1,6 +1,6 @@
 """Free-space checks where the bookie allocates, so that it turns read-only BEFORE a disk is full.
 
-The disk checker (`bookie._disks`) measures every diskCheckInterval (10 s). Between two checks
+The disk checker (`bookie.server._disks`) measures every diskCheckInterval (10 s). Between two checks
 one journal preallocation chunk (journalPreAllocSizeMB, 16 MiB) or one write-cache flush (half the
 cache) can take a small disk from below diskUsageThreshold to full, and then the journal or an
 entry log meets ENOSPC instead of the bookie turning read-only in time. So the allocators ask a

@@ -87,7 +87,7 @@ class BatchHistogram:
         with self._lock:
             counts, total = list(self._counts), self._sum
         cumulative, buckets = 0, []
-        for bound, n in zip([*self._bounds, float("inf")], counts):
+        for bound, n in zip([*self._bounds, float("inf")], counts, strict=True):
             cumulative += n
             buckets.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
         yield HistogramMetricFamily(self._name, self._doc, buckets=buckets, sum_value=total)
@@ -317,7 +317,7 @@ class GcMetrics:
         counts = [0] * len(_GC_USAGE_BUCKETS)
         for u in usages:
             counts[min(len(counts) - 1, max(0, math.ceil(u * 10 - 1e-9) - 1))] += 1
-        for bound, n in zip(_GC_USAGE_BUCKETS, counts):
+        for bound, n in zip(_GC_USAGE_BUCKETS, counts, strict=True):
             self.log_usage.labels(f"{bound:.1f}").set(n)
 
     def record_result(self, result: str, wall_time_s: float) -> None:

@@ -5,6 +5,10 @@ the official ``pulsar-client`` then works against ``pulsar://host:port`` unchang
 API is `broker.admin.serve_admin`; metrics are in `broker.metrics`.
 """
 
+from protocols.pulsar import InvalidTopicNameError as InvalidTopicNameError
+from protocols.pulsar import NamespaceName as NamespaceName
+from protocols.pulsar import TopicName as TopicName
+
 from ._config import MESSAGE_SIZE_FRAME_PADDING as MESSAGE_SIZE_FRAME_PADDING
 from ._config import BrokerConfig as BrokerConfig
 from ._errors import BrokerServiceError as BrokerServiceError
@@ -30,12 +34,10 @@ from ._selectors import StickyRanges as StickyRanges
 from ._selectors import choose_active_consumer as choose_active_consumer
 from ._server import serve_broker as serve_broker
 from ._service import BrokerService as BrokerService
-from ._topic_name import InvalidTopicNameError as InvalidTopicNameError
-from ._topic_name import NamespaceName as NamespaceName
-from ._topic_name import TopicName as TopicName
 
 __all__ = [
-    "MESSAGE_SIZE_FRAME_PADDING", "AutoSplitRanges", "BrokerConfig", "BrokerService", "BrokerServiceError", "ConsumerBusyError",
+    "MESSAGE_SIZE_FRAME_PADDING", "AutoSplitRanges", "BrokerConfig", "BrokerService", "BrokerServiceError",
+    "ConsumerBusyError",
     "ConsumerKey", "IncompatibleSchemaError", "InvalidTopicNameError", "NamespaceName",
     "NamespaceNotFoundError", "NamespaceResources", "NotAllowedError", "ProducerBusyError",
     "RangeConflictError", "RoundRobin", "SchemaInfo", "SchemaRegistry", "ServiceNotReadyError",

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from magnetar import __version__
 from protocols.pulsar import ChecksumMismatch, Frame, FrameDecoder, FrameError, encode_command, make_command, type_name
 from protocols.pulsar import pulsar_api_pb2 as pb
 
@@ -322,7 +323,6 @@ class ServerConnection:
     def _on_connect(self, connect: pb.CommandConnect) -> None:
         self.client_version = connect.client_version
         self.protocol_version = min(connect.protocol_version, 20)
-        from magnetar import __version__
 
         self.send_command(make_command(
             "CONNECTED", server_version=f"Magnetar-{__version__}", protocol_version=self.protocol_version,

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 __all__ = ["Consumer", "PendingEntries"]
 
 
-class PendingEntries(dict):
+class PendingEntries(dict[Position, int]):
     """``position -> message count`` of delivered, unacked entries, with ``messages``, the sum of
     the counts, kept up to date by every mutation the broker uses (set, del, pop, clear), so the
     dispatcher's per-entry unacked-limit check is O(1) instead of a sum over the whole map."""

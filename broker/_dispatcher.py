@@ -29,7 +29,7 @@ from __future__ import annotations
 import heapq
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import trio
 from sortedcontainers import SortedSet
@@ -55,7 +55,7 @@ class SubType:
     SHARED = 1
     FAILOVER = 2
     KEY_SHARED = 3
-    NAMES = {0: "Exclusive", 1: "Shared", 2: "Failover", 3: "Key_Shared"}
+    NAMES: ClassVar[dict[int, str]] = {0: "Exclusive", 1: "Shared", 2: "Failover", 3: "Key_Shared"}
 
 
 class Dispatcher:
@@ -216,9 +216,7 @@ class Dispatcher:
         if c.closed or c.permits <= 0:
             return False
         limit = self.config.max_unacked_messages_per_consumer
-        if limit and self.sub_type in (SubType.SHARED, SubType.KEY_SHARED) and c.unacked_messages >= limit:
-            return False
-        return True
+        return not (limit and self.sub_type in (SubType.SHARED, SubType.KEY_SHARED) and c.unacked_messages >= limit)
 
     async def _round(self) -> bool:
         self._release_due_delayed()

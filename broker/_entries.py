@@ -11,6 +11,7 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import trio
 from google.protobuf.message import DecodeError
 
 from protocols.pulsar import MessageMetadata, invalid_utf8_field, key_hash_slot, sticky_key
@@ -121,9 +122,6 @@ class Signal:
     """
 
     def __init__(self) -> None:
-        import trio
-
-        self._trio = trio
         self._event = trio.Event()
 
     def current(self):
@@ -133,4 +131,4 @@ class Signal:
     def fire(self) -> None:
         """Wake everyone waiting on the current event."""
         self._event.set()
-        self._event = self._trio.Event()
+        self._event = trio.Event()

@@ -39,14 +39,13 @@ from typing import TYPE_CHECKING
 from google.protobuf.message import Message
 
 from managed_ledger import ManagedLedgerError
-from protocols.pulsar import Frame, command_body, command_field, make_command, type_name
+from protocols.pulsar import Frame, InvalidTopicNameError, command_body, command_field, make_command, type_name
 from protocols.pulsar import pulsar_api_pb2 as pb
 
 from . import _handlers_consumer as hc
 from . import _handlers_lookup as hl
 from . import _handlers_producer as hp
 from ._errors import BrokerServiceError
-from ._topic_name import InvalidTopicNameError
 
 if TYPE_CHECKING:
     from ._connection import ServerConnection
@@ -170,7 +169,7 @@ BROKER_ONLY_TYPES: frozenset[int] = frozenset({
 def _check_routes() -> None:
     # CONNECT is the handshake (`_connection`); every other type has exactly one route (Rule 1),
     # checked at import so that a type added to the .proto cannot go unrouted.
-    routes = [set(_INLINE), set(_SPAWNED), set(REFUSED_TYPES), set(BROKER_ONLY_TYPES), {T.CONNECT}]
+    routes: list[set[int]] = [set(_INLINE), set(_SPAWNED), set(REFUSED_TYPES), set(BROKER_ONLY_TYPES), {T.CONNECT}]
     every = [t for r in routes for t in r]
     if len(every) != len(set(every)) or set(every) != set(T.Type.values()):
         raise AssertionError("BaseCommand types and dispatch routes disagree")

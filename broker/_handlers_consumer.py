@@ -6,14 +6,14 @@ import logging
 from typing import TYPE_CHECKING
 
 from managed_ledger import InitialPosition, Position
-from protocols.pulsar import Frame, make_command
+from protocols.pulsar import Frame, TopicName, make_command
 from protocols.pulsar import pulsar_api_pb2 as pb
 
 from ._consumer import Consumer
 from ._dispatcher import SubType
 from ._entries import UINT64_MAX, entry_info
 from ._errors import BrokerServiceError, NotAllowedError
-from ._topic_name import TopicName
+from ._handlers_lookup import schema_from_proto
 
 if TYPE_CHECKING:
     from ._connection import ServerConnection
@@ -49,8 +49,6 @@ def _consumer(conn: ServerConnection, consumer_id: int) -> Consumer:
 
 
 async def _check_schema(conn: ServerConnection, topic: TopicName, schema: pb.Schema) -> None:
-    from ._handlers_lookup import schema_from_proto
-
     if schema.type == 0 and not schema.schema_data:
         return
     info = schema_from_proto(schema)

@@ -5,14 +5,15 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from protocols.pulsar import Frame, make_command
+from protocols.pulsar import Frame, NamespaceName, TopicName, make_command
 from protocols.pulsar import pulsar_api_pb2 as pb
 
 from ._errors import BrokerServiceError, NamespaceNotFoundError, TopicNotFoundError
 from ._schemas import SchemaInfo, version_bytes, version_from_bytes
-from ._topic_name import NamespaceName, TopicName
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from ._connection import ServerConnection
 
 __all__ = ["handle_partitioned_metadata", "handle_lookup", "handle_topics_of_namespace",
@@ -64,8 +65,10 @@ async def handle_topics_of_namespace(conn: ServerConnection, frame: Frame) -> No
 
 def schema_from_proto(schema: pb.Schema) -> SchemaInfo:
     """Our `SchemaInfo` of a wire Schema."""
+    # protoc's stub types this as a list of Schema.KeyValue, the enum value, not the KeyValue message
+    properties: Iterable[pb.KeyValue] = schema.properties
     return SchemaInfo(type=schema.type, data=schema.schema_data, name=schema.name,
-                      properties=tuple(sorted((kv.key, kv.value) for kv in schema.properties)))
+                      properties=tuple(sorted((kv.key, kv.value) for kv in properties)))
 
 
 def schema_to_proto(info: SchemaInfo) -> dict:
@@ -86,7 +89,8 @@ async def handle_get_schema(conn: ServerConnection, frame: Frame) -> None:
             raise BrokerServiceError(str(exc), pb.IncompatibleSchema) from None
     found = await conn.service.schemas.get(topic, version)
     if found is None:
-        raise TopicNotFoundError(f"topic {topic} has no schema" + (f" version {version}" if version is not None else ""))
+        suffix = f" version {version}" if version is not None else ""
+        raise TopicNotFoundError(f"topic {topic} has no schema{suffix}")
     info, v = found
     conn.send_command(make_command("GET_SCHEMA_RESPONSE", request_id=req.request_id,
                                    schema=schema_to_proto(info), schema_version=version_bytes(v)))

@@ -8,15 +8,15 @@ import secrets
 from typing import TYPE_CHECKING
 
 from managed_ledger import StorageUnavailable
-from protocols.pulsar import Frame, make_command
+from protocols.pulsar import Frame, TopicName, make_command
 from protocols.pulsar import pulsar_api_pb2 as pb
 
 from ._config import MESSAGE_SIZE_FRAME_PADDING
 from ._dedup import highest_sequence_id, is_partial_chunk
 from ._errors import BrokerServiceError
+from ._handlers_lookup import schema_from_proto
 from ._producer import Producer
 from ._schemas import version_bytes
-from ._topic_name import TopicName
 
 if TYPE_CHECKING:
     from ._connection import ServerConnection
@@ -30,8 +30,6 @@ _names = itertools.count()
 
 
 async def _schema_version(conn: ServerConnection, topic: TopicName, schema: pb.Schema | None) -> bytes | None:
-    from ._handlers_lookup import schema_from_proto
-
     if schema is None or (schema.type == 0 and not schema.schema_data):
         return None
     strategy, allow_new = await conn.service.schema_strategy(topic.namespace_name)

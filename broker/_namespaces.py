@@ -17,9 +17,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from metadata import MetadataStore, NodeExistsError, NoNodeError
-
-from ._topic_name import NamespaceName, TopicName
+from metadata import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
+from protocols.pulsar import NamespaceName, TopicName
 
 __all__ = ["NamespaceResources", "default_policies"]
 
@@ -98,8 +97,6 @@ class NamespaceResources:
 
     async def update_policies(self, ns: NamespaceName, changes: dict[str, Any]) -> dict[str, Any]:
         """Merge ``changes`` into the Policies with compare-and-set, retrying on a concurrent change."""
-        from metadata import BadVersionError
-
         path = f"{POLICIES_ROOT}/{ns}"
         while True:
             data, stat = await self.store.get(path)
@@ -141,8 +138,6 @@ class NamespaceResources:
 
     async def list_partitioned_topics(self, ns: NamespaceName) -> dict[str, int]:
         """``{full topic name: partitions}`` for the namespace's persistent partitioned topics."""
-        from urllib.parse import unquote
-
         base = f"{PARTITIONED_ROOT}/{ns}/persistent"
         try:
             names = await self.store.children(base)
@@ -150,6 +145,6 @@ class NamespaceResources:
             return {}
         out = {}
         for encoded in names:
-            topic = TopicName("persistent", ns.tenant, ns.namespace, unquote(encoded))
+            topic = TopicName.from_managed_ledger_name(f"{ns}/persistent/{encoded}")  # same layout
             out[str(topic)] = await self.get_partitions(topic)
         return out

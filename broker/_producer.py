@@ -9,6 +9,10 @@ Rules:
 * Rule 3: after one of its adds failed, no later SEND of the producer is stored (each is answered
   SEND_ERROR too): the client resends from the failed one, so storing a later one first would
   reorder its messages, and with dedup the resent one would look like a duplicate and be lost.
+  The topic enforces it with ``failed`` (set when it answers a failed add) and ``last_add`` (the
+  managed ledger's add of the producer's latest appended SEND): an add admitted while an earlier
+  one is unfinished fails with it (`managed_ledger.ManagedLedger.append`), so a SEND is refused
+  when ``last_add`` already failed, even before the topic answered that failure.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from managed_ledger import PendingAdd
 from protocols.pulsar import encode_command, make_command
 from protocols.pulsar import pulsar_api_pb2 as pb
 
@@ -25,7 +30,7 @@ from ._entries import UINT64_MAX
 if TYPE_CHECKING:
     from ._topic import Topic
 
-__all__ = ["Producer", "AccessMode"]
+__all__ = ["Producer", "AccessMode", "Receipt"]
 
 
 class AccessMode:
@@ -38,7 +43,9 @@ class AccessMode:
 
 
 @dataclass(slots=True)
-class _Slot:
+class Receipt:
+    """The answer a SEND is owed (Rule 1): reserved on arrival, completed once."""
+
     sequence_id: int
     highest_sequence_id: int
     size: int
@@ -63,7 +70,8 @@ class Producer:
         self.requested_epoch = requested_epoch  # the topic epoch a reconnecting exclusive producer held
         self.closed = False
         self.failed = False  # Rule 3
-        self._slots: deque[_Slot] = deque()
+        self.last_add: PendingAdd | None = None  # Rule 3: the add of the latest appended SEND
+        self._receipts: deque[Receipt] = deque()
         self.msg_in_counter = 0
         self.bytes_in_counter = 0
 
@@ -72,17 +80,18 @@ class Producer:
         """Whether this producer holds the topic exclusively."""
         return self.access_mode != AccessMode.SHARED
 
-    def new_slot(self, sequence_id: int, highest: int, size: int) -> _Slot:
+    def new_receipt(self, sequence_id: int, highest: int, size: int) -> Receipt:
         """Reserve the receipt position of a SEND that just arrived."""
-        slot = _Slot(sequence_id, highest, size)
-        self._slots.append(slot)
-        return slot
+        receipt = Receipt(sequence_id, highest, size)
+        self._receipts.append(receipt)
+        return receipt
 
-    def complete(self, slot: _Slot, ledger_id: int, entry_id: int, error: str | None = None) -> None:
+    def complete(self, receipt: Receipt, ledger_id: int, entry_id: int, error: str | None = None) -> None:
         """Record a SEND's outcome and send every receipt that is now at the head (Rule 1)."""
-        slot.done, slot.ledger_id, slot.entry_id, slot.error = True, ledger_id, entry_id, error
-        while self._slots and self._slots[0].done:
-            s = self._slots.popleft()
+        receipt.done, receipt.ledger_id, receipt.entry_id, receipt.error = True, ledger_id, entry_id, error
+        receipts = self._receipts
+        while receipts and receipts[0].done:
+            s = receipts.popleft()
             self.connection.publish_done(s.size)
             if self.closed:
                 continue

@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import json
 from typing import Any
-from urllib.parse import unquote
 
 from managed_ledger import Entry
 from metadata import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
+from protocols.pulsar import TopicName
 from retention import PolicyOverrides, RetentionConfig, TopicPolicies
 
 from ._entries import entry_metadata
 from ._namespaces import NamespaceResources
-from ._topic_name import TopicName
 
 __all__ = ["StorePoliciesProvider", "TopicPolicyStore", "publish_time_of", "TOPIC_POLICIES_ROOT"]
 
@@ -116,6 +115,5 @@ class StorePoliciesProvider:
 
     async def topic_policies(self, topic: str) -> TopicPolicies:
         """The effective policies of ``topic`` (``persistent://...``)."""
-        # retention names topics after their managed ledgers, whose local names are URL-encoded
-        ns, t = await self.overrides(TopicName.parse(unquote(topic)))
+        ns, t = await self.overrides(TopicName.parse(topic))
         return TopicPolicies.resolve(self.config, ns, t)

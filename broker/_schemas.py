@@ -29,9 +29,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from metadata import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
+from protocols.pulsar import TopicName
 
 from ._errors import IncompatibleSchemaError
-from ._topic_name import TopicName
 
 __all__ = ["SchemaInfo", "SchemaRegistry", "check_compatible", "version_bytes", "version_from_bytes"]
 
@@ -195,7 +195,7 @@ class SchemaRegistry:
                 raise IncompatibleSchemaError("the namespace does not allow producers to add schema versions")
             check_compatible(schema, versions, strategy)
             stamped = replace(schema, timestamp=int(time.time() * 1000))
-            body = json.dumps({"versions": [v.to_json() for v in versions + [stamped]]}).encode()
+            body = json.dumps({"versions": [v.to_json() for v in [*versions, stamped]]}).encode()
             try:
                 if stat_version is None:
                     await self.store.create(self._path(topic), body, make_parents=True)

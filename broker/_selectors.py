@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -52,7 +52,7 @@ class RoundRobin(Generic[K]):
     def __init__(self) -> None:
         self._next = 0
 
-    def pick(self, keys: Sequence[K], can_take) -> K | None:  # type: ignore[no-untyped-def]
+    def pick(self, keys: Sequence[K], can_take: Callable[[K], bool]) -> K | None:
         """The next key after the previous pick for which ``can_take(key)`` is true, or None."""
         n = len(keys)
         for i in range(n):
@@ -135,7 +135,7 @@ class StickyRanges(Generic[K]):
         for start, end in ranges:
             if not 0 <= start <= end < HASH_RANGE_SIZE:
                 raise RangeConflictError(f"invalid hash range [{start}, {end}]: must lie in 0..65535")
-            for s, e, other in self._ranges:
+            for s, e, _other in self._ranges:
                 if start <= e and s <= end:
                     raise RangeConflictError(
                         f"hash range [{start}, {end}] overlaps [{s}, {e}] of another consumer")

@@ -28,14 +28,13 @@ import logging
 import time
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import unquote
 
 import trio
 
 from managed_ledger import ManagedLedger, ManagedLedgerError, ManagedLedgerFactory
 from metadata import MetadataStore, NodeExistsError
+from protocols.pulsar import NamespaceName, TopicName
 from retention import QuotaAction, QuotaDecision, RetentionService
-from retention import topic_of as retention_topic_of
 
 from ._config import BrokerConfig
 from ._dedup import DEDUP_CURSOR, Deduplication
@@ -44,7 +43,6 @@ from ._namespaces import NamespaceResources
 from ._retention_hooks import StorePoliciesProvider, TopicPolicyStore, publish_time_of
 from ._schemas import SchemaRegistry
 from ._topic import Topic
-from ._topic_name import NamespaceName, TopicName
 from .metrics import BrokerMetrics
 
 __all__ = ["BrokerService"]
@@ -228,7 +226,8 @@ class BrokerService:
             if self._nursery is None:
                 raise ServiceNotReadyError("the broker service is not running")
             with trio.move_on_after(30):
-                while self._retention_view.busy(topic.managed_ledger_name):
+                # a poll, not an Event: busy() also ends when the factory drops the ledger, which signals nothing
+                while self._retention_view.busy(topic.managed_ledger_name):  # noqa: ASYNC110
                     await trio.sleep(0.02)  # Rule 5: retention closes it within its check
             if self._retention_view.busy(topic.managed_ledger_name):
                 raise ServiceNotReadyError(f"topic {topic} is busy (retention check); retry")
@@ -256,7 +255,7 @@ class BrokerService:
     # ------------------------------------------------------------------ retention hooks
 
     def _retention_may_open(self, ml_name: str) -> bool:
-        topic = TopicName.parse(unquote(retention_topic_of(ml_name)))
+        topic = TopicName.from_managed_ledger_name(ml_name)
         key = str(topic)
         return key not in self.topics and key not in self._loading
 
@@ -367,7 +366,7 @@ class BrokerService:
         if not await self.namespaces.namespace_exists(ns):
             raise NamespaceNotFoundError(f"namespace {ns} does not exist")
         prefix = f"{ns}/persistent/"
-        names = {str(TopicName("persistent", ns.tenant, ns.namespace, unquote(n[len(prefix):])))
+        names = {str(TopicName.from_managed_ledger_name(n))
                  for n in await self.factory.list(prefix) if n.startswith(prefix)}
         names.update(str(t.name) for t in self.topics.values() if t.name.namespace_name == ns)
         for base, n in (await self.namespaces.list_partitioned_topics(ns)).items():

@@ -24,7 +24,8 @@ from managed_ledger import ManagedCursor, ManagedLedgerError, Position
 from ._consumer import Consumer
 from ._dispatcher import Dispatcher, SubType
 from ._entries import MAX_UNKNOWN_BATCH_SIZE, acked_indexes_from_ack_set, entry_metadata
-from ._errors import BrokerServiceError, ConsumerBusyError
+from ._errors import BrokerServiceError, ConsumerBusyError, ServiceNotReadyError
+from ._selectors import RangeConflictError
 
 if TYPE_CHECKING:
     from ._topic import Topic
@@ -75,11 +76,7 @@ class Subscription:
     async def _add_consumer(self, *, consumer_id: int, name: str, connection, sub_type: int,
                             priority: int, hash_ranges: list[tuple[int, int]] | None,
                             metadata: dict[str, str]) -> Consumer:
-        from ._selectors import RangeConflictError
-
         if self.closed:
-            from ._errors import ServiceNotReadyError
-
             raise ServiceNotReadyError(f"subscription {self.full_name} is closed; retry")
 
         d = self.dispatcher

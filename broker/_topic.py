@@ -4,23 +4,27 @@ Rules:
 
 * Rule 1 (ordering): adds enter the managed ledger in SEND arrival order, so positions follow
   arrival order, and each producer's receipts go out in order (see `_producer`). Each SEND is
-  queued in ``_to_add`` and one add task is started per SEND; a task does not own a SEND but
-  takes the *head* of the queue and enters ``add_entry`` (whose admission is FIFO) without a
-  schedule point in between. The order in which trio runs the tasks therefore does not matter,
-  and SENDs are not admitted one scheduler round at a time.
+  queued in ``_to_append``; one appender task per burst (started when the queue was empty, gone
+  when it is empty again) hands the queued SENDs, oldest first, to ``ManagedLedger.append``,
+  whose admission is FIFO and, while nobody waits for room, has no schedule point, so a burst of
+  SENDs is admitted in one scheduler round. One completer task per burst takes the managed
+  ledger's pending adds in that same order (``_appended``) and answers each SEND as its add
+  finishes (adds finish in admission order), a whole run of finished adds in one pass. There is
+  no task per SEND (the managed ledger issues its adds to the BookKeeper client the same way:
+  `managed_ledger._append_pipeline`).
 * Rule 2 (access modes): Shared producers coexist; an Exclusive one needs the topic free of
   producers (else ProducerBusy); WaitForExclusive is parked (``producer_ready=false``) until the
   topic is free; ExclusiveWithFencing closes every other producer and takes the topic. While an
-  exclusive producer holds the topic every other producer is refused (ProducerFenced for Shared).
+  exclusive producer holds the topic every other producer is refused (ProducerBusy).
 * Rule 3 (lifecycle): LOADED until `close`; after close every request fails with ServiceNotReady
   and the client reconnects (which loads the topic again). A fenced managed ledger (another
   owner) closes the topic.
 * Rule 4 (backlog quota hold): while the topic's backlog quota says ``producer_request_hold``,
-  each add waits (one at a time, behind ``_hold_lock``; Rule 1 holds because the waiter takes
-  the head of the queue only once it may go on) until the quota clears or
-  ``backlog_quota_hold_timeout_s`` passes; then it fails with SEND_ERROR and the client
-  reconnects and resends. Held SENDs keep their bytes counted against the connection, so a held
-  producer is paced by the connection's bounded window, never buffered without limit.
+  each add waits (the appender waits before taking the head of the queue, so the SENDs behind it
+  wait in order and Rule 1 holds) until the quota clears or ``backlog_quota_hold_timeout_s``
+  passes; then it fails with SEND_ERROR and the client reconnects and resends. Held SENDs keep
+  their bytes counted against the connection, so a held producer is paced by the connection's
+  bounded window, never buffered without limit.
 * Rule 5 (deduplication switch): `set_deduplication` turns dedup on or off while the topic stays
   loaded (the namespace policy changed). Turning it on builds the state with SENDs going on:
   while ``_dedup_enabling`` is set every admitted SEND is noted as pushed and every stored entry
@@ -39,7 +43,8 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -49,9 +54,11 @@ from managed_ledger import (
     ManagedLedger,
     ManagedLedgerError,
     ManagedLedgerFenced,
+    PendingAdd,
     Position,
     StorageUnavailable,
 )
+from protocols.pulsar import InvalidTopicNameError, TopicName, check_subscription_name
 from protocols.pulsar import pulsar_api_pb2 as pb
 
 from ._dedup import DEDUP_CURSOR, Deduplication, DedupVerdict
@@ -59,17 +66,27 @@ from ._errors import BrokerServiceError, ProducerBusyError, ServiceNotReadyError
 from ._producer import AccessMode, Producer
 from ._stats import TopicStatsState
 from ._subscription import Subscription
-from ._topic_name import InvalidTopicNameError, TopicName, check_subscription_name
 
 if TYPE_CHECKING:
+    from ._producer import Receipt
     from ._service import BrokerService
 
 __all__ = ["Topic"]
 
 log = logging.getLogger(__name__)
 
-# (producer, receipt slot, entry bytes, sequence id, highest sequence id, monotonic arrival time)
-_PendingAdd = tuple[Producer, Any, bytes, int, int, float, bool]  # ..., started, partial chunk
+
+@dataclass(slots=True, eq=False)
+class _Send:
+    """A SEND on its way to storage (Rule 1): in ``_to_append``, then in ``_appended``."""
+
+    producer: Producer
+    receipt: Receipt  # the producer's receipt slot, answered once (Rule 1 of `_producer`)
+    data: bytes  # the entry: metadata and payload as the client sent them
+    sequence_id: int
+    highest: int  # the sequence id it is deduplicated on (`_dedup` Rule 1)
+    started: float  # monotonic arrival time (publish latency)
+    partial_chunk: bool  # a chunk of a chunked message before its last (`_dedup` Rule 5)
 
 
 class Topic:
@@ -90,10 +107,12 @@ class Topic:
         self.topic_epoch = 0
         self._waiting: list[tuple[Producer, Callable[[], None]]] = []
         self._nursery: trio.Nursery | None = None
-        self._to_add: deque[_PendingAdd] = deque()
-        self._hold_lock = trio.Lock()
+        self._to_append: deque[_Send] = deque()  # arrived, not yet appended (Rule 1)
+        self._appended: deque[tuple[_Send, PendingAdd]] = deque()  # appended, not yet answered
+        self._appending = False  # the appender task runs
+        self._completing = False  # the completer task runs
         self._sub_lock = trio.Lock()
-        self._adds_in_flight = 0
+        self._adds_in_flight = 0  # SENDs queued, appended or being answered (what close waits for)
         self._adds_drained = trio.Event()
         self._adds_drained.set()
         self.msg_in_counter = 0
@@ -103,14 +122,14 @@ class Topic:
             if sub_name != DEDUP_CURSOR:  # deduplication's own cursor is not a subscription
                 self.subscriptions[sub_name] = Subscription(self, sub_name, cursor, durable=True)
 
-    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Own the topic's tasks until `close` (started in the service's nursery)."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             task_status.started()
             await trio.sleep_forever()
 
-    async def start_task(self, fn, *args: Any) -> None:
+    async def start_task(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
         """Start ``fn(*args, task_status=...)`` in the topic's nursery."""
         self._check_open()
         assert self._nursery is not None
@@ -227,14 +246,14 @@ class Topic:
                 partial_chunk: bool = False) -> None:
         """Store one SEND's entry (Rule 1); the receipt goes out through the producer.
         ``partial_chunk``: a chunk of a chunked message before its last (see `_dedup` Rule 5)."""
-        slot = producer.new_slot(sequence_id, highest, len(raw))
+        receipt = producer.new_receipt(sequence_id, highest, len(raw))
         if self.closed or self._nursery is None:
-            producer.complete(slot, -1, -1, error=f"topic {self.name} is closed")
+            producer.complete(receipt, -1, -1, error=f"topic {self.name} is closed")
             return
         if self.dedup is not None:
             verdict = self.dedup.check(producer.name, sequence_id, highest, partial_chunk=partial_chunk)
             if verdict is not DedupVerdict.NEW:
-                producer.complete(slot, -1, -1)
+                producer.complete(receipt, -1, -1)
                 return
         elif self._dedup_enabling is not None and not partial_chunk:
             self._dedup_enabling.note_pushed(producer.name, highest)
@@ -245,67 +264,136 @@ class Topic:
         self.bytes_in_counter += len(raw)
         producer.msg_in_counter += num_messages
         producer.bytes_in_counter += len(raw)
-        self._to_add.append((producer, slot, raw, sequence_id, highest, time.monotonic(), partial_chunk))
-        self._nursery.start_soon(self._add_head)
+        self._to_append.append(_Send(producer, receipt, raw, sequence_id, highest, time.monotonic(), partial_chunk))
+        if not self._appending:
+            self._appending = True
+            self._nursery.start_soon(self._append_loop)
 
-    async def _add_head(self) -> None:
-        # Rule 1: take the head of the queue only right before entering add_entry (no schedule
-        # point in between); Rule 4: wait for a quota hold first, one waiter at a time.
-        item: _PendingAdd | None = None
+    async def _append_loop(self) -> None:
+        """Rule 1: hand the queued SENDs to the managed ledger, oldest first, until none is left;
+        Rule 4: wait for a quota hold before taking the head."""
+        queue = self._to_append
+        send: _Send | None = None
         try:
-            released = True
-            if self.service.quota_holds(self.name):
-                async with self._hold_lock:
-                    if self.service.quota_holds(self.name):
-                        released = await self.service.wait_quota_released(self)
-            item = self._to_add.popleft()
-            producer, slot, raw, sequence_id, highest, started, partial_chunk = item
-            if producer.failed:  # Rule 3 of `_producer`: nothing after a failed add is stored
-                if self.dedup is not None:
-                    self.dedup.on_failed(producer.name)
-                producer.complete(slot, -1, -1, error="an earlier message of this producer could not be stored")
-                return
-            if not released:
-                producer.failed = True
-                if self.dedup is not None:
-                    self.dedup.on_failed(producer.name)
-                producer.complete(slot, -1, -1, error=f"backlog quota exceeded on topic {self.name}: "
-                                                      "producer held too long")
-                return
-            try:
-                pos = await self.ml.add_entry(raw)
-            except ManagedLedgerError as exc:
-                producer.failed = True
-                if self.dedup is not None:
-                    self.dedup.on_failed(producer.name)
-                if isinstance(exc, StorageUnavailable):
-                    self._close_producers(f"storage unavailable: {exc}")  # Rule 6
-                producer.complete(slot, -1, -1, error=f"could not store the message: {exc}")
-                if isinstance(exc, ManagedLedgerFenced):
-                    log.warning("topic %s fenced by another owner; unloading", self.name)
-                    self.service.unload_soon(self)
-                return
-            producer.complete(slot, pos.ledger_id, pos.entry_id)
-            self.service.metrics.observe_publish(time.monotonic() - started)
+            while queue:
+                released = True
+                if self.service.quota_holds(self.name):
+                    released = await self.service.wait_quota_released(self)
+                send = queue.popleft()
+                producer = send.producer
+                last = producer.last_add
+                if producer.failed or (last is not None and last.error is not None):
+                    # Rule 3 of `_producer`: nothing after a failed add is stored. ``last``
+                    # catches a failure the completer has not answered yet (a later add admitted
+                    # before that failure fails with it: `ManagedLedger.append`).
+                    if self.dedup is not None:
+                        self.dedup.on_failed(producer.name)
+                    self._answer(send, error="an earlier message of this producer could not be stored")
+                elif not released:
+                    producer.failed = True
+                    if self.dedup is not None:
+                        self.dedup.on_failed(producer.name)
+                    self._answer(send, error=f"backlog quota exceeded on topic {self.name}: producer held too long")
+                else:
+                    try:
+                        add = await self.ml.append(send.data)
+                    except ManagedLedgerError as exc:
+                        self._add_failed(send, exc)
+                    else:
+                        producer.last_add = add
+                        self._appended.append((send, add))
+                        if not self._completing:
+                            self._completing = True
+                            assert self._nursery is not None
+                            self._nursery.start_soon(self._complete_loop)
+                send = None
+        finally:
+            self._appending = False
+            # Cancelled (the topic is closing): what was not appended is answered with an error
+            # (the client resends after reconnecting).
+            if send is not None:
+                self._answer(send, error=f"topic {self.name} is closing")
+            while queue:
+                self._answer(queue.popleft(), error=f"topic {self.name} is closing")
+
+    async def _complete_loop(self) -> None:
+        """Rule 1: answer the appended SENDs in order as their adds finish, each run of finished
+        adds in one pass; then wake the subscriptions and take a due dedup snapshot, once per run."""
+        appended = self._appended
+        stored = False
+        due: Deduplication | None = None
+        try:
+            while appended:
+                send, add = appended[0]
+                if not add.finished:
+                    if stored or due is not None:
+                        await self._after_run(stored, due)
+                        stored, due = False, None
+                        continue  # the snapshot waited: look at the head again
+                    await add.wait()
+                    continue
+                appended.popleft()
+                if add.error is not None:
+                    self._add_failed(send, add.error)
+                    continue
+                assert add.position is not None
+                if self._stored(send, add.position):
+                    due = self.dedup
+                stored = True
+            if stored or due is not None:
+                await self._after_run(stored, due)
+        finally:
+            self._completing = False
+            # Cancelled (the topic is closing): adds may still finish, their receipts are errors
+            while appended:
+                send, _ = appended.popleft()
+                self._answer(send, error=f"topic {self.name} is closing")
+
+    def _stored(self, send: _Send, pos: Position) -> bool:
+        """A SEND's entry is stored at ``pos``: answer it and tell dedup. True when a dedup
+        snapshot is due."""
+        producer = send.producer
+        self._answer(send, pos.ledger_id, pos.entry_id)
+        self.service.metrics.observe_publish(time.monotonic() - send.started)
+        if self._dedup_enabling is not None:
+            self._dedup_enabling.on_persisted(producer.name, send.sequence_id, send.highest, pos,
+                                              partial_chunk=send.partial_chunk)
+        dedup = self.dedup
+        return dedup is not None and dedup.on_persisted(producer.name, send.sequence_id, send.highest, pos,
+                                                        partial_chunk=send.partial_chunk)
+
+    async def _after_run(self, stored: bool, due: Deduplication | None) -> None:
+        if stored:
             for sub in self.subscriptions.values():
                 if sub.dispatcher is not None:
                     sub.dispatcher.wake()
-            if self._dedup_enabling is not None:
-                self._dedup_enabling.on_persisted(producer.name, sequence_id, highest, pos,
-                                                  partial_chunk=partial_chunk)
-            dedup = self.dedup
-            if dedup is not None and dedup.on_persisted(producer.name, sequence_id, highest, pos,
-                                                        partial_chunk=partial_chunk):
-                await dedup.snapshot()
-        finally:
-            if item is None and self._to_add:
-                item = self._to_add.popleft()  # cancelled before taking one: the head is ours to fail
-            if item is not None and not item[1].done:
-                # cancelled (topic closing): the client resends after reconnecting
-                item[0].complete(item[1], -1, -1, error=f"topic {self.name} is closing")
-            self._adds_in_flight -= 1
-            if self._adds_in_flight == 0:
-                self._adds_drained.set()
+        if due is not None:
+            try:
+                await due.snapshot()
+            except ManagedLedgerError as exc:  # closed or fenced meanwhile: the next one retries
+                log.warning("dedup snapshot of %s failed: %s", self.name, exc)
+
+    def _add_failed(self, send: _Send, exc: ManagedLedgerError) -> None:
+        """The managed ledger refused or failed a SEND's add: Rule 3 of `_producer`, Rule 6, and
+        a fenced managed ledger unloads the topic (Rule 3)."""
+        producer = send.producer
+        producer.failed = True
+        if self.dedup is not None:
+            self.dedup.on_failed(producer.name)
+        if isinstance(exc, StorageUnavailable):
+            self._close_producers(f"storage unavailable: {exc}")  # Rule 6
+        self._answer(send, error=f"could not store the message: {exc}")
+        if isinstance(exc, ManagedLedgerFenced):
+            log.warning("topic %s fenced by another owner; unloading", self.name)
+            self.service.unload_soon(self)
+
+    def _answer(self, send: _Send, ledger_id: int = -1, entry_id: int = -1, *, error: str | None = None) -> None:
+        """Complete a SEND's receipt (once) and count it out of the adds in flight."""
+        if not send.receipt.done:
+            send.producer.complete(send.receipt, ledger_id, entry_id, error=error)
+        self._adds_in_flight -= 1
+        if self._adds_in_flight == 0:
+            self._adds_drained.set()
 
     def _close_producers(self, why: str) -> None:
         """Close every producer from the broker (Rule 6): each client re-creates its producer,

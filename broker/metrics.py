@@ -66,7 +66,7 @@ class _TopicCollector(Collector):
         def gauge(name: str, doc: str) -> GaugeMetricFamily:
             return GaugeMetricFamily(name, doc, labels=labels)
 
-        fams = {
+        fams: dict[str, CounterMetricFamily | GaugeMetricFamily] = {
             "in_msgs": counter("pulsar_in_messages", "Messages published to the topic since it was loaded"),
             "in_bytes": counter("pulsar_in_bytes", "Bytes published to the topic since it was loaded"),
             "out_msgs": counter("pulsar_out_messages", "Messages dispatched to consumers since the topic was loaded"),

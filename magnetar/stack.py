@@ -197,6 +197,13 @@ async def serve_broker_stack(
             storage_scope.deadline = trio.current_time() + STORAGE_CLOSE_TIMEOUT_S
 
 
+def _make_data_dir(data_dir: str) -> str:
+    """Create ``data_dir`` (once, at start-up, before anything runs) and return its absolute path."""
+    path = Path(data_dir)
+    path.mkdir(parents=True, exist_ok=True)
+    return str(path.resolve())
+
+
 async def serve_standalone(
     config: StandaloneConfig,
     broker: BrokerConfig,
@@ -213,7 +220,7 @@ async def serve_standalone(
     """
     config.validate()
     check_message_size(broker, client, bookie)
-    Path(config.data_dir).mkdir(parents=True, exist_ok=True)
+    data_dir = _make_data_dir(config.data_dir)
     url = config.store_url()
     # The bookies run in a shielded scope so that a shutdown stops the broker first (closing
     # ledgers and persisting cursors needs the bookies) and only then the bookies.
@@ -239,7 +246,7 @@ async def serve_standalone(
                         store, broker, _quorum_for(ml, config.num_bookies), client,
                         metadata_root=bookie.metadata_root, task_status=task_status))
                     task_status.started(StandaloneEndpoints(
-                        endpoints, tuple(bookies), url, str(Path(config.data_dir).resolve())))
+                        endpoints, tuple(bookies), url, data_dir))
                     await trio.sleep_forever()
             finally:
                 # Only now that the broker has closed its ledgers do the bookies stop.

@@ -7,6 +7,7 @@ The contract the broker codes against is listed in ``__all__``; see `ManagedLedg
 from protocols.managed_ledger import LedgerInfo as LedgerInfo
 from protocols.managed_ledger import Position as Position
 
+from ._add_op import PendingAdd as PendingAdd
 from ._config import ManagedLedgerConfig as ManagedLedgerConfig
 from ._cursor import CursorState as CursorState
 from ._cursor import ManagedCursor as ManagedCursor
@@ -46,6 +47,7 @@ __all__ = [
     "ManagedLedgerState",
     "ManagedLedgerTerminated",
     "NoMoreEntries",
+    "PendingAdd",
     "Position",
     "StorageUnavailable",
     "ledger_placements",

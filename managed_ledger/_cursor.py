@@ -17,6 +17,10 @@ Persisted form: when there are more ranges than ``max_unacked_ranges_to_persist`
 ones are written. That may make a recovered cursor redeliver entries acknowledged later, never
 skip one that was not acknowledged. Batch acks are stored as bitsets with a set bit meaning
 "this index was acknowledged".
+
+A cursor uses its managed ledger only through `CursorHost`: the ledger list (positions), reads,
+the event that wakes waiting reads, the metadata store and the two state transitions a cursor
+can cause (fencing, closing).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import trio
 
@@ -37,7 +41,8 @@ from managed_ledger._errors import (
 from managed_ledger._ledger_list import LedgerList
 from managed_ledger._ranges import AckRanges
 from managed_ledger._types import Entry, InitialPosition
-from metadata import BadVersionError, MetadataError, NoNodeError
+from managed_ledger.metrics import ManagedLedgerMetrics
+from metadata import BadVersionError, MetadataError, MetadataStore, NoNodeError
 from protocols.managed_ledger import (
     EARLIEST,
     CursorInfo,
@@ -47,10 +52,7 @@ from protocols.managed_ledger import (
     words_to_indexes,
 )
 
-if TYPE_CHECKING:
-    from managed_ledger._ledger import ManagedLedger
-
-__all__ = ["ManagedCursor", "CursorState", "cursor_from_info", "new_cursor_positions"]
+__all__ = ["ManagedCursor", "CursorHost", "CursorState", "cursor_from_info", "new_cursor_positions"]
 
 
 class CursorState(enum.Enum):
@@ -58,6 +60,79 @@ class CursorState(enum.Enum):
 
     OPEN = "open"
     CLOSED = "closed"
+
+
+class CursorHost(Protocol):
+    """What a cursor uses of its managed ledger, and all it uses.
+
+    `ManagedLedger` gives its cursors one (``managed_ledger._ledger._CursorSide``). Every member
+    is read when used, never cached by the cursor: the ledger list changes as entries are added
+    and ledgers rolled or trimmed, and ``entries_event`` is replaced each time it fires.
+    """
+
+    @property
+    def name(self) -> str:
+        """The managed ledger's name (for messages)."""
+        ...
+
+    @property
+    def ledgers(self) -> LedgerList:
+        """The ledger list, for position arithmetic and the last confirmed entry. Cursors only read it."""
+        ...
+
+    @property
+    def entries_event(self) -> trio.Event:
+        """Set (and replaced by a new one) when entries were added or the managed ledger changed
+        state (terminated, fenced, closed) or a cursor closed: what a waiting read waits on."""
+        ...
+
+    @property
+    def terminated(self) -> bool:
+        """True once no entry can be added any more (reads go on)."""
+        ...
+
+    def check_open(self) -> None:
+        """Raise `ManagedLedgerClosed` or `ManagedLedgerFenced` when the managed ledger is closed
+        (or closing) or fenced on this instance."""
+        ...
+
+    async def read(self, ledger_id: int, first: int, last: int) -> list[Entry]:
+        """Entries ``first..last`` of one ledger, in order (from the entry cache or storage).
+        Raises `ManagedLedgerError` when storage cannot serve them, `ManagedLedgerClosed` when closed."""
+        ...
+
+    @property
+    def store(self) -> MetadataStore:
+        """Where durable cursors persist, each in the node ``{node_path}/{cursor name}``."""
+        ...
+
+    @property
+    def node_path(self) -> str:
+        """The managed ledger's metadata node, the parent of its cursors' nodes."""
+        ...
+
+    @property
+    def metrics(self) -> ManagedLedgerMetrics:
+        """The factory's metrics (persist latency and errors, truncated ranges)."""
+        ...
+
+    @property
+    def max_unacked_ranges_to_persist(self) -> int:
+        """How many acknowledged ranges (and partially acknowledged batches) a persist keeps."""
+        ...
+
+    def now_ms(self) -> int:
+        """The factory clock, in milliseconds (``last_active_ms`` of a persisted cursor)."""
+        ...
+
+    def fence(self, why: str) -> None:
+        """Another owner rewrote a cursor node: fence the managed ledger (its adds fail, Rule 5 of
+        `managed_ledger._ledger`)."""
+        ...
+
+    def cursor_closed(self, cursor: ManagedCursor) -> None:
+        """``cursor`` closed: forget it if it is non-durable, and wake the reads waiting on it."""
+        ...
 
 
 @dataclass
@@ -75,14 +150,14 @@ def new_cursor_positions(ledgers: LedgerList, initial: InitialPosition) -> tuple
     return Position(first, -1), ledgers.normalize(Position(first, 0))
 
 
-def cursor_from_info(ml: ManagedLedger, name: str, info: CursorInfo, version: int) -> ManagedCursor:
+def cursor_from_info(host: CursorHost, name: str, info: CursorInfo, version: int) -> ManagedCursor:
     """Rebuild a durable cursor exactly as persisted (read position: first entry after mark-delete)."""
-    ledgers = ml._ledgers
+    ledgers = host.ledgers
     md = info.mark_delete
     if md == EARLIEST:
         first = ledgers.first_ledger()
         md = Position(first if first is not None else -1, -1)
-    cursor = ManagedCursor(ml, name, True, md, ledgers.next_valid(md))
+    cursor = ManagedCursor(host, name, True, md, ledgers.next_valid(md))
     for r in info.individual_deleted:
         cursor._ranges.add_range(Position(r.lower.ledger_id, r.lower.entry_id + 1), r.upper)
     for pos, words in info.batch_deletes.items():
@@ -98,17 +173,17 @@ class ManagedCursor:
     """A durable or non-durable cursor (see the module header). Create through
     `ManagedLedger.open_cursor` or `ManagedLedger.new_non_durable_cursor`."""
 
-    def __init__(self, ml: ManagedLedger, name: str, durable: bool, mark_delete: Position,
+    def __init__(self, host: CursorHost, name: str, durable: bool, mark_delete: Position,
                  read: Position) -> None:
-        self._ml = ml
+        self._host = host
         self.name = name
         self.durable = durable
         self.state = CursorState.OPEN
         self._md = mark_delete
         self._read = read
         self._read_epoch = 0
-        self._ranges = AckRanges(lambda p: self._ml._ledgers.next_valid(p),
-                                 lambda a, b: self._ml._ledgers.count_between(a, b))
+        self._ranges = AckRanges(lambda p: host.ledgers.next_valid(p),
+                                 lambda a, b: host.ledgers.count_between(a, b))
         self._batch: dict[Position, _Batch] = {}
         self._properties: dict[str, int] = {}
         self._cursor_properties: dict[str, str] = {}
@@ -118,16 +193,20 @@ class ManagedCursor:
         self.messages_consumed_counter = 0
 
     def __repr__(self) -> str:
-        return f"<ManagedCursor {self._ml.name}/{self.name} md={self._md} read={self.read_position}>"
+        return f"<ManagedCursor {self._host.name}/{self.name} md={self._md} read={self.read_position}>"
 
     @property
     def _ledgers(self) -> LedgerList:
-        return self._ml._ledgers
+        return self._host.ledgers
+
+    @property
+    def _last_confirmed(self) -> Position:
+        return self._host.ledgers.last_confirmed()
 
     def _check_open(self) -> None:
-        self._ml._check_open()
+        self._host.check_open()
         if self.state is CursorState.CLOSED:
-            raise ManagedLedgerClosed(f"cursor {self.name} of {self._ml.name} is closed")
+            raise ManagedLedgerClosed(f"cursor {self.name} of {self._host.name} is closed")
 
     # --- positions ---------------------------------------------------------------------------
 
@@ -164,19 +243,19 @@ class ManagedCursor:
 
     def has_more_entries(self) -> bool:
         """True when an entry exists at or after the read position."""
-        return self.read_position <= self._ml.last_confirmed_entry
+        return self.read_position <= self._last_confirmed
 
     @property
     def backlog(self) -> int:
         """Entries after the mark-delete position that are not acknowledged."""
-        lce = self._ml.last_confirmed_entry
-        return max(self._ledgers.count_between(self._md, lce) - self._ranges.acked_entries, 0)
+        return max(self._ledgers.count_between(self._md, self._last_confirmed) - self._ranges.acked_entries, 0)
 
     @property
     def backlog_size(self) -> int:
         """Estimated bytes of the backlog (backlog times the average entry size)."""
-        n = self._ml.number_of_entries
-        return 0 if n == 0 else self.backlog * self._ml.total_size // n
+        ledgers = self._ledgers
+        n = ledgers.number_of_entries
+        return 0 if n == 0 else self.backlog * ledgers.total_size // n
 
     # --- acknowledgements --------------------------------------------------------------------
 
@@ -208,9 +287,10 @@ class ManagedCursor:
         at or before the current mark-delete is ignored; one past the last entry raises
         `ManagedLedgerError`. Persisted by the next flush or on close."""
         self._check_open()
-        if position > self._ml.last_confirmed_entry:
-            raise ManagedLedgerError(f"{self._ml.name}/{self.name}: cannot mark-delete {position}, "
-                                     f"past the last entry {self._ml.last_confirmed_entry}")
+        lce = self._last_confirmed
+        if position > lce:
+            raise ManagedLedgerError(f"{self._host.name}/{self.name}: cannot mark-delete {position}, "
+                                     f"past the last entry {lce}")
         if properties is not None:
             self._properties = dict(properties)
             self.dirty = True
@@ -265,7 +345,7 @@ class ManagedCursor:
         further than just after the last entry)."""
         self._check_open()
         lo = self._ledgers.next_valid(self._md)
-        hi = self._ledgers.next_valid(self._ml.last_confirmed_entry)
+        hi = self._ledgers.next_valid(self._last_confirmed)
         self._set_read(self._ledgers.normalize(min(max(position, lo), hi)))
         await trio.lowlevel.checkpoint()
 
@@ -278,7 +358,7 @@ class ManagedCursor:
         pos = position
         if first is not None and pos < Position(first, 0):
             pos = Position(first, 0)
-        hi = ledgers.next_valid(self._ml.last_confirmed_entry)
+        hi = ledgers.next_valid(ledgers.last_confirmed())
         pos = ledgers.normalize(min(pos, hi))
         self._md = Position(pos.ledger_id, pos.entry_id - 1)
         self._ranges.clear()
@@ -293,7 +373,8 @@ class ManagedCursor:
         self._check_open()
         if n < 0:
             raise ManagedLedgerError("cannot skip a negative number of entries")
-        ledgers, lce = self._ledgers, self._ml.last_confirmed_entry
+        ledgers = self._ledgers
+        lce = ledgers.last_confirmed()
         p, remaining = self._md, n
         while remaining > 0:
             q = ledgers.next_valid(p)
@@ -318,7 +399,7 @@ class ManagedCursor:
     async def clear_backlog(self) -> None:
         """Acknowledge every entry up to the last one; persisted at once."""
         self._check_open()
-        lce = self._ml.last_confirmed_entry
+        lce = self._last_confirmed
         if lce > self._md:
             self._set_md(lce)
         await self.persist()
@@ -342,7 +423,8 @@ class ManagedCursor:
         self._check_open()
         if max_entries < 1:
             raise ManagedLedgerError("max_entries must be at least 1")
-        ledgers, lce = self._ledgers, self._ml.last_confirmed_entry
+        ledgers = self._ledgers
+        lce = ledgers.last_confirmed()
         epoch = self._read_epoch
         out: list[Entry] = []
         total = 0
@@ -364,7 +446,7 @@ class ManagedCursor:
             last = min(last, pos.entry_id + max_entries - len(out) - 1)
             if last < pos.entry_id:  # defensive: nothing readable here
                 break
-            got = await self._ml._read_run(pos.ledger_id, pos.entry_id, last)
+            got = await self._host.read(pos.ledger_id, pos.entry_id, last)
             if not got:
                 break
             for entry in got:
@@ -384,18 +466,15 @@ class ManagedCursor:
         `NoMoreEntries` when the managed ledger is terminated and fully read,
         `ManagedLedgerClosed` when it or the cursor closes, `ManagedLedgerFenced` when fenced.
         Cancel it with a cancel scope."""
-        from managed_ledger._ledger import ManagedLedgerState
-
+        host = self._host
         while True:
-            event = self._ml._entries_event
+            event = host.entries_event
             entries = await self.read_entries(max_entries, max_bytes)
             if entries:
                 return entries
-            state = self._ml.state
-            if state is ManagedLedgerState.TERMINATED and not self.has_more_entries():
-                raise NoMoreEntries(f"{self._ml.name} is terminated and cursor {self.name} read it all")
-            if state is ManagedLedgerState.FENCED:
-                raise ManagedLedgerFenced(f"managed ledger {self._ml.name} was fenced")
+            if host.terminated and not self.has_more_entries():
+                raise NoMoreEntries(f"{host.name} is terminated and cursor {self.name} read it all")
+            self._check_open()  # fenced or closed while reading
             await event.wait()
             self._check_open()
 
@@ -405,7 +484,8 @@ class ManagedCursor:
         hold for a prefix of the entries (e.g. "published before t"). Searches the entries after
         the mark-delete position, or every available entry with ``search_all``."""
         self._check_open()
-        ledgers, lce = self._ledgers, self._ml.last_confirmed_entry
+        ledgers = self._ledgers
+        lce = ledgers.last_confirmed()
         start = self._md
         if search_all:
             first = ledgers.first_ledger()
@@ -417,7 +497,8 @@ class ManagedCursor:
             pos = ledgers.position_after(start, mid + 1)
             if pos is None:
                 break
-            if predicate(await self._ml.read_entry(pos)):
+            (entry,) = await self._host.read(pos.ledger_id, pos.entry_id, pos.entry_id)
+            if predicate(entry):
                 found, lo = pos, mid + 1
             else:
                 hi = mid - 1
@@ -427,11 +508,11 @@ class ManagedCursor:
 
     def snapshot(self) -> CursorInfo:
         """The record persisted for this cursor (bounded ranges; see the module header)."""
-        limit = self._ml._cfg.max_unacked_ranges_to_persist
+        limit = self._host.max_unacked_ranges_to_persist
         ranges = []
         for i, (a, b) in enumerate(self._ranges):
             if i >= limit:
-                self._ml._ctx.metrics.truncated_ranges.inc()
+                self._host.metrics.truncated_ranges.inc()
                 break
             ranges.append(PositionRange(Position(a.ledger_id, a.entry_id - 1), b))
         batches = {}
@@ -440,7 +521,7 @@ class ManagedCursor:
             if words:
                 batches[pos] = words
         return CursorInfo(mark_delete=self._md, individual_deleted=tuple(ranges),
-                          properties=self._properties, last_active_ms=int(self._ml._ctx.clock() * 1000),
+                          properties=self._properties, last_active_ms=self._host.now_ms(),
                           batch_deletes=batches, cursor_properties=self._cursor_properties)
 
     async def persist(self) -> None:
@@ -449,33 +530,33 @@ class ManagedCursor:
         (this managed ledger is then fenced) and `ManagedLedgerError` on store failures."""
         if not self.durable:
             return
-        ctx = self._ml._ctx
+        host = self._host
+        metrics = host.metrics
         async with self._persist_lock:
             info = self.snapshot()
             self.dirty = False
-            path = f"{self._ml._path}/{self.name}"
+            path = f"{host.node_path}/{self.name}"
             started = trio.current_time()
             try:
-                stat = await ctx.store.set(path, info.encode(), version=self.version)
+                stat = await host.store.set(path, info.encode(), version=self.version)
             except (BadVersionError, NoNodeError) as exc:
                 self.dirty = True
-                ctx.metrics.cursor_persist_errors.inc()
+                metrics.cursor_persist_errors.inc()
                 if self.state is CursorState.CLOSED and isinstance(exc, NoNodeError):
                     return  # deleted meanwhile
-                self._ml._fence(f"cursor {self.name} was rewritten by another owner ({exc})")
-                raise ManagedLedgerFenced(f"{self._ml.name}/{self.name}: {exc}") from exc
+                host.fence(f"cursor {self.name} was rewritten by another owner ({exc})")
+                raise ManagedLedgerFenced(f"{host.name}/{self.name}: {exc}") from exc
             except MetadataError as exc:
                 self.dirty = True
-                ctx.metrics.cursor_persist_errors.inc()
-                raise ManagedLedgerError(f"{self._ml.name}/{self.name}: cannot persist: {exc}") from exc
+                metrics.cursor_persist_errors.inc()
+                raise ManagedLedgerError(f"{host.name}/{self.name}: cannot persist: {exc}") from exc
             self.version = stat.version
-            ctx.metrics.cursor_persist_latency.observe(max(trio.current_time() - started, 0.0))
+            metrics.cursor_persist_latency.observe(max(trio.current_time() - started, 0.0))
 
     def mark_closed(self) -> None:
         """Close without persisting (the cursor was deleted)."""
         self.state = CursorState.CLOSED
-        self._ml._forget_cursor(self)
-        self._ml._notify_readers()
+        self._host.cursor_closed(self)
 
     async def close(self) -> None:
         """Persist (durable cursors) and close; waiting reads raise `ManagedLedgerClosed`."""
@@ -497,7 +578,7 @@ class ManagedCursor:
                 f"({lo}..{hi}]" for lo, hi in self.individually_deleted_ranges) + "]",
             "totalNonContiguousDeletedMessagesRange": len(self._ranges),
             "numberOfEntriesSinceFirstNotAckedMessage":
-                self._ledgers.count_between(self._md, self._ml.last_confirmed_entry),
+                self._ledgers.count_between(self._md, self._last_confirmed),
             "state": self.state.name,
             "durable": self.durable,
             "properties": dict(self._properties),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -53,7 +54,7 @@ class ManagedLedgerFactory:
         self._ledgers: dict[str, ManagedLedger] = {}
         self._opening: dict[str, trio.Event] = {}
         self._nursery: trio.Nursery | None = None
-        self._nursery_cm: trio.Nursery | None = None
+        self._nursery_cm: AbstractAsyncContextManager[trio.Nursery] | None = None
         self._closed = False
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -66,8 +67,8 @@ class ManagedLedgerFactory:
             await trio.sleep_forever()
 
     async def __aenter__(self) -> ManagedLedgerFactory:
-        self._nursery_cm = trio.open_nursery()  # type: ignore[assignment]
-        self._nursery = await self._nursery_cm.__aenter__()  # type: ignore[union-attr]
+        self._nursery_cm = trio.open_nursery()
+        self._nursery = await self._nursery_cm.__aenter__()
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -78,7 +79,7 @@ class ManagedLedgerFactory:
                 await self.close()
         finally:
             self._nursery.cancel_scope.cancel()
-            result = await self._nursery_cm.__aexit__(exc_type, exc, tb)  # type: ignore[union-attr]
+            result = await self._nursery_cm.__aexit__(exc_type, exc, tb)
         return result
 
     async def close(self) -> None:
@@ -96,7 +97,8 @@ class ManagedLedgerFactory:
         if self._closed:
             raise ManagedLedgerClosed("the managed ledger factory is closed")
         if self._nursery is None:
-            raise ManagedLedgerError("the factory is not running: use `async with factory` or nursery.start(factory.run)")
+            raise ManagedLedgerError("the factory is not running: use `async with factory` or "
+                                     "nursery.start(factory.run)")
         while name in self._opening:
             await self._opening[name].wait()
         ml = self._ledgers.get(name)

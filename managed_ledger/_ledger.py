@@ -13,54 +13,64 @@ States (`ManagedLedgerState`) and their rules:
   that arrive while ROLLING queue in order behind the ones in flight.
 * Rule 3: ROLLING -> LEDGER_OPENED when the old ledger is closed, the new ledger is in the list
   (CAS) and every queued add -- including adds that failed on the old ledger -- has been reissued
-  on it, oldest first; an add that failed on ``_MAX_ADD_ATTEMPTS`` (3) ledgers fails to its
-  caller instead. A rolled ledger with 0 entries is removed from the list and deleted.
+  on it, oldest first. An add that failed on ``_MAX_ADD_ATTEMPTS`` (3) ledgers is given up: it
+  fails to its caller, and so does every add admitted after it that has not completed, so that
+  no add is stored after an earlier one failed for good. A rolled ledger with 0 entries is
+  removed from the list and deleted.
 * Rule 4: ROLLING -> LEDGER_CLOSED when no new ledger could be created (storage unavailable: too
   few writable bookies): the queued adds fail with `StorageUnavailable`, and so does every add
   for ``_CREATE_RETRY_INTERVAL_S`` after; then LEDGER_CLOSED -> ROLLING on the next add or
   ``ensure_writable``. Opening a managed ledger whose first ledger cannot be created lands here
   too, so its entries and cursors stay readable while storage is read-only.
 * Rule 5: ROLLING -> FENCED when the CAS of the list fails: another owner opened the managed
-  ledger. FENCED is final: pending and later adds raise `ManagedLedgerFenced`.
+  ledger (a lost CAS of a cursor node fences it too). FENCED is final: pending and later adds
+  raise `ManagedLedgerFenced`.
 * Rule 6: LEDGER_OPENED / LEDGER_CLOSED -> TERMINATED by ``terminate()`` (reads go on, adds
   raise `ManagedLedgerTerminated`); any state -> CLOSED by ``close()`` (final).
 
 Adds complete in the order they were admitted, and a caller is told success only after its entry
 and every earlier one are acknowledged by the ack quorum, so the sequence a new owner recovers
-contains every acknowledged entry, in order. Bytes in flight are bounded; admission is FIFO.
+contains every acknowledged entry, in order. Bytes in flight are bounded; admission is FIFO. An
+entry larger than storage accepts fails at once with `EntryTooLarge` (before admission: rolling
+cannot help it, and later adds are unaffected).
 
-The add path (admission, issuing through the write handle's ``append``, completion in order, and
-the hand-over of unfinished adds in rule 3) is the `AddPath` mixin in ``_ledger_adds``; cursors,
-trimming and stats are the `CursorsAndTrimming` mixin in ``_ledger_cursors``.
+Where things live: each add is a `PendingAdd` (``_add_op``, the states of one add); this module
+moves them (the "adds" section: admission, issuing through `AppendPipeline`, completion in order,
+the hand-over of rule 3), because the add path and the roll are one state machine. The cursors
+are a `CursorRegistry` (``_cursor_registry``) and reach the managed ledger only through the
+`CursorHost` it gives them (`_CursorSide`).
 """
 
 from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from bk_client import NoSuchLedger
 from bk_client.api import BookKeeperClient, WriteHandle
+from managed_ledger._add_op import AddState, PendingAdd
+from managed_ledger._append_pipeline import AppendPipeline
 from managed_ledger._cache import EntryCache
 from managed_ledger._config import ManagedLedgerConfig
 from managed_ledger._cursor import ManagedCursor
+from managed_ledger._cursor_registry import CursorRegistry
 from managed_ledger._errors import (
+    EntryTooLarge,
     ManagedLedgerClosed,
     ManagedLedgerError,
     ManagedLedgerFenced,
     ManagedLedgerTerminated,
     StorageUnavailable,
 )
-from managed_ledger._ledger_adds import AddPath
-from managed_ledger._ledger_cursors import CursorsAndTrimming
 from managed_ledger._ledger_list import LedgerList
 from managed_ledger._reader import LedgerReader
-from managed_ledger._types import Entry
+from managed_ledger._types import Entry, InitialPosition
 from managed_ledger.metrics import ManagedLedgerMetrics
 from metadata import BadVersionError, NodeExistsError, NoNodeError
 from protocols.managed_ledger import LedgerInfo, ManagedLedgerInfo, Position
@@ -73,7 +83,8 @@ __all__ = ["ManagedLedger", "ManagedLedgerState", "ML_ROOT"]
 log = logging.getLogger(__name__)
 
 ML_ROOT = "/managed-ledgers"
-_CREATE_RETRY_INTERVAL_S = 1.0  # after a failed ledger creation, adds fail at once this long
+_CREATE_RETRY_INTERVAL_S = 1.0  # after a failed ledger creation, adds fail at once this long (Rule 4)
+_MAX_ADD_ATTEMPTS = 3  # ledgers one add may fail on before it is given up (Rule 3)
 _OPEN_ATTEMPTS = 5
 
 
@@ -106,7 +117,7 @@ class _Context:
     on_closed: Callable[[str], None]
 
 
-class ManagedLedger(AddPath, CursorsAndTrimming):
+class ManagedLedger:
     """An append-only log of entries over a chain of ledgers, with durable and non-durable cursors.
 
     Obtain one from `ManagedLedgerFactory.open`; only one broker should own a name at a time
@@ -126,14 +137,12 @@ class ManagedLedger(AddPath, CursorsAndTrimming):
         self._properties: dict[str, str] = {}
         self._terminated_at: Position | None = None
         self._handle: WriteHandle | None = None
-        self._gen = 0
+        self._gen = 0  # write generation: bumped each time a new ledger becomes current
         self._ledger_created_at = ctx.clock()
         self._last_add_at = ctx.clock()
         self._storage_error: str | None = None  # why the last ledger creation failed (Rule 4)
         self._storage_error_at = 0.0  # trio time of that failure
-        self._init_adds()
         self._meta_lock = trio.Lock()
-        self._cursor_lock = trio.Lock()
         self._roll_done = trio.Event()
         self._roll_done.set()
         self._entries_event = trio.Event()
@@ -141,12 +150,21 @@ class ManagedLedger(AddPath, CursorsAndTrimming):
         self._terminating = False
         self._nursery: trio.Nursery | None = None
         self._reader = LedgerReader(name, ctx.bk, ctx.cache, self._cfg.max_open_read_handles)
-        self._cursors: dict[str, ManagedCursor] = {}
-        self._non_durable: set[ManagedCursor] = set()
-        self._reader_seq = 0
+        self._cursors = CursorRegistry(_CursorSide(self))
         self.entries_added_counter = 0
+        # the add path (see the "adds" section)
+        self._pending: deque[PendingAdd] = deque()  # admitted and not DONE, in admission order
+        self._queued: deque[PendingAdd] = deque()  # QUEUED, waiting for a writable ledger
+        self._issued_inflight = 0  # ISSUED on the current ledger and not answered yet
+        self._inflight_bytes = 0  # bytes of the adds in ``_pending``
+        self._bytes_freed = trio.Event()  # fired when bytes are freed while someone waits for room
+        self._op_finished = trio.Event()  # fired when ``_issued_inflight`` drops to 0
+        self._admission_lock = trio.Lock()  # the FIFO of adds waiting for room
+        self._pipeline: AppendPipeline | None = None  # issues on the current ledger's handle
 
-    # --- lifecycle ---------------------------------------------------------------------------
+    # ==========================================================================================
+    # Lifecycle: open (Rule 1), close, terminate (Rule 6)
+    # ==========================================================================================
 
     async def _run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
@@ -166,7 +184,7 @@ class ManagedLedger(AddPath, CursorsAndTrimming):
                 if attempt == _OPEN_ATTEMPTS - 1:
                     raise ManagedLedgerFenced(f"{self.name}: the ledger list kept changing while "
                                               "opening; another owner is active") from None
-        await self._load_cursors()
+        await self._cursors.load()
 
     async def _recover_and_take_over(self) -> None:
         store, bk = self._ctx.store, self._ctx.bk
@@ -242,7 +260,7 @@ class ManagedLedger(AddPath, CursorsAndTrimming):
             return
         self._closing = True
         await self._wait_pending_empty()
-        for cursor in list(self._cursors.values()) + list(self._non_durable):
+        for cursor in self._cursors.all():
             try:
                 await cursor.close()
             except ManagedLedgerError as exc:
@@ -294,7 +312,9 @@ class ManagedLedger(AddPath, CursorsAndTrimming):
         if doomed is not None:
             await self._delete_quietly(doomed)
 
-    # --- properties --------------------------------------------------------------------------
+    # ==========================================================================================
+    # Properties
+    # ==========================================================================================
 
     @property
     def last_confirmed_entry(self) -> Position:
@@ -319,14 +339,16 @@ class ManagedLedger(AddPath, CursorsAndTrimming):
     @property
     def cursors(self) -> dict[str, ManagedCursor]:
         """The durable cursors by name (a copy)."""
-        return dict(self._cursors)
+        return dict(self._cursors.durable)
 
     @property
     def properties(self) -> dict[str, str]:
         """The managed ledger's string properties (stored with the ledger list)."""
         return dict(self._properties)
 
-    # --- state checks (the mixins use them too) -----------------------------------------------
+    # ==========================================================================================
+    # State checks
+    # ==========================================================================================
 
     def _check_open(self) -> None:
         if self.state is ManagedLedgerState.CLOSED or (self._closing and self.state is not
@@ -346,7 +368,225 @@ class ManagedLedger(AddPath, CursorsAndTrimming):
     def _is_ledger_closed(self) -> bool:
         return self.state is ManagedLedgerState.LEDGER_CLOSED
 
-    # --- roll-over ---------------------------------------------------------------------------
+    # ==========================================================================================
+    # Adds: admission, issuing, completion in order, the hand-over of Rule 3
+    #
+    # Every admitted `PendingAdd` is in ``_pending`` until DONE, in admission order; only the head
+    # of ``_pending`` may complete, so callers learn their positions - and failures - in that
+    # order (the states of one add are in ``_add_op``).
+    # ==========================================================================================
+
+    async def append(self, data: bytes) -> PendingAdd:
+        """Admit ``data`` as the next add and return it without waiting for storage; its
+        `PendingAdd` reports the outcome (``await pending.result()`` gives the position).
+
+        Guarantees:
+
+        * Order: adds are admitted in the order ``append`` calls start (FIFO), take positions in
+          that order and finish in that order; an add finishes successfully only once it and
+          every add admitted before it are durable (acknowledged by the ack quorum).
+        * Failures stop the sequence: when an add finishes with an error, every add admitted
+          after it that has not finished fails too (Rule 3 and ``_add_op``), so nothing admitted
+          before that failure is stored after the failed add. A failed ledger is rolled and the
+          add issued again on the next one; it fails only after ``_MAX_ADD_ATTEMPTS`` ledgers,
+          when the managed ledger is fenced (`ManagedLedgerFenced`) or when no ledger can be
+          created (`StorageUnavailable`).
+        * Cheap: when nobody waits for room the add is admitted and issued without a schedule
+          point, so one task can admit a burst of adds in one scheduler round.
+        * Bounded: waits (FIFO) while ``max_pending_add_bytes`` are in flight; cancelling that
+          wait admits nothing.
+
+        Raises at once, admitting nothing: `ManagedLedgerClosed`, `ManagedLedgerFenced`,
+        `ManagedLedgerTerminated`, `EntryTooLarge` for an entry over ``max_entry_size``, and
+        `StorageUnavailable` while a ledger creation failed less than
+        ``_CREATE_RETRY_INTERVAL_S`` ago (Rule 4).
+        """
+        self._check_writable()
+        if self._is_ledger_closed() and self._storage_error_is_recent():
+            raise StorageUnavailable(self._storage_error or "storage unavailable")  # Rule 4: fail fast
+        if len(data) > self.max_entry_size:
+            # Rolling ledgers cannot help an entry no bookie accepts (seen: hundreds of ledgers
+            # rolled a minute while the send and every later one hung).
+            raise EntryTooLarge(f"{self.name}: entry of {len(data)} bytes exceeds the largest entry "
+                                f"storage accepts ({self.max_entry_size} bytes)")
+        op = PendingAdd(bytes(data), trio.current_time())
+        size = len(op.data)
+        if self._admission_lock.locked() or not self._has_room(size):
+            # Slow path: wait for room behind the earlier waiters (the lock is FIFO).
+            async with self._admission_lock:
+                while not self._has_room(size):
+                    await self._bytes_freed.wait()
+                    self._check_writable()
+                self._check_writable()
+                self._admit(op)
+        else:
+            # Fast path, no schedule point: nobody waits for room, so admitting now keeps the
+            # FIFO order, and a burst of adds is admitted in one scheduler round instead of one
+            # round per add (taking the lock costs a checkpoint while holding it).
+            self._admit(op)
+        return op
+
+    async def add_entry(self, data: bytes) -> Position:
+        """Append ``data``; return its position once it and every earlier add are durable.
+
+        ``append`` followed by ``result()``, with the same guarantees: concurrent callers get
+        positions in the order they were admitted, admission waits while
+        ``max_pending_add_bytes`` are in flight, and a failed ledger is rolled and the add retried
+        on the next one. Raises what ``append`` raises at once (`ManagedLedgerFenced`,
+        `ManagedLedgerTerminated`, `ManagedLedgerClosed`, `EntryTooLarge`, `StorageUnavailable`),
+        or the add's error (a `ManagedLedgerError`: given up after ``_MAX_ADD_ATTEMPTS`` ledgers,
+        fenced, or `StorageUnavailable` when no new ledger could be created).
+        """
+        return await (await self.append(data)).result()
+
+    @property
+    def max_entry_size(self) -> int:
+        """The largest entry ``add_entry`` accepts: what the BookKeeper client can send."""
+        return self._ctx.bk.max_entry_size
+
+    def _has_room(self, size: int) -> bool:
+        return self._inflight_bytes == 0 or self._inflight_bytes + size <= self._cfg.max_pending_add_bytes
+
+    def _admit(self, op: PendingAdd) -> None:
+        self._inflight_bytes += len(op.data)
+        self._pending.append(op)
+        self._queued.append(op)
+        if self._is_ledger_closed():
+            self._request_roll("no_ledger")
+        else:
+            self._issue_queued()
+
+    def _start_issuing(self, handle: WriteHandle) -> None:
+        """Issue later adds on ``handle`` (the new current ledger's write handle)."""
+        assert self._nursery is not None
+        self._pipeline = AppendPipeline(handle, self._nursery, self._add_outcome, self._complete_in_order)
+
+    def _issue_queued(self) -> None:
+        # One appender task per burst (`AppendPipeline`): the handle's ``append`` fixes the
+        # entry id before its first schedule point, so ids follow the issue order.
+        pipeline = self._pipeline
+        while self._queued and self._is_opened() and self._handle is not None:
+            assert pipeline is not None and pipeline.handle is self._handle
+            op = self._queued.popleft()
+            op.state, op.gen = AddState.ISSUED, self._gen
+            self._issued_inflight += 1
+            pipeline.issue(op)
+
+    def _add_outcome(self, op: PendingAdd, entry_id: int, error: BaseException | None) -> None:
+        """Record what the ledger said about an issued add (called in issue order)."""
+        if error is not None:
+            op.state, op.ledger_error = AddState.FAILED, error
+            op.attempts += 1
+            log.info("%s: add on ledger %s failed (%s); rolling over", self.name, self._ledgers.current, error)
+            self._op_done_on_ledger()
+            if op.gen == self._gen:
+                self._request_roll("add_failure")
+            return
+        op.state, op.entry_id = AddState.SUCCEEDED, entry_id
+        self._op_done_on_ledger()
+
+    def _op_done_on_ledger(self) -> None:
+        # Only a roll waits, and only for zero: no new Event per add (a hot-path cost).
+        self._issued_inflight -= 1
+        if self._issued_inflight == 0:
+            self._op_finished.set()
+            self._op_finished = trio.Event()
+
+    def _complete_in_order(self) -> None:
+        pending = self._pending
+        if not pending or pending[0].state is not AddState.SUCCEEDED:
+            return  # nothing to complete yet (called after every run of outcomes: keep it cheap)
+        metrics, ledgers, cache = self._ctx.metrics, self._ledgers, self._ctx.cache
+        now = trio.current_time()
+        count = size = 0
+        while pending and pending[0].state is AddState.SUCCEEDED:
+            op = pending[0]
+            if op.gen != self._gen or op.entry_id != ledgers.current_entries:
+                # the handle broke FIFO ids or a stale ledger answered: never complete out of order
+                op.state = AddState.FAILED
+                if op.gen == self._gen:
+                    self._request_roll("add_failure")
+                break
+            pending.popleft()
+            lid = ledgers.current
+            assert lid is not None
+            op.position = Position(lid, op.entry_id)
+            ledgers.current_entries += 1
+            ledgers.current_size += len(op.data)
+            cache.put(self.name, lid, op.entry_id, op.data)
+            count += 1
+            size += len(op.data)
+            metrics.add_latency.observe(max(now - op.started, 0.0))
+            self._finish(op)
+        if count:
+            self.entries_added_counter += count
+            metrics.entries_added.inc(count)
+            metrics.bytes_added.inc(size)
+            self._last_add_at = self._ctx.clock()
+        self._notify_readers()
+        if self._is_opened():
+            reason = self._full_reason()
+            if reason is not None:
+                self._request_roll(reason)
+
+    def _finish(self, op: PendingAdd, error: ManagedLedgerError | None = None) -> None:
+        self._inflight_bytes -= len(op.data)
+        if self._admission_lock.locked():  # someone waits for room (only then: per-add cost)
+            self._bytes_freed.set()
+            self._bytes_freed = trio.Event()
+        if error is not None:
+            self._ctx.metrics.add_failures.inc()
+        op.finish(error)
+
+    def _fail_pending(self, error_factory: Callable[[], ManagedLedgerError]) -> None:
+        """Rule 4 / Rule 5: every unfinished add fails, oldest first."""
+        while self._pending:
+            self._finish(self._pending.popleft(), error_factory())
+        self._queued.clear()
+        self._notify_readers()
+
+    async def _wait_pending_empty(self) -> None:
+        while self._pending or not self._roll_done.is_set():
+            if not self._roll_done.is_set():
+                await self._roll_done.wait()
+            elif self._pending:
+                await self._pending[-1].wait()
+
+    async def _requeue_for_next_ledger(self) -> None:
+        """The first half of a roll (Rule 3): wait for every add issued on the current ledger
+        to be answered, complete the ones that can be, and queue the rest for the next ledger,
+        oldest first; an add that failed on ``_MAX_ADD_ATTEMPTS`` ledgers fails to its caller,
+        and so does every add after it."""
+        while self._issued_inflight > 0:
+            await self._op_finished.wait()
+        self._complete_in_order()
+        # Everything after the first add that did not complete goes to the next ledger, even
+        # adds the old ledger accepted later on (that ledger is cut at its count).
+        keep: deque[PendingAdd] = deque()
+        given_up: ManagedLedgerError | None = None
+        for op in self._pending:
+            if given_up is not None:
+                # Adds complete in admission order, failures included: storing a later add after
+                # giving up on an earlier one would reorder a producer's messages (its client
+                # resends the failed one after the later one) or, with deduplication, lose it.
+                self._finish(op, ManagedLedgerError(f"{self.name}: an earlier add failed for good, so this "
+                                                    f"one fails too ({given_up})"))
+                continue
+            if op.gen == self._gen and op.state is not AddState.DONE:
+                if op.state is AddState.FAILED and op.attempts >= _MAX_ADD_ATTEMPTS:
+                    # storage keeps refusing it: give up on this add and on every later one
+                    given_up = ManagedLedgerError(
+                        f"{self.name}: add failed on {op.attempts} ledgers: {op.ledger_error}")
+                    self._finish(op, given_up)
+                    continue
+                op.state, op.ledger_error = AddState.QUEUED, None
+            keep.append(op)
+        self._pending = keep
+        self._queued = deque(op for op in self._pending if op.state is AddState.QUEUED)
+
+    # ==========================================================================================
+    # Roll-over (Rules 2 and 3)
+    # ==========================================================================================
 
     def _full_reason(self) -> str | None:
         cfg, ledgers = self._cfg, self._ledgers
@@ -433,9 +673,13 @@ class ManagedLedger(AddPath, CursorsAndTrimming):
         self._ctx.metrics.ledger_rolls.labels(reason=reason).inc()
         log.info("%s: rolled to ledger %s (%s)", self.name, handle.ledger_id, reason)
         if doomed is not None:
-            self._cursors_follow_removed_ledgers()
+            self._cursors.ledgers_removed()
             await self._delete_quietly(doomed)
         self._issue_queued()
+
+    # ==========================================================================================
+    # Storage unavailable (Rule 4)
+    # ==========================================================================================
 
     def _note_storage_error(self, exc: BaseException) -> str:
         self._storage_error = f"{self.name}: storage unavailable: {exc}"
@@ -453,10 +697,9 @@ class ManagedLedger(AddPath, CursorsAndTrimming):
         ledger can be created now, or the error of a closed, fenced or terminated managed ledger."""
         self._check_writable()
         await self._roll_done.wait()
-        if self._is_ledger_closed():
-            if not self._storage_error_is_recent():
-                self._request_roll("no_ledger")
-                await self._roll_done.wait()
+        if self._is_ledger_closed() and not self._storage_error_is_recent():
+            self._request_roll("no_ledger")
+            await self._roll_done.wait()
         self._check_writable()
         if self._is_ledger_closed():
             raise StorageUnavailable(self._storage_error or f"{self.name}: no ledger to write to")
@@ -465,6 +708,10 @@ class ManagedLedger(AddPath, CursorsAndTrimming):
     def storage_error(self) -> str | None:
         """Why no ledger could be created, while that lasts (None once a ledger is open)."""
         return self._storage_error if self._is_ledger_closed() else None
+
+    # ==========================================================================================
+    # Ledgers and metadata
+    # ==========================================================================================
 
     def _switch_to(self, handle: WriteHandle) -> None:
         self._storage_error = None
@@ -536,7 +783,100 @@ class ManagedLedger(AddPath, CursorsAndTrimming):
             await trio.sleep(self._cfg.cursor_persist_interval_s)
             await self.flush_cursors()
 
-    # --- reads -------------------------------------------------------------------------------
+    # ==========================================================================================
+    # Cursors (kept by `CursorRegistry`)
+    # ==========================================================================================
+
+    async def open_cursor(self, name: str, initial_position: InitialPosition = InitialPosition.LATEST,
+                          ) -> ManagedCursor:
+        """The durable cursor ``name``; created at ``initial_position`` (and persisted) if missing,
+        reopened if closed. Raises `ManagedLedgerClosed` / `ManagedLedgerFenced`, or
+        `ManagedLedgerError` for a name that cannot name a cursor (empty or with ``/``)."""
+        self._check_open()
+        return await self._cursors.open(name, initial_position)
+
+    def new_non_durable_cursor(self, start: Position | InitialPosition = InitialPosition.LATEST,
+                               inclusive: bool = True) -> ManagedCursor:
+        """A cursor that is never persisted and does not hold back trimming (for readers).
+        ``start`` is a position (read from it, or after it when not ``inclusive``) or an
+        initial position."""
+        self._check_open()
+        return self._cursors.new_non_durable(start, inclusive)
+
+    async def delete_cursor(self, name: str) -> None:
+        """Remove a durable cursor and its metadata node. Raises `CursorNotFound`."""
+        self._check_open()
+        await self._cursors.delete(name)
+
+    async def flush_cursors(self) -> None:
+        """Persist every durable cursor whose state changed since its last persist (failures are
+        logged; the cursor is retried by the next flush)."""
+        await self._cursors.flush()
+
+    # ==========================================================================================
+    # Trimming
+    # ==========================================================================================
+
+    def trimmable_ledgers(self) -> list[LedgerInfo]:
+        """Closed ledgers whose every entry is at or before the slowest durable cursor's
+        mark-delete position (every closed ledger when there is no durable cursor). Never the
+        current ledger, nor the last ledger of the list."""
+        slowest = self._cursors.slowest_mark_delete()
+        if slowest is None:
+            slowest = self.last_confirmed_entry
+        out = []
+        for info in self._ledgers.infos()[:-1]:
+            if info.ledger_id == self._ledgers.current:
+                break
+            if Position(info.ledger_id, info.entries - 1) > slowest:
+                break
+            out.append(info)
+        return out
+
+    async def trim(self, ledger_ids: Iterable[int]) -> list[int]:
+        """Remove the given ledgers from the list (CAS) and then delete them in BookKeeper.
+        Ids that are not trimmable right now are skipped; returns the ids trimmed."""
+        self._check_open()
+        async with self._meta_lock:
+            allowed = {i.ledger_id for i in self.trimmable_ledgers()}
+            ids = sorted(set(ledger_ids) & allowed)
+            if not ids:
+                return []
+            for lid in ids:
+                self._ledgers.remove(lid)
+            self._cursors.ledgers_removed()
+            await self._write_info()
+        for lid in ids:
+            await self._reader.forget(lid)
+            await self._delete_quietly(lid)
+        self._ctx.metrics.ledgers_trimmed.inc(len(ids))
+        return ids
+
+    # ==========================================================================================
+    # Stats
+    # ==========================================================================================
+
+    def internal_stats(self) -> dict[str, Any]:
+        """A snapshot in the shape of Pulsar's ``stats-internal``."""
+        ledgers = self._ledgers
+        return {
+            "entriesAddedCounter": self.entries_added_counter,
+            "numberOfEntries": self.number_of_entries,
+            "totalSize": self.total_size,
+            "currentLedgerEntries": ledgers.current_entries if ledgers.current is not None else 0,
+            "currentLedgerSize": ledgers.current_size if ledgers.current is not None else 0,
+            "lastLedgerCreatedTimestamp": int(self._ledger_created_at * 1000),
+            "pendingAddEntriesCount": len(self._pending),
+            "lastConfirmedEntry": str(self.last_confirmed_entry),
+            "state": self.state.name,
+            "ledgers": [{"ledgerId": i.ledger_id, "entries": i.entries, "size": i.size,
+                         "timestamp": i.timestamp_ms, "offloaded": False} for i in ledgers.infos()],
+            "cursors": self._cursors.stats(),
+        }
+
+    # ==========================================================================================
+    # Reads
+    # ==========================================================================================
 
     def _notify_readers(self) -> None:
         self._entries_event.set()
@@ -555,3 +895,47 @@ class ManagedLedger(AddPath, CursorsAndTrimming):
         if self.state is ManagedLedgerState.CLOSED:
             raise ManagedLedgerClosed(f"managed ledger {self.name} is closed")
         return await self._reader.read(ledger_id, first, last)
+
+
+class _CursorSide:
+    """The `CursorHost` a managed ledger gives its cursors (and their registry): the few things
+    they may use of it. The ledger list, the readers' event and the state are read through on
+    each use; the rest never changes."""
+
+    __slots__ = ("_ml", "name", "store", "node_path", "metrics", "max_unacked_ranges_to_persist")
+
+    def __init__(self, ml: ManagedLedger) -> None:
+        self._ml = ml
+        self.name = ml.name
+        self.store = ml._ctx.store
+        self.node_path = ml._path
+        self.metrics = ml._ctx.metrics
+        self.max_unacked_ranges_to_persist = ml._cfg.max_unacked_ranges_to_persist
+
+    @property
+    def ledgers(self) -> LedgerList:
+        return self._ml._ledgers
+
+    @property
+    def entries_event(self) -> trio.Event:
+        return self._ml._entries_event
+
+    @property
+    def terminated(self) -> bool:
+        return self._ml.state is ManagedLedgerState.TERMINATED
+
+    def check_open(self) -> None:
+        self._ml._check_open()
+
+    async def read(self, ledger_id: int, first: int, last: int) -> list[Entry]:
+        return await self._ml._read_run(ledger_id, first, last)
+
+    def now_ms(self) -> int:
+        return self._ml._now_ms()
+
+    def fence(self, why: str) -> None:
+        self._ml._fence(why)
+
+    def cursor_closed(self, cursor: ManagedCursor) -> None:
+        self._ml._cursors.forget(cursor)
+        self._ml._notify_readers()

@@ -55,7 +55,7 @@ class AckRanges:
         self.acked_entries += size
 
     def _drop(self, first: Position) -> Position:
-        last = self._ranges.pop(first)
+        last: Position = self._ranges.pop(first)  # SortedDict is untyped (no stubs)
         self.acked_entries -= self._sizes.pop(first)
         return last
 

@@ -51,7 +51,7 @@ class _Check:
 
     __slots__ = ("twin", "gates")
 
-    def __init__(self, twin: type | None, gates: tuple[tuple[str, bool], ...] | None) -> None:
+    def __init__(self, twin: type[Message] | None, gates: tuple[tuple[str, bool], ...] | None) -> None:
         self.twin = twin
         self.gates = gates
 
@@ -123,7 +123,7 @@ def _check_of(cls: type) -> _Check:
     return check
 
 
-def _twin(cls: type) -> type | None:
+def _twin(cls: type) -> type[Message] | None:
     """The UTF-8 verifying twin of a message class (None when it holds no string)."""
     return _check_of(cls).twin
 
@@ -134,7 +134,8 @@ def _bytes_string(msg: Message) -> str | None:
         values = value if field.is_repeated else (value,)
         if field.type == _STRING:
             if any(type(v) is bytes for v in values):
-                return field.full_name
+                name: str = field.full_name
+                return name
         elif field.message_type is not None:
             for sub in values:
                 found = _bytes_string(sub)
@@ -163,7 +164,7 @@ def invalid_utf8_field(msg: Message, data: bytes | bytearray | memoryview) -> st
         else:
             return None  # no field that may hold a string is set
     try:
-        check.twin.FromString(data)
+        check.twin.FromString(data)  # type: ignore[arg-type]  # stub says bytes; protobuf takes any buffer
     except DecodeError:
         return _bytes_string(msg) or f"{msg.DESCRIPTOR.full_name} (an overridden occurrence)"
     return None

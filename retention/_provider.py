@@ -1,4 +1,5 @@
-"""Where the service gets each topic's policies, and the mapping between topic and managed-ledger names.
+"""Where the service gets each topic's policies, and the mapping between topic and managed-ledger names
+(both ways through ``protocols.pulsar.TopicName``, which URL-encodes the local name).
 
 `PoliciesProvider` is the seam: the broker implements it over its namespace / topic policies in
 the metadata store (set through the admin REST API); `StaticPoliciesProvider` keeps them in memory
@@ -10,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
+from protocols.pulsar import TopicName
+
 from ._policies import PolicyOverrides, RetentionConfig, TopicPolicies
 
 __all__ = ["PoliciesProvider", "StaticPoliciesProvider", "ml_name_of", "namespace_of", "topic_of"]
@@ -18,26 +21,23 @@ _SCHEME = "persistent://"
 
 
 def topic_of(ml_name: str) -> str:
-    """``tenant/ns/persistent/topic`` -> ``persistent://tenant/ns/topic``; a name already in
+    """``tenant/ns/persistent/encoded-topic`` -> ``persistent://tenant/ns/topic``; a name already in
     topic form is returned as is. Raises `ValueError` for other shapes."""
     if ml_name.startswith(_SCHEME):
         return ml_name
-    parts = ml_name.split("/")
-    if len(parts) < 4 or parts[2] != "persistent" or not all(parts):
+    topic = TopicName.from_managed_ledger_name(ml_name)
+    if not topic.persistent:
         raise ValueError(f"not a managed ledger name of a persistent topic: {ml_name!r}")
-    return f"{_SCHEME}{parts[0]}/{parts[1]}/{'/'.join(parts[3:])}"
+    return str(topic)
 
 
 def ml_name_of(topic: str) -> str:
-    """``persistent://tenant/ns/topic`` -> ``tenant/ns/persistent/topic``; a managed-ledger name is
-    returned as is. Raises `ValueError` for other shapes."""
+    """``persistent://tenant/ns/topic`` -> ``tenant/ns/persistent/encoded-topic``; a managed-ledger
+    name is returned as is. Raises `ValueError` for other shapes."""
     if not topic.startswith(_SCHEME):
         topic_of(topic)  # validates
         return topic
-    parts = topic[len(_SCHEME):].split("/")
-    if len(parts) < 3 or not all(parts):
-        raise ValueError(f"not a persistent topic name: {topic!r}")
-    return f"{parts[0]}/{parts[1]}/persistent/{'/'.join(parts[2:])}"
+    return TopicName.parse(topic).managed_ledger_name
 
 
 def namespace_of(topic: str) -> str:

@@ -137,7 +137,7 @@ class RetentionService:
         self._reports: OrderedDict[str, TopicReport] = OrderedDict()
         # Called with the report right after a trim, so that a listener (the broker's record of
         # deleted ledgers, for explain-storage) sees every trim, not just the latest report.
-        self.trim_listeners: list[Callable[[TopicReport], None]] = []
+        self.trim_listeners: list[Callable[[TopicReport], object]] = []
         self._quota: dict[str, list[QuotaDecision]] = {}
         # ml name -> (entriesAddedCounter, clock time it was first seen at that value)
         self._activity: dict[str, tuple[int, float]] = {}

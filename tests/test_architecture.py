@@ -1,8 +1,9 @@
-"""The import rules of DESIGN.md, checked on the source tree.
+"""The import rules of docs/architecture.md, checked on the source tree.
 
 Imports flow one way: protocol modules are leaves (protobuf, crc32c and the standard library
 only); metadata may use kazoo; bookie and bk_client sit on protocols.bookkeeper and metadata;
-managed_ledger on bk_client; retention on managed_ledger; broker on managed_ledger and retention.
+autorecovery on bk_client (its public API), protocols.bookkeeper and metadata; managed_ledger on
+bk_client; retention on managed_ledger; broker on managed_ledger and retention.
 ``magnetar.config`` (and ``magnetar`` itself, for the version) are dependency-free leaves
 every package may use; ``magnetar.cli`` composes
 everything. No package reaches into another package's private (``_x``) modules.
@@ -20,8 +21,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PROJECT = {"protocols", "broker", "managed_ledger", "bookie", "bk_client", "retention", "sinks", "metadata",
-           "magnetar"}
+PROJECT = {"protocols", "broker", "managed_ledger", "bookie", "bk_client", "autorecovery", "retention", "sinks",
+           "metadata", "magnetar"}
 PROTOCOLS = {"protocols.pulsar", "protocols.bookkeeper", "protocols.managed_ledger"}
 LEAF_THIRD_PARTY = {"google", "crc32c"}
 
@@ -31,8 +32,9 @@ ALLOWED = {
     "metadata": set(),
     "bookie": {"protocols.bookkeeper", "metadata"},
     "bk_client": {"protocols.bookkeeper", "metadata"},
+    "autorecovery": {"bk_client", "protocols.bookkeeper", "metadata"},
     "managed_ledger": {"protocols.managed_ledger", "bk_client", "protocols.bookkeeper", "metadata"},
-    "retention": {"managed_ledger", "protocols.managed_ledger", "metadata"},
+    "retention": {"managed_ledger", "protocols.managed_ledger", "protocols.pulsar", "metadata"},
     "broker": {"protocols.pulsar", "managed_ledger", "protocols.managed_ledger", "retention", "metadata"},
     "sinks.spark": {"protocols.pulsar", "bk_client", "managed_ledger", "protocols.managed_ledger",
                     "protocols.bookkeeper", "metadata"},
@@ -121,8 +123,8 @@ def test_import_rules(module: str, path: Path) -> None:
     assert not problems, f"{module} breaks the import rules:\n  " + "\n  ".join(problems)
 
 
-PACKAGES = ["broker", "managed_ledger", "bookie", "bk_client", "retention", "sinks.spark", "metadata",
-            "protocols.pulsar", "protocols.bookkeeper", "protocols.managed_ledger", "magnetar"]
+PACKAGES = ["broker", "managed_ledger", "bookie", "bk_client", "autorecovery", "retention", "sinks.spark",
+            "metadata", "protocols.pulsar", "protocols.bookkeeper", "protocols.managed_ledger", "magnetar"]
 
 
 def _closure(unit: str) -> set[str]:

@@ -22,9 +22,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from managed_ledger import ManagedLedgerError
+from protocols.pulsar import InvalidTopicNameError, NamespaceName, TopicName, check_subscription_name
 
 from .._errors import BrokerServiceError, NamespaceNotFoundError, ServiceNotReadyError, TopicNotFoundError
-from .._topic_name import InvalidTopicNameError, NamespaceName, TopicName, check_subscription_name
 
 if TYPE_CHECKING:
     from .._service import BrokerService

@@ -105,7 +105,7 @@ def _on_bookie(lid: int, live: bool, in_ensemble: bool, answer: BookieAnswer,
         return None
     logs = {int(row["log_id"]): row for row in answer.doc.get("logs", ())}
     holding = []
-    for log_id, row in logs.items():
+    for row in logs.values():
         for pin in row.get("ledgers", ()):
             if int(pin["ledger_id"]) == lid:
                 holding.append(_log_row(row, int(pin["bytes"])))

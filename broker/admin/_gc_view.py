@@ -115,6 +115,7 @@ class BookieGcView:
         self.max_ledgers_per_log = max_ledgers_per_log
         self.history = history if history is not None else TrimHistory()
         if retention is not None:
+            # the listener's int result is unused; trim_listeners is typed as returning None
             retention.trim_listeners.append(self.history.observe_report)
         self._clock = clock
         self._client_factory = client_factory or (lambda t: httpx.AsyncClient(timeout=t))

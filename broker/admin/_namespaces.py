@@ -9,11 +9,11 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from metadata import NodeExistsError, NoNodeError
+from protocols.pulsar import TopicName
 from retention import PolicyOverrides
 
 from .._namespaces import PARTITIONED_ROOT, POLICIES_ROOT, default_policies
 from .._retention_hooks import TOPIC_POLICIES_ROOT
-from .._topic_name import TopicName
 from ._common import (
     RestError,
     check_partitions,

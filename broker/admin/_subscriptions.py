@@ -15,9 +15,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from managed_ledger import InitialPosition, Position
+from protocols.pulsar import TopicName
 
 from .._dedup import DEDUP_CURSOR
-from .._topic_name import TopicName
 from ._common import (
     INT32_MAX,
     INT64_MAX,

@@ -17,14 +17,13 @@ Rules:
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
-from urllib.parse import unquote
 
 from managed_ledger import ManagedLedgerError
 from metadata import NoNodeError
+from protocols.pulsar import TopicName
 
 from .._dedup import DEDUP_ROOT
 from .._topic import Topic
-from .._topic_name import TopicName
 from ._common import RestError, for_each_bounded, require_namespace
 
 if TYPE_CHECKING:
@@ -61,7 +60,7 @@ async def present_partitions(s: BrokerService, topic: TopicName, n: int) -> list
     prefix = f"{topic.tenant}/{topic.namespace}/{topic.domain}/"
     found = {i: t.name for i, t in loaded_partitions(s, topic, n).items()}
     for ml_name in await s.factory.list(prefix):
-        name = TopicName(topic.domain, topic.tenant, topic.namespace, unquote(ml_name[len(prefix):]))
+        name = TopicName.from_managed_ledger_name(ml_name)
         if 0 <= name.partition < n and name.partitioned_topic == topic:
             found.setdefault(name.partition, name)
     return [found[i] for i in sorted(found)]

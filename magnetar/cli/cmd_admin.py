@@ -16,6 +16,8 @@ from urllib.parse import quote
 import click
 import httpx
 
+from protocols.pulsar import InvalidTopicNameError, TopicName
+
 __all__ = ["command", "topic_path"]
 
 _DEFAULT_URL = "http://localhost:8080"
@@ -70,17 +72,13 @@ def _api(ctx: click.Context, as_json: bool) -> _Api:
 def topic_path(topic: str) -> str:
     """``persistent://t/ns/x``, ``t/ns/x`` or ``x`` (public/default) -> ``t/ns/encoded-x``.
     Raises `click.BadParameter` for other forms."""
-    rest = topic
-    if "://" in topic:
-        domain, _, rest = topic.partition("://")
-        if domain != "persistent":
-            raise click.BadParameter(f"only persistent topics are supported, not {domain}://")
-    elif "/" not in topic:
-        rest = f"public/default/{topic}"
-    parts = rest.split("/", 2)
-    if len(parts) != 3 or not all(parts):
-        raise click.BadParameter(f"invalid topic name {topic!r}: use persistent://tenant/namespace/topic")
-    return f"{parts[0]}/{parts[1]}/{quote(parts[2], safe='')}"
+    try:
+        name = TopicName.parse(topic)
+    except InvalidTopicNameError as exc:
+        raise click.BadParameter(str(exc)) from None
+    if not name.persistent:
+        raise click.BadParameter(f"only persistent topics are supported, not {name.domain}://")
+    return f"{name.tenant}/{name.namespace}/{name.encoded_local_name}"
 
 
 def _ns(namespace: str) -> str:

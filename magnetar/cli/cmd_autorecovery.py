@@ -4,7 +4,7 @@
         --set lostBookieRecoveryDelay=60
 
 Settings come from the ``[autorecovery]`` table of ``--conf`` and ``--set key=value`` overrides
-(``bk_client.AutoRecoveryConfig``); the bookie client's settings from ``[bk_client]``. SIGINT or
+(``autorecovery.AutoRecoveryConfig``); the bookie client's settings from ``[bk_client]``. SIGINT or
 SIGTERM stops the process cleanly (locks released, auditor vote withdrawn).
 """
 
@@ -16,7 +16,8 @@ import signal
 import click
 import trio
 
-from bk_client import AutoRecoveryConfig, ClientConfig, run_autorecovery
+from autorecovery import AutoRecoveryConfig, run_autorecovery
+from bk_client import ClientConfig
 from magnetar.config import ConfigError, load_config, parse_overrides, read_toml
 
 

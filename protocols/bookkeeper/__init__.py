@@ -7,6 +7,9 @@ Generated protobuf modules: ``bookie_protocol_pb2`` (package ``magnetar.bookie``
 
 from __future__ import annotations
 
+from .._errors import FrameError as FrameError
+from .._errors import FrameTooLarge as FrameTooLarge
+from .._errors import MalformedFrame as MalformedFrame
 from . import bookie_protocol_pb2 as bookie_protocol_pb2
 from . import ledger_metadata_pb2 as ledger_metadata_pb2
 from ._codes import PROTOCOL_VERSION as PROTOCOL_VERSION
@@ -26,14 +29,13 @@ from ._digest import decode_lac as decode_lac
 from ._digest import encode_entry as encode_entry
 from ._digest import encode_lac as encode_lac
 from ._digest import peek_entry_header as peek_entry_header
+from ._errors import NoSuchEntry as NoSuchEntry
+from ._errors import NoSuchLedger as NoSuchLedger
 from ._fast_codec import AddRequestEncoder as AddRequestEncoder
 from ._fast_codec import encode_add_response as encode_add_response
 from ._fast_codec import max_add_payload as max_add_payload
 from ._frames import DEFAULT_MAX_FRAME_SIZE as DEFAULT_MAX_FRAME_SIZE
 from ._frames import FrameDecoder as FrameDecoder
-from ._frames import FrameError as FrameError
-from ._frames import FrameTooLarge as FrameTooLarge
-from ._frames import MalformedFrame as MalformedFrame
 from ._frames import encode_frame as encode_frame
 from ._frames import encode_request as encode_request
 from ._frames import encode_response as encode_response
@@ -111,6 +113,8 @@ __all__ = [
     "METADATA_FORMAT_VERSION",
     "MalformedFrame",
     "MetadataFormatError",
+    "NoSuchEntry",
+    "NoSuchLedger",
     "OperationType",
     "PROTOCOL_VERSION",
     "READONLY",

@@ -40,7 +40,8 @@ class Cookie:
         fmt = pb.CookieFormat(bookieHost=self.bookie_id, journalDir=self.journal_dir, ledgerDirs=dirs)
         if self.instance_id:
             fmt.instanceId = self.instance_id
-        return _HEADER + fmt.SerializeToString()
+        body: bytes = fmt.SerializeToString()
+        return _HEADER + body
 
     @classmethod
     def decode(cls, data: bytes) -> Cookie:
@@ -55,7 +56,8 @@ class Cookie:
         except (DecodeError, ValueError, RuntimeError) as exc:
             raise CookieFormatError(f"cookie body unparsable: {exc}") from exc
         if not fmt.IsInitialized():  # upb does not enforce proto2 `required` on parse
-            raise CookieFormatError(f"cookie lacks {fmt.FindInitializationErrors()}")
+            missing = fmt.FindInitializationErrors()  # type: ignore[attr-defined]  # not in the stubs
+            raise CookieFormatError(f"cookie lacks {missing}")
         bad = invalid_utf8_field(fmt, body)  # nor UTF-8: the field would read as bytes (see _utf8)
         if bad is not None:
             raise CookieFormatError(f"cookie field {bad} is not UTF-8")

@@ -133,6 +133,8 @@ def decode_lac(data: bytes | bytearray | memoryview, expected_ledger_id: int | N
     crc = _crc32c.crc32c(view[: _LAC_META.size])
     if crc != stored:
         raise DigestMismatch(f"LAC checksum mismatch: stored {stored:#010x}, computed {crc:#010x}")
+    ledger_id: int
+    lac: int
     ledger_id, lac = _LAC_META.unpack_from(view, 0)
     if expected_ledger_id is not None and ledger_id != expected_ledger_id:
         raise DigestMismatch(f"LAC belongs to ledger {ledger_id}, expected {expected_ledger_id}")

@@ -26,15 +26,13 @@ import struct
 
 from google.protobuf.message import DecodeError, EncodeError
 
+from .._errors import FrameTooLarge, MalformedFrame
 from .._utf8 import invalid_utf8_field
 from . import bookie_protocol_pb2 as pb
 
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
     "FrameDecoder",
-    "FrameError",
-    "FrameTooLarge",
-    "MalformedFrame",
     "encode_frame",
     "encode_request",
     "encode_response",
@@ -51,26 +49,6 @@ _LEN = struct.Struct(">I")
 _COMPACT_AT = 64 * 1024
 
 
-class FrameError(Exception):
-    """Base class of frame decoding errors."""
-
-
-class FrameTooLarge(FrameError):
-    """A frame's declared length exceeds the decoder's ``max_frame_size``.
-
-    ``size`` is the declared length, ``limit`` the maximum. The stream is unusable afterwards.
-    """
-
-    def __init__(self, size: int, limit: int) -> None:
-        super().__init__(f"frame of {size} bytes exceeds the limit of {limit} bytes")
-        self.size = size
-        self.limit = limit
-
-
-class MalformedFrame(FrameError):
-    """A whole frame was received but its bytes are not a valid message (or cannot be encoded)."""
-
-
 def encode_frame(payload: bytes) -> bytes:
     """Prefix ``payload`` with its length; raises ``ValueError`` above 2**32 - 1 bytes."""
     if len(payload) > 0xFFFFFFFF:
@@ -80,9 +58,10 @@ def encode_frame(payload: bytes) -> bytes:
 
 def _serialize(msg: pb.Request | pb.Response) -> bytes:
     try:
-        return msg.SerializeToString()
+        data: bytes = msg.SerializeToString()
     except EncodeError as exc:  # a required field is unset: a caller bug, named clearly
         raise MalformedFrame(f"cannot encode {type(msg).__name__}: {exc}") from exc
+    return data
 
 
 def encode_request(request: pb.Request) -> bytes:
@@ -104,7 +83,8 @@ def parse_request(payload: bytes | bytearray | memoryview) -> pb.Request:
     except (DecodeError, ValueError, RuntimeError) as exc:
         raise MalformedFrame(f"not a bookie Request: {exc}") from exc
     if not msg.IsInitialized():  # upb does not enforce proto2 `required` on parse
-        raise MalformedFrame(f"bookie Request lacks required fields: {msg.FindInitializationErrors()}")
+        missing = msg.FindInitializationErrors()  # type: ignore[attr-defined]  # not in the stubs
+        raise MalformedFrame(f"bookie Request lacks required fields: {missing}")
     bad = invalid_utf8_field(msg, data)  # nor UTF-8: the field would read as bytes (see _utf8)
     if bad is not None:
         raise MalformedFrame(f"bookie Request field {bad} is not UTF-8")
@@ -120,7 +100,8 @@ def parse_response(payload: bytes | bytearray | memoryview) -> pb.Response:
     except (DecodeError, ValueError, RuntimeError) as exc:
         raise MalformedFrame(f"not a bookie Response: {exc}") from exc
     if not msg.IsInitialized():
-        raise MalformedFrame(f"bookie Response lacks required fields: {msg.FindInitializationErrors()}")
+        missing = msg.FindInitializationErrors()  # type: ignore[attr-defined]  # not in the stubs
+        raise MalformedFrame(f"bookie Response lacks required fields: {missing}")
     bad = invalid_utf8_field(msg, data)
     if bad is not None:
         raise MalformedFrame(f"bookie Response field {bad} is not UTF-8")

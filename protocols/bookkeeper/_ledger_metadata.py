@@ -27,6 +27,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
+from typing import Any
 
 from google.protobuf.message import DecodeError, EncodeError
 
@@ -224,13 +225,15 @@ class LedgerMetadata:
 
     def to_proto(self) -> pb.LedgerMetadataFormat:
         """The ``LedgerMetadataFormat`` message for this metadata."""
+        state: Any = int(self.state)  # the stubs type enum fields as the enum class; any number works
+        digest_type: Any = int(self.digest_type)
         fmt = pb.LedgerMetadataFormat(
             quorumSize=self.write_quorum,
             ensembleSize=self.ensemble_size,
             length=self.length,
             lastEntryId=self.last_entry_id,
-            state=int(self.state),
-            digestType=int(self.digest_type),
+            state=state,
+            digestType=digest_type,
             password=self.password,
             ackQuorumSize=self.ack_quorum,
             cToken=self.ctoken,
@@ -246,7 +249,7 @@ class LedgerMetadata:
     def encode(self) -> bytes:
         """The stored form: version header line, then the length-delimited protobuf."""
         try:
-            body = self.to_proto().SerializeToString()
+            body: bytes = self.to_proto().SerializeToString()
         except EncodeError as exc:  # unreachable for validated values; named for clarity
             raise MetadataFormatError(str(exc)) from exc
         return _HEADER + _varint(len(body)) + body
@@ -302,7 +305,8 @@ class LedgerMetadata:
         except (DecodeError, ValueError, RuntimeError) as exc:
             raise MetadataFormatError(f"ledger metadata body unparsable: {exc}") from exc
         if not fmt.IsInitialized():  # upb does not enforce proto2 `required` on parse
-            raise MetadataFormatError(f"ledger metadata lacks {fmt.FindInitializationErrors()}")
+            missing = fmt.FindInitializationErrors()  # type: ignore[attr-defined]  # not in the stubs
+            raise MetadataFormatError(f"ledger metadata lacks {missing}")
         bad = invalid_utf8_field(fmt, body)  # nor UTF-8: the field would read as bytes (see _utf8)
         if bad is not None:
             raise MetadataFormatError(f"ledger metadata field {bad} is not UTF-8")

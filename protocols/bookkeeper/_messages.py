@@ -34,6 +34,11 @@ __all__ = [
     "write_lac_response",
 ]
 
+# Enum fields: the generated stubs type them as the protobuf enum classes, which no int (nor a
+# member of our IntEnums) is, while at run time a field takes any number its enum defines. Values
+# bound for such fields go through a local of this type: no call, no copy.
+_EnumValue = Any
+
 # operation -> (sub-message field in Request, sub-message field in Response)
 _FIELDS: dict[OperationType, tuple[str, str]] = {
     OperationType.READ_ENTRY: ("readRequest", "readResponse"),
@@ -54,8 +59,10 @@ _FIELDS: dict[OperationType, tuple[str, str]] = {
 def _header(header: pb.BKPacketHeader, op: OperationType, txn_id: int, priority: int) -> None:
     if not 0 <= txn_id < 2**64:
         raise ValueError(f"txn_id {txn_id} is not a u64")
-    header.version = PROTOCOL_VERSION
-    header.operation = op
+    version: _EnumValue = PROTOCOL_VERSION
+    operation: _EnumValue = op
+    header.version = version
+    header.operation = operation
     header.txnId = txn_id
     if priority:
         header.priority = priority
@@ -73,7 +80,8 @@ def _request(op: OperationType, txn_id: int, priority: int,
 def _response(op: OperationType, txn_id: int, status: int) -> pb.Response:
     resp = pb.Response()
     _header(resp.header, op, txn_id, 0)
-    resp.status = status
+    wire_status: _EnumValue = status
+    resp.status = wire_status
     return resp
 
 
@@ -177,7 +185,7 @@ def get_bookie_info_request(
 def add_response(txn_id: int, status: int, ledger_id: int, entry_id: int) -> pb.Response:
     """Answer to ADD_ENTRY; the top-level and the add status are both ``status``."""
     resp = _response(OperationType.ADD_ENTRY, txn_id, status)
-    resp.addResponse.status = status
+    resp.addResponse.status = resp.status
     resp.addResponse.ledgerId = ledger_id
     resp.addResponse.entryId = entry_id
     return resp
@@ -189,7 +197,7 @@ def read_response(txn_id: int, status: int, ledger_id: int, entry_id: int, *,
     """Answer to READ_ENTRY: ``body`` is the stored entry, ``max_lac`` the piggybacked LAC."""
     resp = _response(OperationType.READ_ENTRY, txn_id, status)
     r = resp.readResponse
-    r.status = status
+    r.status = resp.status
     r.ledgerId = ledger_id
     r.entryId = entry_id
     if body is not None:
@@ -206,7 +214,7 @@ def read_lac_response(txn_id: int, status: int, ledger_id: int, *, lac_body: byt
     """Answer to READ_LAC: the last WRITE_LAC body and/or the last stored entry."""
     resp = _response(OperationType.READ_LAC, txn_id, status)
     r = resp.readLacResponse
-    r.status = status
+    r.status = resp.status
     r.ledgerId = ledger_id
     if lac_body is not None:
         r.lacBody = lac_body
@@ -218,7 +226,7 @@ def read_lac_response(txn_id: int, status: int, ledger_id: int, *, lac_body: byt
 def write_lac_response(txn_id: int, status: int, ledger_id: int) -> pb.Response:
     """Answer to WRITE_LAC."""
     resp = _response(OperationType.WRITE_LAC, txn_id, status)
-    resp.writeLacResponse.status = status
+    resp.writeLacResponse.status = resp.status
     resp.writeLacResponse.ledgerId = ledger_id
     return resp
 
@@ -226,7 +234,7 @@ def write_lac_response(txn_id: int, status: int, ledger_id: int) -> pb.Response:
 def force_ledger_response(txn_id: int, status: int, ledger_id: int) -> pb.Response:
     """Answer to FORCE_LEDGER."""
     resp = _response(OperationType.FORCE_LEDGER, txn_id, status)
-    resp.forceLedgerResponse.status = status
+    resp.forceLedgerResponse.status = resp.status
     resp.forceLedgerResponse.ledgerId = ledger_id
     return resp
 
@@ -236,7 +244,7 @@ def get_bookie_info_response(txn_id: int, status: int, *, total_disk_capacity: i
     """Answer to GET_BOOKIE_INFO; sizes in bytes, omitted when not requested."""
     resp = _response(OperationType.GET_BOOKIE_INFO, txn_id, status)
     r = resp.getBookieInfoResponse
-    r.status = status
+    r.status = resp.status
     if total_disk_capacity is not None:
         r.totalDiskCapacity = total_disk_capacity
     if free_disk_space is not None:
@@ -254,10 +262,13 @@ def error_response(request: pb.Request, status: int) -> pb.Response:
     op = int(request.header.operation)
     txn = request.header.txnId
     resp = pb.Response()
-    resp.header.version = PROTOCOL_VERSION
-    resp.header.operation = op
+    version: _EnumValue = PROTOCOL_VERSION
+    operation: _EnumValue = op
+    wire_status: _EnumValue = status
+    resp.header.version = version
+    resp.header.operation = operation
     resp.header.txnId = txn
-    resp.status = status
+    resp.status = wire_status
     if op not in _FIELDS:
         return resp
     req_field, resp_field = _FIELDS[OperationType(op)]

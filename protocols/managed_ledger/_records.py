@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from google.protobuf.message import DecodeError, EncodeError
+from google.protobuf.message import DecodeError, EncodeError, Message
 
 from .._utf8 import invalid_utf8_field
 from . import managed_ledger_pb2 as pb
@@ -100,11 +100,12 @@ def _parse(msg_type: type, data: bytes, what: str) -> Any:
     return msg
 
 
-def _serialize(msg: object) -> bytes:
+def _serialize(msg: Message) -> bytes:
     try:
-        return msg.SerializeToString()  # type: ignore[attr-defined]
+        data: bytes = msg.SerializeToString()
     except EncodeError as exc:  # unreachable for validated values
         raise MLFormatError(str(exc)) from exc
+    return data
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,14 @@
 Pure functions and a byte-fed decoder over the generated ``pulsar_api_pb2`` messages (package
 ``magnetar.pulsar``, wire compatible with Pulsar's PulsarApi.proto). Nothing here touches a
 socket: the broker's trio loop feeds received bytes to :class:`FrameDecoder` and writes the
-bytes the encoders return. Imports only protobuf, crc32c and the standard library.
+bytes the encoders return. Topic, namespace and subscription names are parsed here too
+(`TopicName`), for the broker, the CLI, retention and the Spark connector alike. Imports only
+protobuf, crc32c and the standard library.
 """
 
+from .._errors import FrameError as FrameError
+from .._errors import FrameTooLarge as FrameTooLarge
+from .._errors import MalformedFrame as MalformedFrame
 from .._utf8 import invalid_utf8_field as invalid_utf8_field
 from . import pulsar_api_pb2 as pulsar_api_pb2
 from ._batch import build_batch as build_batch
@@ -15,10 +20,7 @@ from ._commands import command_field as command_field
 from ._commands import make_command as make_command
 from ._commands import type_name as type_name
 from ._errors import ChecksumMismatch as ChecksumMismatch
-from ._errors import FrameError as FrameError
-from ._errors import FrameTooLarge as FrameTooLarge
 from ._errors import MalformedBatch as MalformedBatch
-from ._errors import MalformedFrame as MalformedFrame
 from ._frames import DEFAULT_MAX_FRAME_SIZE as DEFAULT_MAX_FRAME_SIZE
 from ._frames import MAGIC_BROKER_ENTRY_METADATA as MAGIC_BROKER_ENTRY_METADATA
 from ._frames import MAGIC_CRC32C as MAGIC_CRC32C
@@ -35,6 +37,11 @@ from ._hash import key_hash as key_hash
 from ._hash import key_hash_slot as key_hash_slot
 from ._hash import murmur3_32 as murmur3_32
 from ._hash import sticky_key as sticky_key
+from ._names import PARTITIONED_SUFFIX as PARTITIONED_SUFFIX
+from ._names import InvalidTopicNameError as InvalidTopicNameError
+from ._names import NamespaceName as NamespaceName
+from ._names import TopicName as TopicName
+from ._names import check_subscription_name as check_subscription_name
 from .pulsar_api_pb2 import BaseCommand as BaseCommand
 from .pulsar_api_pb2 import BrokerEntryMetadata as BrokerEntryMetadata
 from .pulsar_api_pb2 import MessageIdData as MessageIdData
@@ -47,6 +54,7 @@ __all__ = [
     "MAGIC_BROKER_ENTRY_METADATA",
     "MAGIC_CRC32C",
     "NONE_KEY",
+    "PARTITIONED_SUFFIX",
     "BaseCommand",
     "BrokerEntryMetadata",
     "ChecksumMismatch",
@@ -54,12 +62,16 @@ __all__ = [
     "FrameDecoder",
     "FrameError",
     "FrameTooLarge",
+    "InvalidTopicNameError",
     "MalformedBatch",
     "MalformedFrame",
     "MessageIdData",
     "MessageMetadata",
+    "NamespaceName",
     "SingleMessageMetadata",
+    "TopicName",
     "build_batch",
+    "check_subscription_name",
     "command_body",
     "command_field",
     "decode_frame",

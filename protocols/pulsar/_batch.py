@@ -44,7 +44,7 @@ def split_batch(payload: bytes | memoryview, count: int | None = None) -> list[t
         meta = SingleMessageMetadata()
         meta_bytes = view[offset:offset + meta_size]
         try:
-            meta.ParseFromString(meta_bytes)
+            meta.ParseFromString(meta_bytes)  # type: ignore[arg-type]  # stub says bytes; protobuf takes any buffer
         except DecodeError as exc:
             raise MalformedBatch(f"message {index}: unparsable SingleMessageMetadata: {exc}") from exc
         if not meta.IsInitialized():

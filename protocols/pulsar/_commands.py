@@ -27,7 +27,8 @@ def _type_value(type_: int | str) -> int:
         value = _TYPE_ENUM.values_by_name.get(type_)
         if value is None:
             raise ValueError(f"unknown BaseCommand type {type_!r}")
-        return value.number
+        number: int = value.number
+        return number
     if type_ not in _FIELD_BY_TYPE:
         raise ValueError(f"unknown BaseCommand type {type_!r}")
     return int(type_)
@@ -52,7 +53,8 @@ def make_command(type_: int | str, /, **fields: Any) -> BaseCommand:
     """
     value = _type_value(type_)
     name = _FIELD_BY_TYPE[value]
-    command = BaseCommand(type=value)
+    wire_type: Any = value  # the stub types ``type`` as the enum class; any defined number works
+    command = BaseCommand(type=wire_type)
     sub = getattr(command, name)
     sub.SetInParent()
     if fields:
@@ -65,7 +67,8 @@ def command_body(command: BaseCommand) -> Message | None:
     name = _FIELD_BY_TYPE.get(command.type)
     if name is None or not command.HasField(name):
         return None
-    return getattr(command, name)
+    body: Message = getattr(command, name)
+    return body
 
 
 def type_name(type_: int) -> str:

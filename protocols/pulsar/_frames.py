@@ -26,8 +26,9 @@ from typing import NoReturn
 from crc32c import crc32c
 from google.protobuf.message import DecodeError, EncodeError, Message
 
+from .._errors import FrameError, FrameTooLarge, MalformedFrame
 from .._utf8 import invalid_utf8_field
-from ._errors import ChecksumMismatch, FrameError, FrameTooLarge, MalformedFrame
+from ._errors import ChecksumMismatch
 from .pulsar_api_pb2 import BaseCommand, BrokerEntryMetadata, MessageMetadata
 
 MAGIC_CRC32C = 0x0E01
@@ -154,8 +155,7 @@ class FrameDecoder:
             return None
         (total,) = _U32.unpack_from(buf, pos)
         if total + 4 > self.max_frame_size:
-            return self._fail(FrameTooLarge(
-                f"frame of {total + 4} bytes exceeds the limit of {self.max_frame_size} bytes"))
+            return self._fail(FrameTooLarge(total + 4, self.max_frame_size))
         if total < 4:
             return self._fail(MalformedFrame(f"totalSize {total} is smaller than a cmdSize field"))
         if available >= 8:
@@ -227,7 +227,8 @@ def _parse_frame(body: memoryview, size: int) -> Frame:
 def _peek_u16(body: memoryview, offset: int) -> int | None:
     if offset + 2 > len(body):
         return None
-    return _U16.unpack_from(body, offset)[0]
+    value: int = _U16.unpack_from(body, offset)[0]
+    return value
 
 
 def _parse_command(data: memoryview) -> BaseCommand:
@@ -238,11 +239,11 @@ def _parse_command(data: memoryview) -> BaseCommand:
 
 def _parse_into(msg: Message, data: memoryview, what: str, command: BaseCommand | None) -> None:
     try:
-        msg.ParseFromString(data)
+        msg.ParseFromString(data)  # type: ignore[arg-type]  # stub says bytes; protobuf takes any buffer
     except DecodeError as exc:
         raise MalformedFrame(f"unparsable {what}: {exc}", command=command) from exc
     if not msg.IsInitialized():
-        missing = ", ".join(msg.FindInitializationErrors())
+        missing = ", ".join(msg.FindInitializationErrors())  # type: ignore[attr-defined]  # not in the stubs
         raise MalformedFrame(f"{what} lacks required fields: {missing}", command=command)
     bad = invalid_utf8_field(msg, data)  # upb would hand this field back as bytes (see _utf8)
     if bad is not None:
@@ -254,9 +255,10 @@ def _parse_into(msg: Message, data: memoryview, what: str, command: BaseCommand 
 
 def _serialize(msg: Message, what: str) -> bytes:
     try:
-        return msg.SerializeToString()
+        data: bytes = msg.SerializeToString()
     except EncodeError as exc:
         raise ValueError(f"cannot encode {what}: {exc}") from exc
+    return data
 
 
 def encode_command(command: BaseCommand) -> bytes:
@@ -333,6 +335,6 @@ def decode_frame(data: bytes, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> F
 
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE", "MAGIC_BROKER_ENTRY_METADATA", "MAGIC_CRC32C", "Frame", "FrameDecoder",
-    "FrameError", "decode_frame", "encode_command", "encode_metadata_and_payload",
+    "decode_frame", "encode_command", "encode_metadata_and_payload",
     "encode_payload_command", "encode_payload_command_raw",
 ]

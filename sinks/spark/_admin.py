@@ -6,19 +6,17 @@ Every call raises `AdminError` with the HTTP status and the broker's reason when
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 
+from protocols.pulsar import TopicName
+
 from ._offsets import LedgerSpan, Position
 
-__all__ = ["AdminClient", "AdminError", "TopicStats", "full_topic_name", "split_topic"]
-
-_PARTITION = re.compile(r"^(.*)-partition-(\d+)$")
-
+__all__ = ["AdminClient", "AdminError", "TopicStats", "persistent_topic"]
 
 class AdminError(Exception):
     """An admin REST call failed; ``status`` is the HTTP status (0 when unreachable)."""
@@ -28,33 +26,13 @@ class AdminError(Exception):
         super().__init__(message)
 
 
-def full_topic_name(topic: str) -> str:
-    """``t`` -> ``persistent://public/default/t``; ``tenant/ns/t`` -> ``persistent://tenant/ns/t``."""
-    if "://" in topic:
-        return topic
-    parts = topic.split("/")
-    if len(parts) == 1:
-        return f"persistent://public/default/{topic}"
-    if len(parts) == 3:
-        return f"persistent://{topic}"
-    raise ValueError(f"topic name {topic!r}: use name, tenant/namespace/name or "
-                     "persistent://tenant/namespace/name")
-
-
-def split_topic(topic: str) -> tuple[str, str, str]:
-    """``persistent://tenant/ns/name`` -> ``(tenant, ns, name)``."""
-    full = full_topic_name(topic)
-    scheme, rest = full.split("://", 1)
-    if scheme != "persistent":
+def persistent_topic(topic: str) -> TopicName:
+    """``topic`` in any form Pulsar accepts (``t``, ``tenant/ns/t``, ``persistent://tenant/ns/t``),
+    parsed; `ValueError` unless it names a persistent topic."""
+    name = TopicName.parse(topic)
+    if not name.persistent:
         raise ValueError(f"topic {topic!r}: only persistent topics can be read")
-    tenant, ns, name = rest.split("/", 2)
-    return tenant, ns, name
-
-
-def partition_index(topic: str) -> int:
-    """The partition index of ``...-partition-N`` names, -1 for a non-partitioned topic."""
-    m = _PARTITION.match(topic)
-    return int(m.group(2)) if m else -1
+    return name
 
 
 @dataclass(frozen=True)
@@ -94,8 +72,8 @@ class AdminClient:
 
     @staticmethod
     def _tp(topic: str) -> str:
-        tenant, ns, name = split_topic(topic)
-        return f"/admin/v2/persistent/{tenant}/{ns}/{quote(name, safe='')}"
+        t = persistent_topic(topic)
+        return f"/admin/v2/persistent/{t.tenant}/{t.namespace}/{t.encoded_local_name}"
 
     def partitions(self, topic: str) -> int:
         """Partition count of ``topic`` (0: not partitioned, or unknown)."""
@@ -104,9 +82,9 @@ class AdminClient:
 
     def expand(self, topic: str) -> list[str]:
         """The partitions of ``topic`` (``...-partition-N``), or ``[topic]`` when not partitioned."""
-        full = full_topic_name(topic)
-        n = self.partitions(full)
-        return [f"{full}-partition-{i}" for i in range(n)] if n else [full]
+        full = TopicName.parse(topic)
+        n = self.partitions(str(full))
+        return [str(full.partition_name(i)) for i in range(n)] if n else [str(full)]
 
     def list_topics(self, tenant: str, namespace: str) -> list[str]:
         """Every topic of the namespace, partitioned ones both as partitions and as names."""
@@ -136,10 +114,10 @@ class AdminClient:
 
     def retention(self, topic: str) -> str:
         """A human description of the retention policy applying to ``topic`` (for error messages)."""
-        tenant, ns, _ = split_topic(topic)
-        base = topic.split("-partition-")[0] if partition_index(topic) >= 0 else topic
+        t = persistent_topic(topic)
+        tenant, ns = t.tenant, t.namespace
         parts = []
-        for where, path in (("topic", f"{self._tp(base)}/retention"),
+        for where, path in (("topic", f"{self._tp(str(t.partitioned_topic))}/retention"),
                             ("namespace", f"/admin/v2/namespaces/{tenant}/{ns}/retention")):
             try:
                 body = self._call("GET", path, ok404=True)
@@ -170,8 +148,9 @@ class AdminClient:
 
     def schema(self, topic: str) -> dict[str, Any] | None:
         """The latest schema of ``topic`` (Pulsar's GetSchemaResponse JSON), None when it has none."""
-        tenant, ns, name = split_topic(topic)
-        return self._call("GET", f"/admin/v2/schemas/{tenant}/{ns}/{quote(name, safe='')}/schema", ok404=True)
+        t = persistent_topic(topic)
+        return self._call("GET", f"/admin/v2/schemas/{t.tenant}/{t.namespace}/{t.encoded_local_name}/schema",
+                          ok404=True)
 
     def set_deduplication(self, namespace: str, enabled: bool = True) -> None:
         """Turn broker deduplication on (or off) for ``tenant/namespace``."""

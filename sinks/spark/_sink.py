@@ -42,7 +42,7 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamWriter, WriterCommitMessage
 
-from ._admin import AdminClient, split_topic
+from ._admin import AdminClient, persistent_topic
 from ._options import SinkOptions
 
 __all__ = ["MagnetarStreamWriter", "SinkCommit", "enable_deduplication", "sequence_id", "BATCH_MESSAGES"]
@@ -76,12 +76,12 @@ class SinkCommit(WriterCommitMessage):
 def enable_deduplication(admin_url: str, topic: str) -> bool:
     """Rule 3: turn deduplication on for ``topic``'s namespace; True if it was off. The broker
     applies it to the topic even when loaded (no unload needed). Raises `AdminError` on failure."""
-    tenant, ns, _ = split_topic(topic)
+    namespace = str(persistent_topic(topic).namespace_name)
     admin = AdminClient(admin_url)
     try:
-        if admin.deduplication(f"{tenant}/{ns}") is True:
+        if admin.deduplication(namespace) is True:
             return False
-        admin.set_deduplication(f"{tenant}/{ns}", True)
+        admin.set_deduplication(namespace, True)
         return True
     finally:
         admin.close()

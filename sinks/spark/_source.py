@@ -27,7 +27,9 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from ._admin import AdminClient, full_topic_name
+from protocols.pulsar import TopicName
+
+from ._admin import AdminClient
 from ._decode import ValueSchema, value_schema_from_info
 from ._offsets import (
     EARLIEST,
@@ -159,7 +161,7 @@ def resolve_value_schema(opts: SourceOptions) -> ValueSchema | None:
         return None
     admin = AdminClient(opts.admin_url)
     try:
-        return value_schema_from_info(admin.schema(full_topic_name(opts.topics[0])))
+        return value_schema_from_info(admin.schema(opts.topics[0]))
     finally:
         admin.close()
 
@@ -168,11 +170,11 @@ def _lookup(parsed: dict[str, Any], partition: str, default: Any) -> Any:
     if partition in parsed:
         return parsed[partition]
     for name, value in parsed.items():
-        if full_topic_name(name) == partition:
+        if str(TopicName.parse(name)) == partition:
             return value
-    base = partition.rsplit("-partition-", 1)[0]
+    base = str(TopicName.parse(partition).partitioned_topic)
     for name, value in parsed.items():
-        if full_topic_name(name) == base:
+        if str(TopicName.parse(name)) == base:
             return value
     return default
 

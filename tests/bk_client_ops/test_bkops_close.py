@@ -1,4 +1,4 @@
-"""Closing a ledger: what is recorded, and the conflicts of seed 001 ("Closing")."""
+"""Closing a ledger: what is recorded, and the conflicts of `bk_client._close` (rules 1-4)."""
 
 from __future__ import annotations
 

@@ -5,11 +5,12 @@ through) is unchanged; the loop is best effort and stops with the handle."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 import trio
 
 from bk_client import ClientConfig, HandleState, LedgerFenced
-from bk_client._explicit_lac import send_explicit_lac
 from magnetar.config import ConfigError, load_config
 
 from .fake_bookie import fake_cluster
@@ -20,7 +21,7 @@ EXPLICIT = ClientConfig(read_entry_timeout_s=1.0, speculative_read_timeout_s=0.0
                         reconnect_backoff_max_s=0.2, add_entry_timeout_s=1.0, explicit_lac_interval_ms=20)
 
 
-async def _wait(pred, timeout: float = 5.0) -> None:  # type: ignore[no-untyped-def]
+async def _wait(pred: Callable[[], bool], timeout: float = 5.0) -> None:  # noqa: ASYNC109 - a test poller's limit
     with trio.fail_after(timeout):
         while not pred():
             await trio.sleep(0.01)
@@ -59,7 +60,7 @@ async def test_idle_writer_publishes_its_lac_to_readers() -> None:
             for i in range(3):
                 await lh.add_entry(b"e%d" % i)
             # the last ensemble's bookies got WRITE_LAC 2 once the writer was idle
-            await _wait(lambda: lh._explicit_lac == 2)
+            await _wait(lambda: lh.explicit_lac.published_lac == 2)
             assert all(b.write_lacs_received >= 1 for b in c.bookies)
             rh = await other.open_ledger(lh.ledger_id, recovery=False)
             assert rh.last_add_confirmed == 2  # READ_LAC carries the explicit LAC
@@ -85,12 +86,12 @@ async def test_nothing_new_means_no_write_lac() -> None:
         await trio.sleep(0.1)
         assert _write_lacs(c) == 0  # no entry yet: nothing to publish
         await lh.add_entry(b"a")
-        await _wait(lambda: lh._explicit_lac == 0)
+        await _wait(lambda: lh.explicit_lac.published_lac == 0)
         await _wait(lambda: _write_lacs(c) == 3)  # one round, to every bookie of the ensemble
         sent = c.bk.metrics.statistics()["bookkeeper_client_WRITE_LAC_total"]
         await trio.sleep(0.15)
         assert c.bk.metrics.statistics()["bookkeeper_client_WRITE_LAC_total"] == sent
-        assert not send_explicit_lac(lh)  # rule 3: already published
+        assert not lh.explicit_lac.flush()  # rule 3: already published
 
 
 async def test_a_piggybacked_lac_is_not_sent_again() -> None:
@@ -98,15 +99,15 @@ async def test_a_piggybacked_lac_is_not_sent_again() -> None:
         lh = await c.bk.create_ledger(3, 2, 2)
         await lh.add_entry(b"a")
         await lh.add_entry(b"b")   # carried LAC 0
-        assert lh._piggybacked_lac == 0
-        assert send_explicit_lac(lh)   # LAC 1 was never piggybacked
-        await _wait(lambda: lh._explicit_lac == 1)
+        assert lh.piggybacked_lac == 0
+        assert lh.explicit_lac.flush()   # LAC 1 was never piggybacked
+        await _wait(lambda: lh.explicit_lac.published_lac == 1)
         await lh.add_entry(b"c")   # carries LAC 1
-        assert lh._piggybacked_lac == 1
-        assert send_explicit_lac(lh)   # LAC 2 is news again
-        await _wait(lambda: lh._explicit_lac == 2)
+        assert lh.piggybacked_lac == 1
+        assert lh.explicit_lac.flush()   # LAC 2 is news again
+        await _wait(lambda: lh.explicit_lac.published_lac == 2)
         await lh.close()
-        assert not send_explicit_lac(lh)  # rule 1: closed handles say nothing
+        assert not lh.explicit_lac.flush()  # rule 1: closed handles say nothing
 
 
 async def test_writer_handle_reads_are_unchanged() -> None:
@@ -129,13 +130,13 @@ async def test_a_dead_bookie_does_not_fail_the_idle_writer() -> None:
     async with fake_cluster(4, EXPLICIT) as c:
         lh = await c.bk.create_ledger(3, 2, 2)
         await lh.add_entry(b"a")
-        await _wait(lambda: lh._explicit_lac == 0)
+        await _wait(lambda: lh.explicit_lac.published_lac == 0)
         await lh.add_entry(b"b")
         await c.bookie(lh.metadata.last_segment.ensemble[0]).kill()
         await trio.sleep(0.2)   # WRITE_LAC rounds fail on the dead bookie: best effort only
         assert lh.state is HandleState.OPEN
         await lh.add_entry(b"c")  # the next add replaces the bookie
-        await _wait(lambda: lh._explicit_lac == 2)
+        await _wait(lambda: lh.explicit_lac.published_lac == 2)
         assert len(lh.metadata.segments) == 2
         await lh.close()
 

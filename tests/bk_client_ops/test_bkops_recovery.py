@@ -88,7 +88,7 @@ async def test_an_entry_no_replica_has_ends_the_recovered_ledger() -> None:
             b.silent_adds = True
         seen = [b.requests_seen for b in c.bookies]
         op = await lh.append(b"lost")
-        while any(b.requests_seen == n for b, n in zip(c.bookies, seen)):
+        while any(b.requests_seen == n for b, n in zip(c.bookies, seen, strict=True)):
             await trio.sleep(0.001)  # every bookie swallowed the add
         for b in c.bookies:
             b.silent_adds = False

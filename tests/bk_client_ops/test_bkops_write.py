@@ -79,7 +79,7 @@ async def test_in_flight_adds_are_bounded() -> None:
         for b in c.bookies:
             b.add_delay = 0.01
         ops = []
-        for i in range(20):
+        for _ in range(20):
             ops.append(await lh.append(b"p" * 10))
             assert lh.statistics()["in_flight"] <= 4
         assert [await op.result() for op in ops] == list(range(20))
@@ -225,9 +225,10 @@ async def test_an_entry_over_the_frame_limit_is_refused_and_the_handle_stays_usa
 
 
 def _rss_anon_bytes() -> int:
-    for line in open("/proc/self/status"):
-        if line.startswith("RssAnon:"):
-            return int(line.split()[1]) * 1024
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) * 1024
     raise AssertionError("no RssAnon in /proc/self/status")
 
 

@@ -1,6 +1,7 @@
 """A writer process for the crash tests: creates a ledger, prints ``ledger <id>``, waits for a
-line on stdin (the test prepares the bookies meanwhile), adds ``count`` entries (``payload(i)``) keeping them all in flight, prints ``acked <id>`` for each acknowledged
-one, then ``done`` and waits to be killed (it never closes the ledger).
+line on stdin (the test prepares the bookies meanwhile), adds ``count`` entries (``payload(i)``)
+keeping them all in flight, prints ``acked <id>`` for each acknowledged one, then ``done`` and
+waits to be killed (it never closes the ledger).
 
     python -m tests.bk_client_real.bkreal_writer <metadata-url> <E> <Qw> <Qa> <count>
 """

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import trio
 
-from bookie._gc import GarbageCollector
-from bookie._gc_config import GcConfig
+from bookie.gc import GarbageCollector, GcConfig
 from tests.bookie_gc.gc_helpers import open_storage
 
 

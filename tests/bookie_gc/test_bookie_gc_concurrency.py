@@ -9,8 +9,7 @@ from pathlib import Path
 import trio
 import trio.lowlevel
 
-from bookie._gc import GarbageCollector
-from bookie._gc_config import GcConfig
+from bookie.gc import GarbageCollector, GcConfig
 
 from .gc_helpers import check_entries, open_storage, payload, write_interleaved
 

@@ -16,9 +16,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from bookie._compaction import KILL_AT_GC_ENV
-from bookie._gc import GarbageCollector
-from bookie._gc_config import GcConfig
+from bookie.gc import GarbageCollector, GcConfig
+from bookie.gc._compaction import KILL_AT_GC_ENV
 
 from .gc_helpers import check_entries, du, live_bytes, open_storage, write_interleaved
 

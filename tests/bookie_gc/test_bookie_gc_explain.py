@@ -15,11 +15,10 @@ from click.testing import CliRunner
 from rich.console import Console
 from starlette.applications import Starlette
 
-from bookie._compaction import RateLimiter
-from bookie._gc import GarbageCollector
-from bookie._gc_config import GcConfig
-from bookie._gc_explain import Reason
-from bookie._gc_http import gc_routes, parse_gc_request
+from bookie.gc import GarbageCollector, GcConfig, gc_routes
+from bookie.gc._compaction import RateLimiter
+from bookie.gc._explain import Reason
+from bookie.gc._http import parse_gc_request
 from magnetar.cli._gc_cli import gc_explain, render_explain
 from magnetar.config import ConfigError, load_config
 from metadata import open_metadata_store

@@ -95,7 +95,8 @@ async def test_bookie_process_gives_deleted_ledgers_space_back(tmp_path: Path, z
     try:
         async with open_metadata_store(zk_url) as store:
             for lid in alone + mixed:
-                md = metadata_for([BOOKIE_ID], custom={"pulsar/managed-ledger": f"tenant/ns/persistent/t{lid}".encode()})
+                ml_name = f"tenant/ns/persistent/t{lid}".encode()
+                md = metadata_for([BOOKIE_ID], custom={"pulsar/managed-ledger": ml_name})
                 await store.create(ledger_path("", lid), md.encode(), make_parents=True)
             await _write(bookie.port, alone)
             await _write(bookie.port, mixed)

@@ -9,9 +9,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from bookie._compaction import CompactionKind
-from bookie._gc import GarbageCollector
-from bookie._gc_config import GcConfig
+from bookie.gc import CompactionKind, GarbageCollector, GcConfig
 from metadata import open_metadata_store
 from protocols.bookkeeper import ledger_path
 

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import trio
 
-from bookie._journal import Journal
-from bookie._journal_config import JournalConfig
+from bookie.journal import Journal, JournalConfig
 from tests.bookie_journal.journal_helpers import payload
 
 

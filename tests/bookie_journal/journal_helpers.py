@@ -7,10 +7,8 @@ from pathlib import Path
 
 import trio
 
-from bookie._journal import Journal
-from bookie._journal_codec import AddEntry, JournalRecord, LogMark
-from bookie._journal_config import JournalConfig
-from bookie._journal_files import JournalDisk, ReplayReport, iter_journal
+from bookie.journal import AddEntry, Journal, JournalConfig, JournalDisk, JournalRecord, LogMark, ReplayReport
+from bookie.journal._files import iter_journal
 
 
 def payload(ledger: int, entry: int, size: int = 100) -> bytes:
@@ -23,8 +21,11 @@ async def open_journal(tmp: Path, **cfg) -> Journal:
     return await Journal.open(tmp / "journal", [tmp / "ledgers0", tmp / "ledgers1"], JournalConfig(**cfg))
 
 
-def replay_all(tmp: Path, from_mark: LogMark = LogMark(0, 0)) -> tuple[list[tuple[LogMark, JournalRecord]],
-                                                                          ReplayReport]:
+_JOURNAL_START = LogMark(0, 0)  # frozen, so sharing it as a default is safe
+
+
+def replay_all(tmp: Path, from_mark: LogMark = _JOURNAL_START) -> tuple[list[tuple[LogMark, JournalRecord]],
+                                                                         ReplayReport]:
     report = ReplayReport()
     return list(iter_journal(tmp / "journal", from_mark, report)), report
 

@@ -6,17 +6,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bookie._journal_codec import (
+from bookie.journal import AddEntry, ExplicitLac, FenceLedger, JournalFormatError, LogMark, MasterKey, Padding
+from bookie.journal._codec import (
     FILE_HEADER_SIZE,
     RECORD_OVERHEAD,
-    AddEntry,
     DecodeStop,
-    ExplicitLac,
-    FenceLedger,
-    JournalFormatError,
-    LogMark,
-    MasterKey,
-    Padding,
     StopReason,
     decode_file_header,
     decode_last_mark,
@@ -105,7 +99,7 @@ def test_every_single_bit_flip_is_detected() -> None:
 
 
 def test_zeroed_preallocated_tail_is_a_clean_end() -> None:
-    raw, ends = _buf()
+    raw, _ends = _buf()
     res = scan_records(raw + bytes(4096))
     assert len(res.records) == len(SAMPLES)
     assert res.stop.reason is StopReason.ZERO_TAIL and res.stop.offset == len(raw)

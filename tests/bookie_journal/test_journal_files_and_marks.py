@@ -9,9 +9,10 @@ import pytest
 import trio
 import trio.lowlevel
 
-from bookie._journal_codec import FILE_HEADER_SIZE, AddEntry, LogMark, StopReason
-from bookie._journal_files import list_journal_files
-from bookie._last_mark import LAST_MARK_FILE, read_last_mark, write_last_mark
+from bookie.journal import AddEntry, LogMark
+from bookie.journal._codec import FILE_HEADER_SIZE, StopReason
+from bookie.journal._files import list_journal_files
+from bookie.journal._last_mark import LAST_MARK_FILE, read_last_mark, write_last_mark
 
 from .journal_helpers import adds, open_journal, payload, replay_all
 
@@ -145,7 +146,7 @@ async def test_replay_stops_at_bit_flip_in_last_file_and_new_writes_go_to_a_new_
     # the damaged file was cut where replay stopped, so the next replay passes through cleanly
     records, report2 = replay_all(tmp_path)
     assert report2.stop is None
-    assert [(r.ledger_id, r.entry_id) for _, r in records] == kept + [(2, 0)]
+    assert [(r.ledger_id, r.entry_id) for _, r in records] == [*kept, (2, 0)]
 
 
 async def test_corruption_in_an_earlier_file_stops_replay_there(tmp_path, caplog) -> None:

@@ -5,25 +5,33 @@ preallocation, and a start without room for a file spends the reserve file."""
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 from pathlib import Path
 
 import pytest
 import trio
 
-from bookie._journal import RESERVE_FILE, Journal, JournalIOError, JournalNoSpaceError, JournalState
-from bookie._journal_codec import (
-    FILE_HEADER_SIZE,
+from bookie import DiskUsage, SpaceGuard
+from bookie.journal import (
+    RESERVE_FILE,
     AddEntry,
+    Journal,
+    JournalConfig,
+    JournalDisk,
+    JournalIOError,
+    JournalNoSpaceError,
+    JournalState,
     LogMark,
+)
+from bookie.journal._codec import (
+    FILE_HEADER_SIZE,
     decode_file_header,
     decode_file_prev,
     encode_add_header,
     encode_file_header,
 )
-from bookie._journal_config import JournalConfig
-from bookie._journal_files import JournalDisk, list_journal_files
-from bookie._space import DiskUsage, SpaceGuard
+from bookie.journal._files import list_journal_files
 
 from .journal_helpers import FailingDisk, adds, open_journal, payload, replay_all
 
@@ -168,7 +176,7 @@ async def test_each_new_file_declares_where_the_journal_was(tmp_path: Path) -> N
         await journal.log_add_entry(2, 0, b"after restart")
     files = list_journal_files(tmp_path / "journal")
     assert len(files) > 3
-    for (prev_id, _), (_, path) in zip(files, files[1:]):
+    for (prev_id, _), (_, path) in itertools.pairwise(files):
         prev = decode_file_prev(_header(path))
         assert prev is not None and prev.file_id == prev_id
     records, report = replay_all(tmp_path)

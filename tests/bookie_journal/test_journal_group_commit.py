@@ -8,9 +8,18 @@ import pytest
 import trio
 import trio.testing
 
-from bookie._journal import Journal, JournalClosedError, JournalIOError, JournalState
-from bookie._journal_codec import AddEntry, ExplicitLac, FenceLedger, LogMark, MasterKey
-from bookie._journal_config import JournalConfig
+from bookie.journal import (
+    AddEntry,
+    ExplicitLac,
+    FenceLedger,
+    Journal,
+    JournalClosedError,
+    JournalConfig,
+    JournalIOError,
+    JournalState,
+    LogMark,
+    MasterKey,
+)
 from magnetar.config import ConfigError
 
 from .journal_helpers import FailingDisk, adds, open_journal, payload, replay_all

@@ -27,9 +27,9 @@ from bookie import (
     open_bookie,
     run_disk_checker,
 )
-from bookie._entry_log_codec import HEADER_SIZE
-from bookie._journal_codec import FenceLedger, LogMark
-from bookie._journal_files import iter_journal
+from bookie.journal import FenceLedger, LogMark
+from bookie.journal._files import iter_journal
+from bookie.storage._entry_log_codec import HEADER_SIZE
 from protocols.bookkeeper import StatusCode
 from tests.bookie_storage.fakes import FailingFileOps
 
@@ -39,7 +39,7 @@ pytestmark = pytest.mark.timeout(60)
 
 KiB = 1024
 MiB = 1024 * KiB
-RESERVE_FILE = "reserve.space"  # bookie._journal.RESERVE_FILE
+RESERVE_FILE = "reserve.space"  # bookie.journal._journal.RESERVE_FILE
 
 
 class _FullJournalDisk(JournalDisk):

@@ -34,7 +34,7 @@ async def running(tmp: Path, **cfg: Any) -> AsyncIterator[tuple[Bookie, int]]:
 
 
 async def test_pipelined_adds_then_reads_round_trip(tmp_path: Path) -> None:
-    async with running(tmp_path) as (bookie, port):
+    async with running(tmp_path) as (_bookie, port):
         c = await Client.connect(port)
         n = 200
         adds = [add_request(i + 1, 1, i, KEY, entry(1, i, b"p%d" % i * 50)) for i in range(n)]
@@ -89,7 +89,7 @@ async def test_error_statuses_over_the_wire(tmp_path: Path) -> None:
 
 
 async def test_lac_operations_and_long_poll(tmp_path: Path) -> None:
-    async with running(tmp_path) as (bookie, port):
+    async with running(tmp_path) as (_bookie, port):
         c = await Client.connect(port)
         for i in range(3):
             assert (await c.call(add_request(i + 1, 4, i, KEY, entry(4, i, b"x")))).status == StatusCode.EOK

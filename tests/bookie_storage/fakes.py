@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import os
 
-from bookie._entry_log import FileOps
+from bookie.storage import FileOps
 
 
 class FailingFileOps(FileOps):

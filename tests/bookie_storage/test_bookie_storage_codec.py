@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bookie._entry_log_codec import (
+from bookie.storage import CorruptLogError
+from bookie.storage._entry_log_codec import (
     HEADER_SIZE,
     INVALID_LEDGER_ID,
     MAP_CHUNK,
-    CorruptLogError,
     LogHeader,
     decode_header,
     decode_ledgers_map,

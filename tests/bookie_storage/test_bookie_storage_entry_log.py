@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bookie._entry_log import EntryLogger, StorageIOError
-from bookie._entry_log_codec import HEADER_SIZE, decode_header, split_location
+from bookie.storage import EntryLogger, StorageIOError
+from bookie.storage._entry_log_codec import HEADER_SIZE, decode_header, split_location
 
 from .fakes import FailingFileOps
 
@@ -23,7 +23,7 @@ def test_append_read_and_directory_routing(tmp_path: Path) -> None:
     entries = _entries(range(4), 10)
     locs = el.append(entries)
     el.sync()
-    for (lid, eid, payload), loc in zip(entries, locs):
+    for (lid, eid, payload), loc in zip(entries, locs, strict=True):
         assert el.read(loc, lid, eid) == payload
         log_id, offset = split_location(loc)
         assert offset >= HEADER_SIZE
@@ -67,7 +67,7 @@ def test_roll_writes_ledgers_map_matching_a_scan(tmp_path: Path) -> None:
         total += usage.total_size
     assert total == sum(20 + len(p) for _, _, p in entries)
     # every location still reads back after the rolls and a reopen
-    for (lid, eid, payload), loc in zip(entries, locs):
+    for (lid, eid, payload), loc in zip(entries, locs, strict=True):
         assert reopened.read(loc, lid, eid) == payload
     reopened.close()
 
@@ -140,7 +140,7 @@ def test_failed_write_raises_truncates_and_moves_to_a_new_log(tmp_path: Path) ->
     locs = el.append(_entries(range(1, 2), 50))
     el.sync()
     assert split_location(locs[0])[0] > log_id
-    for (lid, eid, payload), loc in zip(good, good_locs):
+    for (lid, eid, payload), loc in zip(good, good_locs, strict=True):
         assert el.read(loc, lid, eid) == payload
     el.close()
 

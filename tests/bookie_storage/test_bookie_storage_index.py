@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bookie._index import EntryIndex, LedgerInfo
+from bookie.storage._index import EntryIndex, LedgerInfo
 
 
 def test_bulk_put_get_and_reopen(tmp_path: Path) -> None:

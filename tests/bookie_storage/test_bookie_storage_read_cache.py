@@ -7,7 +7,7 @@ import threading
 import trio
 import trio.testing
 
-from bookie._read_cache import ReadAhead, ReadCache
+from bookie.storage._read_cache import ReadAhead, ReadCache
 
 
 def test_ring_evicts_the_oldest_segment() -> None:

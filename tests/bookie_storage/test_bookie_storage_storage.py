@@ -11,14 +11,8 @@ import pytest
 import trio
 import trio.testing
 
-from bookie._storage import (
-    DbLedgerStorage,
-    FlushReason,
-    NoSuchEntry,
-    NoSuchLedger,
-    StorageIOError,
-    WriteCacheFull,
-)
+from bookie.storage import DbLedgerStorage, FlushReason, StorageIOError, WriteCacheFull
+from protocols.bookkeeper import NoSuchEntry, NoSuchLedger
 
 from .fakes import BlockingFileOps, FailingFileOps, RecordingCheckpointSource
 

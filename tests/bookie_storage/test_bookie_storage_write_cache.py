@@ -6,7 +6,8 @@ import pytest
 import trio
 import trio.testing
 
-from bookie._write_cache import WriteCache, WriteCacheFull
+from bookie.storage import WriteCacheFull
+from bookie.storage._write_cache import WriteCache
 
 
 async def test_add_get_last_entry_and_sorted_flush() -> None:

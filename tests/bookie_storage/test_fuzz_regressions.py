@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from bookie._entry_log_codec import (
+from bookie.storage import CorruptLogError
+from bookie.storage._entry_log_codec import (
     INVALID_LEDGER_ID,
     LEDGERS_MAP_ENTRY_ID,
-    CorruptLogError,
     decode_ledgers_map,
     encode_ledgers_map,
     encode_record,

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from bookie._entry_log_codec import HEADER_SIZE
-from bookie._space import DiskUsage, SpaceGuard
-from bookie._storage import DbLedgerStorage, FlushReason, StorageIOError
+from bookie import DiskUsage, SpaceGuard
+from bookie.storage import DbLedgerStorage, FlushReason, StorageIOError
+from bookie.storage._entry_log_codec import HEADER_SIZE
 
 from .fakes import FailingFileOps, RecordingCheckpointSource
 

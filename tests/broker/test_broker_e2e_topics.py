@@ -117,13 +117,13 @@ def test_deduplication(broker: BrokerThread, client: pulsar.Client) -> None:
 def test_access_modes(client: pulsar.Client, topic: str) -> None:
     exclusive = client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive,
                                        send_timeout_millis=3000)
-    with pytest.raises(Exception):
+    with pytest.raises(pulsar.ProducerBusy):
         client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Shared)
     with pytest.raises(pulsar.ProducerBusy):
         client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive)
     fencing = client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.ExclusiveWithFencing)
     fencing.send(b"x")
-    with pytest.raises(Exception):
+    with pytest.raises(pulsar.ProducerFenced):
         exclusive.send(b"y")
     fencing.close()
     shared = client.create_producer(topic)

@@ -171,7 +171,7 @@ def test_dedup_cursor_is_not_a_subscription(broker, http, client: pulsar.Client,
     assert DEDUP_CURSOR not in http.get(f"{tp}/subscriptions").json()
     assert DEDUP_CURSOR not in http.get(f"{tp}/stats").json()["subscriptions"]
     assert http.put(f"{tp}/subscription/{DEDUP_CURSOR}").status_code == 412
-    with pytest.raises(Exception):
+    with pytest.raises(pulsar.NotAllowedError):
         client.subscribe(topic, DEDUP_CURSOR)
     explain = http.get(f"{tp}/explain-storage").json()
     assert explain["cursors"][DEDUP_CURSOR]["system"] is True

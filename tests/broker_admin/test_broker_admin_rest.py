@@ -28,7 +28,8 @@ def test_clusters(http) -> None:
 def test_tenants_lifecycle_and_errors(http, name: str) -> None:
     assert "public" in http.get(f"{V2}/tenants").json()
     assert http.get(f"{V2}/tenants/{name}").status_code == 404
-    assert http.put(f"{V2}/tenants/{name}", json={"adminRoles": ["r"], "allowedClusters": ["standalone"]}).status_code == 204
+    tenant = {"adminRoles": ["r"], "allowedClusters": ["standalone"]}
+    assert http.put(f"{V2}/tenants/{name}", json=tenant).status_code == 204
     assert http.put(f"{V2}/tenants/{name}").status_code == 409
     assert http.get(f"{V2}/tenants/{name}").json() == {"adminRoles": ["r"], "allowedClusters": ["standalone"]}
     assert http.post(f"{V2}/tenants/{name}", json={"adminRoles": []}).status_code == 204
@@ -53,7 +54,8 @@ def test_namespaces_and_policies(http, name: str) -> None:
     base = f"{V2}/namespaces/{ns}"
     # retention
     assert http.get(f"{base}/retention").status_code == 204
-    assert http.post(f"{base}/retention", json={"retentionTimeInMinutes": 10, "retentionSizeInMB": -1}).status_code == 204
+    retention = {"retentionTimeInMinutes": 10, "retentionSizeInMB": -1}
+    assert http.post(f"{base}/retention", json=retention).status_code == 204
     assert http.get(f"{base}/retention").json() == {"retentionTimeInMinutes": 10, "retentionSizeInMB": -1}
     r = http.post(f"{base}/retention", json={"retentionTimeInMinutes": 0, "retentionSizeInMB": 5})
     assert r.status_code == 400 and "retention" in r.json()["reason"]
@@ -164,7 +166,8 @@ def test_stats_subscriptions_and_cursor_ops(http, client: pulsar.Client, name: s
     first = internal["ledgers"][0]["ledgerId"]
     assert http.post(f"{sub}/resetcursor", json={"ledgerId": first, "entryId": 5}).status_code == 204
     assert http.get(f"{tp}/stats").json()["subscriptions"]["admin-sub"]["msgBacklog"] == 5
-    assert http.post(f"{sub}/resetcursor", json={"ledgerId": first, "entryId": 5, "isExcluded": True}).status_code == 204
+    reset = {"ledgerId": first, "entryId": 5, "isExcluded": True}
+    assert http.post(f"{sub}/resetcursor", json=reset).status_code == 204
     assert http.get(f"{tp}/stats").json()["subscriptions"]["admin-sub"]["msgBacklog"] == 4
     assert http.post(f"{tp}/subscription/nope/skip_all").status_code == 404
     r = http.delete(f"{tp}/subscription/live")
@@ -186,7 +189,8 @@ def test_topic_level_policies(http, name: str) -> None:
     tp = f"{V2}/persistent/{ns}/pol"
     assert http.get(f"{tp}/retention").status_code == 404
     assert http.put(tp).status_code == 204
-    assert http.post(f"{V2}/namespaces/{ns}/retention", json={"retentionTimeInMinutes": 5, "retentionSizeInMB": 5}).status_code == 204
+    retention = {"retentionTimeInMinutes": 5, "retentionSizeInMB": 5}
+    assert http.post(f"{V2}/namespaces/{ns}/retention", json=retention).status_code == 204
     assert http.get(f"{tp}/retention").status_code == 204
     assert http.get(f"{tp}/retention?applied=true").json() == {"retentionTimeInMinutes": 5, "retentionSizeInMB": 5}
     assert http.post(f"{tp}/retention", json={"retentionTimeInMinutes": -1, "retentionSizeInMB": 1}).status_code == 204

@@ -12,14 +12,13 @@ import trio.lowlevel
 from starlette.responses import JSONResponse
 
 from broker import BrokerConfig, publish_time_of
-from broker._topic_name import InvalidTopicNameError, NamespaceName, TopicName, check_subscription_name
 from broker.admin import parse_message_id
 from broker.admin._common import RestError, for_each_bounded
 from broker.admin._request_guard import GuardSettings, RequestGuard
 from magnetar.cli.cmd_admin import topic_path
 from magnetar.config import ConfigError, load_config
 from managed_ledger import Entry, InitialPosition, Position
-from protocols.pulsar import MessageMetadata
+from protocols.pulsar import InvalidTopicNameError, MessageMetadata, NamespaceName, TopicName, check_subscription_name
 from retention import RetentionConfig
 
 

@@ -58,7 +58,7 @@ def test_request_with_a_string_that_is_not_utf8_is_a_malformed_frame() -> None:
     # Before: it parsed, and the server's error_response(req, EBADREQ) raised UnicodeDecodeError
     # copying authPluginName into the response.
     bad = _corrupt(_auth_request("the-plugin").SerializeToString(), "the-plugin")
-    with pytest.raises(MalformedFrame, match="AuthMessage.authPluginName is not UTF-8"):
+    with pytest.raises(MalformedFrame, match=r"AuthMessage\.authPluginName is not UTF-8"):
         parse_request(bad)
 
 
@@ -67,7 +67,7 @@ def test_request_context_is_checked_and_the_decoder_goes_on() -> None:
     frame = _corrupt(encode_request(add), "trace-id")
     decoder = FrameDecoder()
     decoder.feed(frame + encode_request(add))
-    with pytest.raises(MalformedFrame, match="ContextPair.key is not UTF-8"):
+    with pytest.raises(MalformedFrame, match=r"ContextPair\.key is not UTF-8"):
         decoder.next_request()
     assert decoder.next_request().addRequest.entryId == 6
 

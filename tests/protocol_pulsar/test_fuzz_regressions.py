@@ -59,7 +59,7 @@ def test_command_string_that_is_not_utf8_is_a_malformed_frame_and_the_stream_goe
     bad = _corrupt(encode_command(producer), "topic-name")
     decoder = FrameDecoder()
     decoder.feed(bad + encode_command(make_command("PING")))
-    with pytest.raises(MalformedFrame, match="CommandProducer.topic is not UTF-8"):
+    with pytest.raises(MalformedFrame, match=r"CommandProducer\.topic is not UTF-8"):
         decoder.next_frame()
     assert decoder.error is None  # the frame was consumed: the next one decodes
     assert decoder.next_frame().type == pb.BaseCommand.PING
@@ -68,7 +68,7 @@ def test_command_string_that_is_not_utf8_is_a_malformed_frame_and_the_stream_goe
 def test_nested_command_string_is_checked_too() -> None:
     producer = make_command("PRODUCER", topic="t", producer_id=1, request_id=2,
                             metadata=[{"key": "meta-key", "value": "v"}])
-    with pytest.raises(MalformedFrame, match="KeyValue.key is not UTF-8"):
+    with pytest.raises(MalformedFrame, match=r"KeyValue\.key is not UTF-8"):
         decode_frame(_corrupt(encode_command(producer), "meta-key"))
 
 
@@ -77,7 +77,7 @@ def test_send_with_partition_key_not_utf8_is_malformed_and_names_the_send() -> N
     # raised AttributeError on every read of the stored entry.
     send = make_command("SEND", producer_id=4, sequence_id=9, num_messages=1)
     frame = encode_payload_command(send, _meta(partition_key="part-key"), b"payload", checksum=False)
-    with pytest.raises(MalformedFrame, match="MessageMetadata.partition_key is not UTF-8") as info:
+    with pytest.raises(MalformedFrame, match=r"MessageMetadata\.partition_key is not UTF-8") as info:
         decode_frame(_corrupt(frame, "part-key"))
     assert info.value.command is not None and info.value.command.send.sequence_id == 9
 
@@ -94,7 +94,7 @@ def test_valid_frames_still_decode() -> None:
 
 def test_batch_with_single_metadata_not_utf8_is_a_malformed_batch() -> None:
     batch = build_batch([(SingleMessageMetadata(partition_key="single-key"), b"one")])
-    with pytest.raises(MalformedBatch, match="SingleMessageMetadata.partition_key is not UTF-8"):
+    with pytest.raises(MalformedBatch, match=r"SingleMessageMetadata\.partition_key is not UTF-8"):
         split_batch(_corrupt(batch, "single-key"), 1)
 
 

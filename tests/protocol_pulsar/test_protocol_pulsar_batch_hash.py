@@ -29,7 +29,7 @@ def _single(**kw) -> SingleMessageMetadata:
 def test_build_then_split_round_trip_sets_payload_size() -> None:
     given_meta = [_single(partition_key="a", sequence_id=1), _single(sequence_id=2), _single(null_value=True)]
     payloads = [b"one", b"", b"three"]
-    data = build_batch(zip(given_meta, payloads))
+    data = build_batch(zip(given_meta, payloads, strict=True))
     assert all(m.payload_size == 0 for m in given_meta)  # inputs untouched
     out = split_batch(data, 3)
     assert [p for _, p in out] == payloads

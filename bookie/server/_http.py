@@ -1,0 +1,92 @@
+"""The bookie's HTTP server: Prometheus metrics and a small REST API (Starlette on hypercorn/trio).
+
+Endpoints:
+
+* ``GET /metrics`` - Prometheus text from the bookie's registry (journal, storage, requests, GC).
+* ``GET /api/v1/bookie/info`` - id, state, read-only reasons, free and total space (bytes).
+* ``GET /api/v1/bookie/state`` - ``{"running": true, "readOnly": bool, "reasons": [...]}``.
+* ``PUT /api/v1/bookie/state`` and ``PUT /api/v1/bookie/state/readonly`` with ``{"readOnly": bool}``
+  set or clear the MANUAL read-only reason (BookKeeper spells the second form); the bookie stays
+  read-only while another reason (a full disk) holds. ``GET .../state/readonly`` answers too.
+* The garbage collector's ``/api/v1/bookie/gc``, ``/api/v1/bookie/gc_details`` and
+  ``/api/v1/bookie/gc/explain`` (`gc_routes`), when the bookie runs one (`Bookie.gc`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import trio
+from hypercorn.config import Config as HypercornConfig
+from hypercorn.trio import serve as hypercorn_serve
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ..gc import gc_routes
+from ._bookie import Bookie, BookieState
+
+__all__ = ["bookie_http_app", "serve_bookie_http"]
+
+log = logging.getLogger(__name__)
+
+
+def _state_doc(bookie: Bookie) -> dict[str, object]:
+    return {"running": True, "readOnly": bookie.state is BookieState.READ_ONLY,
+            "reasons": sorted(r.value for r in bookie.read_only_reasons)}
+
+
+def bookie_http_app(bookie: Bookie) -> Starlette:
+    """The ASGI app serving the endpoints of the module docstring for ``bookie``."""
+
+    async def metrics(request: Request) -> Response:
+        body = await trio.to_thread.run_sync(generate_latest, bookie.registry)
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+    async def info(request: Request) -> Response:
+        total, free = await trio.to_thread.run_sync(bookie.disk_space)
+        return JSONResponse({"bookieId": bookie.bookie_id, "state": bookie.state.value,
+                             "readOnly": bookie.state is BookieState.READ_ONLY,
+                             "reasons": sorted(r.value for r in bookie.read_only_reasons),
+                             "freeSpace": free, "totalSpace": total})
+
+    async def state(request: Request) -> Response:
+        if request.method == "PUT":
+            try:
+                doc = json.loads(await request.body() or b"{}")
+                read_only = doc["readOnly"]
+                if not isinstance(read_only, bool):
+                    raise TypeError
+            except (ValueError, KeyError, TypeError):
+                return JSONResponse({"error": 'expected a JSON body like {"readOnly": true}'}, status_code=400)
+            bookie.set_manual_read_only(read_only)
+        return JSONResponse(_state_doc(bookie))
+
+    routes = [
+        Route("/metrics", metrics, methods=["GET"]),
+        Route("/api/v1/bookie/info", info, methods=["GET"]),
+        Route("/api/v1/bookie/state", state, methods=["GET", "PUT"]),
+        Route("/api/v1/bookie/state/readonly", state, methods=["GET", "PUT"]),
+    ]
+    if bookie.gc is not None:
+        routes += gc_routes(bookie.gc)
+    return Starlette(routes=routes)
+
+
+async def serve_bookie_http(bookie: Bookie, host: str = "0.0.0.0", port: int = 8000, *,
+                            shutdown_trigger: trio.Event | None = None,
+                            task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
+    """Serve the app on ``host:port`` until ``shutdown_trigger`` is set (a graceful stop) or the
+    task is cancelled; ``task_status.started`` gets the bound URLs (``["http://127.0.0.1:8000"]``).
+    Raises OSError if the port cannot be bound."""
+    cfg = HypercornConfig()
+    cfg.bind = [f"{host}:{port}"]
+    cfg.accesslog = None
+    cfg.errorlog = logging.getLogger("bookie.http")
+    cfg.graceful_timeout = 1.0
+    stop = shutdown_trigger if shutdown_trigger is not None else trio.Event()
+    await hypercorn_serve(bookie_http_app(bookie), cfg, shutdown_trigger=stop.wait,  # type: ignore[arg-type]
+                          task_status=task_status)

@@ -1,0 +1,89 @@
+"""The whole bookie in one nursery: metadata session, cookies, core, servers, background loops.
+
+`serve_bookie_process` is what ``magnetar bookie`` runs (and what a standalone deployment embeds).
+Start-up order: bind the protocol port (so that ``port = 0`` yields a real bookie id), open the
+metadata store, check cookies, open the bookie (journal replay + checkpoint, then its garbage
+collector on the same metadata store), start the protocol
+server, the HTTP server and the disk checker, register. Shutdown (cancellation) runs it backwards:
+unregister, stop serving, close the bookie cleanly (journal synced, checkpoint), close the session.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+
+import trio
+from prometheus_client import CollectorRegistry
+
+from metadata import open_metadata_store
+
+from .._errors import BookieException
+from ._bookie import open_bookie
+from ._config import BookieConfig
+from ._cookies import check_cookies
+from ._disks import run_disk_checker
+from ._http import serve_bookie_http
+from ._registration import run_registration
+from ._server import serve_bookie
+
+__all__ = ["BookieEndpoints", "BookieFatalError", "serve_bookie_process"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class BookieEndpoints:
+    """Where a started bookie process listens."""
+
+    bookie_id: str
+    host: str
+    port: int
+    http_urls: tuple[str, ...]
+    metadata_url: str
+
+
+class BookieFatalError(BookieException, RuntimeError):
+    """The bookie had to stop (for example full disks with readOnlyModeEnabled = false)."""
+
+
+async def serve_bookie_process(config: BookieConfig, *, registry: CollectorRegistry | None = None,
+                               task_status: trio.TaskStatus[BookieEndpoints] = trio.TASK_STATUS_IGNORED,
+                               ) -> None:
+    """Run a complete bookie until cancelled; ``task_status.started`` gets its `BookieEndpoints`.
+
+    Raises ConfigError, CookieMismatchError (refuses to start), OSError (ports, directories),
+    metadata errors while starting, and BookieFatalError if the bookie must stop while running.
+    """
+    config.validate()
+    listeners = await trio.open_tcp_listeners(config.port, host=config.listen_address or None)
+    port = listeners[0].socket.getsockname()[1]
+    if not config.bookie_id and config.port == 0:
+        config = dataclasses.replace(config, bookie_id=f"{config.advertised_address}:{port}")
+    async with AsyncExitStack() as stack:
+        for listener in listeners:
+            stack.push_async_callback(listener.aclose)
+        store = None
+        if config.metadata_url:
+            store = await stack.enter_async_context(open_metadata_store(config.metadata_url))
+        await check_cookies(config, store)
+        bookie = await stack.enter_async_context(open_bookie(config, registry=registry, store=store))
+        async with trio.open_nursery() as nursery:
+            await nursery.start(lambda task_status: serve_bookie(bookie, listeners=listeners,
+                                                                 task_status=task_status))
+            http_urls: list[str] = []
+            if config.http_enabled:
+                http_urls = await nursery.start(lambda task_status: serve_bookie_http(
+                    bookie, config.http_address, config.http_port, task_status=task_status))
+            await nursery.start(run_disk_checker, bookie)
+            if store is not None:
+                endpoints = {"host": config.advertised_address, "port": port,
+                             "httpUrls": list(http_urls)}
+                await nursery.start(lambda task_status: run_registration(bookie, store, endpoints=endpoints,
+                                                                         task_status=task_status))
+            task_status.started(BookieEndpoints(bookie.bookie_id, config.advertised_address, port,
+                                                tuple(http_urls), config.metadata_url))
+            await bookie.fatal.wait()
+            raise BookieFatalError(bookie.fatal_error or "bookie stopped")

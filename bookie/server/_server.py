@@ -1,0 +1,416 @@
+"""The bookie protocol server: a thin trio loop per connection around the sans-IO frame codec.
+
+Per connection, three tasks share one nursery:
+
+* the reader decodes frames and dispatches them in arrival order. Adds are *submitted* right
+  there (`Bookie.submit_add` enqueues the journal record synchronously), so the journal holds a
+  connection's adds in the order they arrived; plain reads are served inline (cache hits never
+  block); fencing reads, long polls and the rare other operations run as tasks;
+* the acker completes submitted adds in order (they are acknowledged by the journal in order
+  anyway) and queues their responses;
+* the writer sends every queued response with one ``send_all`` per wake-up (many per call under
+  load) and releases their in-flight budget.
+
+Bounds: a connection may have at most ``max_in_flight_requests`` requests and
+``max_in_flight_bytes`` bytes (requests read plus responses not yet sent) in progress; past that
+the reader stops reading, which pushes back on the client through TCP. A malformed or oversized
+frame is logged and closes that connection only. Handlers close their stream in ``finally``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+
+import trio
+
+from protocols.bookkeeper import (
+    BookieInfoFlag,
+    FrameDecoder,
+    FrameError,
+    OperationType,
+    StatusCode,
+    add_response,
+    encode_add_response,
+    encode_response,
+    error_response,
+    force_ledger_response,
+    get_bookie_info_response,
+    parse_request,
+    read_lac_response,
+    read_response,
+    write_lac_response,
+)
+from protocols.bookkeeper import (
+    bookie_protocol_pb2 as pb,
+)
+
+from .._errors import BookieError
+from ..journal import JournalError
+from ._bookie import AddTicket, Bookie
+
+__all__ = ["serve_bookie"]
+
+log = logging.getLogger(__name__)
+
+_RECEIVE_SIZE = 256 * 1024
+_FENCE = pb.ReadRequest.FENCE_LEDGER
+_PIGGYBACK = pb.ReadRequest.ENTRY_PIGGYBACK
+_RECOVERY = pb.AddRequest.RECOVERY_ADD
+_ADD = int(OperationType.ADD_ENTRY)
+_EOK = int(StatusCode.EOK)
+
+
+async def serve_bookie(bookie: Bookie, host: str | None = "127.0.0.1", port: int = 3181, *,
+                       listeners: list[trio.SocketListener] | None = None,
+                       task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
+                       ) -> None:
+    """Serve the bookie protocol on ``host:port`` (or on already bound ``listeners``) until cancelled.
+
+    ``task_status.started`` receives the listeners (``listeners[0].socket.getsockname()[1]`` is
+    the bound port when ``port`` is 0). Connection handlers never raise into this task: protocol
+    and I/O errors close their connection only. Raises OSError if the port cannot be bound.
+    """
+    if listeners is None:
+        listeners = await trio.open_tcp_listeners(port, host=host)
+    task_status.started(listeners)
+
+    async def handle(stream: trio.SocketStream) -> None:
+        await _Connection(bookie, stream).run()
+
+    await trio.serve_listeners(handle, listeners)
+
+
+class _Connection:
+    """One client connection; see the module docstring."""
+
+    def __init__(self, bookie: Bookie, stream: trio.SocketStream) -> None:
+        cfg = bookie.config
+        self.bookie = bookie
+        self.stream = stream
+        self.metrics = bookie.metrics
+        self.max_n = cfg.max_in_flight_requests
+        self.max_bytes = cfg.max_in_flight_bytes
+        self.decoder = FrameDecoder(cfg.max_frame_size)
+        self.n = 0
+        self.nbytes = 0
+        self.room = trio.Event()
+        self.out: list[bytes] = []
+        self.out_release: list[tuple[int, int]] = []  # (requests, bytes) freed once sent
+        self.has_out = trio.Event()
+        self.acks: deque[tuple[int, AddTicket, float, int]] = deque()
+        self.has_acks = trio.Event()
+        self.acker_waiting = False
+        self.add_lat: list[float] = []
+        self.read_lat: list[float] = []
+        self.counts: dict[tuple[int, int], int] = {}
+        self.acked_bytes = 0
+        try:
+            peer = stream.socket.getpeername()
+            self.peer = f"{peer[0]}:{peer[1]}"
+        except OSError:
+            self.peer = "?"
+
+    async def run(self) -> None:
+        self.metrics.connections.inc()
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._writer)
+                nursery.start_soon(self._acker)
+                await self._reader(nursery)
+                nursery.cancel_scope.cancel()
+        except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
+            log.debug("connection %s ended: %s", self.peer, group.exceptions[0])
+        except* Exception:  # a bug must not take the whole server down: log it, drop the connection
+            log.exception("connection %s failed", self.peer)
+        finally:
+            for _txn, ticket, _t0, _size in self.acks:
+                self.bookie.abandon_add(ticket)
+            self.acks.clear()
+            self.metrics.connections.dec()
+            self.bookie.requests_in_flight -= self.n
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(self.stream)
+
+    # ------------------------------------------------------------------ budget
+
+    def _release(self, n: int, size: int) -> None:
+        self.n -= n
+        self.nbytes -= size
+        self.bookie.requests_in_flight -= n
+        if self.n < self.max_n and self.nbytes < self.max_bytes:
+            self.room.set()
+
+    def _respond(self, response: pb.Response, request_size: int) -> None:
+        data = encode_response(response)
+        self.nbytes += len(data)
+        self.out.append(data)
+        self.out_release.append((1, request_size + len(data)))
+        key = (response.header.operation, response.status)
+        self.counts[key] = self.counts.get(key, 0) + 1
+        self.has_out.set()
+
+    # ------------------------------------------------------------------ reader
+
+    async def _reader(self, nursery: trio.Nursery) -> None:
+        decoder = self.decoder
+        while True:
+            data = await self.stream.receive_some(_RECEIVE_SIZE)
+            if not data:
+                return
+            t0 = time.perf_counter()  # one clock read per receive: requests of a chunk share it
+            try:
+                decoder.feed(data)
+                while (payload := decoder.next_frame()) is not None:
+                    request = parse_request(payload)
+                    size = len(payload) + 4
+                    while self.n >= self.max_n or self.nbytes >= self.max_bytes:
+                        self.room = trio.Event()
+                        await self.room.wait()
+                    self.n += 1
+                    self.nbytes += size
+                    self.bookie.requests_in_flight += 1
+                    if request.header.operation == _ADD and request.HasField("addRequest"):
+                        if not self._submit_add(request, size, t0):  # the hot path: no coroutine per add
+                            await self._submit_add_waiting(request, size, t0)  # the journal queue is full
+                    else:
+                        await self._dispatch(request, size, nursery, t0)
+            except FrameError as exc:
+                self.metrics.malformed_frames.inc()
+                log.warning("closing connection %s: %s", self.peer, exc)
+                return
+
+    async def _dispatch(self, req: pb.Request, size: int, nursery: trio.Nursery, t0: float) -> None:
+        """Every request but an add: plain reads inline, the rest as tasks, unknown ones EBADREQ."""
+        op = req.header.operation
+        if op == OperationType.READ_ENTRY and req.HasField("readRequest"):
+            r = req.readRequest
+            if r.HasField("flag"):
+                nursery.start_soon(self._special_read, req, size, t0)
+            else:
+                await self._plain_read(req, size, t0)
+        elif op in _OTHER and req.HasField(_OTHER[op]):
+            nursery.start_soon(self._other, req, size)
+        else:
+            self._respond(error_response(req, StatusCode.EBADREQ), size)
+
+    # ------------------------------------------------------------------ adds
+
+    def _submit_add(self, req: pb.Request, size: int, t0: float) -> bool:
+        """Submit an add request without waiting: queue it for the acker, or answer its error.
+        False when the journal queue is full (nothing was queued or answered: wait for room with
+        `_submit_add_waiting`)."""
+        add = req.addRequest
+        try:
+            ticket = self.bookie.submit_add(add.ledgerId, add.entryId, add.masterKey, add.body,
+                                            recovery=add.HasField("flag") and add.flag == _RECOVERY)
+        except trio.WouldBlock:
+            return False
+        except BookieError as exc:
+            self._respond(add_response(req.header.txnId, exc.status, add.ledgerId, add.entryId), size)
+            return True
+        self.acks.append((req.header.txnId, ticket, t0, size))
+        if self.acker_waiting:
+            self.acker_waiting = False
+            self.has_acks.set()
+        return True
+
+    async def _submit_add_waiting(self, req: pb.Request, size: int, t0: float) -> None:
+        """`_submit_add` once the journal queue has room (the reader reads nothing meanwhile, which
+        pushes back on the client); answers the journal's error if it fails while waiting."""
+        while True:
+            try:
+                await self.bookie.wait_for_journal_space()
+            except BookieError as exc:
+                self._respond(error_response(req, exc.status), size)
+                return
+            if self._submit_add(req, size, t0):
+                return
+
+    async def _acker(self) -> None:
+        acks, bookie = self.acks, self.bookie
+        while True:
+            if not acks:
+                self.has_acks = trio.Event()
+                self.acker_waiting = True
+                await self.has_acks.wait()
+                continue
+            jt = acks[0][1].journal_ticket
+            if not jt.done:
+                try:
+                    await jt.wait()
+                except JournalError:
+                    pass  # finish_add turns it into the status to answer
+            # Answer every add at the head whose record is durable, without a coroutine per add;
+            # one journal batch acknowledges many at once. Responses and budget are handed to
+            # the writer once per round (and before any wait, since the writer swaps its lists).
+            now = time.perf_counter()
+            out: list[bytes] = []
+            lat = self.add_lat
+            freed = ok = ok_bytes = 0
+            while acks:
+                txn, ticket, t0, size = acks[0]
+                if not ticket.journal_ticket.done:
+                    break
+                try:
+                    if not bookie.finish_add(ticket):  # the write cache is full: wait for room
+                        self._queue_responses(out, freed, ok, ok_bytes)
+                        out, freed, ok, ok_bytes = [], 0, 0, 0
+                        await bookie.complete_add(ticket)
+                        now = time.perf_counter()
+                    status = _EOK
+                    ok += 1
+                    ok_bytes += len(ticket.body)
+                except BookieError as exc:
+                    status = exc.status
+                    key = (_ADD, status)
+                    self.counts[key] = self.counts.get(key, 0) + 1
+                acks.popleft()
+                data = encode_add_response(txn, status, ticket.ledger_id, ticket.entry_id)
+                out.append(data)
+                freed += size + len(data)
+                lat.append((now - t0) * 1000.0)
+            self._queue_responses(out, freed, ok, ok_bytes)
+
+    def _queue_responses(self, out: list[bytes], freed: int, ok: int, ok_bytes: int) -> None:
+        """Hand add responses to the writer: `freed` budget bytes once sent; `ok` adds succeeded."""
+        if not out:
+            return
+        sent = sum(map(len, out))
+        self.nbytes += sent
+        self.out.extend(out)
+        self.out_release.append((len(out), freed))
+        if ok:
+            key = (_ADD, _EOK)
+            self.counts[key] = self.counts.get(key, 0) + ok
+            self.acked_bytes += ok_bytes
+        self.has_out.set()
+
+    # ------------------------------------------------------------------ reads
+
+    async def _plain_read(self, req: pb.Request, size: int, t0: float) -> None:
+        r = req.readRequest
+        try:
+            body = await self.bookie.read_entry(r.ledgerId, r.entryId)
+        except BookieError as exc:
+            self._respond(read_response(req.header.txnId, exc.status, r.ledgerId, r.entryId), size)
+            return
+        self.metrics.read_bytes.inc(len(body))
+        self._respond(read_response(req.header.txnId, StatusCode.EOK, r.ledgerId, r.entryId, body=body), size)
+        self.read_lat.append((time.perf_counter() - t0) * 1000.0)
+
+    async def _special_read(self, req: pb.Request, size: int, t0: float) -> None:
+        """Fencing reads and piggyback / long-poll reads (they may wait, so they are tasks)."""
+        r, bookie, txn = req.readRequest, self.bookie, req.header.txnId
+        ledger, entry = r.ledgerId, r.entryId
+        try:
+            if r.flag == _FENCE:
+                if not r.HasField("masterKey"):
+                    raise BookieError(StatusCode.EBADREQ, "a fencing read needs the master key")
+                await bookie.fence(ledger, r.masterKey)
+            elif r.HasField("previousLAC"):
+                timeout_s = r.timeOut / 1000.0 if r.HasField("timeOut") else 0.0
+                lac = await bookie.wait_lac(ledger, r.previousLAC, timeout_s)
+                if lac <= r.previousLAC:  # timed out: the current LAC, no entry
+                    self._respond(read_response(txn, StatusCode.EOK, ledger, entry, max_lac=lac), size)
+                    return
+            try:
+                body = await bookie.read_entry(ledger, entry)
+                status = StatusCode.EOK
+            except BookieError as exc:
+                body, status = None, exc.status
+            max_lac: int | None
+            try:
+                max_lac = await bookie.lac(ledger)
+            except BookieError:
+                max_lac = None
+            if body is not None:
+                self.metrics.read_bytes.inc(len(body))
+            self._respond(read_response(txn, status, ledger, entry, body=body, max_lac=max_lac), size)
+            self.read_lat.append((time.perf_counter() - t0) * 1000.0)
+        except BookieError as exc:
+            self._respond(read_response(txn, exc.status, ledger, entry), size)
+
+    # ------------------------------------------------------------------ other operations
+
+    async def _other(self, req: pb.Request, size: int) -> None:
+        bookie, txn, op = self.bookie, req.header.txnId, req.header.operation
+        try:
+            if op == OperationType.READ_LAC:
+                ledger = req.readLacRequest.ledgerId
+                lac_body, last = await bookie.read_lac(ledger)
+                resp = read_lac_response(txn, StatusCode.EOK, ledger, lac_body=lac_body, last_entry_body=last)
+            elif op == OperationType.WRITE_LAC:
+                w = req.writeLacRequest
+                await bookie.write_lac(w.ledgerId, w.lac, w.masterKey, w.body)
+                resp = write_lac_response(txn, StatusCode.EOK, w.ledgerId)
+            elif op == OperationType.FORCE_LEDGER:
+                ledger = req.forceLedgerRequest.ledgerId
+                await bookie.force_ledger(ledger)
+                resp = force_ledger_response(txn, StatusCode.EOK, ledger)
+            else:  # GET_BOOKIE_INFO
+                wanted = req.getBookieInfoRequest.requested
+                total, free = await trio.to_thread.run_sync(bookie.disk_space)
+                resp = get_bookie_info_response(
+                    txn, StatusCode.EOK,
+                    total_disk_capacity=total if wanted & BookieInfoFlag.TOTAL_DISK_CAPACITY else None,
+                    free_disk_space=free if wanted & BookieInfoFlag.FREE_DISK_SPACE else None)
+        except BookieError as exc:
+            resp = error_response(req, exc.status)
+        except OSError as exc:
+            log.warning("request %s failed: %s", OperationType(op).name, exc)
+            resp = error_response(req, StatusCode.EIO)
+        self._respond(resp, size)
+
+    # ------------------------------------------------------------------ writer
+
+    async def _writer(self) -> None:
+        stream = self.stream
+        while True:
+            if not self.out:
+                self.has_out = trio.Event()
+                await self.has_out.wait()
+                continue
+            data = b"".join(self.out) if len(self.out) > 1 else self.out[0]
+            released = self.out_release
+            self.out, self.out_release = [], []
+            self._flush_metrics()
+            await stream.send_all(data)
+            self._release(sum(n for n, _ in released), sum(b for _, b in released))
+
+    def _flush_metrics(self) -> None:
+        m = self.metrics
+        if self.add_lat:
+            m.add_request.observe_many(self.add_lat)
+            self.add_lat = []
+        if self.read_lat:
+            m.read_request.observe_many(self.read_lat)
+            self.read_lat = []
+        if self.acked_bytes:
+            m.add_bytes.inc(self.acked_bytes)
+            self.acked_bytes = 0
+        if self.counts:
+            for (op, status), count in self.counts.items():
+                m.requests.labels(_op_name(op), _status_name(status)).inc(count)
+            self.counts = {}
+
+
+_OTHER: dict[int, str] = {
+    OperationType.READ_LAC: "readLacRequest",
+    OperationType.WRITE_LAC: "writeLacRequest",
+    OperationType.FORCE_LEDGER: "forceLedgerRequest",
+    OperationType.GET_BOOKIE_INFO: "getBookieInfoRequest",
+}
+
+
+def _name_of(enum_type: type, value: int) -> str:
+    try:
+        return enum_type(value).name
+    except ValueError:
+        return str(value)
+
+
+_op_name: Callable[[int], str] = lambda op: _name_of(OperationType, op)  # noqa: E731
+_status_name: Callable[[int], str] = lambda status: _name_of(StatusCode, status)  # noqa: E731

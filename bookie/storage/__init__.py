@@ -1,0 +1,36 @@
+"""The bookie's ledger storage: write cache, entry logs, location index, read cache, checkpoints.
+
+`DbLedgerStorage` (``_storage``) implements the `LedgerStorage` contract over a double-buffered
+write cache (``_write_cache``), interleaved entry logs (``_entry_log``, their sans-IO format in
+``_entry_log_codec``), a durable location index (``_index``) and a read cache with read-ahead
+(``_read_cache``). A missing ledger or entry raises ``protocols.bookkeeper.NoSuchLedger`` /
+``NoSuchEntry``, the wire-level errors the bookie answers with ENOLEDGER / ENOENTRY.
+
+Below the server and the garbage collector (`bookie.gc` compacts and deletes entry logs through
+`DbLedgerStorage` and `EntryLogger`); it uses only bookie's shared leaves (`bookie._errors`,
+`bookie._space`, `bookie.metrics`).
+"""
+
+from ._entry_log import EntryLogger as EntryLogger
+from ._entry_log import EntryLogStats as EntryLogStats
+from ._entry_log import FileOps as FileOps
+from ._entry_log import LogRecord as LogRecord
+from ._entry_log import LogUsage as LogUsage
+from ._entry_log import StorageIOError as StorageIOError
+from ._entry_log_codec import RECORD_PREFIX_SIZE as RECORD_PREFIX_SIZE
+from ._entry_log_codec import CorruptLogError as CorruptLogError
+from ._storage import CheckpointSource as CheckpointSource
+from ._storage import DbLedgerStorage as DbLedgerStorage
+from ._storage import FlushReason as FlushReason
+from ._storage import LedgerStorage as LedgerStorage
+from ._storage import StorageStats as StorageStats
+from ._write_cache import WriteCacheFull as WriteCacheFull
+
+__all__ = [
+    # the contract and its implementation
+    "LedgerStorage", "DbLedgerStorage", "CheckpointSource", "FlushReason", "StorageStats",
+    # entry logs (what GC compacts and deletes)
+    "EntryLogger", "EntryLogStats", "FileOps", "LogRecord", "LogUsage", "RECORD_PREFIX_SIZE",
+    # errors
+    "StorageIOError", "WriteCacheFull", "CorruptLogError",
+]

@@ -1,0 +1,616 @@
+"""Entry logs on disk: buffered appends, rolling, ledgers maps, reads by location, GC hooks.
+
+`EntryLogger` is synchronous and thread-safe: every method may block on disk, so the storage calls
+it through ``trio.to_thread.run_sync`` and never on the event loop. Format: `_entry_log_codec`.
+
+Rules:
+
+1. Each ledger directory has its own current log; a ledger's entries go to directory
+   ``ledger_id % len(directories)``. Current logs are created lazily on the first write.
+2. Log ids are global across directories and never repeat: the id in use is persisted in a
+   ``lastId`` file of its directory, and at start the next id is one above every ``lastId`` and
+   every ``*.log`` file found.
+3. `append` packs a batch into a reused buffer per directory and writes it with one write call
+   per ``write_chunk_bytes`` (8 MiB) and wherever the log rolls. A log rolls before a record would
+   take it past
+   ``log_size_limit``; a log always takes at least one record, so an oversized entry still fits.
+4. On roll and on clean `close`, the log's ledgers map is appended, its offset written into the
+   header, and the file synced. A rolled log is immutable from then on.
+5. `sync` fdatasyncs the current logs written since the last sync. Only after it returns may the
+   caller index the locations that `append` returned.
+6. A failed write (ENOSPC, EIO ...) truncates the log back to where the batch began when it can,
+   abandons that log (the next append opens a new one) and raises `StorageIOError`. The caller keeps
+   the entries and may retry; records that landed in a log rolled earlier in the failed batch remain
+   as unindexed garbage that compaction reclaims (they still count in that log's ledgers map).
+   An abandoned log that holds no record (a log opened by the failed batch itself) is deleted,
+   so a flush retried on a full disk leaves no file behind per attempt.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .._errors import BookieException
+from ._entry_log_codec import (
+    HEADER_SIZE,
+    INVALID_LEDGER_ID,
+    MAX_LOG_ID,
+    RECORD_PREFIX_SIZE,
+    CorruptLogError,
+    LogHeader,
+    decode_header,
+    decode_ledgers_map,
+    decode_record_at,
+    encode_header,
+    encode_ledgers_map,
+    log_file_name,
+    pack_record_prefix_into,
+    parse_log_file_name,
+    record_prefix,
+    split_location,
+)
+
+__all__ = ["EntryLogger", "FileOps", "LogRecord", "LogUsage", "EntryLogStats", "StorageIOError"]
+
+_logger = logging.getLogger(__name__)
+
+LAST_ID_FILE = "lastId"
+_READ_GUESS = 4096  # one pread usually fetches prefix and payload together
+_SCAN_CHUNK = 4 << 20
+
+
+class StorageIOError(BookieException):
+    """A disk write or sync failed (ENOSPC, EIO ...). ``errno`` is the OS error number if known.
+
+    Nothing acknowledged is lost when a flush raises this: the entries stay in the write cache.
+    The server should turn the bookie read-only.
+    """
+
+    def __init__(self, message: str, err: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = err
+
+
+class FileOps:
+    """The blocking file calls the entry logger makes for writes; a seam for failure injection.
+
+    Tests subclass this and raise ``OSError(errno.ENOSPC, ...)`` on cue.
+    """
+
+    def write(self, fd: int, data: memoryview) -> int:
+        """Write some of ``data`` at the file position; returns the bytes written."""
+        return os.write(fd, data)
+
+    def pwrite(self, fd: int, data: bytes, offset: int) -> int:
+        """Write ``data`` at ``offset``; returns the bytes written."""
+        return os.pwrite(fd, data, offset)
+
+    def sync(self, fd: int) -> None:
+        """Make the file's data durable."""
+        os.fdatasync(fd)
+
+
+@dataclass(frozen=True, slots=True)
+class LogRecord:
+    """One entry found by scanning a log (for compaction)."""
+
+    ledger_id: int
+    entry_id: int
+    location: int
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class LogUsage:
+    """Per-log usage for GC: bytes of records per ledger and their total."""
+
+    log_id: int
+    ledgers: dict[int, int]
+    total_size: int
+
+
+@dataclass(frozen=True, slots=True)
+class EntryLogStats:
+    """Snapshot of `EntryLogger` counters."""
+
+    log_count: int
+    current_logs: int
+    bytes_written: int
+    write_calls: int
+    syncs: int
+    rolls: int
+    removed_empty: int = 0  # logs deleted again because a failed write left them without a record
+
+
+@dataclass(slots=True)
+class _CurrentLog:
+    log_id: int
+    fd: int
+    position: int
+    ledgers: dict[int, int] = field(default_factory=dict)
+    dirty: bool = False
+
+
+class EntryLogger:
+    """Writes entries into rolling entry logs and reads them back by location.
+
+    ``directories`` are the ledger directories (created if missing). ``log_size_limit`` is
+    BookKeeper's ``logSizeLimit`` (default 1 GiB, at most 2 GiB so offsets fit in 32 bits).
+    ``file_ops`` replaces the write/sync calls (tests). ``write_chunk_bytes`` bounds the buffer that
+    records are packed into before each write. All methods block; see the module rules.
+    """
+
+    def __init__(
+        self,
+        directories: Sequence[str | os.PathLike[str]],
+        *,
+        log_size_limit: int = 1 << 30,
+        file_ops: FileOps | None = None,
+        max_open_read_files: int = 256,
+        write_chunk_bytes: int = 8 << 20,
+    ) -> None:
+        if not directories:
+            raise ValueError("at least one ledger directory is required")
+        if not HEADER_SIZE < log_size_limit <= 2**31:
+            raise ValueError(f"log_size_limit must be in ({HEADER_SIZE}, 2**31], got {log_size_limit}")
+        self._dirs = [Path(d) for d in directories]
+        self._limit = log_size_limit
+        self._ops = file_ops or FileOps()
+        self._max_open = max_open_read_files
+        self._lock = threading.Lock()  # writers: append, sync, roll, close, remove
+        self._fd_lock = threading.Lock()  # read file descriptors
+        self._logs: dict[int, Path] = {}
+        self._current: list[_CurrentLog | None] = [None] * len(self._dirs)
+        self._usage_cache: dict[int, LogUsage] = {}
+        self._read_fds: dict[int, int] = {}
+        self._read_refs: dict[int, int] = {}
+        self._closed = False
+        self._chunk = memoryview(bytearray(write_chunk_bytes))
+        self._bytes_written = self._write_calls = self._syncs = self._rolls = 0
+        self._removed_empty = 0
+        highest = -1
+        for d in self._dirs:
+            d.mkdir(parents=True, exist_ok=True)
+            for name in os.listdir(d):
+                log_id = parse_log_file_name(name)
+                if log_id is not None:
+                    self._logs[log_id] = d / name
+                    highest = max(highest, log_id)
+            last = d / LAST_ID_FILE
+            if last.exists():
+                text = last.read_text().strip()
+                if text:
+                    highest = max(highest, int(text, 16))
+        self._next_id = highest + 1
+
+    @property
+    def directories(self) -> tuple[Path, ...]:
+        """The ledger directories, in the order that ``ledger_id % len(directories)`` indexes."""
+        return tuple(self._dirs)
+
+    # ------------------------------------------------------------------ writes
+
+    def append(self, entries: Sequence[tuple[int, int, bytes]]) -> list[int]:
+        """Append ``(ledger_id, entry_id, payload)`` records in the given order; returns their locations.
+
+        The records are written (to the page cache) but not synced: call `sync` before indexing.
+        Raises `StorageIOError` on a write failure (see rule 6).
+        """
+        locations = [0] * len(entries)
+        with self._lock:
+            self._check_open()
+            n = len(self._dirs)
+            if n == 1:
+                self._append_dir(0, entries, range(len(entries)), locations)
+            else:
+                groups: dict[int, list[int]] = {}
+                for i, item in enumerate(entries):
+                    groups.setdefault(item[0] % n, []).append(i)
+                for d, idxs in groups.items():
+                    self._append_dir(d, entries, idxs, locations)
+        return locations
+
+    def _append_dir(self, d: int, entries: Sequence[tuple[int, int, bytes]], idxs: Iterable[int],
+                    locations: list[int]) -> None:
+        # Records are packed into one reused chunk buffer (no per-entry allocation) and written a
+        # chunk at a time: one write call per batch unless it exceeds the chunk or rolls the log.
+        log = self._ensure_current(d)
+        start = pos = log.position
+        sizes: dict[int, int] = {}
+        limit = self._limit
+        chunk = self._chunk
+        cap = len(chunk)
+        fill = 0
+        try:
+            for i in idxs:
+                ledger_id, entry_id, payload = entries[i]
+                n = len(payload)
+                rsize = RECORD_PREFIX_SIZE + n
+                if pos + rsize > limit and pos > HEADER_SIZE:
+                    self._write_all(log.fd, chunk, fill)
+                    fill = 0
+                    self._commit(log, pos, sizes)
+                    self._roll(d, log)
+                    log = self._ensure_current(d)
+                    start = pos = log.position
+                    sizes = {}
+                if fill + rsize > cap:
+                    self._write_all(log.fd, chunk, fill)
+                    fill = 0
+                if rsize > cap:
+                    big = record_prefix(ledger_id, entry_id, n) + payload
+                    self._write_all(log.fd, memoryview(big), len(big))
+                else:
+                    pack_record_prefix_into(chunk, fill, ledger_id, entry_id, n)
+                    chunk[fill + RECORD_PREFIX_SIZE:fill + rsize] = payload
+                    fill += rsize
+                locations[i] = (log.log_id << 32) | pos
+                pos += rsize
+                sizes[ledger_id] = sizes.get(ledger_id, 0) + rsize
+            self._write_all(log.fd, chunk, fill)
+        except OSError as exc:
+            self._abandon(d, log, start)
+            raise StorageIOError(f"write to entry log {log.log_id:x} failed: {exc}", exc.errno) from exc
+        self._commit(log, pos, sizes)
+
+    def _write_all(self, fd: int, buf: memoryview, length: int) -> None:
+        done = 0
+        while done < length:
+            written = self._ops.write(fd, buf[done:length])
+            if written <= 0:
+                raise OSError(errno.EIO, "short write")
+            done += written
+            self._write_calls += 1
+        self._bytes_written += length
+
+    @staticmethod
+    def _commit(log: _CurrentLog, position: int, sizes: dict[int, int]) -> None:
+        if position == log.position:
+            return
+        log.position = position
+        log.dirty = True
+        for ledger_id, size in sizes.items():
+            log.ledgers[ledger_id] = log.ledgers.get(ledger_id, 0) + size
+
+    def _abandon(self, d: int, log: _CurrentLog, good_size: int) -> None:
+        """Cut a failed log back to its last good size if possible and stop writing to it; delete
+        it when it holds no record (rule 6)."""
+        try:
+            os.ftruncate(log.fd, good_size)
+        except OSError:
+            pass  # a torn tail is tolerated by every reader
+        try:
+            os.close(log.fd)
+        except OSError:
+            pass
+        self._current[d] = None
+        if good_size <= HEADER_SIZE and not log.ledgers:
+            path = self._logs.pop(log.log_id, None)
+            self._usage_cache.pop(log.log_id, None)
+            if path is not None:
+                try:
+                    path.unlink(missing_ok=True)
+                except OSError:
+                    pass
+                self._removed_empty += 1
+
+    def _ensure_current(self, d: int) -> _CurrentLog:
+        log = self._current[d]
+        if log is not None:
+            return log
+        log_id = self._next_id
+        if log_id > MAX_LOG_ID:
+            raise StorageIOError("entry log ids exhausted")
+        directory = self._dirs[d]
+        path = directory / log_file_name(log_id)
+        try:
+            self._persist_last_id(directory, log_id)
+            self._next_id = log_id + 1
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o644)
+            try:
+                header = encode_header(LogHeader())
+                if self._ops.write(fd, memoryview(header)) != len(header):
+                    raise OSError(errno.EIO, "short header write")
+                self._fsync_dir(directory)
+            except BaseException:
+                os.close(fd)
+                path.unlink(missing_ok=True)
+                raise
+        except OSError as exc:
+            raise StorageIOError(f"cannot create entry log {path}: {exc}", exc.errno) from exc
+        self._logs[log_id] = path
+        log = _CurrentLog(log_id, fd, HEADER_SIZE)
+        self._current[d] = log
+        return log
+
+    def _persist_last_id(self, directory: Path, log_id: int) -> None:
+        tmp = directory / (LAST_ID_FILE + ".tmp")
+        fd = os.open(tmp, os.O_CREAT | os.O_TRUNC | os.O_WRONLY | os.O_CLOEXEC, 0o644)
+        try:
+            os.write(fd, f"{log_id:x}\n".encode())
+            self._ops.sync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, directory / LAST_ID_FILE)
+
+    @staticmethod
+    def _fsync_dir(directory: Path) -> None:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _roll(self, d: int, log: _CurrentLog) -> None:
+        """Append the ledgers map, fill in the header, sync and close (rule 4)."""
+        try:
+            map_bytes = encode_ledgers_map(log.ledgers)
+            view = memoryview(map_bytes)
+            done = 0
+            while done < len(view):
+                done += self._ops.write(log.fd, view[done:])
+            header = encode_header(LogHeader(ledgers_map_offset=log.position, ledgers_count=len(log.ledgers)))
+            self._ops.pwrite(log.fd, header, 0)
+            self._ops.sync(log.fd)
+        except OSError as exc:
+            self._abandon(d, log, log.position)
+            raise StorageIOError(f"rolling entry log {log.log_id:x} failed: {exc}", exc.errno) from exc
+        os.close(log.fd)
+        self._current[d] = None
+        self._rolls += 1
+        self._syncs += 1
+        self._usage_cache[log.log_id] = LogUsage(log.log_id, dict(log.ledgers), sum(log.ledgers.values()))
+
+    def sync(self) -> None:
+        """fdatasync every current log written since the last sync; raises `StorageIOError`."""
+        with self._lock:
+            for d, log in enumerate(self._current):
+                if log is None or not log.dirty:
+                    continue
+                try:
+                    self._ops.sync(log.fd)
+                except OSError as exc:
+                    self._abandon(d, log, log.position)
+                    msg = f"sync of entry log {log.log_id:x} failed: {exc}"
+                    raise StorageIOError(msg, exc.errno) from exc
+                log.dirty = False
+                self._syncs += 1
+
+    def roll_all(self) -> None:
+        """Roll every current log that holds records (rule 4); the next append opens new logs."""
+        with self._lock:
+            for d, log in enumerate(self._current):
+                if log is not None and log.position > HEADER_SIZE:
+                    self._roll(d, log)
+
+    def close(self) -> None:
+        """Roll the current logs (writing their ledgers maps) and close every file. Idempotent.
+
+        A log that cannot be rolled (a full disk) is left without its ledgers map, as after a
+        crash: readers and GC handle that (a scan rebuilds its usage). Never raises for it."""
+        if self._closed:
+            return
+        try:
+            with self._lock:
+                for d, log in enumerate(self._current):
+                    if log is not None and log.position > HEADER_SIZE:
+                        try:
+                            self._roll(d, log)
+                        except StorageIOError as exc:
+                            _logger.warning("closing entry log %x without its ledgers map: %s",
+                                            log.log_id, exc)
+        finally:
+            with self._lock:
+                for log in self._current:
+                    if log is not None:
+                        os.close(log.fd)
+                self._current = [None] * len(self._dirs)
+                self._closed = True
+            with self._fd_lock:
+                for fd in self._read_fds.values():
+                    os.close(fd)
+                self._read_fds.clear()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("entry logger is closed")
+
+    # ------------------------------------------------------------------ reads
+
+    def _acquire(self, log_id: int) -> int:
+        with self._fd_lock:
+            fd = self._read_fds.get(log_id)
+            if fd is None:
+                path = self._logs.get(log_id)
+                if path is None:
+                    raise FileNotFoundError(errno.ENOENT, f"no entry log {log_id:x}")
+                if len(self._read_fds) >= self._max_open:
+                    for other in [k for k in self._read_fds if not self._read_refs.get(k)][:16]:
+                        os.close(self._read_fds.pop(other))
+                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                self._read_fds[log_id] = fd
+            self._read_refs[log_id] = self._read_refs.get(log_id, 0) + 1
+            return fd
+
+    def _release(self, log_id: int) -> None:
+        with self._fd_lock:
+            refs = self._read_refs[log_id] - 1
+            if refs:
+                self._read_refs[log_id] = refs
+                return
+            del self._read_refs[log_id]
+            if log_id not in self._logs:  # removed while in use
+                fd = self._read_fds.pop(log_id, None)
+                if fd is not None:
+                    os.close(fd)
+
+    def read(self, location: int, ledger_id: int | None = None, entry_id: int | None = None) -> bytes:
+        """The payload of the record at ``location``.
+
+        When ``ledger_id``/``entry_id`` are given the record must carry them. Raises
+        `FileNotFoundError` for an unknown log and `CorruptLogError` for a bad or mismatching record.
+        """
+        log_id, offset = split_location(location)
+        fd = self._acquire(log_id)
+        try:
+            data = os.pread(fd, RECORD_PREFIX_SIZE + _READ_GUESS, offset)
+            rec = decode_record_at(data, 0)
+            if rec is None:
+                if len(data) < RECORD_PREFIX_SIZE:
+                    raise CorruptLogError(f"no record at {log_id:x}@{offset}")
+                total = 4 + int.from_bytes(data[:4], "big")
+                if total < RECORD_PREFIX_SIZE:
+                    raise CorruptLogError(f"bad record size at {log_id:x}@{offset}")
+                data += os.pread(fd, total - len(data), offset + len(data))
+                rec = decode_record_at(data, 0)
+                if rec is None:
+                    raise CorruptLogError(f"record at {log_id:x}@{offset} is truncated")
+        finally:
+            self._release(log_id)
+        lid, eid, pstart, rend = rec
+        if (ledger_id is not None and lid != ledger_id) or (entry_id is not None and eid != entry_id):
+            raise CorruptLogError(
+                f"record at {log_id:x}@{offset} is ({lid}, {eid}), not ({ledger_id}, {entry_id})")
+        return data[pstart:rend] if (pstart or rend != len(data)) else data
+
+    def read_following(self, location: int, ledger_id: int, max_entries: int, max_bytes: int
+                       ) -> list[tuple[int, bytes]]:
+        """Read-ahead: up to ``max_entries`` whole records of ``ledger_id`` stored contiguously
+        from ``location`` on, within ``max_bytes``; returns ``(entry_id, payload)`` pairs.
+
+        Stops at the first record of another ledger, the end of the data or a torn tail.
+        """
+        log_id, offset = split_location(location)
+        fd = self._acquire(log_id)
+        try:
+            data = os.pread(fd, max_bytes, offset)
+        finally:
+            self._release(log_id)
+        out: list[tuple[int, bytes]] = []
+        pos = 0
+        while len(out) < max_entries:
+            rec = decode_record_at(data, pos)
+            if rec is None or rec[0] != ledger_id:
+                break
+            out.append((rec[1], data[rec[2]:rec[3]]))
+            pos = rec[3]
+        return out
+
+    # ------------------------------------------------------------------ GC support
+
+    def list_logs(self) -> list[int]:
+        """Ids of every entry log on disk, ascending (current logs included)."""
+        with self._lock:
+            return sorted(self._logs)
+
+    def current_log_ids(self) -> set[int]:
+        """Ids of the logs still being written; GC must leave these alone."""
+        with self._lock:
+            return {log.log_id for log in self._current if log is not None}
+
+    def log_path(self, log_id: int) -> Path:
+        """The file of a log; raises `FileNotFoundError` for an unknown id."""
+        path = self._logs.get(log_id)
+        if path is None:
+            raise FileNotFoundError(errno.ENOENT, f"no entry log {log_id:x}")
+        return path
+
+    def usage(self, log_id: int) -> LogUsage:
+        """The log's ledgers map and total record bytes.
+
+        Read from the map at the end of a rolled log; for a log that never rolled (crash) it is
+        rebuilt by a scan that stops at the torn tail; for a current log it is the live map.
+        """
+        with self._lock:
+            for log in self._current:
+                if log is not None and log.log_id == log_id:
+                    return LogUsage(log_id, dict(log.ledgers), sum(log.ledgers.values()))
+            cached = self._usage_cache.get(log_id)
+        if cached is not None:
+            return LogUsage(log_id, dict(cached.ledgers), cached.total_size)
+        path = self.log_path(log_id)
+        with open(path, "rb", buffering=0) as f:
+            header = decode_header(f.read(HEADER_SIZE))
+            if header.ledgers_map_offset:
+                f.seek(header.ledgers_map_offset)
+                ledgers = decode_ledgers_map(f.read(), header.ledgers_count)
+            else:
+                ledgers = {}
+                for lid, _, _, _, size in self._scan(log_id, with_payload=False):
+                    ledgers[lid] = ledgers.get(lid, 0) + size
+        usage = LogUsage(log_id, ledgers, sum(ledgers.values()))
+        self._usage_cache[log_id] = usage
+        return LogUsage(log_id, dict(ledgers), usage.total_size)
+
+    def scan(self, log_id: int) -> Iterator[LogRecord]:
+        """Every entry record of a log in file order (ledgers map records skipped), for compaction.
+
+        Blocking generator: consume it in a worker thread. Stops at a torn tail.
+        """
+        for lid, eid, location, payload, _ in self._scan(log_id, with_payload=True):
+            yield LogRecord(lid, eid, location, payload)
+
+    def _scan(self, log_id: int, *, with_payload: bool) -> Iterator[tuple[int, int, int, bytes, int]]:
+        """Yield ``(ledger, entry, location, payload or b"", record size)`` for each entry record."""
+        path = self.log_path(log_id)
+        with open(path, "rb", buffering=0) as f:
+            header = decode_header(f.read(HEADER_SIZE))
+            end = header.ledgers_map_offset or None
+            buf = bytearray()
+            base = HEADER_SIZE
+            while True:
+                data = f.read(_SCAN_CHUNK)
+                if not data:
+                    return
+                buf += data
+                pos = 0
+                while True:
+                    if end is not None and base + pos >= end:
+                        return
+                    rec = decode_record_at(buf, pos)
+                    if rec is None:
+                        break
+                    lid, eid, pstart, rend = rec
+                    if lid != INVALID_LEDGER_ID:
+                        payload = bytes(buf[pstart:rend]) if with_payload else b""
+                        yield lid, eid, (log_id << 32) | (base + pos), payload, rend - pos
+                    pos = rend
+                del buf[:pos]
+                base += pos
+
+    def remove_log(self, log_id: int) -> None:
+        """Delete a rolled log's file (GC). Raises ValueError for a current log.
+
+        Reads already in progress on the log finish; later reads raise `FileNotFoundError`.
+        """
+        with self._lock:
+            if any(log is not None and log.log_id == log_id for log in self._current):
+                raise ValueError(f"entry log {log_id:x} is still being written")
+            path = self._logs.pop(log_id, None)
+            self._usage_cache.pop(log_id, None)
+        if path is None:
+            raise FileNotFoundError(errno.ENOENT, f"no entry log {log_id:x}")
+        path.unlink(missing_ok=True)
+        with self._fd_lock:
+            if not self._read_refs.get(log_id):
+                fd = self._read_fds.pop(log_id, None)
+                if fd is not None:
+                    os.close(fd)
+
+    def statistics(self) -> EntryLogStats:
+        """A snapshot of the logger's counters."""
+        return EntryLogStats(
+            log_count=len(self._logs),
+            current_logs=sum(1 for log in self._current if log is not None),
+            bytes_written=self._bytes_written,
+            write_calls=self._write_calls,
+            syncs=self._syncs,
+            rolls=self._rolls,
+            removed_empty=self._removed_empty,
+        )
