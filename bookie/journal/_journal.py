@@ -703,8 +703,8 @@ class Journal:
         self._notify()
         await self.ensure_reserve()
 
-    def _after_suspend(self) -> None:
-        """The loops of the broken file stopped: close its files and empty the queue."""
+    def _close_files(self) -> None:
+        """Close every journal file this journal holds open (errors ignored: nothing more is written)."""
         for fd in self._fds_open.values():
             try:
                 os.close(fd)
@@ -712,6 +712,10 @@ class Journal:
                 pass
         self._fds_open.clear()
         self._fd = None
+
+    def _after_suspend(self) -> None:
+        """The loops of the broken file stopped: close its files and empty the queue."""
+        self._close_files()
         self._open = _Batch()
         self._unfinished.clear()
         self._q_bytes = self._q_entries = 0
@@ -1007,12 +1011,6 @@ class Journal:
         if self._state is not JournalState.FAILED:
             self._state = JournalState.CLOSED
         self._fail_pending(self._error or JournalClosedError("journal closed"))
-        for fd in self._fds_open.values():
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self._fds_open.clear()
-        self._fd = None
+        self._close_files()
         self._resume_done.set()
         self._stopped.set()
