@@ -112,12 +112,15 @@ class Consumer:
         if self.closed or not items:
             return
         frames = []
+        # a partition's messages carry its index, as Pulsar's dispatcher sets it: clients route,
+        # ack and seek by message id across the partitions of a topic
+        partition = self.subscription.topic.name.partition
         for entry, redelivery, ack_set in items:
-            fields: dict[str, Any] = {
-                "consumer_id": self.consumer_id,
-                "message_id": {"ledgerId": entry.position.ledger_id & UINT64_MAX,
-                               "entryId": entry.position.entry_id & UINT64_MAX},
-            }
+            message_id: dict[str, int] = {"ledgerId": entry.position.ledger_id & UINT64_MAX,
+                                          "entryId": entry.position.entry_id & UINT64_MAX}
+            if partition >= 0:
+                message_id["partition"] = partition
+            fields: dict[str, Any] = {"consumer_id": self.consumer_id, "message_id": message_id}
             if redelivery:
                 fields["redelivery_count"] = redelivery
             if ack_set is not None:

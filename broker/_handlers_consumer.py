@@ -203,10 +203,12 @@ async def handle_close_consumer(conn: ServerConnection, frame: Frame) -> None:
     conn.send_command(make_command("SUCCESS", request_id=req.request_id))
 
 
-def _mid(pos: Position, batch_index: int = -1) -> dict:
+def _mid(pos: Position, batch_index: int = -1, partition: int = -1) -> dict:
     out = {"ledgerId": pos.ledger_id & UINT64_MAX, "entryId": pos.entry_id & UINT64_MAX}
     if batch_index >= 0:
         out["batch_index"] = batch_index
+    if partition >= 0:
+        out["partition"] = partition
     return out
 
 
@@ -223,8 +225,9 @@ async def handle_get_last_message_id(conn: ServerConnection, frame: Frame) -> No
         if info.is_batch:
             batch_index = info.num_messages - 1
     conn.send_command(make_command(
-        "GET_LAST_MESSAGE_ID_RESPONSE", request_id=req.request_id, last_message_id=_mid(last, batch_index),
-        consumer_mark_delete_position=_mid(sub.cursor.mark_delete_position)))
+        "GET_LAST_MESSAGE_ID_RESPONSE", request_id=req.request_id,
+        last_message_id=_mid(last, batch_index, sub.topic.name.partition),
+        consumer_mark_delete_position=_mid(sub.cursor.mark_delete_position, partition=sub.topic.name.partition)))
 
 
 async def handle_consumer_stats(conn: ServerConnection, frame: Frame) -> None:

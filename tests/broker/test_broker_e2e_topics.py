@@ -55,8 +55,15 @@ def test_partitioned_topic(broker: BrokerThread, client: pulsar.Client, topic: s
     got = _drain(consumer)
     assert sorted(m.data() for m in got) == sorted(f"m{i}".encode() for i in range(30))
     assert {m.topic_name() for m in got} == {f"{topic}-partition-{i}" for i in range(3)}
+    # each id names its partition (as Pulsar's dispatcher sets it), so acks and seeks route by id
+    for m in got:
+        assert m.message_id().partition() == int(m.topic_name().rsplit("-", 1)[1])
     producer.close()
     consumer.close()
+    reader = client.create_reader(f"{topic}-partition-1", pulsar.MessageId.earliest)
+    assert reader.has_message_available()
+    assert reader.read_next(timeout_millis=5000).message_id().partition() == 1
+    reader.close()
 
 
 def test_pattern_subscription(broker: BrokerThread, client: pulsar.Client) -> None:
