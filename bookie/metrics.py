@@ -299,9 +299,14 @@ class GcMetrics:
         self.log_usage = Gauge("bookie_gc_entry_logs_by_usage",
                                "Rolled entry logs at the last GC run whose live share is at most "
                                "usage_le (and above the next lower bucket)", ["usage_le"], registry=r)
+        self.early_rolls = Counter("bookie_gc_entry_log_early_rolls",
+                                   "Current entry logs GC rolled before logSizeLimit, by why (dead: live share "
+                                   "under the run's compaction threshold or none; age)", ["why"], registry=r)
         self.forced = Gauge("bookie_gc_force_compacting", "1 while a forced GC run is in progress", registry=r)
         for phase in GC_PHASES:
             self.runtime.labels(phase)
+        for why in ("dead", "age"):
+            self.early_rolls.labels(why)
         for bound in _GC_USAGE_BUCKETS:
             self.log_usage.labels(f"{bound:.1f}").set(0)
         for result in GC_RESULTS:

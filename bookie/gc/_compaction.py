@@ -17,7 +17,8 @@ an index lookup sees the old or the new location, and a read that finds the old 
 the entry up again (`DbLedgerStorage.get_entry`).
 
 Crash-test hook: with ``MAGNETAR_GC_KILL_AT=<point>`` in the environment (points: ``after_sync``,
-``after_index``, ``before_remove``) the process SIGKILLs itself there on the first chunk/log.
+``after_index``, ``before_remove``) the process SIGKILLs itself there on the first chunk/log;
+``after_roll`` is the garbage collector's point right after it rolled a current log early.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from .._errors import BookieException
 from ..storage import RECORD_PREFIX_SIZE, DbLedgerStorage, EntryLogger, LogRecord
 
 __all__ = ["CompactionKind", "RateLimiter", "CompactionResult", "CompactionTimeout", "compact_log",
-           "KILL_AT_GC_ENV"]
+           "KILL_AT_GC_ENV", "kill_point"]
 
 KILL_AT_GC_ENV = "MAGNETAR_GC_KILL_AT"
 _MAX_CHUNK_ENTRIES = 5000
@@ -103,7 +104,8 @@ class CompactionResult:
         return max(0, self.old_file_size - self.bytes_written) if self.removed else 0
 
 
-def _kill_point(name: str) -> None:
+def kill_point(name: str) -> None:
+    """SIGKILL this process if ``MAGNETAR_GC_KILL_AT`` names ``name`` (crash tests)."""
     if os.environ.get(KILL_AT_GC_ENV) == name:
         os.kill(os.getpid(), signal.SIGKILL)
 
@@ -167,11 +169,11 @@ async def compact_log(
                 async with storage.write_lock:
                     locations = await trio.to_thread.run_sync(_append_synced, logger, entries)
                     if first:
-                        _kill_point("after_sync")
+                        kill_point("after_sync")
                     updates = [(r.ledger_id, r.entry_id, loc) for r, loc in zip(records, locations, strict=True)]
                     moved += await trio.to_thread.run_sync(index.update_locations, updates, log_id)
                     if first:
-                        _kill_point("after_index")
+                        kill_point("after_index")
                     first = False
                 written += out_bytes
                 copied += len(records)
@@ -179,7 +181,7 @@ async def compact_log(
                 break
     finally:
         scan.close()  # type: ignore[attr-defined]
-    _kill_point("before_remove")
+    kill_point("before_remove")
     try:
         await trio.to_thread.run_sync(logger.remove_log, log_id)
     except FileNotFoundError:

@@ -10,6 +10,16 @@ Rules checked by `GcConfig.validate` (each raises `ConfigError` naming the key):
 * when both kinds are enabled, ``minorCompactionThreshold`` < ``majorCompactionThreshold`` and
   ``minorCompactionInterval`` < ``majorCompactionInterval`` (minor runs more often on emptier logs);
 * rates are positive, wait times and periods not negative.
+
+Rolling the current entry log early (Magnetar's keys, no BookKeeper spelling): BookKeeper leaves a
+log alone until it reaches ``logSizeLimit`` (1 GiB), so data deleted from it stays on disk until
+a gigabyte more was written. ``gc_roll_dead_current_log`` rolls it in a GC run when its live
+share is below the threshold of the compaction that run does (or it has no live data left);
+``gc_roll_current_log_after_s`` rolls it once it is that old, so a quiet bookie's log becomes
+collectable at all. Default 1800 s: a current log then waits at most about 30 min plus one
+``gcWaitTime`` before GC may take it, and the cost is one more (smaller) log file per ledger
+directory per half hour; an age roll copies nothing by itself, compaction still only copies logs
+under its thresholds.
 """
 
 from __future__ import annotations
@@ -71,6 +81,13 @@ class GcConfig:
         False, alias="isThrottleByBytes", help="Throttle compaction by bytes instead of entries.")
     error_skip_period_ms: int = config_field(
         600_000, help="After an error on an entry log, leave that log alone this long (ms).")
+    gc_roll_dead_current_log: bool = config_field(
+        True, help="In a GC run, roll the current entry log when its live share is below the threshold "
+                   "of the compaction the run does (or it holds no live data), so its dead data goes "
+                   "in that run instead of after logSizeLimit more bytes.")
+    gc_roll_current_log_after_s: int = config_field(
+        1800, help="In a GC run, roll a current entry log older than this many seconds so GC can "
+                   "reclaim it (<= 0: only logSizeLimit and gc_roll_dead_current_log roll it).")
     compaction_free_space_reserve_bytes: int = config_field(
         16 * MiB, help="Compact a log only if its directory has this much free space beyond the "
                        "log's live bytes (its output); deleting whole dead logs needs none.")

@@ -2,7 +2,11 @@
 
 Reasons (`Reason`), checked in this order for each log:
 
-1. STILL_BEING_WRITTEN - the log is a current log; GC never touches it until it rolls.
+1. ROLLS_AT_NEXT_GC - a current log that a GC run will roll early (`roll_reason`): none of its
+   data is live, or it is older than ``gc_roll_current_log_after_s`` (the next run rolls it), or
+   its live share is under a compaction threshold (the next forced run, or the next compaction
+   run of that kind, rolls and compacts it).
+   STILL_BEING_WRITTEN - any other current log; GC leaves it alone until it rolls.
 2. SKIPPED_AFTER_ERROR - an error on this log (or its ledgers map cannot be read now); GC leaves
    it alone until the time given.
 3. DEAD - no stored ledger has data in it; the next GC run deletes the file.
@@ -14,6 +18,9 @@ Reasons (`Reason`), checked in this order for each log:
 6. NEXT_COMPACTION_DUE - its usage is below a threshold; the earliest compaction whose threshold
    it is under is due at the time given (that is also the answer after a run stopped at its
    time bound).
+
+A rolled log that GC rolled early carries why in ``rolled_for_gc`` (its reason is then one of
+3-6 like any rolled log's).
 
 The ledgers keeping a log alive are listed with their bytes in it, largest first, and, when the
 metadata store is available, where their metadata says they belong: the managed ledger (topic)
@@ -34,7 +41,7 @@ from metadata import MetadataStore, NoNodeError
 from protocols.bookkeeper import LedgerMetadata, ledger_path
 
 __all__ = ["Reason", "LedgerPin", "LogExplanation", "GcSchedule", "GcExplanation", "explain_log",
-           "ledger_owner", "lookup_ledgers"]
+           "roll_reason", "ledger_owner", "lookup_ledgers"]
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +49,7 @@ log = logging.getLogger(__name__)
 class Reason(enum.Enum):
     """Why a log's space is not reclaimed yet (module docstring, in precedence order)."""
 
+    ROLLS_AT_NEXT_GC = "rolls_at_next_gc"
     STILL_BEING_WRITTEN = "still_being_written"
     DEAD = "dead"
     SKIPPED_AFTER_ERROR = "skipped_after_error"
@@ -80,6 +88,7 @@ class LogExplanation:
     next_attempt_ms: int | None
     ledgers: tuple[LedgerPin, ...]
     other_ledgers: int
+    rolled_for_gc: str | None = None  # why GC rolled this log before logSizeLimit, if it did
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +131,27 @@ def _fmt_time(ms: int) -> str:
     return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def roll_reason(*, total_bytes: int, live_bytes: int, age_s: float, kind: str | None,
+                threshold: float | None, roll_dead: bool, max_age_s: int) -> tuple[str, str] | None:
+    """Whether a GC run rolls a current log early, as ``(why, detail)`` (``why`` is ``"dead"`` or
+    ``"age"``), else None. Pure.
+
+    ``kind``/``threshold`` are the compaction the run does (None: none); ``roll_dead`` and
+    ``max_age_s`` are ``gc_roll_dead_current_log`` and ``gc_roll_current_log_after_s``. A log
+    with no live data is rolled whenever ``roll_dead`` (dead-log deletion takes it, nothing is
+    copied); one whose live share is under the run's threshold only when the run compacts.
+    """
+    if roll_dead and total_bytes > 0:
+        usage = live_bytes / total_bytes
+        if live_bytes == 0:
+            return "dead", "none of its data is live any more"
+        if threshold is not None and usage < threshold:
+            return "dead", f"usage {usage:.1%} is below the {kind} compaction threshold {threshold:.0%}"
+    if max_age_s > 0 and age_s >= max_age_s:
+        return "age", f"open for {age_s:.0f} s, at least gc_roll_current_log_after_s = {max_age_s}"
+    return None
+
+
 def explain_log(
     *,
     log_id: int,
@@ -136,12 +166,19 @@ def explain_log(
     pins: tuple[LedgerPin, ...],
     other_ledgers: int,
     error: str | None = None,
+    roll_due: tuple[str, int | None] | None = None,
+    rolled_for_gc: str | None = None,
 ) -> LogExplanation:
-    """Decide one log's reason (module docstring order). Pure."""
+    """Decide one log's reason (module docstring order). Pure.
+
+    ``roll_due`` (current logs) is ``(detail, when_ms or None for the next run)`` when a GC run
+    will roll the log early; ``rolled_for_gc`` (rolled logs) why GC rolled it early."""
     live_bytes = sum(live.values())
     usage = live_bytes / total_bytes if total_bytes else 0.0
     nxt: int | None = None
-    if current:
+    if current and roll_due is not None:
+        reason, (detail, nxt) = Reason.ROLLS_AT_NEXT_GC, roll_due
+    elif current:
         reason, detail = Reason.STILL_BEING_WRITTEN, "the log is still being written; GC waits until it rolls"
     elif skipped is not None:
         nxt = skipped[0]
@@ -178,8 +215,10 @@ def explain_log(
             reason = Reason.NEXT_COMPACTION_DUE
             detail = (f"usage {usage:.1%} is below the {kind} threshold {threshold:.0%}; the next {kind} "
                       f"compaction is due at {_fmt_time(when)}")
+    if rolled_for_gc is not None and not current:
+        detail = f"rolled early for GC ({rolled_for_gc}); {detail}"
     return LogExplanation(log_id, directory, size_bytes, total_bytes, live_bytes, round(usage, 6), reason,
-                          detail, nxt, pins, other_ledgers)
+                          detail, nxt, pins, other_ledgers, rolled_for_gc if not current else None)
 
 
 def ledger_owner(metadata: LedgerMetadata) -> str | None:

@@ -10,6 +10,12 @@ A run (`GarbageCollector.run_once`), every ``gcWaitTime`` or when triggered (RES
    right before `DbLedgerStorage.delete_ledger`. Optionally (``delete_overreplicated_ledgers``,
    every ``gcOverreplicatedLedgerWaitTime``) a local ledger whose CLOSED metadata lists this bookie
    in no ensemble is deleted too.
+1b. A forced run flushes the write cache (a checkpoint, `FlushReason.GC`), so the entries the
+   cache held are in entry logs and counted before the next step decides.
+1c. Early roll (`DbLedgerStorage.roll_entry_logs`, decided by `roll_reason`): a current entry log
+   whose live share is below the threshold of the compaction this run does (or that holds no
+   live data), or that is older than ``gc_roll_current_log_after_s``, is rolled now, so steps 2
+   and 3 of this same run can delete or compact it instead of waiting for ``logSizeLimit``.
 2. Entry-log GC (`EntryLogTracker`): re-measure rolled logs, delete the dead ones. This runs even
    when the disk is full: it only frees space.
 3. Compaction, when one is due or forced: major if enabled and due (or forced), else minor.
@@ -41,10 +47,10 @@ from protocols.bookkeeper import LedgerMetadata, LedgerState, ledger_level_child
 
 from .._errors import BookieException
 from ..metrics import GcMetrics
-from ..storage import DbLedgerStorage
-from ._compaction import CompactionKind, CompactionTimeout, RateLimiter, compact_log
+from ..storage import CurrentLogInfo, DbLedgerStorage, FlushReason
+from ._compaction import CompactionKind, CompactionTimeout, RateLimiter, compact_log, kill_point
 from ._config import GcConfig
-from ._explain import GcExplanation, GcSchedule, LedgerPin, explain_log, lookup_ledgers
+from ._explain import GcExplanation, GcSchedule, LedgerPin, explain_log, lookup_ledgers, roll_reason
 from ._logs import EntryLogTracker, SkipList
 
 __all__ = ["GarbageCollector", "GcStatus", "GcRunResult", "MetadataListingError"]
@@ -103,6 +109,7 @@ class GcRunResult:
     compacted_logs: int
     reclaimed_compaction: int
     errors: tuple[str, ...]
+    rolled_logs: int = 0  # current logs rolled early for this run (step 1c)
 
 
 @dataclass(slots=True)
@@ -149,6 +156,7 @@ class GarbageCollector:
         self._skips = SkipList(self.config.error_skip_period_ms, clock)
         self._tracker = EntryLogTracker(storage, self._skips)
         self._headroom: dict[int, tuple[int, int]] = {}
+        self._rolled: dict[int, str] = {}  # logs rolled early by GC and still on disk -> why
         now = int(clock())
         self._last_major = self._last_minor = now
         self._major_count = self._minor_count = 0
@@ -235,6 +243,16 @@ class GarbageCollector:
             log.error("GC: ledger GC stopped, nothing more deleted this run: %s", exc)
             errors.append(f"ledgers: {exc}")
         m.runtime.labels("ledgers").observe(trio.current_time() - t0)
+        # 1b. a forced run checkpoints first, 1c. early rolls for the compaction this run plans
+        if force:
+            try:
+                await self._storage.flush(FlushReason.GC)
+            except Exception as exc:
+                m.errors.labels("entry_logs").inc()
+                log.error("GC: flushing the write cache before a forced run failed: %s", exc)
+                errors.append(f"flush: {exc}")
+        planned = self._due(force, allow_major, allow_minor)
+        rolled = await self._roll_current(planned, errors)
         # 2. entry logs
         t0 = trio.current_time()
         try:
@@ -263,7 +281,7 @@ class GarbageCollector:
         m.runtime.labels("entry_logs").observe(trio.current_time() - t0)
         # 3. compaction
         if not fatal:
-            kind = self._due(force, allow_major, allow_minor)
+            kind = planned
         if kind is not None:
             t0 = trio.current_time()
             try:
@@ -273,6 +291,9 @@ class GarbageCollector:
                 log.error("GC: %s compaction failed: %s", kind.value, exc)
                 errors.append(f"compaction: {exc}")
             m.runtime.labels("compaction").observe(trio.current_time() - t0)
+        if self._rolled:
+            on_disk = set(await trio.to_thread.run_sync(self._storage.entry_logger.list_logs))
+            self._rolled = {k: v for k, v in self._rolled.items() if k in on_disk}
         m.runtime.labels("total").observe(trio.current_time() - t_start)
         result = "error" if fatal else ("partial" if errors else "ok")
         now = int(self._clock())
@@ -281,7 +302,54 @@ class GarbageCollector:
         self._last_error = errors[-1] if errors else None
         m.record_result(result, now / 1000)
         return GcRunResult(result, deleted_ledgers, deleted_logs, reclaimed_del, kind, compacted,
-                           reclaimed_comp, tuple(errors))
+                           reclaimed_comp, tuple(errors), rolled)
+
+    # ------------------------------------------------------------------ 1c. early rolls
+
+    def _threshold(self, kind: CompactionKind | None) -> float | None:
+        if kind is None:
+            return None
+        c = self.config
+        return c.major_compaction_threshold if kind is CompactionKind.MAJOR else c.minor_compaction_threshold
+
+    def _roll_decision(self, info: CurrentLogInfo, kind: CompactionKind | None) -> tuple[str, str] | None:
+        c = self.config
+        exists = self._storage.ledger_exists
+        live = sum(n for lid, n in info.ledgers.items() if exists(lid))
+        return roll_reason(total_bytes=info.total, live_bytes=live, age_s=info.age_s,
+                           kind=kind.value if kind is not None else None, threshold=self._threshold(kind),
+                           roll_dead=c.gc_roll_dead_current_log, max_age_s=c.gc_roll_current_log_after_s)
+
+    async def _roll_current(self, kind: CompactionKind | None, errors: list[str]) -> int:
+        """Step 1c: roll the current logs this run should take; returns how many were rolled."""
+        c = self.config
+        if not c.gc_roll_dead_current_log and c.gc_roll_current_log_after_s <= 0:
+            return 0
+        whys: dict[int, str] = {}
+
+        def choose(logs: list[CurrentLogInfo]) -> dict[int, str]:
+            out: dict[int, str] = {}
+            for info in logs:
+                decision = self._roll_decision(info, kind)
+                if decision is not None:
+                    whys[info.log_id] = decision[0]
+                    out[info.log_id] = decision[1]
+            return out
+
+        try:
+            rolled = await self._storage.roll_entry_logs(choose)
+        except Exception as exc:
+            self.metrics.errors.labels("entry_logs").inc()
+            log.error("GC: rolling a current entry log early failed: %s", exc)
+            errors.append(f"roll: {exc}")
+            return 0
+        if rolled:
+            kill_point("after_roll")
+        for log_id, detail in rolled.items():
+            log.info("GC: rolled current entry log %x early: %s", log_id, detail)
+            self.metrics.early_rolls.labels(whys[log_id]).inc()
+            self._rolled[log_id] = detail
+        return len(rolled)
 
     # ------------------------------------------------------------------ 1. ledger GC
 
@@ -504,9 +572,11 @@ class GarbageCollector:
         schedule = self.schedule()
         exists = self._storage.ledger_exists
 
-        def gather() -> list[tuple[int, str, int, int, dict[int, int], bool, str | None]]:
+        def gather() -> tuple[list[tuple[int, str, int, int, dict[int, int], bool, str | None]],
+                              dict[int, CurrentLogInfo]]:
             rows: list[tuple[int, str, int, int, dict[int, int], bool, str | None]] = []
             current = logger.current_log_ids()
+            current_infos = {i.log_id: i for i in logger.current_logs()}
             known = self._tracker.logs
             for log_id in logger.list_logs():
                 try:
@@ -528,9 +598,9 @@ class GarbageCollector:
                     continue
                 live = {k: v for k, v in usage.ledgers.items() if exists(k)}
                 rows.append((log_id, str(path.parent), size, usage.total_size, live, log_id in current, None))
-            return rows
+            return rows, current_infos
 
-        rows = await trio.to_thread.run_sync(gather)
+        rows, current_infos = await trio.to_thread.run_sync(gather)
         top: dict[int, list[tuple[int, int]]] = {}
         wanted: set[int] = set()
         for log_id, _d, _s, _t, live, _c, _e in rows:
@@ -546,8 +616,32 @@ class GarbageCollector:
             out.append(explain_log(log_id=log_id, directory=directory, size_bytes=size, total_bytes=total,
                                    live=live, current=current, schedule=schedule,
                                    skipped=self._skips.get(log_id), headroom=self._headroom.get(log_id),
-                                   pins=pins, other_ledgers=len(live) - len(pins), error=error))
+                                   pins=pins, other_ledgers=len(live) - len(pins), error=error,
+                                   roll_due=self._roll_due(current_infos.get(log_id), schedule) if current else None,
+                                   rolled_for_gc=self._rolled.get(log_id)))
         return GcExplanation(schedule, self._last_run, self._last_result, tuple(out))
+
+
+    def _roll_due(self, info: CurrentLogInfo | None, schedule: GcSchedule) -> tuple[str, int | None] | None:
+        """For explain: whether (and when) a GC run rolls this current log early."""
+        if info is None:
+            return None
+        soon = self._roll_decision(info, None)  # dead or old: any run rolls it
+        if soon is not None:
+            return f"{soon[1]}; the next GC run rolls it so its space can come back", None
+        c = self.config
+        kind = CompactionKind.MAJOR if c.major_compaction_threshold > 0 else (
+            CompactionKind.MINOR if c.minor_compaction_threshold > 0 else None)
+        later = self._roll_decision(info, kind)
+        if kind is None or later is None:
+            return None
+        when = schedule.next_major_ms if kind is CompactionKind.MAJOR else schedule.next_minor_ms
+        at = f", or the {kind.value} compaction due at {_fmt_ms(when)}," if when is not None else ""
+        return f"{later[1]}; a forced GC run{at} rolls and compacts it", when
+
+
+def _fmt_ms(ms: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ms / 1000))
 
 
 def _level_name(ledger_id: int, level: int) -> str:

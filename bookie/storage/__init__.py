@@ -11,6 +11,7 @@ Below the server and the garbage collector (`bookie.gc` compacts and deletes ent
 `bookie._space`, `bookie.metrics`).
 """
 
+from ._entry_log import CurrentLogInfo as CurrentLogInfo
 from ._entry_log import EntryLogger as EntryLogger
 from ._entry_log import EntryLogStats as EntryLogStats
 from ._entry_log import FileOps as FileOps
@@ -30,7 +31,7 @@ __all__ = [
     # the contract and its implementation
     "LedgerStorage", "DbLedgerStorage", "CheckpointSource", "FlushReason", "StorageStats",
     # entry logs (what GC compacts and deletes)
-    "EntryLogger", "EntryLogStats", "FileOps", "LogRecord", "LogUsage", "RECORD_PREFIX_SIZE",
+    "EntryLogger", "EntryLogStats", "CurrentLogInfo", "FileOps", "LogRecord", "LogUsage", "RECORD_PREFIX_SIZE",
     # errors
     "StorageIOError", "WriteCacheFull", "CorruptLogError",
 ]

@@ -24,6 +24,11 @@ Rules:
    as unindexed garbage that compaction reclaims (they still count in that log's ledgers map).
    An abandoned log that holds no record (a log opened by the failed batch itself) is deleted,
    so a flush retried on a full disk leaves no file behind per attempt.
+7. A current log may be rolled early (`roll_current`, for GC: a log whose data died, or an old
+   one) through the same roll as rule 4. The caller must hold off appends whose locations are
+   not yet indexed (the storage's write lock): every record in the log is then synced and
+   indexed, so rolling changes no location and a crash at any point of it loses nothing (a log
+   left without its map is measured by a scan, as after any crash).
 """
 
 from __future__ import annotations
@@ -32,7 +37,8 @@ import errno
 import logging
 import os
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,7 +62,8 @@ from ._entry_log_codec import (
     split_location,
 )
 
-__all__ = ["EntryLogger", "FileOps", "LogRecord", "LogUsage", "EntryLogStats", "StorageIOError"]
+__all__ = ["EntryLogger", "FileOps", "LogRecord", "LogUsage", "CurrentLogInfo", "EntryLogStats",
+           "StorageIOError"]
 
 _logger = logging.getLogger(__name__)
 
@@ -116,6 +123,23 @@ class LogUsage:
 
 
 @dataclass(frozen=True, slots=True)
+class CurrentLogInfo:
+    """A log still being written: its size so far, age and per-ledger record bytes (for GC's
+    decision to roll it early, rule 7)."""
+
+    log_id: int
+    directory: str
+    size_bytes: int
+    age_s: float
+    ledgers: dict[int, int]
+
+    @property
+    def total(self) -> int:
+        """Record bytes written to it."""
+        return sum(self.ledgers.values())
+
+
+@dataclass(frozen=True, slots=True)
 class EntryLogStats:
     """Snapshot of `EntryLogger` counters."""
 
@@ -126,6 +150,7 @@ class EntryLogStats:
     syncs: int
     rolls: int
     removed_empty: int = 0  # logs deleted again because a failed write left them without a record
+    early_rolls: int = 0  # rolls asked for by GC (rule 7), also counted in ``rolls``
 
 
 @dataclass(slots=True)
@@ -135,6 +160,7 @@ class _CurrentLog:
     position: int
     ledgers: dict[int, int] = field(default_factory=dict)
     dirty: bool = False
+    created: float = 0.0  # the logger's clock when the log was opened
 
 
 class EntryLogger:
@@ -143,7 +169,8 @@ class EntryLogger:
     ``directories`` are the ledger directories (created if missing). ``log_size_limit`` is
     BookKeeper's ``logSizeLimit`` (default 1 GiB, at most 2 GiB so offsets fit in 32 bits).
     ``file_ops`` replaces the write/sync calls (tests). ``write_chunk_bytes`` bounds the buffer that
-    records are packed into before each write. All methods block; see the module rules.
+    records are packed into before each write. ``clock`` (seconds, monotonic) dates current logs
+    for `current_logs`. All methods block; see the module rules.
     """
 
     def __init__(
@@ -154,6 +181,7 @@ class EntryLogger:
         file_ops: FileOps | None = None,
         max_open_read_files: int = 256,
         write_chunk_bytes: int = 8 << 20,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not directories:
             raise ValueError("at least one ledger directory is required")
@@ -173,7 +201,8 @@ class EntryLogger:
         self._closed = False
         self._chunk = memoryview(bytearray(write_chunk_bytes))
         self._bytes_written = self._write_calls = self._syncs = self._rolls = 0
-        self._removed_empty = 0
+        self._removed_empty = self._early_rolls = 0
+        self._clock = clock
         highest = -1
         for d in self._dirs:
             d.mkdir(parents=True, exist_ok=True)
@@ -325,7 +354,7 @@ class EntryLogger:
         except OSError as exc:
             raise StorageIOError(f"cannot create entry log {path}: {exc}", exc.errno) from exc
         self._logs[log_id] = path
-        log = _CurrentLog(log_id, fd, HEADER_SIZE)
+        log = _CurrentLog(log_id, fd, HEADER_SIZE, created=self._clock())
         self._current[d] = log
         return log
 
@@ -388,6 +417,28 @@ class EntryLogger:
             for d, log in enumerate(self._current):
                 if log is not None and log.position > HEADER_SIZE:
                     self._roll(d, log)
+
+    def current_logs(self) -> list[CurrentLogInfo]:
+        """The logs still being written that hold records, with their age and ledgers."""
+        now = self._clock()
+        with self._lock:
+            return [CurrentLogInfo(log.log_id, str(self._dirs[d]), log.position, now - log.created,
+                                   dict(log.ledgers))
+                    for d, log in enumerate(self._current) if log is not None and log.position > HEADER_SIZE]
+
+    def roll_current(self, log_ids: Iterable[int]) -> list[int]:
+        """Roll the named logs if they are still current and hold records (rule 7: the caller holds
+        off unindexed appends); returns the ids rolled. The next append opens a new log."""
+        wanted = set(log_ids)
+        rolled: list[int] = []
+        with self._lock:
+            self._check_open()
+            for d, log in enumerate(self._current):
+                if log is not None and log.log_id in wanted and log.position > HEADER_SIZE:
+                    self._roll(d, log)
+                    self._early_rolls += 1
+                    rolled.append(log.log_id)
+        return rolled
 
     def close(self) -> None:
         """Roll the current logs (writing their ledgers maps) and close every file. Idempotent.
@@ -613,4 +664,5 @@ class EntryLogger:
             syncs=self._syncs,
             rolls=self._rolls,
             removed_empty=self._removed_empty,
+            early_rolls=self._early_rolls,
         )

@@ -18,6 +18,14 @@ Checkpoint hook. The server passes a `CheckpointSource` (the journal). A flush t
 Any disk error in 4-5 raises `StorageIOError`, leaves the entries in the cache (readable, written
 again by the next flush) and does not complete the checkpoint.
 
+Rolling early (GC). `DbLedgerStorage.roll_entry_logs` rolls chosen current entry logs through
+the entry logger's own roll (ledgers map, header, sync) while holding the write lock, i.e.
+between flushes: every record in those logs was synced and indexed by the flush that wrote it,
+and the LastLogMark only ever moves after that, so the roll changes no location and no journal
+position; a crash during it leaves a log without its map, which GC measures by a scan. GC asks
+for it when a current log's data is mostly dead or the log is old (`bookie.gc._gc`), after a
+forced run's flush (`FlushReason.GC`) so that the decision sees every entry the cache held.
+
 Full disk. Before step 4 the storage asks its `SpaceGuard` (`bookie._space`): a flush that would
 take a ledger directory past diskUsageThreshold reports it (the bookie turns read-only at once)
 and still runs; one that cannot fit in the free space at all fails at once with ENOSPC, before
@@ -47,7 +55,7 @@ from protocols.bookkeeper import NoSuchEntry, NoSuchLedger
 
 from .._space import DiskUsage, SpaceGuard
 from ..metrics import StorageMetrics
-from ._entry_log import EntryLogger, EntryLogStats, FileOps, StorageIOError
+from ._entry_log import CurrentLogInfo, EntryLogger, EntryLogStats, FileOps, StorageIOError
 from ._entry_log_codec import RECORD_PREFIX_SIZE, CorruptLogError
 from ._index import EntryIndex, IndexStats, LedgerInfo
 from ._read_cache import ReadAhead, ReadAheadStats, ReadCache, ReadCacheStats
@@ -80,6 +88,7 @@ class FlushReason(enum.Enum):
     CACHE_FULL = "cache_full"
     EXPLICIT = "explicit"
     RETRY = "retry"  # the flush loop trying again after a failed flush
+    GC = "gc"  # a forced GC run, before it decides which current logs to roll
 
 
 class LedgerStorage(Protocol):
@@ -234,6 +243,21 @@ class DbLedgerStorage:
         syncs and re-indexes a chunk (so a checkpoint never interleaves with it on the current log).
         Reads never take it."""
         return self._flush_lock
+
+    async def roll_entry_logs(self, choose: Callable[[list[CurrentLogInfo]], dict[int, str]]) -> dict[int, str]:
+        """Roll the current entry logs that ``choose`` picks (module docstring, "Rolling early").
+
+        ``choose`` gets the current logs holding records and returns ``{log_id: reason}``; it runs
+        on the event loop while the write lock is held, so what it saw is what is rolled. Returns
+        the logs rolled with their reasons. Raises `StorageIOError` if a roll fails (that log is
+        abandoned as after any failed write; its synced records stay readable)."""
+        async with self._flush_lock:
+            logs = await trio.to_thread.run_sync(self._logger.current_logs)
+            chosen = choose(logs) if logs else {}
+            if not chosen:
+                return {}
+            rolled = await trio.to_thread.run_sync(self._logger.roll_current, list(chosen))
+        return {log_id: chosen[log_id] for log_id in rolled}
 
     # ------------------------------------------------------------------ entries
 

@@ -176,3 +176,28 @@ def test_rejects_bad_limits(tmp_path: Path) -> None:
         EntryLogger([tmp_path], log_size_limit=2**31 + 1)
     with pytest.raises(ValueError):
         EntryLogger([])
+
+
+def test_roll_current_rolls_named_logs_early_with_their_maps(tmp_path: Path) -> None:
+    now = [100.0]
+    el = EntryLogger([tmp_path / "a", tmp_path / "b"], clock=lambda: now[0])
+    entries = _entries(range(4), 10)
+    locs = el.append(entries)
+    el.sync()
+    now[0] = 130.0
+    infos = {i.log_id: i for i in el.current_logs()}
+    assert len(infos) == 2 and all(i.age_s == 30.0 for i in infos.values())
+    first, second = sorted(infos)
+    assert infos[first].total == sum(infos[first].ledgers.values()) > 0
+    assert el.roll_current([first, 12345]) == [first]  # an unknown id is ignored
+    assert el.current_log_ids() == {second}
+    with open(el.log_path(first), "rb") as f:
+        assert decode_header(f.read(HEADER_SIZE)).ledgers_map_offset > 0
+    assert el.usage(first).ledgers == infos[first].ledgers
+    for (lid, eid, payload), loc in zip(entries, locs, strict=True):
+        assert el.read(loc, lid, eid) == payload  # rolling moved nothing
+    assert el.roll_current([first]) == []  # no longer current
+    el.append(_entries(range(0, 4, 2), 1))  # the rolled directory opens a new log
+    assert len(el.current_log_ids()) == 2 and first not in el.current_log_ids()
+    assert el.statistics().early_rolls == 1
+    el.close()
