@@ -96,6 +96,10 @@ class BrokerEndpoints:
     web_url: str
     broker_port: int
     web_port: int
+    # TLS ("" when the TLS port is off); service_url / web_url are "" when the plain port is off,
+    # and broker_port / web_port then are the TLS ports
+    service_url_tls: str = ""
+    web_url_tls: str = ""
 
 
 @dataclass(frozen=True)
@@ -189,8 +193,9 @@ async def serve_broker_stack(
                 http = await nursery.start(lambda task_status: serve_admin(
                     service, port=web_port, gc_explain=gc_view.explain, task_status=task_status))
                 nursery.start_soon(gc_view.run)
-                host = broker.advertised_address
-                task_status.started(BrokerEndpoints(f"pulsar://{host}:{port}", f"http://{host}:{http}", port, http))
+                task_status.started(BrokerEndpoints(
+                    service.service_url, service.web_service_url, port, http,
+                    service_url_tls=service.service_url_tls, web_url_tls=service.web_service_url_tls))
                 await trio.sleep_forever()
         finally:
             broker_stopped.set()

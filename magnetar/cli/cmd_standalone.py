@@ -58,6 +58,9 @@ def command(conf: Path | None, data_dir: str | None, num_bookies: int | None, ov
         for b in ep.bookies:
             click.echo(f"  bookie {b.bookie_id}: protocol {b.host}:{b.port}, http {', '.join(b.http_urls)}")
         click.echo(f"  broker: {ep.broker.service_url}  admin REST: {ep.broker.web_url}")
+        if ep.broker.service_url_tls or ep.broker.web_url_tls:
+            click.echo(f"  broker TLS: {ep.broker.service_url_tls or 'off'}  admin REST TLS: "
+                       f"{ep.broker.web_url_tls or 'off'}")
         click.echo("ready (Ctrl-C to stop)")
 
     run = fail_cleanly_on(ConfigError, CookieMismatchError, BookieFatalError, OSError)(trio.run)
