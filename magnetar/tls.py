@@ -32,6 +32,7 @@ from __future__ import annotations
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -42,6 +43,7 @@ __all__ = [
     "PULSAR_KEYS",
     "TlsKeys",
     "TlsSettings",
+    "bookkeeper_settings",
     "client_context",
     "open_tls_stream",
     "server_context",
@@ -94,6 +96,23 @@ class TlsSettings:
     protocols: tuple[str, ...] = ()
     ciphers: tuple[str, ...] = ()
     keys: TlsKeys = PULSAR_KEYS
+
+
+def bookkeeper_settings(config: Any, *, client_auth: bool = False) -> TlsSettings:
+    """`TlsSettings` from a config with BookKeeper's TLS fields (``tls_key_store_type`` /
+    ``tlsKeyStoreType``, ``tls_key_store``, ``tls_certificate_path``, ``tls_trust_store_type``,
+    ``tls_trust_store``, ``tls_enabled_protocols``, ``tls_enabled_cipher_suites``); ``client_auth``
+    is the bookie's ``tlsClientAuthentication``. Only PEM stores are supported: any other store
+    type raises `ConfigError` naming its key."""
+    for field, key in (("tls_key_store_type", "tlsKeyStoreType"), ("tls_trust_store_type", "tlsTrustStoreType")):
+        value = getattr(config, field)
+        if value.upper() != "PEM":
+            raise ConfigError(key, f"only PEM files are supported, got {value!r}")
+    return TlsSettings(
+        cert_file=config.tls_certificate_path, key_file=config.tls_key_store,
+        trust_certs_file=config.tls_trust_store, require_client_cert=client_auth,
+        protocols=tuple(config.tls_enabled_protocols), ciphers=tuple(config.tls_enabled_cipher_suites),
+        keys=BOOKKEEPER_KEYS)
 
 
 def _readable(key: str, path: str) -> str:
