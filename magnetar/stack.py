@@ -30,10 +30,18 @@ from magnetar.config import ConfigError, config_field
 from managed_ledger import ManagedLedgerConfig, ManagedLedgerFactory
 from metadata import MetadataStore, open_metadata_store
 
-__all__ = ["StandaloneConfig", "BrokerEndpoints", "StandaloneEndpoints", "check_message_size", "serve_broker_stack",
-           "serve_standalone"]
+__all__ = ["STANDALONE_DEFAULTS", "StandaloneConfig", "BrokerEndpoints", "StandaloneEndpoints", "check_message_size",
+           "serve_broker_stack", "serve_standalone"]
 
 log = logging.getLogger(__name__)
+
+STANDALONE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "broker": {"bind_address": "127.0.0.1"},
+    "bookie": {"listen_address": "127.0.0.1", "http_address": "127.0.0.1"},
+}
+"""Defaults ``magnetar standalone`` uses instead of the components' own: a standalone listens on
+loopback only unless its config says otherwise (``bindAddress = "0.0.0.0"`` to serve other hosts);
+deploy/standalone.toml shows them."""
 
 STORAGE_CLOSE_TIMEOUT_S = 30.0
 """How long a stopping broker waits for its managed ledgers and BookKeeper client to close

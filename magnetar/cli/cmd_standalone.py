@@ -31,7 +31,7 @@ def command(conf: Path | None, data_dir: str | None, num_bookies: int | None, ov
     from bk_client import ClientConfig
     from bookie import BookieConfig, BookieFatalError, CookieMismatchError
     from broker import BrokerConfig
-    from magnetar.stack import StandaloneConfig, check_message_size, serve_standalone
+    from magnetar.stack import STANDALONE_DEFAULTS, StandaloneConfig, check_message_size, serve_standalone
     from managed_ledger import ManagedLedgerConfig
 
     setup_logging(verbose)
@@ -43,7 +43,7 @@ def command(conf: Path | None, data_dir: str | None, num_bookies: int | None, ov
     try:
         cfg = load_sections(conf, {"standalone": StandaloneConfig, "broker": BrokerConfig, "bookie": BookieConfig,
                                    "managed_ledger": ManagedLedgerConfig, "bk_client": ClientConfig},
-                            overrides, flags)
+                            overrides, flags, defaults=STANDALONE_DEFAULTS)
         cfg["standalone"].validate()
         check_message_size(cfg["broker"], cfg["bk_client"], cfg["bookie"])
     except ConfigError as exc:
