@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import trio
 
 from bk_client import BookKeeper, ClientConfig
@@ -27,6 +29,7 @@ from bookie import BookieConfig, serve_bookie_process
 from broker import MESSAGE_SIZE_FRAME_PADDING, BrokerConfig, BrokerService, serve_broker
 from broker.admin import BookieGcView, serve_admin
 from magnetar.config import ConfigError, config_field
+from magnetar.tls import client_context
 from managed_ledger import ManagedLedgerConfig, ManagedLedgerFactory
 from metadata import MetadataStore, open_metadata_store
 
@@ -191,7 +194,8 @@ async def serve_broker_stack(
             # explain-storage and /metrics ask the bookies (found in the metadata store) about GC;
             # the numbers for /metrics refresh about as often as retention runs
             gc_view = BookieGcView(store, metadata_root=metadata_root, retention=service.retention,
-                                   refresh_interval_s=max(1.0, min(15.0, broker.retention_check_interval_s)))
+                                   refresh_interval_s=max(1.0, min(15.0, broker.retention_check_interval_s)),
+                                   client_factory=_bookie_http_client_factory(client))
             service.metrics.gc_pending_hook = gc_view.bytes_awaiting_gc
             # httpx logs every request at INFO: the view's periodic refresh would fill the log
             logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger("httpx").level))
@@ -208,6 +212,15 @@ async def serve_broker_stack(
         finally:
             broker_stopped.set()
             storage_scope.deadline = trio.current_time() + STORAGE_CLOSE_TIMEOUT_S
+
+
+def _bookie_http_client_factory(client: ClientConfig) -> Callable[[float], httpx.AsyncClient] | None:
+    """How the broker reaches the bookies' REST: with the BookKeeper client's TLS settings (its CA
+    and certificate) when it talks TLS to the bookies, for bookies with httpServerTlsEnable."""
+    if not client.tls_enabled:
+        return None
+    ctx = client_context(client.tls_settings())
+    return lambda timeout_s: httpx.AsyncClient(timeout=timeout_s, verify=ctx)
 
 
 def _make_data_dir(data_dir: str) -> str:
