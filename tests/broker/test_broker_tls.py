@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pulsar
 import pytest
+from click.testing import Result
 
 from broker import BrokerConfig
 from magnetar.config import ConfigError, load_config
@@ -137,3 +138,22 @@ def test_tls_config_errors_name_the_key(certs: Certs, tmp_path: Path) -> None:
                                      "tlsCertificateFilePath": certs.server_cert,
                                      "tlsKeyFilePath": certs.server_key, "tlsProtocols": ["TLSv1.3"]})
     assert cfg.broker_service_port is None and cfg.tls_enabled
+
+
+def test_admin_cli_over_https(tls_broker: BrokerThread, certs: Certs, other: Certs) -> None:
+    from click.testing import CliRunner
+
+    from magnetar.cli import main
+
+    assert tls_broker.service is not None
+    url = tls_broker.service.web_service_url_tls
+
+    def run(*args: str) -> Result:
+        return CliRunner().invoke(main, ["admin", "--admin-url", url, *args, "tenants", "list"])
+
+    ok = run("--tls-trust-cert-path", certs.ca, "--tls-enable-hostname-verification")
+    assert ok.exit_code == 0 and "public" in ok.output, ok.output
+    assert run("--tls-trust-cert-path", other.ca).exit_code == 1  # untrusted: cannot reach
+    assert run("--tls-allow-insecure").exit_code == 0
+    bad = run("--tls-trust-cert-path", "/nonexistent/ca.pem")
+    assert bad.exit_code == 2 and "--tls-trust-cert-path" in bad.output
