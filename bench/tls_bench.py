@@ -4,7 +4,7 @@ Two ``magnetar standalone`` subprocesses (1 bookie each, default storage config)
 with TLS everywhere (client -> broker over ``pulsar+ssl://`` with client certificates required,
 broker -> bookie over TLS with client authentication). Certificates come from trustme, in a
 temporary directory. The official client (in this process) produces N messages with
-``send_async`` (default batching; 1,000 more first, untimed) and then a new subscription reads
+``send_async`` (no batching, the Python client's default; 1,000 more first, untimed) and then a new subscription reads
 them all from the start; runs alternate plain / TLS. Asserts
 nothing; prints msg/s per run and the TLS / plain ratio of the medians.
 
