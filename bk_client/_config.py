@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from magnetar.config import ConfigError, config_field, require_at_least, require_positive
+from magnetar.tls import TlsSettings, bookkeeper_settings, client_context
 from protocols.bookkeeper import DEFAULT_MAX_FRAME_SIZE
 
 __all__ = ["ClientConfig"]
@@ -69,14 +70,41 @@ class ClientConfig:
         help="largest frame sent or accepted (5 MiB + 10 KiB, as Pulsar ships it; keep it equal to the "
              "bookies'): an add whose frame would be larger fails at once with EntryTooLarge")
 
+    # TLS to the bookies (BookKeeper's keys, PEM files)
+    tls_enabled: bool = config_field(
+        False, help="Connect to the bookies over TLS (they must have tls_enabled); BookKeeper turns this on "
+                    "by naming a tlsProviderFactoryClass. The bookie's certificate is checked against "
+                    "tlsTrustStore (not its host name: bookie ids are often addresses).")
+    tls_key_store_type: str = config_field(
+        "PEM", alias="tlsKeyStoreType", help="Format of tlsKeyStore; only PEM is supported.")
+    tls_key_store: str = config_field(
+        "", alias="tlsKeyStore", help="PEM private key of tlsCertificatePath.")
+    tls_certificate_path: str = config_field(
+        "", alias="tlsCertificatePath",
+        help="PEM certificate (chain) presented to bookies that require client authentication.")
+    tls_trust_store_type: str = config_field(
+        "PEM", alias="tlsTrustStoreType", help="Format of tlsTrustStore; only PEM is supported.")
+    tls_trust_store: str = config_field(
+        "", alias="tlsTrustStore", help="PEM CA certificates the other side's certificate must chain to.")
+    tls_enabled_protocols: tuple[str, ...] = config_field(
+        (), alias="tlsEnabledProtocols", help="TLS versions allowed, e.g. [\"TLSv1.3\"]; empty = defaults.")
+    tls_enabled_cipher_suites: tuple[str, ...] = config_field(
+        (), alias="tlsEnabledCipherSuites", help="OpenSSL cipher names allowed for TLS 1.2; empty = defaults.")
+
     def __post_init__(self) -> None:
         self.validate()
+
+    def tls_settings(self) -> TlsSettings:
+        """The TLS keys as `magnetar.tls.TlsSettings` (errors name BookKeeper's keys)."""
+        return bookkeeper_settings(self)
 
     def validate(self) -> None:
         """Check every value; ``ConfigError(key, message)`` on the first bad one."""
         require_positive(self, "add_entry_timeout_s", "read_entry_timeout_s", "connect_timeout_s",
                          "reconnect_backoff_min_s", "reconnect_backoff_max_s", "recovery_timeout_s",
                          "long_poll_max_s", message="must be > 0")
+        if self.tls_enabled:
+            client_context(self.tls_settings())  # the files exist and hold a key pair, or an error names the key
         require_at_least(self, "explicit_lac_interval_ms", message="must be >= 0 (0 disables explicit LAC)")
         require_at_least(self, "bookie_quarantine_time_s", message="must be >= 0 (0 disables the quarantine)")
         require_at_least(self, "speculative_read_timeout_s", message="must be >= 0")

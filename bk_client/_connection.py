@@ -36,6 +36,7 @@ from typing import Any
 
 import trio
 
+from magnetar.tls import client_context, open_tls_stream
 from protocols.bookkeeper import FrameDecoder, FrameError, bookie_protocol_pb2, parse_response
 
 from ._config import ClientConfig
@@ -193,12 +194,17 @@ class BookieConnection:
             self._scope = scope
             try:
                 host, port = parse_bookie_address(self.bookie_id)
+                tls = self._pool.ssl_context
+                stream: trio.abc.Stream
                 with trio.fail_after(self._config.connect_timeout_s):
-                    stream = await trio.open_tcp_stream(host, port)
+                    if tls is None:
+                        stream = await trio.open_tcp_stream(host, port)
+                    else:  # the handshake fails when the bookie's certificate is not trusted, or it refuses ours
+                        stream = await open_tls_stream(host, port, tls)
             except BookieUnavailable as exc:
                 self._down(exc)
                 return
-            except (OSError, trio.TooSlowError) as exc:
+            except (OSError, trio.TooSlowError, trio.BrokenResourceError) as exc:
                 self._down(BookieUnavailable(self.bookie_id, f"cannot connect to bookie {self.bookie_id}: {exc!r}"))
                 return
             self._pool.metrics.connects.inc()
@@ -217,7 +223,7 @@ class BookieConnection:
                     self._down(error[0] if error else
                                BookieUnavailable(self.bookie_id, f"connection to bookie {self.bookie_id} closed"))
 
-    async def _writer(self, stream: trio.SocketStream, scope: trio.CancelScope, error: list[BKError]) -> None:
+    async def _writer(self, stream: trio.abc.Stream, scope: trio.CancelScope, error: list[BKError]) -> None:
         try:
             while True:
                 if not self._out:
@@ -231,7 +237,7 @@ class BookieConnection:
             error.append(BookieUnavailable(self.bookie_id, f"write to bookie {self.bookie_id} failed: {exc!r}"))
             scope.cancel()
 
-    async def _reader(self, stream: trio.SocketStream, error: list[BKError]) -> None:
+    async def _reader(self, stream: trio.abc.Stream, error: list[BKError]) -> None:
         decoder = FrameDecoder(self._config.max_frame_size)
         pending = self._pending
         try:
@@ -267,6 +273,8 @@ class ConnectionPool:
         self._nursery = nursery
         self.config = config
         self.metrics = metrics
+        # TLS to every bookie (tls_enabled), the context built once from BookKeeper's keys
+        self.ssl_context = client_context(config.tls_settings()) if config.tls_enabled else None
         self._conns: dict[str, BookieConnection] = {}
         self._txn = 0
         self._closed = False

@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from magnetar.config import ConfigError, config_field, require_at_least, require_positive
+from magnetar.tls import PULSAR_KEYS, TlsSettings, server_context
 from retention import RetentionConfig
 
 __all__ = ["BrokerConfig", "MESSAGE_SIZE_FRAME_PADDING"]
@@ -34,8 +35,12 @@ class BrokerConfig(RetentionConfig):
         "127.0.0.1", alias="advertisedAddress",
         help="Host name the broker gives clients in lookup answers.")
     bind_address: str = config_field("0.0.0.0", alias="bindAddress", help="Address the server listens on.")
-    broker_service_port: int = config_field(6650, alias="brokerServicePort", help="Pulsar protocol port.")
-    web_service_port: int = config_field(8080, alias="webServicePort", help="Admin REST port.")
+    broker_service_port: int | None = config_field(
+        6650, alias="brokerServicePort",
+        help="Pulsar protocol port (pulsar://); empty (\"\") switches the plain-text port off, as in Pulsar.")
+    web_service_port: int | None = config_field(
+        8080, alias="webServicePort",
+        help="Admin REST port (http://); empty (\"\") switches the plain-text port off, as in Pulsar.")
     http_max_request_size: int = config_field(
         10 * 1024 * 1024, alias="httpMaxRequestSize",
         help="Largest admin REST request body in bytes; a larger one is answered 413 without being read "
@@ -130,16 +135,59 @@ class BrokerConfig(RetentionConfig):
         30.0, help="producer_request_hold: how long a SEND waits for the backlog to shrink before the "
                    "broker answers SEND_ERROR (the client reconnects and resends).")
 
+    # TLS (Pulsar's keys). Off unless a TLS port is set; then the certificate and key are required.
+    broker_service_port_tls: int | None = config_field(
+        None, alias="brokerServicePortTls",
+        help="Pulsar protocol port over TLS (pulsar+ssl://; Pulsar's usual value is 6651). Unset = no TLS port.")
+    web_service_port_tls: int | None = config_field(
+        None, alias="webServicePortTls",
+        help="Admin REST port over TLS (https://; Pulsar's usual value is 8443). Unset = no TLS port.")
+    tls_certificate_file_path: str = config_field(
+        "", alias="tlsCertificateFilePath", help="PEM certificate (chain) of the TLS ports.")
+    tls_key_file_path: str = config_field(
+        "", alias="tlsKeyFilePath", help="PEM private key of tlsCertificateFilePath.")
+    tls_trust_certs_file_path: str = config_field(
+        "", alias="tlsTrustCertsFilePath",
+        help="PEM CA certificates a client certificate must chain to (checked when a client presents one).")
+    tls_require_trusted_client_cert_on_connect: bool = config_field(
+        False, alias="tlsRequireTrustedClientCertOnConnect",
+        help="Refuse TLS clients without a certificate trusted by tlsTrustCertsFilePath (mutual TLS).")
+    tls_allow_insecure_connection: bool = config_field(
+        False, alias="tlsAllowInsecureConnection",
+        help="Do not check client certificates at all on the TLS ports.")
+    tls_protocols: tuple[str, ...] = config_field(
+        (), alias="tlsProtocols", help="TLS versions allowed, e.g. [\"TLSv1.3\", \"TLSv1.2\"]; empty = defaults.")
+    tls_ciphers: tuple[str, ...] = config_field(
+        (), alias="tlsCiphers", help="OpenSSL cipher names allowed for TLS 1.2; empty = defaults.")
+
+    @property
+    def tls_enabled(self) -> bool:
+        """Whether a TLS port (protocol or admin REST) is configured."""
+        return self.broker_service_port_tls is not None or self.web_service_port_tls is not None
+
+    def tls_settings(self) -> TlsSettings:
+        """The TLS keys as `magnetar.tls.TlsSettings` (errors then name Pulsar's keys)."""
+        return TlsSettings(
+            cert_file=self.tls_certificate_file_path, key_file=self.tls_key_file_path,
+            trust_certs_file=self.tls_trust_certs_file_path,
+            require_client_cert=self.tls_require_trusted_client_cert_on_connect,
+            allow_insecure=self.tls_allow_insecure_connection, protocols=self.tls_protocols,
+            ciphers=self.tls_ciphers, keys=PULSAR_KEYS)
+
     def retention_config(self) -> RetentionConfig:
         """The retention part of this config as a plain `RetentionConfig` (the inherited keys)."""
         return RetentionConfig(**{f.name: getattr(self, f.name) for f in dataclasses.fields(RetentionConfig)})
 
     def validate(self) -> None:
         """Raise `ConfigError` for a value no broker can run with."""
-        for key in ("broker_service_port", "web_service_port"):
+        for key in ("broker_service_port", "web_service_port", "broker_service_port_tls", "web_service_port_tls"):
             port = getattr(self, key)
-            if not 0 <= port <= 65535:
+            if port is not None and not 0 <= port <= 65535:
                 raise ConfigError(key, f"must be a port number (0-65535), got {port}")
+        if self.broker_service_port is None and self.broker_service_port_tls is None:
+            raise ConfigError("broker_service_port", "brokerServicePort and brokerServicePortTls are both off")
+        if self.tls_enabled:
+            server_context(self.tls_settings())  # the files exist and hold a key pair, or an error names the key
         if self.allow_auto_topic_creation_type not in _TOPIC_TYPES:
             raise ConfigError("allow_auto_topic_creation_type",
                               f"must be one of {', '.join(_TOPIC_TYPES)}, got "

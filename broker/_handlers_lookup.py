@@ -38,9 +38,14 @@ async def handle_lookup(conn: ServerConnection, frame: Frame) -> None:
         raise TopicNotFoundError(f"non-persistent topics are not supported: {topic}")
     if not await conn.service.namespaces.namespace_exists(topic.namespace_name):
         raise NamespaceNotFoundError(f"namespace {topic.namespace_name} does not exist")
+    # brokerServiceUrlTls keeps a client that came over pulsar+ssl:// on TLS; with the plain port off
+    # the TLS URL is also the only brokerServiceUrl there is
+    urls = {"brokerServiceUrl": conn.service.service_url or conn.service.service_url_tls}
+    if conn.service.service_url_tls:
+        urls["brokerServiceUrlTls"] = conn.service.service_url_tls
     conn.send_command(make_command(
         "LOOKUP_RESPONSE", request_id=req.request_id, response=pb.CommandLookupTopicResponse.Connect,
-        brokerServiceUrl=conn.service.service_url, authoritative=True, proxy_through_service_url=False))
+        authoritative=True, proxy_through_service_url=False, **urls))
 
 
 async def handle_topics_of_namespace(conn: ServerConnection, frame: Frame) -> None:

@@ -105,8 +105,14 @@ class BrokerService:
         self.topics: dict[str, Topic] = {}
         self._loading: dict[str, trio.Event] = {}
         self._nursery: trio.Nursery | None = None
-        self.service_url = f"pulsar://{self.config.advertised_address}:{self.config.broker_service_port}"
-        self.web_service_url = f"http://{self.config.advertised_address}:{self.config.web_service_port}"
+        # "" when the plain-text port is off (brokerServicePort / webServicePort left empty)
+        host, port, web_port = self.config.advertised_address, self.config.broker_service_port, \
+            self.config.web_service_port
+        self.service_url = "" if port is None else f"pulsar://{host}:{port}"
+        self.web_service_url = "" if web_port is None else f"http://{host}:{web_port}"
+        # the TLS URLs ("" while no TLS port listens); lookups answer with both (brokerServiceUrlTls)
+        self.service_url_tls = ""
+        self.web_service_url_tls = ""
         self.connections: set[Any] = set()
         self.metrics = metrics if metrics is not None else BrokerMetrics(self.config.cluster_name)
         self.metrics.bind(self)
@@ -146,6 +152,14 @@ class BrokerService:
     def set_web_port(self, port: int) -> None:
         """Record the port the admin server really listens on (HTTP lookups answer with it)."""
         self.web_service_url = f"http://{self.config.advertised_address}:{port}"
+
+    def set_tls_port(self, port: int) -> None:
+        """Record the TLS port the server really listens on (lookups answer it as brokerServiceUrlTls)."""
+        self.service_url_tls = f"pulsar+ssl://{self.config.advertised_address}:{port}"
+
+    def set_web_tls_port(self, port: int) -> None:
+        """Record the TLS port the admin server really listens on."""
+        self.web_service_url_tls = f"https://{self.config.advertised_address}:{port}"
 
     # ------------------------------------------------------------------ namespaces and existence
 

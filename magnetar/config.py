@@ -165,7 +165,9 @@ def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
 
 def _convert(key: str, tp: Any, value: Any, from_string: bool) -> Any:
     tp, optional = _unwrap_optional(tp)
-    if value is None or (from_string and optional and value == ""):
+    # An empty value for an optional key means "not set", as Pulsar's empty keys (brokerServicePort=):
+    # from the command line for every type, in TOML for non-string types (where "" is no value).
+    if value is None or (optional and value == "" and (from_string or tp is not str)):
         if optional:
             return None
         raise ConfigError(key, "must not be empty")

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import trio
 
 from bk_client import BookKeeper, ClientConfig
@@ -27,13 +29,22 @@ from bookie import BookieConfig, serve_bookie_process
 from broker import MESSAGE_SIZE_FRAME_PADDING, BrokerConfig, BrokerService, serve_broker
 from broker.admin import BookieGcView, serve_admin
 from magnetar.config import ConfigError, config_field
+from magnetar.tls import client_context
 from managed_ledger import ManagedLedgerConfig, ManagedLedgerFactory
 from metadata import MetadataStore, open_metadata_store
 
-__all__ = ["StandaloneConfig", "BrokerEndpoints", "StandaloneEndpoints", "check_message_size", "serve_broker_stack",
-           "serve_standalone"]
+__all__ = ["STANDALONE_DEFAULTS", "StandaloneConfig", "BrokerEndpoints", "StandaloneEndpoints", "check_message_size",
+           "serve_broker_stack", "serve_standalone"]
 
 log = logging.getLogger(__name__)
+
+STANDALONE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "broker": {"bind_address": "127.0.0.1"},
+    "bookie": {"listen_address": "127.0.0.1", "http_address": "127.0.0.1"},
+}
+"""Defaults ``magnetar standalone`` uses instead of the components' own: a standalone listens on
+loopback only unless its config says otherwise (``bindAddress = "0.0.0.0"`` to serve other hosts);
+deploy/standalone.toml shows them."""
 
 STORAGE_CLOSE_TIMEOUT_S = 30.0
 """How long a stopping broker waits for its managed ledgers and BookKeeper client to close
@@ -96,6 +107,10 @@ class BrokerEndpoints:
     web_url: str
     broker_port: int
     web_port: int
+    # TLS ("" when the TLS port is off); service_url / web_url are "" when the plain port is off,
+    # and broker_port / web_port then are the TLS ports
+    service_url_tls: str = ""
+    web_url_tls: str = ""
 
 
 @dataclass(frozen=True)
@@ -179,7 +194,8 @@ async def serve_broker_stack(
             # explain-storage and /metrics ask the bookies (found in the metadata store) about GC;
             # the numbers for /metrics refresh about as often as retention runs
             gc_view = BookieGcView(store, metadata_root=metadata_root, retention=service.retention,
-                                   refresh_interval_s=max(1.0, min(15.0, broker.retention_check_interval_s)))
+                                   refresh_interval_s=max(1.0, min(15.0, broker.retention_check_interval_s)),
+                                   client_factory=_bookie_http_client_factory(client))
             service.metrics.gc_pending_hook = gc_view.bytes_awaiting_gc
             # httpx logs every request at INFO: the view's periodic refresh would fill the log
             logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger("httpx").level))
@@ -189,12 +205,22 @@ async def serve_broker_stack(
                 http = await nursery.start(lambda task_status: serve_admin(
                     service, port=web_port, gc_explain=gc_view.explain, task_status=task_status))
                 nursery.start_soon(gc_view.run)
-                host = broker.advertised_address
-                task_status.started(BrokerEndpoints(f"pulsar://{host}:{port}", f"http://{host}:{http}", port, http))
+                task_status.started(BrokerEndpoints(
+                    service.service_url, service.web_service_url, port, http,
+                    service_url_tls=service.service_url_tls, web_url_tls=service.web_service_url_tls))
                 await trio.sleep_forever()
         finally:
             broker_stopped.set()
             storage_scope.deadline = trio.current_time() + STORAGE_CLOSE_TIMEOUT_S
+
+
+def _bookie_http_client_factory(client: ClientConfig) -> Callable[[float], httpx.AsyncClient] | None:
+    """How the broker reaches the bookies' REST: with the BookKeeper client's TLS settings (its CA
+    and certificate) when it talks TLS to the bookies, for bookies with httpServerTlsEnable."""
+    if not client.tls_enabled:
+        return None
+    ctx = client_context(client.tls_settings())
+    return lambda timeout_s: httpx.AsyncClient(timeout=timeout_s, verify=ctx)
 
 
 def _make_data_dir(data_dir: str) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from magnetar.config import ConfigError, config_field, require_at_least, require_fraction, require_positive
+from magnetar.tls import TlsSettings, bookkeeper_settings, server_context
 from protocols.bookkeeper import DEFAULT_MAX_FRAME_SIZE
 
 from ..gc import GcConfig
@@ -137,6 +138,34 @@ class BookieConfig(GcConfig):
     long_poll_max_timeout_ms: int = config_field(
         60_000, help="Upper bound on the timeout a long-poll read may ask for.")
 
+    # ------------------------------------------------------------------ TLS (BookKeeper's keys, PEM files)
+    tls_enabled: bool = config_field(
+        False, help="Serve the bookie protocol over TLS only (BookKeeper turns TLS on by naming a "
+                    "tlsProviderFactoryClass and upgrades in-band; Magnetar's bookie port is then TLS-only, "
+                    "so every client must use TLS too).")
+    tls_client_authentication: bool = config_field(
+        False, alias="tlsClientAuthentication",
+        help="Refuse clients without a certificate trusted by tlsTrustStore (mutual TLS): a stranger "
+             "cannot then read, fence or overwrite entries.")
+    http_server_tls_enable: bool = config_field(
+        False, alias="httpServerTlsEnable",
+        help="Serve the REST API and /metrics over https with the same certificate (and client "
+             "authentication rule) as the bookie port.")
+    tls_key_store_type: str = config_field(
+        "PEM", alias="tlsKeyStoreType", help="Format of tlsKeyStore; only PEM is supported.")
+    tls_key_store: str = config_field(
+        "", alias="tlsKeyStore", help="PEM private key of tlsCertificatePath.")
+    tls_certificate_path: str = config_field(
+        "", alias="tlsCertificatePath", help="PEM certificate (chain) presented to the other side.")
+    tls_trust_store_type: str = config_field(
+        "PEM", alias="tlsTrustStoreType", help="Format of tlsTrustStore; only PEM is supported.")
+    tls_trust_store: str = config_field(
+        "", alias="tlsTrustStore", help="PEM CA certificates the other side's certificate must chain to.")
+    tls_enabled_protocols: tuple[str, ...] = config_field(
+        (), alias="tlsEnabledProtocols", help="TLS versions allowed, e.g. [\"TLSv1.3\"]; empty = defaults.")
+    tls_enabled_cipher_suites: tuple[str, ...] = config_field(
+        (), alias="tlsEnabledCipherSuites", help="OpenSSL cipher names allowed for TLS 1.2; empty = defaults.")
+
     # ------------------------------------------------------------------ derived values
 
     @property
@@ -163,8 +192,14 @@ class BookieConfig(GcConfig):
         """The garbage collector's settings alone (the inherited GC keys, same names and units)."""
         return GcConfig(**{f.name: getattr(self, f.name) for f in fields(GcConfig)})
 
+    def tls_settings(self) -> TlsSettings:
+        """The TLS keys as `magnetar.tls.TlsSettings` (errors name BookKeeper's keys)."""
+        return bookkeeper_settings(self, client_auth=self.tls_client_authentication)
+
     def validate(self) -> None:
         """Raise `ConfigError` naming the first invalid key (single values, then cross-key rules)."""
+        if self.tls_enabled or self.http_server_tls_enable:
+            server_context(self.tls_settings())  # the files exist and hold a key pair, or an error names the key
         for name in ("port", "http_port"):
             if not 0 <= getattr(self, name) <= 65535:
                 raise ConfigError(name, "must be a TCP port (0-65535)")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import ssl
 
 import trio
 from hypercorn.config import Config as HypercornConfig
@@ -76,13 +77,30 @@ def bookie_http_app(bookie: Bookie) -> Starlette:
     return Starlette(routes=routes)
 
 
+class _TlsHypercornConfig(HypercornConfig):
+    """Hypercorn's config with the TLS context built by `magnetar.tls` from the bookie's keys."""
+
+    def __init__(self, ssl_context: ssl.SSLContext) -> None:
+        super().__init__()
+        self._ssl_context = ssl_context
+
+    @property
+    def ssl_enabled(self) -> bool:
+        return True
+
+    def create_ssl_context(self) -> ssl.SSLContext:
+        self._ssl_context.set_alpn_protocols(self.alpn_protocols)
+        return self._ssl_context
+
+
 async def serve_bookie_http(bookie: Bookie, host: str = "0.0.0.0", port: int = 8000, *,
-                            shutdown_trigger: trio.Event | None = None,
+                            shutdown_trigger: trio.Event | None = None, ssl_context: ssl.SSLContext | None = None,
                             task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
     """Serve the app on ``host:port`` until ``shutdown_trigger`` is set (a graceful stop) or the
-    task is cancelled; ``task_status.started`` gets the bound URLs (``["http://127.0.0.1:8000"]``).
-    Raises OSError if the port cannot be bound."""
-    cfg = HypercornConfig()
+    task is cancelled; ``task_status.started`` gets the bound URLs (``["http://127.0.0.1:8000"]``,
+    ``https://`` with ``ssl_context``: ``httpServerTlsEnable``). Raises OSError if the port cannot
+    be bound."""
+    cfg = HypercornConfig() if ssl_context is None else _TlsHypercornConfig(ssl_context)
     cfg.bind = [f"{host}:{port}"]
     cfg.accesslog = None
     cfg.errorlog = logging.getLogger("bookie.http")

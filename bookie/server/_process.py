@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import trio
 from prometheus_client import CollectorRegistry
 
+from magnetar.tls import server_context
 from metadata import open_metadata_store
 
 from .._errors import BookieException
@@ -71,12 +72,15 @@ async def serve_bookie_process(config: BookieConfig, *, registry: CollectorRegis
         await check_cookies(config, store)
         bookie = await stack.enter_async_context(open_bookie(config, registry=registry, store=store))
         async with trio.open_nursery() as nursery:
-            await nursery.start(lambda task_status: serve_bookie(bookie, listeners=listeners,
+            tls = server_context(config.tls_settings()) if config.tls_enabled else None
+            await nursery.start(lambda task_status: serve_bookie(bookie, listeners=listeners, ssl_context=tls,
                                                                  task_status=task_status))
             http_urls: list[str] = []
             if config.http_enabled:
+                http_tls = server_context(config.tls_settings()) if config.http_server_tls_enable else None
                 http_urls = await nursery.start(lambda task_status: serve_bookie_http(
-                    bookie, config.http_address, config.http_port, task_status=task_status))
+                    bookie, config.http_address, config.http_port, ssl_context=http_tls,
+                    task_status=task_status))
             await nursery.start(run_disk_checker, bookie)
             if store is not None:
                 endpoints = {"host": config.advertised_address, "port": port,

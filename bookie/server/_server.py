@@ -20,12 +20,14 @@ frame is logged and closes that connection only. Handlers close their stream in 
 from __future__ import annotations
 
 import logging
+import ssl
 import time
 from collections import deque
 from collections.abc import Callable
 
 import trio
 
+from magnetar.tls import wrap_server_stream
 from protocols.bookkeeper import (
     BookieInfoFlag,
     FrameDecoder,
@@ -65,28 +67,55 @@ _EOK = int(StatusCode.EOK)
 
 async def serve_bookie(bookie: Bookie, host: str | None = "127.0.0.1", port: int = 3181, *,
                        listeners: list[trio.SocketListener] | None = None,
+                       ssl_context: ssl.SSLContext | None = None,
                        task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
                        ) -> None:
     """Serve the bookie protocol on ``host:port`` (or on already bound ``listeners``) until cancelled.
 
     ``task_status.started`` receives the listeners (``listeners[0].socket.getsockname()[1]`` is
-    the bound port when ``port`` is 0). Connection handlers never raise into this task: protocol
-    and I/O errors close their connection only. Raises OSError if the port cannot be bound.
+    the bound port when ``port`` is 0). With ``ssl_context`` (`magnetar.tls.server_context` of
+    the bookie's TLS keys) every connection is TLS: a client that fails the handshake (no trusted
+    certificate under tlsClientAuthentication, or no TLS at all) is closed before any request is
+    read. Connection handlers never raise into this task: protocol, TLS and I/O errors close
+    their connection only. Raises OSError if the port cannot be bound.
     """
     if listeners is None:
         listeners = await trio.open_tcp_listeners(port, host=host)
     task_status.started(listeners)
 
     async def handle(stream: trio.SocketStream) -> None:
-        await _Connection(bookie, stream).run()
+        if ssl_context is None:
+            await _Connection(bookie, stream).run()
+            return
+        tls = wrap_server_stream(stream, ssl_context)
+        try:
+            with trio.fail_after(_HANDSHAKE_TIMEOUT_S):
+                await tls.do_handshake()
+        except (trio.BrokenResourceError, trio.TooSlowError) as exc:
+            log.warning("TLS handshake with %s failed: %r", _peer_of(stream), exc.__cause__ or exc)
+            await trio.aclose_forcefully(tls)
+            return
+        await _Connection(bookie, tls).run()
 
     await trio.serve_listeners(handle, listeners)
+
+
+_HANDSHAKE_TIMEOUT_S = 10.0
+"""A client that has not completed its TLS handshake this long after connecting is closed."""
+
+
+def _peer_of(stream: trio.SocketStream) -> str:
+    try:
+        peer = stream.socket.getpeername()
+        return f"{peer[0]}:{peer[1]}"
+    except OSError:
+        return "?"
 
 
 class _Connection:
     """One client connection; see the module docstring."""
 
-    def __init__(self, bookie: Bookie, stream: trio.SocketStream) -> None:
+    def __init__(self, bookie: Bookie, stream: trio.abc.Stream) -> None:
         cfg = bookie.config
         self.bookie = bookie
         self.stream = stream
@@ -107,11 +136,8 @@ class _Connection:
         self.read_lat: list[float] = []
         self.counts: dict[tuple[int, int], int] = {}
         self.acked_bytes = 0
-        try:
-            peer = stream.socket.getpeername()
-            self.peer = f"{peer[0]}:{peer[1]}"
-        except OSError:
-            self.peer = "?"
+        inner = stream.transport_stream if isinstance(stream, trio.SSLStream) else stream
+        self.peer = _peer_of(inner) if isinstance(inner, trio.SocketStream) else "?"
 
     async def run(self) -> None:
         self.metrics.connections.inc()

@@ -8,6 +8,7 @@ connection).
 from __future__ import annotations
 
 import logging
+import ssl
 import time
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,9 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from magnetar.config import ConfigError
+from magnetar.tls import server_context
 
 from .._stats import refresh_backlog_age
 from . import _explain, _namespaces, _policies, _schema_routes, _subscriptions, _tenants, _topics
@@ -80,19 +84,50 @@ def create_admin_app(service: BrokerService, *, gc_explain: GcExplainHook | None
     return app
 
 
+class _HypercornConfig(Config):
+    """Hypercorn's config with the TLS context built by `magnetar.tls` (Pulsar's keys and errors)."""
+
+    def __init__(self, ssl_context: ssl.SSLContext | None) -> None:
+        super().__init__()
+        self._ssl_context = ssl_context
+
+    @property
+    def ssl_enabled(self) -> bool:
+        return self._ssl_context is not None
+
+    def create_ssl_context(self) -> ssl.SSLContext | None:
+        if self._ssl_context is not None:
+            self._ssl_context.set_alpn_protocols(self.alpn_protocols)
+        return self._ssl_context
+
+
+def _bind(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 async def serve_admin(service: BrokerService, host: str | None = None, port: int | None = None, *,
-                      gc_explain: GcExplainHook | None = None,
+                      tls_port: int | None = None, gc_explain: GcExplainHook | None = None,
                       task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
     """Serve the admin REST API of ``service`` on ``host:port`` until cancelled.
 
-    Defaults: the config's ``bindAddress`` and ``webServicePort``; port 0 picks a free one.
-    ``task_status.started(port)`` reports the real port (HTTP lookups then advertise it). The
-    broker service must be running (``serve_broker`` or ``service.run``) for topic operations.
+    Defaults: the config's ``bindAddress`` and ``webServicePort``; port 0 picks a free one; a
+    ``webServicePort`` left empty in the config switches plain HTTP off. With ``tls_port`` or the
+    config's ``webServicePortTls`` set, the same API is served over https there (the config's
+    ``tls*`` keys, see `magnetar.tls`). ``task_status.started(port)`` reports the real HTTP port
+    (the https one when HTTP is off); the service records both. The broker service must be
+    running (``serve_broker`` or ``service.run``) for topic operations.
     """
     host = service.config.bind_address if host is None else host
     port = service.config.web_service_port if port is None else port
-    config = Config()
-    config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+    tls_port = service.config.web_service_port_tls if tls_port is None else tls_port
+    if port is None and tls_port is None:
+        raise ConfigError("web_service_port", "webServicePort and webServicePortTls are both off")
+    config = _HypercornConfig(None if tls_port is None else server_context(service.config.tls_settings()))
+    if tls_port is not None:
+        config.bind = [_bind(host, tls_port)]
+        config.insecure_bind = [] if port is None else [_bind(host, port)]
+    else:
+        config.bind = [_bind(host, port)]  # type: ignore[arg-type]
     config.accesslog = None
     config.errorlog = logging.getLogger("hypercorn.error")
     config.graceful_timeout = 1.0
@@ -101,7 +136,16 @@ async def serve_admin(service: BrokerService, host: str | None = None, port: int
     async with trio.open_nursery() as nursery:
         app.state.request_guard.drain_nursery = nursery
         binds = await nursery.start(serve, app, config)
-        real_port = int(binds[0].rsplit(":", 1)[1])
-        service.set_web_port(real_port)
-        log.info("admin REST listening on %s", binds[0])
-        task_status.started(real_port)
+        plain_port = tls_real_port = None
+        for bind in binds:
+            real = int(bind.rsplit(":", 1)[1])
+            if bind.startswith("https://"):
+                tls_real_port = real
+                service.set_web_tls_port(real)
+            else:
+                plain_port = real
+                service.set_web_port(real)
+        log.info("admin REST listening on %s", ", ".join(binds))
+        started = plain_port if plain_port is not None else tls_real_port
+        assert started is not None
+        task_status.started(started)

@@ -29,7 +29,12 @@ __all__ = ["routes"]
 
 def _cluster_data(request: Request) -> dict[str, Any]:
     s = service_of(request)
-    return {"serviceUrl": s.web_service_url, "brokerServiceUrl": s.service_url}
+    data = {"serviceUrl": s.web_service_url, "brokerServiceUrl": s.service_url}
+    if s.service_url_tls:
+        data["brokerServiceUrlTls"] = s.service_url_tls
+    if s.web_service_url_tls:
+        data["serviceUrlTls"] = s.web_service_url_tls
+    return data
 
 
 @endpoint
@@ -132,7 +137,8 @@ async def lookup(request: Request) -> Response:
     s = service_of(request)
     await s.check_topic(topic, create=True)
     return json_response({"brokerUrl": s.service_url, "httpUrl": s.web_service_url,
-                          "nativeUrl": s.service_url, "brokerUrlTls": "", "httpUrlTls": ""})
+                          "nativeUrl": s.service_url or s.service_url_tls,
+                          "brokerUrlTls": s.service_url_tls, "httpUrlTls": s.web_service_url_tls})
 
 
 def routes() -> list[Route]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import signal
@@ -19,12 +20,15 @@ __all__ = ["load_sections", "run_until_signal", "setup_logging", "fail", "fail_c
 
 
 def load_sections(conf: Path | None, sections: Mapping[str, type], overrides: tuple[str, ...],
-                  flags: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+                  flags: Mapping[str, Mapping[str, Any]] | None = None,
+                  defaults: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """Load one config object per TOML table of ``conf``.
 
     ``overrides`` are ``section.key=value`` strings (``--set broker.brokerServicePort=6651``);
-    ``flags`` are per-section values from explicit command-line options. A table of the file that
-    is not in ``sections``, or an override naming an unknown section, is a `ConfigError`.
+    ``flags`` are per-section values from explicit command-line options; ``defaults`` are
+    per-section values (by field name) used where the file gives the key under neither spelling.
+    A table of the file that is not in ``sections``, or an override naming an unknown section, is
+    a `ConfigError`.
     """
     data = read_toml(conf) if conf is not None else {}
     for name, value in data.items():
@@ -39,8 +43,19 @@ def load_sections(conf: Path | None, sections: Mapping[str, type], overrides: tu
             raise ConfigError(key, f"an override must look like <table>.<key>=value, with a table among "
                                    f"{', '.join(sections)}")
         per_section[section][rest] = value
-    return {name: load_config(cls, data.get(name, {}), per_section[name], section=name)
+    tables = {name: _with_defaults(cls, data.get(name, {}), (defaults or {}).get(name, {}))
+              for name, cls in sections.items()}
+    return {name: load_config(cls, tables[name], per_section[name], section=name)
             for name, cls in sections.items()}
+
+
+def _with_defaults(cls: type, table: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(table)
+    aliases = {f.name: f.metadata.get("alias") for f in dataclasses.fields(cls)}
+    for key, value in defaults.items():
+        if key not in out and aliases.get(key) not in out:
+            out[key] = value
+    return out
 
 
 def setup_logging(verbose: bool) -> None:

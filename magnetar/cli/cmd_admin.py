@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import ssl
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -27,13 +28,14 @@ _DEFAULT_URL = "http://localhost:8080"
 
 
 class _Api:
-    def __init__(self, url: str, as_json: bool) -> None:
+    def __init__(self, url: str, as_json: bool, verify: ssl.SSLContext | bool = True) -> None:
         self.url = url.rstrip("/")
         self.as_json = as_json
+        self.verify = verify  # for https:// URLs: the context of the --tls-* options
 
     def call(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None) -> Any:
         try:
-            with httpx.Client(base_url=self.url, timeout=30) as c:
+            with httpx.Client(base_url=self.url, timeout=30, verify=self.verify) as c:
                 kwargs: dict[str, Any] = {"params": params}
                 if body is not None:
                     kwargs["json"] = body
@@ -66,7 +68,25 @@ class _Api:
 
 def _api(ctx: click.Context, as_json: bool) -> _Api:
     obj = ctx.find_object(dict) or {}
-    return _Api(obj.get("url", _DEFAULT_URL), as_json or obj.get("json", False))
+    return _Api(obj.get("url", _DEFAULT_URL), as_json or obj.get("json", False), obj.get("verify", True))
+
+
+def _tls_context(trust_cert_path: str | None, allow_insecure: bool, hostname_verification: bool,
+                 cert_file: str | None, key_file: str | None) -> ssl.SSLContext | bool:
+    """The client TLS context of the --tls-* options (True: httpx's defaults)."""
+    if not (trust_cert_path or allow_insecure or hostname_verification or cert_file or key_file):
+        return True
+    from magnetar.config import ConfigError
+    from magnetar.tls import TlsKeys, TlsSettings, client_context
+
+    keys = TlsKeys(cert_file="--tls-cert-file", key_file="--tls-key-file", trust_certs_file="--tls-trust-cert-path",
+                   require_client_cert="", allow_insecure="--tls-allow-insecure", protocols="", ciphers="")
+    try:
+        return client_context(TlsSettings(cert_file=cert_file or "", key_file=key_file or "",
+                                          trust_certs_file=trust_cert_path or "", allow_insecure=allow_insecure,
+                                          keys=keys), verify_hostname=hostname_verification)
+    except ConfigError as exc:
+        raise click.UsageError(f"{exc.key}: {exc.reason}") from None
 
 
 def topic_path(topic: str) -> str:
@@ -187,10 +207,21 @@ def _flag(force: bool) -> dict[str, str]:
 @click.option("--admin-url", envvar="MAGNETAR_ADMIN_URL", default=_DEFAULT_URL, show_default=True,
               help="Base URL of the broker's admin REST API (env MAGNETAR_ADMIN_URL).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
+@click.option("--tls-trust-cert-path", default=None,
+              help="PEM CA file the https admin URL's certificate must chain to.")
+@click.option("--tls-allow-insecure", is_flag=True, help="Accept any server certificate (testing only).")
+@click.option("--tls-enable-hostname-verification", is_flag=True, help="Check the server certificate's host name.")
+@click.option("--tls-cert-file", default=None,
+              help="PEM client certificate (for tlsRequireTrustedClientCertOnConnect).")
+@click.option("--tls-key-file", default=None, help="PEM private key of --tls-cert-file.")
 @click.pass_context
-def command(ctx: click.Context, admin_url: str, as_json: bool) -> None:
+def command(ctx: click.Context, admin_url: str, as_json: bool, tls_trust_cert_path: str | None,
+            tls_allow_insecure: bool, tls_enable_hostname_verification: bool, tls_cert_file: str | None,
+            tls_key_file: str | None) -> None:
     """Administer tenants, namespaces and topics (pulsar-admin style)."""
-    ctx.obj = {"url": admin_url, "json": as_json}
+    verify = _tls_context(tls_trust_cert_path, tls_allow_insecure, tls_enable_hostname_verification,
+                          tls_cert_file, tls_key_file)
+    ctx.obj = {"url": admin_url, "json": as_json, "verify": verify}
 
 
 @command.group("clusters")

@@ -68,5 +68,7 @@ def command(conf: Path | None, metadata_url: str | None, port: int | None, web_p
 
     def started(ep: Any) -> None:
         click.echo(f"magnetar broker: {ep.service_url}  admin REST: {ep.web_url}  metadata {cluster.metadata_url}")
+        if ep.service_url_tls or ep.web_url_tls:
+            click.echo(f"  TLS: {ep.service_url_tls or 'off'}  admin REST TLS: {ep.web_url_tls or 'off'}")
 
     fail_cleanly_on(ConfigError, OSError, MetadataError)(trio.run)(run_until_signal, main, started)

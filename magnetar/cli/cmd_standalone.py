@@ -31,7 +31,7 @@ def command(conf: Path | None, data_dir: str | None, num_bookies: int | None, ov
     from bk_client import ClientConfig
     from bookie import BookieConfig, BookieFatalError, CookieMismatchError
     from broker import BrokerConfig
-    from magnetar.stack import StandaloneConfig, check_message_size, serve_standalone
+    from magnetar.stack import STANDALONE_DEFAULTS, StandaloneConfig, check_message_size, serve_standalone
     from managed_ledger import ManagedLedgerConfig
 
     setup_logging(verbose)
@@ -43,7 +43,7 @@ def command(conf: Path | None, data_dir: str | None, num_bookies: int | None, ov
     try:
         cfg = load_sections(conf, {"standalone": StandaloneConfig, "broker": BrokerConfig, "bookie": BookieConfig,
                                    "managed_ledger": ManagedLedgerConfig, "bk_client": ClientConfig},
-                            overrides, flags)
+                            overrides, flags, defaults=STANDALONE_DEFAULTS)
         cfg["standalone"].validate()
         check_message_size(cfg["broker"], cfg["bk_client"], cfg["bookie"])
     except ConfigError as exc:
@@ -58,6 +58,9 @@ def command(conf: Path | None, data_dir: str | None, num_bookies: int | None, ov
         for b in ep.bookies:
             click.echo(f"  bookie {b.bookie_id}: protocol {b.host}:{b.port}, http {', '.join(b.http_urls)}")
         click.echo(f"  broker: {ep.broker.service_url}  admin REST: {ep.broker.web_url}")
+        if ep.broker.service_url_tls or ep.broker.web_url_tls:
+            click.echo(f"  broker TLS: {ep.broker.service_url_tls or 'off'}  admin REST TLS: "
+                       f"{ep.broker.web_url_tls or 'off'}")
         click.echo("ready (Ctrl-C to stop)")
 
     run = fail_cleanly_on(ConfigError, CookieMismatchError, BookieFatalError, OSError)(trio.run)

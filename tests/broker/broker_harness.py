@@ -94,9 +94,13 @@ class BrokerThread:
                 self._scope = nursery.cancel_scope
                 await nursery.start(factory.run)
                 self.service = BrokerService(factory, store, self.config)
-                self.port = await nursery.start(serve_broker, self.service, "127.0.0.1", 0)
+                # free ports; a plain port switched off in the config (None) stays off, and TLS ports
+                # come from the config (brokerServicePortTls / webServicePortTls, 0 = a free one)
+                plain = None if self.config.broker_service_port is None else 0
+                self.port = await nursery.start(serve_broker, self.service, "127.0.0.1", plain)
                 if self.admin:
-                    self.http_port = await nursery.start(serve_admin, self.service, "127.0.0.1", 0)
+                    web = None if self.config.web_service_port is None else 0
+                    self.http_port = await nursery.start(serve_admin, self.service, "127.0.0.1", web)
                 self._ready.set()
 
     def call(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
