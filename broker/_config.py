@@ -130,6 +130,39 @@ class BrokerConfig(RetentionConfig):
         30.0, help="producer_request_hold: how long a SEND waits for the backlog to shrink before the "
                    "broker answers SEND_ERROR (the client reconnects and resends).")
 
+    # ---- authentication and authorization (broker.auth; off by default)
+    authentication_enabled: bool = config_field(
+        False, alias="authenticationEnabled",
+        help="Require clients (Pulsar protocol and admin REST) to authenticate with a configured provider.")
+    authentication_providers: tuple[str, ...] = config_field(
+        [], alias="authenticationProviders",
+        help="Enabled providers: 'token' (or Pulsar's class name "
+             "org.apache.pulsar.broker.authentication.AuthenticationProviderToken).")
+    authentication_refresh_check_s: int = config_field(
+        60, alias="authenticationRefreshCheckSeconds",
+        help="How often open connections are checked for expired credentials; an expired one gets "
+             "AUTH_CHALLENGE (clients that support refresh) or is closed.")
+    anonymous_user_role: str = config_field(
+        "", alias="anonymousUserRole",
+        help="Role given to clients that send no credentials while authentication is on ('' = refuse them).")
+    authorization_enabled: bool = config_field(
+        False, alias="authorizationEnabled",
+        help="Check every operation against superUserRoles, tenant adminRoles and namespace/topic "
+             "permissions (needs authenticationEnabled).")
+    super_user_roles: tuple[str, ...] = config_field(
+        [], alias="superUserRoles", help="Roles allowed every operation.")
+    token_secret_key: str = config_field(
+        "", alias="tokenSecretKey",
+        help="HS256 secret of the token provider: data:;base64,<key> or file:///path (raw bytes).")
+    token_public_key: str = config_field(
+        "", alias="tokenPublicKey",
+        help="Public key (DER or PEM) of the token provider for RS256/ES256 tokens: data:;base64,<key> or "
+             "file:///path.")
+    token_public_alg: str = config_field(
+        "RS256", alias="tokenPublicAlg", help="Algorithm of tokenPublicKey: RS256 (RSA) or ES256 (EC).")
+    token_auth_claim: str = config_field(
+        "sub", alias="tokenAuthClaim", help="Token claim holding the role.")
+
     def retention_config(self) -> RetentionConfig:
         """The retention part of this config as a plain `RetentionConfig` (the inherited keys)."""
         return RetentionConfig(**{f.name: getattr(self, f.name) for f in dataclasses.fields(RetentionConfig)})
@@ -169,6 +202,11 @@ class BrokerConfig(RetentionConfig):
             raise ConfigError("default_num_partitions",
                               f"must not exceed max_num_partitions_per_partitioned_topic "
                               f"({self.max_num_partitions_per_partitioned_topic})")
+        if self.authentication_enabled and not self.authentication_providers:
+            raise ConfigError("authentication_providers", "must name a provider when authenticationEnabled")
+        if self.authorization_enabled and not self.authentication_enabled:
+            raise ConfigError("authorization_enabled", "needs authenticationEnabled")
+        require_positive(self, "authentication_refresh_check_s")
         super().validate()
 
 

@@ -124,6 +124,10 @@ async def _ignore(conn: ServerConnection, frame: Frame) -> None:
     return None
 
 
+async def _auth_response(conn: ServerConnection, frame: Frame) -> None:
+    conn.on_auth_response(frame.command.authResponse)
+
+
 async def _refuse(conn: ServerConnection, frame: Frame) -> None:
     raise BrokerServiceError(f"{type_name(frame.type)} is not supported by this broker", pb.NotAllowedError)
 
@@ -144,8 +148,7 @@ _SPAWNED: dict[int, Handler] = {
     T.SUBSCRIBE: hc.handle_subscribe, T.CLOSE_CONSUMER: hc.handle_close_consumer,
     T.UNSUBSCRIBE: hc.handle_unsubscribe, T.SEEK: hc.handle_seek,
     T.GET_LAST_MESSAGE_ID: hc.handle_get_last_message_id, T.CONSUMER_STATS: hc.handle_consumer_stats,
-    # no authentication provider yet: nothing to refresh, an AUTH_RESPONSE changes nothing
-    T.AUTH_RESPONSE: _ignore,
+    T.AUTH_RESPONSE: _auth_response,
 }
 
 REFUSED_TYPES: frozenset[int] = frozenset({

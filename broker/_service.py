@@ -43,6 +43,7 @@ from ._namespaces import NamespaceResources
 from ._retention_hooks import StorePoliciesProvider, TopicPolicyStore, publish_time_of
 from ._schemas import SchemaRegistry
 from ._topic import Topic
+from .auth import AuthenticationService
 from .metrics import BrokerMetrics
 
 __all__ = ["BrokerService"]
@@ -100,6 +101,7 @@ class BrokerService:
         self.store = store
         self.config = config or BrokerConfig()
         self.clock = clock
+        self.auth = AuthenticationService(self.config)  # raises ConfigError for bad auth keys
         self.namespaces = NamespaceResources(store, self.config.cluster_name)
         self.schemas = SchemaRegistry(store)
         self.topics: dict[str, Topic] = {}

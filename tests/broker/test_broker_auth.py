@@ -1,0 +1,145 @@
+"""Token authentication on the Pulsar protocol, with the official client's AuthenticationToken."""
+
+from __future__ import annotations
+
+import base64
+import logging
+import time
+from collections.abc import Iterator
+
+import jwt
+import pulsar
+import pytest
+
+from broker import BrokerConfig
+from broker.auth import AuthenticationError, AuthenticationService, create_token, new_key_pair, new_secret_key
+from magnetar.config import ConfigError
+from protocols.pulsar import pulsar_api_pb2 as pb
+from tests.broker.broker_harness import BrokerThread
+from tests.broker.raw_pulsar import RawPeer
+
+SECRET = new_secret_key()
+
+
+def _config(**extra: object) -> BrokerConfig:
+    keys: dict[str, object] = dict(
+        advertised_address="127.0.0.1", bind_address="127.0.0.1", broker_service_port=0, web_service_port=0,
+        authentication_enabled=True, authentication_providers=("token",),
+        token_secret_key="data:;base64," + base64.b64encode(SECRET).decode())
+    keys.update(extra)
+    return BrokerConfig(**keys)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def secured() -> Iterator[BrokerThread]:
+    with BrokerThread(_config(authentication_refresh_check_s=1)) as b:
+        yield b
+
+
+def _client(url: str, token: object = None, timeout_s: int = 5) -> pulsar.Client:
+    auth = pulsar.AuthenticationToken(token) if token is not None else None
+    return pulsar.Client(url, authentication=auth, operation_timeout_seconds=timeout_s,
+                         connection_timeout_ms=5000, logger=logging.getLogger("pulsar-client"))
+
+
+def test_valid_token_produces_and_consumes(secured: BrokerThread) -> None:
+    c = _client(secured.url, create_token("alice", secret_key=SECRET, expires_in_s=3600))
+    try:
+        topic = "persistent://public/default/auth-valid"
+        consumer = c.subscribe(topic, "s")
+        producer = c.create_producer(topic)
+        producer.send(b"hello")
+        assert consumer.receive(5000).data() == b"hello"
+    finally:
+        c.close()
+    roles = {conn.identity.role for conn in secured.service.connections if conn.identity}  # type: ignore[union-attr]
+    assert roles <= {"alice"}
+
+
+@pytest.mark.parametrize("token", [
+    pytest.param(create_token("alice", secret_key=SECRET, expires_in_s=-10), id="expired"),
+    pytest.param(create_token("alice", secret_key=new_secret_key()), id="forged"),
+    pytest.param("not-a-jwt", id="garbage"),
+    pytest.param(None, id="missing"),
+])
+def test_bad_credentials_are_refused(secured: BrokerThread, token: str | None) -> None:
+    # the official client retries a refused connection until its operation timeout
+    c = _client(secured.url, token, timeout_s=2)
+    try:
+        with pytest.raises(pulsar.PulsarException):
+            c.create_producer("persistent://public/default/auth-refused")
+    finally:
+        c.close()
+    # on the wire: ERROR AuthenticationError (request id -1), then the broker closes
+    peer = RawPeer(secured.port)
+    try:
+        fields: dict[str, object] = {"client_version": "raw", "protocol_version": 20}
+        if token is not None:
+            fields.update(auth_method_name="token", auth_data=token.encode())
+        peer.send("CONNECT", **fields)
+        answers = peer.recv_until_closed()
+    finally:
+        peer.close()
+    assert [a.type for a in answers] == [pb.BaseCommand.ERROR]
+    assert answers[0].error.error == pb.AuthenticationError
+    assert answers[0].error.request_id == 2**64 - 1
+
+
+def test_expiring_token_is_refreshed_on_an_open_connection(secured: BrokerThread) -> None:
+    issued: list[str] = []
+
+    def supplier() -> str:
+        issued.append(create_token("bob", secret_key=SECRET, expires_in_s=2))
+        return issued[-1]
+
+    c = _client(secured.url, supplier)
+    try:
+        producer = c.create_producer("persistent://public/default/auth-refresh")
+        first = len(issued)
+        for i in range(8):
+            producer.send(f"m{i}".encode())
+            time.sleep(0.5)
+        bobs = [conn for conn in secured.service.connections  # type: ignore[union-attr]
+                if conn.identity and conn.identity.role == "bob"]
+        assert len(bobs) == 1
+        assert bobs[0].identity.expires_at > time.time()
+        assert len(issued) > first  # the client was asked for a new token, on the same connection
+    finally:
+        c.close()
+
+
+def test_rs256_and_es256_public_keys() -> None:
+    for alg in ("RS256", "ES256"):
+        private, public = new_key_pair(alg)
+        svc = AuthenticationService(_config(token_secret_key="", token_public_alg=alg,
+                                            token_public_key="data:;base64," + base64.b64encode(public).decode()))
+        assert svc.authenticate("token", create_token("carol", private_key=private).encode()).role == "carol"
+        other, _ = new_key_pair(alg)
+        with pytest.raises(AuthenticationError):
+            svc.authenticate("token", create_token("carol", private_key=other).encode())
+        with pytest.raises(AuthenticationError):  # an unsigned token
+            svc.authenticate("token", jwt.encode({"sub": "carol"}, None, algorithm="none").encode())
+
+
+def test_custom_claim_file_key_and_config_errors(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    key = tmp_path / "secret.key"
+    key.write_bytes(SECRET)
+    svc = AuthenticationService(_config(token_secret_key=f"file://{key}", token_auth_claim="role"))
+    token = create_token("dave", secret_key=SECRET, subject_claim="role")
+    assert svc.authenticate("token", token.encode()).role == "dave"
+    with pytest.raises(AuthenticationError):
+        svc.authenticate("token", create_token("dave", secret_key=SECRET).encode())  # no "role" claim
+    with pytest.raises(ConfigError, match="token_secret_key"):
+        AuthenticationService(_config(token_secret_key=f"file://{tmp_path}/missing"))
+    with pytest.raises(ConfigError, match="authentication_providers"):
+        AuthenticationService(_config(authentication_providers=("kerberos",)))
+    with pytest.raises(ConfigError, match="authentication_providers"):
+        _config(authentication_providers=()).validate()
+    pulsar_name = "org.apache.pulsar.broker.authentication.AuthenticationProviderToken"
+    assert AuthenticationService(_config(authentication_providers=(pulsar_name,))).providers
+
+
+def test_anonymous_role() -> None:
+    svc = AuthenticationService(_config(anonymous_user_role="guest"))
+    assert svc.authenticate("", b"").role == "guest"
+    assert svc.authenticate_http(None).role == "guest"
