@@ -2,7 +2,7 @@
 
 Every request goes through `RequestGuard` (bodies bounded by ``httpMaxRequestSize``, reads
 cancelled when their client leaves, unread bodies drained so that hypercorn can close the
-connection).
+connection), then, with authentication on, `AuthMiddleware` (401 without a valid bearer token).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from starlette.routing import Route
 
 from .._stats import refresh_backlog_age
 from . import _explain, _namespaces, _policies, _schema_routes, _subscriptions, _tenants, _topics
+from ._auth import AuthMiddleware
 from ._common import endpoint, service_of
 from ._request_guard import GuardSettings, RequestGuard
 
@@ -73,7 +74,8 @@ def create_admin_app(service: BrokerService, *, gc_explain: GcExplainHook | None
     limit = service.config.http_max_request_size
     guard = GuardSettings(max_body=limit if limit > 0 else None)  # <= 0: no limit, as in Pulsar
     app = Starlette(routes=routes, exception_handlers={404: _not_found, 405: _not_allowed},
-                    middleware=[Middleware(RequestGuard, settings=guard)])
+                    middleware=[Middleware(RequestGuard, settings=guard),
+                                Middleware(AuthMiddleware, auth=service.auth)])
     app.state.service = service
     app.state.gc_explain = gc_explain
     app.state.request_guard = guard

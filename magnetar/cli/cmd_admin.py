@@ -27,13 +27,14 @@ _DEFAULT_URL = "http://localhost:8080"
 
 
 class _Api:
-    def __init__(self, url: str, as_json: bool) -> None:
+    def __init__(self, url: str, as_json: bool, token: str | None = None) -> None:
         self.url = url.rstrip("/")
         self.as_json = as_json
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
 
     def call(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None) -> Any:
         try:
-            with httpx.Client(base_url=self.url, timeout=30) as c:
+            with httpx.Client(base_url=self.url, timeout=30, headers=self.headers) as c:
                 kwargs: dict[str, Any] = {"params": params}
                 if body is not None:
                     kwargs["json"] = body
@@ -66,7 +67,7 @@ class _Api:
 
 def _api(ctx: click.Context, as_json: bool) -> _Api:
     obj = ctx.find_object(dict) or {}
-    return _Api(obj.get("url", _DEFAULT_URL), as_json or obj.get("json", False))
+    return _Api(obj.get("url", _DEFAULT_URL), as_json or obj.get("json", False), obj.get("token"))
 
 
 def topic_path(topic: str) -> str:
@@ -187,10 +188,47 @@ def _flag(force: bool) -> dict[str, str]:
 @click.option("--admin-url", envvar="MAGNETAR_ADMIN_URL", default=_DEFAULT_URL, show_default=True,
               help="Base URL of the broker's admin REST API (env MAGNETAR_ADMIN_URL).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
+@click.option("--token", envvar="MAGNETAR_TOKEN", default=None,
+              help="Authentication token sent as 'Authorization: Bearer' (env MAGNETAR_TOKEN).")
+@click.option("--auth-plugin", default=None,
+              help="As pulsar-admin: org.apache.pulsar.client.impl.auth.AuthenticationToken (or 'token').")
+@click.option("--auth-params", default=None,
+              help="As pulsar-admin: 'token:<jwt>', 'file:///path/to/token' or '{\"token\":\"<jwt>\"}'.")
 @click.pass_context
-def command(ctx: click.Context, admin_url: str, as_json: bool) -> None:
+def command(ctx: click.Context, admin_url: str, as_json: bool, token: str | None, auth_plugin: str | None,
+            auth_params: str | None) -> None:
     """Administer tenants, namespaces and topics (pulsar-admin style)."""
-    ctx.obj = {"url": admin_url, "json": as_json}
+    if auth_plugin or auth_params:
+        token = _token_from_auth_params(auth_plugin, auth_params)
+    ctx.obj = {"url": admin_url, "json": as_json, "token": token}
+
+
+_TOKEN_PLUGINS = ("token", "org.apache.pulsar.client.impl.auth.AuthenticationToken")
+
+
+def _token_from_auth_params(plugin: str | None, params: str | None) -> str:
+    """The token pulsar-admin's --auth-plugin / --auth-params describe."""
+    if plugin is not None and plugin not in _TOKEN_PLUGINS:
+        raise click.BadParameter(f"unsupported plugin {plugin!r} (supported: {', '.join(_TOKEN_PLUGINS)})",
+                                 param_hint="--auth-plugin")
+    params = (params or "").strip()
+    if params.startswith("{"):
+        try:
+            params = str(json.loads(params).get("token", ""))
+        except (ValueError, AttributeError):
+            raise click.BadParameter("not a JSON object", param_hint="--auth-params") from None
+    if params.startswith("token:"):
+        params = params[len("token:"):]
+    elif params.startswith("file:"):
+        path = params[len("file://"):] if params.startswith("file://") else params[len("file:"):]
+        try:
+            with open(path, encoding="utf-8") as f:
+                params = f.read()
+        except OSError as exc:
+            raise click.BadParameter(f"cannot read {path}: {exc.strerror}", param_hint="--auth-params") from None
+    if not params.strip():
+        raise click.BadParameter("no token given", param_hint="--auth-params")
+    return params.strip()
 
 
 @command.group("clusters")
