@@ -594,3 +594,57 @@ def _emit_bookie_gc(api: _Api, gc: dict[str, Any]) -> None:
         _emit(api, bookies, title="bookies",
               columns=["bookie", "reachable", "readOnly", "entryLogs", "bytesAwaitingGc", "lastGcRunMs", "error"])
 
+
+
+# ------------------------------------------------------------------ permissions (pulsar-admin style)
+
+_role_opt = click.option("--role", required=True, help="Role to grant to or revoke from.")
+_actions_opt = click.option("--actions", required=True,
+                            help="Comma-separated actions, e.g. produce,consume.")
+
+
+def _actions(text: str) -> list[str]:
+    actions = [a.strip() for a in text.split(",") if a.strip()]
+    if not actions:
+        raise click.BadParameter("give at least one action", param_hint="--actions")
+    return actions
+
+
+@_cmd(namespaces, "permissions", _ns_arg)
+def namespaces_permissions(api: _Api, namespace: str) -> None:
+    """Show the roles granted actions on a namespace."""
+    api.show(_nsp(namespace, "/permissions"), title=f"permissions of {namespace}")
+
+
+@_cmd(namespaces, "grant-permission", _ns_arg, _role_opt, _actions_opt)
+def namespaces_grant_permission(api: _Api, namespace: str, role: str, actions: str) -> None:
+    """Grant a role actions (produce, consume) on every topic of a namespace."""
+    api.do("POST", _nsp(namespace, f"/permissions/{quote(role, safe='')}"),
+           f"granted {actions} on {namespace} to {role}", body=_actions(actions))
+
+
+@_cmd(namespaces, "revoke-permission", _ns_arg, _role_opt)
+def namespaces_revoke_permission(api: _Api, namespace: str, role: str) -> None:
+    """Revoke a role's actions on a namespace."""
+    api.do("DELETE", _nsp(namespace, f"/permissions/{quote(role, safe='')}"),
+           f"revoked the permissions of {role} on {namespace}")
+
+
+@_cmd(topics, "permissions", _topic_arg)
+def topics_permissions(api: _Api, topic: str) -> None:
+    """Show the roles granted actions on a topic (its namespace's grants included)."""
+    api.show(f"{_tp(topic)}/permissions", title=f"permissions of {topic}")
+
+
+@_cmd(topics, "grant-permission", _topic_arg, _role_opt, _actions_opt)
+def topics_grant_permission(api: _Api, topic: str, role: str, actions: str) -> None:
+    """Grant a role actions (produce, consume) on a topic."""
+    api.do("POST", f"{_tp(topic)}/permissions/{quote(role, safe='')}", f"granted {actions} on {topic} to {role}",
+           body=_actions(actions))
+
+
+@_cmd(topics, "revoke-permission", _topic_arg, _role_opt)
+def topics_revoke_permission(api: _Api, topic: str, role: str) -> None:
+    """Revoke a role's actions on a topic."""
+    api.do("DELETE", f"{_tp(topic)}/permissions/{quote(role, safe='')}",
+           f"revoked the permissions of {role} on {topic}")
