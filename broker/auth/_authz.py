@@ -112,6 +112,20 @@ class AuthorizationService:
             raise AuthorizationError(
                 f"Client with role {role!r} is not authorized to {' or '.join(wanted)} on topic {topic}")
 
+    async def check_namespace(self, role: str | None, ns: NamespaceName, *wanted: str) -> None:
+        """Raise `AuthorizationError` unless ``role`` administers ``ns``'s tenant or was granted one of
+        ``wanted`` on the namespace itself."""
+        if not self.enabled:
+            return
+        if role is not None and await self.is_tenant_admin(role, ns.tenant):
+            return
+        if role is not None:
+            granted = set((await self.namespace_permissions(ns) or {}).get(role) or [])
+            if granted & set(wanted):
+                return
+        raise AuthorizationError(
+            f"Client with role {role!r} is not authorized to {' or '.join(wanted)} on namespace {ns}")
+
     # ------------------------------------------------------------------ permissions (admin REST)
 
     async def namespace_permissions(self, ns: NamespaceName) -> dict[str, list[str]] | None:

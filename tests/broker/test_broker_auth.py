@@ -143,3 +143,44 @@ def test_anonymous_role() -> None:
     svc = AuthenticationService(_config(anonymous_user_role="guest"))
     assert svc.authenticate("", b"").role == "guest"
     assert svc.authenticate_http(None).role == "guest"
+
+
+def _raw_connect(port: int, token: str, refresh: bool) -> RawPeer:
+    peer = RawPeer(port)
+    peer.send("CONNECT", client_version="raw", protocol_version=20, auth_method_name="token",
+              auth_data=token.encode(), feature_flags={"supports_auth_refresh": refresh})
+    answer = peer.recv()
+    assert answer is not None and answer.type == pb.BaseCommand.CONNECTED, answer
+    return peer
+
+
+def test_expired_connection_without_refresh_support_is_closed(secured: BrokerThread) -> None:
+    peer = _raw_connect(secured.port, create_token("eve", secret_key=SECRET, expires_in_s=1), refresh=False)
+    try:
+        assert all(c.type == pb.BaseCommand.PING for c in peer.recv_until_closed())
+    finally:
+        peer.close()
+
+
+@pytest.mark.parametrize("answer", ["valid", "other-role", "forged", "none"])
+def test_auth_challenge_answers(secured: BrokerThread, answer: str) -> None:
+    peer = _raw_connect(secured.port, create_token("frank", secret_key=SECRET, expires_in_s=1), refresh=True)
+    try:
+        challenge = peer.recv()
+        assert challenge is not None and challenge.type == pb.BaseCommand.AUTH_CHALLENGE, challenge
+        assert challenge.authChallenge.challenge.auth_method_name == "token"
+        assert challenge.authChallenge.challenge.auth_data == b"PulsarAuthRefresh"
+        tokens = {"valid": create_token("frank", secret_key=SECRET, expires_in_s=60),
+                  "other-role": create_token("mallory", secret_key=SECRET, expires_in_s=60),
+                  "forged": create_token("frank", secret_key=new_secret_key(), expires_in_s=60)}
+        if answer in tokens:
+            peer.send("AUTH_RESPONSE", protocol_version=20, client_version="raw",
+                      response={"auth_method_name": "token", "auth_data": tokens[answer].encode()})
+        if answer == "valid":
+            time.sleep(2.5)  # two more refresh checks: no new challenge, no close
+            peer.assert_alive()
+        else:
+            assert all(c.type in (pb.BaseCommand.PING, pb.BaseCommand.AUTH_CHALLENGE)
+                       for c in peer.recv_until_closed())
+    finally:
+        peer.close()

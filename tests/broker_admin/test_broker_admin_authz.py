@@ -15,6 +15,8 @@ from broker import BrokerConfig
 from broker.admin import Access, required_access
 from broker.auth import create_token, new_secret_key
 from magnetar.cli import main
+from protocols.pulsar import pulsar_api_pb2 as pb
+from tests.broker.raw_pulsar import RawPeer
 from tests.broker_admin.admin_harness import AdminBroker
 
 SECRET = new_secret_key()
@@ -163,3 +165,28 @@ def test_admin_cli_permissions(b: AdminBroker) -> None:
     r = runner.invoke(main, ["admin", "--admin-url", b.http, "--token", TOKENS["nobody"], "namespaces",
                              "grant-permission", "acme/ns", "--role", "x", "--actions", "produce"])
     assert r.exit_code == 1 and "403" in r.output
+
+
+def test_http_lookup_and_topic_listing_need_permissions(b: AdminBroker) -> None:
+    assert _http(b, "acme-admin").post("/admin/v2/namespaces/acme/ns/permissions/writer",
+                                       json=["produce"]).status_code == 204
+    path = "/lookup/v2/topic/persistent/acme/ns/looked-up"
+    assert _http(b, "writer").get(path).status_code == 200
+    assert _http(b, "nobody").get(path).status_code == 403
+    for role, allowed in (("writer", False), ("acme-admin", True)):
+        peer = RawPeer(b.port)
+        try:
+            peer.send("CONNECT", client_version="raw", protocol_version=20, auth_method_name="token",
+                      auth_data=TOKENS[role].encode())
+            assert peer.recv().type == pb.BaseCommand.CONNECTED  # type: ignore[union-attr]
+            peer.send("GET_TOPICS_OF_NAMESPACE", request_id=7, namespace="acme/ns")
+            answer = peer.recv()
+            assert answer is not None
+            if allowed:
+                assert answer.type == pb.BaseCommand.GET_TOPICS_OF_NAMESPACE_RESPONSE, answer
+            else:
+                assert answer.type == pb.BaseCommand.ERROR and answer.error.error == pb.AuthorizationError
+                assert answer.error.request_id == 7
+            peer.assert_alive()
+        finally:
+            peer.close()
