@@ -162,6 +162,11 @@ class BrokerConfig(RetentionConfig):
         "RS256", alias="tokenPublicAlg", help="Algorithm of tokenPublicKey: RS256 (RSA) or ES256 (EC).")
     token_auth_claim: str = config_field(
         "sub", alias="tokenAuthClaim", help="Token claim holding the role.")
+    token_audience_claim: str = config_field(
+        "aud", alias="tokenAudienceClaim", help="Token claim holding the audience (checked when tokenAudience is set).")
+    token_audience: str = config_field(
+        "", alias="tokenAudience",
+        help="When set, tokens must name this audience (this broker) in tokenAudienceClaim ('' = not checked).")
 
     def retention_config(self) -> RetentionConfig:
         """The retention part of this config as a plain `RetentionConfig` (the inherited keys)."""

@@ -10,7 +10,8 @@ Rules:
 * The token provider verifies a JWT: HS256/384/512 with ``tokenSecretKey`` or, with
   ``tokenPublicKey``, the asymmetric algorithms (``tokenPublicAlg``'s family; RS256 and ES256 in
   practice); the role is the ``tokenAuthClaim`` claim (default ``sub``); ``exp`` is checked (a
-  token without ``exp`` never expires, as in Pulsar).
+  token without ``exp`` never expires, as in Pulsar); with ``tokenAudience`` set, the
+  ``tokenAudienceClaim`` claim (a string or a list) must name it.
 """
 
 from __future__ import annotations
@@ -69,11 +70,13 @@ class TokenAuthenticationProvider(AuthenticationProvider):
     name = "token"
 
     def __init__(self, *, secret_key: bytes | None = None, public_key: bytes | None = None,
-                 public_alg: str = "RS256", role_claim: str = "sub",
-                 clock: Callable[[], float] = time.time) -> None:
+                 public_alg: str = "RS256", role_claim: str = "sub", audience: str = "",
+                 audience_claim: str = "aud", clock: Callable[[], float] = time.time) -> None:
         if (secret_key is None) == (public_key is None):
             raise ValueError("give exactly one of a secret key and a public key")
         self.role_claim = role_claim
+        self.audience = audience
+        self.audience_claim = audience_claim
         self.clock = clock
         self._key: Any
         if secret_key is not None:
@@ -98,13 +101,15 @@ class TokenAuthenticationProvider(AuthenticationProvider):
             raise ConfigError("token_secret_key", "give tokenSecretKey or tokenPublicKey, not both")
         if config.token_secret_key:
             try:
-                return cls(secret_key=read_key_bytes(config.token_secret_key), role_claim=config.token_auth_claim)
+                return cls(secret_key=read_key_bytes(config.token_secret_key), role_claim=config.token_auth_claim,
+                           audience=config.token_audience, audience_claim=config.token_audience_claim)
             except ValueError as exc:
                 raise ConfigError("token_secret_key", str(exc)) from None
         if config.token_public_key:
             try:
                 return cls(public_key=read_key_bytes(config.token_public_key), public_alg=config.token_public_alg,
-                           role_claim=config.token_auth_claim)
+                           role_claim=config.token_auth_claim, audience=config.token_audience,
+                           audience_claim=config.token_audience_claim)
             except ValueError as exc:
                 raise ConfigError("token_public_key", str(exc)) from None
         raise ConfigError("token_secret_key", "the token provider needs tokenSecretKey or tokenPublicKey")
@@ -129,6 +134,12 @@ class TokenAuthenticationProvider(AuthenticationProvider):
                 raise AuthenticationError("invalid token: exp is not a number")
             if self.clock() >= exp:
                 raise AuthenticationError("token expired")
+        if self.audience:
+            aud = claims.get(self.audience_claim)
+            names = aud if isinstance(aud, list) else [aud]
+            if self.audience not in names:
+                raise AuthenticationError(f"invalid token: its {self.audience_claim!r} claim does not name "
+                                          f"this broker's audience")
         role = claims.get(self.role_claim)
         if not isinstance(role, str) or not role:
             raise AuthenticationError(f"invalid token: no {self.role_claim!r} claim naming a role")

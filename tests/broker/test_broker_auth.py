@@ -184,3 +184,15 @@ def test_auth_challenge_answers(secured: BrokerThread, answer: str) -> None:
                        for c in peer.recv_until_closed())
     finally:
         peer.close()
+
+
+def test_audience_is_checked_when_configured() -> None:
+    svc = AuthenticationService(_config(token_audience="cluster-a"))
+    ok = create_token("gina", secret_key=SECRET, claims={"aud": ["cluster-a", "other"]})
+    assert svc.authenticate("token", ok.encode()).role == "gina"
+    for claims in ({"aud": "cluster-b"}, {}):
+        with pytest.raises(AuthenticationError, match="audience"):
+            svc.authenticate("token", create_token("gina", secret_key=SECRET, claims=claims).encode())
+    custom = AuthenticationService(_config(token_audience="a", token_audience_claim="realm"))
+    token = create_token("gina", secret_key=SECRET, claims={"realm": "a"})
+    assert custom.authenticate("token", token.encode()).role == "gina"
