@@ -8,8 +8,8 @@ States (rules):
   one read, for a bounded time, however it trickles bytes). CONNECT is answered with CONNECTED
   (protocol_version = min(client, 20), max_message_size); the frame limit becomes
   maxMessageSize + ``MESSAGE_SIZE_FRAME_PADDING`` -> OPEN. With ``authenticationEnabled`` the
-  CONNECT's ``auth_method_name`` / ``auth_data`` must authenticate first (`broker.auth`); else
-  ERROR AuthenticationError (request id -1, as Pulsar) is sent and the connection closed.
+  CONNECT must authenticate first, and expiring credentials are refreshed or the connection
+  closed (`broker.auth.AuthSession`).
 * OPEN: commands are dispatched by type (see `_handlers`, which also says what a malformed or
   misdirected command gets). Quick, order-sensitive commands (SEND, FLOW, ACK, REDELIVER,
   PING/PONG) run inline in the read loop; commands that wait on storage or metadata run as tasks,
@@ -20,12 +20,6 @@ States (rules):
   keepAliveIntervalSeconds; the broker pings after one interval of silence) or `close`;
   producers and consumers are detached. Only this connection is affected, and every close is
   logged with its reason.
-
-Credentials that expire on an open connection (authentication on): every
-``authenticationRefreshCheckSeconds`` the connection checks its identity; once expired, a client
-that announced ``supports_auth_refresh`` gets AUTH_CHALLENGE (auth data ``PulsarAuthRefresh``) and
-must answer AUTH_RESPONSE with valid credentials for the same role before the next check; any
-other client, a failed or different-role answer, or no answer closes the connection.
 
 Producers the broker closed (CLOSE_PRODUCER sent) stay "recently closed" for one keep-alive
 interval: SENDs the client had already written for them are dropped, not treated as SENDs for
@@ -51,9 +45,9 @@ from protocols.pulsar import ChecksumMismatch, Frame, FrameDecoder, FrameError, 
 from protocols.pulsar import pulsar_api_pb2 as pb
 
 from ._config import MESSAGE_SIZE_FRAME_PADDING
-from ._entries import UINT64_MAX, Signal
+from ._entries import Signal
 from ._handlers import dispatch_frame
-from .auth import AuthenticationError, Identity
+from .auth import AuthSession
 
 if TYPE_CHECKING:
     from ._consumer import Consumer
@@ -112,9 +106,7 @@ class ServerConnection:
         self._last_received = trio.current_time()
         self._nursery: trio.Nursery | None = None
         self.close_reason = ""
-        self.identity: Identity | None = None  # who the client authenticated as (authentication on)
-        self.supports_auth_refresh = False
-        self._auth_challenge_pending = False
+        self.auth_session = AuthSession(self)  # the client's role and its credentials' refresh
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -325,26 +317,17 @@ class ServerConnection:
             if not frame.command.HasField("connect"):
                 self.close("CONNECT without its connect body")
                 return
-            await self._on_connect(frame.command.connect)
+            if await self.auth_session.on_connect(frame.command.connect):
+                self._on_connect(frame.command.connect)
             return
         if frame.type == pb.BaseCommand.CONNECT:
             self.close("second CONNECT on an open connection")
             return
         await dispatch_frame(self, frame)
 
-    async def _on_connect(self, connect: pb.CommandConnect) -> None:
+    def _on_connect(self, connect: pb.CommandConnect) -> None:
         self.client_version = connect.client_version
         self.protocol_version = min(connect.protocol_version, 20)
-        auth = self.service.auth
-        if auth.enabled:
-            try:
-                self.identity = auth.authenticate(connect.auth_method_name, connect.auth_data)
-            except AuthenticationError as exc:
-                await self._refuse_authentication(str(exc))
-                return
-            self.supports_auth_refresh = connect.feature_flags.supports_auth_refresh
-            assert self._nursery is not None
-            self._nursery.start_soon(self._auth_refresher)
 
         self.send_command(make_command(
             "CONNECTED", server_version=f"Magnetar-{__version__}", protocol_version=self.protocol_version,
@@ -353,59 +336,10 @@ class ServerConnection:
         # the next frame (even one already buffered behind CONNECT) gets the full limit
         self._decoder.set_max_frame_size(self._max_frame_size())
         self._connected.set()
+        if self.service.auth.enabled:
+            assert self._nursery is not None
+            self._nursery.start_soon(self.auth_session.refresher)
         log.info("connection %s: client %s, protocol v%d", self.remote, self.client_version, self.protocol_version)
-
-    # ------------------------------------------------------------------ authentication
-
-    async def _refuse_authentication(self, reason: str) -> None:
-        """ERROR AuthenticationError (request id -1) straight to the stream, then close."""
-        log.warning("connection %s: authentication failed: %s", self.remote, reason)
-        try:
-            # nothing is queued before CONNECTED: write directly so the ERROR precedes the close
-            with trio.move_on_after(5):
-                await self.stream.send_all(encode_command(make_command(
-                    "ERROR", request_id=UINT64_MAX, error=pb.AuthenticationError,
-                    message=f"Unable to authenticate: {reason}")))
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
-        self.close(f"authentication failed: {reason}")
-
-    async def _auth_refresher(self) -> None:
-        interval = float(self.config.authentication_refresh_check_s)
-        while True:
-            await trio.sleep(interval)
-            identity = self.identity
-            if identity is None or not identity.expired():
-                continue
-            if not self.supports_auth_refresh:
-                self.close(f"credentials of role {identity.role!r} expired (client cannot refresh them)")
-                return
-            if self._auth_challenge_pending:
-                self.close(f"credentials of role {identity.role!r} expired and were not refreshed")
-                return
-            self._auth_challenge_pending = True
-            log.info("connection %s: credentials of %r expired, sending AUTH_CHALLENGE", self.remote, identity.role)
-            self.send_command(make_command(
-                "AUTH_CHALLENGE", server_version=f"Magnetar-{__version__}", protocol_version=self.protocol_version,
-                challenge={"auth_method_name": identity.method, "auth_data": b"PulsarAuthRefresh"}))
-
-    def on_auth_response(self, response: pb.CommandAuthResponse) -> None:
-        """AUTH_RESPONSE: new credentials for the same role (see the module rules)."""
-        auth = self.service.auth
-        if not auth.enabled or self.identity is None:
-            return
-        data = response.response
-        try:
-            identity = auth.authenticate(data.auth_method_name or self.identity.method, data.auth_data)
-        except AuthenticationError as exc:
-            self.close(f"authentication refresh failed: {exc}")
-            return
-        if identity.role != self.identity.role:
-            self.close(f"authentication refresh changed the role from {self.identity.role!r} to {identity.role!r}")
-            return
-        self.identity = identity
-        self._auth_challenge_pending = False
-        log.info("connection %s: credentials of %r refreshed", self.remote, identity.role)
 
     async def spawn_request(self, fn: Any, *args: Any) -> None:
         """Run a request handler as a task, waiting for one of the bounded slots."""

@@ -126,7 +126,7 @@ async def _ignore(conn: ServerConnection, frame: Frame) -> None:
 
 
 async def _auth_response(conn: ServerConnection, frame: Frame) -> None:
-    conn.on_auth_response(frame.command.authResponse)
+    conn.auth_session.on_auth_response(frame.command.authResponse)
 
 
 def _with_authorization(handler: Handler) -> Handler:

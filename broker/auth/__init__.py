@@ -27,10 +27,11 @@ from ._provider import Identity as Identity
 from ._provider import TokenAuthenticationProvider as TokenAuthenticationProvider
 from ._provider import provider_method as provider_method
 from ._service import AuthenticationService as AuthenticationService
+from ._session import AuthSession as AuthSession
 
 __all__ = [
-    "ACTIONS", "AUTHORIZED_COMMANDS", "PROVIDER_ALIASES", "AuthenticationError", "AuthenticationProvider",
-    "AuthenticationService", "AuthorizationError", "AuthorizationService", "Identity", "TokenAuthenticationProvider",
-    "authorize_command", "check_actions", "create_token", "load_private_key", "load_public_key", "new_key_pair",
-    "new_secret_key", "parse_duration", "provider_method", "read_key_bytes",
+    "ACTIONS", "AUTHORIZED_COMMANDS", "PROVIDER_ALIASES", "AuthSession", "AuthenticationError",
+    "AuthenticationProvider", "AuthenticationService", "AuthorizationError", "AuthorizationService", "Identity",
+    "TokenAuthenticationProvider", "authorize_command", "check_actions", "create_token", "load_private_key",
+    "load_public_key", "new_key_pair", "new_secret_key", "parse_duration", "provider_method", "read_key_bytes",
 ]

@@ -42,7 +42,7 @@ async def authorize_command(conn: ServerConnection, frame: Frame) -> None:
     if not authz.enabled or entry is None:
         return
     field, actions = entry
-    role = conn.identity.role if conn.identity is not None else None
+    role = conn.auth_session.role
     if frame.type == T.GET_TOPICS_OF_NAMESPACE:
         await authz.check_namespace(role, NamespaceName.parse(frame.command.getTopicsOfNamespace.namespace), *actions)
         return

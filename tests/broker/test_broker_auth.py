@@ -52,7 +52,7 @@ def test_valid_token_produces_and_consumes(secured: BrokerThread) -> None:
         assert consumer.receive(5000).data() == b"hello"
     finally:
         c.close()
-    roles = {conn.identity.role for conn in secured.service.connections if conn.identity}  # type: ignore[union-attr]
+    roles = {conn.auth_session.role for conn in secured.service.connections if conn.auth_session.role}  # type: ignore[union-attr]
     assert roles <= {"alice"}
 
 
@@ -100,9 +100,9 @@ def test_expiring_token_is_refreshed_on_an_open_connection(secured: BrokerThread
             producer.send(f"m{i}".encode())
             time.sleep(0.5)
         bobs = [conn for conn in secured.service.connections  # type: ignore[union-attr]
-                if conn.identity and conn.identity.role == "bob"]
+                if conn.auth_session.role == "bob"]
         assert len(bobs) == 1
-        assert bobs[0].identity.expires_at > time.time()
+        assert bobs[0].auth_session.identity.expires_at > time.time()
         assert len(issued) > first  # the client was asked for a new token, on the same connection
     finally:
         c.close()
