@@ -196,3 +196,21 @@ def test_audience_is_checked_when_configured() -> None:
     custom = AuthenticationService(_config(token_audience="a", token_audience_claim="realm"))
     token = create_token("gina", secret_key=SECRET, claims={"realm": "a"})
     assert custom.authenticate("token", token.encode()).role == "gina"
+
+
+def test_perf_sends_the_token_from_the_environment(secured: BrokerThread) -> None:
+    from click.testing import CliRunner
+
+    from magnetar.cli import main
+
+    topic = "persistent://public/default/auth-perf"
+    c = _client(secured.url, create_token("checker", secret_key=SECRET))
+    try:
+        consumer = c.subscribe(topic, "check")
+        args = ["perf", "produce", "-u", secured.url, topic, "--size", "10", "--num-messages", "20", "--time", "20"]
+        ok = CliRunner().invoke(main, args, env={"MAGNETAR_TOKEN": create_token("perf", secret_key=SECRET)})
+        assert ok.exit_code == 0, ok.output
+        for _ in range(20):
+            consumer.receive(5000)
+    finally:
+        c.close()
