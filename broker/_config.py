@@ -160,6 +160,44 @@ class BrokerConfig(RetentionConfig):
     tls_ciphers: tuple[str, ...] = config_field(
         (), alias="tlsCiphers", help="OpenSSL cipher names allowed for TLS 1.2; empty = defaults.")
 
+    # ---- authentication and authorization (broker.auth; off by default)
+    authentication_enabled: bool = config_field(
+        False, alias="authenticationEnabled",
+        help="Require clients (Pulsar protocol and admin REST) to authenticate with a configured provider.")
+    authentication_providers: tuple[str, ...] = config_field(
+        [], alias="authenticationProviders",
+        help="Enabled providers: 'token' (or Pulsar's class name "
+             "org.apache.pulsar.broker.authentication.AuthenticationProviderToken).")
+    authentication_refresh_check_s: int = config_field(
+        60, alias="authenticationRefreshCheckSeconds",
+        help="How often open connections are checked for expired credentials; an expired one gets "
+             "AUTH_CHALLENGE (clients that support refresh) or is closed.")
+    anonymous_user_role: str = config_field(
+        "", alias="anonymousUserRole",
+        help="Role given to clients that send no credentials while authentication is on ('' = refuse them).")
+    authorization_enabled: bool = config_field(
+        False, alias="authorizationEnabled",
+        help="Check every operation against superUserRoles, tenant adminRoles and namespace/topic "
+             "permissions (needs authenticationEnabled).")
+    super_user_roles: tuple[str, ...] = config_field(
+        [], alias="superUserRoles", help="Roles allowed every operation.")
+    token_secret_key: str = config_field(
+        "", alias="tokenSecretKey",
+        help="HS256 secret of the token provider: data:;base64,<key> or file:///path (raw bytes).")
+    token_public_key: str = config_field(
+        "", alias="tokenPublicKey",
+        help="Public key (DER or PEM) of the token provider for RS256/ES256 tokens: data:;base64,<key> or "
+             "file:///path.")
+    token_public_alg: str = config_field(
+        "RS256", alias="tokenPublicAlg", help="Algorithm of tokenPublicKey: RS256 (RSA) or ES256 (EC).")
+    token_auth_claim: str = config_field(
+        "sub", alias="tokenAuthClaim", help="Token claim holding the role.")
+    token_audience_claim: str = config_field(
+        "aud", alias="tokenAudienceClaim", help="Token claim holding the audience (checked when tokenAudience is set).")
+    token_audience: str = config_field(
+        "", alias="tokenAudience",
+        help="When set, tokens must name this audience (this broker) in tokenAudienceClaim ('' = not checked).")
+
     @property
     def tls_enabled(self) -> bool:
         """Whether a TLS port (protocol or admin REST) is configured."""
@@ -217,6 +255,11 @@ class BrokerConfig(RetentionConfig):
             raise ConfigError("default_num_partitions",
                               f"must not exceed max_num_partitions_per_partitioned_topic "
                               f"({self.max_num_partitions_per_partitioned_topic})")
+        if self.authentication_enabled and not self.authentication_providers:
+            raise ConfigError("authentication_providers", "must name a provider when authenticationEnabled")
+        if self.authorization_enabled and not self.authentication_enabled:
+            raise ConfigError("authorization_enabled", "needs authenticationEnabled")
+        require_positive(self, "authentication_refresh_check_s")
         super().validate()
 
 

@@ -7,7 +7,9 @@ States (rules):
   the accept closes the connection (so an unauthenticated peer holds at most one small frame plus
   one read, for a bounded time, however it trickles bytes). CONNECT is answered with CONNECTED
   (protocol_version = min(client, 20), max_message_size); the frame limit becomes
-  maxMessageSize + ``MESSAGE_SIZE_FRAME_PADDING`` -> OPEN.
+  maxMessageSize + ``MESSAGE_SIZE_FRAME_PADDING`` -> OPEN. With ``authenticationEnabled`` the
+  CONNECT must authenticate first, and expiring credentials are refreshed or the connection
+  closed (`broker.auth.AuthSession`).
 * OPEN: commands are dispatched by type (see `_handlers`, which also says what a malformed or
   misdirected command gets). Quick, order-sensitive commands (SEND, FLOW, ACK, REDELIVER,
   PING/PONG) run inline in the read loop; commands that wait on storage or metadata run as tasks,
@@ -45,6 +47,7 @@ from protocols.pulsar import pulsar_api_pb2 as pb
 from ._config import MESSAGE_SIZE_FRAME_PADDING
 from ._entries import Signal
 from ._handlers import dispatch_frame
+from .auth import AuthSession
 
 if TYPE_CHECKING:
     from ._consumer import Consumer
@@ -103,6 +106,7 @@ class ServerConnection:
         self._last_received = trio.current_time()
         self._nursery: trio.Nursery | None = None
         self.close_reason = ""
+        self.auth_session = AuthSession(self)  # the client's role and its credentials' refresh
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -313,7 +317,8 @@ class ServerConnection:
             if not frame.command.HasField("connect"):
                 self.close("CONNECT without its connect body")
                 return
-            self._on_connect(frame.command.connect)
+            if await self.auth_session.on_connect(frame.command.connect):
+                self._on_connect(frame.command.connect)
             return
         if frame.type == pb.BaseCommand.CONNECT:
             self.close("second CONNECT on an open connection")
@@ -331,6 +336,9 @@ class ServerConnection:
         # the next frame (even one already buffered behind CONNECT) gets the full limit
         self._decoder.set_max_frame_size(self._max_frame_size())
         self._connected.set()
+        if self.service.auth.enabled:
+            assert self._nursery is not None
+            self._nursery.start_soon(self.auth_session.refresher)
         log.info("connection %s: client %s, protocol v%d", self.remote, self.client_version, self.protocol_version)
 
     async def spawn_request(self, fn: Any, *args: Any) -> None:

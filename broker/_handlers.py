@@ -46,6 +46,7 @@ from . import _handlers_consumer as hc
 from . import _handlers_lookup as hl
 from . import _handlers_producer as hp
 from ._errors import BrokerServiceError
+from .auth import AUTHORIZED_COMMANDS, authorize_command
 
 if TYPE_CHECKING:
     from ._connection import ServerConnection
@@ -124,6 +125,20 @@ async def _ignore(conn: ServerConnection, frame: Frame) -> None:
     return None
 
 
+async def _auth_response(conn: ServerConnection, frame: Frame) -> None:
+    conn.auth_session.on_auth_response(frame.command.authResponse)
+
+
+def _with_authorization(handler: Handler) -> Handler:
+    """``handler`` after the role's permission check (`broker.auth`; a refusal is answered per Rule 3)."""
+
+    async def run(conn: ServerConnection, frame: Frame) -> None:
+        await authorize_command(conn, frame)
+        await handler(conn, frame)
+
+    return run
+
+
 async def _refuse(conn: ServerConnection, frame: Frame) -> None:
     raise BrokerServiceError(f"{type_name(frame.type)} is not supported by this broker", pb.NotAllowedError)
 
@@ -144,8 +159,7 @@ _SPAWNED: dict[int, Handler] = {
     T.SUBSCRIBE: hc.handle_subscribe, T.CLOSE_CONSUMER: hc.handle_close_consumer,
     T.UNSUBSCRIBE: hc.handle_unsubscribe, T.SEEK: hc.handle_seek,
     T.GET_LAST_MESSAGE_ID: hc.handle_get_last_message_id, T.CONSUMER_STATS: hc.handle_consumer_stats,
-    # no authentication provider yet: nothing to refresh, an AUTH_RESPONSE changes nothing
-    T.AUTH_RESPONSE: _ignore,
+    T.AUTH_RESPONSE: _auth_response,
 }
 
 REFUSED_TYPES: frozenset[int] = frozenset({
@@ -210,6 +224,8 @@ async def dispatch_frame(conn: ServerConnection, frame: Frame) -> None:
         return
     handler = _SPAWNED.get(t)
     if handler is not None:
+        if conn.service.authz.enabled and t in AUTHORIZED_COMMANDS:
+            handler = _with_authorization(handler)
         await conn.spawn_request(_guarded, handler, conn, frame)
         return
     await _guarded(_refuse, conn, frame)

@@ -15,6 +15,7 @@ time so that a change made through another broker or the admin API is seen at on
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from metadata import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
@@ -107,6 +108,34 @@ class NamespaceResources:
                 return policies
             except BadVersionError:
                 continue
+
+    async def modify_policies(self, ns: NamespaceName,
+                              change: Callable[[dict[str, Any]], None]) -> dict[str, Any] | None:
+        """Apply ``change`` (which edits the dict in place) to the Policies with compare-and-set,
+        re-reading and re-applying on a concurrent change; None when the namespace does not exist."""
+        path = f"{POLICIES_ROOT}/{ns}"
+        while True:
+            try:
+                data, stat = await self.store.get(path)
+            except NoNodeError:
+                return None
+            policies = json.loads(data) if data else {}
+            change(policies)
+            try:
+                await self.store.set(path, json.dumps(policies).encode(), version=stat.version)
+                return policies
+            except BadVersionError:
+                continue
+            except NoNodeError:
+                return None
+
+    async def get_tenant_info(self, tenant: str) -> dict[str, Any] | None:
+        """The tenant's TenantInfo, or None when the tenant does not exist."""
+        try:
+            data, _ = await self.store.get(f"{POLICIES_ROOT}/{tenant}")
+        except NoNodeError:
+            return None
+        return json.loads(data) if data else {}
 
     async def namespace_exists(self, ns: NamespaceName) -> bool:
         """Whether the namespace exists."""

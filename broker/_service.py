@@ -43,6 +43,7 @@ from ._namespaces import NamespaceResources
 from ._retention_hooks import StorePoliciesProvider, TopicPolicyStore, publish_time_of
 from ._schemas import SchemaRegistry
 from ._topic import Topic
+from .auth import AuthenticationService, AuthorizationService
 from .metrics import BrokerMetrics
 
 __all__ = ["BrokerService"]
@@ -100,8 +101,10 @@ class BrokerService:
         self.store = store
         self.config = config or BrokerConfig()
         self.clock = clock
+        self.auth = AuthenticationService(self.config)  # raises ConfigError for bad auth keys
         self.namespaces = NamespaceResources(store, self.config.cluster_name)
         self.schemas = SchemaRegistry(store)
+        self.authz = AuthorizationService(self.config, self.namespaces)  # superusers, admins, permissions
         self.topics: dict[str, Topic] = {}
         self._loading: dict[str, trio.Event] = {}
         self._nursery: trio.Nursery | None = None

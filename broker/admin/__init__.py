@@ -11,6 +11,8 @@ of the broker, its managed ledgers and retention.
 
 from ._app import create_admin_app as create_admin_app
 from ._app import serve_admin as serve_admin
+from ._auth import Access as Access
+from ._auth import required_access as required_access
 from ._explain import GcExplainHook as GcExplainHook
 from ._explain import explain_storage as explain_storage
 from ._gc_join import BookieAnswer as BookieAnswer
@@ -21,6 +23,6 @@ from ._gc_view import TrimHistory as TrimHistory
 from ._subscriptions import parse_message_id as parse_message_id
 
 __all__ = [
-    "BookieAnswer", "BookieGcView", "GcExplainHook", "TrimHistory", "TrimmedLedger", "create_admin_app",
-    "explain_storage", "join_gc_explain", "parse_message_id", "serve_admin",
+    "Access", "BookieAnswer", "BookieGcView", "GcExplainHook", "TrimHistory", "TrimmedLedger", "create_admin_app",
+    "explain_storage", "join_gc_explain", "parse_message_id", "required_access", "serve_admin",
 ]

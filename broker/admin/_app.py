@@ -2,7 +2,7 @@
 
 Every request goes through `RequestGuard` (bodies bounded by ``httpMaxRequestSize``, reads
 cancelled when their client leaves, unread bodies drained so that hypercorn can close the
-connection).
+connection), then, with authentication on, `AuthMiddleware` (401 without a valid bearer token).
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from magnetar.config import ConfigError
 from magnetar.tls import server_context
 
 from .._stats import refresh_backlog_age
-from . import _explain, _namespaces, _policies, _schema_routes, _subscriptions, _tenants, _topics
+from . import _explain, _namespaces, _permissions, _policies, _schema_routes, _subscriptions, _tenants, _topics
+from ._auth import AuthMiddleware
 from ._common import endpoint, service_of
 from ._request_guard import GuardSettings, RequestGuard
 
@@ -72,12 +73,14 @@ def create_admin_app(service: BrokerService, *, gc_explain: GcExplainHook | None
     """
     routes: list[Route] = [Route("/metrics", metrics, methods=["GET"])]
     # order matters where paths overlap: specific topic sub-paths before generic ones
-    for module in (_tenants, _namespaces, _topics, _subscriptions, _policies, _explain, _schema_routes):
+    for module in (_tenants, _namespaces, _permissions, _topics, _subscriptions, _policies, _explain,
+                   _schema_routes):
         routes.extend(module.routes())
     limit = service.config.http_max_request_size
     guard = GuardSettings(max_body=limit if limit > 0 else None)  # <= 0: no limit, as in Pulsar
     app = Starlette(routes=routes, exception_handlers={404: _not_found, 405: _not_allowed},
-                    middleware=[Middleware(RequestGuard, settings=guard)])
+                    middleware=[Middleware(RequestGuard, settings=guard),
+                                Middleware(AuthMiddleware, auth=service.auth, authz=service.authz)])
     app.state.service = service
     app.state.gc_explain = gc_explain
     app.state.request_guard = guard

@@ -28,14 +28,16 @@ _DEFAULT_URL = "http://localhost:8080"
 
 
 class _Api:
-    def __init__(self, url: str, as_json: bool, verify: ssl.SSLContext | bool = True) -> None:
+    def __init__(self, url: str, as_json: bool, verify: ssl.SSLContext | bool = True,
+                 token: str | None = None) -> None:
         self.url = url.rstrip("/")
         self.as_json = as_json
         self.verify = verify  # for https:// URLs: the context of the --tls-* options
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
 
     def call(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None) -> Any:
         try:
-            with httpx.Client(base_url=self.url, timeout=30, verify=self.verify) as c:
+            with httpx.Client(base_url=self.url, timeout=30, verify=self.verify, headers=self.headers) as c:
                 kwargs: dict[str, Any] = {"params": params}
                 if body is not None:
                     kwargs["json"] = body
@@ -68,7 +70,8 @@ class _Api:
 
 def _api(ctx: click.Context, as_json: bool) -> _Api:
     obj = ctx.find_object(dict) or {}
-    return _Api(obj.get("url", _DEFAULT_URL), as_json or obj.get("json", False), obj.get("verify", True))
+    return _Api(obj.get("url", _DEFAULT_URL), as_json or obj.get("json", False), obj.get("verify", True),
+                obj.get("token"))
 
 
 def _tls_context(trust_cert_path: str | None, allow_insecure: bool, hostname_verification: bool,
@@ -214,14 +217,50 @@ def _flag(force: bool) -> dict[str, str]:
 @click.option("--tls-cert-file", default=None,
               help="PEM client certificate (for tlsRequireTrustedClientCertOnConnect).")
 @click.option("--tls-key-file", default=None, help="PEM private key of --tls-cert-file.")
+@click.option("--token", envvar="MAGNETAR_TOKEN", default=None,
+              help="Authentication token sent as 'Authorization: Bearer' (env MAGNETAR_TOKEN).")
+@click.option("--auth-plugin", default=None,
+              help="As pulsar-admin: org.apache.pulsar.client.impl.auth.AuthenticationToken (or 'token').")
+@click.option("--auth-params", default=None,
+              help="As pulsar-admin: 'token:<jwt>', 'file:///path/to/token' or '{\"token\":\"<jwt>\"}'.")
 @click.pass_context
 def command(ctx: click.Context, admin_url: str, as_json: bool, tls_trust_cert_path: str | None,
             tls_allow_insecure: bool, tls_enable_hostname_verification: bool, tls_cert_file: str | None,
-            tls_key_file: str | None) -> None:
+            tls_key_file: str | None, token: str | None, auth_plugin: str | None, auth_params: str | None) -> None:
     """Administer tenants, namespaces and topics (pulsar-admin style)."""
     verify = _tls_context(tls_trust_cert_path, tls_allow_insecure, tls_enable_hostname_verification,
                           tls_cert_file, tls_key_file)
-    ctx.obj = {"url": admin_url, "json": as_json, "verify": verify}
+    if auth_plugin or auth_params:
+        token = _token_from_auth_params(auth_plugin, auth_params)
+    ctx.obj = {"url": admin_url, "json": as_json, "verify": verify, "token": token}
+
+
+_TOKEN_PLUGINS = ("token", "org.apache.pulsar.client.impl.auth.AuthenticationToken")
+
+
+def _token_from_auth_params(plugin: str | None, params: str | None) -> str:
+    """The token pulsar-admin's --auth-plugin / --auth-params describe."""
+    if plugin is not None and plugin not in _TOKEN_PLUGINS:
+        raise click.BadParameter(f"unsupported plugin {plugin!r} (supported: {', '.join(_TOKEN_PLUGINS)})",
+                                 param_hint="--auth-plugin")
+    params = (params or "").strip()
+    if params.startswith("{"):
+        try:
+            params = str(json.loads(params).get("token", ""))
+        except (ValueError, AttributeError):
+            raise click.BadParameter("not a JSON object", param_hint="--auth-params") from None
+    if params.startswith("token:"):
+        params = params[len("token:"):]
+    elif params.startswith("file:"):
+        path = params[len("file://"):] if params.startswith("file://") else params[len("file:"):]
+        try:
+            with open(path, encoding="utf-8") as f:
+                params = f.read()
+        except OSError as exc:
+            raise click.BadParameter(f"cannot read {path}: {exc.strerror}", param_hint="--auth-params") from None
+    if not params.strip():
+        raise click.BadParameter("no token given", param_hint="--auth-params")
+    return params.strip()
 
 
 @command.group("clusters")
@@ -587,3 +626,57 @@ def _emit_bookie_gc(api: _Api, gc: dict[str, Any]) -> None:
         _emit(api, bookies, title="bookies",
               columns=["bookie", "reachable", "readOnly", "entryLogs", "bytesAwaitingGc", "lastGcRunMs", "error"])
 
+
+
+# ------------------------------------------------------------------ permissions (pulsar-admin style)
+
+_role_opt = click.option("--role", required=True, help="Role to grant to or revoke from.")
+_actions_opt = click.option("--actions", required=True,
+                            help="Comma-separated actions, e.g. produce,consume.")
+
+
+def _actions(text: str) -> list[str]:
+    actions = [a.strip() for a in text.split(",") if a.strip()]
+    if not actions:
+        raise click.BadParameter("give at least one action", param_hint="--actions")
+    return actions
+
+
+@_cmd(namespaces, "permissions", _ns_arg)
+def namespaces_permissions(api: _Api, namespace: str) -> None:
+    """Show the roles granted actions on a namespace."""
+    api.show(_nsp(namespace, "/permissions"), title=f"permissions of {namespace}")
+
+
+@_cmd(namespaces, "grant-permission", _ns_arg, _role_opt, _actions_opt)
+def namespaces_grant_permission(api: _Api, namespace: str, role: str, actions: str) -> None:
+    """Grant a role actions (produce, consume) on every topic of a namespace."""
+    api.do("POST", _nsp(namespace, f"/permissions/{quote(role, safe='')}"),
+           f"granted {actions} on {namespace} to {role}", body=_actions(actions))
+
+
+@_cmd(namespaces, "revoke-permission", _ns_arg, _role_opt)
+def namespaces_revoke_permission(api: _Api, namespace: str, role: str) -> None:
+    """Revoke a role's actions on a namespace."""
+    api.do("DELETE", _nsp(namespace, f"/permissions/{quote(role, safe='')}"),
+           f"revoked the permissions of {role} on {namespace}")
+
+
+@_cmd(topics, "permissions", _topic_arg)
+def topics_permissions(api: _Api, topic: str) -> None:
+    """Show the roles granted actions on a topic (its namespace's grants included)."""
+    api.show(f"{_tp(topic)}/permissions", title=f"permissions of {topic}")
+
+
+@_cmd(topics, "grant-permission", _topic_arg, _role_opt, _actions_opt)
+def topics_grant_permission(api: _Api, topic: str, role: str, actions: str) -> None:
+    """Grant a role actions (produce, consume) on a topic."""
+    api.do("POST", f"{_tp(topic)}/permissions/{quote(role, safe='')}", f"granted {actions} on {topic} to {role}",
+           body=_actions(actions))
+
+
+@_cmd(topics, "revoke-permission", _topic_arg, _role_opt)
+def topics_revoke_permission(api: _Api, topic: str, role: str) -> None:
+    """Revoke a role's actions on a topic."""
+    api.do("DELETE", f"{_tp(topic)}/permissions/{quote(role, safe='')}",
+           f"revoked the permissions of {role} on {topic}")

@@ -122,8 +122,11 @@ def _sleep_until(deadline: float, stop: threading.Event) -> None:
 def _client(service_url: str, io_threads: int) -> Any:
     import pulsar
 
+    # A broker with authenticationEnabled: the token in MAGNETAR_TOKEN (as `magnetar admin` takes it).
+    token = os.environ.get("MAGNETAR_TOKEN", "").strip()
+    auth = pulsar.AuthenticationToken(token) if token else None
     # The C++ console logger: a Python logger would be called back for every log record.
-    return pulsar.Client(service_url, io_threads=io_threads, operation_timeout_seconds=30,
+    return pulsar.Client(service_url, io_threads=io_threads, operation_timeout_seconds=30, authentication=auth,
                          logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
 
 
@@ -161,7 +164,10 @@ def _with_common(fn: Any) -> Any:
 
 @click.group(name="perf")
 def command() -> None:
-    """Load generators: publish or consume at a rate and report throughput and latency."""
+    """Load generators: publish or consume at a rate and report throughput and latency.
+
+    Against a broker with authentication on, set MAGNETAR_TOKEN to the token to connect with.
+    """
 
 
 @command.command(name="produce")

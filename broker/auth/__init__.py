@@ -1,0 +1,37 @@
+"""Authentication and authorization of broker clients.
+
+Providers turn credentials into a role (`AuthenticationProvider`, the token provider for JWTs);
+`AuthenticationService` holds the ones the broker config enables; `AuthorizationService` decides
+what a role may do (super users, tenant admins, namespace and topic permissions) and
+`authorize_command` applies it to the Pulsar protocol's commands. `broker.auth` also has the key
+and token helpers behind ``magnetar tokens``.
+"""
+
+from ._authz import ACTIONS as ACTIONS
+from ._authz import AuthorizationError as AuthorizationError
+from ._authz import AuthorizationService as AuthorizationService
+from ._authz import check_actions as check_actions
+from ._commands import AUTHORIZED_COMMANDS as AUTHORIZED_COMMANDS
+from ._commands import authorize_command as authorize_command
+from ._keys import create_token as create_token
+from ._keys import load_private_key as load_private_key
+from ._keys import load_public_key as load_public_key
+from ._keys import new_key_pair as new_key_pair
+from ._keys import new_secret_key as new_secret_key
+from ._keys import parse_duration as parse_duration
+from ._keys import read_key_bytes as read_key_bytes
+from ._provider import PROVIDER_ALIASES as PROVIDER_ALIASES
+from ._provider import AuthenticationError as AuthenticationError
+from ._provider import AuthenticationProvider as AuthenticationProvider
+from ._provider import Identity as Identity
+from ._provider import TokenAuthenticationProvider as TokenAuthenticationProvider
+from ._provider import provider_method as provider_method
+from ._service import AuthenticationService as AuthenticationService
+from ._session import AuthSession as AuthSession
+
+__all__ = [
+    "ACTIONS", "AUTHORIZED_COMMANDS", "PROVIDER_ALIASES", "AuthSession", "AuthenticationError",
+    "AuthenticationProvider", "AuthenticationService", "AuthorizationError", "AuthorizationService", "Identity",
+    "TokenAuthenticationProvider", "authorize_command", "check_actions", "create_token", "load_private_key",
+    "load_public_key", "new_key_pair", "new_secret_key", "parse_duration", "provider_method", "read_key_bytes",
+]

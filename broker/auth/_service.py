@@ -1,0 +1,61 @@
+"""The broker's authentication service: the configured providers, asked by the protocol and REST.
+
+Rules:
+
+* Off (``authenticationEnabled = false``, the default): every client is accepted without a role.
+* On: a CONNECT must name a configured auth method (``auth_method_name``) and carry credentials
+  that method accepts; a REST request must carry ``Authorization: Bearer <token>`` (answered by
+  the ``token`` provider). Without credentials the ``anonymousUserRole`` is used when one is set,
+  else the request is refused.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from magnetar.config import ConfigError
+
+from ._provider import AuthenticationError, AuthenticationProvider, Identity, build_provider, provider_method
+
+if TYPE_CHECKING:
+    from .._config import BrokerConfig
+
+__all__ = ["AuthenticationService"]
+
+
+class AuthenticationService:
+    """The providers ``config`` enables (see the module rules). Raises `ConfigError` for bad keys."""
+
+    def __init__(self, config: BrokerConfig, providers: list[AuthenticationProvider] | None = None) -> None:
+        self.enabled = config.authentication_enabled
+        self.anonymous_role = config.anonymous_user_role or None
+        self.providers: dict[str, AuthenticationProvider] = {}
+        if providers is not None:
+            self.providers = {p.name: p for p in providers}
+        elif self.enabled:
+            for entry in config.authentication_providers:
+                method = provider_method(entry)
+                if method is None:
+                    raise ConfigError("authentication_providers", f"unknown provider {entry!r}")
+                self.providers[method] = build_provider(method, config)
+
+    def authenticate(self, method: str, auth_data: bytes) -> Identity:
+        """The identity of a client that sent ``auth_data`` for auth method ``method``."""
+        if not method and not auth_data:
+            if self.anonymous_role:
+                return Identity(role=self.anonymous_role, method="anonymous")
+            raise AuthenticationError("authentication is required and the client sent no credentials")
+        provider = self.providers.get(method)
+        if provider is None:
+            raise AuthenticationError(f"authentication method {method!r} is not enabled on this broker "
+                                      f"(enabled: {', '.join(sorted(self.providers)) or 'none'})")
+        return provider.authenticate(auth_data)
+
+    def authenticate_http(self, authorization: str | None) -> Identity:
+        """The identity of a REST request whose ``Authorization`` header is ``authorization``."""
+        if not authorization:
+            return self.authenticate("", b"")
+        scheme, _, credentials = authorization.strip().partition(" ")
+        if scheme.lower() != "bearer" or not credentials.strip():
+            raise AuthenticationError("the Authorization header must be 'Bearer <token>'")
+        return self.authenticate("token", credentials.strip().encode())

@@ -1,0 +1,192 @@
+"""Authorization with the official client and the admin REST: super user, tenant admin, permissions."""
+
+from __future__ import annotations
+
+import base64
+import logging
+from collections.abc import Iterator
+
+import httpx
+import pulsar
+import pytest
+from click.testing import CliRunner
+
+from broker import BrokerConfig
+from broker.admin import Access, required_access
+from broker.auth import create_token, new_secret_key
+from magnetar.cli import main
+from protocols.pulsar import pulsar_api_pb2 as pb
+from tests.broker.raw_pulsar import RawPeer
+from tests.broker_admin.admin_harness import AdminBroker
+
+SECRET = new_secret_key()
+TOKENS = {role: create_token(role, secret_key=SECRET) for role in
+          ("root", "acme-admin", "writer", "reader", "nobody")}
+
+
+@pytest.fixture(scope="module")
+def b() -> Iterator[AdminBroker]:
+    config = BrokerConfig(
+        advertised_address="127.0.0.1", bind_address="127.0.0.1", broker_service_port=0, web_service_port=0,
+        authentication_enabled=True, authentication_providers=("token",), authorization_enabled=True,
+        super_user_roles=("root",), token_secret_key="data:;base64," + base64.b64encode(SECRET).decode())
+    with AdminBroker(config) as broker:
+        root = _http(broker, "root")
+        assert root.put("/admin/v2/tenants/acme", json={"adminRoles": ["acme-admin"],
+                                                         "allowedClusters": ["standalone"]}).status_code == 204
+        assert root.put("/admin/v2/namespaces/acme/ns").status_code == 204
+        yield broker
+
+
+def _http(b: AdminBroker, role: str) -> httpx.Client:
+    return httpx.Client(base_url=b.http, headers={"Authorization": f"Bearer {TOKENS[role]}"}, timeout=10)
+
+
+def _client(b: AdminBroker, role: str) -> pulsar.Client:
+    return pulsar.Client(b.url, authentication=pulsar.AuthenticationToken(TOKENS[role]),
+                         operation_timeout_seconds=5, logger=logging.getLogger("pulsar-client"))
+
+
+def test_required_access_table() -> None:
+    assert required_access("GET", "/admin/v2/clusters") == Access("any")
+    assert required_access("PUT", "/admin/v2/tenants/acme") == Access("super")
+    assert required_access("GET", "/admin/v2/tenants") == Access("super")
+    assert required_access("GET", "/admin/v2/tenants/acme") == Access("tenant", "acme")
+    assert required_access("POST", "/admin/v2/namespaces/acme/ns/permissions/r") == Access("tenant", "acme")
+    assert required_access("GET", "/admin/v2/persistent/acme/ns/t%2Fx/stats") == Access("tenant", "acme")
+    assert required_access("GET", "/lookup/v2/topic/persistent/acme/ns/t") == \
+        Access("topic", "acme", "persistent://acme/ns/t")
+    assert required_access("GET", "/admin/v2/schemas/acme/ns/t/schema") == \
+        Access("topic", "acme", "persistent://acme/ns/t")
+    assert required_access("GET", "/admin/v2/brokers") == Access("super")
+
+
+def test_super_user_tenant_admin_and_nobody_on_the_rest(b: AdminBroker) -> None:
+    root, admin, nobody = _http(b, "root"), _http(b, "acme-admin"), _http(b, "nobody")
+    assert root.get("/admin/v2/tenants").status_code == 200
+    assert admin.get("/admin/v2/tenants").status_code == 403
+    assert admin.get("/admin/v2/tenants/acme").status_code == 200
+    r = admin.put("/admin/v2/tenants/other", json={"adminRoles": []})
+    assert r.status_code == 403 and "not authorized" in r.json()["reason"]
+    assert admin.put("/admin/v2/namespaces/acme/ns2").status_code == 204
+    assert admin.get("/admin/v2/namespaces/acme").json() == ["acme/ns", "acme/ns2"]
+    assert admin.get("/admin/v2/namespaces/public/default").status_code == 403  # not its tenant
+    assert nobody.get("/admin/v2/namespaces/acme").status_code == 403
+    assert nobody.put("/admin/v2/namespaces/acme/ns3").status_code == 403
+    assert nobody.get("/admin/v2/clusters").status_code == 200
+    assert root.delete("/admin/v2/namespaces/acme/ns2").status_code == 204
+
+
+def test_permission_endpoints(b: AdminBroker) -> None:
+    admin = _http(b, "acme-admin")
+    base = "/admin/v2/namespaces/acme/ns/permissions"
+    assert admin.post(f"{base}/writer", json=["produce"]).status_code == 204
+    assert admin.get(base).json()["writer"] == ["produce"]
+    tp = "/admin/v2/persistent/acme/ns/shared/permissions"
+    assert admin.post(f"{tp}/reader", json=["consume"]).status_code == 204
+    perms = admin.get(tp).json()
+    assert perms["reader"] == ["consume"] and perms["writer"] == ["produce"]
+    assert admin.post(f"{base}/x", json=["fly"]).status_code == 400
+    assert admin.post(f"{base}/x", json={"produce": True}).status_code == 400
+    assert admin.post("/admin/v2/namespaces/acme/missing/permissions/x", json=["produce"]).status_code == 404
+    assert admin.post(f"{base}/temp", json=["consume"]).status_code == 204
+    assert admin.delete(f"{base}/temp").status_code == 204
+    assert "temp" not in admin.get(base).json()
+    assert _http(b, "writer").post(f"{base}/writer", json=["consume"]).status_code == 403
+
+
+def test_produce_without_consume_on_the_protocol(b: AdminBroker) -> None:
+    assert _http(b, "acme-admin").post("/admin/v2/namespaces/acme/ns/permissions/writer",
+                                       json=["produce"]).status_code == 204
+    topic = "persistent://acme/ns/only-produce"
+    c = _client(b, "writer")
+    try:
+        producer = c.create_producer(topic)
+        producer.send(b"one")
+        with pytest.raises(pulsar.AuthorizationError):
+            c.subscribe(topic, "sub")
+        producer.send(b"two")  # the connection stays usable for what the role may do
+    finally:
+        c.close()
+    c = _client(b, "nobody")
+    try:
+        with pytest.raises(pulsar.PulsarException):
+            c.create_producer(topic)
+    finally:
+        c.close()
+    c = _client(b, "root")
+    try:
+        consumer = c.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
+        assert consumer.receive(5000).data() == b"one"
+    finally:
+        c.close()
+
+
+def test_topic_grant_and_revoke_take_effect(b: AdminBroker) -> None:
+    admin = _http(b, "acme-admin")
+    topic = "persistent://acme/ns/granted"
+    c = _client(b, "reader")
+    try:
+        with pytest.raises(pulsar.PulsarException):
+            c.subscribe(topic, "s")
+        assert admin.post("/admin/v2/persistent/acme/ns/granted/permissions/reader",
+                          json=["consume"]).status_code == 204
+        c.subscribe(topic, "s").close()
+        assert admin.delete("/admin/v2/persistent/acme/ns/granted/permissions/reader").status_code == 204
+        with pytest.raises(pulsar.PulsarException):
+            c.subscribe(topic, "s2")
+    finally:
+        c.close()
+    c = _client(b, "acme-admin")  # a tenant admin produces and consumes on its tenant
+    try:
+        c.subscribe(topic, "admin-sub").close()
+        c.create_producer(topic).close()
+    finally:
+        c.close()
+
+
+def test_admin_cli_permissions(b: AdminBroker) -> None:
+    runner = CliRunner()
+    base = ["admin", "--admin-url", b.http, "--token", TOKENS["acme-admin"]]
+    r = runner.invoke(main, [*base, "namespaces", "grant-permission", "acme/ns", "--role", "cli-role",
+                             "--actions", "produce,consume"])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(main, [*base, "--json", "namespaces", "permissions", "acme/ns"])
+    assert r.exit_code == 0 and '"cli-role"' in r.output
+    r = runner.invoke(main, [*base, "topics", "grant-permission", "persistent://acme/ns/t1", "--role", "t-role",
+                             "--actions", "consume"])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(main, [*base, "--json", "topics", "permissions", "persistent://acme/ns/t1"])
+    assert r.exit_code == 0 and '"t-role"' in r.output and '"cli-role"' in r.output
+    assert runner.invoke(main, [*base, "topics", "revoke-permission", "persistent://acme/ns/t1",
+                                "--role", "t-role"]).exit_code == 0
+    assert runner.invoke(main, [*base, "namespaces", "revoke-permission", "acme/ns",
+                                "--role", "cli-role"]).exit_code == 0
+    r = runner.invoke(main, ["admin", "--admin-url", b.http, "--token", TOKENS["nobody"], "namespaces",
+                             "grant-permission", "acme/ns", "--role", "x", "--actions", "produce"])
+    assert r.exit_code == 1 and "403" in r.output
+
+
+def test_http_lookup_and_topic_listing_need_permissions(b: AdminBroker) -> None:
+    assert _http(b, "acme-admin").post("/admin/v2/namespaces/acme/ns/permissions/writer",
+                                       json=["produce"]).status_code == 204
+    path = "/lookup/v2/topic/persistent/acme/ns/looked-up"
+    assert _http(b, "writer").get(path).status_code == 200
+    assert _http(b, "nobody").get(path).status_code == 403
+    for role, allowed in (("writer", False), ("acme-admin", True)):
+        peer = RawPeer(b.port)
+        try:
+            peer.send("CONNECT", client_version="raw", protocol_version=20, auth_method_name="token",
+                      auth_data=TOKENS[role].encode())
+            assert peer.recv().type == pb.BaseCommand.CONNECTED  # type: ignore[union-attr]
+            peer.send("GET_TOPICS_OF_NAMESPACE", request_id=7, namespace="acme/ns")
+            answer = peer.recv()
+            assert answer is not None
+            if allowed:
+                assert answer.type == pb.BaseCommand.GET_TOPICS_OF_NAMESPACE_RESPONSE, answer
+            else:
+                assert answer.type == pb.BaseCommand.ERROR and answer.error.error == pb.AuthorizationError
+                assert answer.error.request_id == 7
+            peer.assert_alive()
+        finally:
+            peer.close()
