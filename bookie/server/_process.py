@@ -4,7 +4,8 @@
 Start-up order: bind the protocol port (so that ``port = 0`` yields a real bookie id), open the
 metadata store, check cookies, open the bookie (journal replay + checkpoint, then its garbage
 collector on the same metadata store), start the protocol
-server, the HTTP server and the disk checker, register. Shutdown (cancellation) runs it backwards:
+server, the HTTP server and the disk checker, register; then the bookie is ready
+(`Bookie.set_ready`, REST ``/api/v1/bookie/is_ready``). Shutdown (cancellation) runs it backwards:
 unregister, stop serving, close the bookie cleanly (journal synced, checkpoint), close the session.
 """
 
@@ -87,7 +88,11 @@ async def serve_bookie_process(config: BookieConfig, *, registry: CollectorRegis
                              "httpUrls": list(http_urls)}
                 await nursery.start(lambda task_status: run_registration(bookie, store, endpoints=endpoints,
                                                                          task_status=task_status))
+            bookie.set_ready(True)
             task_status.started(BookieEndpoints(bookie.bookie_id, config.advertised_address, port,
                                                 tuple(http_urls), config.metadata_url))
-            await bookie.fatal.wait()
+            try:
+                await bookie.fatal.wait()
+            finally:
+                bookie.set_ready(False)
             raise BookieFatalError(bookie.fatal_error or "bookie stopped")
