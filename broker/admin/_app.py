@@ -25,7 +25,17 @@ from magnetar.config import ConfigError
 from magnetar.tls import server_context
 
 from .._stats import refresh_backlog_age
-from . import _explain, _namespaces, _permissions, _policies, _schema_routes, _subscriptions, _tenants, _topics
+from . import (
+    _brokers,
+    _explain,
+    _namespaces,
+    _permissions,
+    _policies,
+    _schema_routes,
+    _subscriptions,
+    _tenants,
+    _topics,
+)
 from ._auth import AuthMiddleware
 from ._common import endpoint, service_of
 from ._request_guard import GuardSettings, RequestGuard
@@ -73,7 +83,7 @@ def create_admin_app(service: BrokerService, *, gc_explain: GcExplainHook | None
     """
     routes: list[Route] = [Route("/metrics", metrics, methods=["GET"])]
     # order matters where paths overlap: specific topic sub-paths before generic ones
-    for module in (_tenants, _namespaces, _permissions, _topics, _subscriptions, _policies, _explain,
+    for module in (_brokers, _tenants, _namespaces, _permissions, _topics, _subscriptions, _policies, _explain,
                    _schema_routes):
         routes.extend(module.routes())
     limit = service.config.http_max_request_size

@@ -4,15 +4,17 @@ Rules:
 
 * Authentication off: requests pass untouched.
 * On: every request except ``GET /metrics`` (Pulsar's ``authenticateMetricsEndpoint`` is off by
-  default) must carry ``Authorization: Bearer <token>`` that the broker's authentication service
-  accepts, else 401 ``{"reason": ...}`` (with ``WWW-Authenticate: Bearer``). The role is put in
+  default) and the probes ``/status.html`` and ``/admin/v2/brokers/ready`` must carry
+  ``Authorization: Bearer <token>`` that the broker's authentication service accepts, else 401
+  ``{"reason": ...}`` (with ``WWW-Authenticate: Bearer``). The role is put in
   ``request.state.role`` for the handlers.
 * Authorization on (`required_access` says what each path needs): clusters may be read by any
   authenticated role and changed by super users; the tenant list, tenant creation, update and
   deletion, and every path this table does not name, need a super user; a tenant's info, its
   namespaces (policies and permissions included) and its topics need one of its ``adminRoles``
   (or a super user); schema reads and HTTP lookups of a topic need ``produce`` or ``consume`` on
-  it (or tenant admin). A refusal is 403 ``{"reason": ...}``.
+  it (or tenant admin); the broker health check (``/admin/v2/brokers/health``, it writes) needs a
+  super user, as in Pulsar. A refusal is 403 ``{"reason": ...}``.
 * The body is never read before the request is authenticated (`RequestGuard`, outside this
   middleware, drains what was not read).
 """
@@ -39,7 +41,8 @@ __all__ = ["Access", "AuthMiddleware", "required_access"]
 
 log = logging.getLogger("broker.admin")
 
-_UNAUTHENTICATED_PATHS = frozenset({"/metrics"})
+# probes carry no credentials: Pulsar serves these without authentication too
+_UNAUTHENTICATED_PATHS = frozenset({"/metrics", "/status.html", "/admin/v2/brokers/ready"})
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -68,6 +71,10 @@ def required_access(method: str, raw_path: str) -> Access:
     read = method in ("GET", "HEAD")
     if parts[:2] == ["admin", "v2"] and len(parts) >= 3:
         area, rest = parts[2], parts[3:]
+        if area == "brokers" and rest == ["ready"]:
+            return Access("any")
+        if area == "brokers" and rest == ["health"]:
+            return _SUPER
         if area == "clusters":
             return Access("any") if read else _SUPER
         if area == "tenants":

@@ -274,6 +274,26 @@ def clusters_list(api: _Api) -> None:
     api.show("/admin/v2/clusters", columns=["cluster"])
 
 
+# ------------------------------------------------------------------ brokers
+
+
+@command.group("brokers")
+def brokers() -> None:
+    """Brokers."""
+
+
+@_cmd(brokers, "healthcheck",
+      click.option("--topic-version", "-tv", "topic_version", type=click.Choice(["V1", "V2"]), default="V2",
+                   show_default=True, help="Heartbeat topic naming (V2: pulsar/{broker}/healthcheck)."))
+def brokers_healthcheck(api: _Api, topic_version: str) -> None:
+    """Write and read back a heartbeat message on this broker (exit status 1 when unhealthy)."""
+    answer = api.call("GET", "/admin/v2/brokers/health", params={"topicVersion": topic_version})
+    if api.as_json:
+        click.echo(json.dumps({"ok": True, "message": answer}))
+    else:
+        click.echo(answer)
+
+
 # ------------------------------------------------------------------ tenants
 
 

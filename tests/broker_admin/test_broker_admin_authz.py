@@ -190,3 +190,16 @@ def test_http_lookup_and_topic_listing_need_permissions(b: AdminBroker) -> None:
             peer.assert_alive()
         finally:
             peer.close()
+
+
+def test_probes_are_open_and_the_health_check_needs_a_super_user(b: AdminBroker) -> None:
+    assert required_access("GET", "/admin/v2/brokers/health") == Access("super")
+    with httpx.Client(base_url=b.http, timeout=10) as anonymous:
+        assert anonymous.get("/admin/v2/brokers/ready").text == "ok"
+        assert anonymous.get("/status.html").text == "OK"
+        assert anonymous.get("/admin/v2/brokers/health").status_code == 401
+    r = _http(b, "acme-admin").get("/admin/v2/brokers/health")
+    assert r.status_code == 403 and "not authorized" in r.json()["reason"]
+    assert _http(b, "nobody").get("/admin/v2/brokers/health").status_code == 403
+    r = _http(b, "root").get("/admin/v2/brokers/health")
+    assert r.status_code == 200 and r.text == "ok"
