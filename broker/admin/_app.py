@@ -114,6 +114,13 @@ class _HypercornConfig(Config):
         return self._ssl_context
 
 
+def _bind_error(exc: BaseException) -> OSError | None:
+    """The OSError hypercorn failed to bind with (it may come wrapped in exception groups)."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc if isinstance(exc, OSError) else None
+
+
 def _bind(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
@@ -148,7 +155,15 @@ async def serve_admin(service: BrokerService, host: str | None = None, port: int
 
     async with trio.open_nursery() as nursery:
         app.state.request_guard.drain_nursery = nursery
-        binds = await nursery.start(serve, app, config)
+        try:
+            binds = await nursery.start(serve, app, config)
+        except (OSError, BaseExceptionGroup) as exc:
+            bind_error = _bind_error(exc)
+            if bind_error is None:
+                raise
+            where = ", ".join(config.bind + config.insecure_bind)
+            raise OSError(bind_error.errno, f"cannot listen on {where} (webServicePort/webServicePortTls): "
+                                            f"{bind_error.strerror or bind_error}") from exc
         plain_port = tls_real_port = None
         for bind in binds:
             real = int(bind.rsplit(":", 1)[1])
