@@ -700,6 +700,12 @@ def topics_get_message_by_id(api: _Api, topic: str, ledger_id: int, entry_id: in
         click.echo(json.dumps(doc, indent=2, sort_keys=True))
 
 
+@_cmd(topics, "truncate", _topic_arg)
+def topics_truncate(api: _Api, topic: str) -> None:
+    """Move every subscription to the end and delete every closed ledger of the topic."""
+    api.do("DELETE", _tp(topic) + "/truncate", f"truncated {topic}")
+
+
 @_cmd(topics, "unload", _topic_arg)
 def topics_unload(api: _Api, topic: str) -> None:
     """Unload a topic (clients reconnect and load it again)."""

@@ -228,3 +228,6 @@ def test_message_reads_need_consume_and_expiry_needs_tenant_admin(b: AdminBroker
     assert r.status_code == 403 and "consume permission" in r.json()["reason"]
     assert _http(b, "nobody").get(f"{base}/lastMessageId").status_code == 403
     assert _http(b, "peeker").post(f"{base}/subscription/s/expireMessages/1").status_code == 403
+    assert required_access("DELETE", f"{base}/truncate") == Access("tenant", "acme")
+    assert _http(b, "peeker").delete(f"{base}/truncate").status_code == 403
+    assert _http(b, "acme-admin").delete(f"{base}/truncate").status_code == 204

@@ -146,3 +146,38 @@ def test_property_names_keep_their_case_and_odd_values_stay_headers(broker: Admi
     names = [k.decode() for k, _ in r.headers.raw]
     assert "X-Pulsar-PROPERTY-MyKey" in names and "Injected" not in names and "X-Pulsar-PROPERTY-k_y" in names
     assert r.headers["X-Pulsar-PROPERTY-MyKey"] == "a  Injected: yes"
+
+
+def test_truncate_moves_subscriptions_to_the_end_and_deletes_closed_ledgers(
+        broker: AdminBroker, client: pulsar.Client, http: httpx.Client, name: str) -> None:
+    from click.testing import CliRunner
+
+    from magnetar.cli import main
+
+    path = f"/admin/v2/persistent/public/default/{name}"
+    consumer = client.subscribe(name, "sub", initial_position=pulsar.InitialPosition.Earliest)
+    ids = _produce(client, name, 4)
+    assert http.get(f"{path}/stats").json()["subscriptions"]["sub"]["msgBacklog"] == 4
+    assert http.delete(f"{path}/truncate").status_code == 204
+    stats = http.get(f"{path}/stats").json()
+    assert stats["subscriptions"]["sub"]["msgBacklog"] == 0
+    internal = http.get(f"{path}/internalStats").json()
+    assert [lg["ledgerId"] for lg in internal["ledgers"]] != [ids[0].ledger_id()]
+    assert all(lg["ledgerId"] > ids[-1].ledger_id() for lg in internal["ledgers"])
+    assert http.get(f"{path}/ledger/{ids[0].ledger_id()}/entry/0").status_code == 404
+    # the topic goes on: new messages reach the subscription
+    producer = client.create_producer(name, batching_enabled=False)
+    producer.send(b"after")
+    msg = consumer.receive(timeout_millis=5000)
+    while msg.data() != b"after":  # messages dispatched before the truncate may still arrive
+        msg = consumer.receive(timeout_millis=5000)
+    consumer.close()
+    assert http.delete(f"/admin/v2/persistent/public/default/{name}-missing/truncate").status_code == 404
+
+    http.put(f"/admin/v2/persistent/public/default/{name}-p/partitions", json=2)
+    _produce(client, f"{name}-p", 4)
+    result = CliRunner().invoke(main, ["admin", "--admin-url", broker.http, "topics", "truncate", f"{name}-p"])
+    assert result.exit_code == 0, result.output
+    for i in range(2):
+        internal = http.get(f"/admin/v2/persistent/public/default/{name}-p-partition-{i}/internalStats").json()
+        assert sum(lg["entries"] for lg in internal["ledgers"]) == 0
