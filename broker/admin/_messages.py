@@ -9,6 +9,10 @@ Endpoints (under ``/admin/v2/persistent/{tenant}/{namespace}/{topic}``):
   the subscription (entries acknowledged individually are skipped).
 * ``GET .../examinemessage?initialPosition=latest|earliest&messagePosition=n`` - the n-th entry
   (1-based) counted from the newest (latest, the default) or the oldest stored entry.
+* ``POST .../terminate`` - terminate the topic (no more messages; producers are closed and
+  refused with TopicTerminatedError; consumers still read what is stored, but REACHED_END_OF_TOPIC
+  is not sent yet); answers the last message's id as
+  lastMessageId does. A partitioned topic's own name is 405, as in Pulsar.
 * ``POST .../subscription/{sub}/expireMessages/{seconds}`` - acknowledge the subscription's
   messages published more than ``seconds`` ago (204).
 
@@ -151,6 +155,16 @@ async def last_message_id(request: Request) -> Response:
 
 
 @endpoint
+async def terminate(request: Request) -> Response:
+    s, topic = service_of(request), topic_of(request)
+    if topic.partition < 0 and await s.namespaces.get_partitions(topic):
+        raise RestError(405, "Termination of a partitioned topic is not allowed")
+    t = await existing_topic(s, topic)
+    last = await t.terminate()
+    return json_response({"ledgerId": last.ledger_id, "entryId": last.entry_id, "partitionIndex": t.name.partition})
+
+
+@endpoint
 async def get_message_by_id(request: Request) -> Response:
     ledger_id = int_param(request, "ledger", "ledger id", minimum=0, maximum=INT64_MAX)
     entry_id = int_param(request, "entry", "entry id", minimum=0, maximum=INT64_MAX)
@@ -216,6 +230,7 @@ def routes() -> list[Route]:
     sp = tp + "/subscription/{subscription}"
     return [
         Route(f"{tp}/lastMessageId", last_message_id, methods=["GET"]),
+        Route(f"{tp}/terminate", terminate, methods=["POST"]),
         Route(tp + "/ledger/{ledger}/entry/{entry}", get_message_by_id, methods=["GET"]),
         Route(f"{tp}/examinemessage", examine, methods=["GET"]),
         Route(sp + "/position/{n}", peek, methods=["GET"]),

@@ -700,6 +700,16 @@ def topics_get_message_by_id(api: _Api, topic: str, ledger_id: int, entry_id: in
         click.echo(json.dumps(doc, indent=2, sort_keys=True))
 
 
+@_cmd(topics, "terminate", _topic_arg)
+def topics_terminate(api: _Api, topic: str) -> None:
+    """Terminate a topic: no message can be published to it any more."""
+    last = api.call("POST", _tp(topic) + "/terminate")
+    if api.as_json:
+        click.echo(json.dumps(last, sort_keys=True))
+    else:
+        click.echo(f"Topic {topic} successfully terminated at {last['ledgerId']}:{last['entryId']}")
+
+
 @_cmd(topics, "truncate", _topic_arg)
 def topics_truncate(api: _Api, topic: str) -> None:
     """Move every subscription to the end and delete every closed ledger of the topic."""

@@ -231,3 +231,5 @@ def test_message_reads_need_consume_and_expiry_needs_tenant_admin(b: AdminBroker
     assert required_access("DELETE", f"{base}/truncate") == Access("tenant", "acme")
     assert _http(b, "peeker").delete(f"{base}/truncate").status_code == 403
     assert _http(b, "acme-admin").delete(f"{base}/truncate").status_code == 204
+    assert required_access("POST", f"{base}/terminate") == Access("tenant", "acme")
+    assert _http(b, "peeker").post(f"{base}/terminate").status_code == 403

@@ -181,3 +181,40 @@ def test_truncate_moves_subscriptions_to_the_end_and_deletes_closed_ledgers(
     for i in range(2):
         internal = http.get(f"/admin/v2/persistent/public/default/{name}-p-partition-{i}/internalStats").json()
         assert sum(lg["entries"] for lg in internal["ledgers"]) == 0
+
+
+def test_terminate_refuses_producers_and_ends_the_topic_for_consumers(
+        broker: AdminBroker, client: pulsar.Client, http: httpx.Client, name: str) -> None:
+    path = f"/admin/v2/persistent/public/default/{name}"
+    consumer = client.subscribe(name, "sub", initial_position=pulsar.InitialPosition.Earliest)
+    producer = client.create_producer(name, batching_enabled=False)
+    ids = [producer.send(f"t{i}".encode()) for i in range(3)]
+    r = http.post(f"{path}/terminate")
+    assert r.status_code == 200
+    assert r.json() == {"ledgerId": ids[-1].ledger_id(), "entryId": ids[-1].entry_id(), "partitionIndex": -1}
+    assert http.post(f"{path}/terminate").json()["entryId"] == ids[-1].entry_id()  # idempotent
+    try:
+        producer.send(b"late")
+        raise AssertionError("a send to a terminated topic succeeded")
+    except pulsar.PulsarException:
+        pass
+    try:
+        client.create_producer(name)
+        raise AssertionError("a producer was created on a terminated topic")
+    except pulsar.TopicTerminated:
+        pass
+    got = [consumer.receive(timeout_millis=5000).data() for _ in range(3)]
+    assert got == [b"t0", b"t1", b"t2"]  # what was stored stays readable
+    consumer.close()
+    assert http.get(f"{path}/lastMessageId").json()["entryId"] == ids[-1].entry_id()
+    http.put(f"/admin/v2/persistent/public/default/{name}-p/partitions", json=2)
+    assert http.post(f"/admin/v2/persistent/public/default/{name}-p/terminate").status_code == 405
+
+    from click.testing import CliRunner
+
+    from magnetar.cli import main
+
+    mid = client.create_producer(f"{name}-cli").send(b"c")
+    result = CliRunner().invoke(main, ["admin", "--admin-url", broker.http, "topics", "terminate", f"{name}-cli"])
+    assert result.exit_code == 0, result.output
+    assert f"successfully terminated at {mid.ledger_id()}:{mid.entry_id()}" in result.output
