@@ -58,8 +58,8 @@ def test_bookie_port_in_use_exits_3_naming_the_port(tmp_path: Path, busy_port: i
 
 
 def test_bookie_full_disk_fatal_exits_4(tmp_path: Path) -> None:
-    total, used = os.statvfs(tmp_path).f_blocks, os.statvfs(tmp_path).f_blocks - os.statvfs(tmp_path).f_bavail
-    if used / total < 0.02:
+    st = os.statvfs(tmp_path)
+    if (st.f_blocks - st.f_bavail) / st.f_blocks < 0.02:
         pytest.skip("the disk is almost empty: a 1% threshold would not be passed")
     r = _magnetar(*_bookie_args(tmp_path), "--port", "0", "--set", "diskUsageThreshold=0.01",
                   "--set", "diskUsageWarnThreshold=0.01", "--set", "diskUsageLwmThreshold=0.01",
@@ -101,6 +101,19 @@ def test_standalone_admin_port_in_use_exits_3_naming_it(tmp_path: Path, busy_por
     assert r.returncode == EXIT_START, r.stderr
     last = _last_line(r)
     assert "magnetar standalone stopped" in last and f"127.0.0.1:{busy_port} (webServicePort" in last
+
+
+def test_standalone_full_disk_fatal_exits_4(tmp_path: Path) -> None:
+    st = os.statvfs(tmp_path)
+    if (st.f_blocks - st.f_bavail) / st.f_blocks < 0.02:
+        pytest.skip("the disk is almost empty: a 1% threshold would not be passed")
+    r = _magnetar("standalone", "--data-dir", str(tmp_path / "data"), "--set", "broker.webServicePort=0",
+                  "--set", "broker.brokerServicePort=0", "--set", "standalone.bookiePort=0",
+                  "--set", "standalone.httpServerPort=0", "--set", "bookie.diskUsageThreshold=0.01",
+                  "--set", "bookie.diskUsageWarnThreshold=0.01", "--set", "bookie.diskUsageLwmThreshold=0.01",
+                  "--set", "bookie.readOnlyModeEnabled=false", cwd=tmp_path)
+    assert r.returncode == EXIT_FATAL, r.stderr
+    assert "magnetar standalone stopped: disks full" in _last_line(r) and "(exit status 4)" in _last_line(r)
 
 
 def test_fail_cleanly_on_statuses(caplog: pytest.LogCaptureFixture) -> None:
