@@ -7,7 +7,7 @@ import logging
 import secrets
 from typing import TYPE_CHECKING
 
-from managed_ledger import StorageUnavailable
+from managed_ledger import ManagedLedgerState, StorageUnavailable
 from protocols.pulsar import Frame, TopicName, make_command
 from protocols.pulsar import pulsar_api_pb2 as pb
 
@@ -51,6 +51,8 @@ async def _refuse_if_storage_unavailable(topic: Topic) -> None:
     # No writable bookies (full disks, read-only, down): refuse with the error the client treats
     # as "fail my pending sends now" (it keeps retrying the producer, with backoff, so sends go
     # on by themselves once storage is writable; `ensure_writable` retries creation each time).
+    if topic.ml.state is ManagedLedgerState.TERMINATED:  # `_topic` Rule 7
+        raise BrokerServiceError(f"topic {topic.name} is terminated", pb.TopicTerminatedError)
     try:
         await topic.ml.ensure_writable()
     except StorageUnavailable as exc:

@@ -76,6 +76,14 @@ def _socket_stream(stream: trio.abc.Stream) -> trio.SocketStream | None:
     return inner if isinstance(inner, trio.SocketStream) else None
 
 
+async def _listen(port: int, host: str, key: str) -> list[trio.SocketListener]:
+    """`trio.open_tcp_listeners`; an OSError (a port in use) names the address and config key."""
+    try:
+        return await trio.open_tcp_listeners(port, host=host)
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot listen on {host or '*'}:{port} ({key}): {exc.strerror or exc}") from exc
+
+
 async def serve_broker(service: BrokerService, host: str | None = None, port: int | None = None, *,
                        tls_port: int | None = None, task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Serve the Pulsar protocol for ``service`` until cancelled.
@@ -106,13 +114,13 @@ async def serve_broker(service: BrokerService, host: str | None = None, port: in
         listeners: list[trio.abc.Listener[Any]] = []
         real_port = real_tls_port = None
         if port is not None:
-            plain = await trio.open_tcp_listeners(port, host=host)
+            plain = await _listen(port, host, "brokerServicePort")
             real_port = plain[0].socket.getsockname()[1]
             service.set_port(real_port)
             listeners.extend(plain)
         if tls_port is not None:
             ctx = server_context(config.tls_settings())
-            secure = await trio.open_tcp_listeners(tls_port, host=host)
+            secure = await _listen(tls_port, host, "brokerServicePortTls")
             real_tls_port = secure[0].socket.getsockname()[1]
             service.set_tls_port(real_tls_port)
             listeners.extend(trio.SSLListener(lst, ctx, https_compatible=True) for lst in secure)

@@ -131,6 +131,8 @@ class BrokerService:
             publish_time_of=publish_time_of, owns=self._retention_may_open, metrics=self.metrics.retention,
             system_cursors=frozenset({DEDUP_CURSOR}))
         self._quota_checked: dict[str, float] = {}
+        self._listening = False  # a protocol port listens (set_port / set_tls_port)
+        self._stopping = False
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Create the default namespace, then own topic tasks and the idle-unload loop until cancelled."""
@@ -145,11 +147,20 @@ class BrokerService:
                 task_status.started(self)
                 await trio.sleep_forever()
         finally:
+            self._stopping = True
             with trio.CancelScope(shield=True):
                 await self.close()
 
+    @property
+    def ready(self) -> bool:
+        """Whether the broker can serve clients (REST ``/admin/v2/brokers/ready``): the service runs
+        (default namespace created, background loops started), a protocol port listens, and it
+        is not stopping."""
+        return self._nursery is not None and self._listening and not self._stopping
+
     def set_port(self, port: int) -> None:
         """Record the port the server really listens on (lookups answer with it)."""
+        self._listening = True
         self.service_url = f"pulsar://{self.config.advertised_address}:{port}"
 
     def set_web_port(self, port: int) -> None:
@@ -158,6 +169,7 @@ class BrokerService:
 
     def set_tls_port(self, port: int) -> None:
         """Record the TLS port the server really listens on (lookups answer it as brokerServiceUrlTls)."""
+        self._listening = True
         self.service_url_tls = f"pulsar+ssl://{self.config.advertised_address}:{port}"
 
     def set_web_tls_port(self, port: int) -> None:

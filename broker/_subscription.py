@@ -206,6 +206,22 @@ class Subscription:
         if self.dispatcher:
             self.dispatcher.acked_up_to(pos)
 
+    async def expire_published_before(self, cutoff_ms: int) -> Position | None:
+        """Acknowledge every message published before ``cutoff_ms`` (admin expire-messages):
+        mark-delete up to the newest such entry after the mark-delete position; return it (None
+        when nothing was older)."""
+        def before(entry) -> bool:
+            try:
+                return entry_metadata(entry.data).publish_time < cutoff_ms
+            except Exception:
+                return True
+
+        found = await self.cursor.find_newest_matching(before)
+        if found is None:
+            return None
+        await self._mark_delete(found)
+        return found
+
     # ------------------------------------------------------------------ seek
 
     async def seek(self, position: Position) -> None:

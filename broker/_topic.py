@@ -36,6 +36,9 @@ Rules:
   SEND_ERROR, which would drop the client's whole connection); re-creating one is refused with
   ProducerBlockedQuotaExceededException while it lasts, on which the official client fails its
   pending sends at once and keeps retrying, so writes resume by themselves afterwards.
+* Rule 7 (terminated): `terminate` stops the managed ledger for good and closes every producer;
+  a new producer is refused with TopicTerminatedError (also after a reload). Consumers keep
+  reading what is stored; they are not told REACHED_END_OF_TOPIC yet (not implemented).
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ from managed_ledger import (
     ManagedLedger,
     ManagedLedgerError,
     ManagedLedgerFenced,
+    ManagedLedgerState,
     PendingAdd,
     Position,
     StorageUnavailable,
@@ -162,6 +166,8 @@ class Topic:
         """
         self._check_open()
         self.touch()
+        if self.ml.state is ManagedLedgerState.TERMINATED:
+            raise BrokerServiceError(f"topic {self.name} is terminated", pb.TopicTerminatedError)
         existing = self.producers.get(producer.name)
         if existing is not None:
             raise ProducerBusyError(f"producer with name {producer.name!r} is already connected to topic {self.name}")
@@ -394,6 +400,13 @@ class Topic:
         self._adds_in_flight -= 1
         if self._adds_in_flight == 0:
             self._adds_drained.set()
+
+    async def terminate(self) -> Position:
+        """Rule 7: terminate the topic; return the position of its last message."""
+        self._check_open()
+        last = await self.ml.terminate()
+        self._close_producers("the topic was terminated")
+        return last
 
     def _close_producers(self, why: str) -> None:
         """Close every producer from the broker (Rule 6): each client re-creates its producer,

@@ -208,6 +208,7 @@ class Bookie:
         self._writable_keys: dict[int, bytes] = {}
         self.fatal_error: str | None = None
         self.fatal = trio.Event()
+        self._ready = False
         self.requests_in_flight = 0  # kept by the server; a gauge update per request costs too much
         metrics.server_status.set(1)
         metrics.in_flight_requests.set_function(lambda: self.requests_in_flight)
@@ -236,6 +237,17 @@ class Bookie:
     def read_only_reasons(self) -> frozenset[ReadOnlyReason]:
         """The reasons that hold the bookie read-only (empty when writable)."""
         return frozenset(self._reasons)
+
+    @property
+    def ready(self) -> bool:
+        """Whether the bookie can serve (REST ``/api/v1/bookie/is_ready``): set by whoever runs it
+        (`serve_bookie_process`: serving and, with a metadata store, registered) with `set_ready`;
+        never while closing or after a fatal error."""
+        return self._ready and not self._closing and not self.fatal.is_set()
+
+    def set_ready(self, ready: bool) -> None:
+        """Mark the bookie ready to serve, or no longer ready (shutting down)."""
+        self._ready = ready
 
     async def wait_state_change(self) -> None:
         """Return after the next change of `state`."""

@@ -8,6 +8,10 @@ Endpoints:
 * ``PUT /api/v1/bookie/state`` and ``PUT /api/v1/bookie/state/readonly`` with ``{"readOnly": bool}``
   set or clear the MANUAL read-only reason (BookKeeper spells the second form); the bookie stays
   read-only while another reason (a full disk) holds. ``GET .../state/readonly`` answers too.
+* ``GET /heartbeat`` - ``OK`` (text) while the HTTP server answers: a liveness probe, as BookKeeper's.
+* ``GET /api/v1/bookie/is_ready`` - 200 ``OK`` once the bookie is ready to serve (`Bookie.ready`:
+  its protocol server runs and, with a metadata store, it is registered), 503 ``Bookie is not
+  ready`` before that and while shutting down (BookKeeper answers 503 likewise).
 * The garbage collector's ``/api/v1/bookie/gc``, ``/api/v1/bookie/gc_details`` and
   ``/api/v1/bookie/gc/explain`` (`gc_routes`), when the bookie runs one (`Bookie.gc`).
 """
@@ -24,7 +28,7 @@ from hypercorn.trio import serve as hypercorn_serve
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from ..gc import gc_routes
@@ -66,8 +70,18 @@ def bookie_http_app(bookie: Bookie) -> Starlette:
             bookie.set_manual_read_only(read_only)
         return JSONResponse(_state_doc(bookie))
 
+    async def heartbeat(request: Request) -> Response:
+        return PlainTextResponse("OK\n")
+
+    async def is_ready(request: Request) -> Response:
+        if bookie.ready:
+            return PlainTextResponse("OK")
+        return PlainTextResponse("Bookie is not ready", status_code=503)
+
     routes = [
         Route("/metrics", metrics, methods=["GET"]),
+        Route("/heartbeat", heartbeat, methods=["GET"]),
+        Route("/api/v1/bookie/is_ready", is_ready, methods=["GET"]),
         Route("/api/v1/bookie/info", info, methods=["GET"]),
         Route("/api/v1/bookie/state", state, methods=["GET", "PUT"]),
         Route("/api/v1/bookie/state/readonly", state, methods=["GET", "PUT"]),

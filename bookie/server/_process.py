@@ -4,7 +4,8 @@
 Start-up order: bind the protocol port (so that ``port = 0`` yields a real bookie id), open the
 metadata store, check cookies, open the bookie (journal replay + checkpoint, then its garbage
 collector on the same metadata store), start the protocol
-server, the HTTP server and the disk checker, register. Shutdown (cancellation) runs it backwards:
+server, the HTTP server and the disk checker, register; then the bookie is ready
+(`Bookie.set_ready`, REST ``/api/v1/bookie/is_ready``). Shutdown (cancellation) runs it backwards:
 unregister, stop serving, close the bookie cleanly (journal synced, checkpoint), close the session.
 """
 
@@ -50,6 +51,13 @@ class BookieFatalError(BookieException, RuntimeError):
     """The bookie had to stop (for example full disks with readOnlyModeEnabled = false)."""
 
 
+def _bind_error(exc: BaseException) -> OSError | None:
+    """The OSError the HTTP server failed to bind with (it may come wrapped in exception groups)."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc if isinstance(exc, OSError) else None
+
+
 async def serve_bookie_process(config: BookieConfig, *, registry: CollectorRegistry | None = None,
                                task_status: trio.TaskStatus[BookieEndpoints] = trio.TASK_STATUS_IGNORED,
                                ) -> None:
@@ -59,7 +67,11 @@ async def serve_bookie_process(config: BookieConfig, *, registry: CollectorRegis
     metadata errors while starting, and BookieFatalError if the bookie must stop while running.
     """
     config.validate()
-    listeners = await trio.open_tcp_listeners(config.port, host=config.listen_address or None)
+    try:
+        listeners = await trio.open_tcp_listeners(config.port, host=config.listen_address or None)
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot listen on {config.listen_address or '*'}:{config.port} "
+                                 f"(bookiePort): {exc.strerror or exc}") from exc
     port = listeners[0].socket.getsockname()[1]
     if not config.bookie_id and config.port == 0:
         config = dataclasses.replace(config, bookie_id=f"{config.advertised_address}:{port}")
@@ -78,16 +90,27 @@ async def serve_bookie_process(config: BookieConfig, *, registry: CollectorRegis
             http_urls: list[str] = []
             if config.http_enabled:
                 http_tls = server_context(config.tls_settings()) if config.http_server_tls_enable else None
-                http_urls = await nursery.start(lambda task_status: serve_bookie_http(
-                    bookie, config.http_address, config.http_port, ssl_context=http_tls,
-                    task_status=task_status))
+                try:
+                    http_urls = await nursery.start(lambda task_status: serve_bookie_http(
+                        bookie, config.http_address, config.http_port, ssl_context=http_tls,
+                        task_status=task_status))
+                except (OSError, BaseExceptionGroup) as exc:
+                    bind_error = _bind_error(exc)
+                    if bind_error is None:
+                        raise
+                    raise OSError(bind_error.errno, f"cannot listen on {config.http_address}:{config.http_port} "
+                                                    f"(httpServerPort): {bind_error.strerror or bind_error}") from exc
             await nursery.start(run_disk_checker, bookie)
             if store is not None:
                 endpoints = {"host": config.advertised_address, "port": port,
                              "httpUrls": list(http_urls)}
                 await nursery.start(lambda task_status: run_registration(bookie, store, endpoints=endpoints,
                                                                          task_status=task_status))
+            bookie.set_ready(True)
             task_status.started(BookieEndpoints(bookie.bookie_id, config.advertised_address, port,
                                                 tuple(http_urls), config.metadata_url))
-            await bookie.fatal.wait()
+            try:
+                await bookie.fatal.wait()
+            finally:
+                bookie.set_ready(False)
             raise BookieFatalError(bookie.fatal_error or "bookie stopped")

@@ -25,7 +25,18 @@ from magnetar.config import ConfigError
 from magnetar.tls import server_context
 
 from .._stats import refresh_backlog_age
-from . import _explain, _namespaces, _permissions, _policies, _schema_routes, _subscriptions, _tenants, _topics
+from . import (
+    _brokers,
+    _explain,
+    _messages,
+    _namespaces,
+    _permissions,
+    _policies,
+    _schema_routes,
+    _subscriptions,
+    _tenants,
+    _topics,
+)
 from ._auth import AuthMiddleware
 from ._common import endpoint, service_of
 from ._request_guard import GuardSettings, RequestGuard
@@ -73,8 +84,8 @@ def create_admin_app(service: BrokerService, *, gc_explain: GcExplainHook | None
     """
     routes: list[Route] = [Route("/metrics", metrics, methods=["GET"])]
     # order matters where paths overlap: specific topic sub-paths before generic ones
-    for module in (_tenants, _namespaces, _permissions, _topics, _subscriptions, _policies, _explain,
-                   _schema_routes):
+    for module in (_brokers, _tenants, _namespaces, _permissions, _topics, _subscriptions, _messages, _policies,
+                   _explain, _schema_routes):
         routes.extend(module.routes())
     limit = service.config.http_max_request_size
     guard = GuardSettings(max_body=limit if limit > 0 else None)  # <= 0: no limit, as in Pulsar
@@ -102,6 +113,13 @@ class _HypercornConfig(Config):
         if self._ssl_context is not None:
             self._ssl_context.set_alpn_protocols(self.alpn_protocols)
         return self._ssl_context
+
+
+def _bind_error(exc: BaseException) -> OSError | None:
+    """The OSError hypercorn failed to bind with (it may come wrapped in exception groups)."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc if isinstance(exc, OSError) else None
 
 
 def _bind(host: str, port: int) -> str:
@@ -138,7 +156,15 @@ async def serve_admin(service: BrokerService, host: str | None = None, port: int
 
     async with trio.open_nursery() as nursery:
         app.state.request_guard.drain_nursery = nursery
-        binds = await nursery.start(serve, app, config)
+        try:
+            binds = await nursery.start(serve, app, config)
+        except (OSError, BaseExceptionGroup) as exc:
+            bind_error = _bind_error(exc)
+            if bind_error is None:
+                raise
+            where = ", ".join(config.bind + config.insecure_bind)
+            raise OSError(bind_error.errno, f"cannot listen on {where} (webServicePort/webServicePortTls): "
+                                            f"{bind_error.strerror or bind_error}") from exc
         plain_port = tls_real_port = None
         for bind in binds:
             real = int(bind.rsplit(":", 1)[1])

@@ -4,15 +4,18 @@ Rules:
 
 * Authentication off: requests pass untouched.
 * On: every request except ``GET /metrics`` (Pulsar's ``authenticateMetricsEndpoint`` is off by
-  default) must carry ``Authorization: Bearer <token>`` that the broker's authentication service
-  accepts, else 401 ``{"reason": ...}`` (with ``WWW-Authenticate: Bearer``). The role is put in
+  default) and the probes ``/status.html`` and ``/admin/v2/brokers/ready`` must carry
+  ``Authorization: Bearer <token>`` that the broker's authentication service accepts, else 401
+  ``{"reason": ...}`` (with ``WWW-Authenticate: Bearer``). The role is put in
   ``request.state.role`` for the handlers.
 * Authorization on (`required_access` says what each path needs): clusters may be read by any
   authenticated role and changed by super users; the tenant list, tenant creation, update and
   deletion, and every path this table does not name, need a super user; a tenant's info, its
   namespaces (policies and permissions included) and its topics need one of its ``adminRoles``
   (or a super user); schema reads and HTTP lookups of a topic need ``produce`` or ``consume`` on
-  it (or tenant admin). A refusal is 403 ``{"reason": ...}``.
+  it (or tenant admin); reading a topic's messages (peek, examine, get by id, last message id)
+  needs ``consume`` on it (or tenant admin); the broker health check (``/admin/v2/brokers/health``, it writes) needs a
+  super user, as in Pulsar. A refusal is 403 ``{"reason": ...}``.
 * The body is never read before the request is authenticated (`RequestGuard`, outside this
   middleware, drains what was not read).
 """
@@ -39,7 +42,8 @@ __all__ = ["Access", "AuthMiddleware", "required_access"]
 
 log = logging.getLogger("broker.admin")
 
-_UNAUTHENTICATED_PATHS = frozenset({"/metrics"})
+# probes carry no credentials: Pulsar serves these without authentication too
+_UNAUTHENTICATED_PATHS = frozenset({"/metrics", "/status.html", "/admin/v2/brokers/ready"})
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -52,7 +56,8 @@ def _header(scope: Scope, name: bytes) -> str | None:
 @dataclass(frozen=True)
 class Access:
     """What a request needs: ``kind`` is "any" (any authenticated role), "super", "tenant" (admin of
-    ``tenant``) or "topic" (``produce``/``consume`` on ``topic``, or admin of its tenant)."""
+    ``tenant``), "topic" (``produce``/``consume`` on ``topic``, or admin of its tenant) or
+    "consume" (``consume`` on ``topic``, or admin of its tenant)."""
 
     kind: str
     tenant: str = ""
@@ -62,16 +67,33 @@ class Access:
 _SUPER = Access("super")
 
 
+def _reads_messages(rest: list[str]) -> bool:
+    """Whether ``{tenant}/{ns}/{topic}/...`` is a message read: lastMessageId, examinemessage,
+    get-message-by-id (``ledger/{l}/entry/{e}``) or peek (``subscription/{s}/position/{n}``)."""
+    if len(rest) < 4:
+        return False
+    tail = rest[3:]
+    return (tail in (["lastMessageId"], ["examinemessage"])
+            or (len(tail) == 4 and tail[0] == "ledger" and tail[2] == "entry")
+            or (len(tail) == 4 and tail[0] == "subscription" and tail[2] == "position"))
+
+
 def required_access(method: str, raw_path: str) -> Access:
     """The `Access` a request of ``method`` on ``raw_path`` (still percent-encoded) needs."""
     parts = [unquote(p) for p in raw_path.strip("/").split("/")]
     read = method in ("GET", "HEAD")
     if parts[:2] == ["admin", "v2"] and len(parts) >= 3:
         area, rest = parts[2], parts[3:]
+        if area == "brokers" and rest == ["ready"]:
+            return Access("any")
+        if area == "brokers" and rest == ["health"]:
+            return _SUPER
         if area == "clusters":
             return Access("any") if read else _SUPER
         if area == "tenants":
             return Access("tenant", rest[0]) if len(rest) == 1 and read else _SUPER
+        if area in ("persistent", "non-persistent") and read and _reads_messages(rest):
+            return Access("consume", rest[0], f"{area}://{rest[0]}/{rest[1]}/{rest[2]}")
         if area in ("namespaces", "persistent", "non-persistent") and rest and rest[0]:
             return Access("tenant", rest[0])
         if area == "schemas" and len(rest) >= 3:
@@ -88,12 +110,13 @@ async def _allowed(authz: AuthorizationService, role: str, access: Access) -> bo
         return True
     if access.kind == "tenant":
         return await authz.is_tenant_admin(role, access.tenant)
-    if access.kind == "topic":
+    if access.kind in ("topic", "consume"):
         try:
             topic = TopicName.parse(access.topic)
         except InvalidTopicNameError:
             return await authz.is_tenant_admin(role, access.tenant)
-        return await authz.allowed(role, topic, "produce", "consume")
+        wanted = ("consume",) if access.kind == "consume" else ("produce", "consume")
+        return await authz.allowed(role, topic, *wanted)
     return False
 
 
@@ -124,7 +147,8 @@ class AuthMiddleware:
             access = required_access(method, bytes(raw).decode("latin-1").split("?", 1)[0])
             if not await _allowed(self.authz, identity.role, access):
                 what = {"super": "a super user", "tenant": f"an admin of tenant {access.tenant}",
-                        "topic": f"produce or consume permission on {access.topic}"}.get(access.kind, "more")
+                        "topic": f"produce or consume permission on {access.topic}",
+                        "consume": f"consume permission on {access.topic}"}.get(access.kind, "more")
                 log.warning("admin %s %s refused to role %r: needs %s", method, scope.get("path"), identity.role, what)
                 response = JSONResponse({"reason": f"Role {identity.role!r} is not authorized: this needs {what}"},
                                         status_code=403)

@@ -8,6 +8,9 @@ Rules:
   with ``force`` they are disconnected first. Deletion removes the managed ledger (ledgers,
   cursors), the dedup snapshot, the schemas, the topic-level policies and what retention remembers.
 * Rule 3: a partitioned topic is deleted partition by partition, then its metadata.
+* Rule 5: truncating a topic moves every subscription to its end (and the dedup cursor to its
+  latest snapshot), closes the current ledger and deletes every closed ledger no cursor still
+  needs, as Pulsar's truncate does; a partitioned topic is truncated partition by partition.
 * Rule 4: work over a partitioned topic's partitions costs what exists, not what the metadata
   says could: partitions that are neither loaded nor stored (never used) are skipped where they
   can hold nothing (stats, listing and deleting subscriptions, deletion), found with one listing
@@ -30,7 +33,7 @@ if TYPE_CHECKING:
     from .._service import BrokerService
     from .._subscription import Subscription
 
-__all__ = ["delete_topic", "delete_partitioned_topic", "existing_topic", "existing_subscription",
+__all__ = ["delete_topic", "delete_partitioned_topic", "truncate_topic", "existing_topic", "existing_subscription",
            "topic_exists_any", "loaded_partitions", "present_partitions"]
 
 
@@ -129,3 +132,17 @@ async def delete_partitioned_topic(s: BrokerService, topic: TopicName, *, force:
                            lambda part: delete_topic(s, part, force=True, known_present=True))
     await s.topic_policies.delete_all(topic)
     await s.namespaces.delete_partitioned_topic(topic)
+
+
+async def truncate_topic(t: Topic) -> list[int]:
+    """Rule 5 on a loaded topic; returns the ids of the ledgers deleted."""
+    for sub in list(t.subscriptions.values()):
+        if not sub.closed and sub.durable:
+            await sub.cursor.clear_backlog()
+    if t.dedup is not None:
+        await t.dedup.snapshot()
+    try:
+        await t.ml.rollover()
+    except ManagedLedgerError:
+        pass  # not writable (terminated, storage unavailable): its closed ledgers still go
+    return await t.ml.trim([info.ledger_id for info in t.ml.trimmable_ledgers()])

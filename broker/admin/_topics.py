@@ -1,5 +1,5 @@
 """Persistent topics: ``/admin/v2/persistent/{tenant}/{namespace}[/{topic}...]``: list, create,
-delete, partitions, stats, internal stats, unload.
+delete, partitions, stats, internal stats, unload, truncate (`_topic_ops` Rule 5).
 
 ``partitioned-stats`` reports the partitions this broker has loaded and never loads one to report
 it (Pulsar reports a topic's stats from the broker that has it loaded); the totals are over those
@@ -22,6 +22,7 @@ from ._common import (
     RestError,
     check_partitions,
     endpoint,
+    for_each_bounded,
     json_body,
     json_response,
     namespace_of,
@@ -36,7 +37,9 @@ from ._topic_ops import (
     delete_topic,
     existing_topic,
     loaded_partitions,
+    present_partitions,
     topic_exists_any,
+    truncate_topic,
 )
 
 __all__ = ["routes"]
@@ -155,6 +158,20 @@ async def internal_stats(request: Request) -> Response:
 
 
 @endpoint
+async def truncate(request: Request) -> Response:
+    s, topic = service_of(request), topic_of(request)
+    await require_namespace(s, topic.namespace_name)
+    n = await s.namespaces.get_partitions(topic) if topic.partition < 0 else 0
+    if n:
+        targets = await for_each_bounded(await present_partitions(s, topic, n),
+                                         lambda name: s.get_topic(name, create=False))
+    else:
+        targets = [await existing_topic(s, topic)]
+    await for_each_bounded(targets, truncate_topic)
+    return no_content()
+
+
+@endpoint
 async def unload(request: Request) -> Response:
     s, topic = service_of(request), topic_of(request)
     await require_namespace(s, topic.namespace_name)
@@ -188,4 +205,5 @@ def routes() -> list[Route]:
         Route(f"{tp}/partitioned-stats", partitioned_stats, methods=["GET"]),
         Route(f"{tp}/internalStats", internal_stats, methods=["GET"]),
         Route(f"{tp}/unload", unload, methods=["PUT"]),
+        Route(f"{tp}/truncate", truncate, methods=["DELETE"]),
     ]

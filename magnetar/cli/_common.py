@@ -1,4 +1,19 @@
-"""Helpers shared by the commands that run services: sectioned config and signal handling."""
+"""Helpers shared by the commands that run services: sectioned config, signal handling, exit codes.
+
+Exit status of ``magnetar broker``, ``magnetar bookie`` and ``magnetar standalone`` (and ``bookie
+format``), and what their last line on stderr (a log record) says:
+
+* 0 - stopped by SIGINT or SIGTERM after a clean shutdown (``... stopped (SIGTERM)``);
+* 1 - an unexpected error, a bug (``... stopped by an unexpected error: ...`` with the traceback);
+* 2 - a bad configuration or command line: nothing was started (`EXIT_CONFIG`);
+* 3 - could not start: a port in use, unusable directories, a cookie mismatch, an unreachable
+  metadata store (`EXIT_START`);
+* 4 - had to stop while running, e.g. full disks with ``readOnlyModeEnabled = false``
+  (`EXIT_FATAL`).
+
+Every non-zero exit prints ``error: <reason>`` and then logs ``magnetar <name> stopped: <reason>
+(exit status N)`` at CRITICAL, so that the last line of the process's log says why it stopped.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +31,15 @@ import trio
 
 from magnetar.config import ConfigError, load_config, parse_overrides, read_toml
 
-__all__ = ["load_sections", "run_until_signal", "setup_logging", "fail", "fail_cleanly_on"]
+__all__ = ["EXIT_CONFIG", "EXIT_FATAL", "EXIT_START", "load_sections", "run_until_signal", "setup_logging", "fail",
+           "fail_cleanly_on", "log_stopped"]
+
+EXIT_BUG = 1
+EXIT_CONFIG = 2
+EXIT_START = 3
+EXIT_FATAL = 4
+
+log = logging.getLogger("magnetar")
 
 
 def load_sections(conf: Path | None, sections: Mapping[str, type], overrides: tuple[str, ...],
@@ -64,10 +87,25 @@ def setup_logging(verbose: bool) -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-def fail(exc: BaseException) -> None:
-    """Print a start-up error the way every command does and exit with status 2."""
+def fail(exc: BaseException, status: int = EXIT_CONFIG, name: str = "") -> None:
+    """Print an error the way every command does, log why the process stops (the module's last
+    line) and exit with ``status`` (2, a bad configuration, unless told)."""
     click.echo(f"error: {exc}", err=True)
-    sys.exit(2)
+    log.critical("magnetar%s stopped: %s (exit status %d)", f" {name}" if name else "", exc, status)
+    sys.exit(status)
+
+
+def log_stopped(name: str, why: str) -> None:
+    """Log the last line of a clean stop (exit status 0)."""
+    log.info("magnetar %s stopped (%s)", name, why)
+
+
+def _status(exc: BaseException, fatal: tuple[type[BaseException], ...]) -> int:
+    if isinstance(exc, ConfigError):
+        return EXIT_CONFIG
+    if fatal and isinstance(exc, fatal):
+        return EXIT_FATAL
+    return EXIT_START
 
 
 def _leaves(exc: BaseException) -> Iterator[BaseException]:
@@ -78,29 +116,49 @@ def _leaves(exc: BaseException) -> Iterator[BaseException]:
         yield exc
 
 
-def fail_cleanly_on(*expected: type[BaseException]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def fail_cleanly_on(*expected: type[BaseException], name: str = "",
+                    fatal: tuple[type[BaseException], ...] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorate a command so that an ``expected`` error (a bad config, a port in use, a cookie
     mismatch) ends it with `fail` instead of a traceback, also when it comes out of a nursery
-    wrapped in an exception group; anything else propagates unchanged."""
+    wrapped in an exception group, with the module's exit status: `EXIT_CONFIG` for a
+    ConfigError, `EXIT_FATAL` for the ``fatal`` types (errors that stop a running service), else
+    `EXIT_START`. Any other exception is logged as the reason the process stops (``name`` names
+    it), with its traceback, and exits with status 1; click's own exceptions pass."""
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             try:
                 return func(*args, **kwargs)
             except expected as exc:
-                fail(exc)
+                fail(exc, _status(exc, fatal), name)
             except BaseExceptionGroup as group:
                 match, rest = group.split(expected)
+                if (match is None or rest is not None) and isinstance(group, Exception):
+                    _stop_on_bug(name, group)
                 if match is None or rest is not None:
                     raise
-                fail(next(_leaves(match)))
+                first = next(_leaves(match))
+                fail(first, _status(first, fatal), name)
+            except (click.ClickException, click.exceptions.Exit, click.Abort):
+                raise
+            except Exception as exc:
+                _stop_on_bug(name, exc)
         return wrapper
     return decorate
 
 
-async def run_until_signal(main: Callable[..., Awaitable[Any]], on_started: Callable[[Any], None]) -> None:
+def _stop_on_bug(name: str, exc: Exception) -> None:
+    """Log an unexpected error with its traceback, then the reason line, and exit with status 1."""
+    label = f"magnetar {name}" if name else "magnetar"
+    log.error("%s: unexpected error", label, exc_info=exc)
+    log.critical("%s stopped by an unexpected error: %r (exit status %d)", label, exc, EXIT_BUG)
+    sys.exit(EXIT_BUG)
+
+
+async def run_until_signal(main: Callable[..., Awaitable[Any]], on_started: Callable[[Any], None]) -> str | None:
     """Start ``main`` (a ``serve_x(task_status=...)`` function), call ``on_started`` with what it
-    reports, and cancel it cleanly on SIGINT or SIGTERM (its shutdown code runs to the end)."""
+    reports, and cancel it cleanly on SIGINT or SIGTERM (its shutdown code runs to the end);
+    return the signal's name (None when ``main`` returned by itself)."""
     async with trio.open_nursery() as nursery:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             started = await nursery.start(main)
@@ -108,4 +166,5 @@ async def run_until_signal(main: Callable[..., Awaitable[Any]], on_started: Call
             async for signum in signals:
                 click.echo(f"received {signal.Signals(signum).name}, shutting down", err=True)
                 nursery.cancel_scope.cancel()
-                break
+                return signal.Signals(signum).name
+    return None

@@ -6,6 +6,7 @@ exits with status 1 (2 for usage errors, as click does).
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import ssl
@@ -36,6 +37,17 @@ class _Api:
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
 
     def call(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None) -> Any:
+        r = self.request(method, path, body, params)
+        if r.status_code == 204 or not r.content:
+            return None
+        try:
+            return r.json()
+        except ValueError:
+            return r.text
+
+    def request(self, method: str, path: str, body: Any = None,
+                params: dict[str, Any] | None = None) -> httpx.Response:
+        """The response of a successful request (a failure raises `click.ClickException` with the reason)."""
         try:
             with httpx.Client(base_url=self.url, timeout=30, verify=self.verify, headers=self.headers) as c:
                 kwargs: dict[str, Any] = {"params": params}
@@ -50,12 +62,7 @@ class _Api:
             except ValueError:
                 reason = r.text or r.reason_phrase
             raise click.ClickException(f"{reason} (HTTP {r.status_code})")
-        if r.status_code == 204 or not r.content:
-            return None
-        try:
-            return r.json()
-        except ValueError:
-            return r.text
+        return r
 
     def show(self, path: str, *, title: str | None = None, columns: list[str] | None = None) -> None:
         """GET ``path`` and print the answer (`_emit`)."""
@@ -272,6 +279,26 @@ def clusters() -> None:
 def clusters_list(api: _Api) -> None:
     """List clusters."""
     api.show("/admin/v2/clusters", columns=["cluster"])
+
+
+# ------------------------------------------------------------------ brokers
+
+
+@command.group("brokers")
+def brokers() -> None:
+    """Brokers."""
+
+
+@_cmd(brokers, "healthcheck",
+      click.option("--topic-version", "-tv", "topic_version", type=click.Choice(["V1", "V2"]), default="V2",
+                   show_default=True, help="Heartbeat topic naming (V2: pulsar/{broker}/healthcheck)."))
+def brokers_healthcheck(api: _Api, topic_version: str) -> None:
+    """Write and read back a heartbeat message on this broker (exit status 1 when unhealthy)."""
+    answer = api.call("GET", "/admin/v2/brokers/health", params={"topicVersion": topic_version})
+    if api.as_json:
+        click.echo(json.dumps({"ok": True, "message": answer}))
+    else:
+        click.echo(answer)
 
 
 # ------------------------------------------------------------------ tenants
@@ -584,6 +611,109 @@ def topics_reset_cursor(api: _Api, topic: str, subscription: str, time_ms: int |
         api.do("POST", f"{base}/{time_ms}", what)
     else:
         api.do("POST", base, what, _message_id(message_id or ""))
+
+
+@_cmd(topics, "skip-all", _topic_arg, _sub_opt)
+def topics_skip_all(api: _Api, topic: str, subscription: str) -> None:
+    """Skip all messages of a subscription's backlog (as clear-backlog)."""
+    api.do("POST", f"{_sp(topic, subscription)}/skip_all", f"skipped all messages of {subscription}")
+
+
+@_cmd(topics, "expire-messages", _topic_arg, _sub_opt,
+      click.option("--expireTime", "-t", "expire_time", type=int, required=True,
+                   help="Acknowledge the messages published more than this many seconds ago."))
+def topics_expire_messages(api: _Api, topic: str, subscription: str, expire_time: int) -> None:
+    """Expire (acknowledge) a subscription's messages older than --expireTime seconds."""
+    api.do("POST", f"{_sp(topic, subscription)}/expireMessages/{expire_time}",
+           f"expired the messages of {subscription} older than {expire_time} s")
+
+
+@_cmd(topics, "last-message-id", _topic_arg)
+def topics_last_message_id(api: _Api, topic: str) -> None:
+    """The id of the topic's last stored message."""
+    _emit(api, api.call("GET", _tp(topic) + "/lastMessageId"))
+
+
+def _print_message(api: _Api, r: httpx.Response) -> dict[str, Any]:
+    """One message answer (payload body, X-Pulsar-* headers) as pulsar-admin prints it, or its JSON."""
+    raw = ((k.decode("latin-1"), v.decode("utf-8", errors="replace")) for k, v in r.headers.raw)  # names as sent
+    headers = {k: v for k, v in raw if k.lower().startswith("x-pulsar-")}
+    message_id = r.headers.get("x-pulsar-message-id", "")
+    properties = {k[len("x-pulsar-property-"):]: v for k, v in headers.items()
+                  if k.lower().startswith("x-pulsar-property-")}
+    doc = {"messageId": message_id, "properties": properties,
+           "headers": {k: v for k, v in headers.items() if not k.lower().startswith("x-pulsar-property-")},
+           "payload": base64.b64encode(r.content).decode()}
+    if not api.as_json:
+        click.echo(f"Message ID: {message_id}")
+        for key, value in sorted(doc["headers"].items()):
+            if key.lower() != "x-pulsar-message-id":
+                click.echo(f"{key}: {value}")
+        if properties:
+            click.echo(f"Properties: {json.dumps(properties, sort_keys=True)}")
+        click.echo(r.content.decode("utf-8", errors="replace"))
+    return doc
+
+
+@_cmd(topics, "peek-messages", _topic_arg, _sub_opt,
+      click.option("--count", "-n", type=int, default=1, show_default=True, help="Messages to peek."))
+def topics_peek_messages(api: _Api, topic: str, subscription: str, count: int) -> None:
+    """Show the first --count unacknowledged messages of a subscription (without acknowledging them)."""
+    if count < 1:
+        raise click.BadParameter("must be 1 or more", param_hint="--count")
+    docs = []
+    for i in range(1, count + 1):
+        try:
+            r = api.request("GET", f"{_sp(topic, subscription)}/position/{i}")
+        except click.ClickException:
+            if i == 1:
+                raise
+            break  # fewer messages than asked for
+        if not api.as_json and i > 1:
+            click.echo("")
+        docs.append(_print_message(api, r))
+    if api.as_json:
+        click.echo(json.dumps(docs, indent=2, sort_keys=True))
+
+
+@_cmd(topics, "examine-message", _topic_arg,
+      click.option("--initialPosition", "-i", "initial_position", type=click.Choice(["latest", "earliest"]),
+                   default="latest", show_default=True, help="Count from the newest or the oldest message."),
+      click.option("--messagePosition", "-m", "message_position", type=int, default=1, show_default=True,
+                   help="Which message (1-based) from --initialPosition."))
+def topics_examine_message(api: _Api, topic: str, initial_position: str, message_position: int) -> None:
+    """Show the n-th message from the newest or the oldest stored one."""
+    r = api.request("GET", _tp(topic) + "/examinemessage",
+                    params={"initialPosition": initial_position, "messagePosition": message_position})
+    doc = _print_message(api, r)
+    if api.as_json:
+        click.echo(json.dumps(doc, indent=2, sort_keys=True))
+
+
+@_cmd(topics, "get-message-by-id", _topic_arg,
+      click.option("--ledgerId", "-l", "ledger_id", type=int, required=True, help="Ledger id of the message."),
+      click.option("--entryId", "-e", "entry_id", type=int, required=True, help="Entry id of the message."))
+def topics_get_message_by_id(api: _Api, topic: str, ledger_id: int, entry_id: int) -> None:
+    """Show the message stored at ledgerId:entryId."""
+    doc = _print_message(api, api.request("GET", f"{_tp(topic)}/ledger/{ledger_id}/entry/{entry_id}"))
+    if api.as_json:
+        click.echo(json.dumps(doc, indent=2, sort_keys=True))
+
+
+@_cmd(topics, "terminate", _topic_arg)
+def topics_terminate(api: _Api, topic: str) -> None:
+    """Terminate a topic: no message can be published to it any more."""
+    last = api.call("POST", _tp(topic) + "/terminate")
+    if api.as_json:
+        click.echo(json.dumps(last, sort_keys=True))
+    else:
+        click.echo(f"Topic {topic} successfully terminated at {last['ledgerId']}:{last['entryId']}")
+
+
+@_cmd(topics, "truncate", _topic_arg)
+def topics_truncate(api: _Api, topic: str) -> None:
+    """Move every subscription to the end and delete every closed ledger of the topic."""
+    api.do("DELETE", _tp(topic) + "/truncate", f"truncated {topic}")
 
 
 @_cmd(topics, "unload", _topic_arg)

@@ -19,7 +19,7 @@ import click
 
 from magnetar.config import ConfigError, load_config, parse_overrides, read_toml
 
-from ._common import fail_cleanly_on
+from ._common import fail_cleanly_on, log_stopped
 from ._gc_cli import gc_explain
 
 _OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
@@ -36,12 +36,14 @@ _OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
 
 
 def _fail_cleanly(func: Callable[..., Any]) -> Callable[..., Any]:
+    """`fail_cleanly_on` with the bookie's errors and exit statuses (see `magnetar.cli._common`)."""
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from bookie import BookieFatalError, CookieMismatchError  # the bookie package loads only when run
+        from metadata import MetadataError
 
-        expected = (ConfigError, CookieMismatchError, BookieFatalError, OSError)
-        return fail_cleanly_on(*expected)(func)(*args, **kwargs)
+        expected = (ConfigError, CookieMismatchError, BookieFatalError, OSError, MetadataError)
+        return fail_cleanly_on(*expected, name="bookie", fatal=(BookieFatalError,))(func)(*args, **kwargs)
     return wrapper
 
 
@@ -94,12 +96,15 @@ def command(ctx: click.Context, log_level: str, **options: Any) -> None:
 
     from bookie import serve_bookie_process
 
+    stopped_by: list[str] = []
+
     async def main() -> None:
         async with trio.open_nursery() as nursery:
             async def watch_signals() -> None:
                 with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
                     async for signum in signals:
                         click.echo(f"received {signal.Signals(signum).name}, shutting down", err=True)
+                        stopped_by.append(signal.Signals(signum).name)
                         nursery.cancel_scope.cancel()
                         return
 
@@ -112,6 +117,7 @@ def command(ctx: click.Context, log_level: str, **options: Any) -> None:
 
     trio.run(main)
     click.echo("bookie stopped")
+    log_stopped("bookie", stopped_by[0] if stopped_by else "its service ended")
 
 
 @command.command(name="format")

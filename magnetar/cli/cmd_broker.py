@@ -13,7 +13,7 @@ from typing import Any
 import click
 import trio
 
-from magnetar.cli._common import fail, fail_cleanly_on, load_sections, run_until_signal, setup_logging
+from magnetar.cli._common import fail, fail_cleanly_on, load_sections, log_stopped, run_until_signal, setup_logging
 from magnetar.config import ConfigError, config_field
 
 
@@ -58,7 +58,7 @@ def command(conf: Path | None, metadata_url: str | None, port: int | None, web_p
                             overrides, flags)
         check_message_size(cfg["broker"], cfg["bk_client"])
     except ConfigError as exc:
-        fail(exc)
+        fail(exc, name="broker")
     cluster: ClusterConfig = cfg["cluster"]
 
     async def main(task_status: trio.TaskStatus[Any]) -> None:
@@ -71,4 +71,6 @@ def command(conf: Path | None, metadata_url: str | None, port: int | None, web_p
         if ep.service_url_tls or ep.web_url_tls:
             click.echo(f"  TLS: {ep.service_url_tls or 'off'}  admin REST TLS: {ep.web_url_tls or 'off'}")
 
-    fail_cleanly_on(ConfigError, OSError, MetadataError)(trio.run)(run_until_signal, main, started)
+    signal_name = fail_cleanly_on(ConfigError, OSError, MetadataError, name="broker")(trio.run)(
+        run_until_signal, main, started)
+    log_stopped("broker", signal_name or "its service ended")

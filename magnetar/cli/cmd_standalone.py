@@ -14,7 +14,7 @@ from typing import Any
 import click
 import trio
 
-from magnetar.cli._common import fail, fail_cleanly_on, load_sections, run_until_signal, setup_logging
+from magnetar.cli._common import fail, fail_cleanly_on, load_sections, log_stopped, run_until_signal, setup_logging
 from magnetar.config import ConfigError
 
 
@@ -33,6 +33,7 @@ def command(conf: Path | None, data_dir: str | None, num_bookies: int | None, ov
     from broker import BrokerConfig
     from magnetar.stack import STANDALONE_DEFAULTS, StandaloneConfig, check_message_size, serve_standalone
     from managed_ledger import ManagedLedgerConfig
+    from metadata import MetadataError
 
     setup_logging(verbose)
     flags: dict[str, dict[str, Any]] = {"standalone": {}}
@@ -47,7 +48,7 @@ def command(conf: Path | None, data_dir: str | None, num_bookies: int | None, ov
         cfg["standalone"].validate()
         check_message_size(cfg["broker"], cfg["bk_client"], cfg["bookie"])
     except ConfigError as exc:
-        fail(exc)
+        fail(exc, name="standalone")
 
     async def main(task_status: trio.TaskStatus[Any]) -> None:
         await serve_standalone(cfg["standalone"], cfg["broker"], cfg["bookie"], cfg["managed_ledger"],
@@ -63,5 +64,6 @@ def command(conf: Path | None, data_dir: str | None, num_bookies: int | None, ov
                        f"{ep.broker.web_url_tls or 'off'}")
         click.echo("ready (Ctrl-C to stop)")
 
-    run = fail_cleanly_on(ConfigError, CookieMismatchError, BookieFatalError, OSError)(trio.run)
-    run(run_until_signal, main, started)
+    run = fail_cleanly_on(ConfigError, CookieMismatchError, BookieFatalError, OSError, MetadataError,
+                          name="standalone", fatal=(BookieFatalError,))(trio.run)
+    log_stopped("standalone", run(run_until_signal, main, started) or "its services ended")

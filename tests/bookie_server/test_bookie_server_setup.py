@@ -165,7 +165,7 @@ def test_cli_format_and_config_errors(tmp_path: Path) -> None:
     assert "formatted bookie cli-b" in result.output
     assert (tmp_path / "l2" / "VERSION").exists()
     result = runner.invoke(cli, ["bookie", "format", *args])
-    assert result.exit_code == 2 and "already has a cookie" in result.output
+    assert result.exit_code == 3 and "already has a cookie" in result.output  # could not start
     conf = tmp_path / "bookie.toml"
     conf.write_text('diskUsageThreshold = 0.5\ndiskUsageWarnThreshold = 0.9\n')
     result = runner.invoke(cli, ["bookie", "--conf", str(conf), *args])

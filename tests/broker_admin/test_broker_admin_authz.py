@@ -190,3 +190,46 @@ def test_http_lookup_and_topic_listing_need_permissions(b: AdminBroker) -> None:
             peer.assert_alive()
         finally:
             peer.close()
+
+
+def test_probes_are_open_and_the_health_check_needs_a_super_user(b: AdminBroker) -> None:
+    assert required_access("GET", "/admin/v2/brokers/health") == Access("super")
+    with httpx.Client(base_url=b.http, timeout=10) as anonymous:
+        assert anonymous.get("/admin/v2/brokers/ready").text == "ok"
+        assert anonymous.get("/status.html").text == "OK"
+        assert anonymous.get("/admin/v2/brokers/health").status_code == 401
+    r = _http(b, "acme-admin").get("/admin/v2/brokers/health")
+    assert r.status_code == 403 and "not authorized" in r.json()["reason"]
+    assert _http(b, "nobody").get("/admin/v2/brokers/health").status_code == 403
+    r = _http(b, "root").get("/admin/v2/brokers/health")
+    assert r.status_code == 200 and r.text == "ok"
+
+
+def test_message_reads_need_consume_and_expiry_needs_tenant_admin(b: AdminBroker) -> None:
+    base = "/admin/v2/persistent/acme/ns/peeked"
+    assert required_access("GET", f"{base}/lastMessageId") == Access("consume", "acme", "persistent://acme/ns/peeked")
+    assert required_access("GET", f"{base}/subscription/s/position/1").kind == "consume"
+    assert required_access("GET", f"{base}/ledger/1/entry/2").kind == "consume"
+    assert required_access("GET", f"{base}/examinemessage").kind == "consume"
+    assert required_access("POST", f"{base}/subscription/s/expireMessages/1") == Access("tenant", "acme")
+    admin = _http(b, "acme-admin")
+    assert admin.post("/admin/v2/persistent/acme/ns/peeked/permissions/peeker", json=["consume"]).status_code == 204
+    assert admin.post("/admin/v2/persistent/acme/ns/peeked/permissions/pusher", json=["produce"]).status_code == 204
+    c = _client(b, "root")
+    try:
+        c.create_producer("persistent://acme/ns/peeked").send(b"x")
+    finally:
+        c.close()
+    TOKENS.setdefault("peeker", create_token("peeker", secret_key=SECRET))
+    TOKENS.setdefault("pusher", create_token("pusher", secret_key=SECRET))
+    assert _http(b, "peeker").get(f"{base}/examinemessage").content == b"x"
+    assert _http(b, "peeker").get(f"{base}/lastMessageId").status_code == 200
+    r = _http(b, "pusher").get(f"{base}/examinemessage")
+    assert r.status_code == 403 and "consume permission" in r.json()["reason"]
+    assert _http(b, "nobody").get(f"{base}/lastMessageId").status_code == 403
+    assert _http(b, "peeker").post(f"{base}/subscription/s/expireMessages/1").status_code == 403
+    assert required_access("DELETE", f"{base}/truncate") == Access("tenant", "acme")
+    assert _http(b, "peeker").delete(f"{base}/truncate").status_code == 403
+    assert _http(b, "acme-admin").delete(f"{base}/truncate").status_code == 204
+    assert required_access("POST", f"{base}/terminate") == Access("tenant", "acme")
+    assert _http(b, "peeker").post(f"{base}/terminate").status_code == 403
