@@ -166,8 +166,9 @@ class BrokerConfig(RetentionConfig):
         help="Require clients (Pulsar protocol and admin REST) to authenticate with a configured provider.")
     authentication_providers: tuple[str, ...] = config_field(
         [], alias="authenticationProviders",
-        help="Enabled providers: 'token' (or Pulsar's class name "
-             "org.apache.pulsar.broker.authentication.AuthenticationProviderToken).")
+        help="Enabled providers: 'token' and/or 'tls' (client certificate CN; needs tlsTrustCertsFilePath), "
+             "or Pulsar's class names org.apache.pulsar.broker.authentication.AuthenticationProviderToken / "
+             "AuthenticationProviderTls.")
     authentication_refresh_check_s: int = config_field(
         60, alias="authenticationRefreshCheckSeconds",
         help="How often open connections are checked for expired credentials; an expired one gets "

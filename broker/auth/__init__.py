@@ -1,6 +1,7 @@
 """Authentication and authorization of broker clients.
 
-Providers turn credentials into a role (`AuthenticationProvider`, the token provider for JWTs);
+Providers turn credentials into a role (`AuthenticationProvider`: the token provider for JWTs, the
+tls provider for client certificates);
 `AuthenticationService` holds the ones the broker config enables; `AuthorizationService` decides
 what a role may do (super users, tenant admins, namespace and topic permissions) and
 `authorize_command` applies it to the Pulsar protocol's commands. `broker.auth` also has the key
@@ -24,7 +25,10 @@ from ._provider import PROVIDER_ALIASES as PROVIDER_ALIASES
 from ._provider import AuthenticationError as AuthenticationError
 from ._provider import AuthenticationProvider as AuthenticationProvider
 from ._provider import Identity as Identity
+from ._provider import PeerCert as PeerCert
+from ._provider import TlsAuthenticationProvider as TlsAuthenticationProvider
 from ._provider import TokenAuthenticationProvider as TokenAuthenticationProvider
+from ._provider import certificate_common_name as certificate_common_name
 from ._provider import provider_method as provider_method
 from ._service import AuthenticationService as AuthenticationService
 from ._session import AuthSession as AuthSession
@@ -32,6 +36,7 @@ from ._session import AuthSession as AuthSession
 __all__ = [
     "ACTIONS", "AUTHORIZED_COMMANDS", "PROVIDER_ALIASES", "AuthSession", "AuthenticationError",
     "AuthenticationProvider", "AuthenticationService", "AuthorizationError", "AuthorizationService", "Identity",
-    "TokenAuthenticationProvider", "authorize_command", "check_actions", "create_token", "load_private_key",
+    "PeerCert", "TlsAuthenticationProvider", "TokenAuthenticationProvider", "authorize_command",
+    "certificate_common_name", "check_actions", "create_token", "load_private_key",
     "load_public_key", "new_key_pair", "new_secret_key", "parse_duration", "provider_method", "read_key_bytes",
 ]
