@@ -4,9 +4,10 @@ Rules:
 
 * Authentication off: requests pass untouched.
 * On: every request except ``GET /metrics`` (Pulsar's ``authenticateMetricsEndpoint`` is off by
-  default) must carry ``Authorization: Bearer <token>`` that the broker's authentication service
-  accepts, or (``tls`` provider, no ``Authorization`` header) come over https with a client
-  certificate the handshake verified (`magnetar.tls.handshake_peer_cert`), else 401
+  default) must carry ``Authorization: Bearer <token>`` (or ``Basic <credentials>`` with the
+  ``basic`` provider) that the broker's authentication service accepts, or (``tls`` provider,
+  no ``Authorization`` header) come over https with a client certificate the handshake verified
+  (`magnetar.tls.handshake_peer_cert`), else 401
   ``{"reason": ...}`` (with ``WWW-Authenticate: Bearer``). The role is put in
   ``request.state.role`` for the handlers.
 * Authorization on (`required_access` says what each path needs): clusters may be read by any

@@ -12,6 +12,7 @@ Rules:
   practice); the role is the ``tokenAuthClaim`` claim (default ``sub``); ``exp`` is checked (a
   token without ``exp`` never expires, as in Pulsar); with ``tokenAudience`` set, the
   ``tokenAudienceClaim`` claim (a string or a list) must name it.
+* The basic provider (``basic``, Pulsar's ``AuthenticationProviderBasic``) lives in `._basic`.
 * The TLS provider (``tls``, Pulsar's ``AuthenticationProviderTls``) takes the client
   certificate the TLS handshake verified (``peer_cert``, as `ssl.SSLSocket.getpeercert` returns
   it); the role is its subject's common name (CN). The auth data is ignored; without a verified
@@ -195,6 +196,8 @@ PROVIDER_ALIASES: dict[str, str] = {
     "org.apache.pulsar.broker.authentication.AuthenticationProviderToken": "token",
     "tls": "tls",
     "org.apache.pulsar.broker.authentication.AuthenticationProviderTls": "tls",
+    "basic": "basic",
+    "org.apache.pulsar.broker.authentication.AuthenticationProviderBasic": "basic",
 }
 """``authenticationProviders`` entries -> auth method name."""
 
@@ -211,4 +214,8 @@ def provider_method(entry: str) -> str | None:
 
 def build_provider(method: str, config: BrokerConfig) -> AuthenticationProvider:
     """The provider of auth method ``method`` configured from ``config``."""
+    if method == "basic":
+        from ._basic import BasicAuthenticationProvider  # it imports this module
+
+        return BasicAuthenticationProvider.from_config(config)
     return _PROVIDERS[method](config)

@@ -6,13 +6,15 @@ Rules:
 * On: a CONNECT must name a configured auth method (``auth_method_name``) and carry credentials
   that method accepts (the ``tls`` method: the client certificate verified on the TLS port); a
   REST request must carry ``Authorization: Bearer <token>`` (answered by the ``token`` provider)
-  or, with the ``tls`` provider on, come over https with a verified client certificate (used when
-  no ``Authorization`` header is sent). Without credentials the ``anonymousUserRole`` is used when
+  or ``Authorization: Basic <base64 user:password>`` (the ``basic`` provider) or, with the
+  ``tls`` provider on, come over https with a verified client certificate (used when no
+  ``Authorization`` header is sent). Without credentials the ``anonymousUserRole`` is used when
   one is set, else the request is refused.
 """
 
 from __future__ import annotations
 
+import base64
 from typing import TYPE_CHECKING
 
 from magnetar.config import ConfigError
@@ -62,6 +64,13 @@ class AuthenticationService:
                 return self.authenticate("tls", b"", peer_cert=peer_cert)
             return self.authenticate("", b"")
         scheme, _, credentials = authorization.strip().partition(" ")
-        if scheme.lower() != "bearer" or not credentials.strip():
-            raise AuthenticationError("the Authorization header must be 'Bearer <token>'")
-        return self.authenticate("token", credentials.strip().encode())
+        credentials = credentials.strip()
+        if scheme.lower() == "basic" and credentials:
+            try:
+                decoded = base64.b64decode(credentials, validate=True)
+            except ValueError:
+                raise AuthenticationError("the Basic credentials are not base64") from None
+            return self.authenticate("basic", decoded)
+        if scheme.lower() != "bearer" or not credentials:
+            raise AuthenticationError("the Authorization header must be 'Bearer <token>' or 'Basic <credentials>'")
+        return self.authenticate("token", credentials.encode())
