@@ -662,6 +662,34 @@ def namespaces_revoke_permission(api: _Api, namespace: str, role: str) -> None:
            f"revoked the permissions of {role} on {namespace}")
 
 
+_subscription_opt = click.option("--subscription", required=True, help="Subscription name.")
+
+
+@_cmd(namespaces, "subscription-permission", _ns_arg)
+def namespaces_subscription_permission(api: _Api, namespace: str) -> None:
+    """Show the roles allowed to use each subscription of a namespace."""
+    api.show(_nsp(namespace, "/permissions/subscription"), title=f"subscription permissions of {namespace}")
+
+
+@_cmd(namespaces, "grant-subscription-permission", _ns_arg, _subscription_opt,
+      click.option("--roles", required=True, help="Comma-separated roles allowed to use the subscription."))
+def namespaces_grant_subscription_permission(api: _Api, namespace: str, subscription: str, roles: str) -> None:
+    """Allow roles to use a subscription on every topic of a namespace (then only they, super users
+    and the tenant's admins may)."""
+    names = [r.strip() for r in roles.split(",") if r.strip()]
+    if not names:
+        raise click.BadParameter("give at least one role", param_hint="--roles")
+    api.do("POST", _nsp(namespace, f"/permissions/subscription/{quote(subscription, safe='')}"),
+           f"allowed {', '.join(names)} to use subscription {subscription} on {namespace}", body=names)
+
+
+@_cmd(namespaces, "revoke-subscription-permission", _ns_arg, _subscription_opt, _role_opt)
+def namespaces_revoke_subscription_permission(api: _Api, namespace: str, subscription: str, role: str) -> None:
+    """Remove a role from those allowed to use a subscription."""
+    api.do("DELETE", _nsp(namespace, f"/permissions/{quote(subscription, safe='')}/{quote(role, safe='')}"),
+           f"revoked {role}'s use of subscription {subscription} on {namespace}")
+
+
 @_cmd(topics, "permissions", _topic_arg)
 def topics_permissions(api: _Api, topic: str) -> None:
     """Show the roles granted actions on a topic (its namespace's grants included)."""
