@@ -135,3 +135,19 @@ def test_admin_rest_basic_auth(broker: BrokerThread) -> None:
         r = http.get("/admin/v2/tenants", auth=("superuser", "wrong"))
         assert r.status_code == 401 and "reason" in r.json()
         assert http.get("/admin/v2/tenants").status_code == 401
+
+
+def test_admin_cli_with_pulsar_admins_basic_plugin(broker: BrokerThread) -> None:
+    from click.testing import CliRunner
+
+    from magnetar.cli import main
+
+    runner = CliRunner()
+    base = ["admin", "--admin-url", broker.http, "--auth-plugin",
+            "org.apache.pulsar.client.impl.auth.AuthenticationBasic"]
+    r = runner.invoke(main, [*base, "--auth-params", '{"userId":"superuser","password":"admin"}', "tenants", "list"])
+    assert r.exit_code == 0 and "public" in r.output, r.output
+    r = runner.invoke(main, [*base, "--auth-params", '{"userId":"superuser","password":"nope"}', "tenants", "list"])
+    assert r.exit_code == 1 and "401" in r.output
+    r = runner.invoke(main, [*base, "--auth-params", "token:abc", "tenants", "list"])
+    assert r.exit_code == 2 and "userId" in r.output
