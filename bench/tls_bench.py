@@ -8,7 +8,13 @@ temporary directory. The official client (in this process) produces N messages w
 them all from the start; runs alternate plain / TLS. Asserts
 nothing; prints msg/s per run and the TLS / plain ratio of the medians.
 
-    .venv/bin/python bench/tls_bench.py [--messages 20000] [--size 1024] [--runs 3] [--client-only]
+With ``--token`` the TLS standalone also turns on token authentication and authorization
+(``authenticationEnabled``, the ``token`` provider with an HS256 ``tokenSecretKey``,
+``authorizationEnabled``); the client then presents its certificate for TLS
+(``tls_certificate_file_path``) and authenticates with ``AuthenticationToken`` (a token of a
+super-user role): issue 13's "TLS + token" against plain.
+
+    .venv/bin/python bench/tls_bench.py [--messages 20000] [--size 1024] [--runs 3] [--client-only] [--token]
 """
 
 from __future__ import annotations
@@ -26,6 +32,9 @@ from pathlib import Path
 import pulsar
 import trustme
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from broker.auth import create_token, new_secret_key
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -40,10 +49,15 @@ def _certs(tmp: Path) -> dict[str, str]:
         path = tmp / f"{name}.pem"
         blob.write_to_path(str(path))
         out[name] = str(path)
+    secret = new_secret_key()
+    (tmp / "secret.key").write_bytes(secret)
+    out["secret"] = str(tmp / "secret.key")
+    out["token"] = create_token("bench", secret_key=secret)
     return out
 
 
 BOOKIE_TLS = True  # --client-only: TLS between the client and the broker only
+TOKEN = False  # --token: token authentication and authorization on the TLS standalone too
 
 
 def _conf(tmp: Path, tls: bool, c: dict[str, str]) -> Path:
@@ -53,6 +67,10 @@ def _conf(tmp: Path, tls: bool, c: dict[str, str]) -> Path:
         lines += ["brokerServicePortTls = 0", f'tlsCertificateFilePath = "{c["server"]}"',
                   f'tlsKeyFilePath = "{c["server_key"]}"', f'tlsTrustCertsFilePath = "{c["ca"]}"',
                   "tlsRequireTrustedClientCertOnConnect = true"]
+    if tls and TOKEN:
+        lines += ["authenticationEnabled = true", 'authenticationProviders = ["token"]',
+                  f'tokenSecretKey = "file://{c["secret"]}"', "authorizationEnabled = true",
+                  'superUserRoles = ["bench"]']
     if tls and BOOKIE_TLS:
         lines += ["[bookie]", "tls_enabled = true", "tlsClientAuthentication = true",
                   f'tlsCertificatePath = "{c["server"]}"', f'tlsKeyStore = "{c["server_key"]}"',
@@ -87,7 +105,11 @@ def _start(tmp: Path, tls: bool, c: dict[str, str]) -> tuple[subprocess.Popen[st
 
 def _run(url: str, tls: bool, c: dict[str, str], topic: str, n: int, size: int) -> tuple[float, float]:
     kwargs = {}
-    if tls:
+    if tls and TOKEN:
+        kwargs = {"tls_trust_certs_file_path": c["ca"], "tls_certificate_file_path": c["client"],
+                  "tls_private_key_file_path": c["client_key"],
+                  "authentication": pulsar.AuthenticationToken(c["token"])}
+    elif tls:
         kwargs = {"tls_trust_certs_file_path": c["ca"],
                   "authentication": pulsar.AuthenticationTLS(c["client"], c["client_key"])}
     client = pulsar.Client(url, operation_timeout_seconds=60, logger=_quiet(), **kwargs)
@@ -124,9 +146,12 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--client-only", action="store_true", help="no TLS between the broker and the bookie")
+    ap.add_argument("--token", action="store_true", help="token authentication and authorization with TLS")
     args = ap.parse_args()
-    global BOOKIE_TLS
+    global BOOKIE_TLS, TOKEN
     BOOKIE_TLS = not args.client_only
+    TOKEN = args.token
+    label = "TLS+token" if TOKEN else "TLS"
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         c = _certs(tmp)
@@ -138,7 +163,7 @@ def main() -> None:
                     proc, url = procs[tls]
                     r = _run(url, tls, c, f"persistent://public/default/bench-{i}", args.messages, args.size)
                     results[tls].append(r)
-                    print(f"run {i} {'tls  ' if tls else 'plain'}: produce {r[0]:9.0f} msg/s  "
+                    print(f"run {i} {label if tls else 'plain':9}: produce {r[0]:9.0f} msg/s  "
                           f"consume {r[1]:9.0f} msg/s", flush=True)
         finally:
             for proc, _ in procs.values():
@@ -147,7 +172,7 @@ def main() -> None:
     for idx, what in ((0, "produce"), (1, "consume")):
         plain = statistics.median(r[idx] for r in results[False])
         tls = statistics.median(r[idx] for r in results[True])
-        print(f"{what}: plain {plain:.0f} msg/s, TLS {tls:.0f} msg/s, ratio {tls / plain:.2f}")
+        print(f"{what}: plain {plain:.0f} msg/s, {label} {tls:.0f} msg/s, ratio {tls / plain:.2f}")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ Ledger metadata states (the same as BookKeeper's LedgerMetadataFormat):
 * Rule 3: the writer's ``close`` moves OPEN -> CLOSED at its last acknowledged entry; closing a
   ledger that recovery already closed is a no-op.
 * Rule 4: ``delete_ledger`` removes the ledger; later opens and reads raise ``NoSuchLedger``.
+* Rule 5: ``open_ledger`` with another password than the ledger was created with raises
+  ``Unauthorized`` (as the real client checks the password in the ledger's metadata).
 
 Failure injection, in the style of Pulsar's ``PulsarMockBookKeeper`` (``failNow`` / ``failAfter``):
 every client operation (create, open, delete, add, read, close) first consults the programmed
@@ -52,6 +54,7 @@ from bk_client._errors import (
     LedgerFenced,
     NoSuchEntry,
     NoSuchLedger,
+    Unauthorized,
 )
 from bk_client.api import LedgerEntry
 from protocols.bookkeeper import DEFAULT_MAX_FRAME_SIZE, max_add_payload
@@ -417,6 +420,8 @@ class MockBookKeeper:
         await trio.lowlevel.checkpoint()
         self._maybe_fail("open")
         ledger = self._get(ledger_id)
+        if password != ledger.password:
+            raise Unauthorized(f"wrong password for ledger {ledger_id}", ledger_id=ledger_id)
         if recovery and ledger.state is MockLedgerState.OPEN:
             ledger.fenced = True
             ledger.state = MockLedgerState.CLOSED

@@ -166,8 +166,10 @@ class BrokerConfig(RetentionConfig):
         help="Require clients (Pulsar protocol and admin REST) to authenticate with a configured provider.")
     authentication_providers: tuple[str, ...] = config_field(
         [], alias="authenticationProviders",
-        help="Enabled providers: 'token' (or Pulsar's class name "
-             "org.apache.pulsar.broker.authentication.AuthenticationProviderToken).")
+        help="Enabled providers: 'token', 'tls' (client certificate CN; needs tlsTrustCertsFilePath) and/or "
+             "'basic' (htpasswd users; needs basicAuthConf), or Pulsar's class names "
+             "org.apache.pulsar.broker.authentication.AuthenticationProviderToken / AuthenticationProviderTls / "
+             "AuthenticationProviderBasic.")
     authentication_refresh_check_s: int = config_field(
         60, alias="authenticationRefreshCheckSeconds",
         help="How often open connections are checked for expired credentials; an expired one gets "
@@ -181,6 +183,10 @@ class BrokerConfig(RetentionConfig):
              "permissions (needs authenticationEnabled).")
     super_user_roles: tuple[str, ...] = config_field(
         [], alias="superUserRoles", help="Roles allowed every operation.")
+    basic_auth_conf: str = config_field(
+        "", alias="basicAuthConf",
+        help="htpasswd file of the basic provider: file:///path, a path, or its contents in base64 "
+             "($apr1$ MD5, {SHA} or DES crypt hashes).")
     token_secret_key: str = config_field(
         "", alias="tokenSecretKey",
         help="HS256 secret of the token provider: data:;base64,<key> or file:///path (raw bytes).")

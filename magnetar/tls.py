@@ -23,6 +23,10 @@ Rules (as Pulsar's broker):
 * A client checks the server's certificate against the trusted-CA file (the system's CAs when
   none is given), and its host name when ``verify_hostname``; ``allow_insecure`` accepts any
   server certificate. A client presents its own certificate when it has one (mutual TLS).
+* A server context passed through `record_peer_certificates` remembers, in the task that ran a
+  handshake (and the tasks it starts afterwards), the client certificate it verified:
+  `handshake_peer_cert` returns it. Servers that do not hand their streams to the application
+  (hypercorn's ASGI apps) find a request's client certificate this way.
 * ``protocols`` lists the allowed versions (``TLSv1.2``, ``TLSv1.3``; empty = the library's
   defaults); ``ciphers`` lists OpenSSL cipher names for TLS 1.2 (empty = the defaults).
 """
@@ -30,6 +34,7 @@ Rules (as Pulsar's broker):
 from __future__ import annotations
 
 import ssl
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,7 +50,9 @@ __all__ = [
     "TlsSettings",
     "bookkeeper_settings",
     "client_context",
+    "handshake_peer_cert",
     "open_tls_stream",
+    "record_peer_certificates",
     "server_context",
     "wrap_server_stream",
 ]
@@ -231,3 +238,27 @@ async def open_tls_stream(host: str, port: int, ctx: ssl.SSLContext, *,
         await trio.aclose_forcefully(sock)
         raise
     return tls
+
+
+_PEER_CERT: ContextVar[dict[str, Any] | None] = ContextVar("magnetar_tls_peer_cert", default=None)
+
+
+class _RecordingSSLObject(ssl.SSLObject):
+    """An `ssl.SSLObject` that, once its handshake completes, stores the verified peer certificate
+    in the running task's context (see the module rules)."""
+
+    def do_handshake(self) -> None:
+        super().do_handshake()  # raises SSLWantReadError & co. until the handshake is done
+        _PEER_CERT.set(self.getpeercert() or None)
+
+
+def record_peer_certificates(ctx: ssl.SSLContext) -> ssl.SSLContext:
+    """Make ``ctx`` record verified client certificates for `handshake_peer_cert`; returns ``ctx``."""
+    ctx.sslobject_class = _RecordingSSLObject
+    return ctx
+
+
+def handshake_peer_cert() -> dict[str, Any] | None:
+    """The client certificate verified by the last handshake this task (or its parent before
+    starting it) ran with a `record_peer_certificates` context; None when there is none."""
+    return _PEER_CERT.get()

@@ -47,6 +47,11 @@ class ManagedLedgerConfig:
         help="acked ranges persisted per cursor; beyond it only the first ranges are kept")
     cache_size_mb: float = config_field(64.0, alias="managedLedgerCacheSizeMB",
                                         help="bytes of entries cached for tailing reads, per factory")
+    password: str = config_field(
+        "", alias="managedLedgerPassword",
+        help="password of the ledgers managed ledgers create (the bookies' master key derives from it); "
+             "'' keeps the old default: set a secret in a cluster. Ledgers written with '' stay readable "
+             "after it is set")
     max_pending_add_bytes: int = config_field(
         16 * _MB, help="bytes of adds in flight per managed ledger; further adds wait")
     max_open_read_handles: int = config_field(
@@ -71,6 +76,17 @@ class ManagedLedgerConfig:
             raise ConfigError("min_ledger_rollover_time_minutes",
                               "must not exceed max_ledger_rollover_time_minutes")
         require_positive(self, "cursor_persist_interval_s", "rollover_check_interval_s")
+
+    @property
+    def ledger_password(self) -> bytes:
+        """``password`` as the bytes BookKeeper takes."""
+        return self.password.encode("utf-8")
+
+    @property
+    def read_passwords(self) -> tuple[bytes, ...]:
+        """The passwords ledgers are opened with, in order: ``password``, then the legacy empty one
+        (ledgers created before ``managedLedgerPassword`` was set)."""
+        return (self.ledger_password, b"") if self.password else (b"",)
 
     @property
     def minimum_rollover_time_s(self) -> float:

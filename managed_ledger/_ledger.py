@@ -69,7 +69,7 @@ from managed_ledger._errors import (
     StorageUnavailable,
 )
 from managed_ledger._ledger_list import LedgerList
-from managed_ledger._reader import LedgerReader
+from managed_ledger._reader import LedgerReader, open_with_passwords
 from managed_ledger._types import Entry, InitialPosition
 from managed_ledger.metrics import ManagedLedgerMetrics
 from metadata import BadVersionError, NodeExistsError, NoNodeError
@@ -149,7 +149,8 @@ class ManagedLedger:
         self._closing = False
         self._terminating = False
         self._nursery: trio.Nursery | None = None
-        self._reader = LedgerReader(name, ctx.bk, ctx.cache, self._cfg.max_open_read_handles)
+        self._reader = LedgerReader(name, ctx.bk, ctx.cache, self._cfg.max_open_read_handles,
+                                    self._cfg.read_passwords)
         self._cursors = CursorRegistry(_CursorSide(self))
         self.entries_added_counter = 0
         # the add path (see the "adds" section)
@@ -215,7 +216,7 @@ class ManagedLedger:
             last = infos[-1]
             try:
                 # Recovery fences the previous owner's ledger: its next add fails.
-                handle = await bk.open_ledger(last.ledger_id, recovery=True)
+                handle = await open_with_passwords(bk, last.ledger_id, self._cfg.read_passwords, recovery=True)
                 # A ledger the previous owner closed and recorded keeps its close time, so that
                 # retention time counts from the real close, not from each reopen.
                 closed_at = last.timestamp_ms or self._now_ms()
@@ -727,7 +728,7 @@ class ManagedLedger:
         cfg = self._cfg
         try:
             return await self._ctx.bk.create_ledger(
-                cfg.ensemble_size, cfg.write_quorum, cfg.ack_quorum,
+                cfg.ensemble_size, cfg.write_quorum, cfg.ack_quorum, password=cfg.ledger_password,
                 custom_metadata={"application": b"magnetar", "component": b"managed-ledger",
                                  "pulsar/managed-ledger": self.name.encode()})
         except Exception as exc:

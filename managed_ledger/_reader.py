@@ -11,25 +11,39 @@ from collections import OrderedDict
 
 import trio
 
+from bk_client import Unauthorized
 from bk_client.api import BookKeeperClient, ReadHandle, WriteHandle
 from managed_ledger._cache import EntryCache
 from managed_ledger._errors import ManagedLedgerError
 from managed_ledger._types import Entry
 from protocols.managed_ledger import Position
 
-__all__ = ["LedgerReader"]
+__all__ = ["LedgerReader", "open_with_passwords"]
+
+
+async def open_with_passwords(bk: BookKeeperClient, ledger_id: int, passwords: tuple[bytes, ...], *,
+                              recovery: bool) -> ReadHandle:
+    """Open ``ledger_id`` with the first of ``passwords`` it accepts (`ManagedLedgerConfig.read_passwords`:
+    the configured one, then the legacy empty one); the last ``Unauthorized`` when none fits."""
+    for i, password in enumerate(passwords):
+        try:
+            return await bk.open_ledger(ledger_id, password=password, recovery=recovery)
+        except Unauthorized:
+            if i == len(passwords) - 1:
+                raise
+    raise ValueError("no password to open the ledger with")
 
 
 class LedgerReader:
     """Reads entry runs of one managed ledger; owns its read handles."""
 
     def __init__(self, name: str, bk: BookKeeperClient, cache: EntryCache, max_handles: int,
-                 password: bytes = b"") -> None:
+                 passwords: tuple[bytes, ...] = (b"",)) -> None:
         self._name = name
         self._bk = bk
         self._cache = cache
         self._max_handles = max_handles
-        self._password = password
+        self._passwords = passwords
         self._handles: OrderedDict[int, ReadHandle] = OrderedDict()
         self._open_lock = trio.Lock()
         self.write_ledger: tuple[int, WriteHandle] | None = None
@@ -72,7 +86,7 @@ class LedgerReader:
             if handle is not None:
                 return handle
             try:
-                handle = await self._bk.open_ledger(ledger_id, password=self._password, recovery=False)
+                handle = await open_with_passwords(self._bk, ledger_id, self._passwords, recovery=False)
             except Exception as exc:
                 raise ManagedLedgerError(f"{self._name}: cannot open ledger {ledger_id}: {exc}") from exc
             self._handles[ledger_id] = handle

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ from bk_client import ClientConfig
 from bookie import BookieConfig
 from broker import BrokerConfig
 from magnetar.cli._common import load_sections
+from magnetar.cli._security import PASSWORD_PLACEHOLDER
 from magnetar.cli.cmd_broker import ClusterConfig
 from magnetar.config import ConfigError
 from magnetar.stack import STANDALONE_DEFAULTS, StandaloneConfig
@@ -38,7 +40,10 @@ def test_broker_sample_loads_to_defaults() -> None:
     sections = {"cluster": ClusterConfig, "broker": BrokerConfig, "managed_ledger": ManagedLedgerConfig,
                 "bk_client": ClientConfig}
     cfg = load_sections(ROOT / "deploy" / "broker.toml", sections, ())
-    assert all(cfg[name] == cls() for name, cls in sections.items())
+    # except the ledger password: the cluster sample never ships the empty default
+    assert cfg["managed_ledger"].password == PASSWORD_PLACEHOLDER
+    assert cfg["managed_ledger"] == dataclasses.replace(ManagedLedgerConfig(), password=PASSWORD_PLACEHOLDER)
+    assert all(cfg[name] == cls() for name, cls in sections.items() if name != "managed_ledger")
 
 
 def test_sectioned_overrides_and_errors(tmp_path: Path) -> None:

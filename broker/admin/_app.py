@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from magnetar.config import ConfigError
-from magnetar.tls import server_context
+from magnetar.tls import record_peer_certificates, server_context
 
 from .._stats import refresh_backlog_age
 from . import (
@@ -143,7 +143,8 @@ async def serve_admin(service: BrokerService, host: str | None = None, port: int
     tls_port = service.config.web_service_port_tls if tls_port is None else tls_port
     if port is None and tls_port is None:
         raise ConfigError("web_service_port", "webServicePort and webServicePortTls are both off")
-    config = _HypercornConfig(None if tls_port is None else server_context(service.config.tls_settings()))
+    config = _HypercornConfig(
+        None if tls_port is None else record_peer_certificates(server_context(service.config.tls_settings())))
     if tls_port is not None:
         config.bind = [_bind(host, tls_port)]
         config.insecure_bind = [] if port is None else [_bind(host, port)]

@@ -5,7 +5,10 @@ Rules:
 * Authentication off: requests pass untouched.
 * On: every request except ``GET /metrics`` (Pulsar's ``authenticateMetricsEndpoint`` is off by
   default) and the probes ``/status.html`` and ``/admin/v2/brokers/ready`` must carry
-  ``Authorization: Bearer <token>`` that the broker's authentication service accepts, else 401
+  ``Authorization: Bearer <token>`` (or ``Basic <credentials>`` with the ``basic`` provider)
+  that the broker's authentication service accepts, or (``tls`` provider, no ``Authorization``
+  header) come over https with a client certificate the handshake verified
+  (`magnetar.tls.handshake_peer_cert`), else 401
   ``{"reason": ...}`` (with ``WWW-Authenticate: Bearer``). The role is put in
   ``request.state.role`` for the handlers.
 * Authorization on (`required_access` says what each path needs): clusters may be read by any
@@ -29,6 +32,7 @@ from urllib.parse import unquote
 
 from starlette.responses import JSONResponse
 
+from magnetar.tls import handshake_peer_cert
 from protocols.pulsar import InvalidTopicNameError, TopicName
 
 from ..auth import AuthenticationError
@@ -133,7 +137,8 @@ class AuthMiddleware:
             await self.app(scope, receive, send)
             return
         try:
-            identity = self.auth.authenticate_http(_header(scope, b"authorization"))
+            peer_cert = handshake_peer_cert() if scope.get("scheme") == "https" else None
+            identity = self.auth.authenticate_http(_header(scope, b"authorization"), peer_cert=peer_cert)
         except AuthenticationError as exc:
             log.warning("admin %s %s refused: %s", scope.get("method"), scope.get("path"), exc)
             response = JSONResponse({"reason": f"Authentication required: {exc}"}, status_code=401,

@@ -5,6 +5,10 @@
 * ``DELETE /admin/v2/namespaces/{t}/{ns}/permissions/{role}``: 204
 * the same under ``/admin/v2/persistent/{t}/{ns}/{topic}/permissions`` for one topic (GET answers
   the topic's grants merged with its namespace's, as Pulsar does).
+* subscription permissions (``pulsar-admin namespaces grant-subscription-permission`` ...):
+  ``GET /admin/v2/namespaces/{t}/{ns}/permissions/subscription``: ``{subscription: [roles]}``;
+  ``POST .../permissions/subscription/{subscription}`` with a JSON list of roles adds them: 204;
+  ``DELETE .../permissions/{subscription}/{role}`` removes one: 204.
 
 Stored in the namespace Policies' ``auth_policies`` (`broker.auth`). Who may call these is the
 admin REST authorization's business (tenant admins and super users).
@@ -94,11 +98,48 @@ async def revoke_topic_permission(request: Request) -> Response:
     return await _revoke(request, topic.namespace_name, topic)
 
 
+def _roles(value: object) -> list[str]:
+    if not isinstance(value, list) or not value or not all(isinstance(r, str) and r for r in value):
+        raise RestError(400, "the body must be a non-empty JSON list of roles, e.g. [\"app\"]")
+    return sorted(set(value))
+
+
+@endpoint
+async def get_subscription_permissions(request: Request) -> Response:
+    ns = namespace_of(request)
+    found = await service_of(request).authz.subscription_permissions(ns)
+    if found is None:
+        raise await _missing(request, ns)
+    return json_response(found)
+
+
+@endpoint
+async def grant_subscription_permission(request: Request) -> Response:
+    ns = namespace_of(request)
+    subscription = request.path_params["subscription"]
+    roles = _roles(await json_body(request, what="list of roles"))
+    if not await service_of(request).authz.grant_subscription(ns, subscription, roles):
+        raise await _missing(request, ns)
+    return no_content()
+
+
+@endpoint
+async def revoke_subscription_permission(request: Request) -> Response:
+    ns = namespace_of(request)
+    subscription = request.path_params["subscription"]
+    if not await service_of(request).authz.revoke_subscription(ns, subscription, _role(request)):
+        raise await _missing(request, ns)
+    return no_content()
+
+
 def routes() -> list[Route]:
     """The routes of this module (before the generic ``{policy}`` routes)."""
     ns = "/admin/v2/namespaces/{tenant}/{namespace}/permissions"
     tp = "/admin/v2/persistent/{tenant}/{namespace}/{topic}/permissions"
     return [
+        Route(ns + "/subscription", get_subscription_permissions, methods=["GET"]),
+        Route(ns + "/subscription/{subscription}", grant_subscription_permission, methods=["POST"]),
+        Route(ns + "/{subscription}/{role}", revoke_subscription_permission, methods=["DELETE"]),
         Route(ns, get_namespace_permissions, methods=["GET"]),
         Route(ns + "/{role}", grant_namespace_permission, methods=["POST"]),
         Route(ns + "/{role}", revoke_namespace_permission, methods=["DELETE"]),

@@ -10,6 +10,10 @@ Rules (only with ``authorizationEnabled``; off, everything is allowed):
   [role]``, a partition inheriting its partitioned topic's), as lists of actions (`ACTIONS`).
   PRODUCER needs ``produce``, SUBSCRIBE ``consume``; LOOKUP, PARTITIONED_METADATA and schema reads
   either one.
+* Subscription permissions (Pulsar's ``subscription_auth_roles``, set per namespace): when a
+  subscription name has a non-empty list of roles, only those roles (and super users and the
+  tenant's admins) may subscribe with that name, on every topic of the namespace; they still
+  need ``consume``. A subscription that is not listed is open to every role with ``consume``.
 * Without a role (authentication off, or an anonymous client without ``anonymousUserRole``)
   nothing is allowed while authorization is on.
 * Permissions are read from the metadata store on every check, so a grant or revoke made through
@@ -112,6 +116,24 @@ class AuthorizationService:
             raise AuthorizationError(
                 f"Client with role {role!r} is not authorized to {' or '.join(wanted)} on topic {topic}")
 
+    async def may_use_subscription(self, role: str | None, topic: TopicName, subscription: str) -> bool:
+        """Whether ``role`` may use ``subscription`` on ``topic`` by its namespace's subscription
+        permissions (the module rules; ``consume`` is checked separately)."""
+        if not self.enabled:
+            return True
+        if role is None:
+            return False
+        if await self.is_tenant_admin(role, topic.tenant):
+            return True
+        roles = (await self.subscription_permissions(topic.namespace_name) or {}).get(subscription) or []
+        return not roles or role in roles
+
+    async def check_subscription(self, role: str | None, topic: TopicName, subscription: str) -> None:
+        """Raise `AuthorizationError` unless ``role`` may use ``subscription`` on ``topic``."""
+        if not await self.may_use_subscription(role, topic, subscription):
+            raise AuthorizationError(f"Client with role {role!r} is not authorized to use subscription "
+                                     f"{subscription!r} on topic {topic}")
+
     async def check_namespace(self, role: str | None, ns: NamespaceName, *wanted: str) -> None:
         """Raise `AuthorizationError` unless ``role`` administers ``ns``'s tenant or was granted one of
         ``wanted`` on the namespace itself."""
@@ -132,6 +154,40 @@ class AuthorizationService:
         """role -> actions granted on the namespace; None when it does not exist."""
         policies = await self.namespaces.get_policies(ns)
         return None if policies is None else dict(_auth_policies(policies)["namespace_auth"])
+
+    async def subscription_permissions(self, ns: NamespaceName) -> dict[str, list[str]] | None:
+        """subscription -> roles allowed to use it; None when the namespace does not exist."""
+        policies = await self.namespaces.get_policies(ns)
+        if policies is None:
+            return None
+        found = _auth_policies(policies)["subscription_auth_roles"]
+        return {sub: sorted(roles) for sub, roles in sorted(found.items()) if isinstance(roles, list)}
+
+    async def grant_subscription(self, ns: NamespaceName, subscription: str, roles: list[str]) -> bool:
+        """Add ``roles`` to those allowed to use ``subscription``; False when the namespace is missing."""
+
+        def change(policies: dict[str, Any]) -> None:
+            auth = _auth_policies(policies)
+            current = set(auth["subscription_auth_roles"].get(subscription) or [])
+            auth["subscription_auth_roles"][subscription] = sorted(current | set(roles))
+            policies["auth_policies"] = auth
+
+        return await self.namespaces.modify_policies(ns, change) is not None
+
+    async def revoke_subscription(self, ns: NamespaceName, subscription: str, role: str) -> bool:
+        """Remove ``role`` from ``subscription``'s roles (the subscription is open again once none is
+        left); False when the namespace is missing."""
+
+        def change(policies: dict[str, Any]) -> None:
+            auth = _auth_policies(policies)
+            left = sorted(set(auth["subscription_auth_roles"].get(subscription) or []) - {role})
+            if left:
+                auth["subscription_auth_roles"][subscription] = left
+            else:
+                auth["subscription_auth_roles"].pop(subscription, None)
+            policies["auth_policies"] = auth
+
+        return await self.namespaces.modify_policies(ns, change) is not None
 
     async def topic_permissions(self, topic: TopicName) -> dict[str, list[str]] | None:
         """role -> actions on ``topic``, its namespace's grants included (as Pulsar answers)."""

@@ -1,6 +1,7 @@
 """Which Pulsar protocol commands need which permission (the rules are `_authz`'s).
 
-PRODUCER needs ``produce``; SUBSCRIBE ``consume``; LOOKUP, PARTITIONED_METADATA and GET_SCHEMA
+PRODUCER needs ``produce``; SUBSCRIBE ``consume`` and, when its namespace lists roles for the
+subscription name, one of them (`AuthorizationService.check_subscription`); LOOKUP, PARTITIONED_METADATA and GET_SCHEMA
 either; GET_OR_CREATE_SCHEMA ``produce``; GET_TOPICS_OF_NAMESPACE (pattern subscriptions)
 ``consume`` granted on the namespace itself, as Pulsar's GET_TOPICS namespace operation.
 Commands on an already authorized producer or consumer (SEND, FLOW, ACK, SEEK, ...) need nothing
@@ -46,5 +47,8 @@ async def authorize_command(conn: ServerConnection, frame: Frame) -> None:
     if frame.type == T.GET_TOPICS_OF_NAMESPACE:
         await authz.check_namespace(role, NamespaceName.parse(frame.command.getTopicsOfNamespace.namespace), *actions)
         return
-    topic = TopicName.parse(getattr(frame.command, field).topic)
+    body = getattr(frame.command, field)
+    topic = TopicName.parse(body.topic)
     await authz.check(role, topic, *actions)
+    if frame.type == T.SUBSCRIBE:
+        await authz.check_subscription(role, topic, body.subscription)

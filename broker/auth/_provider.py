@@ -12,6 +12,12 @@ Rules:
   practice); the role is the ``tokenAuthClaim`` claim (default ``sub``); ``exp`` is checked (a
   token without ``exp`` never expires, as in Pulsar); with ``tokenAudience`` set, the
   ``tokenAudienceClaim`` claim (a string or a list) must name it.
+* The basic provider (``basic``, Pulsar's ``AuthenticationProviderBasic``) lives in `._basic`.
+* The TLS provider (``tls``, Pulsar's ``AuthenticationProviderTls``) takes the client
+  certificate the TLS handshake verified (``peer_cert``, as `ssl.SSLSocket.getpeercert` returns
+  it); the role is its subject's common name (CN). The auth data is ignored; without a verified
+  certificate (a plain port, or a client that presented none) it refuses. Certificates are only
+  verified, and so only seen, when ``tlsTrustCertsFilePath`` is set.
 """
 
 from __future__ import annotations
@@ -32,8 +38,11 @@ from ._keys import ASYMMETRIC_ALGORITHMS, HMAC_ALGORITHMS, load_public_key, read
 if TYPE_CHECKING:
     from .._config import BrokerConfig
 
-__all__ = ["AuthenticationError", "AuthenticationProvider", "Identity", "PROVIDER_ALIASES",
-           "TokenAuthenticationProvider", "provider_method"]
+__all__ = ["AuthenticationError", "AuthenticationProvider", "Identity", "PROVIDER_ALIASES", "PeerCert",
+           "TlsAuthenticationProvider", "TokenAuthenticationProvider", "certificate_common_name", "provider_method"]
+
+PeerCert = dict[str, Any]
+"""A verified client certificate as `ssl.SSLSocket.getpeercert` returns it."""
 
 
 class AuthenticationError(Exception):
@@ -60,8 +69,9 @@ class AuthenticationProvider(ABC):
     name: ClassVar[str]
 
     @abstractmethod
-    def authenticate(self, auth_data: bytes) -> Identity:
-        """The identity ``auth_data`` proves; raises `AuthenticationError`."""
+    def authenticate(self, auth_data: bytes, *, peer_cert: PeerCert | None = None) -> Identity:
+        """The identity ``auth_data`` proves (``peer_cert``: the client certificate the TLS
+        handshake verified, when there is one); raises `AuthenticationError`."""
 
 
 class TokenAuthenticationProvider(AuthenticationProvider):
@@ -114,7 +124,7 @@ class TokenAuthenticationProvider(AuthenticationProvider):
                 raise ConfigError("token_public_key", str(exc)) from None
         raise ConfigError("token_secret_key", "the token provider needs tokenSecretKey or tokenPublicKey")
 
-    def authenticate(self, auth_data: bytes) -> Identity:
+    def authenticate(self, auth_data: bytes, *, peer_cert: PeerCert | None = None) -> Identity:
         try:
             token = auth_data.decode("ascii").strip()
         except UnicodeDecodeError:
@@ -146,13 +156,55 @@ class TokenAuthenticationProvider(AuthenticationProvider):
         return Identity(role=role, method=self.name, expires_at=float(exp) if exp is not None else None)
 
 
+def certificate_common_name(cert: PeerCert | None) -> str | None:
+    """The subject CN of ``cert`` (the last one when there are several, as the most specific), or None."""
+    if not cert:
+        return None
+    names = [value for rdn in cert.get("subject", ()) for key, value in rdn if key == "commonName"]
+    return names[-1] if names else None
+
+
+class TlsAuthenticationProvider(AuthenticationProvider):
+    """Mutual TLS: the role is the verified client certificate's CN (see the module rules)."""
+
+    name = "tls"
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> TlsAuthenticationProvider:
+        """The provider; `ConfigError` when client certificates cannot be verified."""
+        if not config.tls_trust_certs_file_path:
+            raise ConfigError("tls_trust_certs_file_path",
+                              "the tls provider needs tlsTrustCertsFilePath, the CA client certificates chain to")
+        if config.tls_allow_insecure_connection:
+            raise ConfigError("tls_allow_insecure_connection",
+                              "the tls provider needs verified client certificates; "
+                              "tlsAllowInsecureConnection turns verification off")
+        return cls()
+
+    def authenticate(self, auth_data: bytes, *, peer_cert: PeerCert | None = None) -> Identity:
+        if not peer_cert:
+            raise AuthenticationError("no verified client certificate (connect over TLS with a certificate "
+                                      "signed by the broker's trusted CA)")
+        role = certificate_common_name(peer_cert)
+        if not role:
+            raise AuthenticationError("the client certificate has no common name (CN) to use as the role")
+        return Identity(role=role, method=self.name)
+
+
 PROVIDER_ALIASES: dict[str, str] = {
     "token": "token",
     "org.apache.pulsar.broker.authentication.AuthenticationProviderToken": "token",
+    "tls": "tls",
+    "org.apache.pulsar.broker.authentication.AuthenticationProviderTls": "tls",
+    "basic": "basic",
+    "org.apache.pulsar.broker.authentication.AuthenticationProviderBasic": "basic",
 }
 """``authenticationProviders`` entries -> auth method name."""
 
-_PROVIDERS: dict[str, type[TokenAuthenticationProvider]] = {"token": TokenAuthenticationProvider}
+_PROVIDERS: dict[str, Callable[[BrokerConfig], AuthenticationProvider]] = {
+    "token": TokenAuthenticationProvider.from_config,
+    "tls": TlsAuthenticationProvider.from_config,
+}
 
 
 def provider_method(entry: str) -> str | None:
@@ -162,4 +214,8 @@ def provider_method(entry: str) -> str | None:
 
 def build_provider(method: str, config: BrokerConfig) -> AuthenticationProvider:
     """The provider of auth method ``method`` configured from ``config``."""
-    return _PROVIDERS[method].from_config(config)
+    if method == "basic":
+        from ._basic import BasicAuthenticationProvider  # it imports this module
+
+        return BasicAuthenticationProvider.from_config(config)
+    return _PROVIDERS[method](config)

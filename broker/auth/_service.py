@@ -4,18 +4,22 @@ Rules:
 
 * Off (``authenticationEnabled = false``, the default): every client is accepted without a role.
 * On: a CONNECT must name a configured auth method (``auth_method_name``) and carry credentials
-  that method accepts; a REST request must carry ``Authorization: Bearer <token>`` (answered by
-  the ``token`` provider). Without credentials the ``anonymousUserRole`` is used when one is set,
-  else the request is refused.
+  that method accepts (the ``tls`` method: the client certificate verified on the TLS port); a
+  REST request must carry ``Authorization: Bearer <token>`` (answered by the ``token`` provider)
+  or ``Authorization: Basic <base64 user:password>`` (the ``basic`` provider) or, with the
+  ``tls`` provider on, come over https with a verified client certificate (used when no
+  ``Authorization`` header is sent). Without credentials the ``anonymousUserRole`` is used when
+  one is set, else the request is refused.
 """
 
 from __future__ import annotations
 
+import base64
 from typing import TYPE_CHECKING
 
 from magnetar.config import ConfigError
 
-from ._provider import AuthenticationError, AuthenticationProvider, Identity, build_provider, provider_method
+from ._provider import AuthenticationError, AuthenticationProvider, Identity, PeerCert, build_provider, provider_method
 
 if TYPE_CHECKING:
     from .._config import BrokerConfig
@@ -39,8 +43,9 @@ class AuthenticationService:
                     raise ConfigError("authentication_providers", f"unknown provider {entry!r}")
                 self.providers[method] = build_provider(method, config)
 
-    def authenticate(self, method: str, auth_data: bytes) -> Identity:
-        """The identity of a client that sent ``auth_data`` for auth method ``method``."""
+    def authenticate(self, method: str, auth_data: bytes, *, peer_cert: PeerCert | None = None) -> Identity:
+        """The identity of a client that sent ``auth_data`` for auth method ``method`` (over a TLS
+        connection whose verified client certificate is ``peer_cert``, if any)."""
         if not method and not auth_data:
             if self.anonymous_role:
                 return Identity(role=self.anonymous_role, method="anonymous")
@@ -49,13 +54,23 @@ class AuthenticationService:
         if provider is None:
             raise AuthenticationError(f"authentication method {method!r} is not enabled on this broker "
                                       f"(enabled: {', '.join(sorted(self.providers)) or 'none'})")
-        return provider.authenticate(auth_data)
+        return provider.authenticate(auth_data, peer_cert=peer_cert)
 
-    def authenticate_http(self, authorization: str | None) -> Identity:
-        """The identity of a REST request whose ``Authorization`` header is ``authorization``."""
+    def authenticate_http(self, authorization: str | None, *, peer_cert: PeerCert | None = None) -> Identity:
+        """The identity of a REST request whose ``Authorization`` header is ``authorization`` (sent
+        over https with the verified client certificate ``peer_cert``, if any)."""
         if not authorization:
+            if peer_cert and "tls" in self.providers:
+                return self.authenticate("tls", b"", peer_cert=peer_cert)
             return self.authenticate("", b"")
         scheme, _, credentials = authorization.strip().partition(" ")
-        if scheme.lower() != "bearer" or not credentials.strip():
-            raise AuthenticationError("the Authorization header must be 'Bearer <token>'")
-        return self.authenticate("token", credentials.strip().encode())
+        credentials = credentials.strip()
+        if scheme.lower() == "basic" and credentials:
+            try:
+                decoded = base64.b64decode(credentials, validate=True)
+            except ValueError:
+                raise AuthenticationError("the Basic credentials are not base64") from None
+            return self.authenticate("basic", decoded)
+        if scheme.lower() != "bearer" or not credentials:
+            raise AuthenticationError("the Authorization header must be 'Bearer <token>' or 'Basic <credentials>'")
+        return self.authenticate("token", credentials.encode())

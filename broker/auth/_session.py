@@ -22,7 +22,7 @@ from magnetar import __version__
 from protocols.pulsar import encode_command, make_command
 from protocols.pulsar import pulsar_api_pb2 as pb
 
-from ._provider import AuthenticationError, Identity
+from ._provider import AuthenticationError, Identity, PeerCert
 
 if TYPE_CHECKING:
     from .._connection import ServerConnection
@@ -51,13 +51,25 @@ class AuthSession:
         """The authenticated role (None: authentication off, or not authenticated yet)."""
         return self.identity.role if self.identity is not None else None
 
+    def peer_cert(self) -> PeerCert | None:
+        """The client certificate the TLS handshake verified (None: plain port, or none presented)."""
+        getpeercert = getattr(self.conn.stream, "getpeercert", None)  # trio.SSLStream forwards it
+        if getpeercert is None:
+            return None
+        try:
+            cert = getpeercert()
+        except ValueError:  # handshake not done (cannot happen once CONNECT was read)
+            return None
+        return cert or None
+
     async def on_connect(self, connect: pb.CommandConnect) -> bool:
         """Authenticate a CONNECT; False when refused (the ERROR is sent and the connection closed)."""
         auth = self.conn.service.auth
         if not auth.enabled:
             return True
         try:
-            self.identity = auth.authenticate(connect.auth_method_name, connect.auth_data)
+            self.identity = auth.authenticate(connect.auth_method_name, connect.auth_data,
+                                              peer_cert=self.peer_cert())
         except AuthenticationError as exc:
             await self._refuse(str(exc))
             return False
@@ -104,7 +116,8 @@ class AuthSession:
             return
         data = response.response
         try:
-            identity = auth.authenticate(data.auth_method_name or self.identity.method, data.auth_data)
+            identity = auth.authenticate(data.auth_method_name or self.identity.method, data.auth_data,
+                                         peer_cert=self.peer_cert())
         except AuthenticationError as exc:
             conn.close(f"authentication refresh failed: {exc}")
             return

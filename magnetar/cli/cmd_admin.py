@@ -30,11 +30,14 @@ _DEFAULT_URL = "http://localhost:8080"
 
 class _Api:
     def __init__(self, url: str, as_json: bool, verify: ssl.SSLContext | bool = True,
-                 token: str | None = None) -> None:
+                 token: str | None = None, authorization: str | None = None) -> None:
         self.url = url.rstrip("/")
         self.as_json = as_json
         self.verify = verify  # for https:// URLs: the context of the --tls-* options
-        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+        if authorization:  # a whole header value (--auth-plugin ...AuthenticationBasic)
+            self.headers = {"Authorization": authorization}
+        else:
+            self.headers = {"Authorization": f"Bearer {token}"} if token else {}
 
     def call(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None) -> Any:
         r = self.request(method, path, body, params)
@@ -78,7 +81,7 @@ class _Api:
 def _api(ctx: click.Context, as_json: bool) -> _Api:
     obj = ctx.find_object(dict) or {}
     return _Api(obj.get("url", _DEFAULT_URL), as_json or obj.get("json", False), obj.get("verify", True),
-                obj.get("token"))
+                obj.get("token"), obj.get("authorization"))
 
 
 def _tls_context(trust_cert_path: str | None, allow_insecure: bool, hostname_verification: bool,
@@ -227,9 +230,11 @@ def _flag(force: bool) -> dict[str, str]:
 @click.option("--token", envvar="MAGNETAR_TOKEN", default=None,
               help="Authentication token sent as 'Authorization: Bearer' (env MAGNETAR_TOKEN).")
 @click.option("--auth-plugin", default=None,
-              help="As pulsar-admin: org.apache.pulsar.client.impl.auth.AuthenticationToken (or 'token').")
+              help="As pulsar-admin: org.apache.pulsar.client.impl.auth.AuthenticationToken (or 'token'), "
+                   "org.apache.pulsar.client.impl.auth.AuthenticationBasic (or 'basic').")
 @click.option("--auth-params", default=None,
-              help="As pulsar-admin: 'token:<jwt>', 'file:///path/to/token' or '{\"token\":\"<jwt>\"}'.")
+              help="As pulsar-admin: 'token:<jwt>', 'file:///path/to/token' or '{\"token\":\"<jwt>\"}'; "
+                   "basic: '{\"userId\":\"<user>\",\"password\":\"<password>\"}'.")
 @click.pass_context
 def command(ctx: click.Context, admin_url: str, as_json: bool, tls_trust_cert_path: str | None,
             tls_allow_insecure: bool, tls_enable_hostname_verification: bool, tls_cert_file: str | None,
@@ -237,9 +242,26 @@ def command(ctx: click.Context, admin_url: str, as_json: bool, tls_trust_cert_pa
     """Administer tenants, namespaces and topics (pulsar-admin style)."""
     verify = _tls_context(tls_trust_cert_path, tls_allow_insecure, tls_enable_hostname_verification,
                           tls_cert_file, tls_key_file)
-    if auth_plugin or auth_params:
+    authorization = None
+    if auth_plugin in _BASIC_PLUGINS:
+        authorization = _basic_from_auth_params(auth_params)
+    elif auth_plugin or auth_params:
         token = _token_from_auth_params(auth_plugin, auth_params)
-    ctx.obj = {"url": admin_url, "json": as_json, "verify": verify, "token": token}
+    ctx.obj = {"url": admin_url, "json": as_json, "verify": verify, "token": token, "authorization": authorization}
+
+
+_BASIC_PLUGINS = ("basic", "org.apache.pulsar.client.impl.auth.AuthenticationBasic")
+
+
+def _basic_from_auth_params(params: str | None) -> str:
+    """The ``Authorization: Basic`` value of pulsar-admin's basic --auth-params (userId, password)."""
+    try:
+        parsed = json.loads(params or "")
+        user, password = str(parsed["userId"]), str(parsed["password"])
+    except (ValueError, TypeError, KeyError):
+        raise click.BadParameter('basic needs \'{"userId": "<user>", "password": "<password>"}\'',
+                                 param_hint="--auth-params") from None
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
 _TOKEN_PLUGINS = ("token", "org.apache.pulsar.client.impl.auth.AuthenticationToken")
@@ -248,7 +270,8 @@ _TOKEN_PLUGINS = ("token", "org.apache.pulsar.client.impl.auth.AuthenticationTok
 def _token_from_auth_params(plugin: str | None, params: str | None) -> str:
     """The token pulsar-admin's --auth-plugin / --auth-params describe."""
     if plugin is not None and plugin not in _TOKEN_PLUGINS:
-        raise click.BadParameter(f"unsupported plugin {plugin!r} (supported: {', '.join(_TOKEN_PLUGINS)})",
+        raise click.BadParameter(f"unsupported plugin {plugin!r} (supported: "
+                                 f"{', '.join(_TOKEN_PLUGINS + _BASIC_PLUGINS)})",
                                  param_hint="--auth-plugin")
     params = (params or "").strip()
     if params.startswith("{"):
@@ -790,6 +813,34 @@ def namespaces_revoke_permission(api: _Api, namespace: str, role: str) -> None:
     """Revoke a role's actions on a namespace."""
     api.do("DELETE", _nsp(namespace, f"/permissions/{quote(role, safe='')}"),
            f"revoked the permissions of {role} on {namespace}")
+
+
+_subscription_opt = click.option("--subscription", required=True, help="Subscription name.")
+
+
+@_cmd(namespaces, "subscription-permission", _ns_arg)
+def namespaces_subscription_permission(api: _Api, namespace: str) -> None:
+    """Show the roles allowed to use each subscription of a namespace."""
+    api.show(_nsp(namespace, "/permissions/subscription"), title=f"subscription permissions of {namespace}")
+
+
+@_cmd(namespaces, "grant-subscription-permission", _ns_arg, _subscription_opt,
+      click.option("--roles", required=True, help="Comma-separated roles allowed to use the subscription."))
+def namespaces_grant_subscription_permission(api: _Api, namespace: str, subscription: str, roles: str) -> None:
+    """Allow roles to use a subscription on every topic of a namespace (then only they, super users
+    and the tenant's admins may)."""
+    names = [r.strip() for r in roles.split(",") if r.strip()]
+    if not names:
+        raise click.BadParameter("give at least one role", param_hint="--roles")
+    api.do("POST", _nsp(namespace, f"/permissions/subscription/{quote(subscription, safe='')}"),
+           f"allowed {', '.join(names)} to use subscription {subscription} on {namespace}", body=names)
+
+
+@_cmd(namespaces, "revoke-subscription-permission", _ns_arg, _subscription_opt, _role_opt)
+def namespaces_revoke_subscription_permission(api: _Api, namespace: str, subscription: str, role: str) -> None:
+    """Remove a role from those allowed to use a subscription."""
+    api.do("DELETE", _nsp(namespace, f"/permissions/{quote(subscription, safe='')}/{quote(role, safe='')}"),
+           f"revoked {role}'s use of subscription {subscription} on {namespace}")
 
 
 @_cmd(topics, "permissions", _topic_arg)

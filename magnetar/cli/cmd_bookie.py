@@ -21,6 +21,7 @@ from magnetar.config import ConfigError, load_config, parse_overrides, read_toml
 
 from ._common import fail_cleanly_on, log_stopped
 from ._gc_cli import gc_explain
+from ._security import bookie_security_warning
 
 _OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
     click.option("--conf", "conf", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -92,6 +93,9 @@ def command(ctx: click.Context, log_level: str, **options: Any) -> None:
         return
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = _load(**options)
+    warning = bookie_security_warning(config)
+    if warning:
+        logging.getLogger("magnetar.bookie").warning(warning)
     import trio
 
     from bookie import serve_bookie_process

@@ -6,6 +6,7 @@ Configuration: ``--conf broker.toml`` (tables ``[broker]``, ``[cluster]``, ``[ma
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import click
 import trio
 
 from magnetar.cli._common import fail, fail_cleanly_on, load_sections, log_stopped, run_until_signal, setup_logging
+from magnetar.cli._security import broker_security_warning
 from magnetar.config import ConfigError, config_field
 
 
@@ -60,6 +62,9 @@ def command(conf: Path | None, metadata_url: str | None, port: int | None, web_p
     except ConfigError as exc:
         fail(exc, name="broker")
     cluster: ClusterConfig = cfg["cluster"]
+    warning = broker_security_warning(cluster.metadata_url, cfg["broker"], cfg["managed_ledger"])
+    if warning:
+        logging.getLogger("magnetar.broker").warning(warning)
 
     async def main(task_status: trio.TaskStatus[Any]) -> None:
         async with open_metadata_store(cluster.metadata_url) as store:

@@ -28,7 +28,8 @@ class MagnetarDataSource(DataSource):
 
     * ``spark.readStream.format("magnetar")``: `MagnetarStreamReader` (options: service.url,
       admin.url, topic | topics | topicsPattern, startingOffsets, startingTime, failOnDataLoss,
-      maxEntriesPerTrigger, maxBytesPerTrigger, subscriptionName, readMode, metadata.url, ...).
+      maxEntriesPerTrigger, maxBytesPerTrigger, subscriptionName, readMode, metadata.url,
+      managedLedgerPassword (readMode=bookies: the brokers' ledger password), ...).
     * ``spark.read.format("magnetar")``: `MagnetarBatchReader` (startingOffsets, endingOffsets).
     * ``df.writeStream.format("magnetar")``: `MagnetarStreamWriter` (service.url, topic, admin.url).
 

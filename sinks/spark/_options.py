@@ -60,6 +60,7 @@ class SourceOptions:
     read_timeout_ms: int = 30_000
     max_entries_per_task: int | None = None
     decode_schema: bool = True
+    ledger_password: str = ""
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, batch: bool = False) -> SourceOptions:
@@ -119,12 +120,13 @@ class SourceOptions:
             read_timeout_ms=_positive("readTimeoutMs", opts.get("readtimeoutms")) or 30_000,
             max_entries_per_task=_positive("maxEntriesPerTask", opts.get("maxentriespertask")),
             decode_schema=parse_bool("decodeSchema", opts.get("decodeschema", "true")),
+            ledger_password=opts.get("managedledgerpassword", ""),
         )
 
     def read_config(self) -> ReadConfig:
         """What executors need to read."""
         return ReadConfig(self.service_url, self.read_mode, self.metadata_url, self.metadata_root,
-                          self.fail_on_data_loss, self.read_timeout_ms)
+                          self.fail_on_data_loss, self.read_timeout_ms, ledger_password=self.ledger_password)
 
 
 @dataclass(frozen=True)

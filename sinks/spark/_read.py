@@ -57,6 +57,7 @@ class ReadConfig:
     fail_on_data_loss: bool = True
     read_timeout_ms: int = 30_000
     value_schema: ValueSchema | None = None  # decoded columns (see `_decode`), None: raw ``value``
+    ledger_password: str = ""  # the brokers' managedLedgerPassword (readMode=bookies); '' is also tried
 
 
 def _partition_of(topic: str) -> int:
@@ -220,7 +221,7 @@ async def _bookie_read(segments: tuple[Segment, ...], cfg: ReadConfig, items: qu
                        control: dict) -> None:
     import trio
 
-    from bk_client import BookKeeper, ClientConfig, NoSuchEntry, NoSuchLedger
+    from bk_client import BookKeeper, ClientConfig, NoSuchEntry, NoSuchLedger, Unauthorized
     from metadata import open_metadata_store
 
     async def put(item: tuple) -> None:
@@ -234,7 +235,14 @@ async def _bookie_read(segments: tuple[Segment, ...], cfg: ReadConfig, items: qu
                 BookKeeper.open(store, root=cfg.metadata_root, config=config) as bk:
             for seg in segments:
                 try:
-                    handle = await bk.open_ledger(seg.ledger_id, recovery=False)
+                    try:
+                        handle = await bk.open_ledger(seg.ledger_id, password=cfg.ledger_password.encode(),
+                                                      recovery=False)
+                    except Unauthorized:
+                        if not cfg.ledger_password:
+                            raise
+                        # a ledger written before managedLedgerPassword was set
+                        handle = await bk.open_ledger(seg.ledger_id, recovery=False)
                 except NoSuchLedger:
                     await put(("missing", seg.ledger_id))
                     continue

@@ -233,3 +233,58 @@ def test_message_reads_need_consume_and_expiry_needs_tenant_admin(b: AdminBroker
     assert _http(b, "acme-admin").delete(f"{base}/truncate").status_code == 204
     assert required_access("POST", f"{base}/terminate") == Access("tenant", "acme")
     assert _http(b, "peeker").post(f"{base}/terminate").status_code == 403
+
+
+def test_subscription_permissions(b: AdminBroker) -> None:
+    admin = _http(b, "acme-admin")
+    assert _http(b, "root").put("/admin/v2/namespaces/acme/subs").status_code == 204
+    base = "/admin/v2/namespaces/acme/subs/permissions"
+    for role in ("writer", "reader"):
+        assert admin.post(f"{base}/{role}", json=["consume"]).status_code == 204
+    assert admin.get(f"{base}/subscription").json() == {}
+    assert admin.post(f"{base}/subscription/orders", json=["reader"]).status_code == 204
+    assert admin.get(f"{base}/subscription").json() == {"orders": ["reader"]}
+    assert admin.post(f"{base}/subscription/orders", json="reader").status_code == 400
+    assert admin.post("/admin/v2/namespaces/acme/missing/permissions/subscription/s", json=["x"]).status_code == 404
+    assert _http(b, "writer").post(f"{base}/subscription/orders", json=["writer"]).status_code == 403
+    topic = "persistent://acme/subs/t"
+    c = _client(b, "writer")
+    try:  # consume on the namespace, but not one of the subscription's roles
+        with pytest.raises(pulsar.AuthorizationError):
+            c.subscribe(topic, "orders")
+        c.subscribe(topic, "other").close()  # an unlisted subscription stays open; connection usable
+    finally:
+        c.close()
+    c = _client(b, "reader")
+    try:
+        c.subscribe(topic, "orders").close()
+    finally:
+        c.close()
+    c = _client(b, "acme-admin")  # the tenant's admin is not limited by subscription roles
+    try:
+        c.subscribe(topic, "orders").close()
+    finally:
+        c.close()
+    assert admin.delete(f"{base}/orders/reader").status_code == 204
+    assert admin.get(f"{base}/subscription").json() == {}
+    c = _client(b, "writer")
+    try:  # no role left: the subscription is open again
+        c.subscribe(topic, "orders").close()
+    finally:
+        c.close()
+
+
+def test_admin_cli_subscription_permissions(b: AdminBroker) -> None:
+    runner = CliRunner()
+    base = ["admin", "--admin-url", b.http, "--token", TOKENS["acme-admin"]]
+    r = runner.invoke(main, [*base, "namespaces", "grant-subscription-permission", "acme/ns",
+                             "--subscription", "cli-sub", "--roles", "r1,r2"])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(main, [*base, "--json", "namespaces", "subscription-permission", "acme/ns"])
+    assert r.exit_code == 0 and '"cli-sub"' in r.output and '"r2"' in r.output, r.output
+    for role in ("r1", "r2"):
+        r = runner.invoke(main, [*base, "namespaces", "revoke-subscription-permission", "acme/ns",
+                                 "--subscription", "cli-sub", "--role", role])
+        assert r.exit_code == 0, r.output
+    r = runner.invoke(main, [*base, "--json", "namespaces", "subscription-permission", "acme/ns"])
+    assert r.exit_code == 0 and "cli-sub" not in r.output

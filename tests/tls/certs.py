@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import trustme
@@ -17,10 +17,13 @@ class Certs:
     server_key: str
     client_cert: str
     client_key: str
+    clients: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Extra client pairs (certificate, key) by their common name (`make_certs`'s ``clients``)."""
 
 
-def make_certs(directory: Path, *, name: str = "ca") -> Certs:
-    """Write a fresh CA, a server pair (127.0.0.1, localhost) and a client pair under ``directory``."""
+def make_certs(directory: Path, *, name: str = "ca", clients: tuple[str, ...] = ()) -> Certs:
+    """Write a fresh CA, a server pair (127.0.0.1, localhost) and a client pair (CN ``client``)
+    under ``directory``, and one more client pair per name in ``clients`` (that name as its CN)."""
     directory.mkdir(parents=True, exist_ok=True)
     ca = trustme.CA()
     server = ca.issue_cert("127.0.0.1", "localhost")
@@ -34,4 +37,12 @@ def make_certs(directory: Path, *, name: str = "ca") -> Certs:
     server.private_key_pem.write_to_path(str(paths["server-key"]))
     client.cert_chain_pems[0].write_to_path(str(paths["client-cert"]))
     client.private_key_pem.write_to_path(str(paths["client-key"]))
-    return Certs(*(str(paths[k]) for k in ("ca", "server-cert", "server-key", "client-cert", "client-key")))
+    extra: dict[str, tuple[str, str]] = {}
+    for cn in clients:
+        pair = ca.issue_cert(f"{cn}.magnetar.test", common_name=cn)
+        cert_path, key_path = directory / f"{name}-{cn}-cert.pem", directory / f"{name}-{cn}-key.pem"
+        pair.cert_chain_pems[0].write_to_path(str(cert_path))
+        pair.private_key_pem.write_to_path(str(key_path))
+        extra[cn] = (str(cert_path), str(key_path))
+    return Certs(*(str(paths[k]) for k in ("ca", "server-cert", "server-key", "client-cert", "client-key")),
+                 clients=extra)
