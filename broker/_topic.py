@@ -225,8 +225,7 @@ class Topic:
         try:
             await self._grant_epoch(producer)
         except BaseException:
-            if self.producers.get(producer.name) is producer:
-                del self.producers[producer.name]
+            self.remove_producer(producer)  # and promote a waiting one if the topic is free now
             raise
         return True
 
