@@ -9,7 +9,7 @@ from magnetar.config import ConfigError, config_field, require_at_least, require
 from magnetar.tls import PULSAR_KEYS, TlsSettings, server_context
 from retention import RetentionConfig
 
-__all__ = ["BrokerConfig", "MESSAGE_SIZE_FRAME_PADDING"]
+__all__ = ["BrokerConfig", "MESSAGE_SIZE_FRAME_PADDING", "AdvertisedListener", "parse_advertised_listeners"]
 
 MESSAGE_SIZE_FRAME_PADDING = 10 * 1024
 """Room for the command and message metadata on top of ``maxMessageSize`` (Pulsar's frame padding).
@@ -18,6 +18,47 @@ MESSAGE_SIZE_FRAME_PADDING = 10 * 1024
 exactly that size, so a frame, and a SEND's metadata + payload, may exceed it by this much."""
 
 _TOPIC_TYPES = ("non-partitioned", "partitioned")
+_LISTENER_SCHEMES = ("pulsar", "pulsar+ssl")
+
+
+@dataclass(frozen=True)
+class AdvertisedListener:
+    """One named listener of ``advertisedListeners``: its pulsar:// and pulsar+ssl:// URLs ('' = none)."""
+
+    service_url: str = ""
+    service_url_tls: str = ""
+
+
+def parse_advertised_listeners(value: str) -> dict[str, AdvertisedListener]:
+    """Parse ``advertisedListeners`` (``name:pulsar://host:port,name:pulsar+ssl://host:port,...``), in
+    order, as Pulsar validates it: a name and a ``pulsar://`` or ``pulsar+ssl://`` URL with a host and
+    a port per entry, at most one URL of each scheme per name, and no host:port shared by two names.
+    Raises `ValueError` saying what is wrong."""
+    found: dict[str, dict[str, str]] = {}
+    owner: dict[str, str] = {}
+    for raw in value.split(","):
+        entry = raw.strip()
+        if not entry:
+            continue
+        name, sep, url = entry.partition(":")
+        name, url = name.strip(), url.strip()
+        scheme, slashes, address = url.partition("://")
+        if not sep or not name or not slashes:
+            raise ValueError(f"{entry!r} is not <listener_name>:<scheme>://<host>:<port>")
+        if scheme not in _LISTENER_SCHEMES:
+            raise ValueError(f"{entry!r}: the scheme must be pulsar or pulsar+ssl, got {scheme!r}")
+        host, colon, port = address.rstrip("/").rpartition(":")
+        if not colon or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+            raise ValueError(f"{entry!r}: the URL needs a host and a port (1-65535)")
+        urls = found.setdefault(name, {})
+        if scheme in urls:
+            raise ValueError(f"listener {name!r} has more than one {scheme}:// URL")
+        urls[scheme] = f"{scheme}://{host}:{port}"
+        other = owner.setdefault(f"{host}:{port}", name)
+        if other != name:
+            raise ValueError(f"{host}:{port} is advertised by two listeners, {other!r} and {name!r}")
+    return {name: AdvertisedListener(urls.get("pulsar", ""), urls.get("pulsar+ssl", ""))
+            for name, urls in found.items()}
 
 
 @dataclass(frozen=True)
@@ -35,6 +76,19 @@ class BrokerConfig(RetentionConfig):
         "127.0.0.1", alias="advertisedAddress",
         help="Host name the broker gives clients in lookup answers.")
     bind_address: str = config_field("0.0.0.0", alias="bindAddress", help="Address the server listens on.")
+    advertised_listeners: str = config_field(
+        "", alias="advertisedListeners",
+        help="Named listeners advertised in lookups, as in Pulsar: "
+             "'internal:pulsar://10.0.0.5:6650,external:pulsar://broker.example.com:6650,"
+             "external:pulsar+ssl://broker.example.com:6651' (at most one pulsar:// and one pulsar+ssl:// "
+             "URL per name). A client that connects with a listener name (listener_name=...) is given that "
+             "listener's URLs; an unknown name fails its lookup (ServiceNotReady, as Pulsar). Without a "
+             "listener name the internal listener is advertised. The URLs are advertised only: the broker "
+             "listens on brokerServicePort / brokerServicePortTls. '' = advertisedAddress and the ports.")
+    internal_listener_name: str = config_field(
+        "", alias="internalListenerName",
+        help="Which of advertisedListeners is advertised to clients that give no listener name; "
+             "'' = the first one.")
     broker_service_port: int | None = config_field(
         6650, alias="brokerServicePort",
         help="Pulsar protocol port (pulsar://); empty (\"\") switches the plain-text port off, as in Pulsar.")
@@ -218,6 +272,21 @@ class BrokerConfig(RetentionConfig):
             allow_insecure=self.tls_allow_insecure_connection, protocols=self.tls_protocols,
             ciphers=self.tls_ciphers, keys=PULSAR_KEYS)
 
+    def listeners(self) -> tuple[dict[str, AdvertisedListener], str]:
+        """The advertised listeners by name and the internal listener's name ('' when none is set).
+        Raises `ConfigError` naming the key that is wrong."""
+        try:
+            listeners = parse_advertised_listeners(self.advertised_listeners)
+        except ValueError as exc:
+            raise ConfigError("advertised_listeners", str(exc)) from None
+        internal = self.internal_listener_name.strip()
+        if internal and internal not in listeners:
+            raise ConfigError("internal_listener_name",
+                              f"{internal!r} is not one of advertisedListeners ({', '.join(listeners) or 'none'})")
+        if not internal and listeners:
+            internal = next(iter(listeners))
+        return listeners, internal
+
     def retention_config(self) -> RetentionConfig:
         """The retention part of this config as a plain `RetentionConfig` (the inherited keys)."""
         return RetentionConfig(**{f.name: getattr(self, f.name) for f in dataclasses.fields(RetentionConfig)})
@@ -232,6 +301,7 @@ class BrokerConfig(RetentionConfig):
             raise ConfigError("broker_service_port", "brokerServicePort and brokerServicePortTls are both off")
         if self.tls_enabled:
             server_context(self.tls_settings())  # the files exist and hold a key pair, or an error names the key
+        self.listeners()  # raises ConfigError naming advertised_listeners / internal_listener_name
         if self.allow_auto_topic_creation_type not in _TOPIC_TYPES:
             raise ConfigError("allow_auto_topic_creation_type",
                               f"must be one of {', '.join(_TOPIC_TYPES)}, got "

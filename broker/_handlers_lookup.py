@@ -38,11 +38,9 @@ async def handle_lookup(conn: ServerConnection, frame: Frame) -> None:
         raise TopicNotFoundError(f"non-persistent topics are not supported: {topic}")
     if not await conn.service.namespaces.namespace_exists(topic.namespace_name):
         raise NamespaceNotFoundError(f"namespace {topic.namespace_name} does not exist")
-    # brokerServiceUrlTls keeps a client that came over pulsar+ssl:// on TLS; with the plain port off
-    # the TLS URL is also the only brokerServiceUrl there is
-    urls = {"brokerServiceUrl": conn.service.service_url or conn.service.service_url_tls}
-    if conn.service.service_url_tls:
-        urls["brokerServiceUrlTls"] = conn.service.service_url_tls
+    # the listener the client connected with (listener_name=...), else the internal one; an unknown
+    # name fails the lookup as in Pulsar
+    urls = conn.service.lookup_urls(req.advertised_listener_name if req.HasField("advertised_listener_name") else "")
     conn.send_command(make_command(
         "LOOKUP_RESPONSE", request_id=req.request_id, response=pb.CommandLookupTopicResponse.Connect,
         authoritative=True, proxy_through_service_url=False, **urls))

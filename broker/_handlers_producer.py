@@ -93,7 +93,19 @@ async def handle_producer(conn: ServerConnection, frame: Frame) -> None:
             fields["topic_epoch"] = producer.epoch
         conn.send_command(make_command("PRODUCER_SUCCESS", **fields))
 
-    ready = topic.add_producer(producer, lambda: success(True))
+    def promoted(error: BrokerServiceError | None) -> None:
+        # a parked WaitForExclusive producer: it holds the topic now, or was fenced out meanwhile
+        if error is None:
+            success(True)
+            return
+        if conn.producers.get(req.producer_id) is producer:
+            del conn.producers[req.producer_id]
+        conn.send_command(make_command("ERROR", request_id=req.request_id, error=error.code, message=error.message))
+
+    ready = await topic.add_producer(producer, promoted)
+    if conn.closed:  # the connection went away while the topic stored the epoch
+        topic.remove_producer(producer)
+        return
     conn.producers[req.producer_id] = producer
     success(ready)
     log.info("producer %s on %s (%s)", producer_name, name, conn.remote)

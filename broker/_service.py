@@ -116,6 +116,8 @@ class BrokerService:
         # the TLS URLs ("" while no TLS port listens); lookups answer with both (brokerServiceUrlTls)
         self.service_url_tls = ""
         self.web_service_url_tls = ""
+        # advertisedListeners by name and the one advertised without a listener name (see lookup_urls)
+        self.advertised_listeners, self.internal_listener_name = self.config.listeners()
         self.connections: set[Any] = set()
         self.metrics = metrics if metrics is not None else BrokerMetrics(self.config.cluster_name)
         self.metrics.bind(self)
@@ -175,6 +177,28 @@ class BrokerService:
     def set_web_tls_port(self, port: int) -> None:
         """Record the TLS port the admin server really listens on."""
         self.web_service_url_tls = f"https://{self.config.advertised_address}:{port}"
+
+    def lookup_urls(self, listener_name: str = "") -> dict[str, str]:
+        """The URLs a lookup answers with (``brokerServiceUrl``, and ``brokerServiceUrlTls`` when there
+        is one). ``listener_name`` (CommandLookupTopic.advertised_listener_name; '' = none, as Pulsar
+        treats a blank one): that advertised listener's URLs, and `ServiceNotReadyError` (Pulsar's
+        code and message) when this broker has no listener of that name.
+        Without it, the internal listener's URLs when advertisedListeners is set, else this broker's
+        own (advertisedAddress and the ports it listens on)."""
+        name = listener_name.strip() or self.internal_listener_name
+        if name:
+            listener = self.advertised_listeners.get(name)
+            if listener is None:
+                raise ServiceNotReadyError(f"the broker do not have {name} listener")
+            plain, tls = listener.service_url, listener.service_url_tls
+        else:
+            plain, tls = self.service_url, self.service_url_tls
+        # brokerServiceUrlTls keeps a client that came over pulsar+ssl:// on TLS; with no plain URL
+        # the TLS URL is also the only brokerServiceUrl there is
+        urls = {"brokerServiceUrl": plain or tls}
+        if tls:
+            urls["brokerServiceUrlTls"] = tls
+        return urls
 
     # ------------------------------------------------------------------ namespaces and existence
 

@@ -12,10 +12,17 @@ Rules:
   finishes (adds finish in admission order), a whole run of finished adds in one pass. There is
   no task per SEND (the managed ledger issues its adds to the BookKeeper client the same way:
   `managed_ledger._append_pipeline`).
-* Rule 2 (access modes): Shared producers coexist; an Exclusive one needs the topic free of
-  producers (else ProducerBusy); WaitForExclusive is parked (``producer_ready=false``) until the
-  topic is free; ExclusiveWithFencing closes every other producer and takes the topic. While an
-  exclusive producer holds the topic every other producer is refused (ProducerBusy).
+* Rule 2 (access modes, as Pulsar's broker): Shared producers coexist and are refused
+  (ProducerBusy) while an exclusive producer holds the topic or one waits for it. Exclusive is
+  refused with ProducerFenced while any other producer is connected or waiting. WaitForExclusive
+  is parked (``producer_ready=false``) while any producer is connected and promoted, oldest first,
+  once the topic has none. ExclusiveWithFencing closes every other producer (CLOSE_PRODUCER) and
+  fails every parked one (ProducerFenced), then takes the topic. Each exclusive grant sets the
+  topic epoch: the epoch the producer asks for (a reconnect), else the last epoch + 1 (0 for the
+  first); an exclusive producer asking for an epoch below the topic's is fenced (ProducerFenced),
+  which is how a holder taken over by ExclusiveWithFencing learns it on reconnecting. The epoch is
+  stored as the managed ledger's ``pulsar.topic.epoch`` property before the grant is answered,
+  so it survives unloads and broker restarts.
 * Rule 3 (lifecycle): LOADED until `close`; after close every request fails with ServiceNotReady
   and the client reconnects (which loads the topic again). A fenced managed ledger (another
   owner) closes the topic.
@@ -80,6 +87,22 @@ __all__ = ["Topic"]
 log = logging.getLogger(__name__)
 
 
+TOPIC_EPOCH_PROPERTY = "pulsar.topic.epoch"  # the managed-ledger property holding the topic epoch (Rule 2)
+
+
+def _fenced(message: str) -> BrokerServiceError:
+    return BrokerServiceError(message, pb.ProducerFenced)
+
+
+def _stored_epoch(ml: ManagedLedger) -> int | None:
+    value = dict(getattr(ml, "properties", {}) or {}).get(TOPIC_EPOCH_PROPERTY)
+    try:
+        return None if value is None else int(value)
+    except ValueError:
+        log.warning("topic %s: ignoring a malformed %s property %r", ml.name, TOPIC_EPOCH_PROPERTY, value)
+        return None
+
+
 @dataclass(slots=True, eq=False)
 class _Send:
     """A SEND on its way to storage (Rule 1): in ``_to_append``, then in ``_appended``."""
@@ -108,8 +131,8 @@ class Topic:
         self.subscriptions: dict[str, Subscription] = {}
         self.closed = False
         self.last_active = service.clock()
-        self.topic_epoch = 0
-        self._waiting: list[tuple[Producer, Callable[[], None]]] = []
+        self.topic_epoch: int | None = _stored_epoch(ml)  # Rule 2; None until the first exclusive grant
+        self._waiting: list[tuple[Producer, Callable[[BrokerServiceError | None], None]]] = []
         self._nursery: trio.Nursery | None = None
         self._to_append: deque[_Send] = deque()  # arrived, not yet appended (Rule 1)
         self._appended: deque[tuple[_Send, PendingAdd]] = deque()  # appended, not yet answered
@@ -159,8 +182,9 @@ class Topic:
 
     # ------------------------------------------------------------------ producers
 
-    def add_producer(self, producer: Producer, on_ready: Callable[[], None]) -> bool:
-        """Attach a producer per Rule 2. True: ready now; False: parked (``on_ready`` runs later).
+    async def add_producer(self, producer: Producer, on_ready: Callable[[BrokerServiceError | None], None]) -> bool:
+        """Attach a producer per Rule 2. True: ready now; False: parked, and ``on_ready`` runs later
+        with None once it holds the topic, or with the error that refused it.
 
         Raises `ProducerBusyError` or `BrokerServiceError` (ProducerFenced).
         """
@@ -168,50 +192,87 @@ class Topic:
         self.touch()
         if self.ml.state is ManagedLedgerState.TERMINATED:
             raise BrokerServiceError(f"topic {self.name} is terminated", pb.TopicTerminatedError)
-        existing = self.producers.get(producer.name)
-        if existing is not None:
+        if producer.name in self.producers:
             raise ProducerBusyError(f"producer with name {producer.name!r} is already connected to topic {self.name}")
         holder = next((p for p in self.producers.values() if p.exclusive), None)
         mode = producer.access_mode
-        if producer.exclusive and producer.requested_epoch is not None and producer.requested_epoch < self.topic_epoch:
-            # a reconnecting exclusive producer that another one has fenced off
-            raise BrokerServiceError(f"producer {producer.name!r} was fenced off topic {self.name} "
-                                     f"(epoch {producer.requested_epoch} < {self.topic_epoch})", pb.ProducerFenced)
         if mode == AccessMode.SHARED:
             if holder is not None or self._waiting:
-                raise ProducerBusyError(f"topic {self.name} has an exclusive producer")
-        elif mode == AccessMode.EXCLUSIVE:
+                raise ProducerBusyError(f"topic {self.name} has an existing exclusive producer"
+                                        f"{f': {holder.name}' if holder else ''}")
+            self.producers[producer.name] = producer
+            return True
+        if mode == AccessMode.EXCLUSIVE:
+            if holder is not None or self._waiting:
+                raise _fenced(f"topic {self.name} has an existing exclusive producer"
+                              f"{f': {holder.name}' if holder else ''}")
             if self.producers:
-                raise ProducerBusyError(f"topic {self.name} already has producers; Exclusive access refused")
+                raise _fenced(f"topic {self.name} has existing shared producers")
         elif mode == AccessMode.WAIT_FOR_EXCLUSIVE:
             if self.producers:
                 self._waiting.append((producer, on_ready))
                 return False
         elif mode == AccessMode.EXCLUSIVE_WITH_FENCING:
+            waiting, self._waiting = self._waiting, []
+            for parked, callback in waiting:
+                parked.closed = True
+                callback(_fenced(f"producer {parked.name!r} fenced out of topic {self.name}"))
             for other in list(self.producers.values()):
                 other.close_from_broker()
                 self.producers.pop(other.name, None)
         else:
             raise BrokerServiceError(f"unknown producer access mode {mode}", pb.NotAllowedError)
-        if producer.exclusive:
-            self.topic_epoch += 1
-            producer.epoch = self.topic_epoch
+        current = -1 if self.topic_epoch is None else self.topic_epoch
+        if producer.requested_epoch is not None and producer.requested_epoch < current:
+            # a reconnecting exclusive producer that another one has fenced off
+            raise _fenced(f"producer {producer.name!r}: the epoch of topic {self.name} has already moved "
+                          f"(current epoch {current}, producer epoch {producer.requested_epoch})")
         self.producers[producer.name] = producer
+        try:
+            await self._grant_epoch(producer)
+        except BaseException:
+            self.remove_producer(producer)  # and promote a waiting one if the topic is free now
+            raise
         return True
 
+    async def _grant_epoch(self, producer: Producer) -> None:
+        """Give an exclusive producer its topic epoch and store it first (Rule 2)."""
+        if producer.requested_epoch is not None:
+            epoch = producer.requested_epoch
+        else:
+            epoch = (-1 if self.topic_epoch is None else self.topic_epoch) + 1
+        producer.epoch = epoch
+        if epoch != self.topic_epoch:
+            try:
+                await self.ml.set_property(TOPIC_EPOCH_PROPERTY, str(epoch))
+            except ManagedLedgerError as exc:
+                raise ServiceNotReadyError(f"topic {self.name}: cannot store the topic epoch: {exc}") from None
+        self.topic_epoch = epoch
+
     def remove_producer(self, producer: Producer) -> None:
-        """Detach a producer (closed by the client or its connection); promote a waiting one."""
+        """Detach a producer (closed by the client or its connection); promote a waiting one once
+        the topic has no producer left (Rule 2)."""
         self._waiting = [(p, cb) for p, cb in self._waiting if p is not producer]
         if self.producers.get(producer.name) is producer:
             del self.producers[producer.name]
         producer.closed = True
         self.touch()
-        if not self.producers and self._waiting:
+        if not self.producers and self._waiting and self._nursery is not None and not self.closed:
             waiting, on_ready = self._waiting.pop(0)
-            self.topic_epoch += 1
-            waiting.epoch = self.topic_epoch
             self.producers[waiting.name] = waiting
-            on_ready()
+            self._nursery.start_soon(self._promote, waiting, on_ready)
+
+    async def _promote(self, producer: Producer, on_ready: Callable[[BrokerServiceError | None], None]) -> None:
+        try:
+            await self._grant_epoch(producer)
+        except BrokerServiceError as exc:
+            if self.producers.get(producer.name) is producer:
+                del self.producers[producer.name]
+            producer.closed = True
+            on_ready(exc)
+            return
+        if not producer.closed:  # else its client went away meanwhile (remove_producer ran)
+            on_ready(None)
 
     def last_sequence_id(self, producer_name: str) -> int:
         """What PRODUCER_SUCCESS reports: the highest persisted sequence id with dedup, else -1."""

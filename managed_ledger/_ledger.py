@@ -347,6 +347,19 @@ class ManagedLedger:
         """The managed ledger's string properties (stored with the ledger list)."""
         return dict(self._properties)
 
+    async def set_property(self, key: str, value: str) -> None:
+        """Store one string property with the ledger list (a compare-and-set write of the list, as
+        every change of it; a lost CAS fences this instance and raises `ManagedLedgerFenced`)."""
+        self._check_open()
+        async with self._meta_lock:
+            before = dict(self._properties)
+            self._properties[key] = value
+            try:
+                await self._write_info()
+            except BaseException:
+                self._properties = before
+                raise
+
     # ==========================================================================================
     # State checks
     # ==========================================================================================

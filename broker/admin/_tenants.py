@@ -11,6 +11,7 @@ from starlette.routing import Route
 
 from metadata import NodeExistsError, NoNodeError
 
+from .._errors import ServiceNotReadyError
 from .._namespaces import POLICIES_ROOT
 from ._common import (
     RestError,
@@ -25,6 +26,8 @@ from ._common import (
 )
 
 __all__ = ["routes"]
+
+LISTENER_NAME_HEADER = "X-Pulsar-ListenerName"
 
 
 def _cluster_data(request: Request) -> dict[str, Any]:
@@ -136,9 +139,16 @@ async def lookup(request: Request) -> Response:
     topic = topic_of(request)
     s = service_of(request)
     await s.check_topic(topic, create=True)
-    return json_response({"brokerUrl": s.service_url, "httpUrl": s.web_service_url,
-                          "nativeUrl": s.service_url or s.service_url_tls,
-                          "brokerUrlTls": s.service_url_tls, "httpUrlTls": s.web_service_url_tls})
+    # the advertised listener asked for (the listenerName parameter, else the X-Pulsar-ListenerName
+    # header, as Pulsar), else the internal one; Pulsar answers an unknown name with 500
+    listener = request.query_params.get("listenerName") or request.headers.get(LISTENER_NAME_HEADER, "")
+    try:
+        urls = s.lookup_urls(listener)
+    except ServiceNotReadyError as exc:
+        raise RestError(500, exc.message) from None
+    plain, tls = urls["brokerServiceUrl"], urls.get("brokerServiceUrlTls", "")
+    return json_response({"brokerUrl": plain if plain != tls else "", "httpUrl": s.web_service_url,
+                          "nativeUrl": plain, "brokerUrlTls": tls, "httpUrlTls": s.web_service_url_tls})
 
 
 def routes() -> list[Route]:

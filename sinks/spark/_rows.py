@@ -35,7 +35,9 @@ SCHEMA_DDL = ("value BINARY, __key STRING, __topic STRING, __messageId BINARY, _
 """The row schema, as Spark DDL."""
 
 _U32 = struct.Struct(">I")
-_COMPRESSION_NONE, _COMPRESSION_ZLIB = 0, 2
+# Pulsar's CompressionType values
+_COMPRESSION_NONE, _COMPRESSION_LZ4, _COMPRESSION_ZLIB, _COMPRESSION_ZSTD, _COMPRESSION_SNAPPY = 0, 1, 2, 3, 4
+_CODEC_NAMES = {_COMPRESSION_LZ4: "LZ4", _COMPRESSION_ZSTD: "ZSTD", _COMPRESSION_SNAPPY: "SNAPPY"}
 # Pulsar refuses messages above maxMessageSize (5 MiB by default), so a real batch inflates to
 # far less; a deployment that raises it past this must read with readMode=broker.
 _MAX_INFLATED = 64 * 1024 * 1024
@@ -85,15 +87,43 @@ def _inflate(data: bytes, size: int, where: str) -> bytes:
     return out
 
 
+def _decompress(codec: int, data: bytes, size: int, where: str) -> bytes:
+    """An LZ4 (raw block), ZSTD (frame) or SNAPPY (raw) payload -- the formats Pulsar clients write
+    -- decompressed to exactly ``size`` bytes (``uncompressed_size``) and never more; anything
+    else is a ValueError. Uses ``cramjam`` (the ``spark`` extra), imported on first use."""
+    name = _CODEC_NAMES[codec]
+    if size > _MAX_INFLATED:
+        raise ValueError(f"{where}: uncompressed_size {size} exceeds {_MAX_INFLATED} bytes")
+    try:
+        import cramjam
+    except ImportError as exc:
+        raise ValueError(f"{where}: {name} payloads need the cramjam package (pip install cramjam, or the "
+                         f"spark extra) with readMode=bookies") from exc
+    try:
+        if codec == _COMPRESSION_LZ4:
+            out = bytes(cramjam.lz4.decompress_block(data, output_len=size)) if size else b""
+            got = len(out)
+        else:
+            buf = bytearray(size + 1)  # one spare byte: a payload that grows past size is caught
+            into = cramjam.zstd.decompress_into if codec == _COMPRESSION_ZSTD else cramjam.snappy.decompress_raw_into
+            got = into(data, buf)
+            out = bytes(buf[:got])
+    except Exception as exc:  # cramjam raises its own DecompressionError (and ValueError/TypeError)
+        raise ValueError(f"{where}: {name} payload does not decompress: {exc}") from exc
+    if got != size:
+        raise ValueError(f"{where}: {name} payload decompresses to {got} bytes, not its uncompressed_size {size}")
+    return out
+
+
 def rows_from_entry(topic: str, partition: int, ledger: int, entry: int, data: bytes) -> list[Row]:
     """Decode one stored entry (``[metadataSize][MessageMetadata][payload]``) into rows, one per
     message of a batch. Marker entries give no rows.
 
     Raises ``ValueError`` (and nothing else) for an entry that is not a Pulsar message (too short,
     a metadata size that overruns it, metadata that does not parse or has a ``string`` field that
-    is not UTF-8, a ZLIB payload that does not inflate to its ``uncompressed_size``, a batch that
-    does not split), for a compression other than NONE or ZLIB (read such topics with
-    ``readMode=broker``) and for encrypted messages."""
+    is not UTF-8, a compressed payload (ZLIB, LZ4, ZSTD, SNAPPY) that does not decompress to its
+    ``uncompressed_size``, a batch that does not split), for an unknown compression and for
+    encrypted messages."""
     where = f"{topic} {ledger}:{entry}"
     if len(data) < 4:
         raise ValueError(f"{where}: entry of {len(data)} bytes has no metadata size")
@@ -116,9 +146,10 @@ def rows_from_entry(topic: str, partition: int, ledger: int, entry: int, data: b
     payload = data[4 + size:]
     if meta.compression == _COMPRESSION_ZLIB:
         payload = _inflate(payload, meta.uncompressed_size, where)
+    elif meta.compression in _CODEC_NAMES:
+        payload = _decompress(meta.compression, payload, meta.uncompressed_size, where)
     elif meta.compression != _COMPRESSION_NONE:
-        raise ValueError(f"{topic} {ledger}:{entry}: compression {meta.compression} is not supported "
-                         f"with readMode=bookies; use readMode=broker")
+        raise ValueError(f"{topic} {ledger}:{entry}: unknown compression {meta.compression}")
     props = _props(meta.properties)
     publish = meta.publish_time
     if not meta.HasField("num_messages_in_batch"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import socket
 import struct
+import threading
 import time
 
 import pulsar
@@ -122,11 +123,13 @@ def test_deduplication(broker: BrokerThread, client: pulsar.Client) -> None:
 
 
 def test_access_modes(client: pulsar.Client, topic: str) -> None:
+    """As Pulsar's broker: a Shared or Exclusive producer next to an exclusive holder gets
+    ProducerBusy / ProducerFenced; ExclusiveWithFencing takes over and the old holder is fenced."""
     exclusive = client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive,
                                        send_timeout_millis=3000)
     with pytest.raises(pulsar.ProducerBusy):
         client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Shared)
-    with pytest.raises(pulsar.ProducerBusy):
+    with pytest.raises(pulsar.ProducerFenced):
         client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive)
     fencing = client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.ExclusiveWithFencing)
     fencing.send(b"x")
@@ -135,7 +138,79 @@ def test_access_modes(client: pulsar.Client, topic: str) -> None:
     fencing.close()
     shared = client.create_producer(topic)
     shared.send(b"z")
+    with pytest.raises(pulsar.ProducerFenced):  # refused next to a shared producer too
+        client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive)
     shared.close()
+
+
+def test_wait_for_exclusive_is_queued_until_the_holder_leaves(client: pulsar.Client, topic: str) -> None:
+    holder = client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive)
+    created: list[pulsar.Producer] = []
+    waiter = threading.Thread(target=lambda: created.append(client.create_producer(
+        topic, access_mode=pulsar.ProducerAccessMode.WaitForExclusive)))
+    waiter.start()
+    time.sleep(1.0)
+    assert not created  # parked while the holder is connected
+    with pytest.raises(pulsar.ProducerBusy):  # a waiting exclusive producer keeps shared ones out
+        client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Shared)
+    holder.send(b"first")
+    holder.close()
+    waiter.join(10)
+    assert created, "the WaitForExclusive producer was not promoted"
+    created[0].send(b"second")
+    with pytest.raises(pulsar.ProducerFenced):
+        client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive)
+    created[0].close()
+    reader = client.create_reader(topic, pulsar.MessageId.earliest)
+    assert [reader.read_next(RECEIVE_MS).data() for _ in range(2)] == [b"first", b"second"]
+    reader.close()
+
+
+def test_exclusive_with_fencing_fails_a_waiting_producer(client: pulsar.Client, topic: str) -> None:
+    holder = client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive)
+    errors: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.WaitForExclusive)
+        except BaseException as exc:  # recorded for the assertion below
+            errors.append(exc)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(1.0)
+    fencing = client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.ExclusiveWithFencing)
+    waiter.join(10)
+    assert len(errors) == 1 and isinstance(errors[0], pulsar.ProducerFenced), errors
+    with pytest.raises(pulsar.ProducerFenced):
+        holder.send(b"late")
+    fencing.send(b"ok")
+    fencing.close()
+
+
+def test_topic_epoch_survives_unload(broker: BrokerThread, client: pulsar.Client, topic: str) -> None:
+    """The topic epoch is stored with the managed ledger (``pulsar.topic.epoch``), so a reloaded
+    topic (new owner, restart) goes on from it, and a producer fenced before still is."""
+    first = client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive, send_timeout_millis=3000)
+    first.send(b"a")
+    assert broker.service.topics[topic].topic_epoch == 0
+    fencing = client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.ExclusiveWithFencing)
+    assert broker.service.topics[topic].topic_epoch == 1
+
+    async def unload() -> None:
+        await broker.service.unload(broker.service.topics[topic])
+
+    broker.call(unload)
+    fencing.send(b"b")  # reconnects to the reloaded topic with its epoch 1: still the holder
+    assert broker.service.topics[topic].topic_epoch == 1
+    assert broker.service.topics[topic].ml.properties["pulsar.topic.epoch"] == "1"
+    with pytest.raises(pulsar.ProducerFenced):
+        first.send(b"c")
+    fencing.close()
+    broker.call(unload)
+    again = client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive)
+    assert broker.service.topics[topic].topic_epoch == 2
+    again.close()
 
 
 def test_delayed_delivery_shared(client: pulsar.Client, topic: str) -> None:

@@ -30,3 +30,16 @@ async def test_add_read_reopen(store, bk, clock) -> None:
         assert [e.data for e in entries] == [e.data for e in entries]
         assert len(entries) == 10
         assert isinstance(entries[0].position, Position)
+
+
+async def test_properties_are_stored_with_the_ledger_list(store, bk, clock) -> None:
+    async with ManagedLedgerFactory(bk, store, config(), clock) as f:
+        ml = await f.open(NAME)
+        await ml.set_property("pulsar.topic.epoch", "0")
+        await ml.add_entry(b"x")
+        await ml.set_property("pulsar.topic.epoch", "1")
+        assert ml.properties == {"pulsar.topic.epoch": "1"}
+    async with ManagedLedgerFactory(bk, store, config(), clock) as f:
+        ml = await f.open(NAME)
+        assert ml.properties == {"pulsar.topic.epoch": "1"}
+        assert ml.number_of_entries == 1
