@@ -6,7 +6,6 @@ SIGKILLed right after GC rolled its current log loses no acknowledged entry."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import httpx
@@ -15,11 +14,11 @@ import trio
 
 from bookie.gc._compaction import KILL_AT_GC_ENV
 from metadata import open_metadata_store
-from protocols.bookkeeper import StatusCode, add_request, ledger_path, read_request
-from tests.bookie_server.helpers import KEY, Client, entry
+from protocols.bookkeeper import ledger_path
+from tests.bookie_server.helpers import entry
 from tests.support.bookies import RealBookie
 
-from .gc_helpers import RECORD_PREFIX, metadata_for
+from .gc_helpers import RECORD_PREFIX, check_reads, log_bytes, metadata_for, write_entries
 
 BOOKIE_ID = "gc-early-roll-bookie"
 ENTRIES = 20
@@ -39,48 +38,12 @@ def _bookie(base: Path, metadata_url: str, flush_interval_ms: int, *more: str) -
                       http=True, log_level="INFO")
 
 
-def _log_bytes(base: Path) -> int:
-    d = base / "ledgers"
-    return sum(os.stat(d / n).st_size for n in os.listdir(d) if n.endswith(".log"))
-
-
 def _body(lid: int, eid: int) -> bytes:
     return entry(lid, eid, bytes([lid]) * SIZE)
 
 
 def _record_bytes(ledgers: list[int]) -> int:
     return sum(len(_body(lid, eid)) + RECORD_PREFIX for lid in ledgers for eid in range(ENTRIES))
-
-
-async def _write(port: int, ledgers: list[int]) -> None:
-    client = await Client.connect(port)
-    try:
-        txn = 0
-        for eid in range(ENTRIES):  # interleaved, as a broker's topics write
-            for lid in ledgers:
-                txn += 1
-                await client.send(add_request(txn, lid, eid, KEY, _body(lid, eid)))
-        for t in range(1, txn + 1):
-            assert (await client.receive(t)).status == StatusCode.EOK
-    finally:
-        await client.aclose()
-
-
-async def _check_reads(port: int) -> None:
-    client = await Client.connect(port)
-    try:
-        txn = 0
-        for lid in LIVE:
-            for eid in range(ENTRIES):
-                txn += 1
-                resp = await client.call(read_request(txn, lid, eid))
-                assert resp.status == StatusCode.EOK, (lid, eid, resp.status)
-                assert resp.readResponse.body == _body(lid, eid)
-        for lid in DELETED:
-            txn += 1
-            assert (await client.call(read_request(txn, lid, 0))).status == StatusCode.ENOLEDGER
-    finally:
-        await client.aclose()
 
 
 async def _register(zk_url: str) -> None:
@@ -110,25 +73,25 @@ async def test_one_forced_gc_gives_most_deleted_bytes_back(tmp_path: Path, zk_ur
     await _register(zk_url)
     await trio.to_thread.run_sync(bookie.start)
     try:
-        await _write(bookie.port, LEDGERS)
+        await write_entries(bookie.port, LEDGERS, ENTRIES, _body)
         with trio.fail_after(30):  # the periodic checkpoint moves the entries into the current log
-            while _log_bytes(tmp_path) < _record_bytes(LEDGERS):
+            while log_bytes(tmp_path) < _record_bytes(LEDGERS):
                 await trio.sleep(0.1)
-        before = _log_bytes(tmp_path)
+        before = log_bytes(tmp_path)
         await _delete(zk_url)
         async with httpx.AsyncClient(base_url=bookie.http_url, timeout=30) as http:
             details = await _force_gc_and_wait(http)
             assert details["lastResult"] == "ok", details
-            freed = before - _log_bytes(tmp_path)
+            freed = before - log_bytes(tmp_path)
             assert freed >= 0.6 * _record_bytes(DELETED), (before, freed, _record_bytes(DELETED))
             explain = (await http.get("/api/v1/bookie/gc/explain")).json()
             assert all(e["reason"] in ("still_being_written", "usage_above_threshold") for e in explain["logs"])
             metrics = (await http.get("/metrics")).text
             assert 'bookie_gc_entry_log_early_rolls_total{why="dead"} 1.0' in metrics
-        await _check_reads(bookie.port)
+        await check_reads(bookie.port, LIVE, DELETED, ENTRIES, _body)
         await trio.to_thread.run_sync(bookie.stop)
         await trio.to_thread.run_sync(bookie.start)
-        await _check_reads(bookie.port)
+        await check_reads(bookie.port, LIVE, DELETED, ENTRIES, _body)
     finally:
         await trio.to_thread.run_sync(bookie.stop)
 
@@ -141,7 +104,7 @@ async def test_sigkill_right_after_the_early_roll_loses_nothing(tmp_path: Path, 
     await _register(zk_url)
     await trio.to_thread.run_sync(lambda: bookie.start(env={KILL_AT_GC_ENV: "after_roll"}))
     try:
-        await _write(bookie.port, LEDGERS)
+        await write_entries(bookie.port, LEDGERS, ENTRIES, _body)
         await _delete(zk_url)
         async with httpx.AsyncClient(base_url=bookie.http_url, timeout=30) as http:
             resp = await http.put("/api/v1/bookie/gc", json={"is_in_force_gc": True})
@@ -149,14 +112,14 @@ async def test_sigkill_right_after_the_early_roll_loses_nothing(tmp_path: Path, 
         rc = await trio.to_thread.run_sync(bookie.wait_exit, 60)
         assert rc == -9, rc  # killed at the hook, right after the roll
         await trio.to_thread.run_sync(bookie.start)
-        await _check_reads(bookie.port)
+        await check_reads(bookie.port, LIVE, DELETED, ENTRIES, _body)
         async with httpx.AsyncClient(base_url=bookie.http_url, timeout=30) as http:
             details = await _force_gc_and_wait(http)  # finishes the job the crash interrupted
             assert details["lastResult"] == "ok", details
-        assert _log_bytes(tmp_path) <= 2 * _record_bytes(LIVE) + 64 * 1024
-        await _check_reads(bookie.port)
+        assert log_bytes(tmp_path) <= 2 * _record_bytes(LIVE) + 64 * 1024
+        await check_reads(bookie.port, LIVE, DELETED, ENTRIES, _body)
         await trio.to_thread.run_sync(bookie.stop)
         await trio.to_thread.run_sync(bookie.start)
-        await _check_reads(bookie.port)
+        await check_reads(bookie.port, LIVE, DELETED, ENTRIES, _body)
     finally:
         await trio.to_thread.run_sync(bookie.stop)

@@ -4,7 +4,6 @@ entry logs shrink on disk while every live entry still reads back (also after a 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import httpx
@@ -14,11 +13,11 @@ from click.testing import CliRunner
 
 from magnetar.cli import main as cli
 from metadata import open_metadata_store
-from protocols.bookkeeper import StatusCode, add_request, ledger_path, read_request
-from tests.bookie_server.helpers import KEY, Client, entry
+from protocols.bookkeeper import ledger_path
+from tests.bookie_server.helpers import entry
 from tests.support.bookies import RealBookie
 
-from .gc_helpers import metadata_for
+from .gc_helpers import check_reads, log_bytes, metadata_for, write_entries
 
 BOOKIE_ID = "gc-e2e-bookie"
 LOG_LIMIT = 64 * 1024
@@ -37,45 +36,8 @@ def _bookie(base: Path, metadata_url: str) -> RealBookie:
                       http=True, log_level="INFO")
 
 
-def _log_bytes(base: Path) -> int:
-    """Bytes of entry log files in the ledger directory (what ``du`` counts for them)."""
-    d = base / "ledgers"
-    return sum(os.stat(d / n).st_size for n in os.listdir(d) if n.endswith(".log"))
-
-
 def _body(lid: int, eid: int) -> bytes:
     return entry(lid, eid, bytes([lid]) * SIZE)
-
-
-async def _write(port: int, ledgers: list[int]) -> None:
-    client = await Client.connect(port)
-    try:
-        txn = 0
-        for lid in ledgers:
-            for eid in range(ENTRIES):
-                txn += 1
-                await client.send(add_request(txn, lid, eid, KEY, _body(lid, eid)))
-        for t in range(1, txn + 1):
-            assert (await client.receive(t)).status == StatusCode.EOK
-    finally:
-        await client.aclose()
-
-
-async def _check_reads(port: int, live: list[int], deleted: list[int]) -> None:
-    client = await Client.connect(port)
-    try:
-        txn = 0
-        for lid in live:
-            for eid in range(ENTRIES):
-                txn += 1
-                resp = await client.call(read_request(txn, lid, eid))
-                assert resp.status == StatusCode.EOK, (lid, eid, resp.status)
-                assert resp.readResponse.body == _body(lid, eid)
-        for lid in deleted:
-            txn += 1
-            assert (await client.call(read_request(txn, lid, 0))).status == StatusCode.ENOLEDGER
-    finally:
-        await client.aclose()
 
 
 async def _get_json(http: httpx.AsyncClient, path: str):  # type: ignore[no-untyped-def]
@@ -98,13 +60,13 @@ async def test_bookie_process_gives_deleted_ledgers_space_back(tmp_path: Path, z
                 ml_name = f"tenant/ns/persistent/t{lid}".encode()
                 md = metadata_for([BOOKIE_ID], custom={"pulsar/managed-ledger": ml_name})
                 await store.create(ledger_path("", lid), md.encode(), make_parents=True)
-            await _write(bookie.port, alone)
-            await _write(bookie.port, mixed)
+            await write_entries(bookie.port, alone, ENTRIES, _body)
+            await write_entries(bookie.port, mixed, ENTRIES, _body)
             written = len(alone + mixed) * ENTRIES * SIZE
             with trio.fail_after(30):  # the periodic checkpoint moves the entries into entry logs
-                while _log_bytes(tmp_path) < written:
+                while log_bytes(tmp_path) < written:
                     await trio.sleep(0.1)
-            before = _log_bytes(tmp_path)
+            before = log_bytes(tmp_path)
 
             for lid in deleted:
                 await store.delete(ledger_path("", lid))
@@ -121,7 +83,7 @@ async def test_bookie_process_gives_deleted_ledgers_space_back(tmp_path: Path, z
                 assert details["majorCompactionCounter"] >= 1
                 assert {"forceCompacting", "majorCompacting", "minorCompacting", "lastMajorCompactionTime",
                         "lastMinorCompactionTime", "minorCompactionCounter"} <= set(details)
-                after = _log_bytes(tmp_path)
+                after = log_bytes(tmp_path)
                 live_bytes = len(live) * ENTRIES * SIZE
                 assert after < before
                 assert after <= 1.1 * live_bytes + 2 * LOG_LIMIT, (before, after, live_bytes)
@@ -140,9 +102,9 @@ async def test_bookie_process_gives_deleted_ledgers_space_back(tmp_path: Path, z
             assert cli_result.exit_code == 0, cli_result.output
             assert "Entry logs" in cli_result.output
 
-            await _check_reads(bookie.port, live, deleted)
+            await check_reads(bookie.port, live, deleted, ENTRIES, _body)
             await trio.to_thread.run_sync(bookie.stop)
             await trio.to_thread.run_sync(bookie.start)  # from disk: the compacted logs and the index
-            await _check_reads(bookie.port, live, deleted)
+            await check_reads(bookie.port, live, deleted, ENTRIES, _body)
     finally:
         await trio.to_thread.run_sync(bookie.stop)
