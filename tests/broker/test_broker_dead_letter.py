@@ -108,10 +108,17 @@ def test_dead_letter_payloads(broker: BrokerThread, client: pulsar.Client, topic
         # the client moves every message of a dead batch entry, acked ones included (it collects them
         # before it applies the entry's ack_set), so only "each unacked one arrives" is checked
         assert set(expected) <= {m.properties()["i"] for m in got}, seen
+    elif opts.get("batched"):
+        # a batch entry whose messages the client nacks in two different nack-tracker ticks is
+        # redelivered twice (the broker cannot tell a late nack from a fresh one, nor can Pulsar's),
+        # and the client may then move it twice: the dead-letter topic is at-least-once, as in Pulsar
+        assert sorted({m.properties()["i"] for m in got}, key=int) == expected, seen
     else:
         assert sorted((m.properties()["i"] for m in got), key=int) == expected, seen
-    # redelivered with counts 0, 1, 2; the one at max_redeliver_count (2) was moved when nacked
-    assert {i: max(c for j, c in seen if j == i) for i in expected} == dict.fromkeys(expected, 2), seen
+    # redelivered with counts 0, 1, 2; the one at max_redeliver_count (2) was moved when nacked (a
+    # batch entry redelivered twice, as above, may be seen once more at 3 before its move is acked)
+    top = {i: max(c for j, c in seen if j == i) for i in expected}
+    assert all(top[i] == 2 or (opts.get("batched") and top[i] == 3) for i in expected), seen
     for m in got:  # each with its original payload, key and properties
         i = int(m.properties()["i"])
         if opts.get("schema"):
