@@ -18,8 +18,10 @@ Rules:
 * Rule 4 (bounded): new entries are read only while ``replay`` is below
   ``dispatcher_max_replay_entries``; each round reads at most the permits available (and the
   configured batch size / bytes).
-* Rule 5 (delayed delivery, Shared only): an entry whose ``deliver_at_time`` is in the future is
-  parked until then; it stays unacked in the cursor, so a restart re-reads it.
+* Rule 5 (delayed delivery, Shared and Key_Shared): an entry whose ``deliver_at_time`` is in the
+  future is parked until then; it stays unacked in the cursor, so a restart re-reads it. On
+  Key_Shared a due entry goes to its key's current owner (Rule 3); as in Pulsar, a parked entry
+  does not hold back later entries of its key (delayed delivery orders by due time, not by key).
 * Rule 6 (wake-ups): the loop sleeps until `wake` (FLOW, a consumer joining or leaving, acks,
   redelivery, new entries on the topic) or the next delayed entry is due.
 """
@@ -258,7 +260,7 @@ class Dispatcher:
         for entry in entries:
             pos = entry.position
             info = entry_info(entry.data)
-            if (self.sub_type == SubType.SHARED and self.config.delayed_delivery_enabled
+            if (self.sub_type in (SubType.SHARED, SubType.KEY_SHARED) and self.config.delayed_delivery_enabled
                     and info.deliver_at_ms is not None and info.deliver_at_ms > now_ms):
                 heapq.heappush(self.delayed, (info.deliver_at_ms, pos))
                 continue
