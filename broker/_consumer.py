@@ -11,6 +11,7 @@ from protocols.pulsar import encode_command, encode_payload_command_raw, make_co
 from ._entries import UINT64_MAX
 
 if TYPE_CHECKING:
+    from ._nonpersistent import NonPersistentSubscription
     from ._subscription import Subscription
 
 __all__ = ["Consumer", "PendingEntries"]
@@ -76,8 +77,9 @@ class Consumer:
     dispatcher rather than growing memory.
     """
 
-    def __init__(self, *, consumer_id: int, name: str, connection: Any, subscription: Subscription,
-                 priority: int, seq: int, hash_ranges: Sequence[tuple[int, int]] = (),
+    def __init__(self, *, consumer_id: int, name: str, connection: Any,
+                 subscription: Subscription | NonPersistentSubscription, priority: int, seq: int,
+                 hash_ranges: Sequence[tuple[int, int]] = (),
                  metadata: dict[str, str] | None = None) -> None:
         self.consumer_id = consumer_id
         self.name = name

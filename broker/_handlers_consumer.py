@@ -14,6 +14,8 @@ from ._dispatcher import SubType
 from ._entries import UINT64_MAX, entry_info
 from ._errors import BrokerServiceError, NotAllowedError
 from ._handlers_lookup import schema_from_proto
+from ._nonpersistent import NonPersistentSubscription
+from ._subscription import Subscription
 
 if TYPE_CHECKING:
     from ._connection import ServerConnection
@@ -69,7 +71,7 @@ async def handle_subscribe(conn: ServerConnection, frame: Frame) -> None:
     if req.subType == SubType.KEY_SHARED and not conn.config.subscription_key_shared_enable:
         raise NotAllowedError("Key_Shared subscriptions are disabled on this broker")
     name = TopicName.parse(req.topic)
-    topic = await conn.service.get_topic(name, create=req.force_topic_creation)
+    topic = await conn.service.get_any_topic(name, create=req.force_topic_creation)
     if req.HasField("schema"):
         await _check_schema(conn, name, req.schema)
     initial = (InitialPosition.EARLIEST if req.initialPosition == pb.CommandSubscribe.Earliest
@@ -163,6 +165,8 @@ async def handle_seek(conn: ServerConnection, frame: Frame) -> None:
     req = frame.command.seek
     consumer = _consumer(conn, req.consumer_id)
     sub = consumer.subscription
+    if isinstance(sub, NonPersistentSubscription):
+        raise NotAllowedError("seek is not supported on non-persistent topics (nothing is stored)")
     topic = sub.topic
     if req.HasField("message_publish_time"):
         pos = await sub.position_for_publish_time(req.message_publish_time)
@@ -190,7 +194,10 @@ async def handle_unsubscribe(conn: ServerConnection, frame: Frame) -> None:
         raise BrokerServiceError(f"subscription {sub.name!r} has other connected consumers", pb.UnknownError)
     conn.consumers.pop(req.consumer_id, None)
     await sub.remove_consumer(consumer)
-    await sub.topic.unsubscribe(sub)
+    if isinstance(sub, Subscription):
+        await sub.topic.unsubscribe(sub)
+    else:
+        await sub.topic.unsubscribe(sub)
     conn.send_command(make_command("SUCCESS", request_id=req.request_id))
 
 
@@ -217,6 +224,8 @@ async def handle_get_last_message_id(conn: ServerConnection, frame: Frame) -> No
     req = frame.command.getLastMessageId
     consumer = _consumer(conn, req.consumer_id)
     sub = consumer.subscription
+    if isinstance(sub, NonPersistentSubscription):
+        raise NotAllowedError("GetLastMessageId is not supported on non-persistent topics (nothing is stored)")
     last = sub.topic.ml.last_confirmed_entry
     batch_index = -1
     if last.entry_id >= 0:
@@ -236,9 +245,10 @@ async def handle_consumer_stats(conn: ServerConnection, frame: Frame) -> None:
     consumer = _consumer(conn, req.consumer_id)
     sub = consumer.subscription
     d = sub.dispatcher
+    backlog = sub.cursor.backlog if isinstance(sub, Subscription) else 0
     conn.send_command(make_command(
         "CONSUMER_STATS_RESPONSE", request_id=req.request_id, consumerName=consumer.name,
         availablePermits=max(0, consumer.permits), unackedMessages=consumer.unacked_messages,
         blockedConsumerOnUnackedMsgs=False, address=consumer.address, connectedSince=consumer.connected_since,
-        type=SubType.NAMES.get(d.sub_type if d else 0, "Exclusive"), msgBacklog=sub.cursor.backlog,
+        type=SubType.NAMES.get(d.sub_type if d and d.sub_type is not None else 0, "Exclusive"), msgBacklog=backlog,
         msgRateOut=0.0, msgThroughputOut=0.0, msgRateRedeliver=0.0, msgRateExpired=0.0, messageAckRate=0.0))

@@ -34,8 +34,6 @@ async def handle_lookup(conn: ServerConnection, frame: Frame) -> None:
     """LOOKUP: this broker owns every topic (Connect, authoritative) once the namespace exists."""
     req = frame.command.lookupTopic
     topic = TopicName.parse(req.topic)
-    if not topic.persistent:
-        raise TopicNotFoundError(f"non-persistent topics are not supported: {topic}")
     if not await conn.service.namespaces.namespace_exists(topic.namespace_name):
         raise NamespaceNotFoundError(f"namespace {topic.namespace_name} does not exist")
     # the listener the client connected with (listener_name=...), else the internal one; an unknown
@@ -47,11 +45,15 @@ async def handle_lookup(conn: ServerConnection, frame: Frame) -> None:
 
 
 async def handle_topics_of_namespace(conn: ServerConnection, frame: Frame) -> None:
-    """GET_TOPICS_OF_NAMESPACE: persistent topics (NON_PERSISTENT mode gets none), filtered by pattern."""
+    """GET_TOPICS_OF_NAMESPACE: the persistent topics, the loaded non-persistent ones, or both (the
+    request's mode), filtered by pattern."""
     req = frame.command.getTopicsOfNamespace
     ns = NamespaceName.parse(req.namespace)
-    topics = [] if req.mode == pb.CommandGetTopicsOfNamespace.NON_PERSISTENT else \
-        await conn.service.topics_of_namespace(ns)
+    topics: list[str] = []
+    if req.mode != pb.CommandGetTopicsOfNamespace.NON_PERSISTENT:
+        topics += await conn.service.topics_of_namespace(ns)
+    if req.mode != pb.CommandGetTopicsOfNamespace.PERSISTENT:
+        topics += await conn.service.non_persistent_topics_of_namespace(ns)
     filtered = False
     if req.HasField("topics_pattern") and req.topics_pattern:
         try:

@@ -17,10 +17,10 @@ from ._errors import BrokerServiceError
 from ._handlers_lookup import schema_from_proto
 from ._producer import Producer
 from ._schemas import version_bytes
+from ._topic import Topic
 
 if TYPE_CHECKING:
     from ._connection import ServerConnection
-    from ._topic import Topic
 
 __all__ = ["handle_producer", "handle_send", "handle_close_producer"]
 
@@ -70,9 +70,10 @@ async def handle_producer(conn: ServerConnection, frame: Frame) -> None:
                                        last_sequence_id=existing.topic.last_sequence_id(existing.name)))
         return
     name = TopicName.parse(req.topic)
-    topic = await conn.service.get_topic(name, create=True)
-    await _refuse_if_quota_rejects(conn, name)
-    await _refuse_if_storage_unavailable(topic)
+    topic = await conn.service.get_any_topic(name, create=True)
+    if isinstance(topic, Topic):  # a non-persistent topic has no storage and no backlog
+        await _refuse_if_quota_rejects(conn, name)
+        await _refuse_if_storage_unavailable(topic)
     schema_version = await _schema_version(conn, name, req.schema if req.HasField("schema") else None)
     if req.HasField("producer_name") and req.producer_name:
         producer_name, user_provided = req.producer_name, req.user_provided_producer_name
@@ -145,7 +146,7 @@ async def handle_send(conn: ServerConnection, frame: Frame) -> None:
     # CONNECTED.max_message_size first; one that does not is told here, before anything is queued,
     # so the topic never retries an entry storage can never take.
     limit = conn.config.max_message_size + MESSAGE_SIZE_FRAME_PADDING
-    storage_limit = producer.topic.ml.max_entry_size
+    storage_limit = producer.topic.ml.max_entry_size if isinstance(producer.topic, Topic) else limit
     if len(raw) > min(limit, storage_limit):
         why = (f"maxMessageSize {conn.config.max_message_size}" if len(raw) > limit
                else f"the largest entry storage accepts ({storage_limit} bytes)")
@@ -153,7 +154,7 @@ async def handle_send(conn: ServerConnection, frame: Frame) -> None:
             "SEND_ERROR", producer_id=req.producer_id, sequence_id=req.sequence_id, error=pb.NotAllowedError,
             message=f"message of {len(raw)} bytes exceeds {why}"))
         return
-    if conn.service.quota_rejects(producer.topic.name) is not None:
+    if isinstance(producer.topic, Topic) and conn.service.quota_rejects(producer.topic.name) is not None:
         # the quota turned to reject while this producer was attached: close it; its reconnect is
         # refused at PRODUCER time and the client fails the pending sends with that reason
         producer.close_from_broker()

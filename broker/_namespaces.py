@@ -165,15 +165,16 @@ class NamespaceResources:
         except NoNodeError:
             pass
 
-    async def list_partitioned_topics(self, ns: NamespaceName) -> dict[str, int]:
-        """``{full topic name: partitions}`` for the namespace's persistent partitioned topics."""
-        base = f"{PARTITIONED_ROOT}/{ns}/persistent"
+    async def list_partitioned_topics(self, ns: NamespaceName, domain: str = "persistent") -> dict[str, int]:
+        """``{full topic name: partitions}`` for the namespace's partitioned topics of ``domain``
+        (``persistent`` or ``non-persistent``)."""
+        base = f"{PARTITIONED_ROOT}/{ns}/{domain}"
         try:
             names = await self.store.children(base)
         except NoNodeError:
             return {}
         out = {}
         for encoded in names:
-            topic = TopicName.from_managed_ledger_name(f"{ns}/persistent/{encoded}")  # same layout
+            topic = TopicName.from_managed_ledger_name(f"{ns}/{domain}/{encoded}")  # same layout
             out[str(topic)] = await self.get_partitions(topic)
         return out

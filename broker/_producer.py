@@ -28,6 +28,7 @@ from protocols.pulsar import pulsar_api_pb2 as pb
 from ._entries import UINT64_MAX
 
 if TYPE_CHECKING:
+    from ._nonpersistent import NonPersistentTopic
     from ._topic import Topic
 
 __all__ = ["Producer", "AccessMode", "Receipt"]
@@ -58,7 +59,8 @@ class Receipt:
 class Producer:
     """One producer: its name, access mode and the receipts it still owes (Rule 1)."""
 
-    def __init__(self, *, topic: Topic, producer_id: int, name: str, connection: Any, access_mode: int,
+    def __init__(self, *, topic: Topic | NonPersistentTopic, producer_id: int, name: str, connection: Any,
+                 access_mode: int,
                  user_provided_name: bool, epoch: int = 0, requested_epoch: int | None = None) -> None:
         self.topic = topic
         self.producer_id = producer_id

@@ -16,6 +16,9 @@ Rules:
   at once when changed through this broker's admin API (`apply_namespace_policies`), and within
   ``policy_recheck_interval_s`` when changed elsewhere (another broker, a direct metadata write), as in
   Pulsar; the topics stay loaded and their clients connected.
+* Rule 7 (non-persistent): ``non-persistent://`` topics (`NonPersistentTopic`) have no managed
+  ledger: they are kept in ``np_topics``, exist while loaded (created on use under Rule 2's
+  auto-creation setting, or as partitions of a partitioned topic), and are listed while loaded.
 * Rule 5 (retention): the service runs a `RetentionService` (unless ``retention_enabled`` is off)
   with policies from the metadata store. It opens stored-but-unloaded topics briefly; a topic is
   never loaded while retention holds its managed ledger open (loading waits for it to close), and
@@ -40,6 +43,7 @@ from ._config import BrokerConfig
 from ._dedup import DEDUP_CURSOR, Deduplication
 from ._errors import NamespaceNotFoundError, ServiceNotReadyError, TopicNotFoundError
 from ._namespaces import NamespaceResources
+from ._nonpersistent import NonPersistentTopic
 from ._retention_hooks import StorePoliciesProvider, TopicPolicyStore, publish_time_of
 from ._schemas import SchemaRegistry
 from ._topic import Topic
@@ -106,6 +110,7 @@ class BrokerService:
         self.schemas = SchemaRegistry(store)
         self.authz = AuthorizationService(self.config, self.namespaces)  # superusers, admins, permissions
         self.topics: dict[str, Topic] = {}
+        self.np_topics: dict[str, NonPersistentTopic] = {}  # Rule 7
         self._loading: dict[str, trio.Event] = {}
         self._nursery: trio.Nursery | None = None
         # "" when the plain-text port is off (brokerServicePort / webServicePort left empty)
@@ -221,16 +226,14 @@ class BrokerService:
         return topic.managed_ledger_name in names
 
     async def partitioned_metadata(self, topic: TopicName, *, auto_create: bool = True) -> int:
-        """Partitions of ``topic`` (0: not partitioned), per Rules 2 and 3."""
-        if not topic.persistent:
-            raise TopicNotFoundError(f"non-persistent topics are not supported: {topic}")
+        """Partitions of ``topic`` (0: not partitioned), per Rules 2, 3 and 7."""
         allowed, kind, default_n = await self._auto_create_allowed(topic.namespace_name)
         if topic.partition >= 0:
             return 0
         n = await self.namespaces.get_partitions(topic)
         if n or not auto_create or not allowed or kind != "partitioned":
             return n
-        if await self.topic_exists(topic):
+        if (await self.topic_exists(topic)) if topic.persistent else str(topic) in self.np_topics:
             return 0
         try:
             await self.namespaces.create_partitioned_topic(topic, default_n)
@@ -241,11 +244,9 @@ class BrokerService:
     async def check_topic(self, topic: TopicName, *, create: bool, admin: bool = False) -> None:
         """Raise `TopicNotFoundError` unless ``topic`` exists or may be created now (Rule 2);
         ``admin`` creation ignores the auto-creation setting."""
-        if not topic.persistent:
-            raise TopicNotFoundError(f"non-persistent topics are not supported: {topic}")
         allowed, _kind, _n = await self._auto_create_allowed(topic.namespace_name)
         allowed = allowed or admin
-        if str(topic) in self.topics:
+        if str(topic) in self.topics or str(topic) in self.np_topics:
             return
         if topic.partition >= 0:
             n = await self.namespaces.get_partitions(topic.partitioned_topic)
@@ -253,7 +254,7 @@ class BrokerService:
                 return
         elif await self.namespaces.get_partitions(topic):
             raise TopicNotFoundError(f"{topic} is a partitioned topic: use its partitions")
-        if await self.topic_exists(topic):
+        if topic.persistent and await self.topic_exists(topic):
             return
         if not (create and allowed):
             raise TopicNotFoundError(f"topic {topic} does not exist and auto-creation is disabled")
@@ -304,6 +305,32 @@ class BrokerService:
         finally:
             del self._loading[key]
             event.set()
+
+    async def get_non_persistent_topic(self, topic: TopicName, *, create: bool = True,
+                                       admin: bool = False) -> NonPersistentTopic:
+        """The loaded non-persistent topic, created in memory on first use (Rule 7; existence and
+        auto-creation as Rule 2). Raises TopicNotFound / ServiceNotReady."""
+        if topic.persistent:
+            raise ValueError(f"{topic} is a persistent topic")
+        key = str(topic)
+        t = self.np_topics.get(key)
+        if t is not None and not t.closed:
+            t.touch()
+            return t
+        await self.check_topic(topic, create=create, admin=admin)
+        if self._nursery is None or self._stopping:
+            raise ServiceNotReadyError("the broker service is not running")
+        t = self.np_topics.get(key)  # another request created it while this one checked
+        if t is None or t.closed:
+            t = self.np_topics[key] = NonPersistentTopic(self, topic)
+            log.info("loaded non-persistent topic %s", topic)
+        return t
+
+    async def get_any_topic(self, topic: TopicName, *, create: bool = True) -> Topic | NonPersistentTopic:
+        """`get_topic` or `get_non_persistent_topic`, by the name's domain."""
+        if topic.persistent:
+            return await self.get_topic(topic, create=create)
+        return await self.get_non_persistent_topic(topic, create=create)
 
     # ------------------------------------------------------------------ retention hooks
 
@@ -384,10 +411,12 @@ class BrokerService:
         return strategy.upper(), bool(policies.get("is_allow_auto_update_schema",
                                                     self.config.is_allow_auto_update_schema))
 
-    async def unload(self, topic: Topic) -> None:
+    async def unload(self, topic: Topic | NonPersistentTopic) -> None:
         """Close a loaded topic (clients reconnect and load it again)."""
         if self.topics.get(str(topic.name)) is topic:
             del self.topics[str(topic.name)]
+        if self.np_topics.get(str(topic.name)) is topic:
+            del self.np_topics[str(topic.name)]
         await topic.close()
         log.info("unloaded topic %s", topic.name)
 
@@ -400,13 +429,15 @@ class BrokerService:
         while True:
             await trio.sleep(min(30.0, self.config.topic_unload_idle_s / 2))
             now = self.clock()
-            for t in list(self.topics.values()):
+            loaded: list[Topic | NonPersistentTopic] = [*self.topics.values(), *self.np_topics.values()]
+            for t in loaded:
                 if t.idle and now - t.last_active >= self.config.topic_unload_idle_s:
                     await self.unload(t)
 
     async def close(self) -> None:
         """Unload every topic."""
-        for t in list(self.topics.values()):
+        loaded: list[Topic | NonPersistentTopic] = [*self.topics.values(), *self.np_topics.values()]
+        for t in loaded:
             try:
                 await self.unload(t)
             except Exception as exc:
@@ -423,6 +454,17 @@ class BrokerService:
                  for n in await self.factory.list(prefix) if n.startswith(prefix)}
         names.update(str(t.name) for t in self.topics.values() if t.name.namespace_name == ns)
         for base, n in (await self.namespaces.list_partitioned_topics(ns)).items():
+            parsed = TopicName.parse(base)
+            names.update(str(parsed.partition_name(i)) for i in range(n))
+        return sorted(names)
+
+    async def non_persistent_topics_of_namespace(self, ns: NamespaceName) -> list[str]:
+        """Loaded non-persistent topics of a namespace (Rule 7: they exist only while loaded), and
+        the partitions of its partitioned non-persistent topics, sorted."""
+        if not await self.namespaces.namespace_exists(ns):
+            raise NamespaceNotFoundError(f"namespace {ns} does not exist")
+        names = {str(t.name) for t in self.np_topics.values() if t.name.namespace_name == ns and not t.closed}
+        for base, n in (await self.namespaces.list_partitioned_topics(ns, domain="non-persistent")).items():
             parsed = TopicName.parse(base)
             names.update(str(parsed.partition_name(i)) for i in range(n))
         return sorted(names)

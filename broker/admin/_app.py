@@ -30,6 +30,7 @@ from . import (
     _explain,
     _messages,
     _namespaces,
+    _nonpersistent,
     _permissions,
     _policies,
     _schema_routes,
@@ -85,7 +86,7 @@ def create_admin_app(service: BrokerService, *, gc_explain: GcExplainHook | None
     routes: list[Route] = [Route("/metrics", metrics, methods=["GET"])]
     # order matters where paths overlap: specific topic sub-paths before generic ones
     for module in (_brokers, _tenants, _namespaces, _permissions, _topics, _subscriptions, _messages, _policies,
-                   _explain, _schema_routes):
+                   _explain, _schema_routes, _nonpersistent):
         routes.extend(module.routes())
     limit = service.config.http_max_request_size
     guard = GuardSettings(max_body=limit if limit > 0 else None)  # <= 0: no limit, as in Pulsar

@@ -1,0 +1,419 @@
+"""Non-persistent topics (``non-persistent://``): in-memory fan-out, no managed ledger, no storage.
+
+Rules (Pulsar's non-persistent topics):
+
+* Rule 1 (no storage): a SEND is handed at once to the consumers connected now and answered with
+  a receipt whose message id is ``0:N`` (N counts the topic's entries since it was loaded); the
+  same id is the message id its consumers see. Nothing is kept: a message published while a
+  subscription has no consumer able to take it is lost for that subscription.
+* Rule 2 (subscriptions): a subscription exists only while it has consumers (it is forgotten
+  with its last one); the four types select consumers as on persistent topics: Exclusive and
+  Failover the active consumer, Shared round-robin over consumers with permits, Key_Shared the
+  owner of the key's hash slot (auto-split or sticky ranges).
+* Rule 3 (slow consumers): a message goes to the selected consumer only while it has permits
+  (FLOW); otherwise it is dropped for it and counted (``msgDropRate`` in stats) instead of being
+  buffered. Shared first tries the other consumers with permits. Permits bound what is queued
+  for a consumer on its connection, so memory stays bounded whatever the publish rate.
+* Rule 4 (acks): acks, redelivery requests and negative acks are accepted and change nothing
+  (there is nothing to deliver again); seek and GET_LAST_MESSAGE_ID are refused as in Pulsar.
+* Rule 5 (producers): access modes as on persistent topics (Shared, Exclusive refused with
+  ProducerFenced while another producer is attached, WaitForExclusive parked until the topic is
+  free, ExclusiveWithFencing takes over); the topic epoch lives in memory only, as the topic does.
+* Rule 6 (lifetime): the topic is loaded on first use and unloaded when idle like a persistent
+  one; unloading closes its producers and consumers, which reconnect.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from protocols.pulsar import TopicName, encode_payload_command_raw, make_command
+from protocols.pulsar import pulsar_api_pb2 as pb
+
+from ._consumer import Consumer
+from ._dispatcher import SubType
+from ._entries import EntryInfo, entry_info
+from ._errors import BrokerServiceError, ConsumerBusyError, NotAllowedError, ProducerBusyError, ServiceNotReadyError
+from ._producer import AccessMode, Producer
+from ._selectors import (
+    AutoSplitRanges,
+    ConsumerKey,
+    RangeConflictError,
+    RoundRobin,
+    StickyRanges,
+    choose_active_consumer,
+)
+from ._stats import RateMeter
+
+if TYPE_CHECKING:
+    from managed_ledger import Position
+
+    from ._service import BrokerService
+
+__all__ = ["NonPersistentTopic", "NonPersistentSubscription"]
+
+log = logging.getLogger(__name__)
+
+_ACCESS_MODE_NAMES = {AccessMode.SHARED: "Shared", AccessMode.EXCLUSIVE: "Exclusive",
+                      AccessMode.WAIT_FOR_EXCLUSIVE: "WaitForExclusive",
+                      AccessMode.EXCLUSIVE_WITH_FENCING: "ExclusiveWithFencing"}
+
+
+def _fenced(message: str) -> BrokerServiceError:
+    return BrokerServiceError(message, pb.ProducerFenced)
+
+
+class NonPersistentSubscription:
+    """A subscription of a non-persistent topic and its own dispatcher (Rules 2-4).
+
+    It is its own ``dispatcher`` (the connection handlers send FLOW and redelivery requests
+    there), so a consumer of either kind of topic is driven the same way.
+    """
+
+    durable = False
+
+    def __init__(self, topic: NonPersistentTopic, name: str) -> None:
+        self.topic = topic
+        self.name = name
+        self.sub_type: int | None = None
+        self.sticky = False
+        self.consumers: list[Consumer] = []
+        self.active: Consumer | None = None
+        self.closed = False
+        self.msg_drop_counter = 0
+        self.msg_out_counter = 0
+        self.bytes_out_counter = 0
+        self._drop_rate = RateMeter()
+        self._out_rate = RateMeter()
+        self._seq = 0
+        self._rr: RoundRobin[Consumer] = RoundRobin()
+        self._auto: AutoSplitRanges[Consumer] = AutoSplitRanges()
+        self._sticky: StickyRanges[Consumer] = StickyRanges()
+
+    @property
+    def dispatcher(self) -> NonPersistentSubscription:
+        """This subscription (see the class docstring)."""
+        return self
+
+    @property
+    def full_name(self) -> str:
+        """``topic/subscription`` for logs."""
+        return f"{self.topic.name}/{self.name}"
+
+    # ------------------------------------------------------------------ consumers
+
+    async def add_consumer(self, *, consumer_id: int, name: str, connection: Any, sub_type: int,
+                           priority: int, hash_ranges: list[tuple[int, int]] | None,
+                           metadata: dict[str, str]) -> Consumer:
+        """Attach a consumer; raises `ConsumerBusyError` (another type, a second Exclusive consumer,
+        mixed Key_Shared modes) or `BrokerServiceError` (overlapping sticky ranges)."""
+        if self.closed:
+            raise ServiceNotReadyError(f"subscription {self.full_name} is closed; retry")
+        if self.consumers:
+            if self.sub_type != sub_type:
+                raise ConsumerBusyError(
+                    f"subscription {self.name!r} is of type {SubType.NAMES.get(self.sub_type or 0)}, "
+                    f"not {SubType.NAMES.get(sub_type, sub_type)}")
+            if sub_type == SubType.EXCLUSIVE:
+                raise ConsumerBusyError(f"exclusive consumer is already connected to subscription {self.name!r}")
+            if sub_type == SubType.KEY_SHARED and self.sticky != bool(hash_ranges):
+                raise ConsumerBusyError("Key_Shared consumers of a subscription must all use the same mode")
+        else:
+            self.sub_type, self.sticky = sub_type, bool(hash_ranges)
+        self._seq += 1
+        consumer = Consumer(consumer_id=consumer_id, name=name, connection=connection, subscription=self,
+                            priority=priority, seq=self._seq, hash_ranges=hash_ranges or (), metadata=metadata)
+        if sub_type == SubType.KEY_SHARED:
+            try:
+                if self.sticky:
+                    self._sticky.add(consumer, consumer.hash_ranges)
+                else:
+                    self._auto.add(consumer)
+            except RangeConflictError as exc:
+                raise BrokerServiceError(str(exc), pb.ConsumerAssignError) from None
+        self.consumers.append(consumer)
+        self._update_active()
+        return consumer
+
+    async def remove_consumer(self, consumer: Consumer) -> None:
+        """Detach a consumer; the subscription disappears with its last one (Rule 2)."""
+        consumer.closed = True
+        if consumer not in self.consumers:
+            return
+        self.consumers.remove(consumer)
+        if self.sub_type == SubType.KEY_SHARED:
+            (self._sticky if self.sticky else self._auto).remove(consumer)
+        self._update_active()
+        if not self.consumers:
+            self.topic.forget_subscription(self)
+
+    def _update_active(self) -> None:
+        if self.sub_type not in (SubType.EXCLUSIVE, SubType.FAILOVER):
+            return
+        keys = {ConsumerKey(c.priority, c.name, c.seq): c for c in self.consumers}
+        best = choose_active_consumer(list(keys), self.topic.name.partition)
+        new_active = keys[best] if best is not None else None
+        if new_active is self.active:
+            return
+        self.active = new_active
+        if self.sub_type == SubType.FAILOVER:
+            for c in self.consumers:
+                c.notify_active(c is new_active)
+
+    def notify_new_failover_consumer(self, consumer: Consumer) -> None:
+        """Tell a Failover consumer that just joined whether it is active."""
+        if self.sub_type == SubType.FAILOVER:
+            consumer.notify_active(consumer is self.active)
+
+    # ------------------------------------------------------------------ requests (Rule 4)
+
+    def flow(self, consumer: Consumer, permits: int) -> None:
+        """FLOW: the consumer can take ``permits`` more messages."""
+        consumer.permits += permits
+
+    def redeliver(self, consumer: Consumer, positions: Iterable[Position] | None) -> None:
+        """Redelivery request: nothing is kept, so nothing is delivered again (Rule 4)."""
+
+    async def ack_individual(self, consumer: Consumer, items: object) -> None:
+        """An ack changes nothing (Rule 4)."""
+
+    async def ack_cumulative(self, consumer: Consumer, pos: Position, ack_set: list[int], size: int) -> None:
+        """An ack changes nothing (Rule 4)."""
+
+    # ------------------------------------------------------------------ dispatch (Rules 2, 3)
+
+    def _has_permits(self, c: Consumer) -> bool:
+        return not c.closed and c.ready and c.permits > 0
+
+    def _select(self, info: EntryInfo) -> Consumer | None:
+        if self.sub_type in (SubType.EXCLUSIVE, SubType.FAILOVER):
+            return self.active
+        if self.sub_type == SubType.SHARED:
+            return self._rr.pick(self.consumers, self._has_permits)
+        return (self._sticky if self.sticky else self._auto).select(info.hash_slot)
+
+    def dispatch(self, entry_id: int, data: bytes, info: EntryInfo) -> None:
+        """Send one entry to the selected consumer if it has permits, else drop it for this
+        subscription and count it (Rule 3). Never waits: the publisher is never slowed."""
+        target = self._select(info)
+        if target is None or not self._has_permits(target):
+            if self.consumers:
+                self.msg_drop_counter += info.num_messages
+            return
+        target.permits -= info.num_messages
+        message_id: dict[str, int] = {"ledgerId": 0, "entryId": entry_id}
+        if self.topic.name.partition >= 0:
+            message_id["partition"] = self.topic.name.partition
+        frame = encode_payload_command_raw(
+            make_command("MESSAGE", consumer_id=target.consumer_id, message_id=message_id), data)
+        target.msg_out_counter += info.num_messages
+        target.bytes_out_counter += len(data)
+        self.msg_out_counter += info.num_messages
+        self.bytes_out_counter += len(data)
+        target.connection.send_nowait(frame)
+
+    def close(self) -> None:
+        """Close every consumer from the broker (they re-subscribe)."""
+        self.closed = True
+        for c in list(self.consumers):
+            c.close_from_broker()
+        self.consumers.clear()
+
+    def stats(self) -> dict[str, Any]:
+        """Pulsar's NonPersistentSubscriptionStats JSON."""
+        rate_out, thr_out = self._out_rate.update(self.msg_out_counter, self.bytes_out_counter)
+        (drop_rate,) = self._drop_rate.update(self.msg_drop_counter)
+        consumers = [{
+            "consumerName": c.name, "consumerId": c.consumer_id, "availablePermits": c.permits,
+            "msgOutCounter": c.msg_out_counter, "bytesOutCounter": c.bytes_out_counter,
+            "priorityLevel": c.priority, "address": c.address, "connectedSince": c.connected_since,
+            "metadata": dict(c.metadata)} for c in self.consumers]
+        return {
+            "type": SubType.NAMES.get(self.sub_type if self.sub_type is not None else 0, "Exclusive"),
+            "msgRateOut": rate_out, "msgThroughputOut": thr_out,
+            "msgOutCounter": self.msg_out_counter, "bytesOutCounter": self.bytes_out_counter,
+            "msgDropRate": drop_rate, "msgDropCounter": self.msg_drop_counter,
+            "msgBacklog": 0, "isDurable": False, "consumers": consumers,
+        }
+
+
+class NonPersistentTopic:
+    """One loaded non-persistent topic; see the module rules. Created by `BrokerService`."""
+
+    def __init__(self, service: BrokerService, name: TopicName) -> None:
+        if name.persistent:
+            raise ValueError(f"{name} is a persistent topic")
+        self.service = service
+        self.name = name
+        self.producers: dict[str, Producer] = {}
+        self.subscriptions: dict[str, NonPersistentSubscription] = {}
+        self.closed = False
+        self.last_active = service.clock()
+        self.topic_epoch: int | None = None
+        self.msg_in_counter = 0
+        self.bytes_in_counter = 0
+        self._entries = 0
+        self._waiting: list[tuple[Producer, Callable[[BrokerServiceError | None], None]]] = []
+        self._in_rate = RateMeter()
+
+    @property
+    def idle(self) -> bool:
+        """No producer, consumer or waiting producer is attached."""
+        return not self.producers and not self._waiting and not self.subscriptions
+
+    @property
+    def waiting_producers(self) -> list[Producer]:
+        """WaitForExclusive producers parked until the topic is free."""
+        return [p for p, _ in self._waiting]
+
+    def touch(self) -> None:
+        """Note activity (idle unload, Rule 6)."""
+        self.last_active = self.service.clock()
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ServiceNotReadyError(f"topic {self.name} is being unloaded; retry")
+
+    # ------------------------------------------------------------------ producers (Rule 5)
+
+    async def add_producer(self, producer: Producer, on_ready: Callable[[BrokerServiceError | None], None]) -> bool:
+        """Attach a producer per Rule 5. True: ready now; False: parked (WaitForExclusive) and
+        ``on_ready(None)`` runs once it holds the topic. Raises `ProducerBusyError` or
+        `BrokerServiceError` (ProducerFenced, NotAllowed)."""
+        self._check_open()
+        self.touch()
+        if producer.name in self.producers:
+            raise ProducerBusyError(f"producer with name {producer.name!r} is already connected to topic {self.name}")
+        holder = next((p for p in self.producers.values() if p.exclusive), None)
+        mode = producer.access_mode
+        if mode == AccessMode.SHARED:
+            if holder is not None or self._waiting:
+                raise ProducerBusyError(f"topic {self.name} has an existing exclusive producer"
+                                        f"{f': {holder.name}' if holder else ''}")
+            self.producers[producer.name] = producer
+            return True
+        if mode == AccessMode.EXCLUSIVE:
+            if self.producers or self._waiting:
+                raise _fenced(f"topic {self.name} has existing producers")
+        elif mode == AccessMode.WAIT_FOR_EXCLUSIVE:
+            if self.producers:
+                self._waiting.append((producer, on_ready))
+                return False
+        elif mode == AccessMode.EXCLUSIVE_WITH_FENCING:
+            waiting, self._waiting = self._waiting, []
+            for parked, callback in waiting:
+                parked.closed = True
+                callback(_fenced(f"producer {parked.name!r} fenced out of topic {self.name}"))
+            for other in list(self.producers.values()):
+                other.close_from_broker()
+                self.producers.pop(other.name, None)
+        else:
+            raise NotAllowedError(f"unknown producer access mode {mode}")
+        self._grant_epoch(producer)
+        return True
+
+    def _grant_epoch(self, producer: Producer) -> None:
+        self.topic_epoch = 0 if self.topic_epoch is None else self.topic_epoch + 1
+        producer.epoch = self.topic_epoch
+        self.producers[producer.name] = producer
+
+    def remove_producer(self, producer: Producer) -> None:
+        """Detach a producer; promote a waiting one once the topic has no producer left."""
+        self._waiting = [(p, cb) for p, cb in self._waiting if p is not producer]
+        if self.producers.get(producer.name) is producer:
+            del self.producers[producer.name]
+        producer.closed = True
+        self.touch()
+        if not self.producers and self._waiting and not self.closed:
+            waiting, on_ready = self._waiting.pop(0)
+            self._grant_epoch(waiting)
+            on_ready(None)
+
+    def last_sequence_id(self, producer_name: str) -> int:
+        """What PRODUCER_SUCCESS reports: -1 (no deduplication without storage)."""
+        return -1
+
+    def publish(self, producer: Producer, sequence_id: int, highest: int, raw: bytes, num_messages: int, *,
+                partial_chunk: bool = False) -> None:
+        """Fan one SEND out to the subscriptions and answer its receipt at once (Rule 1)."""
+        receipt = producer.new_receipt(sequence_id, highest, len(raw))
+        if self.closed:
+            producer.complete(receipt, -1, -1, error=f"topic {self.name} is closed")
+            return
+        self._entries += 1
+        entry_id = self._entries
+        self.msg_in_counter += num_messages
+        self.bytes_in_counter += len(raw)
+        producer.msg_in_counter += num_messages
+        producer.bytes_in_counter += len(raw)
+        if self.subscriptions:
+            info = entry_info(raw)
+            for sub in list(self.subscriptions.values()):
+                sub.dispatch(entry_id, raw, info)
+        producer.complete(receipt, 0, entry_id)
+
+    # ------------------------------------------------------------------ subscriptions (Rule 2)
+
+    async def subscribe(self, name: str, **_ignored: object) -> NonPersistentSubscription:
+        """The subscription ``name``, created when it does not exist (no position: Rule 1)."""
+        self._check_open()
+        self.touch()
+        sub = self.subscriptions.get(name)
+        if sub is None or sub.closed:
+            sub = self.subscriptions[name] = NonPersistentSubscription(self, name)
+        return sub
+
+    def forget_subscription(self, sub: NonPersistentSubscription) -> None:
+        """Its last consumer left: the subscription is gone (Rule 2)."""
+        if self.subscriptions.get(sub.name) is sub:
+            del self.subscriptions[sub.name]
+        self.touch()
+
+    async def unsubscribe(self, sub: NonPersistentSubscription) -> None:
+        """Delete a subscription."""
+        sub.close()
+        self.forget_subscription(sub)
+
+    async def close(self) -> None:
+        """Disconnect producers and consumers (they reconnect and load the topic again)."""
+        if self.closed:
+            return
+        self.closed = True
+        for p in list(self.producers.values()):
+            p.close_from_broker()
+        for p, _ in self._waiting:
+            p.close_from_broker()
+        self.producers.clear()
+        self._waiting.clear()
+        for sub in list(self.subscriptions.values()):
+            sub.close()
+        self.subscriptions.clear()
+
+    def stats(self) -> dict[str, Any]:
+        """Pulsar's NonPersistentTopicStats JSON (rates per second since the last look)."""
+        rate_in, thr_in = self._in_rate.update(self.msg_in_counter, self.bytes_in_counter)
+        subs = {name: sub.stats() for name, sub in sorted(self.subscriptions.items())}
+        publishers = [{
+            "producerId": p.producer_id, "producerName": p.name,
+            "accessMode": _ACCESS_MODE_NAMES.get(p.access_mode, str(p.access_mode)),
+            "msgInCounter": p.msg_in_counter, "bytesInCounter": p.bytes_in_counter,
+            "averageMsgSize": p.bytes_in_counter / p.msg_in_counter if p.msg_in_counter else 0.0,
+            "address": str(getattr(p.connection, "remote", "")),
+            "clientVersion": str(getattr(p.connection, "client_version", "")),
+            "topicEpoch": p.epoch} for p in self.producers.values()]
+        return {
+            "msgRateIn": rate_in, "msgThroughputIn": thr_in,
+            "msgRateOut": sum(s["msgRateOut"] for s in subs.values()),
+            "msgThroughputOut": sum(s["msgThroughputOut"] for s in subs.values()),
+            "msgInCounter": self.msg_in_counter, "bytesInCounter": self.bytes_in_counter,
+            "msgOutCounter": sum(s["msgOutCounter"] for s in subs.values()),
+            "bytesOutCounter": sum(s["bytesOutCounter"] for s in subs.values()),
+            "averageMsgSize": self.bytes_in_counter / self.msg_in_counter if self.msg_in_counter else 0.0,
+            "msgDropRate": sum(s["msgDropRate"] for s in subs.values()),
+            "storageSize": 0, "backlogSize": 0, "msgBacklog": 0,
+            "publishers": publishers, "waitingPublishers": len(self._waiting),
+            "subscriptions": subs, "replication": {}, "deduplicationStatus": "Disabled",
+            "topicEpoch": self.topic_epoch,
+        }

@@ -1,0 +1,165 @@
+"""Non-persistent topics: ``/admin/v2/non-persistent/{tenant}/{namespace}[/{topic}...]`` and their lookup.
+
+* ``GET {ns}``: the loaded non-persistent topics of the namespace (they exist only while loaded,
+  `_service` Rule 7) and the partitions of its partitioned non-persistent topics.
+* ``GET {ns}/partitioned``; ``PUT|GET|DELETE {topic}/partitions``: partitioned non-persistent topics
+  (their metadata is stored like a persistent one's; the partitions themselves hold nothing).
+* ``GET {topic}/stats``: Pulsar's NonPersistentTopicStats of a loaded topic (404 when not loaded:
+  nothing of it exists then); ``GET {topic}/partitioned-stats``: the totals over the loaded
+  partitions (``perPartition=true`` adds each), with ``msgDropRate``.
+* ``GET /lookup/v2/topic/non-persistent/{tenant}/{namespace}/{topic}``: as for persistent topics.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from metadata import NodeExistsError
+from protocols.pulsar import InvalidTopicNameError, TopicName
+
+from .._errors import ServiceNotReadyError
+from .._nonpersistent import NonPersistentTopic
+from ._common import (
+    RestError,
+    check_partitions,
+    endpoint,
+    json_body,
+    json_response,
+    namespace_of,
+    no_content,
+    query_bool,
+    require_namespace,
+    service_of,
+)
+from ._tenants import LISTENER_NAME_HEADER
+
+__all__ = ["routes"]
+
+_TOTALS = ("msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut", "msgInCounter", "bytesInCounter",
+           "msgOutCounter", "bytesOutCounter", "msgDropRate", "storageSize", "backlogSize", "msgBacklog")
+
+
+def _topic_of(request: Request) -> TopicName:
+    p = request.path_params
+    try:
+        return TopicName.parse(f"non-persistent://{p['tenant']}/{p['namespace']}/{p['topic']}")
+    except InvalidTopicNameError as exc:
+        raise RestError(412, f"Topic name is not valid: {exc}") from None
+
+
+@endpoint
+async def list_topics(request: Request) -> Response:
+    s, ns = service_of(request), namespace_of(request)
+    await require_namespace(s, ns)
+    return json_response(await s.non_persistent_topics_of_namespace(ns))
+
+
+@endpoint
+async def list_partitioned(request: Request) -> Response:
+    s, ns = service_of(request), namespace_of(request)
+    await require_namespace(s, ns)
+    return json_response(sorted(await s.namespaces.list_partitioned_topics(ns, domain="non-persistent")))
+
+
+@endpoint
+async def create_partitioned(request: Request) -> Response:
+    s, topic = service_of(request), _topic_of(request)
+    await require_namespace(s, topic.namespace_name)
+    if topic.partition >= 0:
+        raise RestError(412, f"partitioned topic names may not end in -partition-N: {topic}")
+    n = check_partitions(request, await json_body(request, what="number of partitions"))
+    if str(topic) in s.np_topics:
+        raise RestError(409, f"This topic already exists: {topic}")
+    try:
+        await s.namespaces.create_partitioned_topic(topic, n)
+    except NodeExistsError:
+        raise RestError(409, f"This topic already exists: {topic}") from None
+    return no_content()
+
+
+@endpoint
+async def get_partitioned(request: Request) -> Response:
+    s, topic = service_of(request), _topic_of(request)
+    await require_namespace(s, topic.namespace_name)
+    return json_response({"partitions": await s.namespaces.get_partitions(topic)})
+
+
+@endpoint
+async def remove_partitioned(request: Request) -> Response:
+    s, topic = service_of(request), _topic_of(request)
+    await require_namespace(s, topic.namespace_name)
+    n = await s.namespaces.get_partitions(topic)
+    if not n:
+        raise RestError(404, f"Partitioned topic {topic} does not exist")
+    loaded = _loaded_partitions(request, topic, n)
+    if loaded and not query_bool(request, "force"):
+        raise RestError(409, f"Partitioned topic {topic} has active producers or consumers")
+    for t in loaded.values():
+        await s.unload(t)
+    await s.namespaces.delete_partitioned_topic(topic)
+    return no_content()
+
+
+def _loaded_partitions(request: Request, topic: TopicName, n: int) -> dict[int, NonPersistentTopic]:
+    out: dict[int, NonPersistentTopic] = {}
+    for t in list(service_of(request).np_topics.values()):
+        if 0 <= t.name.partition < n and not t.closed and t.name.partitioned_topic == topic:
+            out[t.name.partition] = t
+    return out
+
+
+@endpoint
+async def stats(request: Request) -> Response:
+    s, topic = service_of(request), _topic_of(request)
+    await require_namespace(s, topic.namespace_name)
+    t = s.np_topics.get(str(topic))
+    if t is None or t.closed:
+        raise RestError(404, f"Topic {topic} not found")
+    return json_response(t.stats())
+
+
+@endpoint
+async def partitioned_stats(request: Request) -> Response:
+    s, topic = service_of(request), _topic_of(request)
+    await require_namespace(s, topic.namespace_name)
+    n = await s.namespaces.get_partitions(topic) if topic.partition < 0 else 0
+    if not n:
+        raise RestError(404, f"Partitioned topic {topic} does not exist")
+    loaded = _loaded_partitions(request, topic, n)
+    parts = {str(loaded[i].name): loaded[i].stats() for i in sorted(loaded)}
+    total: dict = {"metadata": {"partitions": n}, "partitions": parts if query_bool(request, "perPartition") else {}}
+    for key in _TOTALS:
+        total[key] = sum(p[key] for p in parts.values())
+    return json_response(total)
+
+
+@endpoint
+async def lookup(request: Request) -> Response:
+    s, topic = service_of(request), _topic_of(request)
+    await s.check_topic(topic, create=True)
+    listener = request.query_params.get("listenerName") or request.headers.get(LISTENER_NAME_HEADER, "")
+    try:
+        urls = s.lookup_urls(listener)
+    except ServiceNotReadyError as exc:
+        raise RestError(500, exc.message) from None
+    plain, tls = urls["brokerServiceUrl"], urls.get("brokerServiceUrlTls", "")
+    return json_response({"brokerUrl": plain if plain != tls else "", "httpUrl": s.web_service_url,
+                          "nativeUrl": plain, "brokerUrlTls": tls, "httpUrlTls": s.web_service_url_tls})
+
+
+def routes() -> list[Route]:
+    """The routes of this module."""
+    ns = "/admin/v2/non-persistent/{tenant}/{namespace}"
+    tp = ns + "/{topic}"
+    return [
+        Route(ns, list_topics, methods=["GET"]),
+        Route(f"{ns}/partitioned", list_partitioned, methods=["GET"]),
+        Route(f"{tp}/partitions", create_partitioned, methods=["PUT"]),
+        Route(f"{tp}/partitions", get_partitioned, methods=["GET"]),
+        Route(f"{tp}/partitions", remove_partitioned, methods=["DELETE"]),
+        Route(f"{tp}/stats", stats, methods=["GET"]),
+        Route(f"{tp}/partitioned-stats", partitioned_stats, methods=["GET"]),
+        Route("/lookup/v2/topic/non-persistent/{tenant}/{namespace}/{topic}", lookup, methods=["GET"]),
+    ]
