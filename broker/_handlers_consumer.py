@@ -49,6 +49,8 @@ def _consumer(conn: ServerConnection, consumer_id: int) -> Consumer:
 
 
 async def _check_schema(conn: ServerConnection, topic: TopicName, schema: pb.Schema) -> None:
+    # Runs before the subscription is touched: a refused schema leaves no cursor and no consumer
+    # behind (an Exclusive subscription stays free for the next, correct consumer).
     if schema.type == 0 and not schema.schema_data:
         return
     info = schema_from_proto(schema)
@@ -56,7 +58,7 @@ async def _check_schema(conn: ServerConnection, topic: TopicName, schema: pb.Sch
     if not await conn.service.schemas.versions(topic):
         await conn.service.schemas.get_or_create(topic, info, strategy)
     else:
-        await conn.service.schemas.check(topic, info, strategy)
+        await conn.service.schemas.check(topic, info, strategy, consumer=True)
 
 
 async def handle_subscribe(conn: ServerConnection, frame: Frame) -> None:

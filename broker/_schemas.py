@@ -7,17 +7,20 @@ at index ``n`` and travels on the wire as 8 bytes big-endian (Pulsar's LongSchem
 partitioned topic's partitions share the schema of the partitioned topic. Updates are
 compare-and-set.
 
-Compatibility (what is checked, by strategy; ``*_TRANSITIVE`` checks every version, the others
-only the latest):
+Compatibility (``*_TRANSITIVE`` checks every version, the others only the latest), as Pulsar:
 
-* ALWAYS_COMPATIBLE: anything goes. ALWAYS_INCOMPATIBLE: no new version once one exists.
 * A schema equal to an existing version (type and data) is that version, whatever the strategy.
+* ALWAYS_COMPATIBLE: anything goes. ALWAYS_INCOMPATIBLE: no new version once one exists.
 * Different types are incompatible.
-* JSON and Avro record schemas compare field sets (``fields[].name`` of the schema JSON):
-  BACKWARD (new readers read old data): each field added by the new schema has a ``default``;
-  FORWARD (old readers read new data): each field the new schema drops had a ``default``;
-  FULL: both.
+* AVRO and JSON schemas (Pulsar's JSON schema is an Avro definition too) are checked with Avro's
+  schema resolution rules (`_avro_compat`): BACKWARD = the new schema reads data written with
+  the old, FORWARD = the old reads data written with the new, FULL = both. A new definition that
+  is not valid Avro is refused; an old one that is not (stored before this check) is compatible
+  only with identical data.
 * Other types: compatible only when the schema data is identical.
+* A consumer's schema (`check_consumer_compatible`): under BACKWARD, FORWARD, FORWARD_TRANSITIVE
+  and FULL it must read data written with the latest version; under BACKWARD_TRANSITIVE,
+  FULL_TRANSITIVE and ALWAYS_INCOMPATIBLE it is checked against every version with the strategy.
 """
 
 from __future__ import annotations
@@ -31,14 +34,17 @@ from typing import Any
 from metadata import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
 from protocols.pulsar import TopicName
 
+from ._avro_compat import AvroNode, AvroSchemaError, parse_avro, read_error
 from ._errors import IncompatibleSchemaError
 
-__all__ = ["SchemaInfo", "SchemaRegistry", "check_compatible", "version_bytes", "version_from_bytes"]
+__all__ = ["InvalidSchemaError", "SchemaInfo", "SchemaRegistry", "check_compatible", "check_consumer_compatible",
+           "validate_schema", "version_bytes", "version_from_bytes"]
 
 SCHEMAS_ROOT = "/schemas"
 _JSON = 2
 _AVRO = 4
 _NONE = 0
+_TYPE_NAMES = {_JSON: "JSON", _AVRO: "AVRO"}
 
 
 @dataclass(frozen=True)
@@ -80,51 +86,87 @@ def version_from_bytes(data: bytes) -> int:
     return int.from_bytes(data, "big", signed=True)
 
 
-def _fields(info: SchemaInfo) -> dict[str, bool] | None:
-    """``{field name: has default}`` of a JSON/Avro record schema, None if it is not one."""
+class InvalidSchemaError(IncompatibleSchemaError):
+    """A schema whose definition is not valid for its type (the client sees IncompatibleSchema,
+    the admin API answers 422 as Pulsar's InvalidSchemaDataException)."""
+
+
+def _avro_of(info: SchemaInfo) -> AvroNode:
     try:
-        obj = json.loads(info.data)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    if not isinstance(obj, dict) or not isinstance(obj.get("fields"), list):
-        return None
-    return {f["name"]: "default" in f for f in obj["fields"] if isinstance(f, dict) and "name" in f}
+        return parse_avro(info.data)
+    except AvroSchemaError as exc:
+        raise InvalidSchemaError(f"invalid {_TYPE_NAMES.get(info.type, 'schema')} schema definition: {exc}") \
+            from None
+
+
+def validate_schema(info: SchemaInfo) -> None:
+    """Raise `InvalidSchemaError` when an AVRO or JSON schema's definition is not valid Avro."""
+    if info.type in (_JSON, _AVRO):
+        _avro_of(info)
 
 
 def _pair_compatible(new: SchemaInfo, old: SchemaInfo, strategy: str) -> str | None:
-    """None when ``new`` may follow ``old``; else the reason it may not."""
+    """None when ``new`` may follow ``old`` under ``strategy``; else the reason it may not."""
     if new.type != old.type:
-        return f"schema type {new.type} differs from the existing type {old.type}"
+        return (f"schema type {_TYPE_NAMES.get(new.type, new.type)} differs from the existing type "
+                f"{_TYPE_NAMES.get(old.type, old.type)}")
     if new.type in (_JSON, _AVRO):
-        new_fields, old_fields = _fields(new), _fields(old)
-        if new_fields is not None and old_fields is not None:
+        new_node = _avro_of(new)
+        try:
+            old_node = parse_avro(old.data)
+        except AvroSchemaError:
+            old_node = None  # stored before definitions were checked: only identical data matches
+        if old_node is not None:
             base = strategy.replace("_TRANSITIVE", "")
             if base in ("BACKWARD", "FULL"):
-                added = [n for n, has_default in new_fields.items() if n not in old_fields and not has_default]
-                if added:
-                    return f"fields {added} were added without a default ({strategy})"
+                reason = read_error(new_node, old_node)
+                if reason:
+                    return f"the new schema cannot read data written with an existing version ({reason})"
             if base in ("FORWARD", "FULL"):
-                dropped = [n for n, has_default in old_fields.items() if n not in new_fields and not has_default]
-                if dropped:
-                    return f"fields {dropped} were removed but had no default ({strategy})"
+                reason = read_error(old_node, new_node)
+                if reason:
+                    return f"an existing version cannot read data written with the new schema ({reason})"
             return None
     if new.data != old.data:
         return "schema data differs and the type has no field-level compatibility check"
     return None
 
 
+def _check_against(new: SchemaInfo, against: list[SchemaInfo], strategy: str, first: int) -> None:
+    for i, old in enumerate(against):
+        reason = _pair_compatible(new, old, strategy)
+        if reason:
+            raise IncompatibleSchemaError(f"incompatible schema ({strategy}, version {first + i}): {reason}")
+
+
 def check_compatible(new: SchemaInfo, existing: list[SchemaInfo], strategy: str) -> None:
-    """Raise `IncompatibleSchemaError` unless ``new`` may be added after ``existing``."""
+    """Raise `IncompatibleSchemaError` unless ``new`` may be added as a version after ``existing``."""
     strategy = strategy.upper()
+    validate_schema(new)
     if not existing or strategy == "ALWAYS_COMPATIBLE":
         return
     if strategy == "ALWAYS_INCOMPATIBLE":
         raise IncompatibleSchemaError("the namespace's schema strategy is ALWAYS_INCOMPATIBLE")
-    against = existing if strategy.endswith("_TRANSITIVE") else existing[-1:]
-    for old in against:
-        reason = _pair_compatible(new, old, strategy)
-        if reason:
-            raise IncompatibleSchemaError(f"incompatible schema: {reason}")
+    if strategy.endswith("_TRANSITIVE"):
+        _check_against(new, existing, strategy, 0)
+    else:
+        _check_against(new, existing[-1:], strategy, len(existing) - 1)
+
+
+def check_consumer_compatible(new: SchemaInfo, existing: list[SchemaInfo], strategy: str) -> None:
+    """Raise `IncompatibleSchemaError` unless a consumer with schema ``new`` may read the topic
+    (see the module header); a schema equal to an existing version is always accepted."""
+    strategy = strategy.upper()
+    validate_schema(new)
+    if not existing or strategy == "ALWAYS_COMPATIBLE" or any(v.same_as(new) for v in existing):
+        return
+    if strategy in ("BACKWARD", "FORWARD", "FORWARD_TRANSITIVE", "FULL"):
+        _check_against(new, existing[-1:], "BACKWARD", len(existing) - 1)
+    elif strategy == "ALWAYS_INCOMPATIBLE":
+        raise IncompatibleSchemaError("the namespace's schema strategy is ALWAYS_INCOMPATIBLE and the "
+                                      "consumer's schema is none of the topic's versions")
+    else:
+        _check_against(new, existing, strategy, 0)
 
 
 class SchemaRegistry:
@@ -167,8 +209,10 @@ class SchemaRegistry:
                 return i
         return None
 
-    async def check(self, topic: TopicName, schema: SchemaInfo, strategy: str) -> int | None:
-        """Check without registering: the matching version, or None if new but compatible.
+    async def check(self, topic: TopicName, schema: SchemaInfo, strategy: str, *,
+                    consumer: bool = False) -> int | None:
+        """Check without registering: the matching version, or None if new but compatible
+        (as a new version, or with ``consumer`` as a consumer's schema: `check_consumer_compatible`).
 
         Raises `IncompatibleSchemaError`.
         """
@@ -176,7 +220,10 @@ class SchemaRegistry:
         for i, v in enumerate(versions):
             if v.same_as(schema):
                 return i
-        check_compatible(schema, versions, strategy)
+        if consumer:
+            check_consumer_compatible(schema, versions, strategy)
+        else:
+            check_compatible(schema, versions, strategy)
         return None
 
     async def get_or_create(self, topic: TopicName, schema: SchemaInfo, strategy: str, *,
