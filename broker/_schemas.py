@@ -12,11 +12,11 @@ Compatibility (``*_TRANSITIVE`` checks every version, the others only the latest
 * A schema equal to an existing version (type and data) is that version, whatever the strategy.
 * ALWAYS_COMPATIBLE: anything goes. ALWAYS_INCOMPATIBLE: no new version once one exists.
 * Different types are incompatible.
-* AVRO and JSON schemas (Pulsar's JSON schema is an Avro definition too) are checked with Avro's
-  schema resolution rules (`_avro_compat`): BACKWARD = the new schema reads data written with
-  the old, FORWARD = the old reads data written with the new, FULL = both. A new definition that
-  is not valid Avro is refused; an old one that is not (stored before this check) is compatible
-  only with identical data.
+* AVRO, JSON and PROTOBUF schemas (Pulsar's JSON and PROTOBUF schemas carry Avro definitions too)
+  are checked with Avro's schema resolution rules (`_avro_compat`): BACKWARD = the new schema
+  reads data written with the old, FORWARD = the old reads data written with the new, FULL =
+  both. A new definition that is not valid Avro is refused; an old one that is not (stored before
+  this check) is compatible only with identical data.
 * Other types: compatible only when the schema data is identical.
 * A consumer's schema (`check_consumer_compatible`): under BACKWARD, FORWARD, FORWARD_TRANSITIVE
   and FULL it must read data written with the latest version; under BACKWARD_TRANSITIVE,
@@ -43,8 +43,10 @@ __all__ = ["InvalidSchemaError", "SchemaInfo", "SchemaRegistry", "check_compatib
 SCHEMAS_ROOT = "/schemas"
 _JSON = 2
 _AVRO = 4
+_PROTOBUF = 3  # an Avro definition too (generated from the descriptor), checked as Pulsar does
 _NONE = 0
-_TYPE_NAMES = {_JSON: "JSON", _AVRO: "AVRO"}
+_TYPE_NAMES = {_JSON: "JSON", _AVRO: "AVRO", _PROTOBUF: "PROTOBUF"}
+_AVRO_BASED = (_JSON, _AVRO, _PROTOBUF)
 
 
 @dataclass(frozen=True)
@@ -100,8 +102,8 @@ def _avro_of(info: SchemaInfo) -> AvroNode:
 
 
 def validate_schema(info: SchemaInfo) -> None:
-    """Raise `InvalidSchemaError` when an AVRO or JSON schema's definition is not valid Avro."""
-    if info.type in (_JSON, _AVRO):
+    """Raise `InvalidSchemaError` when an AVRO, JSON or PROTOBUF schema's definition is not valid Avro."""
+    if info.type in _AVRO_BASED:
         _avro_of(info)
 
 
@@ -110,7 +112,7 @@ def _pair_compatible(new: SchemaInfo, old: SchemaInfo, strategy: str) -> str | N
     if new.type != old.type:
         return (f"schema type {_TYPE_NAMES.get(new.type, new.type)} differs from the existing type "
                 f"{_TYPE_NAMES.get(old.type, old.type)}")
-    if new.type in (_JSON, _AVRO):
+    if new.type in _AVRO_BASED:
         new_node = _avro_of(new)
         try:
             old_node = parse_avro(old.data)
