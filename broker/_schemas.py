@@ -21,6 +21,8 @@ Compatibility (``*_TRANSITIVE`` checks every version, the others only the latest
 * A consumer's schema (`check_consumer_compatible`): under BACKWARD, FORWARD, FORWARD_TRANSITIVE
   and FULL it must read data written with the latest version; under BACKWARD_TRANSITIVE,
   FULL_TRANSITIVE and ALWAYS_INCOMPATIBLE it is checked against every version with the strategy.
+  On a topic without a schema it is registered when the topic is idle and empty, and refused
+  otherwise unless the strategy is ALWAYS_COMPATIBLE (see `_handlers_consumer`).
 """
 
 from __future__ import annotations

@@ -132,3 +132,25 @@ def test_transitive_checks_every_version(sa: Standalone, client: pulsar.Client) 
     _strategy(sa, ns, "FULL_TRANSITIVE")
     with pytest.raises(pulsar.IncompatibleSchema):  # ... but not the first version's strings
         client.subscribe(topic, "every-version", schema=AvroSchema(OrderAmountLong))
+
+
+def test_consumer_on_a_topic_without_a_schema(sa: Standalone, client: pulsar.Client) -> None:
+    """As Pulsar: the first consumer of an idle, empty topic registers its schema; on a topic
+    holding data written without a schema a consumer's schema has nothing to be checked against
+    and is refused, unless the strategy is ALWAYS_COMPATIBLE."""
+    ns = new_namespace(sa.admin_url, "noschema")
+    fresh = f"persistent://{ns}/fresh"
+    consumer = client.subscribe(fresh, "s", schema=JsonSchema(Order))
+    with pytest.raises(pulsar.IncompatibleSchema):  # the consumer's schema is the topic's now
+        client.create_producer(fresh, schema=JsonSchema(OrderAmountText))
+    consumer.close()
+    raw = f"persistent://{ns}/raw-bytes"
+    producer = client.create_producer(raw)
+    producer.send(b"not json")
+    producer.close()
+    with pytest.raises(pulsar.IncompatibleSchema):
+        client.subscribe(raw, "typed", schema=JsonSchema(Order))
+    stats = rest("GET", sa.admin_url, f"/admin/v2/{raw.replace('://', '/')}/stats").json()
+    assert "typed" not in stats["subscriptions"]
+    _strategy(sa, ns, "ALWAYS_COMPATIBLE")
+    client.subscribe(raw, "typed", schema=JsonSchema(Order)).close()
