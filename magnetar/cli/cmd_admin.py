@@ -494,6 +494,33 @@ def namespaces_set_dedup(api: _Api, namespace: str, enable: bool) -> None:
            f"{'enabled' if enable else 'disabled'} deduplication on {namespace}", enable)
 
 
+@_cmd(namespaces, "set-auto-topic-creation", _ns_arg,
+      click.option("--enable/--disable", "-e/-d", required=True, help="Allow or refuse creating missing topics."),
+      click.option("--type", "-t", "topic_type", default="non-partitioned", show_default=True,
+                   type=click.Choice(["non-partitioned", "partitioned"]), help="Type of the topics created."),
+      click.option("--num-partitions", "-n", type=int, default=None,
+                   help="Partitions of a created partitioned topic (required with --type partitioned)."))
+def namespaces_set_auto_creation(api: _Api, namespace: str, enable: bool, topic_type: str,
+                                 num_partitions: int | None) -> None:
+    """Override the broker's auto topic creation settings for a namespace."""
+    body: dict[str, Any] = {"allowAutoTopicCreation": enable, "topicType": topic_type}
+    if num_partitions is not None:
+        body["defaultNumPartitions"] = num_partitions
+    api.do("POST", _nsp(namespace, "/autoTopicCreation"), f"set auto topic creation of {namespace}", body)
+
+
+@_cmd(namespaces, "get-auto-topic-creation", _ns_arg)
+def namespaces_get_auto_creation(api: _Api, namespace: str) -> None:
+    """Show a namespace's auto topic creation override (nothing: the broker's settings apply)."""
+    api.show(_nsp(namespace, "/autoTopicCreation"))
+
+
+@_cmd(namespaces, "remove-auto-topic-creation", _ns_arg)
+def namespaces_remove_auto_creation(api: _Api, namespace: str) -> None:
+    """Remove a namespace's auto topic creation override: the broker's settings apply again."""
+    api.do("DELETE", _nsp(namespace, "/autoTopicCreation"), f"removed auto topic creation override of {namespace}")
+
+
 # ------------------------------------------------------------------ topics
 
 

@@ -1,12 +1,18 @@
-"""``namespaces/{t}/{ns}/autoTopicCreation`` (POST/GET/DELETE) and its effect on the official
+"""``namespaces/{t}/{ns}/autoTopicCreation`` (POST/GET/DELETE, and the CLI) and its effect on the official
 client: TopicNotFound when disabled, partitioned auto-creation with defaultNumPartitions, the
 broker's settings again once removed."""
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pulsar
 import pytest
+from click.testing import CliRunner
+
+from magnetar.cli import main
+from tests.broker_admin.admin_harness import AdminBroker
 
 V2 = "/admin/v2"
 
@@ -77,3 +83,25 @@ def test_partitioned_auto_creation(http: httpx.Client, client: pulsar.Client, na
     assert got == sorted(f"m{i}".encode() for i in range(6))
     producer.close()
     consumer.close()
+
+
+def test_cli(broker: AdminBroker, http: httpx.Client, client: pulsar.Client, name: str) -> None:
+    """``magnetar admin namespaces set-/get-/remove-auto-topic-creation`` (pulsar-admin's names)."""
+    def run(*args: str, ok: bool = True) -> str:
+        result = CliRunner().invoke(main, ["admin", "--admin-url", broker.http, *args])
+        assert (result.exit_code == 0) is ok, result.output
+        return result.output
+
+    ns = _ns(http, name)
+    run("namespaces", "set-auto-topic-creation", ns, "--enable", "--type", "partitioned", "-n", "2")
+    assert json.loads(run("--json", "namespaces", "get-auto-topic-creation", ns)) == {
+        "allowAutoTopicCreation": True, "topicType": "partitioned", "defaultNumPartitions": 2}
+    assert len(client.get_topic_partitions(f"persistent://{ns}/via-cli")) == 2
+    assert "412" in run("namespaces", "set-auto-topic-creation", ns, "--enable", "--type", "partitioned", ok=False)
+    run("namespaces", "set-auto-topic-creation", ns, "--disable")
+    with pytest.raises(pulsar.TopicNotFound):
+        client.create_producer(f"persistent://{ns}/refused")
+    run("namespaces", "remove-auto-topic-creation", ns)
+    assert http.get(f"{V2}/namespaces/{ns}/autoTopicCreation").status_code == 204
+    run("namespaces", "get-auto-topic-creation", ns)
+    client.create_producer(f"persistent://{ns}/allowed-again").close()
