@@ -17,6 +17,8 @@ Compatibility (``*_TRANSITIVE`` checks every version, the others only the latest
   reads data written with the old, FORWARD = the old reads data written with the new, FULL =
   both. A new definition that is not valid Avro is refused; an old one that is not (stored before
   this check) is compatible only with identical data.
+* KEY_VALUE schemas: the key and value types must stay, and each side is checked by its own
+  type's rules (Avro resolution for AVRO/JSON/PROTOBUF sides).
 * Other types: compatible only when the schema data is identical.
 * A consumer's schema (`check_consumer_compatible`): under BACKWARD, FORWARD, FORWARD_TRANSITIVE
   and FULL it must read data written with the latest version; under BACKWARD_TRANSITIVE,
@@ -49,6 +51,8 @@ _PROTOBUF = 3  # an Avro definition too (generated from the descriptor), checked
 _NONE = 0
 _TYPE_NAMES = {_JSON: "JSON", _AVRO: "AVRO", _PROTOBUF: "PROTOBUF"}
 _AVRO_BASED = (_JSON, _AVRO, _PROTOBUF)
+_KEY_VALUE = 15
+_AVRO_BASED_NAMES = {"JSON": _JSON, "AVRO": _AVRO, "PROTOBUF": _PROTOBUF}
 
 
 @dataclass(frozen=True)
@@ -104,9 +108,36 @@ def _avro_of(info: SchemaInfo) -> AvroNode:
 
 
 def validate_schema(info: SchemaInfo) -> None:
-    """Raise `InvalidSchemaError` when an AVRO, JSON or PROTOBUF schema's definition is not valid Avro."""
+    """Raise `InvalidSchemaError` when an AVRO, JSON or PROTOBUF schema's definition (also as the
+    key or value of a KEY_VALUE schema) is not valid Avro."""
     if info.type in _AVRO_BASED:
         _avro_of(info)
+    elif info.type == _KEY_VALUE:
+        parts = _key_value_parts(info)
+        for _name, part in parts or ():
+            validate_schema(part)
+
+
+def _key_value_parts(info: SchemaInfo) -> tuple[tuple[str, SchemaInfo], tuple[str, SchemaInfo]] | None:
+    """``((key type name, key schema), (value type name, value schema))`` of a KEY_VALUE schema:
+    data ``[int32 key length][key definition][int32 value length][value definition]`` (big-endian,
+    as Pulsar encodes it), types in the ``key.schema.type`` / ``value.schema.type`` properties;
+    None when the data is not in that form."""
+    data = info.data
+    if len(data) < 8:
+        return None
+    key_len = int.from_bytes(data[:4], "big", signed=True)
+    if key_len < 0 or 8 + key_len > len(data):
+        return None
+    value_len = int.from_bytes(data[4 + key_len:8 + key_len], "big", signed=True)
+    if value_len < 0 or 8 + key_len + value_len != len(data):
+        return None
+    props = dict(info.properties)
+    parts = []
+    for side, part in (("key", data[4:4 + key_len]), ("value", data[8 + key_len:])):
+        name = props.get(f"{side}.schema.type", "BYTES").upper()
+        parts.append((name, SchemaInfo(type=_AVRO_BASED_NAMES.get(name, -1), data=part)))
+    return parts[0], parts[1]
 
 
 def _pair_compatible(new: SchemaInfo, old: SchemaInfo, strategy: str) -> str | None:
@@ -114,6 +145,18 @@ def _pair_compatible(new: SchemaInfo, old: SchemaInfo, strategy: str) -> str | N
     if new.type != old.type:
         return (f"schema type {_TYPE_NAMES.get(new.type, new.type)} differs from the existing type "
                 f"{_TYPE_NAMES.get(old.type, old.type)}")
+    if new.type == _KEY_VALUE:
+        new_parts, old_parts = _key_value_parts(new), _key_value_parts(old)
+        if new_parts is not None and old_parts is not None:
+            # as Pulsar: the key and value types stay, and each side is checked by its own type's rules
+            for side, (new_name, new_part), (old_name, old_part) in zip(
+                    ("key", "value"), new_parts, old_parts, strict=True):
+                if new_name != old_name:
+                    return f"the {side} schema type {new_name} differs from the existing {old_name}"
+                reason = _pair_compatible(new_part, old_part, strategy)
+                if reason:
+                    return f"{side} schema: {reason}"
+            return None
     if new.type in _AVRO_BASED:
         new_node = _avro_of(new)
         try:

@@ -228,3 +228,24 @@ def test_every_schema_reads_itself_and_widening_is_backward(schema: dict[str, An
     # a field added with a default keeps FULL compatibility
     extended = _rec(*schema["fields"], _f("zz_added", ["null", "string"], default=None))
     check_compatible(_info(extended), [_info(schema)], "FULL")
+
+
+def _kv(key: Any, value: Any, key_type: str = "AVRO", value_type: str = "JSON") -> SchemaInfo:
+    k, v = json.dumps(key).encode(), json.dumps(value).encode()
+    data = len(k).to_bytes(4, "big") + k + len(v).to_bytes(4, "big") + v
+    return SchemaInfo(type=15, data=data, properties=(("key.schema.type", key_type), ("value.schema.type", value_type)))
+
+
+def test_key_value_schemas_check_each_side() -> None:
+    old = [_kv(_rec(_f("k", "int"), name="K"), _V1)]
+    check_compatible(_kv(_rec(_f("k", "int"), name="K"), _rec(_f("a", "int"), _f("b", "string", default=""))),
+                     old, "FULL")
+    with pytest.raises(IncompatibleSchemaError, match="key schema"):
+        check_compatible(_kv(_rec(_f("k", "string"), name="K"), _V1), old, "FULL")
+    with pytest.raises(IncompatibleSchemaError, match="value schema"):
+        check_compatible(_kv(_rec(_f("k", "int"), name="K"), _rec(_f("a", "string"))), old, "FULL")
+    with pytest.raises(IncompatibleSchemaError, match="value schema type"):
+        check_compatible(_kv(_rec(_f("k", "int"), name="K"), _V1, value_type="AVRO"), old, "FULL")
+    check_compatible(_kv(_rec(_f("k", "long"), name="K"), _V1), old, "BACKWARD")
+    with pytest.raises(InvalidSchemaError):
+        check_compatible(_kv("nosuchtype", _V1), [], "FULL")
