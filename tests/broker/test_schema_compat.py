@@ -249,3 +249,16 @@ def test_key_value_schemas_check_each_side() -> None:
     check_compatible(_kv(_rec(_f("k", "long"), name="K"), _V1), old, "BACKWARD")
     with pytest.raises(InvalidSchemaError):
         check_compatible(_kv("nosuchtype", _V1), [], "FULL")
+
+
+@settings(max_examples=150, deadline=None)
+@given(_RECORDS, _RECORDS)
+def test_any_two_records_get_an_answer_and_full_is_symmetric(a: dict[str, Any], b: dict[str, Any]) -> None:
+    ab, ba = _readable(a, b), _readable(b, a)  # never raises, whatever the pair
+    full = ab and ba
+    for new, old in ((a, b), (b, a)):
+        try:
+            check_compatible(_info(new), [_info(old)], "FULL")
+            assert full
+        except IncompatibleSchemaError:
+            assert not full
