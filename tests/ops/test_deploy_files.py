@@ -287,7 +287,7 @@ def test_kustomize_base_references_and_probes(tmp_path: Path) -> None:
                     local.write_text(_configmap(docs, volume["configMap"]["name"])["data"][mount["subPath"]])
                     conf_files[mount["mountPath"]] = local
             env = {e["name"]: "value-of-" + e["name"].lower() for e in container.get("env", [])}
-            args = [re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], a) for a in container.get("args", [])]
+            args = [re.sub(r"\$\((\w+)\)", lambda m, env=env: env[m.group(1)], a) for a in container.get("args", [])]
             if container["image"].startswith("magnetar"):
                 loaded = _check_magnetar_args(args, conf_files)
                 if args[0] in ("bookie", "broker"):
