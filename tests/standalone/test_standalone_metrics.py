@@ -46,7 +46,7 @@ def _queried_metrics(dashboard: dict) -> set[str]:
     return {m for e in exprs for m in _METRIC.findall(e)}
 
 
-def _traffic(sa: Standalone, topic: str) -> None:
+def _traffic(sa: Standalone, topic: str) -> pulsar.Consumer:
     """A Shared subscription left with 10 of 30 messages unacknowledged, still connected."""
     client = pulsar.Client(sa.service_url, operation_timeout_seconds=30, logger=None)
     consumer = client.subscribe(topic, "dash-sub", consumer_type=pulsar.ConsumerType.Shared)
@@ -56,6 +56,7 @@ def _traffic(sa: Standalone, topic: str) -> None:
     for _ in range(20):
         consumer.acknowledge(consumer.receive(timeout_millis=10_000))
     sa._client = client  # type: ignore[attr-defined]  # kept open: the consumer's state is measured
+    return consumer
 
 
 def _sub_value(samples: list[tuple[str, dict[str, str], float]], name: str, topic: str) -> float | None:
@@ -66,11 +67,13 @@ def _sub_value(samples: list[tuple[str, dict[str, str], float]], name: str, topi
 
 
 def test_dashboards_query_only_exported_metrics_and_subscription_series_are_right(tmp_path: Path) -> None:
+    # at most 10 unacked per Shared consumer: the 10 the consumer prefetched block it
     sa = start_standalone(tmp_path / "data", "--set", "broker.exposeConsumerLevelMetricsInPrometheus=true",
-                          "--set", "broker.exposeProducerLevelMetricsInPrometheus=true")
+                          "--set", "broker.exposeProducerLevelMetricsInPrometheus=true",
+                          "--set", "broker.maxUnackedMessagesPerConsumer=10")
     try:
         topic = "persistent://public/default/dash-topic"
-        _traffic(sa, topic)
+        consumer = _traffic(sa, topic)
         match = _BOOKIE_HTTP.search(sa.log())
         assert match, sa.log()
         bookie_url = match.group(1)
@@ -84,7 +87,11 @@ def test_dashboards_query_only_exported_metrics_and_subscription_series_are_righ
         broker = _wait_for(acked_state, "backlog 10 and 10 unacked on /metrics")
         assert isinstance(broker, list)
         assert _sub_value(broker, "pulsar_subscription_consumers_count", topic) == 1
-        assert _sub_value(broker, "pulsar_subscription_blocked_on_unacked_messages", topic) == 0
+        assert _sub_value(broker, "pulsar_subscription_blocked_on_unacked_messages", topic) == 1
+        # a redelivery shows as a rate on a later scrape (rates compare two looks >= 1 s apart)
+        consumer.redeliver_unacknowledged_messages()
+        _wait_for(lambda: (_sub_value(_samples(sa.admin_url), "pulsar_subscription_msg_rate_redeliver", topic)
+                           or 0) > 0, "a redelivery rate on /metrics")
         names = {n for n, _, _ in broker}
         assert {"pulsar_consumer_unacked_messages", "pulsar_producer_msg_rate_in"} <= names
         ns_backlog = [v for n, labels, v in broker if n == "pulsar_ml_NumberOfMessagesInBacklog"
