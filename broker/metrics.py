@@ -13,7 +13,8 @@
   ``cluster``, ``namespace``) and nothing is exported per subscription.
 * Per namespace always: ``pulsar_topics_count`` and Pulsar's managed-ledger gauges
   ``pulsar_ml_AddEntryMessagesRate``, ``_AddEntryBytesRate``, ``_NumberOfMessagesInBacklog``,
-  ``_StoredMessagesSize``; ``pulsar_active_connections`` per broker. The managed-ledger factory's
+  ``_StoredMessagesSize``; ``pulsar_active_connections``,
+  ``pulsar_connection_created_total_count`` and ``pulsar_connection_closed_total_count`` per broker. The managed-ledger factory's
   and the BookKeeper client's own registries (``pulsar_ml_*``, ``bookkeeper_client_*``) are
   appended by `render`.
 * ``pulsar_broker_publish_latency`` is a histogram in milliseconds (Pulsar's unit for publish
@@ -216,6 +217,15 @@ class _TopicCollector(Collector):
                                   labels=["cluster"])
         conns.add_metric([cluster], 0 if service is None else len(service.connections))
         yield conns
+        # Pulsar's names for these two totals end in _count (not a Prometheus counter's _total)
+        for name, doc, value in (
+                ("pulsar_connection_created_total_count", "Client connections accepted since start",
+                 self._metrics.connections_created),
+                ("pulsar_connection_closed_total_count", "Client connections closed since start",
+                 self._metrics.connections_closed)):
+            g = GaugeMetricFamily(name, doc, labels=["cluster"])
+            g.add_metric([cluster], float(value))
+            yield g
         awaiting = self._metrics.bytes_awaiting_gc()
         if awaiting is not None:
             g = GaugeMetricFamily("magnetar_retention_bytes_awaiting_gc",
@@ -308,11 +318,21 @@ class BrokerMetrics:
         self.extra_registries: list[CollectorRegistry] = []
         self.gc_pending_hook: Callable[[], int | None] | None = None
         """Returns the bytes of trimmed ledgers the bookies still hold (None: unknown)."""
+        self.connections_created = 0
+        self.connections_closed = 0
         self.registry.register(_TopicCollector(self))
 
     def bind(self, service: BrokerService) -> None:
         """Report the topics of ``service``."""
         self.service = service
+
+    def connection_opened(self) -> None:
+        """Count a client connection accepted (``pulsar_connection_created_total_count``)."""
+        self.connections_created += 1
+
+    def connection_closed(self) -> None:
+        """Count a client connection closed (``pulsar_connection_closed_total_count``)."""
+        self.connections_closed += 1
 
     def observe_publish(self, seconds: float) -> None:
         """Record one SEND's publish latency."""

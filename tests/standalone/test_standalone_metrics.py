@@ -98,6 +98,10 @@ def test_dashboards_query_only_exported_metrics_and_subscription_series_are_righ
                       and labels["namespace"] == "public/default"]
         assert ns_backlog == [10]
         assert "bookkeeper_client_ADD_ENTRY_count" in names
+        conns = {n: v for n, _, v in broker if n.startswith(("pulsar_active_connections", "pulsar_connection_"))}
+        assert conns["pulsar_active_connections"] >= 1
+        assert conns["pulsar_connection_created_total_count"] >= conns["pulsar_active_connections"]
+        assert "pulsar_connection_closed_total_count" in conns
         bookie_names = {n for n, _, _ in _samples(bookie_url)}
 
         missing = {}
