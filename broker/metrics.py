@@ -184,7 +184,8 @@ class _TopicCollector(Collector):
                 values = self._topic_values(topic)
                 sums = per_ns.setdefault(ns, {})
                 for key, value in values.items():
-                    sums[key] = sums.get(key, 0.0) + value
+                    # an age aggregates as the oldest; everything else adds up
+                    sums[key] = max(sums.get(key, 0.0), value) if key == "backlog_age" else sums.get(key, 0.0) + value
                 if topic_level:
                     for key, value in values.items():
                         fams[key].add_metric([cluster, ns, str(topic.name)], value)
