@@ -18,6 +18,7 @@ from urllib.parse import quote
 import click
 import httpx
 
+from magnetar.cli._human import duration, when
 from protocols.pulsar import InvalidTopicNameError, TopicName
 
 __all__ = ["command", "topic_path"]
@@ -606,8 +607,12 @@ def topics_stats_internal(api: _Api, topic: str) -> None:
     if api.as_json:
         _emit(api, stats)
         return
-    _emit(api, {k: v for k, v in stats.items() if not isinstance(v, (dict, list))}, title=topic)
-    _emit(api, stats.get("ledgers", []), title="ledgers", columns=["ledgerId", "entries", "size", "timestamp"])
+    _emit(api, {k: (when(v) if k.endswith("Timestamp") and isinstance(v, int) else v)
+                for k, v in stats.items() if not isinstance(v, (dict, list))}, title=topic)
+    # a ledger's timestamp is set when it closes: the open ledger has none yet
+    ledgers = [{**row, "timestamp": when(row["timestamp"]) if row.get("timestamp") else "(open)"}
+               for row in stats.get("ledgers", [])]
+    _emit(api, ledgers, title="ledgers", columns=["ledgerId", "entries", "size", "timestamp"])
     _emit(api, [{"name": n, **c} for n, c in stats.get("cursors", {}).items()], title="cursors",
           columns=["name", "markDeletePosition", "readPosition", "individuallyDeletedMessages", "state"])
 
@@ -782,13 +787,14 @@ def topics_explain_storage(api: _Api, topic: str) -> None:
     pol = ex.get("policies") or {}
     click.echo(f"{ex['topic']}: {ex['totalSize']} bytes; retention {pol.get('retention')}, "
                f"TTL {pol.get('messageTTLInSeconds')}s; deletable now: {ex.get('deletableNow')}")
-    _emit(api, ex.get("ledgers", []), title="ledgers",
-          columns=["ledgerId", "entries", "size", "ageSeconds", "decision", "reason", "pinnedBy", "explanation"])
+    ledgers = [{**row, "age": duration(row.get("ageSeconds"))} for row in ex.get("ledgers", [])]
+    _emit(api, ledgers, title="ledgers",
+          columns=["ledgerId", "entries", "size", "age", "decision", "reason", "pinnedBy", "explanation"])
     _emit(api, [{"cursor": n, **c} for n, c in (ex.get("cursors") or {}).items()], title="cursors",
           columns=["cursor", "markDeletePosition", "backlog", "backlogSize", "pinsLedgers"])
     last = ex.get("lastRetentionCheck")
     if last:
-        click.echo(f"last retention check at {last.get('checkedAtMs')} ms: trimmed {last.get('trimmed')} "
+        click.echo(f"last retention check {when(last.get('checkedAtMs'))}: trimmed {last.get('trimmed')} "
                    f"({last.get('trimmedBytes')} bytes); errors: {last.get('errors') or 'none'}")
     if ex.get("bookieGc") is not None:
         _emit_bookie_gc(api, ex["bookieGc"])
@@ -801,10 +807,11 @@ def _emit_bookie_gc(api: _Api, gc: dict[str, Any]) -> None:
                   if gc.get("unreachableBookies") else ""))
     _emit(api, gc.get("ledgers") or [], title="ledgers on the bookies",
           columns=["ledgerId", "state", "bytesOnDisk", "summary"])
-    bookies = [{"bookie": b, **info} for b, info in sorted((gc.get("bookies") or {}).items())]
+    bookies = [{"bookie": b, **info, "lastGcRun": when(info.get("lastGcRunMs"))}
+               for b, info in sorted((gc.get("bookies") or {}).items())]
     if bookies:
         _emit(api, bookies, title="bookies",
-              columns=["bookie", "reachable", "readOnly", "entryLogs", "bytesAwaitingGc", "lastGcRunMs", "error"])
+              columns=["bookie", "reachable", "readOnly", "entryLogs", "bytesAwaitingGc", "lastGcRun", "error"])
 
 
 
