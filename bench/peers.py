@@ -141,10 +141,10 @@ async def _nats_publish(port: int, seconds: float, size: int) -> float:
 
 def run_magnetar(work: Path, seconds: float, size: int) -> dict[str, float] | str:
     data = work / "magnetar"
-    web = _free_port()
+    web, port, bookie = _free_port(), _free_port(), _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "magnetar", "standalone", "--data-dir", str(data),
-                             "--set", f"standalone.bookie_port={_free_port()}", "--set", "standalone.bookie_http_port=0",
-                             "--set", f"broker.broker_service_port={(port := _free_port())}",
+                             "--set", f"standalone.bookie_port={bookie}", "--set", "standalone.bookie_http_port=0",
+                             "--set", f"broker.broker_service_port={port}",
                              "--set", f"broker.web_service_port={web}"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     out: dict[str, float] = {}

@@ -14,9 +14,10 @@
 * Per namespace always: ``pulsar_topics_count`` and Pulsar's managed-ledger gauges
   ``pulsar_ml_AddEntryMessagesRate``, ``_AddEntryBytesRate``, ``_NumberOfMessagesInBacklog``,
   ``_StoredMessagesSize``; ``pulsar_active_connections``,
-  ``pulsar_connection_created_total_count`` and ``pulsar_connection_closed_total_count`` per broker. The managed-ledger factory's
-  and the BookKeeper client's own registries (``pulsar_ml_*``, ``bookkeeper_client_*``) are
-  appended by `render`.
+  ``pulsar_connection_created_total_count`` and ``pulsar_connection_closed_total_count`` per broker.
+  The managed-ledger factory's and the BookKeeper client's own registries (``pulsar_ml_*``,
+  ``bookkeeper_client_*``) are appended by `render`. ``process_*`` (CPU seconds, memory) as
+  Pulsar's broker exposes them.
 * ``pulsar_broker_publish_latency`` is a histogram in milliseconds (Pulsar's unit for publish
   latency; buckets are the bounds of Pulsar's ``pulsar_storage_write_latency_le_*``), observed
   once per SEND (a batch is one observation).
