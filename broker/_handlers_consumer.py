@@ -68,6 +68,10 @@ async def handle_subscribe(conn: ServerConnection, frame: Frame) -> None:
         return
     if req.subType == SubType.KEY_SHARED and not conn.config.subscription_key_shared_enable:
         raise NotAllowedError("Key_Shared subscriptions are disabled on this broker")
+    if req.read_compacted and req.subType not in (SubType.EXCLUSIVE, SubType.FAILOVER):
+        # as Pulsar: the compacted view has one reader position, so only single-active types
+        raise NotAllowedError("read compacted is only allowed on Exclusive and Failover subscriptions "
+                              "(and readers)")
     name = TopicName.parse(req.topic)
     topic = await conn.service.get_topic(name, create=req.force_topic_creation)
     if req.HasField("schema"):
@@ -75,7 +79,13 @@ async def handle_subscribe(conn: ServerConnection, frame: Frame) -> None:
     initial = (InitialPosition.EARLIEST if req.initialPosition == pb.CommandSubscribe.Earliest
                else InitialPosition.LATEST)
     start = start_of(req.start_message_id) if (not req.durable and req.HasField("start_message_id")) else None
+    is_new = req.subscription not in topic.subscriptions or not req.durable
     sub = await topic.subscribe(req.subscription, durable=req.durable, initial_position=initial, start=start)
+    if req.read_compacted and not sub.consumers:
+        sub.read_compacted = True
+        from_start = start is InitialPosition.EARLIEST if start is not None else initial is InitialPosition.EARLIEST
+        if is_new and from_start:
+            sub.compacted_next = Position(-1, -1)  # `Subscription` Rule 5: the whole view
     ranges = None
     if (req.subType == SubType.KEY_SHARED and req.HasField("keySharedMeta")
             and req.keySharedMeta.keySharedMode == pb.STICKY):

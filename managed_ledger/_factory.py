@@ -22,6 +22,7 @@ from managed_ledger._cache import EntryCache
 from managed_ledger._config import ManagedLedgerConfig
 from managed_ledger._errors import ManagedLedgerClosed, ManagedLedgerError
 from managed_ledger._ledger import ML_ROOT, ManagedLedger, _Context
+from managed_ledger._side_ledger import SideLedgers
 from managed_ledger.metrics import ManagedLedgerMetrics
 from metadata import NoNodeError
 from protocols.managed_ledger import ManagedLedgerInfo
@@ -56,6 +57,8 @@ class ManagedLedgerFactory:
         self._nursery: trio.Nursery | None = None
         self._nursery_cm: AbstractAsyncContextManager[trio.Nursery] | None = None
         self._closed = False
+        self.side_ledgers = SideLedgers(bk, self.config)
+        """Single ledgers a topic keeps beside its chain (the compacted view): `SideLedgers`."""
 
     # --- lifecycle ---------------------------------------------------------------------------
 
