@@ -1,0 +1,123 @@
+"""Compaction through the admin REST and ``magnetar admin``, with the official client: compressed
+batches, Failover read_compacted consumers, a run failing cleanly, repeated runs, the CLI."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+import pulsar
+import pytest
+from click.testing import CliRunner
+
+from magnetar.cli import main
+from tests.broker_admin.admin_harness import AdminBroker
+
+
+def _cli(broker: AdminBroker, *args: str, ok: bool = True) -> str:
+    result = CliRunner().invoke(main, ["admin", "--admin-url", broker.http, *args])
+    assert (result.exit_code == 0) == ok, result.output
+    return result.output
+
+
+def _wait_done(http: httpx.Client, topic: str) -> dict:
+    deadline = time.monotonic() + 60
+    while True:
+        st = http.get(f"/admin/v2/persistent/public/default/{topic}/compaction").json()
+        if st["status"] != "RUNNING" or time.monotonic() > deadline:
+            return st
+        time.sleep(0.1)
+
+
+def _read_compacted(client: pulsar.Client, topic: str) -> list[tuple[str, bytes]]:
+    reader = client.create_reader(topic, pulsar.MessageId.earliest, is_read_compacted=True)
+    out = []
+    try:
+        while True:
+            try:
+                msg = reader.read_next(timeout_millis=2000)
+            except pulsar.Timeout:
+                return out
+            out.append((msg.partition_key(), msg.data()))
+    finally:
+        reader.close()
+
+
+@pytest.mark.parametrize("codec", [pulsar.CompressionType.LZ4, pulsar.CompressionType.ZLib,
+                                   pulsar.CompressionType.ZSTD, pulsar.CompressionType.SNAPPY])
+def test_compressed_batches_are_compacted_per_message(broker: AdminBroker, http: httpx.Client,
+                                                      client: pulsar.Client, name: str, codec) -> None:
+    topic = f"cmp-{name}"
+    producer = client.create_producer(topic, compression_type=codec, batching_enabled=True,
+                                      batching_max_messages=8, batching_max_publish_delay_ms=20)
+    latest = {}
+    for i in range(50):
+        key, value = f"k{i % 6}", (f"value-{i}-" * 20).encode()
+        producer.send_async(value, None, partition_key=key)
+        latest[key] = value
+    producer.flush()
+    assert http.put(f"/admin/v2/persistent/public/default/{topic}/compaction").status_code == 204
+    assert _wait_done(http, topic)["status"] == "SUCCESS"
+    got = _read_compacted(client, topic)
+    assert dict(got) == latest and len(got) == len(latest)
+
+
+def test_failover_consumer_reads_compacted_and_shared_is_refused(broker: AdminBroker, http: httpx.Client,
+                                                                 client: pulsar.Client, name: str) -> None:
+    topic = f"fo-{name}"
+    producer = client.create_producer(topic, batching_enabled=False)
+    for i in range(20):
+        producer.send(f"v{i}".encode(), partition_key=f"k{i % 4}")
+    assert http.put(f"/admin/v2/persistent/public/default/{topic}/compaction").status_code == 204
+    assert _wait_done(http, topic)["status"] == "SUCCESS"
+    producer.send(b"tail", partition_key="k0")
+    consumer = client.subscribe(topic, "fo", consumer_type=pulsar.ConsumerType.Failover, is_read_compacted=True,
+                                initial_position=pulsar.InitialPosition.Earliest)
+    got = []
+    while True:
+        try:
+            msg = consumer.receive(timeout_millis=2000)
+        except pulsar.Timeout:
+            break
+        got.append(msg.data())
+        consumer.acknowledge(msg)
+    assert got == [b"v16", b"v17", b"v18", b"v19", b"tail"]
+    consumer.close()
+    # the official client refuses it itself (InvalidConfiguration); the broker refuses it too
+    with pytest.raises(Exception, match="(?i)InvalidConfiguration|NotAllowed"):
+        client.subscribe(topic, "sh", consumer_type=pulsar.ConsumerType.Shared, is_read_compacted=True)
+
+
+def test_compaction_of_an_empty_topic_and_twice_in_a_row(broker: AdminBroker, http: httpx.Client,
+                                                         client: pulsar.Client, name: str) -> None:
+    topic = f"empty-{name}"
+    assert http.put(f"/admin/v2/persistent/public/default/{topic}").status_code == 204
+    base = f"/admin/v2/persistent/public/default/{topic}/compaction"
+    assert http.get(base).json() == {"status": "NOT_RUN", "lastError": ""}
+    assert http.put(base).status_code == 204
+    assert _wait_done(http, topic) == {"status": "SUCCESS", "lastError": ""}
+    assert _read_compacted(client, topic) == []
+    client.create_producer(topic).send(b"x", partition_key="a")
+    assert http.put(base).status_code == 204
+    assert _wait_done(http, topic)["status"] == "SUCCESS"
+    assert _read_compacted(client, topic) == [("a", b"x")]
+    explain = http.get(f"/admin/v2/persistent/public/default/{topic}/explain-storage").json()
+    assert explain["compaction"]["compactedLedger"]["entries"] == 1
+    assert explain["compaction"]["horizon"] is not None
+
+
+def test_cli_compact_and_threshold(broker: AdminBroker, client: pulsar.Client, name: str) -> None:
+    topic = f"persistent://public/default/cli-{name}"
+    client.create_producer(topic).send(b"v", partition_key="k")
+    assert "has not been run" in _cli(broker, "topics", "compaction-status", topic)
+    assert "triggered" in _cli(broker, "topics", "compact", topic)
+    assert "success" in _cli(broker, "topics", "compaction-status", "-w", topic)
+    assert json.loads(_cli(broker, "--json", "topics", "compaction-status", topic)) == {
+        "status": "SUCCESS", "lastError": ""}
+    _cli(broker, "namespaces", "set-compaction-threshold", "public/default", "-t", "10M")
+    assert json.loads(_cli(broker, "--json", "namespaces", "get-compaction-threshold", "public/default")) == 10485760
+    assert "invalid" in _cli(broker, "namespaces", "set-compaction-threshold", "public/default", "-t", "lots",
+                             ok=False)
+    _cli(broker, "namespaces", "remove-compaction-threshold", "public/default")
+    assert "404" in _cli(broker, "topics", "compact", f"persistent://public/default/none-{name}", ok=False)
