@@ -71,10 +71,13 @@ from protocols.pulsar import pulsar_api_pb2 as pb
 from ._entries import entry_metadata
 
 if TYPE_CHECKING:
+    from managed_ledger import ManagedLedgerFactory
+
     from ._topic import Topic
 
 __all__ = ["COMPACTION_CURSOR", "COMPACTED_LEDGER_PROPERTY", "CompactionState", "CompactedView", "Compactor",
-           "CompactionInProgress", "MAX_KEYS", "THRESHOLD_POLICY", "compaction_threshold"]
+           "CompactionInProgress", "MAX_KEYS", "THRESHOLD_POLICY", "compaction_threshold",
+           "delete_compacted_ledger"]
 
 log = logging.getLogger(__name__)
 
@@ -125,8 +128,8 @@ def _decompress(md: MessageMetadata, payload: bytes) -> bytes:
     if codec == pb.ZLIB:
         return zlib.decompress(payload)
     try:
-        import cramjam  # only compressed batches need it
-    except ImportError:  # pragma: no cover - cramjam is a dependency
+        import cramjam  # imported on first use: only compressed batches need it
+    except ImportError:  # pragma: no cover - a dependency of the package; clear if it was left out
         raise ValueError(f"{pb.CompressionType.Name(codec)} payloads need the cramjam package") from None
     if codec == pb.LZ4:
         return bytes(cramjam.lz4.decompress_block(payload, output_len=size)) if size else b""
@@ -437,6 +440,17 @@ class Compactor:
         """Release the view's read handle (the topic is closing)."""
         if self.view is not None:
             await self.view.reader.close()
+
+
+async def delete_compacted_ledger(factory: ManagedLedgerFactory, ml_name: str) -> int | None:
+    """Delete the compacted ledger of a managed ledger about to be deleted (its id lives in the
+    ``__compaction`` cursor, which goes with it); the id deleted, None when there was none."""
+    props = await factory.stored_cursor_properties(ml_name, COMPACTION_CURSOR)
+    ledger_id = (props or {}).get(COMPACTED_LEDGER_PROPERTY)
+    if ledger_id is None:
+        return None
+    await factory.side_ledgers.delete(ledger_id)
+    return ledger_id
 
 
 async def compaction_threshold(topic: Topic) -> int:

@@ -85,7 +85,7 @@ def test_failover_consumer_reads_compacted_and_shared_is_refused(broker: AdminBr
     assert got == [b"v16", b"v17", b"v18", b"v19", b"tail"]
     consumer.close()
     # the official client refuses it itself (InvalidConfiguration); the broker refuses it too
-    with pytest.raises(Exception, match="(?i)InvalidConfiguration|NotAllowed"):
+    with pytest.raises(Exception, match=r"(?i)InvalidConfiguration|NotAllowed"):
         client.subscribe(topic, "sh", consumer_type=pulsar.ConsumerType.Shared, is_read_compacted=True)
 
 
@@ -121,3 +121,33 @@ def test_cli_compact_and_threshold(broker: AdminBroker, client: pulsar.Client, n
                              ok=False)
     _cli(broker, "namespaces", "remove-compaction-threshold", "public/default")
     assert "404" in _cli(broker, "topics", "compact", f"persistent://public/default/none-{name}", ok=False)
+
+
+def test_new_run_and_topic_deletion_delete_the_compacted_ledgers(broker: AdminBroker, http: httpx.Client,
+                                                                  client: pulsar.Client, name: str) -> None:
+    from managed_ledger import ManagedLedgerError
+
+    topic = f"del-{name}"
+    base = f"/admin/v2/persistent/public/default/{topic}"
+    producer = client.create_producer(topic, batching_enabled=False)
+
+    def compact_and_ledger(value: bytes) -> int:
+        producer.send(value, partition_key="k")
+        assert http.put(f"{base}/compaction").status_code == 204
+        assert _wait_done(http, topic)["status"] == "SUCCESS"
+        return http.get(f"{base}/explain-storage").json()["compaction"]["compactedLedger"]["ledgerId"]
+
+    def exists(ledger_id: int) -> bool:
+        assert broker.service is not None
+        try:
+            broker.call(broker.service.factory.side_ledgers.open, ledger_id)
+        except ManagedLedgerError:
+            return False
+        return True
+
+    first = compact_and_ledger(b"1")
+    second = compact_and_ledger(b"2")
+    assert not exists(first) and exists(second)  # a new run deletes the ledger it replaces
+    producer.close()
+    assert http.delete(base, params={"force": "true"}).status_code == 204
+    assert not exists(second)  # deleting the topic deletes its compacted ledger
