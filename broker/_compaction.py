@@ -267,6 +267,11 @@ class Compactor:
         """The ``__compaction`` cursor, None before the first run."""
         return dict(getattr(self._ml, "cursors", {}) or {}).get(COMPACTION_CURSOR)
 
+    @property
+    def running(self) -> bool:
+        """A run is going on (the topic is then not idle: unloading would cancel it)."""
+        return self.state is CompactionState.RUNNING
+
     def status(self) -> dict[str, str | None]:
         """Pulsar's ``LongRunningProcessStatus`` JSON."""
         return {"status": self.state.value, "lastError": self.last_error or ""}

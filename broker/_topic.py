@@ -173,8 +173,9 @@ class Topic:
 
     @property
     def idle(self) -> bool:
-        """No producer, no consumer, and no add in flight."""
-        return not self.producers and not self._waiting and not any(s.consumers for s in self.subscriptions.values())
+        """No producer, no consumer, no add in flight, and no compaction running."""
+        return (not self.producers and not self._waiting and not any(s.consumers for s in self.subscriptions.values())
+                and not self.compactor.running)
 
     @property
     def waiting_producers(self) -> list[Producer]:

@@ -151,3 +151,25 @@ def test_new_run_and_topic_deletion_delete_the_compacted_ledgers(broker: AdminBr
     producer.close()
     assert http.delete(base, params={"force": "true"}).status_code == 204
     assert not exists(second)  # deleting the topic deletes its compacted ledger
+
+
+def test_broker_refuses_read_compacted_on_shared_and_the_reserved_name(broker: AdminBroker, name: str) -> None:
+    # what a client that does not check its configuration sends (the official one refuses it itself)
+    from protocols.pulsar import pulsar_api_pb2 as pb
+    from tests.broker.raw_pulsar import RawPeer
+
+    peer = RawPeer(broker.port)
+    try:
+        peer.connect()
+        topic = f"persistent://public/default/raw-{name}"
+        peer.send("SUBSCRIBE", topic=topic, subscription="s", subType=pb.CommandSubscribe.Shared, consumer_id=1,
+                  request_id=1, read_compacted=True)
+        reply = peer.recv()
+        assert reply is not None and reply.type == pb.BaseCommand.ERROR
+        assert reply.error.error == pb.NotAllowedError and "compacted" in reply.error.message
+        peer.send("SUBSCRIBE", topic=topic, subscription="__compaction", subType=pb.CommandSubscribe.Exclusive,
+                  consumer_id=2, request_id=2)
+        reply = peer.recv()
+        assert reply is not None and reply.type == pb.BaseCommand.ERROR and reply.error.error == pb.NotAllowedError
+    finally:
+        peer.close()
