@@ -256,7 +256,14 @@ class Compactor:
         self.state = CompactionState.NOT_RUN
         self.last_error: str | None = None
         self.view: CompactedView | None = None
-        self.runs = 0  # completed runs since load (stats)
+        # statistics since the topic was loaded (Pulsar's CompactionStats and compaction metrics)
+        self.succeeded = 0
+        self.failed = 0
+        self.removed_events = 0  # messages left out of the view, summed over the runs
+        self.last_removed_events = 0
+        self.last_succeed_ms = 0
+        self.last_failed_ms = 0
+        self.last_duration_ms = 0
 
     @property
     def _ml(self):
@@ -312,17 +319,38 @@ class Compactor:
         await self._run()
 
     async def _run(self) -> None:
+        clock = self.topic.service.clock
+        started = clock()
         try:
-            await self._compact()
+            removed = await self._compact()
         except Exception as exc:
-            self.state, self.last_error = CompactionState.ERROR, f"{type(exc).__name__}: {exc}"
+            self._failed(f"{type(exc).__name__}: {exc}", started)
             log.warning("compaction of %s failed: %s", self.topic.name, self.last_error)
         except BaseException:
-            self.state, self.last_error = CompactionState.ERROR, "cancelled: the topic was unloaded"
+            self._failed("cancelled: the topic was unloaded", started)
             raise
         else:
             self.state = CompactionState.SUCCESS
-            self.runs += 1
+            now = clock()
+            self.succeeded += 1
+            self.last_removed_events = removed
+            self.removed_events += removed
+            self.last_succeed_ms = int(now * 1000)
+            self.last_duration_ms = int((now - started) * 1000)
+
+    def _failed(self, why: str, started: float) -> None:
+        now = self.topic.service.clock()
+        self.state, self.last_error = CompactionState.ERROR, why
+        self.failed += 1
+        self.last_failed_ms = int(now * 1000)
+        self.last_duration_ms = int((now - started) * 1000)
+
+    def stats(self) -> dict[str, int]:
+        """Pulsar's ``CompactionStats`` of the topic stats (``compaction``)."""
+        return {"lastCompactionRemovedEventCount": self.last_removed_events,
+                "lastCompactionSucceedTimestamp": self.last_succeed_ms,
+                "lastCompactionFailedTimestamp": self.last_failed_ms,
+                "lastCompactionDurationTimeInMills": self.last_duration_ms}
 
     async def _messages(self, old: CompactedView | None, start: Position | InitialPosition,
                         horizon: Position) -> AsyncIterator[tuple[Entry, list[_Message]]]:
@@ -350,14 +378,15 @@ class Compactor:
         finally:
             await cursor.close()
 
-    async def _compact(self) -> None:
+    async def _compact(self) -> int:
+        """One run; returns how many of the messages it read it left out of the view."""
         ml = self._ml
         horizon = ml.last_confirmed_entry
         old = self.view
         start: Position | InitialPosition = (self.topic.next_position(old.horizon) if old is not None
                                              else InitialPosition.EARLIEST)
         if old is not None and horizon <= old.horizon:
-            return  # nothing written since the last run: the view stands
+            return 0  # nothing written since the last run: the view stands
         # phase one: key -> global index of its latest message (Rule 3)
         latest: dict[str, int] = {}
         n = 0
@@ -372,6 +401,7 @@ class Compactor:
         side = self.topic.service.factory.side_ledgers
         writer = await side.create(ml.name, "compacted-topic")
         done = False
+        kept = 0
         try:
             n = 0
             async for entry, messages in self._messages(old, start, horizon):
@@ -380,6 +410,7 @@ class Compactor:
                     if m.key is not None and latest.get(m.key) == n + i and not m.tombstone:
                         keep.add(i)
                 n += len(messages)
+                kept += len(keep)
                 if not keep:
                     continue
                 data = entry.data
@@ -410,6 +441,7 @@ class Compactor:
             except ManagedLedgerError as exc:
                 log.warning("compaction of %s: could not delete the old compacted ledger %d: %s",
                             self.topic.name, old.ledger_id, exc)
+        return n - kept
 
     # ------------------------------------------------------------------ automatic (Rule 6)
 

@@ -31,6 +31,7 @@ from ._stats import storage_numbers
 
 if TYPE_CHECKING:
     from ._service import BrokerService
+    from ._topic import Topic
 
 __all__ = ["BrokerMetrics", "PUBLISH_LATENCY_BUCKETS_MS", "TOPIC_METRIC_NAMES"]
 
@@ -85,6 +86,15 @@ class _TopicCollector(Collector):
             "subscriptions": gauge("pulsar_subscriptions_count", "Subscriptions of the topic"),
             "retained": gauge("magnetar_storage_retained_size",
                               "Bytes stored but consumed by every subscription (kept by retention)"),
+            "compact_removed": counter("pulsar_compaction_removed_event_count",
+                                       "Messages compaction left out of the compacted view"),
+            "compact_ok": counter("pulsar_compaction_succeed_count", "Compaction runs that succeeded"),
+            "compact_failed": counter("pulsar_compaction_failed_count", "Compaction runs that failed"),
+            "compact_duration": gauge("pulsar_compaction_duration_time_in_mills",
+                                      "Duration of the last compaction run in milliseconds"),
+            "compact_entries": gauge("pulsar_compaction_compacted_entries_count",
+                                     "Entries in the compacted view"),
+            "compact_size": gauge("pulsar_compaction_compacted_entries_size", "Bytes of the compacted view"),
         }
         topics_per_ns: dict[str, int] = {}
         if service is not None:
@@ -110,6 +120,7 @@ class _TopicCollector(Collector):
                     ("producers", len(topic.producers)), ("consumers", consumers),
                     ("subscriptions", len(topic.subscriptions)),
                     ("retained", max(0, storage["storageSize"] - storage["backlogSize"])),
+                    *compaction_values(topic),
                 ):
                     fams[key].add_metric(values, float(value))
         yield from fams.values()
@@ -125,6 +136,15 @@ class _TopicCollector(Collector):
                                   "Bytes of trimmed ledgers the bookies have not reclaimed yet")
             g.add_metric([], float(awaiting))
             yield g
+
+
+def compaction_values(topic: Topic) -> list[tuple[str, float]]:
+    """The compaction metrics of a topic (Pulsar's names, see `_compaction`)."""
+    c = topic.compactor
+    view = c.view
+    return [("compact_removed", c.removed_events), ("compact_ok", c.succeeded), ("compact_failed", c.failed),
+            ("compact_duration", c.last_duration_ms), ("compact_entries", view.entries if view else 0),
+            ("compact_size", view.reader.size if view else 0)]
 
 
 class BrokerMetrics:

@@ -105,6 +105,30 @@ def test_compaction_of_an_empty_topic_and_twice_in_a_row(broker: AdminBroker, ht
     explain = http.get(f"/admin/v2/persistent/public/default/{topic}/explain-storage").json()
     assert explain["compaction"]["compactedLedger"]["entries"] == 1
     assert explain["compaction"]["horizon"] is not None
+    stats = http.get(f"/admin/v2/persistent/public/default/{topic}/stats").json()["compaction"]
+    assert stats["lastCompactionSucceedTimestamp"] > 0 and stats["lastCompactionFailedTimestamp"] == 0
+    assert stats["lastCompactionRemovedEventCount"] == 0
+    metrics = http.get("/metrics").text
+    line = next(x for x in metrics.splitlines()
+                if x.startswith("pulsar_compaction_succeed_count") and f"/{topic}\"" in x)
+    assert float(line.rsplit(" ", 1)[1]) == 2
+
+
+def test_partitioned_topic_compacts_every_partition(broker: AdminBroker, http: httpx.Client,
+                                                    client: pulsar.Client, name: str) -> None:
+    topic = f"parts-{name}"
+    assert http.put(f"/admin/v2/persistent/public/default/{topic}/partitions", json=3).status_code == 204
+    producer = client.create_producer(topic, batching_enabled=False)
+    latest = {}
+    for i in range(30):
+        key = f"k{i % 5}"
+        producer.send(f"{i}".encode(), partition_key=key)
+        latest[key] = f"{i}".encode()
+    assert http.put(f"/admin/v2/persistent/public/default/{topic}/compaction").status_code == 204
+    for p in range(3):
+        assert _wait_done(http, f"{topic}-partition-{p}")["status"] == "SUCCESS"
+    got = _read_compacted(client, f"persistent://public/default/{topic}")
+    assert dict(got) == latest and len(got) == len(latest)
 
 
 def test_cli_compact_and_threshold(broker: AdminBroker, client: pulsar.Client, name: str) -> None:
