@@ -81,10 +81,10 @@ async def handle_subscribe(conn: ServerConnection, frame: Frame) -> None:
     start = start_of(req.start_message_id) if (not req.durable and req.HasField("start_message_id")) else None
     is_new = req.subscription not in topic.subscriptions or not req.durable
     sub = await topic.subscribe(req.subscription, durable=req.durable, initial_position=initial, start=start)
-    if req.read_compacted and not sub.consumers:
-        sub.read_compacted = True
+    if not sub.consumers:  # the first consumer decides (the others must be alike: one reader position)
+        sub.read_compacted = req.read_compacted
         from_start = start is InitialPosition.EARLIEST if start is not None else initial is InitialPosition.EARLIEST
-        if is_new and from_start:
+        if req.read_compacted and is_new and from_start:
             sub.compacted_next = Position(-1, -1)  # `Subscription` Rule 5: the whole view
     ranges = None
     if (req.subType == SubType.KEY_SHARED and req.HasField("keySharedMeta")

@@ -102,7 +102,7 @@ class Subscription:
             if self.dispatcher is not None:
                 # a previous dispatcher read ahead: deliver its unacked entries again
                 self.cursor.rewind()
-                self.compacted_next = None
+                self.compacted_next = self._compacted_restart()
             d = self.dispatcher = Dispatcher(self, sub_type, sticky=bool(hash_ranges))
             await self.topic.start_task(self._run_dispatcher, d)
         self._seq += 1
@@ -117,6 +117,14 @@ class Subscription:
             raise BrokerServiceError(str(exc), pb.ConsumerAssignError) from None
         d.notify_new_failover_consumer(consumer)
         return consumer
+
+    def _compacted_restart(self) -> Position | None:
+        """Where a rewound read of the compacted view starts (Rule 5): from the view's start while
+        nothing of the stored ledgers is acked (the cursor may sit after ledgers trimmed before it
+        existed, whose keys the view still holds), else from the cursor's read position."""
+        if self.read_compacted and self.cursor.mark_delete_position < self.topic.first_position():
+            return Position(-1, -1)
+        return None
 
     async def _run_dispatcher(self, d: Dispatcher, task_status=trio.TASK_STATUS_IGNORED) -> None:
         with trio.CancelScope() as scope:
@@ -243,8 +251,8 @@ class Subscription:
             await self._stop_dispatcher()
             if self.dispatcher:
                 self.dispatcher.reset()
-            self.compacted_next = None
             await self.cursor.reset(position)
+            self.compacted_next = self._compacted_restart()
 
     async def position_for_publish_time(self, publish_time_ms: int) -> Position:
         """The first position whose message was published at or after ``publish_time_ms``."""
