@@ -26,10 +26,11 @@ Rules:
   others ``compacted_out`` instead, keeping batch indexes; the official C++ client, which the
   Python client wraps, does not skip such messages, so they are left out: a kept message's batch
   index in the compacted view is its index among the kept ones, its entry position unchanged.)
-* Rule 3 (two phases, bounded): phase one maps each key to the index of its latest message
-  (at most `MAX_KEYS` keys, else the run fails with a clear reason: the map is the only memory
-  that grows with the topic); phase two reads the same messages again and writes the kept ones.
-  Entries never sit in memory beyond one read batch.
+* Rule 3 (two phases, bounded): phase one maps each key to the position and batch index of its
+  latest message (at most `MAX_KEYS` keys, else the run fails with a clear reason: the map is the
+  only memory that grows with the topic); phase two reads the same messages again and writes the
+  kept ones. Entries never sit in memory beyond one read batch. The ``__compaction`` cursor is
+  opened at the start of the first run, so retention cannot trim what the run reads.
 * Rule 4 (the view): `CompactedView` is immutable; a run swaps the topic's view only once the
   new ledger is sealed and the cursor persisted. The old ledger is deleted afterwards (a reader
   still on it fails its read once and continues on the new view, which holds every key it had).
@@ -311,13 +312,6 @@ class Compactor:
         self.state, self.last_error = CompactionState.RUNNING, None
         nursery.start_soon(self._run)
 
-    async def compact_now(self) -> None:
-        """Run compaction in the caller's task (and wait for it); `CompactionInProgress` if one runs."""
-        if self.state is CompactionState.RUNNING:
-            raise CompactionInProgress(f"compaction of {self.topic.name} is already in progress")
-        self.state, self.last_error = CompactionState.RUNNING, None
-        await self._run()
-
     async def _run(self) -> None:
         clock = self.topic.service.clock
         started = clock()
@@ -387,28 +381,27 @@ class Compactor:
                                              else InitialPosition.EARLIEST)
         if old is not None and horizon <= old.horizon:
             return 0  # nothing written since the last run: the view stands
-        # phase one: key -> global index of its latest message (Rule 3)
-        latest: dict[str, int] = {}
-        n = 0
-        async for _entry, messages in self._messages(old, start, horizon):
-            for m in messages:
+        # The cursor exists from the first run on, so that retention cannot trim what the run
+        # reads between its two phases (its mark-delete is the previous horizon, or before all).
+        cursor = self.cursor or await ml.open_cursor(COMPACTION_CURSOR, InitialPosition.EARLIEST)
+        # phase one: key -> (position, batch index) of its latest message (Rule 3)
+        latest: dict[str, tuple[Position, int]] = {}
+        async for entry, messages in self._messages(old, start, horizon):
+            for i, m in enumerate(messages):
                 if m.key is not None:
-                    latest[m.key] = n
+                    latest[m.key] = (entry.position, i)
                     if len(latest) > MAX_KEYS:
                         raise ValueError(f"more than {MAX_KEYS} distinct keys: too many to compact")
-                n += 1
         # phase two: write the kept messages' entries (Rule 2)
         side = self.topic.service.factory.side_ledgers
         writer = await side.create(ml.name, "compacted-topic")
         done = False
         kept = 0
+        n = 0
         try:
-            n = 0
             async for entry, messages in self._messages(old, start, horizon):
-                keep = set()
-                for i, m in enumerate(messages):
-                    if m.key is not None and latest.get(m.key) == n + i and not m.tombstone:
-                        keep.add(i)
+                keep = {i for i, m in enumerate(messages)
+                        if m.key is not None and not m.tombstone and latest.get(m.key) == (entry.position, i)}
                 n += len(messages)
                 kept += len(keep)
                 if not keep:
@@ -419,7 +412,6 @@ class Compactor:
                 await writer.add(encode_compacted(entry.position, data))
             await writer.close()
             reader = await side.open(writer.ledger_id)
-            cursor = self.cursor or await ml.open_cursor(COMPACTION_CURSOR, InitialPosition.EARLIEST)
             await cursor.mark_delete(horizon, {COMPACTED_LEDGER_PROPERTY: writer.ledger_id})
             await cursor.persist()  # the horizon and ledger id survive a crash from now on (Rule 4)
             done = True

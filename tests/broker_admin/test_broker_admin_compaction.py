@@ -197,3 +197,32 @@ def test_broker_refuses_read_compacted_on_shared_and_the_reserved_name(broker: A
         assert reply is not None and reply.type == pb.BaseCommand.ERROR and reply.error.error == pb.NotAllowedError
     finally:
         peer.close()
+
+
+def test_a_failed_run_reports_error_and_keeps_the_previous_view(broker: AdminBroker, http: httpx.Client,
+                                                                client: pulsar.Client, name: str) -> None:
+    from bk_client import NotEnoughBookies
+
+    topic = f"fail-{name}"
+    base = f"/admin/v2/persistent/public/default/{topic}/compaction"
+    producer = client.create_producer(topic, batching_enabled=False)
+    producer.send(b"old", partition_key="k")
+    assert http.put(base).status_code == 204
+    assert _wait_done(http, topic)["status"] == "SUCCESS"
+    producer.send(b"new", partition_key="k")
+    broker.bk.fail_now(NotEnoughBookies(2, 0, detail="no bookies for the test"), ops={"create"})
+    assert http.put(base).status_code == 204
+    st = _wait_done(http, topic)
+    assert st["status"] == "ERROR" and "no bookies for the test" in st["lastError"]
+    assert _read_compacted(client, topic) == [("k", b"old"), ("k", b"new")]  # old view, then the topic
+    # a write failing half-way: the unfinished compacted ledger is deleted
+    deleted_before = len(broker.bk.deleted_ledgers)
+    broker.bk.fail_now(NotEnoughBookies(2, 0, detail="write failed for the test"), ops={"add"})
+    assert http.put(base).status_code == 204
+    st = _wait_done(http, topic)
+    assert st["status"] == "ERROR" and "write failed for the test" in st["lastError"]
+    assert len(broker.bk.deleted_ledgers) == deleted_before + 1
+    assert _read_compacted(client, topic) == [("k", b"old"), ("k", b"new")]
+    assert http.put(base).status_code == 204  # the next run works again
+    assert _wait_done(http, topic) == {"status": "SUCCESS", "lastError": ""}
+    assert _read_compacted(client, topic) == [("k", b"new")]
