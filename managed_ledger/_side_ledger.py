@@ -22,7 +22,7 @@ from ._errors import ManagedLedgerError
 from ._reader import open_with_passwords
 
 if TYPE_CHECKING:
-    from bk_client.api import BookKeeperClient, ReadHandle, WriteHandle
+    from bk_client.api import BookKeeperClient, PendingAppend, ReadHandle, WriteHandle
 
     from ._config import ManagedLedgerConfig
 
@@ -30,12 +30,17 @@ __all__ = ["SideLedgerWriter", "SideLedgerReader", "SideLedgers"]
 
 
 class SideLedgerWriter:
-    """Appends entries to a new side ledger. ``add`` returns the entry id once an ack quorum has
-    it durable (entry ids are 0, 1, 2, ...); ``close`` seals it at its last entry. Raises
-    `ManagedLedgerError` for any storage failure (the ledger is then useless: delete it)."""
+    """Appends entries to a new side ledger, many in flight: ``add`` returns once the entry is
+    sent (its id fixed: 0, 1, 2, ...), waiting only while the BookKeeper client's in-flight bound
+    is full; ``close`` waits until every entry is durable (an ack quorum has it) and seals the
+    ledger at its last entry. Raises `ManagedLedgerError` for any storage failure, from ``add`` or
+    at the latest from ``close`` (the ledger is then useless: delete it)."""
 
     def __init__(self, handle: WriteHandle) -> None:
         self._handle = handle
+        # Adds finish in id order and, once one failed, every later one fails too (rules 1 and
+        # 3 of `bk_client.api`): the outcome of the last add is the outcome of them all.
+        self._last: PendingAppend | None = None
         self.entries = 0
 
     @property
@@ -44,20 +49,25 @@ class SideLedgerWriter:
         return self._handle.ledger_id
 
     async def add(self, data: bytes) -> int:
-        """Append one entry; its id once durable."""
+        """Send one entry; its id (durable once `close` returned)."""
+        last = self._last
+        if last is not None and last.finished and last.error is not None:
+            raise ManagedLedgerError(f"side ledger {self.ledger_id}: add failed: {last.error}")
         try:
-            entry_id = await self._handle.add_entry(data)
+            self._last = await self._handle.append(data)
         except Exception as exc:
             raise ManagedLedgerError(f"side ledger {self.ledger_id}: add failed: {exc}") from exc
         self.entries += 1
-        return entry_id
+        return self._last.entry_id
 
     async def close(self) -> None:
-        """Seal the ledger (its last entry becomes final)."""
+        """Wait for every entry to be durable, then seal the ledger (its last entry becomes final)."""
         try:
+            if self._last is not None:
+                await self._last.result()
             await self._handle.close()
         except Exception as exc:
-            raise ManagedLedgerError(f"side ledger {self.ledger_id}: close failed: {exc}") from exc
+            raise ManagedLedgerError(f"side ledger {self.ledger_id}: write or close failed: {exc}") from exc
 
 
 class SideLedgerReader:
