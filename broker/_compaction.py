@@ -191,6 +191,15 @@ def decode_compacted(raw: bytes) -> Entry:
     return Entry(Position(ledger_id, entry_id), raw[_HEADER.size:])
 
 
+def _decode_read(raw: bytes, ledger_id: int) -> Entry:
+    # a readable (digest-checked) entry of ours that does not decode: report it as a storage
+    # error, which the dispatcher logs and retries, rather than crash the topic's tasks
+    try:
+        return decode_compacted(raw)
+    except ValueError as exc:
+        raise ManagedLedgerError(f"compacted ledger {ledger_id}: {exc}") from exc
+
+
 # ------------------------------------------------------------------ the view
 
 
@@ -215,7 +224,7 @@ class CompactedView:
 
     async def _position_at(self, index: int) -> Position:
         (raw,) = await self.reader.read(index, index)
-        return decode_compacted(raw).position
+        return _decode_read(raw, self.ledger_id).position
 
     async def first_index_at_or_after(self, pos: Position) -> int:
         """The index of the first entry whose position is >= ``pos`` (``entries`` if none)."""
@@ -234,7 +243,7 @@ class CompactedView:
         last = min(self.entries, first + max_entries) - 1
         if first > last:
             return []
-        return [decode_compacted(raw) for raw in await self.reader.read(first, last)]
+        return [_decode_read(raw, self.ledger_id) for raw in await self.reader.read(first, last)]
 
     async def entry_at(self, pos: Position) -> Entry | None:
         """The compacted entry of ``pos``, None when compaction dropped it."""
@@ -242,7 +251,7 @@ class CompactedView:
         if i >= self.entries:
             return None
         (raw,) = await self.reader.read(i, i)
-        entry = decode_compacted(raw)
+        entry = _decode_read(raw, self.ledger_id)
         return entry if entry.position == pos else None
 
 
@@ -354,7 +363,7 @@ class Compactor:
             while i < old.entries:
                 last = min(old.entries, i + _READ_BATCH) - 1
                 for raw in await old.reader.read(i, last):
-                    entry = decode_compacted(raw)
+                    entry = _decode_read(raw, old.ledger_id)
                     yield entry, _parse(entry)
                 i = last + 1
         if isinstance(start, Position) and start > horizon:
