@@ -36,7 +36,10 @@ Rules:
   still on it fails its read once and continues on the new view, which holds every key it had).
 * Rule 5 (retention): the ``__compaction`` cursor is a durable cursor whose mark-delete is the
   horizon, so it pins exactly what is not compacted yet; retention may trim ledgers behind it.
-  It is never a subscription: no client or admin request may use its name as one.
+  It is a system cursor of the retention service (as in Pulsar, message TTL and backlog eviction
+  never move it) and never a subscription: no client or admin request may use its name as one.
+  A view loaded from the cursor (after a restart or reload) reports SUCCESS (Pulsar's broker says
+  NOT_RUN until a run on the new owner; the view is there either way).
 * Rule 6 (automatic): every `monitor_interval` the topic compacts itself when the namespace's
   ``compaction_threshold`` (bytes, else the broker default; 0 = off) is exceeded by the backlog
   size of the ``__compaction`` cursor (the whole topic when it has none yet), as Pulsar.

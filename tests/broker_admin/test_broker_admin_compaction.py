@@ -226,3 +226,34 @@ def test_a_failed_run_reports_error_and_keeps_the_previous_view(broker: AdminBro
     assert http.put(base).status_code == 204  # the next run works again
     assert _wait_done(http, topic) == {"status": "SUCCESS", "lastError": ""}
     assert _read_compacted(client, topic) == [("k", b"new")]
+
+
+def test_message_ttl_moves_subscriptions_but_not_the_compaction_horizon(broker: AdminBroker, http: httpx.Client,
+                                                                         client: pulsar.Client, name: str) -> None:
+    import functools
+
+    topic = f"ttl-{name}"
+    base = f"/admin/v2/persistent/public/default/{topic}"
+    consumer = client.subscribe(topic, "s")
+    producer = client.create_producer(topic, batching_enabled=False)
+    for i in range(5):
+        producer.send(f"{i}".encode(), partition_key=f"k{i}")
+    assert http.put(f"{base}/compaction").status_code == 204
+    assert _wait_done(http, topic)["status"] == "SUCCESS"
+    producer.send(b"late", partition_key="k0")  # after the horizon
+    horizon = http.get(f"{base}/internalStats").json()["cursors"]["__compaction"]["markDeletePosition"]
+    assert http.post(f"{base}/messageTTL", params={"messageTTL": 1}).status_code == 204
+    assert broker.service is not None
+    deadline = time.monotonic() + 60
+    while True:  # until TTL has expired the subscription's backlog (its messages are 1 s old)
+        broker.call(functools.partial(broker.service.retention.run_once, force=True))
+        stats = http.get(f"{base}/stats").json()["subscriptions"]["s"]
+        if stats["msgBacklog"] == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert stats["msgBacklog"] == 0  # TTL acknowledged the subscription's messages
+    cursors = http.get(f"{base}/internalStats").json()["cursors"]
+    assert cursors["__compaction"]["markDeletePosition"] == horizon  # the horizon stays
+    got = _read_compacted(client, topic)
+    assert got[-1] == ("k0", b"late") and len(got) == 6
+    consumer.close()
