@@ -248,6 +248,13 @@ class CompactedView:
             return []
         return [_decode_read(raw, self.ledger_id) for raw in await self.reader.read(first, last)]
 
+    async def last_entry(self) -> Entry | None:
+        """The view's last entry, None when it is empty."""
+        if self.entries == 0:
+            return None
+        (raw,) = await self.reader.read(self.entries - 1, self.entries - 1)
+        return _decode_read(raw, self.ledger_id)
+
     async def entry_at(self, pos: Position) -> Entry | None:
         """The compacted entry of ``pos``, None when compaction dropped it."""
         i = await self.first_index_at_or_after(pos)

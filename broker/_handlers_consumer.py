@@ -223,14 +223,22 @@ def _mid(pos: Position, batch_index: int = -1, partition: int = -1) -> dict:
 
 
 async def handle_get_last_message_id(conn: ServerConnection, frame: Frame) -> None:
-    """GET_LAST_MESSAGE_ID: the last stored id (with the last batch index) and the mark-delete position."""
+    """GET_LAST_MESSAGE_ID: the last stored id (with the last batch index) and the mark-delete position;
+    for a read-compacted consumer of a topic that ends within the compacted view, the view's last."""
     req = frame.command.getLastMessageId
     consumer = _consumer(conn, req.consumer_id)
     sub = consumer.subscription
     last = sub.topic.ml.last_confirmed_entry
     batch_index = -1
-    if last.entry_id >= 0:
-        entry = await sub.topic.ml.read_entry(last)
+    view = sub.topic.compactor.view if sub.read_compacted else None
+    if view is not None and last <= view.horizon:
+        # as Pulsar: a read-compacted consumer is told the view's last message when the topic
+        # ends within the view (the topic's own last message may be compacted out: a tombstone)
+        entry = await view.last_entry()
+        last = entry.position if entry is not None else Position(-1, -1)
+    else:
+        entry = await sub.topic.ml.read_entry(last) if last.entry_id >= 0 else None
+    if entry is not None:
         info = entry_info(entry.data)
         if info.is_batch:
             batch_index = info.num_messages - 1

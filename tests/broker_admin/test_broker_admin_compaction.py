@@ -257,3 +257,28 @@ def test_message_ttl_moves_subscriptions_but_not_the_compaction_horizon(broker: 
     got = _read_compacted(client, topic)
     assert got[-1] == ("k0", b"late") and len(got) == 6
     consumer.close()
+
+
+def test_a_topic_ending_in_a_tombstone_reads_to_its_end(broker: AdminBroker, http: httpx.Client,
+                                                        client: pulsar.Client, name: str) -> None:
+    # the last message id a read-compacted reader is told is the view's last one when the topic
+    # ends at or before the horizon (else hasMessageAvailable waits for a compacted-out message)
+    topic = f"tomb-{name}"
+    producer = client.create_producer(topic, batching_enabled=False)
+    producer.send(b"keep", partition_key="a")
+    producer.send(b"x", partition_key="b")
+    producer.send(b"", partition_key="b")  # the topic's last message: a tombstone
+    assert http.put(f"/admin/v2/persistent/public/default/{topic}/compaction").status_code == 204
+    assert _wait_done(http, topic)["status"] == "SUCCESS"
+    reader = client.create_reader(topic, pulsar.MessageId.earliest, is_read_compacted=True)
+    assert reader.has_message_available()
+    assert reader.read_next(timeout_millis=10000).data() == b"keep"
+    assert not reader.has_message_available()
+    reader.close()
+    table = client.create_table_view(topic)  # reads to the end it is told, then returns
+    try:
+        contents: dict[str, bytes] = {}
+        table.for_each(lambda k, v: contents.__setitem__(k, v))
+        assert contents == {"a": b"keep"}
+    finally:
+        table.close()
