@@ -36,8 +36,8 @@ from metadata import MetadataStore, NodeExistsError
 from protocols.pulsar import NamespaceName, TopicName
 from retention import QuotaAction, QuotaDecision, RetentionService
 
-from ._config import BrokerConfig
 from ._compaction import COMPACTION_CURSOR
+from ._config import BrokerConfig
 from ._dedup import DEDUP_CURSOR, Deduplication
 from ._errors import NamespaceNotFoundError, ServiceNotReadyError, TopicNotFoundError
 from ._namespaces import NamespaceResources

@@ -42,7 +42,8 @@ async def explain_storage(topic: Topic, policies: TopicPolicies, last_check: dic
     ml = topic.ml
     ledgers = ml.ledgers
     cursors = {name: c.mark_delete_position for name, c in ml.cursors.items()}
-    decision = decide_retention(ledgers, cursors, policies.retention, now_ms, system_cursors={DEDUP_CURSOR, COMPACTION_CURSOR})
+    decision = decide_retention(ledgers, cursors, policies.retention, now_ms,
+                                system_cursors={DEDUP_CURSOR, COMPACTION_CURSOR})
     pins: dict[str, list[int]] = {name: [] for name in cursors}
     rows = []
     for d in decision.ledgers:
