@@ -173,6 +173,13 @@ class BrokerConfig(RetentionConfig):
     policy_recheck_interval_s: float = config_field(
         5.0, help="How often loaded topics re-read their namespace's policies (deduplication), to see "
                   "changes made through another broker or directly in the metadata store.")
+    compaction_monitor_interval_s: float = config_field(
+        60.0, alias="brokerServiceCompactionMonitorIntervalInSeconds",
+        help="How often each loaded topic compares its compaction backlog with its compaction threshold.")
+    compaction_threshold_bytes: int = config_field(
+        0, alias="brokerServiceCompactionThresholdInBytes",
+        help="Compact a topic automatically once its not-yet-compacted backlog exceeds this many bytes, "
+             "unless its namespace sets compactionThreshold (0: off).")
     schema_compatibility_strategy: str = config_field(
         "FULL", alias="schemaCompatibilityStrategy",
         help="Default schema compatibility: ALWAYS_COMPATIBLE, ALWAYS_INCOMPATIBLE, BACKWARD, FORWARD, FULL "
@@ -327,7 +334,8 @@ class BrokerConfig(RetentionConfig):
         require_positive(self, "handshake_timeout_s")
         require_at_least(self, "broker_max_connections", "broker_max_connections_per_ip",
                          message="must be 0 (no limit) or positive")
-        require_positive(self, "topic_unload_idle_s", "policy_recheck_interval_s")
+        require_positive(self, "topic_unload_idle_s", "policy_recheck_interval_s", "compaction_monitor_interval_s")
+        require_at_least(self, "compaction_threshold_bytes")
         if self.max_message_size > self.max_pending_publish_bytes:
             raise ConfigError("max_pending_publish_bytes", "must be at least max_message_size")
         if self.schema_compatibility_strategy.upper() not in _STRATEGIES:

@@ -20,6 +20,10 @@ Rules:
   configured batch size / bytes).
 * Rule 5 (delayed delivery, Shared only): an entry whose ``deliver_at_time`` is in the future is
   parked until then; it stays unacked in the cursor, so a restart re-reads it.
+* Rule 5b (read compacted, `Subscription` Rule 5): while the read position is at or before the
+  compacted view's horizon, new entries come from the view (each with its original position),
+  and the cursor is moved past the horizon once the view is exhausted; entries to deliver again
+  at or before the horizon are read from the view too (one compaction dropped is acked away).
 * Rule 6 (wake-ups): the loop sleeps until `wake` (FLOW, a consumer joining or leaving, acks,
   redelivery, new entries on the topic) or the next delayed entry is due.
 """
@@ -226,13 +230,22 @@ class Dispatcher:
         ml = self.sub.topic.ml
         batch = self.config.dispatcher_max_read_batch_size
         entries: list[Entry] = []
+        view = self.sub.topic.compactor.view if self.sub.read_compacted else None
         for pos in list(self.replay.islice(0, batch)):
             if cursor.is_acked(pos):
                 self.replay.discard(pos)
                 self.redelivery_counts.pop(pos, None)
                 continue
             try:
-                entries.append(await ml.read_entry(pos))
+                if view is not None and pos <= view.horizon:  # Rule 5b
+                    compacted = await view.entry_at(pos)
+                    if compacted is None:
+                        self.replay.discard(pos)
+                        self.redelivery_counts.pop(pos, None)
+                        continue
+                    entries.append(compacted)
+                else:
+                    entries.append(await ml.read_entry(pos))
             except ManagedLedgerError as exc:
                 log.warning("dispatcher %s: dropping unreadable %s: %s", self.sub.full_name, pos, exc)
                 self.replay.discard(pos)
@@ -242,13 +255,37 @@ class Dispatcher:
         if len(self.replay) < self.config.dispatcher_max_replay_entries and len(entries) < batch:
             permits = sum(max(0, c.permits) for c in self.consumers if self._can_take(c))
             want = min(batch - len(entries), max(1, permits))
-            new = await cursor.read_entries(want, self.config.dispatcher_max_read_size_bytes)
+            new = await self._read_compacted(want) if view is not None else []
+            if not new:
+                new = await cursor.read_entries(want, self.config.dispatcher_max_read_size_bytes)
             read_new = len(new)
             entries.extend(new)
         if not entries:
             return False
         sent = await self._assign(entries)
         return sent > 0 or read_new > 0
+
+    async def _read_compacted(self, want: int) -> list[Entry]:
+        """Rule 5b: up to ``want`` entries of the compacted view from where this subscription is
+        in it; none once past the horizon (the cursor then reads the topic after it)."""
+        sub, topic = self.sub, self.sub.topic
+        view = topic.compactor.view
+        if view is None:
+            return []
+        start = sub.compacted_next if sub.compacted_next is not None else sub.cursor.read_position
+        if start > view.horizon:
+            sub.compacted_next = None
+            return []
+        entries = await view.read_from(start, want)
+        if len(entries) < want:  # the view is exhausted: go on with the topic after the horizon
+            sub.compacted_next = None
+            await sub.cursor.seek(topic.next_position(view.horizon))
+        else:
+            last = entries[-1].position
+            # raw, not normalized: the next compacted entry may lie in a ledger trimmed since
+            sub.compacted_next = Position(last.ledger_id, last.entry_id + 1)
+            await sub.cursor.seek(topic.next_position(last))
+        return entries
 
     async def _assign(self, entries: list[Entry]) -> int:
         out: dict[Consumer, list[tuple[Entry, int, list[int] | None]]] = {}

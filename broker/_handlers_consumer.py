@@ -77,6 +77,10 @@ async def handle_subscribe(conn: ServerConnection, frame: Frame) -> None:
         return
     if req.subType == SubType.KEY_SHARED and not conn.config.subscription_key_shared_enable:
         raise NotAllowedError("Key_Shared subscriptions are disabled on this broker")
+    if req.read_compacted and req.subType not in (SubType.EXCLUSIVE, SubType.FAILOVER):
+        # as Pulsar: the compacted view has one reader position, so only single-active types
+        raise NotAllowedError("read compacted is only allowed on Exclusive and Failover subscriptions "
+                              "(and readers)")
     name = TopicName.parse(req.topic)
     topic = await conn.service.get_topic(name, create=req.force_topic_creation)
     if req.HasField("schema"):
@@ -84,7 +88,13 @@ async def handle_subscribe(conn: ServerConnection, frame: Frame) -> None:
     initial = (InitialPosition.EARLIEST if req.initialPosition == pb.CommandSubscribe.Earliest
                else InitialPosition.LATEST)
     start = start_of(req.start_message_id) if (not req.durable and req.HasField("start_message_id")) else None
+    is_new = req.subscription not in topic.subscriptions or not req.durable
     sub = await topic.subscribe(req.subscription, durable=req.durable, initial_position=initial, start=start)
+    if not sub.consumers:  # the first consumer decides (the others must be alike: one reader position)
+        sub.read_compacted = req.read_compacted
+        from_start = start is InitialPosition.EARLIEST if start is not None else initial is InitialPosition.EARLIEST
+        if req.read_compacted and is_new and from_start:
+            sub.compacted_next = Position(-1, -1)  # `Subscription` Rule 5: the whole view
     ranges = None
     if (req.subType == SubType.KEY_SHARED and req.HasField("keySharedMeta")
             and req.keySharedMeta.keySharedMode == pb.STICKY):
@@ -222,14 +232,22 @@ def _mid(pos: Position, batch_index: int = -1, partition: int = -1) -> dict:
 
 
 async def handle_get_last_message_id(conn: ServerConnection, frame: Frame) -> None:
-    """GET_LAST_MESSAGE_ID: the last stored id (with the last batch index) and the mark-delete position."""
+    """GET_LAST_MESSAGE_ID: the last stored id (with the last batch index) and the mark-delete position;
+    for a read-compacted consumer of a topic that ends within the compacted view, the view's last."""
     req = frame.command.getLastMessageId
     consumer = _consumer(conn, req.consumer_id)
     sub = consumer.subscription
     last = sub.topic.ml.last_confirmed_entry
     batch_index = -1
-    if last.entry_id >= 0:
-        entry = await sub.topic.ml.read_entry(last)
+    view = sub.topic.compactor.view if sub.read_compacted else None
+    if view is not None and last <= view.horizon:
+        # as Pulsar: a read-compacted consumer is told the view's last message when the topic
+        # ends within the view (the topic's own last message may be compacted out: a tombstone)
+        entry = await view.last_entry()
+        last = entry.position if entry is not None else Position(-1, -1)
+    else:
+        entry = await sub.topic.ml.read_entry(last) if last.entry_id >= 0 else None
+    if entry is not None:
         info = entry_info(entry.data)
         if info.is_batch:
             batch_index = info.num_messages - 1

@@ -36,6 +36,7 @@ from metadata import MetadataStore, NodeExistsError
 from protocols.pulsar import NamespaceName, TopicName
 from retention import QuotaAction, QuotaDecision, RetentionService
 
+from ._compaction import COMPACTION_CURSOR
 from ._config import BrokerConfig
 from ._dedup import DEDUP_CURSOR, Deduplication
 from ._errors import NamespaceNotFoundError, ServiceNotReadyError, TopicNotFoundError
@@ -131,7 +132,9 @@ class BrokerService:
         self.retention = RetentionService(
             self._retention_view, self.policies, clock, config=retention_config,  # type: ignore[arg-type]
             publish_time_of=publish_time_of, owns=self._retention_may_open, metrics=self.metrics.retention,
-            system_cursors=frozenset({DEDUP_CURSOR}))
+            # as Pulsar, TTL and backlog eviction never move the compaction cursor (its mark-delete
+            # is the compaction horizon); it still pins what is not compacted yet
+            system_cursors=frozenset({DEDUP_CURSOR, COMPACTION_CURSOR}))
         self._quota_checked: dict[str, float] = {}
         self._listening = False  # a protocol port listens (set_port / set_tls_port)
         self._stopping = False

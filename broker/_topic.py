@@ -72,6 +72,7 @@ from managed_ledger import (
 from protocols.pulsar import InvalidTopicNameError, TopicName, check_subscription_name
 from protocols.pulsar import pulsar_api_pb2 as pb
 
+from ._compaction import COMPACTION_CURSOR, Compactor
 from ._dedup import DEDUP_CURSOR, Deduplication, DedupVerdict
 from ._errors import BrokerServiceError, ProducerBusyError, ServiceNotReadyError
 from ._producer import AccessMode, Producer
@@ -145,14 +146,18 @@ class Topic:
         self.msg_in_counter = 0
         self.bytes_in_counter = 0
         self.stats_state = TopicStatsState()
+        self.compactor = Compactor(self)  # topic compaction (`_compaction`)
         for sub_name, cursor in dict(getattr(ml, "cursors", {})).items():
-            if sub_name != DEDUP_CURSOR:  # deduplication's own cursor is not a subscription
+            # deduplication's and compaction's own cursors are not subscriptions
+            if sub_name not in (DEDUP_CURSOR, COMPACTION_CURSOR):
                 self.subscriptions[sub_name] = Subscription(self, sub_name, cursor, durable=True)
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Own the topic's tasks until `close` (started in the service's nursery)."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
+            await self.compactor.load()  # read_compacted consumers need the view from the start
+            nursery.start_soon(self.compactor.monitor)
             task_status.started()
             await trio.sleep_forever()
 
@@ -168,8 +173,9 @@ class Topic:
 
     @property
     def idle(self) -> bool:
-        """No producer, no consumer, and no add in flight."""
-        return not self.producers and not self._waiting and not any(s.consumers for s in self.subscriptions.values())
+        """No producer, no consumer, no add in flight, and no compaction running."""
+        return (not self.producers and not self._waiting and not any(s.consumers for s in self.subscriptions.values())
+                and not self.compactor.running)
 
     @property
     def waiting_producers(self) -> list[Producer]:
@@ -493,6 +499,8 @@ class Topic:
             raise BrokerServiceError(str(exc), pb.NotAllowedError) from None
         if name == DEDUP_CURSOR:
             raise BrokerServiceError(f"subscription name {name!r} is reserved for deduplication", pb.NotAllowedError)
+        if name == COMPACTION_CURSOR:
+            raise BrokerServiceError(f"subscription name {name!r} is reserved for compaction", pb.NotAllowedError)
         self.touch()
         async with self._sub_lock:
             sub = self.subscriptions.get(name)
@@ -560,6 +568,7 @@ class Topic:
                 await self.dedup.snapshot()
             except Exception as exc:
                 log.warning("dedup snapshot of %s failed on close: %s", self.name, exc)
+        await self.compactor.close()
         try:
             await self.ml.close()
         except ManagedLedgerError as exc:

@@ -72,6 +72,15 @@ _TOPIC_FAMILIES: tuple[tuple[str, str, str, str], ...] = (
     ("subscriptions", "gauge", "pulsar_subscriptions_count", "Subscriptions of the topic"),
     ("retained", "gauge", "magnetar_storage_retained_size",
      "Bytes stored but consumed by every subscription (kept by retention)"),
+    # topic compaction (`_compaction`), Pulsar's names
+    ("compact_removed", "gauge", "pulsar_compaction_removed_event_count",
+     "Messages compaction left out of the compacted view"),
+    ("compact_ok", "gauge", "pulsar_compaction_succeed_count", "Compaction runs that succeeded"),
+    ("compact_failed", "gauge", "pulsar_compaction_failed_count", "Compaction runs that failed"),
+    ("compact_duration", "gauge", "pulsar_compaction_duration_time_in_mills",
+     "Duration of the last compaction run in milliseconds"),
+    ("compact_entries", "gauge", "pulsar_compaction_compacted_entries_count", "Entries in the compacted view"),
+    ("compact_size", "gauge", "pulsar_compaction_compacted_entries_size", "Bytes of the compacted view"),
 )
 
 _ML_NAMESPACE_FAMILIES: tuple[tuple[str, str, str], ...] = (
@@ -252,6 +261,7 @@ class _TopicCollector(Collector):
             "producers": len(topic.producers), "consumers": consumers,
             "subscriptions": len(topic.subscriptions),
             "retained": max(0, storage["storageSize"] - storage["backlogSize"]),
+            **dict(compaction_values(topic)),
         }
         return {k: float(v) for k, v in values.items()}
 
@@ -300,6 +310,15 @@ class _TopicCollector(Collector):
             avg = p.bytes_in_counter / p.msg_in_counter if p.msg_in_counter else 0.0
             for k, v in (("rate_in", rate), ("thr_in", thr), ("avg_size", avg)):
                 fams[k].add_metric([*base, p.name, str(p.producer_id)], float(v))
+
+
+def compaction_values(topic: Topic) -> list[tuple[str, float]]:
+    """The compaction metrics of a topic (Pulsar's names, see `_compaction`)."""
+    c = topic.compactor
+    view = c.view
+    return [("compact_removed", c.removed_events), ("compact_ok", c.succeeded), ("compact_failed", c.failed),
+            ("compact_duration", c.last_duration_ms), ("compact_entries", view.entries if view else 0),
+            ("compact_size", view.reader.size if view else 0)]
 
 
 class BrokerMetrics:

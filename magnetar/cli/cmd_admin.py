@@ -895,3 +895,67 @@ def topics_revoke_permission(api: _Api, topic: str, role: str) -> None:
     """Revoke a role's actions on a topic."""
     api.do("DELETE", f"{_tp(topic)}/permissions/{quote(role, safe='')}",
            f"revoked the permissions of {role} on {topic}")
+
+
+# ------------------------------------------------------------------ compaction
+
+_COMPACTION_TEXT = {"NOT_RUN": "Compaction has not been run", "RUNNING": "Compaction is running",
+                    "SUCCESS": "Compaction was a success", "ERROR": "Error in compaction"}
+
+
+@_cmd(topics, "compact", _topic_arg)
+def topics_compact(api: _Api, topic: str) -> None:
+    """Start compacting a topic (the latest message per key, for read-compacted readers)."""
+    api.do("PUT", f"{_tp(topic)}/compaction", f"compaction triggered for {topic}")
+
+
+@_cmd(topics, "compaction-status", _topic_arg,
+      click.option("--wait-complete", "-w", "wait", is_flag=True, help="Wait while compaction is running."))
+def topics_compaction_status(api: _Api, topic: str, wait: bool) -> None:
+    """Show a topic's compaction status (NOT_RUN, RUNNING, SUCCESS, ERROR and its reason).
+    Exits with an error when the last compaction failed."""
+    import time
+
+    status = api.call("GET", f"{_tp(topic)}/compaction") or {}
+    while wait and status.get("status") == "RUNNING":
+        time.sleep(1)
+        status = api.call("GET", f"{_tp(topic)}/compaction") or {}
+    if api.as_json:
+        click.echo(json.dumps(status, sort_keys=True))
+    state = status.get("status", "")
+    if state == "ERROR":
+        raise click.ClickException(f"{_COMPACTION_TEXT['ERROR']}: {status.get('lastError') or 'unknown reason'}")
+    if not api.as_json:
+        click.echo(_COMPACTION_TEXT.get(state, state))
+
+
+def _size_bytes(text: str) -> int:
+    """``0``, ``1048576`` (bytes), ``100K``, ``10M``, ``2G``, ``1T`` -> bytes."""
+    value = _with_units(text.strip().upper(), {"K": 1024, "M": 1024 ** 2, "G": 1024 ** 3, "T": 1024 ** 4},
+                        "size", f"{text!r}: use bytes or a number with K/M/G/T")
+    if value < 0:
+        raise click.BadParameter(f"invalid size {text!r}: must not be negative")
+    return value
+
+
+@_cmd(namespaces, "set-compaction-threshold", _ns_arg,
+      click.option("--threshold", "-t", required=True,
+                   help="Compact a topic once its uncompacted backlog exceeds this size (bytes, or with "
+                        "K/M/G/T; 0 = off)."))
+def namespaces_set_compaction_threshold(api: _Api, namespace: str, threshold: str) -> None:
+    """Set the namespace's automatic compaction threshold."""
+    size = _size_bytes(threshold)
+    api.do("POST", _nsp(namespace, "/compactionThreshold"), f"set compaction threshold of {namespace} to {size} bytes",
+           size)
+
+
+@_cmd(namespaces, "get-compaction-threshold", _ns_arg)
+def namespaces_get_compaction_threshold(api: _Api, namespace: str) -> None:
+    """Show the namespace's automatic compaction threshold in bytes (nothing when unset)."""
+    _emit(api, api.call("GET", _nsp(namespace, "/compactionThreshold")))
+
+
+@_cmd(namespaces, "remove-compaction-threshold", _ns_arg)
+def namespaces_remove_compaction_threshold(api: _Api, namespace: str) -> None:
+    """Remove the namespace's compaction threshold (the broker default applies)."""
+    api.do("DELETE", _nsp(namespace, "/compactionThreshold"), f"removed the compaction threshold of {namespace}")
