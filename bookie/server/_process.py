@@ -86,6 +86,7 @@ async def serve_bookie_process(config: BookieConfig, *, registry: CollectorRegis
         async with trio.open_nursery() as nursery:
             tls = server_context(config.tls_settings()) if config.tls_enabled else None
             await nursery.start(lambda task_status: serve_bookie(bookie, listeners=listeners, ssl_context=tls,
+                                                                 authorizer=config.role_authorizer(),
                                                                  task_status=task_status))
             http_urls: list[str] = []
             if config.http_enabled:
