@@ -80,7 +80,8 @@ async def serve_bookie_process(config: BookieConfig, *, registry: CollectorRegis
             stack.push_async_callback(listener.aclose)
         store = None
         if config.metadata_url:
-            store = await stack.enter_async_context(open_metadata_store(config.metadata_url))
+            store = await stack.enter_async_context(open_metadata_store(
+                config.metadata_url, security=config.zk_security()))
         await check_cookies(config, store)
         bookie = await stack.enter_async_context(open_bookie(config, registry=registry, store=store))
         async with trio.open_nursery() as nursery:
