@@ -127,3 +127,50 @@ def test_cluster_runs_with_digest_acls_and_strangers_cannot_touch_its_nodes(
             autorecovery.stop()
         broker.stop()
         bookies.stop_all()
+
+
+def _produce_consume(url: str, topic: str) -> list[bytes]:
+    client = pulsar.Client(url, operation_timeout_seconds=30)
+    try:
+        consumer = client.subscribe(topic, "sub")
+        producer = client.create_producer(topic)
+        for i in range(5):
+            producer.send(f"s{i}".encode())
+        return [m.data() for m in drain(consumer)]
+    finally:
+        client.close()
+
+
+async def test_standalone_on_zookeeper_uses_one_credential(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+    """A standalone with zk:// metadata and the [bookie] zkEnableSecurity keys: its broker session
+    and its bookies share the credential, so the broker finds its bookies and topics work; the
+    nodes are closed to anyone else."""
+    from bk_client import ClientConfig
+    from bookie import BookieConfig
+    from broker import BrokerConfig
+    from magnetar.config import load_config
+    from magnetar.stack import StandaloneConfig, serve_standalone
+    from managed_ledger import ManagedLedgerConfig
+
+    chroot = f"/zkacl-sa-{uuid.uuid4().hex[:10]}"
+    url = zookeeper.url(chroot)
+    broker = load_config(BrokerConfig, {"bindAddress": "127.0.0.1", "brokerServicePort": 0, "webServicePort": 0})
+    bookie = load_config(BookieConfig, {
+        "listen_address": "127.0.0.1", "http_address": "127.0.0.1", "journal_prealloc_size_mb": 1,
+        "write_cache_max_mb": 4, "read_cache_max_mb": 4,
+        "zkEnableSecurity": True, "zkDigestCredentials": CREDENTIAL})
+    standalone = StandaloneConfig(data_dir=str(tmp_path / "data"), bookie_port=0, bookie_http_port=0,
+                                  metadata_url=url)
+    async with trio.open_nursery() as nursery:
+        ep = await nursery.start(lambda task_status: serve_standalone(
+            standalone, broker, bookie, ManagedLedgerConfig(), ClientConfig(), task_status=task_status))
+        got = await trio.to_thread.run_sync(_produce_consume, ep.broker.service_url,
+                                            "persistent://public/default/zk-acl-standalone")
+        assert got == [f"s{i}".encode() for i in range(5)]
+        async with open_metadata_store(url) as stranger:
+            from metadata import NoAuthError as StoreNoAuth
+            with pytest.raises(StoreNoAuth):
+                await stranger.children("/ledgers/available")
+            with pytest.raises(StoreNoAuth):
+                await stranger.create("/intruder", b"")
+        nursery.cancel_scope.cancel()
