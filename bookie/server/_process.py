@@ -95,6 +95,7 @@ async def serve_bookie_process(config: BookieConfig, *, registry: CollectorRegis
                 try:
                     http_urls = await nursery.start(lambda task_status: serve_bookie_http(
                         bookie, config.http_address, config.http_port, ssl_context=http_tls,
+                        authorizer=config.role_authorizer() if http_tls is not None else None,
                         task_status=task_status))
                 except (OSError, BaseExceptionGroup) as exc:
                     bind_error = _bind_error(exc)

@@ -240,3 +240,27 @@ def test_certificate_roles_from_the_ou(unit: str, roles: set[str]) -> None:
     cert = {"subject": ((("commonName", "x"),), (("organizationalUnitName", unit),))}
     assert certificate_roles(cert) == roles
     assert certificate_roles(None) == frozenset()
+
+
+async def test_bookie_rest_needs_an_authorized_role(tmp_path: Path, role_certs: Certs) -> None:
+    overrides = _bookie_tls(role_certs, tlsClientAuthentication=True, httpServerTlsEnable=True, **_AUTHZ)
+    async with _bookie(tmp_path, **overrides) as (_, ep):
+        (base,) = ep.http_urls
+
+        def http(cn: str) -> httpx.AsyncClient:
+            ctx = ssl.create_default_context(cafile=role_certs.ca)
+            ctx.load_cert_chain(*role_certs.clients[cn])
+            return httpx.AsyncClient(verify=ctx, timeout=10)
+
+        async with http("intruder") as intruder:
+            r = await intruder.put(f"{base}/api/v1/bookie/state/readonly", json={"readOnly": True})
+            assert r.status_code == 403 and "authorizedRoles" in r.json()["reason"]
+            assert (await intruder.get(f"{base}/api/v1/bookie/info")).status_code == 403
+            # probes and metrics stay open to any trusted certificate
+            assert (await intruder.get(f"{base}/metrics")).status_code == 200
+            assert (await intruder.get(f"{base}/heartbeat")).status_code == 200
+        async with http("broker") as broker:
+            assert (await broker.get(f"{base}/api/v1/bookie/state")).json()["readOnly"] is False
+            r = await broker.put(f"{base}/api/v1/bookie/state/readonly", json={"readOnly": True})
+            assert r.status_code == 200, r.text
+            assert (await broker.get(f"{base}/api/v1/bookie/state")).json()["readOnly"] is True
