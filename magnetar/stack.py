@@ -266,7 +266,9 @@ async def serve_standalone(
                 task_status.started(started)
                 await trio.sleep_forever()
 
-    async with open_metadata_store(url) as store:
+    # one ZooKeeper identity for the whole process: the broker's session must be able to use
+    # the nodes its bookies create (the [bookie] zkEnableSecurity keys; zk:// metadata only)
+    async with open_metadata_store(url, security=bookie.zk_security()) as store:
         async with trio.open_nursery() as outer:
             bookies = await outer.start(run_bookies)
             try:

@@ -144,7 +144,7 @@ def format_command(ctx: click.Context, force: bool, **options: Any) -> None:
     async def main() -> Any:
         if not config.metadata_url:
             return await format_bookie(config, None, force=force)
-        async with open_metadata_store(config.metadata_url) as store:
+        async with open_metadata_store(config.metadata_url, security=config.zk_security()) as store:
             return await format_bookie(config, store, force=force)
 
     cookie = trio.run(main)
