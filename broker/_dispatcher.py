@@ -21,7 +21,11 @@ Rules:
 * Rule 5 (delayed delivery, Shared only): an entry whose ``deliver_at_time`` is in the future is
   parked until then; it stays unacked in the cursor, so a restart re-reads it.
 * Rule 6 (wake-ups): the loop sleeps until `wake` (FLOW, a consumer joining or leaving, acks,
-  redelivery, new entries on the topic) or the next delayed entry is due.
+  redelivery, new entries on the topic, termination) or the next delayed entry is due.
+* Rule 7 (end of topic): once the topic is terminated and the subscription has no backlog left
+  (everything stored is acknowledged), each consumer is sent REACHED_END_OF_TOPIC once, as
+  Pulsar's dispatchers do when a read finds no more entries on a terminated ledger; a consumer
+  joining later is told when its first round finds the same.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from typing import TYPE_CHECKING, ClassVar
 import trio
 from sortedcontainers import SortedSet
 
-from managed_ledger import Entry, ManagedLedgerError, Position
+from managed_ledger import Entry, ManagedLedgerError, ManagedLedgerState, Position
 
 from ._entries import EntryInfo, Signal, ack_set_words, entry_info
 from ._selectors import AutoSplitRanges, ConsumerKey, RoundRobin, StickyRanges, choose_active_consumer
@@ -218,8 +222,18 @@ class Dispatcher:
         limit = self.config.max_unacked_messages_per_consumer
         return not (limit and self.sub_type in (SubType.SHARED, SubType.KEY_SHARED) and c.unacked_messages >= limit)
 
+    def _notify_end_of_topic(self) -> None:
+        """Rule 7: tell every consumer not told yet that the terminated topic has nothing more."""
+        if self.sub.topic.ml.state is not ManagedLedgerState.TERMINATED or self.replay or self.delayed:
+            return
+        if self.sub.cursor.backlog > 0:
+            return
+        for c in self.consumers:
+            c.reached_end_of_topic()
+
     async def _round(self) -> bool:
         self._release_due_delayed()
+        self._notify_end_of_topic()
         if not any(self._can_take(c) for c in self.consumers):
             return False
         cursor = self.sub.cursor

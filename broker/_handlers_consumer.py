@@ -92,6 +92,7 @@ async def handle_subscribe(conn: ServerConnection, frame: Frame) -> None:
     consumer.ready = True
     if sub.dispatcher is not None:
         sub.dispatcher.notify_new_failover_consumer(consumer)
+        sub.dispatcher.wake()  # messages it may be told now (REACHED_END_OF_TOPIC) waited for SUCCESS
     log.info("consumer %s subscribed to %s/%s (%s)", consumer.name, name, req.subscription,
              SubType.NAMES.get(req.subType))
 

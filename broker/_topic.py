@@ -45,7 +45,8 @@ Rules:
   pending sends at once and keeps retrying, so writes resume by themselves afterwards.
 * Rule 7 (terminated): `terminate` stops the managed ledger for good and closes every producer;
   a new producer is refused with TopicTerminatedError (also after a reload). Consumers keep
-  reading what is stored; they are not told REACHED_END_OF_TOPIC yet (not implemented).
+  reading what is stored; once a subscription has everything acknowledged, each of its consumers
+  is told REACHED_END_OF_TOPIC (the dispatcher's Rule 7), as Pulsar's dispatchers do.
 """
 
 from __future__ import annotations
@@ -467,6 +468,9 @@ class Topic:
         self._check_open()
         last = await self.ml.terminate()
         self._close_producers("the topic was terminated")
+        for sub in list(self.subscriptions.values()):
+            if sub.dispatcher is not None:
+                sub.dispatcher.wake()  # consumers that read everything learn the end at once
         return last
 
     def _close_producers(self, why: str) -> None:
