@@ -26,6 +26,10 @@ Rules:
   (everything stored is acknowledged), each consumer is sent REACHED_END_OF_TOPIC once, as
   Pulsar's dispatchers do when a read finds no more entries on a terminated ledger; a consumer
   joining later is told when its first round finds the same.
+* Rule 8 (dispatch rates): a round reads no more entries than the topic's and the
+  subscription's dispatch limiters allow in their current windows (`_rate_limit` Rule 4); while
+  either is exhausted the loop sleeps to the window's end. The unacked limits of Rule 3 come
+  from the topic's resolved limits (`_topic_limits`): per consumer and per subscription.
 """
 
 from __future__ import annotations
@@ -202,6 +206,9 @@ class Dispatcher:
                 await trio.lowlevel.checkpoint()
                 continue
             timeout = self._next_delayed_in()
+            rate_wait = self._rate_wait_s()
+            if rate_wait > 0:
+                timeout = rate_wait if timeout is None else min(timeout, rate_wait)
             with trio.move_on_after(timeout if timeout is not None else float("inf")):
                 await changed.wait()
 
@@ -219,8 +226,28 @@ class Dispatcher:
     def _can_take(self, c: Consumer) -> bool:
         if c.closed or c.permits <= 0:
             return False
-        limit = self.config.max_unacked_messages_per_consumer
-        return not (limit and self.sub_type in (SubType.SHARED, SubType.KEY_SHARED) and c.unacked_messages >= limit)
+        if self.sub_type not in (SubType.SHARED, SubType.KEY_SHARED):
+            return True
+        limits = self.sub.topic.limits
+        if limits.max_unacked_per_consumer > 0 and c.unacked_messages >= limits.max_unacked_per_consumer:
+            return False
+        return not (limits.max_unacked_per_subscription > 0
+                    and self.unacked_messages >= limits.max_unacked_per_subscription)
+
+    @property
+    def unacked_messages(self) -> int:
+        """Messages delivered to the consumers and not acked yet."""
+        return sum(c.unacked_messages for c in self.consumers)
+
+    def _rate_wait_s(self) -> float:
+        """Rule 8: how long the topic's or the subscription's dispatch rate keeps this loop waiting."""
+        return max(self.sub.topic.dispatch_limiter.wait_s(), self.sub.dispatch_limiter.wait_s())
+
+    def _rate_allows(self) -> int | None:
+        """Rule 8: messages the dispatch rates still allow in their windows (None: unbounded)."""
+        allowed = [a for a in (self.sub.topic.dispatch_limiter.available_msgs(),
+                               self.sub.dispatch_limiter.available_msgs()) if a is not None]
+        return min(allowed) if allowed else None
 
     def _notify_end_of_topic(self) -> None:
         """Rule 7: tell every consumer not told yet that the terminated topic has nothing more."""
@@ -239,6 +266,11 @@ class Dispatcher:
         cursor = self.sub.cursor
         ml = self.sub.topic.ml
         batch = self.config.dispatcher_max_read_batch_size
+        allowed = self._rate_allows()
+        if allowed is not None:
+            if allowed <= 0:
+                return False  # the run loop waits for the window's end (Rule 8)
+            batch = min(batch, allowed)
         entries: list[Entry] = []
         for pos in list(self.replay.islice(0, batch)):
             if cursor.is_acked(pos):
@@ -268,7 +300,7 @@ class Dispatcher:
         out: dict[Consumer, list[tuple[Entry, int, list[int] | None]]] = {}
         blocked_slots: set[int] = set()
         now_ms = self.clock() * 1000.0
-        sent = 0
+        sent = sent_msgs = sent_bytes = 0
         for entry in entries:
             pos = entry.position
             info = entry_info(entry.data)
@@ -288,6 +320,11 @@ class Dispatcher:
             out.setdefault(target, []).append(
                 (entry, self.redelivery_counts.get(pos, 0), self._ack_set(pos, info)))
             sent += 1
+            sent_msgs += info.num_messages
+            sent_bytes += len(entry.data)
+        if sent:
+            self.sub.topic.dispatch_limiter.record(sent_msgs, sent_bytes)
+            self.sub.dispatch_limiter.record(sent_msgs, sent_bytes)
         for consumer, items in out.items():
             await consumer.send_entries(items)
         return sent

@@ -43,6 +43,7 @@ from ._namespaces import NamespaceResources
 from ._retention_hooks import StorePoliciesProvider, TopicPolicyStore, publish_time_of
 from ._schemas import SchemaRegistry
 from ._topic import Topic
+from ._topic_limits import refresh_limits
 from .auth import AuthenticationService, AuthorizationService
 from .metrics import BrokerMetrics
 
@@ -289,7 +290,7 @@ class BrokerService:
             except ManagedLedgerError as exc:
                 raise ServiceNotReadyError(f"could not open topic {topic}: {exc}") from exc
             dedup = None
-            if await self.dedup_enabled(topic.namespace_name):
+            if await self.topic_dedup_enabled(topic):
                 dedup = Deduplication(self.store, topic.managed_ledger_name,
                                       self.config.deduplication_snapshot_interval_entries)
                 await dedup.recover(ml)
@@ -297,6 +298,7 @@ class BrokerService:
                 # deduplication was turned off: its cursor must not pin entries any more
                 await ml.delete_cursor(DEDUP_CURSOR)
             t = Topic(self, topic, ml, dedup)
+            await refresh_limits(self, t)  # the stored limits apply before any client is attached
             await self._nursery.start(t.run)
             self.topics[key] = t
             log.info("loaded topic %s", topic)
@@ -352,8 +354,20 @@ class BrokerService:
         value = policies.get("deduplicationEnabled")
         return self.config.broker_deduplication_enabled if value is None else bool(value)
 
+    async def _topic_dedup_override(self, topic: TopicName) -> bool | None:
+        own = (await self.topic_policies.get(topic)).get("deduplicationEnabled")
+        if own is None and topic.partition >= 0:
+            own = (await self.topic_policies.get(topic.partitioned_topic)).get("deduplicationEnabled")
+        return None if own is None else bool(own)
+
+    async def topic_dedup_enabled(self, topic: TopicName) -> bool:
+        """The topic's ``deduplicationEnabled`` override, else its namespace's policy, else the default."""
+        own = await self._topic_dedup_override(topic)
+        return await self.dedup_enabled(topic.namespace_name) if own is None else own
+
     async def apply_namespace_policies(self, ns: NamespaceName | None = None) -> None:
-        """Apply the deduplication policy to the loaded topics of ``ns`` (all when None), Rule 6.
+        """Apply the deduplication policy and the limits (`_topic_limits`) to the loaded topics of
+        ``ns`` (all when None), Rule 6.
         A topic whose switch fails is logged and retried by the next recheck."""
         enabled: dict[NamespaceName, bool] = {}
         for t in list(self.topics.values()):
@@ -363,9 +377,14 @@ class BrokerService:
             if name not in enabled:
                 enabled[name] = await self.dedup_enabled(name)
             try:
-                await t.set_deduplication(enabled[name])
+                own = await self._topic_dedup_override(t.name)
+                await t.set_deduplication(enabled[name] if own is None else own)
             except Exception as exc:
                 log.warning("switching deduplication on %s failed: %s", t.name, exc)
+            try:
+                await refresh_limits(self, t)
+            except Exception as exc:
+                log.warning("applying the limits of %s failed: %s", t.name, exc)
 
     async def _policy_recheck_loop(self) -> None:
         while True:

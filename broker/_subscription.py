@@ -25,6 +25,7 @@ from ._consumer import Consumer
 from ._dispatcher import Dispatcher, SubType
 from ._entries import MAX_UNKNOWN_BATCH_SIZE, acked_indexes_from_ack_set, entry_metadata
 from ._errors import BrokerServiceError, ConsumerBusyError, ServiceNotReadyError
+from ._rate_limit import RateLimiter
 from ._selectors import RangeConflictError
 
 if TYPE_CHECKING:
@@ -48,6 +49,8 @@ class Subscription:
         self._seq = 0
         self.closed = False
         self._lock = trio.Lock()  # seek and consumer attach never interleave
+        rate = topic.limits.subscription_dispatch_rate
+        self.dispatch_limiter = RateLimiter(rate.msgs, rate.bytes, rate.period_s)
 
     @property
     def full_name(self) -> str:
@@ -79,6 +82,11 @@ class Subscription:
         if self.closed:
             raise ServiceNotReadyError(f"subscription {self.full_name} is closed; retry")
 
+        limits = self.topic.limits  # `_topic_limits` Rule 4, with Pulsar's messages
+        if 0 < limits.max_consumers <= self.topic.consumer_count:
+            raise ConsumerBusyError("Topic reached max consumers limit")
+        if 0 < limits.max_consumers_per_subscription <= len(self.consumers):
+            raise ConsumerBusyError("Subscription reached max consumers limit")
         d = self.dispatcher
         if d is not None and d.consumers:
             if d.sub_type != sub_type:

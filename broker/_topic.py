@@ -76,8 +76,10 @@ from protocols.pulsar import pulsar_api_pb2 as pb
 from ._dedup import DEDUP_CURSOR, Deduplication, DedupVerdict
 from ._errors import BrokerServiceError, ProducerBusyError, ServiceNotReadyError
 from ._producer import AccessMode, Producer
+from ._rate_limit import RateLimiter
 from ._stats import TopicStatsState
 from ._subscription import Subscription
+from ._topic_limits import TopicLimits
 
 if TYPE_CHECKING:
     from ._producer import Receipt
@@ -146,6 +148,10 @@ class Topic:
         self.msg_in_counter = 0
         self.bytes_in_counter = 0
         self.stats_state = TopicStatsState()
+        # `_topic_limits`: the service resolves the stored policies right after loading
+        self.limits = TopicLimits.from_config(service.config)
+        self.publish_limiter = RateLimiter()
+        self.dispatch_limiter = RateLimiter()
         for sub_name, cursor in dict(getattr(ml, "cursors", {})).items():
             if sub_name != DEDUP_CURSOR:  # deduplication's own cursor is not a subscription
                 self.subscriptions[sub_name] = Subscription(self, sub_name, cursor, durable=True)
@@ -181,6 +187,24 @@ class Topic:
         """Note activity (for idle unloading)."""
         self.last_active = self.service.clock()
 
+    def apply_limits(self, limits: TopicLimits) -> None:
+        """Enforce ``limits`` from now on (`_topic_limits` Rule 3): the rate limiters take the new
+        bounds and every dispatcher runs a round under them."""
+        self.limits = limits
+        self.publish_limiter.configure(limits.publish_rate.msgs, limits.publish_rate.bytes)
+        rate = limits.dispatch_rate
+        self.dispatch_limiter.configure(rate.msgs, rate.bytes, rate.period_s)
+        sub_rate = limits.subscription_dispatch_rate
+        for sub in list(self.subscriptions.values()):
+            sub.dispatch_limiter.configure(sub_rate.msgs, sub_rate.bytes, sub_rate.period_s)
+            if sub.dispatcher is not None:
+                sub.dispatcher.wake()
+
+    @property
+    def consumer_count(self) -> int:
+        """Consumers attached over all subscriptions."""
+        return sum(len(s.consumers) for s in self.subscriptions.values())
+
     # ------------------------------------------------------------------ producers
 
     async def add_producer(self, producer: Producer, on_ready: Callable[[BrokerServiceError | None], None]) -> bool:
@@ -195,6 +219,9 @@ class Topic:
             raise BrokerServiceError(f"topic {self.name} is terminated", pb.TopicTerminatedError)
         if producer.name in self.producers:
             raise ProducerBusyError(f"producer with name {producer.name!r} is already connected to topic {self.name}")
+        limit = self.limits.max_producers
+        if limit > 0 and len(self.producers) + len(self._waiting) >= limit:
+            raise ProducerBusyError("Topic reached max producers limit")  # Pulsar's words, `_topic_limits`
         holder = next((p for p in self.producers.values() if p.exclusive), None)
         mode = producer.access_mode
         if mode == AccessMode.SHARED:

@@ -28,6 +28,7 @@ from .._stats import refresh_backlog_age
 from . import (
     _brokers,
     _explain,
+    _limits,
     _messages,
     _namespaces,
     _permissions,
@@ -85,7 +86,7 @@ def create_admin_app(service: BrokerService, *, gc_explain: GcExplainHook | None
     routes: list[Route] = [Route("/metrics", metrics, methods=["GET"])]
     # order matters where paths overlap: specific topic sub-paths before generic ones
     for module in (_brokers, _tenants, _namespaces, _permissions, _topics, _subscriptions, _messages, _policies,
-                   _explain, _schema_routes):
+                   _limits, _explain, _schema_routes):
         routes.extend(module.routes())
     limit = service.config.http_max_request_size
     guard = GuardSettings(max_body=limit if limit > 0 else None)  # <= 0: no limit, as in Pulsar
