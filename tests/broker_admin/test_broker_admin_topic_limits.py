@@ -52,7 +52,8 @@ def test_namespace_limit_policies_round_trip(broker: AdminBroker, http: httpx.Cl
     assert http.get(base).json()["publishMaxMessageRate"] == {"standalone": publish}
     dispatch = {"dispatchThrottlingRateInMsg": 5, "dispatchThrottlingRateInByte": -1,
                 "relativeToPublishRate": False, "ratePeriodInSecond": 2}
-    for policy, key in [("dispatchRate", "topicDispatchRate"), ("subscriptionDispatchRate", "subscriptionDispatchRate")]:
+    for policy, key in [("dispatchRate", "topicDispatchRate"),
+                        ("subscriptionDispatchRate", "subscriptionDispatchRate")]:
         assert http.post(f"{base}/{policy}", json=dispatch).status_code == 204
         assert http.get(f"{base}/{policy}").json() == dispatch
         assert http.get(base).json()[key] == {"standalone": dispatch}
