@@ -214,6 +214,13 @@ class Subscription:
         if self.dispatcher:
             self.dispatcher.acked_up_to(pos)
 
+    async def expire_up_to(self, position: Position) -> None:
+        """Acknowledge every message up to and including ``position`` (admin expire-messages by
+        message id); a position at or before the mark-delete position changes nothing, one past
+        the last stored entry acknowledges them all."""
+        last = self.topic.ml.last_confirmed_entry
+        await self._mark_delete(min(position, last))
+
     async def expire_published_before(self, cutoff_ms: int) -> Position | None:
         """Acknowledge every message published before ``cutoff_ms`` (admin expire-messages):
         mark-delete up to the newest such entry after the mark-delete position; return it (None
