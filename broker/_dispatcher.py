@@ -48,6 +48,7 @@ from ._entries import EntryInfo, Signal, ack_set_words, entry_info
 from ._selectors import AutoSplitRanges, ConsumerKey, RoundRobin, StickyRanges, choose_active_consumer
 
 if TYPE_CHECKING:
+    from ._config import BrokerConfig
     from ._consumer import Consumer
     from ._subscription import Subscription
 
@@ -72,7 +73,6 @@ class Dispatcher:
     def __init__(self, subscription: Subscription, sub_type: int, *, sticky: bool = False) -> None:
         self.sub = subscription
         self.sub_type = sub_type
-        self.config = subscription.topic.service.config
         self.clock = subscription.topic.service.clock
         self.consumers: list[Consumer] = []
         self.replay: SortedSet = SortedSet()
@@ -86,6 +86,11 @@ class Dispatcher:
         self._auto: AutoSplitRanges[Consumer] = AutoSplitRanges()
         self._sticky: StickyRanges[Consumer] = StickyRanges()
         self.msg_redelivered = 0
+
+    @property
+    def config(self) -> BrokerConfig:
+        """The service's current config (dynamic keys change it on a running broker)."""
+        return self.sub.topic.service.config
 
     # ------------------------------------------------------------------ consumers
 

@@ -38,6 +38,7 @@ from retention import QuotaAction, QuotaDecision, RetentionService
 
 from ._config import BrokerConfig
 from ._dedup import DEDUP_CURSOR, Deduplication
+from ._dynamic_config import DynamicConfig
 from ._errors import NamespaceNotFoundError, ServiceNotReadyError, TopicNotFoundError
 from ._namespaces import NamespaceResources
 from ._retention_hooks import StorePoliciesProvider, TopicPolicyStore, publish_time_of
@@ -134,12 +135,14 @@ class BrokerService:
             publish_time_of=publish_time_of, owns=self._retention_may_open, metrics=self.metrics.retention,
             system_cursors=frozenset({DEDUP_CURSOR}))
         self._quota_checked: dict[str, float] = {}
+        self.dynamic_config = DynamicConfig(self.config)  # overrides stored by admins, applied in run()
         self._listening = False  # a protocol port listens (set_port / set_tls_port)
         self._stopping = False
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Create the default namespace, then own topic tasks and the idle-unload loop until cancelled."""
         await self.namespaces.ensure_namespace(NamespaceName.parse(self.config.default_namespace))
+        await self.dynamic_config.refresh(self)
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
@@ -390,6 +393,7 @@ class BrokerService:
         while True:
             await trio.sleep(self.config.policy_recheck_interval_s)
             try:
+                await self.dynamic_config.refresh(self)
                 await self.apply_namespace_policies()
             except Exception as exc:
                 log.warning("policy recheck failed: %s", exc)
