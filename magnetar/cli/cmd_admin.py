@@ -861,3 +861,8 @@ def topics_revoke_permission(api: _Api, topic: str, role: str) -> None:
     """Revoke a role's actions on a topic."""
     api.do("DELETE", f"{_tp(topic)}/permissions/{quote(role, safe='')}",
            f"revoked the permissions of {role} on {topic}")
+
+
+# more commands (clusters, dynamic config, broker-stats, limits and rates, namespace operations):
+# registered on the groups above by importing the module
+from . import _admin_ops  # noqa: E402,F401
