@@ -554,10 +554,12 @@ def topics_get_partitioned(api: _Api, topic: str) -> None:
     api.show(_tp(topic) + "/partitions")
 
 
-@_cmd(topics, "stats", _topic_arg)
-def topics_stats(api: _Api, topic: str) -> None:
+@_cmd(topics, "stats", _topic_arg,
+      click.option("--get-precise-backlog", "-gpb", "precise", is_flag=True,
+                   help="As pulsar-admin (Magnetar's backlog counts are always precise)."))
+def topics_stats(api: _Api, topic: str, precise: bool = False) -> None:
     """Show a topic's rates, counters, producers and subscriptions."""
-    stats = api.call("GET", _tp(topic) + "/stats")
+    stats = api.call("GET", _tp(topic) + "/stats", params={"getPreciseBacklog": "true"} if precise else None)
     if api.as_json:
         _emit(api, stats)
         return

@@ -121,3 +121,34 @@ def test_dispatch_rate_bounds_what_consumers_receive(standalone: Standalone) -> 
         producer.close()
     finally:
         client.close()
+
+
+def test_max_producers_and_unacked_limits_on_real_storage(standalone: Standalone) -> None:
+    sa = standalone
+    topic = "persistent://public/default/limits"
+    client = pulsar.Client(sa.service_url, operation_timeout_seconds=30)
+    try:
+        client.create_producer(topic).close()  # the topic exists
+        _post(sa, "persistent/public/default/limits/maxProducers", 1)
+        _post(sa, "persistent/public/default/limits/maxUnackedMessagesOnConsumer", 2)
+        producer = client.create_producer(topic, batching_enabled=False)
+        with pytest.raises(pulsar.ProducerBusy):
+            client.create_producer(topic)
+        consumer = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+        for i in range(5):
+            producer.send(f"m{i}".encode())
+        held = [consumer.receive(timeout_millis=20000) for _ in range(2)]
+        with pytest.raises(pulsar.Timeout):
+            consumer.receive(timeout_millis=1500)  # two unacked: delivery stops
+        for m in held:
+            consumer.acknowledge(m)
+        rest = []
+        while len(rest) < 3:  # acks let the rest through, two at a time
+            m = consumer.receive(timeout_millis=20000)
+            consumer.acknowledge(m)
+            rest.append(m.data())
+        assert sorted(m.data() for m in held) + sorted(rest) == [f"m{i}".encode() for i in range(5)]
+        consumer.close()
+        producer.close()
+    finally:
+        client.close()
