@@ -188,6 +188,11 @@ class BrokerConfig(RetentionConfig):
     dispatch_throttling_rate_per_subscription_in_byte: int = config_field(
         0, alias="dispatchThrottlingRatePerSubscriptionInByte",
         help="Bytes per second dispatched per subscription (0 = no limit).")
+    subscribe_throttling_rate_per_consumer: int = config_field(
+        0, alias="subscribeThrottlingRatePerConsumer",
+        help="Subscribes one consumer (host, name, id) may make per period (0 = no limit).")
+    subscribe_rate_period_per_consumer_s: int = config_field(
+        30, alias="subscribeRatePeriodPerConsumerInSecond", help="The period of subscribeThrottlingRatePerConsumer.")
     subscription_key_shared_enable: bool = config_field(
         True, alias="subscriptionKeySharedEnable", help="Allow Key_Shared subscriptions.")
     broker_delete_inactive_topics_enabled: bool = config_field(
@@ -342,7 +347,9 @@ class BrokerConfig(RetentionConfig):
                          "dispatch_throttling_rate_per_topic_in_msg", "dispatch_throttling_rate_per_topic_in_byte",
                          "dispatch_throttling_rate_per_subscription_in_msg",
                          "dispatch_throttling_rate_per_subscription_in_byte",
+                         "subscribe_throttling_rate_per_consumer",
                          message="must be 0 (no limit) or positive")
+        require_positive(self, "subscribe_rate_period_per_consumer_s")
         require_positive(self, "handshake_timeout_s")
         require_at_least(self, "broker_max_connections", "broker_max_connections_per_ip",
                          message="must be 0 (no limit) or positive")

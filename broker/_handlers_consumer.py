@@ -70,6 +70,7 @@ async def handle_subscribe(conn: ServerConnection, frame: Frame) -> None:
         raise NotAllowedError("Key_Shared subscriptions are disabled on this broker")
     name = TopicName.parse(req.topic)
     topic = await conn.service.get_topic(name, create=req.force_topic_creation)
+    topic.check_subscribe_rate(conn.remote, req.consumer_name, req.consumer_id)
     if req.HasField("schema"):
         await _check_schema(conn, name, req.schema)
     initial = (InitialPosition.EARLIEST if req.initialPosition == pb.CommandSubscribe.Earliest

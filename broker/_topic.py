@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -74,7 +74,7 @@ from protocols.pulsar import InvalidTopicNameError, TopicName, check_subscriptio
 from protocols.pulsar import pulsar_api_pb2 as pb
 
 from ._dedup import DEDUP_CURSOR, Deduplication, DedupVerdict
-from ._errors import BrokerServiceError, ProducerBusyError, ServiceNotReadyError
+from ._errors import BrokerServiceError, NotAllowedError, ProducerBusyError, ServiceNotReadyError
 from ._producer import AccessMode, Producer
 from ._rate_limit import RateLimiter
 from ._stats import TopicStatsState
@@ -88,6 +88,9 @@ if TYPE_CHECKING:
 __all__ = ["Topic"]
 
 log = logging.getLogger(__name__)
+
+_MAX_SUBSCRIBE_LIMITERS = 10_000
+"""Consumers whose subscribe rate a topic tracks at once (the least recently seen are forgotten)."""
 
 
 TOPIC_EPOCH_PROPERTY = "pulsar.topic.epoch"  # the managed-ledger property holding the topic epoch (Rule 2)
@@ -152,6 +155,8 @@ class Topic:
         self.limits = TopicLimits.from_config(service.config)
         self.publish_limiter = RateLimiter()
         self.dispatch_limiter = RateLimiter()
+        # subscribe rate per (client host, consumer name, consumer id), least recently used first
+        self._subscribe_limiters: OrderedDict[tuple[str, str, int], RateLimiter] = OrderedDict()
         for sub_name, cursor in dict(getattr(ml, "cursors", {})).items():
             if sub_name != DEDUP_CURSOR:  # deduplication's own cursor is not a subscription
                 self.subscriptions[sub_name] = Subscription(self, sub_name, cursor, durable=True)
@@ -199,6 +204,28 @@ class Topic:
             sub.dispatch_limiter.configure(sub_rate.msgs, sub_rate.bytes, sub_rate.period_s)
             if sub.dispatcher is not None:
                 sub.dispatcher.wake()
+
+    def check_subscribe_rate(self, remote: str, consumer_name: str, consumer_id: int) -> None:
+        """Count one subscribe of this consumer against the subscribe rate (`_topic_limits`
+        Rule 4); raises `NotAllowedError` with Pulsar's message when it is over. The table of
+        consumers is bounded (`_MAX_SUBSCRIBE_LIMITERS`, least recently seen dropped first)."""
+        rate = self.limits.subscribe_rate
+        if rate.per_consumer <= 0:
+            self._subscribe_limiters.clear()
+            return
+        host = remote.rsplit(":", 1)[0]  # "host:port" / "[v6]:port": a client's port changes on reconnect
+        key = (host, consumer_name, consumer_id)
+        limiter = self._subscribe_limiters.pop(key, None)
+        if limiter is None:
+            limiter = RateLimiter(rate.per_consumer, 0, rate.period_s)
+        else:
+            limiter.configure(rate.per_consumer, 0, rate.period_s)
+        self._subscribe_limiters[key] = limiter
+        while len(self._subscribe_limiters) > _MAX_SUBSCRIBE_LIMITERS:
+            self._subscribe_limiters.popitem(last=False)
+        if limiter.exhausted():
+            raise NotAllowedError("Subscribe limited by subscribe rate limit per consumer.")
+        limiter.record(1, 0)
 
     @property
     def consumer_count(self) -> int:

@@ -15,7 +15,9 @@ Rules:
 * Rule 4 (enforced where): max producers in `Topic.add_producer` (ProducerBusy "Topic reached
   max producers limit"); max consumers per topic and per subscription when a consumer
   subscribes (ConsumerBusy); max unacked per consumer and per subscription in the dispatcher
-  (Shared and Key_Shared, as Pulsar: delivery stops until acks come); rates by `_rate_limit`.
+  (Shared and Key_Shared, as Pulsar: delivery stops until acks come); rates by `_rate_limit`;
+  the subscribe rate when a consumer subscribes (NotAllowed "Subscribe limited by subscribe rate
+  limit per consumer.", counted per client host, consumer name and consumer id, as Pulsar).
 """
 
 from __future__ import annotations
@@ -105,7 +107,8 @@ class DispatchRate:
 
 @dataclass(frozen=True)
 class SubscribeRate:
-    """Pulsar's ``SubscribeRate`` (stored and served; not enforced: see docs/architecture.md)."""
+    """Pulsar's ``SubscribeRate``: subscribes one consumer (host, name, id) may make per
+    ``period_s`` seconds (<= 0: no bound)."""
 
     per_consumer: int = -1
     period_s: int = 30
@@ -155,6 +158,7 @@ TOPIC_RATE_KEYS: dict[str, tuple[str, type]] = {
     "publishRate": ("publishRate", PublishRate),
     "dispatchRate": ("dispatchRate", DispatchRate),
     "subscriptionDispatchRate": ("subscriptionDispatchRate", DispatchRate),
+    "subscribeRate": ("subscribeRate", SubscribeRate),
 }
 """Topic REST policy name -> (key of the TopicPolicies JSON; value type)."""
 
@@ -171,6 +175,7 @@ class TopicLimits:
     publish_rate: PublishRate = PublishRate()
     dispatch_rate: DispatchRate = DispatchRate()
     subscription_dispatch_rate: DispatchRate = DispatchRate()
+    subscribe_rate: SubscribeRate = SubscribeRate(0)
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> TopicLimits:
@@ -182,7 +187,8 @@ class TopicLimits:
             DispatchRate(config.dispatch_throttling_rate_per_topic_in_msg,
                          config.dispatch_throttling_rate_per_topic_in_byte),
             DispatchRate(config.dispatch_throttling_rate_per_subscription_in_msg,
-                         config.dispatch_throttling_rate_per_subscription_in_byte))
+                         config.dispatch_throttling_rate_per_subscription_in_byte),
+            SubscribeRate(config.subscribe_throttling_rate_per_consumer, config.subscribe_rate_period_per_consumer_s))
 
     @classmethod
     def resolve(cls, config: BrokerConfig, ns_policies: Mapping[str, Any] | None,
@@ -220,7 +226,8 @@ class TopicLimits:
             rate("publishMaxMessageRate", "publishRate", PublishRate, base.publish_rate),
             rate("topicDispatchRate", "dispatchRate", DispatchRate, base.dispatch_rate),
             rate("subscriptionDispatchRate", "subscriptionDispatchRate", DispatchRate,
-                 base.subscription_dispatch_rate))
+                 base.subscription_dispatch_rate),
+            rate("clusterSubscribeRate", "subscribeRate", SubscribeRate, base.subscribe_rate))
 
 
 async def resolve_for(service: BrokerService, name: TopicName) -> TopicLimits:

@@ -5,15 +5,15 @@ Namespace (``/admin/v2/namespaces/{tenant}/{namespace}/...``), each GET / POST /
 ``maxProducersPerTopic``, ``maxConsumersPerTopic``, ``maxConsumersPerSubscription``,
 ``maxUnackedMessagesPerConsumer``, ``maxUnackedMessagesPerSubscription`` (body: an integer;
 0 = no limit), ``publishRate`` (PublishRate JSON), ``dispatchRate`` and
-``subscriptionDispatchRate`` (DispatchRate JSON), ``subscribeRate`` (SubscribeRate JSON; stored,
-not enforced). Rates are stored per cluster, as Pulsar stores them (``publishMaxMessageRate``:
-``{cluster: PublishRate}``), and served for this broker's cluster. ``isAllowAutoUpdateSchema``
+``subscriptionDispatchRate`` (DispatchRate JSON), ``subscribeRate`` (SubscribeRate JSON). Rates
+are stored per cluster, as Pulsar stores them (``publishMaxMessageRate``: ``{cluster:
+PublishRate}``), and served for this broker's cluster. ``isAllowAutoUpdateSchema``
 GET / POST (a boolean). A GET of a policy that is not set answers 204 with no body, as Pulsar.
 
 Topic (``/admin/v2/persistent/{tenant}/{namespace}/{topic}/...``), GET / POST / DELETE:
 ``maxProducers``, ``maxConsumers``, ``maxConsumersPerSubscription``,
 ``maxUnackedMessagesOnConsumer``, ``maxUnackedMessagesOnSubscription``, ``publishRate``,
-``dispatchRate``, ``subscriptionDispatchRate`` and ``deduplicationEnabled``; ``?applied=true`` on
+``dispatchRate``, ``subscriptionDispatchRate``, ``subscribeRate`` and ``deduplicationEnabled``; ``?applied=true`` on
 a GET answers the value in force (topic > namespace > broker config).
 
 Offload (``offloadPolicies``, ``offloadThreshold``, ``offloadDeletionLagMs``, ``removeOffloadPolicies``
@@ -171,6 +171,7 @@ def _applied_value(limits: TopicLimits, policy: str) -> Any:
         "publishRate": limits.publish_rate.to_json(),
         "dispatchRate": limits.dispatch_rate.to_json(),
         "subscriptionDispatchRate": limits.subscription_dispatch_rate.to_json(),
+        "subscribeRate": limits.subscribe_rate.to_json(),
     }[policy]
 
 

@@ -300,8 +300,7 @@ for _name, _suffix, _kind in (("publish-rate", "/publishRate", "publish"),
                               ("subscription-dispatch-rate", "/subscriptionDispatchRate", "dispatch"),
                               ("subscribe-rate", "/subscribeRate", "subscribe")):
     _rate_commands(namespaces, _name, _nsf(_suffix), _ns_arg, _kind)
-    if _kind != "subscribe":
-        _rate_commands(topics, _name, _tpf(_suffix), _topic_arg, _kind)
+    _rate_commands(topics, _name, _tpf(_suffix), _topic_arg, _kind)
 
 
 # ------------------------------------------------------------------ namespace operations

@@ -184,3 +184,37 @@ def test_topic_level_deduplication(broker: AdminBroker, client: pulsar.Client, h
     reader.close()
     assert http.post(f"{tp}/deduplicationEnabled", json="yes").status_code == 400
     assert http.delete(f"{tp}/deduplicationEnabled").status_code == 204
+
+
+def test_subscribe_rate_per_consumer(broker: AdminBroker, client: pulsar.Client, http: httpx.Client,
+                                     name: str) -> None:
+    from protocols.pulsar import pulsar_api_pb2 as pb
+    from tests.broker.raw_pulsar import RawPeer
+
+    client.create_producer(name).close()
+    tp = f"{V2}/persistent/public/default/{name}"
+    rate = {"subscribeThrottlingRatePerConsumer": 2, "ratePeriodInSecond": 600}
+    assert http.post(f"{tp}/subscribeRate", json=rate).status_code == 204
+    assert http.get(f"{tp}/subscribeRate", params={"applied": "true"}).json() == rate
+    peer = RawPeer(broker.port)
+    try:
+        peer.connect()
+        topic = f"persistent://public/default/{name}"
+        answers = []
+        for request_id in range(1, 4):  # the same consumer (host, name, id) subscribing again and again
+            peer.send("SUBSCRIBE", topic=topic, subscription="s", subType=0, consumer_id=1,
+                      request_id=2 * request_id, consumer_name="c1")
+            answers.append(peer.recv())
+            peer.send("CLOSE_CONSUMER", consumer_id=1, request_id=2 * request_id + 1)
+            assert peer.recv().type == pb.BaseCommand.SUCCESS  # type: ignore[union-attr]
+        assert [a.type for a in answers if a is not None] == [pb.BaseCommand.SUCCESS, pb.BaseCommand.SUCCESS,
+                                                               pb.BaseCommand.ERROR]
+        error = answers[2].error  # type: ignore[union-attr]
+        assert error.error == pb.NotAllowedError and "subscribe rate" in error.message
+        # another consumer id is another consumer: the official client's new consumers subscribe freely
+        client.subscribe(name, "other").close()
+        client.subscribe(name, "other").close()
+        client.subscribe(name, "other").close()
+    finally:
+        peer.close()
+    assert http.delete(f"{tp}/subscribeRate").status_code == 204
