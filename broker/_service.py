@@ -373,6 +373,7 @@ class BrokerService:
         ``ns`` (all when None), Rule 6.
         A topic whose switch fails is logged and retried by the next recheck."""
         enabled: dict[NamespaceName, bool] = {}
+        ns_policies: dict[NamespaceName, dict | None] = {}  # one read per namespace per pass
         for t in list(self.topics.values()):
             name = t.name.namespace_name
             if t.closed or (ns is not None and name != ns):
@@ -385,7 +386,9 @@ class BrokerService:
             except Exception as exc:
                 log.warning("switching deduplication on %s failed: %s", t.name, exc)
             try:
-                await refresh_limits(self, t)
+                if name not in ns_policies:
+                    ns_policies[name] = await self.namespaces.get_policies(name)
+                await refresh_limits(self, t, ns_policies[name])
             except Exception as exc:
                 log.warning("applying the limits of %s failed: %s", t.name, exc)
 

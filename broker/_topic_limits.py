@@ -230,16 +230,18 @@ class TopicLimits:
             rate("clusterSubscribeRate", "subscribeRate", SubscribeRate, base.subscribe_rate))
 
 
-async def resolve_for(service: BrokerService, name: TopicName) -> TopicLimits:
+async def resolve_for(service: BrokerService, name: TopicName, ns: Mapping[str, Any] | None = None) -> TopicLimits:
     """The limits of topic ``name`` from the metadata store (a partition falls back to the
-    overrides of its partitioned topic, as the other topic policies do)."""
-    ns = await service.namespaces.get_policies(name.namespace_name)
+    overrides of its partitioned topic, as the other topic policies do). ``ns``: the namespace's
+    policies when the caller has read them already."""
+    if ns is None:
+        ns = await service.namespaces.get_policies(name.namespace_name)
     own = await service.topic_policies.get(name)
     if not own and name.partition >= 0:
         own = await service.topic_policies.get(name.partitioned_topic)
     return TopicLimits.resolve(service.config, ns, own)
 
 
-async def refresh_limits(service: BrokerService, topic: Topic) -> None:
-    """Resolve and apply the limits of a loaded topic (Rule 3)."""
-    topic.apply_limits(await resolve_for(service, topic.name))
+async def refresh_limits(service: BrokerService, topic: Topic, ns: Mapping[str, Any] | None = None) -> None:
+    """Resolve and apply the limits of a loaded topic (Rule 3); ``ns`` as for `resolve_for`."""
+    topic.apply_limits(await resolve_for(service, topic.name, ns))
