@@ -44,7 +44,7 @@ from ._namespaces import NamespaceResources
 from ._retention_hooks import StorePoliciesProvider, TopicPolicyStore, publish_time_of
 from ._schemas import SchemaRegistry
 from ._topic import Topic
-from ._topic_limits import refresh_limits
+from ._topic_limits import refresh_limits, topic_overrides
 from .auth import AuthenticationService, AuthorizationService
 from .metrics import BrokerMetrics
 
@@ -358,9 +358,7 @@ class BrokerService:
         return self.config.broker_deduplication_enabled if value is None else bool(value)
 
     async def _topic_dedup_override(self, topic: TopicName) -> bool | None:
-        own = (await self.topic_policies.get(topic)).get("deduplicationEnabled")
-        if own is None and topic.partition >= 0:
-            own = (await self.topic_policies.get(topic.partitioned_topic)).get("deduplicationEnabled")
+        own = (await topic_overrides(self, topic)).get("deduplicationEnabled")
         return None if own is None else bool(own)
 
     async def topic_dedup_enabled(self, topic: TopicName) -> bool:
@@ -380,15 +378,16 @@ class BrokerService:
                 continue
             if name not in enabled:
                 enabled[name] = await self.dedup_enabled(name)
+            overrides = await topic_overrides(self, t.name)  # one read for dedup and the limits
+            own = overrides.get("deduplicationEnabled")
             try:
-                own = await self._topic_dedup_override(t.name)
-                await t.set_deduplication(enabled[name] if own is None else own)
+                await t.set_deduplication(enabled[name] if own is None else bool(own))
             except Exception as exc:
                 log.warning("switching deduplication on %s failed: %s", t.name, exc)
             try:
                 if name not in ns_policies:
                     ns_policies[name] = await self.namespaces.get_policies(name)
-                await refresh_limits(self, t, ns_policies[name])
+                await refresh_limits(self, t, ns_policies[name], overrides)
             except Exception as exc:
                 log.warning("applying the limits of %s failed: %s", t.name, exc)
 

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ._topic import Topic
 
 __all__ = ["DispatchRate", "PublishRate", "SubscribeRate", "TopicLimits", "parse_limit", "refresh_limits",
+           "resolve_for", "topic_overrides",
            "NS_KEYS", "TOPIC_KEYS"]
 
 _I32_MAX = 2**31 - 1
@@ -230,18 +231,27 @@ class TopicLimits:
             rate("clusterSubscribeRate", "subscribeRate", SubscribeRate, base.subscribe_rate))
 
 
-async def resolve_for(service: BrokerService, name: TopicName, ns: Mapping[str, Any] | None = None) -> TopicLimits:
-    """The limits of topic ``name`` from the metadata store (a partition falls back to the
-    overrides of its partitioned topic, as the other topic policies do). ``ns``: the namespace's
-    policies when the caller has read them already."""
-    if ns is None:
-        ns = await service.namespaces.get_policies(name.namespace_name)
+async def topic_overrides(service: BrokerService, name: TopicName) -> dict[str, Any]:
+    """The stored overrides of topic ``name`` (a partition without its own falls back to those of
+    its partitioned topic, as the other topic policies do)."""
     own = await service.topic_policies.get(name)
     if not own and name.partition >= 0:
         own = await service.topic_policies.get(name.partitioned_topic)
+    return own
+
+
+async def resolve_for(service: BrokerService, name: TopicName, ns: Mapping[str, Any] | None = None,
+                      own: Mapping[str, Any] | None = None) -> TopicLimits:
+    """The limits of topic ``name`` from the metadata store. ``ns`` / ``own``: the namespace's
+    policies / the topic's overrides when the caller has read them already."""
+    if ns is None:
+        ns = await service.namespaces.get_policies(name.namespace_name)
+    if own is None:
+        own = await topic_overrides(service, name)
     return TopicLimits.resolve(service.config, ns, own)
 
 
-async def refresh_limits(service: BrokerService, topic: Topic, ns: Mapping[str, Any] | None = None) -> None:
-    """Resolve and apply the limits of a loaded topic (Rule 3); ``ns`` as for `resolve_for`."""
-    topic.apply_limits(await resolve_for(service, topic.name, ns))
+async def refresh_limits(service: BrokerService, topic: Topic, ns: Mapping[str, Any] | None = None,
+                         own: Mapping[str, Any] | None = None) -> None:
+    """Resolve and apply the limits of a loaded topic (Rule 3); ``ns`` and ``own`` as for `resolve_for`."""
+    topic.apply_limits(await resolve_for(service, topic.name, ns, own))
