@@ -86,6 +86,7 @@ class Dispatcher:
         self._auto: AutoSplitRanges[Consumer] = AutoSplitRanges()
         self._sticky: StickyRanges[Consumer] = StickyRanges()
         self.msg_redelivered = 0
+        self._sub_unacked = 0  # see `_round`
 
     @property
     def config(self) -> BrokerConfig:
@@ -237,7 +238,7 @@ class Dispatcher:
         if limits.max_unacked_per_consumer > 0 and c.unacked_messages >= limits.max_unacked_per_consumer:
             return False
         return not (limits.max_unacked_per_subscription > 0
-                    and self.unacked_messages >= limits.max_unacked_per_subscription)
+                    and self._sub_unacked >= limits.max_unacked_per_subscription)
 
     @property
     def unacked_messages(self) -> int:
@@ -266,6 +267,9 @@ class Dispatcher:
     async def _round(self) -> bool:
         self._release_due_delayed()
         self._notify_end_of_topic()
+        # the subscription's unacked count, summed once per round (acks only lower it, and
+        # `_assign` adds what it hands out), so `_can_take` stays O(1) per entry
+        self._sub_unacked = self.unacked_messages
         if not any(self._can_take(c) for c in self.consumers):
             return False
         cursor = self.sub.cursor
@@ -321,6 +325,7 @@ class Dispatcher:
                 continue
             target.permits -= info.num_messages
             target.pending[pos] = info.num_messages
+            self._sub_unacked += info.num_messages
             self.owner[pos] = target
             out.setdefault(target, []).append(
                 (entry, self.redelivery_counts.get(pos, 0), self._ack_set(pos, info)))

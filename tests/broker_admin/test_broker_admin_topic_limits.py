@@ -218,3 +218,41 @@ def test_subscribe_rate_per_consumer(broker: AdminBroker, client: pulsar.Client,
     finally:
         peer.close()
     assert http.delete(f"{tp}/subscribeRate").status_code == 204
+
+
+def test_max_unacked_messages_per_subscription_blocks_dispatch(broker: AdminBroker, client: pulsar.Client,
+                                                               http: httpx.Client, name: str) -> None:
+    client.create_producer(name).close()
+    tp = f"{V2}/persistent/public/default/{name}"
+    assert http.post(f"{tp}/maxUnackedMessagesOnSubscription", json=4).status_code == 204
+    consumers = [client.subscribe(name, "s", consumer_type=pulsar.ConsumerType.Shared) for _ in range(2)]
+    producer = client.create_producer(name, batching_enabled=False)
+    for i in range(10):
+        producer.send(f"m{i}".encode())
+
+    def drain() -> list[pulsar.Message]:
+        got = []
+        for c in consumers:
+            while True:
+                try:
+                    got.append((c, c.receive(timeout_millis=1000)))
+                except pulsar.Timeout:
+                    break
+        return got
+
+    first = drain()
+    assert len(first) == 4  # both consumers together hold no more than the subscription's limit
+    for c, m in first:
+        c.acknowledge(m)
+    seen = len(first)
+    deadline = time.monotonic() + 30
+    while seen < 10 and time.monotonic() < deadline:
+        batch = drain()
+        assert len(batch) <= 4
+        for c, m in batch:
+            c.acknowledge(m)
+        seen += len(batch)
+    assert seen == 10
+    for c in consumers:
+        c.close()
+    producer.close()
