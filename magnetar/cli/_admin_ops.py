@@ -3,8 +3,9 @@ domains, dynamic broker configuration, broker-stats, namespace and topic limits 
 namespace clear-backlog / unsubscribe, expiry on all subscriptions, partitioned stats, and the
 offload commands (which the broker answers "not supported").
 
-Imported by `cmd_admin` once its groups exist; every command is registered on those groups
-with `cmd_admin._cmd`, so they share its options, output (tables or ``--json``) and errors.
+Imported by `cmd_admin`'s ``admin`` group (function level, before it lists or resolves a
+sub-command); every command is registered on that module's groups with `cmd_admin._cmd`, so
+they share its options, output (tables or ``--json``) and errors.
 """
 
 from __future__ import annotations

@@ -216,7 +216,26 @@ def _flag(force: bool) -> dict[str, str]:
 # ------------------------------------------------------------------ the group
 
 
-@click.group("admin")
+class _AdminGroup(click.Group):
+    """The ``admin`` group: before listing or resolving a sub-command it imports `_admin_ops`,
+    which registers more commands on the sub-groups of this module (clusters and failure domains,
+    dynamic config, broker-stats, limits and rates, namespace operations). A function-level
+    import, as the package's lazy loading of ``cmd_*`` modules: no module-level import cycle."""
+
+    @staticmethod
+    def _more() -> None:
+        from . import _admin_ops  # noqa: F401
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._more()
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        self._more()
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group("admin", cls=_AdminGroup)
 @click.option("--admin-url", envvar="MAGNETAR_ADMIN_URL", default=_DEFAULT_URL, show_default=True,
               help="Base URL of the broker's admin REST API (env MAGNETAR_ADMIN_URL).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
@@ -863,8 +882,3 @@ def topics_revoke_permission(api: _Api, topic: str, role: str) -> None:
     """Revoke a role's actions on a topic."""
     api.do("DELETE", f"{_tp(topic)}/permissions/{quote(role, safe='')}",
            f"revoked the permissions of {role} on {topic}")
-
-
-# more commands (clusters, dynamic config, broker-stats, limits and rates, namespace operations):
-# registered on the groups above by importing the module
-from . import _admin_ops  # noqa: E402,F401
