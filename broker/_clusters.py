@@ -8,6 +8,7 @@ Layout: ``/admin/clusters/{cluster}`` holds Pulsar's ClusterData JSON (``service
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from metadata import MetadataStore, NodeExistsError, NoNodeError
@@ -16,7 +17,7 @@ __all__ = ["CLUSTERS_ROOT", "ClusterResources", "cluster_data"]
 
 CLUSTERS_ROOT = "/admin/clusters"
 
-_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+_NAME = re.compile(r"[-=:.\w]{1,255}")  # Pulsar's named-entity rule
 
 
 def cluster_data(*, web_service_url: str = "", web_service_url_tls: str = "", broker_service_url: str = "",
@@ -34,9 +35,9 @@ class ClusterResources:
 
     @staticmethod
     def check_name(name: str) -> str:
-        """``name`` if it is a valid cluster name (letters, digits, ``-_.``), else ValueError."""
-        if not name or not set(name) <= _NAME_CHARS:
-            raise ValueError(f"invalid cluster name {name!r}: use letters, digits, '-', '_' and '.'")
+        """``name`` if it is a valid cluster name (letters, digits, ``-_=:.``), else ValueError."""
+        if not _NAME.fullmatch(name):
+            raise ValueError(f"invalid cluster name {name!r}: use letters, digits, '-', '_', '=', ':' and '.'")
         return name
 
     async def get(self, name: str) -> dict[str, Any] | None:
@@ -45,7 +46,7 @@ class ClusterResources:
             data, _ = await self.store.get(f"{CLUSTERS_ROOT}/{self.check_name(name)}")
         except NoNodeError:
             return None
-        value = json.loads(data)
+        value = json.loads(data) if data else {}
         return value if isinstance(value, dict) else {}
 
     async def create(self, name: str, data: dict[str, Any]) -> bool:

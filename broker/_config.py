@@ -163,6 +163,36 @@ class BrokerConfig(RetentionConfig):
         help="Messages delivered but not acked before a Shared consumer stops receiving (0 = no limit).")
     delayed_delivery_enabled: bool = config_field(
         True, alias="delayedDeliveryEnabled", help="Honour deliver_at_time on Shared subscriptions.")
+    max_unacked_messages_per_subscription: int = config_field(
+        200000, alias="maxUnackedMessagesPerSubscription",
+        help="Messages delivered but not acked on a Shared subscription before it stops dispatching (0 = no limit).")
+    max_producers_per_topic: int = config_field(
+        0, alias="maxProducersPerTopic", help="Producers a topic accepts (0 = no limit).")
+    max_consumers_per_topic: int = config_field(
+        0, alias="maxConsumersPerTopic", help="Consumers a topic accepts over all its subscriptions (0 = no limit).")
+    max_consumers_per_subscription: int = config_field(
+        0, alias="maxConsumersPerSubscription", help="Consumers a subscription accepts (0 = no limit).")
+    max_publish_rate_per_topic_in_messages: int = config_field(
+        0, alias="maxPublishRatePerTopicInMessages",
+        help="Messages per second a topic takes before its producers' connections are paused (0 = no limit).")
+    max_publish_rate_per_topic_in_bytes: int = config_field(
+        0, alias="maxPublishRatePerTopicInBytes",
+        help="Bytes per second a topic takes before its producers' connections are paused (0 = no limit).")
+    dispatch_throttling_rate_per_topic_in_msg: int = config_field(
+        0, alias="dispatchThrottlingRatePerTopicInMsg", help="Messages per second dispatched per topic (0 = no limit).")
+    dispatch_throttling_rate_per_topic_in_byte: int = config_field(
+        0, alias="dispatchThrottlingRatePerTopicInByte", help="Bytes per second dispatched per topic (0 = no limit).")
+    dispatch_throttling_rate_per_subscription_in_msg: int = config_field(
+        0, alias="dispatchThrottlingRatePerSubscriptionInMsg",
+        help="Messages per second dispatched per subscription (0 = no limit).")
+    dispatch_throttling_rate_per_subscription_in_byte: int = config_field(
+        0, alias="dispatchThrottlingRatePerSubscriptionInByte",
+        help="Bytes per second dispatched per subscription (0 = no limit).")
+    subscribe_throttling_rate_per_consumer: int = config_field(
+        0, alias="subscribeThrottlingRatePerConsumer",
+        help="Subscribes one consumer (host, name, id) may make per period (0 = no limit).")
+    subscribe_rate_period_per_consumer_s: int = config_field(
+        30, alias="subscribeRatePeriodPerConsumerInSecond", help="The period of subscribeThrottlingRatePerConsumer.")
     subscription_key_shared_enable: bool = config_field(
         True, alias="subscriptionKeySharedEnable", help="Allow Key_Shared subscriptions.")
     broker_delete_inactive_topics_enabled: bool = config_field(
@@ -329,8 +359,15 @@ class BrokerConfig(RetentionConfig):
                          "outgoing_queue_bytes", "deduplication_snapshot_interval_entries",
                          "dispatcher_max_read_batch_size", "dispatcher_max_read_size_bytes",
                          "dispatcher_max_replay_entries", message="must be positive, got {value}")
-        require_at_least(self, "max_unacked_messages_per_consumer",
+        require_at_least(self, "max_unacked_messages_per_consumer", "max_unacked_messages_per_subscription",
+                         "max_producers_per_topic", "max_consumers_per_topic", "max_consumers_per_subscription",
+                         "max_publish_rate_per_topic_in_messages", "max_publish_rate_per_topic_in_bytes",
+                         "dispatch_throttling_rate_per_topic_in_msg", "dispatch_throttling_rate_per_topic_in_byte",
+                         "dispatch_throttling_rate_per_subscription_in_msg",
+                         "dispatch_throttling_rate_per_subscription_in_byte",
+                         "subscribe_throttling_rate_per_consumer",
                          message="must be 0 (no limit) or positive")
+        require_positive(self, "subscribe_rate_period_per_consumer_s")
         require_positive(self, "handshake_timeout_s")
         require_at_least(self, "broker_max_connections", "broker_max_connections_per_ip",
                          message="must be 0 (no limit) or positive")

@@ -83,6 +83,7 @@ async def handle_subscribe(conn: ServerConnection, frame: Frame) -> None:
                               "(and readers)")
     name = TopicName.parse(req.topic)
     topic = await conn.service.get_topic(name, create=req.force_topic_creation)
+    topic.check_subscribe_rate(conn.remote, req.consumer_name, req.consumer_id)
     if req.HasField("schema"):
         await _check_schema(conn, topic, req.schema)
     initial = (InitialPosition.EARLIEST if req.initialPosition == pb.CommandSubscribe.Earliest
@@ -111,6 +112,7 @@ async def handle_subscribe(conn: ServerConnection, frame: Frame) -> None:
     consumer.ready = True
     if sub.dispatcher is not None:
         sub.dispatcher.notify_new_failover_consumer(consumer)
+        sub.dispatcher.wake()  # messages it may be told now (REACHED_END_OF_TOPIC) waited for SUCCESS
     log.info("consumer %s subscribed to %s/%s (%s)", consumer.name, name, req.subscription,
              SubType.NAMES.get(req.subType))
 

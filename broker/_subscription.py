@@ -31,6 +31,7 @@ from ._consumer import Consumer
 from ._dispatcher import Dispatcher, SubType
 from ._entries import MAX_UNKNOWN_BATCH_SIZE, acked_indexes_from_ack_set, entry_metadata
 from ._errors import BrokerServiceError, ConsumerBusyError, ServiceNotReadyError
+from ._rate_limit import RateLimiter
 from ._selectors import RangeConflictError
 
 if TYPE_CHECKING:
@@ -56,6 +57,8 @@ class Subscription:
         self._lock = trio.Lock()  # seek and consumer attach never interleave
         self.read_compacted = False  # Rule 5
         self.compacted_next: Position | None = None  # Rule 5
+        rate = topic.limits.subscription_dispatch_rate
+        self.dispatch_limiter = RateLimiter(rate.msgs, rate.bytes, rate.period_s)
 
     @property
     def full_name(self) -> str:
@@ -87,6 +90,11 @@ class Subscription:
         if self.closed:
             raise ServiceNotReadyError(f"subscription {self.full_name} is closed; retry")
 
+        limits = self.topic.limits  # `_topic_limits` Rule 4, with Pulsar's messages
+        if 0 < limits.max_consumers <= self.topic.consumer_count:
+            raise ConsumerBusyError("Topic reached max consumers limit")
+        if 0 < limits.max_consumers_per_subscription <= len(self.consumers):
+            raise ConsumerBusyError("Subscription reached max consumers limit")
         d = self.dispatcher
         if d is not None and d.consumers:
             if d.sub_type != sub_type:
@@ -222,6 +230,13 @@ class Subscription:
         await self.cursor.mark_delete(pos)
         if self.dispatcher:
             self.dispatcher.acked_up_to(pos)
+
+    async def expire_up_to(self, position: Position) -> None:
+        """Acknowledge every message up to and including ``position`` (admin expire-messages by
+        message id); a position at or before the mark-delete position changes nothing, one past
+        the last stored entry acknowledges them all."""
+        last = self.topic.ml.last_confirmed_entry
+        await self._mark_delete(min(position, last))
 
     async def expire_published_before(self, cutoff_ms: int) -> Position | None:
         """Acknowledge every message published before ``cutoff_ms`` (admin expire-messages):

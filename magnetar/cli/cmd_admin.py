@@ -217,7 +217,26 @@ def _flag(force: bool) -> dict[str, str]:
 # ------------------------------------------------------------------ the group
 
 
-@click.group("admin")
+class _AdminGroup(click.Group):
+    """The ``admin`` group: before listing or resolving a sub-command it imports `_admin_ops`,
+    which registers more commands on the sub-groups of this module (clusters and failure domains,
+    dynamic config, broker-stats, limits and rates, namespace operations). A function-level
+    import, as the package's lazy loading of ``cmd_*`` modules: no module-level import cycle."""
+
+    @staticmethod
+    def _more() -> None:
+        from . import _admin_ops  # noqa: F401
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._more()
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        self._more()
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group("admin", cls=_AdminGroup)
 @click.option("--admin-url", envvar="MAGNETAR_ADMIN_URL", default=_DEFAULT_URL, show_default=True,
               help="Base URL of the broker's admin REST API (env MAGNETAR_ADMIN_URL).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
@@ -582,10 +601,12 @@ def topics_get_partitioned(api: _Api, topic: str) -> None:
     api.show(_tp(topic) + "/partitions")
 
 
-@_cmd(topics, "stats", _topic_arg)
-def topics_stats(api: _Api, topic: str) -> None:
+@_cmd(topics, "stats", _topic_arg,
+      click.option("--get-precise-backlog", "-gpb", "precise", is_flag=True,
+                   help="As pulsar-admin (Magnetar's backlog counts are always precise)."))
+def topics_stats(api: _Api, topic: str, precise: bool = False) -> None:
     """Show a topic's rates, counters, producers and subscriptions."""
-    stats = api.call("GET", _tp(topic) + "/stats")
+    stats = api.call("GET", _tp(topic) + "/stats", params={"getPreciseBacklog": "true"} if precise else None)
     if api.as_json:
         _emit(api, stats)
         return
