@@ -23,7 +23,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from bk_client import BookKeeper, ClientConfig, ClientMetrics, LedgerManager
 from magnetar.config import ConfigError, config_field
-from metadata import MetadataStore, open_metadata_store
+from metadata import MetadataStore, ZkSecurity, open_metadata_store
 
 from ._auditor import Auditor, AuditorElection
 from ._replication import RateLimiter, ReplicationWorker, RetryTable
@@ -64,9 +64,21 @@ class AutoRecoveryConfig:
         60.0, help="longest delay between retries of one ledger")
     identity: str = config_field(
         "", help="name written in the auditor vote and ledger locks (default host:pid)")
+    zk_enable_security: bool = config_field(
+        False, alias="zkEnableSecurity",
+        help="Authenticate to ZooKeeper with zkDigestCredentials and create every node with the ACL "
+             "CREATOR_ALL (only that credential may read, change or delete it); every component of "
+             "the cluster must use the same credential.")
+    zk_digest_credentials: str = config_field(
+        "", alias="zkDigestCredentials",
+        help="ZooKeeper digest credential user:password, or file:/path to a file holding it.")
 
     def __post_init__(self) -> None:
         self.validate()
+
+    def zk_security(self) -> ZkSecurity | None:
+        """The ZooKeeper digest credential to open the metadata store with (None: security off)."""
+        return ZkSecurity.from_config(self.zk_enable_security, self.zk_digest_credentials)
 
     def validate(self) -> None:
         """Check every value; ``ConfigError(key, message)`` on the first bad one."""
@@ -83,6 +95,7 @@ class AutoRecoveryConfig:
             raise ConfigError("replication_workers", "must be >= 0")
         if self.rereplication_entry_batch_size < 1:
             raise ConfigError("rereplication_entry_batch_size", "must be >= 1")
+        self.zk_security()
 
 
 def default_identity() -> str:
@@ -159,7 +172,8 @@ async def run_autorecovery(store_url: str, root: str = "", config: AutoRecoveryC
     """Open a metadata session on ``store_url`` and run AutoRecovery under ``root`` until
     cancelled; ``task_status.started`` gets the ``AutoRecovery``. Raises ``ValueError`` for a bad
     URL and the store's errors while connecting."""
-    async with open_metadata_store(store_url) as store:
+    security = config.zk_security() if config is not None else None
+    async with open_metadata_store(store_url, security=security) as store:
         ar = AutoRecovery(store, root, config, client_config=client_config, registry=registry)
         await ar.run(task_status=task_status)
 

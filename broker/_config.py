@@ -163,6 +163,36 @@ class BrokerConfig(RetentionConfig):
         help="Messages delivered but not acked before a Shared consumer stops receiving (0 = no limit).")
     delayed_delivery_enabled: bool = config_field(
         True, alias="delayedDeliveryEnabled", help="Honour deliver_at_time on Shared subscriptions.")
+    max_unacked_messages_per_subscription: int = config_field(
+        200000, alias="maxUnackedMessagesPerSubscription",
+        help="Messages delivered but not acked on a Shared subscription before it stops dispatching (0 = no limit).")
+    max_producers_per_topic: int = config_field(
+        0, alias="maxProducersPerTopic", help="Producers a topic accepts (0 = no limit).")
+    max_consumers_per_topic: int = config_field(
+        0, alias="maxConsumersPerTopic", help="Consumers a topic accepts over all its subscriptions (0 = no limit).")
+    max_consumers_per_subscription: int = config_field(
+        0, alias="maxConsumersPerSubscription", help="Consumers a subscription accepts (0 = no limit).")
+    max_publish_rate_per_topic_in_messages: int = config_field(
+        0, alias="maxPublishRatePerTopicInMessages",
+        help="Messages per second a topic takes before its producers' connections are paused (0 = no limit).")
+    max_publish_rate_per_topic_in_bytes: int = config_field(
+        0, alias="maxPublishRatePerTopicInBytes",
+        help="Bytes per second a topic takes before its producers' connections are paused (0 = no limit).")
+    dispatch_throttling_rate_per_topic_in_msg: int = config_field(
+        0, alias="dispatchThrottlingRatePerTopicInMsg", help="Messages per second dispatched per topic (0 = no limit).")
+    dispatch_throttling_rate_per_topic_in_byte: int = config_field(
+        0, alias="dispatchThrottlingRatePerTopicInByte", help="Bytes per second dispatched per topic (0 = no limit).")
+    dispatch_throttling_rate_per_subscription_in_msg: int = config_field(
+        0, alias="dispatchThrottlingRatePerSubscriptionInMsg",
+        help="Messages per second dispatched per subscription (0 = no limit).")
+    dispatch_throttling_rate_per_subscription_in_byte: int = config_field(
+        0, alias="dispatchThrottlingRatePerSubscriptionInByte",
+        help="Bytes per second dispatched per subscription (0 = no limit).")
+    subscribe_throttling_rate_per_consumer: int = config_field(
+        0, alias="subscribeThrottlingRatePerConsumer",
+        help="Subscribes one consumer (host, name, id) may make per period (0 = no limit).")
+    subscribe_rate_period_per_consumer_s: int = config_field(
+        30, alias="subscribeRatePeriodPerConsumerInSecond", help="The period of subscribeThrottlingRatePerConsumer.")
     subscription_key_shared_enable: bool = config_field(
         True, alias="subscriptionKeySharedEnable", help="Allow Key_Shared subscriptions.")
     broker_delete_inactive_topics_enabled: bool = config_field(
@@ -173,6 +203,13 @@ class BrokerConfig(RetentionConfig):
     policy_recheck_interval_s: float = config_field(
         5.0, help="How often loaded topics re-read their namespace's policies (deduplication), to see "
                   "changes made through another broker or directly in the metadata store.")
+    compaction_monitor_interval_s: float = config_field(
+        60.0, alias="brokerServiceCompactionMonitorIntervalInSeconds",
+        help="How often each loaded topic compares its compaction backlog with its compaction threshold.")
+    compaction_threshold_bytes: int = config_field(
+        0, alias="brokerServiceCompactionThresholdInBytes",
+        help="Compact a topic automatically once its not-yet-compacted backlog exceeds this many bytes, "
+             "unless its namespace sets compactionThreshold (0: off).")
     schema_compatibility_strategy: str = config_field(
         "FULL", alias="schemaCompatibilityStrategy",
         help="Default schema compatibility: ALWAYS_COMPATIBLE, ALWAYS_INCOMPATIBLE, BACKWARD, FORWARD, FULL "
@@ -188,6 +225,17 @@ class BrokerConfig(RetentionConfig):
     backlog_quota_hold_timeout_s: float = config_field(
         30.0, help="producer_request_hold: how long a SEND waits for the backlog to shrink before the "
                    "broker answers SEND_ERROR (the client reconnects and resends).")
+    # /metrics detail, as Pulsar's keys: topic level (with per-subscription series) by default
+    expose_topic_level_metrics_in_prometheus: bool = config_field(
+        True, alias="exposeTopicLevelMetricsInPrometheus",
+        help="Label /metrics series per topic and export per-subscription series; false = one series per "
+             "namespace (sums over its topics), for brokers with many topics.")
+    expose_consumer_level_metrics_in_prometheus: bool = config_field(
+        False, alias="exposeConsumerLevelMetricsInPrometheus",
+        help="Also export pulsar_consumer_* series per consumer (with topic-level metrics only).")
+    expose_producer_level_metrics_in_prometheus: bool = config_field(
+        False, alias="exposeProducerLevelMetricsInPrometheus",
+        help="Also export pulsar_producer_* series per producer (with topic-level metrics only).")
 
     # TLS (Pulsar's keys). Off unless a TLS port is set; then the certificate and key are required.
     broker_service_port_tls: int | None = config_field(
@@ -311,12 +359,20 @@ class BrokerConfig(RetentionConfig):
                          "outgoing_queue_bytes", "deduplication_snapshot_interval_entries",
                          "dispatcher_max_read_batch_size", "dispatcher_max_read_size_bytes",
                          "dispatcher_max_replay_entries", message="must be positive, got {value}")
-        require_at_least(self, "max_unacked_messages_per_consumer",
+        require_at_least(self, "max_unacked_messages_per_consumer", "max_unacked_messages_per_subscription",
+                         "max_producers_per_topic", "max_consumers_per_topic", "max_consumers_per_subscription",
+                         "max_publish_rate_per_topic_in_messages", "max_publish_rate_per_topic_in_bytes",
+                         "dispatch_throttling_rate_per_topic_in_msg", "dispatch_throttling_rate_per_topic_in_byte",
+                         "dispatch_throttling_rate_per_subscription_in_msg",
+                         "dispatch_throttling_rate_per_subscription_in_byte",
+                         "subscribe_throttling_rate_per_consumer",
                          message="must be 0 (no limit) or positive")
+        require_positive(self, "subscribe_rate_period_per_consumer_s")
         require_positive(self, "handshake_timeout_s")
         require_at_least(self, "broker_max_connections", "broker_max_connections_per_ip",
                          message="must be 0 (no limit) or positive")
-        require_positive(self, "topic_unload_idle_s", "policy_recheck_interval_s")
+        require_positive(self, "topic_unload_idle_s", "policy_recheck_interval_s", "compaction_monitor_interval_s")
+        require_at_least(self, "compaction_threshold_bytes")
         if self.max_message_size > self.max_pending_publish_bytes:
             raise ConfigError("max_pending_publish_bytes", "must be at least max_message_size")
         if self.schema_compatibility_strategy.upper() not in _STRATEGIES:

@@ -14,7 +14,13 @@ if TYPE_CHECKING:
     from ._nonpersistent import NonPersistentSubscription
     from ._subscription import Subscription
 
-__all__ = ["Consumer", "PendingEntries"]
+__all__ = ["Consumer", "PendingEntries", "understands_end_of_topic"]
+
+
+def understands_end_of_topic(client_version: str) -> bool:
+    """Whether a client announcing ``client_version`` in CONNECT handles REACHED_END_OF_TOPIC:
+    every client but the libpulsar family (``Pulsar-CPP-v...``), which drops its connection on it."""
+    return not client_version.startswith("Pulsar-CPP")
 
 
 class PendingEntries(dict[Position, int]):
@@ -98,6 +104,7 @@ class Consumer:
         self.bytes_out_counter = 0
         self.msg_redeliver_counter = 0
         self.connected_since = ""
+        self.end_of_topic_sent = False
 
     @property
     def unacked_messages(self) -> int:
@@ -137,6 +144,24 @@ class Consumer:
         if self.ready and not self.closed:
             self.connection.send_nowait(encode_command(make_command(
                 "ACTIVE_CONSUMER_CHANGE", consumer_id=self.consumer_id, is_active=is_active)))
+
+    def reached_end_of_topic(self) -> None:
+        """Tell the client, once, that the terminated topic has no more messages for it
+        (REACHED_END_OF_TOPIC; the Java and Go clients then report end of topic).
+
+        Clients of the libpulsar family (C++, and the Python and Node.js clients built on it,
+        whose CONNECT says ``Pulsar-CPP-v...``) are not sent it: their connection accepts a fixed
+        set of commands and closes itself on any other, REACHED_END_OF_TOPIC included, so the
+        consumer would reconnect, re-subscribe and be told again, in a loop. They keep their
+        connection and simply receive nothing more.
+        """
+        if self.end_of_topic_sent or not self.ready or self.closed:
+            return
+        self.end_of_topic_sent = True
+        if not understands_end_of_topic(str(getattr(self.connection, "client_version", ""))):
+            return
+        self.connection.send_nowait(encode_command(make_command(
+            "REACHED_END_OF_TOPIC", consumer_id=self.consumer_id)))
 
     def close_from_broker(self) -> None:
         """Tell the client the broker closed this consumer (it will re-subscribe) and detach it."""

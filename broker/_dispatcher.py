@@ -22,8 +22,20 @@ Rules:
   future is parked until then; it stays unacked in the cursor, so a restart re-reads it. On
   Key_Shared a due entry goes to its key's current owner (Rule 3); as in Pulsar, a parked entry
   does not hold back later entries of its key (delayed delivery orders by due time, not by key).
+* Rule 5b (read compacted, `Subscription` Rule 5): while the read position is at or before the
+  compacted view's horizon, new entries come from the view (each with its original position),
+  and the cursor is moved past the horizon once the view is exhausted; entries to deliver again
+  at or before the horizon are read from the view too (one compaction dropped is acked away).
 * Rule 6 (wake-ups): the loop sleeps until `wake` (FLOW, a consumer joining or leaving, acks,
-  redelivery, new entries on the topic) or the next delayed entry is due.
+  redelivery, new entries on the topic, termination) or the next delayed entry is due.
+* Rule 7 (end of topic): once the topic is terminated and the subscription has no backlog left
+  (everything stored is acknowledged), each consumer is sent REACHED_END_OF_TOPIC once, as
+  Pulsar's dispatchers do when a read finds no more entries on a terminated ledger; a consumer
+  joining later is told when its first round finds the same.
+* Rule 8 (dispatch rates): a round reads no more entries than the topic's and the
+  subscription's dispatch limiters allow in their current windows (`_rate_limit` Rule 4); while
+  either is exhausted the loop sleeps to the window's end. The unacked limits of Rule 3 come
+  from the topic's resolved limits (`_topic_limits`): per consumer and per subscription.
 """
 
 from __future__ import annotations
@@ -36,12 +48,13 @@ from typing import TYPE_CHECKING, ClassVar
 import trio
 from sortedcontainers import SortedSet
 
-from managed_ledger import Entry, ManagedLedgerError, Position
+from managed_ledger import Entry, ManagedLedgerError, ManagedLedgerState, Position
 
 from ._entries import EntryInfo, Signal, ack_set_words, entry_info
 from ._selectors import AutoSplitRanges, ConsumerKey, RoundRobin, StickyRanges, choose_active_consumer
 
 if TYPE_CHECKING:
+    from ._config import BrokerConfig
     from ._consumer import Consumer
     from ._subscription import Subscription
 
@@ -66,7 +79,6 @@ class Dispatcher:
     def __init__(self, subscription: Subscription, sub_type: int, *, sticky: bool = False) -> None:
         self.sub = subscription
         self.sub_type = sub_type
-        self.config = subscription.topic.service.config
         self.clock = subscription.topic.service.clock
         self.consumers: list[Consumer] = []
         self.replay: SortedSet = SortedSet()
@@ -80,6 +92,12 @@ class Dispatcher:
         self._auto: AutoSplitRanges[Consumer] = AutoSplitRanges()
         self._sticky: StickyRanges[Consumer] = StickyRanges()
         self.msg_redelivered = 0
+        self._sub_unacked = 0  # see `_round`
+
+    @property
+    def config(self) -> BrokerConfig:
+        """The service's current config (dynamic keys change it on a running broker)."""
+        return self.sub.topic.service.config
 
     # ------------------------------------------------------------------ consumers
 
@@ -200,6 +218,9 @@ class Dispatcher:
                 await trio.lowlevel.checkpoint()
                 continue
             timeout = self._next_delayed_in()
+            rate_wait = self._rate_wait_s()
+            if rate_wait > 0:
+                timeout = rate_wait if timeout is None else min(timeout, rate_wait)
             with trio.move_on_after(timeout if timeout is not None else float("inf")):
                 await changed.wait()
 
@@ -217,24 +238,71 @@ class Dispatcher:
     def _can_take(self, c: Consumer) -> bool:
         if c.closed or c.permits <= 0:
             return False
-        limit = self.config.max_unacked_messages_per_consumer
-        return not (limit and self.sub_type in (SubType.SHARED, SubType.KEY_SHARED) and c.unacked_messages >= limit)
+        if self.sub_type not in (SubType.SHARED, SubType.KEY_SHARED):
+            return True
+        limits = self.sub.topic.limits
+        if limits.max_unacked_per_consumer > 0 and c.unacked_messages >= limits.max_unacked_per_consumer:
+            return False
+        return not (limits.max_unacked_per_subscription > 0
+                    and self._sub_unacked >= limits.max_unacked_per_subscription)
+
+    @property
+    def unacked_messages(self) -> int:
+        """Messages delivered to the consumers and not acked yet."""
+        return sum(c.unacked_messages for c in self.consumers)
+
+    def _rate_wait_s(self) -> float:
+        """Rule 8: how long the topic's or the subscription's dispatch rate keeps this loop waiting."""
+        return max(self.sub.topic.dispatch_limiter.wait_s(), self.sub.dispatch_limiter.wait_s())
+
+    def _rate_allows(self) -> int | None:
+        """Rule 8: messages the dispatch rates still allow in their windows (None: unbounded)."""
+        allowed = [a for a in (self.sub.topic.dispatch_limiter.available_msgs(),
+                               self.sub.dispatch_limiter.available_msgs()) if a is not None]
+        return min(allowed) if allowed else None
+
+    def _notify_end_of_topic(self) -> None:
+        """Rule 7: tell every consumer not told yet that the terminated topic has nothing more."""
+        if self.sub.topic.ml.state is not ManagedLedgerState.TERMINATED or self.replay or self.delayed:
+            return
+        if self.sub.cursor.backlog > 0:
+            return
+        for c in self.consumers:
+            c.reached_end_of_topic()
 
     async def _round(self) -> bool:
         self._release_due_delayed()
+        self._notify_end_of_topic()
+        # the subscription's unacked count, summed once per round (acks only lower it, and
+        # `_assign` adds what it hands out), so `_can_take` stays O(1) per entry
+        self._sub_unacked = self.unacked_messages
         if not any(self._can_take(c) for c in self.consumers):
             return False
         cursor = self.sub.cursor
         ml = self.sub.topic.ml
         batch = self.config.dispatcher_max_read_batch_size
+        allowed = self._rate_allows()
+        if allowed is not None:
+            if allowed <= 0:
+                return False  # the run loop waits for the window's end (Rule 8)
+            batch = min(batch, allowed)
         entries: list[Entry] = []
+        view = self.sub.topic.compactor.view if self.sub.read_compacted else None
         for pos in list(self.replay.islice(0, batch)):
             if cursor.is_acked(pos):
                 self.replay.discard(pos)
                 self.redelivery_counts.pop(pos, None)
                 continue
             try:
-                entries.append(await ml.read_entry(pos))
+                if view is not None and pos <= view.horizon:  # Rule 5b
+                    compacted = await view.entry_at(pos)
+                    if compacted is None:
+                        self.replay.discard(pos)
+                        self.redelivery_counts.pop(pos, None)
+                        continue
+                    entries.append(compacted)
+                else:
+                    entries.append(await ml.read_entry(pos))
             except ManagedLedgerError as exc:
                 log.warning("dispatcher %s: dropping unreadable %s: %s", self.sub.full_name, pos, exc)
                 self.replay.discard(pos)
@@ -244,7 +312,9 @@ class Dispatcher:
         if len(self.replay) < self.config.dispatcher_max_replay_entries and len(entries) < batch:
             permits = sum(max(0, c.permits) for c in self.consumers if self._can_take(c))
             want = min(batch - len(entries), max(1, permits))
-            new = await cursor.read_entries(want, self.config.dispatcher_max_read_size_bytes)
+            new = await self._read_compacted(want) if view is not None else []
+            if not new:
+                new = await cursor.read_entries(want, self.config.dispatcher_max_read_size_bytes)
             read_new = len(new)
             entries.extend(new)
         if not entries:
@@ -252,11 +322,33 @@ class Dispatcher:
         sent = await self._assign(entries)
         return sent > 0 or read_new > 0
 
+    async def _read_compacted(self, want: int) -> list[Entry]:
+        """Rule 5b: up to ``want`` entries of the compacted view from where this subscription is
+        in it; none once past the horizon (the cursor then reads the topic after it)."""
+        sub, topic = self.sub, self.sub.topic
+        view = topic.compactor.view
+        if view is None:
+            return []
+        start = sub.compacted_next if sub.compacted_next is not None else sub.cursor.read_position
+        if start > view.horizon:
+            sub.compacted_next = None
+            return []
+        entries = await view.read_from(start, want)
+        if len(entries) < want:  # the view is exhausted: go on with the topic after the horizon
+            sub.compacted_next = None
+            await sub.cursor.seek(topic.next_position(view.horizon))
+        else:
+            last = entries[-1].position
+            # raw, not normalized: the next compacted entry may lie in a ledger trimmed since
+            sub.compacted_next = Position(last.ledger_id, last.entry_id + 1)
+            await sub.cursor.seek(topic.next_position(last))
+        return entries
+
     async def _assign(self, entries: list[Entry]) -> int:
         out: dict[Consumer, list[tuple[Entry, int, list[int] | None]]] = {}
         blocked_slots: set[int] = set()
         now_ms = self.clock() * 1000.0
-        sent = 0
+        sent = sent_msgs = sent_bytes = 0
         for entry in entries:
             pos = entry.position
             info = entry_info(entry.data)
@@ -272,10 +364,16 @@ class Dispatcher:
                 continue
             target.permits -= info.num_messages
             target.pending[pos] = info.num_messages
+            self._sub_unacked += info.num_messages
             self.owner[pos] = target
             out.setdefault(target, []).append(
                 (entry, self.redelivery_counts.get(pos, 0), self._ack_set(pos, info)))
             sent += 1
+            sent_msgs += info.num_messages
+            sent_bytes += len(entry.data)
+        if sent:
+            self.sub.topic.dispatch_limiter.record(sent_msgs, sent_bytes)
+            self.sub.dispatch_limiter.record(sent_msgs, sent_bytes)
         for consumer, items in out.items():
             await consumer.send_entries(items)
         return sent

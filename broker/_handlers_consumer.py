@@ -12,10 +12,11 @@ from protocols.pulsar import pulsar_api_pb2 as pb
 from ._consumer import Consumer
 from ._dispatcher import SubType
 from ._entries import UINT64_MAX, entry_info
-from ._errors import BrokerServiceError, NotAllowedError
+from ._errors import BrokerServiceError, IncompatibleSchemaError, NotAllowedError
 from ._handlers_lookup import schema_from_proto
-from ._nonpersistent import NonPersistentSubscription
+from ._nonpersistent import NonPersistentSubscription, NonPersistentTopic
 from ._subscription import Subscription
+from ._topic import Topic
 
 if TYPE_CHECKING:
     from ._connection import ServerConnection
@@ -50,15 +51,23 @@ def _consumer(conn: ServerConnection, consumer_id: int) -> Consumer:
     return consumer
 
 
-async def _check_schema(conn: ServerConnection, topic: TopicName, schema: pb.Schema) -> None:
+async def _check_schema(conn: ServerConnection, topic: Topic | NonPersistentTopic, schema: pb.Schema) -> None:
+    # Runs before the subscription is touched: a refused schema leaves no cursor and no consumer
+    # behind (an Exclusive subscription stays free for the next, correct consumer).
     if schema.type == 0 and not schema.schema_data:
         return
     info = schema_from_proto(schema)
-    strategy, _allow = await conn.service.schema_strategy(topic.namespace_name)
-    if not await conn.service.schemas.versions(topic):
-        await conn.service.schemas.get_or_create(topic, info, strategy)
-    else:
-        await conn.service.schemas.check(topic, info, strategy)
+    name = topic.name
+    strategy, _allow = await conn.service.schema_strategy(name.namespace_name)
+    if await conn.service.schemas.versions(name):
+        await conn.service.schemas.check(name, info, strategy, consumer=True)
+    elif topic.idle and (not isinstance(topic, Topic) or topic.ml.total_size == 0):
+        # as Pulsar: the first user of an idle, empty topic without a schema registers its own
+        await conn.service.schemas.get_or_create(name, info, strategy)
+    elif strategy != "ALWAYS_COMPATIBLE":
+        # as Pulsar: data or clients without a schema are there, nothing says the consumer can read them
+        raise IncompatibleSchemaError(f"topic {name} has no schema to check the consumer's against (it has "
+                                      f"producers, consumers or data without one)")
 
 
 async def handle_subscribe(conn: ServerConnection, frame: Frame) -> None:
@@ -70,14 +79,29 @@ async def handle_subscribe(conn: ServerConnection, frame: Frame) -> None:
         return
     if req.subType == SubType.KEY_SHARED and not conn.config.subscription_key_shared_enable:
         raise NotAllowedError("Key_Shared subscriptions are disabled on this broker")
+    if req.read_compacted and req.subType not in (SubType.EXCLUSIVE, SubType.FAILOVER):
+        # as Pulsar: the compacted view has one reader position, so only single-active types
+        raise NotAllowedError("read compacted is only allowed on Exclusive and Failover subscriptions "
+                              "(and readers)")
     name = TopicName.parse(req.topic)
     topic = await conn.service.get_any_topic(name, create=req.force_topic_creation)
+    if isinstance(topic, Topic):
+        topic.check_subscribe_rate(conn.remote, req.consumer_name, req.consumer_id)
+    elif req.read_compacted:
+        raise NotAllowedError("read compacted is not allowed on non-persistent topics (nothing is stored)")
     if req.HasField("schema"):
-        await _check_schema(conn, name, req.schema)
+        await _check_schema(conn, topic, req.schema)
     initial = (InitialPosition.EARLIEST if req.initialPosition == pb.CommandSubscribe.Earliest
                else InitialPosition.LATEST)
     start = start_of(req.start_message_id) if (not req.durable and req.HasField("start_message_id")) else None
+    is_new = req.subscription not in topic.subscriptions or not req.durable
     sub = await topic.subscribe(req.subscription, durable=req.durable, initial_position=initial, start=start)
+    # the first consumer decides (the others must be alike: one reader position)
+    if isinstance(sub, Subscription) and not sub.consumers:
+        sub.read_compacted = req.read_compacted
+        from_start = start is InitialPosition.EARLIEST if start is not None else initial is InitialPosition.EARLIEST
+        if req.read_compacted and is_new and from_start:
+            sub.compacted_next = Position(-1, -1)  # `Subscription` Rule 5: the whole view
     ranges = None
     if (req.subType == SubType.KEY_SHARED and req.HasField("keySharedMeta")
             and req.keySharedMeta.keySharedMode == pb.STICKY):
@@ -94,6 +118,7 @@ async def handle_subscribe(conn: ServerConnection, frame: Frame) -> None:
     consumer.ready = True
     if sub.dispatcher is not None:
         sub.dispatcher.notify_new_failover_consumer(consumer)
+        sub.dispatcher.wake()  # messages it may be told now (REACHED_END_OF_TOPIC) waited for SUCCESS
     log.info("consumer %s subscribed to %s/%s (%s)", consumer.name, name, req.subscription,
              SubType.NAMES.get(req.subType))
 
@@ -220,7 +245,8 @@ def _mid(pos: Position, batch_index: int = -1, partition: int = -1) -> dict:
 
 
 async def handle_get_last_message_id(conn: ServerConnection, frame: Frame) -> None:
-    """GET_LAST_MESSAGE_ID: the last stored id (with the last batch index) and the mark-delete position."""
+    """GET_LAST_MESSAGE_ID: the last stored id (with the last batch index) and the mark-delete position;
+    for a read-compacted consumer of a topic that ends within the compacted view, the view's last."""
     req = frame.command.getLastMessageId
     consumer = _consumer(conn, req.consumer_id)
     sub = consumer.subscription
@@ -228,8 +254,15 @@ async def handle_get_last_message_id(conn: ServerConnection, frame: Frame) -> No
         raise NotAllowedError("GetLastMessageId is not supported on non-persistent topics (nothing is stored)")
     last = sub.topic.ml.last_confirmed_entry
     batch_index = -1
-    if last.entry_id >= 0:
-        entry = await sub.topic.ml.read_entry(last)
+    view = sub.topic.compactor.view if sub.read_compacted else None
+    if view is not None and last <= view.horizon:
+        # as Pulsar: a read-compacted consumer is told the view's last message when the topic
+        # ends within the view (the topic's own last message may be compacted out: a tombstone)
+        entry = await view.last_entry()
+        last = entry.position if entry is not None else Position(-1, -1)
+    else:
+        entry = await sub.topic.ml.read_entry(last) if last.entry_id >= 0 else None
+    if entry is not None:
         info = entry_info(entry.data)
         if info.is_batch:
             batch_index = info.num_messages - 1

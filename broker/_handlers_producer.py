@@ -165,6 +165,12 @@ async def handle_send(conn: ServerConnection, frame: Frame) -> None:
     conn.publish_started(len(raw))
     producer.topic.publish(producer, req.sequence_id, highest, raw, req.num_messages,
                            partial_chunk=frame.metadata is not None and is_partial_chunk(frame.metadata))
+    # publish rate (`_rate_limit` Rule 3): over the topic's rate, stop reading this connection
+    # until the window ends, as Pulsar disables auto-read; nothing is dropped or refused
+    limiter = producer.topic.publish_limiter if isinstance(producer.topic, Topic) else None
+    if limiter is not None and limiter.enabled:
+        limiter.record(max(1, req.num_messages), len(raw))
+        await limiter.wait_if_exhausted()
 
 
 async def handle_close_producer(conn: ServerConnection, frame: Frame) -> None:

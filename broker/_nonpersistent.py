@@ -173,6 +173,9 @@ class NonPersistentSubscription:
         """FLOW: the consumer can take ``permits`` more messages."""
         consumer.permits += permits
 
+    def wake(self) -> None:
+        """Nothing waits to be dispatched (Rule 1): a no-op, as the persistent dispatcher's wake-up."""
+
     def redeliver(self, consumer: Consumer, positions: Iterable[Position] | None) -> None:
         """Redelivery request: nothing is kept, so nothing is delivered again (Rule 4)."""
 

@@ -39,14 +39,17 @@ from metadata import MetadataStore, NodeExistsError
 from protocols.pulsar import NamespaceName, TopicName
 from retention import QuotaAction, QuotaDecision, RetentionService
 
+from ._compaction import COMPACTION_CURSOR
 from ._config import BrokerConfig
 from ._dedup import DEDUP_CURSOR, Deduplication
+from ._dynamic_config import DynamicConfig
 from ._errors import NamespaceNotFoundError, ServiceNotReadyError, TopicNotFoundError
 from ._namespaces import NamespaceResources
 from ._nonpersistent import NonPersistentTopic
 from ._retention_hooks import StorePoliciesProvider, TopicPolicyStore, publish_time_of
 from ._schemas import SchemaRegistry
 from ._topic import Topic
+from ._topic_limits import refresh_limits, topic_overrides
 from .auth import AuthenticationService, AuthorizationService
 from .metrics import BrokerMetrics
 
@@ -136,14 +139,18 @@ class BrokerService:
         self.retention = RetentionService(
             self._retention_view, self.policies, clock, config=retention_config,  # type: ignore[arg-type]
             publish_time_of=publish_time_of, owns=self._retention_may_open, metrics=self.metrics.retention,
-            system_cursors=frozenset({DEDUP_CURSOR}))
+            # as Pulsar, TTL and backlog eviction never move the compaction cursor (its mark-delete
+            # is the compaction horizon); it still pins what is not compacted yet
+            system_cursors=frozenset({DEDUP_CURSOR, COMPACTION_CURSOR}))
         self._quota_checked: dict[str, float] = {}
+        self.dynamic_config = DynamicConfig(self.config)  # overrides stored by admins, applied in run()
         self._listening = False  # a protocol port listens (set_port / set_tls_port)
         self._stopping = False
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Create the default namespace, then own topic tasks and the idle-unload loop until cancelled."""
         await self.namespaces.ensure_namespace(NamespaceName.parse(self.config.default_namespace))
+        await self.dynamic_config.refresh(self)
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
@@ -290,7 +297,7 @@ class BrokerService:
             except ManagedLedgerError as exc:
                 raise ServiceNotReadyError(f"could not open topic {topic}: {exc}") from exc
             dedup = None
-            if await self.dedup_enabled(topic.namespace_name):
+            if await self.topic_dedup_enabled(topic):
                 dedup = Deduplication(self.store, topic.managed_ledger_name,
                                       self.config.deduplication_snapshot_interval_entries)
                 await dedup.recover(ml)
@@ -298,6 +305,7 @@ class BrokerService:
                 # deduplication was turned off: its cursor must not pin entries any more
                 await ml.delete_cursor(DEDUP_CURSOR)
             t = Topic(self, topic, ml, dedup)
+            await refresh_limits(self, t)  # the stored limits apply before any client is attached
             await self._nursery.start(t.run)
             self.topics[key] = t
             log.info("loaded topic %s", topic)
@@ -379,25 +387,45 @@ class BrokerService:
         value = policies.get("deduplicationEnabled")
         return self.config.broker_deduplication_enabled if value is None else bool(value)
 
+    async def _topic_dedup_override(self, topic: TopicName) -> bool | None:
+        own = (await topic_overrides(self, topic)).get("deduplicationEnabled")
+        return None if own is None else bool(own)
+
+    async def topic_dedup_enabled(self, topic: TopicName) -> bool:
+        """The topic's ``deduplicationEnabled`` override, else its namespace's policy, else the default."""
+        own = await self._topic_dedup_override(topic)
+        return await self.dedup_enabled(topic.namespace_name) if own is None else own
+
     async def apply_namespace_policies(self, ns: NamespaceName | None = None) -> None:
-        """Apply the deduplication policy to the loaded topics of ``ns`` (all when None), Rule 6.
+        """Apply the deduplication policy and the limits (`_topic_limits`) to the loaded topics of
+        ``ns`` (all when None), Rule 6.
         A topic whose switch fails is logged and retried by the next recheck."""
         enabled: dict[NamespaceName, bool] = {}
+        ns_policies: dict[NamespaceName, dict | None] = {}  # one read per namespace per pass
         for t in list(self.topics.values()):
             name = t.name.namespace_name
             if t.closed or (ns is not None and name != ns):
                 continue
             if name not in enabled:
                 enabled[name] = await self.dedup_enabled(name)
+            overrides = await topic_overrides(self, t.name)  # one read for dedup and the limits
+            own = overrides.get("deduplicationEnabled")
             try:
-                await t.set_deduplication(enabled[name])
+                await t.set_deduplication(enabled[name] if own is None else bool(own))
             except Exception as exc:
                 log.warning("switching deduplication on %s failed: %s", t.name, exc)
+            try:
+                if name not in ns_policies:
+                    ns_policies[name] = await self.namespaces.get_policies(name)
+                await refresh_limits(self, t, ns_policies[name], overrides)
+            except Exception as exc:
+                log.warning("applying the limits of %s failed: %s", t.name, exc)
 
     async def _policy_recheck_loop(self) -> None:
         while True:
             await trio.sleep(self.config.policy_recheck_interval_s)
             try:
+                await self.dynamic_config.refresh(self)
                 await self.apply_namespace_policies()
             except Exception as exc:
                 log.warning("policy recheck failed: %s", exc)

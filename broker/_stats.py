@@ -161,4 +161,5 @@ def topic_stats(topic: Topic) -> dict[str, Any]:
         "subscriptions": subs, "replication": {},
         "deduplicationStatus": "Enabled" if topic.dedup is not None else "Disabled",
         "topicEpoch": topic.topic_epoch,
+        "compaction": topic.compactor.stats(),
     }

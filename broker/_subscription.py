@@ -9,6 +9,12 @@ Rules:
 * Rule 3: acks go to the cursor first, then the dispatcher forgets the entries.
 * Rule 4: seek closes every consumer (CLOSE_CONSUMER, they re-subscribe), resets the cursor and
   the dispatcher's memory.
+* Rule 5 (read compacted): a subscription whose consumers asked for ``read_compacted`` (Exclusive
+  and Failover subscriptions and readers only) reads the topic's compacted view up to its horizon
+  before the topic after it (`_compaction`). ``compacted_next`` is where that read goes on (the
+  position after the last compacted entry delivered; ``(-1,-1)``: from the view's start, for a
+  new subscription at the earliest position, whose cursor cannot point into trimmed ledgers);
+  None means from the cursor's read position.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from ._consumer import Consumer
 from ._dispatcher import Dispatcher, SubType
 from ._entries import MAX_UNKNOWN_BATCH_SIZE, acked_indexes_from_ack_set, entry_metadata
 from ._errors import BrokerServiceError, ConsumerBusyError, ServiceNotReadyError
+from ._rate_limit import RateLimiter
 from ._selectors import RangeConflictError
 
 if TYPE_CHECKING:
@@ -48,6 +55,10 @@ class Subscription:
         self._seq = 0
         self.closed = False
         self._lock = trio.Lock()  # seek and consumer attach never interleave
+        self.read_compacted = False  # Rule 5
+        self.compacted_next: Position | None = None  # Rule 5
+        rate = topic.limits.subscription_dispatch_rate
+        self.dispatch_limiter = RateLimiter(rate.msgs, rate.bytes, rate.period_s)
 
     @property
     def full_name(self) -> str:
@@ -79,6 +90,11 @@ class Subscription:
         if self.closed:
             raise ServiceNotReadyError(f"subscription {self.full_name} is closed; retry")
 
+        limits = self.topic.limits  # `_topic_limits` Rule 4, with Pulsar's messages
+        if 0 < limits.max_consumers <= self.topic.consumer_count:
+            raise ConsumerBusyError("Topic reached max consumers limit")
+        if 0 < limits.max_consumers_per_subscription <= len(self.consumers):
+            raise ConsumerBusyError("Subscription reached max consumers limit")
         d = self.dispatcher
         if d is not None and d.consumers:
             if d.sub_type != sub_type:
@@ -94,6 +110,7 @@ class Subscription:
             if self.dispatcher is not None:
                 # a previous dispatcher read ahead: deliver its unacked entries again
                 self.cursor.rewind()
+                self.compacted_next = self._compacted_restart()
             d = self.dispatcher = Dispatcher(self, sub_type, sticky=bool(hash_ranges))
             await self.topic.start_task(self._run_dispatcher, d)
         self._seq += 1
@@ -108,6 +125,14 @@ class Subscription:
             raise BrokerServiceError(str(exc), pb.ConsumerAssignError) from None
         d.notify_new_failover_consumer(consumer)
         return consumer
+
+    def _compacted_restart(self) -> Position | None:
+        """Where a rewound read of the compacted view starts (Rule 5): from the view's start while
+        nothing of the stored ledgers is acked (the cursor may sit after ledgers trimmed before it
+        existed, whose keys the view still holds), else from the cursor's read position."""
+        if self.read_compacted and self.cursor.mark_delete_position < self.topic.first_position():
+            return Position(-1, -1)
+        return None
 
     async def _run_dispatcher(self, d: Dispatcher, task_status=trio.TASK_STATUS_IGNORED) -> None:
         with trio.CancelScope() as scope:
@@ -206,6 +231,13 @@ class Subscription:
         if self.dispatcher:
             self.dispatcher.acked_up_to(pos)
 
+    async def expire_up_to(self, position: Position) -> None:
+        """Acknowledge every message up to and including ``position`` (admin expire-messages by
+        message id); a position at or before the mark-delete position changes nothing, one past
+        the last stored entry acknowledges them all."""
+        last = self.topic.ml.last_confirmed_entry
+        await self._mark_delete(min(position, last))
+
     async def expire_published_before(self, cutoff_ms: int) -> Position | None:
         """Acknowledge every message published before ``cutoff_ms`` (admin expire-messages):
         mark-delete up to the newest such entry after the mark-delete position; return it (None
@@ -235,6 +267,7 @@ class Subscription:
             if self.dispatcher:
                 self.dispatcher.reset()
             await self.cursor.reset(position)
+            self.compacted_next = self._compacted_restart()
 
     async def position_for_publish_time(self, publish_time_ms: int) -> Position:
         """The first position whose message was published at or after ``publish_time_ms``."""

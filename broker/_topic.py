@@ -45,14 +45,15 @@ Rules:
   pending sends at once and keeps retrying, so writes resume by themselves afterwards.
 * Rule 7 (terminated): `terminate` stops the managed ledger for good and closes every producer;
   a new producer is refused with TopicTerminatedError (also after a reload). Consumers keep
-  reading what is stored; they are not told REACHED_END_OF_TOPIC yet (not implemented).
+  reading what is stored; once a subscription has everything acknowledged, each of its consumers
+  is told REACHED_END_OF_TOPIC (the dispatcher's Rule 7), as Pulsar's dispatchers do.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -72,11 +73,14 @@ from managed_ledger import (
 from protocols.pulsar import InvalidTopicNameError, TopicName, check_subscription_name
 from protocols.pulsar import pulsar_api_pb2 as pb
 
+from ._compaction import COMPACTION_CURSOR, Compactor
 from ._dedup import DEDUP_CURSOR, Deduplication, DedupVerdict
-from ._errors import BrokerServiceError, ProducerBusyError, ServiceNotReadyError
+from ._errors import BrokerServiceError, NotAllowedError, ProducerBusyError, ServiceNotReadyError
 from ._producer import AccessMode, Producer
+from ._rate_limit import RateLimiter
 from ._stats import TopicStatsState
 from ._subscription import Subscription
+from ._topic_limits import TopicLimits
 
 if TYPE_CHECKING:
     from ._producer import Receipt
@@ -85,6 +89,9 @@ if TYPE_CHECKING:
 __all__ = ["Topic"]
 
 log = logging.getLogger(__name__)
+
+_MAX_SUBSCRIBE_LIMITERS = 10_000
+"""Consumers whose subscribe rate a topic tracks at once (the least recently seen are forgotten)."""
 
 
 TOPIC_EPOCH_PROPERTY = "pulsar.topic.epoch"  # the managed-ledger property holding the topic epoch (Rule 2)
@@ -145,14 +152,24 @@ class Topic:
         self.msg_in_counter = 0
         self.bytes_in_counter = 0
         self.stats_state = TopicStatsState()
+        self.compactor = Compactor(self)  # topic compaction (`_compaction`)
+        # `_topic_limits`: the service resolves the stored policies right after loading
+        self.limits = TopicLimits.from_config(service.config)
+        self.publish_limiter = RateLimiter()
+        self.dispatch_limiter = RateLimiter()
+        # subscribe rate per (client host, consumer name, consumer id), least recently used first
+        self._subscribe_limiters: OrderedDict[tuple[str, str, int], RateLimiter] = OrderedDict()
         for sub_name, cursor in dict(getattr(ml, "cursors", {})).items():
-            if sub_name != DEDUP_CURSOR:  # deduplication's own cursor is not a subscription
+            # deduplication's and compaction's own cursors are not subscriptions
+            if sub_name not in (DEDUP_CURSOR, COMPACTION_CURSOR):
                 self.subscriptions[sub_name] = Subscription(self, sub_name, cursor, durable=True)
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Own the topic's tasks until `close` (started in the service's nursery)."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
+            await self.compactor.load()  # read_compacted consumers need the view from the start
+            nursery.start_soon(self.compactor.monitor)
             task_status.started()
             await trio.sleep_forever()
 
@@ -168,8 +185,9 @@ class Topic:
 
     @property
     def idle(self) -> bool:
-        """No producer, no consumer, and no add in flight."""
-        return not self.producers and not self._waiting and not any(s.consumers for s in self.subscriptions.values())
+        """No producer, no consumer, no add in flight, and no compaction running."""
+        return (not self.producers and not self._waiting and not any(s.consumers for s in self.subscriptions.values())
+                and not self.compactor.running)
 
     @property
     def waiting_producers(self) -> list[Producer]:
@@ -179,6 +197,46 @@ class Topic:
     def touch(self) -> None:
         """Note activity (for idle unloading)."""
         self.last_active = self.service.clock()
+
+    def apply_limits(self, limits: TopicLimits) -> None:
+        """Enforce ``limits`` from now on (`_topic_limits` Rule 3): the rate limiters take the new
+        bounds and every dispatcher runs a round under them."""
+        self.limits = limits
+        self.publish_limiter.configure(limits.publish_rate.msgs, limits.publish_rate.bytes)
+        rate = limits.dispatch_rate
+        self.dispatch_limiter.configure(rate.msgs, rate.bytes, rate.period_s)
+        sub_rate = limits.subscription_dispatch_rate
+        for sub in list(self.subscriptions.values()):
+            sub.dispatch_limiter.configure(sub_rate.msgs, sub_rate.bytes, sub_rate.period_s)
+            if sub.dispatcher is not None:
+                sub.dispatcher.wake()
+
+    def check_subscribe_rate(self, remote: str, consumer_name: str, consumer_id: int) -> None:
+        """Count one subscribe of this consumer against the subscribe rate (`_topic_limits`
+        Rule 4); raises `NotAllowedError` with Pulsar's message when it is over. The table of
+        consumers is bounded (`_MAX_SUBSCRIBE_LIMITERS`, least recently seen dropped first)."""
+        rate = self.limits.subscribe_rate
+        if rate.per_consumer <= 0:
+            self._subscribe_limiters.clear()
+            return
+        host = remote.rsplit(":", 1)[0]  # "host:port" / "[v6]:port": a client's port changes on reconnect
+        key = (host, consumer_name, consumer_id)
+        limiter = self._subscribe_limiters.pop(key, None)
+        if limiter is None:
+            limiter = RateLimiter(rate.per_consumer, 0, rate.period_s)
+        else:
+            limiter.configure(rate.per_consumer, 0, rate.period_s)
+        self._subscribe_limiters[key] = limiter
+        while len(self._subscribe_limiters) > _MAX_SUBSCRIBE_LIMITERS:
+            self._subscribe_limiters.popitem(last=False)
+        if limiter.exhausted():
+            raise NotAllowedError("Subscribe limited by subscribe rate limit per consumer.")
+        limiter.record(1, 0)
+
+    @property
+    def consumer_count(self) -> int:
+        """Consumers attached over all subscriptions."""
+        return sum(len(s.consumers) for s in self.subscriptions.values())
 
     # ------------------------------------------------------------------ producers
 
@@ -194,6 +252,9 @@ class Topic:
             raise BrokerServiceError(f"topic {self.name} is terminated", pb.TopicTerminatedError)
         if producer.name in self.producers:
             raise ProducerBusyError(f"producer with name {producer.name!r} is already connected to topic {self.name}")
+        limit = self.limits.max_producers
+        if limit > 0 and len(self.producers) + len(self._waiting) >= limit:
+            raise ProducerBusyError("Topic reached max producers limit")  # Pulsar's words, `_topic_limits`
         holder = next((p for p in self.producers.values() if p.exclusive), None)
         mode = producer.access_mode
         if mode == AccessMode.SHARED:
@@ -467,6 +528,9 @@ class Topic:
         self._check_open()
         last = await self.ml.terminate()
         self._close_producers("the topic was terminated")
+        for sub in list(self.subscriptions.values()):
+            if sub.dispatcher is not None:
+                sub.dispatcher.wake()  # consumers that read everything learn the end at once
         return last
 
     def _close_producers(self, why: str) -> None:
@@ -493,6 +557,8 @@ class Topic:
             raise BrokerServiceError(str(exc), pb.NotAllowedError) from None
         if name == DEDUP_CURSOR:
             raise BrokerServiceError(f"subscription name {name!r} is reserved for deduplication", pb.NotAllowedError)
+        if name == COMPACTION_CURSOR:
+            raise BrokerServiceError(f"subscription name {name!r} is reserved for compaction", pb.NotAllowedError)
         self.touch()
         async with self._sub_lock:
             sub = self.subscriptions.get(name)
@@ -560,6 +626,7 @@ class Topic:
                 await self.dedup.snapshot()
             except Exception as exc:
                 log.warning("dedup snapshot of %s failed on close: %s", self.name, exc)
+        await self.compactor.close()
         try:
             await self.ml.close()
         except ManagedLedgerError as exc:

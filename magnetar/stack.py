@@ -179,10 +179,12 @@ async def serve_broker_stack(
     # They close once the broker has stopped, within STORAGE_CLOSE_TIMEOUT_S.
     storage_scope = trio.CancelScope(shield=True)
     broker_stopped = trio.Event()
+    client_registries: list[Any] = []  # the BookKeeper client's metrics, exported on the broker's /metrics
 
     async def run_storage(*, task_status: trio.TaskStatus[ManagedLedgerFactory]) -> None:
         with storage_scope:
             async with BookKeeper.open(store, root=metadata_root, config=client) as bk:
+                client_registries.append(bk.metrics.registry)
                 async with ManagedLedgerFactory(bk, store, ml) as factory:
                     task_status.started(factory)
                     await broker_stopped.wait()  # then the factory closes what is still open
@@ -191,6 +193,7 @@ async def serve_broker_stack(
         factory = await outer.start(run_storage)
         try:
             service = BrokerService(factory, store, broker)
+            service.metrics.extra_registries.extend(client_registries)
             # explain-storage and /metrics ask the bookies (found in the metadata store) about GC;
             # the numbers for /metrics refresh about as often as retention runs
             gc_view = BookieGcView(store, metadata_root=metadata_root, retention=service.retention,
@@ -263,7 +266,9 @@ async def serve_standalone(
                 task_status.started(started)
                 await trio.sleep_forever()
 
-    async with open_metadata_store(url) as store:
+    # one ZooKeeper identity for the whole process: the broker's session must be able to use
+    # the nodes its bookies create (the [bookie] zkEnableSecurity keys; zk:// metadata only)
+    async with open_metadata_store(url, security=bookie.zk_security()) as store:
         async with trio.open_nursery() as outer:
             bookies = await outer.start(run_bookies)
             try:

@@ -27,6 +27,11 @@ Rules (as Pulsar's broker):
   handshake (and the tasks it starts afterwards), the client certificate it verified:
   `handshake_peer_cert` returns it. Servers that do not hand their streams to the application
   (hypercorn's ASGI apps) find a request's client certificate this way.
+* Every context made here reads coalesced (`CoalescingSSLObject`): one read returns the data of
+  every whole TLS record already received, up to the size asked, not just the first record. A
+  peer that writes one record per message (the Pulsar C++ client writes one per SEND) would
+  otherwise hand the reader one message per ``receive_some`` and break up the broker's and
+  bookie's per-burst batching (bench/RESULTS.md, "TLS on versus off").
 * ``protocols`` lists the allowed versions (``TLSv1.2``, ``TLSv1.3``; empty = the library's
   defaults); ``ciphers`` lists OpenSSL cipher names for TLS 1.2 (empty = the defaults).
 """
@@ -45,6 +50,7 @@ from magnetar.config import ConfigError
 
 __all__ = [
     "BOOKKEEPER_KEYS",
+    "CoalescingSSLObject",
     "PULSAR_KEYS",
     "TlsKeys",
     "TlsSettings",
@@ -173,6 +179,40 @@ def _load_trust(ctx: ssl.SSLContext, s: TlsSettings) -> None:
                           f"{path!r} holds no PEM certificate: {exc.reason or exc}") from None
 
 
+class CoalescingSSLObject(ssl.SSLObject):
+    """An `ssl.SSLObject` whose `read` returns the data of every whole TLS record already in its
+    incoming buffer (up to ``len`` bytes), where OpenSSL's read stops at the end of one record.
+
+    Guarantees: it never waits for or asks for more input than a plain read would (it raises
+    `ssl.SSLWantReadError` only when not even one record's data is ready, exactly as before), and
+    never loses data or an error: a partial record stays buffered for the next read, and an error
+    or end of stream met after some data was gathered is returned by the next read (OpenSSL's
+    error and shutdown states are sticky). trio's `SSLStream.receive_some` calls ``read`` once per
+    attempt without yielding in between, so the coalescing happens inside one non-blocking step;
+    any bytes OpenSSL produces while reading (TLS 1.3 key-update replies) go to the outgoing
+    buffer, which `SSLStream` sends after the call as it always does.
+    """
+
+    def read(self, len: int = 1024, buffer: Any = None) -> Any:  # ssl.SSLObject's signature
+        if buffer is not None:  # readinto-style callers keep the one-record behaviour
+            return super().read(len, buffer)
+        first = super().read(len)  # may raise SSLWantReadError & co., as a plain read does
+        room = len - first.__len__()
+        if not first or room <= 0:
+            return first
+        chunks = [first]
+        while room > 0:
+            try:
+                more = super().read(room)
+            except ssl.SSLError:  # no whole record left (SSLWantReadError), EOF or an error:
+                break             # the next read reports the last two
+            if not more:
+                break
+            chunks.append(more)
+            room -= more.__len__()
+        return b"".join(chunks)
+
+
 def server_context(s: TlsSettings) -> ssl.SSLContext:
     """An `ssl.SSLContext` for a server; raises `ConfigError` naming the key that is wrong."""
     if not s.cert_file:
@@ -184,6 +224,7 @@ def server_context(s: TlsSettings) -> ssl.SSLContext:
         raise ConfigError(s.keys.trust_certs_file,
                           f"{s.keys.require_client_cert} needs the CA file client certificates must chain to")
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.sslobject_class = CoalescingSSLObject
     _common(ctx, s)
     _load_chain(ctx, s)
     if s.allow_insecure:
@@ -204,6 +245,7 @@ def client_context(s: TlsSettings, *, verify_hostname: bool = False) -> ssl.SSLC
         missing = s.keys.key_file if s.cert_file else s.keys.cert_file
         raise ConfigError(missing, f"a client certificate needs both {s.keys.cert_file} and {s.keys.key_file}")
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.sslobject_class = CoalescingSSLObject
     _common(ctx, s)
     if s.cert_file:
         _load_chain(ctx, s)
@@ -243,8 +285,8 @@ async def open_tls_stream(host: str, port: int, ctx: ssl.SSLContext, *,
 _PEER_CERT: ContextVar[dict[str, Any] | None] = ContextVar("magnetar_tls_peer_cert", default=None)
 
 
-class _RecordingSSLObject(ssl.SSLObject):
-    """An `ssl.SSLObject` that, once its handshake completes, stores the verified peer certificate
+class _RecordingSSLObject(CoalescingSSLObject):
+    """A `CoalescingSSLObject` that, once its handshake completes, stores the verified peer certificate
     in the running task's context (see the module rules)."""
 
     def do_handshake(self) -> None:

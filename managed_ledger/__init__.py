@@ -22,6 +22,9 @@ from ._errors import StorageUnavailable as StorageUnavailable
 from ._factory import ManagedLedgerFactory as ManagedLedgerFactory
 from ._ledger import ManagedLedger as ManagedLedger
 from ._ledger import ManagedLedgerState as ManagedLedgerState
+from ._side_ledger import SideLedgerReader as SideLedgerReader
+from ._side_ledger import SideLedgers as SideLedgers
+from ._side_ledger import SideLedgerWriter as SideLedgerWriter
 from ._storage_view import LedgerPlacement as LedgerPlacement
 from ._storage_view import ledger_placements as ledger_placements
 from ._types import Entry as Entry
@@ -48,6 +51,9 @@ __all__ = [
     "ManagedLedgerTerminated",
     "NoMoreEntries",
     "PendingAdd",
+    "SideLedgerReader",
+    "SideLedgerWriter",
+    "SideLedgers",
     "Position",
     "StorageUnavailable",
     "ledger_placements",

@@ -22,9 +22,10 @@ from managed_ledger._cache import EntryCache
 from managed_ledger._config import ManagedLedgerConfig
 from managed_ledger._errors import ManagedLedgerClosed, ManagedLedgerError
 from managed_ledger._ledger import ML_ROOT, ManagedLedger, _Context
+from managed_ledger._side_ledger import SideLedgers
 from managed_ledger.metrics import ManagedLedgerMetrics
 from metadata import NoNodeError
-from protocols.managed_ledger import ManagedLedgerInfo
+from protocols.managed_ledger import CursorInfo, ManagedLedgerInfo
 
 if TYPE_CHECKING:
     from metadata import MetadataStore
@@ -56,6 +57,8 @@ class ManagedLedgerFactory:
         self._nursery: trio.Nursery | None = None
         self._nursery_cm: AbstractAsyncContextManager[trio.Nursery] | None = None
         self._closed = False
+        self.side_ledgers = SideLedgers(bk, self.config)
+        """Single ledgers a topic keeps beside its chain (the compacted view): `SideLedgers`."""
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -152,6 +155,19 @@ class ManagedLedgerFactory:
                 pass
         await self._store.delete(path, recursive=True)
         self.cache.invalidate(name)
+
+    async def stored_cursor_properties(self, name: str, cursor: str) -> dict[str, int] | None:
+        """The numeric properties stored with a durable cursor's mark-delete position, read from
+        metadata (the managed ledger need not be open); None when it has no such cursor. Owners of
+        side ledgers find them there before deleting a managed ledger."""
+        ml = self._ledgers.get(name)
+        if ml is not None and cursor in ml.cursors:
+            return ml.cursors[cursor].properties
+        try:
+            value, _ = await self._store.get(f"{ML_ROOT}/{name}/{cursor}")
+        except NoNodeError:
+            return None
+        return dict(CursorInfo.decode(value).properties)
 
     async def list(self, prefix: str = "") -> list[str]:
         """Names of the managed ledgers stored in metadata whose name starts with ``prefix``

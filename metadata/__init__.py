@@ -3,13 +3,15 @@
     async with open_metadata_store("zk://127.0.0.1:2181/magnetar") as store:
         await store.create("/ledgers/available/b1", ephemeral=True, make_parents=True)
 
-See `MetadataStore` for the contract both backends keep.
+See `MetadataStore` for the contract both backends keep, and `ZkSecurity` for ZooKeeper digest
+authentication with CREATOR_ALL ACLs on created nodes.
 """
 
 from ._errors import BadVersionError as BadVersionError
 from ._errors import ConnectionLossError as ConnectionLossError
 from ._errors import InvalidPathError as InvalidPathError
 from ._errors import MetadataError as MetadataError
+from ._errors import NoAuthError as NoAuthError
 from ._errors import NoChildrenForEphemeralsError as NoChildrenForEphemeralsError
 from ._errors import NodeExistsError as NodeExistsError
 from ._errors import NoNodeError as NoNodeError
@@ -21,6 +23,7 @@ from ._open import StoreUrl as StoreUrl
 from ._open import ensure_path as ensure_path
 from ._open import open_metadata_store as open_metadata_store
 from ._open import parse_store_url as parse_store_url
+from ._security import ZkSecurity as ZkSecurity
 from ._types import Check as Check
 from ._types import Create as Create
 from ._types import Delete as Delete
@@ -42,6 +45,7 @@ __all__ = [
     "InvalidPathError",
     "MetadataError",
     "MetadataStore",
+    "NoAuthError",
     "NoChildrenForEphemeralsError",
     "NoNodeError",
     "NodeExistsError",
@@ -57,6 +61,7 @@ __all__ = [
     "TransactionFailedError",
     "WatchEvent",
     "WatchKind",
+    "ZkSecurity",
     "ensure_path",
     "open_metadata_store",
     "parse_store_url",

@@ -65,6 +65,11 @@ class NoChildrenForEphemeralsError(MetadataError):
         super().__init__(f"cannot create {path}: its parent is ephemeral and cannot have children", path)
 
 
+class NoAuthError(MetadataError):
+    """ZooKeeper refused the operation: the node's ACL does not grant it to this session's
+    credentials (see ``metadata._security``)."""
+
+
 class ConnectionLossError(MetadataError):
     """The connection to the metadata service dropped; the outcome of the call is unknown."""
 

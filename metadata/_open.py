@@ -12,6 +12,7 @@ import trio
 from . import _paths
 from ._errors import NodeExistsError
 from ._local import open_local_store
+from ._security import ZkSecurity
 from ._types import MetadataStore
 from ._zk import open_zookeeper_store
 
@@ -61,7 +62,7 @@ def parse_store_url(url: str) -> StoreUrl:
 
 
 @asynccontextmanager
-async def open_metadata_store(url: str) -> AsyncIterator[MetadataStore]:
+async def open_metadata_store(url: str, *, security: ZkSecurity | None = None) -> AsyncIterator[MetadataStore]:
     """Open a session on the store at ``url`` and close it (deleting its ephemerals) on exit.
 
     URL forms:
@@ -73,6 +74,10 @@ async def open_metadata_store(url: str) -> AsyncIterator[MetadataStore]:
       it, each with its own session.
     * ``memory://name`` - the same without the disk; shared by name while any store is open.
 
+    ``security`` (ZooKeeper only; ignored by the local stores, which no other process can open
+    through a session) authenticates the session with a digest credential and gives every node
+    it creates the CREATOR_ALL ACL (see `ZkSecurity`).
+
     Raises ValueError for a malformed URL, ConnectionLossError if ZooKeeper cannot be reached.
     """
     parsed = parse_store_url(url)
@@ -80,7 +85,8 @@ async def open_metadata_store(url: str) -> AsyncIterator[MetadataStore]:
     if parsed.scheme == "zk":
         store = await open_zookeeper_store(parsed.location, parsed.chroot,
                                            session_timeout_s=parsed.session_timeout_s,
-                                           connect_timeout_s=parsed.connect_timeout_s)
+                                           connect_timeout_s=parsed.connect_timeout_s,
+                                           security=security)
     else:
         store = await open_local_store(parsed.scheme, parsed.location)
     try:

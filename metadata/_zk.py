@@ -30,6 +30,7 @@ import trio
 from kazoo import exceptions as kz
 from kazoo.client import KazooClient, KazooState
 from kazoo.protocol.states import ZnodeStat
+from kazoo.security import CREATOR_ALL_ACL
 
 from . import _paths
 from ._channel import SessionWatchers
@@ -38,6 +39,7 @@ from ._errors import (
     ConnectionLossError,
     InvalidPathError,
     MetadataError,
+    NoAuthError,
     NoChildrenForEphemeralsError,
     NodeExistsError,
     NoNodeError,
@@ -45,6 +47,7 @@ from ._errors import (
     SessionExpiredError,
     TransactionFailedError,
 )
+from ._security import ZkSecurity
 from ._types import Check, Create, Delete, Op, OpResult, SessionState, SetData, Stat, WatchEvent, WatchKind
 
 _CONNECTION_ERRORS = (kz.ConnectionLoss, kz.ConnectionClosedError, kz.ConnectionDropped,
@@ -64,6 +67,9 @@ def _map_error(exc: BaseException, path: str, doing: str, version: int = -1) -> 
         return NotEmptyError(path)
     if isinstance(exc, kz.NoChildrenForEphemeralsError):
         return NoChildrenForEphemeralsError(path)
+    if isinstance(exc, (kz.NoAuthError, kz.AuthFailedError)):
+        return NoAuthError(f"{doing} {path}: ZooKeeper refused it (the node's ACL does not allow "
+                           f"this session's credentials)", path)
     if isinstance(exc, kz.SessionExpiredError):
         return SessionExpiredError(f"{doing} {path}: the ZooKeeper session expired", path)
     if isinstance(exc, _CONNECTION_ERRORS):
@@ -389,19 +395,28 @@ class ZooKeeperStore:
             await trio.to_thread.run_sync(self._client.close)
 
 
-def _new_client(hosts: str, session_timeout_s: float) -> KazooClient:
+def _new_client(hosts: str, session_timeout_s: float, security: ZkSecurity | None = None) -> KazooClient:
+    auth: dict[str, Any] = {}
+    if security is not None:
+        # kazoo adds the credential on every (re)connect before any request, and uses the ACL for
+        # every node it creates (parents made by makepath and transaction creates included)
+        auth = {"auth_data": [("digest", security.digest)], "default_acl": CREATOR_ALL_ACL}
     return KazooClient(
         hosts=hosts,
         timeout=session_timeout_s,
         # the default backoff grows to an hour; reconnect attempts should stay frequent
         connection_retry={"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 2.0},
+        **auth,
     )
 
 
 async def open_zookeeper_store(hosts: str, chroot: str, *, session_timeout_s: float = 10.0,
-                               connect_timeout_s: float = 10.0) -> ZooKeeperStore:
+                               connect_timeout_s: float = 10.0,
+                               security: ZkSecurity | None = None) -> ZooKeeperStore:
     """Connect to ``hosts`` (``h:p,h:p``) under ``chroot`` (created if missing; "" for none).
 
+    With ``security`` the session authenticates with its digest credential and every node it
+    creates (the chroot too) gets the CREATOR_ALL ACL (see ``_security``).
     Raises ConnectionLossError if no server answers within ``connect_timeout_s``.
     """
     token = trio.lowlevel.current_trio_token()
@@ -418,7 +433,7 @@ async def open_zookeeper_store(hosts: str, chroot: str, *, session_timeout_s: fl
         _paths.validate(chroot)
 
         def make_chroot() -> None:
-            boot = _new_client(hosts, session_timeout_s)
+            boot = _new_client(hosts, session_timeout_s, security)
             start(boot)
             try:
                 boot.ensure_path(chroot)
@@ -429,7 +444,7 @@ async def open_zookeeper_store(hosts: str, chroot: str, *, session_timeout_s: fl
         await trio.to_thread.run_sync(make_chroot)
     else:
         chroot = ""
-    client = _new_client(hosts + chroot, session_timeout_s)
+    client = _new_client(hosts + chroot, session_timeout_s, security)
     store = ZooKeeperStore(client, f"zk://{hosts}{chroot}", token)
     client.add_listener(store._listener)
     await trio.to_thread.run_sync(start, client)

@@ -6,6 +6,8 @@ storage, and everything that makes it a process.
   ``_lac``: per-ledger LAC tracking and long polls.
 * ``_server``: the bookie protocol server (`serve_bookie`), a thin trio loop per connection over
   the sans-IO codec of ``protocols.bookkeeper``; ``_http``: metrics and the REST API.
+* ``_authz``: BookKeeper's certificate-role authorization (``BookieAuthZFactory``,
+  ``authorizedRoles``) of TLS clients.
 * ``_registration``, ``_cookies``: the bookie's entries in the metadata store; ``_disks``: the
   disk checker; ``_config``: `BookieConfig`; ``_process``: all of it in one nursery
   (`serve_bookie_process`, what ``magnetar bookie`` runs).
@@ -14,6 +16,9 @@ The top of the bookie's layers: it composes `bookie.journal`, `bookie.storage` a
 and nothing below imports it.
 """
 
+from ._authz import BOOKIE_AUTHZ_FACTORY as BOOKIE_AUTHZ_FACTORY
+from ._authz import CertificateRoleAuthorizer as CertificateRoleAuthorizer
+from ._authz import certificate_roles as certificate_roles
 from ._bookie import KILL_AT_ENV as KILL_AT_ENV
 from ._bookie import AddTicket as AddTicket
 from ._bookie import Bookie as Bookie
@@ -48,6 +53,8 @@ __all__ = [
     # servers and the process
     "serve_bookie", "bookie_http_app", "serve_bookie_http", "serve_bookie_process", "BookieEndpoints",
     "BookieFatalError", "BookieConfig",
+    # TLS client authorization
+    "BOOKIE_AUTHZ_FACTORY", "CertificateRoleAuthorizer", "certificate_roles",
     # metadata store and disks
     "run_registration", "registration_path", "COOKIE_FILE", "CookieMismatchError", "check_cookies",
     "expected_cookie", "format_bookie", "DiskVerdict", "classify", "measure_usage", "run_disk_checker",

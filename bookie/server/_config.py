@@ -17,10 +17,12 @@ from dataclasses import dataclass, fields
 
 from magnetar.config import ConfigError, config_field, require_at_least, require_fraction, require_positive
 from magnetar.tls import TlsSettings, bookkeeper_settings, server_context
+from metadata import ZkSecurity
 from protocols.bookkeeper import DEFAULT_MAX_FRAME_SIZE
 
 from ..gc import GcConfig
 from ..journal import JournalConfig
+from ._authz import BOOKIE_AUTHZ_FACTORY, CertificateRoleAuthorizer
 
 __all__ = ["BookieConfig"]
 
@@ -165,6 +167,22 @@ class BookieConfig(GcConfig):
         (), alias="tlsEnabledProtocols", help="TLS versions allowed, e.g. [\"TLSv1.3\"]; empty = defaults.")
     tls_enabled_cipher_suites: tuple[str, ...] = config_field(
         (), alias="tlsEnabledCipherSuites", help="OpenSSL cipher names allowed for TLS 1.2; empty = defaults.")
+    zk_enable_security: bool = config_field(
+        False, alias="zkEnableSecurity",
+        help="Authenticate to ZooKeeper with zkDigestCredentials and create every node with the ACL "
+             "CREATOR_ALL (only that credential may read, change or delete it); every component of "
+             "the cluster must use the same credential.")
+    zk_digest_credentials: str = config_field(
+        "", alias="zkDigestCredentials",
+        help="ZooKeeper digest credential user:password, or file:/path to a file holding it.")
+    bookie_auth_provider_factory_class: str = config_field(
+        "", alias="bookieAuthProviderFactoryClass",
+        help="org.apache.bookkeeper.tls.BookieAuthZFactory: admit only TLS clients whose certificate "
+             "carries one of authorizedRoles (needs tlsClientAuthentication); empty = any trusted client.")
+    authorized_roles: tuple[str, ...] = config_field(
+        (), alias="authorizedRoles",
+        help="Roles admitted by BookieAuthZFactory, matched against section 0 of the client "
+             "certificate's OU (OU=0:role1,role2;1:cluster), e.g. [\"pulsar-broker\"].")
 
     # ------------------------------------------------------------------ derived values
 
@@ -196,10 +214,36 @@ class BookieConfig(GcConfig):
         """The TLS keys as `magnetar.tls.TlsSettings` (errors name BookKeeper's keys)."""
         return bookkeeper_settings(self, client_auth=self.tls_client_authentication)
 
+    def zk_security(self) -> ZkSecurity | None:
+        """The ZooKeeper digest credential to open the metadata store with (None: security off)."""
+        return ZkSecurity.from_config(self.zk_enable_security, self.zk_digest_credentials)
+
+    def role_authorizer(self) -> CertificateRoleAuthorizer | None:
+        """The certificate-role check of ``bookieAuthProviderFactoryClass``, None when it is off."""
+        if not self.bookie_auth_provider_factory_class:
+            return None
+        return CertificateRoleAuthorizer.of(self.authorized_roles)
+
+    def _validate_authorization(self) -> None:
+        factory = self.bookie_auth_provider_factory_class
+        if not factory:
+            return
+        if factory != BOOKIE_AUTHZ_FACTORY:
+            raise ConfigError("bookieAuthProviderFactoryClass",
+                              f"{factory!r} is not supported (only {BOOKIE_AUTHZ_FACTORY}, or empty)")
+        if not self.tls_enabled or not self.tls_client_authentication:
+            raise ConfigError("bookieAuthProviderFactoryClass",
+                              "BookieAuthZFactory checks client certificates: it needs tls_enabled and "
+                              "tlsClientAuthentication")
+        if not [r for r in self.authorized_roles if r.strip()]:
+            raise ConfigError("authorizedRoles", "BookieAuthZFactory needs at least one role to admit")
+
     def validate(self) -> None:
         """Raise `ConfigError` naming the first invalid key (single values, then cross-key rules)."""
         if self.tls_enabled or self.http_server_tls_enable:
             server_context(self.tls_settings())  # the files exist and hold a key pair, or an error names the key
+        self._validate_authorization()
+        self.zk_security()
         for name in ("port", "http_port"):
             if not 0 <= getattr(self, name) <= 65535:
                 raise ConfigError(name, "must be a TCP port (0-65535)")

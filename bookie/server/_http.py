@@ -14,6 +14,12 @@ Endpoints:
   ready`` before that and while shutting down (BookKeeper answers 503 likewise).
 * The garbage collector's ``/api/v1/bookie/gc``, ``/api/v1/bookie/gc_details`` and
   ``/api/v1/bookie/gc/explain`` (`gc_routes`), when the bookie runs one (`Bookie.gc`).
+
+Over https with certificate-role authorization (``bookieAuthProviderFactoryClass``, see
+``_authz``), every request but the probes and metrics (``/metrics``, ``/heartbeat``,
+``/api/v1/bookie/is_ready``) needs a client certificate carrying an authorized role, else it is
+answered 403 ``{"reason": ...}``: a trusted certificate of another role cannot turn the bookie
+read-only or run its GC.
 """
 
 from __future__ import annotations
@@ -30,8 +36,12 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from magnetar.tls import handshake_peer_cert, record_peer_certificates
 
 from ..gc import gc_routes
+from ._authz import CertificateRoleAuthorizer
 from ._bookie import Bookie, BookieState
 
 __all__ = ["bookie_http_app", "serve_bookie_http"]
@@ -91,6 +101,27 @@ def bookie_http_app(bookie: Bookie) -> Starlette:
     return Starlette(routes=routes)
 
 
+_OPEN_PATHS = frozenset({"/metrics", "/heartbeat", "/api/v1/bookie/is_ready"})
+
+
+class _RoleMiddleware:
+    """Refuses (403) requests whose verified client certificate has no authorized role, except
+    on `_OPEN_PATHS`. The certificate comes from the TLS handshake of the request's connection
+    (`magnetar.tls.handshake_peer_cert`)."""
+
+    def __init__(self, app: ASGIApp, authorizer: CertificateRoleAuthorizer) -> None:
+        self.app = app
+        self.authorizer = authorizer
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope.get("path") not in _OPEN_PATHS:
+            refused = self.authorizer.authorize(handshake_peer_cert())
+            if refused is not None:
+                await JSONResponse({"reason": f"forbidden: {refused}"}, status_code=403)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 class _TlsHypercornConfig(HypercornConfig):
     """Hypercorn's config with the TLS context built by `magnetar.tls` from the bookie's keys."""
 
@@ -109,16 +140,24 @@ class _TlsHypercornConfig(HypercornConfig):
 
 async def serve_bookie_http(bookie: Bookie, host: str = "0.0.0.0", port: int = 8000, *,
                             shutdown_trigger: trio.Event | None = None, ssl_context: ssl.SSLContext | None = None,
+                            authorizer: CertificateRoleAuthorizer | None = None,
                             task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
     """Serve the app on ``host:port`` until ``shutdown_trigger`` is set (a graceful stop) or the
     task is cancelled; ``task_status.started`` gets the bound URLs (``["http://127.0.0.1:8000"]``,
-    ``https://`` with ``ssl_context``: ``httpServerTlsEnable``). Raises OSError if the port cannot
-    be bound."""
+    ``https://`` with ``ssl_context``: ``httpServerTlsEnable``). With ``authorizer`` (needs
+    ``ssl_context``) requests are checked as the module docstring says. Raises OSError if the port
+    cannot be bound, ValueError for an ``authorizer`` without TLS."""
+    app: ASGIApp = bookie_http_app(bookie)
+    if authorizer is not None:
+        if ssl_context is None:
+            raise ValueError("certificate-role authorization of the bookie REST needs https (httpServerTlsEnable)")
+        ssl_context = record_peer_certificates(ssl_context)
+        app = _RoleMiddleware(app, authorizer)
     cfg = HypercornConfig() if ssl_context is None else _TlsHypercornConfig(ssl_context)
     cfg.bind = [f"{host}:{port}"]
     cfg.accesslog = None
     cfg.errorlog = logging.getLogger("bookie.http")
     cfg.graceful_timeout = 1.0
     stop = shutdown_trigger if shutdown_trigger is not None else trio.Event()
-    await hypercorn_serve(bookie_http_app(bookie), cfg, shutdown_trigger=stop.wait,  # type: ignore[arg-type]
+    await hypercorn_serve(app, cfg, shutdown_trigger=stop.wait,  # type: ignore[arg-type]
                           task_status=task_status)

@@ -80,12 +80,14 @@ async def serve_bookie_process(config: BookieConfig, *, registry: CollectorRegis
             stack.push_async_callback(listener.aclose)
         store = None
         if config.metadata_url:
-            store = await stack.enter_async_context(open_metadata_store(config.metadata_url))
+            store = await stack.enter_async_context(open_metadata_store(
+                config.metadata_url, security=config.zk_security()))
         await check_cookies(config, store)
         bookie = await stack.enter_async_context(open_bookie(config, registry=registry, store=store))
         async with trio.open_nursery() as nursery:
             tls = server_context(config.tls_settings()) if config.tls_enabled else None
             await nursery.start(lambda task_status: serve_bookie(bookie, listeners=listeners, ssl_context=tls,
+                                                                 authorizer=config.role_authorizer(),
                                                                  task_status=task_status))
             http_urls: list[str] = []
             if config.http_enabled:
@@ -93,6 +95,7 @@ async def serve_bookie_process(config: BookieConfig, *, registry: CollectorRegis
                 try:
                     http_urls = await nursery.start(lambda task_status: serve_bookie_http(
                         bookie, config.http_address, config.http_port, ssl_context=http_tls,
+                        authorizer=config.role_authorizer() if http_tls is not None else None,
                         task_status=task_status))
                 except (OSError, BaseExceptionGroup) as exc:
                     bind_error = _bind_error(exc)

@@ -51,6 +51,7 @@ from protocols.bookkeeper import (
 
 from .._errors import BookieError
 from ..journal import JournalError
+from ._authz import CertificateRoleAuthorizer
 from ._bookie import AddTicket, Bookie
 
 __all__ = ["serve_bookie"]
@@ -68,6 +69,7 @@ _EOK = int(StatusCode.EOK)
 async def serve_bookie(bookie: Bookie, host: str | None = "127.0.0.1", port: int = 3181, *,
                        listeners: list[trio.SocketListener] | None = None,
                        ssl_context: ssl.SSLContext | None = None,
+                       authorizer: CertificateRoleAuthorizer | None = None,
                        task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
                        ) -> None:
     """Serve the bookie protocol on ``host:port`` (or on already bound ``listeners``) until cancelled.
@@ -76,6 +78,8 @@ async def serve_bookie(bookie: Bookie, host: str | None = "127.0.0.1", port: int
     the bound port when ``port`` is 0). With ``ssl_context`` (`magnetar.tls.server_context` of
     the bookie's TLS keys) every connection is TLS: a client that fails the handshake (no trusted
     certificate under tlsClientAuthentication, or no TLS at all) is closed before any request is
+    read. With ``authorizer`` (``bookieAuthProviderFactoryClass``, see ``_authz``) a client whose
+    verified certificate carries no authorized role is closed likewise, before any request is
     read. Connection handlers never raise into this task: protocol, TLS and I/O errors close
     their connection only. Raises OSError if the port cannot be bound.
     """
@@ -93,6 +97,10 @@ async def serve_bookie(bookie: Bookie, host: str | None = "127.0.0.1", port: int
                 await tls.do_handshake()
         except (trio.BrokenResourceError, trio.TooSlowError) as exc:
             log.warning("TLS handshake with %s failed: %r", _peer_of(stream), exc.__cause__ or exc)
+            await trio.aclose_forcefully(tls)
+            return
+        if authorizer is not None and (refused := authorizer.authorize(tls.getpeercert())) is not None:
+            log.warning("refusing %s: %s", _peer_of(stream), refused)
             await trio.aclose_forcefully(tls)
             return
         await _Connection(bookie, tls).run()

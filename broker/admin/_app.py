@@ -26,8 +26,15 @@ from magnetar.tls import record_peer_certificates, server_context
 
 from .._stats import refresh_backlog_age
 from . import (
+    _auto_creation,
+    _backlog,
+    _broker_config,
+    _broker_stats,
     _brokers,
+    _clusters,
+    _compaction,
     _explain,
+    _limits,
     _messages,
     _namespaces,
     _nonpersistent,
@@ -85,8 +92,9 @@ def create_admin_app(service: BrokerService, *, gc_explain: GcExplainHook | None
     """
     routes: list[Route] = [Route("/metrics", metrics, methods=["GET"])]
     # order matters where paths overlap: specific topic sub-paths before generic ones
-    for module in (_brokers, _tenants, _namespaces, _permissions, _topics, _subscriptions, _messages, _policies,
-                   _explain, _schema_routes, _nonpersistent):
+    for module in (_brokers, _broker_config, _broker_stats, _clusters, _tenants, _namespaces, _permissions,
+                   _topics, _subscriptions, _messages, _policies, _limits, _backlog, _explain, _schema_routes,
+                   _auto_creation, _compaction, _nonpersistent):
         routes.extend(module.routes())
     limit = service.config.http_max_request_size
     guard = GuardSettings(max_body=limit if limit > 0 else None)  # <= 0: no limit, as in Pulsar

@@ -19,9 +19,11 @@ from starlette.routing import Route
 from managed_ledger import Position
 from retention import TopicPolicies, decide_retention
 
+from .._compaction import COMPACTION_CURSOR
 from .._dedup import DEDUP_CURSOR
 from .._topic import Topic
 from ._common import endpoint, json_response, service_of, topic_of
+from ._compaction import compaction_json
 from ._topic_ops import existing_topic
 
 __all__ = ["routes", "GcExplainHook", "explain_storage"]
@@ -40,7 +42,8 @@ async def explain_storage(topic: Topic, policies: TopicPolicies, last_check: dic
     ml = topic.ml
     ledgers = ml.ledgers
     cursors = {name: c.mark_delete_position for name, c in ml.cursors.items()}
-    decision = decide_retention(ledgers, cursors, policies.retention, now_ms, system_cursors={DEDUP_CURSOR})
+    decision = decide_retention(ledgers, cursors, policies.retention, now_ms,
+                                system_cursors={DEDUP_CURSOR, COMPACTION_CURSOR})
     pins: dict[str, list[int]] = {name: [] for name in cursors}
     rows = []
     for d in decision.ledgers:
@@ -55,13 +58,16 @@ async def explain_storage(topic: Topic, policies: TopicPolicies, last_check: dic
     for name, c in sorted(ml.cursors.items()):
         cursor_rows[name] = {"markDeletePosition": str(c.mark_delete_position), "backlog": c.backlog,
                              "backlogSize": c.backlog_size, "pinsLedgers": pins.get(name, []),
-                             "system": name == DEDUP_CURSOR}
+                             "system": name in (DEDUP_CURSOR, COMPACTION_CURSOR)}
     out: dict[str, Any] = {
         "topic": str(topic.name), "nowMs": now_ms, "policies": policies.to_json(),
         "totalSize": decision.total_size, "slowestCursor": decision.slowest_cursor,
         "deletableNow": decision.deletable, "deletableBytes": decision.deletable_bytes,
         "ledgers": rows, "cursors": cursor_rows, "lastRetentionCheck": last_check,
         "bookieGc": None,
+        # the compacted view lives in its own ledger, outside the list above: retention never
+        # trims it; each compaction run deletes the one it replaces
+        "compaction": compaction_json(topic.compactor),
     }
     if gc_hook is not None:
         ids = [d.ledger_id for d in decision.ledgers]

@@ -10,8 +10,8 @@ Endpoints (under ``/admin/v2/persistent/{tenant}/{namespace}/{topic}``):
 * ``GET .../examinemessage?initialPosition=latest|earliest&messagePosition=n`` - the n-th entry
   (1-based) counted from the newest (latest, the default) or the oldest stored entry.
 * ``POST .../terminate`` - terminate the topic (no more messages; producers are closed and
-  refused with TopicTerminatedError; consumers still read what is stored, but REACHED_END_OF_TOPIC
-  is not sent yet); answers the last message's id as
+  refused with TopicTerminatedError; consumers still read what is stored and are told
+  REACHED_END_OF_TOPIC once they acknowledged it all, see `broker._dispatcher`); answers the last message's id as
   lastMessageId does. A partitioned topic's own name is 405, as in Pulsar.
 * ``POST .../subscription/{sub}/expireMessages/{seconds}`` - acknowledge the subscription's
   messages published more than ``seconds`` ago (204).

@@ -1,4 +1,4 @@
-"""Clusters, tenants and HTTP lookup: ``/admin/v2/clusters``, ``/admin/v2/tenants``, ``/lookup/v2``."""
+"""Tenants and HTTP lookup: ``/admin/v2/tenants``, ``/lookup/v2`` (clusters: `_clusters`)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from metadata import NodeExistsError, NoNodeError
 
 from .._errors import ServiceNotReadyError
 from .._namespaces import POLICIES_ROOT
+from ._clusters import known_clusters
 from ._common import (
     RestError,
     check_stored_size,
@@ -30,33 +31,10 @@ __all__ = ["routes"]
 LISTENER_NAME_HEADER = "X-Pulsar-ListenerName"
 
 
-def _cluster_data(request: Request) -> dict[str, Any]:
-    s = service_of(request)
-    data = {"serviceUrl": s.web_service_url, "brokerServiceUrl": s.service_url}
-    if s.service_url_tls:
-        data["brokerServiceUrlTls"] = s.service_url_tls
-    if s.web_service_url_tls:
-        data["serviceUrlTls"] = s.web_service_url_tls
-    return data
-
-
-@endpoint
-async def list_clusters(request: Request) -> Response:
-    return json_response([service_of(request).config.cluster_name])
-
-
-@endpoint
-async def get_cluster(request: Request) -> Response:
-    name = request.path_params["cluster"]
-    if name != service_of(request).config.cluster_name:
-        raise RestError(404, f"Cluster {name} does not exist")
-    return json_response(_cluster_data(request))
-
-
-def _tenant_info(request: Request, body: Any) -> dict[str, Any]:
+async def _tenant_info(request: Request, body: Any) -> dict[str, Any]:
     """The TenantInfo to store for ``body`` (None: an empty body); 400 for a body of the wrong
-    shape, 412 for an unknown cluster, 413 when too large to store. Other keys are dropped, as
-    Pulsar's TenantInfo has no others."""
+    shape, 412 for an unknown cluster (this broker's or one created through `_clusters`), 413 when
+    too large to store. Other keys are dropped, as Pulsar's TenantInfo has no others."""
     cluster = service_of(request).config.cluster_name
     if body is None:
         body = {}
@@ -69,7 +47,8 @@ def _tenant_info(request: Request, body: Any) -> dict[str, Any]:
     for key, value in (("adminRoles", roles), ("allowedClusters", clusters)):
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise RestError(400, f"{key} must be a list of strings")
-    unknown = [c for c in clusters if c != cluster]
+    known = set(await known_clusters(request))
+    unknown = [c for c in clusters if c not in known]
     if unknown:
         raise RestError(412, f"Clusters do not exist: {', '.join(unknown)}")
     info = {"adminRoles": roles, "allowedClusters": clusters}
@@ -97,7 +76,7 @@ async def get_tenant(request: Request) -> Response:
 @endpoint
 async def create_tenant(request: Request) -> Response:
     tenant = tenant_of(request)
-    info = _tenant_info(request, await json_body(request, default=None, what="tenant info"))
+    info = await _tenant_info(request, await json_body(request, default=None, what="tenant info"))
     try:
         await service_of(request).namespaces.create_tenant(tenant, info)
     except NodeExistsError:
@@ -109,7 +88,7 @@ async def create_tenant(request: Request) -> Response:
 async def update_tenant(request: Request) -> Response:
     tenant = tenant_of(request)
     s = service_of(request)
-    info = _tenant_info(request, await json_body(request, default=None, what="tenant info"))
+    info = await _tenant_info(request, await json_body(request, default=None, what="tenant info"))
     path = f"{POLICIES_ROOT}/{tenant}"
     try:
         _, stat = await s.store.get(path)
@@ -154,8 +133,6 @@ async def lookup(request: Request) -> Response:
 def routes() -> list[Route]:
     """The routes of this module."""
     return [
-        Route("/admin/v2/clusters", list_clusters, methods=["GET"]),
-        Route("/admin/v2/clusters/{cluster}", get_cluster, methods=["GET"]),
         Route("/admin/v2/tenants", list_tenants, methods=["GET"]),
         Route("/admin/v2/tenants/{tenant}", get_tenant, methods=["GET"]),
         Route("/admin/v2/tenants/{tenant}", create_tenant, methods=["PUT"]),

@@ -6,7 +6,8 @@ Rules:
   create one, except the explicit create endpoints.
 * Rule 2: deleting a topic with connected producers or consumers needs ``force`` (else 412);
   with ``force`` they are disconnected first. Deletion removes the managed ledger (ledgers,
-  cursors), the dedup snapshot, the schemas, the topic-level policies and what retention remembers.
+  cursors), the compacted ledger, the dedup snapshot, the schemas, the topic-level policies and
+  what retention remembers.
 * Rule 3: a partitioned topic is deleted partition by partition, then its metadata.
 * Rule 5: truncating a topic moves every subscription to its end (and the dedup cursor to its
   latest snapshot), closes the current ledger and deletes every closed ledger no cursor still
@@ -25,6 +26,7 @@ from managed_ledger import ManagedLedgerError
 from metadata import NoNodeError
 from protocols.pulsar import TopicName
 
+from .._compaction import delete_compacted_ledger
 from .._dedup import DEDUP_ROOT
 from .._topic import Topic
 from ._common import RestError, for_each_bounded, require_namespace
@@ -104,6 +106,11 @@ async def delete_topic(s: BrokerService, topic: TopicName, *, force: bool,
         if active and not force:
             raise RestError(412, "Topic has active producers/subscriptions")
         await s.unload(loaded)
+    try:
+        # the compacted view's ledger is outside the ledger list: its id goes with the cursors
+        await delete_compacted_ledger(s.factory, topic.managed_ledger_name)
+    except ManagedLedgerError as exc:
+        raise RestError(500, f"cannot delete the compacted ledger of {topic}: {exc}") from None
     try:
         await s.factory.delete(topic.managed_ledger_name)
     except ManagedLedgerError:

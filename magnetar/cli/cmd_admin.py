@@ -18,6 +18,7 @@ from urllib.parse import quote
 import click
 import httpx
 
+from magnetar.cli._human import duration, when
 from protocols.pulsar import InvalidTopicNameError, TopicName
 
 __all__ = ["command", "topic_path"]
@@ -216,7 +217,26 @@ def _flag(force: bool) -> dict[str, str]:
 # ------------------------------------------------------------------ the group
 
 
-@click.group("admin")
+class _AdminGroup(click.Group):
+    """The ``admin`` group: before listing or resolving a sub-command it imports `_admin_ops`,
+    which registers more commands on the sub-groups of this module (clusters and failure domains,
+    dynamic config, broker-stats, limits and rates, namespace operations). A function-level
+    import, as the package's lazy loading of ``cmd_*`` modules: no module-level import cycle."""
+
+    @staticmethod
+    def _more() -> None:
+        from . import _admin_ops  # noqa: F401
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._more()
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        self._more()
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group("admin", cls=_AdminGroup)
 @click.option("--admin-url", envvar="MAGNETAR_ADMIN_URL", default=_DEFAULT_URL, show_default=True,
               help="Base URL of the broker's admin REST API (env MAGNETAR_ADMIN_URL).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
@@ -494,6 +514,33 @@ def namespaces_set_dedup(api: _Api, namespace: str, enable: bool) -> None:
            f"{'enabled' if enable else 'disabled'} deduplication on {namespace}", enable)
 
 
+@_cmd(namespaces, "set-auto-topic-creation", _ns_arg,
+      click.option("--enable/--disable", "-e/-d", required=True, help="Allow or refuse creating missing topics."),
+      click.option("--type", "-t", "topic_type", default="non-partitioned", show_default=True,
+                   type=click.Choice(["non-partitioned", "partitioned"]), help="Type of the topics created."),
+      click.option("--num-partitions", "-n", type=int, default=None,
+                   help="Partitions of a created partitioned topic (required with --type partitioned)."))
+def namespaces_set_auto_creation(api: _Api, namespace: str, enable: bool, topic_type: str,
+                                 num_partitions: int | None) -> None:
+    """Override the broker's auto topic creation settings for a namespace."""
+    body: dict[str, Any] = {"allowAutoTopicCreation": enable, "topicType": topic_type}
+    if num_partitions is not None:
+        body["defaultNumPartitions"] = num_partitions
+    api.do("POST", _nsp(namespace, "/autoTopicCreation"), f"set auto topic creation of {namespace}", body)
+
+
+@_cmd(namespaces, "get-auto-topic-creation", _ns_arg)
+def namespaces_get_auto_creation(api: _Api, namespace: str) -> None:
+    """Show a namespace's auto topic creation override (nothing: the broker's settings apply)."""
+    api.show(_nsp(namespace, "/autoTopicCreation"))
+
+
+@_cmd(namespaces, "remove-auto-topic-creation", _ns_arg)
+def namespaces_remove_auto_creation(api: _Api, namespace: str) -> None:
+    """Remove a namespace's auto topic creation override: the broker's settings apply again."""
+    api.do("DELETE", _nsp(namespace, "/autoTopicCreation"), f"removed auto topic creation override of {namespace}")
+
+
 # ------------------------------------------------------------------ topics
 
 
@@ -554,10 +601,12 @@ def topics_get_partitioned(api: _Api, topic: str) -> None:
     api.show(_tp(topic) + "/partitions")
 
 
-@_cmd(topics, "stats", _topic_arg)
-def topics_stats(api: _Api, topic: str) -> None:
+@_cmd(topics, "stats", _topic_arg,
+      click.option("--get-precise-backlog", "-gpb", "precise", is_flag=True,
+                   help="As pulsar-admin (Magnetar's backlog counts are always precise)."))
+def topics_stats(api: _Api, topic: str, precise: bool = False) -> None:
     """Show a topic's rates, counters, producers and subscriptions."""
-    stats = api.call("GET", _tp(topic) + "/stats")
+    stats = api.call("GET", _tp(topic) + "/stats", params={"getPreciseBacklog": "true"} if precise else None)
     if api.as_json:
         _emit(api, stats)
         return
@@ -579,8 +628,12 @@ def topics_stats_internal(api: _Api, topic: str) -> None:
     if api.as_json:
         _emit(api, stats)
         return
-    _emit(api, {k: v for k, v in stats.items() if not isinstance(v, (dict, list))}, title=topic)
-    _emit(api, stats.get("ledgers", []), title="ledgers", columns=["ledgerId", "entries", "size", "timestamp"])
+    _emit(api, {k: (when(v) if k.endswith("Timestamp") and isinstance(v, int) else v)
+                for k, v in stats.items() if not isinstance(v, (dict, list))}, title=topic)
+    # a ledger's timestamp is set when it closes: the open ledger has none yet
+    ledgers = [{**row, "timestamp": when(row["timestamp"]) if row.get("timestamp") else "(open)"}
+               for row in stats.get("ledgers", [])]
+    _emit(api, ledgers, title="ledgers", columns=["ledgerId", "entries", "size", "timestamp"])
     _emit(api, [{"name": n, **c} for n, c in stats.get("cursors", {}).items()], title="cursors",
           columns=["name", "markDeletePosition", "readPosition", "individuallyDeletedMessages", "state"])
 
@@ -755,13 +808,14 @@ def topics_explain_storage(api: _Api, topic: str) -> None:
     pol = ex.get("policies") or {}
     click.echo(f"{ex['topic']}: {ex['totalSize']} bytes; retention {pol.get('retention')}, "
                f"TTL {pol.get('messageTTLInSeconds')}s; deletable now: {ex.get('deletableNow')}")
-    _emit(api, ex.get("ledgers", []), title="ledgers",
-          columns=["ledgerId", "entries", "size", "ageSeconds", "decision", "reason", "pinnedBy", "explanation"])
+    ledgers = [{**row, "age": duration(row.get("ageSeconds"))} for row in ex.get("ledgers", [])]
+    _emit(api, ledgers, title="ledgers",
+          columns=["ledgerId", "entries", "size", "age", "decision", "reason", "pinnedBy", "explanation"])
     _emit(api, [{"cursor": n, **c} for n, c in (ex.get("cursors") or {}).items()], title="cursors",
           columns=["cursor", "markDeletePosition", "backlog", "backlogSize", "pinsLedgers"])
     last = ex.get("lastRetentionCheck")
     if last:
-        click.echo(f"last retention check at {last.get('checkedAtMs')} ms: trimmed {last.get('trimmed')} "
+        click.echo(f"last retention check {when(last.get('checkedAtMs'))}: trimmed {last.get('trimmed')} "
                    f"({last.get('trimmedBytes')} bytes); errors: {last.get('errors') or 'none'}")
     if ex.get("bookieGc") is not None:
         _emit_bookie_gc(api, ex["bookieGc"])
@@ -774,10 +828,11 @@ def _emit_bookie_gc(api: _Api, gc: dict[str, Any]) -> None:
                   if gc.get("unreachableBookies") else ""))
     _emit(api, gc.get("ledgers") or [], title="ledgers on the bookies",
           columns=["ledgerId", "state", "bytesOnDisk", "summary"])
-    bookies = [{"bookie": b, **info} for b, info in sorted((gc.get("bookies") or {}).items())]
+    bookies = [{"bookie": b, **info, "lastGcRun": when(info.get("lastGcRunMs"))}
+               for b, info in sorted((gc.get("bookies") or {}).items())]
     if bookies:
         _emit(api, bookies, title="bookies",
-              columns=["bookie", "reachable", "readOnly", "entryLogs", "bytesAwaitingGc", "lastGcRunMs", "error"])
+              columns=["bookie", "reachable", "readOnly", "entryLogs", "bytesAwaitingGc", "lastGcRun", "error"])
 
 
 
@@ -861,3 +916,67 @@ def topics_revoke_permission(api: _Api, topic: str, role: str) -> None:
     """Revoke a role's actions on a topic."""
     api.do("DELETE", f"{_tp(topic)}/permissions/{quote(role, safe='')}",
            f"revoked the permissions of {role} on {topic}")
+
+
+# ------------------------------------------------------------------ compaction
+
+_COMPACTION_TEXT = {"NOT_RUN": "Compaction has not been run", "RUNNING": "Compaction is running",
+                    "SUCCESS": "Compaction was a success", "ERROR": "Error in compaction"}
+
+
+@_cmd(topics, "compact", _topic_arg)
+def topics_compact(api: _Api, topic: str) -> None:
+    """Start compacting a topic (the latest message per key, for read-compacted readers)."""
+    api.do("PUT", f"{_tp(topic)}/compaction", f"compaction triggered for {topic}")
+
+
+@_cmd(topics, "compaction-status", _topic_arg,
+      click.option("--wait-complete", "-w", "wait", is_flag=True, help="Wait while compaction is running."))
+def topics_compaction_status(api: _Api, topic: str, wait: bool) -> None:
+    """Show a topic's compaction status (NOT_RUN, RUNNING, SUCCESS, ERROR and its reason).
+    Exits with an error when the last compaction failed."""
+    import time
+
+    status = api.call("GET", f"{_tp(topic)}/compaction") or {}
+    while wait and status.get("status") == "RUNNING":
+        time.sleep(1)
+        status = api.call("GET", f"{_tp(topic)}/compaction") or {}
+    if api.as_json:
+        click.echo(json.dumps(status, sort_keys=True))
+    state = status.get("status", "")
+    if state == "ERROR":
+        raise click.ClickException(f"{_COMPACTION_TEXT['ERROR']}: {status.get('lastError') or 'unknown reason'}")
+    if not api.as_json:
+        click.echo(_COMPACTION_TEXT.get(state, state))
+
+
+def _size_bytes(text: str) -> int:
+    """``0``, ``1048576`` (bytes), ``100K``, ``10M``, ``2G``, ``1T`` -> bytes."""
+    value = _with_units(text.strip().upper(), {"K": 1024, "M": 1024 ** 2, "G": 1024 ** 3, "T": 1024 ** 4},
+                        "size", f"{text!r}: use bytes or a number with K/M/G/T")
+    if value < 0:
+        raise click.BadParameter(f"invalid size {text!r}: must not be negative")
+    return value
+
+
+@_cmd(namespaces, "set-compaction-threshold", _ns_arg,
+      click.option("--threshold", "-t", required=True,
+                   help="Compact a topic once its uncompacted backlog exceeds this size (bytes, or with "
+                        "K/M/G/T; 0 = off)."))
+def namespaces_set_compaction_threshold(api: _Api, namespace: str, threshold: str) -> None:
+    """Set the namespace's automatic compaction threshold."""
+    size = _size_bytes(threshold)
+    api.do("POST", _nsp(namespace, "/compactionThreshold"), f"set compaction threshold of {namespace} to {size} bytes",
+           size)
+
+
+@_cmd(namespaces, "get-compaction-threshold", _ns_arg)
+def namespaces_get_compaction_threshold(api: _Api, namespace: str) -> None:
+    """Show the namespace's automatic compaction threshold in bytes (nothing when unset)."""
+    _emit(api, api.call("GET", _nsp(namespace, "/compactionThreshold")))
+
+
+@_cmd(namespaces, "remove-compaction-threshold", _ns_arg)
+def namespaces_remove_compaction_threshold(api: _Api, namespace: str) -> None:
+    """Remove the namespace's compaction threshold (the broker default applies)."""
+    api.do("DELETE", _nsp(namespace, "/compactionThreshold"), f"removed the compaction threshold of {namespace}")

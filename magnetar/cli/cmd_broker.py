@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import trio
@@ -17,6 +17,9 @@ import trio
 from magnetar.cli._common import fail, fail_cleanly_on, load_sections, log_stopped, run_until_signal, setup_logging
 from magnetar.cli._security import broker_security_warning
 from magnetar.config import ConfigError, config_field
+
+if TYPE_CHECKING:
+    from metadata import ZkSecurity
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,23 @@ class ClusterConfig:
                                      help="Metadata store URL: zk://host:port[,host:port]/chroot.")
     metadata_root: str = config_field("", alias="zkLedgersRootPath",
                                       help="Cluster root of the bookies' ledgers in the store.")
+    zk_enable_security: bool = config_field(
+        False, alias="zkEnableSecurity",
+        help="Authenticate to ZooKeeper with zkDigestCredentials and create every node with the ACL "
+             "CREATOR_ALL (only that credential may read, change or delete it); every component of "
+             "the cluster must use the same credential.")
+    zk_digest_credentials: str = config_field(
+        "", alias="zkDigestCredentials",
+        help="ZooKeeper digest credential user:password, or file:/path to a file holding it.")
+
+    def __post_init__(self) -> None:
+        self.zk_security()  # a missing or malformed credential is refused at start, naming the key
+
+    def zk_security(self) -> ZkSecurity | None:
+        """The ZooKeeper digest credential to open the metadata store with (None: security off)."""
+        from metadata import ZkSecurity  # here: `magnetar --help` loads no kazoo
+
+        return ZkSecurity.from_config(self.zk_enable_security, self.zk_digest_credentials)
 
 
 @click.command(name="broker")
@@ -67,7 +87,7 @@ def command(conf: Path | None, metadata_url: str | None, port: int | None, web_p
         logging.getLogger("magnetar.broker").warning(warning)
 
     async def main(task_status: trio.TaskStatus[Any]) -> None:
-        async with open_metadata_store(cluster.metadata_url) as store:
+        async with open_metadata_store(cluster.metadata_url, security=cluster.zk_security()) as store:
             await serve_broker_stack(store, cfg["broker"], cfg["managed_ledger"], cfg["bk_client"],
                                      metadata_root=cluster.metadata_root, task_status=task_status)
 

@@ -17,6 +17,8 @@ BKPacketHeader.version = 1, .operation = 2, .txnId = 3; AddRequest.ledgerId = 1,
 
 from __future__ import annotations
 
+import functools
+
 from ._digest import ENTRY_HEADER_SIZE
 
 __all__ = ["AddRequestEncoder", "encode_add_response", "max_add_payload"]
@@ -90,6 +92,7 @@ class AddRequestEncoder:
                          self._flag))
 
 
+@functools.lru_cache(maxsize=64)  # asked per add on the write path; a few distinct limits per process
 def max_add_payload(max_frame_size: int, master_key_size: int = 20) -> int:
     """The largest entry payload whose ADD_ENTRY frame (length prefix, request, digest header)
     is at most ``max_frame_size`` bytes, whatever the txn, ledger and entry ids and with or without

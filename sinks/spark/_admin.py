@@ -15,6 +15,7 @@ import httpx
 from protocols.pulsar import TopicName
 
 from ._offsets import LedgerSpan, Position
+from ._security import ClientSecurity
 
 __all__ = ["AdminClient", "AdminError", "TopicStats", "persistent_topic"]
 
@@ -44,11 +45,13 @@ class TopicStats:
 
 
 class AdminClient:
-    """Blocking admin REST calls against ``admin_url`` (e.g. ``http://127.0.0.1:8080``)."""
+    """Blocking admin REST calls against ``admin_url`` (e.g. ``http://127.0.0.1:8080``, or
+    ``https://...`` with ``security``'s trusted CA, client certificate and credentials)."""
 
-    def __init__(self, admin_url: str, timeout: float = 30.0) -> None:
+    def __init__(self, admin_url: str, timeout: float = 30.0, security: ClientSecurity | None = None) -> None:
         self.admin_url = admin_url.rstrip("/")
-        self._http = httpx.Client(base_url=self.admin_url, timeout=timeout)
+        self._http = httpx.Client(base_url=self.admin_url, timeout=timeout,
+                                  **(security or ClientSecurity()).http_kwargs())
 
     def close(self) -> None:
         self._http.close()

@@ -69,7 +69,7 @@ class MagnetarDataSource(DataSource):
             raise ValueError("the magnetar sink needs a 'value' column (binary or string)")
         if opts.enable_deduplication:
             if opts.admin_url:
-                if enable_deduplication(opts.admin_url, opts.topic):
+                if enable_deduplication(opts.admin_url, opts.topic, opts.security):
                     log.info("deduplication enabled on the namespace of %s", opts.topic)
             else:
                 log.warning("no admin.url: make sure deduplication is enabled on %s's namespace, "

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ._read import ReadConfig
+from ._security import ClientSecurity
 
 __all__ = ["SinkOptions", "SourceOptions", "parse_bool", "DEDUP_CURSOR"]
 
@@ -39,6 +40,49 @@ def _positive(key: str, value: str | None) -> int | None:
     return n
 
 
+def _bookkeeper_options(opts: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """``bookkeeper.<key>`` options (any case, as Spark hands them over) as the BookKeeper client's
+    keys, checked now so that a typo fails on the driver; ValueError naming the option."""
+    given = {k[len("bookkeeper."):]: v for k, v in opts.items() if k.startswith("bookkeeper.")}
+    if not given:
+        return ()
+    import dataclasses
+
+    from bk_client import ClientConfig
+    from magnetar.config import ConfigError, load_config
+
+    spelled: dict[str, str] = {}
+    for f in dataclasses.fields(ClientConfig):
+        for name in (f.name, f.metadata.get("alias")):
+            if name:
+                spelled[name.lower()] = f.name
+    out = []
+    for key, value in given.items():
+        if key not in spelled:
+            raise ValueError(f"option bookkeeper.{key}: not a BookKeeper client key")
+        out.append((spelled[key], str(value)))
+    try:
+        load_config(ClientConfig, None, dict(out))
+    except ConfigError as exc:
+        raise ValueError(f"option bookkeeper.{exc.key}: {exc}") from None
+    return tuple(out)
+
+
+def _zk_credentials(opts: Mapping[str, str]) -> str:
+    value = str(opts.get("metadata.zkdigestcredentials", "")).strip()
+    if not value:
+        return ""
+    from magnetar.config import ConfigError
+    from metadata import ZkSecurity
+
+    try:
+        security = ZkSecurity.from_config(True, value)
+    except ConfigError as exc:  # name the option as Spark users spell it
+        raise ValueError(f"option metadata.zkDigestCredentials: {exc}") from None
+    assert security is not None  # enabled: never None
+    return security.digest
+
+
 @dataclass(frozen=True)
 class SourceOptions:
     """Options of ``spark.readStream.format("magnetar")`` / ``spark.read.format("magnetar")``."""
@@ -61,6 +105,9 @@ class SourceOptions:
     max_entries_per_task: int | None = None
     decode_schema: bool = True
     ledger_password: str = ""
+    security: ClientSecurity = ClientSecurity()
+    bookkeeper_options: tuple[tuple[str, str], ...] = ()
+    zk_credentials: str = ""
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, batch: bool = False) -> SourceOptions:
@@ -121,12 +168,17 @@ class SourceOptions:
             max_entries_per_task=_positive("maxEntriesPerTask", opts.get("maxentriespertask")),
             decode_schema=parse_bool("decodeSchema", opts.get("decodeschema", "true")),
             ledger_password=opts.get("managedledgerpassword", ""),
+            security=ClientSecurity.parse(opts),
+            bookkeeper_options=_bookkeeper_options(opts),
+            zk_credentials=_zk_credentials(opts),
         )
 
     def read_config(self) -> ReadConfig:
         """What executors need to read."""
         return ReadConfig(self.service_url, self.read_mode, self.metadata_url, self.metadata_root,
-                          self.fail_on_data_loss, self.read_timeout_ms, ledger_password=self.ledger_password)
+                          self.fail_on_data_loss, self.read_timeout_ms, ledger_password=self.ledger_password,
+                          security=self.security, bookkeeper_options=self.bookkeeper_options,
+                          zk_credentials=self.zk_credentials)
 
 
 @dataclass(frozen=True)
@@ -139,6 +191,7 @@ class SinkOptions:
     enable_deduplication: bool = True
     producer_name_prefix: str = "spark"
     fail_once_after_rows: int | None = None
+    security: ClientSecurity = ClientSecurity()
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
@@ -155,4 +208,5 @@ class SinkOptions:
             enable_deduplication=parse_bool("enableDeduplication", opts.get("enablededuplication", "true")),
             producer_name_prefix=opts.get("producernameprefix", "spark"),
             fail_once_after_rows=_positive("failOnceAfterRows", opts.get("failonceafterrows")),
+            security=ClientSecurity.parse(opts),
         )

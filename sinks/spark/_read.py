@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 from ._decode import ValueSchema
 from ._offsets import PartitionPlan, Position, Segment
 from ._rows import Row, message_id_bytes, rows_from_entry
+from ._security import ClientSecurity
 
 if TYPE_CHECKING:
     from bk_client import ClientConfig  # loaded on workers only when reading from bookies
@@ -58,6 +59,9 @@ class ReadConfig:
     read_timeout_ms: int = 30_000
     value_schema: ValueSchema | None = None  # decoded columns (see `_decode`), None: raw ``value``
     ledger_password: str = ""  # the brokers' managedLedgerPassword (readMode=bookies); '' is also tried
+    security: ClientSecurity = ClientSecurity()  # TLS and authentication of the client (see `_security`)
+    bookkeeper_options: tuple[tuple[str, str], ...] = ()  # BookKeeper client keys (TLS to bookies)
+    zk_credentials: str = ""  # ZooKeeper digest user:password of the cluster ('' : none)
 
 
 def _partition_of(topic: str) -> int:
@@ -98,7 +102,8 @@ def read_via_broker(plan: PartitionPlan, cfg: ReadConfig) -> Iterator[Row]:
     partition = _partition_of(plan.topic)
     batch = start_t[2] if start_t[:2] == first_key and start_t[2] > 0 else -1
     client = pulsar.Client(cfg.service_url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn),
-                           operation_timeout_seconds=max(1, cfg.read_timeout_ms // 1000))
+                           operation_timeout_seconds=max(1, cfg.read_timeout_ms // 1000),
+                           **cfg.security.pulsar_client_kwargs())
     try:
         start_id = pulsar.MessageId(partition, first.ledger_id, first.first, batch)
         reader = client.create_reader(plan.topic, start_id,
@@ -212,9 +217,12 @@ def _bookie_thread(segments: tuple[Segment, ...], cfg: ReadConfig, items: queue.
 
 
 def _client_config(factory: type[ClientConfig], cfg: ReadConfig) -> ClientConfig:
+    from magnetar.config import load_config
+
     # A Spark worker shares a small machine with the JVM and other tasks: allow slow answers
     # rather than failing the task (the BookKeeper default is 5 s).
-    return factory(read_entry_timeout_s=max(5.0, cfg.read_timeout_ms / 1000))
+    return load_config(factory, None, {"read_entry_timeout_s": max(5.0, cfg.read_timeout_ms / 1000),
+                                       **dict(cfg.bookkeeper_options)})
 
 
 async def _bookie_read(segments: tuple[Segment, ...], cfg: ReadConfig, items: queue.Queue,
@@ -222,7 +230,7 @@ async def _bookie_read(segments: tuple[Segment, ...], cfg: ReadConfig, items: qu
     import trio
 
     from bk_client import BookKeeper, ClientConfig, NoSuchEntry, NoSuchLedger, Unauthorized
-    from metadata import open_metadata_store
+    from metadata import ZkSecurity, open_metadata_store
 
     async def put(item: tuple) -> None:
         await trio.to_thread.run_sync(items.put, item, abandon_on_cancel=True)
@@ -231,7 +239,8 @@ async def _bookie_read(segments: tuple[Segment, ...], cfg: ReadConfig, items: qu
     with trio.CancelScope() as scope:
         control["scope"] = scope
         config = _client_config(ClientConfig, cfg)
-        async with open_metadata_store(cfg.metadata_url) as store, \
+        security = ZkSecurity(cfg.zk_credentials) if cfg.zk_credentials else None
+        async with open_metadata_store(cfg.metadata_url, security=security) as store, \
                 BookKeeper.open(store, root=cfg.metadata_root, config=config) as bk:
             for seg in segments:
                 try:

@@ -44,6 +44,7 @@ from pyspark.sql.datasource import DataSourceStreamWriter, WriterCommitMessage
 
 from ._admin import AdminClient, persistent_topic
 from ._options import SinkOptions
+from ._security import ClientSecurity
 
 __all__ = ["MagnetarStreamWriter", "SinkCommit", "enable_deduplication", "sequence_id", "BATCH_MESSAGES"]
 
@@ -73,11 +74,11 @@ class SinkCommit(WriterCommitMessage):
     rows: int
 
 
-def enable_deduplication(admin_url: str, topic: str) -> bool:
+def enable_deduplication(admin_url: str, topic: str, security: ClientSecurity | None = None) -> bool:
     """Rule 3: turn deduplication on for ``topic``'s namespace; True if it was off. The broker
     applies it to the topic even when loaded (no unload needed). Raises `AdminError` on failure."""
     namespace = str(persistent_topic(topic).namespace_name)
-    admin = AdminClient(admin_url)
+    admin = AdminClient(admin_url, security=security)
     try:
         if admin.deduplication(namespace) is True:
             return False
@@ -141,7 +142,8 @@ class MagnetarStreamWriter(DataSourceStreamWriter):
                 if result != pulsar.Result.Ok:
                     failures.append(str(result))
 
-        client = pulsar.Client(self.options.service_url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
+        client = pulsar.Client(self.options.service_url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn),
+                               **self.options.security.pulsar_client_kwargs())
         rows = 0
         try:
             producer = client.create_producer(

@@ -70,7 +70,7 @@ class _Planner:
 
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
-        self.admin = AdminClient(opts.admin_url)
+        self.admin = AdminClient(opts.admin_url, security=opts.security)
 
     def partitions(self) -> list[str]:
         if self.opts.topics:
@@ -125,7 +125,8 @@ class _Planner:
 
     def _position_at_time(self, topic: str, ts_ms: int) -> Position:
         import pulsar
-        client = pulsar.Client(self.opts.service_url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
+        client = pulsar.Client(self.opts.service_url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn),
+                               **self.opts.security.pulsar_client_kwargs())
         try:
             reader = client.create_reader(topic, pulsar.MessageId.earliest)
             reader.seek(ts_ms)
@@ -159,7 +160,7 @@ def resolve_value_schema(opts: SourceOptions) -> ValueSchema | None:
     with ``topicsPattern``, or when that topic has no such schema. Raises `AdminError`."""
     if not opts.decode_schema or not opts.topics:
         return None
-    admin = AdminClient(opts.admin_url)
+    admin = AdminClient(opts.admin_url, security=opts.security)
     try:
         return value_schema_from_info(admin.schema(opts.topics[0]))
     finally:

@@ -62,6 +62,29 @@ def _until_dead(consumer: pulsar.Consumer, dead: pulsar.Consumer, want: set[str]
     return got, seen
 
 
+def _from_client_library(data: bytes) -> bool:
+    """Whether ``data`` (at least 8 bytes of it) occurs in the official client's native library.
+
+    Rarely, for batched messages, the C++ client's dead-letter producer sends bytes that are not
+    the message's: once seen, they were ``" metadata.num_messages_in_batch() = "``, a log string of
+    libpulsar itself. The broker stores and forwards payloads verbatim, so such bytes can only come
+    from the client's memory; the test then records an expected failure instead of a pass or a
+    broker failure.
+    """
+    import glob
+    import os
+
+    libs = glob.glob(os.path.join(os.path.dirname(pulsar.__file__), "..", "pulsar_client.libs", "libpulsar*"))
+    probe = data[:32]
+    if len(probe) < 8:
+        return False
+    for path in libs:
+        with open(path, "rb") as f:
+            if probe in f.read():
+                return True
+    return False
+
+
 SHAPES = {
     "plain": dict(),
     "batched": dict(batched=True),
@@ -124,6 +147,9 @@ def test_dead_letter_payloads(broker: BrokerThread, client: pulsar.Client, topic
         if opts.get("schema"):
             assert (m.value().who, m.value().cents) == (f"p{i}", i)
         else:
+            if m.data() != f"payload-{i}".encode() * 3 and _from_client_library(m.data()):
+                pytest.xfail(f"the official client moved {m.data()[:40]!r} to the dead-letter topic: bytes of "
+                             "its own library, so it read freed memory (a client bug; no broker can send them)")
             assert m.data() == f"payload-{i}".encode() * 3
         assert m.partition_key() == f"key-{i}"
         assert m.properties()["i"] == str(i)

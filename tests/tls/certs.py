@@ -21,9 +21,11 @@ class Certs:
     """Extra client pairs (certificate, key) by their common name (`make_certs`'s ``clients``)."""
 
 
-def make_certs(directory: Path, *, name: str = "ca", clients: tuple[str, ...] = ()) -> Certs:
+def make_certs(directory: Path, *, name: str = "ca", clients: tuple[str, ...] = (),
+               units: dict[str, str] | None = None) -> Certs:
     """Write a fresh CA, a server pair (127.0.0.1, localhost) and a client pair (CN ``client``)
-    under ``directory``, and one more client pair per name in ``clients`` (that name as its CN)."""
+    under ``directory``, and one more client pair per name in ``clients`` (that name as its CN,
+    and ``units[name]`` as its organizational unit when given, e.g. BookKeeper's ``0:role``)."""
     directory.mkdir(parents=True, exist_ok=True)
     ca = trustme.CA()
     server = ca.issue_cert("127.0.0.1", "localhost")
@@ -39,7 +41,8 @@ def make_certs(directory: Path, *, name: str = "ca", clients: tuple[str, ...] = 
     client.private_key_pem.write_to_path(str(paths["client-key"]))
     extra: dict[str, tuple[str, str]] = {}
     for cn in clients:
-        pair = ca.issue_cert(f"{cn}.magnetar.test", common_name=cn)
+        pair = ca.issue_cert(f"{cn}.magnetar.test", common_name=cn,
+                             organization_unit_name=(units or {}).get(cn))
         cert_path, key_path = directory / f"{name}-{cn}-cert.pem", directory / f"{name}-{cn}-key.pem"
         pair.cert_chain_pems[0].write_to_path(str(cert_path))
         pair.private_key_pem.write_to_path(str(key_path))
