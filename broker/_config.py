@@ -162,7 +162,7 @@ class BrokerConfig(RetentionConfig):
         50000, alias="maxUnackedMessagesPerConsumer",
         help="Messages delivered but not acked before a Shared consumer stops receiving (0 = no limit).")
     delayed_delivery_enabled: bool = config_field(
-        True, alias="delayedDeliveryEnabled", help="Honour deliver_at_time on Shared subscriptions.")
+        True, alias="delayedDeliveryEnabled", help="Honour deliver_at_time on Shared and Key_Shared subscriptions.")
     max_unacked_messages_per_subscription: int = config_field(
         200000, alias="maxUnackedMessagesPerSubscription",
         help="Messages delivered but not acked on a Shared subscription before it stops dispatching (0 = no limit).")
