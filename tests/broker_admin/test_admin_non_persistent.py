@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
 import httpx
 import pulsar
 import pytest
+
+from tests.broker_real.brokerreal_support import subscribe_pattern
 
 RECEIVE_MS = 10_000
 NS = "public/default"
@@ -151,3 +155,40 @@ def test_seek_and_exclusive_producers(client: pulsar.Client, name: str) -> None:
         client.create_producer(topic)
     holder.close()
     client.create_producer(topic).close()
+
+
+def _receive_one_while_sending(producer: pulsar.Producer, consumer: pulsar.Consumer, bound_s: float = 30.0) -> bytes:
+    """Send until the consumer gets a message (a new topic reaches a pattern consumer only once
+    the client has discovered it; what is sent before is dropped, as on any non-persistent topic)."""
+    deadline = time.monotonic() + bound_s
+    while time.monotonic() < deadline:
+        producer.send(b"p")
+        try:
+            return consumer.receive(200).data()
+        except pulsar.Timeout:
+            continue
+    raise AssertionError("the pattern consumer got nothing")
+
+
+def test_pattern_subscription_over_non_persistent_topics(client: pulsar.Client, name: str) -> None:
+    first = client.create_producer(_topic(f"{name}-a"))
+    # the wrapper drops pattern_auto_discovery_period: the helper sets it (see its docstring)
+    pattern = subscribe_pattern(client, f"non-persistent://{NS}/{name}-.*", "pat", discovery_period_s=1,
+                                regex_subscription_mode=pulsar.RegexSubscriptionMode.NonPersistentOnly)
+    assert _receive_one_while_sending(first, pattern) == b"p"
+    later = client.create_producer(_topic(f"{name}-b"))  # created after subscribing: discovered
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        later.send(b"later")
+        try:
+            m = pattern.receive(200)
+        except pulsar.Timeout:
+            continue
+        if m.data() == b"later":
+            break
+    else:
+        raise AssertionError("the pattern consumer never got a message of the topic created later")
+    assert m.topic_name() == _topic(f"{name}-b")
+    pattern.close()
+    first.close()
+    later.close()
