@@ -556,6 +556,13 @@ _parts_opt = click.option("--partitions", "-p", type=int, required=True, help="N
 
 
 def _tp(topic: str) -> str:
+    try:
+        name = TopicName.parse(topic)
+    except InvalidTopicNameError:
+        name = None  # topic_path reports it
+    if name is not None and not name.persistent:
+        # non-persistent topics have their own REST root (stats, partitioned-stats, partitions)
+        return f"/admin/v2/non-persistent/{name.tenant}/{name.namespace}/{name.encoded_local_name}"
     return f"/admin/v2/persistent/{topic_path(topic)}"
 
 

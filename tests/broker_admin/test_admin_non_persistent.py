@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import httpx
 import pulsar
 import pytest
+from click.testing import CliRunner
 
+from magnetar.cli import main
+from tests.broker_admin.admin_harness import AdminBroker
 from tests.broker_real.brokerreal_support import subscribe_pattern
 
 RECEIVE_MS = 10_000
@@ -192,3 +196,13 @@ def test_pattern_subscription_over_non_persistent_topics(client: pulsar.Client, 
     pattern.close()
     first.close()
     later.close()
+
+
+def test_admin_cli_reads_non_persistent_stats(broker: AdminBroker, client: pulsar.Client, name: str) -> None:
+    topic = _topic(name)
+    producer = client.create_producer(topic)
+    producer.send(b"x")
+    result = CliRunner().invoke(main, ["admin", "--admin-url", broker.http, "--json", "topics", "stats", topic])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["msgInCounter"] == 1
+    producer.close()
