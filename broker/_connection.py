@@ -205,6 +205,12 @@ class ServerConnection:
         self._out_bytes += len(data)
         self._out_signal.fire()
 
+    @property
+    def outgoing_full(self) -> bool:
+        """Whether the outgoing queue is at its byte bound: a sender that must not wait (a
+        non-persistent topic's dispatcher) drops instead of queueing more."""
+        return self._out_bytes >= self.config.outgoing_queue_bytes
+
     async def send(self, data: bytes) -> None:
         """Queue frames, waiting while the outgoing queue is over its byte bound."""
         while not self.closed and self._out_bytes and self._out_bytes + len(data) > self.config.outgoing_queue_bytes:

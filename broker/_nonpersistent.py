@@ -12,8 +12,9 @@ Rules (Pulsar's non-persistent topics):
   owner of the key's hash slot (auto-split or sticky ranges).
 * Rule 3 (slow consumers): a message goes to the selected consumer only while it has permits
   (FLOW); otherwise it is dropped for it and counted (``msgDropRate`` in stats) instead of being
-  buffered. Shared first tries the other consumers with permits. Permits bound what is queued
-  for a consumer on its connection, so memory stays bounded whatever the publish rate.
+  buffered. Shared first tries the other consumers with permits. Permits, and the connection's
+  outgoing byte bound (a full queue counts as no permits), bound what is queued for a consumer,
+  so memory stays bounded whatever the publish rate.
 * Rule 4 (acks): acks, redelivery requests and negative acks are accepted and change nothing
   (there is nothing to deliver again); seek and GET_LAST_MESSAGE_ID are refused as in Pulsar.
 * Rule 5 (producers): access modes as on persistent topics (Shared, Exclusive refused with
@@ -188,7 +189,9 @@ class NonPersistentSubscription:
     # ------------------------------------------------------------------ dispatch (Rules 2, 3)
 
     def _has_permits(self, c: Consumer) -> bool:
-        return not c.closed and c.ready and c.permits > 0
+        # a connection that cannot keep up (its outgoing queue full) counts as out of permits,
+        # as Pulsar checks the channel's writability
+        return not c.closed and c.ready and c.permits > 0 and not getattr(c.connection, "outgoing_full", False)
 
     def _select(self, info: EntryInfo) -> Consumer | None:
         if self.sub_type in (SubType.EXCLUSIVE, SubType.FAILOVER):
