@@ -24,7 +24,7 @@ import httpx
 import pulsar
 
 sys.path.insert(0, str(Path(__file__).parent))
-from rate_limit_bench import start  # noqa: E402
+from rate_limit_bench import start
 
 
 def _rss_mib(pid: int) -> float:
