@@ -4,6 +4,8 @@
   `_service` Rule 7) and the partitions of its partitioned non-persistent topics.
 * ``GET {ns}/partitioned``; ``PUT|GET|DELETE {topic}/partitions``: partitioned non-persistent topics
   (their metadata is stored like a persistent one's; the partitions themselves hold nothing).
+* ``DELETE {topic}`` (``force=true`` also with clients attached) and ``PUT {topic}/unload``: drop
+  the loaded topic, closing its producers and consumers (they reconnect and create it anew).
 * ``GET {topic}/stats``: Pulsar's NonPersistentTopicStats of a loaded topic (404 when not loaded:
   nothing of it exists then); ``GET {topic}/partitioned-stats``: the totals over the loaded
   partitions (``perPartition=true`` adds each), with ``msgDropRate``.
@@ -110,14 +112,37 @@ def _loaded_partitions(request: Request, topic: TopicName, n: int) -> dict[int, 
     return out
 
 
+def _loaded(request: Request, topic: TopicName) -> NonPersistentTopic:
+    t = service_of(request).np_topics.get(str(topic))
+    if t is None or t.closed:
+        raise RestError(404, f"Topic {topic} not found")
+    return t
+
+
+@endpoint
+async def remove_topic(request: Request) -> Response:
+    s, topic = service_of(request), _topic_of(request)
+    await require_namespace(s, topic.namespace_name)
+    t = _loaded(request, topic)
+    if not t.idle and not query_bool(request, "force"):
+        raise RestError(412, "Topic has active producers/subscriptions")
+    await s.unload(t)
+    return no_content()
+
+
+@endpoint
+async def unload(request: Request) -> Response:
+    s, topic = service_of(request), _topic_of(request)
+    await require_namespace(s, topic.namespace_name)
+    await s.unload(_loaded(request, topic))
+    return no_content()
+
+
 @endpoint
 async def stats(request: Request) -> Response:
     s, topic = service_of(request), _topic_of(request)
     await require_namespace(s, topic.namespace_name)
-    t = s.np_topics.get(str(topic))
-    if t is None or t.closed:
-        raise RestError(404, f"Topic {topic} not found")
-    return json_response(t.stats())
+    return json_response(_loaded(request, topic).stats())
 
 
 @endpoint
@@ -159,6 +184,8 @@ def routes() -> list[Route]:
         Route(f"{tp}/partitions", create_partitioned, methods=["PUT"]),
         Route(f"{tp}/partitions", get_partitioned, methods=["GET"]),
         Route(f"{tp}/partitions", remove_partitioned, methods=["DELETE"]),
+        Route(tp, remove_topic, methods=["DELETE"]),
+        Route(f"{tp}/unload", unload, methods=["PUT"]),
         Route(f"{tp}/stats", stats, methods=["GET"]),
         Route(f"{tp}/partitioned-stats", partitioned_stats, methods=["GET"]),
         Route("/lookup/v2/topic/non-persistent/{tenant}/{namespace}/{topic}", lookup, methods=["GET"]),

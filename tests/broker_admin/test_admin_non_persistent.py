@@ -206,3 +206,20 @@ def test_admin_cli_reads_non_persistent_stats(broker: AdminBroker, client: pulsa
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["msgInCounter"] == 1
     producer.close()
+
+
+def test_delete_and_unload_close_the_clients_who_then_recreate_the_topic(client: pulsar.Client, http: httpx.Client,
+                                                                        name: str) -> None:
+    topic, path = _topic(name), f"/admin/v2/non-persistent/{NS}/{name}"
+    producer = client.create_producer(topic)
+    consumer = client.subscribe(topic, "sub")
+    assert http.delete(path).status_code == 412  # clients attached
+    assert http.put(f"{path}/unload").status_code == 204
+    # both reconnect by themselves and the topic works again (what is sent before the consumer is
+    # back is dropped, as on any non-persistent topic: hence sending until one arrives)
+    assert _receive_one_while_sending(producer, consumer) == b"p"
+    assert http.delete(path, params={"force": "true"}).status_code == 204
+    assert _receive_one_while_sending(producer, consumer) == b"p"
+    producer.close()
+    consumer.close()
+    assert http.delete(f"/admin/v2/non-persistent/{NS}/never-{name}").status_code == 404
