@@ -21,17 +21,21 @@ from typing import Any
 from metadata import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
 from protocols.pulsar import NamespaceName, TopicName
 
+from ._bundles import policies_bundles
+
 __all__ = ["NamespaceResources", "default_policies"]
 
 POLICIES_ROOT = "/admin/policies"
+DEFAULT_NUM_BUNDLES = 4
 PARTITIONED_ROOT = "/admin/partitioned-topics"
 
 
-def default_policies(cluster: str) -> dict[str, Any]:
-    """The Policies a namespace gets when created without any."""
+def default_policies(cluster: str, num_bundles: int = DEFAULT_NUM_BUNDLES) -> dict[str, Any]:
+    """The Policies a namespace gets when created without any: ``num_bundles`` equal bundles
+    (Pulsar's ``defaultNumberOfNamespaceBundles``, 4)."""
     return {
         "replication_clusters": [cluster],
-        "bundles": {"boundaries": ["0x00000000", "0xffffffff"], "numBundles": 1},
+        "bundles": policies_bundles(num_bundles),
         "deleted": False,
     }
 

@@ -11,7 +11,10 @@ Rules:
   with the ``autoTopicCreationOverride`` policy), else TopicNotFound.
 * Rule 3: partitions of a partitioned topic always exist; a partitioned topic is auto-created
   by PARTITIONED_METADATA when the auto-creation type is ``partitioned``.
-* Rule 4: this broker owns every topic (standalone): lookups answer Connect to itself.
+* Rule 4: standalone (``ownership`` None), this broker owns every topic: lookups answer Connect
+  to itself. In a multi-broker cluster (``ownership`` set, see `broker._ownership`) it serves only
+  the topics of the bundles it owns: others are refused with ServiceNotReady before any managed
+  ledger is opened, and retention never opens a managed ledger of a bundle it does not own.
 * Rule 6 (policy changes): a namespace's ``deduplicationEnabled`` applies to its loaded topics
   at once when changed through this broker's admin API (`apply_namespace_policies`), and within
   ``policy_recheck_interval_s`` when changed elsewhere (another broker, a direct metadata write), as in
@@ -133,6 +136,8 @@ class BrokerService:
             publish_time_of=publish_time_of, owns=self._retention_may_open, metrics=self.metrics.retention,
             system_cursors=frozenset({DEDUP_CURSOR}))
         self._quota_checked: dict[str, float] = {}
+        # multi-broker ownership (broker._ownership.Ownership); None in standalone (Rule 4)
+        self.ownership: Any = None
         self._listening = False  # a protocol port listens (set_port / set_tls_port)
         self._stopping = False
 
@@ -276,6 +281,8 @@ class BrokerService:
         event = self._loading[key] = trio.Event()
         try:
             await self.check_topic(topic, create=create, admin=admin)
+            if self.ownership is not None:
+                self.ownership.check_serves(topic)  # Rule 4: before the managed ledger opens
             if self._nursery is None:
                 raise ServiceNotReadyError("the broker service is not running")
             with trio.move_on_after(30):
@@ -310,6 +317,8 @@ class BrokerService:
     def _retention_may_open(self, ml_name: str) -> bool:
         topic = TopicName.from_managed_ledger_name(ml_name)
         key = str(topic)
+        if self.ownership is not None and not self.ownership.owns_topic(topic):
+            return False  # Rule 4: opening it would fence its owner's managed ledger
         return key not in self.topics and key not in self._loading
 
     def quota_action(self, topic: TopicName) -> QuotaDecision | None:
@@ -405,7 +414,11 @@ class BrokerService:
                     await self.unload(t)
 
     async def close(self) -> None:
-        """Unload every topic."""
+        """Unload every topic; in a cluster first every owned bundle (deregistered, topics closed,
+        ownership released: `broker._ownership` Rule 4)."""
+        if self.ownership is not None:
+            with trio.move_on_after(60):
+                await self.ownership.shutdown()
         for t in list(self.topics.values()):
             try:
                 await self.unload(t)
