@@ -501,49 +501,58 @@ class Ownership:
             urls["brokerServiceUrlTls"] = tls
         return urls
 
-    async def lookup(self, topic: TopicName, listener_name: str, authoritative: bool) -> LookupAnswer:
-        """Rule 2. Raises ServiceNotReady while this broker is starting or stopping, or when the
-        bundle's owner is this broker's previous session (it expires soon)."""
+    async def _resolve(self, topic: TopicName, authoritative: bool) -> dict[str, Any] | None:
+        """Rule 2: None when this broker serves ``topic`` (taking its bundle if it was unowned and
+        this broker is chosen), else the JSON (owner node or load report) of the broker to go to."""
         if self.closing or not self.registered:
             raise ServiceNotReadyError("the broker is not serving lookups (starting or stopping)")
         ns = topic.namespace_name
         if self._is_heartbeat(ns):
-            return LookupAnswer(False, self.service.lookup_urls(listener_name))
+            return None
         bundle = await self.bundle_of(topic)
         for _attempt in range(3):
             o = self.owned.get((str(ns), bundle.name))
             if o is not None:
                 if o.state is not BundleState.OWNED:
                     raise ServiceNotReadyError(f"bundle {ns}/{bundle} is being unloaded")
-                return LookupAnswer(False, self.service.lookup_urls(listener_name))
+                return None
             owner = await self.owner_of(ns, bundle)
             if owner is not None:
                 if owner.get("self") or owner.get("brokerId") == self.broker_id:
                     raise ServiceNotReadyError(f"bundle {ns}/{bundle} is held by this broker's previous "
                                                "session until it expires")
-                return LookupAnswer(True, self._urls_of(owner, listener_name))
+                return owner
             if authoritative:
                 bid, report = self.broker_id, None
             else:
                 bid, report = await self.pick_broker(ns, bundle)
             if bid == self.broker_id:
                 if await self.acquire(ns, bundle, "unowned bundle assigned on lookup (least loaded broker)"):
-                    return LookupAnswer(False, self.service.lookup_urls(listener_name))
+                    return None
                 continue  # another broker won the race: look again
             assert report is not None
             self._decide("redirected", ns, bundle, f"unowned; least loaded broker is {bid}")
-            return LookupAnswer(True, self._urls_of(report, listener_name))
+            return report
         raise ServiceNotReadyError(f"bundle {ns}/{bundle} is changing owner; retry")
 
-    async def http_owner_url(self, topic_or_ns: TopicName | NamespaceName,
-                             bundle: BundleRange | None = None) -> str | None:
-        """The admin URL of the broker owning the bundle (None: this broker, or unowned)."""
-        if isinstance(topic_or_ns, TopicName):
-            ns = topic_or_ns.namespace_name
-            bundle = await self.bundle_of(topic_or_ns)
-        else:
-            ns = topic_or_ns
-        assert bundle is not None
+    async def lookup(self, topic: TopicName, listener_name: str, authoritative: bool) -> LookupAnswer:
+        """Rule 2 for LOOKUP. Raises ServiceNotReady while this broker is starting or stopping, or
+        when the bundle's owner is this broker's previous session (it expires soon)."""
+        target = await self._resolve(topic, authoritative)
+        if target is None:
+            return LookupAnswer(False, self.service.lookup_urls(listener_name))
+        return LookupAnswer(True, self._urls_of(target, listener_name))
+
+    async def admin_target(self, topic: TopicName) -> str | None:
+        """The admin URL (``http[s]://host:port``) of the broker that serves ``topic``, None when
+        it is this one; an unowned bundle is assigned first, as a lookup does."""
+        target = await self._resolve(topic, False)
+        if target is None:
+            return None
+        return str(target.get("httpUrl") or target.get("httpUrlTls") or target.get("webServiceUrl") or "") or None
+
+    async def bundle_admin_target(self, ns: NamespaceName, bundle: BundleRange) -> str | None:
+        """The admin URL of the bundle's owner when another broker owns it, else None."""
         if (str(ns), bundle.name) in self.owned:
             return None
         owner = await self.owner_of(ns, bundle)

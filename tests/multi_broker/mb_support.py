@@ -102,7 +102,7 @@ class ReceiptLog:
         self.ok: list[bytes] = []
         self.failed: list[str] = []
 
-    def callback(self, payload: bytes):  # noqa: ANN201 - the client's callback type
+    def callback(self, payload: bytes):
         def done(res: pulsar.Result, _msg_id: object) -> None:
             with self.lock:
                 if res == pulsar.Result.Ok:

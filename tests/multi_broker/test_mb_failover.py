@@ -113,7 +113,7 @@ def test_sigterm_moves_the_topic_without_a_failed_send(zookeeper: ZooKeeperServe
 def test_sigkill_bundle_reassigned_after_session_expiry(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
     url, cluster = _setup(zookeeper, tmp_path, "kill")
     try:
-        a, b = cluster.brokers
+        a, _b = cluster.brokers
         ns = new_namespace(a.admin_url, "kill")
         # topics on both brokers; the client looks up through a broker that survives
         topics = [f"persistent://{ns}/k{i}" for i in range(8)]
