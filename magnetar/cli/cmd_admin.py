@@ -52,7 +52,9 @@ class _Api:
                 params: dict[str, Any] | None = None) -> httpx.Response:
         """The response of a successful request (a failure raises `click.ClickException` with the reason)."""
         try:
-            with httpx.Client(base_url=self.url, timeout=30, verify=self.verify, headers=self.headers) as c:
+            # follow_redirects: in a cluster, topic and bundle operations are answered 307 by the owner
+            with httpx.Client(base_url=self.url, timeout=30, verify=self.verify, headers=self.headers,
+                              follow_redirects=True) as c:
                 kwargs: dict[str, Any] = {"params": params}
                 if body is not None:
                     kwargs["json"] = body
@@ -861,3 +863,7 @@ def topics_revoke_permission(api: _Api, topic: str, role: str) -> None:
     """Revoke a role's actions on a topic."""
     api.do("DELETE", f"{_tp(topic)}/permissions/{quote(role, safe='')}",
            f"revoked the permissions of {role} on {topic}")
+
+
+# the cluster commands (brokers list, namespaces bundles/split-bundle/unload) register themselves
+from magnetar.cli import _cluster_admin as _cluster_admin  # noqa: E402

@@ -4,14 +4,17 @@ operations on the wrong broker are redirected (307) to the owner."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from pathlib import Path
 
 import httpx
 import pulsar
 import pytest
+from click.testing import CliRunner
 
 from broker._bundles import bundle_hash, parse_bundle
+from magnetar.cli import main
 from tests.broker_real.brokerreal_support import drain, new_namespace, rest, wait_for
 from tests.support.zookeeper import ZooKeeperServer
 
@@ -73,11 +76,19 @@ def test_admin_unload_and_split_under_load(zookeeper: ZooKeeperServer, tmp_path:
         rest("PUT", owner.admin_url, f"/admin/v2/namespaces/{ns}/{bundle}/split")
         assert rest("GET", a.admin_url, f"/admin/v2/namespaces/{ns}/bundles").json()["numBundles"] == 5
         produce_until(producer, log, "three", log.count() + 100)
-        half, _ = _bundle_of(url, ns, topic)
-        assert parse_bundle(half).upper - parse_bundle(half).lower == 0x20000000
+        half = parse_bundle(_bundle_of(url, ns, topic)[0])
+        parent = parse_bundle(bundle)
+        assert parent.lower <= half.lower < half.upper <= parent.upper and half != parent
 
-        # a namespace unload through either broker unloads every bundle
-        rest("PUT", other.admin_url, f"/admin/v2/namespaces/{ns}/unload")
+        # the CLI: brokers, bundles, and a namespace unload through either broker (every bundle)
+        def cli(*args: str) -> object:
+            res = CliRunner().invoke(main, ["admin", "--admin-url", other.admin_url, *args, "--json"])
+            assert res.exit_code == 0, res.output
+            return json.loads(res.output)
+
+        assert sorted(cli("brokers", "list")) == sorted(ids)  # type: ignore[arg-type]
+        assert cli("namespaces", "bundles", ns)["numBundles"] == 5  # type: ignore[index]
+        cli("namespaces", "unload", ns)
         produce_until(producer, log, "four", log.count() + 100)
         producer.flush()
         assert not log.failed, log.failed[:5]
