@@ -85,13 +85,16 @@ def _parse_hex(value: object) -> int:
 
 
 def boundaries_of(policies: Mapping[str, Any] | None) -> list[int]:
-    """The boundaries stored in a namespace's Policies (one bundle when none are stored).
+    """The boundaries stored in a namespace's Policies (``numBundles`` equal ones when only that
+    is stored, one bundle when nothing is).
 
     Raises `ValueError` for boundaries that are not strictly increasing from 0 to 0xffffffff."""
     bundles = (policies or {}).get("bundles") or {}
     raw = bundles.get("boundaries") if isinstance(bundles, Mapping) else None
     if not raw:
-        return [0, FULL_UPPER]
+        # pulsar-admin's ``namespaces create --bundles N`` sends only ``numBundles``
+        n = bundles.get("numBundles") if isinstance(bundles, Mapping) else None
+        return default_boundaries(n) if isinstance(n, int) and not isinstance(n, bool) else [0, FULL_UPPER]
     b = [_parse_hex(x) for x in raw]
     if len(b) < 2 or b[0] != 0 or b[-1] != FULL_UPPER or any(x >= y for x, y in itertools.pairwise(b)):
         raise ValueError(f"bundle boundaries must rise strictly from 0x00000000 to 0xffffffff: {raw}")

@@ -119,6 +119,10 @@ class BrokerConfig(RetentionConfig):
         help="Type of auto-created topics: non-partitioned or partitioned.")
     default_num_partitions: int = config_field(
         1, alias="defaultNumPartitions", help="Partitions of an auto-created partitioned topic.")
+    default_number_of_namespace_bundles: int = config_field(
+        4, alias="defaultNumberOfNamespaceBundles",
+        help="Bundles (hash ranges) a new namespace is split into; in a cluster each bundle is owned "
+             "by one broker at a time.")
     max_message_size: int = config_field(
         5 * 1024 * 1024, alias="maxMessageSize",
         help="Largest message (metadata + payload) accepted; advertised in CONNECTED.")
@@ -327,6 +331,9 @@ class BrokerConfig(RetentionConfig):
             raise ConfigError("default_namespace", "must look like '<default_tenant>/<namespace>'")
         require_positive(self, "backlog_quota_hold_timeout_s")
         require_positive(self, "admin_max_stored_value_bytes")
+        if not 1 <= self.default_number_of_namespace_bundles <= 1024:
+            raise ConfigError("default_number_of_namespace_bundles",
+                              f"must be between 1 and 1024, got {self.default_number_of_namespace_bundles}")
         if 0 < self.max_num_partitions_per_partitioned_topic < self.default_num_partitions:
             raise ConfigError("default_num_partitions",
                               f"must not exceed max_num_partitions_per_partitioned_topic "

@@ -47,9 +47,10 @@ class NamespaceResources:
     ``NoNodeError`` for a missing parent) unless they say otherwise.
     """
 
-    def __init__(self, store: MetadataStore, cluster: str) -> None:
+    def __init__(self, store: MetadataStore, cluster: str, num_bundles: int = DEFAULT_NUM_BUNDLES) -> None:
         self.store = store
         self.cluster = cluster
+        self.num_bundles = num_bundles  # bundles of a namespace created without policies
 
     # ------------------------------------------------------------------ tenants and namespaces
 
@@ -74,7 +75,7 @@ class NamespaceResources:
         """Create a namespace of an existing tenant; ``NoNodeError`` if the tenant is missing."""
         if not await self.tenant_exists(ns.tenant):
             raise NoNodeError(f"{POLICIES_ROOT}/{ns.tenant}")
-        value = policies if policies is not None else default_policies(self.cluster)
+        value = policies if policies is not None else default_policies(self.cluster, self.num_bundles)
         await self.store.create(f"{POLICIES_ROOT}/{ns}", json.dumps(value).encode())
 
     async def ensure_namespace(self, ns: NamespaceName) -> None:

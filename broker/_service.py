@@ -105,7 +105,8 @@ class BrokerService:
         self.config = config or BrokerConfig()
         self.clock = clock
         self.auth = AuthenticationService(self.config)  # raises ConfigError for bad auth keys
-        self.namespaces = NamespaceResources(store, self.config.cluster_name)
+        self.namespaces = NamespaceResources(store, self.config.cluster_name,
+                                             self.config.default_number_of_namespace_bundles)
         self.schemas = SchemaRegistry(store)
         self.authz = AuthorizationService(self.config, self.namespaces)  # superusers, admins, permissions
         self.topics: dict[str, Topic] = {}

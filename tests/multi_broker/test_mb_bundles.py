@@ -63,6 +63,7 @@ def test_split_halves_a_bundle_and_keeps_others() -> None:
 
 def test_policies_without_or_with_bad_bundles() -> None:
     assert boundaries_of({}) == [0, FULL_UPPER]
+    assert boundaries_of({"bundles": {"numBundles": 2}}) == [0, 0x80000000, FULL_UPPER]
     with pytest.raises(ValueError):
         boundaries_of({"bundles": {"boundaries": ["0x00000010", "0xffffffff"]}})
     with pytest.raises(ValueError):
