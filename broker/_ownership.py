@@ -21,8 +21,8 @@ Rules (states of a bundle on this broker: absent -> OWNED -> UNLOADING -> absent
   official client answers by looking the topic up again.
 * Rule 2 (lookup): Connect when this broker owns the bundle; Redirect (authoritative) to the
   owner when another broker does; an unowned bundle is assigned to the least loaded registered
-  broker (fewest bundles, then topics; ties broken by rendezvous hash so a namespace's bundles
-  spread): Connect after taking it when that is this broker, else Redirect with
+  broker (fewest loaded topics, then bundles; ties broken by rendezvous hash so a namespace's
+  bundles spread): Connect after taking it when that is this broker, else Redirect with
   ``authoritative`` set, and the broker receiving an authoritative lookup for an unowned bundle
   takes it (Pulsar's lookup protocol).
 * Rule 3 (unload): OWNED -> UNLOADING refuses new clients of the bundle, closes its loaded topics
@@ -34,6 +34,10 @@ Rules (states of a bundle on this broker: absent -> OWNED -> UNLOADING -> absent
   another broker may own the bundles already: every owned bundle is dropped at once and its
   topics closed (their managed ledgers are fenced by the new owner anyway: a paused old owner
   cannot write), then the broker registers again.
+* Rule 7 (load manager): the leader (holder of the leader node) reads every load report each
+  ``loadBalancerSheddingIntervalMinutes`` and carries out `broker._load_manager`'s decisions
+  through the owners' admin API: unload bundles of brokers loaded above the average plus the
+  threshold, split hot bundles. Every decision is logged and kept with its reason.
 * Rule 6 (split): the owner splits a bundle in halves by taking both halves' nodes, writing the
   new boundaries (compare-and-set on the namespace's Policies) and deleting the parent's node;
   its topics stay loaded. An unowned bundle is split by writing the boundaries only.
@@ -61,8 +65,9 @@ from metadata import (
 )
 from protocols.pulsar import NamespaceName, TopicName
 
-from ._bundles import BundleRange, boundaries_of, bundle_for, bundle_hash, bundles_of, split_boundaries
+from ._bundles import BundleRange, boundaries_of, bundle_for, bundle_hash, bundles_of, parse_bundle, split_boundaries
 from ._errors import NamespaceNotFoundError, ServiceNotReadyError
+from ._load_manager import Decision, ShedPolicy, SplitPolicy, plan_shedding, plan_splits, smoothed_load
 
 if TYPE_CHECKING:
     from ._service import BrokerService
@@ -161,6 +166,10 @@ class Ownership:
         topics = [t for t in s.topics.values() if not t.closed]
         rate_in = rate_out = thr_in = thr_out = 0.0
         producers = consumers = 0
+        bundle_stats: dict[str, dict[str, float]] = {
+            f"{o.ns}/{o.bundle.name}": {"topics": 0, "producers": 0, "consumers": 0, "msgRateIn": 0.0,
+                                        "msgRateOut": 0.0, "msgThroughputIn": 0.0, "msgThroughputOut": 0.0}
+            for o in self.owned.values()}
         for t in topics:
             st = getattr(t, "stats_state", None)
             # the rates the topic's stats last computed: (messages/s, bytes/s)
@@ -168,8 +177,20 @@ class Ownership:
             r_out = (*tuple(getattr(getattr(st, "out_rates", None), "rates", ()) or ()), 0.0, 0.0)
             rate_in, thr_in = rate_in + float(r_in[0]), thr_in + float(r_in[1])
             rate_out, thr_out = rate_out + float(r_out[0]), thr_out + float(r_out[1])
-            producers += len(t.producers)
-            consumers += sum(len(getattr(sub, "consumers", ()) or ()) for sub in t.subscriptions.values())
+            n_prod = len(t.producers)
+            n_cons = sum(len(getattr(sub, "consumers", ()) or ()) for sub in t.subscriptions.values())
+            producers += n_prod
+            consumers += n_cons
+            key = self._bundle_key_of(t.name)
+            if key is not None:
+                b = bundle_stats[key]
+                b["topics"] += 1
+                b["producers"] += n_prod
+                b["consumers"] += n_cons
+                b["msgRateIn"] += float(r_in[0])
+                b["msgThroughputIn"] += float(r_in[1])
+                b["msgRateOut"] += float(r_out[0])
+                b["msgThroughputOut"] += float(r_out[1])
         return {
             **self.owner_info(),
             "pulsarServiceUrl": s.service_url, "webServiceUrl": s.web_service_url,
@@ -177,9 +198,17 @@ class Ownership:
             "numProducers": producers, "numConsumers": consumers, "connections": len(s.connections),
             "msgRateIn": rate_in, "msgRateOut": rate_out, "msgThroughputIn": thr_in, "msgThroughputOut": thr_out,
             "cpu": {"usage": self._cpu_percent, "limit": 100.0}, "memory": {"usage": _rss_mb()},
-            "bundles": sorted(f"{o.ns}/{o.bundle.name}" for o in self.owned.values()),
+            "bundles": sorted(bundle_stats), "bundleStats": bundle_stats,
             "leader": self.is_leader,
         }
+
+    def _bundle_key_of(self, topic: TopicName) -> str | None:
+        h = bundle_hash(str(topic))
+        ns = str(topic.namespace_name)
+        for (n, _name), o in self.owned.items():
+            if n == ns and o.bundle.contains(h):
+                return f"{n}/{o.bundle.name}"
+        return None
 
     def _path(self) -> str:
         return f"{BROKERS_ROOT}/{self.broker_id}"
@@ -195,6 +224,7 @@ class Ownership:
             nursery.start_soon(self._report_loop)
             nursery.start_soon(self._leader_loop)
             nursery.start_soon(self._session_loop)
+            nursery.start_soon(self._load_manager_loop)
             task_status.started()
             await trio.sleep_forever()
 
@@ -254,6 +284,73 @@ class Ownership:
                 except MetadataError as exc:
                     log.debug("leader election: %s", exc)
             await trio.sleep(1.0)
+
+    async def _load_manager_loop(self) -> None:
+        """Rule 7: while this broker is the leader, shed load and split hot bundles."""
+        cfg = self.service.config
+        interval = cfg.load_balancer_shedding_interval_minutes * 60.0
+        loads: dict[str, float] = {}
+        moved: dict[str, float] = {}  # bundle -> when the leader moved it (bounded by the pruning below)
+        while True:
+            await trio.sleep(interval)
+            if not (self.is_leader and cfg.load_balancer_enabled) or self.closing:
+                loads.clear()
+                continue
+            try:
+                reports = await self.brokers()
+                loads = {b: smoothed_load(loads.get(b), float((r.get("cpu") or {}).get("usage", 0.0)),
+                                          cfg.load_balancer_history_resource_percentage)
+                         for b, r in reports.items()}
+                now = time.monotonic()
+                moved = {k: t for k, t in moved.items() if now - t < 5 * interval}
+                decisions: list[Decision] = []
+                if cfg.load_balancer_shedding_enabled:
+                    decisions += plan_shedding(loads, reports, ShedPolicy(
+                        cfg.load_balancer_broker_threshold_shedder_percentage,
+                        cfg.load_balancer_history_resource_percentage), set(moved))
+                if cfg.load_balancer_auto_bundle_split_enabled:
+                    counts = await self._bundle_counts(reports)
+                    decisions += plan_splits(reports, counts, SplitPolicy(
+                        cfg.load_balancer_namespace_bundle_max_topics, cfg.load_balancer_namespace_bundle_max_sessions,
+                        cfg.load_balancer_namespace_bundle_max_msg_rate, cfg.load_balancer_namespace_maximum_bundles))
+                for d in decisions:
+                    await self._carry_out(d, reports)
+                    moved[d.bundle] = now
+            except Exception as exc:  # a failed round is retried at the next interval
+                log.warning("load manager round failed: %s", exc)
+
+    async def _bundle_counts(self, reports: dict[str, dict[str, Any]]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in reports.values():
+            for key in (r.get("bundleStats") or {}):
+                ns = key.rsplit("/", 1)[0]
+                if ns not in out:
+                    try:
+                        out[ns] = len(await self.namespace_boundaries(NamespaceName.parse(ns))) - 1
+                    except Exception:
+                        out[ns] = 1 << 30  # unknown: never split
+        return out
+
+    async def _carry_out(self, d: Decision, reports: dict[str, dict[str, Any]]) -> None:
+        ns_name, bundle_name = d.bundle.rsplit("/", 1)
+        ns, bundle = NamespaceName.parse(ns_name), parse_bundle(bundle_name)
+        action = "shed" if d.action == "unload" else "auto-split"
+        self._decide(action, ns, bundle, f"leader decision for {d.broker}: {d.reason}")
+        if d.broker == self.broker_id:
+            if d.action == "unload":
+                await self.unload(ns, bundle, reason=f"load shedding: {d.reason}")
+            else:
+                await self.split(ns, bundle)
+            return
+        base = str((reports.get(d.broker) or {}).get("httpUrl") or "")
+        if not base:
+            return
+        import httpx  # only the leader's rounds need an HTTP client
+
+        async with httpx.AsyncClient(timeout=60, follow_redirects=True) as client:
+            r = await client.put(f"{base.rstrip('/')}/admin/v2/namespaces/{ns}/{bundle.name}/{d.action}")
+        if r.status_code >= 300:
+            log.warning("leader's %s of %s on %s failed: %s %s", d.action, d.bundle, d.broker, r.status_code, r.text)
 
     async def _session_loop(self) -> None:
         async with self.store.watch_session() as states:
@@ -475,9 +572,11 @@ class Ownership:
         key = f"{ns}/{bundle.name}"
 
         def score(item: tuple[str, dict[str, Any]]) -> tuple[int, int, int]:
+            # loaded topics first (bundles whose topics went idle cost nothing), then bundles held;
+            # bundles assigned since the broker's last report count as one topic each
             bid, r = item
             pending = self._assigned_since_report.get(f"{bid}@{r.get('timestamp')}", 0)
-            return (int(r.get("numBundles", 0)) + pending, int(r.get("numTopics", 0)),
+            return (int(r.get("numTopics", 0)) + pending, int(r.get("numBundles", 0)) + pending,
                     zlib.crc32(f"{key}|{bid}".encode()))
 
         bid, report = min(reports.items(), key=score)
