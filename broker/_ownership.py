@@ -454,6 +454,13 @@ class Ownership:
         self._report_changed.set()
         return True
 
+    def _in_bundle(self, o: _Owned, topic_key: str) -> bool:
+        try:
+            name = TopicName.parse(topic_key)
+        except ValueError:
+            return False
+        return name.namespace_name == o.ns and o.bundle.contains(bundle_hash(topic_key))
+
     async def _close_topics(self, o: _Owned) -> None:
         ns = str(o.ns)
         for t in list(self.service.topics.values()):
@@ -471,6 +478,13 @@ class Ownership:
             return False
         o.state = BundleState.UNLOADING
         try:
+            await self._close_topics(o)
+            # a topic that passed the ownership check before UNLOADING may still be opening: it
+            # notices the bundle went (`BrokerService.get_topic` checks again) and closes; wait
+            # for such loads to end (bounded) so its ledger is closed before the node goes
+            with trio.move_on_after(30):
+                while any(self._in_bundle(o, key) for key in self.service.loading()):  # noqa: ASYNC110
+                    await trio.sleep(0.05)
             await self._close_topics(o)
         finally:
             try:

@@ -296,6 +296,10 @@ class BrokerService:
                 ml = await self.factory.open(topic.managed_ledger_name)
             except ManagedLedgerError as exc:
                 raise ServiceNotReadyError(f"could not open topic {topic}: {exc}") from exc
+            if self.ownership is not None and not self.ownership.owns_topic(topic):
+                # the bundle was unloaded (or its session lost) while the ledger opened: give it back
+                await ml.close()
+                self.ownership.check_serves(topic)
             dedup = None
             if await self.dedup_enabled(topic.namespace_name):
                 dedup = Deduplication(self.store, topic.managed_ledger_name,
@@ -312,6 +316,10 @@ class BrokerService:
         finally:
             del self._loading[key]
             event.set()
+
+    def loading(self) -> list[str]:
+        """Names of the topics being loaded right now (their managed ledgers opening)."""
+        return list(self._loading)
 
     # ------------------------------------------------------------------ retention hooks
 
