@@ -171,10 +171,10 @@ class Ownership:
                                         "msgRateOut": 0.0, "msgThroughputIn": 0.0, "msgThroughputOut": 0.0}
             for o in self.owned.values()}
         for t in topics:
-            st = getattr(t, "stats_state", None)
-            # the rates the topic's stats last computed: (messages/s, bytes/s)
-            r_in = (*tuple(getattr(getattr(st, "in_rates", None), "rates", ()) or ()), 0.0, 0.0)
-            r_out = (*tuple(getattr(getattr(st, "out_rates", None), "rates", ()) or ()), 0.0, 0.0)
+            # refresh the topic's rate meters (as its stats and /metrics do): (messages/s, bytes/s)
+            st = t.stats_state
+            r_in = (*st.in_rates.update(t.msg_in_counter, t.bytes_in_counter), 0.0, 0.0)
+            r_out = (*st.out_rates.update(*st.out_totals(t)), 0.0, 0.0)
             rate_in, thr_in = rate_in + float(r_in[0]), thr_in + float(r_in[1])
             rate_out, thr_out = rate_out + float(r_out[0]), thr_out + float(r_out[1])
             n_prod = len(t.producers)
