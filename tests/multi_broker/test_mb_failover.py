@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pulsar
 import pytest
+import trio
 
 from tests.broker_real.brokerreal_cluster import BrokerProcess
 from tests.broker_real.brokerreal_support import drain, new_namespace, wait_for
@@ -110,8 +111,39 @@ def test_sigterm_moves_the_topic_without_a_failed_send(zookeeper: ZooKeeperServe
         cluster.close()
 
 
+def _cursor_version(url: str, topic: str, cursor: str) -> int:
+    """The version of the cursor's node in the store (-1 while it does not exist): +1 per persist."""
+    from broker import TopicName
+    from metadata import open_metadata_store
+
+    async def read() -> int:
+        async with open_metadata_store(url) as store:
+            stat = await store.exists(f"/managed-ledgers/{TopicName.parse(topic).managed_ledger_name}/{cursor}")
+            return -1 if stat is None else stat.version
+
+    return trio.run(read)
+
+
+def _wait_cursor_settled(url: str, topic: str, cursor: str, quiet_s: float = 2.5, timeout: float = 60.0) -> None:
+    """Block until the cursor was persisted at least once and then not again for ``quiet_s``
+    (more than two persist intervals): every acknowledgement sent before is stored."""
+    last, since = None, time.monotonic()
+    deadline = since + timeout
+    while time.monotonic() < deadline:
+        v = _cursor_version(url, topic, cursor)
+        if v != last:
+            last, since = v, time.monotonic()
+        elif v >= 1 and time.monotonic() - since >= quiet_s:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"cursor {cursor} of {topic} did not settle (version {last})")
+
+
 def test_sigkill_bundle_reassigned_after_session_expiry(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
-    url, cluster = _setup(zookeeper, tmp_path, "kill")
+    # cursors persist every second (Pulsar's default is 60 s), so the test can wait for a persist
+    url = zookeeper.url(f"/mb-kill-{uuid.uuid4().hex[:8]}", session_timeout_ms=SESSION_MS)
+    cluster = MultiBrokerCluster(tmp_path, url, 2, "--set",
+                                 "managed_ledger.managedLedgerCursorPositionFlushSeconds=1").start()
     try:
         a, _b = cluster.brokers
         ns = new_namespace(a.admin_url, "kill")
@@ -130,6 +162,9 @@ def test_sigkill_bundle_reassigned_after_session_expiry(zookeeper: ZooKeeperServ
         produce_until(producer, log, "before", 300)
         first = [m.data() for m in drain(consumer)]
         assert set(log.ok) <= set(first)
+        # the acknowledgements reach the broker within 100 ms and a changed cursor is persisted
+        # within the 1 s interval: wait until it was persisted and then stays unchanged
+        _wait_cursor_settled(url, topics[0], "sub")
         victim.kill()
         killed_at = time.monotonic()
         more = ReceiptLog()
@@ -148,6 +183,8 @@ def test_sigkill_bundle_reassigned_after_session_expiry(zookeeper: ZooKeeperServ
         after = [m.data() for m in drain(consumer, wait_ms=3000)]
         missing = set(more.ok) - set(after)
         assert not missing, f"{len(missing)} receipted messages lost, e.g. {sorted(missing)[:5]}"
+        # the subscription resumed from its persisted cursor: nothing acknowledged came back
+        assert not set(after) & set(first), sorted(set(after) & set(first))[:5]
         client.close()
     finally:
         cluster.close()
