@@ -40,6 +40,11 @@ def test_admin_unload_and_split_under_load(zookeeper: ZooKeeperServer, tmp_path:
                  30, "a leader")
         leader = rest("GET", b.admin_url, "/admin/v2/brokers/leaderBroker").json()
         assert leader["brokerId"] in ids
+        # each broker serves its own heartbeat namespace, whoever owns what
+        for x in (a, b):
+            assert rest("GET", x.admin_url, "/admin/v2/brokers/health").text == "ok"
+        report = rest("GET", a.admin_url, "/admin/v2/broker-stats/load-report").json()
+        assert {"numBundles", "numTopics", "msgRateIn", "cpu", "memory", "bundleStats"} <= set(report)
         ns = new_namespace(a.admin_url, "adm")
         assert rest("GET", a.admin_url, f"/admin/v2/namespaces/{ns}/bundles").json()["numBundles"] == 4
 
