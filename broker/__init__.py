@@ -10,6 +10,8 @@ from protocols.pulsar import NamespaceName as NamespaceName
 from protocols.pulsar import TopicName as TopicName
 
 from ._bundles import BundleRange as BundleRange
+from ._clusters import ClusterResources as ClusterResources
+from ._clusters import cluster_data as cluster_data
 from ._config import MESSAGE_SIZE_FRAME_PADDING as MESSAGE_SIZE_FRAME_PADDING
 from ._config import BrokerConfig as BrokerConfig
 from ._errors import BrokerServiceError as BrokerServiceError
@@ -38,7 +40,8 @@ from ._server import serve_broker as serve_broker
 from ._service import BrokerService as BrokerService
 
 __all__ = [
-    "MESSAGE_SIZE_FRAME_PADDING", "AutoSplitRanges", "BrokerConfig", "BrokerService", "BrokerServiceError",
+    "MESSAGE_SIZE_FRAME_PADDING", "AutoSplitRanges", "BrokerConfig", "ClusterResources", "cluster_data",
+    "BrokerService", "BrokerServiceError",
     "ConsumerBusyError",
     "ConsumerKey", "IncompatibleSchemaError", "InvalidTopicNameError", "NamespaceName",
     "NamespaceNotFoundError", "NamespaceResources", "NotAllowedError", "ProducerBusyError",

@@ -219,6 +219,17 @@ class BrokerConfig(RetentionConfig):
     backlog_quota_hold_timeout_s: float = config_field(
         30.0, help="producer_request_hold: how long a SEND waits for the backlog to shrink before the "
                    "broker answers SEND_ERROR (the client reconnects and resends).")
+    # /metrics detail, as Pulsar's keys: topic level (with per-subscription series) by default
+    expose_topic_level_metrics_in_prometheus: bool = config_field(
+        True, alias="exposeTopicLevelMetricsInPrometheus",
+        help="Label /metrics series per topic and export per-subscription series; false = one series per "
+             "namespace (sums over its topics), for brokers with many topics.")
+    expose_consumer_level_metrics_in_prometheus: bool = config_field(
+        False, alias="exposeConsumerLevelMetricsInPrometheus",
+        help="Also export pulsar_consumer_* series per consumer (with topic-level metrics only).")
+    expose_producer_level_metrics_in_prometheus: bool = config_field(
+        False, alias="exposeProducerLevelMetricsInPrometheus",
+        help="Also export pulsar_producer_* series per producer (with topic-level metrics only).")
 
     # TLS (Pulsar's keys). Off unless a TLS port is set; then the certificate and key are required.
     broker_service_port_tls: int | None = config_field(

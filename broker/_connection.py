@@ -120,6 +120,7 @@ class ServerConnection:
         (the last step), so a caller that counts connections sees a slot free only once it is.
         """
         self.service.connections.add(self)
+        self.service.metrics.connection_opened()
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
@@ -140,6 +141,7 @@ class ServerConnection:
                     await trio.aclose_forcefully(self.stream)
             finally:
                 self.service.connections.discard(self)
+                self.service.metrics.connection_closed()
             log.info("connection %s closed: %s", self.remote, self.close_reason or "closed")
 
     def close(self, reason: str) -> None:

@@ -12,11 +12,12 @@ from protocols.pulsar import pulsar_api_pb2 as pb
 from ._consumer import Consumer
 from ._dispatcher import SubType
 from ._entries import UINT64_MAX, entry_info
-from ._errors import BrokerServiceError, NotAllowedError
+from ._errors import BrokerServiceError, IncompatibleSchemaError, NotAllowedError
 from ._handlers_lookup import schema_from_proto
 
 if TYPE_CHECKING:
     from ._connection import ServerConnection
+    from ._topic import Topic
 
 __all__ = ["handle_subscribe", "handle_flow", "handle_ack", "handle_redeliver", "handle_seek",
            "handle_unsubscribe", "handle_close_consumer", "handle_get_last_message_id", "handle_consumer_stats",
@@ -48,15 +49,23 @@ def _consumer(conn: ServerConnection, consumer_id: int) -> Consumer:
     return consumer
 
 
-async def _check_schema(conn: ServerConnection, topic: TopicName, schema: pb.Schema) -> None:
+async def _check_schema(conn: ServerConnection, topic: Topic, schema: pb.Schema) -> None:
+    # Runs before the subscription is touched: a refused schema leaves no cursor and no consumer
+    # behind (an Exclusive subscription stays free for the next, correct consumer).
     if schema.type == 0 and not schema.schema_data:
         return
     info = schema_from_proto(schema)
-    strategy, _allow = await conn.service.schema_strategy(topic.namespace_name)
-    if not await conn.service.schemas.versions(topic):
-        await conn.service.schemas.get_or_create(topic, info, strategy)
-    else:
-        await conn.service.schemas.check(topic, info, strategy)
+    name = topic.name
+    strategy, _allow = await conn.service.schema_strategy(name.namespace_name)
+    if await conn.service.schemas.versions(name):
+        await conn.service.schemas.check(name, info, strategy, consumer=True)
+    elif topic.idle and topic.ml.total_size == 0:
+        # as Pulsar: the first user of an idle, empty topic without a schema registers its own
+        await conn.service.schemas.get_or_create(name, info, strategy)
+    elif strategy != "ALWAYS_COMPATIBLE":
+        # as Pulsar: data or clients without a schema are there, nothing says the consumer can read them
+        raise IncompatibleSchemaError(f"topic {name} has no schema to check the consumer's against (it has "
+                                      f"producers, consumers or data without one)")
 
 
 async def handle_subscribe(conn: ServerConnection, frame: Frame) -> None:
@@ -71,7 +80,7 @@ async def handle_subscribe(conn: ServerConnection, frame: Frame) -> None:
     name = TopicName.parse(req.topic)
     topic = await conn.service.get_topic(name, create=req.force_topic_creation)
     if req.HasField("schema"):
-        await _check_schema(conn, name, req.schema)
+        await _check_schema(conn, topic, req.schema)
     initial = (InitialPosition.EARLIEST if req.initialPosition == pb.CommandSubscribe.Earliest
                else InitialPosition.LATEST)
     start = start_of(req.start_message_id) if (not req.durable and req.HasField("start_message_id")) else None

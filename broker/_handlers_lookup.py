@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
     from ._connection import ServerConnection
 
-__all__ = ["handle_partitioned_metadata", "handle_lookup", "handle_topics_of_namespace",
+__all__ = ["handle_partitioned_metadata", "handle_lookup", "handle_topics_of_namespace", "filter_topics",
            "handle_get_schema", "handle_get_or_create_schema", "schema_from_proto", "schema_to_proto"]
 
 
@@ -56,22 +56,36 @@ async def handle_lookup(conn: ServerConnection, frame: Frame) -> None:
         authoritative=True, proxy_through_service_url=False, **urls))
 
 
+_SCHEME = re.compile(r"^[a-z-]+://")
+
+
+def filter_topics(topics: list[str], pattern: str) -> list[str] | None:
+    """The topics whose partitioned-topic name matches ``pattern`` in full, both compared without
+    their ``persistent://`` / ``non-persistent://`` scheme (as Pulsar's broker filters, so that a
+    pattern written with or without the scheme selects the same topics); None when ``pattern`` is
+    not a valid regular expression (the client then filters the whole list itself)."""
+    shortened = _SCHEME.sub("", pattern.lstrip("^"))
+    try:
+        compiled = re.compile(shortened)
+    except re.error:
+        return None
+    return [t for t in topics if compiled.fullmatch(_SCHEME.sub("", str(TopicName.parse(t).partitioned_topic)))]
+
+
 async def handle_topics_of_namespace(conn: ServerConnection, frame: Frame) -> None:
-    """GET_TOPICS_OF_NAMESPACE: persistent topics (NON_PERSISTENT mode gets none), filtered by pattern."""
+    """GET_TOPICS_OF_NAMESPACE: persistent topics (NON_PERSISTENT mode gets none), filtered by the
+    pattern when one is given (`filter_topics`). Pattern consumers send it every discovery period:
+    the answer lists the topics that exist now (created since, deleted ones gone), read from the
+    store each time so that changes made through another broker count too."""
     req = frame.command.getTopicsOfNamespace
     ns = NamespaceName.parse(req.namespace)
     topics = [] if req.mode == pb.CommandGetTopicsOfNamespace.NON_PERSISTENT else \
         await conn.service.topics_of_namespace(ns)
     filtered = False
     if req.HasField("topics_pattern") and req.topics_pattern:
-        try:
-            pattern = re.compile(req.topics_pattern)
-        except re.error:
-            pattern = None
-        if pattern is not None:
-            topics = [t for t in topics if pattern.fullmatch(str(TopicName.parse(t).partitioned_topic))
-                      or pattern.fullmatch(t)]
-            filtered = True
+        matching = filter_topics(topics, req.topics_pattern)
+        if matching is not None:
+            topics, filtered = matching, True
     conn.send_command(make_command("GET_TOPICS_OF_NAMESPACE_RESPONSE", request_id=req.request_id,
                                    topics=topics, filtered=filtered, changed=True))
 

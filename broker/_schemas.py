@@ -7,17 +7,24 @@ at index ``n`` and travels on the wire as 8 bytes big-endian (Pulsar's LongSchem
 partitioned topic's partitions share the schema of the partitioned topic. Updates are
 compare-and-set.
 
-Compatibility (what is checked, by strategy; ``*_TRANSITIVE`` checks every version, the others
-only the latest):
+Compatibility (``*_TRANSITIVE`` checks every version, the others only the latest), as Pulsar:
 
-* ALWAYS_COMPATIBLE: anything goes. ALWAYS_INCOMPATIBLE: no new version once one exists.
 * A schema equal to an existing version (type and data) is that version, whatever the strategy.
+* ALWAYS_COMPATIBLE: anything goes. ALWAYS_INCOMPATIBLE: no new version once one exists.
 * Different types are incompatible.
-* JSON and Avro record schemas compare field sets (``fields[].name`` of the schema JSON):
-  BACKWARD (new readers read old data): each field added by the new schema has a ``default``;
-  FORWARD (old readers read new data): each field the new schema drops had a ``default``;
-  FULL: both.
+* AVRO, JSON and PROTOBUF schemas (Pulsar's JSON and PROTOBUF schemas carry Avro definitions too)
+  are checked with Avro's schema resolution rules (`_avro_compat`): BACKWARD = the new schema
+  reads data written with the old, FORWARD = the old reads data written with the new, FULL =
+  both. A new definition that is not valid Avro is refused; an old one that is not (stored before
+  this check) is compatible only with identical data.
+* KEY_VALUE schemas: the key and value types must stay, and each side is checked by its own
+  type's rules (Avro resolution for AVRO/JSON/PROTOBUF sides).
 * Other types: compatible only when the schema data is identical.
+* A consumer's schema (`check_consumer_compatible`): under BACKWARD, FORWARD, FORWARD_TRANSITIVE
+  and FULL it must read data written with the latest version; under BACKWARD_TRANSITIVE,
+  FULL_TRANSITIVE and ALWAYS_INCOMPATIBLE it is checked against every version with the strategy.
+  On a topic without a schema it is registered when the topic is idle and empty, and refused
+  otherwise unless the strategy is ALWAYS_COMPATIBLE (see `_handlers_consumer`).
 """
 
 from __future__ import annotations
@@ -31,14 +38,21 @@ from typing import Any
 from metadata import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
 from protocols.pulsar import TopicName
 
+from ._avro_compat import AvroNode, AvroSchemaError, parse_avro, read_error
 from ._errors import IncompatibleSchemaError
 
-__all__ = ["SchemaInfo", "SchemaRegistry", "check_compatible", "version_bytes", "version_from_bytes"]
+__all__ = ["InvalidSchemaError", "SchemaInfo", "SchemaRegistry", "check_compatible", "check_consumer_compatible",
+           "validate_schema", "version_bytes", "version_from_bytes"]
 
 SCHEMAS_ROOT = "/schemas"
 _JSON = 2
 _AVRO = 4
+_PROTOBUF = 3  # an Avro definition too (generated from the descriptor), checked as Pulsar does
 _NONE = 0
+_TYPE_NAMES = {_JSON: "JSON", _AVRO: "AVRO", _PROTOBUF: "PROTOBUF"}
+_AVRO_BASED = (_JSON, _AVRO, _PROTOBUF)
+_KEY_VALUE = 15
+_AVRO_BASED_NAMES = {"JSON": _JSON, "AVRO": _AVRO, "PROTOBUF": _PROTOBUF}
 
 
 @dataclass(frozen=True)
@@ -80,51 +94,126 @@ def version_from_bytes(data: bytes) -> int:
     return int.from_bytes(data, "big", signed=True)
 
 
-def _fields(info: SchemaInfo) -> dict[str, bool] | None:
-    """``{field name: has default}`` of a JSON/Avro record schema, None if it is not one."""
+class InvalidSchemaError(IncompatibleSchemaError):
+    """A schema whose definition is not valid for its type (the client sees IncompatibleSchema,
+    the admin API answers 422 as Pulsar's InvalidSchemaDataException)."""
+
+
+def _avro_of(info: SchemaInfo) -> AvroNode:
     try:
-        obj = json.loads(info.data)
-    except (ValueError, UnicodeDecodeError):
+        return parse_avro(info.data)
+    except AvroSchemaError as exc:
+        raise InvalidSchemaError(f"invalid {_TYPE_NAMES.get(info.type, 'schema')} schema definition: {exc}") \
+            from None
+
+
+def validate_schema(info: SchemaInfo) -> None:
+    """Raise `InvalidSchemaError` when an AVRO, JSON or PROTOBUF schema's definition (also as the
+    key or value of a KEY_VALUE schema) is not valid Avro."""
+    if info.type in _AVRO_BASED:
+        _avro_of(info)
+    elif info.type == _KEY_VALUE:
+        parts = _key_value_parts(info)
+        for _name, part in parts or ():
+            validate_schema(part)
+
+
+def _key_value_parts(info: SchemaInfo) -> tuple[tuple[str, SchemaInfo], tuple[str, SchemaInfo]] | None:
+    """``((key type name, key schema), (value type name, value schema))`` of a KEY_VALUE schema:
+    data ``[int32 key length][key definition][int32 value length][value definition]`` (big-endian,
+    as Pulsar encodes it), types in the ``key.schema.type`` / ``value.schema.type`` properties;
+    None when the data is not in that form."""
+    data = info.data
+    if len(data) < 8:
         return None
-    if not isinstance(obj, dict) or not isinstance(obj.get("fields"), list):
+    key_len = int.from_bytes(data[:4], "big", signed=True)
+    if key_len < 0 or 8 + key_len > len(data):
         return None
-    return {f["name"]: "default" in f for f in obj["fields"] if isinstance(f, dict) and "name" in f}
+    value_len = int.from_bytes(data[4 + key_len:8 + key_len], "big", signed=True)
+    if value_len < 0 or 8 + key_len + value_len != len(data):
+        return None
+    props = dict(info.properties)
+    parts = []
+    for side, part in (("key", data[4:4 + key_len]), ("value", data[8 + key_len:])):
+        name = props.get(f"{side}.schema.type", "BYTES").upper()
+        parts.append((name, SchemaInfo(type=_AVRO_BASED_NAMES.get(name, -1), data=part)))
+    return parts[0], parts[1]
 
 
 def _pair_compatible(new: SchemaInfo, old: SchemaInfo, strategy: str) -> str | None:
-    """None when ``new`` may follow ``old``; else the reason it may not."""
+    """None when ``new`` may follow ``old`` under ``strategy``; else the reason it may not."""
     if new.type != old.type:
-        return f"schema type {new.type} differs from the existing type {old.type}"
-    if new.type in (_JSON, _AVRO):
-        new_fields, old_fields = _fields(new), _fields(old)
-        if new_fields is not None and old_fields is not None:
+        return (f"schema type {_TYPE_NAMES.get(new.type, new.type)} differs from the existing type "
+                f"{_TYPE_NAMES.get(old.type, old.type)}")
+    if new.type == _KEY_VALUE:
+        new_parts, old_parts = _key_value_parts(new), _key_value_parts(old)
+        if new_parts is not None and old_parts is not None:
+            # as Pulsar: the key and value types stay, and each side is checked by its own type's rules
+            for side, (new_name, new_part), (old_name, old_part) in zip(
+                    ("key", "value"), new_parts, old_parts, strict=True):
+                if new_name != old_name:
+                    return f"the {side} schema type {new_name} differs from the existing {old_name}"
+                reason = _pair_compatible(new_part, old_part, strategy)
+                if reason:
+                    return f"{side} schema: {reason}"
+            return None
+    if new.type in _AVRO_BASED:
+        new_node = _avro_of(new)
+        try:
+            old_node = parse_avro(old.data)
+        except AvroSchemaError:
+            old_node = None  # stored before definitions were checked: only identical data matches
+        if old_node is not None:
             base = strategy.replace("_TRANSITIVE", "")
             if base in ("BACKWARD", "FULL"):
-                added = [n for n, has_default in new_fields.items() if n not in old_fields and not has_default]
-                if added:
-                    return f"fields {added} were added without a default ({strategy})"
+                reason = read_error(new_node, old_node)
+                if reason:
+                    return f"the new schema cannot read data written with an existing version ({reason})"
             if base in ("FORWARD", "FULL"):
-                dropped = [n for n, has_default in old_fields.items() if n not in new_fields and not has_default]
-                if dropped:
-                    return f"fields {dropped} were removed but had no default ({strategy})"
+                reason = read_error(old_node, new_node)
+                if reason:
+                    return f"an existing version cannot read data written with the new schema ({reason})"
             return None
     if new.data != old.data:
         return "schema data differs and the type has no field-level compatibility check"
     return None
 
 
+def _check_against(new: SchemaInfo, against: list[SchemaInfo], strategy: str, first: int) -> None:
+    for i, old in enumerate(against):
+        reason = _pair_compatible(new, old, strategy)
+        if reason:
+            raise IncompatibleSchemaError(f"incompatible schema ({strategy}, version {first + i}): {reason}")
+
+
 def check_compatible(new: SchemaInfo, existing: list[SchemaInfo], strategy: str) -> None:
-    """Raise `IncompatibleSchemaError` unless ``new`` may be added after ``existing``."""
+    """Raise `IncompatibleSchemaError` unless ``new`` may be added as a version after ``existing``."""
     strategy = strategy.upper()
+    validate_schema(new)
     if not existing or strategy == "ALWAYS_COMPATIBLE":
         return
     if strategy == "ALWAYS_INCOMPATIBLE":
         raise IncompatibleSchemaError("the namespace's schema strategy is ALWAYS_INCOMPATIBLE")
-    against = existing if strategy.endswith("_TRANSITIVE") else existing[-1:]
-    for old in against:
-        reason = _pair_compatible(new, old, strategy)
-        if reason:
-            raise IncompatibleSchemaError(f"incompatible schema: {reason}")
+    if strategy.endswith("_TRANSITIVE"):
+        _check_against(new, existing, strategy, 0)
+    else:
+        _check_against(new, existing[-1:], strategy, len(existing) - 1)
+
+
+def check_consumer_compatible(new: SchemaInfo, existing: list[SchemaInfo], strategy: str) -> None:
+    """Raise `IncompatibleSchemaError` unless a consumer with schema ``new`` may read the topic
+    (see the module header); a schema equal to an existing version is always accepted."""
+    strategy = strategy.upper()
+    validate_schema(new)
+    if not existing or strategy == "ALWAYS_COMPATIBLE" or any(v.same_as(new) for v in existing):
+        return
+    if strategy in ("BACKWARD", "FORWARD", "FORWARD_TRANSITIVE", "FULL"):
+        _check_against(new, existing[-1:], "BACKWARD", len(existing) - 1)
+    elif strategy == "ALWAYS_INCOMPATIBLE":
+        raise IncompatibleSchemaError("the namespace's schema strategy is ALWAYS_INCOMPATIBLE and the "
+                                      "consumer's schema is none of the topic's versions")
+    else:
+        _check_against(new, existing, strategy, 0)
 
 
 class SchemaRegistry:
@@ -167,8 +256,10 @@ class SchemaRegistry:
                 return i
         return None
 
-    async def check(self, topic: TopicName, schema: SchemaInfo, strategy: str) -> int | None:
-        """Check without registering: the matching version, or None if new but compatible.
+    async def check(self, topic: TopicName, schema: SchemaInfo, strategy: str, *,
+                    consumer: bool = False) -> int | None:
+        """Check without registering: the matching version, or None if new but compatible
+        (as a new version, or with ``consumer`` as a consumer's schema: `check_consumer_compatible`).
 
         Raises `IncompatibleSchemaError`.
         """
@@ -176,7 +267,10 @@ class SchemaRegistry:
         for i, v in enumerate(versions):
             if v.same_as(schema):
                 return i
-        check_compatible(schema, versions, strategy)
+        if consumer:
+            check_consumer_compatible(schema, versions, strategy)
+        else:
+            check_compatible(schema, versions, strategy)
         return None
 
     async def get_or_create(self, topic: TopicName, schema: SchemaInfo, strategy: str, *,

@@ -5,6 +5,19 @@
   ``cluster``, ``namespace`` (``tenant/ns``) and ``topic`` as Pulsar labels them: the hot path
   only bumps plain integers the topic keeps anyway. Per-topic counters restart when a topic is
   loaded again (as in Pulsar).
+* Per subscription (``pulsar_subscription_back_log``, ``_msg_rate_out``, ``_unacked_messages``,
+  ``_msg_rate_redeliver``, ...; labels plus ``subscription``), and per consumer / producer
+  (``pulsar_consumer_*`` / ``pulsar_producer_*``) when ``exposeConsumerLevelMetricsInPrometheus`` /
+  ``exposeProducerLevelMetricsInPrometheus`` are on, as in Pulsar. With
+  ``exposeTopicLevelMetricsInPrometheus=false`` the topic series are summed per namespace (labels
+  ``cluster``, ``namespace``) and nothing is exported per subscription.
+* Per namespace always: ``pulsar_topics_count`` and Pulsar's managed-ledger gauges
+  ``pulsar_ml_AddEntryMessagesRate``, ``_AddEntryBytesRate``, ``_NumberOfMessagesInBacklog``,
+  ``_StoredMessagesSize``; ``pulsar_active_connections``,
+  ``pulsar_connection_created_total_count`` and ``pulsar_connection_closed_total_count`` per broker.
+  The managed-ledger factory's and the BookKeeper client's own registries (``pulsar_ml_*``,
+  ``bookkeeper_client_*``) are appended by `render`. ``process_*`` (CPU seconds, memory) as
+  Pulsar's broker exposes them.
 * ``pulsar_broker_publish_latency`` is a histogram in milliseconds (Pulsar's unit for publish
   latency; buckets are the bounds of Pulsar's ``pulsar_storage_write_latency_le_*``), observed
   once per SEND (a batch is one observation).
@@ -21,110 +34,272 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Histogram, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from retention import RetentionMetrics
 
-from ._stats import storage_numbers
+from ._dispatcher import SubType
+from ._stats import RateMeter, storage_numbers
 
 if TYPE_CHECKING:
     from ._service import BrokerService
+    from ._topic import Topic
 
-__all__ = ["BrokerMetrics", "PUBLISH_LATENCY_BUCKETS_MS", "TOPIC_METRIC_NAMES"]
+__all__ = ["BrokerMetrics", "PUBLISH_LATENCY_BUCKETS_MS", "SUBSCRIPTION_METRIC_NAMES", "TOPIC_METRIC_NAMES"]
 
 PUBLISH_LATENCY_BUCKETS_MS = (0.5, 1.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 1000.0)
 """Bucket bounds (ms) of ``pulsar_broker_publish_latency``: Pulsar's write-latency buckets."""
 
-TOPIC_METRIC_NAMES = (
-    "pulsar_in_messages_total", "pulsar_in_bytes_total", "pulsar_out_messages_total", "pulsar_out_bytes_total",
-    "pulsar_rate_in", "pulsar_rate_out", "pulsar_throughput_in", "pulsar_throughput_out",
-    "pulsar_msg_backlog", "pulsar_storage_size", "pulsar_storage_backlog_size",
-    "pulsar_storage_backlog_age_seconds", "pulsar_producers_count", "pulsar_consumers_count",
-    "pulsar_subscriptions_count", "magnetar_storage_retained_size",
+_TOPIC_FAMILIES: tuple[tuple[str, str, str, str], ...] = (
+    # (key, counter/gauge, name as declared (counters get _total in the text format), help)
+    ("in_msgs", "counter", "pulsar_in_messages", "Messages published to the topic since it was loaded"),
+    ("in_bytes", "counter", "pulsar_in_bytes", "Bytes published to the topic since it was loaded"),
+    ("out_msgs", "counter", "pulsar_out_messages", "Messages dispatched to consumers since the topic was loaded"),
+    ("out_bytes", "counter", "pulsar_out_bytes", "Bytes dispatched to consumers since the topic was loaded"),
+    ("rate_in", "gauge", "pulsar_rate_in", "Messages published per second"),
+    ("rate_out", "gauge", "pulsar_rate_out", "Messages dispatched per second"),
+    ("thr_in", "gauge", "pulsar_throughput_in", "Bytes published per second"),
+    ("thr_out", "gauge", "pulsar_throughput_out", "Bytes dispatched per second"),
+    ("backlog", "gauge", "pulsar_msg_backlog", "Unacknowledged messages summed over the subscriptions"),
+    ("storage", "gauge", "pulsar_storage_size", "Bytes of the topic's ledgers (before replication)"),
+    ("backlog_size", "gauge", "pulsar_storage_backlog_size", "Bytes of the slowest subscription's backlog"),
+    ("backlog_age", "gauge", "pulsar_storage_backlog_age_seconds",
+     "Age of the oldest unacknowledged message of the slowest subscription"),
+    ("producers", "gauge", "pulsar_producers_count", "Producers connected to the topic"),
+    ("consumers", "gauge", "pulsar_consumers_count", "Consumers connected to the topic"),
+    ("subscriptions", "gauge", "pulsar_subscriptions_count", "Subscriptions of the topic"),
+    ("retained", "gauge", "magnetar_storage_retained_size",
+     "Bytes stored but consumed by every subscription (kept by retention)"),
 )
+
+_ML_NAMESPACE_FAMILIES: tuple[tuple[str, str, str], ...] = (
+    # Pulsar's per-namespace managed-ledger gauges, from the same per-topic numbers
+    ("rate_in", "pulsar_ml_AddEntryMessagesRate", "Messages added per second to the namespace's managed ledgers"),
+    ("thr_in", "pulsar_ml_AddEntryBytesRate", "Bytes added per second to the namespace's managed ledgers"),
+    ("backlog", "pulsar_ml_NumberOfMessagesInBacklog", "Unacknowledged messages over the namespace's cursors"),
+    ("storage", "pulsar_ml_StoredMessagesSize", "Bytes of the namespace's managed ledgers (before replication)"),
+)
+
+_SUBSCRIPTION_FAMILIES: tuple[tuple[str, str, str], ...] = (
+    ("back_log", "pulsar_subscription_back_log", "Messages in the subscription's backlog"),
+    ("back_log_no_delayed", "pulsar_subscription_back_log_no_delayed",
+     "Backlog without the messages held for delayed delivery"),
+    ("delayed", "pulsar_subscription_delayed", "Messages held for delayed delivery"),
+    ("rate_out", "pulsar_subscription_msg_rate_out", "Messages dispatched per second"),
+    ("thr_out", "pulsar_subscription_msg_throughput_out", "Bytes dispatched per second"),
+    ("rate_redeliver", "pulsar_subscription_msg_rate_redeliver", "Messages redelivered per second"),
+    ("unacked", "pulsar_subscription_unacked_messages", "Messages delivered and not acknowledged"),
+    ("blocked", "pulsar_subscription_blocked_on_unacked_messages",
+     "1 when every consumer has reached maxUnackedMessagesPerConsumer"),
+    ("consumers", "pulsar_subscription_consumers_count", "Consumers attached to the subscription"),
+)
+
+_CONSUMER_FAMILIES: tuple[tuple[str, str, str], ...] = (
+    ("rate_out", "pulsar_consumer_msg_rate_out", "Messages dispatched to the consumer per second"),
+    ("thr_out", "pulsar_consumer_msg_throughput_out", "Bytes dispatched to the consumer per second"),
+    ("rate_redeliver", "pulsar_consumer_msg_rate_redeliver", "Messages redelivered to the consumer per second"),
+    ("unacked", "pulsar_consumer_unacked_messages", "Messages delivered to the consumer and not acknowledged"),
+    ("blocked", "pulsar_consumer_blocked_on_unacked_messages",
+     "1 when the consumer has reached maxUnackedMessagesPerConsumer"),
+    ("permits", "pulsar_consumer_available_permits", "Flow permits the consumer has granted and not used"),
+)
+
+_PRODUCER_FAMILIES: tuple[tuple[str, str, str], ...] = (
+    ("rate_in", "pulsar_producer_msg_rate_in", "Messages published by the producer per second"),
+    ("thr_in", "pulsar_producer_msg_throughput_in", "Bytes published by the producer per second"),
+    ("avg_size", "pulsar_producer_msg_average_Size", "Average size of the producer's messages in bytes"),
+)
+
+TOPIC_METRIC_NAMES = tuple(name + ("_total" if kind == "counter" else "") for _, kind, name, _ in _TOPIC_FAMILIES)
 """The per-topic series the collector exports (as they appear in the text format)."""
+
+SUBSCRIPTION_METRIC_NAMES = tuple(name for _, name, _ in _SUBSCRIPTION_FAMILIES)
+"""The per-subscription series (topic-level metrics only), labelled cluster/namespace/topic/subscription."""
+
+
+class _Meters:
+    """Rate meters of subscriptions, consumers and producers, keyed by what they measure; the
+    keys not seen in a scrape are dropped, so the map never outgrows the live objects."""
+
+    def __init__(self) -> None:
+        self._meters: dict[tuple[Any, ...], RateMeter] = {}
+        self._seen: set[tuple[Any, ...]] = set()
+
+    def rates(self, key: tuple[Any, ...], *counters: int) -> tuple[float, ...]:
+        """Per-second rates of ``counters`` for ``key`` (zeros on the first look)."""
+        meter = self._meters.get(key)
+        if meter is None:
+            meter = self._meters[key] = RateMeter()
+        self._seen.add(key)
+        return meter.update(*counters)
+
+    def prune(self) -> None:
+        """Forget the meters not used since the previous prune."""
+        for key in [k for k in self._meters if k not in self._seen]:
+            del self._meters[key]
+        self._seen = set()
 
 
 class _TopicCollector(Collector):
-    """Reads the loaded topics of one service at scrape time."""
+    """Reads the loaded topics of one service at scrape time.
+
+    Topic level (``exposeTopicLevelMetricsInPrometheus``, the default): the topic series labelled
+    cluster/namespace/topic, per-subscription series, and per-consumer / per-producer series when
+    their keys are on. Namespace level: the topic series summed per namespace (labels
+    cluster/namespace) and nothing per subscription, as Pulsar does.
+    """
 
     def __init__(self, metrics: BrokerMetrics) -> None:
         self._metrics = metrics
+        self._meters = _Meters()
 
     def describe(self) -> Iterable[Metric]:
         return []  # computed at scrape time: nothing to check for duplicates up front
 
     def collect(self) -> Iterator[Metric]:
         service = self._metrics.service
-        labels = ["cluster", "namespace", "topic"]
-
-        def counter(name: str, doc: str) -> CounterMetricFamily:
-            return CounterMetricFamily(name, doc, labels=labels)
-
-        def gauge(name: str, doc: str) -> GaugeMetricFamily:
-            return GaugeMetricFamily(name, doc, labels=labels)
-
+        config = None if service is None else service.config
+        topic_level = config is None or config.expose_topic_level_metrics_in_prometheus
+        labels = ["cluster", "namespace", "topic"] if topic_level else ["cluster", "namespace"]
         fams: dict[str, CounterMetricFamily | GaugeMetricFamily] = {
-            "in_msgs": counter("pulsar_in_messages", "Messages published to the topic since it was loaded"),
-            "in_bytes": counter("pulsar_in_bytes", "Bytes published to the topic since it was loaded"),
-            "out_msgs": counter("pulsar_out_messages", "Messages dispatched to consumers since the topic was loaded"),
-            "out_bytes": counter("pulsar_out_bytes", "Bytes dispatched to consumers since the topic was loaded"),
-            "rate_in": gauge("pulsar_rate_in", "Messages published per second"),
-            "rate_out": gauge("pulsar_rate_out", "Messages dispatched per second"),
-            "thr_in": gauge("pulsar_throughput_in", "Bytes published per second"),
-            "thr_out": gauge("pulsar_throughput_out", "Bytes dispatched per second"),
-            "backlog": gauge("pulsar_msg_backlog", "Unacknowledged messages summed over the subscriptions"),
-            "storage": gauge("pulsar_storage_size", "Bytes of the topic's ledgers (before replication)"),
-            "backlog_size": gauge("pulsar_storage_backlog_size", "Bytes of the slowest subscription's backlog"),
-            "backlog_age": gauge("pulsar_storage_backlog_age_seconds",
-                                 "Age of the oldest unacknowledged message of the slowest subscription"),
-            "producers": gauge("pulsar_producers_count", "Producers connected to the topic"),
-            "consumers": gauge("pulsar_consumers_count", "Consumers connected to the topic"),
-            "subscriptions": gauge("pulsar_subscriptions_count", "Subscriptions of the topic"),
-            "retained": gauge("magnetar_storage_retained_size",
-                              "Bytes stored but consumed by every subscription (kept by retention)"),
-        }
+            key: (CounterMetricFamily if kind == "counter" else GaugeMetricFamily)(name, doc, labels=labels)
+            for key, kind, name, doc in _TOPIC_FAMILIES}
+        sub_labels = ["cluster", "namespace", "topic", "subscription"]
+        sub_fams = {key: GaugeMetricFamily(name, doc, labels=sub_labels) for key, name, doc in _SUBSCRIPTION_FAMILIES}
+        cons_fams = {key: GaugeMetricFamily(name, doc, labels=[*sub_labels, "consumer_name", "consumer_id"])
+                     for key, name, doc in _CONSUMER_FAMILIES}
+        prod_fams = {key: GaugeMetricFamily(name, doc, labels=["cluster", "namespace", "topic", "producer_name",
+                                                                 "producer_id"])
+                     for key, name, doc in _PRODUCER_FAMILIES}
+        per_ns: dict[str, dict[str, float]] = {}
         topics_per_ns: dict[str, int] = {}
-        if service is not None:
-            cluster = service.config.cluster_name
+        cluster = self._metrics.cluster if config is None else config.cluster_name
+        if service is not None and config is not None:
             for topic in list(service.topics.values()):
                 if topic.closed:
                     continue
                 ns = str(topic.name.namespace_name)
                 topics_per_ns[ns] = topics_per_ns.get(ns, 0) + 1
-                values = [cluster, ns, str(topic.name)]
-                state = topic.stats_state
-                msg_out, bytes_out = state.out_totals(topic)
-                rate_in, thr_in = state.in_rates.update(topic.msg_in_counter, topic.bytes_in_counter)
-                rate_out, thr_out = state.out_rates.update(msg_out, bytes_out)
-                storage = storage_numbers(topic)
-                consumers = sum(len(s.consumers) for s in topic.subscriptions.values())
-                for key, value in (
-                    ("in_msgs", topic.msg_in_counter), ("in_bytes", topic.bytes_in_counter),
-                    ("out_msgs", msg_out), ("out_bytes", bytes_out), ("rate_in", rate_in),
-                    ("rate_out", rate_out), ("thr_in", thr_in), ("thr_out", thr_out),
-                    ("backlog", storage["msgBacklog"]), ("storage", storage["storageSize"]),
-                    ("backlog_size", storage["backlogSize"]), ("backlog_age", state.backlog_age_s),
-                    ("producers", len(topic.producers)), ("consumers", consumers),
-                    ("subscriptions", len(topic.subscriptions)),
-                    ("retained", max(0, storage["storageSize"] - storage["backlogSize"])),
-                ):
-                    fams[key].add_metric(values, float(value))
+                values = self._topic_values(topic)
+                sums = per_ns.setdefault(ns, {})
+                for key, value in values.items():
+                    # an age aggregates as the oldest; everything else adds up
+                    sums[key] = max(sums.get(key, 0.0), value) if key == "backlog_age" else sums.get(key, 0.0) + value
+                if topic_level:
+                    for key, value in values.items():
+                        fams[key].add_metric([cluster, ns, str(topic.name)], value)
+                    self._subscriptions(topic, [cluster, ns, str(topic.name)], sub_fams,
+                                        cons_fams if config.expose_consumer_level_metrics_in_prometheus else None)
+                    if config.expose_producer_level_metrics_in_prometheus:
+                        self._producers(topic, [cluster, ns, str(topic.name)], prod_fams)
+            self._meters.prune()
+        if not topic_level:
+            for ns, sums in sorted(per_ns.items()):
+                for key, value in sums.items():
+                    fams[key].add_metric([cluster, ns], value)
         yield from fams.values()
+        yield from sub_fams.values()
+        if config is not None and config.expose_consumer_level_metrics_in_prometheus:
+            yield from cons_fams.values()
+        if config is not None and config.expose_producer_level_metrics_in_prometheus:
+            yield from prod_fams.values()
+        for key, name, doc in _ML_NAMESPACE_FAMILIES:
+            g = GaugeMetricFamily(name, doc, labels=["cluster", "namespace"])
+            for ns, sums in sorted(per_ns.items()):
+                g.add_metric([cluster, ns], sums.get(key, 0.0))
+            yield g
         count = GaugeMetricFamily("pulsar_topics_count", "Topics loaded on this broker, per namespace",
                                   labels=["cluster", "namespace"])
-        if service is not None:
-            for ns, n in sorted(topics_per_ns.items()):
-                count.add_metric([service.config.cluster_name, ns], n)
+        for ns, n in sorted(topics_per_ns.items()):
+            count.add_metric([cluster, ns], n)
         yield count
+        conns = GaugeMetricFamily("pulsar_active_connections", "Client connections open on the broker",
+                                  labels=["cluster"])
+        conns.add_metric([cluster], 0 if service is None else len(service.connections))
+        yield conns
+        # Pulsar's names for these two totals end in _count (not a Prometheus counter's _total)
+        for name, doc, value in (
+                ("pulsar_connection_created_total_count", "Client connections accepted since start",
+                 self._metrics.connections_created),
+                ("pulsar_connection_closed_total_count", "Client connections closed since start",
+                 self._metrics.connections_closed)):
+            g = GaugeMetricFamily(name, doc, labels=["cluster"])
+            g.add_metric([cluster], float(value))
+            yield g
         awaiting = self._metrics.bytes_awaiting_gc()
         if awaiting is not None:
             g = GaugeMetricFamily("magnetar_retention_bytes_awaiting_gc",
                                   "Bytes of trimmed ledgers the bookies have not reclaimed yet")
             g.add_metric([], float(awaiting))
             yield g
+
+    @staticmethod
+    def _topic_values(topic: Topic) -> dict[str, float]:
+        state = topic.stats_state
+        msg_out, bytes_out = state.out_totals(topic)
+        rate_in, thr_in = state.in_rates.update(topic.msg_in_counter, topic.bytes_in_counter)
+        rate_out, thr_out = state.out_rates.update(msg_out, bytes_out)
+        storage = storage_numbers(topic)
+        consumers = sum(len(s.consumers) for s in topic.subscriptions.values())
+        values = {
+            "in_msgs": topic.msg_in_counter, "in_bytes": topic.bytes_in_counter,
+            "out_msgs": msg_out, "out_bytes": bytes_out, "rate_in": rate_in,
+            "rate_out": rate_out, "thr_in": thr_in, "thr_out": thr_out,
+            "backlog": storage["msgBacklog"], "storage": storage["storageSize"],
+            "backlog_size": storage["backlogSize"], "backlog_age": state.backlog_age_s,
+            "producers": len(topic.producers), "consumers": consumers,
+            "subscriptions": len(topic.subscriptions),
+            "retained": max(0, storage["storageSize"] - storage["backlogSize"]),
+        }
+        return {k: float(v) for k, v in values.items()}
+
+    def _subscriptions(self, topic: Topic, base: list[str], fams: dict[str, GaugeMetricFamily],
+                       cons_fams: dict[str, GaugeMetricFamily] | None) -> None:
+        max_unacked = topic.service.config.max_unacked_messages_per_consumer
+        for name, sub in sorted(topic.subscriptions.items()):
+            consumers = list(sub.consumers)
+            # the dispatcher holds back only Shared and Key_Shared consumers at the unacked limit
+            limit = max_unacked if sub.sub_type in (SubType.SHARED, SubType.KEY_SHARED) else 0
+            msgs = sum(c.msg_out_counter for c in consumers)
+            size = sum(c.bytes_out_counter for c in consumers)
+            redelivered = sum(c.msg_redeliver_counter for c in consumers)
+            # the meter restarts when the set of consumers changes, so a leaving consumer's
+            # counters never make a negative or inflated rate
+            key = (base[2], name, tuple(sorted(id(c) for c in consumers)))
+            rate_out, thr_out, rate_redeliver = self._meters.rates(key, msgs, size, redelivered)
+            unacked = sum(c.unacked_messages for c in consumers)
+            dispatcher = sub.dispatcher
+            delayed = len(getattr(dispatcher, "delayed", ())) if dispatcher is not None else 0
+            backlog = sub.cursor.backlog
+            blocked = [limit > 0 and c.unacked_messages >= limit for c in consumers]
+            values = {
+                "back_log": backlog, "back_log_no_delayed": max(0, backlog - delayed), "delayed": delayed,
+                "rate_out": rate_out, "thr_out": thr_out, "rate_redeliver": rate_redeliver,
+                "unacked": unacked, "blocked": 1 if blocked and all(blocked) else 0,
+                "consumers": len(consumers),
+            }
+            for k, v in values.items():
+                fams[k].add_metric([*base, name], float(v))
+            if cons_fams is None:
+                continue
+            for c in consumers:
+                c_rate, c_thr, c_redeliver = self._meters.rates(
+                    (base[2], name, id(c)), c.msg_out_counter, c.bytes_out_counter, c.msg_redeliver_counter)
+                c_values = {"rate_out": c_rate, "thr_out": c_thr, "rate_redeliver": c_redeliver,
+                            "unacked": c.unacked_messages,
+                            "blocked": 1 if limit > 0 and c.unacked_messages >= limit else 0,
+                            "permits": c.permits}
+                for k, v in c_values.items():
+                    cons_fams[k].add_metric([*base, name, c.name, str(c.consumer_id)], float(v))
+
+    def _producers(self, topic: Topic, base: list[str], fams: dict[str, GaugeMetricFamily]) -> None:
+        for p in list(topic.producers.values()):
+            rate, thr = self._meters.rates((base[2], "producer", id(p)), p.msg_in_counter, p.bytes_in_counter)
+            avg = p.bytes_in_counter / p.msg_in_counter if p.msg_in_counter else 0.0
+            for k, v in (("rate_in", rate), ("thr_in", thr), ("avg_size", avg)):
+                fams[k].add_metric([*base, p.name, str(p.producer_id)], float(v))
 
 
 class BrokerMetrics:
@@ -145,11 +320,24 @@ class BrokerMetrics:
         self.extra_registries: list[CollectorRegistry] = []
         self.gc_pending_hook: Callable[[], int | None] | None = None
         """Returns the bytes of trimmed ledgers the bookies still hold (None: unknown)."""
+        self.connections_created = 0
+        self.connections_closed = 0
         self.registry.register(_TopicCollector(self))
+        # process_cpu_seconds_total and friends, as Pulsar's broker exposes them: load generators
+        # read the broker's CPU per message from here (``magnetar perf --engine native``)
+        ProcessCollector(registry=self.registry)
 
     def bind(self, service: BrokerService) -> None:
         """Report the topics of ``service``."""
         self.service = service
+
+    def connection_opened(self) -> None:
+        """Count a client connection accepted (``pulsar_connection_created_total_count``)."""
+        self.connections_created += 1
+
+    def connection_closed(self) -> None:
+        """Count a client connection closed (``pulsar_connection_closed_total_count``)."""
+        self.connections_closed += 1
 
     def observe_publish(self, seconds: float) -> None:
         """Record one SEND's publish latency."""

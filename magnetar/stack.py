@@ -184,10 +184,12 @@ async def serve_broker_stack(
     # They close once the broker has stopped, within STORAGE_CLOSE_TIMEOUT_S.
     storage_scope = trio.CancelScope(shield=True)
     broker_stopped = trio.Event()
+    client_registries: list[Any] = []  # the BookKeeper client's metrics, exported on the broker's /metrics
 
     async def run_storage(*, task_status: trio.TaskStatus[ManagedLedgerFactory]) -> None:
         with storage_scope:
             async with BookKeeper.open(store, root=metadata_root, config=client) as bk:
+                client_registries.append(bk.metrics.registry)
                 async with ManagedLedgerFactory(bk, store, ml) as factory:
                     task_status.started(factory)
                     await broker_stopped.wait()  # then the factory closes what is still open
@@ -196,6 +198,7 @@ async def serve_broker_stack(
         factory = await outer.start(run_storage)
         try:
             service = BrokerService(factory, store, broker)
+            service.metrics.extra_registries.extend(client_registries)
             ownership = Ownership(service, store) if multi_broker else None
             service.ownership = ownership  # set before the port opens: lookups wait for registration
             # explain-storage and /metrics ask the bookies (found in the metadata store) about GC;

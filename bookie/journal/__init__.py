@@ -23,6 +23,7 @@ from ._files import ReplayReport as ReplayReport
 from ._files import ReplayStop as ReplayStop
 from ._journal import RESERVE_FILE as RESERVE_FILE
 from ._journal import Journal as Journal
+from ._last_mark import read_last_mark as read_last_mark
 from ._types import FlushReason as FlushReason
 from ._types import JournalClosedError as JournalClosedError
 from ._types import JournalError as JournalError
@@ -40,5 +41,5 @@ __all__ = [
     "JournalError", "JournalIOError", "JournalNoSpaceError", "JournalClosedError", "JournalFormatError",
     # records, marks and replay
     "JournalRecord", "AddEntry", "FenceLedger", "ExplicitLac", "MasterKey", "Padding", "LogMark",
-    "ReplayReport", "ReplayStop",
+    "ReplayReport", "ReplayStop", "read_last_mark",
 ]

@@ -18,8 +18,14 @@ from ._entry_log import FileOps as FileOps
 from ._entry_log import LogRecord as LogRecord
 from ._entry_log import LogUsage as LogUsage
 from ._entry_log import StorageIOError as StorageIOError
+from ._entry_log_codec import HEADER_SIZE as HEADER_SIZE
+from ._entry_log_codec import INVALID_LEDGER_ID as INVALID_LEDGER_ID
 from ._entry_log_codec import RECORD_PREFIX_SIZE as RECORD_PREFIX_SIZE
 from ._entry_log_codec import CorruptLogError as CorruptLogError
+from ._entry_log_codec import decode_header as decode_header
+from ._entry_log_codec import iter_records as iter_records
+from ._entry_log_codec import log_file_name as log_file_name
+from ._entry_log_codec import parse_log_file_name as parse_log_file_name
 from ._storage import CheckpointSource as CheckpointSource
 from ._storage import DbLedgerStorage as DbLedgerStorage
 from ._storage import FlushReason as FlushReason
@@ -34,4 +40,6 @@ __all__ = [
     "EntryLogger", "EntryLogStats", "CurrentLogInfo", "FileOps", "LogRecord", "LogUsage", "RECORD_PREFIX_SIZE",
     # errors
     "StorageIOError", "WriteCacheFull", "CorruptLogError",
+    # the entry-log format, for tools that read a log file (``magnetar bookie shell readlog``)
+    "HEADER_SIZE", "INVALID_LEDGER_ID", "decode_header", "iter_records", "log_file_name", "parse_log_file_name",
 ]

@@ -26,6 +26,7 @@ from magnetar.tls import record_peer_certificates, server_context
 
 from .._stats import refresh_backlog_age
 from . import (
+    _auto_creation,
     _brokers,
     _cluster,
     _explain,
@@ -86,7 +87,7 @@ def create_admin_app(service: BrokerService, *, gc_explain: GcExplainHook | None
     routes: list[Route] = [Route("/metrics", metrics, methods=["GET"])]
     # order matters where paths overlap: specific topic sub-paths before generic ones
     for module in (_brokers, _cluster, _tenants, _namespaces, _permissions, _topics, _subscriptions, _messages,
-                   _policies, _explain, _schema_routes):
+                   _policies, _explain, _schema_routes, _auto_creation):
         routes.extend(module.routes())
     limit = service.config.http_max_request_size
     guard = GuardSettings(max_body=limit if limit > 0 else None)  # <= 0: no limit, as in Pulsar

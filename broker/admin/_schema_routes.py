@@ -29,7 +29,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from .._errors import IncompatibleSchemaError
-from .._schemas import SchemaInfo, check_compatible
+from .._schemas import InvalidSchemaError, SchemaInfo, check_compatible
 from ._common import (
     INT64_MAX,
     RestError,
@@ -145,6 +145,8 @@ async def post_schema(request: Request) -> Response:
     try:
         # an admin upload may add a version whatever is_allow_auto_update_schema says (as Pulsar)
         version = await s.schemas.get_or_create(topic, info, strategy, allow_new=True)
+    except InvalidSchemaError as exc:
+        raise RestError(422, str(exc)) from None
     except IncompatibleSchemaError as exc:
         raise RestError(409, str(exc)) from None
     return json_response({"version": {"version": version}}, status=202)

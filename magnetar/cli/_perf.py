@@ -58,16 +58,16 @@ class LatencyHistogram:
         self.max = 0
         self.min = 0
 
-    def record(self, value_us: int | float) -> None:
-        """Add one value (microseconds)."""
+    def record(self, value_us: int | float, count: int = 1) -> None:
+        """Add a value (microseconds) ``count`` times (the messages of one batch share a latency)."""
         v = int(value_us) if value_us > 0 else 0
         i = _index(v)
         counts = self._counts
-        counts[i] = counts.get(i, 0) + 1
+        counts[i] = counts.get(i, 0) + count
         if self.count == 0 or v < self.min:
             self.min = v
-        self.count += 1
-        self.total += v
+        self.count += count
+        self.total += v * count
         if v > self.max:
             self.max = v
 
@@ -160,6 +160,14 @@ class PerfCounters:
                 n += 1
             self._msgs += n
             self._bytes += n * size_each
+
+    def add(self, messages: int, nbytes: int, errors: int, latency: LatencyHistogram) -> None:
+        """Fold in what another process counted (the native engine's workers report this way)."""
+        with self._lock:
+            self._cur.merge(latency)
+            self._msgs += messages
+            self._bytes += nbytes
+            self._errors += errors
 
     def error(self) -> None:
         """One message failed."""

@@ -18,6 +18,7 @@ from urllib.parse import quote
 import click
 import httpx
 
+from magnetar.cli._human import duration, when
 from protocols.pulsar import InvalidTopicNameError, TopicName
 
 __all__ = ["command", "topic_path"]
@@ -496,6 +497,33 @@ def namespaces_set_dedup(api: _Api, namespace: str, enable: bool) -> None:
            f"{'enabled' if enable else 'disabled'} deduplication on {namespace}", enable)
 
 
+@_cmd(namespaces, "set-auto-topic-creation", _ns_arg,
+      click.option("--enable/--disable", "-e/-d", required=True, help="Allow or refuse creating missing topics."),
+      click.option("--type", "-t", "topic_type", default="non-partitioned", show_default=True,
+                   type=click.Choice(["non-partitioned", "partitioned"]), help="Type of the topics created."),
+      click.option("--num-partitions", "-n", type=int, default=None,
+                   help="Partitions of a created partitioned topic (required with --type partitioned)."))
+def namespaces_set_auto_creation(api: _Api, namespace: str, enable: bool, topic_type: str,
+                                 num_partitions: int | None) -> None:
+    """Override the broker's auto topic creation settings for a namespace."""
+    body: dict[str, Any] = {"allowAutoTopicCreation": enable, "topicType": topic_type}
+    if num_partitions is not None:
+        body["defaultNumPartitions"] = num_partitions
+    api.do("POST", _nsp(namespace, "/autoTopicCreation"), f"set auto topic creation of {namespace}", body)
+
+
+@_cmd(namespaces, "get-auto-topic-creation", _ns_arg)
+def namespaces_get_auto_creation(api: _Api, namespace: str) -> None:
+    """Show a namespace's auto topic creation override (nothing: the broker's settings apply)."""
+    api.show(_nsp(namespace, "/autoTopicCreation"))
+
+
+@_cmd(namespaces, "remove-auto-topic-creation", _ns_arg)
+def namespaces_remove_auto_creation(api: _Api, namespace: str) -> None:
+    """Remove a namespace's auto topic creation override: the broker's settings apply again."""
+    api.do("DELETE", _nsp(namespace, "/autoTopicCreation"), f"removed auto topic creation override of {namespace}")
+
+
 # ------------------------------------------------------------------ topics
 
 
@@ -581,8 +609,12 @@ def topics_stats_internal(api: _Api, topic: str) -> None:
     if api.as_json:
         _emit(api, stats)
         return
-    _emit(api, {k: v for k, v in stats.items() if not isinstance(v, (dict, list))}, title=topic)
-    _emit(api, stats.get("ledgers", []), title="ledgers", columns=["ledgerId", "entries", "size", "timestamp"])
+    _emit(api, {k: (when(v) if k.endswith("Timestamp") and isinstance(v, int) else v)
+                for k, v in stats.items() if not isinstance(v, (dict, list))}, title=topic)
+    # a ledger's timestamp is set when it closes: the open ledger has none yet
+    ledgers = [{**row, "timestamp": when(row["timestamp"]) if row.get("timestamp") else "(open)"}
+               for row in stats.get("ledgers", [])]
+    _emit(api, ledgers, title="ledgers", columns=["ledgerId", "entries", "size", "timestamp"])
     _emit(api, [{"name": n, **c} for n, c in stats.get("cursors", {}).items()], title="cursors",
           columns=["name", "markDeletePosition", "readPosition", "individuallyDeletedMessages", "state"])
 
@@ -757,13 +789,14 @@ def topics_explain_storage(api: _Api, topic: str) -> None:
     pol = ex.get("policies") or {}
     click.echo(f"{ex['topic']}: {ex['totalSize']} bytes; retention {pol.get('retention')}, "
                f"TTL {pol.get('messageTTLInSeconds')}s; deletable now: {ex.get('deletableNow')}")
-    _emit(api, ex.get("ledgers", []), title="ledgers",
-          columns=["ledgerId", "entries", "size", "ageSeconds", "decision", "reason", "pinnedBy", "explanation"])
+    ledgers = [{**row, "age": duration(row.get("ageSeconds"))} for row in ex.get("ledgers", [])]
+    _emit(api, ledgers, title="ledgers",
+          columns=["ledgerId", "entries", "size", "age", "decision", "reason", "pinnedBy", "explanation"])
     _emit(api, [{"cursor": n, **c} for n, c in (ex.get("cursors") or {}).items()], title="cursors",
           columns=["cursor", "markDeletePosition", "backlog", "backlogSize", "pinsLedgers"])
     last = ex.get("lastRetentionCheck")
     if last:
-        click.echo(f"last retention check at {last.get('checkedAtMs')} ms: trimmed {last.get('trimmed')} "
+        click.echo(f"last retention check {when(last.get('checkedAtMs'))}: trimmed {last.get('trimmed')} "
                    f"({last.get('trimmedBytes')} bytes); errors: {last.get('errors') or 'none'}")
     if ex.get("bookieGc") is not None:
         _emit_bookie_gc(api, ex["bookieGc"])
@@ -776,10 +809,11 @@ def _emit_bookie_gc(api: _Api, gc: dict[str, Any]) -> None:
                   if gc.get("unreachableBookies") else ""))
     _emit(api, gc.get("ledgers") or [], title="ledgers on the bookies",
           columns=["ledgerId", "state", "bytesOnDisk", "summary"])
-    bookies = [{"bookie": b, **info} for b, info in sorted((gc.get("bookies") or {}).items())]
+    bookies = [{"bookie": b, **info, "lastGcRun": when(info.get("lastGcRunMs"))}
+               for b, info in sorted((gc.get("bookies") or {}).items())]
     if bookies:
         _emit(api, bookies, title="bookies",
-              columns=["bookie", "reachable", "readOnly", "entryLogs", "bytesAwaitingGc", "lastGcRunMs", "error"])
+              columns=["bookie", "reachable", "readOnly", "entryLogs", "bytesAwaitingGc", "lastGcRun", "error"])
 
 
 

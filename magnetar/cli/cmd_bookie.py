@@ -19,6 +19,7 @@ import click
 
 from magnetar.config import ConfigError, load_config, parse_overrides, read_toml
 
+from ._bookie_shell import make_shell
 from ._common import fail_cleanly_on, log_stopped
 from ._gc_cli import gc_explain
 from ._security import bookie_security_warning
@@ -152,3 +153,4 @@ def format_command(ctx: click.Context, force: bool, **options: Any) -> None:
 
 
 command.add_command(gc_explain)
+command.add_command(make_shell(_config_options, _load))

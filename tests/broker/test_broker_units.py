@@ -143,7 +143,7 @@ def test_schema_compatibility_full() -> None:
         check_compatible(_record(("b", True)), [v1], "FULL")                  # dropped a field with no default
     check_compatible(_record(("b", True)), [v1], "BACKWARD")
     check_compatible(_record(("a", False), ("b", False)), [v1], "FORWARD")
-    check_compatible(SchemaInfo(type=4, data=b"x"), [v1], "ALWAYS_COMPATIBLE")
+    check_compatible(SchemaInfo(type=4, data=b"\"string\""), [v1], "ALWAYS_COMPATIBLE")
     with pytest.raises(IncompatibleSchemaError):
         check_compatible(SchemaInfo(type=4, data=v1.data), [v1], "FULL")       # type change
     with pytest.raises(IncompatibleSchemaError):
