@@ -22,9 +22,11 @@ import trio
 
 from protocols.bookkeeper import (
     DecodedEntry,
+    EntryDigest,
     LedgerMetadata,
     LedgerState,
     bookie_protocol_pb2,
+    digest_for,
     encode_request,
     read_request,
 )
@@ -51,8 +53,10 @@ def check_password(ledger_id: int, metadata: LedgerMetadata, password: bytes) ->
 class _EntryProbe:
     """Step 3 for one entry: ask every replica of its write set at once."""
 
-    def __init__(self, ledger_id: int, entry_id: int, replicas: list[str], absent_needed: int) -> None:
+    def __init__(self, ledger_id: int, entry_id: int, replicas: list[str], absent_needed: int,
+                 digest: EntryDigest) -> None:
         self.ledger_id = ledger_id
+        self.digest = digest
         self.entry_id = entry_id
         self.replicas = replicas
         self.absent_needed = absent_needed
@@ -70,7 +74,7 @@ class _EntryProbe:
     def on_response(arg: tuple[_EntryProbe, str], response: Response | None, error: BKError | None) -> None:
         probe, bookie = arg
         probe.answers += 1
-        answer = read_answer(response, error, probe.ledger_id, probe.entry_id)
+        answer = read_answer(response, error, probe.ledger_id, probe.entry_id, probe.digest)
         if answer.outcome is ReadOutcome.FOUND:
             probe.found = answer.entry
         elif answer.outcome is ReadOutcome.ABSENT:
@@ -86,7 +90,8 @@ async def _probe_entry(ctx: ClientContext, ledger_id: int, metadata: LedgerMetad
     """The entry if found, None if absent; ``LedgerRecoveryError`` when undecidable."""
     ensemble = metadata.ensemble_for(entry_id)
     replicas = [ensemble[i] for i in schedule.write_set(entry_id)]
-    probe = _EntryProbe(ledger_id, entry_id, replicas, schedule.write_quorum - schedule.ack_quorum + 1)
+    probe = _EntryProbe(ledger_id, entry_id, replicas, schedule.write_quorum - schedule.ack_quorum + 1,
+                        digest_for(metadata.digest_type, metadata.password))
     pool = ctx.pool
     sent: list[tuple[str, int]] = []
     for bookie in replicas:

@@ -66,7 +66,7 @@ import trio
 from prometheus_client import CollectorRegistry
 
 from metadata import MetadataStore
-from protocols.bookkeeper import ENTRY_HEADER_SIZE, LAC_BODY_SIZE, NoSuchEntry, NoSuchLedger, StatusCode
+from protocols.bookkeeper import ENTRY_METADATA_SIZE, LAC_METADATA_SIZE, NoSuchEntry, NoSuchLedger, StatusCode
 
 from .._errors import BookieError
 from .._space import SpaceGuard
@@ -418,7 +418,7 @@ class Bookie:
         if self._reasons and (not recovery or ReadOnlyReason.JOURNAL_FAILED in self._reasons
                               or ReadOnlyReason.JOURNAL_NO_SPACE in self._reasons):
             raise BookieError(StatusCode.EREADONLY, f"bookie is read-only ({self._reason_text()})")
-        if len(body) < ENTRY_HEADER_SIZE:
+        if len(body) < ENTRY_METADATA_SIZE:  # any digest type: the bookie reads only the ids and LAC
             raise BookieError(StatusCode.EBADREQ, f"entry of {len(body)} bytes is shorter than its header")
         journal = self._journal
         start = journal.current_mark()
@@ -570,11 +570,11 @@ class Bookie:
             raise BookieError(StatusCode.ENOLEDGER, f"no ledger {ledger_id}")
         lac = -1
         explicit = st.explicit_lac(ledger_id)
-        if explicit is not None and len(explicit) == LAC_BODY_SIZE:
+        if explicit is not None and len(explicit) >= LAC_METADATA_SIZE:  # its code depends on the digest type
             (lac,) = _LAC_IN_ENTRY.unpack_from(explicit, 8)
         try:
             last = await st.get_entry(ledger_id, -1)
-            if len(last) >= ENTRY_HEADER_SIZE:
+            if len(last) >= ENTRY_METADATA_SIZE:
                 lac = max(lac, _LAC_IN_ENTRY.unpack_from(last, 16)[0])
         except (NoSuchEntry, NoSuchLedger):
             pass
@@ -671,7 +671,7 @@ class Bookie:
                 else:
                     await st.add_entry(record.ledger_id, record.entry_id, record.data)
                 buffered += len(record.data)
-                if len(record.data) >= ENTRY_HEADER_SIZE:
+                if len(record.data) >= ENTRY_METADATA_SIZE:
                     (lac,) = _LAC_IN_ENTRY.unpack_from(record.data, 16)
                     self._lacs.advance(record.ledger_id, lac)
             elif isinstance(record, FenceLedger):

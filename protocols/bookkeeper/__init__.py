@@ -20,12 +20,17 @@ from ._codes import WriteFlag as WriteFlag
 from ._cookie import Cookie as Cookie
 from ._cookie import CookieFormatError as CookieFormatError
 from ._digest import ENTRY_HEADER_SIZE as ENTRY_HEADER_SIZE
+from ._digest import ENTRY_METADATA_SIZE as ENTRY_METADATA_SIZE
 from ._digest import LAC_BODY_SIZE as LAC_BODY_SIZE
+from ._digest import LAC_METADATA_SIZE as LAC_METADATA_SIZE
+from ._digest import MAX_ENTRY_HEADER_SIZE as MAX_ENTRY_HEADER_SIZE
 from ._digest import DecodedEntry as DecodedEntry
 from ._digest import DigestMismatch as DigestMismatch
+from ._digest import EntryDigest as EntryDigest
 from ._digest import EntryHeader as EntryHeader
 from ._digest import decode_entry as decode_entry
 from ._digest import decode_lac as decode_lac
+from ._digest import digest_for as digest_for
 from ._digest import encode_entry as encode_entry
 from ._digest import encode_lac as encode_lac
 from ._digest import peek_entry_header as peek_entry_header
@@ -97,6 +102,8 @@ __all__ = [
     "DigestMismatch",
     "DigestType",
     "ENTRY_HEADER_SIZE",
+    "ENTRY_METADATA_SIZE",
+    "EntryDigest",
     "EntryHeader",
     "FrameDecoder",
     "FrameError",
@@ -104,6 +111,8 @@ __all__ = [
     "IDGEN",
     "INSTANCEID",
     "LAC_BODY_SIZE",
+    "LAC_METADATA_SIZE",
+    "MAX_ENTRY_HEADER_SIZE",
     "LAYOUT",
     "LEDGERS",
     "LEDGER_LEVELS",
@@ -129,6 +138,7 @@ __all__ = [
     "cookie_path",
     "decode_entry",
     "decode_lac",
+    "digest_for",
     "encode_add_response",
     "encode_entry",
     "encode_frame",
