@@ -58,14 +58,18 @@ class BookKeeper:
         """Start a client; on exit close it and stop its tasks.
 
         ``placement`` defaults to a rack-aware-if-labelled ``EnsemblePlacementPolicy``;
-        ``metrics`` to a fresh ``ClientMetrics`` on its own registry.
+        ``metrics`` to a fresh ``ClientMetrics`` on its own registry. Records the configured ledger
+        layout in the cluster's ``LAYOUT`` node, or raises ``MetadataStoreError`` when the cluster
+        records the other one (``LedgerManager.ensure_layout``).
         """
         cfg = config or ClientConfig()
+        ledgers = LedgerManager(store, root, layout=cfg.ledger_layout)
+        await ledgers.ensure_layout()  # before any task: a wrong layout is a plain error, not a group
         async with trio.open_nursery() as nursery:
             mx = metrics or ClientMetrics()
             ctx = ClientContext(
                 pool=ConnectionPool(nursery, cfg, mx),
-                ledgers=LedgerManager(store, root),
+                ledgers=ledgers,
                 placement=placement or EnsemblePlacementPolicy(rack_aware=cfg.rack_aware_placement),
                 config=cfg,
                 metrics=mx,

@@ -38,7 +38,7 @@ from typing import Any
 import trio
 
 from metadata import MetadataStore, NoNodeError
-from protocols.bookkeeper import LedgerMetadata, ledger_path
+from protocols.bookkeeper import LedgerLayout, LedgerMetadata, ledger_path
 
 __all__ = ["Reason", "LedgerPin", "LogExplanation", "GcSchedule", "GcExplanation", "explain_log",
            "roll_reason", "ledger_owner", "lookup_ledgers"]
@@ -231,7 +231,8 @@ def ledger_owner(metadata: LedgerMetadata) -> str | None:
     return "/".join(parts) if parts else None
 
 
-async def lookup_ledgers(store: MetadataStore, root: str, ledger_ids: list[int], *, concurrency: int = 16
+async def lookup_ledgers(store: MetadataStore, root: str, ledger_ids: list[int], *, concurrency: int = 16,
+                         layout: LedgerLayout = LedgerLayout.HIERARCHICAL
                          ) -> dict[int, tuple[str, str | None, str | None]]:
     """Read the metadata of ``ledger_ids``: id -> (metadata status, belongs_to, state name).
 
@@ -244,7 +245,7 @@ async def lookup_ledgers(store: MetadataStore, root: str, ledger_ids: list[int],
     async def one(lid: int) -> None:
         async with limit:
             try:
-                data, _stat = await store.get(ledger_path(root, lid))
+                data, _stat = await store.get(ledger_path(root, lid, layout))
                 md = LedgerMetadata.decode(data)
             except NoNodeError:
                 out[lid] = ("absent", None, None)
