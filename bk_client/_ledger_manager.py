@@ -116,6 +116,25 @@ class LedgerManager:
         """The cluster root the layout hangs under ("" for "/")."""
         return self._root
 
+    @classmethod
+    async def discover(cls, store: MetadataStore, root: str = "") -> LedgerManager:
+        """A manager in the layout the cluster's ``LAYOUT`` node records (hierarchical when there
+        is none yet), for tools that read ledger metadata without a configured layout.
+
+        Raises ``MetadataStoreError`` for an unreadable node or a store failure.
+        """
+        path = layout_path(root.rstrip("/"))
+        try:
+            data, _ = await store.get(path)
+            layout = decode_layout(data)
+        except NoNodeError:
+            layout = LedgerLayout.HIERARCHICAL
+        except LayoutFormatError as exc:
+            raise MetadataStoreError(f"{path}: {exc}") from exc
+        except MetadataError as exc:
+            raise MetadataStoreError(f"reading the ledger layout at {path} failed: {exc}") from exc
+        return cls(store, root, layout=layout)
+
     @property
     def layout(self) -> LedgerLayout:
         """The ledger layout this manager reads and writes."""

@@ -297,3 +297,12 @@ async def test_a_client_of_the_other_layout_refuses_to_open(store: object) -> No
 def test_bad_layout_name_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="ledger_manager_factory_class"):
         ClientConfig(ledger_manager_factory_class="zk-ish")
+
+
+async def test_discover_follows_the_layout_node(store: object) -> None:
+    assert (await LedgerManager.discover(store, ROOT)).layout is LedgerLayout.HIERARCHICAL  # type: ignore[arg-type]
+    flat = LedgerManager(store, ROOT, layout=LedgerLayout.FLAT)  # type: ignore[arg-type]
+    await flat.ensure_layout()
+    await flat.create(77, _meta())
+    found = await LedgerManager.discover(store, ROOT)  # type: ignore[arg-type]
+    assert found.layout is LedgerLayout.FLAT and (await found.read(77))[0] == _meta()
