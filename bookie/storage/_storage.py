@@ -178,9 +178,11 @@ class DbLedgerStorage:
         registry: CollectorRegistry | None = None,
         file_ops: FileOps | None = None,
         space_guard: SpaceGuard | None = None,
+        flush_entrylog_bytes: int = 0,
     ) -> None:
         self._guard = space_guard
-        self._logger = EntryLogger(ledger_dirs, log_size_limit=log_size_limit, file_ops=file_ops)
+        self._logger = EntryLogger(ledger_dirs, log_size_limit=log_size_limit, file_ops=file_ops,
+                                   flush_entrylog_bytes=flush_entrylog_bytes)
         self._index = EntryIndex(index_path or Path(ledger_dirs[0]) / "index.sqlite")
         self._wc = WriteCache(write_cache_max_bytes, max_throttle_time_ms=max_throttle_time_ms)
         self._rc = ReadCache(read_cache_max_bytes)

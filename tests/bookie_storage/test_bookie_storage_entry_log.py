@@ -201,3 +201,68 @@ def test_roll_current_rolls_named_logs_early_with_their_maps(tmp_path: Path) -> 
     assert len(el.current_log_ids()) == 2 and first not in el.current_log_ids()
     assert el.statistics().early_rolls == 1
     el.close()
+
+
+class _SyncLog(FailingFileOps):
+    """Records, per sync, how many bytes had been written so far."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written = 0
+        self.sync_points: list[int] = []
+
+    def write(self, fd: int, data: memoryview) -> int:
+        n = super().write(fd, data)
+        self.written += n
+        return n
+
+    def sync(self, fd: int) -> None:
+        super().sync(fd)
+        self.sync_points.append(self.written)
+
+
+def test_flush_entrylog_bytes_syncs_in_bounded_pieces_while_appending(tmp_path: Path) -> None:
+    ops = _SyncLog()
+    el = EntryLogger([tmp_path], file_ops=ops, flush_entrylog_bytes=64 * 1024, write_chunk_bytes=8 << 20)
+    entries = _entries(range(3), 200, size=1000)  # ~600 KB: one 8 MiB chunk without the option
+    locs = el.append(entries)
+    during = [n for n in ops.sync_points if n > 0]  # not the new log's header sync
+    el.sync()
+    # about one sync per 64 KiB written, never more than 64 KiB written between two syncs
+    assert len(during) >= 8 and el.statistics().incremental_syncs == len(during)
+    gaps = [b - a for a, b in zip([0, *during], [*during, ops.written], strict=True)]
+    assert gaps[0] <= 64 * 1024 + HEADER_SIZE and max(gaps[1:]) <= 64 * 1024  # the first holds the log header
+    assert ops.sync_points[-1] == ops.written  # the final sync covers the tail
+    for (lid, eid, payload), loc in zip(entries, locs, strict=True):
+        assert el.read(loc, lid, eid) == payload
+    el.close()
+
+
+def test_without_flush_entrylog_bytes_an_append_does_not_sync(tmp_path: Path) -> None:
+    ops = _SyncLog()
+    el = EntryLogger([tmp_path], file_ops=ops)
+    el.append(_entries(range(3), 200, size=1000))
+    assert ops.sync_points == [0] and el.statistics().incremental_syncs == 0  # the new log's header only
+    el.sync()
+    assert len(ops.sync_points) == 2
+    el.close()
+
+
+def test_a_failed_incremental_sync_abandons_the_log_and_raises(tmp_path: Path) -> None:
+    ops = _SyncLog()
+    el = EntryLogger([tmp_path], file_ops=ops, flush_entrylog_bytes=16 * 1024)
+    ops.fail_syncs = True
+    with pytest.raises(StorageIOError):
+        el.append(_entries(range(2), 100, size=1000))
+    ops.fail_syncs = False
+    entries = _entries(range(2), 5)
+    locs = el.append(entries)  # a fresh log takes the retry
+    el.sync()
+    assert [el.read(loc, lid, eid) for (lid, eid, _), loc in zip(entries, locs, strict=True)] == [
+        p for _, _, p in entries]
+    el.close()
+
+
+def test_negative_flush_entrylog_bytes_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="flush_entrylog_bytes"):
+        EntryLogger([tmp_path], flush_entrylog_bytes=-1)
