@@ -111,8 +111,8 @@ class BookieConfig(GcConfig):
         0, alias="flushEntrylogBytes",
         help="While a checkpoint writes entry logs, sync a log every this many bytes written so the "
              "device gets the write cache in bounded pieces, not in one sync at the end that the "
-             "journal's fsyncs queue behind (0: one sync per checkpoint). bench/bookie_bench.py "
-             "--checkpoint-latency measures its effect on add latency.")
+             "journal's fsyncs queue behind (0: one sync per checkpoint). bench/flush_entrylog_bench.py "
+             "measures its effect on add latency.")
 
     # ------------------------------------------------------------------ disks and read-only mode
     disk_usage_threshold: float = config_field(
