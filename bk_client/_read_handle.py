@@ -106,10 +106,11 @@ class _EntryRead:
 
 
 class _Batch:
-    def __init__(self, ctx: ClientContext, ledger_id: int, digest: EntryDigest) -> None:
+    def __init__(self, ctx: ClientContext, ledger_id: int, digest: EntryDigest, priority: int = 0) -> None:
         self.ctx = ctx
         self.ledger_id = ledger_id
         self.digest = digest
+        self.priority = priority
         self.wake = trio.Event()
         self.failure: BKError | None = None
         self.finished = 0
@@ -121,7 +122,7 @@ class _Batch:
             bookie = er.replicas[er.next]
             er.next += 1
             txn = pool.next_txn()
-            frame = encode_request(read_request(txn, self.ledger_id, er.entry_id))
+            frame = encode_request(read_request(txn, self.ledger_id, er.entry_id, priority=self.priority))
             try:
                 pool.get(bookie).send(txn, frame, _Batch.on_response, (self, er, bookie))
             except BKError as exc:
@@ -191,13 +192,15 @@ def _replicas(ctx: ClientContext, metadata: LedgerMetadata, schedule: Distributi
 
 
 async def read_decoded(ctx: ClientContext, ledger_id: int, metadata: LedgerMetadata, first: int,
-                       last: int) -> list[DecodedEntry]:
-    """Verified entries ``first..last`` with their digest headers (module rules 1-4)."""
+                       last: int, *, priority: int = 0) -> list[DecodedEntry]:
+    """Verified entries ``first..last`` with their digest headers (module rules 1-4).
+    ``priority`` > 0 marks the reads high priority (recovery: bookies serve them apart from
+    ordinary reads)."""
     if first < 0 or last < first:
         raise ValueError(f"bad entry range {first}..{last}")
     cfg = ctx.config
     schedule = DistributionSchedule(metadata.ensemble_size, metadata.write_quorum, metadata.ack_quorum)
-    batch = _Batch(ctx, ledger_id, digest_for(metadata.digest_type, metadata.password))
+    batch = _Batch(ctx, ledger_id, digest_for(metadata.digest_type, metadata.password), priority)
     spec = cfg.speculative_read_timeout_s
     tick = min(spec, cfg.read_entry_timeout_s) if spec > 0 else cfg.read_entry_timeout_s
     reads: list[_EntryRead] = []

@@ -42,6 +42,8 @@ __all__ = ["recover_ledger", "check_password"]
 
 Response = bookie_protocol_pb2.Response
 _MAX_CAS_ATTEMPTS = 100
+HIGH_PRIORITY = 1
+"""``BKPacketHeader.priority`` of recovery's reads: bookies serve them on their high-priority path."""
 
 
 def check_password(ledger_id: int, metadata: LedgerMetadata, password: bytes) -> None:
@@ -97,7 +99,8 @@ async def _probe_entry(ctx: ClientContext, ledger_id: int, metadata: LedgerMetad
     for bookie in replicas:
         txn = pool.next_txn()
         try:
-            pool.get(bookie).send(txn, encode_request(read_request(txn, ledger_id, entry_id)),
+            req = read_request(txn, ledger_id, entry_id, priority=HIGH_PRIORITY)  # not behind catch-up reads
+            pool.get(bookie).send(txn, encode_request(req),
                                   _EntryProbe.on_response, (probe, bookie))
             sent.append((bookie, txn))
         except BKError as exc:
@@ -164,7 +167,7 @@ async def recover_ledger(ctx: ClientContext, ledger_id: int, password: bytes) ->
     lac = (await read_last_confirmed(ctx, ledger_id, meta, fence=True, master_key=master_key(password))).lac
     length = 0
     if lac >= 0:
-        length = (await read_decoded(ctx, ledger_id, meta, lac, lac))[0].length
+        length = (await read_decoded(ctx, ledger_id, meta, lac, lac, priority=HIGH_PRIORITY))[0].length
     schedule = DistributionSchedule(meta.ensemble_size, meta.write_quorum, meta.ack_quorum)
     handle = LedgerWriteHandle(ctx, ledger_id, meta, version, password, recovery=True,
                                last_add_confirmed=lac, length=length)

@@ -199,6 +199,10 @@ class Bookie:
         self._inflight: dict[int, LogMark] = {}  # token -> durable mark when the add was submitted
         self._next_token = 0
         self._lacs = LacTracker(config.long_poll_max_waiters, metrics.long_poll_waiters.set)
+        # separate read paths: ordinary reads and high-priority ones (fencing, recovery) each have
+        # their own disk-read threads, so recovery never waits for a catch-up read's thread
+        self._reads = trio.CapacityLimiter(config.num_read_worker_threads)
+        self._priority_reads = trio.CapacityLimiter(config.num_high_priority_worker_threads)
         self._fences: dict[int, JournalTicket] = {}  # ledger -> journal ticket of its fence record
         # ledgers fenced in memory whose fence record failed (journal out of space): the next
         # fence journals it again instead of answering from memory
@@ -520,10 +524,13 @@ class Bookie:
 
     # ------------------------------------------------------------------ reads
 
-    async def read_entry(self, ledger_id: int, entry_id: int) -> bytes:
-        """The stored entry (``entry_id == -1``: the last one). ENOLEDGER, ENOENTRY or EIO."""
+    async def read_entry(self, ledger_id: int, entry_id: int, *, high_priority: bool = False) -> bytes:
+        """The stored entry (``entry_id == -1``: the last one). ENOLEDGER, ENOENTRY or EIO.
+        A disk read takes a thread of the high-priority pool (``num_high_priority_worker_threads``)
+        or of the ordinary one (``num_read_worker_threads``)."""
+        limiter = self._priority_reads if high_priority else self._reads
         try:
-            return await self._storage.get_entry(ledger_id, entry_id)
+            return await self._storage.get_entry(ledger_id, entry_id, limiter=limiter)
         except NoSuchLedger:
             raise BookieError(StatusCode.ENOLEDGER, f"no ledger {ledger_id}") from None
         except NoSuchEntry:

@@ -139,6 +139,15 @@ class BookieConfig(GcConfig):
         help="Requests one connection may have in progress before the server stops reading from it.")
     max_in_flight_bytes: int = config_field(
         64 * MiB, help="Request bytes one connection may have in progress before the server stops reading.")
+    num_read_worker_threads: int = config_field(
+        8, alias="numReadWorkerThreads",
+        help="Worker threads for ordinary reads that miss the caches (catch-up reads, tailing reads "
+             "after a long poll); more such reads wait for a free thread.")
+    num_high_priority_worker_threads: int = config_field(
+        8, alias="numHighPriorityWorkerThreads",
+        help="Worker threads for high-priority reads (fencing reads and reads the client marks high "
+             "priority: ledger recovery), apart from the ordinary ones so recovery never queues "
+             "behind catch-up reads.")
     long_poll_max_waiters: int = config_field(
         10_000, help="Long-poll reads (LAC waits) held at once; more are refused with ETOOMANYREQUESTS.")
     long_poll_max_timeout_ms: int = config_field(
@@ -220,7 +229,8 @@ class BookieConfig(GcConfig):
         require_positive(self, "journal_max_size_mb", "journal_prealloc_size_mb",
                          "journal_buffered_writes_threshold", "journal_queue_size", "journal_queue_max_mb",
                          "log_size_limit", "write_cache_max_mb", "disk_check_interval_ms", "max_frame_size",
-                         "max_in_flight_requests", "max_in_flight_bytes", "long_poll_max_waiters")
+                         "max_in_flight_requests", "max_in_flight_bytes", "long_poll_max_waiters",
+                         "num_read_worker_threads", "num_high_priority_worker_threads")
         require_at_least(self, "journal_max_backups", "journal_max_group_wait_ms",
                          "journal_buffered_entries_threshold", "read_cache_max_mb", "read_ahead_batch_size",
                          "max_throttle_time_ms", "flush_interval_ms", "long_poll_max_timeout_ms",

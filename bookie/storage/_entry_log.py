@@ -308,7 +308,8 @@ class EntryLogger:
 
     def _written(self, log: _CurrentLog, nbytes: int) -> None:
         """Rule 8: count ``nbytes`` written to ``log``; sync it before the unsynced bytes could
-        exceed ``flush_entrylog_bytes`` (a single larger record excepted). Raises OSError from the sync (the caller abandons the log, rule 6)."""
+        exceed ``flush_entrylog_bytes`` (a single larger record excepted). Raises OSError from
+        the sync (the caller abandons the log, rule 6)."""
         if not self._flush_every:
             return
         log.unsynced += nbytes

@@ -117,7 +117,8 @@ class LedgerStorage(Protocol):
     """
 
     async def add_entry(self, ledger_id: int, entry_id: int, data: bytes) -> None: ...
-    async def get_entry(self, ledger_id: int, entry_id: int) -> bytes: ...
+    async def get_entry(self, ledger_id: int, entry_id: int, *,
+                        limiter: trio.CapacityLimiter | None = None) -> bytes: ...
     def last_entry_id(self, ledger_id: int) -> int: ...
     def set_master_key(self, ledger_id: int, master_key: bytes) -> None: ...
     def master_key(self, ledger_id: int) -> bytes: ...
@@ -299,8 +300,11 @@ class DbLedgerStorage:
             self._dirty.add(ledger_id)
         self._wc.hold(ledger_id, entry_id, data)
 
-    async def get_entry(self, ledger_id: int, entry_id: int) -> bytes:
-        """See `LedgerStorage`: write cache, then read cache, then the entry log (with read-ahead)."""
+    async def get_entry(self, ledger_id: int, entry_id: int, *,
+                        limiter: trio.CapacityLimiter | None = None) -> bytes:
+        """See `LedgerStorage`: write cache, then read cache, then the entry log (with read-ahead).
+        A disk read runs in a worker thread under ``limiter`` (trio's default one when None), so a
+        caller may keep a class of reads from queueing behind another."""
         info = self._ledgers.get(ledger_id)
         if info is None:
             raise NoSuchLedger(ledger_id)
@@ -320,7 +324,7 @@ class DbLedgerStorage:
             self.metrics.read_cache_hits.inc()
             return data
         self.metrics.read_cache_misses.inc()
-        found = await trio.to_thread.run_sync(self._read_from_disk, ledger_id, entry_id)
+        found = await trio.to_thread.run_sync(self._read_from_disk, ledger_id, entry_id, limiter=limiter)
         if found is None:
             raise NoSuchEntry(ledger_id, entry_id)
         data, location = found
