@@ -107,6 +107,16 @@ class BookieConfig(GcConfig):
         help="How long an add waits for room in a full write cache before it is rejected.")
     flush_interval_ms: int = config_field(
         60_000, alias="flushInterval", help="Checkpoint (flush the write cache, advance LastLogMark) this often.")
+    entry_log_per_ledger_enabled: bool = config_field(
+        False, alias="entryLogPerLedgerEnabled",
+        help="Placement: give each ledger entry logs of its own instead of interleaving all ledgers in "
+             "one current log per directory, so a deleted ledger's logs die whole and compaction "
+             "copies nothing to reclaim them (bench/placement_bench.py). For few, large ledgers; "
+             "at most maximumNumberOfActiveEntryLogs logs are open at once.")
+    maximum_number_of_active_entry_logs: int = config_field(
+        500, alias="maximumNumberOfActiveEntryLogs",
+        help="With entryLogPerLedgerEnabled: current entry logs open at once; one more rolls the least "
+             "recently written.")
     flush_entrylog_bytes: int = config_field(
         0, alias="flushEntrylogBytes",
         help="While a checkpoint writes entry logs, sync a log every this many bytes written so the "
@@ -230,7 +240,8 @@ class BookieConfig(GcConfig):
                          "journal_buffered_writes_threshold", "journal_queue_size", "journal_queue_max_mb",
                          "log_size_limit", "write_cache_max_mb", "disk_check_interval_ms", "max_frame_size",
                          "max_in_flight_requests", "max_in_flight_bytes", "long_poll_max_waiters",
-                         "num_read_worker_threads", "num_high_priority_worker_threads")
+                         "num_read_worker_threads", "num_high_priority_worker_threads",
+                         "maximum_number_of_active_entry_logs")
         require_at_least(self, "journal_max_backups", "journal_max_group_wait_ms",
                          "journal_buffered_entries_threshold", "read_cache_max_mb", "read_ahead_batch_size",
                          "max_throttle_time_ms", "flush_interval_ms", "long_poll_max_timeout_ms",

@@ -180,10 +180,13 @@ class DbLedgerStorage:
         file_ops: FileOps | None = None,
         space_guard: SpaceGuard | None = None,
         flush_entrylog_bytes: int = 0,
+        entry_log_per_ledger: bool = False,
+        max_active_entry_logs: int = 500,
     ) -> None:
         self._guard = space_guard
         self._logger = EntryLogger(ledger_dirs, log_size_limit=log_size_limit, file_ops=file_ops,
-                                   flush_entrylog_bytes=flush_entrylog_bytes)
+                                   flush_entrylog_bytes=flush_entrylog_bytes, per_ledger=entry_log_per_ledger,
+                                   max_active_logs=max_active_entry_logs)
         self._index = EntryIndex(index_path or Path(ledger_dirs[0]) / "index.sqlite")
         self._wc = WriteCache(write_cache_max_bytes, max_throttle_time_ms=max_throttle_time_ms)
         self._rc = ReadCache(read_cache_max_bytes)

@@ -266,3 +266,39 @@ def test_a_failed_incremental_sync_abandons_the_log_and_raises(tmp_path: Path) -
 def test_negative_flush_entrylog_bytes_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="flush_entrylog_bytes"):
         EntryLogger([tmp_path], flush_entrylog_bytes=-1)
+
+
+# ------------------------------------------------------------ per-ledger placement (rule 9)
+
+def test_per_ledger_placement_gives_each_ledger_its_own_logs(tmp_path: Path) -> None:
+    el = EntryLogger([tmp_path / "a", tmp_path / "b"], per_ledger=True)
+    entries = [(lid, eid, b"%d-%d" % (lid, eid) * 40) for eid in range(20) for lid in range(1, 5)]  # interleaved
+    locs = el.append(entries)
+    el.sync()
+    for (lid, eid, payload), loc in zip(entries, locs, strict=True):
+        assert el.read(loc, lid, eid) == payload
+        assert el.log_path(split_location(loc)[0]).parent.name == ("a" if lid % 2 == 0 else "b")
+    current = el.current_logs()
+    assert len(current) == 4 and sorted(len(c.ledgers) for c in current) == [1, 1, 1, 1]
+    el.close()
+    for log_id in el.list_logs():  # rolled with their maps: one ledger each
+        assert len(el.usage(log_id).ledgers) == 1
+
+
+def test_max_active_logs_rolls_the_least_recently_written(tmp_path: Path) -> None:
+    el = EntryLogger([tmp_path], per_ledger=True, max_active_logs=2)
+    first = el.append([(1, 0, b"one")])
+    el.append([(2, 0, b"two")])
+    el.append([(1, 1, b"one again")])  # ledger 1 is now the most recently written
+    third = el.append([(3, 0, b"three")])  # rolls ledger 2's log, not ledger 1's
+    el.sync()
+    assert len(el.current_log_ids()) == 2 and el.statistics().rolls == 1
+    rolled = [i for i in el.list_logs() if i not in el.current_log_ids()]
+    assert len(rolled) == 1 and set(el.usage(rolled[0]).ledgers) == {2}
+    assert el.read(first[0], 1, 0) == b"one" and el.read(third[0], 3, 0) == b"three"
+    el.close()
+
+
+def test_max_active_logs_must_be_positive(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="max_active_logs"):
+        EntryLogger([tmp_path], per_ledger=True, max_active_logs=0)
