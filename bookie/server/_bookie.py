@@ -78,6 +78,7 @@ from ..journal import (
     Journal,
     JournalDisk,
     JournalError,
+    JournalGroup,
     JournalIOError,
     JournalNoSpaceError,
     JournalRecord,
@@ -158,10 +159,10 @@ class _CheckpointSource:
         point, _, count = kill_at.partition(":")
         self._kill_before_mark = int(count or 1) if point == "before_last_mark" else 0
 
-    def new_checkpoint(self) -> LogMark | None:
+    def new_checkpoint(self) -> Any:  # a LogMark, a GroupMark (journalDirectories) or None
         return None if self.replaying else self._bookie._safe_mark()
 
-    async def checkpoint_complete(self, mark: LogMark) -> None:
+    async def checkpoint_complete(self, mark: Any) -> None:
         self.completed += 1
         if self._kill_before_mark and self.completed >= self._kill_before_mark:
             log.warning("%s: killing the process before persisting LastLogMark %s", KILL_AT_ENV, mark)
@@ -181,7 +182,7 @@ class Bookie:
     exceptions are bugs. Methods must be called from the trio run that runs the bookie.
     """
 
-    def __init__(self, config: BookieConfig, journal: Journal, registry: CollectorRegistry,
+    def __init__(self, config: BookieConfig, journal: Journal | JournalGroup, registry: CollectorRegistry,
                  metrics: BookieServerMetrics, space_guard: SpaceGuard | None = None) -> None:
         """Use `open_bookie`; this only wires parts together (it attaches the storage). The
         journal's state changes and the guard's reports (``space_guard.on_full``) come here."""
@@ -196,7 +197,7 @@ class Bookie:
         self._reasons: set[ReadOnlyReason] = set()
         self._state_changed = trio.Event()
         self._closing = False
-        self._inflight: dict[int, LogMark] = {}  # token -> durable mark when the add was submitted
+        self._inflight: dict[int, Any] = {}  # token -> durable mark (LogMark or GroupMark) when submitted
         self._next_token = 0
         self._lacs = LacTracker(config.long_poll_max_waiters, metrics.long_poll_waiters.set)
         # separate read paths: ordinary reads and high-priority ones (fencing, recovery) each have
@@ -223,8 +224,9 @@ class Bookie:
     # ------------------------------------------------------------------ state
 
     @property
-    def journal(self) -> Journal:
-        """The journal (for statistics and tests)."""
+    def journal(self) -> Journal | JournalGroup:
+        """The journal, or the group of journals with ``journalDirectories`` (for statistics and
+        tests)."""
         return self._journal
 
     @property
@@ -355,10 +357,11 @@ class Bookie:
     def _on_flush_error(self, exc: StorageIOError) -> None:
         self._set_reason(ReadOnlyReason.STORAGE_ERROR, True, str(exc))
 
-    def _safe_mark(self) -> LogMark:
-        mark = self._journal.current_mark()
+    def _safe_mark(self) -> Any:
+        # a LogMark, or one per journal (a GroupMark) with journalDirectories
+        mark: Any = self._journal.current_mark()
         for first in self._inflight.values():  # insertion order = submission order = lowest mark
-            return min(mark, first)
+            return self._journal.earliest(mark, first)
         return mark
 
     # ------------------------------------------------------------------ journal helpers
@@ -736,8 +739,15 @@ async def open_bookie(config: BookieConfig, *, registry: CollectorRegistry | Non
     registry = registry if registry is not None else CollectorRegistry()
     metrics = BookieServerMetrics(registry)
     guard = space_guard if space_guard is not None else SpaceGuard(config.disk_usage_threshold)
-    journal = await Journal.open(config.journal_dir, config.ledger_dirs, config.journal_config(),
-                                 disk=journal_disk, metrics=JournalMetrics(registry), space_guard=guard)
+    journal: Journal | JournalGroup
+    if len(config.journal_directories) > 1:  # journalDirectories: one journal per directory
+        if journal_disk is not None:
+            raise ValueError("journal_disk (a test seam) needs a single journal directory")
+        journal = await JournalGroup.open(config.journal_directories, config.ledger_dirs, config.journal_config(),
+                                          metrics=JournalMetrics(registry), space_guard=guard)
+    else:
+        journal = await Journal.open(config.journal_dir, config.ledger_dirs, config.journal_config(),
+                                     disk=journal_disk, metrics=JournalMetrics(registry), space_guard=guard)
     bookie = Bookie(config, journal, registry, metrics, space_guard=guard)
     mib = 1024 * 1024
     bookie._storage = storage = await DbLedgerStorage.open(

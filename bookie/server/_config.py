@@ -13,6 +13,7 @@ GC's checks too, e.g. minorCompactionThreshold must be below majorCompactionThre
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, fields
 
 from magnetar.config import ConfigError, config_field, require_at_least, require_fraction, require_positive
@@ -60,6 +61,12 @@ class BookieConfig(GcConfig):
     # ------------------------------------------------------------------ directories
     journal_dir: str = config_field("data/bookie/journal", alias="journalDirectory",
                                     help="Directory of the journal files.")
+    journal_dirs: tuple[str, ...] = config_field(
+        [], alias="journalDirectories",
+        help="Several journal directories, each with its own journal (writer and fsync loop; a ledger "
+             "goes to ledgerId % count): put them on separate disks. Empty: journalDirectory alone. The "
+             "first keeps its lastMark file name, so directories may be added to an existing bookie; "
+             "removing or reordering them strands the entries of their journals.")
     ledger_dirs: tuple[str, ...] = config_field(
         ["data/bookie/ledgers"], alias="ledgerDirectories",
         help="Entry log directories (a ledger goes to ledgerId % count); comma separated on the CLI.")
@@ -213,6 +220,11 @@ class BookieConfig(GcConfig):
             queue_max_bytes=self.journal_queue_max_mb * MiB,
         )
 
+    @property
+    def journal_directories(self) -> tuple[str, ...]:
+        """The journal directories in use: ``journal_dirs``, or ``journal_dir`` alone."""
+        return tuple(self.journal_dirs) or (self.journal_dir,)
+
     def gc_config(self) -> GcConfig:
         """The garbage collector's settings alone (the inherited GC keys, same names and units)."""
         return GcConfig(**{f.name: getattr(self, f.name) for f in fields(GcConfig)})
@@ -230,6 +242,8 @@ class BookieConfig(GcConfig):
                 raise ConfigError(name, "must be a TCP port (0-65535)")
         if not self.journal_dir:
             raise ConfigError("journal_dir", "must not be empty")
+        if len({os.path.abspath(d) for d in self.journal_directories}) != len(self.journal_directories):
+            raise ConfigError("journal_dirs", "the journal directories must be distinct")
         if not self.ledger_dirs:
             raise ConfigError("ledger_dirs", "needs at least one directory")
         if len(set(self.ledger_dirs)) != len(self.ledger_dirs):

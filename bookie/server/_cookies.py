@@ -61,7 +61,7 @@ class CookieMismatchError(BookieException):
 
 
 def _dirs(config: BookieConfig) -> list[Path]:
-    return [Path(config.journal_dir), *(Path(d) for d in config.ledger_dirs)]
+    return [*(Path(d) for d in config.journal_directories), *(Path(d) for d in config.ledger_dirs)]
 
 
 async def _instance_id(store: MetadataStore | None, root: str) -> str:
@@ -78,7 +78,8 @@ async def expected_cookie(config: BookieConfig, store: MetadataStore | None) -> 
     """The cookie this configuration should find (instance id from the store, if any)."""
 
     def resolved() -> tuple[str, tuple[str, ...]]:  # resolving follows links on disk: a worker thread
-        return (str(Path(config.journal_dir).resolve()),
+        # several journal directories: comma separated, as BookKeeper's cookie lists them
+        return (",".join(str(Path(d).resolve()) for d in config.journal_directories),
                 tuple(str(Path(d).resolve()) for d in config.ledger_dirs))
 
     journal_dir, ledger_dirs = await trio.to_thread.run_sync(resolved)
