@@ -112,6 +112,7 @@ class GcExplanation:
     last_run_ms: int | None
     last_result: str | None
     logs: tuple[LogExplanation, ...]
+    placement: str = "interleaved"  # or "per-ledger" (entryLogPerLedgerEnabled: a log per ledger)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (enums as their values, log ids also in hex as on disk)."""
@@ -122,7 +123,7 @@ class GcExplanation:
             d["log_file"] = f"{e.log_id:x}.log"
             logs.append(d)
         return {"schedule": asdict(self.schedule), "last_run_ms": self.last_run_ms,
-                "last_result": self.last_result, "logs": logs}
+                "last_result": self.last_result, "placement": self.placement, "logs": logs}
 
 
 def _fmt_time(ms: int) -> str:

@@ -633,7 +633,8 @@ class GarbageCollector:
                                    pins=pins, other_ledgers=len(live) - len(pins), error=error,
                                    roll_due=self._roll_due(current_infos.get(log_id), schedule) if current else None,
                                    rolled_for_gc=self._rolled.get(log_id)))
-        return GcExplanation(schedule, self._last_run, self._last_result, tuple(out))
+        placement = "per-ledger" if logger.per_ledger else "interleaved"
+        return GcExplanation(schedule, self._last_run, self._last_result, tuple(out), placement)
 
 
     def _roll_due(self, info: CurrentLogInfo | None, schedule: GcSchedule) -> tuple[str, int | None] | None:

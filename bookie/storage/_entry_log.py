@@ -252,6 +252,11 @@ class EntryLogger:
         self._next_id = highest + 1
 
     @property
+    def per_ledger(self) -> bool:
+        """True with per-ledger placement (rule 9): every log holds one ledger."""
+        return self._per_ledger
+
+    @property
     def directories(self) -> tuple[Path, ...]:
         """The ledger directories, in the order that ``ledger_id % len(directories)`` indexes."""
         return tuple(self._dirs)

@@ -35,6 +35,10 @@ async def test_deleted_ledgers_go_without_copying_when_placed_apart(tmp_path: Pa
         gc = GarbageCollector(storage, GcConfig(compaction_free_space_reserve_bytes=0,
                                                 compaction_rate_by_entries=10**9),
                               store=store, metadata_root=ROOT, bookie_id=BOOKIE)
+        explained = (await gc.explain()).to_json()
+        assert explained["placement"] == ("per-ledger" if per_ledger else "interleaved")
+        if per_ledger:  # every log (current ones included) holds one ledger
+            assert all(len(log["ledgers"]) + log["other_ledgers"] <= 1 for log in explained["logs"])
         result = await gc.run_once(force=True)
         assert result.result == "ok", result.errors
         assert storage.ledgers() == live
