@@ -91,6 +91,7 @@ class StandaloneConfig:
         return dataclasses.replace(
             template,
             journal_dir=str(base / "journal"),
+            journal_dirs=(),  # the template's journalDirectories would be shared by every bookie
             ledger_dirs=(str(base / "ledgers"),),
             port=port(self.bookie_port),
             http_port=port(self.bookie_http_port),
