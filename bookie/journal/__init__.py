@@ -25,8 +25,8 @@ from ._group import GroupMark as GroupMark
 from ._group import JournalGroup as JournalGroup
 from ._journal import RESERVE_FILE as RESERVE_FILE
 from ._journal import Journal as Journal
-from ._last_mark import read_last_mark as read_last_mark
 from ._last_mark import last_mark_file as last_mark_file
+from ._last_mark import read_last_mark as read_last_mark
 from ._types import FlushReason as FlushReason
 from ._types import JournalClosedError as JournalClosedError
 from ._types import JournalError as JournalError
