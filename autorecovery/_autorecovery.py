@@ -118,7 +118,7 @@ class AutoRecovery:
         self.store = store
         self.root = root
         self.client_config = client_config or ClientConfig()
-        self.ledgers = LedgerManager(store, root)
+        self.ledgers = LedgerManager(store, root, layout=self.client_config.ledger_layout)
         self.under_replication = UnderReplicationManager(store, root, identity=self.identity)
         self.auditor = Auditor(store, root, lost_bookie_recovery_delay_s=cfg.lost_bookie_recovery_delay_s,
                                periodic_check_interval_s=cfg.auditor_periodic_check_interval_s,

@@ -97,8 +97,9 @@ class ReplicationOutcome(enum.Enum):
 class EntryCopier(Protocol):
     """The worker's seam to the bookies: read one stored entry, write it elsewhere."""
 
-    async def read_entry(self, bookie: str, ledger_id: int, entry_id: int) -> bytes:
-        """The digest-framed entry as ``bookie`` stores it, verified. Raises ``BKError``
+    async def read_entry(self, bookie: str, ledger_id: int, entry_id: int, metadata: LedgerMetadata) -> bytes:
+        """The digest-framed entry as ``bookie`` stores it, verified with the digest type (and
+        password) of the ledger's ``metadata``. Raises ``BKError``
         (``NoSuchEntry``, ``ReadError``, ``BookieUnavailable``, ``Timeout``, ``DigestMismatch``)."""
         ...
 
@@ -115,9 +116,9 @@ class PoolEntryCopier:
     def __init__(self, bookies: BookieClient) -> None:
         self._bookies = bookies
 
-    async def read_entry(self, bookie: str, ledger_id: int, entry_id: int) -> bytes:
+    async def read_entry(self, bookie: str, ledger_id: int, entry_id: int, metadata: LedgerMetadata) -> bytes:
         """See ``EntryCopier.read_entry`` (``BookieClient.read_entry``)."""
-        return await self._bookies.read_entry(bookie, ledger_id, entry_id)
+        return await self._bookies.read_entry(bookie, ledger_id, entry_id, metadata=metadata)
 
     async def write_entry(self, bookie: str, ledger_id: int, entry_id: int, key: bytes, body: bytes) -> None:
         """See ``EntryCopier.write_entry`` (``BookieClient.recovery_add``)."""
@@ -365,7 +366,7 @@ class ReplicationWorker:
         async def copy(entry_id: int, targets: list[int]) -> None:
             try:
                 sources = [ensemble[j] for j in schedule.write_set(entry_id) if j not in lost_idx]
-                body = await self._read_any(lid, entry_id, sources)
+                body = await self._read_any(lid, meta, entry_id, sources)
                 for k in targets:
                     await self._copier.write_entry(new[k], lid, entry_id, key, body)
                 self._stats["entries_copied"] += 1
@@ -392,12 +393,12 @@ class ReplicationWorker:
             raise failure[0]
         return tuple(new)
 
-    async def _read_any(self, lid: int, entry_id: int, sources: list[str]) -> bytes:
+    async def _read_any(self, lid: int, meta: LedgerMetadata, entry_id: int, sources: list[str]) -> bytes:
         errors = []
         bookies = self._client.bookie_client
         for bookie in sorted(sources, key=bookies.is_down):  # bookies in reconnect backoff last
             try:
-                return await self._copier.read_entry(bookie, lid, entry_id)
+                return await self._copier.read_entry(bookie, lid, entry_id, meta)
             except BKError as exc:
                 errors.append(f"{bookie}: {exc}")
         raise ReplicationError(f"entry {entry_id} of ledger {lid} has no readable surviving replica "

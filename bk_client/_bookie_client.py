@@ -17,7 +17,15 @@ from __future__ import annotations
 import trio
 
 from protocols.bookkeeper import DigestMismatch as ProtocolDigestMismatch
-from protocols.bookkeeper import StatusCode, add_request, decode_entry, encode_request, read_request
+from protocols.bookkeeper import (
+    DigestType,
+    LedgerMetadata,
+    StatusCode,
+    add_request,
+    digest_for,
+    encode_request,
+    read_request,
+)
 
 from ._connection import ConnectionPool
 from ._errors import BKError, DigestMismatch, Timeout, error_for_bookie_status
@@ -40,9 +48,11 @@ class BookieClient:
         to it now would fail at once with ``BookieUnavailable`` (callers try it last)."""
         return self._pool.is_down(bookie)
 
-    async def read_entry(self, bookie: str, ledger_id: int, entry_id: int) -> bytes:
+    async def read_entry(self, bookie: str, ledger_id: int, entry_id: int, *,
+                         metadata: LedgerMetadata | None = None) -> bytes:
         """The digest-framed entry exactly as ``bookie`` stores it, its digest verified against
-        ``ledger_id`` and ``entry_id`` (the bytes are returned unchanged, to be forwarded).
+        ``ledger_id`` and ``entry_id`` (the bytes are returned unchanged, to be forwarded) with the
+        digest type and password of the ledger's ``metadata`` (CRC32C when it is not given).
 
         Raises ``NoSuchEntry`` / ``NoSuchLedger`` when the bookie does not have it, ``ReadError``
         or another ``BKError`` for its error status, ``DigestMismatch`` for a corrupt copy,
@@ -62,7 +72,11 @@ class BookieClient:
                                               bookie_id=bookie, reading=True) or BKError()
             body = bytes(r.body)
             try:
-                decode_entry(body, ledger_id, entry_id)
+                if metadata is None:
+                    digest = digest_for(DigestType.CRC32C)
+                else:
+                    digest = digest_for(metadata.digest_type, metadata.password)
+                digest.decode_entry(body, ledger_id, entry_id)
             except ProtocolDigestMismatch as exc:
                 raise DigestMismatch(f"entry {entry_id} of ledger {ledger_id} from {bookie}: {exc}",
                                      ledger_id=ledger_id) from exc

@@ -21,7 +21,7 @@ from contextlib import asynccontextmanager
 import trio
 
 from metadata import MetadataStore
-from protocols.bookkeeper import DigestType, LedgerMetadata, Segment, max_add_payload
+from protocols.bookkeeper import MAX_ENTRY_HEADER_SIZE, DigestType, LedgerMetadata, Segment, max_add_payload
 
 from ._bookie_client import BookieClient
 from ._config import ClientConfig
@@ -58,14 +58,18 @@ class BookKeeper:
         """Start a client; on exit close it and stop its tasks.
 
         ``placement`` defaults to a rack-aware-if-labelled ``EnsemblePlacementPolicy``;
-        ``metrics`` to a fresh ``ClientMetrics`` on its own registry.
+        ``metrics`` to a fresh ``ClientMetrics`` on its own registry. Records the configured ledger
+        layout in the cluster's ``LAYOUT`` node, or raises ``MetadataStoreError`` when the cluster
+        records the other one (``LedgerManager.ensure_layout``).
         """
         cfg = config or ClientConfig()
+        ledgers = LedgerManager(store, root, layout=cfg.ledger_layout)
+        await ledgers.ensure_layout()  # before any task: a wrong layout is a plain error, not a group
         async with trio.open_nursery() as nursery:
             mx = metrics or ClientMetrics()
             ctx = ClientContext(
                 pool=ConnectionPool(nursery, cfg, mx),
-                ledgers=LedgerManager(store, root),
+                ledgers=ledgers,
                 placement=placement or EnsemblePlacementPolicy(rack_aware=cfg.rack_aware_placement),
                 config=cfg,
                 metrics=mx,
@@ -87,7 +91,8 @@ class BookKeeper:
     @property
     def max_entry_size(self) -> int:
         """The largest entry payload an add accepts (rule 7 of `bk_client.api`)."""
-        return max_add_payload(self._ctx.config.max_frame_size)
+        # the largest digest header of any type, so the bound holds for every ledger's digest
+        return max_add_payload(self._ctx.config.max_frame_size, header_size=MAX_ENTRY_HEADER_SIZE)
 
     @property
     def metrics(self) -> ClientMetrics:
@@ -126,12 +131,13 @@ class BookKeeper:
 
     async def create_ledger(self, ensemble_size: int, write_quorum: int, ack_quorum: int, *,
                             password: bytes = b"", custom_metadata: Mapping[str, bytes] | None = None,
-                            ) -> LedgerWriteHandle:
+                            digest_type: DigestType = DigestType.CRC32C) -> LedgerWriteHandle:
         """Create an OPEN ledger with a fresh unique id on ``ensemble_size`` registered bookies
-        and open it for writing.
+        and open it for writing. ``digest_type`` (recorded in the ledger's metadata) frames every
+        entry and LAC the ledger stores; every reader verifies with it (HMAC keys on ``password``).
 
-        Raises ``ValueError`` unless 1 <= Qa <= Qw <= E, ``NotEnoughBookies`` when fewer than E
-        bookies are registered, ``MetadataStoreError``.
+        Raises ``ValueError`` unless 1 <= Qa <= Qw <= E or for an unknown ``digest_type``,
+        ``NotEnoughBookies`` when fewer than E bookies are registered, ``MetadataStoreError``.
         """
         self._check_open()
         if not 1 <= ack_quorum <= write_quorum <= ensemble_size:
@@ -142,7 +148,7 @@ class BookKeeper:
         ensemble = ctx.placement.new_ensemble(ensemble_size, available, exclude=ctx.quarantine.active())
         ledger_id = await ctx.ledgers.generate_ledger_id()
         meta = LedgerMetadata(ensemble_size=ensemble_size, write_quorum=write_quorum, ack_quorum=ack_quorum,
-                              segments=(Segment(0, ensemble),), digest_type=DigestType.CRC32C,
+                              segments=(Segment(0, ensemble),), digest_type=DigestType(digest_type),
                               password=password, ctime_ms=int(time.time() * 1000),
                               custom_metadata=dict(custom_metadata or {}))
         version = await ctx.ledgers.create(ledger_id, meta)

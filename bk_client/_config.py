@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from magnetar.config import ConfigError, config_field, require_at_least, require_positive
 from magnetar.tls import TlsSettings, bookkeeper_settings, client_context
-from protocols.bookkeeper import DEFAULT_MAX_FRAME_SIZE
+from protocols.bookkeeper import DEFAULT_MAX_FRAME_SIZE, LayoutFormatError, LedgerLayout, parse_layout_name
 
 __all__ = ["ClientConfig"]
 
@@ -91,8 +91,20 @@ class ClientConfig:
     tls_enabled_cipher_suites: tuple[str, ...] = config_field(
         (), alias="tlsEnabledCipherSuites", help="OpenSSL cipher names allowed for TLS 1.2; empty = defaults.")
 
+    ledger_manager_factory_class: str = config_field(
+        "hierarchical", alias="ledgerManagerFactoryClass",
+        help="Ledger metadata layout: hierarchical (BookKeeper's long hierarchical, for any number of "
+             "ledgers) or flat (every ledger a child of one node: few ledgers); BookKeeper's factory "
+             "class names work too. Recorded in the LAYOUT node by the first client or bookie; every "
+             "other one must match it.")
+
     def __post_init__(self) -> None:
         self.validate()
+
+    @property
+    def ledger_layout(self) -> LedgerLayout:
+        """``ledger_manager_factory_class`` as a ``LedgerLayout`` (validated at construction)."""
+        return parse_layout_name(self.ledger_manager_factory_class)
 
     def tls_settings(self) -> TlsSettings:
         """The TLS keys as `magnetar.tls.TlsSettings` (errors name BookKeeper's keys)."""
@@ -110,6 +122,10 @@ class ClientConfig:
         require_at_least(self, "speculative_read_timeout_s", message="must be >= 0")
         if self.reconnect_backoff_max_s < self.reconnect_backoff_min_s:
             raise ConfigError("reconnect_backoff_max_s", "must be >= reconnect_backoff_min_s")
+        try:
+            parse_layout_name(self.ledger_manager_factory_class)
+        except LayoutFormatError as exc:
+            raise ConfigError("ledger_manager_factory_class", str(exc)) from None
         require_at_least(self, "max_pending_requests_per_bookie", "max_in_flight_adds", "max_in_flight_bytes",
                          "max_read_window", "ensemble_change_retries", "max_frame_size", minimum=1,
                          message="must be >= 1")

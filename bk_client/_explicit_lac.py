@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from protocols.bookkeeper import StatusCode, bookie_protocol_pb2, encode_lac, encode_request, write_lac_request
+from protocols.bookkeeper import EntryDigest, StatusCode, bookie_protocol_pb2, encode_request, write_lac_request
 
 from ._connection import ConnectionPool
 from ._context import ClientContext
@@ -59,11 +59,12 @@ class PendingWriteLacOp:
         self.oks = 0
         self.on_published = on_published
 
-    def initiate(self, pool: ConnectionPool, ensemble: tuple[str, ...], master_key: bytes) -> None:
+    def initiate(self, pool: ConnectionPool, ensemble: tuple[str, ...], master_key: bytes,
+                 digest: EntryDigest) -> None:
         """Send the round to every bookie of ``ensemble`` (one frame, one request id); a bookie
-        whose connection refuses the request at once is skipped."""
+        whose connection refuses the request at once is skipped. ``digest`` is the ledger's."""
         txn = pool.next_txn()
-        body = encode_lac(self.ledger_id, self.lac)
+        body = digest.encode_lac(self.ledger_id, self.lac)
         frame = encode_request(write_lac_request(txn, self.ledger_id, self.lac, master_key, body))
         for bookie in ensemble:
             try:
@@ -89,12 +90,14 @@ class ExplicitLacFlushPolicy:
     calls ``stop`` when it closes or fails; ``run`` is the loop the handle spawns when
     ``explicit_lac_interval_ms > 0``."""
 
-    __slots__ = ("_handle", "_ctx", "_master_key", "_published_lac", "_scope")
+    __slots__ = ("_handle", "_ctx", "_master_key", "_digest", "_published_lac", "_scope")
 
-    def __init__(self, handle: LedgerWriteHandle, ctx: ClientContext, master_key: bytes) -> None:
+    def __init__(self, handle: LedgerWriteHandle, ctx: ClientContext, master_key: bytes,
+                 digest: EntryDigest) -> None:
         self._handle = handle
         self._ctx = ctx
         self._master_key = master_key
+        self._digest = digest
         self._published_lac = -1  # the last WRITE_LAC that reached Qa bookies
         self._scope = trio.CancelScope()
 
@@ -117,7 +120,7 @@ class ExplicitLacFlushPolicy:
         if lac < 0 or lac <= handle.piggybacked_lac or lac <= self._published_lac:
             return False
         op = PendingWriteLacOp(handle.ledger_id, lac, handle.metadata.ack_quorum, self._published)
-        op.initiate(self._ctx.pool, handle.ensemble, self._master_key)
+        op.initiate(self._ctx.pool, handle.ensemble, self._master_key, self._digest)
         self._ctx.metrics.explicit_lac_writes.inc()
         return True
 

@@ -1,11 +1,13 @@
 """Ledger metadata on the metadata store: ids, create / read / compare-and-set / delete, watches,
 ordered iteration, and the registered bookies.
 
-Layout (``protocols.bookkeeper`` long hierarchical layout; ``root`` is the cluster root, "" or
-"/magnetar"):
+Layout (``protocols.bookkeeper``; ``root`` is the cluster root, "" or "/magnetar"):
 
-* ``{root}/ledgers/{3}/{4}/{4}/{4}/L{4}``: one node per ledger holding ``LedgerMetadata.encode()``;
+* ``{root}/ledgers/{3}/{4}/{4}/{4}/L{4}`` (long hierarchical, the default) or
+  ``{root}/ledgers/L{10+ digits}`` (flat): one node per ledger holding ``LedgerMetadata.encode()``;
   the node's data version is the metadata version every write must name (compare-and-set).
+* ``{root}/ledgers/LAYOUT``: which of the two; ``ensure_layout`` writes it if absent and refuses
+  a cluster recorded with the other one.
 * ``{root}/ledgers/idgen-long/HOB-{10 digits}/ID-{10 digits}``: id generation (below).
 * ``{root}/ledgers/available/{bookie}``: ephemeral node per writable bookie;
   ``{root}/ledgers/available/readonly/{bookie}`` per read-only bookie.
@@ -43,9 +45,16 @@ from protocols.bookkeeper import (
     LEDGER_LEVELS,
     MAX_LEDGER_ID,
     READONLY,
+    LayoutFormatError,
+    LedgerLayout,
     LedgerMetadata,
     available_path,
+    decode_layout,
+    encode_layout,
+    flat_ledger_ids,
     id_range_of,
+    layout_conflict,
+    layout_path,
     ledger_ids_in,
     ledger_level_children,
     ledger_path,
@@ -91,12 +100,14 @@ class LedgerManager:
     error chained). The manager holds no background tasks; watches own theirs while open.
     """
 
-    def __init__(self, store: MetadataStore, root: str = "", *, id_low_bits: int = 31) -> None:
+    def __init__(self, store: MetadataStore, root: str = "", *, id_low_bits: int = 31,
+                 layout: LedgerLayout = LedgerLayout.HIERARCHICAL) -> None:
         if not 1 <= id_low_bits <= 31:
             raise ValueError(f"id_low_bits must be 1..31 (ZooKeeper counters are 31-bit), got {id_low_bits}")
         self._store = store
         self._root = root.rstrip("/")
         self._low_bits = id_low_bits
+        self._layout = layout
         self._hob: int | None = None  # newest HOB known to this client
         self._hob_lock = trio.Lock()
 
@@ -105,9 +116,57 @@ class LedgerManager:
         """The cluster root the layout hangs under ("" for "/")."""
         return self._root
 
+    @classmethod
+    async def discover(cls, store: MetadataStore, root: str = "") -> LedgerManager:
+        """A manager in the layout the cluster's ``LAYOUT`` node records (hierarchical when there
+        is none yet), for tools that read ledger metadata without a configured layout.
+
+        Raises ``MetadataStoreError`` for an unreadable node or a store failure.
+        """
+        path = layout_path(root.rstrip("/"))
+        try:
+            data, _ = await store.get(path)
+            layout = decode_layout(data)
+        except NoNodeError:
+            layout = LedgerLayout.HIERARCHICAL
+        except LayoutFormatError as exc:
+            raise MetadataStoreError(f"{path}: {exc}") from exc
+        except MetadataError as exc:
+            raise MetadataStoreError(f"reading the ledger layout at {path} failed: {exc}") from exc
+        return cls(store, root, layout=layout)
+
+    @property
+    def layout(self) -> LedgerLayout:
+        """The ledger layout this manager reads and writes."""
+        return self._layout
+
     def ledger_path(self, ledger_id: int) -> str:
         """The metadata node of ``ledger_id``; ``ValueError`` outside 0..2**63-1."""
-        return ledger_path(self._root, ledger_id)
+        return ledger_path(self._root, ledger_id, self._layout)
+
+    async def ensure_layout(self) -> None:
+        """Record this manager's layout in the ``LAYOUT`` node if the cluster has none yet, else
+        check that the recorded one is this manager's.
+
+        Raises ``MetadataStoreError`` naming both layouts when they differ (a client of the other
+        layout would neither see nor garbage-collect this one's ledgers) or when the node is
+        unreadable, and for store failures.
+        """
+        path = layout_path(self._root)
+        try:
+            try:
+                await self._store.create(path, encode_layout(self._layout), make_parents=True)
+                return
+            except NodeExistsError:
+                data, _ = await self._store.get(path)
+            recorded = decode_layout(data)
+        except LayoutFormatError as exc:
+            raise MetadataStoreError(f"{path}: {exc}") from exc
+        except MetadataError as exc:
+            raise MetadataStoreError(f"reading the ledger layout at {path} failed: {exc}") from exc
+        conflict = layout_conflict(recorded, self._layout)
+        if conflict is not None:
+            raise MetadataStoreError(conflict)
 
     # ---- ids ---------------------------------------------------------------------------------
 
@@ -267,12 +326,17 @@ class LedgerManager:
         in increasing order.
 
         Walks the hierarchy one node at a time, listing only the children of nodes whose id range
-        meets the requested range, so memory stays at one child list per level. Ledgers created
-        or deleted during the walk may or may not be seen; a subtree deleted under the walk is
-        skipped.
+        meets the requested range (the flat layout: one listing of the ledgers root), so memory
+        stays at one child list per level. Ledgers created or deleted during the walk may or may
+        not be seen; a subtree deleted under the walk is skipped.
         """
         stop = MAX_LEDGER_ID + 1 if end is None else min(end, MAX_LEDGER_ID + 1)
         if start >= stop:
+            return
+        if self._layout is LedgerLayout.FLAT:  # one child list holds every ledger
+            for ledger_id in flat_ledger_ids(await self._children([])):
+                if start <= ledger_id < stop:
+                    yield ledger_id
             return
         async for ledger_id in self._walk([], max(start, 0), stop):
             yield ledger_id

@@ -28,11 +28,12 @@ import trio
 
 from protocols.bookkeeper import (
     DecodedEntry,
+    EntryDigest,
     LedgerMetadata,
     LedgerState,
     StatusCode,
     bookie_protocol_pb2,
-    decode_entry,
+    digest_for,
     encode_request,
     read_request,
 )
@@ -69,15 +70,17 @@ class ReadAnswer:
     detail: str = ""
 
 
-def read_answer(response: Response | None, error: BKError | None, ledger_id: int, entry_id: int) -> ReadAnswer:
-    """Classify a replica's answer to a read of ``entry_id`` (pure; shared by reads and recovery)."""
+def read_answer(response: Response | None, error: BKError | None, ledger_id: int, entry_id: int,
+                digest: EntryDigest) -> ReadAnswer:
+    """Classify a replica's answer to a read of ``entry_id``, its copy verified with the ledger's
+    ``digest`` (pure; shared by reads and recovery)."""
     if error is not None or response is None:
         return ReadAnswer(ReadOutcome.ERROR, detail=f"{error}")
     r = response.readResponse
     status = r.status if response.HasField("readResponse") else response.status
     if status == StatusCode.EOK and r.HasField("body"):
         try:
-            return ReadAnswer(ReadOutcome.FOUND, decode_entry(r.body, ledger_id, entry_id))
+            return ReadAnswer(ReadOutcome.FOUND, digest.decode_entry(r.body, ledger_id, entry_id))
         except ProtocolDigestMismatch as exc:
             return ReadAnswer(ReadOutcome.DIGEST_BAD, detail=f"{exc}")
     if status in (StatusCode.ENOENTRY, StatusCode.ENOLEDGER):
@@ -103,9 +106,11 @@ class _EntryRead:
 
 
 class _Batch:
-    def __init__(self, ctx: ClientContext, ledger_id: int) -> None:
+    def __init__(self, ctx: ClientContext, ledger_id: int, digest: EntryDigest, priority: int = 0) -> None:
         self.ctx = ctx
         self.ledger_id = ledger_id
+        self.digest = digest
+        self.priority = priority
         self.wake = trio.Event()
         self.failure: BKError | None = None
         self.finished = 0
@@ -117,7 +122,7 @@ class _Batch:
             bookie = er.replicas[er.next]
             er.next += 1
             txn = pool.next_txn()
-            frame = encode_request(read_request(txn, self.ledger_id, er.entry_id))
+            frame = encode_request(read_request(txn, self.ledger_id, er.entry_id, priority=self.priority))
             try:
                 pool.get(bookie).send(txn, frame, _Batch.on_response, (self, er, bookie))
             except BKError as exc:
@@ -161,7 +166,7 @@ class _Batch:
         er.sent.pop(bookie, None)
         if er.done:
             return
-        answer = read_answer(response, error, batch.ledger_id, er.entry_id)
+        answer = read_answer(response, error, batch.ledger_id, er.entry_id, batch.digest)
         if answer.outcome is ReadOutcome.FOUND:
             er.result = answer.entry
             er.done = True
@@ -187,13 +192,15 @@ def _replicas(ctx: ClientContext, metadata: LedgerMetadata, schedule: Distributi
 
 
 async def read_decoded(ctx: ClientContext, ledger_id: int, metadata: LedgerMetadata, first: int,
-                       last: int) -> list[DecodedEntry]:
-    """Verified entries ``first..last`` with their digest headers (module rules 1-4)."""
+                       last: int, *, priority: int = 0) -> list[DecodedEntry]:
+    """Verified entries ``first..last`` with their digest headers (module rules 1-4).
+    ``priority`` > 0 marks the reads high priority (recovery: bookies serve them apart from
+    ordinary reads)."""
     if first < 0 or last < first:
         raise ValueError(f"bad entry range {first}..{last}")
     cfg = ctx.config
     schedule = DistributionSchedule(metadata.ensemble_size, metadata.write_quorum, metadata.ack_quorum)
-    batch = _Batch(ctx, ledger_id)
+    batch = _Batch(ctx, ledger_id, digest_for(metadata.digest_type, metadata.password), priority)
     spec = cfg.speculative_read_timeout_s
     tick = min(spec, cfg.read_entry_timeout_s) if spec > 0 else cfg.read_entry_timeout_s
     reads: list[_EntryRead] = []

@@ -24,11 +24,11 @@ import trio
 
 from protocols.bookkeeper import (
     DigestMismatch,
+    EntryDigest,
     LedgerMetadata,
     StatusCode,
     bookie_protocol_pb2,
-    decode_entry,
-    decode_lac,
+    digest_for,
     encode_request,
     read_lac_request,
     read_request,
@@ -53,8 +53,10 @@ class LacResult:
 
 
 class _Round:
-    def __init__(self, ledger_id: int, ensemble: tuple[str, ...], coverage: QuorumCoverageSet, fence: bool) -> None:
+    def __init__(self, ledger_id: int, ensemble: tuple[str, ...], coverage: QuorumCoverageSet, fence: bool,
+                 digest: EntryDigest) -> None:
         self.ledger_id = ledger_id
+        self.digest = digest
         self.ensemble = ensemble
         self.coverage = coverage
         self.fence = fence
@@ -90,13 +92,13 @@ class _Round:
             lac = -1
             if rnd.fence:
                 if response.readResponse.HasField("body"):
-                    lac = decode_entry(response.readResponse.body, rnd.ledger_id).last_add_confirmed
+                    lac = rnd.digest.decode_entry(response.readResponse.body, rnd.ledger_id).last_add_confirmed
             else:
                 r = response.readLacResponse
                 if r.HasField("lacBody") and r.lacBody:
-                    lac = max(lac, decode_lac(r.lacBody, rnd.ledger_id))
+                    lac = max(lac, rnd.digest.decode_lac(r.lacBody, rnd.ledger_id))
                 if r.HasField("lastEntryBody") and r.lastEntryBody:
-                    lac = max(lac, decode_entry(r.lastEntryBody, rnd.ledger_id).last_add_confirmed)
+                    lac = max(lac, rnd.digest.decode_entry(r.lastEntryBody, rnd.ledger_id).last_add_confirmed)
         except DigestMismatch:
             rnd.record(index, BookieResponse.ERROR)
             return
@@ -116,7 +118,8 @@ async def read_last_confirmed(ctx: ClientContext, ledger_id: int, metadata: Ledg
     segment = metadata.last_segment
     schedule = DistributionSchedule(metadata.ensemble_size, metadata.write_quorum, metadata.ack_quorum)
     rule = CoverageRule.FENCE if fence else CoverageRule.READ_LAC
-    rnd = _Round(ledger_id, segment.ensemble, schedule.coverage_set(rule), fence)
+    rnd = _Round(ledger_id, segment.ensemble, schedule.coverage_set(rule), fence,
+                 digest_for(metadata.digest_type, metadata.password))
     pool = ctx.pool
     sent: list[tuple[str, int]] = []
     for index, bookie in enumerate(segment.ensemble):

@@ -22,9 +22,11 @@ import trio
 
 from protocols.bookkeeper import (
     DecodedEntry,
+    EntryDigest,
     LedgerMetadata,
     LedgerState,
     bookie_protocol_pb2,
+    digest_for,
     encode_request,
     read_request,
 )
@@ -40,6 +42,8 @@ __all__ = ["recover_ledger", "check_password"]
 
 Response = bookie_protocol_pb2.Response
 _MAX_CAS_ATTEMPTS = 100
+HIGH_PRIORITY = 1
+"""``BKPacketHeader.priority`` of recovery's reads: bookies serve them on their high-priority path."""
 
 
 def check_password(ledger_id: int, metadata: LedgerMetadata, password: bytes) -> None:
@@ -51,8 +55,10 @@ def check_password(ledger_id: int, metadata: LedgerMetadata, password: bytes) ->
 class _EntryProbe:
     """Step 3 for one entry: ask every replica of its write set at once."""
 
-    def __init__(self, ledger_id: int, entry_id: int, replicas: list[str], absent_needed: int) -> None:
+    def __init__(self, ledger_id: int, entry_id: int, replicas: list[str], absent_needed: int,
+                 digest: EntryDigest) -> None:
         self.ledger_id = ledger_id
+        self.digest = digest
         self.entry_id = entry_id
         self.replicas = replicas
         self.absent_needed = absent_needed
@@ -70,7 +76,7 @@ class _EntryProbe:
     def on_response(arg: tuple[_EntryProbe, str], response: Response | None, error: BKError | None) -> None:
         probe, bookie = arg
         probe.answers += 1
-        answer = read_answer(response, error, probe.ledger_id, probe.entry_id)
+        answer = read_answer(response, error, probe.ledger_id, probe.entry_id, probe.digest)
         if answer.outcome is ReadOutcome.FOUND:
             probe.found = answer.entry
         elif answer.outcome is ReadOutcome.ABSENT:
@@ -86,13 +92,15 @@ async def _probe_entry(ctx: ClientContext, ledger_id: int, metadata: LedgerMetad
     """The entry if found, None if absent; ``LedgerRecoveryError`` when undecidable."""
     ensemble = metadata.ensemble_for(entry_id)
     replicas = [ensemble[i] for i in schedule.write_set(entry_id)]
-    probe = _EntryProbe(ledger_id, entry_id, replicas, schedule.write_quorum - schedule.ack_quorum + 1)
+    probe = _EntryProbe(ledger_id, entry_id, replicas, schedule.write_quorum - schedule.ack_quorum + 1,
+                        digest_for(metadata.digest_type, metadata.password))
     pool = ctx.pool
     sent: list[tuple[str, int]] = []
     for bookie in replicas:
         txn = pool.next_txn()
         try:
-            pool.get(bookie).send(txn, encode_request(read_request(txn, ledger_id, entry_id)),
+            req = read_request(txn, ledger_id, entry_id, priority=HIGH_PRIORITY)  # not behind catch-up reads
+            pool.get(bookie).send(txn, encode_request(req),
                                   _EntryProbe.on_response, (probe, bookie))
             sent.append((bookie, txn))
         except BKError as exc:
@@ -159,7 +167,7 @@ async def recover_ledger(ctx: ClientContext, ledger_id: int, password: bytes) ->
     lac = (await read_last_confirmed(ctx, ledger_id, meta, fence=True, master_key=master_key(password))).lac
     length = 0
     if lac >= 0:
-        length = (await read_decoded(ctx, ledger_id, meta, lac, lac))[0].length
+        length = (await read_decoded(ctx, ledger_id, meta, lac, lac, priority=HIGH_PRIORITY))[0].length
     schedule = DistributionSchedule(meta.ensemble_size, meta.write_quorum, meta.ack_quorum)
     handle = LedgerWriteHandle(ctx, ledger_id, meta, version, password, recovery=True,
                                last_add_confirmed=lac, length=length)

@@ -42,12 +42,13 @@ from collections.abc import Sequence
 import trio
 
 from protocols.bookkeeper import (
+    MAX_ENTRY_HEADER_SIZE,
     AddRequestEncoder,
     LedgerMetadata,
     LedgerState,
     StatusCode,
     bookie_protocol_pb2,
-    encode_entry,
+    digest_for,
     max_add_payload,
 )
 
@@ -108,6 +109,7 @@ class LedgerWriteHandle:
         self._schedule = DistributionSchedule(metadata.ensemble_size, metadata.write_quorum, metadata.ack_quorum)
         self._ensemble: tuple[str, ...] = metadata.last_segment.ensemble
         self._master_key = master_key(password)
+        self._digest = digest_for(metadata.digest_type, password)  # the ledger's, from its metadata
         self._recovery = recovery
         self._expected_state = LedgerState.IN_RECOVERY if recovery else LedgerState.OPEN
         self._state = HandleState.OPEN
@@ -129,12 +131,13 @@ class LedgerWriteHandle:
         self._monitor_scope = trio.CancelScope()
         self._appends_unyielded = 0
         self._add_encoder = AddRequestEncoder(ledger_id, self._master_key, recovery=recovery)
-        self._max_entry_size = max_add_payload(ctx.config.max_frame_size, len(self._master_key))
+        self._max_entry_size = max_add_payload(ctx.config.max_frame_size, len(self._master_key),
+                                               MAX_ENTRY_HEADER_SIZE)  # rule 7: the client's bound, any digest
         self._add_latency = ctx.metrics.add_latency
         # what the bookies were told of the LAC by adds (the explicit-LAC policy reads both)
         self._piggybacked_lac = -1      # LAC carried by the last add sent
         self._last_sent_at = trio.current_time()
-        self._lac_flush = ExplicitLacFlushPolicy(self, ctx, self._master_key)
+        self._lac_flush = ExplicitLacFlushPolicy(self, ctx, self._master_key, self._digest)
         ctx.spawn(self._monitor)
         interval_ms = ctx.config.explicit_lac_interval_ms
         if interval_ms > 0 and not recovery:
@@ -265,7 +268,7 @@ class LedgerWriteHandle:
 
     def _send(self, op: PendingAdd, indexes: Sequence[int]) -> None:
         if op.body is None:
-            op.body = encode_entry(self._ledger_id, op.entry_id, self._lac, op.length, op.payload)
+            op.body = self._digest.encode_entry(self._ledger_id, op.entry_id, self._lac, op.length, op.payload)
             self._piggybacked_lac = self._lac
         pool = self._ctx.pool
         txn = pool.next_txn()

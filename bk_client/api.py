@@ -31,6 +31,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from protocols.bookkeeper import DigestType
+
 __all__ = ["LedgerEntry", "PendingAppend", "WriteHandle", "ReadHandle", "BookKeeperClient"]
 
 
@@ -172,8 +174,10 @@ class BookKeeperClient(Protocol):
         *,
         password: bytes = b"",
         custom_metadata: Mapping[str, bytes] | None = None,
+        digest_type: DigestType = DigestType.CRC32C,
     ) -> WriteHandle:
-        """Create a new ledger with a fresh unique id and open it for writing."""
+        """Create a new ledger with a fresh unique id and open it for writing; its entries are
+        framed with ``digest_type`` (recorded in its metadata) and verified by every reader."""
         ...
 
     async def open_ledger(self, ledger_id: int, *, password: bytes = b"", recovery: bool = True) -> ReadHandle:

@@ -57,7 +57,7 @@ from bk_client._errors import (
     Unauthorized,
 )
 from bk_client.api import LedgerEntry
-from protocols.bookkeeper import DEFAULT_MAX_FRAME_SIZE, max_add_payload
+from protocols.bookkeeper import DEFAULT_MAX_FRAME_SIZE, MAX_ENTRY_HEADER_SIZE, DigestType, max_add_payload
 
 __all__ = ["MockBookKeeper", "MockLedgerState", "OPS"]
 
@@ -326,7 +326,8 @@ class MockBookKeeper:
     def __init__(self, *, add_delay: float = 0.0, first_ledger_id: int = 1,
                  max_entry_size: int | None = None) -> None:
         self.add_delay = add_delay
-        self.max_entry_size = (max_add_payload(DEFAULT_MAX_FRAME_SIZE) if max_entry_size is None
+        self.max_entry_size = (max_add_payload(DEFAULT_MAX_FRAME_SIZE, header_size=MAX_ENTRY_HEADER_SIZE)
+                               if max_entry_size is None
                                else max_entry_size)
         self._ledgers: dict[int, _Ledger] = {}
         self._next_ledger_id = first_ledger_id
@@ -334,6 +335,8 @@ class MockBookKeeper:
         self._closed = False
         self.deleted_ledgers: list[int] = []
         """Ids passed to a successful ``delete_ledger``, in order (for assertions)."""
+        self.created_digest_types: dict[int, DigestType] = {}
+        """The digest type each ledger was created with (for assertions)."""
 
     # --- failure injection -------------------------------------------------------------------
 
@@ -401,14 +404,16 @@ class MockBookKeeper:
 
     async def create_ledger(self, ensemble_size: int, write_quorum: int, ack_quorum: int, *,
                             password: bytes = b"", custom_metadata: Mapping[str, bytes] | None = None,
-                            ) -> _MockWriteHandle:
-        """Create an OPEN ledger with the next id and return its write handle."""
+                            digest_type: DigestType = DigestType.CRC32C) -> _MockWriteHandle:
+        """Create an OPEN ledger with the next id and return its write handle. ``digest_type``
+        is checked and recorded (``created_digest_types``); the mock keeps payloads, not frames."""
         await trio.lowlevel.checkpoint()
         self._maybe_fail("create")
         if not ensemble_size >= write_quorum >= ack_quorum >= 1:
             raise ValueError("need ensemble_size >= write_quorum >= ack_quorum >= 1")
         ledger = _Ledger(self._next_ledger_id, ensemble_size, write_quorum, ack_quorum, password,
                          dict(custom_metadata or {}))
+        self.created_digest_types[ledger.ledger_id] = DigestType(digest_type)
         self._next_ledger_id += 1
         self._ledgers[ledger.ledger_id] = ledger
         return _MockWriteHandle(self, ledger)

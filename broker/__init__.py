@@ -9,6 +9,7 @@ from protocols.pulsar import InvalidTopicNameError as InvalidTopicNameError
 from protocols.pulsar import NamespaceName as NamespaceName
 from protocols.pulsar import TopicName as TopicName
 
+from ._bundles import BundleRange as BundleRange
 from ._clusters import ClusterResources as ClusterResources
 from ._clusters import cluster_data as cluster_data
 from ._config import MESSAGE_SIZE_FRAME_PADDING as MESSAGE_SIZE_FRAME_PADDING
@@ -22,6 +23,7 @@ from ._errors import ProducerBusyError as ProducerBusyError
 from ._errors import ServiceNotReadyError as ServiceNotReadyError
 from ._errors import TopicNotFoundError as TopicNotFoundError
 from ._namespaces import NamespaceResources as NamespaceResources
+from ._ownership import Ownership as Ownership
 from ._retention_hooks import StorePoliciesProvider as StorePoliciesProvider
 from ._retention_hooks import TopicPolicyStore as TopicPolicyStore
 from ._retention_hooks import publish_time_of as publish_time_of
@@ -45,5 +47,5 @@ __all__ = [
     "NamespaceNotFoundError", "NamespaceResources", "NotAllowedError", "ProducerBusyError",
     "RangeConflictError", "RoundRobin", "SchemaInfo", "SchemaRegistry", "ServiceNotReadyError",
     "StickyRanges", "StorePoliciesProvider", "TopicName", "TopicNotFoundError", "TopicPolicyStore",
-    "check_compatible", "choose_active_consumer", "publish_time_of", "serve_broker",
+    "BundleRange", "Ownership", "check_compatible", "choose_active_consumer", "publish_time_of", "serve_broker",
 ]

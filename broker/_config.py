@@ -119,6 +119,37 @@ class BrokerConfig(RetentionConfig):
         help="Type of auto-created topics: non-partitioned or partitioned.")
     default_num_partitions: int = config_field(
         1, alias="defaultNumPartitions", help="Partitions of an auto-created partitioned topic.")
+    default_number_of_namespace_bundles: int = config_field(
+        4, alias="defaultNumberOfNamespaceBundles",
+        help="Bundles (hash ranges) a new namespace is split into; in a cluster each bundle is owned "
+             "by one broker at a time.")
+    load_balancer_enabled: bool = config_field(
+        True, alias="loadBalancerEnabled",
+        help="In a cluster, the leader broker sheds load and splits hot bundles (the settings below).")
+    load_balancer_shedding_enabled: bool = config_field(
+        True, alias="loadBalancerSheddingEnabled",
+        help="Unload bundles from brokers loaded above the cluster average plus the threshold.")
+    load_balancer_shedding_interval_minutes: float = config_field(
+        1.0, alias="loadBalancerSheddingIntervalMinutes",
+        help="How often the leader checks the load reports for shedding and splitting.")
+    load_balancer_broker_threshold_shedder_percentage: float = config_field(
+        10.0, alias="loadBalancerBrokerThresholdShedderPercentage",
+        help="Percentage points of CPU above the cluster average before a broker sheds bundles.")
+    load_balancer_history_resource_percentage: float = config_field(
+        0.9, alias="loadBalancerHistoryResourcePercentage",
+        help="Weight of the previous load when smoothing a broker's load (0 = only the latest).")
+    load_balancer_auto_bundle_split_enabled: bool = config_field(
+        True, alias="loadBalancerAutoBundleSplitEnabled", help="Split bundles above the limits below.")
+    load_balancer_namespace_bundle_max_topics: int = config_field(
+        1000, alias="loadBalancerNamespaceBundleMaxTopics", help="Topics of a bundle before it is split.")
+    load_balancer_namespace_bundle_max_sessions: int = config_field(
+        1000, alias="loadBalancerNamespaceBundleMaxSessions",
+        help="Producers plus consumers of a bundle before it is split.")
+    load_balancer_namespace_bundle_max_msg_rate: float = config_field(
+        30000.0, alias="loadBalancerNamespaceBundleMaxMsgRate",
+        help="Messages per second (in + out) of a bundle before it is split.")
+    load_balancer_namespace_maximum_bundles: int = config_field(
+        128, alias="loadBalancerNamespaceMaximumBundles", help="Bundles a namespace may be split into at most.")
     max_message_size: int = config_field(
         5 * 1024 * 1024, alias="maxMessageSize",
         help="Largest message (metadata + payload) accepted; advertised in CONNECTED.")
@@ -383,6 +414,15 @@ class BrokerConfig(RetentionConfig):
             raise ConfigError("default_namespace", "must look like '<default_tenant>/<namespace>'")
         require_positive(self, "backlog_quota_hold_timeout_s")
         require_positive(self, "admin_max_stored_value_bytes")
+        require_positive(self, "load_balancer_shedding_interval_minutes", "load_balancer_namespace_bundle_max_topics",
+                         "load_balancer_namespace_bundle_max_sessions", "load_balancer_namespace_bundle_max_msg_rate")
+        if not 0.0 <= self.load_balancer_history_resource_percentage < 1.0:
+            raise ConfigError("load_balancer_history_resource_percentage", "must be in [0, 1)")
+        if not 1 <= self.load_balancer_namespace_maximum_bundles <= 1024:
+            raise ConfigError("load_balancer_namespace_maximum_bundles", "must be between 1 and 1024")
+        if not 1 <= self.default_number_of_namespace_bundles <= 1024:
+            raise ConfigError("default_number_of_namespace_bundles",
+                              f"must be between 1 and 1024, got {self.default_number_of_namespace_bundles}")
         if 0 < self.max_num_partitions_per_partitioned_topic < self.default_num_partitions:
             raise ConfigError("default_num_partitions",
                               f"must not exceed max_num_partitions_per_partitioned_topic "

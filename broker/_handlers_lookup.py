@@ -31,14 +31,24 @@ async def handle_partitioned_metadata(conn: ServerConnection, frame: Frame) -> N
 
 
 async def handle_lookup(conn: ServerConnection, frame: Frame) -> None:
-    """LOOKUP: this broker owns every topic (Connect, authoritative) once the namespace exists."""
+    """LOOKUP: standalone owns every topic (Connect, authoritative) once the namespace exists; in a
+    cluster, Connect or Redirect (authoritative) as the bundle's ownership says (`broker._ownership`)."""
     req = frame.command.lookupTopic
     topic = TopicName.parse(req.topic)
     if not await conn.service.namespaces.namespace_exists(topic.namespace_name):
         raise NamespaceNotFoundError(f"namespace {topic.namespace_name} does not exist")
     # the listener the client connected with (listener_name=...), else the internal one; an unknown
     # name fails the lookup as in Pulsar
-    urls = conn.service.lookup_urls(req.advertised_listener_name if req.HasField("advertised_listener_name") else "")
+    listener = req.advertised_listener_name if req.HasField("advertised_listener_name") else ""
+    ownership = conn.service.ownership
+    if ownership is not None:
+        answer = await ownership.lookup(topic, listener, bool(req.authoritative))
+        kind = pb.CommandLookupTopicResponse.Redirect if answer.redirect else pb.CommandLookupTopicResponse.Connect
+        conn.send_command(make_command(
+            "LOOKUP_RESPONSE", request_id=req.request_id, response=kind,
+            authoritative=answer.authoritative, proxy_through_service_url=False, **answer.urls))
+        return
+    urls = conn.service.lookup_urls(listener)
     conn.send_command(make_command(
         "LOOKUP_RESPONSE", request_id=req.request_id, response=pb.CommandLookupTopicResponse.Connect,
         authoritative=True, proxy_through_service_url=False, **urls))

@@ -21,17 +21,21 @@ from typing import Any
 from metadata import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
 from protocols.pulsar import NamespaceName, TopicName
 
+from ._bundles import policies_bundles
+
 __all__ = ["NamespaceResources", "default_policies"]
 
 POLICIES_ROOT = "/admin/policies"
+DEFAULT_NUM_BUNDLES = 4
 PARTITIONED_ROOT = "/admin/partitioned-topics"
 
 
-def default_policies(cluster: str) -> dict[str, Any]:
-    """The Policies a namespace gets when created without any."""
+def default_policies(cluster: str, num_bundles: int = DEFAULT_NUM_BUNDLES) -> dict[str, Any]:
+    """The Policies a namespace gets when created without any: ``num_bundles`` equal bundles
+    (Pulsar's ``defaultNumberOfNamespaceBundles``, 4)."""
     return {
         "replication_clusters": [cluster],
-        "bundles": {"boundaries": ["0x00000000", "0xffffffff"], "numBundles": 1},
+        "bundles": policies_bundles(num_bundles),
         "deleted": False,
     }
 
@@ -43,9 +47,10 @@ class NamespaceResources:
     ``NoNodeError`` for a missing parent) unless they say otherwise.
     """
 
-    def __init__(self, store: MetadataStore, cluster: str) -> None:
+    def __init__(self, store: MetadataStore, cluster: str, num_bundles: int = DEFAULT_NUM_BUNDLES) -> None:
         self.store = store
         self.cluster = cluster
+        self.num_bundles = num_bundles  # bundles of a namespace created without policies
 
     # ------------------------------------------------------------------ tenants and namespaces
 
@@ -70,7 +75,7 @@ class NamespaceResources:
         """Create a namespace of an existing tenant; ``NoNodeError`` if the tenant is missing."""
         if not await self.tenant_exists(ns.tenant):
             raise NoNodeError(f"{POLICIES_ROOT}/{ns.tenant}")
-        value = policies if policies is not None else default_policies(self.cluster)
+        value = policies if policies is not None else default_policies(self.cluster, self.num_bundles)
         await self.store.create(f"{POLICIES_ROOT}/{ns}", json.dumps(value).encode())
 
     async def ensure_namespace(self, ns: NamespaceName) -> None:

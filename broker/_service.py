@@ -11,7 +11,10 @@ Rules:
   with the ``autoTopicCreationOverride`` policy), else TopicNotFound.
 * Rule 3: partitions of a partitioned topic always exist; a partitioned topic is auto-created
   by PARTITIONED_METADATA when the auto-creation type is ``partitioned``.
-* Rule 4: this broker owns every topic (standalone): lookups answer Connect to itself.
+* Rule 4: standalone (``ownership`` None), this broker owns every topic: lookups answer Connect
+  to itself. In a multi-broker cluster (``ownership`` set, see `broker._ownership`) it serves only
+  the topics of the bundles it owns: others are refused with ServiceNotReady before any managed
+  ledger is opened, and retention never opens a managed ledger of a bundle it does not own.
 * Rule 6 (policy changes): a namespace's ``deduplicationEnabled`` applies to its loaded topics
   at once when changed through this broker's admin API (`apply_namespace_policies`), and within
   ``policy_recheck_interval_s`` when changed elsewhere (another broker, a direct metadata write), as in
@@ -109,7 +112,8 @@ class BrokerService:
         self.config = config or BrokerConfig()
         self.clock = clock
         self.auth = AuthenticationService(self.config)  # raises ConfigError for bad auth keys
-        self.namespaces = NamespaceResources(store, self.config.cluster_name)
+        self.namespaces = NamespaceResources(store, self.config.cluster_name,
+                                             self.config.default_number_of_namespace_bundles)
         self.schemas = SchemaRegistry(store)
         self.authz = AuthorizationService(self.config, self.namespaces)  # superusers, admins, permissions
         self.topics: dict[str, Topic] = {}
@@ -144,6 +148,8 @@ class BrokerService:
             system_cursors=frozenset({DEDUP_CURSOR, COMPACTION_CURSOR}))
         self._quota_checked: dict[str, float] = {}
         self.dynamic_config = DynamicConfig(self.config)  # overrides stored by admins, applied in run()
+        # multi-broker ownership (broker._ownership.Ownership); None in standalone (Rule 4)
+        self.ownership: Any = None
         self._listening = False  # a protocol port listens (set_port / set_tls_port)
         self._stopping = False
 
@@ -284,6 +290,8 @@ class BrokerService:
         event = self._loading[key] = trio.Event()
         try:
             await self.check_topic(topic, create=create, admin=admin)
+            if self.ownership is not None:
+                self.ownership.check_serves(topic)  # Rule 4: before the managed ledger opens
             if self._nursery is None:
                 raise ServiceNotReadyError("the broker service is not running")
             with trio.move_on_after(30):
@@ -296,6 +304,10 @@ class BrokerService:
                 ml = await self.factory.open(topic.managed_ledger_name)
             except ManagedLedgerError as exc:
                 raise ServiceNotReadyError(f"could not open topic {topic}: {exc}") from exc
+            if self.ownership is not None and not self.ownership.owns_topic(topic):
+                # the bundle was unloaded (or its session lost) while the ledger opened: give it back
+                await ml.close()
+                self.ownership.check_serves(topic)
             dedup = None
             if await self.topic_dedup_enabled(topic):
                 dedup = Deduplication(self.store, topic.managed_ledger_name,
@@ -326,6 +338,8 @@ class BrokerService:
             t.touch()
             return t
         await self.check_topic(topic, create=create, admin=admin)
+        if self.ownership is not None:
+            self.ownership.check_serves(topic)  # Rule 4: only the bundle's owner serves it
         if self._nursery is None or self._stopping:
             raise ServiceNotReadyError("the broker service is not running")
         t = self.np_topics.get(key)  # another request created it while this one checked
@@ -334,17 +348,27 @@ class BrokerService:
             log.info("loaded non-persistent topic %s", topic)
         return t
 
+    def loaded_topics(self) -> list[Topic | NonPersistentTopic]:
+        """Every loaded topic, persistent and non-persistent (a copy: safe to unload while iterating)."""
+        return [*self.topics.values(), *self.np_topics.values()]
+
     async def get_any_topic(self, topic: TopicName, *, create: bool = True) -> Topic | NonPersistentTopic:
         """`get_topic` or `get_non_persistent_topic`, by the name's domain."""
         if topic.persistent:
             return await self.get_topic(topic, create=create)
         return await self.get_non_persistent_topic(topic, create=create)
 
+    def loading(self) -> list[str]:
+        """Names of the topics being loaded right now (their managed ledgers opening)."""
+        return list(self._loading)
+
     # ------------------------------------------------------------------ retention hooks
 
     def _retention_may_open(self, ml_name: str) -> bool:
         topic = TopicName.from_managed_ledger_name(ml_name)
         key = str(topic)
+        if self.ownership is not None and not self.ownership.owns_topic(topic):
+            return False  # Rule 4: opening it would fence its owner's managed ledger
         return key not in self.topics and key not in self._loading
 
     def quota_action(self, topic: TopicName) -> QuotaDecision | None:
@@ -457,15 +481,17 @@ class BrokerService:
         while True:
             await trio.sleep(min(30.0, self.config.topic_unload_idle_s / 2))
             now = self.clock()
-            loaded: list[Topic | NonPersistentTopic] = [*self.topics.values(), *self.np_topics.values()]
-            for t in loaded:
+            for t in self.loaded_topics():
                 if t.idle and now - t.last_active >= self.config.topic_unload_idle_s:
                     await self.unload(t)
 
     async def close(self) -> None:
-        """Unload every topic."""
-        loaded: list[Topic | NonPersistentTopic] = [*self.topics.values(), *self.np_topics.values()]
-        for t in loaded:
+        """Unload every topic; in a cluster first every owned bundle (deregistered, topics closed,
+        ownership released: `broker._ownership` Rule 4)."""
+        if self.ownership is not None:
+            with trio.move_on_after(60):
+                await self.ownership.shutdown()
+        for t in self.loaded_topics():
             try:
                 await self.unload(t)
             except Exception as exc:

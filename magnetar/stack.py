@@ -26,7 +26,7 @@ import trio
 
 from bk_client import BookKeeper, ClientConfig
 from bookie import BookieConfig, serve_bookie_process
-from broker import MESSAGE_SIZE_FRAME_PADDING, BrokerConfig, BrokerService, serve_broker
+from broker import MESSAGE_SIZE_FRAME_PADDING, BrokerConfig, BrokerService, Ownership, serve_broker
 from broker.admin import BookieGcView, serve_admin
 from magnetar.config import ConfigError, config_field
 from magnetar.tls import client_context
@@ -91,6 +91,7 @@ class StandaloneConfig:
         return dataclasses.replace(
             template,
             journal_dir=str(base / "journal"),
+            journal_dirs=(),  # the template's journalDirectories would be shared by every bookie
             ledger_dirs=(str(base / "ledgers"),),
             port=port(self.bookie_port),
             http_port=port(self.bookie_http_port),
@@ -162,9 +163,14 @@ async def serve_broker_stack(
     metadata_root: str = "",
     broker_port: int | None = None,
     web_port: int | None = None,
+    multi_broker: bool = False,
     task_status: trio.TaskStatus[BrokerEndpoints] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run a broker (protocol server and admin REST) over the bookies registered in ``store``.
+
+    ``multi_broker`` (what ``magnetar broker`` runs): the broker shares the cluster's bundles with
+    the other brokers of the store (`broker.Ownership`: registration, bundle ownership, lookups
+    redirecting to owners); without it (standalone) it owns every topic.
 
     Ports default to the broker config's; 0 picks free ones. Reports `BrokerEndpoints` once both
     listen. The store is the caller's: it is used, never closed. A `broker.admin.BookieGcView`
@@ -194,6 +200,8 @@ async def serve_broker_stack(
         try:
             service = BrokerService(factory, store, broker)
             service.metrics.extra_registries.extend(client_registries)
+            ownership = Ownership(service, store) if multi_broker else None
+            service.ownership = ownership  # set before the port opens: lookups wait for registration
             # explain-storage and /metrics ask the bookies (found in the metadata store) about GC;
             # the numbers for /metrics refresh about as often as retention runs
             gc_view = BookieGcView(store, metadata_root=metadata_root, retention=service.retention,
@@ -208,6 +216,8 @@ async def serve_broker_stack(
                 http = await nursery.start(lambda task_status: serve_admin(
                     service, port=web_port, gc_explain=gc_view.explain, task_status=task_status))
                 nursery.start_soon(gc_view.run)
+                if ownership is not None:
+                    await nursery.start(ownership.run)  # registers with the URLs the ports gave
                 task_status.started(BrokerEndpoints(
                     service.service_url, service.web_service_url, port, http,
                     service_url_tls=service.service_url_tls, web_url_tls=service.web_service_url_tls))

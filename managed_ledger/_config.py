@@ -10,10 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from magnetar.config import ConfigError, config_field, require_at_least, require_positive
+from protocols.bookkeeper import DigestType
 
 __all__ = ["ManagedLedgerConfig"]
 
 _MB = 1024 * 1024
+# Pulsar's names (BookKeeper's client DigestType: MAC, CRC32, CRC32C, DUMMY); HMAC is the metadata's
+_DIGEST_TYPES = {"CRC32C": DigestType.CRC32C, "CRC32": DigestType.CRC32, "MAC": DigestType.HMAC,
+                 "HMAC": DigestType.HMAC, "DUMMY": DigestType.DUMMY}
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,11 @@ class ManagedLedgerConfig:
         help="password of the ledgers managed ledgers create (the bookies' master key derives from it); "
              "'' keeps the old default: set a secret in a cluster. Ledgers written with '' stay readable "
              "after it is set")
+    digest_type: str = config_field(
+        "CRC32C", alias="managedLedgerDigestType",
+        help="checksum of the entries of new ledgers: CRC32C, CRC32, MAC (HMAC-SHA256 keyed by the "
+             "password) or DUMMY (none). Recorded per ledger, so ledgers written with another type stay "
+             "readable after a change")
     max_pending_add_bytes: int = config_field(
         16 * _MB, help="bytes of adds in flight per managed ledger; further adds wait")
     max_open_read_handles: int = config_field(
@@ -76,11 +85,20 @@ class ManagedLedgerConfig:
             raise ConfigError("min_ledger_rollover_time_minutes",
                               "must not exceed max_ledger_rollover_time_minutes")
         require_positive(self, "cursor_persist_interval_s", "rollover_check_interval_s")
+        if self.digest_type.upper() not in _DIGEST_TYPES:
+            raise ConfigError("digest_type", f"must be one of {', '.join(sorted(_DIGEST_TYPES))}, "
+                                             f"got {self.digest_type!r}")
 
     @property
     def ledger_password(self) -> bytes:
         """``password`` as the bytes BookKeeper takes."""
         return self.password.encode("utf-8")
+
+    @property
+    def ledger_digest_type(self) -> DigestType:
+        """``digest_type`` as the ledger metadata's enum (call after ``validate``: ``KeyError``
+        for an unknown name)."""
+        return _DIGEST_TYPES[self.digest_type.upper()]
 
     @property
     def read_passwords(self) -> tuple[bytes, ...]:

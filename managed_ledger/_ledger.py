@@ -742,6 +742,7 @@ class ManagedLedger:
         try:
             return await self._ctx.bk.create_ledger(
                 cfg.ensemble_size, cfg.write_quorum, cfg.ack_quorum, password=cfg.ledger_password,
+                digest_type=cfg.ledger_digest_type,
                 custom_metadata={"application": b"magnetar", "component": b"managed-ledger",
                                  "pulsar/managed-ledger": self.name.encode()})
         except Exception as exc:

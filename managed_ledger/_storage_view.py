@@ -41,9 +41,10 @@ async def ledger_placements(store: MetadataStore, ledger_ids: Iterable[int], *, 
     """Read the metadata of each of ``ledger_ids`` (at most ``concurrency`` reads at a time).
 
     Never raises for one ledger: a missing node gives state ``ABSENT``, a failed read
-    ``UNREADABLE``. Cancellation propagates.
+    ``UNREADABLE``. Cancellation propagates. The ledger layout (flat or hierarchical) is the one
+    the cluster's LAYOUT node records; ``MetadataStoreError`` if that node cannot be read.
     """
-    manager = LedgerManager(store, root)
+    manager = await LedgerManager.discover(store, root)  # flat or hierarchical, as the cluster records
     out: dict[int, LedgerPlacement] = {}
     limit = trio.CapacityLimiter(max(1, concurrency))
 

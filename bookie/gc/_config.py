@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from magnetar.config import ConfigError, config_field, require_at_least, require_fraction, require_positive
+from protocols.bookkeeper import LayoutFormatError, LedgerLayout, parse_layout_name
 
 __all__ = ["GcConfig"]
 
@@ -91,6 +92,15 @@ class GcConfig:
     compaction_free_space_reserve_bytes: int = config_field(
         16 * MiB, help="Compact a log only if its directory has this much free space beyond the "
                        "log's live bytes (its output); deleting whole dead logs needs none.")
+    ledger_manager_factory_class: str = config_field(
+        "hierarchical", alias="ledgerManagerFactoryClass",
+        help="Ledger metadata layout GC lists: hierarchical or flat (or a BookKeeper factory class "
+             "name); must be the cluster's, as recorded in its LAYOUT node (checked at start).")
+
+    @property
+    def ledger_layout(self) -> LedgerLayout:
+        """``ledger_manager_factory_class`` as a ``LedgerLayout`` (call after ``validate``)."""
+        return parse_layout_name(self.ledger_manager_factory_class)
 
     @property
     def minor_enabled(self) -> bool:
@@ -104,6 +114,10 @@ class GcConfig:
 
     def validate(self) -> None:
         """Raise `ConfigError` naming the first invalid key (module docstring rules)."""
+        try:
+            parse_layout_name(self.ledger_manager_factory_class)
+        except LayoutFormatError as exc:
+            raise ConfigError("ledger_manager_factory_class", str(exc)) from None
         require_fraction(self, "minor_compaction_threshold", "major_compaction_threshold",
                          message="{alias} must be a fraction in [0, 1], got {value}")
         if self.minor_enabled and self.major_enabled:

@@ -38,7 +38,7 @@ from typing import Any
 import trio
 
 from metadata import MetadataStore, NoNodeError
-from protocols.bookkeeper import LedgerMetadata, ledger_path
+from protocols.bookkeeper import LedgerLayout, LedgerMetadata, ledger_path
 
 __all__ = ["Reason", "LedgerPin", "LogExplanation", "GcSchedule", "GcExplanation", "explain_log",
            "roll_reason", "ledger_owner", "lookup_ledgers"]
@@ -112,6 +112,7 @@ class GcExplanation:
     last_run_ms: int | None
     last_result: str | None
     logs: tuple[LogExplanation, ...]
+    placement: str = "interleaved"  # or "per-ledger" (entryLogPerLedgerEnabled: a log per ledger)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (enums as their values, log ids also in hex as on disk)."""
@@ -122,7 +123,7 @@ class GcExplanation:
             d["log_file"] = f"{e.log_id:x}.log"
             logs.append(d)
         return {"schedule": asdict(self.schedule), "last_run_ms": self.last_run_ms,
-                "last_result": self.last_result, "logs": logs}
+                "last_result": self.last_result, "placement": self.placement, "logs": logs}
 
 
 def _fmt_time(ms: int) -> str:
@@ -231,7 +232,8 @@ def ledger_owner(metadata: LedgerMetadata) -> str | None:
     return "/".join(parts) if parts else None
 
 
-async def lookup_ledgers(store: MetadataStore, root: str, ledger_ids: list[int], *, concurrency: int = 16
+async def lookup_ledgers(store: MetadataStore, root: str, ledger_ids: list[int], *, concurrency: int = 16,
+                         layout: LedgerLayout = LedgerLayout.HIERARCHICAL
                          ) -> dict[int, tuple[str, str | None, str | None]]:
     """Read the metadata of ``ledger_ids``: id -> (metadata status, belongs_to, state name).
 
@@ -244,7 +246,7 @@ async def lookup_ledgers(store: MetadataStore, root: str, ledger_ids: list[int],
     async def one(lid: int) -> None:
         async with limit:
             try:
-                data, _stat = await store.get(ledger_path(root, lid))
+                data, _stat = await store.get(ledger_path(root, lid, layout))
                 md = LedgerMetadata.decode(data)
             except NoNodeError:
                 out[lid] = ("absent", None, None)

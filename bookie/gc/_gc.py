@@ -43,7 +43,15 @@ import trio
 from prometheus_client import CollectorRegistry
 
 from metadata import MetadataStore, NoNodeError
-from protocols.bookkeeper import LedgerMetadata, LedgerState, ledger_level_children, ledger_path, ledgers_root
+from protocols.bookkeeper import (
+    LedgerLayout,
+    LedgerMetadata,
+    LedgerState,
+    flat_ledger_ids,
+    ledger_level_children,
+    ledger_path,
+    ledgers_root,
+)
 
 from .._errors import BookieException
 from ..metrics import GcMetrics
@@ -147,6 +155,7 @@ class GarbageCollector:
         self._storage = storage
         self._store = store
         self._root = metadata_root
+        self._layout = self.config.ledger_layout
         self._bookie_id = bookie_id
         self._free_space = free_space
         self._clock = clock
@@ -370,7 +379,7 @@ class GarbageCollector:
         deleted = 0
         for lid in absent:
             try:
-                still_absent = await self._store.exists(ledger_path(self._root, lid)) is None
+                still_absent = await self._store.exists(ledger_path(self._root, lid, self._layout)) is None
             except Exception as exc:
                 log.warning("GC: cannot re-check ledger %d, keeping it: %s", lid, exc)
                 continue
@@ -396,6 +405,11 @@ class GarbageCollector:
             if level == 0:
                 raise
             children = []  # removed since its parent was listed: absent (re-checked before deleting)
+        if self._layout is LedgerLayout.FLAT:  # every ledger is a child of the ledgers root
+            existing = set(flat_ledger_ids(children))
+            for lid in ledgers:
+                (present if lid in existing else absent).append(lid)
+            return
         names = set(ledger_level_children(level, children))
         groups: dict[str, list[int]] = {}
         for lid in ledgers:
@@ -426,7 +440,7 @@ class GarbageCollector:
 
     async def _not_in_ensemble(self, lid: int) -> bool:
         assert self._store is not None
-        data, _ = await self._store.get(ledger_path(self._root, lid))
+        data, _ = await self._store.get(ledger_path(self._root, lid, self._layout))
         md = LedgerMetadata.decode(data)
         return md.state is LedgerState.CLOSED and all(self._bookie_id not in s.ensemble for s in md.segments)
 
@@ -609,7 +623,7 @@ class GarbageCollector:
             wanted.update(lid for lid, _ in best)
         meta: dict[int, tuple[str, str | None, str | None]] = {}
         if lookup_metadata and self._store is not None and wanted:
-            meta = await lookup_ledgers(self._store, self._root, sorted(wanted))
+            meta = await lookup_ledgers(self._store, self._root, sorted(wanted), layout=self._layout)
         out = []
         for log_id, directory, size, total, live, current, error in rows:
             pins = tuple(LedgerPin(lid, n, *meta.get(lid, ("not_looked_up", None, None))) for lid, n in top[log_id])
@@ -619,7 +633,8 @@ class GarbageCollector:
                                    pins=pins, other_ledgers=len(live) - len(pins), error=error,
                                    roll_due=self._roll_due(current_infos.get(log_id), schedule) if current else None,
                                    rolled_for_gc=self._rolled.get(log_id)))
-        return GcExplanation(schedule, self._last_run, self._last_result, tuple(out))
+        placement = "per-ledger" if logger.per_ledger else "interleaved"
+        return GcExplanation(schedule, self._last_run, self._last_result, tuple(out), placement)
 
 
     def _roll_due(self, info: CurrentLogInfo | None, schedule: GcSchedule) -> tuple[str, int | None] | None:

@@ -21,8 +21,11 @@ from ._config import JournalConfig as JournalConfig
 from ._files import JournalDisk as JournalDisk
 from ._files import ReplayReport as ReplayReport
 from ._files import ReplayStop as ReplayStop
+from ._group import GroupMark as GroupMark
+from ._group import JournalGroup as JournalGroup
 from ._journal import RESERVE_FILE as RESERVE_FILE
 from ._journal import Journal as Journal
+from ._last_mark import last_mark_file as last_mark_file
 from ._last_mark import read_last_mark as read_last_mark
 from ._types import FlushReason as FlushReason
 from ._types import JournalClosedError as JournalClosedError
@@ -36,7 +39,7 @@ from ._types import JournalTicket as JournalTicket
 __all__ = [
     # the journal and its lifecycle
     "Journal", "JournalConfig", "JournalDisk", "JournalState", "JournalStatistics", "JournalTicket",
-    "FlushReason", "RESERVE_FILE",
+    "FlushReason", "RESERVE_FILE", "JournalGroup", "GroupMark", "last_mark_file",
     # errors
     "JournalError", "JournalIOError", "JournalNoSpaceError", "JournalClosedError", "JournalFormatError",
     # records, marks and replay

@@ -110,7 +110,7 @@ from ._files import (
     remove_old_files,
     repair_tail,
 )
-from ._last_mark import read_last_mark, write_last_mark
+from ._last_mark import LAST_MARK_FILE, read_last_mark, write_last_mark
 from ._types import (
     FlushReason,
     JournalClosedError,
@@ -159,13 +159,14 @@ class Journal:
 
     def __init__(self, journal_dir: Path, ledger_dirs: Sequence[Path], config: JournalConfig,
                  disk: JournalDisk, metrics: JournalMetrics, persisted: LogMark,
-                 space_guard: SpaceGuard | None = None) -> None:
+                 space_guard: SpaceGuard | None = None, mark_file: str = LAST_MARK_FILE) -> None:
         """Use `Journal.open` instead; it reads the persisted mark without blocking the loop."""
         config.validate()
         self.on_state_change: Callable[[JournalState], None] | None = None
         """Called (on the trio thread) after every change to NO_SPACE, SERVING (from NO_SPACE) or
         FAILED; the bookie maps them to read-only reasons."""
         self._guard = space_guard
+        self._mark_file = mark_file
         self._dir = journal_dir
         self._ledger_dirs = tuple(ledger_dirs)
         self._config = config
@@ -209,10 +210,12 @@ class Journal:
     @classmethod
     async def open(cls, journal_dir: str | os.PathLike[str], ledger_dirs: Sequence[str | os.PathLike[str]],
                    config: JournalConfig | None = None, *, disk: JournalDisk | None = None,
-                   metrics: JournalMetrics | None = None, space_guard: SpaceGuard | None = None) -> Journal:
+                   metrics: JournalMetrics | None = None, space_guard: SpaceGuard | None = None,
+                   mark_file: str = LAST_MARK_FILE) -> Journal:
         """Prepare a journal over `journal_dir` (created if missing); nothing is written yet.
 
-        `ledger_dirs` hold the ``lastMark`` copies. ``space_guard`` is asked before every
+        `ledger_dirs` hold the ``lastMark`` copies (file ``mark_file``: one per journal of a
+        bookie). ``space_guard`` is asked before every
         preallocation (see "Full disk"); without one the journal preallocates whole chunks.
         Raises `ConfigError` for a bad config and OSError if the directories cannot be read or
         created.
@@ -224,11 +227,11 @@ class Journal:
             jdir.mkdir(parents=True, exist_ok=True)
             for d in ldirs:
                 d.mkdir(parents=True, exist_ok=True)
-            return read_last_mark(ldirs)
+            return read_last_mark(ldirs, mark_file)
 
         persisted = await trio.to_thread.run_sync(prepare)
         return cls(jdir, ldirs, config or JournalConfig(), disk or JournalDisk(),
-                   metrics or JournalMetrics(), persisted, space_guard)
+                   metrics or JournalMetrics(), persisted, space_guard, mark_file)
 
     # -----------------------------------------------------------------------------------------
     # Adds
@@ -337,6 +340,11 @@ class Journal:
     # -----------------------------------------------------------------------------------------
     # Marks
 
+    @staticmethod
+    def earliest(a: LogMark, b: LogMark) -> LogMark:
+        """The earlier of two marks of this journal (`JournalGroup.earliest` has the same shape)."""
+        return min(a, b)
+
     def current_mark(self) -> LogMark:
         """The mark just past the last acknowledged record (what a checkpoint may persist).
 
@@ -363,7 +371,7 @@ class Journal:
         if mark <= self._persisted:
             return []
         try:
-            await trio.to_thread.run_sync(write_last_mark, self._ledger_dirs, mark)
+            await trio.to_thread.run_sync(write_last_mark, self._ledger_dirs, mark, self._mark_file)
         except OSError as exc:
             raise JournalIOError(f"could not persist lastMark {mark}: {exc}") from exc
         self._persisted = mark

@@ -18,18 +18,26 @@ from pathlib import Path
 
 from ._codec import JournalFormatError, LogMark, decode_last_mark, encode_last_mark
 
-__all__ = ["LAST_MARK_FILE", "read_last_mark", "write_last_mark"]
+__all__ = ["LAST_MARK_FILE", "last_mark_file", "read_last_mark", "write_last_mark"]
 
 log = logging.getLogger(__name__)
 
 LAST_MARK_FILE = "lastMark"
 
 
-def read_last_mark(ledger_dirs: Iterable[str | os.PathLike[str]]) -> LogMark:
-    """The highest mark found in the ledger directories, or ``LogMark(0, 0)`` if there is none."""
+def last_mark_file(journal_index: int) -> str:
+    """The lastMark file name of the journal at ``journal_index`` of a bookie's journal
+    directories: ``lastMark`` for the first (so a bookie given more directories keeps its
+    first journal's mark), ``lastMark.{i}`` for the others."""
+    return LAST_MARK_FILE if journal_index == 0 else f"{LAST_MARK_FILE}.{journal_index}"
+
+
+def read_last_mark(ledger_dirs: Iterable[str | os.PathLike[str]], name: str = LAST_MARK_FILE) -> LogMark:
+    """The highest mark found in the ledger directories (file ``name``), or ``LogMark(0, 0)``
+    if there is none."""
     best = LogMark(0, 0)
     for d in ledger_dirs:
-        path = Path(d) / LAST_MARK_FILE
+        path = Path(d) / name
         try:
             mark = decode_last_mark(path.read_bytes())
         except FileNotFoundError:
@@ -49,8 +57,9 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_last_mark(ledger_dirs: Iterable[str | os.PathLike[str]], mark: LogMark) -> None:
-    """Durably write `mark` to ``lastMark`` in every ledger directory.
+def write_last_mark(ledger_dirs: Iterable[str | os.PathLike[str]], mark: LogMark,
+                    name: str = LAST_MARK_FILE) -> None:
+    """Durably write `mark` to ``name`` (``lastMark``) in every ledger directory.
 
     Tries every directory; if any failed, raises the first OSError after the others were written
     (the bookie should then treat that directory as failed).
@@ -59,7 +68,7 @@ def write_last_mark(ledger_dirs: Iterable[str | os.PathLike[str]], mark: LogMark
     first_error: OSError | None = None
     for d in ledger_dirs:
         directory = Path(d)
-        tmp = directory / (LAST_MARK_FILE + ".tmp")
+        tmp = directory / (name + ".tmp")
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             try:
@@ -69,7 +78,7 @@ def write_last_mark(ledger_dirs: Iterable[str | os.PathLike[str]], mark: LogMark
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            os.replace(tmp, directory / LAST_MARK_FILE)
+            os.replace(tmp, directory / name)
             _fsync_dir(directory)
         except OSError as exc:
             log.error("could not persist lastMark %s in %s: %s", mark, directory, exc)

@@ -30,6 +30,7 @@ from ._config import BookieConfig as BookieConfig
 from ._cookies import COOKIE_FILE as COOKIE_FILE
 from ._cookies import CookieMismatchError as CookieMismatchError
 from ._cookies import check_cookies as check_cookies
+from ._cookies import check_ledger_layout as check_ledger_layout
 from ._cookies import expected_cookie as expected_cookie
 from ._cookies import format_bookie as format_bookie
 from ._disks import DiskVerdict as DiskVerdict
@@ -57,5 +58,6 @@ __all__ = [
     "BOOKIE_AUTHZ_FACTORY", "CertificateRoleAuthorizer", "certificate_roles",
     # metadata store and disks
     "run_registration", "registration_path", "COOKIE_FILE", "CookieMismatchError", "check_cookies",
-    "expected_cookie", "format_bookie", "DiskVerdict", "classify", "measure_usage", "run_disk_checker",
+    "check_ledger_layout", "expected_cookie", "format_bookie", "DiskVerdict", "classify", "measure_usage",
+    "run_disk_checker",
 ]

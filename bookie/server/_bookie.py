@@ -66,7 +66,7 @@ import trio
 from prometheus_client import CollectorRegistry
 
 from metadata import MetadataStore
-from protocols.bookkeeper import ENTRY_HEADER_SIZE, LAC_BODY_SIZE, NoSuchEntry, NoSuchLedger, StatusCode
+from protocols.bookkeeper import ENTRY_METADATA_SIZE, LAC_METADATA_SIZE, NoSuchEntry, NoSuchLedger, StatusCode
 
 from .._errors import BookieError
 from .._space import SpaceGuard
@@ -78,6 +78,7 @@ from ..journal import (
     Journal,
     JournalDisk,
     JournalError,
+    JournalGroup,
     JournalIOError,
     JournalNoSpaceError,
     JournalRecord,
@@ -158,10 +159,10 @@ class _CheckpointSource:
         point, _, count = kill_at.partition(":")
         self._kill_before_mark = int(count or 1) if point == "before_last_mark" else 0
 
-    def new_checkpoint(self) -> LogMark | None:
+    def new_checkpoint(self) -> Any:  # a LogMark, a GroupMark (journalDirectories) or None
         return None if self.replaying else self._bookie._safe_mark()
 
-    async def checkpoint_complete(self, mark: LogMark) -> None:
+    async def checkpoint_complete(self, mark: Any) -> None:
         self.completed += 1
         if self._kill_before_mark and self.completed >= self._kill_before_mark:
             log.warning("%s: killing the process before persisting LastLogMark %s", KILL_AT_ENV, mark)
@@ -181,7 +182,7 @@ class Bookie:
     exceptions are bugs. Methods must be called from the trio run that runs the bookie.
     """
 
-    def __init__(self, config: BookieConfig, journal: Journal, registry: CollectorRegistry,
+    def __init__(self, config: BookieConfig, journal: Journal | JournalGroup, registry: CollectorRegistry,
                  metrics: BookieServerMetrics, space_guard: SpaceGuard | None = None) -> None:
         """Use `open_bookie`; this only wires parts together (it attaches the storage). The
         journal's state changes and the guard's reports (``space_guard.on_full``) come here."""
@@ -196,9 +197,13 @@ class Bookie:
         self._reasons: set[ReadOnlyReason] = set()
         self._state_changed = trio.Event()
         self._closing = False
-        self._inflight: dict[int, LogMark] = {}  # token -> durable mark when the add was submitted
+        self._inflight: dict[int, Any] = {}  # token -> durable mark (LogMark or GroupMark) when submitted
         self._next_token = 0
         self._lacs = LacTracker(config.long_poll_max_waiters, metrics.long_poll_waiters.set)
+        # separate read paths: ordinary reads and high-priority ones (fencing, recovery) each have
+        # their own disk-read threads, so recovery never waits for a catch-up read's thread
+        self._reads = trio.CapacityLimiter(config.num_read_worker_threads)
+        self._priority_reads = trio.CapacityLimiter(config.num_high_priority_worker_threads)
         self._fences: dict[int, JournalTicket] = {}  # ledger -> journal ticket of its fence record
         # ledgers fenced in memory whose fence record failed (journal out of space): the next
         # fence journals it again instead of answering from memory
@@ -219,8 +224,9 @@ class Bookie:
     # ------------------------------------------------------------------ state
 
     @property
-    def journal(self) -> Journal:
-        """The journal (for statistics and tests)."""
+    def journal(self) -> Journal | JournalGroup:
+        """The journal, or the group of journals with ``journalDirectories`` (for statistics and
+        tests)."""
         return self._journal
 
     @property
@@ -351,10 +357,11 @@ class Bookie:
     def _on_flush_error(self, exc: StorageIOError) -> None:
         self._set_reason(ReadOnlyReason.STORAGE_ERROR, True, str(exc))
 
-    def _safe_mark(self) -> LogMark:
-        mark = self._journal.current_mark()
+    def _safe_mark(self) -> Any:
+        # a LogMark, or one per journal (a GroupMark) with journalDirectories
+        mark: Any = self._journal.current_mark()
         for first in self._inflight.values():  # insertion order = submission order = lowest mark
-            return min(mark, first)
+            return self._journal.earliest(mark, first)
         return mark
 
     # ------------------------------------------------------------------ journal helpers
@@ -418,7 +425,7 @@ class Bookie:
         if self._reasons and (not recovery or ReadOnlyReason.JOURNAL_FAILED in self._reasons
                               or ReadOnlyReason.JOURNAL_NO_SPACE in self._reasons):
             raise BookieError(StatusCode.EREADONLY, f"bookie is read-only ({self._reason_text()})")
-        if len(body) < ENTRY_HEADER_SIZE:
+        if len(body) < ENTRY_METADATA_SIZE:  # any digest type: the bookie reads only the ids and LAC
             raise BookieError(StatusCode.EBADREQ, f"entry of {len(body)} bytes is shorter than its header")
         journal = self._journal
         start = journal.current_mark()
@@ -520,10 +527,13 @@ class Bookie:
 
     # ------------------------------------------------------------------ reads
 
-    async def read_entry(self, ledger_id: int, entry_id: int) -> bytes:
-        """The stored entry (``entry_id == -1``: the last one). ENOLEDGER, ENOENTRY or EIO."""
+    async def read_entry(self, ledger_id: int, entry_id: int, *, high_priority: bool = False) -> bytes:
+        """The stored entry (``entry_id == -1``: the last one). ENOLEDGER, ENOENTRY or EIO.
+        A disk read takes a thread of the high-priority pool (``num_high_priority_worker_threads``)
+        or of the ordinary one (``num_read_worker_threads``)."""
+        limiter = self._priority_reads if high_priority else self._reads
         try:
-            return await self._storage.get_entry(ledger_id, entry_id)
+            return await self._storage.get_entry(ledger_id, entry_id, limiter=limiter)
         except NoSuchLedger:
             raise BookieError(StatusCode.ENOLEDGER, f"no ledger {ledger_id}") from None
         except NoSuchEntry:
@@ -570,11 +580,11 @@ class Bookie:
             raise BookieError(StatusCode.ENOLEDGER, f"no ledger {ledger_id}")
         lac = -1
         explicit = st.explicit_lac(ledger_id)
-        if explicit is not None and len(explicit) == LAC_BODY_SIZE:
+        if explicit is not None and len(explicit) >= LAC_METADATA_SIZE:  # its code depends on the digest type
             (lac,) = _LAC_IN_ENTRY.unpack_from(explicit, 8)
         try:
             last = await st.get_entry(ledger_id, -1)
-            if len(last) >= ENTRY_HEADER_SIZE:
+            if len(last) >= ENTRY_METADATA_SIZE:
                 lac = max(lac, _LAC_IN_ENTRY.unpack_from(last, 16)[0])
         except (NoSuchEntry, NoSuchLedger):
             pass
@@ -671,7 +681,7 @@ class Bookie:
                 else:
                     await st.add_entry(record.ledger_id, record.entry_id, record.data)
                 buffered += len(record.data)
-                if len(record.data) >= ENTRY_HEADER_SIZE:
+                if len(record.data) >= ENTRY_METADATA_SIZE:
                     (lac,) = _LAC_IN_ENTRY.unpack_from(record.data, 16)
                     self._lacs.advance(record.ledger_id, lac)
             elif isinstance(record, FenceLedger):
@@ -729,8 +739,15 @@ async def open_bookie(config: BookieConfig, *, registry: CollectorRegistry | Non
     registry = registry if registry is not None else CollectorRegistry()
     metrics = BookieServerMetrics(registry)
     guard = space_guard if space_guard is not None else SpaceGuard(config.disk_usage_threshold)
-    journal = await Journal.open(config.journal_dir, config.ledger_dirs, config.journal_config(),
-                                 disk=journal_disk, metrics=JournalMetrics(registry), space_guard=guard)
+    journal: Journal | JournalGroup
+    if len(config.journal_directories) > 1:  # journalDirectories: one journal per directory
+        if journal_disk is not None:
+            raise ValueError("journal_disk (a test seam) needs a single journal directory")
+        journal = await JournalGroup.open(config.journal_directories, config.ledger_dirs, config.journal_config(),
+                                          metrics=JournalMetrics(registry), space_guard=guard)
+    else:
+        journal = await Journal.open(config.journal_dir, config.ledger_dirs, config.journal_config(),
+                                     disk=journal_disk, metrics=JournalMetrics(registry), space_guard=guard)
     bookie = Bookie(config, journal, registry, metrics, space_guard=guard)
     mib = 1024 * 1024
     bookie._storage = storage = await DbLedgerStorage.open(
@@ -739,6 +756,9 @@ async def open_bookie(config: BookieConfig, *, registry: CollectorRegistry | Non
         read_cache_max_bytes=config.read_cache_max_mb * mib,
         read_ahead_batch_size=config.read_ahead_batch_size,
         max_throttle_time_ms=config.max_throttle_time_ms, flush_interval_ms=config.flush_interval_ms,
+        flush_entrylog_bytes=config.flush_entrylog_bytes,
+        entry_log_per_ledger=config.entry_log_per_ledger_enabled,
+        max_active_entry_logs=config.maximum_number_of_active_entry_logs,
         checkpoint_source=bookie._source, on_flush_error=bookie._on_flush_error,
         registry=registry, file_ops=file_ops, space_guard=guard)
     try:

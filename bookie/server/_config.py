@@ -13,6 +13,7 @@ GC's checks too, e.g. minorCompactionThreshold must be below majorCompactionThre
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, fields
 
 from magnetar.config import ConfigError, config_field, require_at_least, require_fraction, require_positive
@@ -62,6 +63,12 @@ class BookieConfig(GcConfig):
     # ------------------------------------------------------------------ directories
     journal_dir: str = config_field("data/bookie/journal", alias="journalDirectory",
                                     help="Directory of the journal files.")
+    journal_dirs: tuple[str, ...] = config_field(
+        [], alias="journalDirectories",
+        help="Several journal directories, each with its own journal (writer and fsync loop; a ledger "
+             "goes to ledgerId % count): put them on separate disks. Empty: journalDirectory alone. The "
+             "first keeps its lastMark file name, so directories may be added to an existing bookie; "
+             "removing or reordering them strands the entries of their journals.")
     ledger_dirs: tuple[str, ...] = config_field(
         ["data/bookie/ledgers"], alias="ledgerDirectories",
         help="Entry log directories (a ledger goes to ledgerId % count); comma separated on the CLI.")
@@ -109,6 +116,22 @@ class BookieConfig(GcConfig):
         help="How long an add waits for room in a full write cache before it is rejected.")
     flush_interval_ms: int = config_field(
         60_000, alias="flushInterval", help="Checkpoint (flush the write cache, advance LastLogMark) this often.")
+    entry_log_per_ledger_enabled: bool = config_field(
+        False, alias="entryLogPerLedgerEnabled",
+        help="Placement: give each ledger entry logs of its own instead of interleaving all ledgers in "
+             "one current log per directory, so a deleted ledger's logs die whole and compaction "
+             "copies nothing to reclaim them (bench/placement_bench.py). For few, large ledgers; "
+             "at most maximumNumberOfActiveEntryLogs logs are open at once.")
+    maximum_number_of_active_entry_logs: int = config_field(
+        500, alias="maximumNumberOfActiveEntryLogs",
+        help="With entryLogPerLedgerEnabled: current entry logs open at once; one more rolls the least "
+             "recently written.")
+    flush_entrylog_bytes: int = config_field(
+        0, alias="flushEntrylogBytes",
+        help="While a checkpoint writes entry logs, sync a log every this many bytes written so the "
+             "device gets the write cache in bounded pieces, not in one sync at the end that the "
+             "journal's fsyncs queue behind (0: one sync per checkpoint). bench/flush_entrylog_bench.py "
+             "measures its effect on add latency.")
 
     # ------------------------------------------------------------------ disks and read-only mode
     disk_usage_threshold: float = config_field(
@@ -135,6 +158,15 @@ class BookieConfig(GcConfig):
         help="Requests one connection may have in progress before the server stops reading from it.")
     max_in_flight_bytes: int = config_field(
         64 * MiB, help="Request bytes one connection may have in progress before the server stops reading.")
+    num_read_worker_threads: int = config_field(
+        8, alias="numReadWorkerThreads",
+        help="Worker threads for ordinary reads that miss the caches (catch-up reads, tailing reads "
+             "after a long poll); more such reads wait for a free thread.")
+    num_high_priority_worker_threads: int = config_field(
+        8, alias="numHighPriorityWorkerThreads",
+        help="Worker threads for high-priority reads (fencing reads and reads the client marks high "
+             "priority: ledger recovery), apart from the ordinary ones so recovery never queues "
+             "behind catch-up reads.")
     long_poll_max_waiters: int = config_field(
         10_000, help="Long-poll reads (LAC waits) held at once; more are refused with ETOOMANYREQUESTS.")
     long_poll_max_timeout_ms: int = config_field(
@@ -206,6 +238,11 @@ class BookieConfig(GcConfig):
             queue_max_bytes=self.journal_queue_max_mb * MiB,
         )
 
+    @property
+    def journal_directories(self) -> tuple[str, ...]:
+        """The journal directories in use: ``journal_dirs``, or ``journal_dir`` alone."""
+        return tuple(self.journal_dirs) or (self.journal_dir,)
+
     def gc_config(self) -> GcConfig:
         """The garbage collector's settings alone (the inherited GC keys, same names and units)."""
         return GcConfig(**{f.name: getattr(self, f.name) for f in fields(GcConfig)})
@@ -249,6 +286,8 @@ class BookieConfig(GcConfig):
                 raise ConfigError(name, "must be a TCP port (0-65535)")
         if not self.journal_dir:
             raise ConfigError("journal_dir", "must not be empty")
+        if len({os.path.abspath(d) for d in self.journal_directories}) != len(self.journal_directories):
+            raise ConfigError("journal_dirs", "the journal directories must be distinct")
         if not self.ledger_dirs:
             raise ConfigError("ledger_dirs", "needs at least one directory")
         if len(set(self.ledger_dirs)) != len(self.ledger_dirs):
@@ -258,10 +297,13 @@ class BookieConfig(GcConfig):
         require_positive(self, "journal_max_size_mb", "journal_prealloc_size_mb",
                          "journal_buffered_writes_threshold", "journal_queue_size", "journal_queue_max_mb",
                          "log_size_limit", "write_cache_max_mb", "disk_check_interval_ms", "max_frame_size",
-                         "max_in_flight_requests", "max_in_flight_bytes", "long_poll_max_waiters")
+                         "max_in_flight_requests", "max_in_flight_bytes", "long_poll_max_waiters",
+                         "num_read_worker_threads", "num_high_priority_worker_threads",
+                         "maximum_number_of_active_entry_logs")
         require_at_least(self, "journal_max_backups", "journal_max_group_wait_ms",
                          "journal_buffered_entries_threshold", "read_cache_max_mb", "read_ahead_batch_size",
-                         "max_throttle_time_ms", "flush_interval_ms", "long_poll_max_timeout_ms")
+                         "max_throttle_time_ms", "flush_interval_ms", "long_poll_max_timeout_ms",
+                         "flush_entrylog_bytes")
         if self.log_size_limit < 4096:
             raise ConfigError("log_size_limit", "must be at least 4096 bytes (header plus one record)")
         require_fraction(self, "disk_usage_threshold", "disk_usage_warn_threshold",

@@ -20,13 +20,26 @@ from pathlib import Path
 
 import trio
 
+from magnetar.config import ConfigError
 from metadata import MetadataStore, NodeExistsError, NoNodeError, ensure_path
-from protocols.bookkeeper import INSTANCEID, Cookie, CookieFormatError, cookie_path, ledgers_root
+from protocols.bookkeeper import (
+    INSTANCEID,
+    Cookie,
+    CookieFormatError,
+    LayoutFormatError,
+    cookie_path,
+    decode_layout,
+    encode_layout,
+    layout_conflict,
+    layout_path,
+    ledgers_root,
+)
 
 from .._errors import BookieException
 from ._config import BookieConfig
 
-__all__ = ["COOKIE_FILE", "CookieMismatchError", "expected_cookie", "check_cookies", "format_bookie"]
+__all__ = ["COOKIE_FILE", "CookieMismatchError", "expected_cookie", "check_cookies", "check_ledger_layout",
+           "format_bookie"]
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +61,7 @@ class CookieMismatchError(BookieException):
 
 
 def _dirs(config: BookieConfig) -> list[Path]:
-    return [Path(config.journal_dir), *(Path(d) for d in config.ledger_dirs)]
+    return [*(Path(d) for d in config.journal_directories), *(Path(d) for d in config.ledger_dirs)]
 
 
 async def _instance_id(store: MetadataStore | None, root: str) -> str:
@@ -65,7 +78,8 @@ async def expected_cookie(config: BookieConfig, store: MetadataStore | None) -> 
     """The cookie this configuration should find (instance id from the store, if any)."""
 
     def resolved() -> tuple[str, tuple[str, ...]]:  # resolving follows links on disk: a worker thread
-        return (str(Path(config.journal_dir).resolve()),
+        # several journal directories: comma separated, as BookKeeper's cookie lists them
+        return (",".join(str(Path(d).resolve()) for d in config.journal_directories),
                 tuple(str(Path(d).resolve()) for d in config.ledger_dirs))
 
     journal_dir, ledger_dirs = await trio.to_thread.run_sync(resolved)
@@ -103,6 +117,32 @@ def _write_local(directories: list[Path], cookie: Cookie) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, d / COOKIE_FILE)
+
+
+async def check_ledger_layout(config: BookieConfig, store: MetadataStore | None) -> None:
+    """Record the configured ledger layout in ``{root}/ledgers/LAYOUT`` if the cluster has none,
+    else check it is the one configured: GC lists ledger metadata in that layout, and listing the
+    other one would find no ledger at all and delete every local one.
+
+    Raises ``ConfigError`` (``ledger_manager_factory_class``) when they differ or the node is not a
+    layout Magnetar implements; metadata-store errors pass through. No-op without a store.
+    """
+    if store is None:
+        return
+    configured = config.ledger_layout
+    path = layout_path(config.metadata_root)
+    try:
+        await store.create(path, encode_layout(configured), make_parents=True)
+        return
+    except NodeExistsError:
+        data, _ = await store.get(path)
+    try:
+        recorded = decode_layout(data)
+    except LayoutFormatError as exc:
+        raise ConfigError("ledger_manager_factory_class", f"{path}: {exc}") from None
+    conflict = layout_conflict(recorded, configured)
+    if conflict is not None:
+        raise ConfigError("ledger_manager_factory_class", conflict)
 
 
 async def check_cookies(config: BookieConfig, store: MetadataStore | None) -> Cookie:

@@ -63,7 +63,7 @@ async def run_disk_checker(bookie: Bookie, *,
     directory counts as full. ``task_status.started`` is called after the first check.
     """
     cfg = bookie.config
-    paths = [cfg.journal_dir, *cfg.ledger_dirs]
+    paths = [*cfg.journal_directories, *cfg.ledger_dirs]
     warned: set[str] = set()
     started = False
     while True:

@@ -25,7 +25,7 @@ from metadata import open_metadata_store
 from .._errors import BookieException
 from ._bookie import open_bookie
 from ._config import BookieConfig
-from ._cookies import check_cookies
+from ._cookies import check_cookies, check_ledger_layout
 from ._disks import run_disk_checker
 from ._http import serve_bookie_http
 from ._registration import run_registration
@@ -83,6 +83,7 @@ async def serve_bookie_process(config: BookieConfig, *, registry: CollectorRegis
             store = await stack.enter_async_context(open_metadata_store(
                 config.metadata_url, security=config.zk_security()))
         await check_cookies(config, store)
+        await check_ledger_layout(config, store)
         bookie = await stack.enter_async_context(open_bookie(config, registry=registry, store=store))
         async with trio.open_nursery() as nursery:
             tls = server_context(config.tls_settings()) if config.tls_enabled else None

@@ -1,11 +1,18 @@
 """The bookie protocol server: a thin trio loop per connection around the sans-IO frame codec.
 
-Per connection, three tasks share one nursery:
+Per connection, four tasks share one nursery:
 
 * the reader decodes frames and dispatches them in arrival order. Adds are *submitted* right
   there (`Bookie.submit_add` enqueues the journal record synchronously), so the journal holds a
-  connection's adds in the order they arrived; plain reads are served inline (cache hits never
-  block); fencing reads, long polls and the rare other operations run as tasks;
+  connection's adds in the order they arrived; ordinary reads are queued for the read worker;
+  fencing reads, reads the client marks high priority (``BKPacketHeader.priority > 0``: ledger
+  recovery), long polls and the rare other operations run as tasks;
+* the read worker serves the connection's ordinary reads one at a time in arrival order (cache
+  hits never block). Read paths are separate (BookKeeper's read / high-priority / long-poll
+  pools): a high-priority read is dispatched at once whatever the backlog of ordinary reads and
+  reads the disk on the bookie's high-priority threads (``numHighPriorityWorkerThreads``), not
+  the ordinary ones (``numReadWorkerThreads``), so recovery is never queued behind catch-up
+  reads; a long poll holds no read thread while it waits for the LAC;
 * the acker completes submitted adds in order (they are acknowledged by the journal in order
   anyway) and queues their responses;
 * the writer sends every queued response with one ``send_all`` per wake-up (many per call under
@@ -138,6 +145,8 @@ class _Connection:
         self.out_release: list[tuple[int, int]] = []  # (requests, bytes) freed once sent
         self.has_out = trio.Event()
         self.acks: deque[tuple[int, AddTicket, float, int]] = deque()
+        self.reads: deque[tuple[pb.Request, int, float]] = deque()  # ordinary reads, arrival order
+        self.has_reads = trio.Event()
         self.has_acks = trio.Event()
         self.acker_waiting = False
         self.add_lat: list[float] = []
@@ -153,6 +162,7 @@ class _Connection:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._writer)
                 nursery.start_soon(self._acker)
+                nursery.start_soon(self._read_worker)
                 await self._reader(nursery)
                 nursery.cancel_scope.cancel()
         except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
@@ -217,14 +227,18 @@ class _Connection:
                 return
 
     async def _dispatch(self, req: pb.Request, size: int, nursery: trio.Nursery, t0: float) -> None:
-        """Every request but an add: plain reads inline, the rest as tasks, unknown ones EBADREQ."""
+        """Every request but an add: ordinary reads to the read worker, high-priority reads and
+        the rest as tasks, unknown ones EBADREQ."""
         op = req.header.operation
         if op == OperationType.READ_ENTRY and req.HasField("readRequest"):
             r = req.readRequest
             if r.HasField("flag"):
                 nursery.start_soon(self._special_read, req, size, t0)
+            elif req.header.priority > 0:
+                nursery.start_soon(self._plain_read, req, size, t0, True)
             else:
-                await self._plain_read(req, size, t0)
+                self.reads.append((req, size, t0))
+                self.has_reads.set()
         elif op in _OTHER and req.HasField(_OTHER[op]):
             nursery.start_soon(self._other, req, size)
         else:
@@ -324,10 +338,20 @@ class _Connection:
 
     # ------------------------------------------------------------------ reads
 
-    async def _plain_read(self, req: pb.Request, size: int, t0: float) -> None:
+    async def _read_worker(self) -> None:
+        """The connection's ordinary reads, one at a time in arrival order (module docstring)."""
+        reads = self.reads
+        while True:
+            while not reads:
+                self.has_reads = trio.Event()
+                await self.has_reads.wait()
+            req, size, t0 = reads.popleft()
+            await self._plain_read(req, size, t0)
+
+    async def _plain_read(self, req: pb.Request, size: int, t0: float, high_priority: bool = False) -> None:
         r = req.readRequest
         try:
-            body = await self.bookie.read_entry(r.ledgerId, r.entryId)
+            body = await self.bookie.read_entry(r.ledgerId, r.entryId, high_priority=high_priority)
         except BookieError as exc:
             self._respond(read_response(req.header.txnId, exc.status, r.ledgerId, r.entryId), size)
             return
@@ -351,7 +375,8 @@ class _Connection:
                     self._respond(read_response(txn, StatusCode.EOK, ledger, entry, max_lac=lac), size)
                     return
             try:
-                body = await bookie.read_entry(ledger, entry)
+                high = r.flag == _FENCE or req.header.priority > 0
+                body = await bookie.read_entry(ledger, entry, high_priority=high)
                 status = StatusCode.EOK
             except BookieError as exc:
                 body, status = None, exc.status

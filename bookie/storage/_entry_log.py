@@ -5,8 +5,8 @@ it through ``trio.to_thread.run_sync`` and never on the event loop. Format: `_en
 
 Rules:
 
-1. Each ledger directory has its own current log; a ledger's entries go to directory
-   ``ledger_id % len(directories)``. Current logs are created lazily on the first write.
+1. Each ledger directory has its own current log (or one per ledger, rule 9); a ledger's entries
+   go to directory ``ledger_id % len(directories)``. Current logs are created lazily on the first write.
 2. Log ids are global across directories and never repeat: the id in use is persisted in a
    ``lastId`` file of its directory, and at start the next id is one above every ``lastId`` and
    every ``*.log`` file found.
@@ -29,6 +29,20 @@ Rules:
    not yet indexed (the storage's write lock): every record in the log is then synced and
    indexed, so rolling changes no location and a crash at any point of it loses nothing (a log
    left without its map is measured by a scan, as after any crash).
+8. Incremental flushing (BookKeeper's ``flushEntrylogBytes``, 0 = off): while `append` writes, a
+   current log is fdatasynced each time ``flush_entrylog_bytes`` more bytes were written to it
+   (and the write chunk is at most that size), so a checkpoint's data goes to the device in
+   bounded pieces instead of one sync of the whole write-cache half at its end - the journal's
+   fsyncs then never queue behind one huge write-back. The final `sync` is still what makes the
+   records indexable (rule 5); the intermediate syncs only spread the same I/O.
+9. Placement (``entryLogPerLedgerEnabled``, off by default): each ledger gets current logs of its
+   own, so a log holds one ledger and dies whole when that ledger is deleted: compaction never
+   copies live data out of it. At most ``max_active_logs`` (``maximumNumberOfActiveEntryLogs``)
+   current logs are open; opening one more first rolls the least recently written one (rule 4).
+   That roll happens inside `append`, under the storage's write lock like every append, so the
+   log's records are synced and indexed before GC can list it as a rolled log.
+   For few, large ledgers (a managed ledger's ledgers, of unlike retention): many small ledgers
+   would mean many small logs.
 """
 
 from __future__ import annotations
@@ -151,6 +165,7 @@ class EntryLogStats:
     rolls: int
     removed_empty: int = 0  # logs deleted again because a failed write left them without a record
     early_rolls: int = 0  # rolls asked for by GC (rule 7), also counted in ``rolls``
+    incremental_syncs: int = 0  # syncs made by flushEntrylogBytes during appends (rule 8), also in ``syncs``
 
 
 @dataclass(slots=True)
@@ -160,6 +175,7 @@ class _CurrentLog:
     position: int
     ledgers: dict[int, int] = field(default_factory=dict)
     dirty: bool = False
+    unsynced: int = 0  # bytes written since this log's last sync (rule 8)
     created: float = 0.0  # the logger's clock when the log was opened
 
 
@@ -168,8 +184,11 @@ class EntryLogger:
 
     ``directories`` are the ledger directories (created if missing). ``log_size_limit`` is
     BookKeeper's ``logSizeLimit`` (default 1 GiB, at most 2 GiB so offsets fit in 32 bits).
-    ``file_ops`` replaces the write/sync calls (tests). ``write_chunk_bytes`` bounds the buffer that
-    records are packed into before each write. ``clock`` (seconds, monotonic) dates current logs
+    ``per_ledger`` and ``max_active_logs`` choose the placement of rule 9 (default: one current
+    log per directory, ledgers interleaved). ``file_ops`` replaces the write/sync calls (tests).
+    ``write_chunk_bytes`` bounds the buffer that
+    records are packed into before each write. ``flush_entrylog_bytes`` (> 0) syncs a current log
+    every that many bytes written (rule 8). ``clock`` (seconds, monotonic) dates current logs
     for `current_logs`. All methods block; see the module rules.
     """
 
@@ -181,10 +200,17 @@ class EntryLogger:
         file_ops: FileOps | None = None,
         max_open_read_files: int = 256,
         write_chunk_bytes: int = 8 << 20,
+        flush_entrylog_bytes: int = 0,
+        per_ledger: bool = False,
+        max_active_logs: int = 500,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not directories:
             raise ValueError("at least one ledger directory is required")
+        if max_active_logs < 1:
+            raise ValueError(f"max_active_logs must be >= 1, got {max_active_logs}")
+        if flush_entrylog_bytes < 0:
+            raise ValueError(f"flush_entrylog_bytes must be >= 0, got {flush_entrylog_bytes}")
         if not HEADER_SIZE < log_size_limit <= 2**31:
             raise ValueError(f"log_size_limit must be in ({HEADER_SIZE}, 2**31], got {log_size_limit}")
         self._dirs = [Path(d) for d in directories]
@@ -194,13 +220,20 @@ class EntryLogger:
         self._lock = threading.Lock()  # writers: append, sync, roll, close, remove
         self._fd_lock = threading.Lock()  # read file descriptors
         self._logs: dict[int, Path] = {}
-        self._current: list[_CurrentLog | None] = [None] * len(self._dirs)
+        # current logs by slot (directory index, ledger id or -1 for the shared log), least
+        # recently written first (rule 9 rolls from the front)
+        self._current: dict[tuple[int, int], _CurrentLog] = {}
+        self._per_ledger = per_ledger
+        self._max_active = max_active_logs
         self._usage_cache: dict[int, LogUsage] = {}
         self._read_fds: dict[int, int] = {}
         self._read_refs: dict[int, int] = {}
         self._closed = False
-        self._chunk = memoryview(bytearray(write_chunk_bytes))
+        self._flush_every = flush_entrylog_bytes
+        # with incremental flushing a chunk is at most one flush interval, so syncs land on time
+        self._chunk = memoryview(bytearray(min(write_chunk_bytes, flush_entrylog_bytes or write_chunk_bytes)))
         self._bytes_written = self._write_calls = self._syncs = self._rolls = 0
+        self._incremental_syncs = 0
         self._removed_empty = self._early_rolls = 0
         self._clock = clock
         highest = -1
@@ -219,6 +252,11 @@ class EntryLogger:
         self._next_id = highest + 1
 
     @property
+    def per_ledger(self) -> bool:
+        """True with per-ledger placement (rule 9): every log holds one ledger."""
+        return self._per_ledger
+
+    @property
     def directories(self) -> tuple[Path, ...]:
         """The ledger directories, in the order that ``ledger_id % len(directories)`` indexes."""
         return tuple(self._dirs)
@@ -235,21 +273,23 @@ class EntryLogger:
         with self._lock:
             self._check_open()
             n = len(self._dirs)
-            if n == 1:
-                self._append_dir(0, entries, range(len(entries)), locations)
+            if n == 1 and not self._per_ledger:
+                self._append_dir((0, -1), entries, range(len(entries)), locations)
             else:
-                groups: dict[int, list[int]] = {}
+                per_ledger = self._per_ledger
+                groups: dict[tuple[int, int], list[int]] = {}
                 for i, item in enumerate(entries):
-                    groups.setdefault(item[0] % n, []).append(i)
-                for d, idxs in groups.items():
-                    self._append_dir(d, entries, idxs, locations)
+                    lid = item[0]
+                    groups.setdefault((lid % n, lid if per_ledger else -1), []).append(i)
+                for slot, idxs in groups.items():
+                    self._append_dir(slot, entries, idxs, locations)
         return locations
 
-    def _append_dir(self, d: int, entries: Sequence[tuple[int, int, bytes]], idxs: Iterable[int],
+    def _append_dir(self, slot: tuple[int, int], entries: Sequence[tuple[int, int, bytes]], idxs: Iterable[int],
                     locations: list[int]) -> None:
         # Records are packed into one reused chunk buffer (no per-entry allocation) and written a
         # chunk at a time: one write call per batch unless it exceeds the chunk or rolls the log.
-        log = self._ensure_current(d)
+        log = self._ensure_current(slot)
         start = pos = log.position
         sizes: dict[int, int] = {}
         limit = self._limit
@@ -263,18 +303,20 @@ class EntryLogger:
                 rsize = RECORD_PREFIX_SIZE + n
                 if pos + rsize > limit and pos > HEADER_SIZE:
                     self._write_all(log.fd, chunk, fill)
-                    fill = 0
+                    fill = 0  # no incremental sync: the roll syncs the whole log
                     self._commit(log, pos, sizes)
-                    self._roll(d, log)
-                    log = self._ensure_current(d)
+                    self._roll(slot, log)
+                    log = self._ensure_current(slot)
                     start = pos = log.position
                     sizes = {}
                 if fill + rsize > cap:
                     self._write_all(log.fd, chunk, fill)
+                    self._written(log, fill)
                     fill = 0
                 if rsize > cap:
                     big = record_prefix(ledger_id, entry_id, n) + payload
                     self._write_all(log.fd, memoryview(big), len(big))
+                    self._written(log, len(big))
                 else:
                     pack_record_prefix_into(chunk, fill, ledger_id, entry_id, n)
                     chunk[fill + RECORD_PREFIX_SIZE:fill + rsize] = payload
@@ -283,10 +325,25 @@ class EntryLogger:
                 pos += rsize
                 sizes[ledger_id] = sizes.get(ledger_id, 0) + rsize
             self._write_all(log.fd, chunk, fill)
+            self._written(log, fill)
         except OSError as exc:
-            self._abandon(d, log, start)
+            self._abandon(slot, log, start)
             raise StorageIOError(f"write to entry log {log.log_id:x} failed: {exc}", exc.errno) from exc
         self._commit(log, pos, sizes)
+
+    def _written(self, log: _CurrentLog, nbytes: int) -> None:
+        """Rule 8: count ``nbytes`` written to ``log``; sync it before the unsynced bytes could
+        exceed ``flush_entrylog_bytes`` (a single larger record excepted). Raises OSError from
+        the sync (the caller abandons the log, rule 6)."""
+        if not self._flush_every:
+            return
+        log.unsynced += nbytes
+        # sync now if the next chunk could take the unsynced bytes past the bound
+        if log.unsynced and log.unsynced + len(self._chunk) > self._flush_every:
+            self._ops.sync(log.fd)
+            log.unsynced = 0
+            self._syncs += 1
+            self._incremental_syncs += 1
 
     def _write_all(self, fd: int, buf: memoryview, length: int) -> None:
         done = 0
@@ -307,7 +364,7 @@ class EntryLogger:
         for ledger_id, size in sizes.items():
             log.ledgers[ledger_id] = log.ledgers.get(ledger_id, 0) + size
 
-    def _abandon(self, d: int, log: _CurrentLog, good_size: int) -> None:
+    def _abandon(self, slot: tuple[int, int], log: _CurrentLog, good_size: int) -> None:
         """Cut a failed log back to its last good size if possible and stop writing to it; delete
         it when it holds no record (rule 6)."""
         try:
@@ -318,7 +375,8 @@ class EntryLogger:
             os.close(log.fd)
         except OSError:
             pass
-        self._current[d] = None
+        if self._current.get(slot) is log:
+            del self._current[slot]
         if good_size <= HEADER_SIZE and not log.ledgers:
             path = self._logs.pop(log.log_id, None)
             self._usage_cache.pop(log.log_id, None)
@@ -329,10 +387,17 @@ class EntryLogger:
                     pass
                 self._removed_empty += 1
 
-    def _ensure_current(self, d: int) -> _CurrentLog:
-        log = self._current[d]
+    def _ensure_current(self, slot: tuple[int, int]) -> _CurrentLog:
+        log = self._current.get(slot)
         if log is not None:
+            if self._per_ledger:  # least recently written first: move this slot to the back
+                del self._current[slot]
+                self._current[slot] = log
             return log
+        while len(self._current) >= self._max_active:  # rule 9: roll the least recently written
+            old_slot, old = next(iter(self._current.items()))
+            self._roll(old_slot, old)
+        d = slot[0]
         log_id = self._next_id
         if log_id > MAX_LOG_ID:
             raise StorageIOError("entry log ids exhausted")
@@ -355,7 +420,7 @@ class EntryLogger:
             raise StorageIOError(f"cannot create entry log {path}: {exc}", exc.errno) from exc
         self._logs[log_id] = path
         log = _CurrentLog(log_id, fd, HEADER_SIZE, created=self._clock())
-        self._current[d] = log
+        self._current[slot] = log
         return log
 
     def _persist_last_id(self, directory: Path, log_id: int) -> None:
@@ -376,7 +441,7 @@ class EntryLogger:
         finally:
             os.close(fd)
 
-    def _roll(self, d: int, log: _CurrentLog) -> None:
+    def _roll(self, slot: tuple[int, int], log: _CurrentLog) -> None:
         """Append the ledgers map, fill in the header, sync and close (rule 4)."""
         try:
             map_bytes = encode_ledgers_map(log.ledgers)
@@ -388,10 +453,11 @@ class EntryLogger:
             self._ops.pwrite(log.fd, header, 0)
             self._ops.sync(log.fd)
         except OSError as exc:
-            self._abandon(d, log, log.position)
+            self._abandon(slot, log, log.position)
             raise StorageIOError(f"rolling entry log {log.log_id:x} failed: {exc}", exc.errno) from exc
         os.close(log.fd)
-        self._current[d] = None
+        if self._current.get(slot) is log:
+            del self._current[slot]
         self._rolls += 1
         self._syncs += 1
         self._usage_cache[log.log_id] = LogUsage(log.log_id, dict(log.ledgers), sum(log.ledgers.values()))
@@ -399,32 +465,33 @@ class EntryLogger:
     def sync(self) -> None:
         """fdatasync every current log written since the last sync; raises `StorageIOError`."""
         with self._lock:
-            for d, log in enumerate(self._current):
-                if log is None or not log.dirty:
+            for slot, log in list(self._current.items()):
+                if not log.dirty:
                     continue
                 try:
                     self._ops.sync(log.fd)
                 except OSError as exc:
-                    self._abandon(d, log, log.position)
+                    self._abandon(slot, log, log.position)
                     msg = f"sync of entry log {log.log_id:x} failed: {exc}"
                     raise StorageIOError(msg, exc.errno) from exc
                 log.dirty = False
+                log.unsynced = 0
                 self._syncs += 1
 
     def roll_all(self) -> None:
         """Roll every current log that holds records (rule 4); the next append opens new logs."""
         with self._lock:
-            for d, log in enumerate(self._current):
-                if log is not None and log.position > HEADER_SIZE:
-                    self._roll(d, log)
+            for slot, log in list(self._current.items()):
+                if log.position > HEADER_SIZE:
+                    self._roll(slot, log)
 
     def current_logs(self) -> list[CurrentLogInfo]:
         """The logs still being written that hold records, with their age and ledgers."""
         now = self._clock()
         with self._lock:
-            return [CurrentLogInfo(log.log_id, str(self._dirs[d]), log.position, now - log.created,
+            return [CurrentLogInfo(log.log_id, str(self._dirs[slot[0]]), log.position, now - log.created,
                                    dict(log.ledgers))
-                    for d, log in enumerate(self._current) if log is not None and log.position > HEADER_SIZE]
+                    for slot, log in self._current.items() if log.position > HEADER_SIZE]
 
     def roll_current(self, log_ids: Iterable[int]) -> list[int]:
         """Roll the named logs if they are still current and hold records (rule 7: the caller holds
@@ -433,9 +500,9 @@ class EntryLogger:
         rolled: list[int] = []
         with self._lock:
             self._check_open()
-            for d, log in enumerate(self._current):
-                if log is not None and log.log_id in wanted and log.position > HEADER_SIZE:
-                    self._roll(d, log)
+            for slot, log in list(self._current.items()):
+                if log.log_id in wanted and log.position > HEADER_SIZE:
+                    self._roll(slot, log)
                     self._early_rolls += 1
                     rolled.append(log.log_id)
         return rolled
@@ -449,19 +516,18 @@ class EntryLogger:
             return
         try:
             with self._lock:
-                for d, log in enumerate(self._current):
-                    if log is not None and log.position > HEADER_SIZE:
+                for slot, log in list(self._current.items()):
+                    if log.position > HEADER_SIZE:
                         try:
-                            self._roll(d, log)
+                            self._roll(slot, log)
                         except StorageIOError as exc:
                             _logger.warning("closing entry log %x without its ledgers map: %s",
                                             log.log_id, exc)
         finally:
             with self._lock:
-                for log in self._current:
-                    if log is not None:
-                        os.close(log.fd)
-                self._current = [None] * len(self._dirs)
+                for log in self._current.values():
+                    os.close(log.fd)
+                self._current = {}
                 self._closed = True
             with self._fd_lock:
                 for fd in self._read_fds.values():
@@ -563,7 +629,7 @@ class EntryLogger:
     def current_log_ids(self) -> set[int]:
         """Ids of the logs still being written; GC must leave these alone."""
         with self._lock:
-            return {log.log_id for log in self._current if log is not None}
+            return {log.log_id for log in self._current.values()}
 
     def log_path(self, log_id: int) -> Path:
         """The file of a log; raises `FileNotFoundError` for an unknown id."""
@@ -579,8 +645,8 @@ class EntryLogger:
         rebuilt by a scan that stops at the torn tail; for a current log it is the live map.
         """
         with self._lock:
-            for log in self._current:
-                if log is not None and log.log_id == log_id:
+            for log in self._current.values():
+                if log.log_id == log_id:
                     return LogUsage(log_id, dict(log.ledgers), sum(log.ledgers.values()))
             cached = self._usage_cache.get(log_id)
         if cached is not None:
@@ -641,7 +707,7 @@ class EntryLogger:
         Reads already in progress on the log finish; later reads raise `FileNotFoundError`.
         """
         with self._lock:
-            if any(log is not None and log.log_id == log_id for log in self._current):
+            if any(log.log_id == log_id for log in self._current.values()):
                 raise ValueError(f"entry log {log_id:x} is still being written")
             path = self._logs.pop(log_id, None)
             self._usage_cache.pop(log_id, None)
@@ -658,11 +724,12 @@ class EntryLogger:
         """A snapshot of the logger's counters."""
         return EntryLogStats(
             log_count=len(self._logs),
-            current_logs=sum(1 for log in self._current if log is not None),
+            current_logs=len(self._current),
             bytes_written=self._bytes_written,
             write_calls=self._write_calls,
             syncs=self._syncs,
             rolls=self._rolls,
             removed_empty=self._removed_empty,
             early_rolls=self._early_rolls,
+            incremental_syncs=self._incremental_syncs,
         )

@@ -117,7 +117,8 @@ class LedgerStorage(Protocol):
     """
 
     async def add_entry(self, ledger_id: int, entry_id: int, data: bytes) -> None: ...
-    async def get_entry(self, ledger_id: int, entry_id: int) -> bytes: ...
+    async def get_entry(self, ledger_id: int, entry_id: int, *,
+                        limiter: trio.CapacityLimiter | None = None) -> bytes: ...
     def last_entry_id(self, ledger_id: int) -> int: ...
     def set_master_key(self, ledger_id: int, master_key: bytes) -> None: ...
     def master_key(self, ledger_id: int) -> bytes: ...
@@ -178,9 +179,14 @@ class DbLedgerStorage:
         registry: CollectorRegistry | None = None,
         file_ops: FileOps | None = None,
         space_guard: SpaceGuard | None = None,
+        flush_entrylog_bytes: int = 0,
+        entry_log_per_ledger: bool = False,
+        max_active_entry_logs: int = 500,
     ) -> None:
         self._guard = space_guard
-        self._logger = EntryLogger(ledger_dirs, log_size_limit=log_size_limit, file_ops=file_ops)
+        self._logger = EntryLogger(ledger_dirs, log_size_limit=log_size_limit, file_ops=file_ops,
+                                   flush_entrylog_bytes=flush_entrylog_bytes, per_ledger=entry_log_per_ledger,
+                                   max_active_logs=max_active_entry_logs)
         self._index = EntryIndex(index_path or Path(ledger_dirs[0]) / "index.sqlite")
         self._wc = WriteCache(write_cache_max_bytes, max_throttle_time_ms=max_throttle_time_ms)
         self._rc = ReadCache(read_cache_max_bytes)
@@ -297,8 +303,11 @@ class DbLedgerStorage:
             self._dirty.add(ledger_id)
         self._wc.hold(ledger_id, entry_id, data)
 
-    async def get_entry(self, ledger_id: int, entry_id: int) -> bytes:
-        """See `LedgerStorage`: write cache, then read cache, then the entry log (with read-ahead)."""
+    async def get_entry(self, ledger_id: int, entry_id: int, *,
+                        limiter: trio.CapacityLimiter | None = None) -> bytes:
+        """See `LedgerStorage`: write cache, then read cache, then the entry log (with read-ahead).
+        A disk read runs in a worker thread under ``limiter`` (trio's default one when None), so a
+        caller may keep a class of reads from queueing behind another."""
         info = self._ledgers.get(ledger_id)
         if info is None:
             raise NoSuchLedger(ledger_id)
@@ -318,7 +327,7 @@ class DbLedgerStorage:
             self.metrics.read_cache_hits.inc()
             return data
         self.metrics.read_cache_misses.inc()
-        found = await trio.to_thread.run_sync(self._read_from_disk, ledger_id, entry_id)
+        found = await trio.to_thread.run_sync(self._read_from_disk, ledger_id, entry_id, limiter=limiter)
         if found is None:
             raise NoSuchEntry(ledger_id, entry_id)
         data, location = found

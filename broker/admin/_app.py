@@ -31,6 +31,7 @@ from . import (
     _broker_config,
     _broker_stats,
     _brokers,
+    _cluster,
     _clusters,
     _compaction,
     _explain,
@@ -92,15 +93,16 @@ def create_admin_app(service: BrokerService, *, gc_explain: GcExplainHook | None
     """
     routes: list[Route] = [Route("/metrics", metrics, methods=["GET"])]
     # order matters where paths overlap: specific topic sub-paths before generic ones
-    for module in (_brokers, _broker_config, _broker_stats, _clusters, _tenants, _namespaces, _permissions,
-                   _topics, _subscriptions, _messages, _policies, _limits, _backlog, _explain, _schema_routes,
-                   _auto_creation, _compaction, _nonpersistent):
+    for module in (_brokers, _broker_config, _broker_stats, _clusters, _cluster, _tenants, _namespaces,
+                   _permissions, _topics, _subscriptions, _messages, _policies, _limits, _backlog, _explain,
+                   _schema_routes, _auto_creation, _compaction, _nonpersistent):
         routes.extend(module.routes())
     limit = service.config.http_max_request_size
     guard = GuardSettings(max_body=limit if limit > 0 else None)  # <= 0: no limit, as in Pulsar
     app = Starlette(routes=routes, exception_handlers={404: _not_found, 405: _not_allowed},
                     middleware=[Middleware(RequestGuard, settings=guard),
-                                Middleware(AuthMiddleware, auth=service.auth, authz=service.authz)])
+                                Middleware(AuthMiddleware, auth=service.auth, authz=service.authz),
+                                Middleware(_cluster.OwnerRedirect, service=service)])
     app.state.service = service
     app.state.gc_explain = gc_explain
     app.state.request_guard = guard

@@ -9,7 +9,9 @@
   ``brk_no_of_producers``, ``brk_no_of_subscriptions``, ``brk_no_of_consumers``, ``brk_no_of_topics``).
 * ``GET /admin/v2/broker-stats/load-report`` - Pulsar's ``LocalBrokerData``: the broker's URLs,
   its cpu / memory / bandwidth usage (``{"usage": x, "limit": y}``; cpu in percent of one core,
-  memory in MB, bandwidth in KB/s with no known limit: -1) and its message rates and counts.
+  memory in MB, bandwidth in KB/s with no known limit: -1) and its message rates and counts; in a
+  multi-broker cluster also the load manager's report (owned bundles and their loads, the value of
+  the broker's registration node: `broker._ownership`).
 
 Rates come from the same meters as ``topics stats`` (per second since the previous look).
 Authorization (`_auth`): super users only.
@@ -125,7 +127,7 @@ async def load_report(request: Request) -> Response:
     used_mb, total_mb = _memory_mb()
     cores = os.cpu_count() or 1
     namespaces = sorted({ns for ns, _, _ in stats})
-    return json_response({
+    report = {
         "webServiceUrl": s.web_service_url, "webServiceUrlTls": s.web_service_url_tls or None,
         "pulsarServiceUrl": s.service_url, "pulsarServiceUrlTls": s.service_url_tls or None,
         "persistentTopicsEnabled": True, "nonPersistentTopicsEnabled": False,
@@ -140,7 +142,11 @@ async def load_report(request: Request) -> Response:
         "numProducers": sum(len(st["publishers"]) for _, _, st in stats),
         "bundles": [f"{ns}/{BUNDLE}" for ns in namespaces],
         "lastUpdate": int(time.time() * 1000), "brokerVersionString": f"Magnetar-{__version__}",
-    })
+    }
+    if s.ownership is not None:
+        # in a cluster the owned bundles and their loads are the load manager's (`broker._ownership`)
+        report.update(s.ownership.load_report())
+    return json_response(report)
 
 
 def routes() -> list[Route]:

@@ -74,7 +74,8 @@ def _namespace_policies(request: Request, body: Any) -> dict[str, Any]:
     """The Policies to store for a create body: the defaults, updated with the body's keys. The
     keys the broker reads are checked (400 for a wrong type, see `_auto_topic_creation`); others
     are kept as given; 413 when the whole is too large to store."""
-    policies = default_policies(service_of(request).config.cluster_name)
+    config = service_of(request).config
+    policies = default_policies(config.cluster_name, config.default_number_of_namespace_bundles)
     if body is None:
         return policies
     if not isinstance(body, dict):

@@ -418,12 +418,16 @@ def make_shell(config_options: Callable[[Callable[..., Any]], Callable[..., Any]
     @shell.command(name="lastmark")
     @click.pass_context
     def lastmark(ctx: click.Context) -> None:
-        """Print the LastLogMark persisted in the ledger directories (BookKeeper's lastmark)."""
-        from bookie.journal import read_last_mark
+        """Print the LastLogMark persisted in the ledger directories (BookKeeper's lastmark), one
+        line per journal directory when there are several (``journalDirectories``)."""
+        from bookie.journal import last_mark_file, read_last_mark
 
         config = config_of(ctx)
-        mark = read_last_mark(config.ledger_dirs)
-        click.echo(f"LastLogMark : Journal Id - {mark.file_id}({mark.file_id:x}.txn), Pos - {mark.offset}")
+        journals = config.journal_directories
+        for i, journal in enumerate(journals):
+            mark = read_last_mark(config.ledger_dirs, last_mark_file(i))
+            where = f" [{journal}]" if len(journals) > 1 else ""
+            click.echo(f"LastLogMark{where} : Journal Id - {mark.file_id}({mark.file_id:x}.txn), Pos - {mark.offset}")
 
     @shell.command(name="readlog")
     @click.argument("log")

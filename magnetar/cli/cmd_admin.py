@@ -53,7 +53,9 @@ class _Api:
                 params: dict[str, Any] | None = None) -> httpx.Response:
         """The response of a successful request (a failure raises `click.ClickException` with the reason)."""
         try:
-            with httpx.Client(base_url=self.url, timeout=30, verify=self.verify, headers=self.headers) as c:
+            # follow_redirects: in a cluster, topic and bundle operations are answered 307 by the owner
+            with httpx.Client(base_url=self.url, timeout=30, verify=self.verify, headers=self.headers,
+                              follow_redirects=True) as c:
                 kwargs: dict[str, Any] = {"params": params}
                 if body is not None:
                     kwargs["json"] = body
@@ -218,14 +220,15 @@ def _flag(force: bool) -> dict[str, str]:
 
 
 class _AdminGroup(click.Group):
-    """The ``admin`` group: before listing or resolving a sub-command it imports `_admin_ops`,
-    which registers more commands on the sub-groups of this module (clusters and failure domains,
-    dynamic config, broker-stats, limits and rates, namespace operations). A function-level
-    import, as the package's lazy loading of ``cmd_*`` modules: no module-level import cycle."""
+    """The ``admin`` group: before listing or resolving a sub-command it imports `_admin_ops` and
+    `_cluster_admin`, which register more commands on the sub-groups of this module (clusters and
+    failure domains, dynamic config, broker-stats, limits and rates, namespace operations; brokers,
+    bundles, split and unload). A function-level import, as the package's lazy loading of ``cmd_*``
+    modules: no module-level import cycle."""
 
     @staticmethod
     def _more() -> None:
-        from . import _admin_ops  # noqa: F401
+        from . import _admin_ops, _cluster_admin  # noqa: F401
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         self._more()

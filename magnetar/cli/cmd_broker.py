@@ -89,7 +89,8 @@ def command(conf: Path | None, metadata_url: str | None, port: int | None, web_p
     async def main(task_status: trio.TaskStatus[Any]) -> None:
         async with open_metadata_store(cluster.metadata_url, security=cluster.zk_security()) as store:
             await serve_broker_stack(store, cfg["broker"], cfg["managed_ledger"], cfg["bk_client"],
-                                     metadata_root=cluster.metadata_root, task_status=task_status)
+                                     metadata_root=cluster.metadata_root, multi_broker=True,
+                                     task_status=task_status)
 
     def started(ep: Any) -> None:
         click.echo(f"magnetar broker: {ep.service_url}  admin REST: {ep.web_url}  metadata {cluster.metadata_url}")

@@ -20,12 +20,17 @@ from ._codes import WriteFlag as WriteFlag
 from ._cookie import Cookie as Cookie
 from ._cookie import CookieFormatError as CookieFormatError
 from ._digest import ENTRY_HEADER_SIZE as ENTRY_HEADER_SIZE
+from ._digest import ENTRY_METADATA_SIZE as ENTRY_METADATA_SIZE
 from ._digest import LAC_BODY_SIZE as LAC_BODY_SIZE
+from ._digest import LAC_METADATA_SIZE as LAC_METADATA_SIZE
+from ._digest import MAX_ENTRY_HEADER_SIZE as MAX_ENTRY_HEADER_SIZE
 from ._digest import DecodedEntry as DecodedEntry
 from ._digest import DigestMismatch as DigestMismatch
+from ._digest import EntryDigest as EntryDigest
 from ._digest import EntryHeader as EntryHeader
 from ._digest import decode_entry as decode_entry
 from ._digest import decode_lac as decode_lac
+from ._digest import digest_for as digest_for
 from ._digest import encode_entry as encode_entry
 from ._digest import encode_lac as encode_lac
 from ._digest import peek_entry_header as peek_entry_header
@@ -51,14 +56,22 @@ from ._layout import LEDGERS as LEDGERS
 from ._layout import MAX_LEDGER_ID as MAX_LEDGER_ID
 from ._layout import READONLY as READONLY
 from ._layout import UNDERREPLICATION as UNDERREPLICATION
+from ._layout import LayoutFormatError as LayoutFormatError
+from ._layout import LedgerLayout as LedgerLayout
 from ._layout import available_path as available_path
 from ._layout import cookie_path as cookie_path
+from ._layout import decode_layout as decode_layout
+from ._layout import encode_layout as encode_layout
+from ._layout import flat_ledger_ids as flat_ledger_ids
 from ._layout import id_range_of as id_range_of
+from ._layout import layout_conflict as layout_conflict
+from ._layout import layout_path as layout_path
 from ._layout import ledger_id_from_path as ledger_id_from_path
 from ._layout import ledger_ids_in as ledger_ids_in
 from ._layout import ledger_level_children as ledger_level_children
 from ._layout import ledger_path as ledger_path
 from ._layout import ledgers_root as ledgers_root
+from ._layout import parse_layout_name as parse_layout_name
 from ._layout import readonly_path as readonly_path
 from ._layout import short_ledger_id as short_ledger_id
 from ._layout import short_ledger_path as short_ledger_path
@@ -97,6 +110,8 @@ __all__ = [
     "DigestMismatch",
     "DigestType",
     "ENTRY_HEADER_SIZE",
+    "ENTRY_METADATA_SIZE",
+    "EntryDigest",
     "EntryHeader",
     "FrameDecoder",
     "FrameError",
@@ -104,7 +119,11 @@ __all__ = [
     "IDGEN",
     "INSTANCEID",
     "LAC_BODY_SIZE",
+    "LAC_METADATA_SIZE",
+    "MAX_ENTRY_HEADER_SIZE",
     "LAYOUT",
+    "LayoutFormatError",
+    "LedgerLayout",
     "LEDGERS",
     "LEDGER_LEVELS",
     "LedgerMetadata",
@@ -129,6 +148,7 @@ __all__ = [
     "cookie_path",
     "decode_entry",
     "decode_lac",
+    "digest_for",
     "encode_add_response",
     "encode_entry",
     "encode_frame",
@@ -140,13 +160,19 @@ __all__ = [
     "force_ledger_response",
     "get_bookie_info_request",
     "get_bookie_info_response",
+    "decode_layout",
+    "encode_layout",
+    "flat_ledger_ids",
     "id_range_of",
+    "layout_conflict",
+    "layout_path",
     "ledger_id_from_path",
     "ledger_ids_in",
     "ledger_level_children",
     "ledger_metadata_pb2",
     "ledger_path",
     "ledgers_root",
+    "parse_layout_name",
     "max_add_payload",
     "operation_of",
     "parse_request",

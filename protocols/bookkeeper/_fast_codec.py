@@ -93,11 +93,13 @@ class AddRequestEncoder:
 
 
 @functools.lru_cache(maxsize=64)  # asked per add on the write path; a few distinct limits per process
-def max_add_payload(max_frame_size: int, master_key_size: int = 20) -> int:
-    """The largest entry payload whose ADD_ENTRY frame (length prefix, request, digest header)
-    is at most ``max_frame_size`` bytes, whatever the txn, ledger and entry ids and with or without
-    the recovery flag; BookKeeper master keys are SHA-1 digests (20 bytes). Negative when even an
+def max_add_payload(max_frame_size: int, master_key_size: int = 20,
+                    header_size: int = ENTRY_HEADER_SIZE) -> int:
+    """The largest entry payload whose ADD_ENTRY frame (length prefix, request, digest header of
+    ``header_size`` bytes: ``EntryDigest.header_size``, CRC32C's by default) is at most
+    ``max_frame_size`` bytes, whatever the txn, ledger and entry ids and with or without the
+    recovery flag; BookKeeper master keys are SHA-1 digests (20 bytes). Negative when even an
     empty entry does not fit."""
     worst = AddRequestEncoder(-1, b"k" * master_key_size, recovery=True).encode(2**64 - 1, -1, b"")
     # the empty body's length varint is 1 byte; a body of up to 2^35 bytes needs 5
-    return max_frame_size - len(worst) - 4 - ENTRY_HEADER_SIZE
+    return max_frame_size - len(worst) - 4 - header_size

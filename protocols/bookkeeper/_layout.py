@@ -17,16 +17,36 @@ children of a level that are layout nodes (dropping ``available``, ``cookies``, 
 ``LAYOUT`` ... under the ledgers root) in id order, ``ledger_ids_in`` turns the leaf names under
 a level-4 node into ids, and ``id_range_of`` gives the id range a partial path covers, so a scan
 can resume or stop range by range.
+
+The flat layout (BookKeeper's ``FlatLedgerManager``) is the other choice
+(``ledgerManagerFactoryClass``): every ledger is a child of the ledgers root named ``L`` + the id
+in at least 10 zero-padded digits (``{root}/ledgers/L0000000001``), listed with one
+``children`` call. It suits clusters with few ledgers (BookKeeper advises hierarchical beyond
+~50,000: the child list of one znode must fit in a ZooKeeper packet). Ids come from the same
+``idgen-long`` generator in both layouts.
+
+The layout in use is recorded in the ``{root}/ledgers/LAYOUT`` node as BookKeeper's
+``LedgerLayout`` text, the layout-format version line then ``factoryClass:managerVersion``::
+
+    2
+    org.apache.bookkeeper.meta.FlatLedgerManagerFactory:1
+
+The first client or bookie to start writes it from its config; every later one must be configured
+with the same layout (``layout_conflict`` says why not), because the two layouts cannot see each
+other's ledgers.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable, Sequence
 
 __all__ = [
     "AVAILABLE",
     "COOKIES",
     "IDGEN",
+    "LedgerLayout",
+    "LayoutFormatError",
     "INSTANCEID",
     "LAYOUT",
     "LEDGERS",
@@ -36,12 +56,18 @@ __all__ = [
     "UNDERREPLICATION",
     "available_path",
     "cookie_path",
+    "decode_layout",
+    "encode_layout",
+    "flat_ledger_ids",
     "id_range_of",
     "ledger_id_from_path",
     "ledger_ids_in",
     "ledger_level_children",
+    "layout_conflict",
+    "layout_path",
     "ledger_path",
     "ledgers_root",
+    "parse_layout_name",
     "readonly_path",
     "short_ledger_id",
     "short_ledger_path",
@@ -96,9 +122,94 @@ def _check_id(ledger_id: int, limit: int) -> None:
         raise ValueError(f"ledger id {ledger_id!r} is outside 0..{limit}")
 
 
-def ledger_path(root: str, ledger_id: int) -> str:
-    """The metadata node of ``ledger_id`` (long hierarchical). ``ValueError`` outside 0..2**63-1."""
+class LedgerLayout(enum.Enum):
+    """Where ledger metadata nodes live; the value is BookKeeper's factory class recorded in the
+    ``LAYOUT`` node (``factory_version`` beside it)."""
+
+    HIERARCHICAL = "org.apache.bookkeeper.meta.LongHierarchicalLedgerManagerFactory"
+    FLAT = "org.apache.bookkeeper.meta.FlatLedgerManagerFactory"
+
+    @property
+    def factory_version(self) -> int:
+        """The manager version BookKeeper writes after the class name."""
+        return 1
+
+
+class LayoutFormatError(ValueError):
+    """A ``LAYOUT`` node or a ``ledgerManagerFactoryClass`` value Magnetar cannot use."""
+
+
+_LAYOUT_NAMES = {
+    "hierarchical": LedgerLayout.HIERARCHICAL,
+    "longhierarchical": LedgerLayout.HIERARCHICAL,
+    "flat": LedgerLayout.FLAT,
+    LedgerLayout.HIERARCHICAL.value.lower(): LedgerLayout.HIERARCHICAL,
+    # BookKeeper's default class name: Magnetar's hierarchical layout is its long form for every id
+    "org.apache.bookkeeper.meta.hierarchicalledgermanagerfactory": LedgerLayout.HIERARCHICAL,
+    LedgerLayout.FLAT.value.lower(): LedgerLayout.FLAT,
+}
+_LAYOUT_FORMAT_VERSION = 2
+
+
+def parse_layout_name(name: str) -> LedgerLayout:
+    """The layout a ``ledgerManagerFactoryClass`` value names: ``hierarchical`` / ``flat`` or a
+    BookKeeper factory class (``...HierarchicalLedgerManagerFactory`` and
+    ``...LongHierarchicalLedgerManagerFactory`` both mean the long hierarchical layout,
+    ``...FlatLedgerManagerFactory`` the flat one); case-insensitive. ``LayoutFormatError`` else."""
+    layout = _LAYOUT_NAMES.get(name.strip().lower())
+    if layout is None:
+        raise LayoutFormatError(f"unknown ledger manager {name!r}: use hierarchical, flat or a BookKeeper "
+                                f"factory class ({LedgerLayout.HIERARCHICAL.value}, {LedgerLayout.FLAT.value})")
+    return layout
+
+
+def layout_path(root: str) -> str:
+    """``{root}/ledgers/LAYOUT``: the node recording the ledger layout of the cluster."""
+    return _join(root, LEDGERS, LAYOUT)
+
+
+def encode_layout(layout: LedgerLayout) -> bytes:
+    """The ``LAYOUT`` node's data for ``layout`` (BookKeeper's LedgerLayout text, format 2)."""
+    return f"{_LAYOUT_FORMAT_VERSION}\n{layout.value}:{layout.factory_version}\n".encode()
+
+
+def decode_layout(data: bytes) -> LedgerLayout:
+    """Parse a ``LAYOUT`` node. ``LayoutFormatError`` for another format version, a malformed
+    text or a factory class Magnetar does not implement (the error names it)."""
+    try:
+        text = bytes(data).decode("ascii")
+    except UnicodeDecodeError:
+        raise LayoutFormatError("LAYOUT node is not ASCII text") from None
+    lines = text.split("\n")
+    if len(lines) < 2 or lines[0].strip() != str(_LAYOUT_FORMAT_VERSION):
+        raise LayoutFormatError(f"LAYOUT node has format {lines[0].strip()!r}, expected {_LAYOUT_FORMAT_VERSION}")
+    factory, sep, version = lines[1].strip().rpartition(":")
+    if not sep or not version.isdigit():
+        raise LayoutFormatError(f"LAYOUT line {lines[1]!r} is not factoryClass:version")
+    for layout in LedgerLayout:
+        if factory == layout.value:
+            if int(version) != layout.factory_version:
+                raise LayoutFormatError(f"LAYOUT names {factory} version {version}, expected {layout.factory_version}")
+            return layout
+    raise LayoutFormatError(f"LAYOUT names ledger manager {factory!r}, which Magnetar does not implement")
+
+
+def layout_conflict(recorded: LedgerLayout, configured: LedgerLayout) -> str | None:
+    """Why a process configured with ``configured`` must not use a cluster whose ``LAYOUT`` node
+    records ``recorded``, or None when they agree."""
+    if recorded is configured:
+        return None
+    return (f"the cluster's ledger layout is {recorded.name.lower()} ({recorded.value}) but "
+            f"ledgerManagerFactoryClass is {configured.name.lower()}: set it to {recorded.name.lower()} "
+            f"(ledgers of one layout are invisible in the other)")
+
+
+def ledger_path(root: str, ledger_id: int, layout: LedgerLayout = LedgerLayout.HIERARCHICAL) -> str:
+    """The metadata node of ``ledger_id`` in ``layout`` (long hierarchical by default; flat:
+    ``{root}/ledgers/L{id:010d}``). ``ValueError`` outside 0..2**63-1."""
     _check_id(ledger_id, MAX_LEDGER_ID)
+    if layout is LedgerLayout.FLAT:
+        return _join(root, LEDGERS, f"{_PREFIX}{ledger_id:010d}")
     digits = f"{ledger_id:0{_DIGITS}d}"
     parts, at = [], 0
     for width in LEDGER_LEVELS:
@@ -130,8 +241,32 @@ def _relative(root: str, path: str) -> list[str]:
     return path[len(prefix) :].split("/")
 
 
-def ledger_id_from_path(root: str, path: str) -> int:
+def _flat_id(name: str) -> int | None:
+    """The id a flat-layout child name stands for, or None when ``ledger_path`` would not write
+    that name (not ``L`` + digits, fewer than 10 digits, extra leading zeros, above the max)."""
+    digits = name[len(_PREFIX):] if name.startswith(_PREFIX) else ""
+    if len(digits) < 10 or not (digits.isascii() and digits.isdigit()):
+        return None
+    ledger_id = int(digits)
+    if ledger_id > MAX_LEDGER_ID or f"{ledger_id:010d}" != digits:
+        return None
+    return ledger_id
+
+
+def flat_ledger_ids(children: Iterable[str]) -> list[int]:
+    """The ledger ids among the children of the ledgers root in the flat layout, increasing;
+    other names (``available``, ``LAYOUT``, ``idgen-long``, hierarchical level nodes) are dropped."""
+    return sorted(i for i in map(_flat_id, children) if i is not None)
+
+
+def ledger_id_from_path(root: str, path: str, layout: LedgerLayout = LedgerLayout.HIERARCHICAL) -> int:
     """Inverse of ``ledger_path``; ``ValueError`` for any path it would not produce."""
+    if layout is LedgerLayout.FLAT:
+        names = _relative(root, path)
+        flat = _flat_id(names[0]) if len(names) == 1 else None
+        if flat is None:
+            raise ValueError(f"{path!r} is not a flat-layout ledger path")
+        return flat
     ledger_id = _parse_levels(_relative(root, path), LEDGER_LEVELS)
     _check_id(ledger_id, MAX_LEDGER_ID)
     return ledger_id

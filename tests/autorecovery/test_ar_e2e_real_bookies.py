@@ -61,7 +61,7 @@ async def test_autorecovery_restores_replication_with_real_bookies(zk_url: str, 
             ensemble = meta.last_segment.ensemble
             for entry in range(60):
                 for i in schedule.write_set(entry):
-                    body = await copier.read_entry(ensemble[i], lid, entry)  # digest-checked
+                    body = await copier.read_entry(ensemble[i], lid, entry, meta)  # digest-checked
                     assert body.endswith(payloads[entry])
             rh = await bk.open_ledger(lid, password=b"e2e", recovery=False)
             assert [e.data for e in await rh.read(0, 59)] == payloads

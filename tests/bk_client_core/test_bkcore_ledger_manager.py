@@ -12,14 +12,18 @@ import trio
 import trio.lowlevel
 
 from bk_client import (
+    BookKeeper,
+    ClientConfig,
     LedgerExists,
     LedgerManager,
     LedgerMetadataUpdate,
+    MetadataStoreError,
     MetadataVersionConflict,
     NoSuchLedger,
 )
+from magnetar.config import ConfigError
 from metadata import open_metadata_store
-from protocols.bookkeeper import MAX_LEDGER_ID, LedgerMetadata, Segment, ledger_path
+from protocols.bookkeeper import MAX_LEDGER_ID, LedgerLayout, LedgerMetadata, Segment, encode_layout, ledger_path
 
 ROOT = "/magnetar"
 
@@ -247,3 +251,58 @@ async def test_ids_never_repeat_across_store_restarts(store_url: str) -> None:
             assert not seen & set(ids)
             seen |= set(ids)
     assert len(seen) == 30
+
+
+# ------------------------------------------------------------ flat layout
+
+async def test_flat_layout_create_read_iterate_delete(store: object) -> None:
+    lm = LedgerManager(store, ROOT, layout=LedgerLayout.FLAT)
+    await lm.ensure_layout()
+    ids = [await lm.generate_ledger_id() for _ in range(3)] + [12345678901]
+    for lid in ids:
+        await lm.create(lid, _meta())
+        data, _ = await store.get(ledger_path(ROOT, lid, LedgerLayout.FLAT))  # type: ignore[attr-defined]
+        assert LedgerMetadata.decode(data) == _meta()
+        assert not await store.exists(ledger_path(ROOT, lid))  # type: ignore[attr-defined]
+    assert [i async for i in lm.iterate_ledger_ids()] == sorted(ids)
+    assert [i async for i in lm.iterate_ledger_ids(ids[1], 12345678901)] == sorted(ids)[1:3]
+    closed = _meta().closed(3, 30)
+    assert await lm.write(ids[0], closed, 0) == 1
+    assert await lm.read(ids[0]) == (closed, 1)
+    await lm.delete(ids[0])
+    assert not await lm.exists(ids[0])
+    assert [i async for i in lm.iterate_ledger_ids()] == sorted(ids[1:])
+
+
+async def test_the_layout_node_is_written_once_and_enforced(store: object) -> None:
+    flat = LedgerManager(store, ROOT, layout=LedgerLayout.FLAT)
+    await flat.ensure_layout()
+    await flat.ensure_layout()  # idempotent for the same layout
+    data, _ = await store.get(f"{ROOT}/ledgers/LAYOUT")  # type: ignore[attr-defined]
+    assert data == encode_layout(LedgerLayout.FLAT)
+    with pytest.raises(MetadataStoreError, match="ledgerManagerFactoryClass"):
+        await LedgerManager(store, ROOT).ensure_layout()
+    await LedgerManager(store, "/other").ensure_layout()  # another cluster root: its own layout
+
+
+async def test_a_client_of_the_other_layout_refuses_to_open(store: object) -> None:
+    async with BookKeeper.open(store, root=ROOT,  # type: ignore[arg-type]
+                               config=ClientConfig(ledger_manager_factory_class="flat")) as bk:
+        assert bk.ledger_manager.layout is LedgerLayout.FLAT
+    with pytest.raises(MetadataStoreError, match="flat"):
+        async with BookKeeper.open(store, root=ROOT):  # type: ignore[arg-type]
+            pass
+
+
+def test_bad_layout_name_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="ledger_manager_factory_class"):
+        ClientConfig(ledger_manager_factory_class="zk-ish")
+
+
+async def test_discover_follows_the_layout_node(store: object) -> None:
+    assert (await LedgerManager.discover(store, ROOT)).layout is LedgerLayout.HIERARCHICAL  # type: ignore[arg-type]
+    flat = LedgerManager(store, ROOT, layout=LedgerLayout.FLAT)  # type: ignore[arg-type]
+    await flat.ensure_layout()
+    await flat.create(77, _meta())
+    found = await LedgerManager.discover(store, ROOT)  # type: ignore[arg-type]
+    assert found.layout is LedgerLayout.FLAT and (await found.read(77))[0] == _meta()

@@ -201,3 +201,104 @@ def test_roll_current_rolls_named_logs_early_with_their_maps(tmp_path: Path) -> 
     assert len(el.current_log_ids()) == 2 and first not in el.current_log_ids()
     assert el.statistics().early_rolls == 1
     el.close()
+
+
+class _SyncLog(FailingFileOps):
+    """Records, per sync, how many bytes had been written so far."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written = 0
+        self.sync_points: list[int] = []
+
+    def write(self, fd: int, data: memoryview) -> int:
+        n = super().write(fd, data)
+        self.written += n
+        return n
+
+    def sync(self, fd: int) -> None:
+        super().sync(fd)
+        self.sync_points.append(self.written)
+
+
+def test_flush_entrylog_bytes_syncs_in_bounded_pieces_while_appending(tmp_path: Path) -> None:
+    ops = _SyncLog()
+    el = EntryLogger([tmp_path], file_ops=ops, flush_entrylog_bytes=64 * 1024, write_chunk_bytes=8 << 20)
+    entries = _entries(range(3), 200, size=1000)  # ~600 KB: one 8 MiB chunk without the option
+    locs = el.append(entries)
+    during = [n for n in ops.sync_points if n > 0]  # not the new log's header sync
+    el.sync()
+    # about one sync per 64 KiB written, never more than 64 KiB written between two syncs
+    assert len(during) >= 8 and el.statistics().incremental_syncs == len(during)
+    gaps = [b - a for a, b in zip([0, *during], [*during, ops.written], strict=True)]
+    assert gaps[0] <= 64 * 1024 + HEADER_SIZE and max(gaps[1:]) <= 64 * 1024  # the first holds the log header
+    assert ops.sync_points[-1] == ops.written  # the final sync covers the tail
+    for (lid, eid, payload), loc in zip(entries, locs, strict=True):
+        assert el.read(loc, lid, eid) == payload
+    el.close()
+
+
+def test_without_flush_entrylog_bytes_an_append_does_not_sync(tmp_path: Path) -> None:
+    ops = _SyncLog()
+    el = EntryLogger([tmp_path], file_ops=ops)
+    el.append(_entries(range(3), 200, size=1000))
+    assert ops.sync_points == [0] and el.statistics().incremental_syncs == 0  # the new log's header only
+    el.sync()
+    assert len(ops.sync_points) == 2
+    el.close()
+
+
+def test_a_failed_incremental_sync_abandons_the_log_and_raises(tmp_path: Path) -> None:
+    ops = _SyncLog()
+    el = EntryLogger([tmp_path], file_ops=ops, flush_entrylog_bytes=16 * 1024)
+    ops.fail_syncs = True
+    with pytest.raises(StorageIOError):
+        el.append(_entries(range(2), 100, size=1000))
+    ops.fail_syncs = False
+    entries = _entries(range(2), 5)
+    locs = el.append(entries)  # a fresh log takes the retry
+    el.sync()
+    assert [el.read(loc, lid, eid) for (lid, eid, _), loc in zip(entries, locs, strict=True)] == [
+        p for _, _, p in entries]
+    el.close()
+
+
+def test_negative_flush_entrylog_bytes_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="flush_entrylog_bytes"):
+        EntryLogger([tmp_path], flush_entrylog_bytes=-1)
+
+
+# ------------------------------------------------------------ per-ledger placement (rule 9)
+
+def test_per_ledger_placement_gives_each_ledger_its_own_logs(tmp_path: Path) -> None:
+    el = EntryLogger([tmp_path / "a", tmp_path / "b"], per_ledger=True)
+    entries = [(lid, eid, b"%d-%d" % (lid, eid) * 40) for eid in range(20) for lid in range(1, 5)]  # interleaved
+    locs = el.append(entries)
+    el.sync()
+    for (lid, eid, payload), loc in zip(entries, locs, strict=True):
+        assert el.read(loc, lid, eid) == payload
+        assert el.log_path(split_location(loc)[0]).parent.name == ("a" if lid % 2 == 0 else "b")
+    current = el.current_logs()
+    assert len(current) == 4 and sorted(len(c.ledgers) for c in current) == [1, 1, 1, 1]
+    el.close()
+    for log_id in el.list_logs():  # rolled with their maps: one ledger each
+        assert len(el.usage(log_id).ledgers) == 1
+
+
+def test_max_active_logs_rolls_the_least_recently_written(tmp_path: Path) -> None:
+    el = EntryLogger([tmp_path], per_ledger=True, max_active_logs=2)
+    first = el.append([(1, 0, b"one")])
+    el.append([(2, 0, b"two")])
+    el.append([(1, 1, b"one again")])  # ledger 1 is now the most recently written
+    third = el.append([(3, 0, b"three")])  # rolls ledger 2's log, not ledger 1's
+    el.sync()
+    assert len(el.current_log_ids()) == 2 and el.statistics().rolls == 1
+    rolled = [i for i in el.list_logs() if i not in el.current_log_ids()]
+    assert len(rolled) == 1 and set(el.usage(rolled[0]).ledgers) == {2}
+    assert el.read(first[0], 1, 0) == b"one" and el.read(third[0], 3, 0) == b"three"
+    el.close()
+
+
+def test_max_active_logs_must_be_positive(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="max_active_logs"):
+        EntryLogger([tmp_path], per_ledger=True, max_active_logs=0)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import struct
+import zlib
 
 import crc32c
 import pytest
@@ -11,10 +14,15 @@ from hypothesis import strategies as st
 
 from protocols.bookkeeper import (
     ENTRY_HEADER_SIZE,
+    ENTRY_METADATA_SIZE,
     LAC_BODY_SIZE,
+    MAX_ENTRY_HEADER_SIZE,
     DigestMismatch,
+    DigestType,
+    EntryDigest,
     decode_entry,
     decode_lac,
+    digest_for,
     encode_entry,
     encode_lac,
     peek_entry_header,
@@ -66,7 +74,7 @@ def test_truncation_and_extension_detected() -> None:
     with pytest.raises(DigestMismatch):
         decode_entry(data + b"\x00")
     with pytest.raises(DigestMismatch):
-        peek_entry_header(data[:ENTRY_HEADER_SIZE - 1])
+        peek_entry_header(data[:ENTRY_METADATA_SIZE - 1])
 
 
 def test_wrong_ledger_or_entry_detected() -> None:
@@ -98,3 +106,78 @@ def test_lac_round_trip_and_corruption() -> None:
 def test_ids_out_of_range_rejected() -> None:
     with pytest.raises(struct.error):
         encode_entry(2**63, 0, 0, 0, b"")
+
+
+# ------------------------------------------------------------ per-ledger digest types
+
+CODE_SIZES = {DigestType.CRC32C: 4, DigestType.CRC32: 8, DigestType.HMAC: 32, DigestType.DUMMY: 0}
+CHECKED = [DigestType.CRC32C, DigestType.CRC32, DigestType.HMAC]
+
+
+@pytest.mark.parametrize("dtype", list(DigestType))
+def test_every_type_round_trips_with_its_header_size(dtype: DigestType) -> None:
+    d = digest_for(dtype, b"pw")
+    data = d.encode_entry(7, 3, 2, 40, b"hello")
+    assert len(data) == ENTRY_METADATA_SIZE + CODE_SIZES[dtype] + 5 == d.header_size + 5
+    assert d.header_size <= MAX_ENTRY_HEADER_SIZE
+    e = d.decode_entry(data, 7, 3)
+    assert (e.ledger_id, e.entry_id, e.last_add_confirmed, e.length, e.payload) == (7, 3, 2, 40, b"hello")
+    assert peek_entry_header(data).last_add_confirmed == 2  # the bookie's view, whatever the type
+    lac = d.encode_lac(7, 11)
+    assert len(lac) == d.lac_size and d.decode_lac(lac, 7) == 11
+
+
+def test_crc32c_type_is_the_legacy_framing() -> None:
+    assert digest_for(DigestType.CRC32C).encode_entry(1, 2, 3, 4, b"p") == encode_entry(1, 2, 3, 4, b"p")
+    assert digest_for(DigestType.CRC32C).header_size == ENTRY_HEADER_SIZE
+
+
+def test_crc32_code_is_zlib_crc32_in_a_long() -> None:
+    data = digest_for(DigestType.CRC32).encode_entry(1, 2, 3, 4, b"payload")
+    assert struct.unpack(">Q", data[32:40])[0] == zlib.crc32(data[:32] + b"payload")
+
+
+def test_hmac_code_is_keyed_by_the_password() -> None:
+    data = digest_for(DigestType.HMAC, b"secret").encode_entry(1, 2, 3, 4, b"payload")
+    key = hashlib.sha256(b"macsecret").digest()
+    assert data[32:64] == hmac.new(key, data[:32] + b"payload", hashlib.sha256).digest()
+    with pytest.raises(DigestMismatch):
+        digest_for(DigestType.HMAC, b"other").decode_entry(data)
+
+
+@pytest.mark.parametrize("dtype", CHECKED)
+def test_checked_types_catch_every_bit_flip(dtype: DigestType) -> None:
+    d = EntryDigest(dtype, b"pw")
+    data = d.encode_entry(5, 6, 4, 100, b"0123456789")
+    for i in range(len(data)):
+        bad = bytearray(data)
+        bad[i] ^= 0x10
+        with pytest.raises(DigestMismatch):
+            d.decode_entry(bytes(bad), 5, 6)
+    lac = d.encode_lac(5, 9)
+    for i in range(len(lac)):
+        bad = bytearray(lac)
+        bad[i] ^= 0x01
+        with pytest.raises(DigestMismatch):
+            d.decode_lac(bytes(bad), 5)
+
+
+@pytest.mark.parametrize("dtype", CHECKED)
+def test_a_copy_framed_by_another_type_is_refused(dtype: DigestType) -> None:
+    other = DigestType.CRC32 if dtype is DigestType.CRC32C else DigestType.CRC32C
+    data = digest_for(other).encode_entry(1, 1, 0, 3, b"abc")
+    with pytest.raises(DigestMismatch):
+        digest_for(dtype).decode_entry(data, 1, 1)
+
+
+def test_dummy_checks_only_the_ids() -> None:
+    d = digest_for(DigestType.DUMMY)
+    data = d.encode_entry(1, 2, 0, 3, b"abc")
+    assert d.decode_entry(data[:-1] + b"X", 1, 2).payload == b"abX"  # no code: payload unprotected
+    with pytest.raises(DigestMismatch, match="entry is 2"):
+        d.decode_entry(data, 1, 3)
+
+
+def test_digest_for_refuses_unknown_types() -> None:
+    with pytest.raises(ValueError):
+        digest_for(9)  # type: ignore[arg-type]

@@ -1,0 +1,131 @@
+"""A multi-broker cluster of real processes for the ownership tests: ZooKeeper (the session
+fixture, one chroot per test), 3 ``magnetar bookie`` processes and N ``magnetar broker``
+processes on free ports, plus helpers reading bundle ownership straight from the store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pulsar
+import trio
+
+from metadata import NoNodeError, open_metadata_store
+from tests.broker_real.brokerreal_cluster import BrokerProcess
+from tests.support.bookies import RealCluster, wait_registered
+
+__all__ = ["BROKER_ARGS", "MultiBrokerCluster", "ReceiptLog", "owners", "terminate", "sigstop", "sigcont"]
+
+BROKER_ARGS = (
+    "--set", "managed_ledger.managedLedgerDefaultEnsembleSize=2",
+    "--set", "managed_ledger.managedLedgerDefaultWriteQuorum=2",
+    "--set", "managed_ledger.managedLedgerDefaultAckQuorum=2",
+)
+
+
+class MultiBrokerCluster:
+    """3 bookies and ``n`` brokers over one ZooKeeper chroot; `close` stops everything."""
+
+    def __init__(self, base: Path, metadata_url: str, n_brokers: int, *extra: str) -> None:
+        self.url = metadata_url
+        self.bookies = RealCluster(base / "bookies", metadata_url)
+        self.brokers = [BrokerProcess(base / f"broker{i}", metadata_url, *BROKER_ARGS, *extra)
+                        for i in range(n_brokers)]
+
+    def start(self) -> MultiBrokerCluster:
+        """Start the bookies, wait for their registration, then start the brokers."""
+        self.bookies.start(3)
+        wait_registered(self.url, 3)
+        for b in self.brokers:
+            b.start()
+        return self
+
+    def close(self) -> None:
+        """Stop the brokers (SIGCONT first, in case a test paused one) and the bookies."""
+        for b in self.brokers:
+            if b.proc is not None and b.proc.poll() is None:
+                os.kill(b.proc.pid, signal.SIGCONT)
+            b.stop()
+        self.bookies.stop_all()
+
+
+def terminate(broker: BrokerProcess, timeout: float = 60.0) -> int | None:
+    """SIGTERM (graceful: bundles unloaded) and wait; the exit code."""
+    assert broker.proc is not None
+    os.kill(broker.proc.pid, signal.SIGTERM)
+    return broker.proc.wait(timeout)
+
+
+def sigstop(broker: BrokerProcess) -> None:
+    """Pause the broker process (it keeps its sockets, its ZooKeeper session times out)."""
+    assert broker.proc is not None
+    os.kill(broker.proc.pid, signal.SIGSTOP)
+
+
+def sigcont(broker: BrokerProcess) -> None:
+    """Resume a paused broker."""
+    assert broker.proc is not None
+    os.kill(broker.proc.pid, signal.SIGCONT)
+
+
+def owners(metadata_url: str, namespace: str) -> dict[str, str]:
+    """``{bundle: owner's pulsar:// URL}`` of the namespace's owned bundles, from the store."""
+
+    async def read() -> dict[str, str]:
+        async with open_metadata_store(metadata_url) as store:
+            try:
+                names = await store.children(f"/namespace/{namespace}")
+            except NoNodeError:
+                return {}
+            out = {}
+            for name in names:
+                try:
+                    data, _ = await store.get(f"/namespace/{namespace}/{name}")
+                except NoNodeError:
+                    continue
+                out[name] = json.loads(data)["nativeUrl"]
+            return out
+
+    return trio.run(read)
+
+
+class ReceiptLog:
+    """Payloads whose send the broker acknowledged (from the client's callback thread)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.ok: list[bytes] = []
+        self.failed: list[str] = []
+
+    def callback(self, payload: bytes):
+        def done(res: pulsar.Result, _msg_id: object) -> None:
+            with self.lock:
+                if res == pulsar.Result.Ok:
+                    self.ok.append(payload)
+                else:
+                    self.failed.append(f"{payload!r}: {res}")
+        return done
+
+    def count(self) -> int:
+        """Receipts so far."""
+        with self.lock:
+            return len(self.ok)
+
+
+def produce_until(producer: pulsar.Producer, log: ReceiptLog, prefix: str, receipts: int,
+                  deadline_s: float = 60.0) -> int:
+    """Send ``prefix-i`` asynchronously until ``receipts`` receipts arrived; the number sent."""
+    i = 0
+    deadline = time.monotonic() + deadline_s
+    while log.count() < receipts and time.monotonic() < deadline:
+        payload = f"{prefix}-{i}".encode()
+        producer.send_async(payload, log.callback(payload))
+        i += 1
+        if i % 20 == 0:
+            time.sleep(0.01)
+    return i
