@@ -24,8 +24,9 @@ closes its loaded topics (clients reconnect to the same broker).
 `OwnerRedirect` (middleware): a topic operation (``/admin/v2/persistent/{t}/{ns}/{topic}/...``)
 or an HTTP lookup (``/lookup/v2/topic/persistent/...``) on a broker that does not serve the
 topic is answered 307 to the broker that does (its bundle is assigned first when unowned), as
-Pulsar's admin API does. Partitioned topics (their base name) are answered where asked: their
-metadata lives in the store.
+Pulsar's admin API does. Partitioned topics (their base name) and partitioned-topic metadata
+(``.../{topic}/partitions``: create, update, get, delete) are answered where asked: the metadata
+lives in the store.
 """
 
 from __future__ import annotations
@@ -266,6 +267,8 @@ class OwnerRedirect:
     def _topic(self, path: str) -> TopicName | None:
         parts = [unquote(p) for p in path.strip("/").split("/")]
         if parts[:3] == ["admin", "v2", "persistent"] and len(parts) >= 7:
+            if parts[6:] == ["partitions"]:
+                return None  # partitioned-topic metadata: any broker answers it, as in Pulsar
             rest = parts[3:6]
         elif parts[:4] == ["lookup", "v2", "topic", "persistent"] and len(parts) >= 7:
             rest = parts[4:7]
