@@ -226,6 +226,8 @@ def own_role_problem(client: BrokerClient, auth: AuthenticationService,
                 "this broker's namespace-unload fan-out and the leader's unloads and splits (401)")
     try:
         if client.method == "tls":
+            if "tls" not in auth.providers:
+                raise AuthenticationError("the tls provider is not in authenticationProviders")
             role = _cert_role(client.credentials.cert_file or cfg.broker_client_certificate_file_path)
         else:
             role = auth.authenticate_http(client.authorization()).role
