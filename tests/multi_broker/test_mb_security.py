@@ -65,10 +65,11 @@ class _Secured:
     args: list[str]
 
 
-def _secured(tmp_path: Path, **more: str) -> _Secured:
+def _secured(tmp_path: Path, *, client_cert: bool = False, **more: str) -> _Secured:
     """Keys of a secured cluster: tokens (roles admin, app, and the brokers' own "broker"), TLS
-    ports next to the plain ones, and the brokers' client credentials."""
-    certs = make_certs(tmp_path / "certs")
+    ports next to the plain ones, and the brokers' client credentials: their token, or with
+    ``client_cert`` a client certificate whose CN is "broker" (Pulsar's AuthenticationTls)."""
+    certs = make_certs(tmp_path / "certs", clients=("broker",))
     (tmp_path / "secret.key").write_bytes(SECRET)
     broker_token = tmp_path / "broker.token"
     broker_token.write_text(create_token(subject="broker", secret_key=SECRET))
@@ -84,6 +85,11 @@ def _secured(tmp_path: Path, **more: str) -> _Secured:
         "brokerClientTlsEnabled": "true", "brokerClientTrustCertsFilePath": certs.ca,
         **more,
     }
+    if client_cert:
+        cert, key = certs.clients["broker"]
+        keys.update({"authenticationProviders": "token,tls",
+                     "brokerClientAuthenticationPlugin": "org.apache.pulsar.client.impl.auth.AuthenticationTls",
+                     "brokerClientAuthenticationParameters": f"tlsCertFile:{cert},tlsKeyFile:{key}"})
     return _Secured(certs, create_token(subject="admin", secret_key=SECRET),
                     create_token(subject="app", secret_key=SECRET), broker_token,
                     [x for k, v in keys.items() for x in ("--set", f"broker.{k}={v}")])
@@ -225,9 +231,10 @@ def test_secured_cluster_redirects_unloads_and_splits(zookeeper: ZooKeeperServer
 
 def test_leader_splits_a_bundle_of_the_other_broker(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
     """The load-manager leader's split request to the other broker carries the broker's own
-    credentials (over https): the owner accepts it and splits its hot bundle."""
-    sec = _secured(tmp_path, loadBalancerSheddingIntervalMinutes="0.05", loadBalancerSheddingEnabled="false",
-                   loadBalancerNamespaceBundleMaxTopics="1")
+    credentials, here its client certificate over https: the owner accepts it and splits its hot
+    bundle."""
+    sec = _secured(tmp_path, client_cert=True, loadBalancerSheddingIntervalMinutes="0.05",
+                   loadBalancerSheddingEnabled="false", loadBalancerNamespaceBundleMaxTopics="1")
     admin = {"Authorization": f"Bearer {sec.admin_token}"}
     url = zookeeper.url(f"/mb-sec-lead-{uuid.uuid4().hex[:8]}", session_timeout_ms=4000)
     cluster = MultiBrokerCluster(tmp_path, url, 2, *sec.args).start()
@@ -240,6 +247,8 @@ def test_leader_splits_a_bundle_of_the_other_broker(zookeeper: ZooKeeperServer, 
 
         wait_for(lambda: len(httpx.get(f"{a.admin_url}/admin/v2/brokers", headers=admin, timeout=15).json()) == 2
                  and leader_id() != "", 30, "both brokers registered and a leader")
+        for x in (a, b):  # its own certificate is accepted and a super user: no SECURITY line about it
+            assert "the broker client" not in x.log() and "brokerClientAuthenticationPlugin" not in x.log()
         leader = a if leader_id() == a.admin_url.split("://")[1] else b
         other = b if leader is a else a
         ns = f"public/lead-{uuid.uuid4().hex[:6]}"
