@@ -16,7 +16,8 @@ Routes (Pulsar's v2 admin paths):
   another broker's bundle is redirected there with 307).
 * ``PUT /admin/v2/namespaces/{t}/{ns}/{bundle}/unload`` (307 to the owner when another broker
   owns it; 204 and nothing to do when nobody does) and ``PUT /admin/v2/namespaces/{t}/{ns}/unload``
-  (every bundle, each on its owner).
+  (every bundle, each on its owner, asked by this broker with its own credentials: the
+  ``brokerClient*`` keys, `broker._broker_client`).
 
 Standalone (no ownership): the one broker is the only broker and the leader; unloading a bundle
 closes its loaded topics (clients reconnect to the same broker).
@@ -24,7 +25,8 @@ closes its loaded topics (clients reconnect to the same broker).
 `OwnerRedirect` (middleware): a topic operation (``/admin/v2/persistent/{t}/{ns}/{topic}/...``)
 or an HTTP lookup (``/lookup/v2/topic/persistent/...``) on a broker that does not serve the
 topic is answered 307 to the broker that does (its bundle is assigned first when unowned), as
-Pulsar's admin API does. Partitioned topics (their base name) are answered where asked: their
+Pulsar's admin API does. Every 307 of this module keeps the request's transport: a request that
+came over https goes to the owner's https URL. Partitioned topics (their base name) are answered where asked: their
 metadata lives in the store.
 """
 
@@ -43,6 +45,7 @@ from protocols.pulsar import InvalidTopicNameError, NamespaceName, TopicName
 
 from .._bundles import BundleRange, boundaries_of, bundle_hash, bundles_of, parse_bundle
 from .._errors import BrokerServiceError
+from ..auth import AuthenticationError
 from ._common import (
     RestError,
     endpoint,
@@ -210,7 +213,7 @@ async def unload_namespace(request: Request) -> Response:
         # the caller's credentials may be a client certificate that cannot travel
         try:
             r = await client.request("PUT", f"{target.rstrip('/')}/admin/v2/namespaces/{ns}/{bundle.name}/unload")
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, AuthenticationError) as exc:  # unreachable, or our token file is gone
             raise RestError(503, f"unloading {ns}/{bundle} on {target}: {exc}") from None
         if r.status_code >= 300:
             raise RestError(r.status_code, f"unloading {ns}/{bundle} on {target}: {r.text}")
