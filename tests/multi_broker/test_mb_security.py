@@ -3,7 +3,9 @@ processes and the official client: a client of broker A uses a topic owned by br
 plain text and over TLS (redirected to B's TLS URL); namespace unload and bundle split asked of
 the broker that does not own the bundle reach the owner with the broker's own credentials
 (``brokerClient*`` keys); an unauthenticated broker-to-broker unload is refused (401), an
-authenticated one is done; nothing receipted is lost meanwhile."""
+authenticated one is done; nothing receipted is lost meanwhile. The load-manager leader's split
+of the other broker's bundle is accepted (the brokers' client certificate over https), and
+``magnetar cluster start`` runs such a cluster with per-broker TLS ports."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ import json
 import logging
 import re
 import ssl
+import subprocess
+import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,9 +30,10 @@ from broker._broker_client import BrokerClient
 from broker._bundles import bundle_hash, parse_bundle
 from broker.auth import create_token
 from magnetar.cli import main
+from tests.bk_client_real.bkreal_cluster import REPO
 from tests.broker_real.brokerreal_cluster import BrokerProcess
 from tests.broker_real.brokerreal_support import drain, wait_for
-from tests.support.zookeeper import ZooKeeperServer
+from tests.support.zookeeper import ZooKeeperServer, free_port, zookeeper_available
 from tests.tls.certs import Certs, make_certs
 
 from .mb_support import MultiBrokerCluster, ReceiptLog, owners, produce_until
@@ -62,7 +67,12 @@ class _Secured:
     admin_token: str
     app_token: str
     broker_token: Path
-    args: list[str]
+    keys: dict[str, str]
+
+    @property
+    def args(self) -> list[str]:
+        """The keys as ``--set broker.key=value`` arguments of ``magnetar broker``."""
+        return [x for k, v in self.keys.items() for x in ("--set", f"broker.{k}={v}")]
 
 
 def _secured(tmp_path: Path, *, client_cert: bool = False, **more: str) -> _Secured:
@@ -91,8 +101,7 @@ def _secured(tmp_path: Path, *, client_cert: bool = False, **more: str) -> _Secu
                      "brokerClientAuthenticationPlugin": "org.apache.pulsar.client.impl.auth.AuthenticationTls",
                      "brokerClientAuthenticationParameters": f"tlsCertFile:{cert},tlsKeyFile:{key}"})
     return _Secured(certs, create_token(subject="admin", secret_key=SECRET),
-                    create_token(subject="app", secret_key=SECRET), broker_token,
-                    [x for k, v in keys.items() for x in ("--set", f"broker.{k}={v}")])
+                    create_token(subject="app", secret_key=SECRET), broker_token, keys)
 
 
 def test_secured_cluster_redirects_unloads_and_splits(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
@@ -289,3 +298,61 @@ def test_leader_splits_a_bundle_of_the_other_broker(zookeeper: ZooKeeperServer, 
         client.close()
     finally:
         cluster.close()
+
+
+def _magnetar(*args: str, timeout: float = 240) -> str:
+    r = subprocess.run([sys.executable, "-m", "magnetar", *args], cwd=REPO, capture_output=True, text=True,
+                       timeout=timeout)
+    assert r.returncode == 0, f"magnetar {' '.join(args)} failed:\n{r.stdout}\n{r.stderr}"
+    return r.stdout
+
+
+@pytest.mark.skipif(not zookeeper_available(), reason="ZooKeeper (Debian's zookeeper package) or java is missing")
+def test_cluster_launcher_with_security(tmp_path: Path) -> None:
+    """``magnetar cluster start`` with the secured keys and per-broker TLS ports: TLS clients with a
+    token use both brokers through one service URL; a namespace unload through broker 0 works."""
+    sec = _secured(tmp_path)
+    keys = {k: v for k, v in sec.keys.items() if k not in ("brokerServicePortTls", "webServicePortTls")}
+    sets = [x for k, v in keys.items() for x in ("--broker-set", f"broker.{k}={v}")]
+    ca = ssl.create_default_context(cafile=sec.certs.ca)
+    admin = {"Authorization": f"Bearer {sec.admin_token}"}
+    d = tmp_path / "cluster"
+    started = False
+    try:
+        _magnetar("cluster", "start", "--dir", str(d), "--brokers", "2", "--zk-port", str(free_port()),
+                  "--broker-port", "0", "--web-port", "0", "--broker-tls-port", "0", "--web-tls-port", "0",
+                  "--bookie-port", "0", "--bookie-http-port", "0", *sets)
+        started = True
+        status = json.loads(_magnetar("cluster", "status", "--dir", str(d), "--json"))
+        brokers = status["brokers"]
+        assert all(b["service_url_tls"].startswith("pulsar+ssl://") and b["admin_url_tls"].startswith("https://")
+                   for b in brokers), brokers
+        https = brokers[0]["admin_url_tls"]
+        assert httpx.get(f"{https}/admin/v2/brokers", verify=ca, timeout=15).status_code == 401
+        wait_for(lambda: len(httpx.get(f"{https}/admin/v2/brokers", headers=admin, verify=ca,
+                                       timeout=15).json()) == 2, 30, "both brokers registered")
+        ns = f"public/launch-{uuid.uuid4().hex[:6]}"
+        assert httpx.put(f"{https}/admin/v2/namespaces/{ns}", headers=admin, verify=ca, timeout=15).status_code == 204
+        r = httpx.post(f"{https}/admin/v2/namespaces/{ns}/permissions/app", json=["produce", "consume"],
+                       headers=admin, verify=ca, timeout=15)
+        assert r.status_code == 204, r.text
+
+        service_url = "pulsar+ssl://" + ",".join(b["service_url_tls"].split("://")[1] for b in brokers)
+        client = pulsar.Client(service_url, authentication=pulsar.AuthenticationToken(sec.app_token),
+                               tls_trust_certs_file_path=sec.certs.ca, operation_timeout_seconds=30)
+        topics = [f"persistent://{ns}/t{i}" for i in range(8)]
+        consumers = [client.subscribe(t, "s", initial_position=pulsar.InitialPosition.Earliest) for t in topics]
+        producers = [client.create_producer(t, batching_enabled=False, send_timeout_millis=60000) for t in topics]
+        for t, p in zip(topics, producers, strict=True):
+            p.send(f"{t}-0".encode())
+        # every bundle's owner unloads it, asked by broker 0 with its own credentials over https
+        r = httpx.put(f"{https}/admin/v2/namespaces/{ns}/unload", headers=admin, verify=ca, timeout=60)
+        assert r.status_code == 204, r.text
+        for t, p in zip(topics, producers, strict=True):
+            p.send(f"{t}-1".encode())
+        for t, c in zip(topics, consumers, strict=True):
+            assert [m.data() for m in drain(c)] == [f"{t}-{i}".encode() for i in range(2)]
+        client.close()
+    finally:
+        if started or (d / "cluster.json").exists():
+            _magnetar("cluster", "stop", "--dir", str(d))
