@@ -337,6 +337,39 @@ class BrokerConfig(RetentionConfig):
         "", alias="tokenAudience",
         help="When set, tokens must name this audience (this broker) in tokenAudienceClaim ('' = not checked).")
 
+    # ---- the broker's own client to the other brokers of a cluster (broker._broker_client)
+    broker_client_authentication_plugin: str = config_field(
+        "", alias="brokerClientAuthenticationPlugin",
+        help="How this broker authenticates to the other brokers (admin fan-out, the leader's unloads and "
+             "splits): 'token', 'tls' or 'basic', or Pulsar's org.apache.pulsar.client.impl.auth."
+             "AuthenticationToken / AuthenticationTls / AuthenticationBasic ('' = no credentials). Its "
+             "role must be one of superUserRoles.")
+    broker_client_authentication_parameters: str = config_field(
+        "", alias="brokerClientAuthenticationParameters",
+        help="Parameters of brokerClientAuthenticationPlugin: token 'token:<jwt>' or 'file:///path' (read "
+             "at each call); tls 'tlsCertFile:/path,tlsKeyFile:/path' (or that JSON); basic "
+             "'{\"userId\": ..., \"password\": ...}' or 'user:password'.")
+    broker_client_tls_enabled: bool = config_field(
+        False, alias="brokerClientTlsEnabled",
+        help="Call the other brokers on their https admin URL (webServicePortTls) and the TLS lookup URL.")
+    broker_client_trust_certs_file_path: str = config_field(
+        "", alias="brokerClientTrustCertsFilePath",
+        help="CA (PEM) the other brokers' certificates must chain to ('' = tlsTrustCertsFilePath, else the "
+             "system CAs).")
+    broker_client_certificate_file_path: str = config_field(
+        "", alias="brokerClientCertificateFilePath",
+        help="Client certificate (PEM) this broker presents to the other brokers ('' = the tls plugin's "
+             "tlsCertFile, else none).")
+    broker_client_key_file_path: str = config_field(
+        "", alias="brokerClientKeyFilePath", help="Private key of brokerClientCertificateFilePath.")
+    broker_client_tls_protocols: tuple[str, ...] = config_field(
+        (), alias="brokerClient_tlsProtocols", help="TLS versions of the broker client ('' = defaults).")
+    broker_client_tls_ciphers: tuple[str, ...] = config_field(
+        (), alias="brokerClient_tlsCiphers", help="OpenSSL cipher names of the broker client ('' = defaults).")
+    tls_hostname_verification_enabled: bool = config_field(
+        False, alias="tlsHostnameVerificationEnabled",
+        help="The broker client also checks that the other brokers' certificates name their host.")
+
     @property
     def tls_enabled(self) -> bool:
         """Whether a TLS port (protocol or admin REST) is configured."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+import trio
+
 from protocols.pulsar import Frame, NamespaceName, TopicName, make_command
 from protocols.pulsar import pulsar_api_pb2 as pb
 
@@ -42,7 +44,8 @@ async def handle_lookup(conn: ServerConnection, frame: Frame) -> None:
     listener = req.advertised_listener_name if req.HasField("advertised_listener_name") else ""
     ownership = conn.service.ownership
     if ownership is not None:
-        answer = await ownership.lookup(topic, listener, bool(req.authoritative))
+        answer = await ownership.lookup(topic, listener, bool(req.authoritative),
+                                        tls=isinstance(conn.stream, trio.SSLStream))
         kind = pb.CommandLookupTopicResponse.Redirect if answer.redirect else pb.CommandLookupTopicResponse.Connect
         conn.send_command(make_command(
             "LOOKUP_RESPONSE", request_id=req.request_id, response=kind,

@@ -65,6 +65,7 @@ from metadata import (
 )
 from protocols.pulsar import NamespaceName, TopicName
 
+from ._broker_client import own_role_problem
 from ._bundles import BundleRange, boundaries_of, bundle_for, bundle_hash, bundles_of, parse_bundle, split_boundaries
 from ._errors import NamespaceNotFoundError, ServiceNotReadyError
 from ._load_manager import Decision, ShedPolicy, SplitPolicy, plan_shedding, plan_splits, smoothed_load
@@ -219,6 +220,9 @@ class Ownership:
         """Register, then keep the load report fresh, contend for leadership and watch the
         session until cancelled. The service's close calls `shutdown` (Rule 4) before it closes
         its other topics, so that a topic is closed by one closer only, before its bundle goes."""
+        problem = own_role_problem(self.service.broker_client, self.service.auth, self.service.authz)
+        if problem:
+            log.warning("SECURITY: %s", problem)
         async with trio.open_nursery() as nursery:
             await self._register()
             nursery.start_soon(self._report_loop)
@@ -342,13 +346,12 @@ class Ownership:
             else:
                 await self.split(ns, bundle)
             return
-        base = str((reports.get(d.broker) or {}).get("httpUrl") or "")
+        client = self.service.broker_client
+        base = client.admin_url(reports.get(d.broker) or {})
         if not base:
             return
-        import httpx  # only the leader's rounds need an HTTP client
-
-        async with httpx.AsyncClient(timeout=60, follow_redirects=True) as client:
-            r = await client.put(f"{base.rstrip('/')}/admin/v2/namespaces/{ns}/{bundle.name}/{d.action}")
+        # with this broker's credentials (brokerClient* keys): the owner refuses anonymous unloads
+        r = await client.request("PUT", f"{base.rstrip('/')}/admin/v2/namespaces/{ns}/{bundle.name}/{d.action}")
         if r.status_code >= 300:
             log.warning("leader's %s of %s on %s failed: %s %s", d.action, d.bundle, d.broker, r.status_code, r.text)
 
@@ -649,30 +652,48 @@ class Ownership:
             return report
         raise ServiceNotReadyError(f"bundle {ns}/{bundle} is changing owner; retry")
 
-    async def lookup(self, topic: TopicName, listener_name: str, authoritative: bool) -> LookupAnswer:
+    async def lookup(self, topic: TopicName, listener_name: str, authoritative: bool,
+                     tls: bool = False) -> LookupAnswer:
         """Rule 2 for LOOKUP. Raises ServiceNotReady while this broker is starting or stopping, or
-        when the bundle's owner is this broker's previous session (it expires soon)."""
+        when the bundle's owner is this broker's previous session (it expires soon). ``tls``: the
+        client connected over TLS; a Redirect then carries the owner's ``brokerServiceUrlTls``
+        (which the official client follows), and an owner without one is an error rather than a
+        silent downgrade to plain text."""
         target = await self._resolve(topic, authoritative)
         if target is None:
             return LookupAnswer(False, self.service.lookup_urls(listener_name))
-        return LookupAnswer(True, self._urls_of(target, listener_name))
+        urls = self._urls_of(target, listener_name)
+        if tls and "brokerServiceUrlTls" not in urls:
+            raise ServiceNotReadyError(f"the owner of {topic} ({target.get('brokerId')}) has no TLS service URL "
+                                       "(brokerServicePortTls) for a client connected over TLS")
+        return LookupAnswer(True, urls)
 
-    async def admin_target(self, topic: TopicName) -> str | None:
+    @staticmethod
+    def http_url_of(info: dict[str, Any], tls: bool) -> str | None:
+        """The admin URL in a broker's owner node or load report: https when ``tls`` and it has one."""
+        plain = str(info.get("httpUrl") or info.get("webServiceUrl") or "")
+        secure = str(info.get("httpUrlTls") or info.get("webServiceUrlTls") or "")
+        # a request that came over https is sent to https (Pulsar redirects to webServiceUrlTls)
+        return ((secure or plain) if tls else (plain or secure)) or None
+
+    async def admin_target(self, topic: TopicName, tls: bool = False) -> str | None:
         """The admin URL (``http[s]://host:port``) of the broker that serves ``topic``, None when
-        it is this one; an unowned bundle is assigned first, as a lookup does."""
+        it is this one; an unowned bundle is assigned first, as a lookup does. ``tls``: the https
+        URL when the broker has one."""
         target = await self._resolve(topic, False)
         if target is None:
             return None
-        return str(target.get("httpUrl") or target.get("httpUrlTls") or target.get("webServiceUrl") or "") or None
+        return self.http_url_of(target, tls)
 
-    async def bundle_admin_target(self, ns: NamespaceName, bundle: BundleRange) -> str | None:
-        """The admin URL of the bundle's owner when another broker owns it, else None."""
+    async def bundle_admin_target(self, ns: NamespaceName, bundle: BundleRange, tls: bool = False) -> str | None:
+        """The admin URL of the bundle's owner when another broker owns it, else None (``tls``: the
+        https URL when the owner has one)."""
         if (str(ns), bundle.name) in self.owned:
             return None
         owner = await self.owner_of(ns, bundle)
         if owner is None or owner.get("self"):
             return None
-        return str(owner.get("httpUrl") or owner.get("httpUrlTls") or "") or None
+        return self.http_url_of(owner, tls)
 
     def bundles_owned(self) -> list[tuple[NamespaceName, BundleRange, BundleState]]:
         """The bundles this broker holds, with their state."""

@@ -42,6 +42,7 @@ from metadata import MetadataStore, NodeExistsError
 from protocols.pulsar import NamespaceName, TopicName
 from retention import QuotaAction, QuotaDecision, RetentionService
 
+from ._broker_client import BrokerClient
 from ._compaction import COMPACTION_CURSOR
 from ._config import BrokerConfig
 from ._dedup import DEDUP_CURSOR, Deduplication
@@ -116,6 +117,7 @@ class BrokerService:
                                              self.config.default_number_of_namespace_bundles)
         self.schemas = SchemaRegistry(store)
         self.authz = AuthorizationService(self.config, self.namespaces)  # superusers, admins, permissions
+        self.broker_client = BrokerClient(self.config)  # calls to the other brokers; ConfigError for bad keys
         self.topics: dict[str, Topic] = {}
         self.np_topics: dict[str, NonPersistentTopic] = {}  # Rule 7
         self._loading: dict[str, trio.Event] = {}

@@ -16,7 +16,8 @@ Routes (Pulsar's v2 admin paths):
   another broker's bundle is redirected there with 307).
 * ``PUT /admin/v2/namespaces/{t}/{ns}/{bundle}/unload`` (307 to the owner when another broker
   owns it; 204 and nothing to do when nobody does) and ``PUT /admin/v2/namespaces/{t}/{ns}/unload``
-  (every bundle, each on its owner).
+  (every bundle, each on its owner, asked by this broker with its own credentials: the
+  ``brokerClient*`` keys, `broker._broker_client`).
 
 Standalone (no ownership): the one broker is the only broker and the leader; unloading a bundle
 closes its loaded topics (clients reconnect to the same broker).
@@ -24,9 +25,10 @@ closes its loaded topics (clients reconnect to the same broker).
 `OwnerRedirect` (middleware): a topic operation (``/admin/v2/persistent/{t}/{ns}/{topic}/...``)
 or an HTTP lookup (``/lookup/v2/topic/persistent/...``) on a broker that does not serve the
 topic is answered 307 to the broker that does (its bundle is assigned first when unowned), as
-Pulsar's admin API does. Partitioned topics (their base name) and partitioned-topic metadata
-(``.../{topic}/partitions``: create, update, get, delete) are answered where asked: the metadata
-lives in the store.
+Pulsar's admin API does. Every 307 of this module keeps the request's transport: a request that
+came over https goes to the owner's https URL. Partitioned topics (their base name) and
+partitioned-topic metadata (``.../{topic}/partitions``: create, update, get, delete) are answered
+where asked: the metadata lives in the store.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from protocols.pulsar import InvalidTopicNameError, NamespaceName, TopicName
 
 from .._bundles import BundleRange, boundaries_of, bundle_hash, bundles_of, parse_bundle
 from .._errors import BrokerServiceError
+from ..auth import AuthenticationError
 from ._common import (
     RestError,
     endpoint,
@@ -110,7 +113,8 @@ async def owned_namespaces(request: Request) -> Response:
     if broker != _self_id(s):
         if s.ownership is None or broker not in await s.ownership.brokers():
             raise RestError(404, f"broker {broker} is not registered in cluster {cluster}")
-        return _redirect(request, (await s.ownership.brokers())[broker].get("httpUrl", ""))
+        info = (await s.ownership.brokers())[broker]
+        return _redirect(request, s.ownership.http_url_of(info, _secure(request)) or "")
     out: dict[str, Any] = {}
     if s.ownership is None:
         for ns in await _all_namespaces(s):
@@ -159,6 +163,11 @@ def _bundle_of(request: Request, policies: dict[str, Any]) -> BundleRange:
     return bundle
 
 
+def _secure(request: Request) -> bool:
+    """Whether the request came over https: its redirect then goes to the https admin URL."""
+    return request.url.scheme == "https"
+
+
 def _redirect(request: Request, base: str) -> Response:
     if not base:
         raise RestError(503, "the owning broker has no admin URL")
@@ -181,7 +190,7 @@ async def unload_bundle(request: Request) -> Response:
     ns = namespace_of(request)
     bundle = _bundle_of(request, await require_namespace(s, ns))
     if s.ownership is not None:
-        target = await s.ownership.bundle_admin_target(ns, bundle)
+        target = await s.ownership.bundle_admin_target(ns, bundle, _secure(request))
         if target is not None:
             return _redirect(request, target)
     await _unload_local(s, ns, bundle)
@@ -194,15 +203,19 @@ async def unload_namespace(request: Request) -> Response:
     ns = namespace_of(request)
     policies = await require_namespace(s, ns)
     for bundle in bundles_of(boundaries_of(policies)):
-        target = None if s.ownership is None else await s.ownership.bundle_admin_target(ns, bundle)
+        client = s.broker_client
+        target = None if s.ownership is None else \
+            await s.ownership.bundle_admin_target(ns, bundle, client.tls_enabled)
         if target is None:
             await _unload_local(s, ns, bundle)
             continue
-        # the owner unloads its bundle; the caller's credentials go along
-        headers = {k: v for k, v in request.headers.items() if k.lower() == "authorization"}
-        async with httpx.AsyncClient(timeout=60, verify=False) as client:
-            r = await client.put(f"{target.rstrip('/')}/admin/v2/namespaces/{ns}/{bundle.name}/unload",
-                                 headers=headers)
+        # the owner unloads its bundle, asked with this broker's own credentials (brokerClient*
+        # keys; a super user, as in Pulsar): the caller was authorized for the namespace here, and
+        # the caller's credentials may be a client certificate that cannot travel
+        try:
+            r = await client.request("PUT", f"{target.rstrip('/')}/admin/v2/namespaces/{ns}/{bundle.name}/unload")
+        except (httpx.HTTPError, AuthenticationError) as exc:  # unreachable, or our token file is gone
+            raise RestError(503, f"unloading {ns}/{bundle} on {target}: {exc}") from None
         if r.status_code >= 300:
             raise RestError(r.status_code, f"unloading {ns}/{bundle} on {target}: {r.text}")
     return no_content()
@@ -214,7 +227,7 @@ async def split_bundle(request: Request) -> Response:
     ns = namespace_of(request)
     bundle = _bundle_of(request, await require_namespace(s, ns))
     if s.ownership is not None:
-        target = await s.ownership.bundle_admin_target(ns, bundle)
+        target = await s.ownership.bundle_admin_target(ns, bundle, _secure(request))
         if target is not None:
             return _redirect(request, target)
         try:
@@ -287,7 +300,7 @@ class OwnerRedirect:
             try:
                 plain = topic.partition >= 0 or not await self.service.namespaces.get_partitions(topic)
                 if plain and await self.service.namespaces.namespace_exists(topic.namespace_name):
-                    target = await ownership.admin_target(topic)
+                    target = await ownership.admin_target(topic, scope.get("scheme") == "https")
             except BrokerServiceError as exc:
                 await JSONResponse({"reason": exc.message}, status_code=503)(scope, receive, send)
                 return

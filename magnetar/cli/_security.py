@@ -9,6 +9,8 @@ Rules:
   the sample's placeholder (anyone reaching a bookie may read, fence or overwrite its ledgers).
 * A bookie is unsecured unless its port is TLS with client authentication (``tls_enabled``,
   ``tlsClientAuthentication``, ``tlsTrustStore``): only that keeps strangers from its ledgers.
+* Either is unsecured with ZooKeeper ACLs off (``zkEnableSecurity``): anyone reaching ZooKeeper
+  may rewrite ownership, policies, permissions and ledger metadata, whatever the ports check.
 * Each check returns one message naming every key to set, or None; the caller logs it once as a
   WARNING at start.
 """
@@ -25,12 +27,20 @@ PASSWORD_PLACEHOLDER = "CHANGE-ME-before-the-first-start"
 _BANNER = "SECURITY: this {what} is reachable by anyone who can reach its ports: {problems}. Set {keys}."
 
 
-def broker_security_warning(metadata_url: str, broker: Any, managed_ledger: Any) -> str | None:
+_ZK_KEYS = "[{table}] zkEnableSecurity = true and zkDigestCredentials (the same on every broker and bookie)"
+
+
+def broker_security_warning(metadata_url: str, broker: Any, managed_ledger: Any, *,
+                            zk_enable_security: bool) -> str | None:
     """The warning for a broker with ``broker`` (`BrokerConfig`) and ``managed_ledger``
-    (`ManagedLedgerConfig`) on ``metadata_url``, or None (see the module rules)."""
+    (`ManagedLedgerConfig`) on ``metadata_url`` with ZooKeeper ACLs on or off
+    (``zk_enable_security``), or None (see the module rules)."""
     if not metadata_url.startswith("zk://"):
         return None
     problems, keys = [], []
+    if not zk_enable_security:
+        problems.append("ZooKeeper ACLs are off")
+        keys.append(_ZK_KEYS.format(table="cluster"))
     if not broker.authentication_enabled:
         problems.append("authentication is off")
         keys.append("[broker] authenticationEnabled = true, authenticationProviders (e.g. [\"token\"]) "
@@ -50,10 +60,15 @@ def bookie_security_warning(bookie: Any) -> str | None:
     """The warning for a bookie with ``bookie`` (`BookieConfig`), or None (see the module rules)."""
     if not bookie.metadata_url.startswith("zk://"):
         return None
-    if bookie.tls_enabled and bookie.tls_client_authentication:
+    problems, keys = [], []
+    if not (bookie.tls_enabled and bookie.tls_client_authentication):
+        problem = "the bookie port is plain TCP" if not bookie.tls_enabled else "clients need no certificate"
+        problems.append(f"{problem}, so anyone may read, fence or overwrite ledgers")
+        keys.append("[bookie] tls_enabled = true, tlsClientAuthentication = true, tlsTrustStore, tlsCertificatePath "
+                    "and tlsKeyStore (and [bk_client] certificates on the brokers and AutoRecovery)")
+    if not bookie.zk_enable_security:
+        problems.append("ZooKeeper ACLs are off")
+        keys.append(_ZK_KEYS.format(table="bookie"))
+    if not problems:
         return None
-    problem = "the bookie port is plain TCP" if not bookie.tls_enabled else "clients need no certificate"
-    return _BANNER.format(
-        what="bookie", problems=f"{problem}, so anyone may read, fence or overwrite ledgers",
-        keys="[bookie] tls_enabled = true, tlsClientAuthentication = true, tlsTrustStore, tlsCertificatePath "
-             "and tlsKeyStore (and [bk_client] certificates on the brokers and AutoRecovery)")
+    return _BANNER.format(what="bookie", problems=", ".join(problems), keys="; ".join(keys))

@@ -82,7 +82,8 @@ def command(conf: Path | None, metadata_url: str | None, port: int | None, web_p
     except ConfigError as exc:
         fail(exc, name="broker")
     cluster: ClusterConfig = cfg["cluster"]
-    warning = broker_security_warning(cluster.metadata_url, cfg["broker"], cfg["managed_ledger"])
+    warning = broker_security_warning(cluster.metadata_url, cfg["broker"], cfg["managed_ledger"],
+                                      zk_enable_security=cluster.zk_enable_security)
     if warning:
         logging.getLogger("magnetar.broker").warning(warning)
 

@@ -6,8 +6,9 @@ bookies, AutoRecovery and N brokers, every broker and bookie on its own ports so
 the machine's cores can be used (one Python process per broker). The components read the same
 config files a real deployment uses (``--broker-conf deploy/broker.toml``,
 ``--bookie-conf deploy/bookie.toml``); the launcher only adds each process's ports and
-directories as flags. It returns once every broker serves, after writing ``DIR/cluster.json``
-(pids, URLs), which ``stop`` and ``status`` read.
+directories as flags (the TLS ports too, with ``--broker-tls-port`` / ``--web-tls-port``: a
+port in the shared config would collide). It returns once every broker serves, after writing
+``DIR/cluster.json`` (pids, URLs, TLS URLs), which ``stop`` and ``status`` read.
 
 ``stop`` ends the processes by pid, in order: brokers first (SIGTERM: each unloads its bundles
 so that clients move to the others), then AutoRecovery, the bookies (SIGTERM: journals synced)
@@ -34,6 +35,7 @@ __all__ = ["command"]
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 SLF4J_SIMPLE_JAR = Path("/usr/share/java/slf4j-simple.jar")
 _BROKER_READY = re.compile(r"magnetar broker: (pulsar://\S+)\s+admin REST: (http://\S+)")
+_BROKER_TLS = re.compile(r"TLS: (pulsar\+ssl://\S+|off)\s+admin REST TLS: (https://\S+|off)")
 _STATE = "cluster.json"
 
 
@@ -121,6 +123,11 @@ def command() -> None:
               help="Protocol port of broker 0; broker i listens on broker-port + i (0: free ports).")
 @click.option("--web-port", type=int, default=8080, show_default=True,
               help="Admin REST port of broker 0; broker i on web-port + i (0: free ports).")
+@click.option("--broker-tls-port", type=int, default=None,
+              help="brokerServicePortTls (pulsar+ssl://) of broker 0; broker i on broker-tls-port + i (0: free "
+                   "ports; default: as the broker config says). Needs the tls* keys in --broker-conf.")
+@click.option("--web-tls-port", type=int, default=None,
+              help="webServicePortTls (https) of broker 0; broker i on web-tls-port + i (0: free ports).")
 @click.option("--bookie-port", type=int, default=3181, show_default=True, help="Port of bookie 0 (+i).")
 @click.option("--bookie-http-port", type=int, default=8000, show_default=True, help="HTTP port of bookie 0 (+i).")
 @click.option("--broker-conf", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
@@ -132,7 +139,8 @@ def command() -> None:
               help="--set passed to every broker.")
 @click.option("--timeout", type=float, default=90.0, show_default=True, help="Seconds each process has to start.")
 def start(directory: Path, n_brokers: int, n_bookies: int, metadata_url: str | None, zk_port: int,
-          broker_port: int, web_port: int, bookie_port: int, bookie_http_port: int, broker_conf: Path | None,
+          broker_port: int, web_port: int, broker_tls_port: int | None, web_tls_port: int | None,
+          bookie_port: int, bookie_http_port: int, broker_conf: Path | None,
           bookie_conf: Path | None, no_autorecovery: bool, broker_sets: tuple[str, ...], timeout: float) -> None:
     """Start the cluster and return once every broker serves."""
     directory = directory.resolve()
@@ -192,13 +200,26 @@ def start(directory: Path, n_brokers: int, n_bookies: int, metadata_url: str | N
                 cmd += ["--conf", str(broker_conf.resolve())]
             for s in broker_sets:
                 cmd += ["--set", s]
+            # TLS ports per broker, like the plain ones (a port in the shared config would collide)
+            for key, base_port in (("brokerServicePortTls", broker_tls_port), ("webServicePortTls", web_tls_port)):
+                if base_port is not None:
+                    cmd += ["--set", f"broker.{key}={base_port + i if base_port else 0}"]
             brokers.append(_spawn(f"broker-{i}", cmd, logs, directory))
         procs.extend(brokers)
         save()
         for b in brokers:
             m = _wait(b["name"], lambda b=b: _BROKER_READY.search(Path(b["log"]).read_text(errors="replace")), b,
                       timeout)
-            state["brokers"].append({"name": b["name"], "service_url": m.group(1), "admin_url": m.group(2)})
+            entry = {"name": b["name"], "service_url": m.group(1), "admin_url": m.group(2)}
+            def tls_line(b: dict[str, Any] = b) -> re.Match[str] | None:
+                return _BROKER_TLS.search(Path(b["log"]).read_text(errors="replace"))
+
+            # the TLS URLs follow the ready line (a separate write): wait for them when asked for
+            tls = _wait(b["name"], tls_line, b, timeout) if (broker_tls_port, web_tls_port) != (None, None) \
+                else tls_line()
+            if tls:
+                entry |= {"service_url_tls": tls.group(1), "admin_url_tls": tls.group(2)}
+            state["brokers"].append(entry)
         save()
     except BaseException:
         _stop([*reversed(procs)], 30)
@@ -207,6 +228,8 @@ def start(directory: Path, n_brokers: int, n_bookies: int, metadata_url: str | N
     click.echo(f"cluster running from {directory} (metadata {metadata_url})")
     for b in state["brokers"]:
         click.echo(f"  {b['name']}: {b['service_url']}  admin REST: {b['admin_url']}")
+        if "service_url_tls" in b:
+            click.echo(f"    TLS: {b['service_url_tls']}  admin REST TLS: {b['admin_url_tls']}")
     urls = ",".join(b["service_url"].split("://", 1)[1] for b in state["brokers"])
     click.echo(f"clients: pulsar://{urls}   stop with: magnetar cluster stop --dir {directory}")
 
