@@ -9,7 +9,15 @@ import time
 
 import pytest
 
-from broker.admin import TRIM_HISTORY_PATH, BookieGcView, TrimHistory, TrimHistoryStore, TrimmedLedger
+from broker.admin import (
+    TRIM_HISTORY_PATH,
+    BookieAnswer,
+    BookieGcView,
+    TrimHistory,
+    TrimHistoryStore,
+    TrimmedLedger,
+    join_gc_explain,
+)
 from broker.admin._trim_store import decode_trims, encode_trims
 from metadata import open_metadata_store
 
@@ -99,3 +107,14 @@ async def test_view_loads_the_history_before_explaining() -> None:
         assert sorted(rows) == [11, 12] and rows[11]["metadata"] == "deleted" and rows[11]["deletedAtMs"] == at
         memory_only = BookieGcView(store, trim_history_path=None)
         assert (await memory_only.explain(T1, []))["ledgers"] == []
+
+
+def test_join_shows_the_bookies_placement_and_logs_rolled_for_gc() -> None:
+    log = {"log_id": 10, "directory": "/d", "total_bytes": 100, "live_bytes": 0, "reason": "dead",
+           "detail": "no live data", "rolled_for_gc": "dead: none of its data is live any more",
+           "ledgers": [{"ledger_id": 3, "bytes": 100, "metadata": "absent"}]}
+    doc = {"last_run_ms": 1, "last_result": "ok", "placement": "per-ledger", "logs": [log]}
+    out = join_gc_explain(T1, [], {}, [TrimmedLedger(3, 5, 100)], {"b1": BookieAnswer("b1", "http://b1", doc)}, {}, 9)
+    assert out["bookies"]["b1"]["placement"] == "per-ledger"
+    (held,) = out["ledgers"][0]["bookies"]["b1"]["entryLogs"]
+    assert held["rolledForGc"] == "dead: none of its data is live any more"
