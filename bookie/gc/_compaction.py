@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import trio
 
 from .._errors import BookieException
-from ..storage import RECORD_PREFIX_SIZE, DbLedgerStorage, LogRecord
+from ..storage import RECORD_PREFIX_SIZE, DbLedgerStorage, EntryLogger, LogRecord
 
 __all__ = ["CompactionKind", "RateLimiter", "CompactionResult", "CompactionTimeout", "compact_log",
            "KILL_AT_GC_ENV", "kill_point"]
@@ -132,6 +132,13 @@ def _next_chunk(scan: Iterator[LogRecord], live: Callable[[int], bool], chunk_by
 
 
 
+def _append_synced(logger: EntryLogger, entries: list[tuple[int, int, bytes]]) -> list[int]:
+    """Worker thread: append the live records to the current log and sync it; their locations."""
+    locations = logger.append(entries)
+    logger.sync()
+    return locations
+
+
 async def compact_log(
     storage: DbLedgerStorage,
     log_id: int,
@@ -166,9 +173,13 @@ async def compact_log(
                 entries = [(r.ledger_id, r.entry_id, r.payload) for r in records]
                 priority = storage.sync_priority
                 async with storage.write_lock:
-                    locations = await trio.to_thread.run_sync(logger.append, entries)
-                    await priority.background_turn()
-                    await trio.to_thread.run_sync(logger.sync)
+                    if priority.foreground_busy:
+                        # write now, sync once the journal's sync is through
+                        locations = await trio.to_thread.run_sync(logger.append, entries)
+                        await priority.background_turn()
+                        await trio.to_thread.run_sync(logger.sync)
+                    else:  # the common case costs one thread handoff, not two
+                        locations = await trio.to_thread.run_sync(_append_synced, logger, entries)
                     if first:
                         kill_point("after_sync")
                     updates = [(r.ledger_id, r.entry_id, loc) for r, loc in zip(records, locations, strict=True)]
