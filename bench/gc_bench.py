@@ -13,6 +13,11 @@ which half are deleted, so those logs are ~50% used). Then, in one process with 
 
 Add latency is measured from each add's scheduled start (no coordinated omission).
 
+On a shared machine one baseline and one GC phase can land in different load; ``--rounds N``
+repeats phases 1 and 2 back to back N times (each on a fresh copy) and prints every round's p99
+ratio and their median. How often compaction held a sync back for the journal
+(`bookie._io_priority.SyncPriority`) is printed with the throttled phase.
+
 Usage::
 
     .venv/bin/python bench/gc_bench.py [--dir /path] [--data-mb 128] [--throttle-mbps 32]
@@ -106,6 +111,7 @@ async def run_phase(root: Path, *, gc_rate: float | None, add_rate: float, secon
     latencies: list[float] = []
     out: dict[str, float] = {}
     async with open_bookie(config(root, gc_rate)) as bookie:
+        gate = getattr(bookie.storage, "sync_priority", None)  # absent before compaction yielded
         stop = trio.Event()
         async with trio.open_nursery() as nursery:
             if with_adds:
@@ -121,6 +127,9 @@ async def run_phase(root: Path, *, gc_rate: float | None, add_rate: float, secon
                 out["compacted_logs"] = res.compacted_logs
                 out["deleted_logs"] = res.deleted_logs
                 stop.set()
+        if gate is not None:
+            out["yields"] = gate.background_waits
+            out["yield_s"] = gate.background_wait_s
     if latencies:
         out["p50"] = pct(latencies, 0.50)
         out["p99"] = pct(latencies, 0.99)
@@ -137,19 +146,30 @@ async def main(args: argparse.Namespace) -> None:
         print(f"data set: {args.data_mb} MiB of {ENTRY} B entries in 8 MiB logs; "
               f"{dead / MiB:.1f} MiB belong to deleted ledgers")
 
-        work = base / "baseline"
-        shutil.copytree(seed, work)
-        b = await run_phase(work, gc_rate=None, add_rate=args.add_rate, seconds=args.seconds)
-        print(f"1 KiB adds at {args.add_rate:.0f}/s without GC:      p50 {b['p50']:.2f} ms  p99 {b['p99']:.2f} ms "
-              f"({b['adds']:.0f} adds)")
+        ratios = []
+        for r in range(args.rounds):
+            work = base / f"baseline{r}"
+            shutil.copytree(seed, work)
+            b = await run_phase(work, gc_rate=None, add_rate=args.add_rate, seconds=args.seconds)
+            shutil.rmtree(work, ignore_errors=True)
+            print(f"1 KiB adds at {args.add_rate:.0f}/s without GC:      p50 {b['p50']:.2f} ms  "
+                  f"p99 {b['p99']:.2f} ms ({b['adds']:.0f} adds)")
 
-        work = base / "throttled"
-        shutil.copytree(seed, work)
-        t = await run_phase(work, gc_rate=args.throttle_mbps * 1e6, add_rate=args.add_rate, seconds=args.seconds)
-        reclaimed = t["reclaimed_deletion"] + t["reclaimed_compaction"]
-        print(f"1 KiB adds at {args.add_rate:.0f}/s during GC ({args.throttle_mbps:.0f} MB/s throttle): "
-              f"p50 {t['p50']:.2f} ms  p99 {t['p99']:.2f} ms ({t['adds']:.0f} adds); "
-              f"p99 ratio {t['p99'] / b['p99']:.2f}x")
+            work = base / f"throttled{r}"
+            shutil.copytree(seed, work)
+            t = await run_phase(work, gc_rate=args.throttle_mbps * 1e6, add_rate=args.add_rate,
+                                seconds=args.seconds)
+            shutil.rmtree(work, ignore_errors=True)
+            reclaimed = t["reclaimed_deletion"] + t["reclaimed_compaction"]
+            ratios.append(t["p99"] / b["p99"])
+            yields = (f"; compaction yielded to the journal {t['yields']:.0f} times, {t['yield_s'] * 1000:.0f} ms"
+                      if "yields" in t else "")
+            print(f"1 KiB adds at {args.add_rate:.0f}/s during GC ({args.throttle_mbps:.0f} MB/s throttle): "
+                  f"p50 {t['p50']:.2f} ms  p99 {t['p99']:.2f} ms ({t['adds']:.0f} adds); "
+                  f"p99 ratio {ratios[-1]:.2f}x{yields}")
+        if args.rounds > 1:
+            print(f"p99 ratio over {args.rounds} rounds: median {statistics.median(ratios):.2f}x, "
+                  f"range {min(ratios):.2f}-{max(ratios):.2f}x")
         print(f"throttled GC: {t['gc_s']:.2f} s, reclaimed {reclaimed / MiB:.1f} MiB "
               f"({t['reclaimed_deletion'] / MiB:.1f} by deleting {t['deleted_logs']:.0f} logs, "
               f"{t['reclaimed_compaction'] / MiB:.1f} by compacting {t['compacted_logs']:.0f}): "
@@ -173,4 +193,5 @@ if __name__ == "__main__":
     parser.add_argument("--throttle-mbps", type=float, default=32.0)
     parser.add_argument("--add-rate", type=float, default=1000.0)
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=1, help="Baseline + throttled pairs to run (median ratio).")
     trio.run(main, parser.parse_args())

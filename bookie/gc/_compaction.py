@@ -7,7 +7,10 @@ Per log, in chunks of at most ``chunk_bytes`` scanned::
        written counts; by entries, every entry copied counts (BookKeeper's compactionRateByEntries);
     3. holding the storage's write lock: append the live records, fdatasync the logs, then update
        the location index in one synced transaction, moving only rows that still point at the old
-       log (an entry re-written or deleted meanwhile is left alone);
+       log (an entry re-written or deleted meanwhile is left alone). Before the fdatasync and
+       before the index commit it yields to the journal (`SyncPriority.background_turn`): a sync
+       of compaction output queued ahead of a journal sync on the same device would make the
+       adds waiting for that journal sync wait for the compaction's bytes too;
     4. after the last chunk, and only then, remove the old log.
 
 Crash safety: until step 4 the old log is intact and the index points either at it or at synced
@@ -127,6 +130,8 @@ def _next_chunk(scan: Iterator[LogRecord], live: Callable[[int], bool], chunk_by
     return out, scanned, count, True
 
 
+
+
 def _append_synced(logger: EntryLogger, entries: list[tuple[int, int, bytes]]) -> list[int]:
     """Worker thread: append the live records to the current log and sync it; their locations."""
     locations = logger.append(entries)
@@ -166,11 +171,19 @@ async def compact_log(
             await limiter.acquire(scanned + out_bytes if by_bytes else len(records))
             if records:
                 entries = [(r.ledger_id, r.entry_id, r.payload) for r in records]
+                priority = storage.sync_priority
                 async with storage.write_lock:
-                    locations = await trio.to_thread.run_sync(_append_synced, logger, entries)
+                    if priority.foreground_busy:
+                        # write now, sync once the journal's sync is through
+                        locations = await trio.to_thread.run_sync(logger.append, entries)
+                        await priority.background_turn()
+                        await trio.to_thread.run_sync(logger.sync)
+                    else:  # the common case costs one thread handoff, not two
+                        locations = await trio.to_thread.run_sync(_append_synced, logger, entries)
                     if first:
                         kill_point("after_sync")
                     updates = [(r.ledger_id, r.entry_id, loc) for r, loc in zip(records, locations, strict=True)]
+                    await priority.background_turn()  # the index commit is a sync too (WAL, synchronous=FULL)
                     moved += await trio.to_thread.run_sync(index.update_locations, updates, log_id)
                     if first:
                         kill_point("after_index")

@@ -84,6 +84,7 @@ from pathlib import Path
 
 import trio
 
+from .._io_priority import SyncPriority
 from .._space import SpaceGuard
 from ..metrics import JournalMetrics
 from ._codec import (
@@ -165,6 +166,9 @@ class Journal:
         self.on_state_change: Callable[[JournalState], None] | None = None
         """Called (on the trio thread) after every change to NO_SPACE, SERVING (from NO_SPACE) or
         FAILED; the bookie maps them to read-only reasons."""
+        self.sync_priority: SyncPriority | None = None
+        """When set (by the bookie, shared with its storage), each sync is marked in flight on it,
+        so that compaction holds its own syncs back meanwhile (`bookie._io_priority`)."""
         self._guard = space_guard
         self._mark_file = mark_file
         self._dir = journal_dir
@@ -933,7 +937,11 @@ class Journal:
         handed = [it.batch for it in unwritten if it.batch is not None]
         if self._error is None:
             try:
-                write_s, sync_s = await trio.to_thread.run_sync(self._write_and_sync, fd, writes)
+                if self.sync_priority is None:
+                    write_s, sync_s = await trio.to_thread.run_sync(self._write_and_sync, fd, writes)
+                else:
+                    with self.sync_priority.foreground():
+                        write_s, sync_s = await trio.to_thread.run_sync(self._write_and_sync, fd, writes)
             except OSError as exc:
                 if unwritten:
                     self._written(handed, 0, 0.0)

@@ -761,6 +761,9 @@ async def open_bookie(config: BookieConfig, *, registry: CollectorRegistry | Non
         max_active_entry_logs=config.maximum_number_of_active_entry_logs,
         checkpoint_source=bookie._source, on_flush_error=bookie._on_flush_error,
         registry=registry, file_ops=file_ops, space_guard=guard)
+    # compaction holds its syncs back while a journal sync is in flight (bookie._io_priority)
+    for j in (journal.journals if isinstance(journal, JournalGroup) else (journal,)):
+        j.sync_priority = storage.sync_priority
     try:
         await bookie._replay()
         bookie.gc = gc = GarbageCollector(

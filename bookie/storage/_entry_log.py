@@ -43,6 +43,16 @@ Rules:
    log's records are synced and indexed before GC can list it as a rolled log.
    For few, large ledgers (a managed ledger's ledgers, of unlike retention): many small ledgers
    would mean many small logs.
+10. Several ledger directories, interleaved placement: each directory has its own writer (its own
+   write buffer and a worker thread of a pool sized to the directories), so one `append` writes
+   the directories' shares in parallel and `sync` syncs them in parallel: a flush costs the
+   slowest directory, not their sum. `append` and `sync` still hold the writer lock as a whole
+   (no other append, roll or close interleaves); only the shared bookkeeping (log ids, the map of
+   current logs, counters) takes a short lock of its own. A failure in one directory raises after
+   every directory's writer finished (rule 6 applies to the failed one; the others' records are
+   written and become unindexed garbage if the caller gives up, or duplicates of a retry, both
+   reclaimed by GC). With per-ledger placement (rule 9) the directories are written one after
+   another: the active-log bound rolls logs across directories.
 """
 
 from __future__ import annotations
@@ -53,6 +63,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -231,7 +242,14 @@ class EntryLogger:
         self._closed = False
         self._flush_every = flush_entrylog_bytes
         # with incremental flushing a chunk is at most one flush interval, so syncs land on time
-        self._chunk = memoryview(bytearray(min(write_chunk_bytes, flush_entrylog_bytes or write_chunk_bytes)))
+        self._chunk_size = min(write_chunk_bytes, flush_entrylog_bytes or write_chunk_bytes)
+        # rule 10: one write buffer per directory (allocated on its first write), and a writer
+        # thread per directory when several directories are written in parallel
+        self._chunks: dict[int, memoryview] = {}
+        self._meta = threading.Lock()  # ids, current-log map and counters, between directory writers
+        self._pool: ThreadPoolExecutor | None = None
+        if len(directories) > 1 and not per_ledger and max_active_logs >= len(directories):
+            self._pool = ThreadPoolExecutor(max_workers=len(directories), thread_name_prefix="entrylog-writer")
         self._bytes_written = self._write_calls = self._syncs = self._rolls = 0
         self._incremental_syncs = 0
         self._removed_empty = self._early_rolls = 0
@@ -275,6 +293,12 @@ class EntryLogger:
             n = len(self._dirs)
             if n == 1 and not self._per_ledger:
                 self._append_dir((0, -1), entries, range(len(entries)), locations)
+            elif self._pool is not None:  # rule 10: the directories' shares in parallel
+                by_dir: dict[int, list[int]] = {}
+                for i, item in enumerate(entries):
+                    by_dir.setdefault(item[0] % n, []).append(i)
+                self._in_parallel([(self._append_dir, ((d, -1), entries, idxs, locations))
+                                   for d, idxs in by_dir.items()])
             else:
                 per_ledger = self._per_ledger
                 groups: dict[tuple[int, int], list[int]] = {}
@@ -285,6 +309,34 @@ class EntryLogger:
                     self._append_dir(slot, entries, idxs, locations)
         return locations
 
+    def _in_parallel(self, calls: list[tuple[Callable[..., None], tuple[object, ...]]]) -> None:
+        """Rule 10: run one call per directory on the writer pool (the last one on this thread),
+        wait for all of them, then raise the first failure."""
+        if len(calls) == 1 or self._pool is None:
+            for fn, args in calls:
+                fn(*args)
+            return
+        futures: list[Future[None]] = [self._pool.submit(fn, *args) for fn, args in calls[:-1]]
+        error: BaseException | None = None
+        try:
+            fn, args = calls[-1]
+            fn(*args)
+        except BaseException as exc:
+            error = exc
+        for f in futures:  # every writer finishes before append returns or raises
+            failure = f.exception()
+            if failure is not None and error is None:
+                error = failure
+        if error is not None:
+            raise error
+
+    def _chunk_of(self, directory: int) -> memoryview:
+        chunk = self._chunks.get(directory)
+        if chunk is None:
+            with self._meta:
+                chunk = self._chunks.setdefault(directory, memoryview(bytearray(self._chunk_size)))
+        return chunk
+
     def _append_dir(self, slot: tuple[int, int], entries: Sequence[tuple[int, int, bytes]], idxs: Iterable[int],
                     locations: list[int]) -> None:
         # Records are packed into one reused chunk buffer (no per-entry allocation) and written a
@@ -293,7 +345,7 @@ class EntryLogger:
         start = pos = log.position
         sizes: dict[int, int] = {}
         limit = self._limit
-        chunk = self._chunk
+        chunk = self._chunk_of(slot[0])
         cap = len(chunk)
         fill = 0
         try:
@@ -311,12 +363,12 @@ class EntryLogger:
                     sizes = {}
                 if fill + rsize > cap:
                     self._write_all(log.fd, chunk, fill)
-                    self._written(log, fill)
+                    self._written(log, fill, cap)
                     fill = 0
                 if rsize > cap:
                     big = record_prefix(ledger_id, entry_id, n) + payload
                     self._write_all(log.fd, memoryview(big), len(big))
-                    self._written(log, len(big))
+                    self._written(log, len(big), cap)
                 else:
                     pack_record_prefix_into(chunk, fill, ledger_id, entry_id, n)
                     chunk[fill + RECORD_PREFIX_SIZE:fill + rsize] = payload
@@ -325,13 +377,13 @@ class EntryLogger:
                 pos += rsize
                 sizes[ledger_id] = sizes.get(ledger_id, 0) + rsize
             self._write_all(log.fd, chunk, fill)
-            self._written(log, fill)
+            self._written(log, fill, cap)
         except OSError as exc:
             self._abandon(slot, log, start)
             raise StorageIOError(f"write to entry log {log.log_id:x} failed: {exc}", exc.errno) from exc
         self._commit(log, pos, sizes)
 
-    def _written(self, log: _CurrentLog, nbytes: int) -> None:
+    def _written(self, log: _CurrentLog, nbytes: int, chunk_size: int) -> None:
         """Rule 8: count ``nbytes`` written to ``log``; sync it before the unsynced bytes could
         exceed ``flush_entrylog_bytes`` (a single larger record excepted). Raises OSError from
         the sync (the caller abandons the log, rule 6)."""
@@ -339,21 +391,24 @@ class EntryLogger:
             return
         log.unsynced += nbytes
         # sync now if the next chunk could take the unsynced bytes past the bound
-        if log.unsynced and log.unsynced + len(self._chunk) > self._flush_every:
+        if log.unsynced and log.unsynced + chunk_size > self._flush_every:
             self._ops.sync(log.fd)
             log.unsynced = 0
-            self._syncs += 1
-            self._incremental_syncs += 1
+            with self._meta:
+                self._syncs += 1
+                self._incremental_syncs += 1
 
     def _write_all(self, fd: int, buf: memoryview, length: int) -> None:
-        done = 0
+        done = calls = 0
         while done < length:
             written = self._ops.write(fd, buf[done:length])
             if written <= 0:
                 raise OSError(errno.EIO, "short write")
             done += written
-            self._write_calls += 1
-        self._bytes_written += length
+            calls += 1
+        with self._meta:
+            self._write_calls += calls
+            self._bytes_written += length
 
     @staticmethod
     def _commit(log: _CurrentLog, position: int, sizes: dict[int, int]) -> None:
@@ -375,16 +430,19 @@ class EntryLogger:
             os.close(log.fd)
         except OSError:
             pass
-        if self._current.get(slot) is log:
-            del self._current[slot]
-        if good_size <= HEADER_SIZE and not log.ledgers:
-            path = self._logs.pop(log.log_id, None)
-            self._usage_cache.pop(log.log_id, None)
-            if path is not None:
-                try:
-                    path.unlink(missing_ok=True)
-                except OSError:
-                    pass
+        with self._meta:
+            if self._current.get(slot) is log:
+                del self._current[slot]
+            path = None
+            if good_size <= HEADER_SIZE and not log.ledgers:
+                path = self._logs.pop(log.log_id, None)
+                self._usage_cache.pop(log.log_id, None)
+        if path is not None:  # set only for a log that holds no record
+            try:
+                path.unlink(missing_ok=True)
+            except OSError:
+                pass
+            with self._meta:
                 self._removed_empty += 1
 
     def _ensure_current(self, slot: tuple[int, int]) -> _CurrentLog:
@@ -398,14 +456,15 @@ class EntryLogger:
             old_slot, old = next(iter(self._current.items()))
             self._roll(old_slot, old)
         d = slot[0]
-        log_id = self._next_id
-        if log_id > MAX_LOG_ID:
-            raise StorageIOError("entry log ids exhausted")
+        with self._meta:  # rule 10: directories may open logs at the same time; ids never repeat
+            log_id = self._next_id
+            if log_id > MAX_LOG_ID:
+                raise StorageIOError("entry log ids exhausted")
+            self._next_id = log_id + 1  # an id whose lastId write fails below is skipped, never reused
         directory = self._dirs[d]
         path = directory / log_file_name(log_id)
         try:
             self._persist_last_id(directory, log_id)
-            self._next_id = log_id + 1
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o644)
             try:
                 header = encode_header(LogHeader())
@@ -418,9 +477,10 @@ class EntryLogger:
                 raise
         except OSError as exc:
             raise StorageIOError(f"cannot create entry log {path}: {exc}", exc.errno) from exc
-        self._logs[log_id] = path
         log = _CurrentLog(log_id, fd, HEADER_SIZE, created=self._clock())
-        self._current[slot] = log
+        with self._meta:
+            self._logs[log_id] = path
+            self._current[slot] = log
         return log
 
     def _persist_last_id(self, directory: Path, log_id: int) -> None:
@@ -456,27 +516,34 @@ class EntryLogger:
             self._abandon(slot, log, log.position)
             raise StorageIOError(f"rolling entry log {log.log_id:x} failed: {exc}", exc.errno) from exc
         os.close(log.fd)
-        if self._current.get(slot) is log:
-            del self._current[slot]
-        self._rolls += 1
-        self._syncs += 1
-        self._usage_cache[log.log_id] = LogUsage(log.log_id, dict(log.ledgers), sum(log.ledgers.values()))
+        with self._meta:
+            if self._current.get(slot) is log:
+                del self._current[slot]
+            self._rolls += 1
+            self._syncs += 1
+            self._usage_cache[log.log_id] = LogUsage(log.log_id, dict(log.ledgers), sum(log.ledgers.values()))
 
     def sync(self) -> None:
-        """fdatasync every current log written since the last sync; raises `StorageIOError`."""
+        """fdatasync every current log written since the last sync (the directories in parallel,
+        rule 10); raises `StorageIOError`."""
         with self._lock:
-            for slot, log in list(self._current.items()):
-                if not log.dirty:
-                    continue
-                try:
-                    self._ops.sync(log.fd)
-                except OSError as exc:
-                    self._abandon(slot, log, log.position)
-                    msg = f"sync of entry log {log.log_id:x} failed: {exc}"
-                    raise StorageIOError(msg, exc.errno) from exc
-                log.dirty = False
-                log.unsynced = 0
-                self._syncs += 1
+            dirty = [(slot, log) for slot, log in self._current.items() if log.dirty]
+            if self._pool is not None and len(dirty) > 1:
+                self._in_parallel([(self._sync_log, (slot, log)) for slot, log in dirty])
+            else:
+                for slot, log in dirty:
+                    self._sync_log(slot, log)
+
+    def _sync_log(self, slot: tuple[int, int], log: _CurrentLog) -> None:
+        try:
+            self._ops.sync(log.fd)
+        except OSError as exc:
+            self._abandon(slot, log, log.position)
+            raise StorageIOError(f"sync of entry log {log.log_id:x} failed: {exc}", exc.errno) from exc
+        log.dirty = False
+        log.unsynced = 0
+        with self._meta:
+            self._syncs += 1
 
     def roll_all(self) -> None:
         """Roll every current log that holds records (rule 4); the next append opens new logs."""
@@ -529,6 +596,8 @@ class EntryLogger:
                     os.close(log.fd)
                 self._current = {}
                 self._closed = True
+                if self._pool is not None:
+                    self._pool.shutdown(wait=True)
             with self._fd_lock:
                 for fd in self._read_fds.values():
                     os.close(fd)

@@ -53,6 +53,7 @@ from prometheus_client import CollectorRegistry
 
 from protocols.bookkeeper import NoSuchEntry, NoSuchLedger
 
+from .._io_priority import SyncPriority
 from .._space import DiskUsage, SpaceGuard
 from ..metrics import StorageMetrics
 from ._entry_log import CurrentLogInfo, EntryLogger, EntryLogStats, FileOps, StorageIOError
@@ -202,6 +203,8 @@ class DbLedgerStorage:
         self._ledgers: dict[int, LedgerInfo] = self._index.load_ledgers()
         self._dirty: set[int] = set()
         self._flush_lock = trio.Lock()
+        self.sync_priority = SyncPriority()
+        """Shared with the journal by the bookie: compaction yields its syncs to the journal's."""
         self._flushes = self._flush_failures = 0
         self.metrics = StorageMetrics(registry)
         self.metrics.bind(

@@ -21,8 +21,11 @@ from ._gc_join import join_gc_explain as join_gc_explain
 from ._gc_view import BookieGcView as BookieGcView
 from ._gc_view import TrimHistory as TrimHistory
 from ._subscriptions import parse_message_id as parse_message_id
+from ._trim_store import TRIM_HISTORY_PATH as TRIM_HISTORY_PATH
+from ._trim_store import TrimHistoryStore as TrimHistoryStore
 
 __all__ = [
-    "Access", "BookieAnswer", "BookieGcView", "GcExplainHook", "TrimHistory", "TrimmedLedger", "create_admin_app",
+    "Access", "BookieAnswer", "BookieGcView", "GcExplainHook", "TRIM_HISTORY_PATH", "TrimHistory",
+    "TrimHistoryStore", "TrimmedLedger", "create_admin_app",
     "explain_storage", "join_gc_explain", "parse_message_id", "required_access", "serve_admin",
 ]

@@ -91,7 +91,9 @@ def _fmt_ms(ms: int | None) -> str:
 def _log_row(log: Mapping[str, Any], nbytes: int) -> dict[str, Any]:
     return {"logId": log["log_id"], "logFile": log.get("log_file", f"{int(log['log_id']):x}.log"),
             "directory": log.get("directory"), "bytes": nbytes, "logReason": log.get("reason"),
-            "logDetail": log.get("detail")}
+            "logDetail": log.get("detail"),
+            # why GC rolled this log before logSizeLimit (None: it filled up, or is current)
+            "rolledForGc": log.get("rolled_for_gc")}
 
 
 def _on_bookie(lid: int, live: bool, in_ensemble: bool, answer: BookieAnswer,
@@ -208,6 +210,7 @@ def join_gc_explain(
             info["lastGcRunMs"] = a.doc.get("last_run_ms")
             info["lastGcResult"] = a.doc.get("last_result")
             info["entryLogs"] = len(a.doc.get("logs", ()))
+            info["placement"] = a.doc.get("placement")  # "interleaved" or "per-ledger"
             info["bytesAwaitingGc"] = awaiting_gc_bytes(a.doc)
         bookies[bid] = info
     return {"topic": topic, "nowMs": now_ms, "bookies": bookies, "unreachableBookies": unreachable,

@@ -10,6 +10,10 @@
   (`TrimHistory`, bounded) by reading the retention service's reports, and where earlier bookie
   answers saw each ledger (bounded LRU), so that bytes left as garbage in an entry log after the
   bookie dropped the ledger from its index can still be attributed.
+* The trim history is also kept in the metadata store (`TrimHistoryStore`, bounded, under
+  ``/admin/storage/trimmed-ledgers``): loaded before the first explain or refresh, new trims
+  written by `run` every half second and once more when it stops, so a restarted broker still
+  explains ledgers trimmed before the restart.
 * `run` refreshes ``bytes awaiting bookie GC`` (sum over bookies, `awaiting_gc_bytes`) for the
   synchronous ``/metrics`` hook, every ``refresh_interval_s``.
 """
@@ -34,6 +38,7 @@ from metadata import MetadataError, MetadataStore, NoNodeError
 from retention import RetentionService, TopicReport, topic_of
 
 from ._gc_join import BookieAnswer, TrimmedLedger, awaiting_gc_bytes, join_gc_explain, ledger_sightings
+from ._trim_store import DEFAULT_MAX_AGE_MS, TRIM_HISTORY_PATH, TrimHistoryStore
 
 __all__ = ["BookieGcView", "TrimHistory"]
 
@@ -51,6 +56,9 @@ class TrimHistory:
         self._max_topics = max(1, max_topics)
         self._topics: OrderedDict[str, OrderedDict[int, TrimmedLedger]] = OrderedDict()
         self._seen_checks: dict[str, int] = {}
+        # topics with trims not yet persisted (`TrimHistoryStore.persist`); never more keys than
+        # _topics holds, since an evicted topic leaves it too
+        self._dirty: set[str] = set()
 
     @staticmethod
     def _key(topic: str) -> str:
@@ -59,20 +67,51 @@ class TrimHistory:
         except ValueError:
             return topic
 
+    @property
+    def max_per_topic(self) -> int:
+        """How many trimmed ledgers are kept per topic."""
+        return self._max_per_topic
+
+    @property
+    def max_topics(self) -> int:
+        """How many topics are remembered."""
+        return self._max_topics
+
     def record(self, topic: str, ledger_ids: Iterable[int], at_ms: int,
                sizes: Mapping[int, int] | None = None) -> None:
-        """Remember that ``ledger_ids`` of ``topic`` were deleted from metadata at ``at_ms``."""
+        """Remember that ``ledger_ids`` of ``topic`` were deleted from metadata at ``at_ms``; the
+        topic is then due to be persisted (`take_dirty`)."""
         key = self._key(topic)
+        self._add(key, [TrimmedLedger(lid, at_ms, (sizes or {}).get(lid)) for lid in ledger_ids])
+        if key in self._topics:
+            self._dirty.add(key)
+
+    def restore(self, topic: str, trims: Iterable[TrimmedLedger]) -> None:
+        """Add trims read back from the metadata store (oldest first); not marked for persisting."""
+        self._add(self._key(topic), list(trims))
+
+    def _add(self, key: str, trims: list[TrimmedLedger]) -> None:
         ledgers = self._topics.setdefault(key, OrderedDict())
         self._topics.move_to_end(key)
-        for lid in ledger_ids:
-            ledgers[lid] = TrimmedLedger(lid, at_ms, (sizes or {}).get(lid))
-            ledgers.move_to_end(lid)
+        for t in trims:
+            ledgers[t.ledger_id] = t
+            ledgers.move_to_end(t.ledger_id)
         while len(ledgers) > self._max_per_topic:
             ledgers.popitem(last=False)
         while len(self._topics) > self._max_topics:
             old, _ = self._topics.popitem(last=False)
             self._seen_checks.pop(old, None)
+            self._dirty.discard(old)
+
+    def take_dirty(self) -> dict[str, list[TrimmedLedger]]:
+        """The topics trimmed since the last call with their remembered trims; clears the mark."""
+        out = {key: list(self._topics[key].values()) for key in self._dirty if key in self._topics}
+        self._dirty.clear()
+        return out
+
+    def mark_dirty(self, topics: Iterable[str]) -> None:
+        """Mark ``topics`` to be persisted again (after a failed write)."""
+        self._dirty.update(k for k in (self._key(t) for t in topics) if k in self._topics)
 
     def observe_report(self, report: TopicReport) -> int:
         """Record the trim of one retention report unless already seen; returns how many ledgers.
@@ -111,13 +150,16 @@ class BookieGcView:
     """Asks the registered bookies why the space of a topic's ledgers is (not) reclaimed.
 
     ``store``/``metadata_root`` locate bookies and ledger metadata. ``retention`` (optional) is
-    read for trims. ``client_factory(timeout_s)`` makes the ``httpx.AsyncClient`` (tests inject a
+    read for trims; they are persisted under ``trim_history_path`` (None: memory only) for
+    ``trim_history_max_age_ms``. ``client_factory(timeout_s)`` makes the ``httpx.AsyncClient`` (tests inject a
     transport). Nothing here raises for one bookie or one ledger: failures become statuses.
     """
 
     def __init__(self, store: MetadataStore, *, metadata_root: str = "", retention: RetentionService | None = None,
                  timeout_s: float = 5.0, refresh_interval_s: float = 15.0, max_ledgers_per_log: int = 1000,
                  max_remembered_ledgers: int = 100_000, history: TrimHistory | None = None,
+                 trim_history_path: str | None = TRIM_HISTORY_PATH,
+                 trim_history_max_age_ms: int = DEFAULT_MAX_AGE_MS,
                  clock: Callable[[], float] = time.time,
                  client_factory: Callable[[float], httpx.AsyncClient] | None = None) -> None:
         self.store = store
@@ -131,6 +173,11 @@ class BookieGcView:
             # the listener's int result is unused; trim_listeners is typed as returning None
             retention.trim_listeners.append(self.history.observe_report)
         self._clock = clock
+        self.trim_store = (TrimHistoryStore(store, self.history, path=trim_history_path,
+                                            max_age_ms=trim_history_max_age_ms, clock=clock)
+                           if trim_history_path is not None else None)
+        self._loaded = self.trim_store is None
+        self._load_lock = trio.Lock()
         self._client_factory = client_factory or _plain_client
         self._max_seen = max(1, max_remembered_ledgers)
         # ledger -> bookie -> entry log -> bytes, as last seen in a bookie's index
@@ -216,9 +263,31 @@ class BookieGcView:
         if self.retention is not None:
             self.history.observe(self.retention.reports())
 
+    async def load_trims(self) -> None:
+        """Read the persisted trim history once (later calls return at once; never raises for a
+        store failure: the history then holds only this broker's trims)."""
+        if self._loaded or self.trim_store is None:
+            return
+        async with self._load_lock:
+            if not self._loaded:
+                with trio.move_on_after(self.timeout_s * 4):
+                    n = await self.trim_store.load()
+                    log.info("bookie GC view: %d trimmed ledgers remembered from the metadata store", n)
+                self._loaded = True
+
+    async def persist_trims(self) -> int:
+        """Write the trims recorded since the last call to the metadata store; returns how many
+        topics were written (0 without a store)."""
+        if self.trim_store is None:
+            return 0
+        await self.load_trims()  # first, so that a write merges with (never hides) the stored record
+        self.observe_trims()
+        return await self.trim_store.persist()
+
     async def explain(self, topic: str, ledger_ids: list[int]) -> dict[str, Any]:
         """The `GcExplainHook`: join ``ledger_ids`` and the topic's remembered trims with the bookies'
         answers (`join_gc_explain`). Raises only on cancellation."""
+        await self.load_trims()
         self.observe_trims()
         trimmed = self.history.of(topic)
         ids = list(dict.fromkeys([*ledger_ids, *(t.ledger_id for t in trimmed)]))
@@ -237,6 +306,7 @@ class BookieGcView:
     async def refresh(self) -> int | None:
         """Ask every bookie now; returns (and caches) the bytes awaiting bookie GC, None when no
         bookie answered."""
+        await self.load_trims()
         self.observe_trims()
         self._update_awaiting(await self.ask_bookies())
         return self._awaiting
@@ -246,19 +316,33 @@ class BookieGcView:
         return self._awaiting
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Until cancelled: record trims twice a second, refresh the bookies' numbers every
-        ``refresh_interval_s``. Errors are logged; the loop goes on."""
+        """Until cancelled: record (and persist) trims twice a second, refresh the bookies'
+        numbers every ``refresh_interval_s``. Errors are logged; the loop goes on. When cancelled,
+        the last trims are still persisted (shielded, within ``timeout_s``)."""
         task_status.started()
         next_refresh = 0.0
-        while True:
-            self.observe_trims()
-            if trio.current_time() >= next_refresh:
-                next_refresh = trio.current_time() + self.refresh_interval_s
+        try:
+            while True:
+                self.observe_trims()
                 try:
-                    await self.refresh()
+                    await self.persist_trims()
                 except Exception as exc:
-                    log.warning("bookie GC view: refresh failed: %s", exc)
-            await trio.sleep(0.5)
+                    log.warning("bookie GC view: persisting trims failed: %s", exc)
+                if trio.current_time() >= next_refresh:
+                    next_refresh = trio.current_time() + self.refresh_interval_s
+                    try:
+                        await self.refresh()
+                    except Exception as exc:
+                        log.warning("bookie GC view: refresh failed: %s", exc)
+                await trio.sleep(0.5)
+        finally:
+            # a trim just before shutdown would otherwise be forgotten by the restarted broker
+            with trio.CancelScope(shield=True) as scope:
+                scope.deadline = trio.current_time() + self.timeout_s
+                try:
+                    await self.persist_trims()
+                except Exception as exc:
+                    log.warning("bookie GC view: persisting trims at shutdown failed: %s", exc)
 
 
 def _advertised(url: str, host: str) -> str:
