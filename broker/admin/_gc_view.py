@@ -249,6 +249,10 @@ class BookieGcView:
         """Until cancelled: record trims twice a second, refresh the bookies' numbers every
         ``refresh_interval_s``. Errors are logged; the loop goes on."""
         task_status.started()
+        if self._client_factory is _plain_client:
+            # loading the CA bundle held the event loop for 40 - 140 ms on the first refresh
+            # (bench/loop_stall_bench.py): do it in a worker thread once
+            await trio.to_thread.run_sync(_default_ssl_context)
         next_refresh = 0.0
         while True:
             self.observe_trims()
