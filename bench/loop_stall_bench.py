@@ -115,6 +115,7 @@ async def _run(args: argparse.Namespace, recorder: StallRecorder, base: str) -> 
                                     "--connections", "4", "--max-pending", "500"],
                                    capture_stdout=True, capture_stderr=True, check=False)
         if args.heap:
+            _print_heap("after start-up and warm-up")
             gc.collect()
             gc.set_debug(gc.DEBUG_SAVEALL)  # keep what cycles the collector finds, to name it below
         recorder.recording = True
@@ -129,12 +130,17 @@ async def _run(args: argparse.Namespace, recorder: StallRecorder, base: str) -> 
             print(f"objects in reference cycles made during the run: {len(gc.garbage):,}; most common: " +
                   ", ".join(f"{name} {n:,}" for name, n in cyclic.most_common(10)))
             gc.garbage.clear()
-            counts = Counter(type(o).__qualname__ for o in gc.get_objects())
-            print(f"objects the cyclic GC tracks: {sum(counts.values()):,}; most common: " +
-                  ", ".join(f"{name} {n:,}" for name, n in counts.most_common(8)))
+            _print_heap("after the run")
         if result.returncode:
             print(result.stderr.decode(errors="replace")[-2000:])
         nursery.cancel_scope.cancel()
+
+
+def _print_heap(when: str) -> None:
+    counts = Counter(type(o).__qualname__ for o in gc.get_objects())
+    print(f"objects the cyclic GC tracks {when}: {sum(counts.values()):,} ({len(gc.get_objects(2)):,} in the "
+          f"oldest generation, {gc.get_freeze_count():,} frozen); most common: " +
+          ", ".join(f"{name} {n:,}" for name, n in counts.most_common(8)))
 
 
 async def _print_journal_sync(urls: tuple[str, ...]) -> None:
