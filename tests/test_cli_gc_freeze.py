@@ -1,15 +1,17 @@
-"""`magnetar.cli._common.run_until_signal` freezes the start-up heap out of the cyclic GC."""
+"""`magnetar.cli._common.run_until_signal` freezes the start-up heap out of the cyclic GC and
+lowers the GIL switch interval."""
 
 from __future__ import annotations
 
 import gc
 import os
 import signal
+import sys
 from typing import Any
 
 import trio
 
-from magnetar.cli._common import run_until_signal
+from magnetar.cli._common import SERVER_SWITCH_INTERVAL_S, run_until_signal
 
 
 async def test_objects_made_before_start_are_frozen_and_the_signal_ends_the_run() -> None:
@@ -26,12 +28,15 @@ async def test_objects_made_before_start_are_frozen_and_the_signal_ends_the_run(
         await trio.sleep_forever()
 
     gc.unfreeze()
+    interval = sys.getswitchinterval()
     try:
         result = await run_until_signal(main, lambda ep: seen.setdefault("started", ep))
         assert result == "SIGTERM"
         assert seen["started"] == "endpoints"
         assert seen["frozen"] > 0
+        assert sys.getswitchinterval() == SERVER_SWITCH_INTERVAL_S
         # what existed at start-up is no longer in a collectable generation
         assert not any(o is seen["startup_object"] for g in range(3) for o in gc.get_objects(g))
     finally:
         gc.unfreeze()
+        sys.setswitchinterval(interval)
