@@ -119,9 +119,14 @@ async def _run(args: argparse.Namespace, recorder: StallRecorder, base: str) -> 
             gc.collect()
             gc.set_debug(gc.DEBUG_SAVEALL)  # keep what cycles the collector finds, to name it below
         recorder.recording = True
+        cpu = time.process_time()
         result = await trio.run_process(perf, capture_stdout=True, capture_stderr=True, check=False)
+        cpu = time.process_time() - cpu
         recorder.recording = False
         print(result.stdout.decode(errors="replace")[-1500:])
+        m = re.search(r"messages\s*│\s*([\d,]+)", result.stdout.decode(errors="replace"))
+        sent = int(m.group(1).replace(",", "")) if m else 0
+        print(f"standalone CPU during the run: {cpu:.2f} s" + (f", {cpu / sent * 1e6:.1f} us per message" if sent else ""))
         await _print_journal_sync(ep.bookies[0].http_urls)
         if args.heap:
             gc.collect()
@@ -190,6 +195,8 @@ def main() -> None:
                         help="First run unbatched 100 B at full rate for this long (not recorded).")
     parser.add_argument("--freeze", action=argparse.BooleanOptionalAction, default=True,
                         help="gc.freeze() once started, as the magnetar commands do (default on).")
+    parser.add_argument("--bare", action="store_true",
+                        help="No trio instrument (its per-step cost is gone; only GC and CPU figures remain).")
     parser.add_argument("--heap", action="store_true", help="Print the types the cyclic GC tracks, after the run.")
     parser.add_argument("--switch-interval-ms", type=float, default=None,
                         help="sys.setswitchinterval for the standalone (default: Python's 5 ms).")
@@ -201,7 +208,7 @@ def main() -> None:
     recorder = StallRecorder(args.threshold_ms / 1e3)
     print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {os.getloadavg()[0]:.1f}")
     try:
-        trio.run(_run, args, recorder, base, instruments=[recorder])
+        trio.run(_run, args, recorder, base, instruments=[] if args.bare else [recorder])
     finally:
         shutil.rmtree(base, ignore_errors=True)
     _report(recorder, args.threshold_ms)
