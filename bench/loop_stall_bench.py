@@ -199,7 +199,7 @@ def main() -> None:
                         help="No trio instrument (its per-step cost is gone; only GC and CPU figures remain).")
     parser.add_argument("--heap", action="store_true", help="Print the types the cyclic GC tracks, after the run.")
     parser.add_argument("--switch-interval-ms", type=float, default=None,
-                        help="sys.setswitchinterval for the standalone (default: Python's 5 ms).")
+                        help="sys.setswitchinterval (default: Python's 5 ms; the magnetar server commands set 0.5).")
     parser.add_argument("perf", nargs="*", help="Flags for magnetar perf produce (after --).")
     args = parser.parse_args()
     base = tempfile.mkdtemp(prefix="magnetar-stalls-")
