@@ -126,7 +126,8 @@ async def _run(args: argparse.Namespace, recorder: StallRecorder, base: str) -> 
         print(result.stdout.decode(errors="replace")[-1500:])
         m = re.search(r"messages\s*│\s*([\d,]+)", result.stdout.decode(errors="replace"))
         sent = int(m.group(1).replace(",", "")) if m else 0
-        print(f"standalone CPU during the run: {cpu:.2f} s" + (f", {cpu / sent * 1e6:.1f} us per message" if sent else ""))
+        per_message = f", {cpu / sent * 1e6:.1f} us per message" if sent else ""
+        print(f"standalone CPU during the run: {cpu:.2f} s{per_message}")
         await _print_journal_sync(ep.bookies[0].http_urls)
         if args.heap:
             gc.collect()

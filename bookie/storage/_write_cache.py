@@ -8,8 +8,9 @@ States of the two halves (rules):
 3. `WriteCache.complete_flush` drops the FLUSHING half, after its entries are in the entry logs
    and the index, and hands its entries to the caller to free off the event loop. Until then
    the flush's worker thread reads the FLUSHING half in place (`FlushBatch`), so nothing changes
-   it except `delete_ledger`, which the storage calls only under its flush lock. A failed flush leaves the FLUSHING half in place (still readable) so that the
-   next flush writes it again before swapping: nothing acknowledged is ever dropped.
+   it except `delete_ledger`, which the storage calls only under its flush lock. A failed flush
+   leaves the FLUSHING half in place (still readable) so that the next flush writes it again
+   before swapping: nothing acknowledged is ever dropped.
 4. An add that would take ACTIVE past half the cache size marks a flush as wanted and waits (at
    most ``max_throttle_time_ms``) for a swap to free space; then it raises `WriteCacheFull`. An
    entry bigger than a half can never fit and is refused at once. Memory is thus bounded by the
