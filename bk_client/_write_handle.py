@@ -295,15 +295,17 @@ class LedgerWriteHandle:
         if not pending or pending[0].state is not AddState.ACKED:
             return
         now = trio.current_time()
+        latencies: list[float] = []
         while pending and pending[0].state is AddState.ACKED:
             op = pending.popleft()
             self._lac = op.entry_id
             self._length = op.length
             self._in_flight -= 1
             self._in_flight_bytes -= op.size
-            self._add_latency.observe(now - op.started)
+            latencies.append(now - op.started)
             op.completed_at = now
             op.complete()
+        self._add_latency.observe_many(latencies)
         if self._lac_event is not None:
             self._lac_event.set()
             self._lac_event = None

@@ -1,8 +1,8 @@
 """Prometheus metrics of the bookie, one section per component.
 
-Sections: shared helpers (`BatchHistogram`, bucket sets), journal (`JournalMetrics`), ledger
-storage (`StorageMetrics`), bookie core and request server (`BookieServerMetrics`), garbage
-collector (`GcMetrics`).
+Sections: shared helpers (bucket sets; `BatchHistogram` is `magnetar.batch_histogram`'s),
+journal (`JournalMetrics`), ledger storage (`StorageMetrics`), bookie core and request server
+(`BookieServerMetrics`), garbage collector (`GcMetrics`).
 
 Names follow BookKeeper's where one exists (``BookKeeperServerStats``: scope ``bookie``, then a
 sub-scope such as ``journal`` or ``server``, then the stat name; ``DbLedgerStorageStats``'
@@ -21,13 +21,12 @@ Nothing here registers on prometheus-client's global registry.
 
 from __future__ import annotations
 
-import bisect
 import math
-import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import HistogramMetricFamily
+
+from magnetar.batch_histogram import BatchHistogram
 
 __all__ = ["BatchHistogram", "JournalMetrics", "StorageMetrics", "BookieServerMetrics", "GcMetrics",
            "GC_PHASES", "GC_RESULTS", "LATENCY_MS_BUCKETS", "BATCH_ENTRIES_BUCKETS", "BATCH_BYTES_BUCKETS"]
@@ -41,56 +40,6 @@ _GC_RUNTIME_S_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 3
 _GC_USAGE_BUCKETS = tuple(i / 10 for i in range(1, 11))
 GC_PHASES = ("ledgers", "entry_logs", "compaction", "total")
 GC_RESULTS = ("ok", "partial", "error")
-
-
-class BatchHistogram:
-    """A histogram that takes many observations in one call, for per-record latencies.
-
-    prometheus-client's Histogram costs a lock and a bucket search per observation; at tens of
-    thousands of adds per second that is a measurable share of the event loop. This one counts a
-    whole batch with `bisect` under one lock and is exposed like any other histogram.
-    """
-
-    def __init__(self, name: str, documentation: str, buckets: Sequence[float],
-                 registry: CollectorRegistry) -> None:
-        self._name = name
-        self._doc = documentation
-        self._bounds = sorted(float(b) for b in buckets)
-        self._counts = [0] * (len(self._bounds) + 1)
-        self._sum = 0.0
-        self._lock = threading.Lock()
-        registry.register(self)
-
-    def observe(self, value: float) -> None:
-        """Count one observation."""
-        self.observe_many((value,))
-
-    def observe_many(self, values: Iterable[float]) -> None:
-        """Count every value of `values` (a bucket's bound is inclusive, as in Prometheus)."""
-        bounds, counts, total = self._bounds, self._counts, 0.0
-        with self._lock:
-            for v in values:
-                counts[bisect.bisect_left(bounds, v)] += 1
-                total += v
-            self._sum += total
-
-    def count(self) -> int:
-        """How many values were observed."""
-        return sum(self._counts)
-
-    def describe(self) -> list[HistogramMetricFamily]:
-        """The metric family without samples (for the registry's name check)."""
-        return [HistogramMetricFamily(self._name, self._doc)]
-
-    def collect(self) -> Iterator[HistogramMetricFamily]:
-        """The cumulative buckets, sum and count, as Prometheus expects."""
-        with self._lock:
-            counts, total = list(self._counts), self._sum
-        cumulative, buckets = 0, []
-        for bound, n in zip([*self._bounds, float("inf")], counts, strict=True):
-            cumulative += n
-            buckets.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
-        yield HistogramMetricFamily(self._name, self._doc, buckets=buckets, sum_value=total)
 
 
 # ---------------------------------------------------------------------------------------------

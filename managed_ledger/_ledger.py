@@ -513,6 +513,7 @@ class ManagedLedger:
         metrics, ledgers, cache = self._ctx.metrics, self._ledgers, self._ctx.cache
         now = trio.current_time()
         count = size = 0
+        latencies: list[float] = []
         while pending and pending[0].state is AddState.SUCCEEDED:
             op = pending[0]
             if op.gen != self._gen or op.entry_id != ledgers.current_entries:
@@ -530,9 +531,10 @@ class ManagedLedger:
             cache.put(self.name, lid, op.entry_id, op.data)
             count += 1
             size += len(op.data)
-            metrics.add_latency.observe(max(now - op.started, 0.0))
+            latencies.append(max(now - op.started, 0.0))
             self._finish(op)
         if count:
+            metrics.add_latency.observe_many(latencies)
             self.entries_added_counter += count
             metrics.entries_added.inc(count)
             metrics.bytes_added.inc(size)

@@ -5,8 +5,8 @@ only); metadata may use kazoo; bookie and bk_client sit on protocols.bookkeeper 
 autorecovery on bk_client (its public API), protocols.bookkeeper and metadata; managed_ledger on
 bk_client; retention on managed_ledger; broker on managed_ledger and retention.
 ``magnetar.config`` (and ``magnetar`` itself, for the version) are dependency-free leaves
-every package may use; ``magnetar.cli`` composes
-everything. No package reaches into another package's private (``_x``) modules.
+every package may use, as is ``magnetar.batch_histogram`` (prometheus-client only);
+``magnetar.cli`` composes everything. No package reaches into another package's private (``_x``) modules.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ PROJECT = {"protocols", "broker", "managed_ledger", "bookie", "bk_client", "auto
            "metadata", "magnetar"}
 PROTOCOLS = {"protocols.pulsar", "protocols.bookkeeper", "protocols.managed_ledger"}
 LEAF_THIRD_PARTY = {"google", "crc32c"}
+# leaves of the `magnetar` package every package may use, and the third-party packages each may use
+SHARED_LEAVES = {"magnetar.config": set(), "magnetar.batch_histogram": {"prometheus_client"}}
 
 # Which project packages each package may import (besides itself, magnetar.config and the shared
 # `protocols` root, whose only module is the UTF-8 check every wire format uses).
@@ -48,7 +50,7 @@ def _owner(module: str) -> str | None:
     if parts[0] not in PROJECT:
         return None
     two = ".".join(parts[:2])
-    if two in PROTOCOLS or two == "sinks.spark" or two == "magnetar.config" or two == "magnetar.cli":
+    if two in PROTOCOLS or two == "sinks.spark" or two in SHARED_LEAVES or two == "magnetar.cli":
         return two
     return parts[0]  # "protocols" itself: the shared root of the wire formats
 
@@ -104,13 +106,14 @@ def test_import_rules(module: str, path: Path) -> None:
     for target in _imports(module, path):
         top = target.split(".")[0]
         them = _owner(target)
-        if me in PROTOCOLS or me in ("protocols", "magnetar.config"):
-            if them is None and top not in LEAF_THIRD_PARTY and top not in sys.stdlib_module_names:
-                problems.append(f"{target}: a leaf module may use only protobuf, crc32c and the stdlib")
+        if me in PROTOCOLS or me == "protocols" or me in SHARED_LEAVES:
+            third_party = SHARED_LEAVES.get(me, LEAF_THIRD_PARTY)
+            if them is None and top not in third_party and top not in sys.stdlib_module_names:
+                problems.append(f"{target}: a leaf module may use only {sorted(third_party)} and the stdlib")
             if them is not None and them not in (me, "protocols"):
                 problems.append(f"{target}: a wire format (leaf) may not import another Magnetar package")
             continue
-        if them is None or them == me or them in ("magnetar", "magnetar.config", "protocols"):
+        if them is None or them == me or them in ("magnetar", "protocols") or them in SHARED_LEAVES:
             continue  # the version and the config loader are leaves every package may use
         if me in ("magnetar.cli", "magnetar"):
             continue  # the command line composes every package
@@ -136,7 +139,7 @@ def _closure(unit: str) -> set[str]:
             if other not in seen:
                 seen.add(other)
                 todo.append(other)
-    return seen | {"protocols", "magnetar", "magnetar.config"}
+    return seen | {"protocols", "magnetar"} | set(SHARED_LEAVES)
 
 
 # Third-party packages that only servers need: a client or a Spark worker must not load them.

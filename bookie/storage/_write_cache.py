@@ -6,8 +6,11 @@ States of the two halves (rules):
 2. `WriteCache.swap` (called only by the storage's flush, after it captured the journal mark)
    turns ACTIVE into FLUSHING and starts a fresh ACTIVE. It is refused while a FLUSHING half exists.
 3. `WriteCache.complete_flush` drops the FLUSHING half, after its entries are in the entry logs
-   and the index. A failed flush leaves the FLUSHING half in place (still readable) so that the
-   next flush writes it again before swapping: nothing acknowledged is ever dropped.
+   and the index, and hands its entries to the caller to free off the event loop. Until then
+   the flush's worker thread reads the FLUSHING half in place (`FlushBatch`), so nothing changes
+   it except `delete_ledger`, which the storage calls only under its flush lock. A failed flush
+   leaves the FLUSHING half in place (still readable) so that the next flush writes it again
+   before swapping: nothing acknowledged is ever dropped.
 4. An add that would take ACTIVE past half the cache size marks a flush as wanted and waits (at
    most ``max_throttle_time_ms``) for a swap to free space; then it raises `WriteCacheFull`. An
    entry bigger than a half can never fit and is refused at once. Memory is thus bounded by the
@@ -60,31 +63,36 @@ class _Half:
 
 
 class FlushBatch:
-    """The entries of a FLUSHING half, captured on the event loop (a cheap list copy)."""
+    """The entries of a FLUSHING half, read by the flush's worker thread.
 
-    __slots__ = ("_items", "size")
+    It wraps the half's dict without copying it: a FLUSHING half is never changed on the event
+    loop until the flush completes (rules 2-3; `WriteCache.delete_ledger` runs under the storage's
+    flush lock), and copying or freeing ~100,000 entries on the loop stalled every connection of
+    the process for tens of milliseconds (bench/loop_stall_bench.py).
+    """
 
-    def __init__(self, items: list[tuple[tuple[int, int], bytes]], size: int) -> None:
-        self._items = items
+    __slots__ = ("_entries", "size")
+
+    def __init__(self, entries: dict[tuple[int, int], bytes], size: int) -> None:
+        self._entries = entries
         self.size = size
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self._entries)
 
     def bytes_by_directory(self, directories: int, record_overhead: int) -> list[int]:
         """Bytes the batch takes in each of ``directories`` ledger directories (ledger % count),
         counting ``record_overhead`` per entry. CPU work for a large batch: call it in a worker thread."""
         if directories == 1:
-            return [self.size + len(self._items) * record_overhead]
+            return [self.size + len(self._entries) * record_overhead]
         out = [0] * directories
-        for (ledger_id, _), data in self._items:
+        for (ledger_id, _), data in self._entries.items():
             out[ledger_id % directories] += len(data) + record_overhead
         return out
 
     def sorted_entries(self) -> list[tuple[int, int, bytes]]:
         """``(ledger, entry, payload)`` sorted by (ledger, entry). CPU work: call it in a worker thread."""
-        self._items.sort(key=_first)
-        return [(k[0], k[1], v) for k, v in self._items]
+        return [(k[0], k[1], v) for k, v in sorted(self._entries.items(), key=_first)]
 
 
 def _first(item: tuple[tuple[int, int], bytes]) -> tuple[int, int]:
@@ -217,11 +225,17 @@ class WriteCache:
         """The entries of the FLUSHING half (to retry a failed flush). Raises RuntimeError if none."""
         if self._flushing is None:
             raise RuntimeError("no flushing half")
-        return FlushBatch(list(self._flushing.entries.items()), self._flushing.size)
+        return FlushBatch(self._flushing.entries, self._flushing.size)
 
-    def complete_flush(self) -> None:
-        """Rule 3: the FLUSHING half is durable elsewhere; drop it."""
-        self._flushing = None
+    def complete_flush(self) -> dict[tuple[int, int], bytes]:
+        """Rule 3: the FLUSHING half is durable elsewhere; drop it.
+
+        Returns its entries, no longer referenced by the cache, so that the caller can free them
+        off the event loop (``dict.clear`` in a worker thread)."""
+        if self._flushing is None:
+            return {}
+        entries, self._flushing = self._flushing.entries, None
+        return entries
 
     def delete_ledger(self, ledger_id: int) -> None:
         """Drop every cached entry of a ledger from both halves (GC of a deleted ledger)."""

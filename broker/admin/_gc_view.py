@@ -179,6 +179,8 @@ class BookieGcView:
         self._loaded = self.trim_store is None
         self._load_lock = trio.Lock()
         self._client_factory = client_factory or _plain_client
+        # the client `run` keeps open for its lifetime: making one took ~6 ms of the event loop
+        self._client: httpx.AsyncClient | None = None
         self._max_seen = max(1, max_remembered_ledgers)
         # ledger -> bookie -> entry log -> bytes, as last seen in a bookie's index
         self._seen: OrderedDict[int, dict[str, dict[int, int]]] = OrderedDict()
@@ -234,13 +236,19 @@ class BookieGcView:
         bookies = await self.registered_bookies()
         answers: dict[str, BookieAnswer] = {bid: BookieAnswer(bid, None, error="bookie not registered")
                                             for bid in extra if bid not in bookies}
-        async with self._client_factory(self.timeout_s) as client:
+        async def ask_all(client: httpx.AsyncClient) -> None:
             async def one(bid: str, url: str | None, ro: bool) -> None:
                 answers[bid] = await self._ask(client, bid, url, ro)
 
             async with trio.open_nursery() as nursery:
                 for bid, (url, ro) in bookies.items():
                     nursery.start_soon(one, bid, url, ro)
+
+        if self._client is not None:
+            await ask_all(self._client)
+        else:
+            async with self._client_factory(self.timeout_s) as client:
+                await ask_all(client)
         for a in answers.values():
             if a.doc is not None:
                 self._remember(a.bookie_id, a.doc)
@@ -320,29 +328,36 @@ class BookieGcView:
         numbers every ``refresh_interval_s``. Errors are logged; the loop goes on. When cancelled,
         the last trims are still persisted (shielded, within ``timeout_s``)."""
         task_status.started()
+        if self._client_factory is _plain_client:
+            # loading the CA bundle held the event loop for 40 - 140 ms on the first refresh
+            # (bench/loop_stall_bench.py): do it in a worker thread once
+            await trio.to_thread.run_sync(_default_ssl_context)
         next_refresh = 0.0
-        try:
-            while True:
-                self.observe_trims()
-                try:
-                    await self.persist_trims()
-                except Exception as exc:
-                    log.warning("bookie GC view: persisting trims failed: %s", exc)
-                if trio.current_time() >= next_refresh:
-                    next_refresh = trio.current_time() + self.refresh_interval_s
+        async with self._client_factory(self.timeout_s) as client:
+            self._client = client
+            try:
+                while True:
+                    self.observe_trims()
                     try:
-                        await self.refresh()
+                        await self.persist_trims()
                     except Exception as exc:
-                        log.warning("bookie GC view: refresh failed: %s", exc)
-                await trio.sleep(0.5)
-        finally:
-            # a trim just before shutdown would otherwise be forgotten by the restarted broker
-            with trio.CancelScope(shield=True) as scope:
-                scope.deadline = trio.current_time() + self.timeout_s
-                try:
-                    await self.persist_trims()
-                except Exception as exc:
-                    log.warning("bookie GC view: persisting trims at shutdown failed: %s", exc)
+                        log.warning("bookie GC view: persisting trims failed: %s", exc)
+                    if trio.current_time() >= next_refresh:
+                        next_refresh = trio.current_time() + self.refresh_interval_s
+                        try:
+                            await self.refresh()
+                        except Exception as exc:
+                            log.warning("bookie GC view: refresh failed: %s", exc)
+                    await trio.sleep(0.5)
+            finally:
+                self._client = None
+                # a trim just before shutdown would otherwise be forgotten by the restarted broker
+                with trio.CancelScope(shield=True) as scope:
+                    scope.deadline = trio.current_time() + self.timeout_s
+                    try:
+                        await self.persist_trims()
+                    except Exception as exc:
+                        log.warning("bookie GC view: persisting trims at shutdown failed: %s", exc)
 
 
 def _advertised(url: str, host: str) -> str:

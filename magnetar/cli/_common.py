@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import gc
 import logging
 import signal
 import sys
@@ -155,14 +156,34 @@ def _stop_on_bug(name: str, exc: Exception) -> None:
     sys.exit(EXIT_BUG)
 
 
+SERVER_SWITCH_INTERVAL_S = 0.0005
+"""The GIL switch interval of the server commands (Python's default is 5 ms); see
+`run_until_signal`. At 20,000 msg/s batched after an unbatched warm-up, p99 send -> receipt was
+25 - 28 ms with 0.5 ms against 57 - 128 ms with 5 ms (bench/RESULTS.md)."""
+
+
 async def run_until_signal(main: Callable[..., Awaitable[Any]], on_started: Callable[[Any], None]) -> str | None:
     """Start ``main`` (a ``serve_x(task_status=...)`` function), call ``on_started`` with what it
     reports, and cancel it cleanly on SIGINT or SIGTERM (its shutdown code runs to the end);
-    return the signal's name (None when ``main`` returned by itself)."""
+    return the signal's name (None when ``main`` returned by itself).
+
+    Once started, the objects made so far (modules, classes, functions, configs: nearly all the
+    objects the cyclic GC tracks) are frozen out of its collections: a full collection otherwise
+    walks them all on the event loop, a stall of tens of milliseconds under load
+    (bench/loop_stall_bench.py).
+
+    The GIL switch interval is lowered to `SERVER_SWITCH_INTERVAL_S` for the same reason: worker
+    threads running Python (the bookie's write-cache flush sorting and writing a half) otherwise
+    keep the GIL for up to 5 ms each time the event loop gives it up for a system call, and a
+    loop step with a few sends waited tens of milliseconds.
+    """
+    sys.setswitchinterval(SERVER_SWITCH_INTERVAL_S)
     async with trio.open_nursery() as nursery:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             started = await nursery.start(main)
             on_started(started)
+            gc.collect()
+            gc.freeze()
             async for signum in signals:
                 click.echo(f"received {signal.Signals(signum).name}, shutting down", err=True)
                 nursery.cancel_scope.cancel()

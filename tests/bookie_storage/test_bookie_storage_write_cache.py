@@ -96,3 +96,20 @@ async def test_delete_ledger_from_both_halves() -> None:
     assert wc.get(2, 0) == b"bb"
     assert [(lid, eid) for lid, eid, _ in wc.pending_batch().sorted_entries()] == [(2, 0)]
     assert wc.statistics().size_bytes == 2
+
+
+async def test_flush_batch_reads_the_flushing_half_and_complete_hands_it_over() -> None:
+    # the batch is the flushing half itself (no copy on the event loop): adds go to the new
+    # active half and do not show up in it; complete_flush returns the entries for freeing
+    wc = WriteCache(1000)
+    await wc.add(1, 0, b"a")
+    await wc.add(1, 1, b"bb")
+    batch = wc.swap()
+    await wc.add(1, 2, b"ccc")
+    assert len(batch) == 2 and batch.size == 3
+    assert batch.bytes_by_directory(2, 10) == [0, 23]
+    assert [e for _, e, _ in wc.pending_batch().sorted_entries()] == [0, 1]
+    handed = wc.complete_flush()
+    assert sorted(handed) == [(1, 0), (1, 1)]
+    assert wc.get(1, 0) is None and wc.get(1, 2) == b"ccc"
+    assert wc.complete_flush() == {}  # nothing flushing: nothing to hand over
