@@ -33,10 +33,11 @@ from typing import TYPE_CHECKING, Any
 from protocols.pulsar import TopicName, encode_payload_command_raw, make_command
 from protocols.pulsar import pulsar_api_pb2 as pb
 
+from ._access_modes import Admission, Waiting, admit, next_to_promote
 from ._consumer import Consumer
 from ._dispatcher import SubType
 from ._entries import EntryInfo, entry_info
-from ._errors import BrokerServiceError, ConsumerBusyError, NotAllowedError, ProducerBusyError, ServiceNotReadyError
+from ._errors import BrokerServiceError, ConsumerBusyError, ProducerBusyError, ServiceNotReadyError
 from ._producer import AccessMode, Producer
 from ._selectors import (
     AutoSplitRanges,
@@ -60,10 +61,6 @@ log = logging.getLogger(__name__)
 _ACCESS_MODE_NAMES = {AccessMode.SHARED: "Shared", AccessMode.EXCLUSIVE: "Exclusive",
                       AccessMode.WAIT_FOR_EXCLUSIVE: "WaitForExclusive",
                       AccessMode.EXCLUSIVE_WITH_FENCING: "ExclusiveWithFencing"}
-
-
-def _fenced(message: str) -> BrokerServiceError:
-    return BrokerServiceError(message, pb.ProducerFenced)
 
 
 class NonPersistentSubscription:
@@ -261,7 +258,7 @@ class NonPersistentTopic:
         self.msg_in_counter = 0
         self.bytes_in_counter = 0
         self._entries = 0
-        self._waiting: list[tuple[Producer, Callable[[BrokerServiceError | None], None]]] = []
+        self._waiting: Waiting = []  # parked WaitForExclusive producers (`_access_modes`)
         self._in_rate = RateMeter()
 
     @property
@@ -292,31 +289,9 @@ class NonPersistentTopic:
         self.touch()
         if producer.name in self.producers:
             raise ProducerBusyError(f"producer with name {producer.name!r} is already connected to topic {self.name}")
-        holder = next((p for p in self.producers.values() if p.exclusive), None)
-        mode = producer.access_mode
-        if mode == AccessMode.SHARED:
-            if holder is not None or self._waiting:
-                raise ProducerBusyError(f"topic {self.name} has an existing exclusive producer"
-                                        f"{f': {holder.name}' if holder else ''}")
-            self.producers[producer.name] = producer
-            return True
-        if mode == AccessMode.EXCLUSIVE:
-            if self.producers or self._waiting:
-                raise _fenced(f"topic {self.name} has existing producers")
-        elif mode == AccessMode.WAIT_FOR_EXCLUSIVE:
-            if self.producers:
-                self._waiting.append((producer, on_ready))
-                return False
-        elif mode == AccessMode.EXCLUSIVE_WITH_FENCING:
-            waiting, self._waiting = self._waiting, []
-            for parked, callback in waiting:
-                parked.closed = True
-                callback(_fenced(f"producer {parked.name!r} fenced out of topic {self.name}"))
-            for other in list(self.producers.values()):
-                other.close_from_broker()
-                self.producers.pop(other.name, None)
-        else:
-            raise NotAllowedError(f"unknown producer access mode {mode}")
+        admission = admit(str(self.name), self.producers, self._waiting, producer, on_ready)
+        if admission is not Admission.EXCLUSIVE:
+            return admission is Admission.ATTACHED
         self._grant_epoch(producer)
         return True
 
@@ -332,8 +307,8 @@ class NonPersistentTopic:
             del self.producers[producer.name]
         producer.closed = True
         self.touch()
-        if not self.producers and self._waiting and not self.closed:
-            waiting, on_ready = self._waiting.pop(0)
+        if not self.closed and (nxt := next_to_promote(self.producers, self._waiting)):
+            waiting, on_ready = nxt
             self._grant_epoch(waiting)
             on_ready(None)
 

@@ -12,7 +12,8 @@ Rules:
   finishes (adds finish in admission order), a whole run of finished adds in one pass. There is
   no task per SEND (the managed ledger issues its adds to the BookKeeper client the same way:
   `managed_ledger._append_pipeline`).
-* Rule 2 (access modes, as Pulsar's broker): Shared producers coexist and are refused
+* Rule 2 (access modes, as Pulsar's broker; decided by `_access_modes`, shared with non-persistent
+  topics): Shared producers coexist and are refused
   (ProducerBusy) while an exclusive producer holds the topic or one waits for it. Exclusive is
   refused with ProducerFenced while any other producer is connected or waiting. WaitForExclusive
   is parked (``producer_ready=false``) while any producer is connected and promoted, oldest first,
@@ -73,10 +74,11 @@ from managed_ledger import (
 from protocols.pulsar import InvalidTopicNameError, TopicName, check_subscription_name
 from protocols.pulsar import pulsar_api_pb2 as pb
 
+from ._access_modes import Admission, Waiting, admit, fenced, next_to_promote
 from ._compaction import COMPACTION_CURSOR, Compactor
 from ._dedup import DEDUP_CURSOR, Deduplication, DedupVerdict
 from ._errors import BrokerServiceError, NotAllowedError, ProducerBusyError, ServiceNotReadyError
-from ._producer import AccessMode, Producer
+from ._producer import Producer
 from ._rate_limit import RateLimiter
 from ._stats import TopicStatsState
 from ._subscription import Subscription
@@ -95,10 +97,6 @@ _MAX_SUBSCRIBE_LIMITERS = 10_000
 
 
 TOPIC_EPOCH_PROPERTY = "pulsar.topic.epoch"  # the managed-ledger property holding the topic epoch (Rule 2)
-
-
-def _fenced(message: str) -> BrokerServiceError:
-    return BrokerServiceError(message, pb.ProducerFenced)
 
 
 def _stored_epoch(ml: ManagedLedger) -> int | None:
@@ -139,7 +137,7 @@ class Topic:
         self.closed = False
         self.last_active = service.clock()
         self.topic_epoch: int | None = _stored_epoch(ml)  # Rule 2; None until the first exclusive grant
-        self._waiting: list[tuple[Producer, Callable[[BrokerServiceError | None], None]]] = []
+        self._waiting: Waiting = []  # parked WaitForExclusive producers (`_access_modes`)
         self._nursery: trio.Nursery | None = None
         self._to_append: deque[_Send] = deque()  # arrived, not yet appended (Rule 1)
         self._appended: deque[tuple[_Send, PendingAdd]] = deque()  # appended, not yet answered
@@ -255,38 +253,13 @@ class Topic:
         limit = self.limits.max_producers
         if limit > 0 and len(self.producers) + len(self._waiting) >= limit:
             raise ProducerBusyError("Topic reached max producers limit")  # Pulsar's words, `_topic_limits`
-        holder = next((p for p in self.producers.values() if p.exclusive), None)
-        mode = producer.access_mode
-        if mode == AccessMode.SHARED:
-            if holder is not None or self._waiting:
-                raise ProducerBusyError(f"topic {self.name} has an existing exclusive producer"
-                                        f"{f': {holder.name}' if holder else ''}")
-            self.producers[producer.name] = producer
-            return True
-        if mode == AccessMode.EXCLUSIVE:
-            if holder is not None or self._waiting:
-                raise _fenced(f"topic {self.name} has an existing exclusive producer"
-                              f"{f': {holder.name}' if holder else ''}")
-            if self.producers:
-                raise _fenced(f"topic {self.name} has existing shared producers")
-        elif mode == AccessMode.WAIT_FOR_EXCLUSIVE:
-            if self.producers:
-                self._waiting.append((producer, on_ready))
-                return False
-        elif mode == AccessMode.EXCLUSIVE_WITH_FENCING:
-            waiting, self._waiting = self._waiting, []
-            for parked, callback in waiting:
-                parked.closed = True
-                callback(_fenced(f"producer {parked.name!r} fenced out of topic {self.name}"))
-            for other in list(self.producers.values()):
-                other.close_from_broker()
-                self.producers.pop(other.name, None)
-        else:
-            raise BrokerServiceError(f"unknown producer access mode {mode}", pb.NotAllowedError)
+        admission = admit(str(self.name), self.producers, self._waiting, producer, on_ready)
+        if admission is not Admission.EXCLUSIVE:
+            return admission is Admission.ATTACHED
         current = -1 if self.topic_epoch is None else self.topic_epoch
         if producer.requested_epoch is not None and producer.requested_epoch < current:
             # a reconnecting exclusive producer that another one has fenced off
-            raise _fenced(f"producer {producer.name!r}: the epoch of topic {self.name} has already moved "
+            raise fenced(f"producer {producer.name!r}: the epoch of topic {self.name} has already moved "
                           f"(current epoch {current}, producer epoch {producer.requested_epoch})")
         self.producers[producer.name] = producer
         try:
@@ -318,8 +291,8 @@ class Topic:
             del self.producers[producer.name]
         producer.closed = True
         self.touch()
-        if not self.producers and self._waiting and self._nursery is not None and not self.closed:
-            waiting, on_ready = self._waiting.pop(0)
+        if self._nursery is not None and not self.closed and (nxt := next_to_promote(self.producers, self._waiting)):
+            waiting, on_ready = nxt
             self.producers[waiting.name] = waiting
             self._nursery.start_soon(self._promote, waiting, on_ready)
 
