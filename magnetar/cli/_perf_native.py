@@ -560,30 +560,33 @@ async def _consume_connection(opts: NativeConsumeOptions, topic: str, stats: _St
                     "ACK", consumer_id=1, ack_type=1 if cumulative else 0,
                     message_id=[{"ledgerId": lid, "entryId": eid} for lid, eid in ids])))
 
+        async def stop_when_asked(scope: trio.CancelScope) -> None:
+            await stopping.wait()
+            await trio.sleep(0.15)  # one more round of the acker for the last acks
+            scope.cancel()  # the connection closes next, so a frame cut short here does no harm
+
+        # no timeout around a read: a cancel that lands in a send (FLOW, PONG) would cut a frame
+        # on a connection that is still in use
         async with trio.open_nursery() as nursery:
             nursery.start_soon(acker)
-            while not stopping.is_set():
-                with trio.move_on_after(0.2):
-                    frame = await conn.next_frame()
-                    if frame.type == BaseCommand.MESSAGE:
-                        meta = frame.metadata
-                        n = meta.num_messages_in_batch if meta.HasField("num_messages_in_batch") else 1
-                        size = len(frame.raw_metadata_and_payload) - 4 - _U32.unpack_from(
-                            frame.raw_metadata_and_payload, 0)[0]
-                        stats.latency.record((time.time() * 1000.0 - meta.publish_time) * 1000.0, n)
-                        stats.messages += n
-                        stats.bytes += size
-                        mid = frame.command.message.message_id
-                        to_ack.append((mid.ledgerId, mid.entryId))
-                        used += n
-                        if used >= queue_size // 2:
-                            await conn.send(encode_command(make_command("FLOW", consumer_id=1,
-                                                                        messagePermits=used)))
-                            used = 0
-                    elif frame.type == BaseCommand.CLOSE_CONSUMER:
-                        raise ProtocolFailure("the broker closed the consumer (topic unloaded or moved)")
-            await trio.sleep(0.15)  # let the acker send the last acks
-            nursery.cancel_scope.cancel()
+            nursery.start_soon(stop_when_asked, nursery.cancel_scope)
+            while True:
+                frame = await conn.next_frame()
+                if frame.type == BaseCommand.MESSAGE:
+                    meta = frame.metadata
+                    n = meta.num_messages_in_batch if meta.HasField("num_messages_in_batch") else 1
+                    raw = frame.raw_metadata_and_payload
+                    stats.latency.record((time.time() * 1000.0 - meta.publish_time) * 1000.0, n)
+                    stats.messages += n
+                    stats.bytes += len(raw) - 4 - _U32.unpack_from(raw, 0)[0]
+                    mid = frame.command.message.message_id
+                    to_ack.append((mid.ledgerId, mid.entryId))
+                    used += n
+                    if used >= queue_size // 2:
+                        await conn.send(encode_command(make_command("FLOW", consumer_id=1, messagePermits=used)))
+                        used = 0
+                elif frame.type == BaseCommand.CLOSE_CONSUMER:
+                    raise ProtocolFailure("the broker closed the consumer (topic unloaded or moved)")
 
 
 def _start_consumers(nursery: trio.Nursery, opts: NativeConsumeOptions, index: int, topics: list[str],
