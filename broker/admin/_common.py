@@ -201,11 +201,12 @@ def namespace_of(request: Request) -> NamespaceName:
         raise RestError(412, f"Namespace name is not valid: {exc}") from None
 
 
-def topic_of(request: Request) -> TopicName:
-    """The persistent topic of the path; 412 "Topic name is not valid" when invalid."""
+def topic_of(request: Request, domain: str = "persistent") -> TopicName:
+    """The topic of the path in ``domain`` (``persistent`` or ``non-persistent``); 412 "Topic name
+    is not valid" when invalid."""
     p = request.path_params
     try:
-        return TopicName.parse(f"persistent://{p['tenant']}/{p['namespace']}/{p['topic']}")
+        return TopicName.parse(f"{domain}://{p['tenant']}/{p['namespace']}/{p['topic']}")
     except InvalidTopicNameError as exc:
         raise RestError(412, f"Topic name is not valid: {exc}") from None
 

@@ -19,9 +19,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from metadata import NodeExistsError
-from protocols.pulsar import InvalidTopicNameError, TopicName
+from protocols.pulsar import TopicName
 
-from .._errors import ServiceNotReadyError
 from .._nonpersistent import NonPersistentTopic
 from ._common import (
     RestError,
@@ -34,8 +33,9 @@ from ._common import (
     query_bool,
     require_namespace,
     service_of,
+    topic_of,
 )
-from ._tenants import LISTENER_NAME_HEADER
+from ._tenants import lookup_response
 
 __all__ = ["routes"]
 
@@ -44,11 +44,7 @@ _TOTALS = ("msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut", "ms
 
 
 def _topic_of(request: Request) -> TopicName:
-    p = request.path_params
-    try:
-        return TopicName.parse(f"non-persistent://{p['tenant']}/{p['namespace']}/{p['topic']}")
-    except InvalidTopicNameError as exc:
-        raise RestError(412, f"Topic name is not valid: {exc}") from None
+    return topic_of(request, "non-persistent")
 
 
 @endpoint
@@ -162,16 +158,7 @@ async def partitioned_stats(request: Request) -> Response:
 
 @endpoint
 async def lookup(request: Request) -> Response:
-    s, topic = service_of(request), _topic_of(request)
-    await s.check_topic(topic, create=True)
-    listener = request.query_params.get("listenerName") or request.headers.get(LISTENER_NAME_HEADER, "")
-    try:
-        urls = s.lookup_urls(listener)
-    except ServiceNotReadyError as exc:
-        raise RestError(500, exc.message) from None
-    plain, tls = urls["brokerServiceUrl"], urls.get("brokerServiceUrlTls", "")
-    return json_response({"brokerUrl": plain if plain != tls else "", "httpUrl": s.web_service_url,
-                          "nativeUrl": plain, "brokerUrlTls": tls, "httpUrlTls": s.web_service_url_tls})
+    return await lookup_response(request, _topic_of(request))
 
 
 def routes() -> list[Route]:

@@ -10,6 +10,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from metadata import NodeExistsError, NoNodeError
+from protocols.pulsar import TopicName
 
 from .._errors import ServiceNotReadyError
 from .._namespaces import POLICIES_ROOT
@@ -115,7 +116,12 @@ async def delete_tenant(request: Request) -> Response:
 
 @endpoint
 async def lookup(request: Request) -> Response:
-    topic = topic_of(request)
+    return await lookup_response(request, topic_of(request))
+
+
+async def lookup_response(request: Request, topic: TopicName) -> Response:
+    """The HTTP lookup answer for ``topic`` (persistent or not): its broker's URLs for the
+    listener the request names."""
     s = service_of(request)
     await s.check_topic(topic, create=True)
     # the advertised listener asked for (the listenerName parameter, else the X-Pulsar-ListenerName
