@@ -15,7 +15,7 @@ Add latency is measured from each add's scheduled start (no coordinated omission
 
 On a shared machine one baseline and one GC phase can land in different load; ``--rounds N``
 repeats phases 1 and 2 back to back N times (each on a fresh copy) and prints every round's p99
-ratio and their median. How often compaction held a sync back for the journal
+ratio, their median, and the p99s of all rounds' adds pooled (steadier than any one round's). How often compaction held a sync back for the journal
 (`bookie._io_priority.SyncPriority`) is printed with the throttled phase.
 
 Usage::
@@ -26,6 +26,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import shutil
 import statistics
@@ -33,12 +34,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bookie import BookieConfig, DbLedgerStorage, open_bookie
+from magnetar.cli._common import SERVER_SWITCH_INTERVAL_S
 from protocols.bookkeeper import encode_entry
 
 MiB = 1 << 20
@@ -107,9 +110,9 @@ def config(root: Path, gc_rate: float | None) -> BookieConfig:
 
 
 async def run_phase(root: Path, *, gc_rate: float | None, add_rate: float, seconds: float,
-                    with_adds: bool = True) -> dict[str, float]:
+                    with_adds: bool = True) -> dict[str, Any]:
     latencies: list[float] = []
-    out: dict[str, float] = {}
+    out: dict[str, Any] = {}
     async with open_bookie(config(root, gc_rate)) as bookie:
         gate = getattr(bookie.storage, "sync_priority", None)  # absent before compaction yielded
         stop = trio.Event()
@@ -130,6 +133,7 @@ async def run_phase(root: Path, *, gc_rate: float | None, add_rate: float, secon
         if gate is not None:
             out["yields"] = gate.background_waits
             out["yield_s"] = gate.background_wait_s
+    out["latencies"] = latencies
     if latencies:
         out["p50"] = pct(latencies, 0.50)
         out["p99"] = pct(latencies, 0.99)
@@ -147,11 +151,14 @@ async def main(args: argparse.Namespace) -> None:
               f"{dead / MiB:.1f} MiB belong to deleted ledgers")
 
         ratios = []
+        pooled_base: list[float] = []
+        pooled_gc: list[float] = []
         for r in range(args.rounds):
             work = base / f"baseline{r}"
             shutil.copytree(seed, work)
             b = await run_phase(work, gc_rate=None, add_rate=args.add_rate, seconds=args.seconds)
             shutil.rmtree(work, ignore_errors=True)
+            pooled_base += b["latencies"]
             print(f"1 KiB adds at {args.add_rate:.0f}/s without GC:      p50 {b['p50']:.2f} ms  "
                   f"p99 {b['p99']:.2f} ms ({b['adds']:.0f} adds)")
 
@@ -161,6 +168,7 @@ async def main(args: argparse.Namespace) -> None:
                                 seconds=args.seconds)
             shutil.rmtree(work, ignore_errors=True)
             reclaimed = t["reclaimed_deletion"] + t["reclaimed_compaction"]
+            pooled_gc += t["latencies"]
             ratios.append(t["p99"] / b["p99"])
             yields = (f"; compaction yielded to the journal {t['yields']:.0f} times, {t['yield_s'] * 1000:.0f} ms"
                       if "yields" in t else "")
@@ -170,6 +178,8 @@ async def main(args: argparse.Namespace) -> None:
         if args.rounds > 1:
             print(f"p99 ratio over {args.rounds} rounds: median {statistics.median(ratios):.2f}x, "
                   f"range {min(ratios):.2f}-{max(ratios):.2f}x")
+            print(f"all rounds pooled: p99 {pct(pooled_base, 0.99):.2f} ms without GC, {pct(pooled_gc, 0.99):.2f} ms "
+                  f"during GC: ratio {pct(pooled_gc, 0.99) / pct(pooled_base, 0.99):.2f}x")
         print(f"throttled GC: {t['gc_s']:.2f} s, reclaimed {reclaimed / MiB:.1f} MiB "
               f"({t['reclaimed_deletion'] / MiB:.1f} by deleting {t['deleted_logs']:.0f} logs, "
               f"{t['reclaimed_compaction'] / MiB:.1f} by compacting {t['compacted_logs']:.0f}): "
@@ -194,4 +204,9 @@ if __name__ == "__main__":
     parser.add_argument("--add-rate", type=float, default=1000.0)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=1, help="Baseline + throttled pairs to run (median ratio).")
-    trio.run(main, parser.parse_args())
+    parser.add_argument("--switch-interval-ms", type=float, default=SERVER_SWITCH_INTERVAL_S * 1e3,
+                        help="sys.setswitchinterval, as the bookie command sets it (default 0.5; Python's is 5).")
+    parsed = parser.parse_args()
+    sys.setswitchinterval(parsed.switch_interval_ms / 1e3)
+    gc.freeze()  # as the bookie command does once started (magnetar/cli/_common.run_until_signal)
+    trio.run(main, parsed)

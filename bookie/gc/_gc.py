@@ -165,7 +165,10 @@ class GarbageCollector:
         self._skips = SkipList(self.config.error_skip_period_ms, clock)
         self._tracker = EntryLogTracker(storage, self._skips)
         self._headroom: dict[int, tuple[int, int]] = {}
-        self._rolled: dict[int, str] = {}  # logs rolled early by GC and still on disk -> why
+        # logs rolled early by GC and still on disk -> why; kept in the index too (restarts),
+        # read from it on first use (`_load_rolled`)
+        self._rolled: dict[int, str] = {}
+        self._rolled_loaded = False
         now = int(clock())
         self._last_major = self._last_minor = now
         self._major_count = self._minor_count = 0
@@ -235,8 +238,21 @@ class GarbageCollector:
                 self.metrics.forced.set(0)
                 self._compacting = None
 
+    async def _load_rolled(self) -> None:
+        """Read the early-roll records a previous process left in the index (once)."""
+        if self._rolled_loaded:
+            return
+        try:
+            stored = await trio.to_thread.run_sync(self._storage.index.rolled_logs)
+        except Exception as exc:  # informational only: explain then lacks the reason
+            log.warning("GC: could not read the early-roll records from the index: %s", exc)
+            stored = {}
+        self._rolled = {**stored, **self._rolled}
+        self._rolled_loaded = True
+
     async def _run(self, force: bool, allow_major: bool, allow_minor: bool) -> GcRunResult:
         m = self.metrics
+        await self._load_rolled()
         t_start = trio.current_time()
         errors: list[str] = []
         deleted_ledgers = deleted_logs = reclaimed_del = 0
@@ -302,7 +318,11 @@ class GarbageCollector:
             m.runtime.labels("compaction").observe(trio.current_time() - t0)
         if self._rolled:
             on_disk = set(await trio.to_thread.run_sync(self._storage.entry_logger.list_logs))
-            self._rolled = {k: v for k, v in self._rolled.items() if k in on_disk}
+            gone = [k for k in self._rolled if k not in on_disk]
+            if gone:
+                for k in gone:
+                    del self._rolled[k]
+                await self._persist_rolled(forget=gone)
         m.runtime.labels("total").observe(trio.current_time() - t_start)
         result = "error" if fatal else ("partial" if errors else "ok")
         now = int(self._clock())
@@ -358,7 +378,21 @@ class GarbageCollector:
             log.info("GC: rolled current entry log %x early: %s", log_id, detail)
             self.metrics.early_rolls.labels(whys[log_id]).inc()
             self._rolled[log_id] = detail
+        if rolled:
+            await self._persist_rolled(record=rolled)
         return len(rolled)
+
+    async def _persist_rolled(self, *, record: dict[int, str] | None = None, forget: list[int] | None = None) -> None:
+        """Keep the index's early-roll records in step with ``_rolled``; a failure is only logged
+        (the records explain, nothing depends on them)."""
+        index = self._storage.index
+        try:
+            if record:
+                await trio.to_thread.run_sync(index.record_rolled, record)
+            if forget:
+                await trio.to_thread.run_sync(index.forget_rolled, forget)
+        except Exception as exc:
+            log.warning("GC: could not update the early-roll records in the index: %s", exc)
 
     # ------------------------------------------------------------------ 1. ledger GC
 
@@ -585,6 +619,7 @@ class GarbageCollector:
         logger = self._storage.entry_logger
         schedule = self.schedule()
         exists = self._storage.ledger_exists
+        await self._load_rolled()
 
         def gather() -> tuple[list[tuple[int, str, int, int, dict[int, int], bool, str | None]],
                               dict[int, CurrentLogInfo]]:

@@ -29,7 +29,8 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 __all__ = ["EntryIndex", "LedgerInfo", "IndexStats"]
@@ -43,6 +44,8 @@ CREATE TABLE IF NOT EXISTS locations (
 CREATE TABLE IF NOT EXISTS ledgers (
     ledger INTEGER PRIMARY KEY, fenced INTEGER NOT NULL, master_key BLOB NOT NULL,
     explicit_lac BLOB, last_entry INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS gc_rolled (
+    log_id INTEGER PRIMARY KEY, reason TEXT NOT NULL);
 """
 
 
@@ -85,6 +88,23 @@ class EntryIndex:
         self._r = sqlite3.connect(self._path, check_same_thread=False, isolation_level=None)
         self._batches = self._locations = self._ledgers = self._lookups = self._deletes = 0
 
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Cursor]:
+        """One write transaction under the write lock (switching to WAL first when it can): committed,
+        and synced, when the block ends; rolled back when it raises."""
+        with self._wlock:
+            if not self._wal:
+                self._wal = self._try_wal()
+            cur = self._w.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                yield cur
+                cur.execute("COMMIT")
+            except BaseException:
+                if self._w.in_transaction:
+                    cur.execute("ROLLBACK")
+                raise
+
     def _try_wal(self) -> bool:
         """Switch the database to WAL; False (and rollback mode) when the disk has no room for it."""
         try:
@@ -101,21 +121,11 @@ class EntryIndex:
         """
         rows = [(lid, int(i.fenced), i.master_key, i.explicit_lac, i.last_entry)
                 for lid, i in ledgers.items()]
-        with self._wlock:
-            if not self._wal:
-                self._wal = self._try_wal()
-            cur = self._w.cursor()
-            cur.execute("BEGIN IMMEDIATE")
-            try:
-                if locations:
-                    cur.executemany("INSERT OR REPLACE INTO locations VALUES (?, ?, ?)", locations)
-                if rows:
-                    cur.executemany("INSERT OR REPLACE INTO ledgers VALUES (?, ?, ?, ?, ?)", rows)
-                cur.execute("COMMIT")
-            except BaseException:
-                if self._w.in_transaction:
-                    cur.execute("ROLLBACK")
-                raise
+        with self._transaction() as cur:
+            if locations:
+                cur.executemany("INSERT OR REPLACE INTO locations VALUES (?, ?, ?)", locations)
+            if rows:
+                cur.executemany("INSERT OR REPLACE INTO ledgers VALUES (?, ?, ?, ?, ?)", rows)
         self._batches += 1
         self._locations += len(locations)
         self._ledgers += len(rows)
@@ -149,17 +159,9 @@ class EntryIndex:
 
     def delete_ledger(self, ledger_id: int) -> int:
         """Remove a ledger's state and every location of it (GC); returns the locations removed."""
-        with self._wlock:
-            cur = self._w.cursor()
-            cur.execute("BEGIN IMMEDIATE")
-            try:
-                n = cur.execute("DELETE FROM locations WHERE ledger = ?", (ledger_id,)).rowcount
-                cur.execute("DELETE FROM ledgers WHERE ledger = ?", (ledger_id,))
-                cur.execute("COMMIT")
-            except BaseException:
-                if self._w.in_transaction:
-                    cur.execute("ROLLBACK")
-                raise
+        with self._transaction() as cur:
+            n = cur.execute("DELETE FROM locations WHERE ledger = ?", (ledger_id,)).rowcount
+            cur.execute("DELETE FROM ledgers WHERE ledger = ?", (ledger_id,))
         self._deletes += 1
         return n
 
@@ -170,20 +172,28 @@ class EntryIndex:
         One durable transaction; returns the number of rows changed.
         """
         params = [(new, lid, eid, old_log_id) for lid, eid, new in updates]
-        with self._wlock:
-            cur = self._w.cursor()
-            cur.execute("BEGIN IMMEDIATE")
-            try:
-                before = self._w.total_changes
-                cur.executemany("UPDATE locations SET location = ? WHERE ledger = ? AND entry = ? "
-                                "AND (location >> 32) = ?", params)
-                changed = self._w.total_changes - before
-                cur.execute("COMMIT")
-            except BaseException:
-                if self._w.in_transaction:
-                    cur.execute("ROLLBACK")
-                raise
+        with self._transaction() as cur:
+            before = self._w.total_changes
+            cur.executemany("UPDATE locations SET location = ? WHERE ledger = ? AND entry = ? "
+                            "AND (location >> 32) = ?", params)
+            changed = self._w.total_changes - before
         return changed
+
+    def record_rolled(self, rolled: Mapping[int, str]) -> None:
+        """Remember (durably) that GC rolled these entry logs early, and why (``gc/explain`` shows
+        it for as long as the log is on disk, across restarts)."""
+        with self._transaction() as cur:
+            cur.executemany("INSERT OR REPLACE INTO gc_rolled VALUES (?, ?)", list(rolled.items()))
+
+    def forget_rolled(self, log_ids: Iterable[int]) -> None:
+        """Drop the early-roll records of these logs (GC removed them)."""
+        with self._transaction() as cur:
+            cur.executemany("DELETE FROM gc_rolled WHERE log_id = ?", [(i,) for i in log_ids])
+
+    def rolled_logs(self) -> dict[int, str]:
+        """Every log GC rolled early that is still recorded, with why (`record_rolled`)."""
+        with self._rlock:
+            return {r[0]: r[1] for r in self._r.execute("SELECT log_id, reason FROM gc_rolled")}
 
     def statistics(self) -> IndexStats:
         """A snapshot of the index counters."""

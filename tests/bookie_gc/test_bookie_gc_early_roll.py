@@ -136,6 +136,33 @@ async def test_an_old_current_log_is_rolled_by_age_and_explained(tmp_path: Path)
         await storage.aclose()
 
 
+async def test_why_a_log_was_rolled_early_survives_a_restart_and_goes_with_the_log(tmp_path: Path) -> None:
+    async with open_metadata_store(_store_url()) as store:
+        storage = await open_storage(tmp_path, log_size_limit=BIG)
+        now = [0.0]
+        storage.entry_logger._clock = lambda: now[0]
+        await create_metadata(store, LEDGERS)
+        await write_interleaved(storage, LEDGERS, ENTRIES, SIZE)
+        gc = _gc(storage, store, gc_roll_current_log_after_s=600)
+        now[0] = 601.0
+        assert (await gc.run_once()).rolled_logs == 1
+        (before,) = (await gc.explain()).logs
+        assert before.rolled_for_gc is not None
+        await storage.aclose()
+
+        storage = await open_storage(tmp_path, log_size_limit=BIG)  # a new process: nothing in memory
+        gc = _gc(storage, store, gc_roll_current_log_after_s=600)
+        (after,) = (await gc.explain()).logs
+        assert after.log_id == before.log_id and after.rolled_for_gc == before.rolled_for_gc
+        assert after.detail.startswith("rolled early for GC")
+
+        await delete_metadata(store, LEDGERS)
+        res = await gc.run_once(force=True)
+        assert res.deleted_logs == 1
+        assert storage.index.rolled_logs() == {}  # the record went with the log
+        await storage.aclose()
+
+
 async def test_early_rolls_can_be_turned_off(tmp_path: Path) -> None:
     async with open_metadata_store(_store_url()) as store:
         storage = await open_storage(tmp_path, log_size_limit=BIG)
