@@ -15,8 +15,10 @@ Add latency is measured from each add's scheduled start (no coordinated omission
 
 On a shared machine one baseline and one GC phase can land in different load; ``--rounds N``
 repeats phases 1 and 2 back to back N times (each on a fresh copy) and prints every round's p99
-ratio, their median, and the p99s of all rounds' adds pooled (steadier than any one round's). How often compaction held a sync back for the journal
-(`bookie._io_priority.SyncPriority`) is printed with the throttled phase.
+ratio, their median, and the p99s of all rounds' adds pooled (steadier than any one round's).
+How often compaction held a sync back for the journal (`bookie._io_priority.SyncPriority`) is
+printed with the throttled phase. The process runs as ``magnetar bookie`` does: GIL switch
+interval 0.5 ms (``--switch-interval-ms``) and start-up objects frozen out of the cyclic GC.
 
 Usage::
 
