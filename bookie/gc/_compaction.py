@@ -2,7 +2,9 @@
 
 Per log, in chunks of at most ``chunk_bytes`` scanned::
 
-    1. scan the old log (worker thread) and keep the records of ledgers still stored;
+    1. scan the old log (worker thread) and keep the records of ledgers still stored: one read of
+       about ``chunk_bytes``, without kernel read-ahead, started once no journal sync is in flight
+       (`SyncPriority.background_turn`; large reads of the old log held adds longest);
     2. throttle (`RateLimiter`): by bytes, every byte scanned (dead entries too) and every byte
        written counts; by entries, every entry copied counts (BookKeeper's compactionRateByEntries);
     3. holding the storage's write lock: append the live records, fdatasync the logs, then update
@@ -157,13 +159,15 @@ async def compact_log(
     logger = storage.entry_logger
     index = storage.index
     old_size = await trio.to_thread.run_sync(lambda: os.stat(logger.log_path(log_id)).st_size)
-    scan = logger.scan(log_id)
+    scan = logger.scan(log_id, read_size=chunk_bytes)  # about one bounded disk read per chunk
+    priority = storage.sync_priority
     read = written = copied = moved = 0
     first = True
     try:
         while True:
             if trio.current_time() > deadline:
                 raise CompactionTimeout(f"time bound reached while compacting entry log {log_id:x}")
+            await priority.background_turn()  # a read queued ahead of a journal write delays it too
             records, scanned, _count, done = await trio.to_thread.run_sync(
                 _next_chunk, scan, storage.ledger_exists, chunk_bytes)
             read += scanned
@@ -171,7 +175,6 @@ async def compact_log(
             await limiter.acquire(scanned + out_bytes if by_bytes else len(records))
             if records:
                 entries = [(r.ledger_id, r.entry_id, r.payload) for r in records]
-                priority = storage.sync_priority
                 async with storage.write_lock:
                     if priority.foreground_busy:
                         # write now, sync once the journal's sync is through

@@ -734,24 +734,31 @@ class EntryLogger:
         self._usage_cache[log_id] = usage
         return LogUsage(log_id, dict(ledgers), usage.total_size)
 
-    def scan(self, log_id: int) -> Iterator[LogRecord]:
+    def scan(self, log_id: int, *, read_size: int = _SCAN_CHUNK) -> Iterator[LogRecord]:
         """Every entry record of a log in file order (ledgers map records skipped), for compaction.
 
-        Blocking generator: consume it in a worker thread. Stops at a torn tail.
+        Blocking generator: consume it in a worker thread. Stops at a torn tail. The file is read
+        ``read_size`` bytes at a time (a record larger than that takes one longer read) with the
+        kernel's read-ahead turned off: each read the device sees is bounded, so compaction's reads
+        queue ahead of a journal write by at most one ``read_size`` (a 4 MiB read plus the kernel's
+        read-ahead held adds for 5-10 ms, bench/RESULTS.md).
         """
-        for lid, eid, location, payload, _ in self._scan(log_id, with_payload=True):
+        for lid, eid, location, payload, _ in self._scan(log_id, with_payload=True, read_size=read_size):
             yield LogRecord(lid, eid, location, payload)
 
-    def _scan(self, log_id: int, *, with_payload: bool) -> Iterator[tuple[int, int, int, bytes, int]]:
+    def _scan(self, log_id: int, *, with_payload: bool, read_size: int = _SCAN_CHUNK
+              ) -> Iterator[tuple[int, int, int, bytes, int]]:
         """Yield ``(ledger, entry, location, payload or b"", record size)`` for each entry record."""
         path = self.log_path(log_id)
         with open(path, "rb", buffering=0) as f:
+            if read_size < _SCAN_CHUNK and hasattr(os, "posix_fadvise"):
+                os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_RANDOM)  # no read-ahead beyond each read
             header = decode_header(f.read(HEADER_SIZE))
             end = header.ledgers_map_offset or None
             buf = bytearray()
             base = HEADER_SIZE
             while True:
-                data = f.read(_SCAN_CHUNK)
+                data = f.read(read_size)
                 if not data:
                     return
                 buf += data
