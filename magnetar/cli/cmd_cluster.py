@@ -134,14 +134,23 @@ def command() -> None:
               help="broker.toml every broker reads (see deploy/broker.toml).")
 @click.option("--bookie-conf", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
               help="bookie.toml every bookie reads (see deploy/bookie.toml).")
+@click.option("--bookie-set", "bookie_sets", multiple=True, metavar="KEY=VALUE",
+              help="--set passed to every bookie.")
 @click.option("--no-autorecovery", is_flag=True, help="Do not start AutoRecovery.")
+@click.option("--autorecovery-conf", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
+              help="TOML file with [autorecovery] and [bk_client] tables AutoRecovery reads (its ZooKeeper "
+                   "credentials, its bookie client's TLS).")
+@click.option("--autorecovery-set", "autorecovery_sets", multiple=True, metavar="KEY=VALUE",
+              help="--set passed to AutoRecovery (an [autorecovery] key).")
 @click.option("--broker-set", "broker_sets", multiple=True, metavar="TABLE.KEY=VALUE",
               help="--set passed to every broker.")
 @click.option("--timeout", type=float, default=90.0, show_default=True, help="Seconds each process has to start.")
 def start(directory: Path, n_brokers: int, n_bookies: int, metadata_url: str | None, zk_port: int,
           broker_port: int, web_port: int, broker_tls_port: int | None, web_tls_port: int | None,
           bookie_port: int, bookie_http_port: int, broker_conf: Path | None,
-          bookie_conf: Path | None, no_autorecovery: bool, broker_sets: tuple[str, ...], timeout: float) -> None:
+          bookie_conf: Path | None, bookie_sets: tuple[str, ...], no_autorecovery: bool,
+          autorecovery_conf: Path | None, autorecovery_sets: tuple[str, ...], broker_sets: tuple[str, ...],
+          timeout: float) -> None:
     """Start the cluster and return once every broker serves."""
     directory = directory.resolve()
     state_path = directory / _STATE
@@ -185,13 +194,20 @@ def start(directory: Path, n_brokers: int, n_bookies: int, metadata_url: str | N
                    "--http-port", str(bookie_http_port + i if bookie_http_port else 0), "--metadata-url", metadata_url]
             if bookie_conf is not None:
                 cmd += ["--conf", str(bookie_conf.resolve())]
+            cmd += [x for kv in bookie_sets for x in ("--set", kv)]
             procs.append(_spawn(f"bookie-{i}", cmd, logs, directory))
             save()
         for p in procs[-n_bookies:]:
             _wait(p["name"], lambda p=p: "listening on" in Path(p["log"]).read_text(errors="replace"), p, timeout)
         if not no_autorecovery:
-            procs.append(_spawn("autorecovery", [*py, "autorecovery", "--metadata-url", metadata_url], logs, directory))
+            cmd = [*py, "autorecovery", "--metadata-url", metadata_url]
+            if autorecovery_conf is not None:
+                cmd += ["--conf", str(autorecovery_conf.resolve())]
+            cmd += [x for kv in autorecovery_sets for x in ("--set", kv)]
+            ar = _spawn("autorecovery", cmd, logs, directory)
+            procs.append(ar)
             save()
+            _wait("AutoRecovery", lambda: " running on " in Path(ar["log"]).read_text(errors="replace"), ar, timeout)
         brokers = []
         for i in range(n_brokers):
             cmd = [*py, "broker", "--metadata-url", metadata_url, "--port", str(broker_port + i if broker_port else 0),

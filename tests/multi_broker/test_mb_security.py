@@ -24,6 +24,8 @@ import pulsar
 import pytest
 import trio
 from click.testing import CliRunner
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
 
 from broker import BrokerConfig
 from broker._broker_client import BrokerClient
@@ -41,6 +43,7 @@ from .mb_support import MultiBrokerCluster, ReceiptLog, owners, produce_until
 pytestmark = pytest.mark.slow
 
 SECRET = b"multi-broker-test-secret-0123456789"
+ZK_CREDENTIAL = "magnetar:launcher-zk-s3cret"
 _TLS_LINE = re.compile(r"TLS: (pulsar\+ssl://\S+)\s+admin REST TLS: (https://\S+)")
 
 
@@ -313,21 +316,37 @@ def _magnetar(*args: str, timeout: float = 240) -> str:
 
 @pytest.mark.skipif(not zookeeper_available(), reason="ZooKeeper (Debian's zookeeper package) or java is missing")
 def test_cluster_launcher_with_security(tmp_path: Path) -> None:
-    """``magnetar cluster start`` with the secured keys and per-broker TLS ports: TLS clients with a
-    token use both brokers through one service URL; a namespace unload through broker 0 works."""
+    """``magnetar cluster start`` with the secured keys and per-broker TLS ports, and ZooKeeper
+    digest ACLs on every component (AutoRecovery included): TLS clients with a token use both
+    brokers through one service URL; a namespace unload through broker 0 works; AutoRecovery runs
+    and a ZooKeeper session without the credential can read none of the cluster's nodes."""
     sec = _secured(tmp_path)
     keys = {k: v for k, v in sec.keys.items() if k not in ("brokerServicePortTls", "webServicePortTls")}
     sets = [x for k, v in keys.items() for x in ("--broker-set", f"broker.{k}={v}")]
+    zk_acl = ("zkEnableSecurity=true", f"zkDigestCredentials={ZK_CREDENTIAL}")
+    sets += [x for kv in zk_acl for x in ("--broker-set", f"cluster.{kv}", "--bookie-set", kv,
+                                           "--autorecovery-set", kv)]
+    zk_port = free_port()
     ca = ssl.create_default_context(cafile=sec.certs.ca)
     admin = {"Authorization": f"Bearer {sec.admin_token}"}
     d = tmp_path / "cluster"
     started = False
     try:
-        _magnetar("cluster", "start", "--dir", str(d), "--brokers", "2", "--zk-port", str(free_port()),
+        _magnetar("cluster", "start", "--dir", str(d), "--brokers", "2", "--zk-port", str(zk_port),
                   "--broker-port", "0", "--web-port", "0", "--broker-tls-port", "0", "--web-tls-port", "0",
                   "--bookie-port", "0", "--bookie-http-port", "0", *sets)
         started = True
         status = json.loads(_magnetar("cluster", "status", "--dir", str(d), "--json"))
+        assert all(p["running"] for p in status["processes"]), status  # AutoRecovery too
+        stranger = KazooClient(hosts=f"127.0.0.1:{zk_port}")
+        stranger.start(timeout=10)
+        try:
+            for path in ("/magnetar/ledgers", "/magnetar/ledgers/available"):
+                with pytest.raises(NoAuthError):
+                    stranger.get(path)
+        finally:
+            stranger.stop()
+            stranger.close()
         brokers = status["brokers"]
         assert all(b["service_url_tls"].startswith("pulsar+ssl://") and b["admin_url_tls"].startswith("https://")
                    for b in brokers), brokers
