@@ -7,7 +7,9 @@ the machine's cores can be used (one Python process per broker). The components 
 config files a real deployment uses (``--broker-conf deploy/broker.toml``,
 ``--bookie-conf deploy/bookie.toml``); the launcher only adds each process's ports and
 directories as flags (the TLS ports too, with ``--broker-tls-port`` / ``--web-tls-port``: a
-port in the shared config would collide). It returns once every broker serves, after writing
+port in the shared config would collide); ``--broker-set``, ``--bookie-set`` and
+``--autorecovery-set`` (with ``--autorecovery-conf``) add keys per kind, as a secured cluster's
+ZooKeeper credential. It returns once AutoRecovery runs and every broker serves, after writing
 ``DIR/cluster.json`` (pids, URLs, TLS URLs), which ``stop`` and ``status`` read.
 
 ``stop`` ends the processes by pid, in order: brokers first (SIGTERM: each unloads its bundles
