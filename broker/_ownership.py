@@ -641,10 +641,12 @@ class Ownership:
                 return owner
             if authoritative:
                 bid, report = self.broker_id, None
+                why = "unowned bundle taken on an authoritative lookup (another broker picked this one)"
             else:
                 bid, report = await self.pick_broker(ns, bundle)
+                why = "unowned bundle assigned on lookup (least loaded broker)"
             if bid == self.broker_id:
-                if await self.acquire(ns, bundle, "unowned bundle assigned on lookup (least loaded broker)"):
+                if await self.acquire(ns, bundle, why):
                     return None
                 continue  # another broker won the race: look again
             assert report is not None
@@ -676,11 +678,12 @@ class Ownership:
         # a request that came over https is sent to https (Pulsar redirects to webServiceUrlTls)
         return ((secure or plain) if tls else (plain or secure)) or None
 
-    async def admin_target(self, topic: TopicName, tls: bool = False) -> str | None:
+    async def admin_target(self, topic: TopicName, tls: bool = False, authoritative: bool = False) -> str | None:
         """The admin URL (``http[s]://host:port``) of the broker that serves ``topic``, None when
-        it is this one; an unowned bundle is assigned first, as a lookup does. ``tls``: the https
-        URL when the broker has one."""
-        target = await self._resolve(topic, False)
+        it is this one; an unowned bundle is assigned first, as a lookup does (``authoritative``:
+        the request was redirected here to take it, so this broker takes it instead of picking
+        again). ``tls``: the https URL when the broker has one."""
+        target = await self._resolve(topic, authoritative)
         if target is None:
             return None
         return self.http_url_of(target, tls)

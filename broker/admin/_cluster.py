@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
+from urllib.parse import parse_qsl, unquote, urlencode
 
 import httpx
 from starlette.requests import Request
@@ -300,13 +300,23 @@ class OwnerRedirect:
             try:
                 plain = topic.partition >= 0 or not await self.service.namespaces.get_partitions(topic)
                 if plain and await self.service.namespaces.namespace_exists(topic.namespace_name):
-                    target = await ownership.admin_target(topic, scope.get("scheme") == "https")
+                    target = await ownership.admin_target(topic, scope.get("scheme") == "https",
+                                                          _authoritative(scope))
             except BrokerServiceError as exc:
                 await JSONResponse({"reason": exc.message}, status_code=503)(scope, receive, send)
                 return
         if target is None:
             await self.app(scope, receive, send)
             return
-        query = scope.get("query_string", b"").decode()
-        url = target.rstrip("/") + scope["path"] + (f"?{query}" if query else "")
+        # authoritative=true, as Pulsar's redirects carry: the target serves the request (taking an
+        # unowned bundle it was picked for) rather than picking a broker again
+        query = [(k, v) for k, v in parse_qsl(scope.get("query_string", b"").decode(), keep_blank_values=True)
+                 if k != "authoritative"]
+        url = target.rstrip("/") + scope["path"] + "?" + urlencode([*query, ("authoritative", "true")])
         await RedirectResponse(url, status_code=307)(scope, receive, send)
+
+
+def _authoritative(scope: Scope) -> bool:
+    """Whether the request carries ``authoritative=true`` (it was redirected here by another broker)."""
+    return any(k == "authoritative" and v.lower() == "true"
+               for k, v in parse_qsl(scope.get("query_string", b"").decode()))

@@ -60,11 +60,30 @@ def test_admin_unload_and_split_under_load(zookeeper: ZooKeeperServer, tmp_path:
         other = b if owner is a else a
 
         # topic operations on the other broker are redirected to the owner
-        r = httpx.get(f"{other.admin_url}/admin/v2/persistent/{ns}/moved/stats", timeout=30)
+        r = httpx.get(f"{other.admin_url}/admin/v2/persistent/{ns}/moved/stats?x=1", timeout=30)
         assert r.status_code == 307 and r.headers["location"].startswith(owner.admin_url)
+        assert r.headers["location"].endswith("/stats?x=1&authoritative=true")  # as Pulsar's redirects
         stats = httpx.get(f"{other.admin_url}/admin/v2/persistent/{ns}/moved/stats", timeout=30,
                           follow_redirects=True)
         assert stats.status_code == 200 and stats.json()["publishers"]
+
+        # HTTP lookups of topics in unowned bundles: a broker picked for a bundle takes it when the
+        # redirect reaches it (authoritative), so no lookup bounces on to a third hop
+        fresh = new_namespace(a.admin_url, "lkp")
+        redirected = 0
+        for name in (f"t{i}" for i in range(16)):  # 16 topics over the namespace's 4 unowned bundles
+            r = httpx.get(f"{a.admin_url}/lookup/v2/topic/persistent/{fresh}/{name}", timeout=30,
+                          follow_redirects=True)
+            assert r.status_code == 200 and len(r.history) <= 1, (r.status_code, [h.url for h in r.history])
+            if r.history:  # redirected: the target took the bundle because the redirect said so
+                assert r.json()["brokerUrl"] == b.service_url
+                redirected += 1
+            else:
+                assert r.json()["brokerUrl"] == a.service_url
+        if redirected:
+            taken = [d for d in rest("GET", b.admin_url, "/admin/v2/broker-stats/load-decisions").json()
+                     if d["bundle"].startswith(f"{fresh}/")]
+            assert taken and all("authoritative lookup" in d["reason"] for d in taken), taken
 
         # unload through the broker that does not own it (307 to the owner); clients move
         r = httpx.put(f"{other.admin_url}/admin/v2/namespaces/{ns}/{bundle}/unload", timeout=60,
