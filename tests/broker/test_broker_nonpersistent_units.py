@@ -7,6 +7,7 @@ from typing import Any
 
 import trio
 
+from broker import BrokerConfig
 from broker._dispatcher import SubType
 from broker._nonpersistent import NonPersistentTopic
 from broker._producer import AccessMode, Producer
@@ -16,6 +17,7 @@ from protocols.pulsar import pulsar_api_pb2 as pb
 
 class _Service:
     clock = staticmethod(time.time)
+    config = BrokerConfig()
 
 
 class _Conn:
