@@ -1,6 +1,6 @@
 """Non-persistent topics under the limits, rates and metrics of persistent ones, driven with the
 official client against a broker with its admin REST: namespace and broker limits refused with the
-same errors, the publish rate pausing the producer's connection (nothing dropped), the dispatch
+same errors (namespace, topic and broker levels), the publish rate pausing the producer's connection (nothing dropped), the dispatch
 rates dropping and counting what is over them, and the per-topic series on ``/metrics``.
 
 Rates use long windows (``ratePeriodInSecond``) where the assertion is a count, so no window can
@@ -115,6 +115,39 @@ def test_limits_changed_while_a_non_persistent_topic_is_loaded(broker: AdminBrok
     third = client.create_producer(topic)
     for p in (first, second, third):
         p.close()
+
+
+def test_topic_level_policies_of_a_non_persistent_topic(broker: AdminBroker, client: pulsar.Client,
+                                                      http: httpx.Client, name: str) -> None:
+    ns = _ns(http, name)
+    topic = f"non-persistent://{ns}/t"
+    tp = f"{V2}/non-persistent/{ns}/t"
+    assert http.post(f"{tp}/maxProducers", json=1).status_code == 404  # not loaded: it does not exist
+    _post(http, f"namespaces/{ns}/maxProducersPerTopic", 1)
+    first = client.create_producer(topic)
+    with pytest.raises(pulsar.ProducerBusy):
+        client.create_producer(topic)
+    # the topic's own value overrides the namespace's, on the loaded topic at once
+    assert http.post(f"{tp}/maxProducers", json=2).status_code == 204
+    assert http.get(f"{tp}/maxProducers").json() == 2
+    assert http.get(f"{tp}/maxProducers", params={"applied": "true"}).json() == 2
+    second = client.create_producer(topic)
+    with pytest.raises(pulsar.ProducerBusy):
+        client.create_producer(topic)
+    assert http.post(f"{tp}/maxProducers", json="x").status_code == 400
+    rate = {"dispatchThrottlingRateInMsg": 2, "dispatchThrottlingRateInByte": -1,
+            "relativeToPublishRate": False, "ratePeriodInSecond": 600}
+    assert http.post(f"{tp}/dispatchRate", json=rate).status_code == 204
+    assert http.get(f"{tp}/dispatchRate", params={"applied": "true"}).json() == rate
+    consumer = client.subscribe(topic, "s", receiver_queue_size=1000)
+    for i in range(4):
+        first.send(f"m{i}".encode())
+    assert _receive_all(consumer) == [b"m0", b"m1"]
+    assert _stats(http, topic)["subscriptions"]["s"]["msgDropCounter"] == 2
+    assert http.delete(f"{tp}/dispatchRate").status_code == 204
+    assert http.delete(f"{tp}/maxProducers").status_code == 204
+    for x in (first, second, consumer):
+        x.close()
 
 
 def test_broker_config_limits_apply_to_non_persistent_topics() -> None:
