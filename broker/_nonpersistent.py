@@ -449,6 +449,7 @@ class NonPersistentTopic:
             "averageMsgSize": self.bytes_in_counter / self.msg_in_counter if self.msg_in_counter else 0.0,
             "msgDropRate": sum(s["msgDropRate"] for s in subs.values()),
             "storageSize": 0, "backlogSize": 0, "msgBacklog": 0,
+            "publishRateLimitedTimes": self.publish_limiter.throttled,  # since the topic was loaded (Rule 7)
             "publishers": publishers, "waitingPublishers": len(self._waiting),
             "subscriptions": subs, "replication": {}, "deduplicationStatus": "Disabled",
             "topicEpoch": self.topic_epoch,

@@ -11,6 +11,8 @@
   ``exposeProducerLevelMetricsInPrometheus`` are on, as in Pulsar. With
   ``exposeTopicLevelMetricsInPrometheus=false`` the topic series are summed per namespace (labels
   ``cluster``, ``namespace``) and nothing is exported per subscription.
+  ``pulsar_publish_rate_limit_times`` counts the pauses of the publish rate (`_rate_limit` Rule 3)
+  since the topic was loaded (as the stats' ``publishRateLimitedTimes``), not per stats interval.
 * Non-persistent topics (``non-persistent://`` in the topic label) export the same topic,
   subscription, consumer and producer series with the same labels (backlog and storage 0: nothing
   is stored; ``pulsar_out_messages_total`` counts what reached consumers), are summed into their
@@ -77,6 +79,8 @@ _TOPIC_FAMILIES: tuple[tuple[str, str, str, str], ...] = (
     ("backlog_age", "gauge", "pulsar_storage_backlog_age_seconds",
      "Age of the oldest unacknowledged message of the slowest subscription"),
     ("producers", "gauge", "pulsar_producers_count", "Producers connected to the topic"),
+    ("publish_limited", "gauge", "pulsar_publish_rate_limit_times",
+     "Times the publish rate paused reading from the topic's producers since the topic was loaded"),
     ("consumers", "gauge", "pulsar_consumers_count", "Consumers connected to the topic"),
     ("subscriptions", "gauge", "pulsar_subscriptions_count", "Subscriptions of the topic"),
     ("retained", "gauge", "magnetar_storage_retained_size",
@@ -277,7 +281,7 @@ class _TopicCollector(Collector):
             "backlog": storage["msgBacklog"], "storage": storage["storageSize"],
             "backlog_size": storage["backlogSize"], "backlog_age": state.backlog_age_s,
             "producers": len(topic.producers), "consumers": consumers,
-            "subscriptions": len(topic.subscriptions),
+            "subscriptions": len(topic.subscriptions), "publish_limited": topic.publish_limiter.throttled,
             "retained": max(0, storage["storageSize"] - storage["backlogSize"]),
             **dict(compaction_values(topic)),
         }
@@ -294,7 +298,7 @@ class _TopicCollector(Collector):
             "out_msgs": topic.msg_out_counter, "out_bytes": topic.bytes_out_counter,
             "rate_in": rate_in, "rate_out": rate_out, "thr_in": thr_in, "thr_out": thr_out,
             "producers": len(topic.producers), "consumers": topic.consumer_count,
-            "subscriptions": len(topic.subscriptions)})
+            "subscriptions": len(topic.subscriptions), "publish_limited": topic.publish_limiter.throttled})
         return {k: float(v) for k, v in values.items()}
 
     def _subscriptions(self, topic: Topic | NonPersistentTopic, base: list[str], fams: dict[str, GaugeMetricFamily],

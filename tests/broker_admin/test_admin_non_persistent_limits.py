@@ -191,6 +191,10 @@ def test_publish_rate_pauses_the_producer_and_loses_nothing(broker: AdminBroker,
     assert _receive_all(consumer) == [f"m{i}".encode() for i in range(total)]
     stats = _stats(http, topic)
     assert stats["msgInCounter"] == total and stats["subscriptions"]["s"]["msgDropCounter"] == 0
+    # the pauses are visible as in Pulsar: the stats' count and its Prometheus series
+    paused = np_topic.publish_limiter.throttled
+    assert stats["publishRateLimitedTimes"] == paused
+    assert _value(_samples(http), "pulsar_publish_rate_limit_times", topic=topic) == paused
     producer.close()
     consumer.close()
 
@@ -266,6 +270,7 @@ def test_topic_metrics_of_non_persistent_topics(broker: AdminBroker, client: pul
     assert _value(s, "pulsar_consumers_count", **labels) == 2
     assert _value(s, "pulsar_subscriptions_count", **labels) == 2
     assert _value(s, "pulsar_msg_backlog", **labels) == 0 and _value(s, "pulsar_storage_size", **labels) == 0
+    assert _value(s, "pulsar_publish_rate_limit_times", **labels) == 0  # no publish rate set
     for sub in ("a", "b"):
         assert _value(s, "pulsar_subscription_consumers_count", **labels, subscription=sub) == 1
         assert _value(s, "pulsar_subscription_back_log", **labels, subscription=sub) == 0
