@@ -304,3 +304,27 @@ def test_namespace_level_metrics_sum_both_kinds_of_topic() -> None:
         assert _value(s, "pulsar_in_messages_total", **labels) == 7
         assert _value(s, "pulsar_topics_count", **labels) == 2
         assert not [lab for n, lab, _ in s if n == "pulsar_in_messages_total" and "topic" in lab]
+
+
+def test_consumer_and_producer_level_metrics_of_non_persistent_topics() -> None:
+    config = BrokerConfig(advertised_address="127.0.0.1", bind_address="127.0.0.1", broker_service_port=0,
+                          web_service_port=0, expose_consumer_level_metrics_in_prometheus=True,
+                          expose_producer_level_metrics_in_prometheus=True)
+    with AdminBroker(config) as b, pulsar_client(b.url) as client, httpx.Client(base_url=b.http,
+                                                                                 timeout=10) as http:
+        topic = "non-persistent://public/default/levels"
+        consumer = client.subscribe(topic, "s", consumer_name="c1", receiver_queue_size=1000)
+        producer = client.create_producer(topic, producer_name="p1", batching_enabled=False)
+        for i in range(3):
+            producer.send(f"m{i}".encode())
+        assert len(_receive_all(consumer)) == 3
+        s = _samples(http)
+        base = {"cluster": "standalone", "namespace": "public/default", "topic": topic}
+        size = _stats(http, topic)["bytesInCounter"]
+        assert _value(s, "pulsar_producer_msg_average_Size", **base, producer_name="p1") == size / 3
+        c_labels = {**base, "subscription": "s", "consumer_name": "c1"}
+        assert _value(s, "pulsar_consumer_unacked_messages", **c_labels) == 0
+        _value(s, "pulsar_consumer_msg_rate_out", **c_labels)
+        assert _value(s, "pulsar_consumer_available_permits", **c_labels) > 0
+        producer.close()
+        consumer.close()
