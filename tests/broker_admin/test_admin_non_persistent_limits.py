@@ -1,7 +1,8 @@
 """Non-persistent topics under the limits, rates and metrics of persistent ones, driven with the
-official client against a broker with its admin REST: namespace and broker limits refused with the
-same errors (namespace, topic and broker levels), the publish rate pausing the producer's connection (nothing dropped), the dispatch
-rates dropping and counting what is over them, and the per-topic series on ``/metrics``.
+official client against a broker with its admin REST: limits set at the namespace, topic and
+broker levels refused with the same errors, the publish rate pausing the producer's connection
+(nothing dropped), the dispatch rates dropping and counting what is over them, and the topic,
+subscription, consumer and producer series on ``/metrics``.
 
 Rates use long windows (``ratePeriodInSecond``) where the assertion is a count, so no window can
 roll during a test and every count is exact; the publish rate (one-second windows, as Pulsar's)
