@@ -167,8 +167,9 @@ async def handle_send(conn: ServerConnection, frame: Frame) -> None:
                            partial_chunk=frame.metadata is not None and is_partial_chunk(frame.metadata))
     # publish rate (`_rate_limit` Rule 3): over the topic's rate, stop reading this connection
     # until the window ends, as Pulsar disables auto-read; nothing is dropped or refused
-    limiter = producer.topic.publish_limiter if isinstance(producer.topic, Topic) else None
-    if limiter is not None and limiter.enabled:
+    # on both kinds of topic (`_nonpersistent` Rule 7)
+    limiter = producer.topic.publish_limiter
+    if limiter.enabled:
         limiter.record(max(1, req.num_messages), len(raw))
         await limiter.wait_if_exhausted()
 

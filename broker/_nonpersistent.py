@@ -22,6 +22,13 @@ Rules (Pulsar's non-persistent topics):
   free, ExclusiveWithFencing takes over); the topic epoch lives in memory only, as the topic does.
 * Rule 6 (lifetime): the topic is loaded on first use and unloaded when idle like a persistent
   one; unloading closes its producers and consumers, which reconnect.
+* Rule 7 (limits and rates): the limits of `_topic_limits` are resolved and refreshed as for a
+  persistent topic (Rule 5 there) and checked by the same functions with the same errors: max
+  producers (ProducerBusy), max consumers per topic and per subscription (ConsumerBusy). The
+  publish rate pauses the producer's connection exactly as on a persistent topic (`_rate_limit`
+  Rule 3: the SEND handler does it for both kinds), so a throttled producer is slowed, never
+  dropped. Over the topic's or the subscription's dispatch rate a message is dropped for that
+  subscription and counted like any message it cannot take (Rule 3): nothing can wait here.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ from ._dispatcher import SubType
 from ._entries import EntryInfo, entry_info
 from ._errors import BrokerServiceError, ConsumerBusyError, ProducerBusyError, ServiceNotReadyError
 from ._producer import AccessMode, Producer
+from ._rate_limit import RateLimiter
 from ._selectors import (
     AutoSplitRanges,
     ConsumerKey,
@@ -48,6 +56,7 @@ from ._selectors import (
     choose_active_consumer,
 )
 from ._stats import RateMeter
+from ._topic_limits import TopicLimits, check_consumer_limits, check_producer_limit
 
 if TYPE_CHECKING:
     from managed_ledger import Position
@@ -89,6 +98,8 @@ class NonPersistentSubscription:
         self._rr: RoundRobin[Consumer] = RoundRobin()
         self._auto: AutoSplitRanges[Consumer] = AutoSplitRanges()
         self._sticky: StickyRanges[Consumer] = StickyRanges()
+        rate = topic.limits.subscription_dispatch_rate
+        self.dispatch_limiter = RateLimiter(rate.msgs, rate.bytes, rate.period_s)  # Rule 7
 
     @property
     def dispatcher(self) -> NonPersistentSubscription:
@@ -109,6 +120,12 @@ class NonPersistentSubscription:
         mixed Key_Shared modes) or `BrokerServiceError` (overlapping sticky ranges)."""
         if self.closed:
             raise ServiceNotReadyError(f"subscription {self.full_name} is closed; retry")
+        try:
+            check_consumer_limits(self.topic.limits, self.topic.consumer_count, len(self.consumers))  # Rule 7
+        except ConsumerBusyError:
+            if not self.consumers:
+                self.topic.forget_subscription(self)  # made for this consumer: it exists only with consumers
+            raise
         if self.consumers:
             if self.sub_type != sub_type:
                 raise ConsumerBusyError(
@@ -197,14 +214,24 @@ class NonPersistentSubscription:
             return self._rr.pick(self.consumers, self._has_permits)
         return (self._sticky if self.sticky else self._auto).select(info.hash_slot)
 
+    def _rate_exhausted(self) -> bool:
+        return self.topic.dispatch_limiter.exhausted() or self.dispatch_limiter.exhausted()
+
     def dispatch(self, entry_id: int, data: bytes, info: EntryInfo) -> None:
-        """Send one entry to the selected consumer if it has permits, else drop it for this
-        subscription and count it (Rule 3). Never waits: the publisher is never slowed."""
-        target = self._select(info)
+        """Send one entry to the selected consumer if it has permits and the dispatch rates allow
+        it, else drop it for this subscription and count it (Rules 3, 7). Never waits: the
+        publisher is never slowed by a subscription."""
+        if not self.consumers:
+            return  # no subscriber to lose it: not a drop (Rule 1)
+        target = None if self._rate_exhausted() else self._select(info)
         if target is None or not self._has_permits(target):
-            if self.consumers:
-                self.msg_drop_counter += info.num_messages
+            self.msg_drop_counter += info.num_messages
+            self.topic.msg_drop_counter += info.num_messages
             return
+        # the same accounting as a persistent dispatcher's round: the last message admitted may
+        # overshoot a bound by its own size (`_rate_limit` Rule 2)
+        self.topic.dispatch_limiter.record(info.num_messages, len(data))
+        self.dispatch_limiter.record(info.num_messages, len(data))
         target.permits -= info.num_messages
         message_id: dict[str, int] = {"ledgerId": 0, "entryId": entry_id}
         if self.topic.name.partition >= 0:
@@ -215,6 +242,8 @@ class NonPersistentSubscription:
         target.bytes_out_counter += len(data)
         self.msg_out_counter += info.num_messages
         self.bytes_out_counter += len(data)
+        self.topic.msg_out_counter += info.num_messages
+        self.topic.bytes_out_counter += len(data)
         target.connection.send_nowait(frame)
 
     def close(self) -> None:
@@ -257,9 +286,18 @@ class NonPersistentTopic:
         self.topic_epoch: int | None = None
         self.msg_in_counter = 0
         self.bytes_in_counter = 0
+        # over every subscription since the topic was loaded (subscriptions come and go with their
+        # consumers, so their own counters cannot give monotonic totals for /metrics)
+        self.msg_out_counter = 0
+        self.bytes_out_counter = 0
+        self.msg_drop_counter = 0
         self._entries = 0
         self._waiting: Waiting = []  # parked WaitForExclusive producers (`_access_modes`)
         self._in_rate = RateMeter()
+        # Rule 7: the service resolves the stored policies before the topic is used
+        self.limits = TopicLimits.from_config(service.config)
+        self.publish_limiter = RateLimiter()
+        self.dispatch_limiter = RateLimiter()
 
     @property
     def idle(self) -> bool:
@@ -279,6 +317,22 @@ class NonPersistentTopic:
         if self.closed:
             raise ServiceNotReadyError(f"topic {self.name} is being unloaded; retry")
 
+    def apply_limits(self, limits: TopicLimits) -> None:
+        """Enforce ``limits`` from now on (Rule 7, `_topic_limits` Rule 3): the limiters take the
+        new bounds and keep counting the current window."""
+        self.limits = limits
+        self.publish_limiter.configure(limits.publish_rate.msgs, limits.publish_rate.bytes)
+        rate = limits.dispatch_rate
+        self.dispatch_limiter.configure(rate.msgs, rate.bytes, rate.period_s)
+        sub_rate = limits.subscription_dispatch_rate
+        for sub in list(self.subscriptions.values()):
+            sub.dispatch_limiter.configure(sub_rate.msgs, sub_rate.bytes, sub_rate.period_s)
+
+    @property
+    def consumer_count(self) -> int:
+        """Consumers attached over all subscriptions."""
+        return sum(len(s.consumers) for s in self.subscriptions.values())
+
     # ------------------------------------------------------------------ producers (Rule 5)
 
     async def add_producer(self, producer: Producer, on_ready: Callable[[BrokerServiceError | None], None]) -> bool:
@@ -289,6 +343,7 @@ class NonPersistentTopic:
         self.touch()
         if producer.name in self.producers:
             raise ProducerBusyError(f"producer with name {producer.name!r} is already connected to topic {self.name}")
+        check_producer_limit(self.limits, len(self.producers) + len(self._waiting))  # Rule 7
         admission = admit(str(self.name), self.producers, self._waiting, producer, on_ready)
         if admission is not Admission.EXCLUSIVE:
             return admission is Admission.ATTACHED
@@ -394,6 +449,7 @@ class NonPersistentTopic:
             "averageMsgSize": self.bytes_in_counter / self.msg_in_counter if self.msg_in_counter else 0.0,
             "msgDropRate": sum(s["msgDropRate"] for s in subs.values()),
             "storageSize": 0, "backlogSize": 0, "msgBacklog": 0,
+            "publishRateLimitedTimes": self.publish_limiter.throttled,  # since the topic was loaded (Rule 7)
             "publishers": publishers, "waitingPublishers": len(self._waiting),
             "subscriptions": subs, "replication": {}, "deduplicationStatus": "Disabled",
             "topicEpoch": self.topic_epoch,

@@ -346,8 +346,12 @@ class BrokerService:
             raise ServiceNotReadyError("the broker service is not running")
         t = self.np_topics.get(key)  # another request created it while this one checked
         if t is None or t.closed:
-            t = self.np_topics[key] = NonPersistentTopic(self, topic)
-            log.info("loaded non-persistent topic %s", topic)
+            fresh = NonPersistentTopic(self, topic)
+            await refresh_limits(self, fresh)  # the stored limits apply before any client is attached
+            t = self.np_topics.get(key)  # and while the limits were read
+            if t is None or t.closed:
+                t = self.np_topics[key] = fresh
+                log.info("loaded non-persistent topic %s", topic)
         return t
 
     def loaded_topics(self) -> list[Topic | NonPersistentTopic]:
@@ -424,7 +428,7 @@ class BrokerService:
 
     async def apply_namespace_policies(self, ns: NamespaceName | None = None) -> None:
         """Apply the deduplication policy and the limits (`_topic_limits`) to the loaded topics of
-        ``ns`` (all when None), Rule 6.
+        ``ns`` (all when None; the limits also to the non-persistent ones), Rule 6.
         A topic whose switch fails is logged and retried by the next recheck."""
         enabled: dict[NamespaceName, bool] = {}
         ns_policies: dict[NamespaceName, dict | None] = {}  # one read per namespace per pass
@@ -446,6 +450,16 @@ class BrokerService:
                 await refresh_limits(self, t, ns_policies[name], overrides)
             except Exception as exc:
                 log.warning("applying the limits of %s failed: %s", t.name, exc)
+        for np in list(self.np_topics.values()):  # no deduplication without storage; the same limits
+            name = np.name.namespace_name
+            if np.closed or (ns is not None and name != ns):
+                continue
+            try:
+                if name not in ns_policies:
+                    ns_policies[name] = await self.namespaces.get_policies(name)
+                await refresh_limits(self, np, ns_policies[name])
+            except Exception as exc:
+                log.warning("applying the limits of %s failed: %s", np.name, exc)
 
     async def _policy_recheck_loop(self) -> None:
         while True:

@@ -157,6 +157,7 @@ def topic_stats(topic: Topic) -> dict[str, Any]:
         "storageSize": storage["storageSize"], "backlogSize": storage["backlogSize"],
         "msgBacklog": storage["msgBacklog"], "numberOfEntries": storage["numberOfEntries"],
         "oldestBacklogMessageAgeSeconds": state.backlog_age_s,
+        "publishRateLimitedTimes": topic.publish_limiter.throttled,  # since the topic was loaded
         "publishers": publishers, "waitingPublishers": len(topic.waiting_producers),
         "subscriptions": subs, "replication": {},
         "deduplicationStatus": "Enabled" if topic.dedup is not None else "Disabled",

@@ -33,6 +33,7 @@ from ._entries import MAX_UNKNOWN_BATCH_SIZE, acked_indexes_from_ack_set, entry_
 from ._errors import BrokerServiceError, ConsumerBusyError, ServiceNotReadyError
 from ._rate_limit import RateLimiter
 from ._selectors import RangeConflictError
+from ._topic_limits import check_consumer_limits
 
 if TYPE_CHECKING:
     from ._topic import Topic
@@ -90,11 +91,8 @@ class Subscription:
         if self.closed:
             raise ServiceNotReadyError(f"subscription {self.full_name} is closed; retry")
 
-        limits = self.topic.limits  # `_topic_limits` Rule 4, with Pulsar's messages
-        if 0 < limits.max_consumers <= self.topic.consumer_count:
-            raise ConsumerBusyError("Topic reached max consumers limit")
-        if 0 < limits.max_consumers_per_subscription <= len(self.consumers):
-            raise ConsumerBusyError("Subscription reached max consumers limit")
+        # `_topic_limits` Rule 4, with Pulsar's messages
+        check_consumer_limits(self.topic.limits, self.topic.consumer_count, len(self.consumers))
         d = self.dispatcher
         if d is not None and d.consumers:
             if d.sub_type != sub_type:

@@ -82,7 +82,7 @@ from ._producer import Producer
 from ._rate_limit import RateLimiter
 from ._stats import TopicStatsState
 from ._subscription import Subscription
-from ._topic_limits import TopicLimits
+from ._topic_limits import TopicLimits, check_producer_limit
 
 if TYPE_CHECKING:
     from ._producer import Receipt
@@ -250,9 +250,7 @@ class Topic:
             raise BrokerServiceError(f"topic {self.name} is terminated", pb.TopicTerminatedError)
         if producer.name in self.producers:
             raise ProducerBusyError(f"producer with name {producer.name!r} is already connected to topic {self.name}")
-        limit = self.limits.max_producers
-        if limit > 0 and len(self.producers) + len(self._waiting) >= limit:
-            raise ProducerBusyError("Topic reached max producers limit")  # Pulsar's words, `_topic_limits`
+        check_producer_limit(self.limits, len(self.producers) + len(self._waiting))  # `_topic_limits`
         admission = admit(str(self.name), self.producers, self._waiting, producer, on_ready)
         if admission is not Admission.EXCLUSIVE:
             return admission is Admission.ATTACHED

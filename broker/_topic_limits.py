@@ -18,23 +18,32 @@ Rules:
   (Shared and Key_Shared, as Pulsar: delivery stops until acks come); rates by `_rate_limit`;
   the subscribe rate when a consumer subscribes (NotAllowed "Subscribe limited by subscribe rate
   limit per consumer.", counted per client host, consumer name and consumer id, as Pulsar).
+* Rule 5 (both kinds of topic): persistent and non-persistent topics satisfy `LimitedTopic` and
+  resolve, refresh and check their limits through this module (`check_producer_limit`,
+  `check_consumer_limits`) and their rates through `_rate_limit`, so a limit means the same on
+  both. Non-persistent topics apply what Pulsar applies to them: max producers, max consumers per
+  topic and per subscription, the publish rate and the topic / subscription dispatch rates (over
+  those, a message is dropped for the subscription and counted, as any message it cannot
+  deliver); nothing is unacknowledged there and, as in Pulsar, they have no subscribe rate.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from protocols.pulsar import TopicName
 
+from ._errors import ConsumerBusyError, ProducerBusyError
+
 if TYPE_CHECKING:
     from ._config import BrokerConfig
+    from ._rate_limit import RateLimiter
     from ._service import BrokerService
-    from ._topic import Topic
 
-__all__ = ["DispatchRate", "PublishRate", "SubscribeRate", "TopicLimits", "parse_limit", "refresh_limits",
-           "resolve_for", "topic_overrides",
+__all__ = ["DispatchRate", "LimitedTopic", "PublishRate", "SubscribeRate", "TopicLimits", "check_consumer_limits",
+           "check_producer_limit", "parse_limit", "refresh_limits", "resolve_for", "topic_overrides",
            "NS_KEYS", "TOPIC_KEYS"]
 
 _I32_MAX = 2**31 - 1
@@ -231,6 +240,36 @@ class TopicLimits:
             rate("clusterSubscribeRate", "subscribeRate", SubscribeRate, base.subscribe_rate))
 
 
+class LimitedTopic(Protocol):
+    """What a topic of either kind offers this module and `_rate_limit` (Rule 5): its name, the
+    limits in force, its publish and topic dispatch limiters, and `apply_limits`."""
+
+    name: TopicName
+    limits: TopicLimits
+    publish_limiter: RateLimiter
+    dispatch_limiter: RateLimiter
+
+    def apply_limits(self, limits: TopicLimits) -> None:
+        """Enforce ``limits`` from now on (Rule 3)."""
+
+
+def check_producer_limit(limits: TopicLimits, attached: int) -> None:
+    """Refuse one more producer when ``attached`` (ready and waiting producers) has reached the max
+    producers limit: `ProducerBusyError` with Pulsar's message (Rule 4)."""
+    if 0 < limits.max_producers <= attached:
+        raise ProducerBusyError("Topic reached max producers limit")
+
+
+def check_consumer_limits(limits: TopicLimits, on_topic: int, on_subscription: int) -> None:
+    """Refuse one more consumer when the topic's (``on_topic``) or the subscription's
+    (``on_subscription``) consumers have reached their limit: `ConsumerBusyError` with Pulsar's
+    messages (Rule 4)."""
+    if 0 < limits.max_consumers <= on_topic:
+        raise ConsumerBusyError("Topic reached max consumers limit")
+    if 0 < limits.max_consumers_per_subscription <= on_subscription:
+        raise ConsumerBusyError("Subscription reached max consumers limit")
+
+
 async def topic_overrides(service: BrokerService, name: TopicName) -> dict[str, Any]:
     """The stored overrides of topic ``name`` (a partition without its own falls back to those of
     its partitioned topic, as the other topic policies do)."""
@@ -251,7 +290,7 @@ async def resolve_for(service: BrokerService, name: TopicName, ns: Mapping[str, 
     return TopicLimits.resolve(service.config, ns, own)
 
 
-async def refresh_limits(service: BrokerService, topic: Topic, ns: Mapping[str, Any] | None = None,
+async def refresh_limits(service: BrokerService, topic: LimitedTopic, ns: Mapping[str, Any] | None = None,
                          own: Mapping[str, Any] | None = None) -> None:
     """Resolve and apply the limits of a loaded topic (Rule 3); ``ns`` and ``own`` as for `resolve_for`."""
     topic.apply_limits(await resolve_for(service, topic.name, ns, own))

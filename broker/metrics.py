@@ -11,7 +11,15 @@
   ``exposeProducerLevelMetricsInPrometheus`` are on, as in Pulsar. With
   ``exposeTopicLevelMetricsInPrometheus=false`` the topic series are summed per namespace (labels
   ``cluster``, ``namespace``) and nothing is exported per subscription.
-* Per namespace always: ``pulsar_topics_count`` and Pulsar's managed-ledger gauges
+  ``pulsar_publish_rate_limit_times`` counts the pauses of the publish rate (`_rate_limit` Rule 3)
+  since the topic was loaded (as the stats' ``publishRateLimitedTimes``), not per stats interval.
+* Non-persistent topics (``non-persistent://`` in the topic label) export the same topic,
+  subscription, consumer and producer series with the same labels (backlog and storage 0: nothing
+  is stored; ``pulsar_out_messages_total`` counts what reached consumers), are summed into their
+  namespace with the persistent ones, and add ``pulsar_subscription_msg_drop_rate`` per
+  subscription (messages dropped per second: no permits, or over a dispatch rate), as in Pulsar.
+  They have no managed ledger, so they are not in the ``pulsar_ml_*`` gauges.
+* Per namespace always: ``pulsar_topics_count`` (persistent and non-persistent) and Pulsar's managed-ledger gauges
   ``pulsar_ml_AddEntryMessagesRate``, ``_AddEntryBytesRate``, ``_NumberOfMessagesInBacklog``,
   ``_StoredMessagesSize``; ``pulsar_active_connections``,
   ``pulsar_connection_created_total_count`` and ``pulsar_connection_closed_total_count`` per broker.
@@ -42,10 +50,12 @@ from magnetar.batch_histogram import BatchHistogram
 from retention import RetentionMetrics
 
 from ._dispatcher import SubType
+from ._nonpersistent import NonPersistentSubscription, NonPersistentTopic
 from ._stats import RateMeter, storage_numbers
 
 if TYPE_CHECKING:
     from ._service import BrokerService
+    from ._subscription import Subscription
     from ._topic import Topic
 
 __all__ = ["BrokerMetrics", "PUBLISH_LATENCY_BUCKETS_MS", "SUBSCRIPTION_METRIC_NAMES", "TOPIC_METRIC_NAMES"]
@@ -69,6 +79,8 @@ _TOPIC_FAMILIES: tuple[tuple[str, str, str, str], ...] = (
     ("backlog_age", "gauge", "pulsar_storage_backlog_age_seconds",
      "Age of the oldest unacknowledged message of the slowest subscription"),
     ("producers", "gauge", "pulsar_producers_count", "Producers connected to the topic"),
+    ("publish_limited", "gauge", "pulsar_publish_rate_limit_times",
+     "Times the publish rate paused reading from the topic's producers since the topic was loaded"),
     ("consumers", "gauge", "pulsar_consumers_count", "Consumers connected to the topic"),
     ("subscriptions", "gauge", "pulsar_subscriptions_count", "Subscriptions of the topic"),
     ("retained", "gauge", "magnetar_storage_retained_size",
@@ -183,25 +195,33 @@ class _TopicCollector(Collector):
         prod_fams = {key: GaugeMetricFamily(name, doc, labels=["cluster", "namespace", "topic", "producer_name",
                                                                  "producer_id"])
                      for key, name, doc in _PRODUCER_FAMILIES}
+        drop_fam = GaugeMetricFamily("pulsar_subscription_msg_drop_rate",
+                                     "Messages dropped per second (non-persistent topics)", labels=sub_labels)
         per_ns: dict[str, dict[str, float]] = {}
+        ml_per_ns: dict[str, dict[str, float]] = {}  # persistent topics only: they have managed ledgers
         topics_per_ns: dict[str, int] = {}
         cluster = self._metrics.cluster if config is None else config.cluster_name
         if service is not None and config is not None:
-            for topic in list(service.topics.values()):
+            topics: list[Topic | NonPersistentTopic] = [*service.topics.values(), *service.np_topics.values()]
+            for topic in topics:
                 if topic.closed:
                     continue
                 ns = str(topic.name.namespace_name)
                 topics_per_ns[ns] = topics_per_ns.get(ns, 0) + 1
-                values = self._topic_values(topic)
-                sums = per_ns.setdefault(ns, {})
-                for key, value in values.items():
-                    # an age aggregates as the oldest; everything else adds up
-                    sums[key] = max(sums.get(key, 0.0), value) if key == "backlog_age" else sums.get(key, 0.0) + value
+                persistent = not isinstance(topic, NonPersistentTopic)
+                values = (self._np_topic_values(topic) if isinstance(topic, NonPersistentTopic)
+                          else self._topic_values(topic))
+                for sums in (per_ns.setdefault(ns, {}), *((ml_per_ns.setdefault(ns, {}),) if persistent else ())):
+                    for key, value in values.items():
+                        # an age aggregates as the oldest; everything else adds up
+                        sums[key] = (max(sums.get(key, 0.0), value) if key == "backlog_age"
+                                     else sums.get(key, 0.0) + value)
                 if topic_level:
                     for key, value in values.items():
                         fams[key].add_metric([cluster, ns, str(topic.name)], value)
                     self._subscriptions(topic, [cluster, ns, str(topic.name)], sub_fams,
-                                        cons_fams if config.expose_consumer_level_metrics_in_prometheus else None)
+                                        cons_fams if config.expose_consumer_level_metrics_in_prometheus else None,
+                                        drop_fam)
                     if config.expose_producer_level_metrics_in_prometheus:
                         self._producers(topic, [cluster, ns, str(topic.name)], prod_fams)
             self._meters.prune()
@@ -211,13 +231,14 @@ class _TopicCollector(Collector):
                     fams[key].add_metric([cluster, ns], value)
         yield from fams.values()
         yield from sub_fams.values()
+        yield drop_fam
         if config is not None and config.expose_consumer_level_metrics_in_prometheus:
             yield from cons_fams.values()
         if config is not None and config.expose_producer_level_metrics_in_prometheus:
             yield from prod_fams.values()
         for key, name, doc in _ML_NAMESPACE_FAMILIES:
             g = GaugeMetricFamily(name, doc, labels=["cluster", "namespace"])
-            for ns, sums in sorted(per_ns.items()):
+            for ns, sums in sorted(ml_per_ns.items()):
                 g.add_metric([cluster, ns], sums.get(key, 0.0))
             yield g
         count = GaugeMetricFamily("pulsar_topics_count", "Topics loaded on this broker, per namespace",
@@ -260,16 +281,32 @@ class _TopicCollector(Collector):
             "backlog": storage["msgBacklog"], "storage": storage["storageSize"],
             "backlog_size": storage["backlogSize"], "backlog_age": state.backlog_age_s,
             "producers": len(topic.producers), "consumers": consumers,
-            "subscriptions": len(topic.subscriptions),
+            "subscriptions": len(topic.subscriptions), "publish_limited": topic.publish_limiter.throttled,
             "retained": max(0, storage["storageSize"] - storage["backlogSize"]),
             **dict(compaction_values(topic)),
         }
         return {k: float(v) for k, v in values.items()}
 
-    def _subscriptions(self, topic: Topic, base: list[str], fams: dict[str, GaugeMetricFamily],
-                       cons_fams: dict[str, GaugeMetricFamily] | None) -> None:
+    def _np_topic_values(self, topic: NonPersistentTopic) -> dict[str, float]:
+        # the same keys as a persistent topic's; nothing is stored, compacted or held back
+        rate_in, thr_in, rate_out, thr_out = self._meters.rates(
+            (str(topic.name), "topic", id(topic)), topic.msg_in_counter, topic.bytes_in_counter,
+            topic.msg_out_counter, topic.bytes_out_counter)
+        values: dict[str, float] = {key: 0.0 for key, _, _, _ in _TOPIC_FAMILIES}
+        values.update({
+            "in_msgs": topic.msg_in_counter, "in_bytes": topic.bytes_in_counter,
+            "out_msgs": topic.msg_out_counter, "out_bytes": topic.bytes_out_counter,
+            "rate_in": rate_in, "rate_out": rate_out, "thr_in": thr_in, "thr_out": thr_out,
+            "producers": len(topic.producers), "consumers": topic.consumer_count,
+            "subscriptions": len(topic.subscriptions), "publish_limited": topic.publish_limiter.throttled})
+        return {k: float(v) for k, v in values.items()}
+
+    def _subscriptions(self, topic: Topic | NonPersistentTopic, base: list[str], fams: dict[str, GaugeMetricFamily],
+                       cons_fams: dict[str, GaugeMetricFamily] | None,
+                       drop_fam: GaugeMetricFamily | None = None) -> None:
         max_unacked = topic.service.config.max_unacked_messages_per_consumer
-        for name, sub in sorted(topic.subscriptions.items()):
+        subs: list[tuple[str, Subscription | NonPersistentSubscription]] = sorted(topic.subscriptions.items())
+        for name, sub in subs:
             consumers = list(sub.consumers)
             # the dispatcher holds back only Shared and Key_Shared consumers at the unacked limit
             limit = max_unacked if sub.sub_type in (SubType.SHARED, SubType.KEY_SHARED) else 0
@@ -283,7 +320,13 @@ class _TopicCollector(Collector):
             unacked = sum(c.unacked_messages for c in consumers)
             dispatcher = sub.dispatcher
             delayed = len(getattr(dispatcher, "delayed", ())) if dispatcher is not None else 0
-            backlog = sub.cursor.backlog
+            backlog = 0  # a non-persistent subscription keeps nothing
+            if isinstance(sub, NonPersistentSubscription):
+                if drop_fam is not None:
+                    (drop_rate,) = self._meters.rates((base[2], name, "dropped", id(sub)), sub.msg_drop_counter)
+                    drop_fam.add_metric([*base, name], drop_rate)
+            else:
+                backlog = sub.cursor.backlog
             blocked = [limit > 0 and c.unacked_messages >= limit for c in consumers]
             values = {
                 "back_log": backlog, "back_log_no_delayed": max(0, backlog - delayed), "delayed": delayed,
@@ -305,7 +348,8 @@ class _TopicCollector(Collector):
                 for k, v in c_values.items():
                     cons_fams[k].add_metric([*base, name, c.name, str(c.consumer_id)], float(v))
 
-    def _producers(self, topic: Topic, base: list[str], fams: dict[str, GaugeMetricFamily]) -> None:
+    def _producers(self, topic: Topic | NonPersistentTopic, base: list[str],
+                   fams: dict[str, GaugeMetricFamily]) -> None:
         for p in list(topic.producers.values()):
             rate, thr = self._meters.rates((base[2], "producer", id(p)), p.msg_in_counter, p.bytes_in_counter)
             avg = p.bytes_in_counter / p.msg_in_counter if p.msg_in_counter else 0.0

@@ -14,7 +14,10 @@ Topic (``/admin/v2/persistent/{tenant}/{namespace}/{topic}/...``), GET / POST / 
 ``maxProducers``, ``maxConsumers``, ``maxConsumersPerSubscription``,
 ``maxUnackedMessagesOnConsumer``, ``maxUnackedMessagesOnSubscription``, ``publishRate``,
 ``dispatchRate``, ``subscriptionDispatchRate``, ``subscribeRate`` and ``deduplicationEnabled``; ``?applied=true`` on
-a GET answers the value in force (topic > namespace > broker config).
+a GET answers the value in force (topic > namespace > broker config). The same limit and rate
+policies (not ``deduplicationEnabled``: nothing is stored) under
+``/admin/v2/non-persistent/{tenant}/{namespace}/{topic}/...`` for a non-persistent topic that is
+loaded or partitioned (it exists only then); they are kept and apply whenever it loads again.
 
 Offload (``offloadPolicies``, ``offloadThreshold``, ``offloadDeletionLagMs``, ``removeOffloadPolicies``
 of namespaces and topics) answers 501 Not Implemented with Pulsar's error JSON ``{"reason": ...}``
@@ -153,10 +156,11 @@ async def _offload_not_supported(request: Request) -> Response:
 # ------------------------------------------------------------------ topic level
 
 
-async def _existing_topic(request: Request) -> tuple[Any, TopicName]:
-    s, topic = service_of(request), topic_of(request)
+async def _existing_topic(request: Request, domain: str = "persistent") -> tuple[Any, TopicName]:
+    s, topic = service_of(request), topic_of(request, domain)
     await require_namespace(s, topic.namespace_name)
-    if not (await s.namespaces.get_partitions(topic) or await s.topic_exists(topic)):
+    exists = await s.topic_exists(topic) if topic.persistent else str(topic) in s.np_topics
+    if not (exists or await s.namespaces.get_partitions(topic)):
         raise RestError(404, f"Topic {topic} not found")
     return s, topic
 
@@ -175,10 +179,10 @@ def _applied_value(limits: TopicLimits, policy: str) -> Any:
     }[policy]
 
 
-def _topic_policy(policy: str, key: str, kind: Any) -> list[Route]:
+def _topic_policy(policy: str, key: str, kind: Any, domain: str = "persistent") -> list[Route]:
     @endpoint
     async def get(request: Request) -> Response:
-        s, topic = await _existing_topic(request)
+        s, topic = await _existing_topic(request, domain)
         if query_bool(request, "applied"):
             if policy == "deduplicationEnabled":
                 return json_response(await s.topic_dedup_enabled(topic))
@@ -187,7 +191,7 @@ def _topic_policy(policy: str, key: str, kind: Any) -> list[Route]:
 
     @endpoint
     async def set_(request: Request) -> Response:
-        s, topic = await _existing_topic(request)
+        s, topic = await _existing_topic(request, domain)
         body = await json_body(request, what=policy)
         if kind is bool:
             if not isinstance(body, bool):
@@ -201,12 +205,12 @@ def _topic_policy(policy: str, key: str, kind: Any) -> list[Route]:
 
     @endpoint
     async def delete(request: Request) -> Response:
-        s, topic = await _existing_topic(request)
+        s, topic = await _existing_topic(request, domain)
         await s.topic_policies.update(topic, key, None)
         await _refresh(request, topic.namespace_name)
         return no_content()
 
-    path = f"/admin/v2/persistent/{{tenant}}/{{namespace}}/{{topic}}/{policy}"
+    path = f"/admin/v2/{domain}/{{tenant}}/{{namespace}}/{{topic}}/{policy}"
     return [Route(path, get, methods=["GET"]), Route(path, set_, methods=["POST"]),
             Route(path, delete, methods=["DELETE"])]
 
@@ -226,6 +230,10 @@ def routes() -> list[Route]:
         out += _topic_policy(policy, key, int)
     for policy, (key, kind) in TOPIC_RATE_KEYS.items():
         out += _topic_policy(policy, key, kind)
+    for policy, key in TOPIC_KEYS.items():  # `_topic_limits` Rule 5: the same policies
+        out += _topic_policy(policy, key, int, "non-persistent")
+    for policy, (key, kind) in TOPIC_RATE_KEYS.items():
+        out += _topic_policy(policy, key, kind, "non-persistent")
     out += _topic_policy("deduplicationEnabled", "deduplicationEnabled", bool)
     every = ["GET", "POST", "PUT", "DELETE"]
     for base in (ns, tp):

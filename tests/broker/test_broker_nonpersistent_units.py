@@ -1,21 +1,27 @@
-"""`NonPersistentTopic` rules checked without a network: fan-out, drops, subscription lifetime."""
+"""`NonPersistentTopic` rules checked without a network: fan-out, drops, subscription lifetime, limits."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
+import pytest
 import trio
+import trio.testing
 
+from broker import BrokerConfig
 from broker._dispatcher import SubType
+from broker._errors import ConsumerBusyError, ProducerBusyError
 from broker._nonpersistent import NonPersistentTopic
 from broker._producer import AccessMode, Producer
+from broker._topic_limits import DispatchRate, TopicLimits
 from protocols.pulsar import TopicName, decode_frame, encode_payload_command, make_command
 from protocols.pulsar import pulsar_api_pb2 as pb
 
 
 class _Service:
     clock = staticmethod(time.time)
+    config = BrokerConfig()
 
 
 class _Conn:
@@ -97,5 +103,56 @@ def test_subscription_disappears_with_its_last_consumer() -> None:
         assert not topic.idle  # the producer is still there
         topic.remove_producer(producer)
         assert topic.idle
+
+    trio.run(main)
+
+
+def test_dispatch_rates_drop_over_the_window_and_deliver_again_in_the_next() -> None:
+    """`_nonpersistent` Rule 7: over the topic's or the subscription's dispatch rate a message is
+    dropped for the subscription and counted; the next window delivers again."""
+    async def main() -> None:
+        topic, producer, (c0, c1), (conn0, conn1) = await _setup(SubType.SHARED)
+        sub = topic.subscriptions["s"]
+        sub.flow(c0, 100)
+        sub.flow(c1, 100)
+        topic.apply_limits(TopicLimits(dispatch_rate=DispatchRate(2, 0, 1)))
+        raw = _entry(b"m")
+        for i in range(5):
+            topic.publish(producer, i, i, raw, 1)
+        assert len(conn0.frames) + len(conn1.frames) == 2
+        assert sub.msg_drop_counter == 3 and topic.msg_drop_counter == 3 and topic.msg_out_counter == 2
+        await trio.sleep(1.0)  # the next window (mock clock)
+        topic.publish(producer, 5, 5, raw, 1)
+        assert len(conn0.frames) + len(conn1.frames) == 3 and sub.msg_drop_counter == 3
+        # a subscription rate set on the loaded topic reaches its subscription at once
+        topic.apply_limits(TopicLimits(subscription_dispatch_rate=DispatchRate(1, 0, 600)))
+        for i in range(3):
+            topic.publish(producer, 6 + i, 6 + i, raw, 1)
+        assert len(conn0.frames) + len(conn1.frames) == 4 and sub.msg_drop_counter == 5
+        assert topic.stats()["subscriptions"]["s"]["msgDropCounter"] == 5
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+def test_count_limits_refuse_with_the_persistent_errors() -> None:
+    async def main() -> None:
+        topic, _producer, _consumers, _ = await _setup(SubType.SHARED)
+        topic.apply_limits(TopicLimits(max_producers=1, max_consumers=3, max_consumers_per_subscription=2))
+        extra = Producer(topic=topic, producer_id=1, name="p2", connection=_Conn(), access_mode=AccessMode.SHARED,
+                         user_provided_name=False)
+        with pytest.raises(ProducerBusyError, match="Topic reached max producers limit"):
+            await topic.add_producer(extra, lambda _e: None)
+        sub = topic.subscriptions["s"]
+        with pytest.raises(ConsumerBusyError, match="Subscription reached max consumers limit"):
+            await sub.add_consumer(consumer_id=9, name="c9", connection=_Conn(), sub_type=SubType.SHARED,
+                                   priority=0, hash_ranges=None, metadata={})
+        other = await topic.subscribe("other")
+        await other.add_consumer(consumer_id=10, name="c10", connection=_Conn(), sub_type=SubType.SHARED,
+                                 priority=0, hash_ranges=None, metadata={})
+        late = await topic.subscribe("late")
+        with pytest.raises(ConsumerBusyError, match="Topic reached max consumers limit"):
+            await late.add_consumer(consumer_id=11, name="c11", connection=_Conn(), sub_type=SubType.SHARED,
+                                    priority=0, hash_ranges=None, metadata={})
+        assert "late" not in topic.subscriptions  # it existed only for the refused consumer
 
     trio.run(main)
