@@ -10,9 +10,12 @@ read the records that follow it in the same log (same ledger only: flushes write
 entries contiguously and sorted). The request is queued without waiting (a full queue drops it:
 read-ahead is an optimisation, never back-pressure on the reader), a fixed number of worker tasks
 read in worker threads, and a request overlapping one already in flight for the same ledger is
-skipped so a sequential reader does not start a read-ahead per miss. The reader that missed never
-waits for its read-ahead; a later reader asking for an entry that an in-flight read-ahead covers
-may wait for it (`ReadAhead.wait_pending`) instead of issuing a second disk read. The bytes read
+skipped so a sequential reader does not start a read-ahead per miss. Several read-aheads of one
+ledger may be in flight at once (readers at different positions), each tracked on its own until
+its worker finished. The reader that missed never waits for its read-ahead; a later reader asking
+for an entry that an in-flight read-ahead covers may wait for it (`ReadAhead.wait_pending`)
+instead of issuing a second disk read, and is always woken when that read-ahead ends, whatever
+else was requested meanwhile. The bytes read
 per request are estimated from the size of the entry that missed (``batch_size`` entries like it),
 capped by ``max_bytes``, so random reads do not drag in megabytes each.
 """
@@ -136,7 +139,9 @@ class ReadAhead:
         self._concurrency = concurrency
         self._on_batch = on_batch
         self._tx, self._rx = trio.open_memory_channel[tuple[int, int, int, int]](max_pending)
-        self._inflight: dict[int, tuple[int, int, trio.Event]] = {}
+        # ledger -> its in-flight read-aheads (first entry, end, done); a few per ledger at most,
+        # and no more in all than the queue plus the workers hold
+        self._inflight: dict[int, list[tuple[int, int, trio.Event]]] = {}
         self._running = False
         self._requested = self._skipped = self._dropped = 0
         self._batches = self._entries = self._bytes = self._errors = 0
@@ -152,8 +157,7 @@ class ReadAhead:
         if not self.enabled:
             return
         self._requested += 1
-        span = self._inflight.get(ledger_id)
-        if span is not None and span[0] <= first_entry_id < span[1]:
+        if self._covering(ledger_id, first_entry_id) is not None:
             self._skipped += 1
             return
         nbytes = self._max_bytes
@@ -164,12 +168,19 @@ class ReadAhead:
         except trio.WouldBlock:
             self._dropped += 1
             return
-        self._inflight[ledger_id] = (first_entry_id, first_entry_id + self._batch, trio.Event())
+        self._inflight.setdefault(ledger_id, []).append((first_entry_id, first_entry_id + self._batch, trio.Event()))
+
+    def _covering(self, ledger_id: int, entry_id: int) -> tuple[int, int, trio.Event] | None:
+        for span in self._inflight.get(ledger_id, ()):
+            if span[0] <= entry_id < span[1]:
+                return span
+        return None
 
     async def wait_pending(self, ledger_id: int, entry_id: int) -> bool:
-        """If an in-flight read-ahead covers the entry, wait for it and return True; else False."""
-        span = self._inflight.get(ledger_id)
-        if span is None or not span[0] <= entry_id < span[1]:
+        """If an in-flight read-ahead covers the entry, wait until it ended (filled the cache or
+        failed) and return True; else False."""
+        span = self._covering(ledger_id, entry_id)
+        if span is None:
             return False
         await span[2].wait()
         return True
@@ -184,8 +195,9 @@ class ReadAhead:
                 task_status.started()
         finally:
             self._running = False
-            for span in self._inflight.values():
-                span[2].set()  # nobody will fill these: release waiting readers
+            for spans in self._inflight.values():
+                for span in spans:
+                    span[2].set()  # nobody will fill these: release waiting readers
             self._inflight.clear()
 
     async def _worker(self) -> None:
@@ -202,15 +214,24 @@ class ReadAhead:
                 for entry_id, data in items:
                     self._cache.put(ledger_id, entry_id, data)
                     size += len(data)
-                span = self._inflight.get(ledger_id)
-                if span is not None and span[0] == first:
-                    del self._inflight[ledger_id]
-                    span[2].set()
+                self._finished(ledger_id, first)
             self._batches += 1
             self._entries += len(items)
             self._bytes += size
             if self._on_batch is not None:
                 self._on_batch(len(items), size)
+
+    def _finished(self, ledger_id: int, first: int) -> None:
+        """Forget the read-ahead of ``ledger_id`` from ``first`` and wake whoever waits for it
+        (``first`` is unique among a ledger's in-flight spans: `request` skips a covered one)."""
+        spans = self._inflight.get(ledger_id, [])
+        for i, span in enumerate(spans):
+            if span[0] == first:
+                del spans[i]
+                span[2].set()
+                break
+        if not spans:
+            self._inflight.pop(ledger_id, None)
 
     def statistics(self) -> ReadAheadStats:
         """A snapshot of the counters."""

@@ -88,3 +88,42 @@ async def test_read_ahead_errors_are_counted_not_raised() -> None:
             while ra.statistics().errors == 0:
                 await trio.sleep(0.01)
         nursery.cancel_scope.cancel()
+
+
+async def test_two_read_aheads_of_one_ledger_each_wake_their_waiters() -> None:
+    """Two readers of one ledger at different positions: each read-ahead in flight is tracked on
+    its own, so a reader waiting for the first is woken when it ends even though a second one
+    was requested meanwhile (it used to be forgotten: that reader waited forever)."""
+    rc = ReadCache(1 << 20)
+    releases = {0: threading.Event(), 500: threading.Event()}
+
+    def reader(location: int, ledger_id: int, max_entries: int, max_bytes: int) -> list[tuple[int, bytes]]:
+        releases[location].wait(5)
+        return [(e, b"e%d" % e) for e in range(location, location + max_entries)]
+
+    ra = ReadAhead(rc, reader, batch_size=5, max_bytes=1000, concurrency=2)
+    got: dict[int, bytes | None] = {}
+
+    async def wait_for(entry: int) -> None:
+        assert await ra.wait_pending(7, entry)
+        got[entry] = rc.get(7, entry, count=False)
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(ra.run)
+        ra.request(7, 0, 0)
+        ra.request(7, 500, 500)  # another reader, further on in the same ledger
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(wait_for, 2)
+        nursery.start_soon(wait_for, 502)
+        await trio.testing.wait_all_tasks_blocked()
+        releases[0].set()  # the first read-ahead ends first
+        with trio.fail_after(5):
+            while 2 not in got:
+                await trio.sleep(0.01)
+        releases[500].set()
+        with trio.fail_after(5):
+            while 502 not in got:
+                await trio.sleep(0.01)
+        assert got == {2: b"e2", 502: b"e502"}
+        assert not await ra.wait_pending(7, 3)  # nothing in flight any more
+        nursery.cancel_scope.cancel()
