@@ -620,6 +620,12 @@ class EntryLogger:
                     for other in [k for k in self._read_fds if not self._read_refs.get(k)][:16]:
                         os.close(self._read_fds.pop(other))
                 fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                if hasattr(os, "posix_fadvise"):
+                    # no kernel read-ahead: the storage reads ahead itself, in bounded batches into
+                    # its read cache; the kernel's would add up to read_ahead_kb (8 MiB on some
+                    # disks) per read in the device queue, ahead of the journal's writes
+                    # (bench/catchup_bench.py)
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
                 self._read_fds[log_id] = fd
             self._read_refs[log_id] = self._read_refs.get(log_id, 0) + 1
             return fd
