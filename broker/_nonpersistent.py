@@ -56,7 +56,7 @@ from ._selectors import (
     choose_active_consumer,
 )
 from ._stats import RateMeter
-from ._topic_limits import TopicLimits, check_consumer_limits, check_producer_limit
+from ._topic_limits import TopicLimits, check_consumer_limits, check_producer_limit, configure_rates
 
 if TYPE_CHECKING:
     from managed_ledger import Position
@@ -320,13 +320,7 @@ class NonPersistentTopic:
     def apply_limits(self, limits: TopicLimits) -> None:
         """Enforce ``limits`` from now on (Rule 7, `_topic_limits` Rule 3): the limiters take the
         new bounds and keep counting the current window."""
-        self.limits = limits
-        self.publish_limiter.configure(limits.publish_rate.msgs, limits.publish_rate.bytes)
-        rate = limits.dispatch_rate
-        self.dispatch_limiter.configure(rate.msgs, rate.bytes, rate.period_s)
-        sub_rate = limits.subscription_dispatch_rate
-        for sub in list(self.subscriptions.values()):
-            sub.dispatch_limiter.configure(sub_rate.msgs, sub_rate.bytes, sub_rate.period_s)
+        configure_rates(self, limits, [sub.dispatch_limiter for sub in self.subscriptions.values()])
 
     @property
     def consumer_count(self) -> int:

@@ -82,7 +82,7 @@ from ._producer import Producer
 from ._rate_limit import RateLimiter
 from ._stats import TopicStatsState
 from ._subscription import Subscription
-from ._topic_limits import TopicLimits, check_producer_limit
+from ._topic_limits import TopicLimits, check_producer_limit, configure_rates
 
 if TYPE_CHECKING:
     from ._producer import Receipt
@@ -199,13 +199,9 @@ class Topic:
     def apply_limits(self, limits: TopicLimits) -> None:
         """Enforce ``limits`` from now on (`_topic_limits` Rule 3): the rate limiters take the new
         bounds and every dispatcher runs a round under them."""
-        self.limits = limits
-        self.publish_limiter.configure(limits.publish_rate.msgs, limits.publish_rate.bytes)
-        rate = limits.dispatch_rate
-        self.dispatch_limiter.configure(rate.msgs, rate.bytes, rate.period_s)
-        sub_rate = limits.subscription_dispatch_rate
-        for sub in list(self.subscriptions.values()):
-            sub.dispatch_limiter.configure(sub_rate.msgs, sub_rate.bytes, sub_rate.period_s)
+        subs = list(self.subscriptions.values())
+        configure_rates(self, limits, [sub.dispatch_limiter for sub in subs])
+        for sub in subs:
             if sub.dispatcher is not None:
                 sub.dispatcher.wake()
 

@@ -29,7 +29,7 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from ._service import BrokerService
 
 __all__ = ["DispatchRate", "LimitedTopic", "PublishRate", "SubscribeRate", "TopicLimits", "check_consumer_limits",
-           "check_producer_limit", "parse_limit", "refresh_limits", "resolve_for", "topic_overrides",
+           "check_producer_limit", "configure_rates", "parse_limit", "refresh_limits", "resolve_for", "topic_overrides",
            "NS_KEYS", "TOPIC_KEYS"]
 
 _I32_MAX = 2**31 - 1
@@ -251,6 +251,19 @@ class LimitedTopic(Protocol):
 
     def apply_limits(self, limits: TopicLimits) -> None:
         """Enforce ``limits`` from now on (Rule 3)."""
+
+
+def configure_rates(topic: LimitedTopic, limits: TopicLimits, subscription_limiters: Iterable[RateLimiter]) -> None:
+    """Rule 3 for either kind of topic: record ``limits`` on ``topic`` and give its publish and
+    dispatch limiters, and its subscriptions' dispatch limiters, the new bounds (each limiter keeps
+    counting its current window)."""
+    topic.limits = limits
+    topic.publish_limiter.configure(limits.publish_rate.msgs, limits.publish_rate.bytes)
+    rate = limits.dispatch_rate
+    topic.dispatch_limiter.configure(rate.msgs, rate.bytes, rate.period_s)
+    sub_rate = limits.subscription_dispatch_rate
+    for limiter in subscription_limiters:
+        limiter.configure(sub_rate.msgs, sub_rate.bytes, sub_rate.period_s)
 
 
 def check_producer_limit(limits: TopicLimits, attached: int) -> None:

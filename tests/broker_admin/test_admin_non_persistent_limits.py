@@ -11,32 +11,13 @@ is checked by what the limiter counted (reads paused), never by elapsed time.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
 import httpx
 import pulsar
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from broker import BrokerConfig
-from tests.broker_admin.admin_harness import AdminBroker, pulsar_client
-
-V2 = "/admin/v2"
-
-
-def _wait_for(check: Callable[[], object], what: str, bound_s: float = 30.0) -> None:
-    deadline = time.monotonic() + bound_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
-def _ns(http: httpx.Client, name: str) -> str:
-    assert http.put(f"{V2}/tenants/{name}").status_code == 204
-    assert http.put(f"{V2}/namespaces/{name}/ns").status_code == 204
-    return f"{name}/ns"
+from tests.broker_admin.admin_harness import V2, AdminBroker, new_tenant_ns, pulsar_client, receive_all, wait_until
 
 
 def _post(http: httpx.Client, path: str, body: object) -> None:
@@ -50,15 +31,8 @@ def _stats(http: httpx.Client, topic: str) -> dict:
     return r.json()
 
 
-def _receive_all(consumer: pulsar.Consumer, quiet_ms: int = 1500) -> list[bytes]:
-    out = []
-    while True:
-        try:
-            m = consumer.receive(quiet_ms)
-        except pulsar.Timeout:
-            return out
-        consumer.acknowledge(m)
-        out.append(m.data())
+def _data(consumer: pulsar.Consumer) -> list[bytes]:
+    return [m.data() for m in receive_all(consumer)]
 
 
 def _samples(http: httpx.Client) -> list[tuple[str, dict[str, str], float]]:
@@ -77,7 +51,7 @@ def _value(samples: list[tuple[str, dict[str, str], float]], name: str, **labels
 
 def test_namespace_max_producers_and_consumers_refused_as_on_persistent_topics(
         broker: AdminBroker, client: pulsar.Client, http: httpx.Client, name: str) -> None:
-    ns = _ns(http, name)
+    ns = new_tenant_ns(http, name)
     _post(http, f"namespaces/{ns}/maxProducersPerTopic", 2)
     _post(http, f"namespaces/{ns}/maxConsumersPerTopic", 3)
     _post(http, f"namespaces/{ns}/maxConsumersPerSubscription", 2)
@@ -105,7 +79,7 @@ def test_namespace_max_producers_and_consumers_refused_as_on_persistent_topics(
 
 def test_limits_changed_while_a_non_persistent_topic_is_loaded(broker: AdminBroker, client: pulsar.Client,
                                                               http: httpx.Client, name: str) -> None:
-    ns = _ns(http, name)
+    ns = new_tenant_ns(http, name)
     topic = f"non-persistent://{ns}/t"
     first = client.create_producer(topic)  # loaded with no limit
     second = client.create_producer(topic)
@@ -120,7 +94,7 @@ def test_limits_changed_while_a_non_persistent_topic_is_loaded(broker: AdminBrok
 
 def test_topic_level_policies_of_a_non_persistent_topic(broker: AdminBroker, client: pulsar.Client,
                                                       http: httpx.Client, name: str) -> None:
-    ns = _ns(http, name)
+    ns = new_tenant_ns(http, name)
     topic = f"non-persistent://{ns}/t"
     tp = f"{V2}/non-persistent/{ns}/t"
     assert http.post(f"{tp}/maxProducers", json=1).status_code == 404  # not loaded: it does not exist
@@ -143,7 +117,7 @@ def test_topic_level_policies_of_a_non_persistent_topic(broker: AdminBroker, cli
     consumer = client.subscribe(topic, "s", receiver_queue_size=1000)
     for i in range(4):
         first.send(f"m{i}".encode())
-    assert _receive_all(consumer) == [b"m0", b"m1"]
+    assert _data(consumer) == [b"m0", b"m1"]
     assert _stats(http, topic)["subscriptions"]["s"]["msgDropCounter"] == 2
     assert http.delete(f"{tp}/dispatchRate").status_code == 204
     assert http.delete(f"{tp}/maxProducers").status_code == 204
@@ -171,7 +145,7 @@ def test_broker_config_limits_apply_to_non_persistent_topics() -> None:
 
 def test_publish_rate_pauses_the_producer_and_loses_nothing(broker: AdminBroker, client: pulsar.Client,
                                                             http: httpx.Client, name: str) -> None:
-    ns = _ns(http, name)
+    ns = new_tenant_ns(http, name)
     rate, total = 5, 20
     _post(http, f"namespaces/{ns}/publishRate", {"publishThrottlingRateInMsg": rate,
                                                  "publishThrottlingRateInByte": -1})
@@ -189,7 +163,7 @@ def test_publish_rate_pauses_the_producer_and_loses_nothing(broker: AdminBroker,
     # the connection's reads paused once per full window: the producer was slowed ...
     assert np_topic.publish_limiter.throttled >= total // rate - 1
     # ... and nothing it sent was dropped on the way
-    assert _receive_all(consumer) == [f"m{i}".encode() for i in range(total)]
+    assert _data(consumer) == [f"m{i}".encode() for i in range(total)]
     stats = _stats(http, topic)
     assert stats["msgInCounter"] == total and stats["subscriptions"]["s"]["msgDropCounter"] == 0
     # the pauses are visible as in Pulsar: the stats' count and its Prometheus series
@@ -202,7 +176,7 @@ def test_publish_rate_pauses_the_producer_and_loses_nothing(broker: AdminBroker,
 
 def test_topic_dispatch_rate_drops_and_counts_the_excess(broker: AdminBroker, client: pulsar.Client,
                                                          http: httpx.Client, name: str) -> None:
-    ns = _ns(http, name)
+    ns = new_tenant_ns(http, name)
     # a window far longer than the test: the counts below are exact
     _post(http, f"namespaces/{ns}/dispatchRate", {"dispatchThrottlingRateInMsg": 5, "dispatchThrottlingRateInByte": -1,
                                                   "relativeToPublishRate": False, "ratePeriodInSecond": 600})
@@ -212,7 +186,7 @@ def test_topic_dispatch_rate_drops_and_counts_the_excess(broker: AdminBroker, cl
     producer = client.create_producer(topic, batching_enabled=False)
     for i in range(10):
         producer.send(f"m{i}".encode())
-    got_a, got_b = _receive_all(a), _receive_all(b)
+    got_a, got_b = _data(a), _data(b)
     # the topic's rate bounds what all its subscriptions get together
     assert len(got_a) + len(got_b) == 5
     subs = _stats(http, topic)["subscriptions"]
@@ -221,14 +195,14 @@ def test_topic_dispatch_rate_drops_and_counts_the_excess(broker: AdminBroker, cl
     # lifting the rate lets the next messages through to both
     assert http.delete(f"{V2}/namespaces/{ns}/dispatchRate").status_code == 204
     producer.send(b"after")
-    assert _receive_all(a) == [b"after"] and _receive_all(b) == [b"after"]
+    assert _data(a) == [b"after"] and _data(b) == [b"after"]
     for x in (producer, a, b):
         x.close()
 
 
 def test_subscription_dispatch_rate_applies_per_subscription(broker: AdminBroker, client: pulsar.Client,
                                                              http: httpx.Client, name: str) -> None:
-    ns = _ns(http, name)
+    ns = new_tenant_ns(http, name)
     topic = f"non-persistent://{ns}/t"
     a = client.subscribe(topic, "a", receiver_queue_size=1000)
     b = client.subscribe(topic, "b", receiver_queue_size=1000)
@@ -240,7 +214,7 @@ def test_subscription_dispatch_rate_applies_per_subscription(broker: AdminBroker
     for i in range(8):
         producer.send(f"m{i}".encode())
     expected = [f"m{i}".encode() for i in range(3)]
-    assert _receive_all(a) == expected and _receive_all(b) == expected
+    assert _data(a) == expected and _data(b) == expected
     subs = _stats(http, topic)["subscriptions"]
     assert subs["a"]["msgDropCounter"] == 5 and subs["b"]["msgDropCounter"] == 5
     for x in (producer, a, b):
@@ -252,14 +226,14 @@ def test_subscription_dispatch_rate_applies_per_subscription(broker: AdminBroker
 
 def test_topic_metrics_of_non_persistent_topics(broker: AdminBroker, client: pulsar.Client, http: httpx.Client,
                                                 name: str) -> None:
-    ns = _ns(http, name)
+    ns = new_tenant_ns(http, name)
     topic = f"non-persistent://{ns}/t"
     a = client.subscribe(topic, "a", receiver_queue_size=1000)
     b = client.subscribe(topic, "b", consumer_type=pulsar.ConsumerType.Shared, receiver_queue_size=1000)
     producer = client.create_producer(topic, batching_enabled=False)
     for i in range(7):
         producer.send(f"m{i}".encode(), partition_key="k")
-    assert len(_receive_all(a)) == 7 and len(_receive_all(b)) == 7
+    assert len(_data(a)) == 7 and len(_data(b)) == 7
     size = _stats(http, topic)["bytesInCounter"]
     s = _samples(http)
     labels = {"cluster": "standalone", "namespace": ns, "topic": topic}
@@ -284,7 +258,7 @@ def test_topic_metrics_of_non_persistent_topics(broker: AdminBroker, client: pul
     assert not [v for n, lab, v in s if n == "pulsar_ml_AddEntryMessagesRate" and lab.get("namespace") == ns]
     # the closed consumer's subscription is gone, the totals stay
     b.close()
-    _wait_for(lambda: _value(_samples(http), "pulsar_subscriptions_count", **labels) == 1, "b to go")
+    wait_until(lambda: _value(_samples(http), "pulsar_subscriptions_count", **labels) == 1, "b to go")
     assert _value(_samples(http), "pulsar_out_messages_total", **labels) == 14
     producer.close()
     a.close()
@@ -318,7 +292,7 @@ def test_consumer_and_producer_level_metrics_of_non_persistent_topics() -> None:
         producer = client.create_producer(topic, producer_name="p1", batching_enabled=False)
         for i in range(3):
             producer.send(f"m{i}".encode())
-        assert len(_receive_all(consumer)) == 3
+        assert len(_data(consumer)) == 3
         s = _samples(http)
         base = {"cluster": "standalone", "namespace": "public/default", "topic": topic}
         size = _stats(http, topic)["bytesInCounter"]

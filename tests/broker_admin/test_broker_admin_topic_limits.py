@@ -10,27 +10,11 @@ import httpx
 import pulsar
 import pytest
 
-from tests.broker_admin.admin_harness import AdminBroker
-
-V2 = "/admin/v2"
-
-
-def _wait_for(check, what: str, bound_s: float = 20.0) -> None:
-    deadline = time.monotonic() + bound_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
-def _ns(http: httpx.Client, name: str) -> str:
-    assert http.put(f"{V2}/tenants/{name}").status_code == 204
-    assert http.put(f"{V2}/namespaces/{name}/ns").status_code == 204
-    return f"{name}/ns"
+from tests.broker_admin.admin_harness import V2, AdminBroker, new_tenant_ns
 
 
 def test_namespace_limit_policies_round_trip(broker: AdminBroker, http: httpx.Client, name: str) -> None:
-    ns = _ns(http, name)
+    ns = new_tenant_ns(http, name)
     base = f"{V2}/namespaces/{ns}"
     for policy, key in [("maxProducersPerTopic", "max_producers_per_topic"),
                         ("maxConsumersPerTopic", "max_consumers_per_topic"),
@@ -75,7 +59,7 @@ def test_namespace_limit_policies_round_trip(broker: AdminBroker, http: httpx.Cl
 
 
 def test_offload_is_not_supported(broker: AdminBroker, client: pulsar.Client, http: httpx.Client, name: str) -> None:
-    ns = _ns(http, name)
+    ns = new_tenant_ns(http, name)
     for path in ("offloadPolicies", "offloadThreshold", "offloadDeletionLagMs"):
         for method in ("GET", "POST", "PUT", "DELETE"):
             r = http.request(method, f"{V2}/namespaces/{ns}/{path}", json=1 if method in ("POST", "PUT") else None)
@@ -115,7 +99,7 @@ def test_topic_limit_policies_round_trip(broker: AdminBroker, client: pulsar.Cli
 
 def test_max_producers_and_consumers_are_enforced(broker: AdminBroker, client: pulsar.Client, http: httpx.Client,
                                                   name: str) -> None:
-    ns = _ns(http, name)
+    ns = new_tenant_ns(http, name)
     topic = f"persistent://{ns}/t"
     assert http.post(f"{V2}/namespaces/{ns}/maxProducersPerTopic", json=2).status_code == 204
     p1, p2 = client.create_producer(topic), client.create_producer(topic)
