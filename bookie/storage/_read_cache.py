@@ -15,9 +15,9 @@ ledger may be in flight at once (readers at different positions), each tracked o
 its worker finished. The reader that missed never waits for its read-ahead; a later reader asking
 for an entry that an in-flight read-ahead covers may wait for it (`ReadAhead.wait_pending`)
 instead of issuing a second disk read, and is always woken when that read-ahead ends, whatever
-else was requested meanwhile. The bytes read
-per request are estimated from the size of the entry that missed (``batch_size`` entries like it),
-capped by ``max_bytes``, so random reads do not drag in megabytes each.
+else was requested meanwhile. The bytes read per request are estimated from the size of the entry
+that missed (``batch_size`` entries like it), capped by ``max_bytes``, so random reads do not drag
+in megabytes each.
 """
 
 from __future__ import annotations
