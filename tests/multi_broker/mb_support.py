@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -16,10 +18,12 @@ import pulsar
 import trio
 
 from metadata import NoNodeError, open_metadata_store
+from tests.bk_client_real.bkreal_cluster import REPO
 from tests.broker_real.brokerreal_cluster import BrokerProcess
 from tests.support.bookies import RealCluster, wait_registered
 
-__all__ = ["BROKER_ARGS", "MultiBrokerCluster", "ReceiptLog", "owners", "terminate", "sigstop", "sigcont"]
+__all__ = ["BROKER_ARGS", "MultiBrokerCluster", "ReceiptLog", "owners", "run_magnetar", "terminate", "sigstop",
+           "sigcont"]
 
 BROKER_ARGS = (
     "--set", "managed_ledger.managedLedgerDefaultEnsembleSize=2",
@@ -52,6 +56,15 @@ class MultiBrokerCluster:
                 os.kill(b.proc.pid, signal.SIGCONT)
             b.stop()
         self.bookies.stop_all()
+
+
+def run_magnetar(*args: str, timeout: float = 240) -> str:
+    """Run ``magnetar ARGS`` from the repository and return its stdout; AssertionError with its
+    output when it exits non-zero."""
+    r = subprocess.run([sys.executable, "-m", "magnetar", *args], cwd=REPO, capture_output=True, text=True,
+                       timeout=timeout)
+    assert r.returncode == 0, f"magnetar {' '.join(args)} failed:\n{r.stdout}\n{r.stderr}"
+    return r.stdout
 
 
 def terminate(broker: BrokerProcess, timeout: float = 60.0) -> int | None:

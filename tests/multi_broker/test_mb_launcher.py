@@ -4,8 +4,6 @@ AutoRecovery and 2 brokers; the official client uses both brokers through one se
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -16,14 +14,9 @@ from tests.bk_client_real.bkreal_cluster import REPO
 from tests.broker_real.brokerreal_support import drain, new_namespace, rest
 from tests.support.zookeeper import free_port, zookeeper_available
 
+from .mb_support import run_magnetar
+
 pytestmark = pytest.mark.slow
-
-
-def _magnetar(*args: str, timeout: float = 240) -> str:
-    r = subprocess.run([sys.executable, "-m", "magnetar", *args], cwd=REPO, capture_output=True, text=True,
-                       timeout=timeout)
-    assert r.returncode == 0, f"magnetar {' '.join(args)} failed:\n{r.stdout}\n{r.stderr}"
-    return r.stdout
 
 
 @pytest.mark.skipif(not zookeeper_available(), reason="ZooKeeper (Debian's zookeeper package) or java is missing")
@@ -31,12 +24,12 @@ def test_cluster_launcher_starts_uses_and_stops(tmp_path: Path) -> None:
     d = tmp_path / "cluster"
     started = False
     try:
-        _magnetar("cluster", "start", "--dir", str(d), "--brokers", "2", "--zk-port", str(free_port()),
+        run_magnetar("cluster", "start", "--dir", str(d), "--brokers", "2", "--zk-port", str(free_port()),
                   "--broker-port", "0", "--web-port", "0", "--bookie-port", "0", "--bookie-http-port", "0",
                   "--broker-conf", str(REPO / "deploy" / "broker.toml"),
                   "--bookie-conf", str(REPO / "deploy" / "bookie.toml"))
         started = True
-        status = json.loads(_magnetar("cluster", "status", "--dir", str(d), "--json"))
+        status = json.loads(run_magnetar("cluster", "status", "--dir", str(d), "--json"))
         names = sorted(p["name"] for p in status["processes"])
         assert names == ["autorecovery", "bookie-0", "bookie-1", "bookie-2", "broker-0", "broker-1", "zookeeper"]
         assert all(p["running"] for p in status["processes"]), status
@@ -57,5 +50,5 @@ def test_cluster_launcher_starts_uses_and_stops(tmp_path: Path) -> None:
         client.close()
     finally:
         if started or (d / "cluster.json").exists():
-            _magnetar("cluster", "stop", "--dir", str(d))
+            run_magnetar("cluster", "stop", "--dir", str(d))
     assert not (d / "cluster.json").exists()

@@ -13,8 +13,6 @@ import json
 import logging
 import re
 import ssl
-import subprocess
-import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,13 +30,12 @@ from broker._broker_client import BrokerClient
 from broker._bundles import bundle_hash, parse_bundle
 from broker.auth import create_token
 from magnetar.cli import main
-from tests.bk_client_real.bkreal_cluster import REPO
 from tests.broker_real.brokerreal_cluster import BrokerProcess
 from tests.broker_real.brokerreal_support import drain, wait_for
 from tests.support.zookeeper import ZooKeeperServer, free_port, zookeeper_available
 from tests.tls.certs import Certs, make_certs
 
-from .mb_support import MultiBrokerCluster, ReceiptLog, owners, produce_until
+from .mb_support import MultiBrokerCluster, ReceiptLog, owners, produce_until, run_magnetar
 
 pytestmark = pytest.mark.slow
 
@@ -307,13 +304,6 @@ def test_leader_splits_a_bundle_of_the_other_broker(zookeeper: ZooKeeperServer, 
         cluster.close()
 
 
-def _magnetar(*args: str, timeout: float = 240) -> str:
-    r = subprocess.run([sys.executable, "-m", "magnetar", *args], cwd=REPO, capture_output=True, text=True,
-                       timeout=timeout)
-    assert r.returncode == 0, f"magnetar {' '.join(args)} failed:\n{r.stdout}\n{r.stderr}"
-    return r.stdout
-
-
 @pytest.mark.skipif(not zookeeper_available(), reason="ZooKeeper (Debian's zookeeper package) or java is missing")
 def test_cluster_launcher_with_security(tmp_path: Path) -> None:
     """``magnetar cluster start`` with the secured keys and per-broker TLS ports, and ZooKeeper
@@ -332,11 +322,11 @@ def test_cluster_launcher_with_security(tmp_path: Path) -> None:
     d = tmp_path / "cluster"
     started = False
     try:
-        _magnetar("cluster", "start", "--dir", str(d), "--brokers", "2", "--zk-port", str(zk_port),
+        run_magnetar("cluster", "start", "--dir", str(d), "--brokers", "2", "--zk-port", str(zk_port),
                   "--broker-port", "0", "--web-port", "0", "--broker-tls-port", "0", "--web-tls-port", "0",
                   "--bookie-port", "0", "--bookie-http-port", "0", *sets)
         started = True
-        status = json.loads(_magnetar("cluster", "status", "--dir", str(d), "--json"))
+        status = json.loads(run_magnetar("cluster", "status", "--dir", str(d), "--json"))
         assert all(p["running"] for p in status["processes"]), status  # AutoRecovery too
         stranger = KazooClient(hosts=f"127.0.0.1:{zk_port}")
         stranger.start(timeout=10)
@@ -378,4 +368,4 @@ def test_cluster_launcher_with_security(tmp_path: Path) -> None:
         client.close()
     finally:
         if started or (d / "cluster.json").exists():
-            _magnetar("cluster", "stop", "--dir", str(d))
+            run_magnetar("cluster", "stop", "--dir", str(d))
