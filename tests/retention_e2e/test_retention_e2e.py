@@ -103,9 +103,17 @@ def produce(client: pulsar.Client, topic: str, n: int) -> None:
     p.close()
 
 
-def consume_all(consumer: pulsar.Consumer, n: int) -> None:
+def consume_all(consumer: pulsar.Consumer, n: int, admin: httpx.Client, topic: str, sub: str) -> None:
+    """Receive and acknowledge ``n`` messages, then wait until the broker has every ack: the
+    client groups acks and sends them up to 100 ms later, so its last acks can still be in flight."""
     for _ in range(n):
         consumer.acknowledge(consumer.receive(timeout_millis=10_000))
+
+    def acked() -> bool:
+        stats = ok(admin.get(rest(topic) + "/stats")).json()
+        return stats["subscriptions"][sub]["msgBacklog"] == 0
+
+    wait_for(f"the broker to have every ack of {sub}", acked)
 
 
 def metric(text: str, name: str, topic: str | None = None) -> float | None:
@@ -138,7 +146,7 @@ def test_retention_deletes_ledgers_and_bookie_gc_reclaims_the_disk(
                   json={"retentionTimeInMinutes": -1, "retentionSizeInMB": 1}))
     consumer = client.subscribe(topic, "s1")
     produce(client, topic, 1500)
-    consume_all(consumer, 1500)
+    consume_all(consumer, 1500, admin, topic, "s1")
 
     # 1. retention keeps the newest ~1 MB of consumed ledgers and deletes the older ones from metadata
     def trimmed_state() -> dict[str, Any] | None:
@@ -245,7 +253,7 @@ def test_idle_topic_open_ledger_is_rolled_and_trimmed(admin: httpx.Client, clien
     topic = "persistent://public/default/idle"
     consumer = client.subscribe(topic, "s1")
     produce(client, topic, 10)
-    consume_all(consumer, 10)
+    consume_all(consumer, 10, admin, topic, "s1")
     first = ok(admin.get(rest(topic) + "/internalStats")).json()
     assert first["currentLedgerEntries"] == 10, first  # fewer than a ledger holds: it stays open
     written = first["ledgers"][-1]["ledgerId"]
