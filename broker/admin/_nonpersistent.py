@@ -5,7 +5,8 @@
 * ``GET {ns}/partitioned``; ``PUT|GET|DELETE {topic}/partitions``: partitioned non-persistent topics
   (their metadata is stored like a persistent one's; the partitions themselves hold nothing).
 * ``DELETE {topic}`` (``force=true`` also with clients attached) and ``PUT {topic}/unload``: drop
-  the loaded topic, closing its producers and consumers (they reconnect and create it anew).
+  the loaded topic, closing its producers and consumers (they reconnect and create it anew); a
+  delete also drops the topic-level policies (of every partition, for a partitioned topic).
 * ``GET {topic}/stats``: Pulsar's NonPersistentTopicStats of a loaded topic (404 when not loaded:
   nothing of it exists then); ``GET {topic}/partitioned-stats``: the totals over the loaded
   partitions (``perPartition=true`` adds each), with ``msgDropRate``.
@@ -26,6 +27,7 @@ from ._common import (
     RestError,
     check_partitions,
     endpoint,
+    for_each_bounded,
     json_body,
     json_response,
     namespace_of,
@@ -92,10 +94,13 @@ async def remove_partitioned(request: Request) -> Response:
     if not n:
         raise RestError(404, f"Partitioned topic {topic} does not exist")
     loaded = _loaded_partitions(request, topic, n)
-    if loaded and not query_bool(request, "force"):
-        raise RestError(409, f"Partitioned topic {topic} has active producers or consumers")
+    if not query_bool(request, "force") and not all(t.idle for t in loaded.values()):
+        raise RestError(412, "Topic has active producers/subscriptions")
     for t in loaded.values():
         await s.unload(t)
+    # the partitions' overrides and the partitioned topic's own go with it, as on persistent topics
+    await for_each_bounded([topic.partition_name(i) for i in range(n)], s.topic_policies.delete_all)
+    await s.topic_policies.delete_all(topic)
     await s.namespaces.delete_partitioned_topic(topic)
     return no_content()
 
@@ -123,6 +128,7 @@ async def remove_topic(request: Request) -> Response:
     if not t.idle and not query_bool(request, "force"):
         raise RestError(412, "Topic has active producers/subscriptions")
     await s.unload(t)
+    await s.topic_policies.delete_all(topic)  # a topic created anew under this name starts clean
     return no_content()
 
 
