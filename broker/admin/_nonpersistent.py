@@ -5,7 +5,8 @@
 * ``GET {ns}/partitioned``; ``PUT|GET|DELETE {topic}/partitions``: partitioned non-persistent topics
   (their metadata is stored like a persistent one's; the partitions themselves hold nothing).
 * ``DELETE {topic}`` (``force=true`` also with clients attached) and ``PUT {topic}/unload``: drop
-  the loaded topic, closing its producers and consumers (they reconnect and create it anew).
+  the loaded topic, closing its producers and consumers (they reconnect and create it anew); a
+  delete also drops the topic-level policies (of every partition, for a partitioned topic).
 * ``GET {topic}/stats``: Pulsar's NonPersistentTopicStats of a loaded topic (404 when not loaded:
   nothing of it exists then); ``GET {topic}/partitioned-stats``: the totals over the loaded
   partitions (``perPartition=true`` adds each), with ``msgDropRate``.
@@ -18,15 +19,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from metadata import NodeExistsError
 from protocols.pulsar import TopicName
 
 from .._nonpersistent import NonPersistentTopic
 from ._common import (
     RestError,
-    check_partitions,
     endpoint,
-    json_body,
+    for_each_bounded,
     json_response,
     namespace_of,
     no_content,
@@ -36,11 +35,11 @@ from ._common import (
     topic_of,
 )
 from ._tenants import lookup_response
+from ._topic_ops import PARTITIONED_TOTALS, create_partitioned_topic, loaded_partitions, partitioned_totals
 
 __all__ = ["routes"]
 
-_TOTALS = ("msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut", "msgInCounter", "bytesInCounter",
-           "msgOutCounter", "bytesOutCounter", "msgDropRate", "storageSize", "backlogSize", "msgBacklog")
+_TOTALS = (*PARTITIONED_TOTALS, "msgDropRate")
 
 
 def _topic_of(request: Request) -> TopicName:
@@ -65,15 +64,7 @@ async def list_partitioned(request: Request) -> Response:
 async def create_partitioned(request: Request) -> Response:
     s, topic = service_of(request), _topic_of(request)
     await require_namespace(s, topic.namespace_name)
-    if topic.partition >= 0:
-        raise RestError(412, f"partitioned topic names may not end in -partition-N: {topic}")
-    n = check_partitions(request, await json_body(request, what="number of partitions"))
-    if str(topic) in s.np_topics:
-        raise RestError(409, f"This topic already exists: {topic}")
-    try:
-        await s.namespaces.create_partitioned_topic(topic, n)
-    except NodeExistsError:
-        raise RestError(409, f"This topic already exists: {topic}") from None
+    await create_partitioned_topic(request, s, topic, exists=str(topic) in s.np_topics)
     return no_content()
 
 
@@ -91,21 +82,16 @@ async def remove_partitioned(request: Request) -> Response:
     n = await s.namespaces.get_partitions(topic)
     if not n:
         raise RestError(404, f"Partitioned topic {topic} does not exist")
-    loaded = _loaded_partitions(request, topic, n)
-    if loaded and not query_bool(request, "force"):
-        raise RestError(409, f"Partitioned topic {topic} has active producers or consumers")
+    loaded = loaded_partitions(s.np_topics, topic, n)
+    if not query_bool(request, "force") and not all(t.idle for t in loaded.values()):
+        raise RestError(412, "Topic has active producers/subscriptions")
     for t in loaded.values():
         await s.unload(t)
+    # the partitions' overrides and the partitioned topic's own go with it, as on persistent topics
+    await for_each_bounded([topic.partition_name(i) for i in range(n)], s.topic_policies.delete_all)
+    await s.topic_policies.delete_all(topic)
     await s.namespaces.delete_partitioned_topic(topic)
     return no_content()
-
-
-def _loaded_partitions(request: Request, topic: TopicName, n: int) -> dict[int, NonPersistentTopic]:
-    out: dict[int, NonPersistentTopic] = {}
-    for t in list(service_of(request).np_topics.values()):
-        if 0 <= t.name.partition < n and not t.closed and t.name.partitioned_topic == topic:
-            out[t.name.partition] = t
-    return out
 
 
 def _loaded(request: Request, topic: TopicName) -> NonPersistentTopic:
@@ -123,6 +109,7 @@ async def remove_topic(request: Request) -> Response:
     if not t.idle and not query_bool(request, "force"):
         raise RestError(412, "Topic has active producers/subscriptions")
     await s.unload(t)
+    await s.topic_policies.delete_all(topic)  # a topic created anew under this name starts clean
     return no_content()
 
 
@@ -148,12 +135,9 @@ async def partitioned_stats(request: Request) -> Response:
     n = await s.namespaces.get_partitions(topic) if topic.partition < 0 else 0
     if not n:
         raise RestError(404, f"Partitioned topic {topic} does not exist")
-    loaded = _loaded_partitions(request, topic, n)
+    loaded = loaded_partitions(s.np_topics, topic, n)
     parts = {str(loaded[i].name): loaded[i].stats() for i in sorted(loaded)}
-    total: dict = {"metadata": {"partitions": n}, "partitions": parts if query_bool(request, "perPartition") else {}}
-    for key in _TOTALS:
-        total[key] = sum(p[key] for p in parts.values())
-    return json_response(total)
+    return json_response(partitioned_totals(request, n, parts, _TOTALS))
 
 
 @endpoint

@@ -20,23 +20,45 @@ Rules:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from starlette.requests import Request
 
 from managed_ledger import ManagedLedgerError
-from metadata import NoNodeError
+from metadata import NodeExistsError, NoNodeError
 from protocols.pulsar import TopicName
 
 from .._compaction import delete_compacted_ledger
 from .._dedup import DEDUP_ROOT
 from .._topic import Topic
-from ._common import RestError, for_each_bounded, require_namespace
+from ._common import RestError, check_partitions, for_each_bounded, json_body, query_bool, require_namespace
 
 if TYPE_CHECKING:
     from .._service import BrokerService
     from .._subscription import Subscription
 
 __all__ = ["delete_topic", "delete_partitioned_topic", "truncate_topic", "existing_topic", "existing_subscription",
-           "topic_exists_any", "loaded_partitions", "present_partitions"]
+           "topic_exists_any", "loaded_partitions", "present_partitions", "create_partitioned_topic",
+           "partitioned_totals", "PARTITIONED_TOTALS"]
+
+#: The stats summed over the partitions by ``partitioned-stats``, for both topic kinds.
+PARTITIONED_TOTALS = ("msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut", "msgInCounter",
+                      "bytesInCounter", "msgOutCounter", "bytesOutCounter", "storageSize", "backlogSize",
+                      "msgBacklog", "publishRateLimitedTimes")
+
+
+class LoadedTopic(Protocol):
+    """What `loaded_partitions` reads of a loaded topic of either kind."""
+
+    @property
+    def name(self) -> TopicName: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+
+L = TypeVar("L", bound=LoadedTopic)
 
 
 async def topic_exists_any(s: BrokerService, topic: TopicName) -> bool:
@@ -48,22 +70,50 @@ async def topic_exists_any(s: BrokerService, topic: TopicName) -> bool:
     return await s.topic_exists(topic)
 
 
-def loaded_partitions(s: BrokerService, topic: TopicName, n: int) -> dict[int, Topic]:
-    """The loaded (not closed) partitions of ``topic`` below ``n``, by index. Costs the number of
-    loaded topics, whatever ``n`` is."""
-    out: dict[int, Topic] = {}
-    for t in list(s.topics.values()):
+def loaded_partitions(loaded: Mapping[str, L], topic: TopicName, n: int) -> dict[int, L]:
+    """The partitions of ``topic`` below ``n`` among the ``loaded`` topics (not closed), by index.
+    Costs the number of loaded topics, whatever ``n`` is."""
+    out: dict[int, L] = {}
+    for t in list(loaded.values()):
         index = t.name.partition
         if 0 <= index < n and not t.closed and t.name.partitioned_topic == topic:
             out[index] = t
     return out
 
 
+async def create_partitioned_topic(request: Request, s: BrokerService, topic: TopicName, *,
+                                   exists: bool) -> None:
+    """``PUT .../partitions`` of either topic kind: stores the partitioned topic's metadata with the
+    request body's number of partitions. 412 for a ``-partition-N`` name, 409 when ``exists`` (a
+    topic of that name is there) or the metadata is already stored."""
+    if topic.partition >= 0:
+        raise RestError(412, f"partitioned topic names may not end in -partition-N: {topic}")
+    n = check_partitions(request, await json_body(request, what="number of partitions"))
+    if exists:
+        raise RestError(409, f"This topic already exists: {topic}")
+    try:
+        await s.namespaces.create_partitioned_topic(topic, n)
+    except NodeExistsError:
+        raise RestError(409, f"This topic already exists: {topic}") from None
+
+
+def partitioned_totals(request: Request, n: int, parts: dict[str, dict[str, Any]],
+                       keys: tuple[str, ...] = PARTITIONED_TOTALS) -> dict[str, Any]:
+    """The ``partitioned-stats`` body over ``n`` partitions from the stats of the loaded ones
+    (``parts``, by partition name): ``keys`` summed, each partition's stats when the request
+    asks ``perPartition=true``."""
+    total: dict[str, Any] = {"metadata": {"partitions": n},
+                             "partitions": parts if query_bool(request, "perPartition") else {}}
+    for key in keys:
+        total[key] = sum(p[key] for p in parts.values())
+    return total
+
+
 async def present_partitions(s: BrokerService, topic: TopicName, n: int) -> list[TopicName]:
     """The partitions of ``topic`` below ``n`` that are loaded or have a managed ledger, in index
     order (Rule 4): one listing of the namespace's managed ledgers, never one per partition."""
     prefix = f"{topic.tenant}/{topic.namespace}/{topic.domain}/"
-    found = {i: t.name for i, t in loaded_partitions(s, topic, n).items()}
+    found = {i: t.name for i, t in loaded_partitions(s.topics, topic, n).items()}
     for ml_name in await s.factory.list(prefix):
         name = TopicName.from_managed_ledger_name(ml_name)
         if 0 <= name.partition < n and name.partitioned_topic == topic:
@@ -132,7 +182,7 @@ async def delete_partitioned_topic(s: BrokerService, topic: TopicName, *, force:
     if not n:
         raise RestError(404, f"Partitioned topic {topic} does not exist")
     if not force:
-        for t in loaded_partitions(s, topic, n).values():
+        for t in loaded_partitions(s.topics, topic, n).values():
             if t.producers or any(sub.consumers for sub in t.subscriptions.values()):
                 raise RestError(412, "Topic has active producers/subscriptions")
     await for_each_bounded(await present_partitions(s, topic, n),

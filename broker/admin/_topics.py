@@ -14,8 +14,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from metadata import NodeExistsError
-
 from .._namespaces import PARTITIONED_ROOT
 from .._stats import topic_stats
 from ._common import (
@@ -33,10 +31,12 @@ from ._common import (
     topic_of,
 )
 from ._topic_ops import (
+    create_partitioned_topic,
     delete_partitioned_topic,
     delete_topic,
     existing_topic,
     loaded_partitions,
+    partitioned_totals,
     present_partitions,
     topic_exists_any,
     truncate_topic,
@@ -87,15 +87,7 @@ async def _partitions_body(request: Request) -> int:
 async def create_partitioned(request: Request) -> Response:
     s, topic = service_of(request), topic_of(request)
     await require_namespace(s, topic.namespace_name)
-    if topic.partition >= 0:
-        raise RestError(412, f"partitioned topic names may not end in -partition-N: {topic}")
-    n = await _partitions_body(request)
-    if await topic_exists_any(s, topic):
-        raise RestError(409, f"This topic already exists: {topic}")
-    try:
-        await s.namespaces.create_partitioned_topic(topic, n)
-    except NodeExistsError:
-        raise RestError(409, f"This topic already exists: {topic}") from None
+    await create_partitioned_topic(request, s, topic, exists=await topic_exists_any(s, topic))
     return no_content()
 
 
@@ -142,13 +134,9 @@ async def partitioned_stats(request: Request) -> Response:
     n = await s.namespaces.get_partitions(topic) if topic.partition < 0 else 0
     if not n:
         raise RestError(404, f"Partitioned topic {topic} does not exist")
-    loaded = loaded_partitions(s, topic, n)
+    loaded = loaded_partitions(s.topics, topic, n)
     parts = {str(loaded[i].name): topic_stats(loaded[i]) for i in sorted(loaded)}
-    total: dict = {"metadata": {"partitions": n}, "partitions": parts if query_bool(request, "perPartition") else {}}
-    for key in ("msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut", "msgInCounter",
-                "bytesInCounter", "msgOutCounter", "bytesOutCounter", "storageSize", "backlogSize", "msgBacklog"):
-        total[key] = sum(p[key] for p in parts.values())
-    return json_response(total)
+    return json_response(partitioned_totals(request, n, parts))
 
 
 @endpoint
@@ -179,7 +167,7 @@ async def unload(request: Request) -> Response:
         raise RestError(404, f"Topic {topic} not found")
     n = await s.namespaces.get_partitions(topic) if topic.partition < 0 else 0
     if n:
-        loaded = list(loaded_partitions(s, topic, n).values())
+        loaded = list(loaded_partitions(s.topics, topic, n).values())
     else:
         single = s.topics.get(str(topic))
         loaded = [single] if single is not None else []

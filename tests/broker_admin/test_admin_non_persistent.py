@@ -111,6 +111,8 @@ def test_partitioned_non_persistent_topic(client: pulsar.Client, http: httpx.Cli
     assert stats["msgInCounter"] == 30
     assert set(stats["partitions"]) == {f"{topic}-partition-{i}" for i in range(3)}
     assert "msgDropRate" in stats
+    for key in ("msgInCounter", "publishRateLimitedTimes"):  # summed over the partitions
+        assert stats[key] == sum(p[key] for p in stats["partitions"].values())
     producer.close()
     consumer.close()
 

@@ -125,6 +125,38 @@ def test_topic_level_policies_of_a_non_persistent_topic(broker: AdminBroker, cli
         x.close()
 
 
+def test_deleting_a_non_persistent_topic_drops_its_topic_level_policies(
+        broker: AdminBroker, client: pulsar.Client, http: httpx.Client, name: str) -> None:
+    ns = new_tenant_ns(http, name)
+    topic, tp = f"non-persistent://{ns}/t", f"{V2}/non-persistent/{ns}/t"
+    producer = client.create_producer(topic)
+    assert http.post(f"{tp}/maxProducers", json=1).status_code == 204
+    assert http.delete(tp, params={"force": "true"}).status_code == 204
+    producer.close()
+    # created anew under the same name, the topic no longer carries the deleted one's limit
+    producers = [client.create_producer(topic), client.create_producer(topic)]
+    r = http.get(f"{tp}/maxProducers")
+    assert r.status_code == 204, (r.status_code, r.text)  # nothing set on the topic
+    for p in producers:
+        p.close()
+
+    # a partitioned topic: the partitions' overrides and its own go with it
+    assert http.put(f"{V2}/non-persistent/{ns}/pt/partitions", json=2).status_code == 204
+    part = f"non-persistent://{ns}/pt-partition-1"
+    first = client.create_producer(part)
+    assert http.post(f"{V2}/non-persistent/{ns}/pt-partition-1/maxProducers", json=1).status_code == 204
+    with pytest.raises(pulsar.ProducerBusy):
+        client.create_producer(part)
+    # refused while a client is attached; a partition left loaded by closed clients is no obstacle
+    assert http.delete(f"{V2}/non-persistent/{ns}/pt/partitions").status_code == 412
+    first.close()
+    assert http.delete(f"{V2}/non-persistent/{ns}/pt/partitions").status_code == 204
+    assert http.put(f"{V2}/non-persistent/{ns}/pt/partitions", json=2).status_code == 204
+    again = [client.create_producer(part), client.create_producer(part)]
+    for p in again:
+        p.close()
+
+
 def test_broker_config_limits_apply_to_non_persistent_topics() -> None:
     config = BrokerConfig(advertised_address="127.0.0.1", bind_address="127.0.0.1", broker_service_port=0,
                           web_service_port=0, max_producers_per_topic=1, max_consumers_per_subscription=1)

@@ -12,7 +12,6 @@ change) + a ``magnetar broker`` process. One test walks through the phases on on
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -21,6 +20,7 @@ import pulsar
 import pytest
 
 from tests.bk_client_real.bkreal_cluster import RealCluster
+from tests.support.receipts import ReceiptLog, produce_until
 from tests.support.zookeeper import ZooKeeperServer
 
 from .brokerreal_cluster import BrokerProcess, ledger_ensembles, wait_bookies
@@ -37,42 +37,6 @@ BROKER_ARGS = (
     "--set", "bk_client.add_entry_timeout_s=2",
 )
 TOPIC = "persistent://public/default/cluster-topic"
-
-
-class ReceiptLog:
-    """Payloads whose send the broker acknowledged, from the client's callback thread."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.ok: list[bytes] = []
-        self.failed = 0
-
-    def callback(self, payload: bytes):
-        def done(res: pulsar.Result, _msg_id: object) -> None:
-            with self.lock:
-                if res == pulsar.Result.Ok:
-                    self.ok.append(payload)
-                else:
-                    self.failed += 1
-        return done
-
-    def count(self) -> int:
-        with self.lock:
-            return len(self.ok)
-
-
-def _produce_until(producer: pulsar.Producer, log: ReceiptLog, prefix: str, receipts: int,
-                   deadline_s: float = 30.0) -> int:
-    """Send ``prefix-i`` asynchronously until ``receipts`` receipts arrived; the number sent."""
-    i = 0
-    deadline = time.monotonic() + deadline_s
-    while log.count() < receipts and time.monotonic() < deadline:
-        payload = f"{prefix}-{i}".encode()
-        producer.send_async(payload, log.callback(payload))
-        i += 1
-        if i % 20 == 0:
-            time.sleep(0.01)
-    return i
 
 
 def test_cluster_survives_bookie_and_broker_kill(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
@@ -100,21 +64,21 @@ def test_cluster_survives_bookie_and_broker_kill(zookeeper: ZooKeeperServer, tmp
                          "/admin/v2/persistent/public/default/cluster-topic/internalStats").json()["ledgers"][-1]["ledgerId"]
         victim = ledger_ensembles(url, ledger_id)[-1][1][0]
         log = ReceiptLog()
-        _produce_until(producer, log, "a", 200)
+        produce_until(producer, log, "a", 200)
         bookies.kill(victim)
-        _produce_until(producer, log, "b", log.count() + 300)
+        produce_until(producer, log, "b", log.count() + 300)
         producer.flush()
         segments = ledger_ensembles(url, ledger_id)
         assert len(segments) >= 2 and victim not in segments[-1][1], segments
         receipted = set(log.ok)
-        assert len(receipted) >= 500 and log.failed == 0
+        assert len(receipted) >= 500 and not log.failed, log.failed[:5]
         got = [m.data() for m in drain(live)]
         assert set(got) >= receipted
         assert len(got) == len(set(got))
 
         # 3. the broker dies mid-produce; a new broker process takes over the topic
         more = ReceiptLog()
-        _produce_until(producer, more, "c", 200)
+        produce_until(producer, more, "c", 200)
         broker.kill()
         client.close()
         receipted |= set(more.ok)
@@ -148,7 +112,7 @@ def test_a_clean_stop_under_load_finishes_and_keeps_every_ack(zookeeper: ZooKeep
             consumer = client.subscribe(TOPIC + "-stop", "s", initial_position=pulsar.InitialPosition.Earliest)
             producer = client.create_producer(TOPIC + "-stop", batching_enabled=False, block_if_queue_full=True)
             log = ReceiptLog()
-            _produce_until(producer, log, f"r{round_}-", 300)
+            produce_until(producer, log, f"r{round_}-", 300)
             acked = set()
             for _ in range(100):
                 msg = consumer.receive(10_000)

@@ -10,11 +10,8 @@ import os
 import signal
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
-import pulsar
 import trio
 
 from metadata import NoNodeError, open_metadata_store
@@ -22,7 +19,7 @@ from tests.bk_client_real.bkreal_cluster import REPO
 from tests.broker_real.brokerreal_cluster import BrokerProcess
 from tests.support.bookies import RealCluster, wait_registered
 
-__all__ = ["BROKER_ARGS", "MultiBrokerCluster", "ReceiptLog", "owners", "run_magnetar", "terminate", "sigstop",
+__all__ = ["BROKER_ARGS", "MultiBrokerCluster", "owners", "run_magnetar", "terminate", "sigstop",
            "sigcont"]
 
 BROKER_ARGS = (
@@ -105,40 +102,3 @@ def owners(metadata_url: str, namespace: str) -> dict[str, str]:
             return out
 
     return trio.run(read)
-
-
-class ReceiptLog:
-    """Payloads whose send the broker acknowledged (from the client's callback thread)."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.ok: list[bytes] = []
-        self.failed: list[str] = []
-
-    def callback(self, payload: bytes):
-        def done(res: pulsar.Result, _msg_id: object) -> None:
-            with self.lock:
-                if res == pulsar.Result.Ok:
-                    self.ok.append(payload)
-                else:
-                    self.failed.append(f"{payload!r}: {res}")
-        return done
-
-    def count(self) -> int:
-        """Receipts so far."""
-        with self.lock:
-            return len(self.ok)
-
-
-def produce_until(producer: pulsar.Producer, log: ReceiptLog, prefix: str, receipts: int,
-                  deadline_s: float = 60.0) -> int:
-    """Send ``prefix-i`` asynchronously until ``receipts`` receipts arrived; the number sent."""
-    i = 0
-    deadline = time.monotonic() + deadline_s
-    while log.count() < receipts and time.monotonic() < deadline:
-        payload = f"{prefix}-{i}".encode()
-        producer.send_async(payload, log.callback(payload))
-        i += 1
-        if i % 20 == 0:
-            time.sleep(0.01)
-    return i

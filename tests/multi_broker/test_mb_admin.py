@@ -16,9 +16,10 @@ from click.testing import CliRunner
 from broker._bundles import bundle_hash, parse_bundle
 from magnetar.cli import main
 from tests.broker_real.brokerreal_support import drain, new_namespace, rest, wait_for
+from tests.support.receipts import ReceiptLog, produce_until
 from tests.support.zookeeper import ZooKeeperServer
 
-from .mb_support import MultiBrokerCluster, ReceiptLog, owners, produce_until
+from .mb_support import MultiBrokerCluster, owners
 
 pytestmark = pytest.mark.slow
 

@@ -22,9 +22,10 @@ import trio
 
 from tests.broker_real.brokerreal_cluster import BrokerProcess
 from tests.broker_real.brokerreal_support import drain, new_namespace, wait_for
+from tests.support.receipts import ReceiptLog, produce_until
 from tests.support.zookeeper import ZooKeeperServer
 
-from .mb_support import MultiBrokerCluster, ReceiptLog, owners, produce_until, sigcont, sigstop, terminate
+from .mb_support import MultiBrokerCluster, owners, sigcont, sigstop, terminate
 
 pytestmark = pytest.mark.slow
 

@@ -15,9 +15,10 @@ import pulsar
 import pytest
 
 from tests.broker_real.brokerreal_support import drain, rest, wait_for
+from tests.support.receipts import ReceiptLog
 from tests.support.zookeeper import ZooKeeperServer
 
-from .mb_support import MultiBrokerCluster, ReceiptLog
+from .mb_support import MultiBrokerCluster
 
 pytestmark = pytest.mark.slow
 

@@ -32,10 +32,11 @@ from broker.auth import create_token
 from magnetar.cli import main
 from tests.broker_real.brokerreal_cluster import BrokerProcess
 from tests.broker_real.brokerreal_support import drain, wait_for
+from tests.support.receipts import ReceiptLog, produce_until
 from tests.support.zookeeper import ZooKeeperServer, free_port, zookeeper_available
 from tests.tls.certs import Certs, make_certs
 
-from .mb_support import MultiBrokerCluster, ReceiptLog, owners, produce_until, run_magnetar
+from .mb_support import MultiBrokerCluster, owners, run_magnetar
 
 pytestmark = pytest.mark.slow
 
