@@ -8,7 +8,6 @@ reads every sequence id exactly once.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pulsar
@@ -16,7 +15,7 @@ import pytest
 
 from tests.standalone.standalone_proc import start_standalone
 
-from .brokerreal_support import drain, new_namespace, rest
+from .brokerreal_support import drain, new_namespace, rest, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -88,8 +87,9 @@ def test_dedup_survives_a_crash_after_the_consumed_ledger_could_be_trimmed(tmp_p
         internal = f"/admin/v2/persistent/{ns}/once/internalStats"
         # the dedup cursor is not a subscription
         assert rest("GET", sa.admin_url, f"/admin/v2/persistent/{ns}/once/subscriptions").json() == ["s"]
-        time.sleep(1.5)
-        assert rest("GET", sa.admin_url, internal).json()["cursors"]["s"]["markDeletePosition"].endswith(":29")
+        # the client sends its grouped acks up to 100 ms later
+        wait_for(lambda: rest("GET", sa.admin_url, internal).json()["cursors"]["s"]["markDeletePosition"]
+                 .endswith(":29"), what="the mark-delete position to reach the last message")
     finally:
         sa.kill()
     client.close()
