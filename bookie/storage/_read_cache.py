@@ -10,7 +10,9 @@ read the records that follow it in the same log (same ledger only: flushes write
 entries contiguously and sorted). The request is queued without waiting (a full queue drops it:
 read-ahead is an optimisation, never back-pressure on the reader), a fixed number of worker tasks
 read in worker threads, and a request overlapping one already in flight for the same ledger is
-skipped so a sequential reader does not start a read-ahead per miss. Several read-aheads of one
+skipped so a sequential reader does not start a read-ahead per miss. Only misses of in-order
+readers read ahead (`InOrderReaders`: a miss shortly after a recent miss of the same ledger);
+several readers of one ledger at different positions are each recognised. Several read-aheads of one
 ledger may be in flight at once (readers at different positions), each tracked on its own until
 its worker finished. The reader that missed never waits for its read-ahead; a later reader asking
 for an entry that an in-flight read-ahead covers may wait for it (`ReadAhead.wait_pending`)
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 
 import trio
 
-__all__ = ["ReadCache", "ReadCacheStats", "ReadAhead", "ReadAheadStats"]
+__all__ = ["ReadCache", "ReadCacheStats", "ReadAhead", "ReadAheadStats", "InOrderReaders"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,3 +239,42 @@ class ReadAhead:
         """A snapshot of the counters."""
         return ReadAheadStats(self._requested, self._skipped, self._dropped, self._batches,
                               self._entries, self._bytes, self._errors)
+
+
+class InOrderReaders:
+    """Tells, from a ledger's read-cache misses, whether a miss comes from a reader going through
+    the ledger in order: one whose miss lands at most ``window`` entries after a recent miss of the
+    same ledger. Up to ``streams`` recent miss positions are kept per ledger, so readers at
+    different positions of one ledger (two subscriptions catching up) are each recognised instead
+    of breaking each other's run; a miss that continues none of them starts a new one in place of
+    the least recently continued. At most ``max_ledgers`` ledgers are remembered (all are forgotten
+    when that is reached), so the memory is bounded whatever the number of ledgers read.
+    """
+
+    __slots__ = ("_window", "_streams", "_max_ledgers", "_recent")
+
+    def __init__(self, window: int, *, streams: int = 4, max_ledgers: int = 4096) -> None:
+        if window < 1 or streams < 1 or max_ledgers < 1:
+            raise ValueError("window, streams and max_ledgers must be positive")
+        self._window = window
+        self._streams = streams
+        self._max_ledgers = max_ledgers
+        self._recent: dict[int, list[int]] = {}  # ledger -> recent miss positions, least recent first
+
+    def miss(self, ledger_id: int, entry_id: int) -> bool:
+        """Record a miss of ``(ledger_id, entry_id)``; True when it continues an in-order run."""
+        recent = self._recent.get(ledger_id)
+        if recent is None:
+            if len(self._recent) >= self._max_ledgers:
+                self._recent.clear()
+            self._recent[ledger_id] = [entry_id]
+            return False
+        for i, prev in enumerate(recent):
+            if 0 < entry_id - prev <= self._window:
+                del recent[i]
+                recent.append(entry_id)
+                return True
+        recent.append(entry_id)
+        if len(recent) > self._streams:
+            del recent[0]
+        return False

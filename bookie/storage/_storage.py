@@ -59,7 +59,7 @@ from ..metrics import StorageMetrics
 from ._entry_log import CurrentLogInfo, EntryLogger, EntryLogStats, FileOps, StorageIOError
 from ._entry_log_codec import RECORD_PREFIX_SIZE, CorruptLogError
 from ._index import EntryIndex, IndexStats, LedgerInfo
-from ._read_cache import ReadAhead, ReadAheadStats, ReadCache, ReadCacheStats
+from ._read_cache import InOrderReaders, ReadAhead, ReadAheadStats, ReadCache, ReadCacheStats
 from ._write_cache import FlushBatch, WriteCache, WriteCacheFull, WriteCacheStats
 
 __all__ = ["LedgerStorage", "DbLedgerStorage", "CheckpointSource", "FlushReason", "StorageStats",
@@ -195,8 +195,7 @@ class DbLedgerStorage:
             read_ahead_max_bytes = min(read_cache_max_bytes // 4, 4 << 20)
         self._ra = ReadAhead(self._rc, self._logger.read_following, batch_size=read_ahead_batch_size,
                              max_bytes=read_ahead_max_bytes, on_batch=self._on_read_ahead)
-        self._read_ahead_batch = read_ahead_batch_size
-        self._last_miss: dict[int, int] = {}  # ledger -> last entry read from disk (bounded)
+        self._in_order = InOrderReaders(2 * read_ahead_batch_size + 1)
         self._flush_interval_s = flush_interval_ms / 1000 if flush_interval_ms > 0 else math.inf
         self._source = checkpoint_source
         self._on_flush_error = on_flush_error
@@ -335,13 +334,9 @@ class DbLedgerStorage:
             raise NoSuchEntry(ledger_id, entry_id)
         data, location = found
         self._rc.put(ledger_id, entry_id, data)
-        # read ahead only for a ledger read in order (this miss shortly after the previous one):
-        # random reads would otherwise pull a batch from disk per miss for nothing
-        prev = self._last_miss.get(ledger_id)
-        if len(self._last_miss) >= 4096:
-            self._last_miss.clear()
-        self._last_miss[ledger_id] = entry_id
-        if prev is not None and 0 < entry_id - prev <= 2 * self._read_ahead_batch + 1:
+        # read ahead only for a reader going through the ledger in order: random reads would
+        # otherwise pull a batch from disk per miss for nothing
+        if self._in_order.miss(ledger_id, entry_id):
             self._ra.request(ledger_id, entry_id + 1, location + RECORD_PREFIX_SIZE + len(data), len(data))
         return data
 
