@@ -9,9 +9,10 @@ import pytest
 import trio
 import trio.lowlevel
 
-from bookie.journal import AddEntry, LogMark
+from bookie.journal import AddEntry, Journal, JournalConfig, LogMark
 from bookie.journal._codec import FILE_HEADER_SIZE, StopReason
-from bookie.journal._files import list_journal_files
+from bookie.journal._files import JournalDisk, list_journal_files
+from bookie.journal._journal import ZERO_STEP
 from bookie.journal._last_mark import LAST_MARK_FILE, read_last_mark, write_last_mark
 
 from .journal_helpers import adds, open_journal, payload, replay_all
@@ -55,6 +56,43 @@ async def test_preallocation_grows_in_chunks(tmp_path) -> None:
     assert sizes[0] == 64 * KiB
     assert all(s % (64 * KiB) == 0 for s in sizes)
     assert sorted(set(sizes)) == [64 * KiB, 128 * KiB, 192 * KiB]
+
+
+class _ZeroLog(JournalDisk):
+    """The real disk, recording each reserve and zero call as (fd, offset, length)."""
+
+    def __init__(self) -> None:
+        self.reserved: list[tuple[int, int, int]] = []
+        self.zeroed: list[tuple[int, int, int]] = []
+
+    def reserve(self, fd: int, offset: int, length: int) -> None:
+        self.reserved.append((fd, offset, length))
+        super().reserve(fd, offset, length)
+
+    def zero(self, fd: int, offset: int, length: int) -> None:
+        self.zeroed.append((fd, offset, length))
+        super().zero(fd, offset, length)
+
+
+async def test_files_are_reserved_in_chunks_and_zeroed_a_step_at_a_time(tmp_path) -> None:
+    disk = _ZeroLog()
+    journal = await Journal.open(tmp_path / "journal", [tmp_path / "ledgers"],
+                                 JournalConfig(prealloc_size=4 * ZERO_STEP, flush_when_queue_empty=True), disk=disk)
+    marks = {}
+    async with journal.running():
+        for i in range(90):  # 90 x 64 KiB: into the second 4 MiB chunk
+            marks[(1, i)] = await journal.log_add_entry(1, i, payload(1, i, 64 * KiB))
+    (fd,) = {fd for fd, offset, length in disk.reserved if length == 4 * ZERO_STEP and offset == 0}
+    reserved = [(o, n) for f, o, n in disk.reserved if f == fd]  # not the reserve file's
+    zeroed = [(o, n) for f, o, n in disk.zeroed if f == fd]
+    assert reserved == [(0, 4 * ZERO_STEP), (4 * ZERO_STEP, 4 * ZERO_STEP)]
+    # zeros go down one step at a time, each range right after the last, never past the reserve
+    assert zeroed[0] == (0, ZERO_STEP) and all(n <= ZERO_STEP for _, n in zeroed)
+    assert all(a[0] + a[1] == b[0] for a, b in zip(zeroed, zeroed[1:], strict=False))
+    last = max(m.offset for m in marks.values())
+    assert last < zeroed[-1][0] + zeroed[-1][1] <= 8 * ZERO_STEP
+    records, report = replay_all(tmp_path)  # the reserved, unzeroed rest reads as a clean end
+    assert report.stop is None and adds(records) == {k: payload(1, k[1], 64 * KiB) for k in marks}
 
 
 async def test_last_mark_is_written_to_every_ledger_dir_and_read_as_max(tmp_path) -> None:
