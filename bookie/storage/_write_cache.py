@@ -207,8 +207,10 @@ class WriteCache:
         return self._flush_wanted.is_set()
 
     async def wait_flush_wanted(self) -> None:
-        """Return once the active half has filled (used by the storage's flush loop)."""
-        await self._flush_wanted.wait()
+        """Return once the active half has filled (used by the storage's flush loop). A swap by
+        another flush meanwhile does not lose the wait: it goes on for the new active half."""
+        while not self._flush_wanted.is_set():
+            await self._flush_wanted.wait()  # set by a fill, or by a swap (then wait again)
 
     def swap(self) -> FlushBatch:
         """Rule 2: ACTIVE becomes FLUSHING; returns its entries. Raises RuntimeError if one is pending."""
@@ -216,7 +218,8 @@ class WriteCache:
             raise RuntimeError("a flushing half is still pending")
         self._flushing = self._active
         self._active = _Half()
-        self._flush_wanted = trio.Event()
+        swapped, self._flush_wanted = self._flush_wanted, trio.Event()
+        swapped.set()  # wakes a wait_flush_wanted of the old half, to wait on the new one
         self._space.set()
         self._space = trio.Event()
         return self.pending_batch()

@@ -58,6 +58,30 @@ async def test_full_half_marks_flush_wanted_and_waits_for_swap() -> None:
     assert wc.get(1, 10) == b"y" * 10
 
 
+async def test_a_wait_for_a_full_half_outlives_a_swap_by_another_flush() -> None:
+    # the flush loop waits for the active half to fill; an explicit flush swaps meanwhile, then
+    # the new active half fills: the loop must still hear of it (it once waited on the old half's
+    # signal until its interval ran out, while adds were throttled and then refused)
+    wc = WriteCache(200)
+    woke = trio.Event()
+
+    async def flush_loop() -> None:
+        await wc.wait_flush_wanted()
+        woke.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(flush_loop)
+        await wc.add(1, 0, b"x" * 10)
+        await trio.testing.wait_all_tasks_blocked()
+        wc.swap()  # an explicit flush
+        wc.complete_flush()
+        await trio.testing.wait_all_tasks_blocked()
+        assert not woke.is_set()  # nothing filled yet
+        await wc.add(1, 1, b"y" * 100)  # the new active half fills
+        with trio.fail_after(5):
+            await woke.wait()
+
+
 async def test_both_halves_full_raises_after_throttle_time() -> None:
     wc = WriteCache(200, max_throttle_time_ms=50)
     for i in range(10):
