@@ -756,7 +756,7 @@ async def open_bookie(config: BookieConfig, *, registry: CollectorRegistry | Non
         read_cache_max_bytes=config.read_cache_max_mb * mib,
         read_ahead_batch_size=config.read_ahead_batch_size,
         max_throttle_time_ms=config.max_throttle_time_ms, flush_interval_ms=config.flush_interval_ms,
-        flush_entrylog_bytes=config.flush_entrylog_bytes,
+        flush_entrylog_bytes=config.flush_entrylog_bytes, flush_pace_fraction=config.flush_pace_fraction,
         entry_log_per_ledger=config.entry_log_per_ledger_enabled,
         max_active_entry_logs=config.maximum_number_of_active_entry_logs,
         checkpoint_source=bookie._source, on_flush_error=bookie._on_flush_error,

@@ -18,6 +18,16 @@ Checkpoint hook. The server passes a `CheckpointSource` (the journal). A flush t
 Any disk error in 4-5 raises `StorageIOError`, leaves the entries in the cache (readable, written
 again by the next flush) and does not complete the checkpoint.
 
+Pacing. Journal and entry logs usually share a device, and every journal fdatasync waits for the
+entry-log bytes the device took before it. Step 4 of a periodic checkpoint (``FlushReason.PERIODIC``)
+therefore writes its half in `PACE_STEP` pieces, each synced, spread over ``flush_pace_fraction``
+of the flush interval (at the rate the half filled, times 1 / fraction), so each journal sync
+meets at most one piece instead of a whole checkpoint's writeback (bench/flush_entrylog_bench.py:
+add p99 26-29 ms -> 3-5 ms at 12 MB/s). A checkpoint that is wanted sooner finishes at full speed
+from the next piece on: the active half filled, another task waits for the write lock (an
+explicit flush, a ledger deletion, GC, shutdown). Other flushes are never paced. Entries stay
+readable from the FLUSHING half throughout, and the checkpoint completes only after the last piece.
+
 Rolling early (GC). `DbLedgerStorage.roll_entry_logs` rolls chosen current entry logs through
 the entry logger's own roll (ledgers map, header, sync) while holding the write lock, i.e.
 between flushes: every record in those logs was synced and indexed by the flush that wrote it,
@@ -43,7 +53,8 @@ import logging
 import math
 import os
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -69,6 +80,8 @@ log = logging.getLogger(__name__)
 
 _FLUSH_MARGIN = 64 * 1024  # free space a flush leaves for ledgers maps, lastId and the index
 _RETRY_MIN_S = 1.0
+PACE_STEP = 1 << 20
+"""Bytes a paced checkpoint writes and syncs at a time (module docstring, "Pacing")."""
 _RETRY_MAX_S = 60.0
 
 
@@ -154,7 +167,9 @@ class DbLedgerStorage:
     ``write_cache_max_bytes`` (dbStorage_writeCacheMaxSizeMb), ``read_cache_max_bytes``
     (dbStorage_readAheadCacheMaxSizeMb), ``read_ahead_batch_size``
     (dbStorage_readAheadCacheBatchSize), ``max_throttle_time_ms`` (dbStorage_maxThrottleTimeMs),
-    ``flush_interval_ms`` (flushInterval). ``index_path`` defaults to ``ledger_dirs[0]/index.sqlite``.
+    ``flush_interval_ms`` (flushInterval). ``flush_pace_fraction`` spreads a periodic checkpoint's
+    entry-log writes over that fraction of the flush interval (module docstring, "Pacing"; 0: at
+    once, as BookKeeper). ``index_path`` defaults to ``ledger_dirs[0]/index.sqlite``.
     ``on_flush_error`` is called by the background flush loop with each `StorageIOError` (the server
     turns read-only). ``file_ops`` injects entry-log write failures in tests. ``space_guard`` checks
     every flush against the free space first (module docstring, "Full disk").
@@ -183,7 +198,10 @@ class DbLedgerStorage:
         flush_entrylog_bytes: int = 0,
         entry_log_per_ledger: bool = False,
         max_active_entry_logs: int = 500,
+        flush_pace_fraction: float = 0.0,
     ) -> None:
+        if not 0.0 <= flush_pace_fraction <= 1.0:
+            raise ValueError(f"flush_pace_fraction must be in [0, 1], got {flush_pace_fraction}")
         self._guard = space_guard
         self._logger = EntryLogger(ledger_dirs, log_size_limit=log_size_limit, file_ops=file_ops,
                                    flush_entrylog_bytes=flush_entrylog_bytes, per_ledger=entry_log_per_ledger,
@@ -197,11 +215,13 @@ class DbLedgerStorage:
                              max_bytes=read_ahead_max_bytes, on_batch=self._on_read_ahead)
         self._in_order = InOrderReaders(2 * read_ahead_batch_size + 1)
         self._flush_interval_s = flush_interval_ms / 1000 if flush_interval_ms > 0 else math.inf
+        self._pace_s = flush_pace_fraction * self._flush_interval_s if flush_interval_ms > 0 else 0.0
         self._source = checkpoint_source
         self._on_flush_error = on_flush_error
         self._ledgers: dict[int, LedgerInfo] = self._index.load_ledgers()
         self._dirty: set[int] = set()
         self._flush_lock = trio.Lock()
+        self._hurry = trio.Event()  # set: the paced checkpoint in progress goes at full speed
         self.sync_priority = SyncPriority()
         """Shared with the journal by the bookie: compaction yields its syncs to the journal's."""
         self._flushes = self._flush_failures = 0
@@ -226,7 +246,7 @@ class DbLedgerStorage:
     async def aclose(self) -> None:
         """Roll the entry logs (writing their ledgers maps) and close the index. Unflushed entries are
         not written (the journal still holds them)."""
-        async with self._flush_lock:
+        async with self._write_locked():
             try:
                 await trio.to_thread.run_sync(self._logger.close)
             finally:
@@ -245,12 +265,13 @@ class DbLedgerStorage:
         return self._index
 
     @property
-    def write_lock(self) -> trio.Lock:
-        """The lock every flush and ledger deletion holds. GC holds it while it lists the logs it
-        may compact (so no flush has records in them left to index) and while compaction appends,
-        syncs and re-indexes a chunk (so a checkpoint never interleaves with it on the current log).
-        Reads never take it."""
-        return self._flush_lock
+    def write_lock(self) -> AbstractAsyncContextManager[None]:
+        """The lock every flush and ledger deletion holds (``async with storage.write_lock:``; a
+        paced checkpoint holding it goes at full speed once asked). GC holds it while it lists the
+        logs it may compact (so no flush has records in them left to index) and while compaction
+        appends, syncs and re-indexes a chunk (so a checkpoint never interleaves with it on the
+        current log). Reads never take it."""
+        return self._write_locked()
 
     async def roll_entry_logs(self, choose: Callable[[list[CurrentLogInfo]], dict[int, str]]) -> dict[int, str]:
         """Roll the current entry logs that ``choose`` picks (module docstring, "Rolling early").
@@ -259,7 +280,7 @@ class DbLedgerStorage:
         on the event loop while the write lock is held, so what it saw is what is rolled. Returns
         the logs rolled with their reasons. Raises `StorageIOError` if a roll fails (that log is
         abandoned as after any failed write; its synced records stay readable)."""
-        async with self._flush_lock:
+        async with self._write_locked():
             logs = await trio.to_thread.run_sync(self._logger.current_logs)
             chosen = choose(logs) if logs else {}
             if not chosen:
@@ -411,7 +432,7 @@ class DbLedgerStorage:
 
         Raises `StorageIOError` if the index update fails (the ledger is gone from memory anyway
         and a later call retries the index)."""
-        async with self._flush_lock:
+        async with self._write_locked():
             self._wc.delete_ledger(ledger_id)
             self._rc.delete_ledger(ledger_id)
             self._ledgers.pop(ledger_id, None)
@@ -433,7 +454,7 @@ class DbLedgerStorage:
         Raises `StorageIOError` on a disk error; the entries then stay cached and readable and the
         checkpoint is not completed. Concurrent calls run one after the other.
         """
-        async with self._flush_lock:
+        async with self._write_locked():
             start = trio.current_time()
             self.metrics.flush_reason.labels(reason.value).inc()
             try:
@@ -445,7 +466,7 @@ class DbLedgerStorage:
                 dirty = {lid: self._ledgers[lid] for lid in self._dirty if lid in self._ledgers}
                 self._dirty = set()
                 try:
-                    await self._write_batch(batch, dirty)
+                    await self._write_batch(batch, dirty, self._pace_s if reason is FlushReason.PERIODIC else 0.0)
                 except BaseException:
                     self._dirty.update(dirty)
                     raise
@@ -482,11 +503,14 @@ class DbLedgerStorage:
                 raise StorageIOError(f"flush of {needed} bytes into {directory} refused: only {usage.free} "
                                      f"bytes free", errno.ENOSPC)
 
-    async def _write_batch(self, batch: FlushBatch, ledger_rows: dict[int, LedgerInfo]) -> None:
+    async def _write_batch(self, batch: FlushBatch, ledger_rows: dict[int, LedgerInfo], pace_s: float = 0.0) -> None:
         await self._check_space(batch)
         t0 = trio.current_time()
         try:
-            rows, lasts = await trio.to_thread.run_sync(self._write_logs, batch)
+            if pace_s > 0 and batch.size > PACE_STEP:
+                rows, lasts = await self._write_logs_paced(batch, pace_s)
+            else:
+                rows, lasts = await trio.to_thread.run_sync(self._write_logs, batch)
         except OSError as exc:
             raise StorageIOError(f"flush to entry logs failed: {exc}", exc.errno) from exc
         t1 = trio.current_time()
@@ -519,9 +543,50 @@ class DbLedgerStorage:
             return [], {}
         locations = self._logger.append(entries)
         self._logger.sync()
-        rows = [(lid, eid, loc) for (lid, eid, _), loc in zip(entries, locations, strict=True)]
-        lasts = {lid: eid for lid, eid, _ in entries}  # sorted, so the last one wins
-        return rows, lasts
+        return _rows_and_lasts(entries, locations)
+
+    async def _write_logs_paced(self, batch: FlushBatch,
+                                pace_s: float) -> tuple[list[tuple[int, int, int]], dict[int, int]]:
+        """`_write_logs` in synced `PACE_STEP` pieces spread over ``pace_s`` (module docstring,
+        "Pacing"): piece k is not started before ``k / pieces`` of ``pace_s`` has passed, unless
+        `_hurried`. Each piece is one worker-thread call; the wait between them is on the loop."""
+        entries, bounds = await trio.to_thread.run_sync(_sorted_in_pieces, batch)
+        locations: list[int] = []
+        start = trio.current_time()
+        self._hurry = trio.Event()
+        for k, (i, j) in enumerate(bounds):
+            if k and not self._hurry.is_set():
+                await self._until_due_or_hurried(start + pace_s * k / len(bounds))
+            locations += await trio.to_thread.run_sync(self._append_synced, entries[i:j])
+        return await trio.to_thread.run_sync(_rows_and_lasts, entries, locations)
+
+    async def _until_due_or_hurried(self, due: float) -> None:
+        """Wait until ``due`` (trio time), or until the checkpoint is wanted sooner: the active
+        half filled, or another task asked for the write lock (`_write_locked` sets ``_hurry``)."""
+        hurry = self._hurry
+        with trio.move_on_at(due):
+            async with trio.open_nursery() as nursery:
+                async def cache_filled() -> None:
+                    await self._wc.wait_flush_wanted()
+                    hurry.set()
+
+                nursery.start_soon(cache_filled)
+                await hurry.wait()
+                nursery.cancel_scope.cancel()
+
+    def _append_synced(self, entries: list[tuple[int, int, bytes]]) -> list[int]:
+        """Worker thread: append ``entries`` and sync the logs; their locations."""
+        locations = self._logger.append(entries)
+        self._logger.sync()
+        return locations
+
+    @asynccontextmanager
+    async def _write_locked(self) -> AsyncIterator[None]:
+        """Hold the write lock; a paced checkpoint holding it now finishes at full speed."""
+        if self._flush_lock.locked():
+            self._hurry.set()
+        async with self._flush_lock:
+            yield
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run read-ahead workers and the flush loop (every ``flush_interval_ms`` and whenever the
@@ -574,3 +639,27 @@ async def _free_in_thread(entries: dict[tuple[int, int], bytes]) -> None:
     milliseconds of the event loop (27 ms measured by bench/loop_stall_bench.py)."""
     if len(entries) > 1000:
         await trio.to_thread.run_sync(entries.clear)
+
+
+def _rows_and_lasts(entries: list[tuple[int, int, bytes]],
+                    locations: list[int]) -> tuple[list[tuple[int, int, int]], dict[int, int]]:
+    """Index rows ``(ledger, entry, location)`` and the last entry per ledger of sorted ``entries``."""
+    rows = [(lid, eid, loc) for (lid, eid, _), loc in zip(entries, locations, strict=True)]
+    lasts = {lid: eid for lid, eid, _ in entries}  # sorted, so the last one wins
+    return rows, lasts
+
+
+def _sorted_in_pieces(batch: FlushBatch) -> tuple[list[tuple[int, int, bytes]], list[tuple[int, int]]]:
+    """Worker thread: the batch's entries sorted, and ``(start, end)`` index bounds cutting them
+    into pieces of about `PACE_STEP` payload bytes (a piece takes at least one entry)."""
+    entries = batch.sorted_entries()
+    bounds: list[tuple[int, int]] = []
+    i = size = 0
+    for j, (_, _, data) in enumerate(entries):
+        size += len(data)
+        if size >= PACE_STEP:
+            bounds.append((i, j + 1))
+            i, size = j + 1, 0
+    if i < len(entries):
+        bounds.append((i, len(entries)))
+    return entries, bounds

@@ -273,3 +273,78 @@ async def test_open_in_thread(tmp_path: Path) -> None:
     await st.add_entry(1, 0, bytearray(b"ba"))  # non-bytes payloads are copied
     assert await st.get_entry(1, 0) == b"ba"
     await st.aclose()
+
+
+# ------------------------------------------------------------------ paced checkpoints
+
+
+def _big(lid: int, eid: int) -> bytes:
+    return (_payload(lid, eid)[:50] * 2700)[:128 * 1024]
+
+
+async def _fill(st: DbLedgerStorage, mib: int) -> list[tuple[int, int, bytes]]:
+    """Add ``mib`` MiB to each of ledgers 1 and 2, in 128 KiB entries."""
+    added = [(lid, eid, _big(lid, eid)) for lid in (1, 2) for eid in range(mib * 8)]
+    for lid, eid, data in added:
+        await st.add_entry(lid, eid, data)
+    return added
+
+
+async def test_a_periodic_checkpoint_is_spread_over_its_share_of_the_interval(tmp_path: Path) -> None:
+    st = _open(tmp_path, write_cache_max_bytes=64 << 20, flush_interval_ms=1000, flush_pace_fraction=0.5)
+    added = await _fill(st, 3)  # 6 MiB: 6 pieces over 0.5 s
+    syncs = st.statistics().entry_logs.syncs
+    t0 = trio.current_time()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(st.flush, FlushReason.PERIODIC)
+        await trio.sleep(0.15)
+        # mid-checkpoint: part of the half is in the logs, all of it still readable
+        assert st.statistics().entry_logs.syncs > syncs
+        for lid, eid, data in added[::50]:
+            assert await st.get_entry(lid, eid) == data
+    took = trio.current_time() - t0
+    assert took >= 0.5 * 5 / 6 - 0.02, took  # the last piece starts 5/6 of the way through
+    assert st.statistics().entry_logs.syncs - syncs >= 6  # one sync per piece
+    await st.aclose()
+    st = _open(tmp_path)
+    for lid, eid, data in added:
+        assert await st.get_entry(lid, eid) == data
+    await st.aclose()
+
+
+@pytest.mark.parametrize("sooner", ["explicit flush", "ledger deletion", "write lock", "cache full"])
+async def test_a_paced_checkpoint_wanted_sooner_goes_at_full_speed(tmp_path: Path, sooner: str) -> None:
+    # paced over 60 s: only being wanted sooner lets it finish within the test
+    st = _open(tmp_path, write_cache_max_bytes=16 << 20, flush_interval_ms=60_000, flush_pace_fraction=1.0,
+               max_throttle_time_ms=30_000)
+    added = await _fill(st, 3)
+    with trio.fail_after(20):
+        async with trio.open_nursery() as outer:
+            await outer.start(st.run)  # the flush loop: a full active half gets its flush
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(st.flush, FlushReason.PERIODIC)
+                await trio.sleep(0.2)
+                if sooner == "explicit flush":
+                    await st.flush()
+                elif sooner == "ledger deletion":
+                    await st.delete_ledger(99)
+                elif sooner == "write lock":
+                    async with st.write_lock:
+                        pass
+                else:  # adds fill the active half (8 MiB): they wait for the checkpoint, which hurries
+                    for eid in range(8 * 8 + 8):
+                        await st.add_entry(3, eid, _big(3, eid))
+            outer.cancel_scope.cancel()
+    for lid, eid, data in added[::5]:
+        assert await st.get_entry(lid, eid) == data
+    await st.aclose()
+
+
+async def test_only_periodic_checkpoints_are_paced(tmp_path: Path) -> None:
+    st = _open(tmp_path, write_cache_max_bytes=64 << 20, flush_interval_ms=60_000, flush_pace_fraction=1.0)
+    await _fill(st, 3)
+    with trio.fail_after(20):  # paced, it would take about a minute
+        await st.flush(FlushReason.EXPLICIT)
+    await st.aclose()
+    with pytest.raises(ValueError, match="flush_pace_fraction"):
+        _open(tmp_path, flush_pace_fraction=1.5)
