@@ -549,12 +549,14 @@ class DbLedgerStorage:
                                 pace_s: float) -> tuple[list[tuple[int, int, int]], dict[int, int]]:
         """`_write_logs` in synced `PACE_STEP` pieces spread over ``pace_s`` (module docstring,
         "Pacing"): piece k is not started before ``k / pieces`` of ``pace_s`` has passed, unless
-        `_hurried`. Each piece is one worker-thread call; the wait between them is on the loop."""
+        the checkpoint is wanted sooner (``_hurry``). Each piece is one worker-thread call; the
+        wait between them is on the loop."""
         entries, bounds = await trio.to_thread.run_sync(_sorted_in_pieces, batch)
         locations: list[int] = []
         start = trio.current_time()
-        self._hurry = trio.Event()
         for k, (i, j) in enumerate(bounds):
+            if self._flush_lock.statistics().tasks_waiting:
+                self._hurry.set()  # queued before this holder took the lock (its signal was fresh)
             if k and not self._hurry.is_set():
                 await self._until_due_or_hurried(start + pace_s * k / len(bounds))
             locations += await trio.to_thread.run_sync(self._append_synced, entries[i:j])
@@ -586,6 +588,9 @@ class DbLedgerStorage:
         if self._flush_lock.locked():
             self._hurry.set()
         async with self._flush_lock:
+            # a fresh signal per holder: one set for an earlier holder must not hurry this one;
+            # tasks already queued are seen by the paced writer itself (`_write_logs_paced`)
+            self._hurry = trio.Event()
             yield
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
