@@ -340,6 +340,26 @@ async def test_a_paced_checkpoint_wanted_sooner_goes_at_full_speed(tmp_path: Pat
     await st.aclose()
 
 
+async def test_a_task_queued_before_a_paced_checkpoint_took_the_lock_hurries_it(tmp_path: Path) -> None:
+    st = _open(tmp_path, write_cache_max_bytes=64 << 20, flush_interval_ms=60_000, flush_pace_fraction=1.0)
+    await _fill(st, 3)
+    deleted = trio.Event()
+
+    async def delete() -> None:
+        await st.delete_ledger(99)
+        deleted.set()
+
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            async with st.write_lock:  # someone holds the lock (GC, say)
+                nursery.start_soon(st.flush, FlushReason.PERIODIC)
+                await trio.testing.wait_all_tasks_blocked()
+                nursery.start_soon(delete)  # queued behind the checkpoint
+                await trio.testing.wait_all_tasks_blocked()
+    assert deleted.is_set()
+    await st.aclose()
+
+
 async def test_only_periodic_checkpoints_are_paced(tmp_path: Path) -> None:
     st = _open(tmp_path, write_cache_max_bytes=64 << 20, flush_interval_ms=60_000, flush_pace_fraction=1.0)
     await _fill(st, 3)
