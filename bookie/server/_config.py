@@ -134,12 +134,13 @@ class BookieConfig(GcConfig):
              "measures its effect on add latency.")
     flush_pace_fraction: float = config_field(
         0.5,
-        help="Spread a periodic checkpoint's entry-log writes over this fraction of flushInterval, in "
-             "synced 1 MiB pieces, so that each journal fsync meets at most one piece of entry-log "
-             "writeback on a shared disk instead of a whole checkpoint's (add p99 at 12 MB/s: 26-29 ms "
-             "-> 3-5 ms, bench/flush_entrylog_bench.py). A checkpoint wanted sooner (write cache "
-             "full, an explicit flush, a ledger deletion, GC, shutdown) goes at full speed. 0 writes "
-             "each checkpoint at once, as BookKeeper does.")
+        help="Spread each checkpoint of the flush loop over this fraction of the time its write-cache "
+             "half took to fill (at most flushInterval), in synced 1 MiB pieces of entry-log writes, so "
+             "that each journal fsync meets at most one piece of entry-log writeback on a shared disk "
+             "instead of a whole checkpoint's (add p99 at 12 MB/s: 26-29 ms -> 3-5 ms, "
+             "bench/flush_entrylog_bench.py). A checkpoint wanted sooner (the next half already full, an "
+             "explicit flush, a ledger deletion, GC, shutdown) goes at full speed. 0 writes each "
+             "checkpoint at once, as BookKeeper does.")
 
     # ------------------------------------------------------------------ disks and read-only mode
     disk_usage_threshold: float = config_field(

@@ -19,14 +19,17 @@ Any disk error in 4-5 raises `StorageIOError`, leaves the entries in the cache (
 again by the next flush) and does not complete the checkpoint.
 
 Pacing. Journal and entry logs usually share a device, and every journal fdatasync waits for the
-entry-log bytes the device took before it. Step 4 of a periodic checkpoint (``FlushReason.PERIODIC``)
-therefore writes its half in `PACE_STEP` pieces, each synced, spread over ``flush_pace_fraction``
-of the flush interval (at the rate the half filled, times 1 / fraction), so each journal sync
-meets at most one piece instead of a whole checkpoint's writeback (bench/flush_entrylog_bench.py:
-add p99 26-29 ms -> 3-5 ms at 12 MB/s). A checkpoint that is wanted sooner finishes at full speed
-from the next piece on: the active half filled, another task waits for the write lock (an
-explicit flush, a ledger deletion, GC, shutdown). Other flushes are never paced. Entries stay
-readable from the FLUSHING half throughout, and the checkpoint completes only after the last piece.
+entry-log bytes the device took before it. Step 4 of a checkpoint of the flush loop (on its timer,
+``PERIODIC``, or because the active half filled, ``CACHE_FULL``) therefore writes its half in
+`PACE_STEP` pieces, each synced, spread over ``flush_pace_fraction`` of the time the half took to
+fill (at most the flush interval): at the rate the half filled, times 1 / fraction. So each journal
+sync meets at most one piece instead of a whole checkpoint's writeback (bench/flush_entrylog_bench.py:
+add p99 26-29 ms -> 3-5 ms at 12 MB/s), and the new active half, filling at the same rate, is at
+most that fraction full when the checkpoint ends. A checkpoint that is wanted sooner finishes at
+full speed from the next piece on: the active half filled (the rate went up), another task waits
+for the write lock (an explicit flush, a ledger deletion, GC, shutdown). Other flushes are never
+paced. Entries stay readable from the FLUSHING half throughout, and the checkpoint completes only
+after the last piece.
 
 Rolling early (GC). `DbLedgerStorage.roll_entry_logs` rolls chosen current entry logs through
 the entry logger's own roll (ledgers map, header, sync) while holding the write lock, i.e.
@@ -167,9 +170,9 @@ class DbLedgerStorage:
     ``write_cache_max_bytes`` (dbStorage_writeCacheMaxSizeMb), ``read_cache_max_bytes``
     (dbStorage_readAheadCacheMaxSizeMb), ``read_ahead_batch_size``
     (dbStorage_readAheadCacheBatchSize), ``max_throttle_time_ms`` (dbStorage_maxThrottleTimeMs),
-    ``flush_interval_ms`` (flushInterval). ``flush_pace_fraction`` spreads a periodic checkpoint's
-    entry-log writes over that fraction of the flush interval (module docstring, "Pacing"; 0: at
-    once, as BookKeeper). ``index_path`` defaults to ``ledger_dirs[0]/index.sqlite``.
+    ``flush_interval_ms`` (flushInterval). ``flush_pace_fraction`` spreads the flush loop's
+    checkpoints over that fraction of the time their half took to fill (module docstring,
+    "Pacing"; 0: at once, as BookKeeper). ``index_path`` defaults to ``ledger_dirs[0]/index.sqlite``.
     ``on_flush_error`` is called by the background flush loop with each `StorageIOError` (the server
     turns read-only). ``file_ops`` injects entry-log write failures in tests. ``space_guard`` checks
     every flush against the free space first (module docstring, "Full disk").
@@ -215,7 +218,8 @@ class DbLedgerStorage:
                              max_bytes=read_ahead_max_bytes, on_batch=self._on_read_ahead)
         self._in_order = InOrderReaders(2 * read_ahead_batch_size + 1)
         self._flush_interval_s = flush_interval_ms / 1000 if flush_interval_ms > 0 else math.inf
-        self._pace_s = flush_pace_fraction * self._flush_interval_s if flush_interval_ms > 0 else 0.0
+        self._pace_fraction = flush_pace_fraction
+        self._last_swap: float | None = None  # trio time of the last swap (None: none yet)
         self._source = checkpoint_source
         self._on_flush_error = on_flush_error
         self._ledgers: dict[int, LedgerInfo] = self._index.load_ledgers()
@@ -463,10 +467,11 @@ class DbLedgerStorage:
                     await _free_in_thread(self._wc.complete_flush())
                 checkpoint = self._source.new_checkpoint() if self._source is not None else None
                 batch = self._wc.swap()
+                pace_s = self._pace_for(reason)
                 dirty = {lid: self._ledgers[lid] for lid in self._dirty if lid in self._ledgers}
                 self._dirty = set()
                 try:
-                    await self._write_batch(batch, dirty, self._pace_s if reason is FlushReason.PERIODIC else 0.0)
+                    await self._write_batch(batch, dirty, pace_s)
                 except BaseException:
                     self._dirty.update(dirty)
                     raise
@@ -480,6 +485,16 @@ class DbLedgerStorage:
             self.metrics.flush_size.observe(batch.size)
             if checkpoint is not None:
                 await self._source.checkpoint_complete(checkpoint)  # type: ignore[union-attr]
+
+    def _pace_for(self, reason: FlushReason) -> float:
+        """Seconds to spread this checkpoint's writes over (module docstring, "Pacing"), called at
+        its swap: 0 unless the flush loop started it."""
+        now = trio.current_time()
+        filled_in = self._flush_interval_s if self._last_swap is None else now - self._last_swap
+        self._last_swap = now
+        if reason not in (FlushReason.PERIODIC, FlushReason.CACHE_FULL) or math.isinf(self._flush_interval_s):
+            return 0.0
+        return self._pace_fraction * min(filled_in, self._flush_interval_s)
 
     async def _check_space(self, batch: FlushBatch) -> None:
         """The full-disk check before a flush writes (module docstring); raises StorageIOError

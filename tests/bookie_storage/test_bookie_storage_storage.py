@@ -312,6 +312,21 @@ async def test_a_periodic_checkpoint_is_spread_over_its_share_of_the_interval(tm
     await st.aclose()
 
 
+async def test_a_cache_full_checkpoint_is_spread_over_the_time_its_half_took_to_fill(tmp_path: Path) -> None:
+    st = _open(tmp_path, write_cache_max_bytes=64 << 20, flush_interval_ms=60_000, flush_pace_fraction=0.5)
+    await st.flush()  # the previous swap
+    await trio.sleep(0.6)
+    added = await _fill(st, 3)  # filled in about 0.6 s: 6 pieces over about 0.3 s, not 30 s
+    t0 = trio.current_time()
+    with trio.fail_after(20):
+        await st.flush(FlushReason.CACHE_FULL)
+    took = trio.current_time() - t0
+    assert took >= 0.3 * 5 / 6 - 0.02, took
+    for lid, eid, data in added[::5]:
+        assert await st.get_entry(lid, eid) == data
+    await st.aclose()
+
+
 @pytest.mark.parametrize("sooner", ["explicit flush", "ledger deletion", "write lock", "cache full"])
 async def test_a_paced_checkpoint_wanted_sooner_goes_at_full_speed(tmp_path: Path, sooner: str) -> None:
     # paced over 60 s: only being wanted sooner lets it finish within the test
