@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 
@@ -88,7 +89,7 @@ async def test_files_are_reserved_in_chunks_and_zeroed_a_step_at_a_time(tmp_path
     assert reserved == [(0, 4 * ZERO_STEP), (4 * ZERO_STEP, 4 * ZERO_STEP)]
     # zeros go down one step at a time, each range right after the last, never past the reserve
     assert zeroed[0] == (0, ZERO_STEP) and all(n <= ZERO_STEP for _, n in zeroed)
-    assert all(a[0] + a[1] == b[0] for a, b in zip(zeroed, zeroed[1:], strict=False))
+    assert all(a[0] + a[1] == b[0] for a, b in itertools.pairwise(zeroed))
     last = max(m.offset for m in marks.values())
     assert last < zeroed[-1][0] + zeroed[-1][1] <= 8 * ZERO_STEP
     records, report = replay_all(tmp_path)  # the reserved, unzeroed rest reads as a clean end
