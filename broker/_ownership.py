@@ -18,7 +18,10 @@ Rules (states of a bundle on this broker: absent -> OWNED -> UNLOADING -> absent
 * Rule 1: a bundle is OWNED once this broker created its ownership node (compare-and-set: one
   broker wins); topics of a bundle are loaded only while it is OWNED (`check_serves`), so the
   ownership is taken before a managed ledger is opened. Others get ServiceNotReady, which the
-  official client answers by looking the topic up again.
+  official client answers by looking the topic up again. A node this session holds but did not
+  record (its creation's caller was cancelled after the store created it, or an unload's delete
+  failed) is this broker's: the next lookup or acquire records it as OWNED, so the bundle is
+  never left unserved while the session lives.
 * Rule 2 (lookup): Connect when this broker owns the bundle; Redirect (authoritative) to the
   owner when another broker does; an unowned bundle is assigned to the least loaded registered
   broker (fewest loaded topics, then bundles; ties broken by rendezvous hash so a namespace's
@@ -88,6 +91,9 @@ class BundleState(enum.Enum):
 
     OWNED = "owned"
     UNLOADING = "unloading"
+
+
+_ADOPTED = "this session's ownership node found unrecorded (its creation's caller was cancelled, or a release failed)"
 
 
 @dataclass
@@ -451,11 +457,17 @@ class Ownership:
             await self.store.create(self._owner_path(ns, bundle), json.dumps(self.owner_info()).encode(),
                                     ephemeral=True, make_parents=True)
         except NodeExistsError:
-            return False
-        self.owned[key] = _Owned(ns, bundle)
+            owner = await self.owner_of(ns, bundle)
+            if owner is None or not owner.get("self"):
+                return False
+            reason = _ADOPTED
+        self._record_owned(ns, bundle, reason)
+        return True
+
+    def _record_owned(self, ns: NamespaceName, bundle: BundleRange, reason: str) -> None:
+        self.owned[(str(ns), bundle.name)] = _Owned(ns, bundle)
         self._decide("assigned", ns, bundle, reason)
         self._report_changed.set()
-        return True
 
     def _in_bundle(self, o: _Owned, topic_key: str) -> bool:
         try:
@@ -635,7 +647,10 @@ class Ownership:
                 return None
             owner = await self.owner_of(ns, bundle)
             if owner is not None:
-                if owner.get("self") or owner.get("brokerId") == self.broker_id:
+                if owner.get("self"):  # this session's node, not recorded (Rule 1): it is ours
+                    self._record_owned(ns, bundle, _ADOPTED)
+                    return None
+                if owner.get("brokerId") == self.broker_id:
                     raise ServiceNotReadyError(f"bundle {ns}/{bundle} is held by this broker's previous "
                                                "session until it expires")
                 return owner
