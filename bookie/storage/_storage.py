@@ -25,11 +25,11 @@ entry-log bytes the device took before it. Step 4 of a checkpoint of the flush l
 fill (at most the flush interval): at the rate the half filled, times 1 / fraction. So each journal
 sync meets at most one piece instead of a whole checkpoint's writeback (bench/flush_entrylog_bench.py:
 add p99 26-29 ms -> 3-5 ms at 12 MB/s), and the new active half, filling at the same rate, is at
-most that fraction full when the checkpoint ends. A checkpoint that is wanted sooner finishes at
-full speed from the next piece on: the active half filled (the rate went up), another task waits
-for the write lock (an explicit flush, a ledger deletion, GC, shutdown). Other flushes are never
-paced. Entries stay readable from the FLUSHING half throughout, and the checkpoint completes only
-after the last piece.
+most that fraction full when the checkpoint ends. A checkpoint that is wanted sooner writes the
+rest at full speed, in one write and one sync per log as unpaced: the active half filled (the rate
+went up), another task waits for the write lock (an explicit flush, a ledger deletion, GC,
+shutdown). Other flushes are never paced. Entries stay readable from the FLUSHING half throughout,
+and the checkpoint completes only after the last piece.
 
 Rolling early (GC). `DbLedgerStorage.roll_entry_logs` rolls chosen current entry logs through
 the entry logger's own roll (ledgers map, header, sync) while holding the write lock, i.e.
@@ -574,6 +574,11 @@ class DbLedgerStorage:
                 self._hurry.set()  # queued before this holder took the lock (its signal was fresh)
             if k and not self._hurry.is_set():
                 await self._until_due_or_hurried(start + pace_s * k / len(bounds))
+            if self._hurry.is_set():
+                # full speed means one sync for the rest, as unpaced: a sync per piece cost about
+                # 10 % of the max-rate throughput (bench/RESULTS.md, "Where adds waited during checkpoints")
+                locations += await trio.to_thread.run_sync(self._append_synced, entries[i:])
+                break
             locations += await trio.to_thread.run_sync(self._append_synced, entries[i:j])
         return await trio.to_thread.run_sync(_rows_and_lasts, entries, locations)
 

@@ -331,14 +331,16 @@ async def test_a_cache_full_checkpoint_is_spread_over_the_time_its_half_took_to_
 async def test_a_paced_checkpoint_wanted_sooner_goes_at_full_speed(tmp_path: Path, sooner: str) -> None:
     # paced over 60 s: only being wanted sooner lets it finish within the test
     st = _open(tmp_path, write_cache_max_bytes=16 << 20, flush_interval_ms=60_000, flush_pace_fraction=1.0,
-               max_throttle_time_ms=30_000)
+               max_throttle_time_ms=30_000, log_size_limit=64 << 20)
     added = await _fill(st, 3)
+    syncs = st.statistics().entry_logs.syncs
     with trio.fail_after(20):
         async with trio.open_nursery() as outer:
             await outer.start(st.run)  # the flush loop: a full active half gets its flush
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(st.flush, FlushReason.PERIODIC)
                 await trio.sleep(0.2)
+                assert st.statistics().entry_logs.syncs == syncs + 1  # the first of 6 pieces
                 if sooner == "explicit flush":
                     await st.flush()
                 elif sooner == "ledger deletion":
@@ -349,6 +351,10 @@ async def test_a_paced_checkpoint_wanted_sooner_goes_at_full_speed(tmp_path: Pat
                 else:  # adds fill the active half (8 MiB): they wait for the checkpoint, which hurries
                     for eid in range(8 * 8 + 8):
                         await st.add_entry(3, eid, _big(3, eid))
+                if sooner == "write lock":
+                    # the other 5 pieces as unpaced: one sync per log they touch (ledger 2 has its own
+                    # directory), not one per piece
+                    assert st.statistics().entry_logs.syncs == syncs + 3
             outer.cancel_scope.cancel()
     for lid, eid, data in added[::5]:
         assert await st.get_entry(lid, eid) == data
