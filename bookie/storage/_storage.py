@@ -83,9 +83,9 @@ log = logging.getLogger(__name__)
 
 _FLUSH_MARGIN = 64 * 1024  # free space a flush leaves for ledgers maps, lastId and the index
 _RETRY_MIN_S = 1.0
+_RETRY_MAX_S = 60.0
 PACE_STEP = 1 << 20
 """Bytes a paced checkpoint writes and syncs at a time (module docstring, "Pacing")."""
-_RETRY_MAX_S = 60.0
 
 
 class CheckpointSource(Protocol):
@@ -556,9 +556,7 @@ class DbLedgerStorage:
         entries = batch.sorted_entries()
         if not entries:
             return [], {}
-        locations = self._logger.append(entries)
-        self._logger.sync()
-        return _rows_and_lasts(entries, locations)
+        return _rows_and_lasts(entries, self._append_synced(entries))
 
     async def _write_logs_paced(self, batch: FlushBatch,
                                 pace_s: float) -> tuple[list[tuple[int, int, int]], dict[int, int]]:
@@ -576,7 +574,8 @@ class DbLedgerStorage:
                 await self._until_due_or_hurried(start + pace_s * k / len(bounds))
             if self._hurry.is_set():
                 # full speed means one sync for the rest, as unpaced: a sync per piece cost about
-                # 10 % of the max-rate throughput (bench/RESULTS.md, "Where adds waited during checkpoints")
+                # 10 % of the max-rate throughput (bench/RESULTS.md, "Paced checkpoints at the
+                # broker's max rate")
                 locations += await trio.to_thread.run_sync(self._append_synced, entries[i:])
                 break
             locations += await trio.to_thread.run_sync(self._append_synced, entries[i:j])
