@@ -335,6 +335,9 @@ class Deduplication:
                 await cursor.close()
             except Exception:
                 pass
+        if self._last_position is None:
+            # nothing after the snapshot: a later one (a purge) rewrites it at the same position
+            self._last_position = start
         for name in self.persisted:
             if name not in attached and name not in self._inactive:
                 self._inactive[name] = now

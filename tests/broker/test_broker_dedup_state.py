@@ -212,4 +212,15 @@ async def test_recovery_replays_after_the_snapshot_and_snapshots_when_it_read_an
         assert d.inactive_producers == ["p1", "p2", "p3"]
         assert d.purge_inactive(now=50.0 + 60, timeout_s=60, attached={"p4"})
         assert d.persisted == {"p4": 14}
+        await cursor.close()
+
+        # loaded again with nothing stored after the snapshot: a purge still rewrites it
+        again = Deduplication(store, ml.name, snapshot_interval=3, max_producers=4)
+        await again.recover(ml, now=200.0)
+        cursor = ml.cursors[DEDUP_CURSOR]
+        assert again.persisted == {"p1": 11, "p2": 12, "p3": 13, "p4": 14}
+        assert again.purge_inactive(now=200.0 + 60, timeout_s=60)
+        await again.snapshot()
+        assert cursor.properties == {}
+        assert cursor.mark_delete_position == ml.last_confirmed_entry
         nursery.cancel_scope.cancel()
