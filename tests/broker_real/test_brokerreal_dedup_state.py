@@ -77,8 +77,8 @@ def test_only_the_most_recent_producers_past_the_cap_survive_a_crash(tmp_path: P
         for i, name in enumerate(names):
             _send_once(client, topic, name, 100 + i)
         client.close()
-        assert _snapshot(sa, topic) == {name: 100 + i for i, name in enumerate(names)
-                                        if i >= 7}
+        newest = {name: 100 + i for i, name in enumerate(names) if i >= 7}
+        wait_for(lambda: _snapshot(sa, topic) == newest, what="a snapshot of the 5 most recent producers")
     finally:
         sa.kill()
 
