@@ -12,7 +12,7 @@ figures' definitions in Pulsar's broker (`_stats` for counters and rates); what 
 have (offload, transactions, replication, dispatch filters, system-topic traffic) is reported as
 Pulsar reports it when unused: zero, empty or left out.
 
-``tests/broker_admin/data/pulsar4_stats_fields.json`` lists Pulsar's fields and types; a test
+``tests/broker_admin/pulsar4_stats_fields.json`` lists Pulsar's fields and types; a test
 compares every builder's output with it.
 """
 
