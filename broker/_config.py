@@ -283,6 +283,12 @@ class BrokerConfig(RetentionConfig):
     expose_producer_level_metrics_in_prometheus: bool = config_field(
         False, alias="exposeProducerLevelMetricsInPrometheus",
         help="Also export pulsar_producer_* series per producer (with topic-level metrics only).")
+    stats_update_frequency_s: int = config_field(
+        60, alias="statsUpdateFrequencyInSecs",
+        help="Seconds between two computations of the rates in topic stats, /metrics, CONSUMER_STATS and load "
+             "reports; each rate covers the period before its computation.")
+    stats_update_initial_delay_s: int = config_field(
+        60, alias="statsUpdateInitialDelayInSecs", help="Seconds after start before the rates are first computed.")
 
     # TLS (Pulsar's keys). Off unless a TLS port is set; then the certificate and key are required.
     broker_service_port_tls: int | None = config_field(
@@ -455,7 +461,8 @@ class BrokerConfig(RetentionConfig):
         require_positive(self, "deduplication_max_producers", "deduplication_producer_inactivity_timeout_minutes")
         require_at_least(self, "deduplication_snapshot_frequency_s", "deduplication_snapshot_interval_s",
                          message="must be 0 (off) or positive")
-        require_at_least(self, "compaction_threshold_bytes")
+        require_at_least(self, "compaction_threshold_bytes", "stats_update_initial_delay_s")
+        require_positive(self, "stats_update_frequency_s")
         if self.max_message_size > self.max_pending_publish_bytes:
             raise ConfigError("max_pending_publish_bytes", "must be at least max_message_size")
         if self.schema_compatibility_strategy.upper() not in _STRATEGIES:

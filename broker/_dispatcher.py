@@ -148,6 +148,12 @@ class Dispatcher:
         if self.sub_type == SubType.FAILOVER:
             consumer.notify_active(consumer is self.active)
 
+    def hash_ranges(self) -> list[tuple[int, int, Consumer]]:
+        """Key_Shared: ``(start, end, consumer)`` of every hash range (inclusive), for stats."""
+        if self.sub_type != SubType.KEY_SHARED:
+            return []
+        return (self._sticky if self.sticky else self._auto).ranges()
+
     # ------------------------------------------------------------------ requests
 
     def wake(self) -> None:
@@ -181,12 +187,12 @@ class Dispatcher:
 
     def _take_back(self, consumer: Consumer, positions: list[Position], *, count: bool) -> None:
         for pos in positions:
-            consumer.pending.pop(pos, None)
+            messages = consumer.pending.pop(pos, None)
             if self.owner.get(pos) is consumer:
                 del self.owner[pos]
             if count:
                 self.redelivery_counts[pos] = self.redelivery_counts.get(pos, 0) + 1
-                consumer.msg_redeliver_counter += 1
+                consumer.msg_redeliver_counter += messages or 1  # messages, as Pulsar counts them
                 self.msg_redelivered += 1
             self.replay.add(pos)
 

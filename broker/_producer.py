@@ -19,6 +19,7 @@ Rules:
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,7 @@ from protocols.pulsar import encode_command, make_command
 from protocols.pulsar import pulsar_api_pb2 as pb
 
 from ._entries import UINT64_MAX
+from ._stats import Rates, java_date
 
 if TYPE_CHECKING:
     from ._nonpersistent import NonPersistentTopic
@@ -79,6 +81,11 @@ class Producer:
         self._receipts: deque[Receipt] = deque()
         self.msg_in_counter = 0
         self.bytes_in_counter = 0
+        # statistics (`_stats`): chunks in, the producer's metadata, its rates per stats period
+        self.chunk_in_counter = 0
+        self.metadata: dict[str, str] = {}
+        self.connected_since = java_date(int(time.time() * 1000))
+        self.rates = Rates(3)  # msgs in, bytes in, chunks in
 
     @property
     def exclusive(self) -> bool:

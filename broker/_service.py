@@ -57,6 +57,7 @@ from ._namespaces import NamespaceResources
 from ._nonpersistent import NonPersistentTopic
 from ._retention_hooks import StorePoliciesProvider, TopicPolicyStore, publish_time_of
 from ._schemas import SchemaRegistry
+from ._stats import StatsUpdater
 from ._topic import Topic
 from ._topic_limits import refresh_limits, topic_overrides
 from .auth import AuthenticationService, AuthorizationService
@@ -154,6 +155,7 @@ class BrokerService:
             # is the compaction horizon); it still pins what is not compacted yet
             system_cursors=frozenset({DEDUP_CURSOR, COMPACTION_CURSOR}))
         self._quota_checked: dict[str, float] = {}
+        self.stats = StatsUpdater(self)  # the rates of every figure, once per stats period
         self.dynamic_config = DynamicConfig(self.config)  # overrides stored by admins, applied in run()
         # multi-broker ownership (broker._ownership.Ownership); None in standalone (Rule 4)
         self.ownership: Any = None
@@ -171,6 +173,7 @@ class BrokerService:
                 nursery.start_soon(self._policy_recheck_loop)
                 nursery.start_soon(self._dedup_snapshot_loop)
                 nursery.start_soon(self._dedup_purge_loop)
+                nursery.start_soon(self.stats.run)
                 if self.config.retention_enabled:
                     await nursery.start(self.retention.run)
                 task_status.started(self)

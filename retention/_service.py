@@ -138,6 +138,9 @@ class RetentionService:
         # Called with the report right after a trim, so that a listener (the broker's record of
         # deleted ledgers, for explain-storage) sees every trim, not just the latest report.
         self.trim_listeners: list[Callable[[TopicReport], object]] = []
+        # Called with (managed ledger name, cursor name, entries expired) after message TTL moved a
+        # cursor, so that the broker can count expired messages per subscription.
+        self.expiry_listeners: list[Callable[[str, str, int], object]] = []
         self._quota: dict[str, list[QuotaDecision]] = {}
         # ml name -> (entriesAddedCounter, clock time it was first seen at that value)
         self._activity: dict[str, tuple[int, float]] = {}
@@ -275,10 +278,17 @@ class RetentionService:
 
     async def _apply_ttl(self, ml: ManagedLedger, report: TopicReport, ttl_s: int) -> None:
         for name, cursor in self._subscriptions(ml):
+            backlog = cursor.backlog
             moved = await self._expire(ml, cursor, ttl_s)
             if moved is not None:
                 report.ttl_moves[name] = moved
                 self.metrics.ttl_cursor_moves.inc()
+                expired = backlog - cursor.backlog
+                for listener in list(self.expiry_listeners):
+                    try:
+                        listener(ml.name, name, expired)
+                    except Exception:
+                        log.exception("retention: an expiry listener failed for %s", ml.name)
 
     async def _oldest_unacked_ms(self, ml: ManagedLedger, cursor: ManagedCursor) -> int | None:
         ledgers = ml.ledgers

@@ -21,7 +21,7 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from starlette.requests import Request
 
@@ -32,21 +32,14 @@ from protocols.pulsar import TopicName
 from .._compaction import delete_compacted_ledger
 from .._dedup import DEDUP_ROOT
 from .._topic import Topic
-from ._common import RestError, check_partitions, for_each_bounded, json_body, query_bool, require_namespace
+from ._common import RestError, check_partitions, for_each_bounded, json_body, require_namespace
 
 if TYPE_CHECKING:
     from .._service import BrokerService
     from .._subscription import Subscription
 
 __all__ = ["delete_topic", "delete_partitioned_topic", "truncate_topic", "existing_topic", "existing_subscription",
-           "topic_exists_any", "loaded_partitions", "present_partitions", "create_partitioned_topic",
-           "partitioned_totals", "PARTITIONED_TOTALS"]
-
-#: The stats summed over the partitions by ``partitioned-stats``, for both topic kinds.
-PARTITIONED_TOTALS = ("msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut", "msgInCounter",
-                      "bytesInCounter", "msgOutCounter", "bytesOutCounter", "storageSize", "backlogSize",
-                      "msgBacklog", "publishRateLimitedTimes")
-
+           "topic_exists_any", "loaded_partitions", "present_partitions", "create_partitioned_topic"]
 
 class LoadedTopic(Protocol):
     """What `loaded_partitions` reads of a loaded topic of either kind."""
@@ -95,18 +88,6 @@ async def create_partitioned_topic(request: Request, s: BrokerService, topic: To
         await s.namespaces.create_partitioned_topic(topic, n)
     except NodeExistsError:
         raise RestError(409, f"This topic already exists: {topic}") from None
-
-
-def partitioned_totals(request: Request, n: int, parts: dict[str, dict[str, Any]],
-                       keys: tuple[str, ...] = PARTITIONED_TOTALS) -> dict[str, Any]:
-    """The ``partitioned-stats`` body over ``n`` partitions from the stats of the loaded ones
-    (``parts``, by partition name): ``keys`` summed, each partition's stats when the request
-    asks ``perPartition=true``."""
-    total: dict[str, Any] = {"metadata": {"partitions": n},
-                             "partitions": parts if query_bool(request, "perPartition") else {}}
-    for key in keys:
-        total[key] = sum(p[key] for p in parts.values())
-    return total
 
 
 async def present_partitions(s: BrokerService, topic: TopicName, n: int) -> list[TopicName]:

@@ -7,6 +7,7 @@ exits with status 1 (2 for usage errors, as click does).
 from __future__ import annotations
 
 import base64
+import datetime
 import functools
 import json
 import ssl
@@ -628,13 +629,23 @@ def topics_stats(api: _Api, topic: str, precise: bool = False) -> None:
         return
     _emit(api, {k: v for k, v in stats.items() if not isinstance(v, (dict, list))}, title=topic)
     _emit(api, [{"name": n, **{k: s.get(k) for k in ("type", "msgBacklog", "backlogSize", "unackedMessages",
-                                                        "msgOutCounter", "markDeletePosition")},
+                                                        "msgOutCounter", "msgRateOut")},
                  "consumers": len(s.get("consumers", []))} for n, s in stats.get("subscriptions", {}).items()],
           title="subscriptions", columns=["name", "type", "msgBacklog", "backlogSize", "unackedMessages",
-                                          "msgOutCounter", "markDeletePosition", "consumers"])
+                                          "msgOutCounter", "msgRateOut", "consumers"])
     if stats.get("publishers"):
         _emit(api, stats["publishers"], title="producers",
-              columns=["producerName", "accessMode", "msgInCounter", "bytesInCounter", "address"])
+              columns=["producerName", "accessMode", "msgRateIn", "msgThroughputIn", "address"])
+
+
+def _readable_time(value: object) -> object:
+    """A time of Pulsar's stats (epoch ms, or Pulsar's ISO date text) as `when` writes it."""
+    if isinstance(value, str):
+        try:
+            value = int(datetime.datetime.fromisoformat(value).timestamp() * 1000)
+        except ValueError:
+            return value
+    return when(value) if isinstance(value, int) else value
 
 
 @_cmd(topics, "stats-internal", _topic_arg)
@@ -644,12 +655,9 @@ def topics_stats_internal(api: _Api, topic: str) -> None:
     if api.as_json:
         _emit(api, stats)
         return
-    _emit(api, {k: (when(v) if k.endswith("Timestamp") and isinstance(v, int) else v)
+    _emit(api, {k: (_readable_time(v) if k.endswith("Timestamp") else v)
                 for k, v in stats.items() if not isinstance(v, (dict, list))}, title=topic)
-    # a ledger's timestamp is set when it closes: the open ledger has none yet
-    ledgers = [{**row, "timestamp": when(row["timestamp"]) if row.get("timestamp") else "(open)"}
-               for row in stats.get("ledgers", [])]
-    _emit(api, ledgers, title="ledgers", columns=["ledgerId", "entries", "size", "timestamp"])
+    _emit(api, stats.get("ledgers", []), title="ledgers", columns=["ledgerId", "entries", "size"])
     _emit(api, [{"name": n, **c} for n, c in stats.get("cursors", {}).items()], title="cursors",
           columns=["name", "markDeletePosition", "readPosition", "individuallyDeletedMessages", "state"])
 
