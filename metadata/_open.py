@@ -28,8 +28,48 @@ class StoreUrl:
     connect_timeout_s: float = 10.0
 
 
+_BOOKKEEPER_ZK_SCHEMES = ("zk+hierarchical", "zk+longhierarchical", "zk+flat", "zk+null")
+"""BookKeeper's ``metadataServiceUri`` schemes: ZooKeeper plus the ledger manager's name (the layout
+itself comes from ``ledgerManagerFactoryClass`` and the cluster's LAYOUT node)."""
+
+
+def _foreign_zk_url(url: str) -> str | None:
+    """``url`` in Pulsar's or BookKeeper's ZooKeeper spelling rewritten as ``zk://``, or None when it
+    is in neither.
+
+    * Pulsar's ``metadataStoreUrl``: ``zk:host:port[,host:port...][/chroot]``, or the bare
+      ``host:port[,...][/chroot]`` Pulsar defaults to ZooKeeper.
+    * BookKeeper's ``metadataServiceUri``: ``zk+hierarchical://host:port[;host:port...]/ledgers``,
+      whose path is the ledgers node itself; Magnetar's store URL names the node that holds
+      ``ledgers``, so the path must end in ``/ledgers`` (ValueError otherwise).
+    """
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme in _BOOKKEEPER_ZK_SCHEMES:
+        hosts, slash, path = rest.partition("/")
+        path = "/" + path.rstrip("/") if slash else ""
+        if path and path != "/ledgers" and not path.endswith("/ledgers"):
+            raise ValueError(f"metadata store url {url!r}: Magnetar keeps a cluster's ledgers in a node named "
+                             "ledgers (/ledgers, or /<root>/ledgers)")
+        return f"zk://{hosts.replace(';', ',')}{path[: -len('/ledgers')] if path else ''}"
+    if sep:
+        return None
+    body = url[len("zk:"):] if url.startswith("zk:") else url
+    hosts, slash, path = body.partition("/")
+    if hosts and all(_host_port(h) for h in hosts.split(",")):
+        return f"zk://{hosts}{slash}{path}"
+    return None
+
+
+def _host_port(text: str) -> bool:
+    host, colon, port = text.strip().rpartition(":")
+    return bool(colon and host and port.isdigit())
+
+
 def parse_store_url(url: str) -> StoreUrl:
-    """Parse and check a store URL; raises ValueError with the reason."""
+    """Parse and check a store URL; raises ValueError with the reason. Besides Magnetar's forms
+    (`open_metadata_store`) it takes Pulsar's and BookKeeper's spellings of a ZooKeeper URL
+    (`_foreign_zk_url`)."""
+    url = _foreign_zk_url(url) or url
     parts = urlsplit(url)
     query = {k: v[-1] for k, v in parse_qs(parts.query, strict_parsing=False).items()}
     if parts.scheme == "zk":

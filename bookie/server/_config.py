@@ -18,7 +18,7 @@ from dataclasses import dataclass, fields
 
 from magnetar.config import ConfigError, config_field, require_at_least, require_fraction, require_positive
 from magnetar.tls import TlsSettings, bookkeeper_settings, server_context
-from metadata import ZkSecurity
+from metadata import ZkSecurity, parse_store_url
 from protocols.bookkeeper import DEFAULT_MAX_FRAME_SIZE
 
 from ..gc import GcConfig
@@ -47,7 +47,9 @@ class BookieConfig(GcConfig):
         "127.0.0.1", alias="advertisedAddress",
         help="The host name or address clients use to reach this bookie.")
     listen_address: str = config_field(
-        "0.0.0.0", alias="listeningInterface", help="Address the bookie protocol server binds to.")
+        "0.0.0.0", alias="listeningInterface",
+        help="Where the bookie protocol server binds: a network interface's name, as in BookKeeper (eth0: "
+             "its IPv4 address), or an address or host name.")
     port: int = config_field(3181, alias="bookiePort", help="Bookie protocol (TCP) port; 0 picks a free one.")
     http_enabled: bool = config_field(True, alias="httpServerEnabled", help="Serve /metrics and the REST API.")
     http_port: int = config_field(8000, alias="httpServerPort", help="HTTP port; 0 picks a free one.")
@@ -301,8 +303,11 @@ class BookieConfig(GcConfig):
             raise ConfigError("ledger_dirs", "needs at least one directory")
         if len(set(self.ledger_dirs)) != len(self.ledger_dirs):
             raise ConfigError("ledger_dirs", "lists a directory twice")
-        if self.metadata_url and "://" not in self.metadata_url:
-            raise ConfigError("metadata_url", "must look like zk://..., embedded:///... or memory://...")
+        if self.metadata_url:
+            try:
+                parse_store_url(self.metadata_url)
+            except ValueError as exc:
+                raise ConfigError("metadata_url", str(exc)) from None
         require_positive(self, "journal_max_size_mb", "journal_prealloc_size_mb",
                          "journal_buffered_writes_threshold", "journal_queue_size", "journal_queue_max_mb",
                          "log_size_limit", "write_cache_max_mb", "disk_check_interval_ms", "max_frame_size",

@@ -1,7 +1,8 @@
 """``magnetar broker``: a broker joining a cluster through ZooKeeper (bookies run separately).
 
 Configuration: ``--conf broker.toml`` (tables ``[broker]``, ``[cluster]``, ``[managed_ledger]``,
-``[bk_client]``; see deploy/broker.toml), then flags, then ``--set table.key=value``.
+``[bk_client]``; see deploy/broker.toml) or a Pulsar ``broker.conf`` (`magnetar.cli._conf_files`),
+then flags, then ``--set table.key=value``.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ class ClusterConfig:
 
 @click.command(name="broker")
 @click.option("--conf", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="TOML config file (see deploy/broker.toml).")
+              help="TOML config file (see deploy/broker.toml), or Pulsar's broker.conf.")
 @click.option("--metadata-url", default=None, help="Metadata store URL (zk://host:port/chroot).")
 @click.option("--port", type=int, default=None, help="Pulsar protocol port (brokerServicePort).")
 @click.option("--web-port", type=int, default=None, help="Admin REST port (webServicePort).")
@@ -77,7 +78,7 @@ def command(conf: Path | None, metadata_url: str | None, port: int | None, web_p
     try:
         cfg = load_sections(conf, {"cluster": ClusterConfig, "broker": BrokerConfig,
                                    "managed_ledger": ManagedLedgerConfig, "bk_client": ClientConfig},
-                            overrides, flags)
+                            overrides, flags, command="broker")
         check_message_size(cfg["broker"], cfg["bk_client"])
     except ConfigError as exc:
         fail(exc, name="broker")
