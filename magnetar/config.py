@@ -46,6 +46,7 @@ __all__ = [
     "load_config",
     "parse_overrides",
     "parse_properties",
+    "parse_value",
     "read_properties",
     "read_toml",
     "require_at_least",
@@ -320,6 +321,15 @@ def _blank_has_meaning(tp: Any) -> bool:
 def key_names(cls: type) -> dict[str, str]:
     """Every spelling a config class accepts (field names and their aliases) -> the field name."""
     return {key: f.name for key, f in _field_names(cls).items()}
+
+
+def parse_value(cls: type, key: str, raw: str) -> Any:
+    """``raw`` (a string, as on the command line or in a properties file) parsed for the field
+    ``key`` (either spelling) of ``cls``, as `load_config` parses it; `ConfigError` names ``key``."""
+    f = _field_names(cls).get(key)
+    if f is None:
+        raise ConfigError(key, f"unknown key for {cls.__name__}")
+    return _convert(key, typing.get_type_hints(cls)[f.name], raw, True)
 
 
 def load_config(

@@ -14,7 +14,6 @@ import logging
 import re
 import shutil
 import subprocess
-import typing
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +23,10 @@ from autorecovery import AutoRecoveryConfig
 from bk_client import ClientConfig
 from bookie import BookieConfig
 from broker import BrokerConfig
-from magnetar import config as config_module
 from magnetar.cli._common import load_sections
 from magnetar.cli._conf_files import known_foreign_keys, read_conf, route_properties
 from magnetar.cli.cmd_bookie import _load as load_bookie_config
-from magnetar.config import ConfigError, key_names, parse_properties
+from magnetar.config import ConfigError, key_names, parse_properties, parse_value
 from magnetar.stack import STANDALONE_DEFAULTS, StandaloneConfig
 from managed_ledger import ManagedLedgerConfig
 
@@ -141,17 +139,11 @@ def _check_every_key(properties: dict[str, str], sections: dict[str, type], conf
                 continue
             applied.add(key)
             if value.strip() and key not in ("zkLedgersRootPath",):  # translated (tested above)
-                one = load_sections_value(cls, key, value)
+                one = parse_value(cls, key, value)
                 assert getattr(configs[name], names[key]) == one, (name, key, value)
     assert applied.isdisjoint(warned)
     assert applied | set(warned) == set(properties)
     assert all(any(key in keys for keys in known.values()) for key in warned)
-
-
-def load_sections_value(cls: type, key: str, value: str) -> Any:
-    """The value ``key = value`` alone gives its field (the loader's own parsing, validation aside)."""
-    name = key_names(cls)[key]
-    return config_module._convert(key, typing.get_type_hints(cls)[name], value, True)
 
 
 def test_every_key_of_pulsars_standalone_conf(caplog: pytest.LogCaptureFixture) -> None:
@@ -242,7 +234,7 @@ GO_CI_APPLIED = {
                "max_message_size": 1048576, "anonymous_user_role": "anonymous", "authentication_enabled": True,
                "authorization_enabled": True, "super_user_roles": ("localhost", "superUser", "admin"),
                "broker_client_tls_enabled": True, "broker_delete_inactive_topics_enabled": True,
-               "max_unacked_messages_per_consumer": 50000,
+               "broker_delete_inactive_topics_frequency_s": 60, "max_unacked_messages_per_consumer": 50000,
                "allow_auto_topic_creation_type": "non-partitioned", "load_balancer_enabled": False},
     "managed_ledger": {"ensemble_size": 1, "write_quorum": 1, "ack_quorum": 1, "cache_size_mb": 1024.0},
 }
