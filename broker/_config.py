@@ -269,8 +269,8 @@ class BrokerConfig(RetentionConfig):
              "(and *_TRANSITIVE).")
     is_allow_auto_update_schema: bool = config_field(
         True, alias="isAllowAutoUpdateSchema", help="Producers may register new schema versions.")
-    default_tenant: str = config_field("public", help="Tenant created at start when missing.")
-    default_namespace: str = config_field("public/default", help="Namespace created at start when missing.")
+    default_namespace: str = config_field(
+        "public/default", help="Namespace (and its tenant) created at start when missing.")
     # The retention, TTL and backlog-quota keys are `RetentionConfig`'s fields (inherited: declared
     # once, flat in broker.conf as in Pulsar); `retention_config()` copies them out.
     retention_enabled: bool = config_field(
@@ -478,9 +478,9 @@ class BrokerConfig(RetentionConfig):
         if self.schema_compatibility_strategy.upper() not in _STRATEGIES:
             raise ConfigError("schema_compatibility_strategy",
                               f"unknown strategy {self.schema_compatibility_strategy!r}")
-        if self.default_namespace.count("/") != 1 or not self.default_namespace.startswith(
-                self.default_tenant + "/"):
-            raise ConfigError("default_namespace", "must look like '<default_tenant>/<namespace>'")
+        tenant, _, namespace = self.default_namespace.partition("/")
+        if not tenant or not namespace or "/" in namespace:
+            raise ConfigError("default_namespace", "must look like '<tenant>/<namespace>'")
         require_positive(self, "backlog_quota_hold_timeout_s")
         require_positive(self, "admin_max_stored_value_bytes")
         require_positive(self, "load_balancer_shedding_interval_minutes", "load_balancer_namespace_bundle_max_topics",
