@@ -15,6 +15,7 @@ from ._local import open_local_store
 from ._security import ZkSecurity
 from ._types import MetadataStore
 from ._zk import open_zookeeper_store
+from ._zk_tls import ZkTls
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,8 @@ def parse_store_url(url: str) -> StoreUrl:
 
 
 @asynccontextmanager
-async def open_metadata_store(url: str, *, security: ZkSecurity | None = None) -> AsyncIterator[MetadataStore]:
+async def open_metadata_store(url: str, *, security: ZkSecurity | None = None,
+                              tls: ZkTls | None = None) -> AsyncIterator[MetadataStore]:
     """Open a session on the store at ``url`` and close it (deleting its ephemerals) on exit.
 
     URL forms:
@@ -118,6 +120,8 @@ async def open_metadata_store(url: str, *, security: ZkSecurity | None = None) -
     through a session) authenticates the session with a digest credential and gives every node
     it creates the CREATOR_ALL ACL (see `ZkSecurity`).
 
+    ``tls`` (ZooKeeper only, like ``security``) connects to ZooKeeper over TLS (see `ZkTls`).
+
     Raises ValueError for a malformed URL, ConnectionLossError if ZooKeeper cannot be reached.
     """
     parsed = parse_store_url(url)
@@ -126,7 +130,7 @@ async def open_metadata_store(url: str, *, security: ZkSecurity | None = None) -
         store = await open_zookeeper_store(parsed.location, parsed.chroot,
                                            session_timeout_s=parsed.session_timeout_s,
                                            connect_timeout_s=parsed.connect_timeout_s,
-                                           security=security)
+                                           security=security, tls=tls)
     else:
         store = await open_local_store(parsed.scheme, parsed.location)
     try:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, fields
 
 from magnetar.config import ConfigError, config_field, require_at_least, require_fraction, require_positive
 from magnetar.tls import TlsSettings, bookkeeper_settings, server_context
-from metadata import ZkSecurity, parse_store_url
+from metadata import ZkSecurity, ZkTls, parse_store_url
 from protocols.bookkeeper import DEFAULT_MAX_FRAME_SIZE
 
 from ..gc import GcConfig
@@ -218,6 +218,11 @@ class BookieConfig(GcConfig):
     zk_digest_credentials: str = config_field(
         "", alias="zkDigestCredentials",
         help="ZooKeeper digest credential user:password, or file:/path to a file holding it.")
+    metadata_store_config_path: str = config_field(
+        "", alias="metadataStoreConfigPath",
+        help="ZooKeeper client configuration file, as Pulsar's metadataStoreConfigPath: with "
+             "zookeeper.client.secure=true the ZooKeeper session uses TLS (zookeeper.ssl.keyStore.location: this "
+             "client's key and certificate; zookeeper.ssl.trustStore.location: the CA; PEM files). '' = plain.")
     bookie_auth_provider_factory_class: str = config_field(
         "", alias="bookieAuthProviderFactoryClass",
         help="org.apache.bookkeeper.tls.BookieAuthZFactory: admit only TLS clients whose certificate "
@@ -266,6 +271,10 @@ class BookieConfig(GcConfig):
         """The ZooKeeper digest credential to open the metadata store with (None: security off)."""
         return ZkSecurity.from_config(self.zk_enable_security, self.zk_digest_credentials)
 
+    def zk_tls(self) -> ZkTls | None:
+        """TLS to ZooKeeper from ``metadataStoreConfigPath`` (None: plain); `ConfigError` names the key."""
+        return ZkTls.from_config_file(self.metadata_store_config_path)
+
     def role_authorizer(self) -> CertificateRoleAuthorizer | None:
         """The certificate-role check of ``bookieAuthProviderFactoryClass``, None when it is off."""
         if not self.bookie_auth_provider_factory_class:
@@ -292,6 +301,7 @@ class BookieConfig(GcConfig):
             server_context(self.tls_settings())  # the files exist and hold a key pair, or an error names the key
         self._validate_authorization()
         self.zk_security()
+        self.zk_tls()
         for name in ("port", "http_port"):
             if not 0 <= getattr(self, name) <= 65535:
                 raise ConfigError(name, "must be a TCP port (0-65535)")

@@ -110,7 +110,7 @@ async def serve_bookie_process(config: BookieConfig, *, registry: CollectorRegis
         store = None
         if config.metadata_url:
             store = await stack.enter_async_context(open_metadata_store(
-                config.metadata_url, security=config.zk_security()))
+                config.metadata_url, security=config.zk_security(), tls=config.zk_tls()))
         await check_cookies(config, store)
         await check_ledger_layout(config, store)
         bookie = await stack.enter_async_context(open_bookie(config, registry=registry, store=store))

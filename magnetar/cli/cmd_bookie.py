@@ -151,7 +151,8 @@ def format_command(ctx: click.Context, force: bool, **options: Any) -> None:
     async def main() -> Any:
         if not config.metadata_url:
             return await format_bookie(config, None, force=force)
-        async with open_metadata_store(config.metadata_url, security=config.zk_security()) as store:
+        async with open_metadata_store(config.metadata_url, security=config.zk_security(),
+                                       tls=config.zk_tls()) as store:
             return await format_bookie(config, store, force=force)
 
     cookie = trio.run(main)

@@ -20,7 +20,7 @@ from magnetar.cli._security import broker_security_warning
 from magnetar.config import ConfigError, config_field
 
 if TYPE_CHECKING:
-    from metadata import ZkSecurity
+    from metadata import ZkSecurity, ZkTls
 
 
 @dataclass(frozen=True)
@@ -39,15 +39,27 @@ class ClusterConfig:
     zk_digest_credentials: str = config_field(
         "", alias="zkDigestCredentials",
         help="ZooKeeper digest credential user:password, or file:/path to a file holding it.")
+    metadata_store_config_path: str = config_field(
+        "", alias="metadataStoreConfigPath",
+        help="ZooKeeper client configuration file, as Pulsar's metadataStoreConfigPath: with "
+             "zookeeper.client.secure=true the ZooKeeper session uses TLS (zookeeper.ssl.keyStore.location: this "
+             "client's key and certificate; zookeeper.ssl.trustStore.location: the CA; PEM files). '' = plain.")
 
     def __post_init__(self) -> None:
         self.zk_security()  # a missing or malformed credential is refused at start, naming the key
+        self.zk_tls()
 
     def zk_security(self) -> ZkSecurity | None:
         """The ZooKeeper digest credential to open the metadata store with (None: security off)."""
         from metadata import ZkSecurity  # here: `magnetar --help` loads no kazoo
 
         return ZkSecurity.from_config(self.zk_enable_security, self.zk_digest_credentials)
+
+    def zk_tls(self) -> ZkTls | None:
+        """TLS to ZooKeeper from ``metadataStoreConfigPath`` (None: plain); `ConfigError` names the key."""
+        from metadata import ZkTls  # here: `magnetar --help` loads no kazoo
+
+        return ZkTls.from_config_file(self.metadata_store_config_path)
 
 
 @click.command(name="broker")
@@ -89,7 +101,8 @@ def command(conf: Path | None, metadata_url: str | None, port: int | None, web_p
         logging.getLogger("magnetar.broker").warning(warning)
 
     async def main(task_status: trio.TaskStatus[Any]) -> None:
-        async with open_metadata_store(cluster.metadata_url, security=cluster.zk_security()) as store:
+        async with open_metadata_store(cluster.metadata_url, security=cluster.zk_security(),
+                                       tls=cluster.zk_tls()) as store:
             await serve_broker_stack(store, cfg["broker"], cfg["managed_ledger"], cfg["bk_client"],
                                      metadata_root=cluster.metadata_root, multi_broker=True,
                                      task_status=task_status)
