@@ -235,7 +235,8 @@ GO_CI_APPLIED = {
                "authorization_enabled": True, "super_user_roles": ("localhost", "superUser", "admin"),
                "broker_client_tls_enabled": True, "broker_delete_inactive_topics_enabled": True,
                "broker_delete_inactive_topics_frequency_s": 60, "max_unacked_messages_per_consumer": 50000,
-               "allow_auto_topic_creation_type": "non-partitioned", "load_balancer_enabled": False},
+               "allow_auto_topic_creation_type": "non-partitioned", "load_balancer_enabled": False,
+               "backlog_quota_default_limit_gb": 10.0},
     "managed_ledger": {"ensemble_size": 1, "write_quorum": 1, "ack_quorum": 1, "cache_size_mb": 1024.0},
 }
 
