@@ -110,7 +110,9 @@ def test_properties_file_values_flags_and_overrides(tmp_path: Path, caplog: pyte
     conf = tmp_path / "standalone.conf"
     conf.write_text("# as users edit them\nclusterName=edited\nbindAddress=\nsuperUserRoles=admin, ops\n"
                     "brokerServicePortTls=\nbrokerDeduplicationEnabled=TRUE\nmanagedLedgerDefaultAckQuorum=1\n"
-                    "statusFilePath=/usr/local/apache/htdocs\n")
+                    "statusFilePath=/usr/local/apache/htdocs\n"
+                    "advertisedListeners=internal:pulsar://10.0.0.5:6650,external:pulsar+ssl://broker.example.com:6651\n"
+                    "managedLedgerMinLedgerRolloverTimeMinutes=0\nmanagedLedgerCacheSizeMB=512\n")
     with caplog.at_level(logging.WARNING, logger="magnetar"):
         cfg = _load_standalone(conf, "broker.clusterName=from-the-command-line")
     broker = cfg["broker"]
@@ -120,6 +122,10 @@ def test_properties_file_values_flags_and_overrides(tmp_path: Path, caplog: pyte
     assert broker.broker_service_port_tls is None
     assert broker.broker_deduplication_enabled is True
     assert cfg["managed_ledger"].ack_quorum == 1
+    # a duration and a size in the unit their names give, a map in Pulsar's syntax
+    assert (cfg["managed_ledger"].minimum_rollover_time_s, cfg["managed_ledger"].cache_size_mb) == (0.0, 512.0)
+    listeners, internal = broker.listeners()
+    assert internal == "internal" and listeners["external"].service_url_tls == "pulsar+ssl://broker.example.com:6651"
     assert _warned(caplog) == ["statusFilePath"]
 
 
@@ -296,3 +302,15 @@ def test_standalone_starts_with_the_go_client_ci_conf(go_client_module: Path, tm
             client.close()
     finally:
         assert s.stop() == 0, s.log()
+
+
+def test_standalone_command_stops_on_a_key_nobody_defines(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from magnetar.cli import main
+
+    conf = tmp_path / "standalone.conf"
+    conf.write_text("clusterName=standalone\nbrokerServicePrt=6650\n")
+    result = CliRunner().invoke(main, ["standalone", "--conf", str(conf), "--data-dir", str(tmp_path / "d")])
+    assert result.exit_code == 2, result.output  # a bad configuration: nothing started
+    assert "brokerServicePrt" in result.output
