@@ -7,8 +7,8 @@ Rules:
   its own uses its partitioned topic's), its namespace's (``inactive_topic_policies``), else the
   broker's keys (``brokerDeleteInactiveTopicsEnabled``, ``...Mode``,
   ``...MaxInactiveDurationSeconds``, which defaults to ``...FrequencySeconds``).
-* Rule 2 (activity): a topic with a producer (or one waiting) or a consumer is active. With
-  ``delete_when_no_subscriptions`` so is one with any subscription; with
+* Rule 2 (activity): a topic with a producer (or one waiting) or a consumer, or being compacted,
+  is active. With ``delete_when_no_subscriptions`` so is one with any subscription; with
   ``delete_when_subscriptions_caught_up`` one whose subscriptions have a backlog. The compaction
   cursor counts as a subscription (it is one in Pulsar); deduplication's cursor does not.
 * Rule 3 (inactive since): the later of the last check that found the topic active and the
@@ -109,7 +109,7 @@ class InactiveTopicPolicies:
 
 def _active(topic: Topic, mode: str) -> bool:
     """Rule 2."""
-    if topic.producers or topic.waiting_producers or topic.consumer_count:
+    if topic.producers or topic.waiting_producers or topic.consumer_count or topic.compactor.running:
         return True
     compaction = dict(getattr(topic.ml, "cursors", {})).get(COMPACTION_CURSOR)
     subs = [sub.cursor for sub in topic.subscriptions.values() if not sub.closed]
@@ -126,7 +126,6 @@ class InactiveTopics:
     def __init__(self, service: BrokerService) -> None:
         self.service = service
         self._active_at: weakref.WeakKeyDictionary[Topic, float] = weakref.WeakKeyDictionary()  # Rule 3
-        self.deleted = 0  # topics deleted for inactivity since start
 
     async def policies(self, topic: TopicName, ns_policies: Mapping[str, Any] | None = None,
                        own: Mapping[str, Any] | None = None) -> InactiveTopicPolicies:
@@ -220,7 +219,6 @@ class InactiveTopics:
             except ManagedLedgerError as exc:
                 log.warning("deleting inactive topic %s failed: %s", t.name, exc)
                 return False
-        self.deleted += 1
         log.info("deleted topic %s: inactive for %d s (%s)", t.name, policies.max_inactive_duration_s,
                  policies.delete_mode)
         if t.name.partition >= 0 and s.config.broker_delete_inactive_partitioned_topic_metadata_enabled:
