@@ -184,8 +184,24 @@ class BrokerConfig(RetentionConfig):
         False, alias="brokerDeduplicationEnabled",
         help="Default for namespaces whose policies do not set deduplicationEnabled.")
     deduplication_snapshot_interval_entries: int = config_field(
-        100, alias="brokerDeduplicationEntriesInterval",
-        help="Entries between two persisted snapshots of the producers' last sequence ids.")
+        1000, alias="brokerDeduplicationEntriesInterval",
+        help="Stored entries between two snapshots of the producers' last sequence ids; a topic loading "
+             "replays at most about this many entries after the last snapshot.")
+    deduplication_max_producers: int = config_field(
+        10000, alias="brokerDeduplicationMaxNumberOfProducers",
+        help="Producer names a topic remembers for deduplication and writes into a snapshot; past it the "
+             "longest disconnected are forgotten first (connected ones never).")
+    deduplication_producer_inactivity_timeout_minutes: float = config_field(
+        360.0, alias="brokerDeduplicationProducerInactivityTimeoutMinutes",
+        help="Forget the deduplication state of a producer name disconnected this long (checked every third "
+             "of it).")
+    deduplication_snapshot_frequency_s: float = config_field(
+        120.0, alias="brokerDeduplicationSnapshotFrequencyInSeconds",
+        help="How often each topic checks whether a time-based deduplication snapshot is due (0 = never).")
+    deduplication_snapshot_interval_s: float = config_field(
+        120.0, alias="brokerDeduplicationSnapshotIntervalSeconds",
+        help="Take a deduplication snapshot when this long passed since the last one and entries were "
+             "stored since, besides every brokerDeduplicationEntriesInterval entries (0 = only by entries).")
     dispatcher_max_read_batch_size: int = config_field(
         100, alias="dispatcherMaxReadBatchSize", help="Entries read from the cursor per dispatch round.")
     dispatcher_max_read_size_bytes: int = config_field(
@@ -472,6 +488,9 @@ class BrokerConfig(RetentionConfig):
                               f"{self.broker_delete_inactive_topics_mode!r}")
         if (self.broker_delete_inactive_topics_max_inactive_duration_s or 0) < 0:
             raise ConfigError("broker_delete_inactive_topics_max_inactive_duration_s", "must not be negative")
+        require_positive(self, "deduplication_max_producers", "deduplication_producer_inactivity_timeout_minutes")
+        require_at_least(self, "deduplication_snapshot_frequency_s", "deduplication_snapshot_interval_s",
+                         message="must be 0 (off) or positive")
         require_at_least(self, "compaction_threshold_bytes")
         if self.max_message_size > self.max_pending_publish_bytes:
             raise ConfigError("max_pending_publish_bytes", "must be at least max_message_size")

@@ -12,7 +12,9 @@ Rules:
   The topic enforces it with ``failed`` (set when it answers a failed add) and ``last_add`` (the
   managed ledger's add of the producer's latest appended SEND): an add admitted while an earlier
   one is unfinished fails with it (`managed_ledger.ManagedLedger.append`), so a SEND is refused
-  when ``last_add`` already failed, even before the topic answered that failure.
+  when ``last_add`` already failed, even before the topic answered that failure. A producer whose
+  duplicate SEND is held on another SEND still in flight (the topic's Rule 8) keeps that one in
+  ``awaits``, and fails with it the same way.
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ class Producer:
         self.closed = False
         self.failed = False  # Rule 3
         self.last_add: PendingAdd | None = None  # Rule 3: the add of the latest appended SEND
+        self.awaits: Any = None  # Rule 3: the topic's SEND a held duplicate of this producer waits on
         self._receipts: deque[Receipt] = deque()
         self.msg_in_counter = 0
         self.bytes_in_counter = 0

@@ -23,6 +23,11 @@ Rules:
 * Rule 7 (non-persistent): ``non-persistent://`` topics (`NonPersistentTopic`) have no managed
   ledger: they are kept in ``np_topics``, exist while loaded (created on use under Rule 2's
   auto-creation setting, or as partitions of a partitioned topic), and are listed while loaded.
+* Rule 8 (deduplication timers, as Pulsar's broker): every ``brokerDeduplicationSnapshotFrequencyInSeconds``
+  (0: never) each loaded topic with deduplication checks whether a time-based snapshot is due
+  (``brokerDeduplicationSnapshotIntervalSeconds``), and every third of
+  ``brokerDeduplicationProducerInactivityTimeoutMinutes`` each forgets the producer names
+  inactive for that long (`_dedup` Rules 3 and 4).
 * Rule 5 (retention): the service runs a `RetentionService` (unless ``retention_enabled`` is off)
   with policies from the metadata store. It opens stored-but-unloaded topics briefly; a topic is
   never loaded while retention holds its managed ledger open (loading waits for it to close), and
@@ -169,6 +174,8 @@ class BrokerService:
                 nursery.start_soon(self._unload_idle_loop)
                 nursery.start_soon(self._policy_recheck_loop)
                 nursery.start_soon(self.inactive_topics.run)
+                nursery.start_soon(self._dedup_snapshot_loop)
+                nursery.start_soon(self._dedup_purge_loop)
                 if self.config.retention_enabled:
                     await nursery.start(self.retention.run)
                 task_status.started(self)
@@ -317,9 +324,8 @@ class BrokerService:
                 self.ownership.check_serves(topic)
             dedup = None
             if await self.topic_dedup_enabled(topic):
-                dedup = Deduplication(self.store, topic.managed_ledger_name,
-                                      self.config.deduplication_snapshot_interval_entries)
-                await dedup.recover(ml)
+                dedup = self.new_deduplication(topic)
+                await dedup.recover(ml, now=self.clock())
             elif DEDUP_CURSOR in getattr(ml, "cursors", {}):
                 # deduplication was turned off: its cursor must not pin entries any more
                 await ml.delete_cursor(DEDUP_CURSOR)
@@ -415,6 +421,28 @@ class BrokerService:
                     return True
                 await trio.sleep(_QUOTA_RECHECK_S / 2)
         return False
+
+    def new_deduplication(self, topic: TopicName) -> Deduplication:
+        """A fresh deduplication state for ``topic`` with this broker's limits (`_dedup`); the
+        caller recovers it."""
+        return Deduplication(self.store, topic.managed_ledger_name, self.config.deduplication_snapshot_interval_entries,
+                             max_producers=self.config.deduplication_max_producers)
+
+    async def _dedup_snapshot_loop(self) -> None:
+        period = self.config.deduplication_snapshot_frequency_s  # Rule 8
+        if period <= 0:
+            return
+        while True:
+            await trio.sleep(period)
+            for t in list(self.topics.values()):
+                await t.check_deduplication_snapshot()
+
+    async def _dedup_purge_loop(self) -> None:
+        period = self.config.deduplication_producer_inactivity_timeout_minutes * 60.0 / 3  # Rule 8
+        while True:
+            await trio.sleep(period)
+            for t in list(self.topics.values()):
+                await t.purge_inactive_dedup_producers()
 
     async def dedup_enabled(self, ns: NamespaceName) -> bool:
         """The namespace's ``deduplicationEnabled`` policy, else the broker default."""

@@ -152,5 +152,6 @@ def test_backlog_quota_default_limit_gb_wins_over_bytes_as_in_pulsar() -> None:
     assert TopicPolicies.resolve(cfg).backlog_quotas == {
         BacklogQuotaType.DESTINATION_STORAGE: BacklogQuota(10 * 1024 ** 3, -1)}
     half = RetentionConfig(backlog_quota_default_limit_gb=0.5)
-    assert TopicPolicies.resolve(half).backlog_quotas[BacklogQuotaType.DESTINATION_STORAGE].limit_size == 512 * 1024 ** 2
+    storage = TopicPolicies.resolve(half).backlog_quotas[BacklogQuotaType.DESTINATION_STORAGE]
+    assert storage.limit_size == 512 * 1024 ** 2
     assert TopicPolicies.resolve(RetentionConfig()).backlog_quotas == {}  # -1 (unset) in both
