@@ -17,13 +17,11 @@ import pytest
 import trio
 import trio.testing
 
-from bk_client.testing import MockBookKeeper
-from broker import BrokerConfig, BrokerService
+from broker import BrokerService
 from broker._connection import ConnectionState, PauseReason, ServerConnection
-from managed_ledger import ManagedLedgerConfig, ManagedLedgerFactory
-from metadata import open_metadata_store
 from protocols.pulsar import FrameDecoder, encode_command, encode_payload_command, make_command
 from protocols.pulsar import pulsar_api_pb2 as pb
+from tests.broker.inproc_service import running_service, test_config
 
 _ids = itertools.count()
 DEADLINE_S = 30.0  # a hang guard only: every wait below ends on an observed state
@@ -90,13 +88,6 @@ async def until(check, what: str) -> None:  # type: ignore[no-untyped-def]
     assert check(), what
 
 
-def _config(**overrides: object) -> BrokerConfig:
-    base: dict[str, object] = {"advertised_address": "127.0.0.1", "bind_address": "127.0.0.1",
-                               "broker_service_port": 0, "web_service_port": 0, "retention_enabled": False}
-    base.update(overrides)
-    return BrokerConfig(**base)  # type: ignore[arg-type]
-
-
 @pytest.fixture
 def broker_overrides() -> dict[str, object]:
     """BrokerConfig keys of the test's broker (a test parametrizes this name to change them)."""
@@ -105,16 +96,8 @@ def broker_overrides() -> dict[str, object]:
 
 @pytest.fixture
 async def broker(broker_overrides: dict[str, object]) -> AsyncIterator[Broker]:
-    config = _config(**broker_overrides)
-    async with open_metadata_store(f"memory://backpressure-{next(_ids)}") as store:
-        factory = ManagedLedgerFactory(MockBookKeeper(), store,
-                                       ManagedLedgerConfig(ensemble_size=1, write_quorum=1, ack_quorum=1))
-        async with trio.open_nursery() as nursery:
-            await nursery.start(factory.run)
-            service = BrokerService(factory, store, config)
-            await nursery.start(service.run)
-            yield Broker(service, nursery)
-            nursery.cancel_scope.cancel()
+    async with running_service(test_config(**broker_overrides)) as (service, nursery):
+        yield Broker(service, nursery)
 
 
 async def test_pipelined_sends_never_read_hold_the_publish_window_then_every_receipt_arrives(
