@@ -17,15 +17,12 @@ from metadata import open_metadata_store
 _ids = itertools.count()
 
 
-def test_config(**overrides: object) -> BrokerConfig:
+def inproc_config(**overrides: object) -> BrokerConfig:
     """A broker config on loopback, free ports, no retention loop (tests call it), plus ``overrides``."""
     base: dict[str, object] = {"advertised_address": "127.0.0.1", "bind_address": "127.0.0.1",
                                "broker_service_port": 0, "web_service_port": 0, "retention_enabled": False}
     base.update(overrides)
     return BrokerConfig(**base)  # type: ignore[arg-type]
-
-
-test_config.__test__ = False  # type: ignore[attr-defined]  # a helper, not a test
 
 
 @contextlib.asynccontextmanager

@@ -21,7 +21,7 @@ from broker import BrokerService
 from broker._connection import ConnectionState, PauseReason, ServerConnection
 from protocols.pulsar import FrameDecoder, encode_command, encode_payload_command, make_command
 from protocols.pulsar import pulsar_api_pb2 as pb
-from tests.broker.inproc_service import running_service, test_config
+from tests.broker.inproc_service import inproc_config, running_service
 
 _ids = itertools.count()
 DEADLINE_S = 30.0  # a hang guard only: every wait below ends on an observed state
@@ -96,7 +96,7 @@ def broker_overrides() -> dict[str, object]:
 
 @pytest.fixture
 async def broker(broker_overrides: dict[str, object]) -> AsyncIterator[Broker]:
-    async with running_service(test_config(**broker_overrides)) as (service, nursery):
+    async with running_service(inproc_config(**broker_overrides)) as (service, nursery):
         yield Broker(service, nursery)
 
 

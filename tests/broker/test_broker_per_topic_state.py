@@ -25,7 +25,7 @@ from broker._topic import Topic
 from managed_ledger import InitialPosition
 from protocols.pulsar import NamespaceName, TopicName
 from retention import QuotaAction
-from tests.broker.inproc_service import running_service, test_config
+from tests.broker.inproc_service import inproc_config, running_service
 
 NS = NamespaceName.parse("public/default")
 QUOTA = {"destination_storage": {"limitSize": 200, "limitTime": -1, "policy": "producer_exception"}}
@@ -66,7 +66,7 @@ async def over_quota(service: BrokerService, i: int) -> Topic:
 
 
 async def test_quota_enforcement_outlives_the_explain_reports_and_goes_with_the_topic() -> None:
-    async with running_service(test_config()) as (service, _):
+    async with running_service(inproc_config()) as (service, _):
         await service.namespaces.update_policies(NS, {"backlog_quota_map": QUOTA})
         service.retention._max_reports = 3  # the explain reports' bound (10,000 in production)
         topics = [await over_quota(service, i) for i in range(8)]
@@ -86,7 +86,7 @@ async def test_quota_enforcement_outlives_the_explain_reports_and_goes_with_the_
 
 
 async def test_unloaded_topics_leave_nothing_in_the_service() -> None:
-    async with running_service(test_config()) as (service, _):
+    async with running_service(inproc_config()) as (service, _):
         await service.namespaces.update_policies(NS, {"backlog_quota_map": QUOTA})
         churned = [name(f"churn-{i}") for i in range(30)]
         for n in churned:
@@ -104,7 +104,7 @@ async def test_unloaded_topics_leave_nothing_in_the_service() -> None:
 
 
 async def test_a_refused_reader_leaves_no_subscription() -> None:
-    async with running_service(test_config(max_consumers_per_topic=1)) as (service, _):
+    async with running_service(inproc_config(max_consumers_per_topic=1)) as (service, _):
         topic = await service.get_topic(name("readers"))
         conn = SimpleNamespace(remote="test", client_version="test", writable=True)
         first = await topic.subscribe("keep", durable=True, initial_position=InitialPosition.EARLIEST, start=None)
