@@ -267,6 +267,9 @@ a rate counts whole intervals only: the acknowledgements that arrive after DONE 
 interval, and at full rate they can be many seconds' worth."""
 
 
+PERF_MAX_OUTSTANDING = 10_000
+
+
 def perf_intervals(seconds: float) -> int:
     """How many whole 10-s intervals of pulsar-perf measure ``seconds`` (at least one)."""
     return max(1, round(seconds / PERF_INTERVAL_S))
@@ -403,6 +406,10 @@ def _perf_args(case: Case, seconds: float, topic: str) -> list[str]:
     run = PERF_INTERVAL_S * (1 + perf_intervals(seconds)) + 2
     args = ["produce", "-s", str(case.size), "-r", str(int(case.rate or 10_000_000)),
             "-time", str(run), "--warmup-time", str(PERF_INTERVAL_S)]
+    if not case.rate:
+        # unbounded (pulsar-perf's default), a full-rate producer queues messages until its JVM
+        # runs out of heap; 10,000 keeps ten full batches, or 10,000 single messages, in flight
+        args += ["-o", str(PERF_MAX_OUTSTANDING)]
     if not case.batched:
         args.append("-db")
     if case.topics > 1:
@@ -459,7 +466,8 @@ def _catchup(case: Case, server: Server, work: Path, mib: int) -> dict[str, floa
         client.subscribe(topic, "catchup", initial_position=pulsar.InitialPosition.Earliest).close()
     finally:
         client.close()
-    fill = pulsar_perf(server, work, ["produce", "-s", str(case.size), "-r", "10000000", "-m", str(n), topic],
+    fill = pulsar_perf(server, work, ["produce", "-s", str(case.size), "-r", "10000000", "-m", str(n),
+                                      "-o", str(PERF_MAX_OUTSTANDING), topic],
                        size=case.size, timeout=3600, log=f"{server.name}-{case.key}-write", whole_run=True)
     read = pulsar_perf(server, work, ["consume", "-ss", "catchup", "-sp", "Earliest", "-q", "10000",
                                       "-m", str(fill.messages), topic], size=case.size, timeout=3600,
