@@ -510,7 +510,7 @@ def run_system(server_cls: type[MagnetarStandalone] | type[pulsar_dist.PulsarSta
                     print(f"  {server.name}: {case.key} failed: {type(e).__name__}: {e}", flush=True)
                     continue
                 for k, v in figs.items():
-                    out[f"{case.key} | {k}"] = v
+                    out[f"{case.key}: {k}"] = v
                 print("    " + ", ".join(f"{k} {v:,.2f}" for k, v in figs.items()), flush=True)
         if cases:
             out["peak RSS under load, MiB"] = peak.peak_rss
@@ -528,9 +528,9 @@ def goal(figure: str) -> tuple[str, float] | None:
         return "<=", 0.2
     if "RSS" in figure and "Anon" not in figure:
         return "<=", 0.25
-    if figure.endswith("| p99 ms"):
+    if figure.endswith(": p99 ms"):
         return "<=", 1.0
-    if figure.endswith(("| msg/s", "| MB/s", "read MB/s", "write MB/s")):
+    if figure.endswith((": msg/s", ": MB/s", ": read MB/s")):
         return ">=", 1.0
     return None
 
@@ -577,7 +577,12 @@ def main() -> None:
     parser.add_argument("--json", default=None, help="also write every figure to this file")
     parser.add_argument("--logs", default=None, help="keep every load tool's output in this directory")
     parser.add_argument("--list", action="store_true", help="list the cases and exit")
+    parser.add_argument("--report", default=None, metavar="JSON", help="print the table of a --json file and exit")
     args = parser.parse_args()
+    if args.report:
+        saved = json.loads(Path(args.report).read_text())
+        print(report(saved["results"], saved["header"]))
+        return
     if args.list:
         for c in CASES:
             print(f"{c.key:<22} {c.label}")
