@@ -408,8 +408,9 @@ def _perf_args(case: Case, seconds: float, topic: str) -> list[str]:
             "-time", str(run), "--warmup-time", str(PERF_INTERVAL_S)]
     if not case.rate:
         # unbounded (pulsar-perf's default), a full-rate producer queues messages until its JVM
-        # runs out of heap; 10,000 keeps ten full batches, or 10,000 single messages, in flight
-        args += ["-o", str(PERF_MAX_OUTSTANDING)]
+        # runs out of heap; 10,000 in all keeps ten full batches, or 10,000 single messages, in
+        # flight. The limit is per producer, one per topic.
+        args += ["-o", str(max(100, PERF_MAX_OUTSTANDING // case.topics))]
     if not case.batched:
         args.append("-db")
     if case.topics > 1:

@@ -57,6 +57,7 @@ def test_same_case_sends_the_same_shape_to_both_tools() -> None:
     assert fixed[fixed.index("-r") + 1] == "20000" and "-db" not in fixed and "-o" not in fixed
     topics = peers._perf_args(peers.CASE_KEYS["perf-b100-t100"], 20, "t")
     assert topics[topics.index("-t") + 1] == "100"
+    assert int(topics[topics.index("-o") + 1]) * 100 == peers.PERF_MAX_OUTSTANDING  # per producer
     native = peers._native_args(peers.CASE_KEYS["native-u100-r2k"], 20, "t")
     assert "--no-batching" in native and native[native.index("-r") + 1] == "2000"
 
