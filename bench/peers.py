@@ -114,11 +114,12 @@ def tree_rss_mib(pid: int) -> tuple[float, float]:
 
 
 class PeakRss:
-    """Samples a process tree's RSS every ``interval`` s in a thread while running (``with``)."""
+    """Samples a process tree's RSS every ``interval`` s in a thread while running (``with``): the
+    peaks of the whole run and of the current case."""
 
     def __init__(self, pid: int, interval: float = 0.25) -> None:
         self.pid, self.interval = pid, interval
-        self.peak_rss = self.peak_anon = 0.0
+        self.peak_rss = self.peak_anon = self.case_rss = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -126,6 +127,11 @@ class PeakRss:
         while not self._stop.wait(self.interval):
             rss, anon = tree_rss_mib(self.pid)
             self.peak_rss, self.peak_anon = max(self.peak_rss, rss), max(self.peak_anon, anon)
+            self.case_rss = max(self.case_rss, rss)
+
+    def start_case(self) -> None:
+        """Start a new per-case peak (``case_rss``); the overall peaks go on."""
+        self.case_rss = tree_rss_mib(self.pid)[0]
 
     def __enter__(self) -> PeakRss:
         self._thread.start()
@@ -285,7 +291,21 @@ def _keep(name: str, text: str) -> None:
         (LOGS / f"{name}.log").write_text(text)
 
 
+_STAMP = re.compile(r"^(\d\d):(\d\d):(\d\d)\.(\d{3}) ")
+
+
+def _stamp_seconds(begin: Mark, end: Mark) -> float:
+    """Seconds between two of pulsar-perf's lines by its own time stamps (``HH:mm:ss.SSS``, as
+    ``perf-log4j2.xml`` prints them), else by when they were read."""
+    a, b = _STAMP.match(begin.line), _STAMP.match(end.line)
+    if not a or not b:
+        return end.at - begin.at
+    t0, t1 = ((int(m[1]) * 60 + int(m[2])) * 60 + int(m[3]) + int(m[4]) / 1000 for m in (a, b))
+    return t1 - t0 if t1 >= t0 else t1 + 86400 - t0
+
+
 def _interval_count(mark: Mark) -> int:
+    """The running total of messages an interval line of pulsar-perf reports."""
     m = _INTERVAL.search(mark.line)
     return int(m.group(1)) if m else 0
 
@@ -294,10 +314,11 @@ def pulsar_perf(server: Server, work: Path, args: Sequence[str], *, size: int, t
                 whole_run: bool = False) -> Load:
     """Run ``pulsar-perf`` ``args`` (``produce ...`` / ``consume ...``) against ``server``.
 
-    By default the rate is the messages acknowledged (or received) in the tool's whole 10-s
-    intervals after the first, over those intervals' time, and the server's CPU per message is
-    taken over the same stretch. With ``whole_run`` (a fixed number of messages to read) it is
-    every message over the time from the tool's start line to its DONE line.
+    By default the rate is the messages acknowledged (or received) between the tool's first and
+    last interval lines (each carries its running total), over the time between their stamps, and
+    the server's CPU per message is taken over the same stretch. With ``whole_run`` (a fixed
+    number of messages to read) it is every message over the time from the tool's start line to
+    its DONE line.
     """
     pulsar_dist.write_perf_log4j(work)
     cmd = pulsar_dist.perf_command([args[0], "-u", server.service_url, *args[1:]], work=work)
@@ -312,12 +333,13 @@ def pulsar_perf(server: Server, work: Path, args: Sequence[str], *, size: int, t
     if whole_run:
         begin, end, n = seen["start"][0], done, int(total.group(1))
     elif len(intervals) >= 2:
+        # each interval line carries the running total and the tool's own time stamp
         begin, end = intervals[0], intervals[-1]
-        n = sum(_interval_count(m) for m in intervals[1:])
+        n = _interval_count(end) - _interval_count(begin)
     else:
         raise RuntimeError(f"pulsar-perf printed {len(intervals)} interval(s) before DONE; it needs 2:\n"
                            f"{text[-3000:]}")
-    seconds, cpu = end.at - begin.at, end.cpu - begin.cpu
+    seconds, cpu = _stamp_seconds(begin, end), end.cpu - begin.cpu
     load = Load(messages=n, rate=n / seconds if seconds > 0 else 0.0, raw=text)
     load.mbs = load.rate * size / 1e6
     lat = _AGG_LAT.search(text)
@@ -505,8 +527,10 @@ def run_system(server_cls: type[MagnetarStandalone] | type[pulsar_dist.PulsarSta
         with PeakRss(server.pid) as peak:
             for case in cases:
                 print(f"  {server.name}: {case.key} ...", flush=True)
+                peak.start_case()
                 try:
                     figs = run_case(case, server, work, args.seconds, args.catchup_mib)
+                    figs["peak RSS MiB"] = peak.case_rss
                 except Exception as e:  # one failed case must not lose the others' figures
                     print(f"  {server.name}: {case.key} failed: {type(e).__name__}: {e}", flush=True)
                     continue

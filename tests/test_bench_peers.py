@@ -85,3 +85,16 @@ def test_case_selection_by_key_and_prefix() -> None:
     assert peers.select_cases("none") == []
     with pytest.raises(SystemExit):
         peers.select_cases("no-such-case")
+
+
+def test_pulsar_perf_rate_counts_between_interval_lines_by_their_stamps() -> None:
+    # pulsar-perf's interval lines carry a running total, not the interval's count
+    first = peers.Mark("19:17:18.617 INFO  Throughput produced:   31321 msg ---   2139.3 msg/s", at=100.0, cpu=1.0)
+    last = peers.Mark("19:17:28.774 INFO  Throughput produced:   52443 msg ---   2021.9 msg/s", at=100.5, cpu=2.0)
+    assert peers._interval_count(last) - peers._interval_count(first) == 21122
+    assert peers._stamp_seconds(first, last) == pytest.approx(10.157)
+    # across midnight, and without stamps (by when the lines were read)
+    late = peers.Mark("23:59:59.000 x", at=0.0, cpu=0.0)
+    early = peers.Mark("00:00:01.500 x", at=0.0, cpu=0.0)
+    assert peers._stamp_seconds(late, early) == pytest.approx(2.5)
+    assert peers._stamp_seconds(peers.Mark("a", 1.0, 0.0), peers.Mark("b", 3.5, 0.0)) == 2.5
