@@ -11,7 +11,6 @@ import datetime
 import functools
 import json
 import ssl
-import sys
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
@@ -19,7 +18,7 @@ from urllib.parse import quote
 import click
 import httpx
 
-from magnetar.cli._human import duration, when
+from magnetar.cli import _human as human
 from protocols.pulsar import InvalidTopicNameError, TopicName
 
 __all__ = ["command", "topic_path"]
@@ -146,51 +145,12 @@ def _message_id(text: str) -> dict[str, int]:
 # ------------------------------------------------------------------ output
 
 
-def _console():
-    from rich.console import Console
-
-    # piped output (scripts, tests) gets a wide table rather than 80 columns of wrapped cells
-    return Console(width=None if sys.stdout.isatty() else 200)
-
-
 def _emit(api: _Api, value: Any, *, title: str | None = None, columns: list[str] | None = None) -> None:
     """JSON when asked; else a list as a one-column table, a list of dicts / dict as a table."""
     if api.as_json:
         click.echo(json.dumps(value, indent=2, sort_keys=True))
         return
-    from rich.table import Table
-
-    if value is None:
-        click.echo("(not set)")
-        return
-    if isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value):
-        table = Table(title=title)
-        table.add_column(columns[0] if columns else "name")
-        for v in value:
-            table.add_row(str(v))
-    elif isinstance(value, list):
-        cols = columns or sorted({k for row in value for k in row})
-        table = Table(title=title)
-        for col in cols:
-            table.add_column(col)
-        for row in value:
-            table.add_row(*(_cell(row.get(c)) for c in cols))
-    elif isinstance(value, dict):
-        table = Table(title=title)
-        table.add_column("key")
-        table.add_column("value")
-        for k, v in value.items():
-            table.add_row(str(k), _cell(v))
-    else:
-        click.echo(value)
-        return
-    _console().print(table)
-
-
-def _cell(v: Any) -> str:
-    if isinstance(v, (dict, list)):
-        return json.dumps(v, sort_keys=True)
-    return "" if v is None else str(v)
+    human.show(value, title=title, columns=columns)
 
 
 def _done(api: _Api, what: str) -> None:
@@ -706,7 +666,7 @@ def _readable_time(value: object) -> object:
             value = int(datetime.datetime.fromisoformat(value).timestamp() * 1000)
         except ValueError:
             return value
-    return when(value) if isinstance(value, int) else value
+    return human.when(value) if isinstance(value, int) else value
 
 
 @_cmd(topics, "stats-internal", _topic_arg)
@@ -890,35 +850,9 @@ def topics_explain_storage(api: _Api, topic: str) -> None:
     if api.as_json:
         _emit(api, ex)
         return
-    pol = ex.get("policies") or {}
-    click.echo(f"{ex['topic']}: {ex['totalSize']} bytes; retention {pol.get('retention')}, "
-               f"TTL {pol.get('messageTTLInSeconds')}s; deletable now: {ex.get('deletableNow')}")
-    ledgers = [{**row, "age": duration(row.get("ageSeconds"))} for row in ex.get("ledgers", [])]
-    _emit(api, ledgers, title="ledgers",
-          columns=["ledgerId", "entries", "size", "age", "decision", "reason", "pinnedBy", "explanation"])
-    _emit(api, [{"cursor": n, **c} for n, c in (ex.get("cursors") or {}).items()], title="cursors",
-          columns=["cursor", "markDeletePosition", "backlog", "backlogSize", "pinsLedgers"])
-    last = ex.get("lastRetentionCheck")
-    if last:
-        click.echo(f"last retention check {when(last.get('checkedAtMs'))}: trimmed {last.get('trimmed')} "
-                   f"({last.get('trimmedBytes')} bytes); errors: {last.get('errors') or 'none'}")
-    if ex.get("bookieGc") is not None:
-        _emit_bookie_gc(api, ex["bookieGc"])
+    from ._explain_view import print_explain
 
-
-def _emit_bookie_gc(api: _Api, gc: dict[str, Any]) -> None:
-    """The ``bookieGc`` part of explain-storage as tables: one row per ledger, one per bookie."""
-    click.echo(f"bookie GC: {gc.get('topicBytesAwaitingGc', 0)} bytes of this topic await GC"
-               + (f"; unreachable bookies: {', '.join(gc['unreachableBookies'])}"
-                  if gc.get("unreachableBookies") else ""))
-    _emit(api, gc.get("ledgers") or [], title="ledgers on the bookies",
-          columns=["ledgerId", "state", "bytesOnDisk", "summary"])
-    bookies = [{"bookie": b, **info, "lastGcRun": when(info.get("lastGcRunMs"))}
-               for b, info in sorted((gc.get("bookies") or {}).items())]
-    if bookies:
-        _emit(api, bookies, title="bookies",
-              columns=["bookie", "reachable", "readOnly", "entryLogs", "bytesAwaitingGc", "lastGcRun", "error"])
-
+    print_explain(ex)
 
 
 # ------------------------------------------------------------------ permissions (pulsar-admin style)
