@@ -31,9 +31,9 @@ def test_the_spark_extra_brings_the_official_client_and_fastavro() -> None:
 
 
 def test_misspelt_and_unknown_options_fail_naming_the_right_one() -> None:
-    with pytest.raises(ValueError, match="maxEntriesPerTriger.*did you mean maxEntriesPerTrigger"):
+    with pytest.raises(ValueError, match=r"maxEntriesPerTriger.*did you mean maxEntriesPerTrigger"):
         SourceOptions.parse({**BASE, "maxEntriesPerTriger": "5"})
-    with pytest.raises(ValueError, match="producerNamePrefx.*producerNamePrefix"):
+    with pytest.raises(ValueError, match=r"producerNamePrefx.*producerNamePrefix"):
         SinkOptions.parse({"service.url": "pulsar://x:1", "topic": "t", "producerNamePrefx": "p"})
     with pytest.raises(ValueError, match="endingOffsets and endingTime apply to batch"):
         SourceOptions.parse({**BASE, "endingOffsets": "latest"})
@@ -50,7 +50,7 @@ def test_pulsar_keys_are_applied_or_refused_never_dropped() -> None:
     assert dict(opts.client_kwargs) == {"operation_timeout_seconds": 15, "io_threads": 2}
     assert dict(opts.reader_kwargs) == {"receiver_queue_size": 50}
     assert opts.admin_timeout_s == 9.0
-    with pytest.raises(ValueError, match="not a key of Pulsar's client configuration.*operationTimeoutMs"):
+    with pytest.raises(ValueError, match=r"not a key of Pulsar's client configuration.*operationTimeoutMs"):
         SourceOptions.parse({**BASE, "pulsar.client.operationTimeout": "1"})
     with pytest.raises(ValueError, match="cannot apply it"):
         SourceOptions.parse({**BASE, "pulsar.client.maxLookupRedirects": "3"})
