@@ -308,6 +308,7 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._subscribed: set[tuple[str, str]] = set()
         self._schema_checked: set[str] = set()
         self._heartbeat: dict[str, float] = {}
+        self._fallback: str | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -335,8 +336,13 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return None
         if self.options.subscription_mode == "named":
             return self.options.subscription_name
-        # an offset of an older release names none: start one now, later offsets carry it
-        return subscription_of(offset) or self._new_subscription()
+        # an offset of an older release names none: start one now (once), later offsets carry it
+        named = subscription_of(offset)
+        if named:
+            return named
+        if self._fallback is None:
+            self._fallback = self._new_subscription()
+        return self._fallback
 
     # --- Spark's calls ----------------------------------------------------------------------
 
@@ -430,18 +436,14 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # --- helpers ----------------------------------------------------------------------------
 
     def _check_schemas(self, parts: Sequence[str]) -> None:
-        """Newly seen topics (topicsPattern, topics created later) must share the query's schema."""
+        """Topics seen after the query was defined (topicsPattern, topics created later) must have
+        the schema the query reads with (raw ``value``: no schema), unless allowDifferentTopicSchemas."""
         bases = sorted({_base(p) for p in parts} - self._schema_checked)
         if not bases:
             return
-        expected = self.value_schema.fingerprint if self.value_schema is not None else None
-        if expected is None and not self._schema_checked:
-            expected = None  # the first topics fix it (no schema, or BYTES, when value_schema is None)
-        found = self.planner.check_schemas(bases, expected if expected is not None else None)
-        if self.value_schema is None and found not in (None, "BYTES") and not (
-                self.options.allow_different_topic_schemas or not self.options.decode_schema):
-            raise ValueError(f"topics {bases} have a schema but the query was defined on topics without one; "
-                             f"set allowDifferentTopicSchemas=true to read raw values")
+        if self.options.decode_schema and not self.options.allow_different_topic_schemas:
+            expected = self.value_schema.fingerprint if self.value_schema is not None else "BYTES"
+            self.planner.check_schemas(bases, expected)
         self._schema_checked.update(bases)
 
     def _properties(self, name: str) -> dict[str, str]:

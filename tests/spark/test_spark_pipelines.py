@@ -82,8 +82,11 @@ def test_unread_data_survives_a_killed_driver_and_retention(spark_env: SparkEnv)
                                  cwd=ROOT, env=env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
     try:
         # two micro-batches of 5 entries committed: most of the topic is still unread
-        wait_for(lambda: Path(ck, "commits", "1").exists() or child.poll() is not None, timeout=240,
-                 what="the child driver to commit two micro-batches")
+        try:
+            wait_for(lambda: Path(ck, "commits", "1").exists() or child.poll() is not None, timeout=480,
+                     what="the child driver to commit two micro-batches")
+        except AssertionError:
+            raise AssertionError("the child driver committed nothing:\n" + log_path.read_text()[-3000:]) from None
         assert child.poll() is None, "the child driver died on its own:\n" + log_path.read_text()[-3000:]
     finally:
         os.killpg(child.pid, signal.SIGKILL)  # the driver and its JVM, mid-stream
