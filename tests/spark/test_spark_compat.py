@@ -152,13 +152,12 @@ def _mid_json(mid: pulsar.MessageId, batch: int = -1) -> list[int]:
 def test_pulsar_spark_offsets_and_times(spark_env: SparkEnv) -> None:
     a, b = f"persistent://public/default/{unique('off-a')}", f"persistent://public/default/{unique('off-b')}"
     client = pulsar.Client(spark_env.service_url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
-    ids, times = [], []
+    ids = []
     try:
         producer = client.create_producer(a, batching_enabled=False)
         for i in range(10):
             ids.append(producer.send(f"a{i}".encode()))
-            times.append(int(time.time() * 1000))
-            time.sleep(0.02)
+            time.sleep(0.01)  # distinct publish times
         other = client.create_producer(b, batching_enabled=False)
         for i in range(4):
             other.send(f"b{i}".encode())
@@ -169,12 +168,11 @@ def test_pulsar_spark_offsets_and_times(spark_env: SparkEnv) -> None:
     start, end = json.dumps({a: _mid_json(ids[2])}), json.dumps({a: _mid_json(ids[6])})
     got = spark_env.source(read, topic=a, startingOffsets=start, endingOffsets=end).load().collect()
     assert sorted(values_of(got)) == [f"a{i}".encode() for i in range(2, 6)]
-    # endingTime: messages published before it; a startingTime map per topic (others: earliest)
-    got = spark_env.source(read, topic=a, endingTime=str(times[4])).load().collect()
-    assert [f"a{i}".encode() for i in range(5)] == sorted(values_of(got))[:5]
-    assert all(int(r["__publishTime"].timestamp() * 1000) < times[4] for r in got)
-    published = {bytes(r["value"]): r["__publishTime"] for r in
-                 spark_env.source(read, topic=a).load().collect()}
-    cut = int(published[b"a7"].timestamp() * 1000)
-    got = spark_env.source(read, topics=f"{a},{b}", startingTime=json.dumps({a: cut})).load().collect()
+    published = {bytes(r["value"]): int(r["__publishTime"].timestamp() * 1000)
+                 for r in spark_env.source(read, topic=a).load().collect()}
+    # endingTime: the messages published before it
+    got = spark_env.source(read, topic=a, endingTime=str(published[b"a5"])).load().collect()
+    assert sorted(values_of(got)) == [f"a{i}".encode() for i in range(5)]
+    # a startingTime per topic (topics not named start at the default, earliest for a batch read)
+    got = spark_env.source(read, topics=f"{a},{b}", startingTime=json.dumps({a: published[b"a7"]})).load().collect()
     assert sorted(values_of(got)) == [b"a7", b"a8", b"a9", b"b0", b"b1", b"b2", b"b3"]

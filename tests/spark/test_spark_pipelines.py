@@ -70,9 +70,7 @@ def test_unread_data_survives_a_killed_driver_and_retention(spark_env: SparkEnv)
     src = f"persistent://{LOSSY_NAMESPACE}/{unique('kill-src')}"
     dst = f"persistent://{SINK_NAMESPACE}/{unique('kill-dst')}"
     expected = _msgs("k", 120)
-    produce(spark_env.service_url, src, expected, keys=lambda i: f"key{i % 5}")
-    first_ledger = ledgers_of(spark_env, src)[0]["ledgerId"]
-    last_ledger = ledgers_of(spark_env, src)[-1]["ledgerId"]
+    spark_env.admin("PUT", _tp(src))  # the pipeline starts on an empty topic; data comes while it runs
     ck = spark_env.checkpoint()
     env = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
     log_path = spark_env.tmp / unique("child-driver.log")
@@ -81,6 +79,11 @@ def test_unread_data_survives_a_killed_driver_and_retention(spark_env: SparkEnv)
                                   spark_env.admin_url, src, dst, ck, str(spark_env.tmp / unique("child-local"))],
                                  cwd=ROOT, env=env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
     try:
+        wait_for(lambda: bool(_cursors(spark_env, src)) or child.poll() is not None, timeout=480,
+                 what="the child driver's query to subscribe")
+        produce(spark_env.service_url, src, expected, keys=lambda i: f"key{i % 5}")
+        first_ledger = ledgers_of(spark_env, src)[0]["ledgerId"]
+        last_ledger = ledgers_of(spark_env, src)[-1]["ledgerId"]
         # two micro-batches of 5 entries committed: most of the topic is still unread
         try:
             wait_for(lambda: Path(ck, "commits", "1").exists() or child.poll() is not None, timeout=480,
