@@ -423,8 +423,9 @@ def _side_decoder(side: Side) -> Callable[[bytes], Any]:
     return lambda b: convert(t, fastavro.schemaless_reader(io.BytesIO(b), parsed))
 
 
-def decoder(schema: ValueSchema) -> Callable[[bytes, str | None], tuple[Any, ...]]:
-    """A function from a message (value, key) to its value columns (Rule 4), in ``columns`` order."""
+def decoder(schema: ValueSchema) -> Callable[..., tuple[Any, ...]]:
+    """A function ``(value, key=None)`` from a message to its value columns (Rule 4), in ``columns``
+    order (the key matters for SEPARATED KEY_VALUE only)."""
     width = len(schema.columns)
     empty = tuple(None for _ in range(width))
     value_of = _side_decoder(schema.value)
@@ -435,7 +436,7 @@ def decoder(schema: ValueSchema) -> Callable[[bytes, str | None], tuple[Any, ...
         key_of = _side_decoder(schema.key)
         separated = schema.encoding == "SEPARATED"
 
-        def decode_kv(value: bytes, key: str | None) -> tuple[Any, ...]:
+        def decode_kv(value: bytes, key: str | None = None) -> tuple[Any, ...]:
             try:
                 if separated:
                     k = key_of(base64.b64decode(key)) if key else None
@@ -449,7 +450,7 @@ def decoder(schema: ValueSchema) -> Callable[[bytes, str | None], tuple[Any, ...
                 return empty
         return decode_kv
 
-    def decode(value: bytes, _key: str | None) -> tuple[Any, ...]:
+    def decode(value: bytes, _key: str | None = None) -> tuple[Any, ...]:
         if not value and schema.value.kind != "raw":
             return empty
         try:
