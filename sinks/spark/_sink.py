@@ -29,10 +29,11 @@ Rows, as the Pulsar Spark connector writes them (`SinkPlan`):
   the topic when the ``topic`` option is not given. ``__messageId`` and ``__publishTime`` are the
   broker's: they are ignored.
 * Every other column is the value. One binary column is sent as it is (no schema); one string,
-  boolean, byte, short, int, long, float, double, date or timestamp column with Pulsar's primitive
-  schema of that type; a struct column, or several columns taken as one record, as Avro (default)
-  or JSON (``valueSchema=json``) with the schema derived from the columns' Spark types, which the
-  producer registers on the topic (a schema the topic refuses fails the write, naming it).
+  boolean, byte, short, int, long, float, double, date or timestamp column in the encoding of
+  Pulsar's primitive schema of that type, registered through the admin REST; a struct column, or
+  several columns taken as one record, as Avro (default) or JSON (``valueSchema=json``) with the
+  schema derived from the columns' Spark types, which the producer registers on the topic (a
+  schema the topic refuses fails the write, naming it).
 * Keyed messages go to the partition the Java client (the one pulsar-spark writes with) picks by
   default: ``JavaStringHash`` of the key modulo the partition count (``Murmur3_32Hash`` with
   ``pulsar.producer.hashingScheme``). Messages without a key go by a hash of their value, so a
@@ -280,22 +281,21 @@ def value_encoder(plan: SinkPlan) -> Callable[[dict[str, Any]], bytes]:
 
 
 def _producer_schema(plan: SinkPlan) -> Any:
-    """The producer's schema (its registration on the topic), None for raw values and for the
-    primitive types the Python client cannot name (BOOLEAN, DATE, TIMESTAMP: registered through the
-    admin REST instead, see `register_schema`)."""
+    """The producer's schema (its registration on the topic) for AVRO and JSON values; None for raw
+    values and for primitive ones, which the Python client does not register (its C++ core sends
+    no schema for them): `register_schema` uploads those through the admin REST instead."""
     import _pulsar
     from pulsar.schema import Schema
 
-    name = plan.schema_type if plan.mode != "raw" else ""
-    if not name or not hasattr(_pulsar.SchemaType, name):
+    if plan.mode not in ("avro", "json"):
         return None
+    name = plan.schema_type
 
     class Encoded(Schema):
         """Values arrive encoded already: the schema only names itself to the broker."""
 
         def __init__(self) -> None:
-            definition = json.loads(plan.definition) if plan.definition else None
-            super().__init__(bytes, getattr(_pulsar.SchemaType, name), definition, name)
+            super().__init__(bytes, getattr(_pulsar.SchemaType, name), json.loads(plan.definition), name)
 
         def encode(self, obj: bytes) -> bytes:
             return obj
@@ -307,9 +307,9 @@ def _producer_schema(plan: SinkPlan) -> Any:
 
 
 def register_schema(admin: AdminClient, topic: str, plan: SinkPlan) -> None:
-    """Register the primitive schema the Python client cannot name (BOOLEAN, DATE, TIMESTAMP) on
-    ``topic`` through the admin REST. Raises `AdminError` (409: the topic refuses it)."""
-    if plan.mode == "primitive" and _producer_schema(plan) is None:
+    """Register a primitive value's schema (STRING, INT64, ...) on ``topic`` through the admin REST.
+    Raises `AdminError` (409: the topic refuses it)."""
+    if plan.mode == "primitive":
         t = persistent_topic(topic)
         admin._call("POST", f"/admin/v2/schemas/{t.tenant}/{t.namespace}/{t.encoded_local_name}/schema",
                     json={"type": plan.schema_type, "schema": "", "properties": {}})
@@ -351,6 +351,8 @@ def prepare_topic(options: SinkOptions, plan: SinkPlan, topic: str) -> None:
         if options.enable_deduplication:
             log.warning("no admin.url: make sure deduplication is enabled on %s, or writes are at-least-once",
                         topic)
+        if plan.mode == "primitive":
+            log.warning("no admin.url: the %s schema of the values is not registered on %s", plan.schema_type, topic)
     else:
         admin = AdminClient(options.admin_url, security=options.admin_security)
         try:

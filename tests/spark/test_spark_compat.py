@@ -79,24 +79,30 @@ def test_register_sets_or_checks_the_workers_python(spark_env: SparkEnv, monkeyp
 def test_errors_instead_of_silence(spark_env: SparkEnv) -> None:
     topic = unique("err")
     produce(spark_env.service_url, topic, [b"x"])
-    read, stream = spark_env.spark.read, spark_env.spark.readStream
     assert "maxEntriesPerTrigger" in _error_of(
-        lambda: spark_env.source(stream, topic=topic, maxEntriesPerTriger=5).load())
+        lambda: spark_env.source(spark_env.spark.readStream, topic=topic, maxEntriesPerTriger=5).load())
     assert "not a key of Pulsar's client configuration" in _error_of(
-        lambda: spark_env.source(read, topic=topic, **{"pulsar.client.operationTimeout": "1000"}).load())
+        lambda: spark_env.source(spark_env.spark.read, topic=topic,
+                                 **{"pulsar.client.operationTimeout": "1000"}).load())
     assert "cannot apply" in _error_of(
-        lambda: spark_env.source(read, topic=topic, **{"pulsar.client.maxLookupRedirects": "3"}).load())
+        lambda: spark_env.source(spark_env.spark.read, topic=topic,
+                                 **{"pulsar.client.maxLookupRedirects": "3"}).load())
     # keys the client applies pass through
-    ok = spark_env.source(read, topic=topic, **{"pulsar.client.operationTimeoutMs": "20000",
-                                                "pulsar.reader.receiverQueueSize": "10"}).load()
+    ok = spark_env.source(spark_env.spark.read, topic=topic, **{"pulsar.client.operationTimeoutMs": "20000",
+                                                                "pulsar.reader.receiverQueueSize": "10"}).load()
     assert values_of(ok.collect()) == [b"x"]
     missing = unique("missing")
-    assert "does not exist" in _error_of(lambda: spark_env.source(read, topic=missing).load())
-    assert "does not exist" in _error_of(lambda: spark_env.source(stream, topics=f"{topic},{missing}").load())
+    assert "does not exist" in _error_of(lambda: spark_env.source(spark_env.spark.read, topic=missing).load())
+    assert "does not exist" in _error_of(
+        lambda: spark_env.source(spark_env.spark.readStream, topics=f"{topic},{missing}").load())
     sink = spark_env.spark.createDataFrame([(b"v",)], "value BINARY")
     assert "producerNamePrefix" in _error_of(
         lambda: sink.write.format("magnetar").option("service.url", spark_env.service_url).option("topic", topic)
         .option("producerNamePrefx", "p").mode("append").save())
+    # Python data sources take append (or overwrite, refused here), not Spark's default errorifexists
+    assert "Append" in _error_of(
+        lambda: sink.write.format("magnetar").option("service.url", spark_env.service_url).option("topic", topic)
+        .save())
 
 
 def test_waiting_for_a_topic_that_does_not_exist_yet(spark_env: SparkEnv) -> None:
@@ -131,15 +137,14 @@ def test_topics_with_different_schemas_and_patterns(spark_env: SparkEnv) -> None
     _produce_json(spark_env, a, [1, 2])
     _produce_json(spark_env, b, [3])
     produce(spark_env.service_url, c, [b"raw"])
-    read = spark_env.spark.read
-    error = _error_of(lambda: spark_env.source(read, topics=f"{a},{c}").load())
+    error = _error_of(lambda: spark_env.source(spark_env.spark.read, topics=f"{a},{c}").load())
     assert "different schemas" in error and "allowDifferentTopicSchemas" in error
-    raw = spark_env.source(read, topics=f"{a},{c}", allowDifferentTopicSchemas="true").load()
+    raw = spark_env.source(spark_env.spark.read, topics=f"{a},{c}", allowDifferentTopicSchemas="true").load()
     assert dict(raw.dtypes)["value"] == "binary" and raw.count() == 3
     # a pattern decodes with the schema its topics share, and refuses topics that differ
-    same = spark_env.source(read, topicsPattern=f"persistent://public/default/{prefix}-[ab]").load()
+    same = spark_env.source(spark_env.spark.read, topicsPattern=f"persistent://public/default/{prefix}-[ab]").load()
     assert sorted(r["n"] for r in same.collect()) == [1, 2, 3]
-    error = _error_of(lambda: spark_env.source(read, topicsPattern=f"{prefix}-.*").load())
+    error = _error_of(lambda: spark_env.source(spark_env.spark.read, topicsPattern=f"{prefix}-.*").load())
     assert "different schemas" in error
 
 
@@ -163,16 +168,16 @@ def test_pulsar_spark_offsets_and_times(spark_env: SparkEnv) -> None:
             other.send(f"b{i}".encode())
     finally:
         client.close()
-    read = spark_env.spark.read
     # offsets as pulsar-spark writes them (JsonUtils.topicOffsets): start inclusive, end exclusive
     start, end = json.dumps({a: _mid_json(ids[2])}), json.dumps({a: _mid_json(ids[6])})
-    got = spark_env.source(read, topic=a, startingOffsets=start, endingOffsets=end).load().collect()
+    got = spark_env.source(spark_env.spark.read, topic=a, startingOffsets=start, endingOffsets=end).load().collect()
     assert sorted(values_of(got)) == [f"a{i}".encode() for i in range(2, 6)]
     published = {bytes(r["value"]): int(r["__publishTime"].timestamp() * 1000)
-                 for r in spark_env.source(read, topic=a).load().collect()}
+                 for r in spark_env.source(spark_env.spark.read, topic=a).load().collect()}
     # endingTime: the messages published before it
-    got = spark_env.source(read, topic=a, endingTime=str(published[b"a5"])).load().collect()
+    got = spark_env.source(spark_env.spark.read, topic=a, endingTime=str(published[b"a5"])).load().collect()
     assert sorted(values_of(got)) == [f"a{i}".encode() for i in range(5)]
     # a startingTime per topic (topics not named start at the default, earliest for a batch read)
-    got = spark_env.source(read, topics=f"{a},{b}", startingTime=json.dumps({a: published[b"a7"]})).load().collect()
+    got = spark_env.source(spark_env.spark.read, topics=f"{a},{b}",
+                           startingTime=json.dumps({a: published[b"a7"]})).load().collect()
     assert sorted(values_of(got)) == [b"a7", b"a8", b"a9", b"b0", b"b1", b"b2", b"b3"]

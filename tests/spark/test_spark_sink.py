@@ -102,13 +102,15 @@ def test_batch_write_with_metadata_topic_column_and_registered_schemas(spark_env
     structs = spark_env.spark.createDataFrame([((i, [f"t{i}"]),) for i in range(3)],
                                               "value STRUCT<n: INT, tags: ARRAY<STRING>>")
     (structs.write.format("magnetar").option("service.url", spark_env.service_url)
-     .option("admin.url", spark_env.admin_url).option("topic", c).option("valueSchema", "json").save())
+     .option("admin.url", spark_env.admin_url).option("topic", c).option("valueSchema", "json")
+     .mode("append").save())
     assert spark_env.admin("GET", f"/admin/v2/schemas/{SINK_NAMESPACE}/{c.rsplit('/', 1)[1]}/schema")["type"] == "JSON"
     back = spark_env.source(spark_env.spark.read, topic=c).load()
     assert sorted((r["n"], list(r["tags"])) for r in back.collect()) == [(i, [f"t{i}"]) for i in range(3)]
     d = f"persistent://{SINK_NAMESPACE}/{unique('str')}"
     (spark_env.spark.createDataFrame([("hi",)], "value STRING").write.format("magnetar")
-     .option("service.url", spark_env.service_url).option("admin.url", spark_env.admin_url).option("topic", d).save())
+     .option("service.url", spark_env.service_url).option("admin.url", spark_env.admin_url).option("topic", d)
+     .mode("append").save())
     back = spark_env.source(spark_env.spark.read, topic=d).load()
     assert dict(back.dtypes)["value"] == "string" and back.collect()[0]["value"] == "hi"
 
@@ -120,7 +122,7 @@ def test_keyed_rows_go_to_the_partition_the_java_client_picks(spark_env: SparkEn
     df = spark_env.spark.createDataFrame([(f"key-{i}", f"v{i}".encode()) for i in range(32)],
                                          "__key STRING, value BINARY")
     (df.write.format("magnetar").option("service.url", spark_env.service_url)
-     .option("admin.url", spark_env.admin_url).option("topic", topic).save())
+     .option("admin.url", spark_env.admin_url).option("topic", topic).mode("append").save())
     rows = spark_env.source(spark_env.spark.read, topic=topic).load().collect()
     assert len(rows) == 32
     placed = {r["__key"]: int(r["__topic"].rsplit("-partition-", 1)[1]) for r in rows}
