@@ -897,7 +897,7 @@ def topics_explain_storage(api: _Api, topic: str) -> None:
     _emit(api, ledgers, title="ledgers",
           columns=["ledgerId", "entries", "size", "age", "decision", "reason", "pinnedBy", "explanation"])
     _emit(api, [{"cursor": n, **c} for n, c in (ex.get("cursors") or {}).items()], title="cursors",
-          columns=["cursor", "markDeletePosition", "backlog", "backlogSize", "pinsLedgers"])
+          columns=["cursor", "pipeline", "markDeletePosition", "backlog", "backlogSize", "pinsLedgers"])
     last = ex.get("lastRetentionCheck")
     if last:
         click.echo(f"last retention check {when(last.get('checkedAtMs'))}: trimmed {last.get('trimmed')} "
