@@ -97,9 +97,17 @@ from ._messages import request_body as request_body
 from ._messages import response_body as response_body
 from ._messages import write_lac_request as write_lac_request
 from ._messages import write_lac_response as write_lac_response
+from ._registration import BOOKIE_RPC as BOOKIE_RPC
+from ._registration import BookieServiceInfo as BookieServiceInfo
+from ._registration import Endpoint as Endpoint
+from ._registration import RegistrationFormatError as RegistrationFormatError
 
 __all__ = [
     "AVAILABLE",
+    "BOOKIE_RPC",
+    "BookieServiceInfo",
+    "Endpoint",
+    "RegistrationFormatError",
     "AddRequestEncoder",
     "BookieInfoFlag",
     "COOKIES",
