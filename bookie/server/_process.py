@@ -101,7 +101,9 @@ async def serve_bookie_process(config: BookieConfig, *, registry: CollectorRegis
             store = await stack.enter_async_context(open_metadata_store(
                 config.metadata_url, security=config.zk_security()))
         await check_cookies(config, store)
-        await check_ledger_layout(config, store)
+        layout = await check_ledger_layout(config, store)
+        # GC lists the layout the cluster records (the config may leave it to the record)
+        config = dataclasses.replace(config, ledger_manager_factory_class=layout.value)
         bookie = await stack.enter_async_context(open_bookie(config, registry=registry, store=store))
         async with trio.open_nursery() as nursery:
             tls = server_context(config.tls_settings()) if config.tls_enabled else None
