@@ -374,12 +374,16 @@ class _Connection:
                 if lac <= r.previousLAC:  # timed out: the current LAC, no entry
                     self._respond(read_response(txn, StatusCode.EOK, ledger, entry, max_lac=lac), size)
                     return
+                # BookKeeper's long poll asks for entry -1 and gets the one after previousLAC
+                entry = r.previousLAC + 1
             try:
                 high = r.flag == _FENCE or req.header.priority > 0
                 body = await bookie.read_entry(ledger, entry, high_priority=high)
                 status = StatusCode.EOK
             except BookieError as exc:
                 body, status = None, exc.status
+                if r.HasField("previousLAC") and status == StatusCode.ENOENTRY:
+                    status = StatusCode.EOK  # the entry is best effort (striping): the LAC is the answer
             max_lac: int | None
             try:
                 max_lac = await bookie.lac(ledger)
@@ -387,6 +391,8 @@ class _Connection:
                 max_lac = None
             if body is not None:
                 self.metrics.read_bytes.inc(len(body))
+            else:
+                entry = r.entryId  # no entry read: the id asked for, as BookKeeper answers
             self._respond(read_response(txn, status, ledger, entry, body=body, max_lac=max_lac), size)
             self.read_lat.append((time.perf_counter() - t0) * 1000.0)
         except BookieError as exc:

@@ -41,7 +41,8 @@ import org.apache.bookkeeper.net.BookieId;
  * exception's class), "code" (BookKeeper's error code when it is a BKException) and "message".
  * Byte strings travel as base64. Ledger handles stay open between requests, keyed by ledger id.
  *
- *   connect   {uri, [timeoutS]}              open the client on a metadata service URI (zk://...)
+ *   connect   {uri, [timeoutS]}              open the client on a metadata service URI (zk://...),
+ *                                            closing the previous one and its handles
  *   initCluster {uri}                        BookKeeperAdmin.initNewCluster (LAYOUT, INSTANCEID, ...)
  *   create    {digest, password, e, qw, qa, [custom: {k: b64}]} -> {ledgerId}
  *   append    {ledgerId, entries: [b64]}     adds in order, waits for each -> {entryIds}
@@ -146,6 +147,7 @@ public final class BkInterop {
         String op = q.get("op").asText();
         switch (op) {
             case "connect": {
+                closeAll();
                 uri = q.get("uri").asText();
                 if (q.has("timeoutS")) {
                     timeoutS = q.get("timeoutS").asInt();
@@ -303,6 +305,19 @@ public final class BkInterop {
         }
     }
 
+    private void closeAll() throws Exception {
+        for (ReadHandle h : readers.values()) {
+            h.close();
+        }
+        readers.clear();
+        writers.clear();  // a writer left open is abandoned, as by a crashed process
+        pending.clear();
+        if (bk != null) {
+            bk.close();
+            bk = null;
+        }
+    }
+
     private void serviceInfo(RegistrationClient rc, BookieId id, ObjectNode out) {
         try {
             BookieServiceInfo info = rc.getBookieServiceInfo(id).get(timeoutS, TimeUnit.SECONDS).getValue();
@@ -365,11 +380,10 @@ public final class BkInterop {
                 break;
             }
         }
-        for (ReadHandle h : self.readers.values()) {
-            h.close();
-        }
-        if (self.bk != null) {
-            self.bk.close();
+        try {
+            self.closeAll();
+        } catch (Exception e) {
+            e.printStackTrace();
         }
         System.exit(0);
     }
