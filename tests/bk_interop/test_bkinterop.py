@@ -351,6 +351,28 @@ async def test_each_client_deletes_the_others_ledgers(cluster: Cluster) -> None:
     assert not gone["ok"] and gone["code"] == -25, gone  # BKNoSuchLedgerExistsOnMetadataServerException
 
 
+async def test_format_2_metadata_is_read_and_kept(cluster: Cluster) -> None:
+    # a BookKeeper client configured with ledgerMetadataVersion = 2 (text), as before BookKeeper 4.9
+    java = cluster.java
+    java.ok("connect", uri=cluster.uri, metadataFormatVersion=2)
+    try:
+        lid = java.ok("create", digest="CRC32C", password=b64(PASSWORD), e=3, qw=2, qa=2)["ledgerId"]
+        entries = [payload("v2", i) for i in range(6)]
+        java.ok("append", ledgerId=lid, entries=[b64(e) for e in entries])
+        async with cluster.client() as bk:
+            stored, _ = await bk.ledger_manager._store.get(bk.ledger_manager.ledger_path(lid))
+            assert stored.startswith(b"BookieMetadataFormatVersion\t2\n")
+            lh = await bk.open_ledger(lid, password=PASSWORD, recovery=True)  # closes it: a metadata write
+            assert lh.last_add_confirmed == 5 and [e.data for e in await lh.read(0, 5)] == entries
+            await lh.close()
+            meta, _ = await bk.ledger_manager.read(lid)
+            assert meta.format_version == 2 and meta.state is LedgerState.CLOSED
+        closed = java.ok("metadata", ledgerId=lid)
+        assert (closed["formatVersion"], closed["state"], closed["lastEntryId"]) == (2, "CLOSED", 5)
+    finally:
+        java.ok("connect", uri=cluster.uri)
+
+
 async def test_metadata_bytes_mean_the_same_to_both(cluster: Cluster) -> None:
     java = cluster.java
     lid = java.ok("create", digest="CRC32", password=b64(PASSWORD), e=3, qw=3, qa=2)["ledgerId"]

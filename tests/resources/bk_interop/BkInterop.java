@@ -41,7 +41,8 @@ import org.apache.bookkeeper.net.BookieId;
  * exception's class), "code" (BookKeeper's error code when it is a BKException) and "message".
  * Byte strings travel as base64. Ledger handles stay open between requests, keyed by ledger id.
  *
- *   connect   {uri, [timeoutS]}              open the client on a metadata service URI (zk://...),
+ *   connect   {uri, [timeoutS], [metadataFormatVersion]}  open the client on a metadata service
+ *                                            URI (zk://...), writing new ledgers' metadata in that format,
  *                                            closing the previous one and its handles
  *   initCluster {uri}                        BookKeeperAdmin.initNewCluster (LAYOUT, INSTANCEID, ...)
  *   create    {digest, password, e, qw, qa, [custom: {k: b64}]} -> {ledgerId}
@@ -70,6 +71,7 @@ public final class BkInterop {
     private BookKeeper bk;
     private String uri;
     private int timeoutS = 10;
+    private int metadataFormatVersion = -1;
     private final Map<Long, WriteHandle> writers = new HashMap<>();
     private final Map<Long, ReadHandle> readers = new HashMap<>();
     private final List<CompletableFuture<Long>> pending = new ArrayList<>();
@@ -98,6 +100,7 @@ public final class BkInterop {
         conf.setReadEntryTimeout(timeoutS);
         // a bookie that dies stays in the ensemble: the recovery tests want the writer's ensemble
         conf.setDelayEnsembleChange(false);
+        conf.setLedgerMetadataFormatVersion(metadataFormatVersion);
         return conf;
     }
 
@@ -152,6 +155,7 @@ public final class BkInterop {
                 if (q.has("timeoutS")) {
                     timeoutS = q.get("timeoutS").asInt();
                 }
+                metadataFormatVersion = q.path("metadataFormatVersion").asInt(-1);
                 bk = new BookKeeper(clientConf());
                 break;
             }
