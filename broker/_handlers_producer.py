@@ -84,6 +84,7 @@ async def handle_producer(conn: ServerConnection, frame: Frame) -> None:
     producer = Producer(topic=topic, producer_id=req.producer_id, name=producer_name, connection=conn,
                         access_mode=req.producer_access_mode, user_provided_name=user_provided,
                         requested_epoch=req.topic_epoch if req.HasField("topic_epoch") else None)
+    producer.metadata = {kv.key: kv.value for kv in req.metadata}
 
     def success(ready: bool) -> None:
         fields = {"request_id": req.request_id, "producer_name": producer_name,
@@ -163,6 +164,9 @@ async def handle_send(conn: ServerConnection, frame: Frame) -> None:
     # a batch is keyed on its highest sequence id (see `_dedup` Rule 1); the receipt carries it
     highest = highest_sequence_id(req.sequence_id, req.highest_sequence_id, req.num_messages)
     conn.publish_started(len(raw))
+    if req.is_chunk or (frame.metadata is not None and frame.metadata.num_chunks_from_msg > 1):
+        producer.chunk_in_counter += 1
+        producer.topic.stats_state.chunks_seen = True
     producer.topic.publish(producer, req.sequence_id, highest, raw, req.num_messages,
                            partial_chunk=frame.metadata is not None and is_partial_chunk(frame.metadata))
     # publish rate (`_rate_limit` Rule 3): over the topic's rate, stop reading this connection
