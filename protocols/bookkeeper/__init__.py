@@ -107,6 +107,13 @@ from ._registration import BOOKIE_RPC as BOOKIE_RPC
 from ._registration import BookieServiceInfo as BookieServiceInfo
 from ._registration import Endpoint as Endpoint
 from ._registration import RegistrationFormatError as RegistrationFormatError
+from ._v2 import V2Flag as V2Flag
+from ._v2 import V2Op as V2Op
+from ._v2 import V2Request as V2Request
+from ._v2 import encode_v2_response as encode_v2_response
+from ._v2 import is_v2_payload as is_v2_payload
+from ._v2 import parse_v2_request as parse_v2_request
+from ._v2 import v2_status as v2_status
 
 __all__ = [
     "AVAILABLE",
@@ -120,6 +127,13 @@ __all__ = [
     "BookieServiceInfo",
     "Endpoint",
     "RegistrationFormatError",
+    "V2Flag",
+    "V2Op",
+    "V2Request",
+    "encode_v2_response",
+    "is_v2_payload",
+    "parse_v2_request",
+    "v2_status",
     "AddRequestEncoder",
     "BookieInfoFlag",
     "COOKIES",

@@ -351,6 +351,34 @@ async def test_each_client_deletes_the_others_ledgers(cluster: Cluster) -> None:
     assert not gone["ok"] and gone["code"] == -25, gone  # BKNoSuchLedgerExistsOnMetadataServerException
 
 
+async def test_java_client_on_the_v2_wire_protocol(cluster: Cluster) -> None:
+    # useV2WireProtocol: BookKeeper's binary pre-v3 packets, the default of Pulsar's brokers
+    java = cluster.java
+    java.ok("connect", uri=cluster.uri, v2WireProtocol=True)
+    try:
+        written = []
+        for digest in ("CRC32C", "MAC"):
+            lid = java.ok("create", digest=digest, password=b64(PASSWORD), e=3, qw=2, qa=2)["ledgerId"]
+            entries = [payload(f"v2wire-{digest}", i) for i in range(10)]
+            java.ok("append", ledgerId=lid, entries=[b64(e) for e in entries])
+            assert [unb64(e) for e in java.ok("read", ledgerId=lid, first=0, last=9)["entries"]] == entries
+            written.append((lid, digest, entries))
+        java.ok("closeWriter", ledgerId=written[0][0])
+        # the other stays open: recovery over v2 (fencing read of entry -1, recovery reads and adds)
+        lid, digest, entries = written[1]
+        java.ok("connect", uri=cluster.uri, v2WireProtocol=True)  # a new client: the writer is gone
+        recovered = java.ok("open", ledgerId=lid, digest=digest, password=b64(PASSWORD), recovery=True)
+        assert (recovered["closed"], recovered["lac"]) == (True, 9)
+        assert [unb64(e) for e in java.ok("read", ledgerId=lid, first=0, last=9)["entries"]] == entries
+        async with cluster.client() as bk:
+            for lid, _digest, entries in written:
+                lh = await bk.open_ledger(lid, password=PASSWORD, recovery=False)
+                assert lh.is_closed and [e.data for e in await lh.read(0, 9)] == entries
+                await lh.close()
+    finally:
+        java.ok("connect", uri=cluster.uri)
+
+
 async def test_format_2_metadata_is_read_and_kept(cluster: Cluster) -> None:
     # a BookKeeper client configured with ledgerMetadataVersion = 2 (text), as before BookKeeper 4.9
     java = cluster.java

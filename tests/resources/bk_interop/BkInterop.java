@@ -41,7 +41,7 @@ import org.apache.bookkeeper.net.BookieId;
  * exception's class), "code" (BookKeeper's error code when it is a BKException) and "message".
  * Byte strings travel as base64. Ledger handles stay open between requests, keyed by ledger id.
  *
- *   connect   {uri, [timeoutS], [metadataFormatVersion]}  open the client on a metadata service
+ *   connect   {uri, [timeoutS], [metadataFormatVersion], [v2WireProtocol]}  open the client on a metadata service
  *                                            URI (zk://...), writing new ledgers' metadata in that format,
  *                                            closing the previous one and its handles
  *   initCluster {uri}                        BookKeeperAdmin.initNewCluster (LAYOUT, INSTANCEID, ...)
@@ -72,6 +72,7 @@ public final class BkInterop {
     private String uri;
     private int timeoutS = 10;
     private int metadataFormatVersion = -1;
+    private boolean v2WireProtocol = false;
     private final Map<Long, WriteHandle> writers = new HashMap<>();
     private final Map<Long, ReadHandle> readers = new HashMap<>();
     private final List<CompletableFuture<Long>> pending = new ArrayList<>();
@@ -101,6 +102,7 @@ public final class BkInterop {
         // a bookie that dies stays in the ensemble: the recovery tests want the writer's ensemble
         conf.setDelayEnsembleChange(false);
         conf.setLedgerMetadataFormatVersion(metadataFormatVersion);
+        conf.setUseV2WireProtocol(v2WireProtocol);
         return conf;
     }
 
@@ -156,6 +158,7 @@ public final class BkInterop {
                     timeoutS = q.get("timeoutS").asInt();
                 }
                 metadataFormatVersion = q.path("metadataFormatVersion").asInt(-1);
+                v2WireProtocol = q.path("v2WireProtocol").asBoolean(false);
                 bk = new BookKeeper(clientConf());
                 break;
             }
