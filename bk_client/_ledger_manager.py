@@ -52,9 +52,11 @@ from protocols.bookkeeper import (
     IDGEN,
     MAX_LEDGER_ID,
     READONLY,
+    BookieServiceInfo,
     LayoutFormatError,
     LedgerLayout,
     LedgerMetadata,
+    RegistrationFormatError,
     available_path,
     decode_layout,
     encode_layout,
@@ -70,7 +72,14 @@ from protocols.bookkeeper import (
     trees,
 )
 
-from ._errors import LedgerExists, LedgerIdOverflow, MetadataStoreError, MetadataVersionConflict, NoSuchLedger
+from ._errors import (
+    BookieUnavailable,
+    LedgerExists,
+    LedgerIdOverflow,
+    MetadataStoreError,
+    MetadataVersionConflict,
+    NoSuchLedger,
+)
 
 __all__ = ["LedgerManager", "LedgerMetadataUpdate"]
 
@@ -413,6 +422,34 @@ class LedgerManager:
                 yield ledger_id
 
     # ---- bookies ---------------------------------------------------------------------------
+
+    async def bookie_address(self, bookie_id: str) -> tuple[str, int]:
+        """Where to connect to ``bookie_id``: the ``bookie-rpc`` endpoint its registration (writable,
+        else read-only) publishes, as BookKeeper's ``DefaultBookieAddressResolver`` finds it; the
+        address the id names when it is not registered or publishes none.
+
+        Raises ``BookieUnavailable`` when neither gives an address (a custom id not registered,
+        unreadable registration data) or the store cannot be read.
+        """
+        for path in (available_path(self._root, bookie_id), readonly_path(self._root, bookie_id)):
+            try:
+                data, _ = await self._store.get(path)
+            except NoNodeError:
+                continue
+            except MetadataError as exc:
+                raise BookieUnavailable(bookie_id, f"reading the registration of bookie {bookie_id} failed: {exc}"
+                                        ) from exc
+            try:
+                address = BookieServiceInfo.decode(data, bookie_id).rpc_address()
+            except RegistrationFormatError as exc:
+                raise BookieUnavailable(bookie_id, f"bookie {bookie_id}'s registration is unreadable: {exc}") from exc
+            if address is not None:
+                return address
+            break
+        address = BookieServiceInfo.legacy(bookie_id).rpc_address()
+        if address is None:
+            raise BookieUnavailable(bookie_id, f"bookie {bookie_id} is not registered and its id is not host:port")
+        return address
 
     async def list_bookies(self, writable: bool = True) -> list[str]:
         """The registered bookie ids, sorted: writable ones (children of ``available`` except the

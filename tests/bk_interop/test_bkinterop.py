@@ -8,7 +8,8 @@ Every test runs on three clusters (the ``cluster`` fixture's parameters):
   (hierarchical, BookKeeper's default);
 * ``bookkeeper``: the cluster initialised by BookKeeper (``BookKeeperAdmin.initNewCluster``) and
   three BookKeeper bookies (``org.apache.bookkeeper.server.Main``);
-* ``mixed``: the same, with one of the three bookies a Magnetar one, so every ensemble mixes them.
+* ``mixed``: the same, with one of the three bookies a Magnetar one, so every ensemble mixes them;
+  its id is a name, not an address: both clients find its address in its registration.
 
 On each, the Java client (``tests/resources/bk_interop/BkInterop.java``, one JVM for the module)
 and Magnetar's client create, write, read, long-poll the LAC, fence, recover and delete ledgers
@@ -44,7 +45,7 @@ from protocols.bookkeeper import (
     layout_path,
     ledgers_root,
 )
-from tests.support.bookies import REPO, RealCluster, wait_registered
+from tests.support.bookies import REPO, RealBookie, RealCluster, wait_registered
 from tests.support.bookkeeper_java import BkJava, JavaBookie, JavaClient, b64, start_java_bookies, unb64
 from tests.support.zookeeper import ZooKeeperServer
 
@@ -74,6 +75,7 @@ class Cluster:
     bookie_ids: list[str]
     java: JavaClient
     base: Path
+    addresses: dict[str, tuple[str, int]]
 
     @asynccontextmanager
     async def client(self) -> AsyncIterator[BookKeeper]:
@@ -102,6 +104,7 @@ def cluster(request: pytest.FixtureRequest, zookeeper: ZooKeeperServer, bk_java:
     uri = f"zk://{zookeeper.hosts}{chroot}/ledgers"
     magnetar = RealCluster(base, url)
     java_bookies: list[JavaBookie] = []
+    named = RealBookie(base / "named", url, bookie_id="magnetar-named-bookie")
     try:
         if kind == "magnetar":
             magnetar.start(3)
@@ -116,12 +119,16 @@ def cluster(request: pytest.FixtureRequest, zookeeper: ZooKeeperServer, bk_java:
             java.ok("initCluster", uri=uri)
             java_bookies = start_java_bookies(bk_java, base, uri, 3 if kind == "bookkeeper" else 2)
             if kind == "mixed":
-                magnetar.start(1)
+                named.start()
         wait_registered(url, 3, timeout=60)
         java.ok("connect", uri=uri)
-        yield Cluster(kind, url, uri, sorted([*magnetar.ids, *(b.bookie_id for b in java_bookies)]), java, base)
+        addresses = {b.bookie_id: ("127.0.0.1", b.port) for b in [*magnetar.bookies, *java_bookies]}
+        if named.alive:
+            addresses[named.bookie_id] = ("127.0.0.1", named.port)
+        yield Cluster(kind, url, uri, sorted(addresses), java, base, addresses)
     finally:
         magnetar.stop_all()
+        named.stop()
         for b in java_bookies:
             b.stop()
 
@@ -133,15 +140,15 @@ async def test_both_clients_find_every_bookie(cluster: Cluster) -> None:
     found = cluster.java.ok("bookies")
     assert sorted(found["writable"]) == cluster.bookie_ids
     for bid in cluster.bookie_ids:
-        host, port = bid.rsplit(":", 1)
         rpc = [e for e in found["serviceInfo"][bid]["endpoints"] if e["protocol"] == "bookie-rpc"]
-        assert [(e["host"], e["port"]) for e in rpc] == [(host, int(port))], found["serviceInfo"][bid]
+        assert [(e["host"], e["port"]) for e in rpc] == [cluster.addresses[bid]], found["serviceInfo"][bid]
     async with open_metadata_store(cluster.url) as store:
-        assert await LedgerManager(store).list_bookies() == cluster.bookie_ids
+        lm = LedgerManager(store)
+        assert await lm.list_bookies() == cluster.bookie_ids
         for bid in cluster.bookie_ids:
             data, _ = await store.get(available_path("", bid))
             info = BookieServiceInfo.decode(data, bid)
-            assert info.rpc_address() == (bid.rsplit(":", 1)[0], int(bid.rsplit(":", 1)[1]))
+            assert info.rpc_address() == cluster.addresses[bid] == await lm.bookie_address(bid)
             assert BookieServiceInfo.decode(info.encode(), bid) == info
 
 
