@@ -146,18 +146,18 @@ class BookieServiceInfo:
     def _from_json(cls, data: bytes) -> BookieServiceInfo:
         try:
             doc = json.loads(data)
-            host = str(doc["host"])
-            port = int(doc["port"])
+            host = str(doc.get("host") or "")
+            port = doc.get("port")
             urls = [str(u) for u in doc.get("httpUrls") or []]
-        except (ValueError, KeyError, TypeError) as exc:
+            endpoints = [Endpoint("bookie", host, int(port), BOOKIE_RPC)] if host and port is not None else []
+        except (ValueError, TypeError, AttributeError) as exc:
             raise RegistrationFormatError(f"registration JSON unreadable: {exc}") from exc
-        endpoints = [Endpoint("bookie", host, port, BOOKIE_RPC)]
         for i, url in enumerate(urls):
             parts = urlsplit(url)
             if parts.hostname is None or parts.port is None:
                 continue
             # a server bound to every address: reach it at the bookie's advertised host
-            hostname = host if parts.hostname in ("0.0.0.0", "::") else parts.hostname
+            hostname = host if host and parts.hostname in ("0.0.0.0", "::") else parts.hostname
             endpoints.append(Endpoint("httpserver" if i == 0 else f"httpserver-{i}", hostname, parts.port,
                                       parts.scheme))
         return cls(tuple(endpoints))

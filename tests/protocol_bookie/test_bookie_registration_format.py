@@ -41,9 +41,12 @@ def test_earlier_magnetar_json_is_read() -> None:
     doc = {"host": "b1", "port": 3181, "httpUrls": ["http://0.0.0.0:8000"], "bookieId": "b1:3181"}
     info = BookieServiceInfo.decode(json.dumps(doc).encode(), "b1:3181")
     assert info.rpc_address() == ("b1", 3181) and info.http_urls() == ["http://b1:8000"]
+    only_http = BookieServiceInfo.decode(b'{"host": "b2", "httpUrls": ["http://h2:82"]}', "b2")
+    assert only_http.rpc_address() is None and only_http.http_urls() == ["http://h2:82"]
 
 
-@pytest.mark.parametrize("data", [b"\x32\x02\x0a", b"{not json", b'{"port": 1}', b"\x32\x00"])
+@pytest.mark.parametrize("data", [b"\x32\x02\x0a", b"{not json", b'{"host": "h", "port": "x"}', b"[1]",
+                                  b"\x32\x00"])
 def test_garbage_is_refused(data: bytes) -> None:
     with pytest.raises(RegistrationFormatError):
         BookieServiceInfo.decode(data, "b:1")
