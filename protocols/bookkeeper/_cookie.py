@@ -19,6 +19,7 @@ BookKeeper's layout-3 text (four lines) and the form earlier Magnetar versions w
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 from google.protobuf import text_format
@@ -85,8 +86,10 @@ class Cookie:
             raise CookieFormatError(f"cookie layout version {version} is too old")
         fmt = pb.CookieFormat()
         try:
-            text_format.Parse(rest, fmt, allow_unknown_field=True)
-        except text_format.ParseError as exc:
+            with warnings.catch_warnings():  # an invalid escape only warns in Python; Java's parser refuses it
+                warnings.simplefilter("error", DeprecationWarning)
+                text_format.Parse(rest, fmt, allow_unknown_field=True)
+        except (text_format.ParseError, DeprecationWarning) as exc:
             raise CookieFormatError(f"cookie text unparsable: {exc}") from exc
         if not fmt.IsInitialized():
             missing = fmt.FindInitializationErrors()  # type: ignore[attr-defined]  # not in the stubs

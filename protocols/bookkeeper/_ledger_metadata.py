@@ -27,6 +27,7 @@ entry is >= -1 and its segments start at or below ``last_entry_id + 1``.
 from __future__ import annotations
 
 import enum
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -330,8 +331,10 @@ class LedgerMetadata:
         """Format 2: the message in protobuf text format."""
         fmt = pb.LedgerMetadataFormat()
         try:
-            text_format.Parse(body.decode("utf-8"), fmt)
-        except (text_format.ParseError, UnicodeDecodeError) as exc:
+            with warnings.catch_warnings():  # an invalid escape only warns in Python; Java's parser refuses it
+                warnings.simplefilter("error", DeprecationWarning)
+                text_format.Parse(body.decode("utf-8"), fmt)
+        except (text_format.ParseError, UnicodeDecodeError, DeprecationWarning) as exc:
             raise MetadataFormatError(f"ledger metadata text unparsable: {exc}") from exc
         if not fmt.IsInitialized():
             missing = fmt.FindInitializationErrors()  # type: ignore[attr-defined]  # not in the stubs
