@@ -108,3 +108,13 @@ def test_rows_too_wide_for_a_table_print_as_blocks(capsys: object) -> None:
     narrow = [{"name": "a", "value": 1}, {"name": "b", "value": 2}]
     human.show(narrow, title="t")
     assert re.search(r"^name +value$", capsys.readouterr().out, re.M)  # type: ignore[attr-defined]
+
+
+def test_explain_storage_names_the_pipeline_of_a_cursor() -> None:
+    ex = {**EXPLAIN, "cursors": {**EXPLAIN["cursors"],  # type: ignore[dict-item]
+                                 "spark-sub": {"markDeletePosition": "3:9", "backlog": 0, "backlogSize": 0,
+                                               "pinsLedgers": [], "system": False, "pipeline": "spark job A"}}}
+    out = _render(lines(ex))
+    assert re.search(r"^name +pipeline +mark-delete", out, re.M), out
+    assert re.search(r"^spark-sub +spark job A +3:9 ", out, re.M), out
+    assert "pipeline" not in _render(lines(EXPLAIN))  # no column when no cursor names one

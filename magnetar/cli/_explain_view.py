@@ -83,12 +83,15 @@ def _ledger_rows(ex: Mapping[str, Any]) -> Any:
 
 
 def _cursor_rows(ex: Mapping[str, Any]) -> Any:
-    table = human.new_table("subscriptions (cursors)",
-                            ["name", "mark-delete", "backlog", "backlog size", "pins ledgers"])
-    for name, c in (ex.get("cursors") or {}).items():
+    cursors = ex.get("cursors") or {}
+    pipelines = any(c.get("pipeline") for c in cursors.values())
+    table = human.new_table("subscriptions (cursors)", ["name", *(["pipeline"] if pipelines else []), "mark-delete",
+                                                         "backlog", "backlog size", "pins ledgers"])
+    for name, c in cursors.items():
         label = f"{name} (system)" if c.get("system") else name
-        table.add_row(*(human.cell(v) for v in (label, c.get("markDeletePosition"), c.get("backlog"),
-                                                 human.size(c.get("backlogSize")), _ids(c.get("pinsLedgers") or []))))
+        row = [label, *([c.get("pipeline")] if pipelines else []), c.get("markDeletePosition"), c.get("backlog"),
+               human.size(c.get("backlogSize")), _ids(c.get("pinsLedgers") or [])]
+        table.add_row(*(human.cell(v) for v in row))
     return table
 
 
