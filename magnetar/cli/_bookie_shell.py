@@ -39,6 +39,8 @@ from typing import Any
 import click
 import trio
 
+from ._help import HelpGroup
+
 __all__ = ["make_shell"]
 
 EXIT_CHECK_FAILED = 1
@@ -71,7 +73,7 @@ def make_shell(config_options: Callable[[Callable[..., Any]], Callable[..., Any]
     """The ``shell`` group; ``config_options`` adds the bookie config flags and ``load`` turns
     them into a ``BookieConfig`` (both from ``cmd_bookie``, so flags and files mean the same)."""
 
-    @click.group(name="shell")
+    @click.group(name="shell", cls=HelpGroup)
     @config_options
     @click.pass_context
     def shell(ctx: click.Context, **options: Any) -> None:

@@ -19,6 +19,7 @@ import click
 import httpx
 
 from magnetar.cli import _human as human
+from magnetar.cli._help import HelpGroup
 from protocols.pulsar import InvalidTopicNameError, TopicName
 
 __all__ = ["command", "topic_path"]
@@ -186,7 +187,7 @@ def _flag(force: bool) -> dict[str, str]:
 # ------------------------------------------------------------------ the group
 
 
-class _AdminGroup(click.Group):
+class _AdminGroup(HelpGroup):
     """The ``admin`` group: before listing or resolving a sub-command it imports `_admin_ops` and
     `_cluster_admin`, which register more commands on the sub-groups of this module (clusters and
     failure domains, dynamic config, broker-stats, limits and rates, namespace operations; brokers,

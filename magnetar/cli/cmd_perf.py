@@ -31,6 +31,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from ._help import HelpGroup
 from ._perf import (
     SUMMARY_PERCENTILES,
     IntervalReport,
@@ -284,7 +285,7 @@ def _with_common(fn: Any) -> Any:
     return fn
 
 
-@click.group(name="perf")
+@click.group(name="perf", cls=HelpGroup)
 def command() -> None:
     """Load generators: publish or consume at a rate and report throughput and latency.
 
