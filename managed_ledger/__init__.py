@@ -18,6 +18,7 @@ from ._errors import ManagedLedgerError as ManagedLedgerError
 from ._errors import ManagedLedgerFenced as ManagedLedgerFenced
 from ._errors import ManagedLedgerTerminated as ManagedLedgerTerminated
 from ._errors import NoMoreEntries as NoMoreEntries
+from ._errors import SideLedgerMissing as SideLedgerMissing
 from ._errors import StorageUnavailable as StorageUnavailable
 from ._factory import ManagedLedgerFactory as ManagedLedgerFactory
 from ._ledger import ManagedLedger as ManagedLedger
@@ -51,6 +52,7 @@ __all__ = [
     "ManagedLedgerTerminated",
     "NoMoreEntries",
     "PendingAdd",
+    "SideLedgerMissing",
     "SideLedgerReader",
     "SideLedgerWriter",
     "SideLedgers",

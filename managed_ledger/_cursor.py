@@ -226,6 +226,24 @@ class ManagedCursor:
         return dict(self._properties)
 
     @property
+    def cursor_properties(self) -> dict[str, str]:
+        """String properties of the cursor itself (a copy), persisted with its state."""
+        return dict(self._cursor_properties)
+
+    async def update_cursor_properties(self, put: Mapping[str, str] | None = None,
+                                       remove: Iterable[str] = ()) -> None:
+        """Set the ``put`` properties and drop the ``remove`` ones in one change, persisted at
+        once (compare-and-set, as `persist`; a non-durable cursor keeps them in memory). On a
+        persist failure the change stays in memory and is written by the next persist; the
+        caller learns of it by the exception (`ManagedLedgerFenced`, `ManagedLedgerError`)."""
+        self._check_open()
+        for key in remove:
+            self._cursor_properties.pop(key, None)
+        self._cursor_properties.update(put or {})
+        self.dirty = True
+        await self.persist()
+
+    @property
     def individually_deleted_ranges(self) -> list[tuple[Position, Position]]:
         """Acknowledged ranges after the mark-delete position, open-closed ``(lower, upper]`` as in
         Pulsar's stats and the persisted record."""
