@@ -318,8 +318,7 @@ class _TopicCollector(Collector):
             key = (base[2], name, tuple(sorted(id(c) for c in consumers)))
             rate_out, thr_out, rate_redeliver = self._meters.rates(key, msgs, size, redelivered)
             unacked = sum(c.unacked_messages for c in consumers)
-            dispatcher = sub.dispatcher
-            delayed = len(getattr(dispatcher, "delayed", ())) if dispatcher is not None else 0
+            delayed = getattr(sub, "delayed_messages", 0)
             backlog = 0  # a non-persistent subscription keeps nothing
             if isinstance(sub, NonPersistentSubscription):
                 if drop_fam is not None:

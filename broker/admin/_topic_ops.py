@@ -31,6 +31,7 @@ from protocols.pulsar import TopicName
 
 from .._compaction import delete_compacted_ledger
 from .._dedup import DEDUP_ROOT
+from .._delayed import delete_topic_bucket_ledgers
 from .._topic import Topic
 from ._common import RestError, check_partitions, for_each_bounded, json_body, query_bool, require_namespace
 
@@ -161,6 +162,8 @@ async def delete_topic(s: BrokerService, topic: TopicName, *, force: bool,
         await delete_compacted_ledger(s.factory, topic.managed_ledger_name)
     except ManagedLedgerError as exc:
         raise RestError(500, f"cannot delete the compacted ledger of {topic}: {exc}") from None
+    # so are the subscriptions' delayed-delivery buckets (failures are logged: a leak, not an error)
+    await delete_topic_bucket_ledgers(s.factory, topic.managed_ledger_name)
     try:
         await s.factory.delete(topic.managed_ledger_name)
     except ManagedLedgerError:
