@@ -66,6 +66,7 @@ from managed_ledger import Entry, ManagedLedgerError, ManagedLedgerState, Positi
 
 from ._backoff import Backoff
 from ._entries import EntryInfo, Signal, ack_set_words, entry_info
+from ._errors import ServiceNotReadyError
 from ._selectors import AutoSplitRanges, ConsumerKey, RoundRobin, StickyRanges, choose_active_consumer
 
 if TYPE_CHECKING:
@@ -225,7 +226,10 @@ class Dispatcher:
     async def run(self) -> None:
         """Dispatch until cancelled (the subscription owns the cancel scope)."""
         if self.sub_type in (SubType.SHARED, SubType.KEY_SHARED) and self.config.delayed_delivery_enabled:
-            index = await self.sub.delayed_index()
+            try:
+                index = await self.sub.delayed_index()
+            except ServiceNotReadyError:
+                await trio.sleep_forever()  # the topic is closing: this task is about to be cancelled
             index.listener = self.wake
             await index.wait_ready()  # Rule 5: nothing is read before the index has recovered
             if not index.ready:

@@ -94,6 +94,13 @@ _TOPIC_FAMILIES: tuple[tuple[str, str, str, str], ...] = (
      "Duration of the last compaction run in milliseconds"),
     ("compact_entries", "gauge", "pulsar_compaction_compacted_entries_count", "Entries in the compacted view"),
     ("compact_size", "gauge", "pulsar_compaction_compacted_entries_size", "Bytes of the compacted view"),
+    # the subscriptions' delayed-delivery indexes (`_delayed`), summed; Pulsar's names where it has one
+    ("delayed_buckets", "gauge", "pulsar_delayed_message_index_bucket_total",
+     "Delayed-delivery index buckets (stored ones, and the mutable one of each index)"),
+    ("delayed_loaded", "gauge", "pulsar_delayed_message_index_loaded",
+     "Delayed-delivery index entries held in memory"),
+    ("delayed_memory", "gauge", "magnetar_delayed_message_index_memory_bytes",
+     "Bytes the delayed-delivery indexes hold in memory (bounded per subscription)"),
 )
 
 _ML_NAMESPACE_FAMILIES: tuple[tuple[str, str, str], ...] = (
@@ -284,6 +291,7 @@ class _TopicCollector(Collector):
             "subscriptions": len(topic.subscriptions), "publish_limited": topic.publish_limiter.throttled,
             "retained": max(0, storage["storageSize"] - storage["backlogSize"]),
             **dict(compaction_values(topic)),
+            **_delayed_values(topic),
         }
         return {k: float(v) for k, v in values.items()}
 
@@ -429,3 +437,10 @@ class BrokerMetrics:
         topics = [] if s is None else [t for t in s.topics.values() if not t.closed]
         return {"topics": len(topics), "producers": sum(len(t.producers) for t in topics),
                 "consumers": sum(len(sub.consumers) for t in topics for sub in t.subscriptions.values())}
+
+
+def _delayed_values(topic: Topic) -> dict[str, float]:
+    indexes = [s.delayed for s in topic.subscriptions.values() if s.delayed is not None]
+    return {"delayed_buckets": float(sum(d.buckets + 1 for d in indexes)),
+            "delayed_loaded": float(sum(d.loaded for d in indexes)),
+            "delayed_memory": float(sum(d.memory_bytes() for d in indexes))}

@@ -19,7 +19,7 @@ from managed_ledger import ManagedLedgerConfig
 from tests.broker.broker_harness import BrokerThread, pulsar_client
 
 
-def _broker(**kw: Any) -> BrokerThread:
+def _broker(*, admin: bool = False, **kw: Any) -> BrokerThread:
     settings: dict[str, Any] = dict(delayed_delivery_min_index_count_per_bucket=100,
                                     delayed_delivery_max_indexes_per_bucket_snapshot_segment=20,
                                     delayed_delivery_max_num_buckets=3, delayed_delivery_tick_time_ms=100,
@@ -28,7 +28,7 @@ def _broker(**kw: Any) -> BrokerThread:
     settings.update(kw)
     config = BrokerConfig(advertised_address="127.0.0.1", bind_address="127.0.0.1", broker_service_port=0,
                           web_service_port=0, **settings)
-    return BrokerThread(config, ManagedLedgerConfig(ensemble_size=1, write_quorum=1, ack_quorum=1))
+    return BrokerThread(config, ManagedLedgerConfig(ensemble_size=1, write_quorum=1, ack_quorum=1), admin=admin)
 
 
 def _state(b: BrokerThread, topic: str, sub: str) -> dict[str, Any]:
@@ -110,6 +110,40 @@ def test_reading_stops_while_the_index_cannot_store_a_bucket(topic: str) -> None
         st = _state(b, topic, "s")
         # stored buckets of about 100, each with one segment of 20 in memory, and the mutable bucket
         assert len(st["keys"]) >= 8 and st["loaded"] <= 20 * len(st["keys"]) + 200
+
+
+def test_seek_unsubscribe_and_topic_deletion_delete_the_bucket_ledgers(topic: str) -> None:
+    import httpx
+
+    with _broker(admin=True, delayed_delivery_max_num_buckets=-1) as b, pulsar_client(b.url) as client:
+        def stored(sub: str) -> dict[str, int]:
+            async def read() -> dict[str, int]:
+                props = b.service.topics[topic].subscriptions[sub].cursor.cursor_properties  # type: ignore[union-attr]
+                return {k: int(v) for k, v in props.items() if k.startswith("#pulsar.internal.delayed.bucket")}
+            return b.call(read)
+
+        def deleted() -> set[int]:
+            return set(b.bk.deleted_ledgers)
+
+        s = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+        t = client.subscribe(topic, "t", consumer_type=pulsar.ConsumerType.Shared)
+        producer = client.create_producer(topic, batching_enabled=False, block_if_queue_full=True)
+        _send_delayed(producer, 250, int(time.time() * 1000) + 3_600_000)
+        _wait(lambda: len(stored("s")) == 2 and len(stored("t")) == 2, "two buckets in each subscription")
+        first = set(stored("s").values())
+        s.seek(pulsar.MessageId.earliest)  # the index starts over: its buckets go
+        _wait(lambda: first <= deleted(), "the buckets of s to be deleted on seek")
+        assert not set(stored("s").values()) & first
+        _wait(lambda: len(stored("s")) == 2, "s to index its backlog again")
+        again = set(stored("s").values())
+        s.unsubscribe()
+        _wait(lambda: again <= deleted(), "the buckets of s to be deleted on unsubscribe")
+        of_t = set(stored("t").values())
+        t.close()
+        r = httpx.delete(f"{b.http}/admin/v2/persistent/public/default/{topic.rsplit('/', 1)[1]}",
+                         params={"force": "true"}, timeout=30)
+        assert r.status_code in (200, 204), r.text
+        assert of_t <= deleted()
 
 
 def _async(fn):  # type: ignore[no-untyped-def]
