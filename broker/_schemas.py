@@ -7,19 +7,26 @@ at index ``n`` and travels on the wire as 8 bytes big-endian (Pulsar's LongSchem
 partitioned topic's partitions share the schema of the partitioned topic. Updates are
 compare-and-set.
 
-Compatibility (``*_TRANSITIVE`` checks every version, the others only the latest), as Pulsar:
+Compatibility (``*_TRANSITIVE`` checks every version, the others only the latest), as Pulsar 4.0
+with its default ``schemaRegistryCompatibilityCheckers``:
 
 * A schema equal to an existing version (type and data) is that version, whatever the strategy.
 * ALWAYS_COMPATIBLE: anything goes. ALWAYS_INCOMPATIBLE: no new version once one exists.
 * Different types are incompatible.
-* AVRO, JSON and PROTOBUF schemas (Pulsar's JSON and PROTOBUF schemas carry Avro definitions too)
-  are checked with Avro's schema resolution rules (`_avro_compat`): BACKWARD = the new schema
-  reads data written with the old, FORWARD = the old reads data written with the new, FULL =
-  both. A new definition that is not valid Avro is refused; an old one that is not (stored before
-  this check) is compatible only with identical data.
+* AVRO and JSON schemas (Pulsar's JSON schemas carry Avro definitions too) are checked as Pulsar
+  checks them, with Avro's schema resolution as its Java implementation does it (`_avro_compat`):
+  BACKWARD = the new schema reads data written with the old, FORWARD = the old reads data written
+  with the new, FULL = both. Record names do not have to match.
+* PROTOBUF schemas carry Avro definitions as well, which must be valid, but Pulsar has no checker
+  for the type by default, so any new PROTOBUF version is compatible.
+* PROTOBUF_NATIVE schemas: the root message's full name may not change.
 * KEY_VALUE schemas: the key and value types must stay, and each side is checked by its own
-  type's rules (Avro resolution for AVRO/JSON/PROTOBUF sides).
-* Other types: compatible only when the schema data is identical.
+  type's rules.
+* Other types (STRING, BYTES, the primitives...): any new version is compatible.
+* A new AVRO, JSON or PROTOBUF definition that is not valid Avro is refused (an AVRO one may not be
+  a union at its top, as Pulsar's validator says). When the topic already has versions, a
+  producer's (or an upload's) definition must also have field defaults that suit their types:
+  Pulsar parses it then with Avro's default validation to look it up among the versions.
 * A consumer's schema (`check_consumer_compatible`): under BACKWARD, FORWARD, FORWARD_TRANSITIVE
   and FULL it must read data written with the latest version; under BACKWARD_TRANSITIVE,
   FULL_TRANSITIVE and ALWAYS_INCOMPATIBLE it is checked against every version with the strategy.
@@ -38,19 +45,21 @@ from typing import Any
 from metadata import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
 from protocols.pulsar import TopicName
 
-from ._avro_compat import AvroNode, AvroSchemaError, parse_avro, read_error
+from ._avro_compat import AvroNode, AvroSchemaError, default_error, parse_avro, read_error
 from ._errors import IncompatibleSchemaError
 
 __all__ = ["InvalidSchemaError", "SchemaInfo", "SchemaRegistry", "check_compatible", "check_consumer_compatible",
-           "validate_schema", "version_bytes", "version_from_bytes"]
+           "key_value_parts", "validate_schema", "version_bytes", "version_from_bytes"]
 
 SCHEMAS_ROOT = "/schemas"
 _JSON = 2
 _AVRO = 4
-_PROTOBUF = 3  # an Avro definition too (generated from the descriptor), checked as Pulsar does
+_PROTOBUF = 3  # an Avro definition too (generated from the descriptor)
+_PROTOBUF_NATIVE = 20
 _NONE = 0
-_TYPE_NAMES = {_JSON: "JSON", _AVRO: "AVRO", _PROTOBUF: "PROTOBUF"}
+_TYPE_NAMES = {_JSON: "JSON", _AVRO: "AVRO", _PROTOBUF: "PROTOBUF", _PROTOBUF_NATIVE: "PROTOBUF_NATIVE"}
 _AVRO_BASED = (_JSON, _AVRO, _PROTOBUF)
+_AVRO_CHECKED = (_JSON, _AVRO)  # the types whose versions Pulsar checks with Avro's resolution
 _KEY_VALUE = 15
 _AVRO_BASED_NAMES = {"JSON": _JSON, "AVRO": _AVRO, "PROTOBUF": _PROTOBUF}
 
@@ -109,16 +118,20 @@ def _avro_of(info: SchemaInfo) -> AvroNode:
 
 def validate_schema(info: SchemaInfo) -> None:
     """Raise `InvalidSchemaError` when an AVRO, JSON or PROTOBUF schema's definition (also as the
-    key or value of a KEY_VALUE schema) is not valid Avro."""
+    key or value of a KEY_VALUE schema) is not valid Avro, or an AVRO one is a union."""
     if info.type in _AVRO_BASED:
-        _avro_of(info)
+        node = _avro_of(info)
+        if info.type == _AVRO and node.kind == "union":
+            raise InvalidSchemaError("an AVRO schema may not be a union")
+    elif info.type == _PROTOBUF_NATIVE:
+        _root_message(info)
     elif info.type == _KEY_VALUE:
-        parts = _key_value_parts(info)
+        parts = key_value_parts(info)
         for _name, part in parts or ():
             validate_schema(part)
 
 
-def _key_value_parts(info: SchemaInfo) -> tuple[tuple[str, SchemaInfo], tuple[str, SchemaInfo]] | None:
+def key_value_parts(info: SchemaInfo) -> tuple[tuple[str, SchemaInfo], tuple[str, SchemaInfo]] | None:
     """``((key type name, key schema), (value type name, value schema))`` of a KEY_VALUE schema:
     data ``[int32 key length][key definition][int32 value length][value definition]`` (big-endian,
     as Pulsar encodes it), types in the ``key.schema.type`` / ``value.schema.type`` properties;
@@ -140,13 +153,35 @@ def _key_value_parts(info: SchemaInfo) -> tuple[tuple[str, SchemaInfo], tuple[st
     return parts[0], parts[1]
 
 
+def _root_message(info: SchemaInfo) -> str:
+    """The root message's full name of a PROTOBUF_NATIVE schema (JSON with the descriptor set and
+    ``rootMessageTypeName``); raises `InvalidSchemaError` when the data has none."""
+    try:
+        name = json.loads(info.data).get("rootMessageTypeName")
+    except (ValueError, AttributeError):
+        name = None
+    if not isinstance(name, str) or not name:
+        raise InvalidSchemaError("a PROTOBUF_NATIVE schema needs JSON data with a 'rootMessageTypeName'")
+    return name
+
+
+def new_version_error(new: SchemaInfo) -> str | None:
+    """Why a producer's (or an upload's) schema cannot be added to a topic that already has
+    versions although it is compatible, or None: an AVRO, JSON or PROTOBUF definition whose field
+    defaults do not suit their types (Pulsar parses it then with default validation)."""
+    if new.type not in _AVRO_BASED:
+        return None
+    problem = default_error(_avro_of(new))
+    return f"invalid {_TYPE_NAMES[new.type]} schema definition: {problem}" if problem else None
+
+
 def _pair_compatible(new: SchemaInfo, old: SchemaInfo, strategy: str) -> str | None:
     """None when ``new`` may follow ``old`` under ``strategy``; else the reason it may not."""
     if new.type != old.type:
         return (f"schema type {_TYPE_NAMES.get(new.type, new.type)} differs from the existing type "
                 f"{_TYPE_NAMES.get(old.type, old.type)}")
     if new.type == _KEY_VALUE:
-        new_parts, old_parts = _key_value_parts(new), _key_value_parts(old)
+        new_parts, old_parts = key_value_parts(new), key_value_parts(old)
         if new_parts is not None and old_parts is not None:
             # as Pulsar: the key and value types stay, and each side is checked by its own type's rules
             for side, (new_name, new_part), (old_name, old_part) in zip(
@@ -157,26 +192,28 @@ def _pair_compatible(new: SchemaInfo, old: SchemaInfo, strategy: str) -> str | N
                 if reason:
                     return f"{side} schema: {reason}"
             return None
-    if new.type in _AVRO_BASED:
+    if new.type == _PROTOBUF_NATIVE:
+        new_root, old_root = _root_message(new), _root_message(old)
+        if new_root != old_root:
+            return f"the root message changes from {old_root} to {new_root}"
+        return None
+    if new.type in _AVRO_CHECKED:
         new_node = _avro_of(new)
         try:
             old_node = parse_avro(old.data)
-        except AvroSchemaError:
-            old_node = None  # stored before definitions were checked: only identical data matches
-        if old_node is not None:
-            base = strategy.replace("_TRANSITIVE", "")
-            if base in ("BACKWARD", "FULL"):
-                reason = read_error(new_node, old_node)
-                if reason:
-                    return f"the new schema cannot read data written with an existing version ({reason})"
-            if base in ("FORWARD", "FULL"):
-                reason = read_error(old_node, new_node)
-                if reason:
-                    return f"an existing version cannot read data written with the new schema ({reason})"
-            return None
-    if new.data != old.data:
-        return "schema data differs and the type has no field-level compatibility check"
-    return None
+        except AvroSchemaError as exc:
+            return f"an existing version is not a valid Avro definition ({exc})"  # as Pulsar's parse fails
+        base = strategy.replace("_TRANSITIVE", "")
+        if base in ("BACKWARD", "FULL"):
+            reason = read_error(new_node, old_node)
+            if reason:
+                return f"the new schema cannot read data written with an existing version ({reason})"
+        if base in ("FORWARD", "FULL"):
+            reason = read_error(old_node, new_node)
+            if reason:
+                return f"an existing version cannot read data written with the new schema ({reason})"
+        return None
+    return None  # no checker for the type: compatible, as Pulsar's default check
 
 
 def _check_against(new: SchemaInfo, against: list[SchemaInfo], strategy: str, first: int) -> None:
@@ -288,6 +325,9 @@ class SchemaRegistry:
             if versions and not allow_new:
                 raise IncompatibleSchemaError("the namespace does not allow producers to add schema versions")
             check_compatible(schema, versions, strategy)
+            problem = new_version_error(schema) if versions else None
+            if problem:
+                raise InvalidSchemaError(problem)
             stamped = replace(schema, timestamp=int(time.time() * 1000))
             body = json.dumps({"versions": [v.to_json() for v in [*versions, stamped]]}).encode()
             try:

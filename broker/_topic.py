@@ -36,9 +36,12 @@ Rules:
 * Rule 5 (deduplication switch): `set_deduplication` turns dedup on or off while the topic stays
   loaded (the namespace policy changed). Turning it on builds the state with SENDs going on:
   while ``_dedup_enabling`` is set every admitted SEND is noted as pushed and every stored entry
-  as persisted in the new state, then it replaces ``dedup`` (see `_dedup` Rule 4). Switches are
+  as persisted in the new state, then it replaces ``dedup`` (see `_dedup` Rule 7). Switches are
   serialized by ``_dedup_lock``. The dedup cursor is never a subscription, and no client or admin
-  request may use its name as one.
+  request may use its name as one. Every SEND a dedup state counted in flight is settled with
+  that state when it is answered (`_dedup` Rule 2), and producers attaching and leaving are told
+  to it (inactivity, `_dedup` Rule 4); the service's timers take time-based snapshots and purge
+  inactive producer names through `check_deduplication_snapshot` and `purge_inactive_dedup_producers`.
 * Rule 6 (storage unavailable): an add failing because no ledger can be created (no writable
   bookies: full disks, read-only, down) closes every producer of the topic (CLOSE_PRODUCER, not
   SEND_ERROR, which would drop the client's whole connection); re-creating one is refused with
@@ -48,14 +51,28 @@ Rules:
   a new producer is refused with TopicTerminatedError (also after a reload). Consumers keep
   reading what is stored; once a subscription has everything acknowledged, each of its consumers
   is told REACHED_END_OF_TOPIC (the dispatcher's Rule 7), as Pulsar's dispatchers do.
+* Rule 8 (a duplicate of a SEND still in flight, DUPLICATE_PENDING of `_dedup` Rule 1): it is not
+  stored, and its receipt is held until the *original* is answered: the first SEND in flight of
+  the same producer name whose highest sequence id covers it (adds finish in order, and a failed
+  one fails those admitted after it, so that one settles the question). Once the original is
+  stored the duplicate is confirmed (-1:-1, as any duplicate); if the original fails, so does the
+  duplicate (SEND_ERROR), its producer counts as failed (Rule 3 of `_producer`) and the client's
+  resend is judged again once nothing of that name is in flight. A later SEND of that producer is
+  refused as soon as the original's add failed, even before the failure is answered, so nothing
+  of it is stored ahead of the resend. Pulsar answers such a SEND at once with SEND_ERROR
+  (PersistenceError, "cannot determine whether the message is a duplicate"), on which the Java,
+  Go and C++ clients all drop the connection and resend; holding it reaches the same end without
+  the reconnect while the original succeeds. Only when no original can be found (never expected)
+  is the duplicate answered that way.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -73,6 +90,7 @@ from managed_ledger import (
 )
 from protocols.pulsar import InvalidTopicNameError, TopicName, check_subscription_name
 from protocols.pulsar import pulsar_api_pb2 as pb
+from retention import QuotaDecision
 
 from ._access_modes import Admission, Waiting, admit, fenced, next_to_promote
 from ._compaction import COMPACTION_CURSOR, Compactor
@@ -119,7 +137,10 @@ class _Send:
     sequence_id: int
     highest: int  # the sequence id it is deduplicated on (`_dedup` Rule 1)
     started: float  # monotonic arrival time (publish latency)
-    partial_chunk: bool  # a chunk of a chunked message before its last (`_dedup` Rule 5)
+    partial_chunk: bool  # a chunk of a chunked message before its last (`_dedup` Rule 6)
+    counted: Deduplication | None = None  # the dedup state counting it in flight (`_dedup` Rule 2)
+    add: PendingAdd | None = None  # its managed-ledger add, once appended
+    followers: list[tuple[Producer, Receipt]] | None = None  # duplicates held on it (Rule 8)
 
 
 class Topic:
@@ -142,6 +163,7 @@ class Topic:
         self._nursery: trio.Nursery | None = None
         self._to_append: deque[_Send] = deque()  # arrived, not yet appended (Rule 1)
         self._appended: deque[tuple[_Send, PendingAdd]] = deque()  # appended, not yet answered
+        self._in_hand: _Send | None = None  # taken off ``_to_append``, its add being admitted
         self._appending = False  # the appender task runs
         self._completing = False  # the completer task runs
         self._sub_lock = trio.Lock()
@@ -158,6 +180,11 @@ class Topic:
         self.dispatch_limiter = RateLimiter()
         # subscribe rate per (client host, consumer name, consumer id), least recently used first
         self._subscribe_limiters: OrderedDict[tuple[str, str, int], RateLimiter] = OrderedDict()
+        # backlog-quota decisions holding or rejecting producers (retention's `QuotaStates`, kept
+        # here so they last as long as the topic is loaded and go with it), and when the broker
+        # last evaluated the quota for a producer (`BrokerService.recheck_quota`)
+        self.quota_decisions: tuple[QuotaDecision, ...] = ()
+        self.quota_checked_at = -float("inf")
         for sub_name, cursor in dict(getattr(ml, "cursors", {})).items():
             # deduplication's and compaction's own cursors are not subscriptions
             if sub_name not in (DEDUP_CURSOR, COMPACTION_CURSOR):
@@ -248,8 +275,14 @@ class Topic:
         if producer.name in self.producers:
             raise ProducerBusyError(f"producer with name {producer.name!r} is already connected to topic {self.name}")
         check_producer_limit(self.limits, len(self.producers) + len(self._waiting))  # `_topic_limits`
+        before = list(self.producers)
         admission = admit(str(self.name), self.producers, self._waiting, producer, on_ready)
+        for name in before:
+            if name not in self.producers:  # closed by ExclusiveWithFencing
+                self._dedup_detached(name)
         if admission is not Admission.EXCLUSIVE:
+            if admission is Admission.ATTACHED:
+                self._dedup_attached(producer.name)
             return admission is Admission.ATTACHED
         current = -1 if self.topic_epoch is None else self.topic_epoch
         if producer.requested_epoch is not None and producer.requested_epoch < current:
@@ -257,6 +290,7 @@ class Topic:
             raise fenced(f"producer {producer.name!r}: the epoch of topic {self.name} has already moved "
                           f"(current epoch {current}, producer epoch {producer.requested_epoch})")
         self.producers[producer.name] = producer
+        self._dedup_attached(producer.name)
         try:
             await self._grant_epoch(producer)
         except BaseException:
@@ -284,11 +318,13 @@ class Topic:
         self._waiting = [(p, cb) for p, cb in self._waiting if p is not producer]
         if self.producers.get(producer.name) is producer:
             del self.producers[producer.name]
+            self._dedup_detached(producer.name)
         producer.closed = True
         self.touch()
         if self._nursery is not None and not self.closed and (nxt := next_to_promote(self.producers, self._waiting)):
             waiting, on_ready = nxt
             self.producers[waiting.name] = waiting
+            self._dedup_attached(waiting.name)
             self._nursery.start_soon(self._promote, waiting, on_ready)
 
     async def _promote(self, producer: Producer, on_ready: Callable[[BrokerServiceError | None], None]) -> None:
@@ -297,6 +333,7 @@ class Topic:
         except BrokerServiceError as exc:
             if self.producers.get(producer.name) is producer:
                 del self.producers[producer.name]
+                self._dedup_detached(producer.name)
             producer.closed = True
             on_ready(exc)
             return
@@ -306,6 +343,46 @@ class Topic:
     def last_sequence_id(self, producer_name: str) -> int:
         """What PRODUCER_SUCCESS reports: the highest persisted sequence id with dedup, else -1."""
         return self.dedup.last_sequence_id(producer_name) if self.dedup else -1
+
+    def _dedup_states(self) -> Iterator[Deduplication]:
+        if self.dedup is not None:
+            yield self.dedup
+        if self._dedup_enabling is not None:
+            yield self._dedup_enabling
+
+    def _dedup_attached(self, name: str) -> None:
+        for state in self._dedup_states():
+            state.producer_added(name)
+
+    def _dedup_detached(self, name: str) -> None:
+        for state in self._dedup_states():
+            state.producer_removed(name, self.service.clock())
+
+    async def check_deduplication_snapshot(self) -> None:
+        """Take a dedup snapshot when ``brokerDeduplicationSnapshotIntervalSeconds`` passed since the
+        last one and entries were stored since (`_dedup` Rule 3); a failure is logged (the next
+        check retries)."""
+        dedup = self.dedup
+        if dedup is None or self.closed:
+            return
+        try:
+            await dedup.snapshot_if_stale(self.service.clock(), self.service.config.deduplication_snapshot_interval_s)
+        except ManagedLedgerError as exc:
+            log.warning("dedup snapshot of %s failed: %s", self.name, exc)
+
+    async def purge_inactive_dedup_producers(self) -> None:
+        """Forget the producer names inactive for ``brokerDeduplicationProducerInactivityTimeoutMinutes``
+        (`_dedup` Rule 4) and, when any was, take a snapshot without them."""
+        dedup = self.dedup
+        if dedup is None or self.closed:
+            return
+        now = self.service.clock()
+        timeout_s = self.service.config.deduplication_producer_inactivity_timeout_minutes * 60.0
+        if dedup.purge_inactive(now, timeout_s, attached=self.producers.keys()):
+            try:
+                await dedup.snapshot(now)
+            except ManagedLedgerError as exc:
+                log.warning("dedup snapshot of %s failed: %s", self.name, exc)
 
     @property
     def deduplication_enabled(self) -> bool:
@@ -321,11 +398,10 @@ class Topic:
             if self.closed or enabled == (self.dedup is not None):
                 return False
             if enabled:
-                dedup = Deduplication(self.service.store, self.name.managed_ledger_name,
-                                      self.service.config.deduplication_snapshot_interval_entries)
+                dedup = self.service.new_deduplication(self.name)
                 self._dedup_enabling = dedup
                 try:
-                    await dedup.recover(self.ml)
+                    await dedup.recover(self.ml, now=self.service.clock(), attached=self.producers.keys())
                 finally:
                     self._dedup_enabling = None
                 if self.closed:
@@ -341,18 +417,24 @@ class Topic:
     def publish(self, producer: Producer, sequence_id: int, highest: int, raw: bytes, num_messages: int, *,
                 partial_chunk: bool = False) -> None:
         """Store one SEND's entry (Rule 1); the receipt goes out through the producer.
-        ``partial_chunk``: a chunk of a chunked message before its last (see `_dedup` Rule 5)."""
+        ``partial_chunk``: a chunk of a chunked message before its last (see `_dedup` Rule 6)."""
         receipt = producer.new_receipt(sequence_id, highest, len(raw))
         if self.closed or self._nursery is None:
             producer.complete(receipt, -1, -1, error=f"topic {self.name} is closed")
             return
+        counted: Deduplication | None = None
         if self.dedup is not None:
             verdict = self.dedup.check(producer.name, sequence_id, highest, partial_chunk=partial_chunk)
-            if verdict is not DedupVerdict.NEW:
+            if verdict is DedupVerdict.DUPLICATE_PERSISTED:
                 producer.complete(receipt, -1, -1)
                 return
-        elif self._dedup_enabling is not None and not partial_chunk:
-            self._dedup_enabling.note_pushed(producer.name, highest)
+            if verdict is DedupVerdict.DUPLICATE_PENDING:
+                self._hold_duplicate(producer, receipt, max(sequence_id, highest))
+                return
+            counted = self.dedup
+        elif self._dedup_enabling is not None:
+            self._dedup_enabling.note_pushed(producer.name, highest, partial_chunk=partial_chunk)
+            counted = self._dedup_enabling
         if self._adds_in_flight == 0:
             self._adds_drained = trio.Event()
         self._adds_in_flight += 1
@@ -360,10 +442,30 @@ class Topic:
         self.bytes_in_counter += len(raw)
         producer.msg_in_counter += num_messages
         producer.bytes_in_counter += len(raw)
-        self._to_append.append(_Send(producer, receipt, raw, sequence_id, highest, time.monotonic(), partial_chunk))
+        self._to_append.append(_Send(producer, receipt, raw, sequence_id, highest, time.monotonic(), partial_chunk,
+                                     counted))
         if not self._appending:
             self._appending = True
             self._nursery.start_soon(self._append_loop)
+
+    def _hold_duplicate(self, producer: Producer, receipt: Receipt, top: int) -> None:
+        """Rule 8: hold a duplicate's receipt on its original, still in flight."""
+        original = next((s for s in self._in_flight() if s.producer.name == producer.name
+                         and not s.partial_chunk and s.highest >= top), None)
+        if original is None:
+            producer.failed = True
+            producer.complete(receipt, -1, -1, error=f"[{self.name}][{producer.name}] cannot determine whether "
+                                                     f"the message is a duplicate at this time")
+            return
+        if original.followers is None:
+            original.followers = []
+        original.followers.append((producer, receipt))
+        producer.awaits = original
+
+    def _in_flight(self) -> Iterator[_Send]:
+        """The SENDs not answered yet, in the order they entered (and leave) the managed ledger."""
+        in_hand = () if self._in_hand is None else (self._in_hand,)
+        return itertools.chain((s for s, _ in self._appended), in_hand, self._to_append)
 
     async def _append_loop(self) -> None:
         """Rule 1: hand the queued SENDs to the managed ledger, oldest first, until none is left;
@@ -375,20 +477,19 @@ class Topic:
                 released = True
                 if self.service.quota_holds(self.name):
                     released = await self.service.wait_quota_released(self)
-                send = queue.popleft()
+                send = self._in_hand = queue.popleft()
                 producer = send.producer
                 last = producer.last_add
-                if producer.failed or (last is not None and last.error is not None):
+                awaited = producer.awaits
+                if producer.failed or (last is not None and last.error is not None) or (
+                        awaited is not None and awaited.add is not None and awaited.add.error is not None):
                     # Rule 3 of `_producer`: nothing after a failed add is stored. ``last``
                     # catches a failure the completer has not answered yet (a later add admitted
-                    # before that failure fails with it: `ManagedLedger.append`).
-                    if self.dedup is not None:
-                        self.dedup.on_failed(producer.name)
+                    # before that failure fails with it: `ManagedLedger.append`), ``awaited`` the
+                    # same for the original a held duplicate of this producer waits on (Rule 8).
                     self._answer(send, error="an earlier message of this producer could not be stored")
                 elif not released:
                     producer.failed = True
-                    if self.dedup is not None:
-                        self.dedup.on_failed(producer.name)
                     self._answer(send, error=f"backlog quota exceeded on topic {self.name}: producer held too long")
                 else:
                     try:
@@ -396,15 +497,16 @@ class Topic:
                     except ManagedLedgerError as exc:
                         self._add_failed(send, exc)
                     else:
-                        producer.last_add = add
+                        producer.last_add = send.add = add
                         self._appended.append((send, add))
                         if not self._completing:
                             self._completing = True
                             assert self._nursery is not None
                             self._nursery.start_soon(self._complete_loop)
-                send = None
+                send = self._in_hand = None
         finally:
             self._appending = False
+            self._in_hand = None
             # Cancelled (the topic is closing): what was not appended is answered with an error
             # (the client resends after reconnecting).
             if send is not None:
@@ -446,17 +548,21 @@ class Topic:
                 self._answer(send, error=f"topic {self.name} is closing")
 
     def _stored(self, send: _Send, pos: Position) -> bool:
-        """A SEND's entry is stored at ``pos``: answer it and tell dedup. True when a dedup
+        """A SEND's entry is stored at ``pos``: tell dedup, then answer it. True when a dedup
         snapshot is due."""
-        producer = send.producer
+        due = False
+        if self.dedup is not None or self._dedup_enabling is not None:
+            producer = send.producer
+            attached = self.producers.get(producer.name) is producer
+            now = self.service.clock()
+            for state in self._dedup_states():
+                snapshot_due = state.on_persisted(producer.name, send.sequence_id, send.highest, pos,
+                                                  partial_chunk=send.partial_chunk, attached=attached, now=now)
+                if state is self.dedup:
+                    due = snapshot_due
         self._answer(send, pos.ledger_id, pos.entry_id)
         self.service.metrics.observe_publish(time.monotonic() - send.started)
-        if self._dedup_enabling is not None:
-            self._dedup_enabling.on_persisted(producer.name, send.sequence_id, send.highest, pos,
-                                              partial_chunk=send.partial_chunk)
-        dedup = self.dedup
-        return dedup is not None and dedup.on_persisted(producer.name, send.sequence_id, send.highest, pos,
-                                                        partial_chunk=send.partial_chunk)
+        return due
 
     async def _after_run(self, stored: bool, due: Deduplication | None) -> None:
         if stored:
@@ -465,7 +571,7 @@ class Topic:
                     sub.dispatcher.wake()
         if due is not None:
             try:
-                await due.snapshot()
+                await due.snapshot(self.service.clock())
             except ManagedLedgerError as exc:  # closed or fenced meanwhile: the next one retries
                 log.warning("dedup snapshot of %s failed: %s", self.name, exc)
 
@@ -474,8 +580,6 @@ class Topic:
         a fenced managed ledger unloads the topic (Rule 3)."""
         producer = send.producer
         producer.failed = True
-        if self.dedup is not None:
-            self.dedup.on_failed(producer.name)
         if isinstance(exc, StorageUnavailable):
             self._close_producers(f"storage unavailable: {exc}")  # Rule 6
         self._answer(send, error=f"could not store the message: {exc}")
@@ -484,9 +588,22 @@ class Topic:
             self.service.unload_soon(self)
 
     def _answer(self, send: _Send, ledger_id: int = -1, entry_id: int = -1, *, error: str | None = None) -> None:
-        """Complete a SEND's receipt (once) and count it out of the adds in flight."""
+        """Complete a SEND's receipt (once) and those of the duplicates held on it (Rule 8), settle
+        it with the dedup state that counted it, and count it out of the adds in flight."""
         if not send.receipt.done:
             send.producer.complete(send.receipt, ledger_id, entry_id, error=error)
+        if send.followers:
+            followers, send.followers = send.followers, None
+            for producer, receipt in followers:
+                if producer.awaits is send:
+                    producer.awaits = None
+                if error is not None:
+                    producer.failed = True  # Rule 3 of `_producer`: the client resends from this one
+                if not receipt.done:
+                    producer.complete(receipt, -1, -1, error=error)
+        if send.counted is not None:
+            send.counted.settle(send.producer.name)
+            send.counted = None
         self._adds_in_flight -= 1
         if self._adds_in_flight == 0:
             self._adds_drained.set()
@@ -592,7 +709,7 @@ class Topic:
             await sub.close()
         if self.dedup is not None:
             try:
-                await self.dedup.snapshot()
+                await self.dedup.snapshot(self.service.clock())
             except Exception as exc:
                 log.warning("dedup snapshot of %s failed on close: %s", self.name, exc)
         await self.compactor.close()

@@ -9,6 +9,7 @@ from protocols.managed_ledger import Position as Position
 
 from ._add_op import PendingAdd as PendingAdd
 from ._config import ManagedLedgerConfig as ManagedLedgerConfig
+from ._cursor import INTERNAL_PROPERTY_PREFIX as INTERNAL_PROPERTY_PREFIX
 from ._cursor import CursorState as CursorState
 from ._cursor import ManagedCursor as ManagedCursor
 from ._errors import CursorNotFound as CursorNotFound
@@ -35,6 +36,7 @@ from .metrics import ManagedLedgerMetrics as ManagedLedgerMetrics
 __all__ = [
     "CursorNotFound",
     "CursorState",
+    "INTERNAL_PROPERTY_PREFIX",
     "Entry",
     "EntryTooLarge",
     "InitialPosition",

@@ -3,6 +3,7 @@ fencing and failures."""
 
 from __future__ import annotations
 
+import pytest
 import trio
 
 from bk_client import (
@@ -166,16 +167,10 @@ async def test_efenced_answer_fails_the_handle_with_ledger_fenced() -> None:
         lh = await c.bk.create_ledger(3, 3, 3)
         await lh.add_entry(b"a")
         c.bookies[0].ledgers[lh.ledger_id].fenced = True
-        try:
+        with pytest.raises(LedgerFenced):
             await lh.add_entry(b"b")
-            raise AssertionError("expected LedgerFenced")
-        except LedgerFenced:
-            pass
-        try:
+        with pytest.raises(LedgerFenced):
             await lh.add_entry(b"c")
-            raise AssertionError("expected LedgerFenced")
-        except LedgerFenced:
-            pass
         assert lh.last_add_confirmed == 0
         await lh.close()  # a fenced handle is released without error
 
@@ -185,11 +180,8 @@ async def test_adds_after_close_raise_ledger_closed() -> None:
         lh = await c.bk.create_ledger(3, 2, 2)
         await lh.add_entry(b"a")
         await lh.close()
-        try:
+        with pytest.raises(LedgerClosed):
             await lh.add_entry(b"b")
-            raise AssertionError("expected LedgerClosed")
-        except LedgerClosed:
-            pass
 
 
 async def test_writer_reconnects_after_a_dropped_connection() -> None:

@@ -28,6 +28,7 @@ import trio
 from metadata import open_metadata_store
 from protocols.bookkeeper import StatusCode, available_path, read_lac_request, read_request, readonly_path
 from tests.support.bookies import RealBookie
+from tests.support.tmpfs import mounted_tmpfs
 
 from .crash_support import Writer, check_round
 from .helpers import KEY, SyncClient
@@ -40,15 +41,8 @@ ENTRY = 16 * 1024
 
 @pytest.fixture
 def tmpfs(tmp_path: Path) -> Iterator[Path]:
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(disk)],
-                      capture_output=True).returncode != 0:
-        pytest.skip("cannot mount a tmpfs here")
-    try:
+    with mounted_tmpfs(tmp_path / "disk", "48m") as disk:
         yield disk
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
 
 
 def _bookie(disk: Path, tmp_path: Path, metadata_url: str, *extra: str) -> RealBookie:

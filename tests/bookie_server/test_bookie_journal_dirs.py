@@ -5,13 +5,15 @@ processes is in test_bookie_journal_dirs_process.py."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
 from bookie import open_bookie, serve_bookie
-from bookie.journal import JournalGroup, last_mark_file
+from bookie.journal import JournalDisk, JournalGroup, last_mark_file
 from bookie.server import expected_cookie
 from magnetar.config import ConfigError
 from protocols.bookkeeper import StatusCode, add_request, read_request
@@ -67,12 +69,55 @@ async def test_ledgers_spread_over_journals_and_replay_from_each(tmp_path: Path)
         nursery.cancel_scope.cancel()
 
 
-async def test_force_ledger_waits_for_every_journal(tmp_path: Path) -> None:
-    cfg = make_config(tmp_path, journal_dirs=[str(tmp_path / "ja"), str(tmp_path / "jb")])
-    async with open_bookie(cfg) as bookie:
+async def test_force_ledger_waits_for_every_journal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The barrier goes to both journals and returns only once both synced it: with the second
+    journal's fsync held, force_ledger waits although the first journal's barrier is durable."""
+    jb = tmp_path / "jb"
+    paths: dict[int, Path] = {}
+    hold, held = threading.Event(), threading.Event()
+    hold.set()
+    real_create, real_sync = JournalDisk.create, JournalDisk.fdatasync
+
+    def create(self: JournalDisk, path: Path) -> int:
+        fd = real_create(self, path)
+        paths[fd] = Path(path)
+        return fd
+
+    def fdatasync(self: JournalDisk, fd: int) -> None:
+        if paths.get(fd, Path("/")).parent == jb and not hold.is_set():
+            held.set()
+            hold.wait(30)
+        real_sync(self, fd)
+
+    monkeypatch.setattr(JournalDisk, "create", create)
+    monkeypatch.setattr(JournalDisk, "fdatasync", fdatasync)
+    cfg = make_config(tmp_path, journal_dirs=[str(tmp_path / "ja"), str(jb)])
+    async with open_bookie(cfg) as bookie, trio.open_nursery() as nursery:
         await bookie.add_entry(1, 0, KEY, body(1, 0))
         await bookie.add_entry(2, 0, KEY, body(2, 0))
-        await bookie.force_ledger(1)  # the padding barrier went to both journals and is durable
+        assert isinstance(bookie.journal, JournalGroup)
+        ja_journal, jb_journal = bookie.journal.journals
+        before = [j.statistics().durable_mark for j in (ja_journal, jb_journal)]
+        hold.clear()
+        returned = trio.Event()
+
+        async def force() -> None:
+            await bookie.force_ledger(1)
+            returned.set()
+
+        try:
+            nursery.start_soon(force)
+            with trio.fail_after(20):
+                while not held.is_set() or ja_journal.statistics().durable_mark <= before[0]:
+                    await trio.sleep(0.01)
+            await trio.testing.wait_all_tasks_blocked()
+            assert not returned.is_set()  # the first journal's barrier alone does not answer
+        finally:
+            hold.set()
+        with trio.fail_after(20):
+            await returned.wait()
+        after = [j.statistics().durable_mark for j in (ja_journal, jb_journal)]
+        assert after[0] > before[0] and after[1] > before[1]
 
 
 def test_journal_dirs_must_be_distinct(tmp_path: Path) -> None:

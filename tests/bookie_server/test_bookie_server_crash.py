@@ -19,6 +19,7 @@ import pytest
 
 from bookie import KILL_AT_ENV
 from protocols.bookkeeper import StatusCode
+from tests.support.tmpfs import mounted_tmpfs
 
 from .crash_support import BookieProcess, Writer, check_round, read_back
 
@@ -131,37 +132,28 @@ def test_torn_or_corrupted_journal_tail(tmp_path: Path, damage: str) -> None:
         bk.kill()
 
 
-def _mount_tmpfs(path: Path, size: str) -> bool:
-    path.mkdir(parents=True, exist_ok=True)
-    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                          capture_output=True).returncode == 0
-
-
 def test_full_disk_turns_read_only_without_losing_data(tmp_path: Path) -> None:
-    disk = tmp_path / "disk"
-    if not _mount_tmpfs(disk, "16m"):
-        pytest.skip("cannot mount a tmpfs here")
-    bk = BookieProcess(disk, "--set", "disk_check_interval_ms=100", "--set", "write_cache_max_mb=2",
-                       "--set", "flush_interval_ms=200", "--set", "journal_max_size_mb=4",
-                       "--set", "journal_max_backups=0")
-    bk.log = tmp_path / "bookie.log"
-    try:
-        bk.start()
-        writer = Writer(bk.port, 9, window=32).start()
-        deadline = time.monotonic() + 60
-        while not writer.errors and time.monotonic() < deadline and writer.thread.is_alive():
-            time.sleep(0.05)
-        writer.stop()
-        assert writer.errors, "the disk never filled"
-        assert set(writer.errors.values()) <= {StatusCode.EREADONLY, StatusCode.EIO,
-                                               StatusCode.ETOOMANYREQUESTS}, writer.errors
-        got = read_back(bk.port, 9, range(writer.sent))  # reads are still served
-        for e in writer.acked:
-            assert got[e] == (StatusCode.EOK, got[e][1]) and got[e][1]
-        bk.stop(timeout=30)
-        subprocess.run(["mount", "-o", "remount,size=64m", str(disk)], check=True)
-        bk.start()
-        check_round(bk.port, 9, writer)
-    finally:
-        bk.kill()
-        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+    with mounted_tmpfs(tmp_path / "disk", "16m") as disk:
+        bk = BookieProcess(disk, "--set", "disk_check_interval_ms=100", "--set", "write_cache_max_mb=2",
+                           "--set", "flush_interval_ms=200", "--set", "journal_max_size_mb=4",
+                           "--set", "journal_max_backups=0")
+        bk.log = tmp_path / "bookie.log"
+        try:
+            bk.start()
+            writer = Writer(bk.port, 9, window=32).start()
+            deadline = time.monotonic() + 60
+            while not writer.errors and time.monotonic() < deadline and writer.thread.is_alive():
+                time.sleep(0.05)
+            writer.stop()
+            assert writer.errors, "the disk never filled"
+            assert set(writer.errors.values()) <= {StatusCode.EREADONLY, StatusCode.EIO,
+                                                   StatusCode.ETOOMANYREQUESTS}, writer.errors
+            got = read_back(bk.port, 9, range(writer.sent))  # reads are still served
+            for e in writer.acked:
+                assert got[e][0] == StatusCode.EOK and got[e][1]
+            bk.stop(timeout=30)
+            subprocess.run(["mount", "-o", "remount,size=64m", str(disk)], check=True)
+            bk.start()
+            check_round(bk.port, 9, writer)
+        finally:
+            bk.kill()

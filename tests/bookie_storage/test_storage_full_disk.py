@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import errno
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import trio
 from bookie import DiskUsage, SpaceGuard
 from bookie.storage import DbLedgerStorage, FlushReason, StorageIOError
 from bookie.storage._entry_log_codec import HEADER_SIZE
+from tests.support.tmpfs import mounted_tmpfs
 
 from .fakes import FailingFileOps, RecordingCheckpointSource
 
@@ -171,15 +171,8 @@ async def test_flush_loop_backs_off_then_writes_once_space_is_back(tmp_path: Pat
 
 @pytest.fixture
 def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)],
-                      capture_output=True).returncode != 0:
-        pytest.skip("cannot mount a tmpfs here")
-    try:
+    with mounted_tmpfs(tmp_path / "disk", "4m") as disk:
         yield disk
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
 
 
 def _fill(path: Path) -> None:

@@ -10,9 +10,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker._avro_compat import PRIMITIVES, AvroSchemaError, parse_avro, read_error
+from broker._avro_compat import PRIMITIVES, AvroSchemaError, default_error, parse_avro, read_error
 from broker._errors import IncompatibleSchemaError
-from broker._schemas import InvalidSchemaError, SchemaInfo, check_compatible, check_consumer_compatible
+from broker._schemas import (
+    InvalidSchemaError,
+    SchemaInfo,
+    SchemaRegistry,
+    check_compatible,
+    check_consumer_compatible,
+)
+from metadata import open_metadata_store
+from protocols.pulsar import TopicName
+
+from .avro_cases import PARSES, READS
 
 _AVRO, _JSON = 4, 2
 
@@ -52,48 +62,37 @@ def test_primitive_promotions(reader: str, writer: str) -> None:
     assert _readable({"type": "map", "values": reader}, {"type": "map", "values": writer}) is expected
 
 
-def test_records_match_fields_by_name_with_defaults() -> None:
-    old = _rec(_f("a", "int"), _f("b", "string"))
-    assert _readable(_rec(_f("b", "string"), _f("a", "int")), old)           # order does not matter
-    assert _readable(_rec(_f("a", "int")), old)                               # reader ignores b
-    assert not _readable(_rec(_f("a", "int"), _f("c", "string")), old)        # c: no data, no default
-    assert _readable(_rec(_f("a", "int"), _f("c", "string", default="")), old)
-    assert _readable(_rec(_f("z", "int", aliases=["a"]), _f("b", "string")), old)  # field alias
-    assert not _readable(_rec(_f("a", "string"), _f("b", "string")), old)     # int read as string
-    assert not _readable(_rec(_f("a", "int"), name="Other"), old)              # record names differ
-    assert _readable(_rec(_f("a", "int"), name="Other", aliases=["R"]), old)   # ... unless aliased
-    assert _readable(_rec(_f("a", "int"), name="ns.R"), _rec(_f("a", "int"), name="other.R"))  # unqualified
+@pytest.mark.parametrize(("case", "reader", "writer", "expected"), READS, ids=[c[0] for c in READS])
+def test_reads_as_avro_answers(case: str, reader: Any, writer: Any, expected: bool) -> None:
+    """Each pair as Avro 1.11.4's Java implementation answers it (test_avro_oracle checks the table)."""
+    assert _readable(reader, writer) is expected
+
+
+@pytest.mark.parametrize(("case", "schema", "valid", "valid_defaults"), PARSES, ids=[c[0] for c in PARSES])
+def test_parses_as_avro_does(case: str, schema: Any, valid: bool, valid_defaults: bool) -> None:
+    try:
+        node = parse_avro(json.dumps(schema))
+    except AvroSchemaError:
+        assert not valid
+        return
+    assert valid
+    assert (default_error(node) is None) is valid_defaults
+
+
+def test_a_record_that_holds_itself_is_refused() -> None:
+    """Avro's parser takes it, but no value of it can be written and Avro's check of it overflows
+    the stack: refused as a definition."""
+    with pytest.raises(AvroSchemaError, match="holds itself"):
+        parse_avro(json.dumps(_rec(_f("a", "int"), _f("next", "R"))))
+    with pytest.raises(AvroSchemaError, match="holds itself"):
+        parse_avro(json.dumps(_rec(_f("x", _rec(_f("back", "R"), name="In")))))
+    parse_avro(json.dumps(_rec(_f("next", ["null", "R"]), _f("all", {"type": "array", "items": "R"}))))
 
 
 def test_error_names_the_field() -> None:
     reason = read_error(parse_avro(json.dumps(_rec(_f("inner", _rec(_f("n", "string"), name="In"))))),
                         parse_avro(json.dumps(_rec(_f("inner", _rec(_f("n", "int"), name="In"))))))
     assert reason is not None and "R.inner.n" in reason and "int" in reason
-
-
-def test_enums() -> None:
-    ab = {"type": "enum", "name": "E", "symbols": ["A", "B"]}
-    abc = {"type": "enum", "name": "E", "symbols": ["A", "B", "C"]}
-    assert _readable(abc, ab)
-    assert not _readable(ab, abc)                                             # C unknown to the reader
-    assert _readable({**ab, "default": "A"}, abc)                             # ... unless it has a default
-    assert not _readable({**abc, "name": "F"}, ab)
-
-
-def test_fixed() -> None:
-    f4 = {"type": "fixed", "name": "F", "size": 4}
-    assert _readable(f4, f4)
-    assert not _readable({**f4, "size": 8}, f4)
-    assert not _readable({**f4, "name": "G"}, f4)
-    assert not _readable("bytes", f4)
-
-
-def test_unions() -> None:
-    assert _readable(["null", "int"], "int")                                  # reader union takes a branch
-    assert not _readable("int", ["null", "int"])                              # writer's null has nowhere to go
-    assert _readable(["null", "long", "string"], ["null", "int"])
-    assert not _readable(["null", "string"], ["null", "int"])
-    assert _readable("long", ["int", "long"])                                 # every writer branch readable
 
 
 def test_nested_and_named_references() -> None:
@@ -195,6 +194,84 @@ def test_consumer_checks() -> None:
     with pytest.raises(IncompatibleSchemaError):
         check_consumer_compatible(_info(_rec()), old, "ALWAYS_INCOMPATIBLE")
     check_consumer_compatible(_info(_rec(_f("a", "string"))), old, "ALWAYS_COMPATIBLE")
+
+
+@pytest.mark.parametrize("type_", [_AVRO, _JSON])
+def test_a_renamed_record_follows_under_every_strategy_that_pulsar_allows(type_: int) -> None:
+    """The issue's case: a producer whose record is named B after one named A with the same
+    fields. Pulsar's Avro check does not compare record names."""
+    a = _info(_rec(_f("id", "string"), _f("n", "int"), name="A"), type_)
+    b = _info(_rec(_f("id", "string"), _f("n", "int"), name="B", namespace="other"), type_)
+    for strategy in ("BACKWARD", "FORWARD", "FULL", "BACKWARD_TRANSITIVE", "FORWARD_TRANSITIVE", "FULL_TRANSITIVE"):
+        check_compatible(b, [a], strategy)
+        check_consumer_compatible(b, [a], strategy)
+    # a renamed enum is still refused, as by Pulsar
+    e1 = _info(_rec(_f("e", {"type": "enum", "name": "E", "symbols": ["X"]})), type_)
+    e2 = _info(_rec(_f("e", {"type": "enum", "name": "F", "symbols": ["X"]})), type_)
+    with pytest.raises(IncompatibleSchemaError, match="names differ"):
+        check_compatible(e2, [e1], "FULL")
+
+
+def test_required_field_with_default_and_nullable_unions() -> None:
+    old = [_info(_V1)]
+    # a field added with a default keeps FULL; a nullable one needs null as its first branch
+    check_compatible(_info(_rec(_f("a", "int"), _f("b", ["null", "string"], default=None))), old, "FULL")
+    with pytest.raises(IncompatibleSchemaError, match="default"):
+        check_compatible(_info(_rec(_f("a", "int"), _f("b", ["string", "null"], default=None))), old, "FULL")
+    # an int field made nullable: readable from the old data, but old readers cannot read a null
+    nullable = _info(_rec(_f("a", ["null", "int"], default=None)))
+    check_compatible(nullable, old, "BACKWARD")
+    with pytest.raises(IncompatibleSchemaError):
+        check_compatible(nullable, old, "FORWARD")
+    # an enum that drops a symbol stays compatible for Avro's check
+    abc = _info(_rec(_f("e", {"type": "enum", "name": "E", "symbols": ["A", "B", "C"]})))
+    check_compatible(_info(_rec(_f("e", {"type": "enum", "name": "E", "symbols": ["A", "B"]}))), [abc], "FULL")
+
+
+def test_types_without_an_avro_check() -> None:
+    # PROTOBUF carries an Avro definition, which must be valid, but Pulsar checks nothing else
+    proto_old = _info(_rec(_f("a", "int"), name="Msg"), 3)
+    check_compatible(_info(_rec(_f("a", "string"), name="Other"), 3), [proto_old], "FULL")
+    with pytest.raises(InvalidSchemaError):
+        check_compatible(SchemaInfo(type=3, data=b"not avro"), [proto_old], "FULL")
+    with pytest.raises(IncompatibleSchemaError):
+        check_compatible(_info(_rec(name="Other"), 3), [proto_old], "ALWAYS_INCOMPATIBLE")
+    # PROTOBUF_NATIVE: only the root message's name is checked
+    def native(root: str, files: str) -> SchemaInfo:
+        return SchemaInfo(type=20, data=json.dumps({"fileDescriptorSet": files, "rootMessageTypeName": root,
+                                                    "rootFileDescriptorName": "m.proto"}).encode())
+    check_compatible(native("pkg.Msg", "AAAA"), [native("pkg.Msg", "BBBB")], "FULL_TRANSITIVE")
+    with pytest.raises(IncompatibleSchemaError, match="root message"):
+        check_compatible(native("pkg.Other", "AAAA"), [native("pkg.Msg", "BBBB")], "BACKWARD")
+    with pytest.raises(InvalidSchemaError):
+        check_compatible(SchemaInfo(type=20, data=b"{}"), [], "FULL")
+    # STRING and the other types: any new version
+    check_compatible(SchemaInfo(type=1, data=b"x"), [SchemaInfo(type=1, data=b"")], "FULL")
+    with pytest.raises(IncompatibleSchemaError):
+        check_compatible(SchemaInfo(type=1, data=b"x"), [SchemaInfo(type=1, data=b"")], "ALWAYS_INCOMPATIBLE")
+
+
+def test_an_avro_schema_may_not_be_a_union() -> None:
+    with pytest.raises(InvalidSchemaError, match="union"):
+        check_compatible(_info(["null", "string"], _AVRO), [], "FULL")
+    check_compatible(_info(["null", "string"], _JSON), [], "FULL")
+
+
+@pytest.mark.trio
+async def test_a_new_version_needs_valid_defaults_once_the_topic_has_versions() -> None:
+    """Pulsar parses a producer's schema with Avro's default validation when the topic already has
+    versions: a default that does not suit its type is refused then, not for the first version."""
+    topic = TopicName.parse("persistent://public/default/defaults")
+    bad_default = _info(_rec(_f("a", "int"), _f("b", ["string", "null"], default=None)))
+    async with open_metadata_store("memory://schema-defaults") as store:
+        registry = SchemaRegistry(store)
+        assert await registry.get_or_create(topic, bad_default, "FULL") == 0
+        assert await registry.get_or_create(topic, bad_default, "FULL") == 0  # the same version
+        with pytest.raises(InvalidSchemaError, match="default"):
+            await registry.get_or_create(topic, _info(_rec(_f("a", "int"), _f("b", "string", default=1))),
+                                         "ALWAYS_COMPATIBLE")
+        good = _info(_rec(_f("a", "int"), _f("b", ["null", "string"], default=None)))
+        assert await registry.get_or_create(topic, good, "FULL") == 1
 
 
 # ------------------------------------------------------------------ properties

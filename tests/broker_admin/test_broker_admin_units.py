@@ -44,8 +44,9 @@ def test_parse_message_id() -> None:
     assert parse_message_id({"ledgerId": 2**63 - 1, "entryId": 2**63 - 1}) is InitialPosition.LATEST
     assert parse_message_id({"ledgerId": 3, "entryId": 4, "partitionIndex": -1}) == Position(3, 4)
     for bad in ({"ledgerId": 3}, {"ledgerId": "x", "entryId": 1}, [1, 2], {"ledgerId": 3, "entryId": -5}):
-        with pytest.raises(Exception, match="message id"):
+        with pytest.raises(RestError, match="message id") as e:
             parse_message_id(bad)
+        assert e.value.status == 400
 
 
 def test_publish_time_of() -> None:

@@ -38,8 +38,8 @@ def client(sa: Standalone) -> Iterator[pulsar.Client]:
 
 
 def _order(amount: Any) -> type[Record]:
-    """A record class named ``Order`` (the client names the Avro record after the class, and
-    records match by name) with ``amount`` of the given field type."""
+    """A record class named ``Order`` (the client names the Avro record after the class) with
+    ``amount`` of the given field type."""
     return type("Order", (Record,), {"id": String(), "amount": amount})
 
 
@@ -47,6 +47,9 @@ Order = _order(Integer())
 OrderAmountText = _order(String())  # the issue's case: the int field declared as a string
 OrderAmountLong = _order(Long())
 OrderAmountDouble = _order(Double())
+
+
+Invoice = type("Invoice", (Record,), {"id": String(), "amount": Integer()})  # Order's fields, another name
 
 
 def _strategy(sa: Standalone, ns: str, strategy: str) -> None:
@@ -154,3 +157,25 @@ def test_consumer_on_a_topic_without_a_schema(sa: Standalone, client: pulsar.Cli
     assert "typed" not in stats["subscriptions"]
     _strategy(sa, ns, "ALWAYS_COMPATIBLE")
     client.subscribe(raw, "typed", schema=JsonSchema(Order)).close()
+
+
+@pytest.mark.parametrize("kind", [JsonSchema, AvroSchema])
+def test_a_renamed_record_with_the_same_fields_is_accepted(sa: Standalone, client: pulsar.Client, kind: type) -> None:
+    """As Pulsar, whose Avro check does not compare record names: a producer whose record is named
+    Invoice after one named Order, under the default FULL and under FORWARD; a consumer with the
+    first schema reads what it wrote."""
+    for strategy in ("FULL", "FORWARD"):
+        ns = new_namespace(sa.admin_url, "renamed")
+        _strategy(sa, ns, strategy)
+        topic = f"persistent://{ns}/orders"
+        consumer = client.subscribe(topic, "s", schema=kind(Order))
+        first = client.create_producer(topic, schema=kind(Order))
+        first.send(Order(id="o", amount=1))
+        renamed = client.create_producer(topic, schema=kind(Invoice))
+        renamed.send(Invoice(id="i", amount=2))
+        got = [consumer.receive(10_000).value() for _ in range(2)]
+        assert [(v.id, v.amount) for v in got] == [("o", 1), ("i", 2)]
+        versions = rest("GET", sa.admin_url, f"/admin/v2/schemas/{topic.split('://')[1]}/schemas").json()
+        assert len(versions["getSchemaResponses"]) == 2
+        for c in (consumer, first, renamed):
+            c.close()

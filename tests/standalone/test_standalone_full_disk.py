@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import errno
 import os
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -19,6 +18,8 @@ from pathlib import Path
 
 import pulsar
 import pytest
+
+from tests.support.tmpfs import mounted_tmpfs
 
 from .standalone_proc import Standalone, start_standalone
 
@@ -30,15 +31,8 @@ _SETTINGS = ("--set", "bookie.disk_check_interval_ms=200", "--set", "bookie.jour
 
 @pytest.fixture
 def disk(tmp_path: Path) -> Iterator[Path]:
-    path = tmp_path / "disk"
-    path.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=96m", "tmpfs", str(path)],
-                      capture_output=True).returncode != 0:
-        pytest.skip("cannot mount a tmpfs here")
-    try:
+    with mounted_tmpfs(tmp_path / "disk", "96m") as path:
         yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], capture_output=True)
 
 
 def _client(sa: Standalone) -> pulsar.Client:

@@ -97,19 +97,35 @@ async def test_client_authentication_refuses_strangers(tmp_path: Path, certs: Ce
         assert e.group_contains(NotEnoughBookies, depth=None)
 
 
+def _only_tls_alerts(data: bytes) -> bool:
+    """Whether ``data`` is nothing but whole TLS alert records (type 21, version 3.x)."""
+    while data:
+        if len(data) < 5 or data[0] != 21 or data[1] != 3:
+            return False
+        length = int.from_bytes(data[3:5], "big")
+        if len(data) < 5 + length:
+            return False
+        data = data[5 + length:]
+    return True
+
+
 async def test_raw_socket_without_tls_gets_nothing(tmp_path: Path, certs: Certs) -> None:
+    """A well-formed ADD sent in plain text gets no bookie response: at most TLS alerts, then the
+    connection closes."""
     async with _bookie(tmp_path, **_bookie_tls(certs, tlsClientAuthentication=True)) as (_, ep):
         stream = await trio.open_tcp_stream("127.0.0.1", ep.port)
+        key = hashlib.sha1(b"ledger" + PASSWORD).digest()
+        got = b""
         try:
-            # an ADD request would be framed [size][header...]: the TLS server sees garbage and hangs up
-            await stream.send_all(b"\x00\x00\x00\x10" + b"\x00" * 16)
+            await stream.send_all(encode_request(add_request(1, 77, 0, key, encode_entry(77, 0, -1, 1, b"x"))))
             with trio.fail_after(10):
-                while await stream.receive_some(1024):
-                    pass  # only TLS alerts, never a response
+                while data := await stream.receive_some(1024):
+                    got += data
         except trio.BrokenResourceError:
             pass
         finally:
             await stream.aclose()
+        assert _only_tls_alerts(got), got[:64]
 
 
 async def test_bookie_rest_over_https_with_client_authentication(tmp_path: Path, certs: Certs) -> None:
