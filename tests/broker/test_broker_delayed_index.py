@@ -146,6 +146,26 @@ def test_seek_unsubscribe_and_topic_deletion_delete_the_bucket_ledgers(topic: st
         assert of_t <= deleted()
 
 
+def test_subscription_properties_leave_the_bucket_keys_alone(topic: str) -> None:
+    import httpx
+
+    with _broker(admin=True) as b, pulsar_client(b.url) as client:
+        consumer = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+        producer = client.create_producer(topic, batching_enabled=False, block_if_queue_full=True)
+        _send_delayed(producer, 250, int(time.time() * 1000) + 3_600_000)
+        _wait(lambda: len(_state(b, topic, "s")["keys"]) == 2, "two stored buckets")
+        keys = _state(b, topic, "s")["keys"]
+        url = f"{b.http}/admin/v2/persistent/public/default/{topic.rsplit('/', 1)[1]}/subscription/s/properties"
+        # replacing the subscription's properties keeps the broker's own (Pulsar's internal prefix)
+        assert httpx.put(url, json={"team": "a"}, timeout=10).status_code in (200, 204)
+        assert _state(b, topic, "s")["keys"] == keys
+        # and a user may not set one
+        r = httpx.put(url, json={"#pulsar.internal.delayed.bucket_1:0_1:5": "7"}, timeout=10)
+        assert r.status_code == 400, r.text
+        assert _state(b, topic, "s")["keys"] == keys
+        consumer.close()
+
+
 def _async(fn):  # type: ignore[no-untyped-def]
     async def run() -> None:
         fn()
