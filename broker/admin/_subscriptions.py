@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from managed_ledger import InitialPosition, Position
+from managed_ledger import INTERNAL_PROPERTY_PREFIX, InitialPosition, Position
 from protocols.pulsar import TopicName
 
 from .._dedup import DEDUP_CURSOR
@@ -56,6 +56,9 @@ def _properties(body: Any) -> dict[str, str]:
     """Subscription properties: a JSON object of strings (400 otherwise)."""
     if not isinstance(body, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in body.items()):
         raise RestError(400, "subscription properties must be a JSON object of strings")
+    internal = [k for k in body if k.startswith(INTERNAL_PROPERTY_PREFIX)]
+    if internal:  # the broker's own (delayed-delivery buckets), as Pulsar refuses them
+        raise RestError(400, f"The property key can't start with {INTERNAL_PROPERTY_PREFIX}")
     return dict(body)
 
 
