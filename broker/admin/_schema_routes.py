@@ -17,6 +17,12 @@ Paths (under ``/admin/v2/schemas/{tenant}/{namespace}/{topic}``, as Pulsar's Sch
 * ``DELETE .../schema``          remove every version: ``{"version": N}`` with N the number of
   versions removed (the version a Pulsar delete marker would get), -1 when there were none.
 
+KEY_VALUE schemas are stored as the client registers them, ``[int32 key length][key definition]
+[int32 value length][value definition]``; over REST their ``data`` / ``schema`` is the JSON text
+``{"key": <key definition>, "value": <value definition>}``, a primitive side (its type in the
+``key.schema.type`` / ``value.schema.type`` properties) written ``""``, as Pulsar's SchemasResource
+converts it both ways (the Java admin client parses it with that shape).
+
 A partition's name addresses the schema of its partitioned topic (the registry's rule). The
 namespace must exist (404); the topic need not, as in Pulsar (a schema may be set up front).
 """
@@ -57,6 +63,11 @@ SCHEMA_TYPES: dict[str, int] = {
 
 _NAMES = {v: k for k, v in SCHEMA_TYPES.items()}
 _RECORD_TYPES = (SCHEMA_TYPES["AVRO"], SCHEMA_TYPES["JSON"], SCHEMA_TYPES["PROTOBUF"])
+_KEY_VALUE = SCHEMA_TYPES["KEY_VALUE"]
+# Pulsar's SchemaType.isPrimitiveType: such a side of a KEY_VALUE schema has no definition to show
+_PRIMITIVE_NAMES = frozenset({
+    "STRING", "BOOLEAN", "INT8", "INT16", "INT32", "INT64", "FLOAT", "DOUBLE", "DATE", "TIME", "TIMESTAMP",
+    "BYTES", "INSTANT", "LOCAL_DATE", "LOCAL_TIME", "LOCAL_DATE_TIME", "NONE"})
 
 
 def schema_type_name(value: int) -> str:
@@ -74,9 +85,53 @@ def schema_type_value(name: str) -> int:
     return SCHEMA_TYPES[key]
 
 
+def _key_value_text(info: SchemaInfo) -> str:
+    """A stored KEY_VALUE schema's data as REST shows it (module docstring); the raw text when the
+    data is not in the stored form or a side's definition is not JSON."""
+    data, raw = info.data, info.data.decode("utf-8", "replace")
+    sides: list[bytes] = []
+    at = 0
+    for _ in range(2):
+        if at + 4 > len(data):
+            return raw
+        n = max(int.from_bytes(data[at:at + 4], "big", signed=True), 0)  # -1: no definition
+        sides.append(data[at + 4:at + 4 + n])
+        at += 4 + n
+    if at != len(data):
+        return raw
+    props = dict(info.properties)
+    shown: dict[str, Any] = {}
+    for side, definition in zip(("key", "value"), sides, strict=True):
+        if props.get(f"{side}.schema.type", "BYTES").upper() in _PRIMITIVE_NAMES:
+            shown[side] = ""
+            continue
+        try:
+            shown[side] = json.loads(definition)
+        except ValueError:
+            return raw
+    return json.dumps(shown, separators=(",", ":"), ensure_ascii=False)
+
+
+def _key_value_data(text: str) -> bytes:
+    """REST's KEY_VALUE text -> the stored form (module docstring); `RestError` 422 unless it is a
+    JSON object with ``key`` and ``value``."""
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        obj = None
+    if not isinstance(obj, dict) or "key" not in obj or "value" not in obj:
+        raise RestError(422, 'a KEY_VALUE schema must be the JSON text {"key": ..., "value": ...}')
+    out = b""
+    for side in ("key", "value"):
+        part = b"" if obj[side] == "" else json.dumps(obj[side], separators=(",", ":"), ensure_ascii=False).encode()
+        out += len(part).to_bytes(4, "big") + part
+    return out
+
+
 def _response(info: SchemaInfo, version: int) -> dict[str, Any]:
+    text = _key_value_text(info) if info.type == _KEY_VALUE else info.data.decode("utf-8", "replace")
     return {"version": version, "type": schema_type_name(info.type), "timestamp": info.timestamp,
-            "data": info.data.decode("utf-8", "replace"), "properties": dict(info.properties)}
+            "data": text, "properties": dict(info.properties)}
 
 
 async def _topic(request: Request):
@@ -104,7 +159,8 @@ async def _payload(request: Request) -> SchemaInfo:
     props = body.get("properties") or {}
     if not isinstance(props, dict) or not all(isinstance(v, (str, int, float)) for v in props.values()):
         raise RestError(400, "properties must be an object of strings")
-    return SchemaInfo(type=type_value, data=data.encode(), name=topic_of(request).local_name,
+    stored = _key_value_data(data) if type_value == _KEY_VALUE else data.encode()
+    return SchemaInfo(type=type_value, data=stored, name=topic_of(request).local_name,
                       properties=tuple(sorted((str(k), str(v)) for k, v in props.items())))
 
 
