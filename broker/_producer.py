@@ -65,7 +65,8 @@ class Producer:
 
     def __init__(self, *, topic: Topic | NonPersistentTopic, producer_id: int, name: str, connection: Any,
                  access_mode: int,
-                 user_provided_name: bool, epoch: int = 0, requested_epoch: int | None = None) -> None:
+                 user_provided_name: bool, epoch: int = 0, requested_epoch: int | None = None,
+                 schema_version: bytes = b"") -> None:
         self.topic = topic
         self.producer_id = producer_id
         self.name = name
@@ -74,6 +75,7 @@ class Producer:
         self.user_provided_name = user_provided_name
         self.epoch = epoch
         self.requested_epoch = requested_epoch  # the topic epoch a reconnecting exclusive producer held
+        self.schema_version = schema_version  # what PRODUCER_SUCCESS reported (empty: no schema)
         self.closed = False
         self.failed = False  # Rule 3
         self.last_add: PendingAdd | None = None  # Rule 3: the add of the latest appended SEND
