@@ -89,6 +89,9 @@ class Standalone:
             "broker.authenticationEnabled": "true", "broker.authenticationProviders": "token",
             "broker.tokenSecretKey": f"file://{key}", "broker.authorizationEnabled": "true",
             "broker.superUserRoles": "admin",
+            # rates and msgChunkPublished are taken once per stats period (60 s by default, in
+            # Pulsar too): a short one lets tests see them without waiting a minute
+            "broker.statsUpdateFrequencyInSecs": 1, "broker.statsUpdateInitialDelayInSecs": 1,
         }
         cmd = [sys.executable, "-m", "magnetar", "standalone", "--data-dir", str(data)]
         for k, v in sets.items():

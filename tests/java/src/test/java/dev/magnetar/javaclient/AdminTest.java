@@ -98,8 +98,6 @@ class AdminTest extends ClientTestBase {
         assertEquals(7, admin.namespaces().getMaxProducersPerTopic(ns));
         admin.namespaces().setMaxConsumersPerSubscription(ns, 3);
         assertEquals(3, admin.namespaces().getMaxConsumersPerSubscription(ns));
-        admin.namespaces().setSubscriptionExpirationTime(ns, 120);
-        assertEquals(120, admin.namespaces().getSubscriptionExpirationTime(ns));
         admin.namespaces().setCompactionThreshold(ns, 1024 * 1024);
         assertEquals(1024 * 1024, admin.namespaces().getCompactionThreshold(ns));
         admin.namespaces().setAutoTopicCreation(ns, AutoTopicCreationOverride.builder().allowAutoTopicCreation(true)
@@ -125,6 +123,16 @@ class AdminTest extends ClientTestBase {
         assertFalse(admin.namespaces().getPermissions(ns).containsKey("reader-role"));
         admin.namespaces().deleteNamespace(ns);
         assertFalse(admin.namespaces().getNamespaces("public").contains(ns));
+    }
+
+    @Test
+    void subscriptionExpirationPolicy() throws Exception {
+        String ns = "public/" + Env.unique("sub-expiry");
+        admin.namespaces().createNamespace(ns);
+        admin.namespaces().setSubscriptionExpirationTime(ns, 120);
+        assertEquals(120, admin.namespaces().getSubscriptionExpirationTime(ns));
+        admin.namespaces().removeSubscriptionExpirationTime(ns);
+        assertEquals(null, admin.namespaces().getSubscriptionExpirationTime(ns));
     }
 
     @Test

@@ -122,8 +122,12 @@ class MessagingFeaturesTest extends ClientTestBase {
             consumer.acknowledge(m1);
             consumer.acknowledge(m2);
             consumer.acknowledge(m3);
-            TopicStats stats = admin.topics().getStats(topic);
-            assertTrue(stats.isMsgChunkPublished(), "msgChunkPublished not set");
+            // set by the broker's next stats update, as in Pulsar (the suite runs it every second)
+            long deadline = System.currentTimeMillis() + RECEIVE_MS;
+            while (!admin.topics().getStats(topic).isMsgChunkPublished() && System.currentTimeMillis() < deadline) {
+                Thread.sleep(100);
+            }
+            assertTrue(admin.topics().getStats(topic).isMsgChunkPublished(), "msgChunkPublished not set");
         }
     }
 

@@ -109,6 +109,8 @@ class SeekReaderTest extends ClientTestBase {
             assertEquals("m1", latest.readNext(RECEIVE_MS, TimeUnit.MILLISECONDS).getValue());
         }
         try (Reader<String> last = reader(topic, MessageId.latest, true)) {
+            // the client moves a latest-inclusive reader onto the last message when asked whether one is available
+            assertTrue(last.hasMessageAvailable());
             assertEquals("m5", last.readNext(RECEIVE_MS, TimeUnit.MILLISECONDS).getValue(),
                     "latest inclusive reads the last message");
         }

@@ -1,5 +1,6 @@
 package dev.magnetar.javaclient;
 
+import java.io.IOException;
 import java.math.BigDecimal;
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -7,9 +8,12 @@ import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.TreeSet;
 import org.apache.pulsar.client.api.Consumer;
 import org.apache.pulsar.client.api.Message;
@@ -22,9 +26,13 @@ import org.apache.pulsar.common.policies.data.PersistentTopicInternalStats;
 import org.apache.pulsar.common.policies.data.stats.PartitionedTopicStatsImpl;
 import org.apache.pulsar.common.policies.data.stats.TopicStatsImpl;
 import org.apache.pulsar.common.util.ObjectMapperFactory;
+import org.apache.pulsar.shade.com.fasterxml.jackson.core.JsonParser;
+import org.apache.pulsar.shade.com.fasterxml.jackson.databind.DeserializationContext;
 import org.apache.pulsar.shade.com.fasterxml.jackson.databind.DeserializationFeature;
+import org.apache.pulsar.shade.com.fasterxml.jackson.databind.JsonDeserializer;
 import org.apache.pulsar.shade.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.pulsar.shade.com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.pulsar.shade.com.fasterxml.jackson.databind.deser.DeserializationProblemHandler;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -43,9 +51,30 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * acknowledgement holes, unacknowledged messages, and subscriptions of several types.
  */
 class StatsJsonTest extends ClientTestBase {
+    /**
+     * Fields the 4.2 classes have that Pulsar 4.0 (the LTS line, whose stats JSON Magnetar writes)
+     * does not: TopicStatsImpl's topicCreationTimeStamp and lastPublishTimeStamp,
+     * SubscriptionStatsImpl's msgExpired, ConsumerStatsImpl's firstMessagesSentTimestamp and
+     * firstConsumedFlowTimestamp. Their absence is not a difference; any other missing field is.
+     */
+    static final Set<String> ADDED_AFTER_4_0 = Set.of("topicCreationTimeStamp", "lastPublishTimeStamp", "msgExpired",
+            "firstMessagesSentTimestamp", "firstConsumedFlowTimestamp");
     private final ObjectMapper strict = ObjectMapperFactory.create()
             .configure(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES, true)
-            .configure(DeserializationFeature.READ_UNKNOWN_ENUM_VALUES_AS_NULL, false);
+            .configure(DeserializationFeature.READ_UNKNOWN_ENUM_VALUES_AS_NULL, false)
+            .addHandler(new DeserializationProblemHandler() {
+                @Override
+                public boolean handleUnknownProperty(DeserializationContext ctxt, JsonParser p,
+                        JsonDeserializer<?> deserializer, Object bean, String name) throws IOException {
+                    // a property Pulsar's class writes from a getter but cannot read back (e.g.
+                    // ConsumerStatsImpl's lastAckedTime): compared after the round trip instead
+                    if (bean != null && writtenOnly(bean.getClass()).contains(name)) {
+                        p.skipChildren();
+                        return true;
+                    }
+                    return false;
+                }
+            });
     private final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(10)).build();
     private final List<AutoCloseable> open = new ArrayList<>();
     private String topic;
@@ -62,13 +91,19 @@ class StatsJsonTest extends ClientTestBase {
                     .consumerName("c-holes").subscribe();
             Consumer<String> keyShared = client.newConsumer(Schema.STRING).topic(t).subscriptionName("keys")
                     .subscriptionType(SubscriptionType.Key_Shared).consumerName("c-keys").subscribe();
-            Producer<String> producer = client.newProducer(Schema.STRING).topic(t).producerName("p-" + t.hashCode())
+            Producer<String> batched = client.newProducer(Schema.STRING).topic(t).producerName("batched-" + t.hashCode())
                     .batchingMaxMessages(5).create();
-            open.addAll(List.of(exclusive, keyShared, producer));
-            for (int i = 0; i < 40; i++) {
-                producer.newMessage().key("k" + (i % 4)).value("m" + i).sendAsync();
+            // unbatched messages, so that single acknowledgements leave holes (a batch is acknowledged whole)
+            Producer<String> single = client.newProducer(Schema.STRING).topic(t).producerName("single-" + t.hashCode())
+                    .enableBatching(false).create();
+            open.addAll(List.of(exclusive, keyShared, batched, single));
+            for (int i = 0; i < 20; i++) {
+                batched.newMessage().key("k" + (i % 4)).value("m" + i).sendAsync();
             }
-            producer.flush();
+            batched.flush();
+            for (int i = 20; i < 40; i++) {
+                single.newMessage().key("k" + (i % 4)).value("m" + i).send();
+            }
             for (int i = 0; i < 40; i++) {
                 Message<String> m = receive(exclusive);
                 if (i % 3 == 0) {
@@ -86,6 +121,22 @@ class StatsJsonTest extends ClientTestBase {
         for (AutoCloseable c : open) {
             c.close();
         }
+    }
+
+    private final Map<Class<?>, Set<String>> writtenOnly = new ConcurrentHashMap<>();
+
+    /** The properties Pulsar's mapper writes for {@code cls} but has no setter or field to read into. */
+    private Set<String> writtenOnly(Class<?> cls) {
+        return writtenOnly.computeIfAbsent(cls, c -> {
+            Set<String> out = new HashSet<>();
+            var description = strict.getSerializationConfig().introspect(strict.constructType(c));
+            for (var prop : description.findProperties()) {
+                if (prop.couldSerialize() && !prop.couldDeserialize()) {
+                    out.add(prop.getName());
+                }
+            }
+            return out;
+        });
     }
 
     private String get(String path) throws Exception {
@@ -121,7 +172,9 @@ class StatsJsonTest extends ClientTestBase {
             for (String name : names) {
                 JsonNode s = sent.get(name);
                 JsonNode p = pulsar.get(name);
-                if (s == null) {
+                if (s == null && ADDED_AFTER_4_0.contains(name)) {
+                    continue;
+                } else if (s == null) {
                     out.add(at + "." + name + ": missing (Pulsar writes " + p + ")");
                 } else if (p == null) {
                     out.add(at + "." + name + ": sent " + s + ", which Pulsar would not write");
@@ -153,7 +206,7 @@ class StatsJsonTest extends ClientTestBase {
     void topicSubscriptionConsumerAndPublisherStats() throws Exception {
         TopicStatsImpl stats = check(rest(topic) + "/stats", TopicStatsImpl.class);
         assertEquals(40, stats.msgInCounter);
-        assertEquals(1, stats.getPublishers().size());
+        assertEquals(2, stats.getPublishers().size());
         assertEquals(3, stats.subscriptions.size());
         assertEquals(1, stats.subscriptions.get("holes").consumers.size());
         assertTrue(stats.subscriptions.get("holes").nonContiguousDeletedMessagesRanges > 0,
