@@ -3,7 +3,8 @@
 Rules:
 
 * Rule 1: SEND_RECEIPTs go out in the order the SENDs arrived, each only after the managed
-  ledger acknowledged that entry (a duplicate's receipt waits for the entries before it).
+  ledger acknowledged that entry (a duplicate's receipt waits for the entries before it). A SEND
+  stays in its connection's publish window until its answer is written (`_connection` Rule B1).
 * Rule 2: a failed add answers SEND_ERROR (PersistenceError) for that SEND; the client then closes
   the connection and resends whatever is pending, which dedup (when on) filters.
 * Rule 3: after one of its adds failed, no later SEND of the producer is stored (each is answered
@@ -106,8 +107,8 @@ class Producer:
         receipts = self._receipts
         while receipts and receipts[0].done:
             s = receipts.popleft()
-            self.connection.publish_done(s.size)
             if self.closed:
+                self.connection.publish_done(s.size)  # no answer will be written
                 continue
             if s.error is not None:
                 cmd = make_command("SEND_ERROR", producer_id=self.producer_id, sequence_id=s.sequence_id,
@@ -117,7 +118,8 @@ class Producer:
                     "SEND_RECEIPT", producer_id=self.producer_id, sequence_id=s.sequence_id,
                     highest_sequence_id=s.highest_sequence_id,
                     message_id={"ledgerId": s.ledger_id & UINT64_MAX, "entryId": s.entry_id & UINT64_MAX})
-            self.connection.send_nowait(encode_command(cmd))
+            # the SEND's bytes leave the connection's publish window once this is written
+            self.connection.send_receipt(encode_command(cmd), s.size)
 
     def close_from_broker(self) -> None:
         """Tell the client the broker closed this producer (it reconnects) and detach it."""

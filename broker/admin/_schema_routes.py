@@ -3,10 +3,12 @@
 Paths (under ``/admin/v2/schemas/{tenant}/{namespace}/{topic}``, as Pulsar's SchemasResource):
 
 * ``GET  .../schema``            latest version: ``{"version", "type", "timestamp", "data", "properties"}``
-  (``type`` is the SchemaType name, ``data`` the schema definition as text); 404 when none.
+  (``type`` is the SchemaType name, ``data`` the schema definition as text; a KEY_VALUE schema's
+  as ``{"key": ..., "value": ...}``, a primitive side ``""``, as Pulsar shows it); 404 when none.
 * ``GET  .../schema/{version}``  that version; 404 when it does not exist.
 * ``GET  .../schemas``           every version: ``{"getSchemaResponses": [...]}``.
-* ``POST .../schema``            upload ``{"type", "schema", "properties"}``; 202 with
+* ``POST .../schema``            upload ``{"type", "schema", "properties"}`` (KEY_VALUE in the form
+  GET shows, stored in the binary form clients register); 202 with
   ``{"version": {"version": N}}`` (a schema equal to an existing version answers that version);
   409 when the namespace's compatibility strategy refuses it; 422 when an AVRO/JSON definition
   is not JSON.
@@ -16,12 +18,6 @@ Paths (under ``/admin/v2/schemas/{tenant}/{namespace}/{topic}``, as Pulsar's Sch
 * ``POST .../version``           ``{"version": N}`` of an equal schema; 404 when there is none.
 * ``DELETE .../schema``          remove every version: ``{"version": N}`` with N the number of
   versions removed (the version a Pulsar delete marker would get), -1 when there were none.
-
-KEY_VALUE schemas are stored as the client registers them, ``[int32 key length][key definition]
-[int32 value length][value definition]``; over REST their ``data`` / ``schema`` is the JSON text
-``{"key": <key definition>, "value": <value definition>}``, a primitive side (its type in the
-``key.schema.type`` / ``value.schema.type`` properties) written ``""``, as Pulsar's SchemasResource
-converts it both ways (the Java admin client parses it with that shape).
 
 A partition's name addresses the schema of its partitioned topic (the registry's rule). The
 namespace must exist (404); the topic need not, as in Pulsar (a schema may be set up front).
@@ -37,7 +33,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from .._errors import IncompatibleSchemaError
-from .._schemas import InvalidSchemaError, SchemaInfo, check_compatible
+from .._schemas import InvalidSchemaError, SchemaInfo, check_compatible, key_value_parts
 from ._common import (
     INT64_MAX,
     RestError,
@@ -63,11 +59,6 @@ SCHEMA_TYPES: dict[str, int] = {
 
 _NAMES = {v: k for k, v in SCHEMA_TYPES.items()}
 _RECORD_TYPES = (SCHEMA_TYPES["AVRO"], SCHEMA_TYPES["JSON"], SCHEMA_TYPES["PROTOBUF"])
-_KEY_VALUE = SCHEMA_TYPES["KEY_VALUE"]
-# Pulsar's SchemaType.isPrimitiveType: such a side of a KEY_VALUE schema has no definition to show
-_PRIMITIVE_NAMES = frozenset({
-    "STRING", "BOOLEAN", "INT8", "INT16", "INT32", "INT64", "FLOAT", "DOUBLE", "DATE", "TIME", "TIMESTAMP",
-    "BYTES", "INSTANT", "LOCAL_DATE", "LOCAL_TIME", "LOCAL_DATE_TIME", "NONE"})
 
 
 def schema_type_name(value: int) -> str:
@@ -85,53 +76,41 @@ def schema_type_value(name: str) -> int:
     return SCHEMA_TYPES[key]
 
 
-def _key_value_text(info: SchemaInfo) -> str:
-    """A stored KEY_VALUE schema's data as REST shows it (module docstring); the raw text when the
-    data is not in the stored form or a side's definition is not JSON."""
-    data, raw = info.data, info.data.decode("utf-8", "replace")
-    sides: list[bytes] = []
-    at = 0
-    for _ in range(2):
-        if at + 4 > len(data):
-            return raw
-        n = max(int.from_bytes(data[at:at + 4], "big", signed=True), 0)  # -1: no definition
-        sides.append(data[at + 4:at + 4 + n])
-        at += 4 + n
-    if at != len(data):
-        return raw
-    props = dict(info.properties)
-    shown: dict[str, Any] = {}
-    for side, definition in zip(("key", "value"), sides, strict=True):
-        if props.get(f"{side}.schema.type", "BYTES").upper() in _PRIMITIVE_NAMES:
-            shown[side] = ""
-            continue
-        try:
-            shown[side] = json.loads(definition)
-        except ValueError:
-            return raw
-    return json.dumps(shown, separators=(",", ":"), ensure_ascii=False)
-
-
-def _key_value_data(text: str) -> bytes:
-    """REST's KEY_VALUE text -> the stored form (module docstring); `RestError` 422 unless it is a
-    JSON object with ``key`` and ``value``."""
+def _kv_text(info: SchemaInfo) -> str | None:
+    """A KEY_VALUE schema's binary data as Pulsar's REST shows it: ``{"key": ..., "value": ...}``
+    with each side's definition as JSON, ``""`` for a primitive side; None when not in that form."""
+    parts = key_value_parts(info)
+    if parts is None:
+        return None
     try:
-        obj = json.loads(text)
+        sides = [json.loads(part.data) if part.data else "" for _name, part in parts]
     except ValueError:
-        obj = None
-    if not isinstance(obj, dict) or "key" not in obj or "value" not in obj:
-        raise RestError(422, 'a KEY_VALUE schema must be the JSON text {"key": ..., "value": ...}')
+        return None
+    return json.dumps({"key": sides[0], "value": sides[1]})
+
+
+def _kv_data(text: str) -> bytes | None:
+    """Pulsar's REST form of a KEY_VALUE schema (see `_kv_text`) as the binary form clients register
+    (``[int32 length][key definition][int32 length][value definition]``, a primitive side empty);
+    None when ``text`` is not in the REST form."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(body, dict) or "key" not in body or "value" not in body:
+        return None
     out = b""
-    for side in ("key", "value"):
-        part = b"" if obj[side] == "" else json.dumps(obj[side], separators=(",", ":"), ensure_ascii=False).encode()
-        out += len(part).to_bytes(4, "big") + part
+    for side in (body["key"], body["value"]):
+        raw = b"" if side in ("", None) else json.dumps(side, separators=(",", ":")).encode()
+        out += len(raw).to_bytes(4, "big") + raw
     return out
 
 
 def _response(info: SchemaInfo, version: int) -> dict[str, Any]:
-    text = _key_value_text(info) if info.type == _KEY_VALUE else info.data.decode("utf-8", "replace")
+    data = _kv_text(info) if info.type == SCHEMA_TYPES["KEY_VALUE"] else None
     return {"version": version, "type": schema_type_name(info.type), "timestamp": info.timestamp,
-            "data": text, "properties": dict(info.properties)}
+            "data": data if data is not None else info.data.decode("utf-8", "replace"),
+            "properties": dict(info.properties)}
 
 
 async def _topic(request: Request):
@@ -156,11 +135,13 @@ async def _payload(request: Request) -> SchemaInfo:
             json.loads(data)
         except ValueError:
             raise RestError(422, f"invalid {body['type'].upper()} schema definition: not JSON") from None
+    raw = data.encode()
+    if type_value == SCHEMA_TYPES["KEY_VALUE"]:
+        raw = _kv_data(data) or raw  # stored as the clients register it
     props = body.get("properties") or {}
     if not isinstance(props, dict) or not all(isinstance(v, (str, int, float)) for v in props.values()):
         raise RestError(400, "properties must be an object of strings")
-    stored = _key_value_data(data) if type_value == _KEY_VALUE else data.encode()
-    return SchemaInfo(type=type_value, data=stored, name=topic_of(request).local_name,
+    return SchemaInfo(type=type_value, data=raw, name=topic_of(request).local_name,
                       properties=tuple(sorted((str(k), str(v)) for k, v in props.items())))
 
 

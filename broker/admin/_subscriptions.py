@@ -1,4 +1,6 @@
-"""Subscriptions of a persistent topic: list, create, delete, skip, clear backlog, reset cursor.
+"""Subscriptions of a persistent topic: list, create, delete, skip, clear backlog, reset cursor,
+and the subscription's string properties (given at creation or replaced with PUT ``.../properties``,
+kept in the cursor's record, as Pulsar's subscription properties).
 
 A partitioned topic's name works for list, create and delete: the operation applies to every
 partition, as in Pulsar. Create loads (and so creates) every partition; list and delete only look
@@ -53,6 +55,13 @@ def _long(value: Any) -> int:
     return value
 
 
+def _properties(body: Any) -> dict[str, str]:
+    """Subscription properties: a JSON object of strings (400 otherwise)."""
+    if not isinstance(body, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in body.items()):
+        raise RestError(400, "subscription properties must be a JSON object of strings")
+    return dict(body)
+
+
 def parse_message_id(body: Any) -> Position | InitialPosition:
     """Pulsar's MessageId JSON -> a position; ``(-1, -1)`` is earliest, ``(MAX, MAX)`` latest.
     Raises `RestError` 400 for anything else (ids that are not integers in Java's ``long`` range
@@ -105,7 +114,10 @@ async def create_subscription(request: Request) -> Response:
     if sub_name == DEDUP_CURSOR:
         raise RestError(412, f"subscription name {sub_name!r} is reserved for the broker's deduplication cursor")
     body = await json_body(request, default=None, what="message id")
-    start = InitialPosition.LATEST if body is None else parse_message_id(body)
+    # Pulsar's ResetCursorData: a message id, optionally with the subscription's properties
+    props = _properties(body["properties"]) if isinstance(body, dict) and body.get("properties") else {}
+    start = (InitialPosition.LATEST if body is None or (isinstance(body, dict) and "ledgerId" not in body)
+             else parse_message_id(body))
     topic = topic_of(request)
     await require_namespace(s, topic.namespace_name)
     # the partitioned metadata a lookup would get: a missing topic is auto-created here as there
@@ -126,6 +138,8 @@ async def create_subscription(request: Request) -> Response:
         sub = await t.subscribe(sub_name, durable=True, initial_position=initial, start=None)
         if isinstance(start, Position):
             await sub.seek(start)
+        if props:
+            await sub.cursor.set_cursor_properties(props)
 
     await for_each_bounded(topics, subscribe)
     return no_content()
@@ -194,6 +208,27 @@ async def reset_by_id(request: Request) -> Response:
     return no_content()
 
 
+@endpoint
+async def get_properties(request: Request) -> Response:
+    # a partitioned topic's name answers with the first partition's, as Pulsar does
+    topic, n = await _partitions(request)
+    name = topic.partition_name(0) if n else topic
+    _, sub = await existing_subscription(service_of(request), name, subscription_of(request))
+    return json_response(sub.cursor.cursor_properties)
+
+
+@endpoint
+async def update_properties(request: Request) -> Response:
+    props = _properties(await json_body(request, default={}, what="subscription properties"))
+    sub_name = subscription_of(request)
+    found = [t.subscriptions[sub_name] for t in await _present_targets(request)
+             if sub_name in t.subscriptions and not t.subscriptions[sub_name].closed]
+    if not found:
+        raise RestError(404, f"Subscription {sub_name} not found on topic {topic_of(request)}")
+    await for_each_bounded(found, lambda sub: sub.cursor.set_cursor_properties(props))
+    return no_content()
+
+
 def routes() -> list[Route]:
     """The routes of this module."""
     tp = "/admin/v2/persistent/{tenant}/{namespace}/{topic}"
@@ -206,4 +241,6 @@ def routes() -> list[Route]:
         Route(sp + "/skip_all", skip_all, methods=["POST"]),
         Route(sp + "/resetcursor/{timestamp}", reset_by_time, methods=["POST"]),
         Route(sp + "/resetcursor", reset_by_id, methods=["POST"]),
+        Route(sp + "/properties", get_properties, methods=["GET"]),
+        Route(sp + "/properties", update_properties, methods=["PUT"]),
     ]

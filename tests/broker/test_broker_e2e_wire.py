@@ -151,6 +151,8 @@ def test_wait_for_exclusive_producer(fast_broker: BrokerThread) -> None:
 def test_idle_topic_is_unloaded_and_reloads(fast_broker: BrokerThread) -> None:
     client = pulsar.Client(fast_broker.url, operation_timeout_seconds=10)
     topic = "persistent://public/default/wire-idle"
+    # a subscription keeps it from being deleted for inactivity instead (brokerDeleteInactiveTopicsMode)
+    client.subscribe(topic, "keeps-it").close()
     producer = client.create_producer(topic, batching_enabled=False)
     producer.send(b"a")
     assert topic in fast_broker.service.topics

@@ -3,10 +3,13 @@ checked together with schemas the official client registers."""
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pulsar
 from pulsar.schema import AvroSchema, Integer, JsonSchema, Record, String
+
+from protocols.pulsar import TopicName
 
 V2 = "/admin/v2"
 
@@ -103,44 +106,20 @@ def test_partition_names_share_the_partitioned_topics_schema(http, name: str) ->
     assert http.get(f"{V2}/schemas/{ns}/pt-partition-1/schema").json()["version"] == 0
 
 
-def test_key_value_schemas_as_pulsar_shows_them(broker, http, name: str) -> None:
-    # A KEY_VALUE schema is stored as clients register it (length-prefixed key and value
-    # definitions) and shown over REST as {"key": ..., "value": ...}, a primitive side as "".
-    from broker._schemas import SchemaInfo
-    from protocols.pulsar import TopicName
-
+def test_key_value_schema_in_pulsars_rest_form(http, broker, name: str) -> None:
+    """A KEY_VALUE schema goes over REST as ``{"key": ..., "value": ...}`` (a primitive side ``""``)
+    and is stored in the binary form clients register, so its sides are validated and compared."""
     ns = _ns(http, name)
-    key = {"type": "record", "name": "K", "fields": [{"name": "id", "type": "long"}]}
-    value = {"type": "record", "name": "V", "fields": [{"name": "v", "type": "string"}]}
-    key_bytes = json.dumps(key, separators=(",", ":")).encode()
-    value_bytes = json.dumps(value, separators=(",", ":")).encode()
-    registered = SchemaInfo(type=15, data=len(key_bytes).to_bytes(4, "big") + key_bytes
-                            + len(value_bytes).to_bytes(4, "big") + value_bytes,
-                            properties=(("key.schema.type", "JSON"), ("kv.encoding.type", "SEPARATED"),
-                                        ("value.schema.type", "AVRO")))
-    topic = TopicName.parse(f"persistent://{ns}/kv")
-
-    async def register() -> int:
-        return await broker.service.schemas.get_or_create(topic, registered, "FULL", allow_new=True)
-
-    assert broker.call(register) == 0
-    got = http.get(f"{V2}/schemas/{ns}/kv/schema").json()
-    assert got["type"] == "KEY_VALUE"
-    assert json.loads(got["data"]) == {"key": key, "value": value}
-    assert http.get(f"{V2}/schemas/{ns}/kv/schemas").json()["getSchemaResponses"][0]["data"] == got["data"]
-
-    # the same text posted back is the same version; a primitive side is "" and stored empty
-    posted = {"type": "KEY_VALUE", "schema": got["data"], "properties": got["properties"]}
-    assert http.post(f"{V2}/schemas/{ns}/kv/version", json=posted).json() == {"version": 0}
-    prim = {"type": "KEY_VALUE", "schema": json.dumps({"key": "", "value": value}),
-            "properties": {"key.schema.type": "STRING", "value.schema.type": "AVRO"}}
-    assert http.post(f"{V2}/schemas/{ns}/kv2/schema", json=prim).status_code == 202
-
-    async def stored() -> bytes:
-        info, _version = await broker.service.schemas.get(TopicName.parse(f"persistent://{ns}/kv2"))
-        return info.data
-
-    assert broker.call(stored) == b"\0\0\0\0" + len(value_bytes).to_bytes(4, "big") + value_bytes
-    assert json.loads(http.get(f"{V2}/schemas/{ns}/kv2/schema").json()["data"]) == {"key": "", "value": value}
-    bad = {"type": "KEY_VALUE", "schema": "[1]", "properties": {}}
-    assert http.post(f"{V2}/schemas/{ns}/kv3/schema", json=bad).status_code == 422
+    base = f"{V2}/schemas/{ns}/kv"
+    props = {"key.schema.type": "STRING", "value.schema.type": "AVRO", "kv.encoding.type": "SEPARATED"}
+    body = {"type": "KEY_VALUE", "schema": json.dumps({"key": "", "value": AVRO_V0}), "properties": props}
+    assert http.post(f"{base}/schema", json=body).status_code == 202
+    got = http.get(f"{base}/schema").json()
+    assert got["type"] == "KEY_VALUE" and got["properties"] == props
+    assert json.loads(got["data"]) == {"key": "", "value": AVRO_V0}
+    stored = json.dumps(AVRO_V0, separators=(",", ":")).encode()
+    info, _version = broker.call(functools.partial(broker.service.schemas.get,
+                                                   TopicName.parse(f"persistent://{ns}/kv")))
+    assert info.data == b"\0\0\0\0" + len(stored).to_bytes(4, "big") + stored
+    bad = {**body, "schema": json.dumps({"key": "", "value": {"type": "record", "name": "X", "fields": 3}})}
+    assert http.post(f"{base}/schema", json=bad).status_code == 422
