@@ -25,7 +25,6 @@ import org.apache.pulsar.common.protocol.schema.IsCompatibilityResponse;
 import org.apache.pulsar.common.schema.SchemaInfo;
 import org.apache.pulsar.common.schema.SchemaInfoWithVersion;
 import org.apache.pulsar.common.schema.SchemaType;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -127,8 +126,6 @@ class AdminTest extends ClientTestBase {
     }
 
     @Test
-    @Disabled("Magnetar has no subscription expiration yet (namespace subscriptionExpirationTime, "
-            + "broker subscriptionExpirationTimeMinutes): the endpoint answers 404; docs/compatibility.md")
     void subscriptionExpirationPolicy() throws Exception {
         String ns = "public/" + Env.unique("sub-expiry");
         admin.namespaces().createNamespace(ns);
