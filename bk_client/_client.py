@@ -68,7 +68,7 @@ class BookKeeper:
         async with trio.open_nursery() as nursery:
             mx = metrics or ClientMetrics()
             ctx = ClientContext(
-                pool=ConnectionPool(nursery, cfg, mx),
+                pool=ConnectionPool(nursery, cfg, mx, resolve=ledgers.bookie_address),
                 ledgers=ledgers,
                 placement=placement or EnsemblePlacementPolicy(rack_aware=cfg.rack_aware_placement),
                 config=cfg,

@@ -26,6 +26,7 @@ from ._side_ledger import SideLedgerReader as SideLedgerReader
 from ._side_ledger import SideLedgers as SideLedgers
 from ._side_ledger import SideLedgerWriter as SideLedgerWriter
 from ._storage_view import LedgerPlacement as LedgerPlacement
+from ._storage_view import bookie_http_url as bookie_http_url
 from ._storage_view import ledger_placements as ledger_placements
 from ._types import Entry as Entry
 from ._types import InitialPosition as InitialPosition
@@ -56,5 +57,6 @@ __all__ = [
     "SideLedgers",
     "Position",
     "StorageUnavailable",
+    "bookie_http_url",
     "ledger_placements",
 ]
