@@ -45,7 +45,8 @@ class PulsarPerfTest extends ClientTestBase {
 
     @Test
     void produceThenConsume() throws Exception {
-        Path work = Files.createTempDirectory("pulsar-perf");
+        // under the run's work directory, which the script removes afterwards
+        Path work = Files.createTempDirectory(Path.of(Env.get("MAGNETAR_WORK_DIR")), "pulsar-perf");
         String topic = Env.topic("perf");
         admin.topics().createSubscription(topic, "perf-sub", MessageId.earliest);
         String[] auth = {"-u", Env.serviceUrl(), "--auth-plugin",
