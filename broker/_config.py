@@ -309,6 +309,14 @@ class BrokerConfig(RetentionConfig):
         False, alias="brokerDeleteInactivePartitionedTopicMetadataEnabled",
         help="When the last stored partition of a partitioned topic is deleted for inactivity, delete the "
              "partitioned topic's metadata (and its topic policies) too.")
+    # subscription expiration (broker._subscription_expiry); namespaces override the first key
+    subscription_expiration_time_minutes: int = config_field(
+        0, alias="subscriptionExpirationTimeMinutes",
+        help="Delete durable subscriptions that have had no consumer and no activity for this many minutes "
+             "(0 = never), unless their namespace's subscription_expiration_time_minutes says otherwise.")
+    subscription_expiry_check_interval_minutes: int = config_field(
+        5, alias="subscriptionExpiryCheckIntervalInMinutes",
+        help="How often loaded topics' subscriptions are checked for expiration (minutes; 0 = never).")
     topic_unload_idle_s: float = config_field(
         300.0, help="Unload (close the managed ledger of) a topic with no producer or consumer for this long.")
     policy_recheck_interval_s: float = config_field(
@@ -532,6 +540,8 @@ class BrokerConfig(RetentionConfig):
                          message="must be 0 (no limit) or positive")
         require_positive(self, "topic_unload_idle_s", "policy_recheck_interval_s", "compaction_monitor_interval_s")
         require_positive(self, "broker_delete_inactive_topics_frequency_s")
+        require_at_least(self, "subscription_expiration_time_minutes", "subscription_expiry_check_interval_minutes",
+                         message="must be 0 (off) or positive")
         if self.broker_delete_inactive_topics_mode not in INACTIVE_TOPIC_DELETE_MODES:
             raise ConfigError("broker_delete_inactive_topics_mode",
                               f"must be one of {', '.join(INACTIVE_TOPIC_DELETE_MODES)}, got "

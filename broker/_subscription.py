@@ -19,6 +19,9 @@ Rules:
   position after the last compacted entry delivered; ``(-1,-1)``: from the view's start, for a
   new subscription at the earliest position, whose cursor cannot point into trimmed ledgers);
   None means from the cursor's read position.
+* Rule 6 (activity): ``last_active`` (the service clock, seconds) is when the subscription was
+  created or loaded, a consumer joined or left, or it was acknowledged or sought, as Pulsar's
+  cursor ``lastActive``; subscription expiration reads it (`_subscription_expiry`).
 """
 
 from __future__ import annotations
@@ -80,6 +83,7 @@ class Subscription:
         self.last_expire_ms = 0
         self.last_flow_ms = 0
         self.last_md_advanced_ms = 0
+        self.last_active = topic.service.clock()  # Rule 6
 
     @property
     def full_name(self) -> str:
@@ -114,6 +118,7 @@ class Subscription:
         """Attach a consumer per Rule 1; raises `ConsumerBusyError` or `BrokerServiceError`. A
         non-durable subscription whose consumer is refused goes away (Rule 2: it exists only with
         its consumers), so refused readers leave nothing behind on a loaded topic."""
+        self.last_active = self.topic.service.clock()  # Rule 6
         async with self._lock:
             try:
                 return await self._add_consumer(consumer_id=consumer_id, name=name, connection=connection,
@@ -246,6 +251,7 @@ class Subscription:
 
     async def remove_consumer(self, consumer: Consumer) -> None:
         """Detach a consumer; a non-durable subscription goes away with its last one (Rule 2)."""
+        self.last_active = self.topic.service.clock()  # Rule 6
         if self.dispatcher is None:
             return
         self.dispatcher.remove_consumer(consumer)
@@ -281,6 +287,7 @@ class Subscription:
         whole: list[Position] = []
         before = self.cursor.mark_delete_position
         consumer.last_acked_ms = int(time.time() * 1000)
+        self.last_active = self.topic.service.clock()  # Rule 6
         for pos, ack_set, batch_size in items:
             if ack_set:
                 size = self._batch_size(consumer, pos, batch_size)
@@ -332,6 +339,7 @@ class Subscription:
         """Cumulative ack up to ``pos`` (an ack_set means: up to before it, plus part of it).
         Counts one acknowledgement on ``consumer``, as Pulsar does for a cumulative ack."""
         consumer.last_acked_ms = int(time.time() * 1000)
+        self.last_active = self.topic.service.clock()  # Rule 6
         consumer.msg_ack_counter += 1
         size = self._batch_size(consumer, pos, batch_size) or 0
         if ack_set and size:
@@ -383,6 +391,7 @@ class Subscription:
 
     async def seek(self, position: Position) -> None:
         """Reset the cursor to ``position`` (next read) per Rule 4."""
+        self.last_active = self.topic.service.clock()  # Rule 6
         async with self._lock:
             for c in self.consumers:
                 c.close_from_broker()
