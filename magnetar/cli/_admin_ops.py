@@ -22,6 +22,7 @@ from .cmd_admin import (
     _message_id,
     _ns_arg,
     _nsp,
+    _seconds,
     _sp,
     _sub_opt,
     _topic_arg,
@@ -377,12 +378,13 @@ for _name, _method, _suffix, _opt in (
 
 
 @_cmd(topics, "expire-messages-all-subscriptions", _topic_arg,
-      click.option("--expireTime", "-t", "expire_time", type=int, required=True,
-                   help="Acknowledge the messages published more than this many seconds ago."))
-def topics_expire_all(api: _Api, topic: str, expire_time: int) -> None:
+      click.option("--expireTime", "-t", "expire_time", required=True,
+                   help="Acknowledge the messages published longer ago than this: seconds, or 100m/3h/2d/5w."))
+def topics_expire_all(api: _Api, topic: str, expire_time: str) -> None:
     """Expire (acknowledge) the old messages of every subscription of a topic."""
-    api.do("POST", f"{_tp(topic)}/all_subscription/expireMessages/{expire_time}",
-           f"expired the messages of every subscription of {topic} older than {expire_time} s")
+    seconds = _seconds(expire_time)
+    api.do("POST", f"{_tp(topic)}/all_subscription/expireMessages/{seconds}",
+           f"expired the messages of every subscription of {topic} older than {seconds} s")
 
 
 @_cmd(topics, "expire-messages-to-position", _topic_arg, _sub_opt,

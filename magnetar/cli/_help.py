@@ -36,7 +36,7 @@ class HelpGroup(click.Group):
     cut), and whose ``aliases`` (other name -> command name) resolve to commands without being
     listed. Groups made with its ``group()`` decorator are HelpGroups too."""
 
-    group_class = type
+    group_class: type[click.Group] | type[type] | None = type
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]

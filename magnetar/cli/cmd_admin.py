@@ -11,6 +11,7 @@ import datetime
 import functools
 import json
 import ssl
+import time
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
@@ -36,6 +37,7 @@ class _Api:
         self.url = url.rstrip("/")
         self.as_json = as_json
         self.verify = verify  # for https:// URLs: the context of the --tls-* options
+        self.query: dict[str, str] = {}  # sent with every request (pulsar-admin flags such as -ap)
         if authorization:  # a whole header value (--auth-plugin ...AuthenticationBasic)
             self.headers = {"Authorization": authorization}
         else:
@@ -58,7 +60,7 @@ class _Api:
             # (5 hops at most) with the credentials, which httpx's own redirects drop on another port
             with httpx.Client(base_url=self.url, timeout=30, verify=self.verify, headers=self.headers,
                               follow_redirects=False) as c:
-                kwargs: dict[str, Any] = {"params": params}
+                kwargs: dict[str, Any] = {"params": {**self.query, **(params or {})} or None}
                 if body is not None:
                     kwargs["json"] = body
                 r = c.request(method, path, **kwargs)
@@ -89,9 +91,13 @@ class _Api:
 
 
 def _api(ctx: click.Context, as_json: bool) -> _Api:
+    from ._pulsar_admin_names import QUERY_META
+
     obj = ctx.find_object(dict) or {}
-    return _Api(obj.get("url", _DEFAULT_URL), as_json or obj.get("json", False), obj.get("verify", True),
-                obj.get("token"), obj.get("authorization"))
+    api = _Api(obj.get("url", _DEFAULT_URL), as_json or obj.get("json", False), obj.get("verify", True),
+               obj.get("token"), obj.get("authorization"))
+    api.query = dict(ctx.meta.get(QUERY_META) or {})
+    return api
 
 
 def _tls_context(trust_cert_path: str | None, allow_insecure: bool, hostname_verification: bool,
@@ -192,11 +198,15 @@ class _AdminGroup(HelpGroup):
     `_cluster_admin`, which register more commands on the sub-groups of this module (clusters and
     failure domains, dynamic config, broker-stats, limits and rates, namespace operations; brokers,
     bundles, split and unload). A function-level import, as the package's lazy loading of ``cmd_*``
-    modules: no module-level import cycle."""
+    modules: no module-level import cycle. Then `_pulsar_admin_names` adds pulsar-admin's spellings
+    to every command."""
 
-    @staticmethod
-    def _more() -> None:
-        from . import _admin_ops, _cluster_admin  # noqa: F401
+    group_class = HelpGroup  # its sub-groups are plain: only the root imports the other modules
+
+    def _more(self) -> None:
+        from . import _admin_ops, _cluster_admin, _pulsar_admin_names  # noqa: F401
+
+        _pulsar_admin_names.apply(self)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         self._more()
@@ -409,25 +419,29 @@ def _with_units(text: str, units: dict[str, float], what: str, usage: str) -> in
         raise click.BadParameter(f"invalid {what} {usage}") from None
 
 
-def _size_mb(text: str) -> int:
-    """``-1``, ``100`` (MB), ``100M``, ``2G``, ``512K`` -> MB (at least 1 for a non-zero size)."""
-    return _with_units(text.strip().upper(), {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024},
-                       "size", f"{text!r}: use -1, MB, or a number with K/M/G/T")
+def _retention_mb(text: str) -> int:
+    """pulsar-admin's retention size: ``-1`` (infinite), bytes, or a number with K/M/G/T -> whole MB
+    (as Pulsar: under 1 MB is 0, no retention)."""
+    size = _with_units(text.strip().upper(), {"K": 1024, "M": 1024 ** 2, "G": 1024 ** 3, "T": 1024 ** 4},
+                       "size", f"{text!r}: use -1, bytes, or a number with K/M/G/T")
+    return size if size < 0 else size // (1024 * 1024)
 
 
-def _minutes(text: str) -> int:
-    """``-1``, ``30`` (minutes), ``30m``, ``2h``, ``7d``, ``90s`` -> minutes."""
-    return _with_units(text.strip().lower(), {"s": 1 / 60, "m": 1, "h": 60, "d": 1440, "w": 10080},
-                       "time", f"{text!r}: use -1, minutes, or a number with s/m/h/d/w")
+def _retention_minutes(text: str) -> int:
+    """pulsar-admin's retention time: ``-1`` (infinite), seconds, or a number with s/m/h/d/w -> whole
+    minutes (as Pulsar)."""
+    seconds = _seconds(text) if text.strip() != "-1" else -1
+    return seconds if seconds < 0 else seconds // 60
 
 
 @_cmd(namespaces, "set-retention", _ns_arg,
       click.option("--time", "-t", "time_", required=True,
-                   help="Retention time: -1 (infinite), minutes, or 30m/2h/7d."),
-      click.option("--size", "-s", required=True, help="Retention size: -1 (infinite), MB, or 512M/10G."))
+                   help="Retention time: -1 (infinite), seconds, or 100m/3h/2d/5w (as pulsar-admin)."),
+      click.option("--size", "-s", required=True,
+                   help="Retention size: -1 (infinite), bytes, or 512M/10G (as pulsar-admin; under 1 MB: none)."))
 def namespaces_set_retention(api: _Api, namespace: str, time_: str, size: str) -> None:
     """Set the retention of consumed messages."""
-    body = {"retentionTimeInMinutes": _minutes(time_), "retentionSizeInMB": _size_mb(size)}
+    body = {"retentionTimeInMinutes": _retention_minutes(time_), "retentionSizeInMB": _retention_mb(size)}
     api.do("POST", _nsp(namespace, "/retention"), f"set retention of {namespace}", body)
 
 
@@ -438,10 +452,12 @@ def namespaces_get_retention(api: _Api, namespace: str) -> None:
 
 
 @_cmd(namespaces, "set-message-ttl", _ns_arg,
-      click.option("--ttl", "-ttl", "ttl", type=int, required=True, help="Message TTL in seconds (0 = off)."))
-def namespaces_set_ttl(api: _Api, namespace: str, ttl: int) -> None:
+      click.option("--ttl", "-ttl", "ttl", required=True,
+                   help="Message TTL: seconds, or 100m/3h/2d/5w (0 = off)."))
+def namespaces_set_ttl(api: _Api, namespace: str, ttl: str) -> None:
     """Set the message TTL."""
-    api.do("POST", _nsp(namespace, "/messageTTL"), f"set message TTL of {namespace} to {ttl}s", ttl)
+    seconds = _seconds(ttl)
+    api.do("POST", _nsp(namespace, "/messageTTL"), f"set message TTL of {namespace} to {seconds}s", seconds)
 
 
 @_cmd(namespaces, "get-message-ttl", _ns_arg)
@@ -451,19 +467,21 @@ def namespaces_get_ttl(api: _Api, namespace: str) -> None:
 
 
 @_cmd(namespaces, "set-backlog-quota", _ns_arg,
-      click.option("--limit-size", "-l", "limit_size", type=int, default=-1,
-                   help="Backlog size limit in bytes."),
-      click.option("--limit-time", "-lt", "limit_time", type=int, default=-1,
-                   help="Backlog age limit in seconds."),
+      click.option("--limit-size", "-l", "limit_size", default="-1",
+                   help="Backlog size limit: bytes, or 10M/16G (-1: none)."),
+      click.option("--limit-time", "-lt", "limit_time", default="-1",
+                   help="Backlog age limit: seconds, or 100m/3h/2d/5w (-1: none)."),
       click.option("--policy", "-p", required=True,
                    type=click.Choice(["producer_request_hold", "producer_exception",
                                       "consumer_backlog_eviction"])),
       click.option("--type", "-t", "quota_type", default="destination_storage", show_default=True,
                    type=click.Choice(["destination_storage", "message_age"])))
-def namespaces_set_quota(api: _Api, namespace: str, limit_size: int, limit_time: int, policy: str,
+def namespaces_set_quota(api: _Api, namespace: str, limit_size: str, limit_time: str, policy: str,
                          quota_type: str) -> None:
     """Set a backlog quota."""
-    body = {"limitSize": limit_size, "limitTime": limit_time, "policy": policy}
+    size = -1 if limit_size.strip() == "-1" else _size_bytes(limit_size)
+    age = -1 if limit_time.strip().startswith("-") else _seconds(limit_time)
+    body = {"limitSize": size, "limitTime": age, "policy": policy}
     api.do("POST", _nsp(namespace, "/backlogQuota"), f"set {quota_type} backlog quota of {namespace}", body,
            params={"backlogQuotaType": quota_type})
 
@@ -692,11 +710,19 @@ def topics_subscriptions(api: _Api, topic: str) -> None:
 
 @_cmd(topics, "create-subscription", _topic_arg, _sub_opt,
       click.option("--messageId", "-m", "message_id", default="latest", show_default=True,
-                   help="Start: earliest, latest or ledgerId:entryId."))
-def topics_create_subscription(api: _Api, topic: str, subscription: str, message_id: str) -> None:
+                   help="Start: earliest, latest or ledgerId:entryId."),
+      click.option("--property", "-p", "properties", multiple=True,
+                   help="A subscription property key=value (repeat for more)."))
+def topics_create_subscription(api: _Api, topic: str, subscription: str, message_id: str,
+                               properties: tuple[str, ...]) -> None:
     """Create a durable subscription."""
-    api.do("PUT", _sp(topic, subscription), f"created subscription {subscription} on {topic}",
-           _message_id(message_id))
+    body: dict[str, Any] = dict(_message_id(message_id))
+    if properties:
+        pairs = [p.split("=", 1) for p in properties]
+        if any(len(kv) != 2 or not kv[0] for kv in pairs):
+            raise click.BadParameter("use key=value", param_hint="--property")
+        body["properties"] = dict(pairs)
+    api.do("PUT", _sp(topic, subscription), f"created subscription {subscription} on {topic}", body)
 
 
 @_cmd(topics, "unsubscribe", _topic_arg, _sub_opt, _force_opt)
@@ -720,19 +746,25 @@ def topics_clear_backlog(api: _Api, topic: str, subscription: str) -> None:
 
 
 @_cmd(topics, "reset-cursor", _topic_arg, _sub_opt,
-      click.option("--time", "-t", "time_ms", type=int, help="Publish time in ms since the epoch."),
-      click.option("--messageId", "-m", "message_id", help="earliest, latest or ledgerId:entryId."))
-def topics_reset_cursor(api: _Api, topic: str, subscription: str, time_ms: int | None,
-                        message_id: str | None) -> None:
-    """Move a subscription to a publish time or a message id."""
-    if (time_ms is None) == (message_id is None):
-        raise click.UsageError("give exactly one of --time and --messageId")
+      click.option("--time", "-t", "ago", help="To the messages published this long ago: seconds, or 100m/3h/2d/5w "
+                                                "(as pulsar-admin)."),
+      click.option("--publish-time-ms", "time_ms", type=int, help="To a publish time, in ms since the epoch."),
+      click.option("--messageId", "-m", "message_id", help="To a message: earliest, latest or ledgerId:entryId."),
+      click.option("--exclude-reset-position", "-e", "exclude", is_flag=True,
+                   help="With --messageId: from the message after it."))
+def topics_reset_cursor(api: _Api, topic: str, subscription: str, ago: str | None, time_ms: int | None,
+                        message_id: str | None, exclude: bool) -> None:
+    """Move a subscription back or forth to a publish time or a message id."""
+    if sum(x is not None for x in (ago, time_ms, message_id)) != 1:
+        raise click.UsageError("give exactly one of --time, --publish-time-ms and --messageId")
     base = f"{_sp(topic, subscription)}/resetcursor"
     what = f"reset {subscription} of {topic}"
+    if ago is not None:
+        time_ms = int(time.time() * 1000) - _seconds(ago) * 1000
     if time_ms is not None:
         api.do("POST", f"{base}/{time_ms}", what)
     else:
-        api.do("POST", base, what, _message_id(message_id or ""))
+        api.do("POST", base, what, {**_message_id(message_id or ""), **({"isExcluded": True} if exclude else {})})
 
 
 @_cmd(topics, "skip-all", _topic_arg, _sub_opt)
@@ -742,12 +774,23 @@ def topics_skip_all(api: _Api, topic: str, subscription: str) -> None:
 
 
 @_cmd(topics, "expire-messages", _topic_arg, _sub_opt,
-      click.option("--expireTime", "-t", "expire_time", type=int, required=True,
-                   help="Acknowledge the messages published more than this many seconds ago."))
-def topics_expire_messages(api: _Api, topic: str, subscription: str, expire_time: int) -> None:
-    """Expire (acknowledge) a subscription's messages older than --expireTime seconds."""
-    api.do("POST", f"{_sp(topic, subscription)}/expireMessages/{expire_time}",
-           f"expired the messages of {subscription} older than {expire_time} s")
+      click.option("--expireTime", "-t", "expire_time", default=None,
+                   help="Acknowledge the messages published longer ago than this: seconds, or 100m/3h/2d/5w."),
+      click.option("--position", "-p", default=None, help="Or: acknowledge up to this message (ledgerId:entryId)."),
+      click.option("--exclude-reset-position", "-e", "exclude", is_flag=True,
+                   help="With --position: not the message itself."))
+def topics_expire_messages(api: _Api, topic: str, subscription: str, expire_time: str | None,
+                           position: str | None, exclude: bool) -> None:
+    """Expire (acknowledge) a subscription's messages older than --expireTime, or up to --position."""
+    if (expire_time is None) == (position is None):
+        raise click.UsageError("give exactly one of --expireTime and --position")
+    if position is not None:
+        api.do("POST", f"{_sp(topic, subscription)}/expireMessages", f"expired {subscription} up to {position}",
+               {**_message_id(position), "isExcluded": exclude})
+        return
+    seconds = _seconds(expire_time or "")
+    api.do("POST", f"{_sp(topic, subscription)}/expireMessages/{seconds}",
+           f"expired the messages of {subscription} older than {seconds} s")
 
 
 @_cmd(topics, "last-message-id", _topic_arg)

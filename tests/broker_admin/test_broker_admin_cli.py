@@ -65,7 +65,7 @@ def test_cli_tenants_namespaces_topics(broker: AdminBroker, client: pulsar.Clien
     _run(broker, "topics", "skip", topic, "-s", "sub", "-n", "2")
     assert json.loads(_run(broker, "--json", "topics", "stats", topic))["subscriptions"]["sub"]["msgBacklog"] == 4
     _run(broker, "topics", "clear-backlog", topic, "-s", "sub")
-    _run(broker, "topics", "reset-cursor", topic, "-s", "sub", "--time", "0")
+    _run(broker, "topics", "reset-cursor", topic, "-s", "sub", "--time", "1h")  # back an hour: all 6
     assert json.loads(_run(broker, "--json", "topics", "stats", topic))["subscriptions"]["sub"]["msgBacklog"] == 6
     _run(broker, "topics", "reset-cursor", topic, "-s", "sub", "-m", "latest")
     assert json.loads(_run(broker, "--json", "topics", "stats", topic))["subscriptions"]["sub"]["msgBacklog"] == 0
