@@ -4,6 +4,8 @@ never asks for."""
 
 from __future__ import annotations
 
+import pulsar
+
 from protocols.pulsar import pulsar_api_pb2 as pb
 from tests.broker.broker_harness import BrokerThread
 from tests.broker.raw_pulsar import RawPeer
@@ -24,3 +26,28 @@ def test_topics_of_a_namespace_that_does_not_exist_is_an_empty_list(broker: Brok
             assert list(answer.getTopicsOfNamespaceResponse.topics) == []
     finally:
         peer.close()
+
+
+def test_producer_creates_its_initial_subscription(broker: BrokerThread, client: pulsar.Client, topic: str) -> None:
+    # the Go client's dead-letter producer names the DLQ's initial subscription, so that what it
+    # writes there is kept for that subscription from the first message on
+    peer = RawPeer(broker.port)
+    try:
+        peer.connect()
+        peer.send("PRODUCER", topic=topic, producer_id=1, request_id=1, initial_subscription_name="init-sub")
+        answer = peer.recv()
+        assert answer is not None and answer.type == pb.BaseCommand.PRODUCER_SUCCESS, answer
+        peer.send_message(1, 0, b"first")
+        receipt = peer.recv()
+        assert receipt is not None and receipt.type == pb.BaseCommand.SEND_RECEIPT, receipt
+        # a producer naming a subscription that exists leaves it where it is
+        peer.send("PRODUCER", topic=topic, producer_id=2, request_id=2, initial_subscription_name="init-sub")
+        answer = peer.recv()
+        assert answer is not None and answer.type == pb.BaseCommand.PRODUCER_SUCCESS, answer
+        peer.send("PRODUCER", topic=topic, producer_id=3, request_id=3, initial_subscription_name="bad/name")
+        answer = peer.recv()
+        assert answer is not None and answer.type == pb.BaseCommand.ERROR and answer.error.request_id == 3, answer
+    finally:
+        peer.close()
+    consumer = client.subscribe(topic, "init-sub")  # the default initial position is Latest
+    assert consumer.receive(timeout_millis=10_000).data() == b"first"

@@ -214,6 +214,26 @@ def test_partitioned_metadata_is_a_lookup(b: AdminBroker) -> None:
     assert _http(b, "reader").put("/admin/v2/persistent/acme/ns/other/partitions", json=3).status_code == 403
 
 
+def test_initial_subscription_of_a_producer_needs_consume(b: AdminBroker) -> None:
+    assert _http(b, "acme-admin").post("/admin/v2/namespaces/acme/ns/permissions/writer",
+                                       json=["produce"]).status_code == 204
+    peer = RawPeer(b.port)
+    try:
+        peer.send("CONNECT", client_version="raw", protocol_version=20, auth_method_name="token",
+                  auth_data=TOKENS["writer"].encode())
+        assert peer.recv().type == pb.BaseCommand.CONNECTED  # type: ignore[union-attr]
+        peer.send("PRODUCER", topic="persistent://acme/ns/dlq", producer_id=1, request_id=1,
+                  initial_subscription_name="init")
+        answer = peer.recv()
+        assert answer is not None and answer.type == pb.BaseCommand.ERROR, answer
+        assert answer.error.error == pb.AuthorizationError and answer.error.request_id == 1
+        peer.send("PRODUCER", topic="persistent://acme/ns/dlq", producer_id=2, request_id=2)
+        answer = peer.recv()
+        assert answer is not None and answer.type == pb.BaseCommand.PRODUCER_SUCCESS, answer
+    finally:
+        peer.close()
+
+
 def test_probes_are_open_and_the_health_check_needs_a_super_user(b: AdminBroker) -> None:
     assert required_access("GET", "/admin/v2/brokers/health") == Access("super")
     with httpx.Client(base_url=b.http, timeout=10) as anonymous:
