@@ -10,7 +10,6 @@ import pulsar
 import pytest
 
 from broker import BrokerConfig
-
 from protocols.pulsar import pulsar_api_pb2 as pb
 from tests.broker.broker_harness import BrokerThread, pulsar_client
 from tests.broker.raw_pulsar import RawPeer
