@@ -23,7 +23,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from bk_client import BookKeeper, ClientConfig, ClientMetrics, LedgerManager
 from magnetar.config import ConfigError, config_field
-from metadata import MetadataStore, ZkSecurity, open_metadata_store
+from metadata import MetadataStore, ZkSecurity, ZkTls, open_metadata_store
 
 from ._auditor import Auditor, AuditorElection
 from ._replication import RateLimiter, ReplicationWorker, RetryTable
@@ -72,6 +72,11 @@ class AutoRecoveryConfig:
     zk_digest_credentials: str = config_field(
         "", alias="zkDigestCredentials",
         help="ZooKeeper digest credential user:password, or file:/path to a file holding it.")
+    metadata_store_config_path: str = config_field(
+        "", alias="metadataStoreConfigPath",
+        help="ZooKeeper client configuration file, as Pulsar's metadataStoreConfigPath: with "
+             "zookeeper.client.secure=true the ZooKeeper session uses TLS (zookeeper.ssl.keyStore.location: this "
+             "client's key and certificate; zookeeper.ssl.trustStore.location: the CA; PEM files). '' = plain.")
 
     def __post_init__(self) -> None:
         self.validate()
@@ -79,6 +84,10 @@ class AutoRecoveryConfig:
     def zk_security(self) -> ZkSecurity | None:
         """The ZooKeeper digest credential to open the metadata store with (None: security off)."""
         return ZkSecurity.from_config(self.zk_enable_security, self.zk_digest_credentials)
+
+    def zk_tls(self) -> ZkTls | None:
+        """TLS to ZooKeeper from ``metadataStoreConfigPath`` (None: plain); `ConfigError` names the key."""
+        return ZkTls.from_config_file(self.metadata_store_config_path)
 
     def validate(self) -> None:
         """Check every value; ``ConfigError(key, message)`` on the first bad one."""
@@ -96,6 +105,7 @@ class AutoRecoveryConfig:
         if self.rereplication_entry_batch_size < 1:
             raise ConfigError("rereplication_entry_batch_size", "must be >= 1")
         self.zk_security()
+        self.zk_tls()
 
 
 def default_identity() -> str:
@@ -173,7 +183,8 @@ async def run_autorecovery(store_url: str, root: str = "", config: AutoRecoveryC
     cancelled; ``task_status.started`` gets the ``AutoRecovery``. Raises ``ValueError`` for a bad
     URL and the store's errors while connecting."""
     security = config.zk_security() if config is not None else None
-    async with open_metadata_store(store_url, security=security) as store:
+    tls = config.zk_tls() if config is not None else None
+    async with open_metadata_store(store_url, security=security, tls=tls) as store:
         ar = AutoRecovery(store, root, config, client_config=client_config, registry=registry)
         await ar.run(task_status=task_status)
 

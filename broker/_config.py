@@ -9,7 +9,8 @@ from magnetar.config import ConfigError, config_field, require_at_least, require
 from magnetar.tls import PULSAR_KEYS, TlsSettings, server_context
 from retention import RetentionConfig
 
-__all__ = ["BrokerConfig", "MESSAGE_SIZE_FRAME_PADDING", "AdvertisedListener", "parse_advertised_listeners"]
+__all__ = ["BrokerConfig", "MESSAGE_SIZE_FRAME_PADDING", "AdvertisedListener", "INACTIVE_TOPIC_DELETE_MODES",
+           "parse_advertised_listeners"]
 
 MESSAGE_SIZE_FRAME_PADDING = 10 * 1024
 """Room for the command and message metadata on top of ``maxMessageSize`` (Pulsar's frame padding).
@@ -18,6 +19,8 @@ MESSAGE_SIZE_FRAME_PADDING = 10 * 1024
 exactly that size, so a frame, and a SEND's metadata + payload, may exceed it by this much."""
 
 _TOPIC_TYPES = ("non-partitioned", "partitioned")
+INACTIVE_TOPIC_DELETE_MODES = ("delete_when_no_subscriptions", "delete_when_subscriptions_caught_up")
+"""Pulsar's InactiveTopicDeleteMode values (``brokerDeleteInactiveTopicsMode``)."""
 _LISTENER_SCHEMES = ("pulsar", "pulsar+ssl")
 
 
@@ -171,12 +174,22 @@ class BrokerConfig(RetentionConfig):
              "proxy share an address).")
     max_pending_publish_requests_per_connection: int = config_field(
         1000, alias="maxPendingPublishRequestsPerConnection",
-        help="SEND frames in flight per connection before the broker stops reading it.")
+        help="SEND frames per connection whose receipt has not been written to the client yet (waiting for "
+             "storage, or for a client that does not read) before the broker stops reading it.")
     max_pending_publish_bytes: int = config_field(
         64 * 1024 * 1024, alias="maxPendingPublishBytes",
-        help="Bytes of SEND frames in flight per connection before the broker stops reading it.")
-    outgoing_queue_bytes: int = config_field(
-        16 * 1024 * 1024, help="Bytes queued for writing per connection before handlers wait.")
+        help="Bytes of SEND frames per connection whose receipt has not been written to the client yet before "
+             "the broker stops reading it.")
+    write_buffer_high_water_mark: int = config_field(
+        64 * 1024, alias="pulsarChannelWriteBufferHighWaterMark",
+        help="Bytes queued for writing on a connection (receipts, responses, messages for its consumers) above "
+             "which it is unwritable: the broker stops reading it and its consumers' dispatch waits, until the "
+             "queue drains below pulsarChannelWriteBufferLowWaterMark. Pulsar does the same with "
+             "pulsarChannelPauseReceivingRequestsIfUnwritable, which Magnetar always applies.")
+    write_buffer_low_water_mark: int = config_field(
+        32 * 1024, alias="pulsarChannelWriteBufferLowWaterMark",
+        help="Bytes queued for writing below which an unwritable connection is writable again "
+             "(read again, its consumers dispatched to).")
     broker_deduplication_enabled: bool = config_field(
         False, alias="brokerDeduplicationEnabled",
         help="Default for namespaces whose policies do not set deduplicationEnabled.")
@@ -247,9 +260,28 @@ class BrokerConfig(RetentionConfig):
         30, alias="subscribeRatePeriodPerConsumerInSecond", help="The period of subscribeThrottlingRatePerConsumer.")
     subscription_key_shared_enable: bool = config_field(
         True, alias="subscriptionKeySharedEnable", help="Allow Key_Shared subscriptions.")
+    # inactive-topic deletion (broker._inactive_topics); namespaces and topics override the first four
+    # keys with their inactiveTopicPolicies
     broker_delete_inactive_topics_enabled: bool = config_field(
-        False, alias="brokerDeleteInactiveTopicsEnabled",
-        help="Delete topics with no producers, consumers or subscriptions (not implemented: unload only).")
+        True, alias="brokerDeleteInactiveTopicsEnabled",
+        help="Delete loaded topics that stayed inactive (see brokerDeleteInactiveTopicsMode) for "
+             "brokerDeleteInactiveTopicsMaxInactiveDurationSeconds, with their data, as Pulsar does by default.")
+    broker_delete_inactive_topics_frequency_s: int = config_field(
+        60, alias="brokerDeleteInactiveTopicsFrequencySeconds",
+        help="How often loaded topics are checked for inactivity (seconds).")
+    broker_delete_inactive_topics_mode: str = config_field(
+        "delete_when_no_subscriptions", alias="brokerDeleteInactiveTopicsMode",
+        help="delete_when_no_subscriptions: inactive = no subscription, producer or consumer; "
+             "delete_when_subscriptions_caught_up: inactive = no producer or consumer and no subscription with a "
+             "backlog (the subscriptions are deleted with the topic).")
+    broker_delete_inactive_topics_max_inactive_duration_s: int | None = config_field(
+        None, alias="brokerDeleteInactiveTopicsMaxInactiveDurationSeconds",
+        help="Seconds a topic must stay inactive before it is deleted; unset = "
+             "brokerDeleteInactiveTopicsFrequencySeconds.")
+    broker_delete_inactive_partitioned_topic_metadata_enabled: bool = config_field(
+        False, alias="brokerDeleteInactivePartitionedTopicMetadataEnabled",
+        help="When the last stored partition of a partitioned topic is deleted for inactivity, delete the "
+             "partitioned topic's metadata (and its topic policies) too.")
     topic_unload_idle_s: float = config_field(
         300.0, help="Unload (close the managed ledger of) a topic with no producer or consumer for this long.")
     policy_recheck_interval_s: float = config_field(
@@ -268,8 +300,8 @@ class BrokerConfig(RetentionConfig):
              "(and *_TRANSITIVE).")
     is_allow_auto_update_schema: bool = config_field(
         True, alias="isAllowAutoUpdateSchema", help="Producers may register new schema versions.")
-    default_tenant: str = config_field("public", help="Tenant created at start when missing.")
-    default_namespace: str = config_field("public/default", help="Namespace created at start when missing.")
+    default_namespace: str = config_field(
+        "public/default", help="Namespace (and its tenant) created at start when missing.")
     # The retention, TTL and backlog-quota keys are `RetentionConfig`'s fields (inherited: declared
     # once, flat in broker.conf as in Pulsar); `retention_config()` copies them out.
     retention_enabled: bool = config_field(
@@ -288,6 +320,12 @@ class BrokerConfig(RetentionConfig):
     expose_producer_level_metrics_in_prometheus: bool = config_field(
         False, alias="exposeProducerLevelMetricsInPrometheus",
         help="Also export pulsar_producer_* series per producer (with topic-level metrics only).")
+    stats_update_frequency_s: int = config_field(
+        60, alias="statsUpdateFrequencyInSecs",
+        help="Seconds between two computations of the rates in topic stats, /metrics, CONSUMER_STATS and load "
+             "reports; each rate covers the period before its computation.")
+    stats_update_initial_delay_s: int = config_field(
+        60, alias="statsUpdateInitialDelayInSecs", help="Seconds after start before the rates are first computed.")
 
     # TLS (Pulsar's keys). Off unless a TLS port is set; then the certificate and key are required.
     broker_service_port_tls: int | None = config_field(
@@ -392,6 +430,13 @@ class BrokerConfig(RetentionConfig):
         help="The broker client also checks that the other brokers' certificates name their host.")
 
     @property
+    def inactive_topic_max_duration_s(self) -> int:
+        """``brokerDeleteInactiveTopicsMaxInactiveDurationSeconds``, or the check frequency when unset
+        (Pulsar's default)."""
+        value = self.broker_delete_inactive_topics_max_inactive_duration_s
+        return self.broker_delete_inactive_topics_frequency_s if value is None else value
+
+    @property
     def tls_enabled(self) -> bool:
         """Whether a TLS port (protocol or admin REST) is configured."""
         return self.broker_service_port_tls is not None or self.web_service_port_tls is not None
@@ -441,7 +486,8 @@ class BrokerConfig(RetentionConfig):
                               f"{self.allow_auto_topic_creation_type!r}")
         require_positive(self, "default_num_partitions", "max_message_size", "keep_alive_interval_s",
                          "max_pending_publish_requests_per_connection", "max_pending_publish_bytes",
-                         "outgoing_queue_bytes", "deduplication_snapshot_interval_entries",
+                         "write_buffer_high_water_mark", "write_buffer_low_water_mark",
+                         "deduplication_snapshot_interval_entries",
                          "dispatcher_max_read_batch_size", "dispatcher_max_read_size_bytes",
                          "dispatcher_max_replay_entries", message="must be positive, got {value}")
         require_at_least(self, "max_unacked_messages_per_consumer", "max_unacked_messages_per_subscription",
@@ -458,18 +504,29 @@ class BrokerConfig(RetentionConfig):
         require_at_least(self, "broker_max_connections", "broker_max_connections_per_ip",
                          message="must be 0 (no limit) or positive")
         require_positive(self, "topic_unload_idle_s", "policy_recheck_interval_s", "compaction_monitor_interval_s")
+        require_positive(self, "broker_delete_inactive_topics_frequency_s")
+        if self.broker_delete_inactive_topics_mode not in INACTIVE_TOPIC_DELETE_MODES:
+            raise ConfigError("broker_delete_inactive_topics_mode",
+                              f"must be one of {', '.join(INACTIVE_TOPIC_DELETE_MODES)}, got "
+                              f"{self.broker_delete_inactive_topics_mode!r}")
+        if (self.broker_delete_inactive_topics_max_inactive_duration_s or 0) < 0:
+            raise ConfigError("broker_delete_inactive_topics_max_inactive_duration_s", "must not be negative")
         require_positive(self, "deduplication_max_producers", "deduplication_producer_inactivity_timeout_minutes")
         require_at_least(self, "deduplication_snapshot_frequency_s", "deduplication_snapshot_interval_s",
                          message="must be 0 (off) or positive")
-        require_at_least(self, "compaction_threshold_bytes")
+        require_at_least(self, "compaction_threshold_bytes", "stats_update_initial_delay_s")
+        require_positive(self, "stats_update_frequency_s")
+        if self.write_buffer_low_water_mark > self.write_buffer_high_water_mark:
+            raise ConfigError("write_buffer_low_water_mark",
+                              "must not exceed write_buffer_high_water_mark (pulsarChannelWriteBufferHighWaterMark)")
         if self.max_message_size > self.max_pending_publish_bytes:
             raise ConfigError("max_pending_publish_bytes", "must be at least max_message_size")
         if self.schema_compatibility_strategy.upper() not in _STRATEGIES:
             raise ConfigError("schema_compatibility_strategy",
                               f"unknown strategy {self.schema_compatibility_strategy!r}")
-        if self.default_namespace.count("/") != 1 or not self.default_namespace.startswith(
-                self.default_tenant + "/"):
-            raise ConfigError("default_namespace", "must look like '<default_tenant>/<namespace>'")
+        tenant, _, namespace = self.default_namespace.partition("/")
+        if not tenant or not namespace or "/" in namespace:
+            raise ConfigError("default_namespace", "must look like '<tenant>/<namespace>'")
         require_positive(self, "backlog_quota_hold_timeout_s")
         require_positive(self, "admin_max_stored_value_bytes")
         require_positive(self, "load_balancer_shedding_interval_minutes", "load_balancer_namespace_bundle_max_topics",

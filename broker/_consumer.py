@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from managed_ledger import Entry, Position
 from protocols.pulsar import encode_command, encode_payload_command_raw, make_command
 
-from ._entries import UINT64_MAX
+from ._entries import UINT64_MAX, entry_metadata
+from ._stats import Rates, java_date
 
 if TYPE_CHECKING:
     from ._nonpersistent import NonPersistentSubscription
@@ -21,6 +23,14 @@ def understands_end_of_topic(client_version: str) -> bool:
     """Whether a client announcing ``client_version`` in CONNECT handles REACHED_END_OF_TOPIC:
     every client but the libpulsar family (``Pulsar-CPP-v...``), which drops its connection on it."""
     return not client_version.startswith("Pulsar-CPP")
+
+
+def _is_chunk(data: bytes) -> bool:
+    """Whether a stored entry is a chunk of a chunked message."""
+    try:
+        return entry_metadata(data).num_chunks_from_msg > 1
+    except Exception:
+        return False
 
 
 class PendingEntries(dict[Position, int]):
@@ -80,7 +90,15 @@ class Consumer:
     ``pending`` maps each delivered, not yet acked entry to its message count; it is what a
     consumer leaving, a redelivery request or a failover switch hands back to the dispatcher.
     Sending goes through the connection's bounded outgoing queue, so a slow client slows its
-    dispatcher rather than growing memory.
+    dispatcher rather than growing memory (`_connection` Rule B3).
+
+    Statistics (Pulsar's ConsumerStats, `_stats`): ``msg_out_counter`` counts messages (a batch of
+    N counts N) and ``bytes_out_counter`` entry bytes, both for every delivery, redeliveries
+    included; ``msg_redeliver_counter`` the messages handed back for redelivery,
+    ``msg_ack_counter`` the messages acknowledged, ``chunk_out_counter`` the chunks of chunked
+    messages delivered. Deliveries also count on the subscription and topic, which keep them after
+    the consumer leaves. ``rates`` are those counters per second over
+    the last stats period (`_stats.StatsUpdater`).
     """
 
     def __init__(self, *, consumer_id: int, name: str, connection: Any,
@@ -103,13 +121,27 @@ class Consumer:
         self.msg_out_counter = 0
         self.bytes_out_counter = 0
         self.msg_redeliver_counter = 0
-        self.connected_since = ""
+        self.msg_ack_counter = 0
+        self.chunk_out_counter = 0
+        self.last_consumed_ms = 0
+        self.last_acked_ms = 0
+        self.last_flow_ms = 0
+        self.avg_messages_per_entry = 0.0
+        self.read_position_when_joining: Position | None = None  # Key_Shared: where it joined
+        self.connected_since = java_date(int(time.time() * 1000))
+        self.rates = Rates(5)  # out msgs, out bytes, redelivered, acked, chunks out
         self.end_of_topic_sent = False
 
     @property
     def unacked_messages(self) -> int:
         """Messages delivered to this consumer and not acked yet."""
         return self.pending.messages
+
+    @property
+    def writable(self) -> bool:
+        """Whether its connection takes more frames now (`_connection` Rule B3): a dispatcher
+        hands entries only to consumers whose connection is writable."""
+        return bool(getattr(self.connection, "writable", True))
 
     @property
     def address(self) -> str:
@@ -121,9 +153,15 @@ class Consumer:
         if self.closed or not items:
             return
         frames = []
+        sub = self.subscription
+        topic = sub.topic
         # a partition's messages carry its index, as Pulsar's dispatcher sets it: clients route,
         # ack and seek by message id across the partitions of a topic
-        partition = self.subscription.topic.name.partition
+        partition = topic.name.partition
+        pending = self.pending
+        # only a topic that has seen a chunked message pays for looking for chunks
+        chunks = topic.stats_state.chunks_seen
+        msgs = size = chunk_count = 0
         for entry, redelivery, ack_set in items:
             message_id: dict[str, int] = {"ledgerId": entry.position.ledger_id & UINT64_MAX,
                                           "entryId": entry.position.entry_id & UINT64_MAX}
@@ -135,9 +173,28 @@ class Consumer:
             if ack_set is not None:
                 fields["ack_set"] = ack_set
             frames.append(encode_payload_command_raw(make_command("MESSAGE", **fields), entry.data))
-            self.bytes_out_counter += len(entry.data)
-        self.msg_out_counter += len(items)
+            # the dispatcher records each entry's message count in ``pending`` before sending it
+            n = pending.get(entry.position, 1)
+            msgs += n
+            size += len(entry.data)
+            if chunks and n == 1 and _is_chunk(entry.data):
+                chunk_count += 1
         await self.connection.send(b"".join(frames))
+        # counted once handed to the connection, as Pulsar counts what it wrote
+        self.note_sent(msgs, size, len(items), chunk_count)
+
+    def note_sent(self, msgs: int, size: int, entries: int, chunks: int = 0) -> None:
+        """Count a delivery of ``entries`` entries holding ``msgs`` messages and ``size`` bytes on
+        this consumer, its subscription and its topic (`_stats` Rules 1 and 2)."""
+        self.msg_out_counter += msgs
+        self.bytes_out_counter += size
+        self.chunk_out_counter += chunks
+        self.last_consumed_ms = int(time.time() * 1000)
+        # Pulsar's moving average: the first send sets it, later ones weigh in at 10 %
+        per_entry = msgs / entries if entries else 0.0
+        avg = self.avg_messages_per_entry
+        self.avg_messages_per_entry = per_entry if avg < 1 else avg * 0.9 + per_entry * 0.1
+        self.subscription.out_counters.add(msgs, size)
 
     def notify_active(self, is_active: bool) -> None:
         """Tell a Failover consumer whether it is now the active one (ACTIVE_CONSUMER_CHANGE)."""

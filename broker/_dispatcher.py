@@ -4,6 +4,10 @@ Rules:
 
 * Rule 1 (permits): an entry goes only to a consumer with permits > 0; it uses as many permits
   as it holds messages (a batch of N uses N), so permits may go negative by one batch.
+* Rule 1b (bytes): an entry goes only to a consumer whose connection is writable (its outgoing
+  queue below the high water mark, `_connection` Rule B3); the connection wakes the dispatcher
+  when it turns writable again. So a consumer that grants permits but does not read holds at
+  most one round of entries in its connection, not its permits' worth.
 * Rule 2 (replay first): entries to deliver again (redelivery requests, a consumer that left, a
   failover switch, an entry whose target had no permits) wait in ``replay``, sorted by position,
   and go out before new entries. Acked ones are dropped from it.
@@ -170,6 +174,12 @@ class Dispatcher:
         if self.sub_type == SubType.FAILOVER and self._failover_hold_until is None:
             consumer.notify_active(consumer is self.active)
 
+    def hash_ranges(self) -> list[tuple[int, int, Consumer]]:
+        """Key_Shared: ``(start, end, consumer)`` of every hash range (inclusive), for stats."""
+        if self.sub_type != SubType.KEY_SHARED:
+            return []
+        return (self._sticky if self.sticky else self._auto).ranges()
+
     # ------------------------------------------------------------------ requests
 
     def wake(self) -> None:
@@ -203,12 +213,12 @@ class Dispatcher:
 
     def _take_back(self, consumer: Consumer, positions: list[Position], *, count: bool) -> None:
         for pos in positions:
-            consumer.pending.pop(pos, None)
+            messages = consumer.pending.pop(pos, None)
             if self.owner.get(pos) is consumer:
                 del self.owner[pos]
             if count:
                 self.redelivery_counts[pos] = self.redelivery_counts.get(pos, 0) + 1
-                consumer.msg_redeliver_counter += 1
+                consumer.msg_redeliver_counter += messages or 1  # messages, as Pulsar counts them
                 self.msg_redelivered += 1
             self.replay.add(pos)
 
@@ -261,7 +271,7 @@ class Dispatcher:
             self.replay.add(pos)
 
     def _can_take(self, c: Consumer) -> bool:
-        if c.closed or c.permits <= 0:
+        if c.closed or c.permits <= 0 or not c.writable:  # Rule 1b
             return False
         if self.sub_type not in (SubType.SHARED, SubType.KEY_SHARED):
             return True

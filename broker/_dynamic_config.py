@@ -25,7 +25,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from magnetar.config import ConfigError
+from magnetar.config import ConfigError, parse_value
 from metadata import BadVersionError, NodeExistsError, NoNodeError
 
 from ._config import BrokerConfig
@@ -47,6 +47,10 @@ DYNAMIC_KEYS: tuple[str, ...] = (
     "defaultNumPartitions",
     "maxNumPartitionsPerPartitionedTopic",
     "brokerDeleteInactiveTopicsEnabled",
+    "brokerDeleteInactiveTopicsFrequencySeconds",
+    "brokerDeleteInactiveTopicsMode",
+    "brokerDeleteInactiveTopicsMaxInactiveDurationSeconds",
+    "brokerDeleteInactivePartitionedTopicMetadataEnabled",
     "dispatcherMaxReadBatchSize",
     "dispatcherMaxReadSizeBytes",
     "dispatchThrottlingRatePerTopicInMsg",
@@ -66,20 +70,6 @@ def _fields_by_alias() -> dict[str, dataclasses.Field[Any]]:
 
 
 _FIELDS = _fields_by_alias()
-
-
-def _convert(name: str, raw: str, current: Any) -> Any:
-    """``raw`` (a string, as Pulsar's REST takes it) as the type of the key's current value."""
-    if isinstance(current, bool):
-        if raw.lower() not in ("true", "false"):
-            raise ConfigError(name, f"must be true or false, got {raw!r}")
-        return raw.lower() == "true"
-    if isinstance(current, int):
-        try:
-            return int(raw)
-        except ValueError:
-            raise ConfigError(name, f"must be an integer, got {raw!r}") from None
-    return raw
 
 
 def _to_string(value: Any) -> str:
@@ -127,7 +117,7 @@ class DynamicConfig:
             if name not in DYNAMIC_KEYS:
                 raise ConfigError(name, "is not a dynamic configuration key")
             f = _FIELDS[name]
-            changes[f.name] = _convert(name, raw, getattr(self.base, f.name))
+            changes[f.name] = parse_value(BrokerConfig, name, raw)  # as the config file's value
         config = dataclasses.replace(self.base, **changes)
         config.validate()
         return config

@@ -137,6 +137,7 @@ async def handle_flow(conn: ServerConnection, frame: Frame) -> None:
     if consumer is None or consumer.closed or consumer.subscription.dispatcher is None:
         _gone(conn, "FLOW", req.consumer_id)
         return
+    consumer.subscription.note_flow(consumer)
     consumer.subscription.dispatcher.flow(consumer, req.messagePermits)
 
 
@@ -273,15 +274,25 @@ async def handle_get_last_message_id(conn: ServerConnection, frame: Frame) -> No
 
 
 async def handle_consumer_stats(conn: ServerConnection, frame: Frame) -> None:
-    """CONSUMER_STATS: counters of one consumer and its subscription's backlog."""
+    """CONSUMER_STATS: the consumer's figures as Pulsar answers them (its rates over the last
+    stats period, `_stats` Rule 3; blocked as the dispatcher enforces the topic's limits, Rule 4)
+    and its subscription's type, backlog and expiry rate."""
     req = frame.command.consumerStats
     consumer = _consumer(conn, req.consumer_id)
     sub = consumer.subscription
-    d = sub.dispatcher
-    backlog = sub.cursor.backlog if isinstance(sub, Subscription) else 0
+    msg_rate, byte_rate, redeliver_rate, ack_rate, _chunks = consumer.rates.per_s
+    if isinstance(sub, Subscription):
+        backlog, expired_rate = sub.cursor.backlog, sub.rates.per_s[0]
+    else:
+        backlog, expired_rate = 0, 0.0
     conn.send_command(make_command(
-        "CONSUMER_STATS_RESPONSE", request_id=req.request_id, consumerName=consumer.name,
-        availablePermits=max(0, consumer.permits), unackedMessages=consumer.unacked_messages,
-        blockedConsumerOnUnackedMsgs=False, address=consumer.address, connectedSince=consumer.connected_since,
-        type=SubType.NAMES.get(d.sub_type if d and d.sub_type is not None else 0, "Exclusive"), msgBacklog=backlog,
-        msgRateOut=0.0, msgThroughputOut=0.0, msgRateRedeliver=0.0, msgRateExpired=0.0, messageAckRate=0.0))
+        "CONSUMER_STATS_RESPONSE", request_id=req.request_id, msgRateOut=msg_rate, msgThroughputOut=byte_rate,
+        msgRateRedeliver=redeliver_rate, consumerName=consumer.name, availablePermits=max(0, consumer.permits),
+        unackedMessages=consumer.unacked_messages, blockedConsumerOnUnackedMsgs=sub.consumer_blocked(consumer),
+        address=_address(consumer), connectedSince=consumer.connected_since, msgBacklog=backlog,
+        msgRateExpired=expired_rate, messageAckRate=ack_rate, type=sub.type_name))
+
+
+def _address(consumer: Consumer) -> str:
+    remote = consumer.address
+    return remote if not remote or remote.startswith("/") else "/" + remote

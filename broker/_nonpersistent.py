@@ -34,6 +34,7 @@ Rules (Pulsar's non-persistent topics):
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -55,7 +56,7 @@ from ._selectors import (
     StickyRanges,
     choose_active_consumer,
 )
-from ._stats import RateMeter
+from ._stats import OutCounters, Rates, TopicStatsState
 from ._topic_limits import TopicLimits, check_consumer_limits, check_producer_limit, configure_rates
 
 if TYPE_CHECKING:
@@ -90,10 +91,10 @@ class NonPersistentSubscription:
         self.active: Consumer | None = None
         self.closed = False
         self.msg_drop_counter = 0
-        self.msg_out_counter = 0
-        self.bytes_out_counter = 0
-        self._drop_rate = RateMeter()
-        self._out_rate = RateMeter()
+        # deliveries to any consumer, kept for the topic once the subscription is gone (`_stats`)
+        self.out_counters = OutCounters(topic.stats_state.out)
+        self.rates = Rates(1)  # dropped
+        self.last_flow_ms = 0
         self._seq = 0
         self._rr: RoundRobin[Consumer] = RoundRobin()
         self._auto: AutoSplitRanges[Consumer] = AutoSplitRanges()
@@ -182,11 +183,37 @@ class NonPersistentSubscription:
         if self.sub_type == SubType.FAILOVER:
             consumer.notify_active(consumer is self.active)
 
+    def hash_ranges(self) -> list[tuple[int, int, Consumer]]:
+        """Key_Shared: ``(start, end, consumer)`` of every hash range (inclusive), for stats."""
+        if self.sub_type != SubType.KEY_SHARED:
+            return []
+        return (self._sticky if self.sticky else self._auto).ranges()
+
     # ------------------------------------------------------------------ requests (Rule 4)
 
     def flow(self, consumer: Consumer, permits: int) -> None:
         """FLOW: the consumer can take ``permits`` more messages."""
         consumer.permits += permits
+
+    @property
+    def type_name(self) -> str:
+        """Pulsar's ``getTypeString`` (the subscription lives only while it has consumers)."""
+        return "None" if self.sub_type is None else SubType.NAMES.get(self.sub_type, "None")
+
+    def note_flow(self, consumer: Consumer) -> None:
+        """A FLOW arrived from ``consumer`` (``lastConsumedFlowTimestamp``)."""
+        consumer.last_flow_ms = self.last_flow_ms = int(time.time() * 1000)
+
+    def update_rates(self, now: float) -> None:
+        """The subscription's own rates at ``now`` (`_stats` Rule 3): messages dropped per second."""
+        self.rates.update(now, self.msg_drop_counter)
+
+    def consumer_blocked(self, consumer: Consumer) -> bool:
+        """Never: nothing is unacknowledged on a non-persistent topic (Rule 4)."""
+        return False
+
+    blocked = False
+    """Never blocked on unacked messages (Rule 4)."""
 
     def wake(self) -> None:
         """Nothing waits to be dispatched (Rule 1): a no-op, as the persistent dispatcher's wake-up."""
@@ -203,9 +230,9 @@ class NonPersistentSubscription:
     # ------------------------------------------------------------------ dispatch (Rules 2, 3)
 
     def _has_permits(self, c: Consumer) -> bool:
-        # a connection that cannot keep up (its outgoing queue full) counts as out of permits,
-        # as Pulsar checks the channel's writability
-        return not c.closed and c.ready and c.permits > 0 and not getattr(c.connection, "outgoing_full", False)
+        # a connection that cannot keep up (unwritable: its outgoing queue over the high water
+        # mark) counts as out of permits, as Pulsar checks the channel's writability
+        return not c.closed and c.ready and c.permits > 0 and c.writable
 
     def _select(self, info: EntryInfo) -> Consumer | None:
         if self.sub_type in (SubType.EXCLUSIVE, SubType.FAILOVER):
@@ -238,12 +265,7 @@ class NonPersistentSubscription:
             message_id["partition"] = self.topic.name.partition
         frame = encode_payload_command_raw(
             make_command("MESSAGE", consumer_id=target.consumer_id, message_id=message_id), data)
-        target.msg_out_counter += info.num_messages
-        target.bytes_out_counter += len(data)
-        self.msg_out_counter += info.num_messages
-        self.bytes_out_counter += len(data)
-        self.topic.msg_out_counter += info.num_messages
-        self.topic.bytes_out_counter += len(data)
+        target.note_sent(info.num_messages, len(data), 1)
         target.connection.send_nowait(frame)
 
     def close(self) -> None:
@@ -252,23 +274,6 @@ class NonPersistentSubscription:
         for c in list(self.consumers):
             c.close_from_broker()
         self.consumers.clear()
-
-    def stats(self) -> dict[str, Any]:
-        """Pulsar's NonPersistentSubscriptionStats JSON."""
-        rate_out, thr_out = self._out_rate.update(self.msg_out_counter, self.bytes_out_counter)
-        (drop_rate,) = self._drop_rate.update(self.msg_drop_counter)
-        consumers = [{
-            "consumerName": c.name, "consumerId": c.consumer_id, "availablePermits": c.permits,
-            "msgOutCounter": c.msg_out_counter, "bytesOutCounter": c.bytes_out_counter,
-            "priorityLevel": c.priority, "address": c.address, "connectedSince": c.connected_since,
-            "metadata": dict(c.metadata)} for c in self.consumers]
-        return {
-            "type": SubType.NAMES.get(self.sub_type if self.sub_type is not None else 0, "Exclusive"),
-            "msgRateOut": rate_out, "msgThroughputOut": thr_out,
-            "msgOutCounter": self.msg_out_counter, "bytesOutCounter": self.bytes_out_counter,
-            "msgDropRate": drop_rate, "msgDropCounter": self.msg_drop_counter,
-            "msgBacklog": 0, "isDurable": False, "consumers": consumers,
-        }
 
 
 class NonPersistentTopic:
@@ -286,14 +291,11 @@ class NonPersistentTopic:
         self.topic_epoch: int | None = None
         self.msg_in_counter = 0
         self.bytes_in_counter = 0
-        # over every subscription since the topic was loaded (subscriptions come and go with their
-        # consumers, so their own counters cannot give monotonic totals for /metrics)
-        self.msg_out_counter = 0
-        self.bytes_out_counter = 0
+        # deliveries over every subscription since the topic was loaded (`_stats` Rule 2)
+        self.stats_state = TopicStatsState()
         self.msg_drop_counter = 0
         self._entries = 0
         self._waiting: Waiting = []  # parked WaitForExclusive producers (`_access_modes`)
-        self._in_rate = RateMeter()
         # Rule 7: the service resolves the stored policies before the topic is used
         self.limits = TopicLimits.from_config(service.config)
         self.publish_limiter = RateLimiter()
@@ -420,31 +422,3 @@ class NonPersistentTopic:
         for sub in list(self.subscriptions.values()):
             sub.close()
         self.subscriptions.clear()
-
-    def stats(self) -> dict[str, Any]:
-        """Pulsar's NonPersistentTopicStats JSON (rates per second since the last look)."""
-        rate_in, thr_in = self._in_rate.update(self.msg_in_counter, self.bytes_in_counter)
-        subs = {name: sub.stats() for name, sub in sorted(self.subscriptions.items())}
-        publishers = [{
-            "producerId": p.producer_id, "producerName": p.name,
-            "accessMode": _ACCESS_MODE_NAMES.get(p.access_mode, str(p.access_mode)),
-            "msgInCounter": p.msg_in_counter, "bytesInCounter": p.bytes_in_counter,
-            "averageMsgSize": p.bytes_in_counter / p.msg_in_counter if p.msg_in_counter else 0.0,
-            "address": str(getattr(p.connection, "remote", "")),
-            "clientVersion": str(getattr(p.connection, "client_version", "")),
-            "topicEpoch": p.epoch} for p in self.producers.values()]
-        return {
-            "msgRateIn": rate_in, "msgThroughputIn": thr_in,
-            "msgRateOut": sum(s["msgRateOut"] for s in subs.values()),
-            "msgThroughputOut": sum(s["msgThroughputOut"] for s in subs.values()),
-            "msgInCounter": self.msg_in_counter, "bytesInCounter": self.bytes_in_counter,
-            "msgOutCounter": sum(s["msgOutCounter"] for s in subs.values()),
-            "bytesOutCounter": sum(s["bytesOutCounter"] for s in subs.values()),
-            "averageMsgSize": self.bytes_in_counter / self.msg_in_counter if self.msg_in_counter else 0.0,
-            "msgDropRate": sum(s["msgDropRate"] for s in subs.values()),
-            "storageSize": 0, "backlogSize": 0, "msgBacklog": 0,
-            "publishRateLimitedTimes": self.publish_limiter.throttled,  # since the topic was loaded (Rule 7)
-            "publishers": publishers, "waitingPublishers": len(self._waiting),
-            "subscriptions": subs, "replication": {}, "deduplicationStatus": "Disabled",
-            "topicEpoch": self.topic_epoch,
-        }

@@ -72,6 +72,7 @@ from ._broker_client import own_role_problem
 from ._bundles import BundleRange, boundaries_of, bundle_for, bundle_hash, bundles_of, parse_bundle, split_boundaries
 from ._errors import NamespaceNotFoundError, ServiceNotReadyError
 from ._load_manager import Decision, ShedPolicy, SplitPolicy, plan_shedding, plan_splits, smoothed_load
+from ._stats import topic_rates
 
 if TYPE_CHECKING:
     from ._service import BrokerService
@@ -178,12 +179,10 @@ class Ownership:
                                         "msgRateOut": 0.0, "msgThroughputIn": 0.0, "msgThroughputOut": 0.0}
             for o in self.owned.values()}
         for t in topics:
-            # refresh the topic's rate meters (as its stats and /metrics do): (messages/s, bytes/s)
-            st = t.stats_state
-            r_in = (*st.in_rates.update(t.msg_in_counter, t.bytes_in_counter), 0.0, 0.0)
-            r_out = (*st.out_rates.update(*st.out_totals(t)), 0.0, 0.0)
-            rate_in, thr_in = rate_in + float(r_in[0]), thr_in + float(r_in[1])
-            rate_out, thr_out = rate_out + float(r_out[0]), thr_out + float(r_out[1])
+            # the rates of the last stats period, as the topic stats report them (`_stats` Rule 3)
+            t_rate_in, t_thr_in, t_rate_out, t_thr_out = topic_rates(t)
+            rate_in, thr_in = rate_in + t_rate_in, thr_in + t_thr_in
+            rate_out, thr_out = rate_out + t_rate_out, thr_out + t_thr_out
             n_prod = len(t.producers)
             n_cons = sum(len(getattr(sub, "consumers", ()) or ()) for sub in t.subscriptions.values())
             producers += n_prod
@@ -194,10 +193,10 @@ class Ownership:
                 b["topics"] += 1
                 b["producers"] += n_prod
                 b["consumers"] += n_cons
-                b["msgRateIn"] += float(r_in[0])
-                b["msgThroughputIn"] += float(r_in[1])
-                b["msgRateOut"] += float(r_out[0])
-                b["msgThroughputOut"] += float(r_out[1])
+                b["msgRateIn"] += t_rate_in
+                b["msgThroughputIn"] += t_thr_in
+                b["msgRateOut"] += t_rate_out
+                b["msgThroughputOut"] += t_thr_out
         return {
             **self.owner_info(),
             "pulsarServiceUrl": s.service_url, "webServiceUrl": s.web_service_url,
@@ -611,8 +610,10 @@ class Ownership:
 
         bid, report = min(reports.items(), key=score)
         tag = f"{bid}@{report.get('timestamp')}"
-        self._assigned_since_report = {k: v for k, v in self._assigned_since_report.items()
-                                       if k.split("@")[0] in reports}
+        # only the counts since each broker's current report matter: those of older reports (and of
+        # brokers gone) are dropped, so the map holds at most one entry per registered broker
+        current = {f"{b}@{r.get('timestamp')}" for b, r in reports.items()}
+        self._assigned_since_report = {k: v for k, v in self._assigned_since_report.items() if k in current}
         self._assigned_since_report[tag] = self._assigned_since_report.get(tag, 0) + 1
         return bid, report
 

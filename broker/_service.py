@@ -4,7 +4,8 @@ Rules:
 
 * Rule 1: a topic is loaded (its managed ledger opened) on first use by a producer, consumer or
   reader, once per name even under concurrent requests, and unloaded after
-  ``topic_unload_idle_s`` without producers or consumers.
+  ``topic_unload_idle_s`` without producers or consumers, unless it waits to be deleted for
+  inactivity (`broker._inactive_topics`, which deletes it instead).
 * Rule 2: a topic may be used only inside an existing namespace (else TopicNotFound naming the
   missing namespace); a topic that does not exist yet is created on first use when
   auto-creation is allowed (broker config ``allowAutoTopicCreation``, overridable per namespace
@@ -37,7 +38,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import trio
@@ -53,10 +55,12 @@ from ._config import BrokerConfig
 from ._dedup import DEDUP_CURSOR, Deduplication
 from ._dynamic_config import DynamicConfig
 from ._errors import NamespaceNotFoundError, ServiceNotReadyError, TopicNotFoundError
+from ._inactive_topics import InactiveTopics
 from ._namespaces import NamespaceResources
 from ._nonpersistent import NonPersistentTopic
-from ._retention_hooks import StorePoliciesProvider, TopicPolicyStore, publish_time_of
+from ._retention_hooks import StorePoliciesProvider, TopicPolicyStore, TopicQuotaStates, publish_time_of
 from ._schemas import SchemaRegistry
+from ._stats import StatsUpdater
 from ._topic import Topic
 from ._topic_limits import refresh_limits, topic_overrides
 from .auth import AuthenticationService, AuthorizationService
@@ -89,6 +93,10 @@ class _RetentionFactoryView:
             ml = await self._factory.open(name)
         finally:
             self._opening.discard(name)
+        # those retention has closed since are gone from the factory: forget them, so the set holds
+        # what retention has open now (it closes each topic before the next), not every topic it
+        # ever opened
+        self._opened = {n for n in self._opened if self._factory.get(n) is not None}
         self._opened.add(name)
         return ml
 
@@ -152,9 +160,12 @@ class BrokerService:
             publish_time_of=publish_time_of, owns=self._retention_may_open, metrics=self.metrics.retention,
             # as Pulsar, TTL and backlog eviction never move the compaction cursor (its mark-delete
             # is the compaction horizon); it still pins what is not compacted yet
-            system_cursors=frozenset({DEDUP_CURSOR, COMPACTION_CURSOR}))
-        self._quota_checked: dict[str, float] = {}
+            system_cursors=frozenset({DEDUP_CURSOR, COMPACTION_CURSOR}),
+            # hold / reject decisions live on the loaded topics, bounded by them (`_retention_hooks`)
+            quota_states=TopicQuotaStates(self.topics))
+        self.stats = StatsUpdater(self)  # the rates of every figure, once per stats period
         self.dynamic_config = DynamicConfig(self.config)  # overrides stored by admins, applied in run()
+        self.inactive_topics = InactiveTopics(self)  # brokerDeleteInactiveTopics*: a loop in run()
         # multi-broker ownership (broker._ownership.Ownership); None in standalone (Rule 4)
         self.ownership: Any = None
         self._listening = False  # a protocol port listens (set_port / set_tls_port)
@@ -169,8 +180,10 @@ class BrokerService:
                 self._nursery = nursery
                 nursery.start_soon(self._unload_idle_loop)
                 nursery.start_soon(self._policy_recheck_loop)
+                nursery.start_soon(self.inactive_topics.run)
                 nursery.start_soon(self._dedup_snapshot_loop)
                 nursery.start_soon(self._dedup_purge_loop)
+                nursery.start_soon(self.stats.run)
                 if self.config.retention_enabled:
                     await nursery.start(self.retention.run)
                 task_status.started(self)
@@ -398,12 +411,15 @@ class BrokerService:
         return d if d is not None and d.action is QuotaAction.REJECT_PRODUCERS else None
 
     async def recheck_quota(self, topic: TopicName) -> None:
-        """Evaluate ``topic``'s backlog quota now (at most once a second per topic)."""
+        """Evaluate ``topic``'s backlog quota now (at most once a second per loaded topic; the time
+        of the last check is kept on the topic, so nothing is remembered for unloaded ones)."""
         key = str(topic)
-        now = time.monotonic()
-        if now - self._quota_checked.get(key, 0.0) < _QUOTA_RECHECK_S:
-            return
-        self._quota_checked[key] = now
+        loaded = self.topics.get(key)
+        if loaded is not None:
+            now = time.monotonic()
+            if now - loaded.quota_checked_at < _QUOTA_RECHECK_S:
+                return
+            loaded.quota_checked_at = now
         await self.retention.check_topic(key, ttl=False, quota=True, trim=True)
 
     async def wait_quota_released(self, topic: Topic) -> bool:
@@ -516,6 +532,20 @@ class BrokerService:
         await topic.close()
         log.info("unloaded topic %s", topic.name)
 
+    @asynccontextmanager
+    async def hold_loading(self, topic: TopicName) -> AsyncIterator[None]:
+        """Keep ``topic`` from loading while the block runs (`get_topic` waits, retention leaves it
+        alone), for deleting it; waits first for a load in progress to finish."""
+        key = str(topic)
+        while (loading := self._loading.get(key)) is not None:
+            await loading.wait()
+        event = self._loading[key] = trio.Event()
+        try:
+            yield
+        finally:
+            del self._loading[key]
+            event.set()
+
     def unload_soon(self, topic: Topic) -> None:
         """`unload` from a context that must not wait (for example a fenced add)."""
         if self._nursery is not None:
@@ -527,7 +557,16 @@ class BrokerService:
             now = self.clock()
             for t in self.loaded_topics():
                 if t.idle and now - t.last_active >= self.config.topic_unload_idle_s:
+                    if isinstance(t, Topic) and await self._awaits_deletion(t):
+                        continue  # `_inactive_topics` Rule 6: it is deleted instead
                     await self.unload(t)
+
+    async def _awaits_deletion(self, t: Topic) -> bool:
+        try:
+            return await self.inactive_topics.awaiting_deletion(t)
+        except Exception as exc:  # unreadable policies: unload as before
+            log.warning("inactive-topic policies of %s: %s", t.name, exc)
+            return False
 
     async def close(self) -> None:
         """Unload every topic; in a cluster first every owned bundle (deregistered, topics closed,

@@ -1,78 +1,221 @@
-"""Topic statistics computed when asked (admin ``stats``, ``/metrics``), not on the hot path.
+"""Statistics: counters bumped on the hot path, rates computed once per stats period.
 
-The hot path only bumps plain integers (``Topic.msg_in_counter`` per SEND, each consumer's
-``msg_out_counter`` per dispatched batch). Rates come from the difference between two looks at
-those counters; out counters of consumers that left are folded into a per-topic total the next
-time anyone looks (a consumer that comes and goes between two looks is not counted: the price
-of keeping the dispatch path free of bookkeeping).
+Rules (each follows Pulsar's broker; the JSON shapes are `_stats_json`'s):
+
+* Rule 1 (counters): the hot path only bumps plain integers: a producer's messages, bytes and
+  chunks in (per SEND), a consumer's messages, bytes and chunks out (per delivery, a batch of N
+  counts N, redeliveries included), messages handed back for redelivery and messages
+  acknowledged. A topic counts what its producers publish.
+* Rule 2 (what stays): a persistent subscription counts every delivery to any of its consumers
+  and its topic every delivery of any subscription (`OutCounters`), so a subscription's and a
+  topic's ``msgOutCounter`` / ``bytesOutCounter`` keep what departed consumers and removed
+  subscriptions received, as Pulsar's ``...FromRemovedConsumers`` / ``...FromRemovedSubscriptions``.
+  Everything restarts when the topic is loaded again.
+* Rule 3 (rates): every ``statsUpdateFrequencyInSecs`` (after ``statsUpdateInitialDelayInSecs``)
+  `StatsUpdater.update` turns each producer's, consumer's and subscription's counters into rates
+  (`Rates`: what each counter gained since the previous update divided by the seconds between,
+  the first period measured from the object's creation), as Pulsar's ``Rate.calculateRate`` in
+  ``BrokerService.updateRates``. A subscription's rates are the sums over its consumers and a
+  topic's over its producers and subscriptions, as in Pulsar: a consumer or producer that left
+  takes its rate with it. REST stats, ``/metrics``, CONSUMER_STATS, broker-stats and load reports
+  all read these same figures.
+* Rule 4 (blocked on unacked): a Shared or Key_Shared consumer is blocked while its unacked
+  messages reach the topic's resolved ``maxUnackedMessagesPerConsumer`` (topic policy >
+  namespace policy > broker config, `_topic_limits`), its subscription while the sum reaches
+  ``maxUnackedMessagesPerSubscription``: the limits the dispatcher enforces (`_dispatcher` Rule 3).
+* Rule 5 (backlog age): the age of the oldest unacknowledged message of the durable
+  subscriptions and that subscription's name are refreshed by reading the first unacked entry of
+  each (`refresh_backlog_age`, at most every few seconds); ``-1`` while nothing is unacknowledged,
+  as Pulsar reports no oldest position.
 """
 
 from __future__ import annotations
 
+import datetime
+import logging
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+import trio
 
 from managed_ledger import ManagedLedgerError
+from protocols.pulsar import InvalidTopicNameError, TopicName
 from retention import first_unacked_position
 
 if TYPE_CHECKING:
+    from ._nonpersistent import NonPersistentSubscription, NonPersistentTopic
+    from ._service import BrokerService
+    from ._subscription import Subscription
     from ._topic import Topic
 
-__all__ = ["RateMeter", "TopicStatsState", "topic_stats", "refresh_backlog_age", "storage_numbers"]
+__all__ = ["Rates", "OutCounters", "TopicStatsState", "StatsUpdater", "java_date", "refresh_backlog_age",
+           "storage_numbers", "backlog_age_seconds", "topic_rates", "update_topic_rates", "INDIVIDUAL_ACK_TYPES"]
 
-_ACCESS_MODES = {0: "Shared", 1: "Exclusive", 2: "WaitForExclusive", 3: "ExclusiveWithFencing"}
+log = logging.getLogger(__name__)
+
+INDIVIDUAL_ACK_TYPES = (1, 3)
+"""Shared and Key_Shared (CommandSubscribe.SubType): the types with unacked limits and replay."""
 
 
-class RateMeter:
-    """Per-second rates of monotonic counters, recomputed at most once per ``window_s``."""
+def java_date(ms: int) -> str:
+    """``ms`` (epoch milliseconds) as Pulsar's ``DateFormatter`` writes it: Java's ISO offset
+    date-time in the local zone, ``Z`` for UTC, the fraction only when not zero and without
+    trailing zeros (``2024-05-01T10:00:00.12Z``)."""
+    when = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC).astimezone()
+    text = when.strftime("%Y-%m-%dT%H:%M:%S")
+    millis = ms % 1000
+    if millis:
+        text += "." + f"{millis:03d}".rstrip("0")
+    offset = when.utcoffset() or datetime.timedelta(0)
+    if not offset:
+        return text + "Z"
+    minutes = int(offset.total_seconds()) // 60
+    sign = "+" if minutes >= 0 else "-"
+    return f"{text}{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic, window_s: float = 1.0) -> None:
-        self._clock = clock
-        self._window = window_s
-        self._last_t = clock()
-        self._last: tuple[int, ...] = ()
-        self.rates: tuple[float, ...] = ()
 
-    def update(self, *counters: int) -> tuple[float, ...]:
-        """The rates of ``counters`` since the previous update (zeros on the first call)."""
-        now = self._clock()
-        if not self._last:
-            self._last, self._last_t = counters, now
-            self.rates = tuple(0.0 for _ in counters)
-            return self.rates
-        dt = now - self._last_t
-        if dt >= self._window:
-            self.rates = tuple(max(0.0, (c - p) / dt) for c, p in zip(counters, self._last, strict=True))
-            self._last, self._last_t = counters, now
-        return self.rates
+class Rates:
+    """Pulsar's ``Rate`` over monotonic counters (Rule 3).
+
+    `update` divides what each counter gained since the previous update by the seconds between
+    the two (the first update measures from creation, when every counter was 0); ``per_s`` holds
+    the results and ``gained`` the gains. A period that is not positive (a clock given by a test)
+    only takes the counters as the new base.
+    """
+
+    __slots__ = ("_at", "_last", "per_s", "gained")
+
+    def __init__(self, n: int) -> None:
+        self._at = time.monotonic()
+        self._last: tuple[int, ...] = (0,) * n
+        self.per_s: tuple[float, ...] = (0.0,) * n
+        self.gained: tuple[int, ...] = (0,) * n
+
+    def update(self, now: float, *counters: int) -> tuple[float, ...]:
+        """Take the counters at ``now`` (seconds, monotonic); return the new rates."""
+        period = now - self._at
+        self.gained = tuple(c - p for c, p in zip(counters, self._last, strict=True))
+        self._last, self._at = counters, now
+        if period > 0:
+            self.per_s = tuple(max(0, g) / period for g in self.gained)
+        else:
+            self.per_s = (0.0,) * len(counters)
+        return self.per_s
+
+
+class OutCounters:
+    """Messages and bytes delivered, kept past the consumers (Rule 2); ``parent`` (the topic's)
+    counts the same deliveries."""
+
+    __slots__ = ("msgs", "bytes", "parent")
+
+    def __init__(self, parent: OutCounters | None = None) -> None:
+        self.msgs = 0
+        self.bytes = 0
+        self.parent = parent
+
+    def add(self, msgs: int, size: int) -> None:
+        """Count a delivery of ``msgs`` messages and ``size`` bytes."""
+        self.msgs += msgs
+        self.bytes += size
+        if self.parent is not None:
+            self.parent.add(msgs, size)
 
 
 class TopicStatsState:
-    """What a topic keeps for its statistics besides its hot-path counters."""
+    """What a topic keeps for its statistics besides its producers' and subscriptions' own."""
 
     def __init__(self) -> None:
-        self.in_rates = RateMeter()
-        self.out_rates = RateMeter()
-        self._consumers: dict[int, Any] = {}
-        self._retired_msgs = 0
-        self._retired_bytes = 0
-        self.backlog_age_s = 0.0
-        self.backlog_age_at = 0.0
+        self.out = OutCounters()  # Rule 2: every delivery of every subscription
+        self.chunks_seen = False  # a chunk was published since the topic was loaded
+        self.msg_chunk_published = False  # Pulsar's flag: set by the updater (Rule 3)
+        self.oldest_publish_ms: int | None = None  # Rule 5
+        self.oldest_subscription: str | None = None
+        self.backlog_age_at = 0.0  # monotonic time of the last refresh
 
-    def out_totals(self, topic: Topic) -> tuple[int, int]:
-        """(messages, bytes) dispatched by the topic since it was loaded."""
-        live = {id(c): c for s in topic.subscriptions.values() for c in s.consumers}
-        for key, c in list(self._consumers.items()):
-            if key not in live:
-                # the consumer has left: its counters are final (a closed consumer sends nothing)
-                self._retired_msgs += c.msg_out_counter
-                self._retired_bytes += c.bytes_out_counter
-                del self._consumers[key]
-        self._consumers.update(live)
-        msgs = self._retired_msgs + sum(c.msg_out_counter for c in self._consumers.values())
-        size = self._retired_bytes + sum(c.bytes_out_counter for c in self._consumers.values())
-        return msgs, size
+
+def backlog_age_seconds(state: TopicStatsState, now_ms: int) -> int:
+    """Pulsar's ``oldestBacklogMessageAgeSeconds``: whole seconds since the oldest unacknowledged
+    message was published, -1 when there is none (Rule 5)."""
+    if state.oldest_publish_ms is None:
+        return -1
+    return max(0, now_ms - state.oldest_publish_ms) // 1000
+
+
+class StatsUpdater:
+    """Computes every loaded topic's rates once per stats period (Rule 3).
+
+    Run it in the service's nursery (`run`); `update` may also be called directly with a clock
+    value, which is how tests get exact rates. The updater also counts what message TTL expires
+    (it listens to the retention service)."""
+
+    def __init__(self, service: BrokerService, clock: Callable[[], float] = time.monotonic) -> None:
+        self.service = service
+        self.clock = clock
+        self.updates = 0
+        service.retention.expiry_listeners.append(self.expired)
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Update after ``statsUpdateInitialDelayInSecs``, then every ``statsUpdateFrequencyInSecs``
+        (both read from the service's current config each time); until cancelled."""
+        task_status.started()
+        await trio.sleep(max(0, self.service.config.stats_update_initial_delay_s))
+        while True:
+            self.update()
+            await trio.sleep(max(1, self.service.config.stats_update_frequency_s))
+
+    def update(self, now: float | None = None) -> None:
+        """Compute the rates of every loaded topic at ``now`` (the updater's clock by default)."""
+        at = self.clock() if now is None else now
+        topics: Iterable[Topic | NonPersistentTopic] = [*self.service.topics.values(),
+                                                        *self.service.np_topics.values()]
+        for topic in topics:
+            if not topic.closed:
+                update_topic_rates(topic, at)
+        self.updates += 1
+
+    def expired(self, ml_name: str, cursor_name: str, entries: int) -> None:
+        """Message TTL moved a cursor past ``entries`` unacknowledged entries (the retention
+        service's expiry listener): count them on the subscription (``totalMsgExpired``)."""
+        try:
+            name = TopicName.from_managed_ledger_name(ml_name)
+        except InvalidTopicNameError:
+            return
+        topic = self.service.topics.get(str(name))
+        sub = None if topic is None else topic.subscriptions.get(cursor_name)
+        if sub is not None:
+            sub.note_expired(entries)
+
+
+def update_topic_rates(topic: Topic | NonPersistentTopic, now: float) -> None:
+    """Rule 3 for one topic: its producers', consumers' and subscriptions' rates at ``now``."""
+    persistent = topic.name.persistent
+    for p in list(topic.producers.values()):
+        p.rates.update(now, p.msg_in_counter, p.bytes_in_counter, p.chunk_in_counter)
+        if persistent and p.rates.gained[2] > 0:
+            topic.stats_state.msg_chunk_published = True
+    subs: list[Subscription | NonPersistentSubscription] = list(topic.subscriptions.values())
+    for sub in subs:
+        for c in list(sub.consumers):
+            c.rates.update(now, c.msg_out_counter, c.bytes_out_counter, c.msg_redeliver_counter,
+                           c.msg_ack_counter, c.chunk_out_counter)
+        sub.update_rates(now)
+
+
+def topic_rates(topic: Topic | NonPersistentTopic) -> tuple[float, float, float, float]:
+    """(messages in/s, bytes in/s, messages out/s, bytes out/s) of a topic over the last stats
+    period: sums over its producers and its subscriptions' consumers (Rule 3)."""
+    rate_in = thr_in = rate_out = thr_out = 0.0
+    for p in list(topic.producers.values()):
+        rate_in += p.rates.per_s[0]
+        thr_in += p.rates.per_s[1]
+    subs: list[Subscription | NonPersistentSubscription] = list(topic.subscriptions.values())
+    for sub in subs:
+        for c in list(sub.consumers):
+            rate_out += c.rates.per_s[0]
+            thr_out += c.rates.per_s[1]
+    return rate_in, thr_in, rate_out, thr_out
 
 
 def storage_numbers(topic: Topic) -> dict[str, int]:
@@ -85,12 +228,14 @@ def storage_numbers(topic: Topic) -> dict[str, int]:
             "backlogSize": max(sizes, default=0), "numberOfEntries": ml.number_of_entries}
 
 
-async def refresh_backlog_age(topic: Topic, now_ms: int) -> float:
-    """Age (s) of the oldest unacknowledged message of the slowest durable subscription, read from
-    its publish time (one entry read per subscription with a backlog). Stored on the topic."""
+async def refresh_backlog_age(topic: Topic, now_ms: int) -> int:
+    """Rule 5: read the publish time of each durable subscription's first unacknowledged entry
+    (one entry read per subscription with a backlog) and keep the oldest and its subscription on
+    the topic; return the age in seconds (-1: nothing unacknowledged)."""
     from ._retention_hooks import publish_time_of
 
     oldest: int | None = None
+    oldest_sub: str | None = None
     ledgers = topic.ml.ledgers
     for sub in list(topic.subscriptions.values()):
         if not sub.durable or sub.closed:
@@ -103,64 +248,8 @@ async def refresh_backlog_age(topic: Topic, now_ms: int) -> float:
         except ManagedLedgerError:
             continue
         if t is not None and (oldest is None or t < oldest):
-            oldest = t
+            oldest, oldest_sub = t, sub.name
     state = topic.stats_state
-    state.backlog_age_s = 0.0 if oldest is None else max(0.0, (now_ms - oldest) / 1000)
+    state.oldest_publish_ms, state.oldest_subscription = oldest, oldest_sub
     state.backlog_age_at = time.monotonic()
-    return state.backlog_age_s
-
-
-def topic_stats(topic: Topic) -> dict[str, Any]:
-    """Pulsar's TopicStats JSON for a loaded topic (rates are per second since the last look)."""
-    state = topic.stats_state
-    msg_out, bytes_out = state.out_totals(topic)
-    rate_in, thr_in = state.in_rates.update(topic.msg_in_counter, topic.bytes_in_counter)
-    rate_out, thr_out = state.out_rates.update(msg_out, bytes_out)
-    storage = storage_numbers(topic)
-    publishers = []
-    for p in topic.producers.values():
-        publishers.append({
-            "producerId": p.producer_id, "producerName": p.name,
-            "accessMode": _ACCESS_MODES.get(p.access_mode, str(p.access_mode)),
-            "msgInCounter": p.msg_in_counter, "bytesInCounter": p.bytes_in_counter,
-            "averageMsgSize": p.bytes_in_counter / p.msg_in_counter if p.msg_in_counter else 0.0,
-            "address": str(getattr(p.connection, "remote", "")),
-            "clientVersion": str(getattr(p.connection, "client_version", "")),
-            "topicEpoch": p.epoch,
-        })
-    subs = {}
-    for name, sub in sorted(topic.subscriptions.items()):
-        consumers = []
-        for c in sub.consumers:
-            consumers.append({
-                "consumerName": c.name, "consumerId": c.consumer_id, "availablePermits": c.permits,
-                "unackedMessages": c.unacked_messages, "msgOutCounter": c.msg_out_counter,
-                "bytesOutCounter": c.bytes_out_counter, "msgRedeliverCounter": c.msg_redeliver_counter,
-                "priorityLevel": c.priority, "address": c.address, "connectedSince": c.connected_since,
-                "metadata": dict(c.metadata),
-            })
-        info = sub.stats()
-        subs[name] = {
-            "msgBacklog": sub.cursor.backlog, "backlogSize": sub.cursor.backlog_size,
-            "msgOutCounter": sum(c.msg_out_counter for c in sub.consumers),
-            "bytesOutCounter": sum(c.bytes_out_counter for c in sub.consumers),
-            "unackedMessages": sum(c.unacked_messages for c in sub.consumers),
-            "type": info.get("type") or "None", "isDurable": sub.durable,
-            "markDeletePosition": str(sub.cursor.mark_delete_position),
-            "readPosition": str(sub.cursor.read_position), "consumers": consumers,
-        }
-    return {
-        "msgRateIn": rate_in, "msgThroughputIn": thr_in, "msgRateOut": rate_out, "msgThroughputOut": thr_out,
-        "msgInCounter": topic.msg_in_counter, "bytesInCounter": topic.bytes_in_counter,
-        "msgOutCounter": msg_out, "bytesOutCounter": bytes_out,
-        "averageMsgSize": topic.bytes_in_counter / topic.msg_in_counter if topic.msg_in_counter else 0.0,
-        "storageSize": storage["storageSize"], "backlogSize": storage["backlogSize"],
-        "msgBacklog": storage["msgBacklog"], "numberOfEntries": storage["numberOfEntries"],
-        "oldestBacklogMessageAgeSeconds": state.backlog_age_s,
-        "publishRateLimitedTimes": topic.publish_limiter.throttled,  # since the topic was loaded
-        "publishers": publishers, "waitingPublishers": len(topic.waiting_producers),
-        "subscriptions": subs, "replication": {},
-        "deduplicationStatus": "Enabled" if topic.dedup is not None else "Disabled",
-        "topicEpoch": topic.topic_epoch,
-        "compaction": topic.compactor.stats(),
-    }
+    return backlog_age_seconds(state, now_ms)

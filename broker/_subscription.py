@@ -20,6 +20,7 @@ Rules:
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -33,6 +34,7 @@ from ._entries import MAX_UNKNOWN_BATCH_SIZE, acked_indexes_from_ack_set, entry_
 from ._errors import BrokerServiceError, ConsumerBusyError, ServiceNotReadyError
 from ._rate_limit import RateLimiter
 from ._selectors import RangeConflictError
+from ._stats import INDIVIDUAL_ACK_TYPES, OutCounters, Rates
 from ._topic_limits import check_consumer_limits
 
 if TYPE_CHECKING:
@@ -60,6 +62,13 @@ class Subscription:
         self.compacted_next: Position | None = None  # Rule 5
         rate = topic.limits.subscription_dispatch_rate
         self.dispatch_limiter = RateLimiter(rate.msgs, rate.bytes, rate.period_s)
+        # statistics (`_stats`): deliveries to any consumer (Rule 2 there), expiry, timestamps (ms)
+        self.out_counters = OutCounters(topic.stats_state.out)
+        self.msg_expired_counter = 0
+        self.rates = Rates(1)  # expired
+        self.last_expire_ms = 0
+        self.last_flow_ms = 0
+        self.last_md_advanced_ms = 0
 
     @property
     def full_name(self) -> str:
@@ -76,14 +85,31 @@ class Subscription:
         """The type of the attached consumers, None when there are none."""
         return self.dispatcher.sub_type if self.dispatcher and self.dispatcher.consumers else None
 
+    @property
+    def type_name(self) -> str:
+        """Pulsar's ``getTypeString``: the type of the subscription's dispatcher, which stays when
+        its consumers leave ("None" before any consumer attached since the topic was loaded)."""
+        d = self.dispatcher
+        return "None" if d is None else SubType.NAMES.get(d.sub_type, "None")
+
     async def add_consumer(self, *, consumer_id: int, name: str, connection, sub_type: int,
                            priority: int, hash_ranges: list[tuple[int, int]] | None,
                            metadata: dict[str, str]) -> Consumer:
-        """Attach a consumer per Rule 1; raises `ConsumerBusyError` or `BrokerServiceError`."""
+        """Attach a consumer per Rule 1; raises `ConsumerBusyError` or `BrokerServiceError`. A
+        non-durable subscription whose consumer is refused goes away (Rule 2: it exists only with
+        its consumers), so refused readers leave nothing behind on a loaded topic."""
         async with self._lock:
-            return await self._add_consumer(consumer_id=consumer_id, name=name, connection=connection,
-                                            sub_type=sub_type, priority=priority, hash_ranges=hash_ranges,
-                                            metadata=metadata)
+            try:
+                return await self._add_consumer(consumer_id=consumer_id, name=name, connection=connection,
+                                                sub_type=sub_type, priority=priority, hash_ranges=hash_ranges,
+                                                metadata=metadata)
+            except BaseException:
+                if not self.durable and not self.consumers:
+                    with trio.CancelScope(shield=True):
+                        await self.close()
+                    if self.topic.subscriptions.get(self.name) is self:
+                        del self.topic.subscriptions[self.name]
+                raise
 
     async def _add_consumer(self, *, consumer_id: int, name: str, connection, sub_type: int,
                             priority: int, hash_ranges: list[tuple[int, int]] | None,
@@ -121,6 +147,7 @@ class Subscription:
             from protocols.pulsar import pulsar_api_pb2 as pb
 
             raise BrokerServiceError(str(exc), pb.ConsumerAssignError) from None
+        consumer.read_position_when_joining = consumer.join_barrier
         d.notify_new_failover_consumer(consumer)
         return consumer
 
@@ -171,24 +198,38 @@ class Subscription:
     # ------------------------------------------------------------------ acks
 
     async def ack_individual(self, consumer: Consumer, items: Iterable[tuple[Position, list[int], int]]) -> None:
-        """Individual acks: ``(position, ack_set, batch_size)``; an ack_set acks part of a batch."""
+        """Individual acks: ``(position, ack_set, batch_size)``; an ack_set acks part of a batch.
+        Counts the messages acknowledged on ``consumer`` (Pulsar's ``messageAckRate``)."""
         whole: list[Position] = []
+        before = self.cursor.mark_delete_position
+        consumer.last_acked_ms = int(time.time() * 1000)
         for pos, ack_set, batch_size in items:
             if ack_set:
                 size = self._batch_size(consumer, pos, batch_size)
                 if size is None:
                     continue
                 acked = acked_indexes_from_ack_set(size, ack_set) if size else set()
+                if not self.cursor.is_acked(pos):
+                    consumer.msg_ack_counter += len(acked - set(self.cursor.batch_acked_indexes(pos) or ()))
                 if size and len(acked) < size:
                     await self.cursor.delete_batch_indexes(pos, size, acked)
                     if self.cursor.is_acked(pos):
                         whole.append(pos)
                     continue
+            elif not self.cursor.is_acked(pos):
+                acked_before = self.cursor.batch_acked_indexes(pos)
+                held = consumer.pending.get(pos, 0) or self._pending_size(pos) or 1
+                consumer.msg_ack_counter += max(1, held - len(acked_before or ()))
             whole.append(pos)
         if whole:
             await self.cursor.delete(whole)
             if self.dispatcher:
                 self.dispatcher.acked(whole)
+        self._note_mark_delete(before)
+
+    def _note_mark_delete(self, before: Position) -> None:
+        if self.cursor.mark_delete_position > before:
+            self.last_md_advanced_ms = int(time.time() * 1000)
 
     def _batch_size(self, consumer: Consumer, pos: Position, claimed: int) -> int | None:
         """The batch size of a partial ack: the broker's own count when it delivered the entry,
@@ -210,7 +251,10 @@ class Subscription:
         return owner.pending.get(pos, 0) if owner else 0
 
     async def ack_cumulative(self, consumer: Consumer, pos: Position, ack_set: list[int], batch_size: int) -> None:
-        """Cumulative ack up to ``pos`` (an ack_set means: up to before it, plus part of it)."""
+        """Cumulative ack up to ``pos`` (an ack_set means: up to before it, plus part of it).
+        Counts one acknowledgement on ``consumer``, as Pulsar does for a cumulative ack."""
+        consumer.last_acked_ms = int(time.time() * 1000)
+        consumer.msg_ack_counter += 1
         size = self._batch_size(consumer, pos, batch_size) or 0
         if ack_set and size:
             acked = acked_indexes_from_ack_set(size, ack_set)
@@ -226,6 +270,7 @@ class Subscription:
         if pos <= self.cursor.mark_delete_position:
             return
         await self.cursor.mark_delete(pos)
+        self.last_md_advanced_ms = int(time.time() * 1000)
         if self.dispatcher:
             self.dispatcher.acked_up_to(pos)
 
@@ -234,7 +279,9 @@ class Subscription:
         message id); a position at or before the mark-delete position changes nothing, one past
         the last stored entry acknowledges them all."""
         last = self.topic.ml.last_confirmed_entry
+        backlog = self.cursor.backlog
         await self._mark_delete(min(position, last))
+        self.note_expired(backlog - self.cursor.backlog)
 
     async def expire_published_before(self, cutoff_ms: int) -> Position | None:
         """Acknowledge every message published before ``cutoff_ms`` (admin expire-messages):
@@ -249,7 +296,9 @@ class Subscription:
         found = await self.cursor.find_newest_matching(before)
         if found is None:
             return None
+        backlog = self.cursor.backlog
         await self._mark_delete(found)
+        self.note_expired(backlog - self.cursor.backlog)
         return found
 
     # ------------------------------------------------------------------ seek
@@ -280,13 +329,34 @@ class Subscription:
             return self.topic.first_position()
         return self.topic.next_position(found)
 
-    # ------------------------------------------------------------------ stats
+    # ------------------------------------------------------------------ stats (`_stats`)
 
-    def stats(self) -> dict:
-        """A small snapshot for CONSUMER_STATS and the admin API."""
-        return {
-            "type": SubType.NAMES.get(self.sub_type or 0) if self.sub_type is not None else None,
-            "msgBacklog": self.cursor.backlog,
-            "consumers": [c.name for c in self.consumers],
-            "durable": self.durable,
-        }
+    def note_flow(self, consumer: Consumer) -> None:
+        """A FLOW arrived from ``consumer`` (Pulsar's ``lastConsumedFlowTimestamp``)."""
+        consumer.last_flow_ms = self.last_flow_ms = int(time.time() * 1000)
+
+    def note_expired(self, entries: int) -> None:
+        """Message expiry (TTL or the admin's expire-messages) acknowledged ``entries`` entries."""
+        if entries > 0:
+            self.msg_expired_counter += entries
+            self.last_expire_ms = int(time.time() * 1000)
+
+    def update_rates(self, now: float) -> None:
+        """The subscription's own rates at ``now`` (`_stats` Rule 3): messages expired per second."""
+        self.rates.update(now, self.msg_expired_counter)
+
+    def _individual_ack(self) -> bool:
+        return self.dispatcher is not None and self.dispatcher.sub_type in INDIVIDUAL_ACK_TYPES
+
+    def consumer_blocked(self, consumer: Consumer) -> bool:
+        """Whether the dispatcher holds ``consumer`` back for its unacked messages (`_stats` Rule 4)."""
+        limit = self.topic.limits.max_unacked_per_consumer
+        return self._individual_ack() and limit > 0 and consumer.unacked_messages >= limit
+
+    @property
+    def blocked(self) -> bool:
+        """Whether the dispatcher holds the whole subscription back for its unacked messages
+        (`_stats` Rule 4)."""
+        limit = self.topic.limits.max_unacked_per_subscription
+        return (self._individual_ack() and limit > 0
+                and sum(c.unacked_messages for c in self.consumers) >= limit)

@@ -4,15 +4,20 @@
   ...) are computed at scrape time by a custom collector over the loaded topics, labelled
   ``cluster``, ``namespace`` (``tenant/ns``) and ``topic`` as Pulsar labels them: the hot path
   only bumps plain integers the topic keeps anyway. Per-topic counters restart when a topic is
-  loaded again (as in Pulsar).
+  loaded again (as in Pulsar). Every rate is the stats updater's figure for the last
+  ``statsUpdateFrequencyInSecs`` (`_stats` Rule 3), the same the topic stats report.
 * Per subscription (``pulsar_subscription_back_log``, ``_msg_rate_out``, ``_unacked_messages``,
-  ``_msg_rate_redeliver``, ...; labels plus ``subscription``), and per consumer / producer
-  (``pulsar_consumer_*`` / ``pulsar_producer_*``) when ``exposeConsumerLevelMetricsInPrometheus`` /
-  ``exposeProducerLevelMetricsInPrometheus`` are on, as in Pulsar. With
-  ``exposeTopicLevelMetricsInPrometheus=false`` the topic series are summed per namespace (labels
-  ``cluster``, ``namespace``) and nothing is exported per subscription.
-  ``pulsar_publish_rate_limit_times`` counts the pauses of the publish rate (`_rate_limit` Rule 3)
-  since the topic was loaded (as the stats' ``publishRateLimitedTimes``), not per stats interval.
+  ``_msg_rate_redeliver``, ``_msg_ack_rate``, ``_last_*_timestamp``, ...; labels plus
+  ``subscription``), and per consumer / producer (``pulsar_consumer_*`` / ``pulsar_producer_*``)
+  when ``exposeConsumerLevelMetricsInPrometheus`` / ``exposeProducerLevelMetricsInPrometheus``
+  are on, as in Pulsar. ``pulsar_out_messages_total`` and ``pulsar_out_bytes_total`` are, as in
+  Pulsar, per subscription (what every consumer it ever had received, `_stats` Rule 2) and per
+  consumer. With ``exposeTopicLevelMetricsInPrometheus=false`` the topic series and the topics'
+  out totals are summed per namespace (labels ``cluster``, ``namespace``) and nothing is exported
+  per subscription. ``*_blocked_on_unacked_messages`` follow the unacked limits the dispatcher
+  enforces: the topic's resolved ``maxUnackedMessagesPerConsumer`` / ``...PerSubscription``
+  (`_stats` Rule 4). ``pulsar_publish_rate_limit_times`` counts the pauses of the publish rate
+  (`_rate_limit` Rule 3) since the topic was loaded (as the stats' ``publishRateLimitedTimes``).
 * Non-persistent topics (``non-persistent://`` in the topic label) export the same topic,
   subscription, consumer and producer series with the same labels (backlog and storage 0: nothing
   is stored; ``pulsar_out_messages_total`` counts what reached consumers), are summed into their
@@ -26,6 +31,11 @@
   The managed-ledger factory's and the BookKeeper client's own registries (``pulsar_ml_*``,
   ``bookkeeper_client_*``) are appended by `render`. ``process_*`` (CPU seconds, memory) as
   Pulsar's broker exposes them.
+* Connection back-pressure (`_connection` Rules B1-B3), per broker: ``pulsar_broker_throttled_connections``
+  (connections not read now because their publish window is full, Pulsar's per-connection
+  throttling), ``magnetar_broker_unwritable_connections`` (over their write-buffer high water mark),
+  ``magnetar_broker_outbound_queued_bytes`` (bytes queued for writing, summed over connections)
+  and ``magnetar_broker_outbound_queued_bytes_max`` (the largest queue of one connection).
 * ``pulsar_broker_publish_latency`` is a histogram in milliseconds (Pulsar's unit for publish
   latency; buckets are the bounds of Pulsar's ``pulsar_storage_write_latency_le_*``), observed
   once per SEND (a batch is one observation).
@@ -39,6 +49,7 @@ run several brokers in one process.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -49,9 +60,9 @@ from prometheus_client.registry import Collector
 from magnetar.batch_histogram import BatchHistogram
 from retention import RetentionMetrics
 
-from ._dispatcher import SubType
 from ._nonpersistent import NonPersistentSubscription, NonPersistentTopic
-from ._stats import RateMeter, storage_numbers
+from ._stats import INDIVIDUAL_ACK_TYPES, backlog_age_seconds, storage_numbers, topic_rates
+from ._stats_json import DELAYED_INDEX_ENTRY_BYTES
 
 if TYPE_CHECKING:
     from ._service import BrokerService
@@ -67,22 +78,24 @@ _TOPIC_FAMILIES: tuple[tuple[str, str, str, str], ...] = (
     # (key, counter/gauge, name as declared (counters get _total in the text format), help)
     ("in_msgs", "counter", "pulsar_in_messages", "Messages published to the topic since it was loaded"),
     ("in_bytes", "counter", "pulsar_in_bytes", "Bytes published to the topic since it was loaded"),
-    ("out_msgs", "counter", "pulsar_out_messages", "Messages dispatched to consumers since the topic was loaded"),
-    ("out_bytes", "counter", "pulsar_out_bytes", "Bytes dispatched to consumers since the topic was loaded"),
-    ("rate_in", "gauge", "pulsar_rate_in", "Messages published per second"),
-    ("rate_out", "gauge", "pulsar_rate_out", "Messages dispatched per second"),
-    ("thr_in", "gauge", "pulsar_throughput_in", "Bytes published per second"),
-    ("thr_out", "gauge", "pulsar_throughput_out", "Bytes dispatched per second"),
+    ("rate_in", "gauge", "pulsar_rate_in", "Messages published per second over the last stats period"),
+    ("rate_out", "gauge", "pulsar_rate_out", "Messages dispatched per second over the last stats period"),
+    ("thr_in", "gauge", "pulsar_throughput_in", "Bytes published per second over the last stats period"),
+    ("thr_out", "gauge", "pulsar_throughput_out", "Bytes dispatched per second over the last stats period"),
+    ("avg_size", "gauge", "pulsar_average_msg_size",
+     "Average size in bytes of the messages published over the last stats period"),
     ("backlog", "gauge", "pulsar_msg_backlog", "Unacknowledged messages summed over the subscriptions"),
     ("storage", "gauge", "pulsar_storage_size", "Bytes of the topic's ledgers (before replication)"),
     ("backlog_size", "gauge", "pulsar_storage_backlog_size", "Bytes of the slowest subscription's backlog"),
     ("backlog_age", "gauge", "pulsar_storage_backlog_age_seconds",
-     "Age of the oldest unacknowledged message of the slowest subscription"),
+     "Age of the oldest unacknowledged message of the slowest subscription (-1: none)"),
     ("producers", "gauge", "pulsar_producers_count", "Producers connected to the topic"),
     ("publish_limited", "gauge", "pulsar_publish_rate_limit_times",
      "Times the publish rate paused reading from the topic's producers since the topic was loaded"),
     ("consumers", "gauge", "pulsar_consumers_count", "Consumers connected to the topic"),
     ("subscriptions", "gauge", "pulsar_subscriptions_count", "Subscriptions of the topic"),
+    ("delayed_index", "gauge", "pulsar_delayed_message_index_size_bytes",
+     "Bytes of the topic's delayed-delivery indexes"),
     ("retained", "gauge", "magnetar_storage_retained_size",
      "Bytes stored but consumed by every subscription (kept by retention)"),
     # topic compaction (`_compaction`), Pulsar's names
@@ -94,6 +107,13 @@ _TOPIC_FAMILIES: tuple[tuple[str, str, str, str], ...] = (
      "Duration of the last compaction run in milliseconds"),
     ("compact_entries", "gauge", "pulsar_compaction_compacted_entries_count", "Entries in the compacted view"),
     ("compact_size", "gauge", "pulsar_compaction_compacted_entries_size", "Bytes of the compacted view"),
+)
+
+_OUT_FAMILIES: tuple[tuple[str, str, str], ...] = (
+    # Pulsar exports these per subscription (and per consumer), or per namespace without
+    # topic-level metrics; they keep what departed consumers received (`_stats` Rule 2)
+    ("out_msgs", "pulsar_out_messages", "Messages dispatched to consumers since the topic was loaded"),
+    ("out_bytes", "pulsar_out_bytes", "Bytes dispatched to consumers since the topic was loaded"),
 )
 
 _ML_NAMESPACE_FAMILIES: tuple[tuple[str, str, str], ...] = (
@@ -109,22 +129,37 @@ _SUBSCRIPTION_FAMILIES: tuple[tuple[str, str, str], ...] = (
     ("back_log_no_delayed", "pulsar_subscription_back_log_no_delayed",
      "Backlog without the messages held for delayed delivery"),
     ("delayed", "pulsar_subscription_delayed", "Messages held for delayed delivery"),
+    ("in_replay", "pulsar_subscription_in_replay", "Messages waiting to be delivered again"),
     ("rate_out", "pulsar_subscription_msg_rate_out", "Messages dispatched per second"),
+    ("ack_rate", "pulsar_subscription_msg_ack_rate", "Messages acknowledged per second"),
     ("thr_out", "pulsar_subscription_msg_throughput_out", "Bytes dispatched per second"),
     ("rate_redeliver", "pulsar_subscription_msg_rate_redeliver", "Messages redelivered per second"),
     ("unacked", "pulsar_subscription_unacked_messages", "Messages delivered and not acknowledged"),
     ("blocked", "pulsar_subscription_blocked_on_unacked_messages",
-     "1 when every consumer has reached maxUnackedMessagesPerConsumer"),
+     "1 while the subscription has reached its maxUnackedMessagesPerSubscription"),
+    ("last_expire", "pulsar_subscription_last_expire_timestamp", "When message expiry last acted (epoch ms)"),
+    ("last_acked", "pulsar_subscription_last_acked_timestamp", "When a consumer last acknowledged (epoch ms)"),
+    ("last_flow", "pulsar_subscription_last_consumed_flow_timestamp",
+     "When a consumer last asked for messages (epoch ms)"),
+    ("last_consumed", "pulsar_subscription_last_consumed_timestamp",
+     "When messages were last dispatched (epoch ms)"),
+    ("last_md", "pulsar_subscription_last_mark_delete_advanced_timestamp",
+     "When the mark-delete position last advanced (epoch ms)"),
+    ("rate_expired", "pulsar_subscription_msg_rate_expired", "Messages expired per second"),
+    ("total_expired", "pulsar_subscription_total_msg_expired", "Messages expired since the topic was loaded"),
     ("consumers", "pulsar_subscription_consumers_count", "Consumers attached to the subscription"),
+    ("delayed_index", "pulsar_subscription_delayed_message_index_size_bytes",
+     "Bytes of the subscription's delayed-delivery index"),
 )
 
 _CONSUMER_FAMILIES: tuple[tuple[str, str, str], ...] = (
     ("rate_out", "pulsar_consumer_msg_rate_out", "Messages dispatched to the consumer per second"),
+    ("ack_rate", "pulsar_consumer_msg_ack_rate", "Messages the consumer acknowledged per second"),
     ("thr_out", "pulsar_consumer_msg_throughput_out", "Bytes dispatched to the consumer per second"),
     ("rate_redeliver", "pulsar_consumer_msg_rate_redeliver", "Messages redelivered to the consumer per second"),
     ("unacked", "pulsar_consumer_unacked_messages", "Messages delivered to the consumer and not acknowledged"),
     ("blocked", "pulsar_consumer_blocked_on_unacked_messages",
-     "1 when the consumer has reached maxUnackedMessagesPerConsumer"),
+     "1 while the consumer has reached its maxUnackedMessagesPerConsumer"),
     ("permits", "pulsar_consumer_available_permits", "Flow permits the consumer has granted and not used"),
 )
 
@@ -137,45 +172,25 @@ _PRODUCER_FAMILIES: tuple[tuple[str, str, str], ...] = (
 TOPIC_METRIC_NAMES = tuple(name + ("_total" if kind == "counter" else "") for _, kind, name, _ in _TOPIC_FAMILIES)
 """The per-topic series the collector exports (as they appear in the text format)."""
 
-SUBSCRIPTION_METRIC_NAMES = tuple(name for _, name, _ in _SUBSCRIPTION_FAMILIES)
+SUBSCRIPTION_METRIC_NAMES = (*(name for _, name, _ in _SUBSCRIPTION_FAMILIES),
+                             *(name + "_total" for _, name, _ in _OUT_FAMILIES))
 """The per-subscription series (topic-level metrics only), labelled cluster/namespace/topic/subscription."""
 
 
-class _Meters:
-    """Rate meters of subscriptions, consumers and producers, keyed by what they measure; the
-    keys not seen in a scrape are dropped, so the map never outgrows the live objects."""
-
-    def __init__(self) -> None:
-        self._meters: dict[tuple[Any, ...], RateMeter] = {}
-        self._seen: set[tuple[Any, ...]] = set()
-
-    def rates(self, key: tuple[Any, ...], *counters: int) -> tuple[float, ...]:
-        """Per-second rates of ``counters`` for ``key`` (zeros on the first look)."""
-        meter = self._meters.get(key)
-        if meter is None:
-            meter = self._meters[key] = RateMeter()
-        self._seen.add(key)
-        return meter.update(*counters)
-
-    def prune(self) -> None:
-        """Forget the meters not used since the previous prune."""
-        for key in [k for k in self._meters if k not in self._seen]:
-            del self._meters[key]
-        self._seen = set()
-
-
 class _TopicCollector(Collector):
-    """Reads the loaded topics of one service at scrape time.
+    """Reads the loaded topics of one service at scrape time; every rate is the one the stats
+    updater computed for the last stats period (`_stats` Rule 3), as in the topic stats.
 
     Topic level (``exposeTopicLevelMetricsInPrometheus``, the default): the topic series labelled
-    cluster/namespace/topic, per-subscription series, and per-consumer / per-producer series when
-    their keys are on. Namespace level: the topic series summed per namespace (labels
-    cluster/namespace) and nothing per subscription, as Pulsar does.
+    cluster/namespace/topic, per-subscription series (``pulsar_out_messages_total`` and
+    ``pulsar_out_bytes_total`` among them, as Pulsar exports them), and per-consumer /
+    per-producer series when their keys are on. Namespace level: the topic series and the
+    topics' out totals summed per namespace (labels cluster/namespace) and nothing per
+    subscription, as Pulsar does.
     """
 
     def __init__(self, metrics: BrokerMetrics) -> None:
         self._metrics = metrics
-        self._meters = _Meters()
 
     def describe(self) -> Iterable[Metric]:
         return []  # computed at scrape time: nothing to check for duplicates up front
@@ -188,6 +203,8 @@ class _TopicCollector(Collector):
         fams: dict[str, CounterMetricFamily | GaugeMetricFamily] = {
             key: (CounterMetricFamily if kind == "counter" else GaugeMetricFamily)(name, doc, labels=labels)
             for key, kind, name, doc in _TOPIC_FAMILIES}
+        # labels vary by sample (subscription, consumer or namespace): declared without any
+        out_fams = {key: CounterMetricFamily(name, doc) for key, name, doc in _OUT_FAMILIES}
         sub_labels = ["cluster", "namespace", "topic", "subscription"]
         sub_fams = {key: GaugeMetricFamily(name, doc, labels=sub_labels) for key, name, doc in _SUBSCRIPTION_FAMILIES}
         cons_fams = {key: GaugeMetricFamily(name, doc, labels=[*sub_labels, "consumer_name", "consumer_id"])
@@ -199,37 +216,47 @@ class _TopicCollector(Collector):
                                      "Messages dropped per second (non-persistent topics)", labels=sub_labels)
         per_ns: dict[str, dict[str, float]] = {}
         ml_per_ns: dict[str, dict[str, float]] = {}  # persistent topics only: they have managed ledgers
+        out_per_ns: dict[str, list[int]] = {}
         topics_per_ns: dict[str, int] = {}
         cluster = self._metrics.cluster if config is None else config.cluster_name
         if service is not None and config is not None:
             topics: list[Topic | NonPersistentTopic] = [*service.topics.values(), *service.np_topics.values()]
+            consumer_level = config.expose_consumer_level_metrics_in_prometheus
             for topic in topics:
                 if topic.closed:
                     continue
                 ns = str(topic.name.namespace_name)
                 topics_per_ns[ns] = topics_per_ns.get(ns, 0) + 1
                 persistent = not isinstance(topic, NonPersistentTopic)
-                values = (self._np_topic_values(topic) if isinstance(topic, NonPersistentTopic)
-                          else self._topic_values(topic))
+                values = self._np_topic_values(topic) if isinstance(topic, NonPersistentTopic) else \
+                    self._topic_values(topic)
                 for sums in (per_ns.setdefault(ns, {}), *((ml_per_ns.setdefault(ns, {}),) if persistent else ())):
                     for key, value in values.items():
                         # an age aggregates as the oldest; everything else adds up
-                        sums[key] = (max(sums.get(key, 0.0), value) if key == "backlog_age"
+                        sums[key] = (max(sums.get(key, -1.0), value) if key == "backlog_age"
                                      else sums.get(key, 0.0) + value)
+                totals = out_per_ns.setdefault(ns, [0, 0])
+                totals[0] += topic.stats_state.out.msgs
+                totals[1] += topic.stats_state.out.bytes
                 if topic_level:
+                    base = [cluster, ns, str(topic.name)]
                     for key, value in values.items():
-                        fams[key].add_metric([cluster, ns, str(topic.name)], value)
-                    self._subscriptions(topic, [cluster, ns, str(topic.name)], sub_fams,
-                                        cons_fams if config.expose_consumer_level_metrics_in_prometheus else None,
+                        fams[key].add_metric(base, value)
+                    self._subscriptions(topic, base, sub_fams, out_fams, cons_fams if consumer_level else None,
                                         drop_fam)
                     if config.expose_producer_level_metrics_in_prometheus:
-                        self._producers(topic, [cluster, ns, str(topic.name)], prod_fams)
-            self._meters.prune()
+                        self._producers(topic, base, prod_fams)
         if not topic_level:
             for ns, sums in sorted(per_ns.items()):
                 for key, value in sums.items():
                     fams[key].add_metric([cluster, ns], value)
+            for ns, (msgs, size) in sorted(out_per_ns.items()):
+                out_fams["out_msgs"].add_sample("pulsar_out_messages_total",
+                                                {"cluster": cluster, "namespace": ns}, float(msgs))
+                out_fams["out_bytes"].add_sample("pulsar_out_bytes_total",
+                                                 {"cluster": cluster, "namespace": ns}, float(size))
         yield from fams.values()
+        yield from out_fams.values()
         yield from sub_fams.values()
         yield drop_fam
         if config is not None and config.expose_consumer_level_metrics_in_prometheus:
@@ -250,6 +277,7 @@ class _TopicCollector(Collector):
                                   labels=["cluster"])
         conns.add_metric([cluster], 0 if service is None else len(service.connections))
         yield conns
+        yield from self._back_pressure(cluster, [] if service is None else list(service.connections))
         # Pulsar's names for these two totals end in _count (not a Prometheus counter's _total)
         for name, doc, value in (
                 ("pulsar_connection_created_total_count", "Client connections accepted since start",
@@ -267,94 +295,123 @@ class _TopicCollector(Collector):
             yield g
 
     @staticmethod
+    def _back_pressure(cluster: str, connections: list[Any]) -> Iterator[Metric]:
+        stats = [c.statistics() for c in connections if hasattr(c, "statistics")]
+        queued = [s["queued_bytes"] for s in stats]
+        for name, doc, value in (
+                ("pulsar_broker_throttled_connections",
+                 "Connections not read now because their pending publish requests or bytes are at the limit",
+                 sum(1 for s in stats if s["paused"] == "publish-window")),
+                ("magnetar_broker_unwritable_connections",
+                 "Connections whose bytes queued for writing are over the write-buffer high water mark",
+                 sum(1 for s in stats if not s["writable"])),
+                ("magnetar_broker_outbound_queued_bytes", "Bytes queued for writing, summed over connections",
+                 sum(queued)),
+                ("magnetar_broker_outbound_queued_bytes_max", "Bytes queued for writing on the fullest connection",
+                 max(queued, default=0))):
+            g = GaugeMetricFamily(name, doc, labels=["cluster"])
+            g.add_metric([cluster], float(value))
+            yield g
+
+    @staticmethod
     def _topic_values(topic: Topic) -> dict[str, float]:
         state = topic.stats_state
-        msg_out, bytes_out = state.out_totals(topic)
-        rate_in, thr_in = state.in_rates.update(topic.msg_in_counter, topic.bytes_in_counter)
-        rate_out, thr_out = state.out_rates.update(msg_out, bytes_out)
+        rate_in, thr_in, rate_out, thr_out = topic_rates(topic)
         storage = storage_numbers(topic)
         consumers = sum(len(s.consumers) for s in topic.subscriptions.values())
         values = {
-            "in_msgs": topic.msg_in_counter, "in_bytes": topic.bytes_in_counter,
-            "out_msgs": msg_out, "out_bytes": bytes_out, "rate_in": rate_in,
+            "in_msgs": topic.msg_in_counter, "in_bytes": topic.bytes_in_counter, "rate_in": rate_in,
             "rate_out": rate_out, "thr_in": thr_in, "thr_out": thr_out,
+            "avg_size": thr_in / rate_in if rate_in else 0.0,
             "backlog": storage["msgBacklog"], "storage": storage["storageSize"],
-            "backlog_size": storage["backlogSize"], "backlog_age": state.backlog_age_s,
+            "backlog_size": storage["backlogSize"],
+            "backlog_age": backlog_age_seconds(state, int(time.time() * 1000)),
             "producers": len(topic.producers), "consumers": consumers,
             "subscriptions": len(topic.subscriptions), "publish_limited": topic.publish_limiter.throttled,
+            "delayed_index": sum(_delayed(s) for s in topic.subscriptions.values()) * DELAYED_INDEX_ENTRY_BYTES,
             "retained": max(0, storage["storageSize"] - storage["backlogSize"]),
             **dict(compaction_values(topic)),
         }
         return {k: float(v) for k, v in values.items()}
 
-    def _np_topic_values(self, topic: NonPersistentTopic) -> dict[str, float]:
+    @staticmethod
+    def _np_topic_values(topic: NonPersistentTopic) -> dict[str, float]:
         # the same keys as a persistent topic's; nothing is stored, compacted or held back
-        rate_in, thr_in, rate_out, thr_out = self._meters.rates(
-            (str(topic.name), "topic", id(topic)), topic.msg_in_counter, topic.bytes_in_counter,
-            topic.msg_out_counter, topic.bytes_out_counter)
+        rate_in, thr_in, rate_out, thr_out = topic_rates(topic)
         values: dict[str, float] = {key: 0.0 for key, _, _, _ in _TOPIC_FAMILIES}
         values.update({
             "in_msgs": topic.msg_in_counter, "in_bytes": topic.bytes_in_counter,
-            "out_msgs": topic.msg_out_counter, "out_bytes": topic.bytes_out_counter,
             "rate_in": rate_in, "rate_out": rate_out, "thr_in": thr_in, "thr_out": thr_out,
+            "avg_size": thr_in / rate_in if rate_in else 0.0,
             "producers": len(topic.producers), "consumers": topic.consumer_count,
             "subscriptions": len(topic.subscriptions), "publish_limited": topic.publish_limiter.throttled})
         return {k: float(v) for k, v in values.items()}
 
-    def _subscriptions(self, topic: Topic | NonPersistentTopic, base: list[str], fams: dict[str, GaugeMetricFamily],
-                       cons_fams: dict[str, GaugeMetricFamily] | None,
-                       drop_fam: GaugeMetricFamily | None = None) -> None:
-        max_unacked = topic.service.config.max_unacked_messages_per_consumer
+    @staticmethod
+    def _subscriptions(topic: Topic | NonPersistentTopic, base: list[str], fams: dict[str, GaugeMetricFamily],
+                       out_fams: dict[str, CounterMetricFamily], cons_fams: dict[str, GaugeMetricFamily] | None,
+                       drop_fam: GaugeMetricFamily) -> None:
+        cluster, ns, name_ = base
         subs: list[tuple[str, Subscription | NonPersistentSubscription]] = sorted(topic.subscriptions.items())
         for name, sub in subs:
             consumers = list(sub.consumers)
-            # the dispatcher holds back only Shared and Key_Shared consumers at the unacked limit
-            limit = max_unacked if sub.sub_type in (SubType.SHARED, SubType.KEY_SHARED) else 0
-            msgs = sum(c.msg_out_counter for c in consumers)
-            size = sum(c.bytes_out_counter for c in consumers)
-            redelivered = sum(c.msg_redeliver_counter for c in consumers)
-            # the meter restarts when the set of consumers changes, so a leaving consumer's
-            # counters never make a negative or inflated rate
-            key = (base[2], name, tuple(sorted(id(c) for c in consumers)))
-            rate_out, thr_out, rate_redeliver = self._meters.rates(key, msgs, size, redelivered)
-            unacked = sum(c.unacked_messages for c in consumers)
+            rates = [c.rates.per_s for c in consumers]
             dispatcher = sub.dispatcher
-            delayed = len(getattr(dispatcher, "delayed", ())) if dispatcher is not None else 0
+            individual = dispatcher is not None and dispatcher.sub_type in INDIVIDUAL_ACK_TYPES
+            delayed = _delayed(sub) if individual else 0
+            in_replay = len(getattr(dispatcher, "replay", ())) if individual else 0
             backlog = 0  # a non-persistent subscription keeps nothing
+            expired_rate, expired, last_expire, last_md = 0.0, 0, 0, 0
             if isinstance(sub, NonPersistentSubscription):
-                if drop_fam is not None:
-                    (drop_rate,) = self._meters.rates((base[2], name, "dropped", id(sub)), sub.msg_drop_counter)
-                    drop_fam.add_metric([*base, name], drop_rate)
+                drop_fam.add_metric([*base, name], sub.rates.per_s[0])
             else:
                 backlog = sub.cursor.backlog
-            blocked = [limit > 0 and c.unacked_messages >= limit for c in consumers]
+                expired_rate, expired = sub.rates.per_s[0], sub.msg_expired_counter
+                last_expire, last_md = sub.last_expire_ms, sub.last_md_advanced_ms
             values = {
-                "back_log": backlog, "back_log_no_delayed": max(0, backlog - delayed), "delayed": delayed,
-                "rate_out": rate_out, "thr_out": thr_out, "rate_redeliver": rate_redeliver,
-                "unacked": unacked, "blocked": 1 if blocked and all(blocked) else 0,
-                "consumers": len(consumers),
+                "back_log": backlog, "back_log_no_delayed": backlog - delayed, "delayed": delayed,
+                "in_replay": in_replay, "rate_out": sum(r[0] for r in rates), "ack_rate": sum(r[3] for r in rates),
+                "thr_out": sum(r[1] for r in rates), "rate_redeliver": sum(r[2] for r in rates),
+                "unacked": sum(c.unacked_messages for c in consumers), "blocked": 1 if sub.blocked else 0,
+                "last_expire": last_expire, "last_acked": max((c.last_acked_ms for c in consumers), default=0),
+                "last_flow": sub.last_flow_ms,
+                "last_consumed": max((c.last_consumed_ms for c in consumers), default=0),
+                "last_md": last_md, "rate_expired": expired_rate, "total_expired": expired,
+                "consumers": len(consumers), "delayed_index": delayed * DELAYED_INDEX_ENTRY_BYTES,
             }
             for k, v in values.items():
                 fams[k].add_metric([*base, name], float(v))
+            sub_labels = {"cluster": cluster, "namespace": ns, "topic": name_, "subscription": name}
+            out_fams["out_msgs"].add_sample("pulsar_out_messages_total", sub_labels, float(sub.out_counters.msgs))
+            out_fams["out_bytes"].add_sample("pulsar_out_bytes_total", sub_labels, float(sub.out_counters.bytes))
             if cons_fams is None:
                 continue
             for c in consumers:
-                c_rate, c_thr, c_redeliver = self._meters.rates(
-                    (base[2], name, id(c)), c.msg_out_counter, c.bytes_out_counter, c.msg_redeliver_counter)
-                c_values = {"rate_out": c_rate, "thr_out": c_thr, "rate_redeliver": c_redeliver,
-                            "unacked": c.unacked_messages,
-                            "blocked": 1 if limit > 0 and c.unacked_messages >= limit else 0,
-                            "permits": c.permits}
+                per_s = c.rates.per_s
+                c_values = {"rate_out": per_s[0], "ack_rate": per_s[3], "thr_out": per_s[1],
+                            "rate_redeliver": per_s[2], "unacked": c.unacked_messages,
+                            "blocked": 1 if sub.consumer_blocked(c) else 0, "permits": c.permits}
+                c_labels = [*base, name, c.name, str(c.consumer_id)]
                 for k, v in c_values.items():
-                    cons_fams[k].add_metric([*base, name, c.name, str(c.consumer_id)], float(v))
+                    cons_fams[k].add_metric(c_labels, float(v))
+                labels = {**sub_labels, "consumer_name": c.name, "consumer_id": str(c.consumer_id)}
+                out_fams["out_msgs"].add_sample("pulsar_out_messages_total", labels, float(c.msg_out_counter))
+                out_fams["out_bytes"].add_sample("pulsar_out_bytes_total", labels, float(c.bytes_out_counter))
 
-    def _producers(self, topic: Topic | NonPersistentTopic, base: list[str],
+    @staticmethod
+    def _producers(topic: Topic | NonPersistentTopic, base: list[str],
                    fams: dict[str, GaugeMetricFamily]) -> None:
         for p in list(topic.producers.values()):
-            rate, thr = self._meters.rates((base[2], "producer", id(p)), p.msg_in_counter, p.bytes_in_counter)
-            avg = p.bytes_in_counter / p.msg_in_counter if p.msg_in_counter else 0.0
+            rate, thr, _chunks = p.rates.per_s
+            gained_msgs, gained_bytes, _ = p.rates.gained
+            avg = gained_bytes / gained_msgs if gained_msgs > 0 else 0.0
             for k, v in (("rate_in", rate), ("thr_in", thr), ("avg_size", avg)):
                 fams[k].add_metric([*base, p.name, str(p.producer_id)], float(v))
+
+
+def _delayed(sub: Subscription | NonPersistentSubscription) -> int:
+    d = sub.dispatcher
+    return len(getattr(d, "delayed", ()) or ()) if d is not None and d.sub_type in INDIVIDUAL_ACK_TYPES else 0
 
 
 def compaction_values(topic: Topic) -> list[tuple[str, float]]:

@@ -10,8 +10,16 @@ Rules:
   BookKeeper / Pulsar spelling in its metadata (``field(metadata={"alias": "journalMaxSizeMB"})``);
   both spellings are accepted, giving both at once is an error.
 * Unknown keys are errors, never ignored: a typo must not silently leave a default in force.
-* Types are checked, not coerced from TOML (``port = "3181"`` is an error). Overrides from the
-  command line arrive as strings and are parsed for the field's type.
+* Types are checked, not coerced from TOML (``port = "3181"`` is an error), with one exception: a
+  list key also takes Pulsar's comma-separated string (``superUserRoles = "admin,ops"``). Overrides
+  from the command line and values from a Java-properties file arrive as strings and are parsed for
+  the field's type as Pulsar and BookKeeper parse them: integers in decimal (or ``0x`` hex),
+  booleans ``true``/``false`` (also ``yes``/``no``, ``on``/``off``, ``1``/``0``, any case), lists
+  comma-separated.
+* Java-properties files (Pulsar's ``broker.conf`` / ``standalone.conf``, BookKeeper's
+  ``bk_server.conf``) are read by `read_properties` with ``java.util.Properties``' syntax. A blank
+  value there means what it means to Pulsar: an empty list for a list key, "not set" for an
+  optional key, and no change for every other key (`load_config`'s ``properties``).
 * After construction the class's own ``validate()`` (if any) runs; it raises `ConfigError` for rules
   that involve several keys (for example a minor compaction threshold above the major one).
   `require_positive`, `require_at_least` and `require_fraction` state the common single-key rules
@@ -34,8 +42,12 @@ __all__ = [
     "ConfigError",
     "config_field",
     "describe",
+    "key_names",
     "load_config",
     "parse_overrides",
+    "parse_properties",
+    "parse_value",
+    "read_properties",
     "read_toml",
     "require_at_least",
     "require_fraction",
@@ -133,6 +145,85 @@ def read_toml(path: str | Path, section: str | None = None) -> dict[str, Any]:
     return table
 
 
+_PROPERTY_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _logical_lines(text: str) -> typing.Iterator[str]:
+    """The logical lines of a properties text: comments and blank lines dropped, a line ending in
+    an odd number of backslashes joined with the next (whose leading whitespace goes)."""
+    pending: str | None = None
+    for raw in text.splitlines():
+        line = raw.lstrip(" \t\f") if pending is not None else raw
+        if pending is None and (not line.strip() or line.lstrip(" \t\f")[:1] in ("#", "!")):
+            continue
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2 == 1:
+            pending = (pending or "") + line[:-1]
+            continue
+        yield (pending or "") + line
+        pending = None
+    if pending is not None:
+        yield pending
+
+
+def _unescape(text: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch != "\\" or i + 1 == len(text):
+            out.append(ch)
+            i += 1
+            continue
+        nxt = text[i + 1]
+        if nxt == "u" and len(text) >= i + 6:
+            try:
+                out.append(chr(int(text[i + 2:i + 6], 16)))
+                i += 6
+                continue
+            except ValueError:
+                pass
+        out.append(_PROPERTY_ESCAPES.get(nxt, nxt))
+        i += 2
+    return "".join(out)
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java-properties text as ``java.util.Properties.load`` does: ``#`` and ``!`` comment
+    lines, ``key=value``, ``key: value`` or ``key value``, backslash line continuations and
+    escapes (``\\t``, ``\\uXXXX``, ``\\=``...). Values are trimmed, as Pulsar and BookKeeper trim
+    them; a key given twice keeps its last value, as in Java."""
+    out: dict[str, str] = {}
+    for line in _logical_lines(text):
+        body = line.lstrip(" \t\f")
+        end = 0
+        while end < len(body) and body[end] not in "=: \t\f":
+            end += 2 if body[end] == "\\" else 1
+        key = body[:end]
+        rest = body[end:].lstrip(" \t\f")
+        if rest[:1] in ("=", ":"):
+            rest = rest[1:]
+        out[_unescape(key)] = _unescape(rest.strip(" \t\f"))
+    return out
+
+
+def read_properties(path: str | Path) -> dict[str, str]:
+    """Read a Java-properties file (`parse_properties`), UTF-8 or else Latin-1 (Java's own
+    encoding for properties files); a missing file raises `ConfigError` naming ``--conf``."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError("--conf", f"file {str(p)!r} does not exist") from None
+    except OSError as exc:
+        raise ConfigError("--conf", f"cannot read {str(p)!r}: {exc.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.decode("latin-1")
+    return parse_properties(text)
+
+
 def parse_overrides(pairs: typing.Iterable[str]) -> dict[str, str]:
     """Turn ``["key=value", ...]`` (from ``--set``) into a dict; malformed items raise `ConfigError`."""
     out: dict[str, str] = {}
@@ -163,6 +254,10 @@ def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
     return tp, False
 
 
+_BOOLEANS = {"true": True, "false": False, "yes": True, "no": False, "on": True, "off": False,
+             "1": True, "0": False}
+
+
 def _convert(key: str, tp: Any, value: Any, from_string: bool) -> Any:
     tp, optional = _unwrap_optional(tp)
     # An empty value for an optional key means "not set", as Pulsar's empty keys (brokerServicePort=):
@@ -174,7 +269,8 @@ def _convert(key: str, tp: Any, value: Any, from_string: bool) -> Any:
     origin = typing.get_origin(tp)
     if origin in (tuple, list):
         (item_tp, *_rest) = typing.get_args(tp) or (str,)
-        if from_string and isinstance(value, str):
+        if isinstance(value, str):
+            # Pulsar's and BookKeeper's spelling of a list, also accepted in TOML
             value = [v for v in (s.strip() for s in value.split(",")) if v]
         if not isinstance(value, (list, tuple)):
             raise ConfigError(key, f"must be a list, got {value!r}")
@@ -182,17 +278,18 @@ def _convert(key: str, tp: Any, value: Any, from_string: bool) -> Any:
     if tp is bool:
         if isinstance(value, bool):
             return value
-        if from_string and isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
-            return value.lower() in ("true", "1", "yes")
+        if from_string and isinstance(value, str) and value.strip().lower() in _BOOLEANS:
+            return _BOOLEANS[value.strip().lower()]
         raise ConfigError(key, f"must be true or false, got {value!r}")
     if tp is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
         if from_string and isinstance(value, str):
-            try:
-                return int(value, 0)
-            except ValueError:
-                pass
+            for base in (10, 0):  # decimal as Java's Integer.valueOf ("010" is 10), then 0x / 0o / 0b
+                try:
+                    return int(value.strip(), base)
+                except ValueError:
+                    pass
         raise ConfigError(key, f"must be an integer, got {value!r}")
     if tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -214,20 +311,46 @@ def _convert(key: str, tp: Any, value: Any, from_string: bool) -> Any:
     raise ConfigError(key, f"unsupported config type {tp!r}")
 
 
+def _blank_has_meaning(tp: Any) -> bool:
+    """Whether a blank properties value sets a key of this type (an empty list, or "not set" for
+    an optional key) rather than leaving it at its default."""
+    tp, optional = _unwrap_optional(tp)
+    return optional or typing.get_origin(tp) in (tuple, list)
+
+
+def key_names(cls: type) -> dict[str, str]:
+    """Every spelling a config class accepts (field names and their aliases) -> the field name."""
+    return {key: f.name for key, f in _field_names(cls).items()}
+
+
+def parse_value(cls: type, key: str, raw: str) -> Any:
+    """``raw`` (a string, as on the command line or in a properties file) parsed for the field
+    ``key`` (either spelling) of ``cls``, as `load_config` parses it; `ConfigError` names ``key``."""
+    f = _field_names(cls).get(key)
+    if f is None:
+        raise ConfigError(key, f"unknown key for {cls.__name__}")
+    return _convert(key, typing.get_type_hints(cls)[f.name], raw, True)
+
+
 def load_config(
     cls: type[T],
     table: Mapping[str, Any] | None = None,
     overrides: Mapping[str, Any] | None = None,
     *,
     section: str | None = None,
+    properties: Mapping[str, str] | None = None,
 ) -> T:
-    """Build ``cls`` from a TOML table and overrides, validating every key.
+    """Build ``cls`` from a TOML table, properties and overrides, validating every key.
 
     ``table`` values must already have the right TOML types; ``overrides`` values may be strings
     (from the command line), which are parsed for the field's type, or typed values (from click
-    options), which are checked as TOML values are. Keys in ``overrides`` win over ``table``. The
-    result's ``validate()`` method, if present, is called. Raises `ConfigError` naming the key
-    (prefixed with ``section.`` when given) for any unknown, ill-typed or invalid value.
+    options), which are checked as TOML values are. ``properties`` are the string values of a
+    Java-properties file (`read_properties`), parsed for the field's type, where a blank value
+    gives a list key no items and an optional key no value, and leaves any other key as it is
+    (Pulsar's reading of ``key=``). Keys in ``overrides`` win over ``properties``, which win over
+    ``table``. The result's ``validate()`` method, if present, is called. Raises `ConfigError`
+    naming the key (prefixed with ``section.`` when given) for any unknown, ill-typed or invalid
+    value.
     """
     if not dataclasses.is_dataclass(cls):
         raise TypeError(f"{cls!r} is not a dataclass")
@@ -235,8 +358,9 @@ def load_config(
     names = _field_names(cls)
     hints = typing.get_type_hints(cls)
     values: dict[str, Any] = {}
-    seen_from: dict[str, str] = {}
-    for source, from_string in ((table or {}, False), (overrides or {}, True)):
+    sources: tuple[tuple[Mapping[str, Any], bool, bool], ...] = (
+        (table or {}, False, False), (properties or {}, True, True), (overrides or {}, True, False))
+    for source, from_string, blank_is_default in sources:
         source_keys: dict[str, str] = {}
         for key, raw in source.items():
             f = names.get(key)
@@ -245,9 +369,11 @@ def load_config(
             if f.name in source_keys:
                 raise ConfigError(prefix + key, f"given twice (also as {source_keys[f.name]!r})")
             source_keys[f.name] = key
+            if blank_is_default and isinstance(raw, str) and not raw.strip() and not _blank_has_meaning(
+                    hints[f.name]):
+                continue
             is_string = from_string and isinstance(raw, str)
             values[f.name] = _convert(prefix + key, hints[f.name], raw, is_string)
-            seen_from[f.name] = key
     try:
         obj = cls(**values)
     except ConfigError as exc:

@@ -277,8 +277,9 @@ async def serve_standalone(
                 await trio.sleep_forever()
 
     # one ZooKeeper identity for the whole process: the broker's session must be able to use
-    # the nodes its bookies create (the [bookie] zkEnableSecurity keys; zk:// metadata only)
-    async with open_metadata_store(url, security=bookie.zk_security()) as store:
+    # the nodes its bookies create (the [bookie] zkEnableSecurity and metadataStoreConfigPath keys;
+    # zk:// metadata only)
+    async with open_metadata_store(url, security=bookie.zk_security(), tls=bookie.zk_tls()) as store:
         async with trio.open_nursery() as outer:
             bookies = await outer.start(run_bookies)
             try:

@@ -35,6 +35,7 @@ from ._types import SetData as SetData
 from ._types import Stat as Stat
 from ._types import WatchEvent as WatchEvent
 from ._types import WatchKind as WatchKind
+from ._zk_tls import ZkTls as ZkTls
 
 __all__ = [
     "BadVersionError",
@@ -62,6 +63,7 @@ __all__ = [
     "WatchEvent",
     "WatchKind",
     "ZkSecurity",
+    "ZkTls",
     "ensure_path",
     "open_metadata_store",
     "parse_store_url",

@@ -15,6 +15,7 @@ from ._local import open_local_store
 from ._security import ZkSecurity
 from ._types import MetadataStore
 from ._zk import open_zookeeper_store
+from ._zk_tls import ZkTls
 
 
 @dataclass(frozen=True)
@@ -28,8 +29,48 @@ class StoreUrl:
     connect_timeout_s: float = 10.0
 
 
+_BOOKKEEPER_ZK_SCHEMES = ("zk+hierarchical", "zk+longhierarchical", "zk+flat", "zk+null")
+"""BookKeeper's ``metadataServiceUri`` schemes: ZooKeeper plus the ledger manager's name (the layout
+itself comes from ``ledgerManagerFactoryClass`` and the cluster's LAYOUT node)."""
+
+
+def _foreign_zk_url(url: str) -> str | None:
+    """``url`` in Pulsar's or BookKeeper's ZooKeeper spelling rewritten as ``zk://``, or None when it
+    is in neither.
+
+    * Pulsar's ``metadataStoreUrl``: ``zk:host:port[,host:port...][/chroot]``, or the bare
+      ``host:port[,...][/chroot]`` Pulsar defaults to ZooKeeper.
+    * BookKeeper's ``metadataServiceUri``: ``zk+hierarchical://host:port[;host:port...]/ledgers``,
+      whose path is the ledgers node itself; Magnetar's store URL names the node that holds
+      ``ledgers``, so the path must end in ``/ledgers`` (ValueError otherwise).
+    """
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme in _BOOKKEEPER_ZK_SCHEMES:
+        hosts, slash, path = rest.partition("/")
+        path = "/" + path.rstrip("/") if slash else ""
+        if path and path != "/ledgers" and not path.endswith("/ledgers"):
+            raise ValueError(f"metadata store url {url!r}: Magnetar keeps a cluster's ledgers in a node named "
+                             "ledgers (/ledgers, or /<root>/ledgers)")
+        return f"zk://{hosts.replace(';', ',')}{path[: -len('/ledgers')] if path else ''}"
+    if sep:
+        return None
+    body = url[len("zk:"):] if url.startswith("zk:") else url
+    hosts, slash, path = body.partition("/")
+    if hosts and all(_host_port(h) for h in hosts.split(",")):
+        return f"zk://{hosts}{slash}{path}"
+    return None
+
+
+def _host_port(text: str) -> bool:
+    host, colon, port = text.strip().rpartition(":")
+    return bool(colon and host and port.isdigit())
+
+
 def parse_store_url(url: str) -> StoreUrl:
-    """Parse and check a store URL; raises ValueError with the reason."""
+    """Parse and check a store URL; raises ValueError with the reason. Besides Magnetar's forms
+    (`open_metadata_store`) it takes Pulsar's and BookKeeper's spellings of a ZooKeeper URL
+    (`_foreign_zk_url`)."""
+    url = _foreign_zk_url(url) or url
     parts = urlsplit(url)
     query = {k: v[-1] for k, v in parse_qs(parts.query, strict_parsing=False).items()}
     if parts.scheme == "zk":
@@ -62,7 +103,8 @@ def parse_store_url(url: str) -> StoreUrl:
 
 
 @asynccontextmanager
-async def open_metadata_store(url: str, *, security: ZkSecurity | None = None) -> AsyncIterator[MetadataStore]:
+async def open_metadata_store(url: str, *, security: ZkSecurity | None = None,
+                              tls: ZkTls | None = None) -> AsyncIterator[MetadataStore]:
     """Open a session on the store at ``url`` and close it (deleting its ephemerals) on exit.
 
     URL forms:
@@ -78,6 +120,8 @@ async def open_metadata_store(url: str, *, security: ZkSecurity | None = None) -
     through a session) authenticates the session with a digest credential and gives every node
     it creates the CREATOR_ALL ACL (see `ZkSecurity`).
 
+    ``tls`` (ZooKeeper only, like ``security``) connects to ZooKeeper over TLS (see `ZkTls`).
+
     Raises ValueError for a malformed URL, ConnectionLossError if ZooKeeper cannot be reached.
     """
     parsed = parse_store_url(url)
@@ -86,7 +130,7 @@ async def open_metadata_store(url: str, *, security: ZkSecurity | None = None) -
         store = await open_zookeeper_store(parsed.location, parsed.chroot,
                                            session_timeout_s=parsed.session_timeout_s,
                                            connect_timeout_s=parsed.connect_timeout_s,
-                                           security=security)
+                                           security=security, tls=tls)
     else:
         store = await open_local_store(parsed.scheme, parsed.location)
     try:

@@ -49,6 +49,7 @@ from ._errors import (
 )
 from ._security import ZkSecurity
 from ._types import Check, Create, Delete, Op, OpResult, SessionState, SetData, Stat, WatchEvent, WatchKind
+from ._zk_tls import ZkTls
 
 _CONNECTION_ERRORS = (kz.ConnectionLoss, kz.ConnectionClosedError, kz.ConnectionDropped,
                       kz.OperationTimeoutError)
@@ -395,12 +396,18 @@ class ZooKeeperStore:
             await trio.to_thread.run_sync(self._client.close)
 
 
-def _new_client(hosts: str, session_timeout_s: float, security: ZkSecurity | None = None) -> KazooClient:
+def _new_client(hosts: str, session_timeout_s: float, security: ZkSecurity | None = None,
+                tls: ZkTls | None = None) -> KazooClient:
     auth: dict[str, Any] = {}
     if security is not None:
         # kazoo adds the credential on every (re)connect before any request, and uses the ACL for
         # every node it creates (parents made by makepath and transaction creates included)
         auth = {"auth_data": [("digest", security.digest)], "default_acl": CREATOR_ALL_ACL}
+    if tls is not None:
+        # kazoo loads the certificate only when given both files: the PEM key store holds both
+        auth.update(use_ssl=True, verify_certs=True, check_hostname=tls.hostname_verification,
+                    ca=tls.truststore or None, certfile=tls.keystore or None, keyfile=tls.keystore or None,
+                    keyfile_password=tls.keystore_password or None)
     return KazooClient(
         hosts=hosts,
         timeout=session_timeout_s,
@@ -411,12 +418,13 @@ def _new_client(hosts: str, session_timeout_s: float, security: ZkSecurity | Non
 
 
 async def open_zookeeper_store(hosts: str, chroot: str, *, session_timeout_s: float = 10.0,
-                               connect_timeout_s: float = 10.0,
-                               security: ZkSecurity | None = None) -> ZooKeeperStore:
+                               connect_timeout_s: float = 10.0, security: ZkSecurity | None = None,
+                               tls: ZkTls | None = None) -> ZooKeeperStore:
     """Connect to ``hosts`` (``h:p,h:p``) under ``chroot`` (created if missing; "" for none).
 
     With ``security`` the session authenticates with its digest credential and every node it
-    creates (the chroot too) gets the CREATOR_ALL ACL (see ``_security``).
+    creates (the chroot too) gets the CREATOR_ALL ACL (see ``_security``). With ``tls`` it
+    connects over TLS, verifying the server's certificate (see ``_zk_tls``).
     Raises ConnectionLossError if no server answers within ``connect_timeout_s``.
     """
     token = trio.lowlevel.current_trio_token()
@@ -433,7 +441,7 @@ async def open_zookeeper_store(hosts: str, chroot: str, *, session_timeout_s: fl
         _paths.validate(chroot)
 
         def make_chroot() -> None:
-            boot = _new_client(hosts, session_timeout_s, security)
+            boot = _new_client(hosts, session_timeout_s, security, tls)
             start(boot)
             try:
                 boot.ensure_path(chroot)
@@ -444,7 +452,7 @@ async def open_zookeeper_store(hosts: str, chroot: str, *, session_timeout_s: fl
         await trio.to_thread.run_sync(make_chroot)
     else:
         chroot = ""
-    client = _new_client(hosts + chroot, session_timeout_s, security)
+    client = _new_client(hosts + chroot, session_timeout_s, security, tls)
     store = ZooKeeperStore(client, f"zk://{hosts}{chroot}", token)
     client.add_listener(store._listener)
     await trio.to_thread.run_sync(start, client)

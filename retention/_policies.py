@@ -235,6 +235,10 @@ class RetentionConfig:
         0, alias="ttlDurationDefaultInSeconds", help="Message TTL when no policy sets one (0 = off).")
     backlog_quota_default_limit_bytes: int = config_field(
         -1, alias="backlogQuotaDefaultLimitBytes", help="Default destination_storage quota (-1 = none).")
+    backlog_quota_default_limit_gb: float = config_field(
+        -1.0, alias="backlogQuotaDefaultLimitGB",
+        help="Pulsar's older spelling of the default destination_storage quota, in GiB; when positive it "
+             "wins over backlogQuotaDefaultLimitBytes, as in Pulsar.")
     backlog_quota_default_limit_s: int = config_field(
         -1, alias="backlogQuotaDefaultLimitSecond", help="Default message_age quota (-1 = none).")
     backlog_quota_default_retention_policy: str = config_field(
@@ -275,9 +279,11 @@ class RetentionConfig:
         """The broker defaults as a full set of policies (the bottom level of resolution)."""
         quotas: dict[BacklogQuotaType, BacklogQuota] = {}
         policy = BacklogQuotaPolicy(self.backlog_quota_default_retention_policy)
-        if self.backlog_quota_default_limit_bytes >= 0:
-            quotas[BacklogQuotaType.DESTINATION_STORAGE] = BacklogQuota(
-                self.backlog_quota_default_limit_bytes, -1, policy)
+        limit_bytes = self.backlog_quota_default_limit_bytes
+        if self.backlog_quota_default_limit_gb > 0:
+            limit_bytes = int(self.backlog_quota_default_limit_gb * 1024 ** 3)
+        if limit_bytes >= 0:
+            quotas[BacklogQuotaType.DESTINATION_STORAGE] = BacklogQuota(limit_bytes, -1, policy)
         if self.backlog_quota_default_limit_s >= 0:
             quotas[BacklogQuotaType.MESSAGE_AGE] = BacklogQuota(-1, self.backlog_quota_default_limit_s, policy)
         return PolicyOverrides(RetentionPolicies(self.default_retention_time_minutes,

@@ -11,8 +11,11 @@ from magnetar.config import (
     ConfigError,
     config_field,
     describe,
+    key_names,
     load_config,
     parse_overrides,
+    parse_properties,
+    read_properties,
     read_toml,
     require_at_least,
     require_fraction,
@@ -60,7 +63,7 @@ def test_override_parsing_of_each_type() -> None:
         ({"port": "3181"}, None, "port"),
         ({"port": True}, None, "port"),
         ({"sync": "yes"}, None, "sync"),
-        ({"dirs": "a"}, None, "dirs"),
+        ({"dirs": 1}, None, "dirs"),
         (None, {"port": "abc"}, "port"),
         (None, {"ratio": "x"}, "ratio"),
         ({"ratio": 0.9}, None, "ratio"),
@@ -159,3 +162,73 @@ def test_require_helpers_inside_validate_get_the_section_prefix() -> None:
     with pytest.raises(ConfigError) as info:
         load_config(Checked, {"sizeBytes": 0}, section="bookie")
     assert info.value.key == "bookie.size"
+
+
+# ------------------------------------------------------------------ values as Pulsar writes them
+
+
+def test_list_keys_take_a_comma_separated_string_in_toml_as_in_pulsar() -> None:
+    assert load_config(Sample, {"dirs": "admin,ops"}).dirs == ("admin", "ops")
+    assert load_config(Sample, {"dirs": " admin , ops ,"}).dirs == ("admin", "ops")
+    assert load_config(Sample, {"dirs": ["admin", "ops"]}).dirs == ("admin", "ops")
+    assert load_config(Sample, {"dirs": ""}).dirs == ()
+
+
+def test_strings_are_parsed_as_pulsar_and_bookkeeper_spell_them() -> None:
+    cfg = load_config(Sample, None, {"port": "010", "journalSyncData": "TRUE", "dirs": "a,b"})
+    assert (cfg.port, cfg.sync, cfg.dirs) == (10, True, ("a", "b"))  # Integer.valueOf("010") is 10
+    assert load_config(Sample, None, {"port": "0x10"}).port == 16
+    for spelling, value in (("false", False), ("off", False), ("no", False), ("on", True), ("Yes", True)):
+        assert load_config(Sample, None, {"journalSyncData": spelling}).sync is value
+    with pytest.raises(ConfigError, match="true or false"):
+        load_config(Sample, None, {"journalSyncData": "maybe"})
+
+
+def test_properties_blank_values_mean_what_they_mean_to_pulsar() -> None:
+    # blank: a list key gets no items, an optional key no value, any other key keeps its value
+    cfg = load_config(Sample, {"port": 7, "limit": 3}, properties={"port": "", "dirs": "", "limit": "", "name": " "})
+    assert (cfg.port, cfg.dirs, cfg.limit, cfg.name) == (7, (), None, "x")
+    cfg = load_config(Sample, None, {"port": "9"}, properties={"port": "8", "minorCompactionThreshold": "0.5"})
+    assert (cfg.port, cfg.ratio) == (9, 0.5)  # overrides win over the file
+    with pytest.raises(ConfigError, match=r"'bookie\.port'.*integer"):
+        load_config(Sample, properties={"port": "many"}, section="bookie")
+
+
+def test_key_names_lists_both_spellings() -> None:
+    names = key_names(Sample)
+    assert names["journalSyncData"] == "sync" and names["sync"] == "sync" and names["port"] == "port"
+
+
+def test_parse_properties_follows_java_properties_syntax() -> None:
+    text = (
+        "# a comment\n"
+        "! another comment\n"
+        "\n"
+        "plain=value\n"
+        "  spaced   =   padded value   \n"
+        "colon: v\n"
+        "blank=\n"
+        "whitespace separated\n"
+        "list=a,\\\n"
+        "     b,\\\n"
+        "     c\n"
+        "escaped\\=key=x\\ty\\u0041\n"
+        "json={\"a\":\"/p/x.pem\",\"b\":1}\n"
+        "twice=1\n"
+        "twice=2\n"
+        "#commented=out\n"
+        "url=https://host:8443/path\n"
+    )
+    assert parse_properties(text) == {
+        "plain": "value", "spaced": "padded value", "colon": "v", "blank": "", "whitespace": "separated",
+        "list": "a,b,c", "escaped=key": "x\tyA", "json": '{"a":"/p/x.pem","b":1}', "twice": "2",
+        "url": "https://host:8443/path",
+    }
+
+
+def test_read_properties_missing_file_and_latin1(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        read_properties(tmp_path / "missing.conf")
+    f = tmp_path / "latin1.conf"
+    f.write_bytes("clusterName=caf\xe9\n".encode("latin-1"))
+    assert read_properties(f) == {"clusterName": "café"}

@@ -18,7 +18,7 @@ from dataclasses import dataclass, fields
 
 from magnetar.config import ConfigError, config_field, require_at_least, require_fraction, require_positive
 from magnetar.tls import TlsSettings, bookkeeper_settings, server_context
-from metadata import ZkSecurity
+from metadata import ZkSecurity, ZkTls, parse_store_url
 from protocols.bookkeeper import DEFAULT_MAX_FRAME_SIZE
 
 from ..gc import GcConfig
@@ -47,7 +47,9 @@ class BookieConfig(GcConfig):
         "127.0.0.1", alias="advertisedAddress",
         help="The host name or address clients use to reach this bookie.")
     listen_address: str = config_field(
-        "0.0.0.0", alias="listeningInterface", help="Address the bookie protocol server binds to.")
+        "0.0.0.0", alias="listeningInterface",
+        help="Where the bookie protocol server binds: a network interface's name, as in BookKeeper (eth0: "
+             "its IPv4 address), or an address or host name.")
     port: int = config_field(3181, alias="bookiePort", help="Bookie protocol (TCP) port; 0 picks a free one.")
     http_enabled: bool = config_field(True, alias="httpServerEnabled", help="Serve /metrics and the REST API.")
     http_port: int = config_field(8000, alias="httpServerPort", help="HTTP port; 0 picks a free one.")
@@ -216,6 +218,11 @@ class BookieConfig(GcConfig):
     zk_digest_credentials: str = config_field(
         "", alias="zkDigestCredentials",
         help="ZooKeeper digest credential user:password, or file:/path to a file holding it.")
+    metadata_store_config_path: str = config_field(
+        "", alias="metadataStoreConfigPath",
+        help="ZooKeeper client configuration file, as Pulsar's metadataStoreConfigPath: with "
+             "zookeeper.client.secure=true the ZooKeeper session uses TLS (zookeeper.ssl.keyStore.location: this "
+             "client's key and certificate; zookeeper.ssl.trustStore.location: the CA; PEM files). '' = plain.")
     bookie_auth_provider_factory_class: str = config_field(
         "", alias="bookieAuthProviderFactoryClass",
         help="org.apache.bookkeeper.tls.BookieAuthZFactory: admit only TLS clients whose certificate "
@@ -264,6 +271,10 @@ class BookieConfig(GcConfig):
         """The ZooKeeper digest credential to open the metadata store with (None: security off)."""
         return ZkSecurity.from_config(self.zk_enable_security, self.zk_digest_credentials)
 
+    def zk_tls(self) -> ZkTls | None:
+        """TLS to ZooKeeper from ``metadataStoreConfigPath`` (None: plain); `ConfigError` names the key."""
+        return ZkTls.from_config_file(self.metadata_store_config_path)
+
     def role_authorizer(self) -> CertificateRoleAuthorizer | None:
         """The certificate-role check of ``bookieAuthProviderFactoryClass``, None when it is off."""
         if not self.bookie_auth_provider_factory_class:
@@ -290,6 +301,7 @@ class BookieConfig(GcConfig):
             server_context(self.tls_settings())  # the files exist and hold a key pair, or an error names the key
         self._validate_authorization()
         self.zk_security()
+        self.zk_tls()
         for name in ("port", "http_port"):
             if not 0 <= getattr(self, name) <= 65535:
                 raise ConfigError(name, "must be a TCP port (0-65535)")
@@ -301,8 +313,11 @@ class BookieConfig(GcConfig):
             raise ConfigError("ledger_dirs", "needs at least one directory")
         if len(set(self.ledger_dirs)) != len(self.ledger_dirs):
             raise ConfigError("ledger_dirs", "lists a directory twice")
-        if self.metadata_url and "://" not in self.metadata_url:
-            raise ConfigError("metadata_url", "must look like zk://..., embedded:///... or memory://...")
+        if self.metadata_url:
+            try:
+                parse_store_url(self.metadata_url)
+            except ValueError as exc:
+                raise ConfigError("metadata_url", str(exc)) from None
         require_positive(self, "journal_max_size_mb", "journal_prealloc_size_mb",
                          "journal_buffered_writes_threshold", "journal_queue_size", "journal_queue_max_mb",
                          "log_size_limit", "write_cache_max_mb", "disk_check_interval_ms", "max_frame_size",

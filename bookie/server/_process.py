@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import socket
+import struct
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
@@ -58,6 +60,33 @@ def _bind_error(exc: BaseException) -> OSError | None:
     return exc if isinstance(exc, OSError) else None
 
 
+_SIOCGIFADDR = 0x8915  # Linux ioctl: an interface's IPv4 address
+
+
+def _interface_address(name: str) -> str | None:
+    """The IPv4 address of the local network interface ``name``; None when there is no such
+    interface (or it has no IPv4 address, or the platform cannot say)."""
+    if name not in {n for _i, n in socket.if_nameindex()}:
+        return None
+    try:
+        import fcntl
+
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            packed = fcntl.ioctl(sock.fileno(), _SIOCGIFADDR, struct.pack("256s", name.encode()[:15]))
+    except (ImportError, OSError):
+        return None
+    return socket.inet_ntoa(packed[20:24])
+
+
+def bind_host(listen_address: str) -> str | None:
+    """Where the bookie port binds: ``listen_address`` (``listeningInterface``) may name a network
+    interface, as in BookKeeper (``eth0``: that interface's IPv4 address), or be an address or host
+    name; empty means every address."""
+    if not listen_address:
+        return None
+    return _interface_address(listen_address) or listen_address
+
+
 async def serve_bookie_process(config: BookieConfig, *, registry: CollectorRegistry | None = None,
                                task_status: trio.TaskStatus[BookieEndpoints] = trio.TASK_STATUS_IGNORED,
                                ) -> None:
@@ -68,7 +97,7 @@ async def serve_bookie_process(config: BookieConfig, *, registry: CollectorRegis
     """
     config.validate()
     try:
-        listeners = await trio.open_tcp_listeners(config.port, host=config.listen_address or None)
+        listeners = await trio.open_tcp_listeners(config.port, host=bind_host(config.listen_address))
     except OSError as exc:
         raise OSError(exc.errno, f"cannot listen on {config.listen_address or '*'}:{config.port} "
                                  f"(bookiePort): {exc.strerror or exc}") from exc
@@ -81,7 +110,7 @@ async def serve_bookie_process(config: BookieConfig, *, registry: CollectorRegis
         store = None
         if config.metadata_url:
             store = await stack.enter_async_context(open_metadata_store(
-                config.metadata_url, security=config.zk_security()))
+                config.metadata_url, security=config.zk_security(), tls=config.zk_tls()))
         await check_cookies(config, store)
         await check_ledger_layout(config, store)
         bookie = await stack.enter_async_context(open_bookie(config, registry=registry, store=store))

@@ -35,6 +35,7 @@ from . import (
     _clusters,
     _compaction,
     _explain,
+    _inactive_topic_policies,
     _limits,
     _messages,
     _namespaces,
@@ -94,7 +95,8 @@ def create_admin_app(service: BrokerService, *, gc_explain: GcExplainHook | None
     routes: list[Route] = [Route("/metrics", metrics, methods=["GET"])]
     # order matters where paths overlap: specific topic sub-paths before generic ones
     for module in (_brokers, _broker_config, _broker_stats, _clusters, _cluster, _tenants, _namespaces,
-                   _permissions, _topics, _subscriptions, _messages, _policies, _limits, _backlog, _explain,
+                   _permissions, _inactive_topic_policies, _topics, _subscriptions, _messages, _policies, _limits,
+                   _backlog, _explain,
                    _schema_routes, _auto_creation, _compaction, _nonpersistent):
         routes.extend(module.routes())
     limit = service.config.http_max_request_size

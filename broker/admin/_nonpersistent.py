@@ -8,8 +8,8 @@
   the loaded topic, closing its producers and consumers (they reconnect and create it anew); a
   delete also drops the topic-level policies (of every partition, for a partitioned topic).
 * ``GET {topic}/stats``: Pulsar's NonPersistentTopicStats of a loaded topic (404 when not loaded:
-  nothing of it exists then); ``GET {topic}/partitioned-stats``: the totals over the loaded
-  partitions (``perPartition=true`` adds each), with ``msgDropRate``.
+  nothing of it exists then); ``GET {topic}/partitioned-stats``: the loaded partitions' stats
+  added up as Pulsar adds them, with each partition's (``perPartition``, true by default).
 * ``GET /lookup/v2/topic/non-persistent/{tenant}/{namespace}/{topic}``: as for persistent topics.
 """
 
@@ -22,6 +22,8 @@ from starlette.routing import Route
 from protocols.pulsar import TopicName
 
 from .._nonpersistent import NonPersistentTopic
+from .._stats_json import StatsOptions, np_topic_stats
+from .._stats_json import partitioned_stats as merge_partitions
 from ._common import (
     RestError,
     endpoint,
@@ -35,11 +37,9 @@ from ._common import (
     topic_of,
 )
 from ._tenants import lookup_response
-from ._topic_ops import PARTITIONED_TOTALS, create_partitioned_topic, loaded_partitions, partitioned_totals
+from ._topic_ops import create_partitioned_topic, loaded_partitions
 
 __all__ = ["routes"]
-
-_TOTALS = (*PARTITIONED_TOTALS, "msgDropRate")
 
 
 def _topic_of(request: Request) -> TopicName:
@@ -125,7 +125,7 @@ async def unload(request: Request) -> Response:
 async def stats(request: Request) -> Response:
     s, topic = service_of(request), _topic_of(request)
     await require_namespace(s, topic.namespace_name)
-    return json_response(_loaded(request, topic).stats())
+    return json_response(np_topic_stats(_loaded(request, topic), StatsOptions.from_query(request.query_params)))
 
 
 @endpoint
@@ -136,8 +136,10 @@ async def partitioned_stats(request: Request) -> Response:
     if not n:
         raise RestError(404, f"Partitioned topic {topic} does not exist")
     loaded = loaded_partitions(s.np_topics, topic, n)
-    parts = {str(loaded[i].name): loaded[i].stats() for i in sorted(loaded)}
-    return json_response(partitioned_totals(request, n, parts, _TOTALS))
+    options = StatsOptions.from_query(request.query_params)
+    parts = {str(loaded[i].name): np_topic_stats(loaded[i], options) for i in sorted(loaded)}
+    per_partition = request.query_params.get("perPartition", "true").lower() != "false"
+    return json_response(merge_partitions(n, parts, per_partition=per_partition, non_persistent=True))
 
 
 @endpoint

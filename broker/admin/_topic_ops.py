@@ -6,9 +6,11 @@ Rules:
   create one, except the explicit create endpoints.
 * Rule 2: deleting a topic with connected producers or consumers needs ``force`` (else 412);
   with ``force`` they are disconnected first. Deletion removes the managed ledger (ledgers,
-  cursors), the compacted ledger, the dedup snapshot, the schemas, the topic-level policies and
-  what retention remembers.
-* Rule 3: a partitioned topic is deleted partition by partition, then its metadata.
+  cursors), the compacted ledger, the dedup snapshot, the topic-level policies and what
+  retention remembers (`broker._topic_deletion`), and a non-partitioned topic's schemas; the
+  topic does not load again until it is gone.
+* Rule 3: a partitioned topic is deleted partition by partition, then its schemas, policies and
+  metadata.
 * Rule 5: truncating a topic moves every subscription to its end (and the dedup cursor to its
   latest snapshot), closes the current ledger and deletes every closed ledger no cursor still
   needs, as Pulsar's truncate does; a partitioned topic is truncated partition by partition.
@@ -21,32 +23,24 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from starlette.requests import Request
 
 from managed_ledger import ManagedLedgerError
-from metadata import NodeExistsError, NoNodeError
+from metadata import NodeExistsError
 from protocols.pulsar import TopicName
 
-from .._compaction import delete_compacted_ledger
-from .._dedup import DEDUP_ROOT
 from .._topic import Topic
-from ._common import RestError, check_partitions, for_each_bounded, json_body, query_bool, require_namespace
+from .._topic_deletion import delete_stored_topic
+from ._common import RestError, check_partitions, for_each_bounded, json_body, require_namespace
 
 if TYPE_CHECKING:
     from .._service import BrokerService
     from .._subscription import Subscription
 
 __all__ = ["delete_topic", "delete_partitioned_topic", "truncate_topic", "existing_topic", "existing_subscription",
-           "topic_exists_any", "loaded_partitions", "present_partitions", "create_partitioned_topic",
-           "partitioned_totals", "PARTITIONED_TOTALS"]
-
-#: The stats summed over the partitions by ``partitioned-stats``, for both topic kinds.
-PARTITIONED_TOTALS = ("msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut", "msgInCounter",
-                      "bytesInCounter", "msgOutCounter", "bytesOutCounter", "storageSize", "backlogSize",
-                      "msgBacklog", "publishRateLimitedTimes")
-
+           "topic_exists_any", "loaded_partitions", "present_partitions", "create_partitioned_topic"]
 
 class LoadedTopic(Protocol):
     """What `loaded_partitions` reads of a loaded topic of either kind."""
@@ -115,18 +109,6 @@ async def create_partitioned_topic(request: Request, s: BrokerService, topic: To
         raise RestError(409, f"This topic already exists: {topic}") from None
 
 
-def partitioned_totals(request: Request, n: int, parts: dict[str, dict[str, Any]],
-                       keys: tuple[str, ...] = PARTITIONED_TOTALS) -> dict[str, Any]:
-    """The ``partitioned-stats`` body over ``n`` partitions from the stats of the loaded ones
-    (``parts``, by partition name): ``keys`` summed, each partition's stats when the request
-    asks ``perPartition=true``."""
-    total: dict[str, Any] = {"metadata": {"partitions": n},
-                             "partitions": parts if query_bool(request, "perPartition") else {}}
-    for key in keys:
-        total[key] = sum(p[key] for p in parts.values())
-    return total
-
-
 async def present_partitions(s: BrokerService, topic: TopicName, n: int) -> list[TopicName]:
     """The partitions of ``topic`` below ``n`` that are loaded or have a managed ledger, in index
     order (Rule 4): one listing of the namespace's managed ledgers, never one per partition."""
@@ -173,23 +155,14 @@ async def delete_topic(s: BrokerService, topic: TopicName, *, force: bool,
         active = bool(loaded.producers) or any(sub.consumers for sub in loaded.subscriptions.values())
         if active and not force:
             raise RestError(412, "Topic has active producers/subscriptions")
-        await s.unload(loaded)
-    try:
-        # the compacted view's ledger is outside the ledger list: its id goes with the cursors
-        await delete_compacted_ledger(s.factory, topic.managed_ledger_name)
-    except ManagedLedgerError as exc:
-        raise RestError(500, f"cannot delete the compacted ledger of {topic}: {exc}") from None
-    try:
-        await s.factory.delete(topic.managed_ledger_name)
-    except ManagedLedgerError:
-        pass  # never stored (an auto-created partition nobody used): nothing to delete
-    try:
-        await s.store.delete(f"{DEDUP_ROOT}/{topic.managed_ledger_name}", recursive=True)
-    except NoNodeError:
-        pass
-    await s.schemas.delete(topic)
-    await s.topic_policies.delete_all(topic)
-    s.retention.forget(key)
+    async with s.hold_loading(topic):  # no client loads it again half-deleted
+        loaded = s.topics.get(key)
+        if loaded is not None and not loaded.closed:
+            await s.unload(loaded)
+        try:
+            await delete_stored_topic(s, topic)
+        except ManagedLedgerError as exc:
+            raise RestError(500, f"cannot delete the compacted ledger of {topic}: {exc}") from None
 
 
 async def delete_partitioned_topic(s: BrokerService, topic: TopicName, *, force: bool) -> None:
@@ -205,6 +178,7 @@ async def delete_partitioned_topic(s: BrokerService, topic: TopicName, *, force:
                 raise RestError(412, "Topic has active producers/subscriptions")
     await for_each_bounded(await present_partitions(s, topic, n),
                            lambda part: delete_topic(s, part, force=True, known_present=True))
+    await s.schemas.delete(topic)
     await s.topic_policies.delete_all(topic)
     await s.namespaces.delete_partitioned_topic(topic)
 

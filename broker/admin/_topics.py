@@ -3,12 +3,14 @@ delete, partitions, stats, internal stats, unload, truncate (`_topic_ops` Rule 5
 
 ``partitioned-stats`` reports the partitions this broker has loaded and never loads one to report
 it (Pulsar reports a topic's stats from the broker that has it loaded); the totals are over those
-partitions, and ``metadata.partitions`` says how many there are.
+partitions, added up as Pulsar adds them, and ``metadata.partitions`` says how many there are. The
+stats are Pulsar 4.0's JSON (`broker._stats_json`), with its query parameters.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from starlette.requests import Request
@@ -16,7 +18,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from .._namespaces import PARTITIONED_ROOT
-from .._stats import topic_stats
+from .._stats import refresh_backlog_age
+from .._stats_json import StatsOptions, internal_stats, partitioned_stats, topic_stats
+from .._topic import Topic
 from ._common import (
     RestError,
     check_partitions,
@@ -37,13 +41,15 @@ from ._topic_ops import (
     delete_topic,
     existing_topic,
     loaded_partitions,
-    partitioned_totals,
     present_partitions,
     topic_exists_any,
     truncate_topic,
 )
 
-__all__ = ["routes"]
+__all__ = ["routes", "BACKLOG_AGE_REFRESH_S"]
+
+BACKLOG_AGE_REFRESH_S = 5.0
+"""How old the backlog age (`broker._stats` Rule 5) may be when stats or /metrics report it."""
 
 
 @endpoint
@@ -126,28 +132,37 @@ async def remove_partitioned(request: Request) -> Response:
     return no_content()
 
 
+async def _stats_of(topic: Topic, options: StatsOptions) -> dict[str, Any]:
+    # the backlog age needs a read per subscription: refreshed here at most every few seconds
+    if time.monotonic() - topic.stats_state.backlog_age_at >= BACKLOG_AGE_REFRESH_S:
+        await refresh_backlog_age(topic, int(time.time() * 1000))
+    return await topic_stats(topic, options)
+
+
 @endpoint
 async def stats(request: Request) -> Response:
     t = await existing_topic(service_of(request), topic_of(request))
-    return json_response(topic_stats(t))
+    return json_response(await _stats_of(t, StatsOptions.from_query(request.query_params)))
 
 
 @endpoint
-async def partitioned_stats(request: Request) -> Response:
+async def partitioned_stats_route(request: Request) -> Response:
     s, topic = service_of(request), topic_of(request)
     await require_namespace(s, topic.namespace_name)
     n = await s.namespaces.get_partitions(topic) if topic.partition < 0 else 0
     if not n:
         raise RestError(404, f"Partitioned topic {topic} does not exist")
+    options = StatsOptions.from_query(request.query_params)
     loaded = loaded_partitions(s.topics, topic, n)
-    parts = {str(loaded[i].name): topic_stats(loaded[i]) for i in sorted(loaded)}
-    return json_response(partitioned_totals(request, n, parts))
+    parts = {str(loaded[i].name): await _stats_of(loaded[i], options) for i in sorted(loaded)}
+    per_partition = request.query_params.get("perPartition", "true").lower() != "false"
+    return json_response(partitioned_stats(n, parts, per_partition=per_partition))
 
 
 @endpoint
-async def internal_stats(request: Request) -> Response:
+async def internal_stats_route(request: Request) -> Response:
     t = await existing_topic(service_of(request), topic_of(request))
-    return json_response(t.ml.internal_stats())
+    return json_response(await internal_stats(t))
 
 
 @endpoint
@@ -195,8 +210,8 @@ def routes() -> list[Route]:
         Route(f"{tp}/partitions", get_partitioned, methods=["GET"]),
         Route(f"{tp}/partitions", remove_partitioned, methods=["DELETE"]),
         Route(f"{tp}/stats", stats, methods=["GET"]),
-        Route(f"{tp}/partitioned-stats", partitioned_stats, methods=["GET"]),
-        Route(f"{tp}/internalStats", internal_stats, methods=["GET"]),
+        Route(f"{tp}/partitioned-stats", partitioned_stats_route, methods=["GET"]),
+        Route(f"{tp}/internalStats", internal_stats_route, methods=["GET"]),
         Route(f"{tp}/unload", unload, methods=["PUT"]),
         Route(f"{tp}/truncate", truncate, methods=["DELETE"]),
     ]

@@ -99,7 +99,8 @@ def make_shell(config_options: Callable[[Callable[..., Any]], Callable[..., Any]
             raise SystemExit(EXIT_USAGE)
 
         async def main() -> Any:
-            async with open_metadata_store(config.metadata_url) as store:
+            async with open_metadata_store(config.metadata_url, security=config.zk_security(),
+                                           tls=config.zk_tls()) as store:
                 return await body(store, config)
 
         try:

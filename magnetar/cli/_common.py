@@ -17,7 +17,6 @@ Every non-zero exit prints ``error: <reason>`` and then logs ``magnetar <name> s
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import gc
 import logging
@@ -30,7 +29,9 @@ from typing import Any
 import click
 import trio
 
-from magnetar.config import ConfigError, load_config, parse_overrides, read_toml
+from magnetar.config import ConfigError, key_names, load_config, parse_overrides
+
+from ._conf_files import read_conf, route_properties, unimplemented_warning
 
 __all__ = ["EXIT_CONFIG", "EXIT_FATAL", "EXIT_START", "load_sections", "run_until_signal", "setup_logging", "fail",
            "fail_cleanly_on", "log_stopped"]
@@ -45,21 +46,31 @@ log = logging.getLogger("magnetar")
 
 def load_sections(conf: Path | None, sections: Mapping[str, type], overrides: tuple[str, ...],
                   flags: Mapping[str, Mapping[str, Any]] | None = None,
-                  defaults: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
-    """Load one config object per TOML table of ``conf``.
+                  defaults: Mapping[str, Mapping[str, Any]] | None = None, *, command: str = "") -> dict[str, Any]:
+    """Load one config object per table of ``conf``.
 
+    ``conf`` is a TOML file with one table per section, or a Java-properties file in Pulsar's or
+    BookKeeper's format whose keys go to every section that accepts them (`_conf_files`: the keys
+    Pulsar or BookKeeper define that no section implements are named in one WARNING log record,
+    as ``magnetar <command>``; a key nobody defines is a `ConfigError`).
     ``overrides`` are ``section.key=value`` strings (``--set broker.brokerServicePort=6651``);
     ``flags`` are per-section values from explicit command-line options; ``defaults`` are
     per-section values (by field name) used where the file gives the key under neither spelling.
     A table of the file that is not in ``sections``, or an override naming an unknown section, is
     a `ConfigError`.
     """
-    data = read_toml(conf) if conf is not None else {}
+    conf_file = read_conf(conf) if conf is not None else None
+    data = conf_file.toml if conf_file is not None else {}
     for name, value in data.items():
         if name not in sections:
             raise ConfigError(name, f"unknown table; expected one of {', '.join(sections)}")
         if not isinstance(value, dict):
             raise ConfigError(name, "must be a table")
+    properties: dict[str, dict[str, str]] = {name: {} for name in sections}
+    if conf_file is not None and conf_file.properties is not None:
+        properties, ignored = route_properties(conf_file.properties, sections)
+        if ignored:
+            log.warning("%s", unimplemented_warning(command or "", conf_file.path, ignored))
     per_section: dict[str, dict[str, Any]] = {name: dict((flags or {}).get(name, {})) for name in sections}
     for key, value in parse_overrides(overrides).items():
         section, dot, rest = key.partition(".")
@@ -69,15 +80,16 @@ def load_sections(conf: Path | None, sections: Mapping[str, type], overrides: tu
         per_section[section][rest] = value
     tables = {name: _with_defaults(cls, data.get(name, {}), (defaults or {}).get(name, {}))
               for name, cls in sections.items()}
-    return {name: load_config(cls, tables[name], per_section[name], section=name)
+    return {name: load_config(cls, tables[name], per_section[name], section=name, properties=properties[name])
             for name, cls in sections.items()}
 
 
 def _with_defaults(cls: type, table: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(table)
-    aliases = {f.name: f.metadata.get("alias") for f in dataclasses.fields(cls)}
+    names = key_names(cls)
+    given = {names.get(k, k) for k in out}
     for key, value in defaults.items():
-        if key not in out and aliases.get(key) not in out:
+        if names.get(key, key) not in given:
             out[key] = value
     return out
 

@@ -7,6 +7,7 @@ exits with status 1 (2 for usage errors, as click does).
 from __future__ import annotations
 
 import base64
+import datetime
 import functools
 import json
 import ssl
@@ -550,6 +551,47 @@ def namespaces_remove_auto_creation(api: _Api, namespace: str) -> None:
     api.do("DELETE", _nsp(namespace, "/autoTopicCreation"), f"removed auto topic creation override of {namespace}")
 
 
+def _seconds(text: str) -> int:
+    """``600`` (seconds), ``90s``, ``10m``, ``2h``, ``1d``, ``1w`` -> seconds (pulsar-admin's durations)."""
+    return _with_units(text.strip().lower(), {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800},
+                       "duration", f"{text!r}: use seconds, or a number with s/m/h/d/w")
+
+
+_INACTIVE_OPTS = (
+    click.option("--enable-delete-while-inactive/--disable-delete-while-inactive", "-e/-d", "enable",
+                 required=True, help="Delete topics once inactive, or never."),
+    click.option("--max-inactive-duration", "-t", "duration", required=True,
+                 help="How long a topic must stay inactive: seconds, or 10m/2h/1d."),
+    click.option("--delete-mode", "-m", "mode", required=True,
+                 type=click.Choice(["delete_when_no_subscriptions", "delete_when_subscriptions_caught_up"]),
+                 help="Inactive means no subscriptions, or only caught-up ones (and no producers or consumers)."),
+)
+
+
+def _inactive_body(enable: bool, duration: str, mode: str) -> dict[str, Any]:
+    return {"inactiveTopicDeleteMode": mode, "maxInactiveDurationSeconds": _seconds(duration),
+            "deleteWhileInactive": enable}
+
+
+@_cmd(namespaces, "set-inactive-topic-policies", _ns_arg, *_INACTIVE_OPTS)
+def namespaces_set_inactive(api: _Api, namespace: str, enable: bool, duration: str, mode: str) -> None:
+    """Set when the namespace's inactive topics are deleted (over the broker's settings)."""
+    api.do("POST", _nsp(namespace, "/inactiveTopicPolicies"), f"set inactive topic policies of {namespace}",
+           _inactive_body(enable, duration, mode))
+
+
+@_cmd(namespaces, "get-inactive-topic-policies", _ns_arg)
+def namespaces_get_inactive(api: _Api, namespace: str) -> None:
+    """Show the namespace's inactive topic policies (nothing: the broker's settings apply)."""
+    api.show(_nsp(namespace, "/inactiveTopicPolicies"))
+
+
+@_cmd(namespaces, "remove-inactive-topic-policies", _ns_arg)
+def namespaces_remove_inactive(api: _Api, namespace: str) -> None:
+    """Remove the namespace's inactive topic policies: the broker's settings apply again."""
+    api.do("DELETE", _nsp(namespace, "/inactiveTopicPolicies"), f"removed inactive topic policies of {namespace}")
+
+
 # ------------------------------------------------------------------ topics
 
 
@@ -584,6 +626,26 @@ def _sp(topic: str, subscription: str) -> str:
 def topics_list(api: _Api, namespace: str) -> None:
     """List the topics of a namespace (partitions by name)."""
     api.show(f"/admin/v2/persistent/{_ns(namespace)}", columns=["topic"])
+
+
+@_cmd(topics, "set-inactive-topic-policies", _topic_arg, *_INACTIVE_OPTS)
+def topics_set_inactive(api: _Api, topic: str, enable: bool, duration: str, mode: str) -> None:
+    """Set when this topic is deleted once inactive (over its namespace's and the broker's settings)."""
+    api.do("POST", f"{_tp(topic)}/inactiveTopicPolicies", f"set inactive topic policies of {topic}",
+           _inactive_body(enable, duration, mode))
+
+
+@_cmd(topics, "get-inactive-topic-policies", _topic_arg,
+      click.option("--applied", "-a", is_flag=True, help="The policies in force (topic, namespace or broker)."))
+def topics_get_inactive(api: _Api, topic: str, applied: bool) -> None:
+    """Show the topic's inactive topic policies."""
+    _emit(api, api.call("GET", f"{_tp(topic)}/inactiveTopicPolicies", params={"applied": "true"} if applied else None))
+
+
+@_cmd(topics, "remove-inactive-topic-policies", _topic_arg)
+def topics_remove_inactive(api: _Api, topic: str) -> None:
+    """Remove the topic's inactive topic policies."""
+    api.do("DELETE", f"{_tp(topic)}/inactiveTopicPolicies", f"removed inactive topic policies of {topic}")
 
 
 @_cmd(topics, "create", _topic_arg)
@@ -628,13 +690,23 @@ def topics_stats(api: _Api, topic: str, precise: bool = False) -> None:
         return
     _emit(api, {k: v for k, v in stats.items() if not isinstance(v, (dict, list))}, title=topic)
     _emit(api, [{"name": n, **{k: s.get(k) for k in ("type", "msgBacklog", "backlogSize", "unackedMessages",
-                                                        "msgOutCounter", "markDeletePosition")},
+                                                        "msgOutCounter", "msgRateOut")},
                  "consumers": len(s.get("consumers", []))} for n, s in stats.get("subscriptions", {}).items()],
           title="subscriptions", columns=["name", "type", "msgBacklog", "backlogSize", "unackedMessages",
-                                          "msgOutCounter", "markDeletePosition", "consumers"])
+                                          "msgOutCounter", "msgRateOut", "consumers"])
     if stats.get("publishers"):
         _emit(api, stats["publishers"], title="producers",
-              columns=["producerName", "accessMode", "msgInCounter", "bytesInCounter", "address"])
+              columns=["producerName", "accessMode", "msgRateIn", "msgThroughputIn", "address"])
+
+
+def _readable_time(value: object) -> object:
+    """A time of Pulsar's stats (epoch ms, or Pulsar's ISO date text) as `when` writes it."""
+    if isinstance(value, str):
+        try:
+            value = int(datetime.datetime.fromisoformat(value).timestamp() * 1000)
+        except ValueError:
+            return value
+    return when(value) if isinstance(value, int) else value
 
 
 @_cmd(topics, "stats-internal", _topic_arg)
@@ -644,12 +716,9 @@ def topics_stats_internal(api: _Api, topic: str) -> None:
     if api.as_json:
         _emit(api, stats)
         return
-    _emit(api, {k: (when(v) if k.endswith("Timestamp") and isinstance(v, int) else v)
+    _emit(api, {k: (_readable_time(v) if k.endswith("Timestamp") else v)
                 for k, v in stats.items() if not isinstance(v, (dict, list))}, title=topic)
-    # a ledger's timestamp is set when it closes: the open ledger has none yet
-    ledgers = [{**row, "timestamp": when(row["timestamp"]) if row.get("timestamp") else "(open)"}
-               for row in stats.get("ledgers", [])]
-    _emit(api, ledgers, title="ledgers", columns=["ledgerId", "entries", "size", "timestamp"])
+    _emit(api, stats.get("ledgers", []), title="ledgers", columns=["ledgerId", "entries", "size"])
     _emit(api, [{"name": n, **c} for n, c in stats.get("cursors", {}).items()], title="cursors",
           columns=["name", "markDeletePosition", "readPosition", "individuallyDeletedMessages", "state"])
 
@@ -828,7 +897,7 @@ def topics_explain_storage(api: _Api, topic: str) -> None:
     _emit(api, ledgers, title="ledgers",
           columns=["ledgerId", "entries", "size", "age", "decision", "reason", "pinnedBy", "explanation"])
     _emit(api, [{"cursor": n, **c} for n, c in (ex.get("cursors") or {}).items()], title="cursors",
-          columns=["cursor", "markDeletePosition", "backlog", "backlogSize", "pinsLedgers"])
+          columns=["cursor", "pipeline", "markDeletePosition", "backlog", "backlogSize", "pinsLedgers"])
     last = ex.get("lastRetentionCheck")
     if last:
         click.echo(f"last retention check {when(last.get('checkedAtMs'))}: trimmed {last.get('trimmed')} "

@@ -1,8 +1,9 @@
 """``magnetar bookie``: run a bookie; ``magnetar bookie format``: initialise its directories;
 ``magnetar bookie gc-explain``: ask a running bookie why its entry logs are still on disk.
 
-Configuration comes from ``--conf bookie.toml`` (top-level keys, or a ``[bookie]`` table), then the
-explicit flags, then ``--set key=value`` overrides; every key is checked (see `BookieConfig`).
+Configuration comes from ``--conf bookie.toml`` (top-level keys, or a ``[bookie]`` table) or a
+BookKeeper ``bk_server.conf`` (`magnetar.cli._conf_files`), then the explicit flags, then ``--set
+key=value`` overrides; every key is checked (see `BookieConfig`).
 """
 
 from __future__ import annotations
@@ -17,16 +18,17 @@ from typing import Any
 
 import click
 
-from magnetar.config import ConfigError, load_config, parse_overrides, read_toml
+from magnetar.config import ConfigError, key_names, load_config, parse_overrides
 
 from ._bookie_shell import make_shell
 from ._common import fail_cleanly_on, log_stopped
+from ._conf_files import read_conf, route_properties, unimplemented_warning
 from ._gc_cli import gc_explain
 from ._security import bookie_security_warning
 
 _OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
     click.option("--conf", "conf", type=click.Path(dir_okay=False, path_type=Path), default=None,
-                 help="TOML config file (see deploy/bookie.toml)."),
+                 help="TOML config file (see deploy/bookie.toml), or BookKeeper's bk_server.conf."),
     click.option("--journal-dir", default=None, help="Journal directory (journalDirectory)."),
     click.option("--ledger-dirs", default=None, help="Comma-separated ledger directories (ledgerDirectories)."),
     click.option("--port", type=int, default=None, help="Bookie protocol port (bookiePort)."),
@@ -61,9 +63,17 @@ def _load(conf: Path | None, journal_dir: str | None, ledger_dirs: str | None, p
     from bookie import BookieConfig
 
     table: dict[str, Any] = {}
+    properties: dict[str, str] = {}
     if conf is not None:
-        data = read_toml(conf)
-        table = data["bookie"] if isinstance(data.get("bookie"), dict) else data
+        conf_file = read_conf(conf)
+        if conf_file.properties is not None:  # a bk_server.conf (`_conf_files`)
+            routed, ignored = route_properties(conf_file.properties, {"bookie": BookieConfig})
+            properties = routed["bookie"]
+            if ignored:
+                logging.getLogger("magnetar").warning("%s", unimplemented_warning("bookie", conf, ignored))
+        else:
+            data = conf_file.toml
+            table = data["bookie"] if isinstance(data.get("bookie"), dict) else data
     flags: dict[str, Any] = {}
     for key, value in (("journal_dir", journal_dir), ("ledger_dirs", ledger_dirs), ("port", port),
                        ("http_port", http_port), ("metadata_url", metadata_url), ("bookie_id", bookie_id)):
@@ -72,13 +82,10 @@ def _load(conf: Path | None, journal_dir: str | None, ledger_dirs: str | None, p
     flags.update(parse_overrides(overrides))
     # Flags and overrides may use either spelling of a key; drop the file's other spelling so that
     # a flag does not count as "given twice".
-    from dataclasses import fields
-
-    spellings = {f.name: {f.name, f.metadata.get("alias")} for f in fields(BookieConfig)}
-    alias_to_name = {s: name for name, ss in spellings.items() for s in ss if s}
-    overridden = {alias_to_name.get(k, k) for k in flags}
-    table = {k: v for k, v in table.items() if alias_to_name.get(k, k) not in overridden}
-    return load_config(BookieConfig, table, flags)
+    names = key_names(BookieConfig)
+    overridden = {names.get(k, k) for k in flags}
+    table = {k: v for k, v in table.items() if names.get(k, k) not in overridden}
+    return load_config(BookieConfig, table, flags, properties=properties)
 
 
 @click.group(name="bookie", invoke_without_command=True)
@@ -144,7 +151,8 @@ def format_command(ctx: click.Context, force: bool, **options: Any) -> None:
     async def main() -> Any:
         if not config.metadata_url:
             return await format_bookie(config, None, force=force)
-        async with open_metadata_store(config.metadata_url, security=config.zk_security()) as store:
+        async with open_metadata_store(config.metadata_url, security=config.zk_security(),
+                                       tls=config.zk_tls()) as store:
             return await format_bookie(config, store, force=force)
 
     cookie = trio.run(main)

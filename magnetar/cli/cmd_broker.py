@@ -1,7 +1,8 @@
 """``magnetar broker``: a broker joining a cluster through ZooKeeper (bookies run separately).
 
 Configuration: ``--conf broker.toml`` (tables ``[broker]``, ``[cluster]``, ``[managed_ledger]``,
-``[bk_client]``; see deploy/broker.toml), then flags, then ``--set table.key=value``.
+``[bk_client]``; see deploy/broker.toml) or a Pulsar ``broker.conf`` (`magnetar.cli._conf_files`),
+then flags, then ``--set table.key=value``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from magnetar.cli._security import broker_security_warning
 from magnetar.config import ConfigError, config_field
 
 if TYPE_CHECKING:
-    from metadata import ZkSecurity
+    from metadata import ZkSecurity, ZkTls
 
 
 @dataclass(frozen=True)
@@ -38,9 +39,15 @@ class ClusterConfig:
     zk_digest_credentials: str = config_field(
         "", alias="zkDigestCredentials",
         help="ZooKeeper digest credential user:password, or file:/path to a file holding it.")
+    metadata_store_config_path: str = config_field(
+        "", alias="metadataStoreConfigPath",
+        help="ZooKeeper client configuration file, as Pulsar's metadataStoreConfigPath: with "
+             "zookeeper.client.secure=true the ZooKeeper session uses TLS (zookeeper.ssl.keyStore.location: this "
+             "client's key and certificate; zookeeper.ssl.trustStore.location: the CA; PEM files). '' = plain.")
 
     def __post_init__(self) -> None:
         self.zk_security()  # a missing or malformed credential is refused at start, naming the key
+        self.zk_tls()
 
     def zk_security(self) -> ZkSecurity | None:
         """The ZooKeeper digest credential to open the metadata store with (None: security off)."""
@@ -48,10 +55,16 @@ class ClusterConfig:
 
         return ZkSecurity.from_config(self.zk_enable_security, self.zk_digest_credentials)
 
+    def zk_tls(self) -> ZkTls | None:
+        """TLS to ZooKeeper from ``metadataStoreConfigPath`` (None: plain); `ConfigError` names the key."""
+        from metadata import ZkTls  # here: `magnetar --help` loads no kazoo
+
+        return ZkTls.from_config_file(self.metadata_store_config_path)
+
 
 @click.command(name="broker")
 @click.option("--conf", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="TOML config file (see deploy/broker.toml).")
+              help="TOML config file (see deploy/broker.toml), or Pulsar's broker.conf.")
 @click.option("--metadata-url", default=None, help="Metadata store URL (zk://host:port/chroot).")
 @click.option("--port", type=int, default=None, help="Pulsar protocol port (brokerServicePort).")
 @click.option("--web-port", type=int, default=None, help="Admin REST port (webServicePort).")
@@ -77,7 +90,7 @@ def command(conf: Path | None, metadata_url: str | None, port: int | None, web_p
     try:
         cfg = load_sections(conf, {"cluster": ClusterConfig, "broker": BrokerConfig,
                                    "managed_ledger": ManagedLedgerConfig, "bk_client": ClientConfig},
-                            overrides, flags)
+                            overrides, flags, command="broker")
         check_message_size(cfg["broker"], cfg["bk_client"])
     except ConfigError as exc:
         fail(exc, name="broker")
@@ -88,7 +101,8 @@ def command(conf: Path | None, metadata_url: str | None, port: int | None, web_p
         logging.getLogger("magnetar.broker").warning(warning)
 
     async def main(task_status: trio.TaskStatus[Any]) -> None:
-        async with open_metadata_store(cluster.metadata_url, security=cluster.zk_security()) as store:
+        async with open_metadata_store(cluster.metadata_url, security=cluster.zk_security(),
+                                       tls=cluster.zk_tls()) as store:
             await serve_broker_stack(store, cfg["broker"], cfg["managed_ledger"], cfg["bk_client"],
                                      metadata_root=cluster.metadata_root, multi_broker=True,
                                      task_status=task_status)

@@ -2,8 +2,8 @@
 
 Data lives under ``--data-dir`` (default ``./data``); a restart finds every topic, subscription
 and message where it was. Configuration: ``--conf standalone.toml`` (tables ``[standalone]``,
-``[broker]``, ``[bookie]``, ``[managed_ledger]``, ``[bk_client]``; see deploy/standalone.toml),
-then flags, then ``--set table.key=value``.
+``[broker]``, ``[bookie]``, ``[managed_ledger]``, ``[bk_client]``; see deploy/standalone.toml) or a
+Pulsar ``standalone.conf`` (`magnetar.cli._conf_files`), then flags, then ``--set table.key=value``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from magnetar.config import ConfigError
 
 @click.command(name="standalone")
 @click.option("--conf", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="TOML config file (see deploy/standalone.toml).")
+              help="TOML config file (see deploy/standalone.toml), or Pulsar's standalone.conf.")
 @click.option("--data-dir", default=None, help="Directory for all data (default ./data).")
 @click.option("--bookies", "num_bookies", type=int, default=None, help="Number of bookies (default 1).")
 @click.option("--set", "overrides", multiple=True, metavar="TABLE.KEY=VALUE", help="Override any config key.")
@@ -44,7 +44,7 @@ def command(conf: Path | None, data_dir: str | None, num_bookies: int | None, ov
     try:
         cfg = load_sections(conf, {"standalone": StandaloneConfig, "broker": BrokerConfig, "bookie": BookieConfig,
                                    "managed_ledger": ManagedLedgerConfig, "bk_client": ClientConfig},
-                            overrides, flags, defaults=STANDALONE_DEFAULTS)
+                            overrides, flags, defaults=STANDALONE_DEFAULTS, command="standalone")
         cfg["standalone"].validate()
         check_message_size(cfg["broker"], cfg["bk_client"], cfg["bookie"])
     except ConfigError as exc:

@@ -39,7 +39,7 @@ from .helpers import make_config
     ({"ledgerDirectories": []}, "ledger_dirs"),
     ({"journalMaxSizeMB": 0}, "journal_max_size_mb"),
     ({"logSizeLimit": 10}, "log_size_limit"),
-    ({"metadataServiceUri": "localhost:2181"}, "metadata_url"),
+    ({"metadataServiceUri": "localhost"}, "metadata_url"),
     ({"nosuchKey": 1}, "nosuchKey"),
 ])
 def test_config_errors_name_the_key(values: dict, key: str) -> None:

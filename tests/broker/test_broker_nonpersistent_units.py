@@ -14,6 +14,7 @@ from broker._dispatcher import SubType
 from broker._errors import ConsumerBusyError, ProducerBusyError
 from broker._nonpersistent import NonPersistentTopic
 from broker._producer import AccessMode, Producer
+from broker._stats_json import np_subscription_stats
 from broker._topic_limits import DispatchRate, TopicLimits
 from protocols.pulsar import TopicName, decode_frame, encode_payload_command, make_command
 from protocols.pulsar import pulsar_api_pb2 as pb
@@ -27,10 +28,13 @@ class _Service:
 class _Conn:
     def __init__(self) -> None:
         self.frames: list[bytes] = []
-        self.outgoing_full = False
+        self.writable = True
         self.remote = "test"
 
     def send_nowait(self, data: bytes) -> None:
+        self.frames.append(data)
+
+    def send_receipt(self, data: bytes, publish_size: int) -> None:
         self.frames.append(data)
 
     def publish_done(self, size: int) -> None:
@@ -77,13 +81,13 @@ def test_drops_for_consumers_without_permits_or_with_a_full_connection() -> None
         topic.publish(producer, 0, 0, raw, 1)  # nobody has permits: dropped, counted
         assert sub.msg_drop_counter == 1 and not conn0.frames and not conn1.frames
         sub.flow(c0, 2)
-        conn1.outgoing_full = True
+        conn1.writable = False
         sub.flow(c1, 5)  # permits, but its connection cannot take more: skipped
         for i in range(4):
             topic.publish(producer, i + 1, i + 1, raw, 1)
         assert len(conn0.frames) == 2 and not conn1.frames
         assert sub.msg_drop_counter == 3
-        assert topic.stats()["subscriptions"]["s"]["msgDropCounter"] == 3
+        assert np_subscription_stats(sub)["msgDropCounter"] == 3
         # every SEND got its receipt at once (ledger 0, growing entry ids)
         assert len(producer.connection.frames) == 5  # type: ignore[attr-defined]
 
@@ -120,7 +124,7 @@ def test_dispatch_rates_drop_over_the_window_and_deliver_again_in_the_next() -> 
         for i in range(5):
             topic.publish(producer, i, i, raw, 1)
         assert len(conn0.frames) + len(conn1.frames) == 2
-        assert sub.msg_drop_counter == 3 and topic.msg_drop_counter == 3 and topic.msg_out_counter == 2
+        assert sub.msg_drop_counter == 3 and topic.msg_drop_counter == 3 and topic.stats_state.out.msgs == 2
         await trio.sleep(1.0)  # the next window (mock clock)
         topic.publish(producer, 5, 5, raw, 1)
         assert len(conn0.frames) + len(conn1.frames) == 3 and sub.msg_drop_counter == 3
@@ -129,7 +133,7 @@ def test_dispatch_rates_drop_over_the_window_and_deliver_again_in_the_next() -> 
         for i in range(3):
             topic.publish(producer, 6 + i, 6 + i, raw, 1)
         assert len(conn0.frames) + len(conn1.frames) == 4 and sub.msg_drop_counter == 5
-        assert topic.stats()["subscriptions"]["s"]["msgDropCounter"] == 5
+        assert np_subscription_stats(sub)["msgDropCounter"] == 5
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
 

@@ -82,7 +82,7 @@ def test_slow_consumer_has_messages_dropped_and_counted(client: pulsar.Client, h
     assert stats["subscriptions"]["fast"]["msgDropCounter"] == 0
     assert stats["subscriptions"]["slow"]["msgOutCounter"] < n
     assert "msgDropRate" in stats and "msgDropRate" in stats["subscriptions"]["slow"]
-    assert stats["storageSize"] == 0 and stats["msgBacklog"] == 0
+    assert stats["storageSize"] == 0 and stats["backlogSize"] == 0
     producer.close()
 
 
@@ -107,7 +107,7 @@ def test_partitioned_non_persistent_topic(client: pulsar.Client, http: httpx.Cli
     assert topic in http.get(f"/admin/v2/non-persistent/{NS}/partitioned").json()
     stats = http.get(f"/admin/v2/non-persistent/{NS}/{name}/partitioned-stats",
                      params={"perPartition": "true"}).json()
-    assert stats["metadata"] == {"partitions": 3}
+    assert stats["metadata"] == {"partitions": 3, "deleted": False}
     assert stats["msgInCounter"] == 30
     assert set(stats["partitions"]) == {f"{topic}-partition-{i}" for i in range(3)}
     assert "msgDropRate" in stats

@@ -78,7 +78,7 @@ def test_expire_all_subscriptions_of_a_partitioned_topic(broker: AdminBroker, cl
     time.sleep(1.1)
     assert http.post(f"{V2}/persistent/public/default/{name}/all_subscription/expireMessages/1").status_code == 204
     stats = http.get(f"{V2}/persistent/public/default/{name}/partitioned-stats").json()
-    assert stats["msgBacklog"] == 0
+    assert stats["subscriptions"]["s"]["msgBacklog"] == 0
 
 
 def test_namespace_clear_backlog_and_unsubscribe(broker: AdminBroker, client: pulsar.Client, http: httpx.Client,

@@ -13,6 +13,7 @@ import pulsar
 import pytest
 
 from broker import BrokerConfig
+from broker._bundles import bundle_for, default_boundaries
 from broker._dynamic_config import DYNAMIC_CONFIG_PATH
 from tests.broker_admin.admin_harness import AdminBroker, pulsar_client
 
@@ -88,7 +89,8 @@ def test_broker_stats(broker: AdminBroker, http: httpx.Client, name: str) -> Non
             producer.send(f"m{i}".encode())
         topic = f"persistent://public/default/{name}"
         tree = http.get(f"{V2}/broker-stats/topics").json()
-        stats = tree["public/default"]["0x00000000_0xffffffff"]["persistent"][topic]
+        bundle = bundle_for(default_boundaries(4), topic).name  # public/default has 4 bundles
+        stats = tree["public/default"][bundle]["persistent"][topic]
         assert stats["msgInCounter"] == 3 and "s" in stats["subscriptions"]
 
         metrics = http.get(f"{V2}/broker-stats/metrics").json()
@@ -101,6 +103,6 @@ def test_broker_stats(broker: AdminBroker, http: httpx.Client, name: str) -> Non
         assert report["pulsarServiceUrl"] == broker.url
         assert report["numProducers"] >= 1 and report["numConsumers"] >= 1 and report["numTopics"] >= 1
         assert report["cpu"]["limit"] > 0 and report["memory"]["usage"] > 0
-        assert "public/default/0x00000000_0xffffffff" in report["bundles"]
+        assert f"public/default/{bundle}" in report["bundles"]
         consumer.close()
         producer.close()

@@ -95,3 +95,28 @@ def test_cli_reports_unreachable_server() -> None:
 def test_cli_admin_url_from_environment(broker: AdminBroker) -> None:
     result = CliRunner().invoke(main, ["admin", "--json", "clusters", "list"], env={"MAGNETAR_ADMIN_URL": broker.http})
     assert result.exit_code == 0 and json.loads(result.output) == ["standalone"]
+
+
+def test_cli_inactive_topic_policies(broker: AdminBroker, client: pulsar.Client, name: str) -> None:
+    _run(broker, "tenants", "create", name)
+    ns = f"{name}/ns"
+    _run(broker, "namespaces", "create", ns)
+    assert _run(broker, "--json", "namespaces", "get-inactive-topic-policies", ns).strip() == "null"
+    _run(broker, "namespaces", "set-inactive-topic-policies", ns, "-e", "-t", "10m",
+         "-m", "delete_when_subscriptions_caught_up")
+    expected = {"inactiveTopicDeleteMode": "delete_when_subscriptions_caught_up", "maxInactiveDurationSeconds": 600,
+                "deleteWhileInactive": True}
+    assert json.loads(_run(broker, "--json", "namespaces", "get-inactive-topic-policies", ns)) == expected
+    topic = f"persistent://{ns}/t"
+    _run(broker, "topics", "create", topic)
+    assert json.loads(_run(broker, "--json", "topics", "get-inactive-topic-policies", topic, "--applied")) == expected
+    _run(broker, "topics", "set-inactive-topic-policies", topic, "-d", "-t", "90", "-m", "delete_when_no_subscriptions")
+    assert json.loads(_run(broker, "--json", "topics", "get-inactive-topic-policies", topic)) == {
+        "inactiveTopicDeleteMode": "delete_when_no_subscriptions", "maxInactiveDurationSeconds": 90,
+        "deleteWhileInactive": False}
+    _run(broker, "topics", "remove-inactive-topic-policies", topic)
+    _run(broker, "namespaces", "remove-inactive-topic-policies", ns)
+    assert json.loads(_run(broker, "--json", "topics", "get-inactive-topic-policies", topic, "-a"))[
+        "deleteWhileInactive"] is True  # the broker's default, as Pulsar's
+    assert "duration" in _run(broker, "topics", "set-inactive-topic-policies", topic, "-e", "-t", "soon",
+                              "-m", "delete_when_no_subscriptions", ok=False)

@@ -297,13 +297,13 @@ def test_partitioned_stats_reports_loaded_partitions_and_loads_none(broker: Admi
     undo = _install(broker, gate)
     try:
         stats = http.get(f"{tp}/partitioned-stats?perPartition=true").json()
-        assert stats["metadata"] == {"partitions": 40} and stats["partitions"] == {}
+        assert stats["metadata"] == {"partitions": 40, "deleted": False} and stats["partitions"] == {}
         assert gate.started == 0 and _loaded(broker, f"persistent://{ns}/") == []
         # a partition loaded by its own use is reported, with the totals over what is loaded
         assert http.get(f"{tp}-partition-3/stats").status_code == 200
         stats = http.get(f"{tp}/partitioned-stats?perPartition=true").json()
         assert list(stats["partitions"]) == [f"persistent://{ns}/p-partition-3"]
-        assert stats["msgBacklog"] == stats["partitions"][f"persistent://{ns}/p-partition-3"]["msgBacklog"]
+        assert stats["storageSize"] == stats["partitions"][f"persistent://{ns}/p-partition-3"]["storageSize"]
         assert gate.started == 1
     finally:
         undo()

@@ -35,6 +35,22 @@ def test_parse_store_urls() -> None:
             parse_store_url(bad)
 
 
+def test_parse_store_urls_in_pulsars_and_bookkeepers_spellings() -> None:
+    # Pulsar's metadataStoreUrl: zk:hosts/chroot, or bare hosts (ZooKeeper by default)
+    pulsar = parse_store_url("zk:zk1:2181,zk2:2181/pulsar")
+    assert (pulsar.scheme, pulsar.location, pulsar.chroot) == ("zk", "zk1:2181,zk2:2181", "/pulsar")
+    bare = parse_store_url("zk1:2181,zk2:2181")
+    assert (bare.scheme, bare.location, bare.chroot) == ("zk", "zk1:2181,zk2:2181", "")
+    # BookKeeper's metadataServiceUri: the path is the ledgers node, hosts separated by ';'
+    bk = parse_store_url("zk+hierarchical://localhost:2181/ledgers")
+    assert (bk.scheme, bk.location, bk.chroot) == ("zk", "localhost:2181", "")
+    nested = parse_store_url("zk+longhierarchical://a:1;b:2/cluster-a/ledgers")
+    assert (nested.location, nested.chroot) == ("a:1,b:2", "/cluster-a")
+    for bad in ("zk+flat://h:1/not-ledgers", "rocksdb:///data/metadata", "zk:no-port"):
+        with pytest.raises(ValueError):
+            parse_store_url(bad)
+
+
 def test_paths() -> None:
     assert validate("/") == "/"
     assert validate("/a/b") == "/a/b"

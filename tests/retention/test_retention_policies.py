@@ -145,3 +145,13 @@ def test_config_aliases_and_validation() -> None:
         RetentionConfig(default_retention_time_minutes=0, default_retention_size_mb=3).validate()
     with pytest.raises(ConfigError, match="backlog_quota_default_retention_policy"):
         RetentionConfig(backlog_quota_default_retention_policy="nope").validate()
+
+
+def test_backlog_quota_default_limit_gb_wins_over_bytes_as_in_pulsar() -> None:
+    cfg = RetentionConfig(backlog_quota_default_limit_bytes=1000, backlog_quota_default_limit_gb=10.0)
+    assert TopicPolicies.resolve(cfg).backlog_quotas == {
+        BacklogQuotaType.DESTINATION_STORAGE: BacklogQuota(10 * 1024 ** 3, -1)}
+    half = RetentionConfig(backlog_quota_default_limit_gb=0.5)
+    storage = TopicPolicies.resolve(half).backlog_quotas[BacklogQuotaType.DESTINATION_STORAGE]
+    assert storage.limit_size == 512 * 1024 ** 2
+    assert TopicPolicies.resolve(RetentionConfig()).backlog_quotas == {}  # -1 (unset) in both

@@ -70,7 +70,10 @@ def test_dashboards_query_only_exported_metrics_and_subscription_series_are_righ
     # at most 10 unacked per Shared consumer: the 10 the consumer prefetched block it
     sa = start_standalone(tmp_path / "data", "--set", "broker.exposeConsumerLevelMetricsInPrometheus=true",
                           "--set", "broker.exposeProducerLevelMetricsInPrometheus=true",
-                          "--set", "broker.maxUnackedMessagesPerConsumer=10")
+                          "--set", "broker.maxUnackedMessagesPerConsumer=10",
+                          # rates every second (Pulsar's default period is a minute)
+                          "--set", "broker.statsUpdateFrequencyInSecs=1",
+                          "--set", "broker.statsUpdateInitialDelayInSecs=1")
     try:
         topic = "persistent://public/default/dash-topic"
         consumer = _traffic(sa, topic)
@@ -87,8 +90,10 @@ def test_dashboards_query_only_exported_metrics_and_subscription_series_are_righ
         broker = _wait_for(acked_state, "backlog 10 and 10 unacked on /metrics")
         assert isinstance(broker, list)
         assert _sub_value(broker, "pulsar_subscription_consumers_count", topic) == 1
-        assert _sub_value(broker, "pulsar_subscription_blocked_on_unacked_messages", topic) == 1
-        # a redelivery shows as a rate on a later scrape (rates compare two looks >= 1 s apart)
+        # the consumer is blocked (10 per consumer), the subscription not (its own limit is 200,000)
+        assert _sub_value(broker, "pulsar_consumer_blocked_on_unacked_messages", topic) == 1
+        assert _sub_value(broker, "pulsar_subscription_blocked_on_unacked_messages", topic) == 0
+        # a redelivery shows as a rate once the stats updater has taken the next period
         consumer.redeliver_unacknowledged_messages()
         _wait_for(lambda: (_sub_value(_samples(sa.admin_url), "pulsar_subscription_msg_rate_redeliver", topic)
                            or 0) > 0, "a redelivery rate on /metrics")

@@ -5,6 +5,8 @@ Use the fixtures (registered for every test in ``tests/conftest.py``):
 * ``zookeeper`` (session scope): the running `ZooKeeperServer`; ``.hosts`` is ``127.0.0.1:port``.
 * ``zk_url`` (per test): ``zk://127.0.0.1:port/t-<random>``, a fresh chroot for the test, with a
   short session timeout (2 s) so that expiry tests stay quick.
+* ``zookeeper_tls`` (session scope): another server whose only port is TLS (``secureClientPort``
+  on Netty, client certificates required), with its certificates in ``.tls`` (`ZkTlsFiles`).
 
 The server listens on a free loopback port with its own temporary data directory, and is stopped
 by its pid at the end of the run. Tests that use it should be marked ``@pytest.mark.slow``.
@@ -31,6 +33,9 @@ ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 # The Debian jar's manifest lists its dependencies (netty, jute, slf4j-api, ...) in Class-Path;
 # slf4j-simple only makes the server log somewhere.
 LOGGING_JAR = Path("/usr/share/java/slf4j-simple.jar")
+# The TLS port (secureClientPort) runs on Netty: the manifest lacks these of Netty's own dependencies.
+NETTY_JARS = tuple(Path(f"/usr/share/java/netty-{name}.jar") for name in ("codec", "resolver",
+                                                                          "transport-native-unix-common"))
 MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 START_TIMEOUT_S = 30.0
 
@@ -54,13 +59,54 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+@dataclass(frozen=True)
+class ZkTlsFiles:
+    """PEM files of a TLS ZooKeeper: its CA, the server's and a client's key + certificate chain."""
+
+    ca: Path
+    server: Path
+    client: Path
+
+    @classmethod
+    def create(cls, directory: Path) -> ZkTlsFiles:
+        """A fresh CA, a server certificate for localhost / 127.0.0.1 and a client certificate.
+        Keys are written as PKCS#8, the only PEM key form ZooKeeper's key store reads."""
+        import trustme
+        from cryptography.hazmat.primitives import serialization
+
+        directory.mkdir(parents=True, exist_ok=True)
+        ca = trustme.CA()
+        files = cls(directory / "ca.pem", directory / "server.pem", directory / "client.pem")
+        ca.cert_pem.write_to_path(str(files.ca))
+        for path, cert in ((files.server, ca.issue_cert("localhost", "127.0.0.1")),
+                           (files.client, ca.issue_cert("zk-client.example"))):
+            key = serialization.load_pem_private_key(cert.private_key_pem.bytes(), None)
+            pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                    serialization.NoEncryption())
+            path.write_bytes(pem + b"".join(c.bytes() for c in cert.cert_chain_pems))
+        return files
+
+    def client_config(self, path: Path, *, with_certificate: bool = True, trust: Path | None = None) -> Path:
+        """Write a ZooKeeper client configuration file (as Pulsar's metadataStoreConfigPath names)
+        for TLS to this server; return its path."""
+        lines = ["zookeeper.client.secure=true",
+                 "zookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty",
+                 f"zookeeper.ssl.trustStore.location={trust or self.ca}", "zookeeper.ssl.trustStore.type=PEM"]
+        if with_certificate:
+            lines += [f"zookeeper.ssl.keyStore.location={self.client}", "zookeeper.ssl.keyStore.type=PEM"]
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+
 @dataclass
 class ZooKeeperServer:
-    """A ZooKeeper process started by `start_zookeeper`; stop it with `stop`."""
+    """A ZooKeeper process started by `start_zookeeper`; stop it with `stop`. With ``tls`` its only
+    port is a TLS port (``secureClientPort``) that requires a client certificate."""
 
     port: int
     directory: Path
     process: subprocess.Popen[bytes]
+    tls: ZkTlsFiles | None = None
 
     @property
     def hosts(self) -> str:
@@ -72,6 +118,8 @@ class ZooKeeperServer:
         return f"zk://{self.hosts}{chroot}" + (f"?{query}" if query else "")
 
     def is_ok(self) -> bool:
+        if self.tls is not None:
+            return _tls_answers(self.port, self.tls)
         try:
             return four_letter_word("127.0.0.1", self.port, "ruok") == "imok"
         except OSError:
@@ -93,12 +141,33 @@ class ZooKeeperServer:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
+def _tls_answers(port: int, tls: ZkTlsFiles) -> bool:
+    """Whether the TLS port completes a handshake with the client certificate (the four-letter
+    words are not served on it)."""
+    import ssl
+
+    ctx = ssl.create_default_context(cafile=str(tls.ca))
+    ctx.load_cert_chain(str(tls.client))
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as raw, \
+                ctx.wrap_socket(raw, server_hostname="127.0.0.1"):
+            return True
+    except (OSError, ssl.SSLError):
+        return False
+
+
 def zookeeper_available() -> bool:
     return ZOOKEEPER_JAR.exists() and shutil.which("java") is not None
 
 
-def start_zookeeper(directory: Path | None = None) -> ZooKeeperServer:
-    """Start a standalone ZooKeeper on a free loopback port; returns once it answers ``imok``."""
+def zookeeper_tls_available() -> bool:
+    """Whether Debian's ZooKeeper can serve a TLS port here (it needs Netty's jars)."""
+    return zookeeper_available() and all(jar.exists() for jar in NETTY_JARS)
+
+
+def start_zookeeper(directory: Path | None = None, tls: ZkTlsFiles | None = None) -> ZooKeeperServer:
+    """Start a standalone ZooKeeper on a free loopback port; returns once it answers ``imok`` (with
+    ``tls``: once its TLS port, the only one, completes a handshake)."""
     directory = directory or Path(tempfile.mkdtemp(prefix="magnetar-zk-"))
     last_error = ""
     for _ in range(3):  # a free port can be taken between probing and binding
@@ -106,23 +175,31 @@ def start_zookeeper(directory: Path | None = None) -> ZooKeeperServer:
         data = directory / "data"
         data.mkdir(parents=True, exist_ok=True)
         cfg = directory / "zoo.cfg"
+        if tls is None:
+            listener = f"clientPort={port}\nclientPortAddress=127.0.0.1\n"
+        else:
+            listener = (f"secureClientPort={port}\nsecureClientPortAddress=127.0.0.1\n"
+                        "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n"
+                        f"ssl.keyStore.location={tls.server}\nssl.keyStore.type=PEM\n"
+                        f"ssl.trustStore.location={tls.ca}\nssl.trustStore.type=PEM\nssl.clientAuth=need\n")
         cfg.write_text(
             "tickTime=2000\n"
             "minSessionTimeout=2000\n"
             f"dataDir={data}\n"
-            f"clientPort={port}\n"
-            "clientPortAddress=127.0.0.1\n"
+            f"{listener}"
             "maxClientCnxns=0\n"
             "admin.enableServer=false\n"
             "4lw.commands.whitelist=ruok,srvr,stat,mntr,envi\n"
         )
         classpath = [str(ZOOKEEPER_JAR)] + ([str(LOGGING_JAR)] if LOGGING_JAR.exists() else [])
+        if tls is not None:
+            classpath += [str(jar) for jar in NETTY_JARS]
         with open(directory / "zookeeper.log", "ab") as log:
             process = subprocess.Popen(
                 ["java", "-Xmx256m", "-cp", ":".join(classpath), MAIN_CLASS, str(cfg)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=directory,
             )
-        server = ZooKeeperServer(port, directory, process)
+        server = ZooKeeperServer(port, directory, process, tls)
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline and process.poll() is None:
             if server.is_ok():
@@ -152,3 +229,16 @@ def zookeeper() -> Iterator[ZooKeeperServer]:
 def zk_url(zookeeper: ZooKeeperServer) -> str:
     """A ``zk://`` url with a fresh chroot for this test and a 2 s session timeout."""
     return zookeeper.url(f"/t-{uuid.uuid4().hex[:12]}", session_timeout_ms=2000)
+
+
+@pytest.fixture(scope="session")
+def zookeeper_tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    """One real ZooKeeper serving only TLS (client certificates required), for the whole run."""
+    if not zookeeper_tls_available():
+        pytest.skip("ZooKeeper's TLS port needs Debian's zookeeper package, java and Netty's jars "
+                    f"({', '.join(str(j) for j in NETTY_JARS)})")
+    server = start_zookeeper(tls=ZkTlsFiles.create(tmp_path_factory.mktemp("zk-tls-certs")))
+    try:
+        yield server
+    finally:
+        server.stop()
