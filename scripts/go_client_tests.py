@@ -349,7 +349,8 @@ def summarize(outcomes: dict[str, Outcome], exclusions: list[Exclusion], run_dir
             note = {"fail": "", "crash": " (the test binary died in it)", "run": " (never ran)"}[main[name].action]
             print(f"  {name}{note}")
     slow = sorted(main.values(), key=lambda o: -o.elapsed)[:10]
-    print("slowest: " + ", ".join(f"{o.name} {o.elapsed:.0f} s" for o in slow))
+    if slow:
+        print("slowest: " + ", ".join(f"{o.name} {o.elapsed:.0f} s" for o in slow))
     excluded = [e for e in exclusions if e.category != "transactions"]
     print(f"excluded (own Pulsar container or several clusters): {len(excluded)}")
     if txn_run:
@@ -358,7 +359,7 @@ def summarize(outcomes: dict[str, Outcome], exclusions: list[Exclusion], run_dir
     else:
         print(f"transaction tests (counted apart): {len(txn)} not run")
     n_failed = counts["fail"] + counts["crash"] + counts["run"]
-    print(f"go client: {counts['pass']} passed, {n_failed} failed, {counts['skip']} skipped")
+    print(f"go-client: {counts['pass']} passed, {n_failed} failed, {counts['skip']} skipped")
     return len(failed)
 
 
