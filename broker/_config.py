@@ -216,6 +216,11 @@ class BrokerConfig(RetentionConfig):
         100, alias="dispatcherMaxReadBatchSize", help="Entries read from the cursor per dispatch round.")
     dispatcher_max_read_size_bytes: int = config_field(
         5 * 1024 * 1024, alias="dispatcherMaxReadSizeBytes", help="Bytes read per dispatch round.")
+    active_consumer_failover_delay_ms: int = config_field(
+        1000, alias="activeConsumerFailoverDelayTimeMillis",
+        help="After the active consumer of a Failover subscription changes, wait this long before telling "
+             "its consumers and delivering to the new one, so that the old one's acks in flight land first "
+             "(0 = at once).")
     dispatcher_max_replay_entries: int = config_field(
         5000, help="Entries waiting for redelivery before a subscription stops reading new ones.")
     max_unacked_messages_per_consumer: int = config_field(
@@ -536,6 +541,7 @@ class BrokerConfig(RetentionConfig):
         require_positive(self, "subscribe_rate_period_per_consumer_s")
         self._validate_delayed_delivery()
         require_positive(self, "handshake_timeout_s")
+        require_at_least(self, "active_consumer_failover_delay_ms")
         require_at_least(self, "broker_max_connections", "broker_max_connections_per_ip",
                          message="must be 0 (no limit) or positive")
         require_positive(self, "topic_unload_idle_s", "policy_recheck_interval_s", "compaction_monitor_interval_s")

@@ -189,6 +189,7 @@ class BrokerService:
                 nursery.start_soon(self.stats.run)
                 if self.config.retention_enabled:
                     await nursery.start(self.retention.run)
+                    nursery.start_soon(self._backlog_quota_loop)
                 task_status.started(self)
                 await trio.sleep_forever()
         finally:
@@ -507,6 +508,16 @@ class BrokerService:
                 await refresh_limits(self, np, ns_policies[name])
             except Exception as exc:
                 log.warning("applying the limits of %s failed: %s", np.name, exc)
+
+    async def _backlog_quota_loop(self) -> None:
+        # Pulsar checks the backlog quotas of its loaded topics every
+        # backlogQuotaCheckIntervalInSeconds; retention's passes over every stored topic come only
+        # every retentionCheckIntervalInSeconds, usually longer
+        while True:
+            await trio.sleep(self.config.backlog_quota_check_interval_s)
+            for key, topic in list(self.topics.items()):
+                if not topic.closed:
+                    await self.retention.check_topic(key, ttl=False, quota=True, trim=False)
 
     async def _policy_recheck_loop(self) -> None:
         while True:

@@ -64,15 +64,23 @@ def test_failover_active_consumer(client: pulsar.Client, topic: str) -> None:
     a = client.subscribe(topic, "fo", consumer_type=pulsar.ConsumerType.Failover, consumer_name="a")
     b = client.subscribe(topic, "fo", consumer_type=pulsar.ConsumerType.Failover, consumer_name="b")
     _produce(client, topic, 10)
-    got = _drain(a)
+    # delivery to a new active consumer starts activeConsumerFailoverDelayTimeMillis (1 s) after
+    # the switch, as in Pulsar: wait for the first message, then drain
+    got = _drain_after_switch(a)
     assert [m.data() for m in got] == [f"m{i}".encode() for i in range(10)]
     with pytest.raises(pulsar.Timeout):
         b.receive(300)
     # the active consumer leaves: b takes over
     a.close()
     _produce(client, topic, 3)
-    assert [m.data() for m in _drain(b)] == [b"m0", b"m1", b"m2"]
+    assert [m.data() for m in _drain_after_switch(b)] == [b"m0", b"m1", b"m2"]
     b.close()
+
+
+def _drain_after_switch(consumer: pulsar.Consumer) -> list[pulsar.Message]:
+    first = consumer.receive(timeout_millis=20_000)
+    consumer.acknowledge(first)
+    return [first, *_drain(consumer)]
 
 
 def test_key_shared_keeps_per_key_order(client: pulsar.Client, topic: str) -> None:

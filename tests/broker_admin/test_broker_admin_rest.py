@@ -186,6 +186,46 @@ def test_stats_subscriptions_and_cursor_ops(http, client: pulsar.Client, name: s
     consumer.close()
 
 
+def test_partitioned_topic_created_with_its_metadata_object(http, name: str) -> None:
+    # pulsar-admin and the Go admin client send Pulsar's PartitionedTopicMetadata under its own
+    # media type: {"partitions": N, "properties": {...} or null}
+    ns = _ns(http, name)
+    tp = f"{V2}/persistent/{ns}"
+    meta = {"Content-Type": "application/vnd.partitioned-topic-metadata+json"}
+    assert http.put(f"{tp}/plain/partitions", json={"properties": None, "partitions": 2},
+                    headers=meta).status_code == 204
+    assert http.get(f"{tp}/plain/partitions").json() == {"partitions": 2}
+    assert http.put(f"{tp}/tagged/partitions", json={"partitions": 3, "properties": {"owner": "team-a"}},
+                    headers=meta).status_code == 204
+    assert http.get(f"{tp}/tagged/partitions").json() == {"partitions": 3, "properties": {"owner": "team-a"}}
+    assert http.post(f"{tp}/tagged/partitions", json=4).status_code == 204  # the properties stay
+    assert http.get(f"{tp}/tagged/partitions").json() == {"partitions": 4, "properties": {"owner": "team-a"}}
+    assert http.put(f"{V2}/non-persistent/{ns}/np/partitions", json={"partitions": 2},
+                    headers=meta).status_code == 204
+    assert http.get(f"{V2}/non-persistent/{ns}/np/partitions").json()["partitions"] == 2
+    assert http.put(f"{tp}/bad/partitions", json={"partitions": 0}, headers=meta).status_code == 406
+    assert http.put(f"{tp}/bad/partitions", json={"partitions": 2, "properties": {"n": 1}},
+                    headers=meta).status_code == 400
+    assert http.put(f"{tp}/bad/partitions", json=[2], headers=meta).status_code == 400
+    assert http.put(f"{tp}/bad/partitions", json={"partitions": 2}).status_code == 400  # plain JSON: a number
+
+
+def test_namespace_topics_by_mode(http, name: str) -> None:
+    # the Go and Java clients' HTTP lookup lists a namespace's topics here (pattern subscriptions)
+    ns = _ns(http, name)
+    assert http.put(f"{V2}/persistent/{ns}/a").status_code == 204
+    assert http.put(f"{V2}/persistent/{ns}/p/partitions", json=2).status_code == 204
+    assert http.put(f"{V2}/non-persistent/{ns}/np/partitions", json=1).status_code == 204
+    persistent = [f"persistent://{ns}/a", f"persistent://{ns}/p-partition-0", f"persistent://{ns}/p-partition-1"]
+    non_persistent = [f"non-persistent://{ns}/np-partition-0"]
+    assert http.get(f"{V2}/namespaces/{ns}/topics").json() == persistent
+    assert http.get(f"{V2}/namespaces/{ns}/topics?mode=PERSISTENT").json() == persistent
+    assert http.get(f"{V2}/namespaces/{ns}/topics?mode=NON_PERSISTENT").json() == non_persistent
+    assert sorted(http.get(f"{V2}/namespaces/{ns}/topics?mode=ALL").json()) == sorted(persistent + non_persistent)
+    assert http.get(f"{V2}/namespaces/{ns}/topics?mode=SOME").status_code == 400
+    assert http.get(f"{V2}/namespaces/{name}/missing/topics").status_code == 404
+
+
 def test_topic_level_policies(http, name: str) -> None:
     ns = _ns(http, name)
     tp = f"{V2}/persistent/{ns}/pol"

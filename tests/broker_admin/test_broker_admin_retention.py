@@ -213,3 +213,36 @@ def test_backlog_quota_hold_delays_sends_until_the_backlog_shrinks(http: httpx.C
     assert results == [pulsar.Result.Ok]
     assert http.get(f"{tp}/internalStats").json()["entriesAddedCounter"] == 6
     producer.close()
+
+
+@pytest.fixture(scope="module")
+def slow_retention_broker() -> Iterator[AdminBroker]:
+    config = BrokerConfig(advertised_address="127.0.0.1", bind_address="127.0.0.1", broker_service_port=0,
+                          web_service_port=0, retention_check_interval_s=3600, backlog_quota_check_interval_s=0.3)
+    b = AdminBroker(config).start()
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+def test_backlog_quotas_are_checked_on_their_own_interval(slow_retention_broker: AdminBroker) -> None:
+    # as Pulsar, backlogQuotaCheckIntervalInSeconds paces the quota checks of the loaded topics,
+    # whatever retentionCheckIntervalInSeconds says (the Go client's tests rely on a 5 s check)
+    b = slow_retention_broker
+    http = httpx.Client(base_url=b.http, timeout=10)
+    quota = {"limitSize": 200, "limitTime": -1, "policy": "producer_exception"}
+    assert http.post(f"{V2}/namespaces/public/default/backlogQuota", json=quota).status_code == 204
+    topic = "persistent://public/default/paced-quota"
+    c = pulsar.Client(b.url, operation_timeout_seconds=10, logger=logging.getLogger("pulsar-client"))
+    try:
+        c.subscribe(topic, "slow", initial_position=pulsar.InitialPosition.Earliest, receiver_queue_size=1)
+        producer = c.create_producer(topic, batching_enabled=False)
+        for _ in range(5):
+            producer.send(b"y" * 100)
+        check = _wait("a quota check after the backlog grew", lambda: (http.get(
+            f"{V2}/persistent/public/default/paced-quota/explain-storage").json()["lastRetentionCheck"] or {})
+            .get("backlogQuota"))
+        assert check[0]["action"] == "reject_producers"
+    finally:
+        c.close()
