@@ -36,7 +36,7 @@ from typing import Any
 
 import trio
 
-from magnetar.tls import client_context, open_tls_stream
+from magnetar.common.tls import client_context, open_tls_stream
 from protocols.bookkeeper import FrameDecoder, FrameError, bookie_protocol_pb2, parse_response
 
 from ._config import ClientConfig

@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from magnetar.config import ConfigError
-from magnetar.tls import PULSAR_KEYS, TlsKeys, TlsSettings, client_context
+from magnetar.common.config import ConfigError
+from magnetar.common.tls import PULSAR_KEYS, TlsKeys, TlsSettings, client_context
 
 from .auth import AuthenticationError
 

@@ -4,8 +4,8 @@ Imports flow one way: protocol modules are leaves (protobuf, crc32c and the stan
 only); metadata may use kazoo; bookie and bk_client sit on protocols.bookkeeper and metadata;
 autorecovery on bk_client (its public API), protocols.bookkeeper and metadata; managed_ledger on
 bk_client; retention on managed_ledger; broker on managed_ledger and retention.
-``magnetar.config`` (and ``magnetar`` itself, for the version) are dependency-free leaves
-every package may use, as is ``magnetar.batch_histogram`` (prometheus-client only);
+``magnetar.common.config`` (and ``magnetar`` itself, for the version) are dependency-free leaves
+every package may use, as is ``magnetar.common.batch_histogram`` (prometheus-client only);
 ``magnetar.cli`` composes everything. No package reaches into another package's private (``_x``) modules.
 """
 
@@ -26,9 +26,9 @@ PROJECT = {"protocols", "broker", "managed_ledger", "bookie", "bk_client", "auto
 PROTOCOLS = {"protocols.pulsar", "protocols.bookkeeper", "protocols.managed_ledger"}
 LEAF_THIRD_PARTY = {"google", "crc32c"}
 # leaves of the `magnetar` package every package may use, and the third-party packages each may use
-SHARED_LEAVES = {"magnetar.config": set(), "magnetar.batch_histogram": {"prometheus_client"}}
+SHARED_LEAVES = {"magnetar.common.config": set(), "magnetar.common.batch_histogram": {"prometheus_client"}}
 
-# Which project packages each package may import (besides itself, magnetar.config and the shared
+# Which project packages each package may import (besides itself, magnetar.common.config and the shared
 # `protocols` root, whose only module is the UTF-8 check every wire format uses).
 ALLOWED = {
     "metadata": set(),

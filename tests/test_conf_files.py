@@ -26,7 +26,7 @@ from broker import BrokerConfig
 from magnetar.cli._common import load_sections
 from magnetar.cli._conf_files import known_foreign_keys, read_conf, route_properties
 from magnetar.cli.cmd_bookie import _load as load_bookie_config
-from magnetar.config import ConfigError, key_names, parse_properties, parse_value
+from magnetar.common.config import ConfigError, key_names, parse_properties, parse_value
 from magnetar.stack import STANDALONE_DEFAULTS, StandaloneConfig
 from managed_ledger import ManagedLedgerConfig
 

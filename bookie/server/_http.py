@@ -38,7 +38,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from magnetar.tls import handshake_peer_cert, record_peer_certificates
+from magnetar.common.tls import handshake_peer_cert, record_peer_certificates
 
 from ..gc import gc_routes
 from ._authz import CertificateRoleAuthorizer
@@ -107,7 +107,7 @@ _OPEN_PATHS = frozenset({"/metrics", "/heartbeat", "/api/v1/bookie/is_ready"})
 class _RoleMiddleware:
     """Refuses (403) requests whose verified client certificate has no authorized role, except
     on `_OPEN_PATHS`. The certificate comes from the TLS handshake of the request's connection
-    (`magnetar.tls.handshake_peer_cert`)."""
+    (`magnetar.common.tls.handshake_peer_cert`)."""
 
     def __init__(self, app: ASGIApp, authorizer: CertificateRoleAuthorizer) -> None:
         self.app = app
@@ -123,7 +123,7 @@ class _RoleMiddleware:
 
 
 class _TlsHypercornConfig(HypercornConfig):
-    """Hypercorn's config with the TLS context built by `magnetar.tls` from the bookie's keys."""
+    """Hypercorn's config with the TLS context built by `magnetar.common.tls` from the bookie's keys."""
 
     def __init__(self, ssl_context: ssl.SSLContext) -> None:
         super().__init__()

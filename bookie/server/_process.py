@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import trio
 from prometheus_client import CollectorRegistry
 
-from magnetar.tls import server_context
+from magnetar.common.tls import server_context
 from metadata import open_metadata_store
 
 from .._errors import BookieException

@@ -21,8 +21,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from magnetar.config import ConfigError
-from magnetar.tls import record_peer_certificates, server_context
+from magnetar.common.config import ConfigError
+from magnetar.common.tls import record_peer_certificates, server_context
 
 from .._stats import refresh_backlog_age
 from . import (
@@ -112,7 +112,7 @@ def create_admin_app(service: BrokerService, *, gc_explain: GcExplainHook | None
 
 
 class _HypercornConfig(Config):
-    """Hypercorn's config with the TLS context built by `magnetar.tls` (Pulsar's keys and errors)."""
+    """Hypercorn's config with the TLS context built by `magnetar.common.tls` (Pulsar's keys and errors)."""
 
     def __init__(self, ssl_context: ssl.SSLContext | None) -> None:
         super().__init__()
@@ -147,7 +147,7 @@ async def serve_admin(service: BrokerService, host: str | None = None, port: int
     Defaults: the config's ``bindAddress`` and ``webServicePort``; port 0 picks a free one; a
     ``webServicePort`` left empty in the config switches plain HTTP off. With ``tls_port`` or the
     config's ``webServicePortTls`` set, the same API is served over https there (the config's
-    ``tls*`` keys, see `magnetar.tls`). ``task_status.started(port)`` reports the real HTTP port
+    ``tls*`` keys, see `magnetar.common.tls`). ``task_status.started(port)`` reports the real HTTP port
     (the https one when HTTP is off); the service records both. The broker service must be
     running (``serve_broker`` or ``service.run``) for topic operations.
     """

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import jwt
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from magnetar.config import ConfigError
+from magnetar.common.config import ConfigError
 
 from ._keys import ASYMMETRIC_ALGORITHMS, HMAC_ALGORITHMS, load_public_key, read_key_bytes
 

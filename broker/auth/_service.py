@@ -17,7 +17,7 @@ from __future__ import annotations
 import base64
 from typing import TYPE_CHECKING
 
-from magnetar.config import ConfigError
+from magnetar.common.config import ConfigError
 
 from ._provider import AuthenticationError, AuthenticationProvider, Identity, PeerCert, build_provider, provider_method
 

@@ -79,7 +79,7 @@ def make_shell(config_options: Callable[[Callable[..., Any]], Callable[..., Any]
         parent = (ctx.obj or {}).get("options", {})
         merged = {k: (v if v not in (None, ()) else parent.get(k)) for k, v in options.items()}
         merged["overrides"] = tuple(parent.get("overrides", ())) + tuple(options.get("overrides", ()))
-        from magnetar.config import ConfigError
+        from magnetar.common.config import ConfigError
 
         try:
             ctx.obj = {**(ctx.obj or {}), "config": load(**merged)}

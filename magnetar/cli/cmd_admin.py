@@ -99,8 +99,8 @@ def _tls_context(trust_cert_path: str | None, allow_insecure: bool, hostname_ver
     """The client TLS context of the --tls-* options (True: httpx's defaults)."""
     if not (trust_cert_path or allow_insecure or hostname_verification or cert_file or key_file):
         return True
-    from magnetar.config import ConfigError
-    from magnetar.tls import TlsKeys, TlsSettings, client_context
+    from magnetar.common.config import ConfigError
+    from magnetar.common.tls import TlsKeys, TlsSettings, client_context
 
     keys = TlsKeys(cert_file="--tls-cert-file", key_file="--tls-key-file", trust_certs_file="--tls-trust-cert-path",
                    require_client_cert="", allow_insecure="--tls-allow-insecure", protocols="", ciphers="")

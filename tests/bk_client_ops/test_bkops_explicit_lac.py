@@ -11,7 +11,7 @@ import pytest
 import trio
 
 from bk_client import ClientConfig, HandleState, LedgerFenced
-from magnetar.config import ConfigError, load_config
+from magnetar.common.config import ConfigError, load_config
 
 from .fake_bookie import fake_cluster
 

@@ -26,7 +26,7 @@ from bookie import (
 )
 from bookie.metrics import BookieServerMetrics, GcMetrics, JournalMetrics, StorageMetrics
 from magnetar.cli import main as cli
-from magnetar.config import ConfigError, describe, load_config
+from magnetar.common.config import ConfigError, describe, load_config
 from metadata import open_metadata_store
 from protocols.bookkeeper import StatusCode
 from tests.bookie_server.helpers import KEY, entry, make_config

@@ -10,7 +10,7 @@ from typing import Any
 import trio
 
 from bookie import BookieConfig
-from magnetar.config import load_config
+from magnetar.common.config import load_config
 from protocols.bookkeeper import FrameDecoder, encode_entry, encode_request
 from protocols.bookkeeper import bookie_protocol_pb2 as pb
 

@@ -23,7 +23,7 @@ from bookie import (
     run_registration,
 )
 from magnetar.cli import main as cli
-from magnetar.config import ConfigError, load_config
+from magnetar.common.config import ConfigError, load_config
 from metadata import open_metadata_store
 from protocols.bookkeeper import Cookie, cookie_path
 
@@ -58,7 +58,7 @@ def test_config_aliases_and_journal_units() -> None:
 
 
 def test_deploy_bookie_toml_loads() -> None:
-    from magnetar.config import read_toml
+    from magnetar.common.config import read_toml
 
     path = Path(__file__).resolve().parents[2] / "deploy" / "bookie.toml"
     cfg = load_config(BookieConfig, read_toml(path))

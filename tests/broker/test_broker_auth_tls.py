@@ -14,7 +14,7 @@ import pytest
 
 from broker import BrokerConfig
 from broker.auth import AuthenticationError, AuthenticationService, TlsAuthenticationProvider, certificate_common_name
-from magnetar.config import ConfigError
+from magnetar.common.config import ConfigError
 from tests.broker.broker_harness import BrokerThread
 from tests.tls.certs import Certs, make_certs
 

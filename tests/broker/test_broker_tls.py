@@ -18,7 +18,7 @@ import pytest
 from click.testing import Result
 
 from broker import BrokerConfig
-from magnetar.config import ConfigError, load_config
+from magnetar.common.config import ConfigError, load_config
 from tests.broker.broker_harness import BrokerThread
 from tests.tls.certs import Certs, make_certs
 

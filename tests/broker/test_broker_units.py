@@ -23,7 +23,7 @@ from broker import (
     check_compatible,
     choose_active_consumer,
 )
-from magnetar.config import ConfigError, load_config
+from magnetar.common.config import ConfigError, load_config
 
 # ---------------------------------------------------------------------------------------- names
 

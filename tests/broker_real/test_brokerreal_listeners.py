@@ -20,7 +20,7 @@ import pulsar
 import pytest
 
 from broker import BrokerConfig
-from magnetar.config import ConfigError
+from magnetar.common.config import ConfigError
 from protocols.pulsar import pulsar_api_pb2 as pb
 from tests.broker.raw_pulsar import RawPeer
 from tests.standalone.standalone_proc import Standalone, start_standalone

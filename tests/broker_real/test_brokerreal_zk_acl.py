@@ -148,7 +148,7 @@ async def test_standalone_on_zookeeper_uses_one_credential(zookeeper: ZooKeeperS
     from bk_client import ClientConfig
     from bookie import BookieConfig
     from broker import BrokerConfig
-    from magnetar.config import load_config
+    from magnetar.common.config import load_config
     from magnetar.stack import StandaloneConfig, serve_standalone
     from managed_ledger import ManagedLedgerConfig
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from magnetar.config import ConfigError, load_config
+from magnetar.common.config import ConfigError, load_config
 from managed_ledger import ManagedLedgerConfig, ManagedLedgerFactory
 from protocols.bookkeeper import DigestType
 from tests.managed_ledger.ml_util import NAME, config

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from bk_client import Unauthorized
-from magnetar.config import load_config
+from magnetar.common.config import load_config
 from managed_ledger import InitialPosition, ManagedLedgerConfig, ManagedLedgerFactory
 from tests.managed_ledger.ml_util import NAME, config
 

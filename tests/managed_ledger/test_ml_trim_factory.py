@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from magnetar.config import ConfigError, load_config
+from magnetar.common.config import ConfigError, load_config
 from managed_ledger import (
     InitialPosition,
     ManagedLedgerConfig,

@@ -16,7 +16,7 @@ import trio
 from bk_client import ClientConfig
 from bookie import BookieConfig
 from broker import BrokerConfig
-from magnetar.config import load_config
+from magnetar.common.config import load_config
 from magnetar.stack import StandaloneConfig, serve_standalone
 from managed_ledger import ManagedLedgerConfig
 

@@ -1,0 +1,11 @@
+"""Leaf modules every Magnetar package may import: each depends only on the standard library, its
+own third-party library and other `magnetar.common` modules, never on a Magnetar layer.
+
+* `config`: frozen-dataclass configs from TOML, properties files and overrides (`ConfigError`).
+* `version`: the installed version.
+* `tls`: SSL contexts from Pulsar / BookKeeper keys and trio TLS streams.
+* `batch_histogram`: the Prometheus histogram for per-record latencies on hot paths.
+
+This ``__init__`` imports none of them: a package that needs only the config loader must not load
+trio or prometheus-client (`tests/test_architecture.py` checks what each one loads).
+"""
