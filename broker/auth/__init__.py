@@ -21,7 +21,6 @@ from ._keys import load_private_key as load_private_key
 from ._keys import load_public_key as load_public_key
 from ._keys import new_key_pair as new_key_pair
 from ._keys import new_secret_key as new_secret_key
-from ._keys import parse_duration as parse_duration
 from ._keys import read_key_bytes as read_key_bytes
 from ._provider import AuthenticationError as AuthenticationError
 from ._provider import AuthenticationProvider as AuthenticationProvider
@@ -40,6 +39,6 @@ __all__ = [
     "AuthenticationProvider", "AuthenticationService", "AuthorizationError", "AuthorizationService",
     "BasicAuthenticationProvider", "Identity", "PeerCert", "TlsAuthenticationProvider",
     "TokenAuthenticationProvider", "apr1_hash", "authorize_command", "certificate_common_name", "check_actions",
-    "create_token", "load_private_key", "load_public_key", "new_key_pair", "new_secret_key", "parse_duration",
+    "create_token", "load_private_key", "load_public_key", "new_key_pair", "new_secret_key",
     "provider_method", "read_key_bytes",
 ]
