@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from magnetar.common.admin_client import AdminError
 from metadata import (
     MetadataError,
     MetadataStore,
@@ -356,9 +357,12 @@ class Ownership:
         if not base:
             return
         # with this broker's credentials (brokerClient* keys): the owner refuses anonymous unloads
-        r = await client.request("PUT", f"{base.rstrip('/')}/admin/v2/namespaces/{ns}/{bundle.name}/{d.action}")
-        if r.status_code >= 300:
-            log.warning("leader's %s of %s on %s failed: %s %s", d.action, d.bundle, d.broker, r.status_code, r.text)
+        try:
+            await client.request("PUT", f"{base.rstrip('/')}/admin/v2/namespaces/{ns}/{bundle.name}/{d.action}")
+        except AdminError as exc:
+            if not exc.status:
+                raise  # unreachable: as any other failure of a leader round
+            log.warning("leader's %s of %s on %s failed: %s %s", d.action, d.bundle, d.broker, exc.status, exc.reason)
 
     async def _session_loop(self) -> None:
         async with self.store.watch_session() as states:

@@ -37,11 +37,11 @@ import logging
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlencode
 
-import httpx
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from magnetar.common.admin_client import AdminError
 from protocols.pulsar import InvalidTopicNameError, NamespaceName, TopicName
 
 from .._bundles import BundleRange, boundaries_of, bundle_hash, bundles_of, parse_bundle
@@ -213,11 +213,11 @@ async def unload_namespace(request: Request) -> Response:
         # keys; a super user, as in Pulsar): the caller was authorized for the namespace here, and
         # the caller's credentials may be a client certificate that cannot travel
         try:
-            r = await client.request("PUT", f"{target.rstrip('/')}/admin/v2/namespaces/{ns}/{bundle.name}/unload")
-        except (httpx.HTTPError, AuthenticationError) as exc:  # unreachable, or our token file is gone
+            await client.request("PUT", f"{target.rstrip('/')}/admin/v2/namespaces/{ns}/{bundle.name}/unload")
+        except AdminError as exc:  # the owner refused, or could not be reached (status 0)
+            raise RestError(exc.status or 503, f"unloading {ns}/{bundle} on {target}: {exc.reason}") from None
+        except AuthenticationError as exc:  # our token file is gone
             raise RestError(503, f"unloading {ns}/{bundle} on {target}: {exc}") from None
-        if r.status_code >= 300:
-            raise RestError(r.status_code, f"unloading {ns}/{bundle} on {target}: {r.text}")
     return no_content()
 
 

@@ -6,7 +6,9 @@ own third-party library and other `magnetar.common` modules, never on a Magnetar
 * `tls`: SSL contexts from Pulsar / BookKeeper keys and trio TLS streams.
 * `batch_histogram`: the Prometheus histogram for per-record latencies on hot paths.
 * `durations`: Pulsar's relative-time grammar (``30s``, ``10m``, ``2h``, ``1d``, ``1w``, ``1y``).
+* `admin_client`: the admin REST client (redirects followed with credentials, the server's reason
+  in every error), for the CLI, the Spark connector and broker-to-broker calls.
 
 This ``__init__`` imports none of them: a package that needs only the config loader must not load
-trio or prometheus-client (`tests/test_architecture.py` checks what each one loads).
+hypercorn or httpx (`tests/test_architecture.py` checks what each one loads).
 """

@@ -1,5 +1,6 @@
-"""The ``magnetar admin`` commands of `magnetar.cli._admin_ops` (pulsar-admin's names and flags)
-through click's CliRunner against the live admin server, with the official client."""
+"""The ``magnetar admin`` commands beyond the basics of tenants, namespaces and topics (clusters,
+dynamic config, broker-stats, limits and rates; pulsar-admin's names and flags) through click's
+CliRunner against the live admin server, with the official client."""
 
 from __future__ import annotations
 
