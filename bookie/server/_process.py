@@ -53,13 +53,6 @@ class BookieFatalError(BookieException, RuntimeError):
     """The bookie had to stop (for example full disks with readOnlyModeEnabled = false)."""
 
 
-def _bind_error(exc: BaseException) -> OSError | None:
-    """The OSError the HTTP server failed to bind with (it may come wrapped in exception groups)."""
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc if isinstance(exc, OSError) else None
-
-
 _SIOCGIFADDR = 0x8915  # Linux ioctl: an interface's IPv4 address
 
 
@@ -122,17 +115,10 @@ async def serve_bookie_process(config: BookieConfig, *, registry: CollectorRegis
             http_urls: list[str] = []
             if config.http_enabled:
                 http_tls = server_context(config.tls_settings()) if config.http_server_tls_enable else None
-                try:
-                    http_urls = await nursery.start(lambda task_status: serve_bookie_http(
-                        bookie, config.http_address, config.http_port, ssl_context=http_tls,
-                        authorizer=config.role_authorizer() if http_tls is not None else None,
-                        task_status=task_status))
-                except (OSError, BaseExceptionGroup) as exc:
-                    bind_error = _bind_error(exc)
-                    if bind_error is None:
-                        raise
-                    raise OSError(bind_error.errno, f"cannot listen on {config.http_address}:{config.http_port} "
-                                                    f"(httpServerPort): {bind_error.strerror or bind_error}") from exc
+                http_urls = await nursery.start(lambda task_status: serve_bookie_http(
+                    bookie, config.http_address, config.http_port, ssl_context=http_tls,
+                    authorizer=config.role_authorizer() if http_tls is not None else None,
+                    task_status=task_status))
             await nursery.start(run_disk_checker, bookie)
             if store is not None:
                 endpoints = {"host": config.advertised_address, "port": port,

@@ -6,6 +6,7 @@ own third-party library and other `magnetar.common` modules, never on a Magnetar
 * `tls`: SSL contexts from Pulsar / BookKeeper keys and trio TLS streams.
 * `batch_histogram`: the Prometheus histogram for per-record latencies on hot paths.
 * `durations`: Pulsar's relative-time grammar (``30s``, ``10m``, ``2h``, ``1d``, ``1w``, ``1y``).
+* `http_server`: hypercorn on trio with Magnetar's TLS contexts and bind errors naming their keys.
 * `admin_client`: the admin REST client (redirects followed with credentials, the server's reason
   in every error), for the CLI, the Spark connector and broker-to-broker calls.
 
