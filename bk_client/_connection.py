@@ -36,6 +36,7 @@ from typing import Any
 
 import trio
 
+from magnetar.common.backoff import Backoff
 from magnetar.common.tls import client_context, open_tls_stream
 from protocols.bookkeeper import FrameDecoder, FrameError, bookie_protocol_pb2, parse_response
 
@@ -94,7 +95,7 @@ class BookieConnection:
         self._config = pool.config
         self.state = ConnState.IDLE
         self.retry_at = -math.inf
-        self._backoff = self._config.reconnect_backoff_min_s
+        self._backoff = Backoff(self._config.reconnect_backoff_min_s, self._config.reconnect_backoff_max_s)
         self._pending: dict[int, tuple[Callback, Any]] = {}
         self._out: list[bytes] = []
         self._wake = trio.Event()
@@ -175,8 +176,7 @@ class BookieConnection:
             return
         self.last_error = error
         self.state = ConnState.BACKOFF
-        self.retry_at = trio.current_time() + self._backoff
-        self._backoff = min(self._backoff * 2, self._config.reconnect_backoff_max_s)
+        self.retry_at = trio.current_time() + self._backoff.next()
         self._pool.metrics.connect_failures.inc()
         self._fail_pending(error)
 
@@ -209,7 +209,7 @@ class BookieConnection:
                 return
             self._pool.metrics.connects.inc()
             self.state = ConnState.CONNECTED
-            self._backoff = self._config.reconnect_backoff_min_s
+            self._backoff.reset()
             error: list[BKError] = []
             try:
                 async with trio.open_nursery() as nursery:

@@ -5,6 +5,7 @@ own third-party library and other `magnetar.common` modules, never on a Magnetar
 * `version`: the installed version.
 * `tls`: SSL contexts from Pulsar / BookKeeper keys and trio TLS streams.
 * `batch_histogram`: the Prometheus histogram for per-record latencies on hot paths.
+* `backoff`: capped doubling retry delays.
 * `durations`: Pulsar's relative-time grammar (``30s``, ``10m``, ``2h``, ``1d``, ``1w``, ``1y``).
 * `http_server`: hypercorn on trio with Magnetar's TLS contexts and bind errors naming their keys.
 * `admin_client`: the admin REST client (redirects followed with credentials, the server's reason
