@@ -155,10 +155,9 @@ class Ownership:
 
     @property
     def broker_id(self) -> str:
-        """``host:port`` of this broker's admin service (Pulsar's lookupServiceAddress)."""
-        s = self.service
-        url = s.web_service_url or s.web_service_url_tls or s.service_url or s.service_url_tls
-        return url.split("://", 1)[-1]
+        """``host:port`` of this broker's admin service (Pulsar's lookupServiceAddress,
+        `BrokerService.broker_id`)."""
+        return self.service.broker_id
 
     def owner_info(self) -> dict[str, Any]:
         """The JSON of this broker's ownership nodes (URLs per advertised listener)."""

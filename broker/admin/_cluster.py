@@ -68,14 +68,9 @@ __all__ = ["OwnerRedirect", "routes"]
 log = logging.getLogger("broker.admin")
 
 
-def _self_id(s: BrokerService) -> str:
-    url = s.web_service_url or s.web_service_url_tls or s.service_url
-    return url.split("://", 1)[-1]
-
-
 async def _broker_ids(s: BrokerService) -> list[str]:
     if s.ownership is None:
-        return [_self_id(s)]
+        return [s.broker_id]
     return sorted(await s.ownership.brokers())
 
 
@@ -97,7 +92,7 @@ async def list_cluster_brokers(request: Request) -> Response:
 async def leader_broker(request: Request) -> Response:
     s = service_of(request)
     if s.ownership is None:
-        return json_response({"brokerId": _self_id(s), "serviceUrl": s.web_service_url})
+        return json_response({"brokerId": s.broker_id, "serviceUrl": s.web_service_url})
     leader = await s.ownership.leader()
     if leader is None:
         raise RestError(404, "no leader broker is elected yet")
@@ -110,7 +105,7 @@ async def owned_namespaces(request: Request) -> Response:
     cluster, broker = request.path_params["cluster"], request.path_params["broker"]
     if cluster != s.config.cluster_name:
         raise RestError(404, f"Cluster {cluster} does not exist")
-    if broker != _self_id(s):
+    if broker != s.broker_id:
         if s.ownership is None or broker not in await s.ownership.brokers():
             raise RestError(404, f"broker {broker} is not registered in cluster {cluster}")
         info = (await s.ownership.brokers())[broker]
