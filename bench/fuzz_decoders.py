@@ -629,7 +629,7 @@ def _spark_values_setup() -> SimpleNamespace:
     return SimpleNamespace(
         seeds=[json.dumps(jrec).encode(), out.getvalue(), json.dumps({"name": "x", "tags": [[[1]]]}).encode(),
                b"[" * 10 + b"]" * 10],
-        json=decoder(json_schema), avro=decoder(avro_schema), width=len(json_schema.fields))
+        json=decoder(json_schema), avro=decoder(avro_schema), width=len(json_schema.columns))
 
 
 def _spark_values_build(ctx: Any, gen: Gen) -> bytes:

@@ -174,12 +174,22 @@ class BrokerConfig(RetentionConfig):
              "proxy share an address).")
     max_pending_publish_requests_per_connection: int = config_field(
         1000, alias="maxPendingPublishRequestsPerConnection",
-        help="SEND frames in flight per connection before the broker stops reading it.")
+        help="SEND frames per connection whose receipt has not been written to the client yet (waiting for "
+             "storage, or for a client that does not read) before the broker stops reading it.")
     max_pending_publish_bytes: int = config_field(
         64 * 1024 * 1024, alias="maxPendingPublishBytes",
-        help="Bytes of SEND frames in flight per connection before the broker stops reading it.")
-    outgoing_queue_bytes: int = config_field(
-        16 * 1024 * 1024, help="Bytes queued for writing per connection before handlers wait.")
+        help="Bytes of SEND frames per connection whose receipt has not been written to the client yet before "
+             "the broker stops reading it.")
+    write_buffer_high_water_mark: int = config_field(
+        64 * 1024, alias="pulsarChannelWriteBufferHighWaterMark",
+        help="Bytes queued for writing on a connection (receipts, responses, messages for its consumers) above "
+             "which it is unwritable: the broker stops reading it and its consumers' dispatch waits, until the "
+             "queue drains below pulsarChannelWriteBufferLowWaterMark. Pulsar does the same with "
+             "pulsarChannelPauseReceivingRequestsIfUnwritable, which Magnetar always applies.")
+    write_buffer_low_water_mark: int = config_field(
+        32 * 1024, alias="pulsarChannelWriteBufferLowWaterMark",
+        help="Bytes queued for writing below which an unwritable connection is writable again "
+             "(read again, its consumers dispatched to).")
     broker_deduplication_enabled: bool = config_field(
         False, alias="brokerDeduplicationEnabled",
         help="Default for namespaces whose policies do not set deduplicationEnabled.")
@@ -471,7 +481,8 @@ class BrokerConfig(RetentionConfig):
                               f"{self.allow_auto_topic_creation_type!r}")
         require_positive(self, "default_num_partitions", "max_message_size", "keep_alive_interval_s",
                          "max_pending_publish_requests_per_connection", "max_pending_publish_bytes",
-                         "outgoing_queue_bytes", "deduplication_snapshot_interval_entries",
+                         "write_buffer_high_water_mark", "write_buffer_low_water_mark",
+                         "deduplication_snapshot_interval_entries",
                          "dispatcher_max_read_batch_size", "dispatcher_max_read_size_bytes",
                          "dispatcher_max_replay_entries", message="must be positive, got {value}")
         require_at_least(self, "max_unacked_messages_per_consumer", "max_unacked_messages_per_subscription",
@@ -499,6 +510,9 @@ class BrokerConfig(RetentionConfig):
                          message="must be 0 (off) or positive")
         require_at_least(self, "compaction_threshold_bytes", "stats_update_initial_delay_s")
         require_positive(self, "stats_update_frequency_s")
+        if self.write_buffer_low_water_mark > self.write_buffer_high_water_mark:
+            raise ConfigError("write_buffer_low_water_mark",
+                              "must not exceed write_buffer_high_water_mark (pulsarChannelWriteBufferHighWaterMark)")
         if self.max_message_size > self.max_pending_publish_bytes:
             raise ConfigError("max_pending_publish_bytes", "must be at least max_message_size")
         if self.schema_compatibility_strategy.upper() not in _STRATEGIES:

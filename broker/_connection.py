@@ -25,10 +25,27 @@ Producers the broker closed (CLOSE_PRODUCER sent) stay "recently closed" for one
 interval: SENDs the client had already written for them are dropped, not treated as SENDs for
 an unknown producer (which close the connection; see `_handlers_producer`), as in Pulsar.
 
-Bounds: the outgoing queue holds at most ``outgoing_queue_bytes`` for senders that wait
-(`send`); small control frames (`send_nowait`) may exceed it. While more than
-``max_pending_publish_bytes`` / ``max_pending_publish_requests_per_connection`` of SENDs are
-waiting for storage, the connection is not read (TCP pushes back on the client).
+Back-pressure (the connection's memory is bounded whatever the client does; Pulsar's broker does
+the same by turning the channel's auto-read off):
+
+* Rule B1 (publish window): a SEND counts against ``max_pending_publish_bytes`` and
+  ``max_pending_publish_requests_per_connection`` from its arrival until its SEND_RECEIPT (or
+  SEND_ERROR) has been *written* to the socket, not merely queued: a client that pipelines SENDs
+  and never reads its receipts holds its window, and the connection is not read while the window
+  is full (TCP pushes back on the client).
+* Rule B2 (writability): the bytes queued for writing (including the chunk being written) make the
+  connection *unwritable* once they exceed ``write_buffer_high_water_mark``
+  (``pulsarChannelWriteBufferHighWaterMark``), and writable again once they drop to
+  ``write_buffer_low_water_mark``. While unwritable the connection is not read, so requests
+  cannot pile up answers the client does not take; after each return to writable at least one
+  read is made, so a connection whose consumers keep it busy still takes in its client's frames.
+* Rule B3 (dispatch): MESSAGE frames go through `send`, which waits while the connection is
+  unwritable; dispatchers do not pick consumers of an unwritable connection (`Consumer.writable`)
+  and are woken when it turns writable. The queue therefore holds at most the high water mark
+  plus one dispatch round and the answers of the requests already read.
+* Rule B4 (keep-alive while paused): while the connection is not read (Rules B1, B2) the
+  keep-alive neither pings nor times out, as Pulsar skips its timeout while auto-read is off: the
+  client's frames wait unread in the socket. Reading again counts as hearing from the client.
 """
 
 from __future__ import annotations
@@ -54,7 +71,7 @@ if TYPE_CHECKING:
     from ._producer import Producer
     from ._service import BrokerService
 
-__all__ = ["ServerConnection", "ConnectionState", "HANDSHAKE_MAX_FRAME_SIZE"]
+__all__ = ["ServerConnection", "ConnectionState", "PauseReason", "HANDSHAKE_MAX_FRAME_SIZE"]
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +95,13 @@ class ConnectionState(enum.Enum):
     CLOSED = "closed"
 
 
+class PauseReason(enum.Enum):
+    """Why a connection is not read right now (the back-pressure rules of the module)."""
+
+    PUBLISH_WINDOW = "publish-window"  # Rule B1
+    UNWRITABLE = "unwritable"  # Rule B2
+
+
 class ServerConnection:
     """Serves one accepted stream until it closes; see the module rules."""
 
@@ -96,12 +120,19 @@ class ServerConnection:
         self.producers: dict[int, Producer] = {}
         self.consumers: dict[int, Consumer] = {}
         self._out: deque[bytes] = deque()
-        self._out_bytes = 0
+        self._out_bytes = 0  # queued in ``_out``
+        self._writing_bytes = 0  # taken by the writer, not yet accepted by the socket
+        self._queued_total = 0  # every byte ever queued (receipt release positions count in it)
+        self._written_total = 0  # every byte the socket accepted
+        # (end of a receipt in ``_queued_total``, its SEND's size): Rule B1 releases on write
+        self._receipt_releases: deque[tuple[int, int]] = deque()
+        self._writable = True  # Rule B2
         self._out_signal = Signal()
-        self._space_signal = Signal()
+        self._writable_signal = Signal()
         self._publish_signal = Signal()
         self.pending_publish_bytes = 0
         self.pending_publish_count = 0
+        self.paused: PauseReason | None = None  # why the read loop waits now (Rules B1, B2)
         self._requests = trio.Semaphore(_MAX_CONCURRENT_REQUESTS)
         self._last_received = trio.current_time()
         self._nursery: trio.Nursery | None = None
@@ -135,6 +166,7 @@ class ServerConnection:
                 nursery.cancel_scope.cancel()
         finally:
             self.state = ConnectionState.CLOSED
+            self._writable_signal.fire()  # a dispatcher waiting in `send` goes on (and drops)
             try:
                 with trio.CancelScope(shield=True):
                     await self._detach_all()
@@ -152,6 +184,7 @@ class ServerConnection:
             self.close_reason = reason
             log.warning("closing connection %s: %s", self.remote, reason)
         self.state = ConnectionState.CLOSED
+        self._writable_signal.fire()  # a dispatcher waiting in `send` goes on (and drops)
         if self._nursery is not None:
             self._nursery.cancel_scope.cancel()
 
@@ -197,29 +230,66 @@ class ServerConnection:
         """Whether the connection is closed."""
         return self.state is ConnectionState.CLOSED
 
-    def send_nowait(self, data: bytes) -> None:
-        """Queue a frame without waiting (control frames); dropped when closed."""
-        if self.closed:
-            return
-        self._out.append(data)
-        self._out_bytes += len(data)
-        self._out_signal.fire()
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes queued for writing, including the chunk the socket has not accepted yet (Rule B2)."""
+        return self._out_bytes + self._writing_bytes
 
     @property
-    def outgoing_full(self) -> bool:
-        """Whether the outgoing queue is at its byte bound: a sender that must not wait (a
-        non-persistent topic's dispatcher) drops instead of queueing more."""
-        return self._out_bytes >= self.config.outgoing_queue_bytes
+    def writable(self) -> bool:
+        """Whether the outgoing queue is below its high water mark (Rule B2): a dispatcher sends
+        to this connection's consumers only while it is, and a sender that must not wait (a
+        non-persistent topic's dispatcher) drops instead."""
+        return self._writable
+
+    def _queue(self, data: bytes) -> None:
+        self._out.append(data)
+        self._out_bytes += len(data)
+        self._queued_total += len(data)
+        if self._writable and self.queued_bytes > self.config.write_buffer_high_water_mark:
+            self._writable = False
+        self._out_signal.fire()
+
+    def send_nowait(self, data: bytes) -> None:
+        """Queue a frame without waiting (answers and control frames); dropped when closed."""
+        if self.closed:
+            return
+        self._queue(data)
+
+    def send_receipt(self, data: bytes, publish_size: int) -> None:
+        """Queue a SEND's answer; its ``publish_size`` bytes stay counted against the publish
+        window until the answer is written (Rule B1)."""
+        if self.closed:
+            self.publish_done(publish_size)
+            return
+        self._queue(data)
+        self._receipt_releases.append((self._queued_total, publish_size))
 
     async def send(self, data: bytes) -> None:
-        """Queue frames, waiting while the outgoing queue is over its byte bound."""
-        while not self.closed and self._out_bytes and self._out_bytes + len(data) > self.config.outgoing_queue_bytes:
-            await self._space_signal.current().wait()
+        """Queue frames (a dispatch round), first waiting while the connection is unwritable (Rule B3)."""
+        while not self.closed and not self._writable:
+            await self._writable_signal.current().wait()
         self.send_nowait(data)
 
     def send_command(self, command: pb.BaseCommand) -> None:
         """Encode and queue a simple command."""
         self.send_nowait(encode_command(command))
+
+    def _written(self, size: int) -> None:
+        """The socket accepted ``size`` more bytes: release the receipts among them (Rule B1) and
+        turn writable again at the low water mark (Rule B2)."""
+        self._writing_bytes = 0
+        self._written_total += size
+        releases = self._receipt_releases
+        while releases and releases[0][0] <= self._written_total:
+            self.publish_done(releases.popleft()[1])
+        if not self._writable and self.queued_bytes <= self.config.write_buffer_low_water_mark:
+            self._writable = True
+            self._writable_signal.fire()
+            for consumer in list(self.consumers.values()):
+                dispatcher = consumer.subscription.dispatcher
+                if dispatcher is not None:
+                    dispatcher.wake()
 
     async def _writer(self) -> None:
         while True:
@@ -236,12 +306,20 @@ class ServerConnection:
                 chunks.append(data)
                 size += len(data)
             self._out_bytes -= size
-            self._space_signal.fire()
+            self._writing_bytes = size
             try:
                 await self.stream.send_all(b"".join(chunks))
             except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
                 self.close(f"write failed: {exc!r}")
                 return
+            self._written(size)
+
+    def statistics(self) -> dict[str, Any]:
+        """A snapshot of the back-pressure state (for metrics and tests)."""
+        return {"queued_bytes": self.queued_bytes, "writable": self._writable,
+                "paused": None if self.paused is None else self.paused.value,
+                "pending_publish_bytes": self.pending_publish_bytes,
+                "pending_publish_count": self.pending_publish_count}
 
     # ------------------------------------------------------------------ watchdog
 
@@ -258,6 +336,8 @@ class ServerConnection:
         interval = float(self.config.keep_alive_interval_s)
         while True:
             await trio.sleep(interval / 2)
+            if self.paused is not None:
+                continue  # Rule B4: the client's frames wait unread, its silence is ours
             idle = trio.current_time() - self._last_received
             if idle >= 2 * interval:
                 self.close(f"no frame received for {idle:.0f} s (keep-alive timeout)")
@@ -268,25 +348,41 @@ class ServerConnection:
     # ------------------------------------------------------------------ input
 
     def publish_started(self, size: int) -> None:
-        """A SEND is waiting for storage (counts toward the pending-publish bounds)."""
+        """A SEND arrived: it counts against the publish window until its answer is written (Rule B1)."""
         self.pending_publish_bytes += size
         self.pending_publish_count += 1
 
     def publish_done(self, size: int) -> None:
-        """A SEND was answered."""
+        """A SEND's answer was written, or will never be (Rule B1): give its share of the window back."""
         self.pending_publish_bytes -= size
         self.pending_publish_count -= 1
         self._publish_signal.fire()
 
-    async def _wait_publish_capacity(self) -> None:
-        while (self.pending_publish_bytes > self.config.max_pending_publish_bytes
-               or self.pending_publish_count >= self.config.max_pending_publish_requests_per_connection):
-            await self._publish_signal.current().wait()
+    def _publish_window_full(self) -> bool:
+        return (self.pending_publish_bytes > self.config.max_pending_publish_bytes
+                or self.pending_publish_count >= self.config.max_pending_publish_requests_per_connection)
+
+    async def _wait_readable(self) -> None:
+        """Return once the connection may be read (Rules B1, B2); ``paused`` says why it waits."""
+        waited_for_writable = False
+        while not self.closed:
+            if self._publish_window_full():
+                self.paused = PauseReason.PUBLISH_WINDOW
+                await self._publish_signal.current().wait()
+            elif not self._writable and not waited_for_writable:
+                self.paused = PauseReason.UNWRITABLE
+                await self._writable_signal.current().wait()
+                waited_for_writable = True  # Rule B2: one read at least before pausing again
+            else:
+                break
+        if self.paused is not None:
+            self.paused = None
+            self._last_received = trio.current_time()  # Rule B4
 
     async def _reader(self) -> None:
         decoder = self._decoder
         while not self.closed:
-            await self._wait_publish_capacity()
+            await self._wait_readable()
             data = await self.stream.receive_some(65536)
             if not data:
                 return

@@ -90,7 +90,7 @@ class Consumer:
     ``pending`` maps each delivered, not yet acked entry to its message count; it is what a
     consumer leaving, a redelivery request or a failover switch hands back to the dispatcher.
     Sending goes through the connection's bounded outgoing queue, so a slow client slows its
-    dispatcher rather than growing memory.
+    dispatcher rather than growing memory (`_connection` Rule B3).
 
     Statistics (Pulsar's ConsumerStats, `_stats`): ``msg_out_counter`` counts messages (a batch of
     N counts N) and ``bytes_out_counter`` entry bytes, both for every delivery, redeliveries
@@ -136,6 +136,12 @@ class Consumer:
     def unacked_messages(self) -> int:
         """Messages delivered to this consumer and not acked yet."""
         return self.pending.messages
+
+    @property
+    def writable(self) -> bool:
+        """Whether its connection takes more frames now (`_connection` Rule B3): a dispatcher
+        hands entries only to consumers whose connection is writable."""
+        return bool(getattr(self.connection, "writable", True))
 
     @property
     def address(self) -> str:

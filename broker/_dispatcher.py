@@ -4,6 +4,10 @@ Rules:
 
 * Rule 1 (permits): an entry goes only to a consumer with permits > 0; it uses as many permits
   as it holds messages (a batch of N uses N), so permits may go negative by one batch.
+* Rule 1b (bytes): an entry goes only to a consumer whose connection is writable (its outgoing
+  queue below the high water mark, `_connection` Rule B3); the connection wakes the dispatcher
+  when it turns writable again. So a consumer that grants permits but does not read holds at
+  most one round of entries in its connection, not its permits' worth.
 * Rule 2 (replay first): entries to deliver again (redelivery requests, a consumer that left, a
   failover switch, an entry whose target had no permits) wait in ``replay``, sorted by position,
   and go out before new entries. Acked ones are dropped from it.
@@ -242,7 +246,7 @@ class Dispatcher:
             self.replay.add(pos)
 
     def _can_take(self, c: Consumer) -> bool:
-        if c.closed or c.permits <= 0:
+        if c.closed or c.permits <= 0 or not c.writable:  # Rule 1b
             return False
         if self.sub_type not in (SubType.SHARED, SubType.KEY_SHARED):
             return True

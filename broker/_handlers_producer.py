@@ -67,14 +67,17 @@ async def handle_producer(conn: ServerConnection, frame: Frame) -> None:
     if existing is not None and not existing.closed:
         # the client retried after a timeout: the producer exists, confirm it again
         conn.send_command(make_command("PRODUCER_SUCCESS", request_id=req.request_id, producer_name=existing.name,
-                                       last_sequence_id=existing.topic.last_sequence_id(existing.name)))
+                                       last_sequence_id=existing.topic.last_sequence_id(existing.name),
+                                       schema_version=existing.schema_version))
         return
     name = TopicName.parse(req.topic)
     topic = await conn.service.get_any_topic(name, create=True)
     if isinstance(topic, Topic):  # a non-persistent topic has no storage and no backlog
         await _refuse_if_quota_rejects(conn, name)
         await _refuse_if_storage_unavailable(topic)
-    schema_version = await _schema_version(conn, name, req.schema if req.HasField("schema") else None)
+    # Pulsar always sends schema_version (empty without a schema): the Java client reads it
+    # unconditionally and fails the producer when it is missing
+    schema_version = await _schema_version(conn, name, req.schema if req.HasField("schema") else None) or b""
     if req.HasField("producer_name") and req.producer_name:
         producer_name, user_provided = req.producer_name, req.user_provided_producer_name
     else:
@@ -83,14 +86,14 @@ async def handle_producer(conn: ServerConnection, frame: Frame) -> None:
         return
     producer = Producer(topic=topic, producer_id=req.producer_id, name=producer_name, connection=conn,
                         access_mode=req.producer_access_mode, user_provided_name=user_provided,
-                        requested_epoch=req.topic_epoch if req.HasField("topic_epoch") else None)
+                        requested_epoch=req.topic_epoch if req.HasField("topic_epoch") else None,
+                        schema_version=schema_version)
     producer.metadata = {kv.key: kv.value for kv in req.metadata}
 
     def success(ready: bool) -> None:
         fields = {"request_id": req.request_id, "producer_name": producer_name,
-                  "last_sequence_id": topic.last_sequence_id(producer_name), "producer_ready": ready}
-        if schema_version is not None:
-            fields["schema_version"] = schema_version
+                  "last_sequence_id": topic.last_sequence_id(producer_name), "producer_ready": ready,
+                  "schema_version": schema_version}
         if producer.exclusive:
             fields["topic_epoch"] = producer.epoch
         conn.send_command(make_command("PRODUCER_SUCCESS", **fields))

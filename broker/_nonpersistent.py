@@ -230,9 +230,9 @@ class NonPersistentSubscription:
     # ------------------------------------------------------------------ dispatch (Rules 2, 3)
 
     def _has_permits(self, c: Consumer) -> bool:
-        # a connection that cannot keep up (its outgoing queue full) counts as out of permits,
-        # as Pulsar checks the channel's writability
-        return not c.closed and c.ready and c.permits > 0 and not getattr(c.connection, "outgoing_full", False)
+        # a connection that cannot keep up (unwritable: its outgoing queue over the high water
+        # mark) counts as out of permits, as Pulsar checks the channel's writability
+        return not c.closed and c.ready and c.permits > 0 and c.writable
 
     def _select(self, info: EntryInfo) -> Consumer | None:
         if self.sub_type in (SubType.EXCLUSIVE, SubType.FAILOVER):

@@ -613,8 +613,10 @@ class Ownership:
 
         bid, report = min(reports.items(), key=score)
         tag = f"{bid}@{report.get('timestamp')}"
-        self._assigned_since_report = {k: v for k, v in self._assigned_since_report.items()
-                                       if k.split("@")[0] in reports}
+        # only the counts since each broker's current report matter: those of older reports (and of
+        # brokers gone) are dropped, so the map holds at most one entry per registered broker
+        current = {f"{b}@{r.get('timestamp')}" for b, r in reports.items()}
+        self._assigned_since_report = {k: v for k, v in self._assigned_since_report.items() if k in current}
         self._assigned_since_report[tag] = self._assigned_since_report.get(tag, 0) + 1
         return bid, report
 

@@ -3,7 +3,8 @@
 Rules:
 
 * Rule 1: SEND_RECEIPTs go out in the order the SENDs arrived, each only after the managed
-  ledger acknowledged that entry (a duplicate's receipt waits for the entries before it).
+  ledger acknowledged that entry (a duplicate's receipt waits for the entries before it). A SEND
+  stays in its connection's publish window until its answer is written (`_connection` Rule B1).
 * Rule 2: a failed add answers SEND_ERROR (PersistenceError) for that SEND; the client then closes
   the connection and resends whatever is pending, which dedup (when on) filters.
 * Rule 3: after one of its adds failed, no later SEND of the producer is stored (each is answered
@@ -65,7 +66,8 @@ class Producer:
 
     def __init__(self, *, topic: Topic | NonPersistentTopic, producer_id: int, name: str, connection: Any,
                  access_mode: int,
-                 user_provided_name: bool, epoch: int = 0, requested_epoch: int | None = None) -> None:
+                 user_provided_name: bool, epoch: int = 0, requested_epoch: int | None = None,
+                 schema_version: bytes = b"") -> None:
         self.topic = topic
         self.producer_id = producer_id
         self.name = name
@@ -74,6 +76,7 @@ class Producer:
         self.user_provided_name = user_provided_name
         self.epoch = epoch
         self.requested_epoch = requested_epoch  # the topic epoch a reconnecting exclusive producer held
+        self.schema_version = schema_version  # what PRODUCER_SUCCESS reported (empty: no schema)
         self.closed = False
         self.failed = False  # Rule 3
         self.last_add: PendingAdd | None = None  # Rule 3: the add of the latest appended SEND
@@ -104,8 +107,8 @@ class Producer:
         receipts = self._receipts
         while receipts and receipts[0].done:
             s = receipts.popleft()
-            self.connection.publish_done(s.size)
             if self.closed:
+                self.connection.publish_done(s.size)  # no answer will be written
                 continue
             if s.error is not None:
                 cmd = make_command("SEND_ERROR", producer_id=self.producer_id, sequence_id=s.sequence_id,
@@ -115,7 +118,8 @@ class Producer:
                     "SEND_RECEIPT", producer_id=self.producer_id, sequence_id=s.sequence_id,
                     highest_sequence_id=s.highest_sequence_id,
                     message_id={"ledgerId": s.ledger_id & UINT64_MAX, "entryId": s.entry_id & UINT64_MAX})
-            self.connection.send_nowait(encode_command(cmd))
+            # the SEND's bytes leave the connection's publish window once this is written
+            self.connection.send_receipt(encode_command(cmd), s.size)
 
     def close_from_broker(self) -> None:
         """Tell the client the broker closed this producer (it reconnects) and detach it."""

@@ -6,22 +6,25 @@
   in the same JSON shape (Pulsar keeps them in a system topic; a metadata node is simpler and is
   read by every broker at once). A partition without its own policies uses its partitioned topic's.
 * Resolution is topic > namespace > broker defaults (`retention.TopicPolicies.resolve`).
+* The backlog-quota decisions that hold or reject producers live on the loaded `Topic` they
+  concern (`TopicQuotaStates`): never evicted while it is loaded, gone when it unloads.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from managed_ledger import Entry
 from metadata import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
 from protocols.pulsar import TopicName
-from retention import PolicyOverrides, RetentionConfig, TopicPolicies
+from retention import PolicyOverrides, QuotaDecision, RetentionConfig, TopicPolicies
 
 from ._entries import entry_metadata
 from ._namespaces import NamespaceResources
 
-__all__ = ["StorePoliciesProvider", "TopicPolicyStore", "publish_time_of", "TOPIC_POLICIES_ROOT"]
+__all__ = ["StorePoliciesProvider", "TopicPolicyStore", "TopicQuotaStates", "publish_time_of", "TOPIC_POLICIES_ROOT"]
 
 TOPIC_POLICIES_ROOT = "/admin/topic-policies"
 
@@ -34,6 +37,40 @@ def publish_time_of(entry: Entry) -> int | None:
     except Exception:
         return None
     return t or None
+
+
+class TopicQuotaStates:
+    """`retention.QuotaStates` kept on the broker's loaded topics (``topics``: the service's map of
+    loaded `Topic` by ``persistent://`` name; each has a ``quota_decisions`` tuple). A decision for a
+    topic that is not loaded (or no longer) is dropped: the broker evaluates a topic's quota again
+    when a producer attaches, and the topic's state goes with the topic when it unloads."""
+
+    def __init__(self, topics: Mapping[str, Any]) -> None:
+        self._topics = topics
+
+    def _loaded(self, topic: str) -> Any:
+        t = self._topics.get(topic)
+        return None if t is None or t.closed else t
+
+    def put(self, topic: str, decisions: Sequence[QuotaDecision]) -> None:
+        """Record the decisions on the loaded topic (dropped when it is not loaded)."""
+        t = self._loaded(topic)
+        if t is not None:
+            t.quota_decisions = tuple(decisions)
+
+    def get(self, topic: str) -> Sequence[QuotaDecision]:
+        """The decisions recorded on the loaded topic (none when it is not loaded)."""
+        t = self._loaded(topic)
+        return () if t is None else t.quota_decisions
+
+    def discard(self, topic: str) -> None:
+        """Clear the loaded topic's decisions."""
+        t = self._loaded(topic)
+        if t is not None:
+            t.quota_decisions = ()
+
+    def prune(self) -> None:
+        """Nothing to do: an unloaded topic takes its decisions with it."""
 
 
 class TopicPolicyStore:

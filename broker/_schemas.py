@@ -49,7 +49,7 @@ from ._avro_compat import AvroNode, AvroSchemaError, default_error, parse_avro, 
 from ._errors import IncompatibleSchemaError
 
 __all__ = ["InvalidSchemaError", "SchemaInfo", "SchemaRegistry", "check_compatible", "check_consumer_compatible",
-           "validate_schema", "version_bytes", "version_from_bytes"]
+           "key_value_parts", "validate_schema", "version_bytes", "version_from_bytes"]
 
 SCHEMAS_ROOT = "/schemas"
 _JSON = 2
@@ -126,12 +126,12 @@ def validate_schema(info: SchemaInfo) -> None:
     elif info.type == _PROTOBUF_NATIVE:
         _root_message(info)
     elif info.type == _KEY_VALUE:
-        parts = _key_value_parts(info)
+        parts = key_value_parts(info)
         for _name, part in parts or ():
             validate_schema(part)
 
 
-def _key_value_parts(info: SchemaInfo) -> tuple[tuple[str, SchemaInfo], tuple[str, SchemaInfo]] | None:
+def key_value_parts(info: SchemaInfo) -> tuple[tuple[str, SchemaInfo], tuple[str, SchemaInfo]] | None:
     """``((key type name, key schema), (value type name, value schema))`` of a KEY_VALUE schema:
     data ``[int32 key length][key definition][int32 value length][value definition]`` (big-endian,
     as Pulsar encodes it), types in the ``key.schema.type`` / ``value.schema.type`` properties;
@@ -181,7 +181,7 @@ def _pair_compatible(new: SchemaInfo, old: SchemaInfo, strategy: str) -> str | N
         return (f"schema type {_TYPE_NAMES.get(new.type, new.type)} differs from the existing type "
                 f"{_TYPE_NAMES.get(old.type, old.type)}")
     if new.type == _KEY_VALUE:
-        new_parts, old_parts = _key_value_parts(new), _key_value_parts(old)
+        new_parts, old_parts = key_value_parts(new), key_value_parts(old)
         if new_parts is not None and old_parts is not None:
             # as Pulsar: the key and value types stay, and each side is checked by its own type's rules
             for side, (new_name, new_part), (old_name, old_part) in zip(

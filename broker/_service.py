@@ -58,7 +58,7 @@ from ._errors import NamespaceNotFoundError, ServiceNotReadyError, TopicNotFound
 from ._inactive_topics import InactiveTopics
 from ._namespaces import NamespaceResources
 from ._nonpersistent import NonPersistentTopic
-from ._retention_hooks import StorePoliciesProvider, TopicPolicyStore, publish_time_of
+from ._retention_hooks import StorePoliciesProvider, TopicPolicyStore, TopicQuotaStates, publish_time_of
 from ._schemas import SchemaRegistry
 from ._stats import StatsUpdater
 from ._topic import Topic
@@ -93,6 +93,10 @@ class _RetentionFactoryView:
             ml = await self._factory.open(name)
         finally:
             self._opening.discard(name)
+        # those retention has closed since are gone from the factory: forget them, so the set holds
+        # what retention has open now (it closes each topic before the next), not every topic it
+        # ever opened
+        self._opened = {n for n in self._opened if self._factory.get(n) is not None}
         self._opened.add(name)
         return ml
 
@@ -162,8 +166,9 @@ class BrokerService:
             publish_time_of=publish_time_of, owns=self._retention_may_open, metrics=self.metrics.retention,
             # as Pulsar, TTL and backlog eviction never move the compaction cursor (its mark-delete
             # is the compaction horizon); it still pins what is not compacted yet
-            system_cursors=frozenset({DEDUP_CURSOR, COMPACTION_CURSOR}))
-        self._quota_checked: dict[str, float] = {}
+            system_cursors=frozenset({DEDUP_CURSOR, COMPACTION_CURSOR}),
+            # hold / reject decisions live on the loaded topics, bounded by them (`_retention_hooks`)
+            quota_states=TopicQuotaStates(self.topics))
         self.stats = StatsUpdater(self)  # the rates of every figure, once per stats period
         self.dynamic_config = DynamicConfig(self.config)  # overrides stored by admins, applied in run()
         self.inactive_topics = InactiveTopics(self)  # brokerDeleteInactiveTopics*: a loop in run()
@@ -419,12 +424,15 @@ class BrokerService:
         return d if d is not None and d.action is QuotaAction.REJECT_PRODUCERS else None
 
     async def recheck_quota(self, topic: TopicName) -> None:
-        """Evaluate ``topic``'s backlog quota now (at most once a second per topic)."""
+        """Evaluate ``topic``'s backlog quota now (at most once a second per loaded topic; the time
+        of the last check is kept on the topic, so nothing is remembered for unloaded ones)."""
         key = str(topic)
-        now = time.monotonic()
-        if now - self._quota_checked.get(key, 0.0) < _QUOTA_RECHECK_S:
-            return
-        self._quota_checked[key] = now
+        loaded = self.topics.get(key)
+        if loaded is not None:
+            now = time.monotonic()
+            if now - loaded.quota_checked_at < _QUOTA_RECHECK_S:
+                return
+            loaded.quota_checked_at = now
         await self.retention.check_topic(key, ttl=False, quota=True, trim=True)
 
     async def wait_quota_released(self, topic: Topic) -> bool:

@@ -95,11 +95,21 @@ class Subscription:
     async def add_consumer(self, *, consumer_id: int, name: str, connection, sub_type: int,
                            priority: int, hash_ranges: list[tuple[int, int]] | None,
                            metadata: dict[str, str]) -> Consumer:
-        """Attach a consumer per Rule 1; raises `ConsumerBusyError` or `BrokerServiceError`."""
+        """Attach a consumer per Rule 1; raises `ConsumerBusyError` or `BrokerServiceError`. A
+        non-durable subscription whose consumer is refused goes away (Rule 2: it exists only with
+        its consumers), so refused readers leave nothing behind on a loaded topic."""
         async with self._lock:
-            return await self._add_consumer(consumer_id=consumer_id, name=name, connection=connection,
-                                            sub_type=sub_type, priority=priority, hash_ranges=hash_ranges,
-                                            metadata=metadata)
+            try:
+                return await self._add_consumer(consumer_id=consumer_id, name=name, connection=connection,
+                                                sub_type=sub_type, priority=priority, hash_ranges=hash_ranges,
+                                                metadata=metadata)
+            except BaseException:
+                if not self.durable and not self.consumers:
+                    with trio.CancelScope(shield=True):
+                        await self.close()
+                    if self.topic.subscriptions.get(self.name) is self:
+                        del self.topic.subscriptions[self.name]
+                raise
 
     async def _add_consumer(self, *, consumer_id: int, name: str, connection, sub_type: int,
                             priority: int, hash_ranges: list[tuple[int, int]] | None,

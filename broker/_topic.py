@@ -90,6 +90,7 @@ from managed_ledger import (
 )
 from protocols.pulsar import InvalidTopicNameError, TopicName, check_subscription_name
 from protocols.pulsar import pulsar_api_pb2 as pb
+from retention import QuotaDecision
 
 from ._access_modes import Admission, Waiting, admit, fenced, next_to_promote
 from ._compaction import COMPACTION_CURSOR, Compactor
@@ -178,6 +179,11 @@ class Topic:
         self.dispatch_limiter = RateLimiter()
         # subscribe rate per (client host, consumer name, consumer id), least recently used first
         self._subscribe_limiters: OrderedDict[tuple[str, str, int], RateLimiter] = OrderedDict()
+        # backlog-quota decisions holding or rejecting producers (retention's `QuotaStates`, kept
+        # here so they last as long as the topic is loaded and go with it), and when the broker
+        # last evaluated the quota for a producer (`BrokerService.recheck_quota`)
+        self.quota_decisions: tuple[QuotaDecision, ...] = ()
+        self.quota_checked_at = -float("inf")
         for sub_name, cursor in dict(getattr(ml, "cursors", {})).items():
             # deduplication's and compaction's own cursors are not subscriptions
             if sub_name not in (DEDUP_CURSOR, COMPACTION_CURSOR):

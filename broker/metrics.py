@@ -31,6 +31,11 @@
   The managed-ledger factory's and the BookKeeper client's own registries (``pulsar_ml_*``,
   ``bookkeeper_client_*``) are appended by `render`. ``process_*`` (CPU seconds, memory) as
   Pulsar's broker exposes them.
+* Connection back-pressure (`_connection` Rules B1-B3), per broker: ``pulsar_broker_throttled_connections``
+  (connections not read now because their publish window is full, Pulsar's per-connection
+  throttling), ``magnetar_broker_unwritable_connections`` (over their write-buffer high water mark),
+  ``magnetar_broker_outbound_queued_bytes`` (bytes queued for writing, summed over connections)
+  and ``magnetar_broker_outbound_queued_bytes_max`` (the largest queue of one connection).
 * ``pulsar_broker_publish_latency`` is a histogram in milliseconds (Pulsar's unit for publish
   latency; buckets are the bounds of Pulsar's ``pulsar_storage_write_latency_le_*``), observed
   once per SEND (a batch is one observation).
@@ -272,6 +277,7 @@ class _TopicCollector(Collector):
                                   labels=["cluster"])
         conns.add_metric([cluster], 0 if service is None else len(service.connections))
         yield conns
+        yield from self._back_pressure(cluster, [] if service is None else list(service.connections))
         # Pulsar's names for these two totals end in _count (not a Prometheus counter's _total)
         for name, doc, value in (
                 ("pulsar_connection_created_total_count", "Client connections accepted since start",
@@ -286,6 +292,25 @@ class _TopicCollector(Collector):
             g = GaugeMetricFamily("magnetar_retention_bytes_awaiting_gc",
                                   "Bytes of trimmed ledgers the bookies have not reclaimed yet")
             g.add_metric([], float(awaiting))
+            yield g
+
+    @staticmethod
+    def _back_pressure(cluster: str, connections: list[Any]) -> Iterator[Metric]:
+        stats = [c.statistics() for c in connections if hasattr(c, "statistics")]
+        queued = [s["queued_bytes"] for s in stats]
+        for name, doc, value in (
+                ("pulsar_broker_throttled_connections",
+                 "Connections not read now because their pending publish requests or bytes are at the limit",
+                 sum(1 for s in stats if s["paused"] == "publish-window")),
+                ("magnetar_broker_unwritable_connections",
+                 "Connections whose bytes queued for writing are over the write-buffer high water mark",
+                 sum(1 for s in stats if not s["writable"])),
+                ("magnetar_broker_outbound_queued_bytes", "Bytes queued for writing, summed over connections",
+                 sum(queued)),
+                ("magnetar_broker_outbound_queued_bytes_max", "Bytes queued for writing on the fullest connection",
+                 max(queued, default=0))):
+            g = GaugeMetricFamily(name, doc, labels=["cluster"])
+            g.add_metric([cluster], float(value))
             yield g
 
     @staticmethod

@@ -226,6 +226,18 @@ class ManagedCursor:
         return dict(self._properties)
 
     @property
+    def cursor_properties(self) -> dict[str, str]:
+        """String properties of the cursor itself (Pulsar's subscription properties)."""
+        return dict(self._cursor_properties)
+
+    async def set_cursor_properties(self, properties: Mapping[str, str]) -> None:
+        """Replace the cursor's string properties and persist them now (durable cursors; a
+        non-durable cursor keeps them in memory). Raises as `persist`."""
+        self._check_open()
+        self._cursor_properties = {str(k): str(v) for k, v in properties.items()}
+        await self.persist()
+
+    @property
     def individually_deleted_ranges(self) -> list[tuple[Position, Position]]:
         """Acknowledged ranges after the mark-delete position, open-closed ``(lower, upper]`` as in
         Pulsar's stats and the persisted record."""

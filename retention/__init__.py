@@ -30,6 +30,8 @@ from ._provider import StaticPoliciesProvider as StaticPoliciesProvider
 from ._provider import ml_name_of as ml_name_of
 from ._provider import namespace_of as namespace_of
 from ._provider import topic_of as topic_of
+from ._service import LoadedQuotaStates as LoadedQuotaStates
+from ._service import QuotaStates as QuotaStates
 from ._service import RetentionService as RetentionService
 from ._service import TopicReport as TopicReport
 from ._service import first_unacked_position as first_unacked_position
@@ -41,10 +43,12 @@ __all__ = [
     "BacklogQuotaType",
     "CursorBacklog",
     "LedgerDecision",
+    "LoadedQuotaStates",
     "PoliciesProvider",
     "PolicyOverrides",
     "QuotaAction",
     "QuotaDecision",
+    "QuotaStates",
     "Reason",
     "RetentionConfig",
     "RetentionDecision",

@@ -13,7 +13,10 @@ Each pass, for every managed ledger stored in metadata (``factory.list("")``):
    the newest expired entry (`expired_ttl_position`).
 4. Backlog quotas (every ``backlogQuotaCheckIntervalInSeconds``) are evaluated; eviction is applied
    here (the slowest cursor skips entries / expires by age); hold and reject are recorded for the
-   broker (`producer_quota_action`).
+   broker (`producer_quota_action`) in its `QuotaStates`, and only for loaded topics: producers
+   exist only on loaded topics, and the broker evaluates a topic again when a producer attaches.
+   That state lives as long as the topic stays loaded, whatever the number of topics checked; the
+   explain reports are bounded on their own (``max_reports``).
 5. Retention (every ``retentionCheckIntervalInSeconds``): `decide_retention` over the ledger list
    and the cursors, intersected with ``ml.trimmable_ledgers()``; ``ml.trim(ids)`` removes them from
    the list (metadata CAS) and then deletes them in BookKeeper. ``trim`` re-checks trimmability
@@ -36,7 +39,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import trio
 
@@ -56,7 +59,7 @@ from ._policies import BacklogQuotaType, RetentionConfig, TopicPolicies
 from ._provider import PoliciesProvider, ml_name_of, topic_of
 from .metrics import RetentionMetrics
 
-__all__ = ["RetentionService", "TopicReport", "first_unacked_position"]
+__all__ = ["LoadedQuotaStates", "QuotaStates", "RetentionService", "TopicReport", "first_unacked_position"]
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +75,77 @@ def first_unacked_position(ledgers: Sequence[LedgerInfo], mark_delete: Position)
         if first < info.entries:
             return Position(info.ledger_id, max(first, 0))
     return None
+
+
+class QuotaStates(Protocol):
+    """Where the hold / reject decisions of the backlog quota (`producer_quota_action`) are kept.
+
+    Rules: the service calls `put` only for a topic whose managed ledger was loaded when it was
+    checked, with its decisions that hold or reject producers (possibly none); `discard` when the
+    topic has no quota or was checked while not loaded; `prune` once per pass. An implementation
+    keeps a topic's decisions while the topic is loaded (never evicting them for other topics, or
+    enforcement would lapse) and forgets them when it unloads, so it is bounded by the loaded
+    topics. Topic names are ``persistent://tenant/ns/topic``.
+    """
+
+    def put(self, topic: str, decisions: Sequence[QuotaDecision]) -> None:
+        """Record the decisions of a loaded topic (replacing the previous ones)."""
+        ...
+
+    def get(self, topic: str) -> Sequence[QuotaDecision]:
+        """The recorded decisions of ``topic`` (empty when none, or when it is not loaded)."""
+        ...
+
+    def discard(self, topic: str) -> None:
+        """Forget ``topic``'s decisions."""
+        ...
+
+    def prune(self) -> None:
+        """Forget the decisions of topics that are not loaded any more."""
+        ...
+
+
+class LoadedQuotaStates:
+    """`QuotaStates` in a map keyed by topic, holding only topics whose managed ledger ``factory``
+    has loaded: an entry goes as soon as its managed ledger is seen unloaded (by `get`, or by
+    `prune` on each pass), so the map is bounded by the loaded managed ledgers. The broker keeps
+    the decisions on its topic objects instead; this one serves the service on its own."""
+
+    def __init__(self, factory: ManagedLedgerFactory) -> None:
+        self._factory = factory
+        self._by_topic: dict[str, tuple[QuotaDecision, ...]] = {}
+
+    def _loaded(self, topic: str) -> bool:
+        return self._factory.get(ml_name_of(topic)) is not None
+
+    def put(self, topic: str, decisions: Sequence[QuotaDecision]) -> None:
+        """See `QuotaStates.put`."""
+        if decisions and self._loaded(topic):
+            self._by_topic[topic] = tuple(decisions)
+        else:
+            self._by_topic.pop(topic, None)
+
+    def get(self, topic: str) -> Sequence[QuotaDecision]:
+        """See `QuotaStates.get`."""
+        decisions = self._by_topic.get(topic)
+        if decisions is None:
+            return ()
+        if not self._loaded(topic):
+            del self._by_topic[topic]
+            return ()
+        return decisions
+
+    def discard(self, topic: str) -> None:
+        """See `QuotaStates.discard`."""
+        self._by_topic.pop(topic, None)
+
+    def prune(self) -> None:
+        """See `QuotaStates.prune`."""
+        for topic in [t for t in self._by_topic if not self._loaded(t)]:
+            del self._by_topic[topic]
+
+    def __len__(self) -> int:
+        return len(self._by_topic)
 
 
 @dataclass
@@ -113,14 +187,16 @@ class RetentionService:
     in ms (the broker parses its Pulsar metadata); without it TTL and age quotas work at ledger
     granularity (close times) only. ``owns(ml_name)`` says whether this broker may open a topic that
     is not loaded. Explain data is kept for at most ``max_reports`` topics (least recently checked
-    dropped first).
+    dropped first). ``quota_states`` keeps the producer-facing quota decisions of loaded topics
+    (a `LoadedQuotaStates` over ``factory`` unless given; the broker keeps them with its topics).
     """
 
     def __init__(self, factory: ManagedLedgerFactory, policies_provider: PoliciesProvider,
                  clock: Callable[[], float] = time.time, interval_s: float | None = None, *,
                  config: RetentionConfig | None = None, publish_time_of: PublishTimeOf | None = None,
                  owns: Callable[[str], bool] | None = None, metrics: RetentionMetrics | None = None,
-                 max_reports: int = 10_000, system_cursors: frozenset[str] = frozenset()) -> None:
+                 max_reports: int = 10_000, system_cursors: frozenset[str] = frozenset(),
+                 quota_states: QuotaStates | None = None) -> None:
         self.config = config if config is not None else RetentionConfig()
         self.config.validate()
         self._factory = factory
@@ -141,7 +217,7 @@ class RetentionService:
         # Called with (managed ledger name, cursor name, entries expired) after message TTL moved a
         # cursor, so that the broker can count expired messages per subscription.
         self.expiry_listeners: list[Callable[[str, str, int], object]] = []
-        self._quota: dict[str, list[QuotaDecision]] = {}
+        self.quota_states: QuotaStates = quota_states if quota_states is not None else LoadedQuotaStates(factory)
         # ml name -> (entriesAddedCounter, clock time it was first seen at that value)
         self._activity: dict[str, tuple[int, float]] = {}
         self._next_ttl = 0.0
@@ -181,6 +257,7 @@ class RetentionService:
                 reports.append(report)
         for gone in set(self._activity) - set(names):
             del self._activity[gone]
+        self.quota_states.prune()
         self.metrics.runs.inc()
         self.metrics.last_run.set(time.time())
         self.metrics.last_run_duration.set(time.monotonic() - started)
@@ -306,7 +383,7 @@ class RetentionService:
 
     async def _apply_quota(self, ml: ManagedLedger, report: TopicReport, policies: TopicPolicies) -> None:
         if not policies.backlog_quotas:
-            self._quota.pop(report.topic, None)
+            self.quota_states.discard(report.topic)
             return
         need_age = BacklogQuotaType.MESSAGE_AGE in policies.backlog_quotas
         backlogs = []
@@ -316,7 +393,10 @@ class RetentionService:
                                           cursor.backlog_size, oldest))
         decisions = evaluate_backlog_quota(backlogs, policies.backlog_quotas, self._now_ms())
         report.quota = decisions
-        self._quota[report.topic] = decisions
+        if report.loaded:  # producers attach only to loaded topics (rule 4 of the module)
+            self.quota_states.put(report.topic, [d for d in decisions if d.action is not QuotaAction.EVICT])
+        else:
+            self.quota_states.discard(report.topic)
         cursors = ml.cursors
         for d in decisions:
             self.metrics.quota_exceeded.labels(type=d.quota_type.value, action=d.action.value).inc()
@@ -371,11 +451,11 @@ class RetentionService:
         return report
 
     def _remember(self, report: TopicReport) -> None:
+        # explain data only: dropping a report never touches the quota state (rule 4)
         self._reports[report.topic] = report
         self._reports.move_to_end(report.topic)
         while len(self._reports) > self._max_reports:
-            old, _ = self._reports.popitem(last=False)
-            self._quota.pop(old, None)
+            self._reports.popitem(last=False)
 
     def explain(self, topic: str) -> dict[str, Any] | None:
         """The last check of ``topic`` (``persistent://`` or managed-ledger name) as JSON: per ledger
@@ -392,7 +472,7 @@ class RetentionService:
         """Broker hook for CommandProducer / SEND: the exceeded quota that holds (HOLD_PRODUCERS)
         or rejects (REJECT_PRODUCERS) producers of ``topic`` per the last quota check, None when
         producers may go on. Eviction decisions are applied by the service and never returned."""
-        for d in self._quota.get(topic_of(topic), ()):
+        for d in self.quota_states.get(topic_of(topic)):
             if d.action is not QuotaAction.EVICT:
                 return d
         return None
@@ -401,5 +481,5 @@ class RetentionService:
         """Drop what is remembered of a deleted topic."""
         key = topic_of(topic)
         self._reports.pop(key, None)
-        self._quota.pop(key, None)
+        self.quota_states.discard(key)
         self._activity.pop(ml_name_of(key), None)

@@ -1,9 +1,10 @@
 """``GET /admin/v2/persistent/{tenant}/{namespace}/{topic}/explain-storage`` (Magnetar's own).
 
 For each ledger of the topic: size, entries, age, the retention verdict and its reason (computed
-now with `retention.decide_retention` over the effective policies), and which cursors pin it; the
-retention service's last check of the topic (trims, TTL moves, backlog-quota state, errors); and,
-when a `GcExplainHook` is installed, what the bookies say about reclaiming each ledger.
+now with `retention.decide_retention` over the effective policies), and which cursors pin it (each
+cursor with its subscription properties and the pipeline they name, if any); the retention
+service's last check of the topic (trims, TTL moves, backlog-quota state, errors); and, when a
+`GcExplainHook` is installed, what the bookies say about reclaiming each ledger.
 """
 
 from __future__ import annotations
@@ -26,7 +27,11 @@ from ._common import endpoint, json_response, service_of, topic_of
 from ._compaction import compaction_json
 from ._topic_ops import existing_topic
 
-__all__ = ["routes", "GcExplainHook", "explain_storage"]
+__all__ = ["routes", "GcExplainHook", "explain_storage", "PIPELINE_PROPERTY"]
+
+PIPELINE_PROPERTY = "pipeline"
+"""The subscription property naming the pipeline that owns a subscription (set by connectors such
+as the Spark source); explain-storage shows it beside the ledgers the cursor pins."""
 
 GcExplainHook = Callable[[str, list[int]], "Awaitable[dict[str, Any]] | dict[str, Any]"]
 """``hook(topic, ledger_ids)`` -> JSON about the bookies' reclamation of those ledgers (for example
@@ -58,7 +63,11 @@ async def explain_storage(topic: Topic, policies: TopicPolicies, last_check: dic
     for name, c in sorted(ml.cursors.items()):
         cursor_rows[name] = {"markDeletePosition": str(c.mark_delete_position), "backlog": c.backlog,
                              "backlogSize": c.backlog_size, "pinsLedgers": pins.get(name, []),
-                             "system": name in (DEDUP_CURSOR, COMPACTION_CURSOR)}
+                             "system": name in (DEDUP_CURSOR, COMPACTION_CURSOR),
+                             # who owns the cursor, as its subscription properties say: a data
+                             # pipeline (the Spark connector's) names itself in "pipeline"
+                             "properties": c.cursor_properties,
+                             "pipeline": c.cursor_properties.get(PIPELINE_PROPERTY)}
     out: dict[str, Any] = {
         "topic": str(topic.name), "nowMs": now_ms, "policies": policies.to_json(),
         "totalSize": decision.total_size, "slowestCursor": decision.slowest_cursor,

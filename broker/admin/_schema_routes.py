@@ -3,10 +3,12 @@
 Paths (under ``/admin/v2/schemas/{tenant}/{namespace}/{topic}``, as Pulsar's SchemasResource):
 
 * ``GET  .../schema``            latest version: ``{"version", "type", "timestamp", "data", "properties"}``
-  (``type`` is the SchemaType name, ``data`` the schema definition as text); 404 when none.
+  (``type`` is the SchemaType name, ``data`` the schema definition as text; a KEY_VALUE schema's
+  as ``{"key": ..., "value": ...}``, a primitive side ``""``, as Pulsar shows it); 404 when none.
 * ``GET  .../schema/{version}``  that version; 404 when it does not exist.
 * ``GET  .../schemas``           every version: ``{"getSchemaResponses": [...]}``.
-* ``POST .../schema``            upload ``{"type", "schema", "properties"}``; 202 with
+* ``POST .../schema``            upload ``{"type", "schema", "properties"}`` (KEY_VALUE in the form
+  GET shows, stored in the binary form clients register); 202 with
   ``{"version": {"version": N}}`` (a schema equal to an existing version answers that version);
   409 when the namespace's compatibility strategy refuses it; 422 when an AVRO/JSON definition
   is not JSON.
@@ -29,7 +31,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from .._errors import IncompatibleSchemaError
-from .._schemas import InvalidSchemaError, SchemaInfo, check_compatible
+from .._schemas import InvalidSchemaError, SchemaInfo, check_compatible, key_value_parts
 from ._common import (
     INT64_MAX,
     RestError,
@@ -72,9 +74,41 @@ def schema_type_value(name: str) -> int:
     return SCHEMA_TYPES[key]
 
 
+def _kv_text(info: SchemaInfo) -> str | None:
+    """A KEY_VALUE schema's binary data as Pulsar's REST shows it: ``{"key": ..., "value": ...}``
+    with each side's definition as JSON, ``""`` for a primitive side; None when not in that form."""
+    parts = key_value_parts(info)
+    if parts is None:
+        return None
+    try:
+        sides = [json.loads(part.data) if part.data else "" for _name, part in parts]
+    except ValueError:
+        return None
+    return json.dumps({"key": sides[0], "value": sides[1]})
+
+
+def _kv_data(text: str) -> bytes | None:
+    """Pulsar's REST form of a KEY_VALUE schema (see `_kv_text`) as the binary form clients register
+    (``[int32 length][key definition][int32 length][value definition]``, a primitive side empty);
+    None when ``text`` is not in the REST form."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(body, dict) or "key" not in body or "value" not in body:
+        return None
+    out = b""
+    for side in (body["key"], body["value"]):
+        raw = b"" if side in ("", None) else json.dumps(side, separators=(",", ":")).encode()
+        out += len(raw).to_bytes(4, "big") + raw
+    return out
+
+
 def _response(info: SchemaInfo, version: int) -> dict[str, Any]:
+    data = _kv_text(info) if info.type == SCHEMA_TYPES["KEY_VALUE"] else None
     return {"version": version, "type": schema_type_name(info.type), "timestamp": info.timestamp,
-            "data": info.data.decode("utf-8", "replace"), "properties": dict(info.properties)}
+            "data": data if data is not None else info.data.decode("utf-8", "replace"),
+            "properties": dict(info.properties)}
 
 
 async def _topic(request: Request):
@@ -99,10 +133,13 @@ async def _payload(request: Request) -> SchemaInfo:
             json.loads(data)
         except ValueError:
             raise RestError(422, f"invalid {body['type'].upper()} schema definition: not JSON") from None
+    raw = data.encode()
+    if type_value == SCHEMA_TYPES["KEY_VALUE"]:
+        raw = _kv_data(data) or raw  # stored as the clients register it
     props = body.get("properties") or {}
     if not isinstance(props, dict) or not all(isinstance(v, (str, int, float)) for v in props.values()):
         raise RestError(400, "properties must be an object of strings")
-    return SchemaInfo(type=type_value, data=data.encode(), name=topic_of(request).local_name,
+    return SchemaInfo(type=type_value, data=raw, name=topic_of(request).local_name,
                       properties=tuple(sorted((str(k), str(v)) for k, v in props.items())))
 
 

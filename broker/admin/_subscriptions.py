@@ -1,4 +1,6 @@
-"""Subscriptions of a persistent topic: list, create, delete, skip, clear backlog, reset cursor.
+"""Subscriptions of a persistent topic: list, create, delete, skip, clear backlog, reset cursor,
+and the subscription's string properties (given at creation or replaced with PUT ``.../properties``,
+kept in the cursor's record, as Pulsar's subscription properties).
 
 A partitioned topic's name works for list, create and delete: the operation applies to every
 partition, as in Pulsar. Create loads (and so creates) every partition; list and delete only look
@@ -48,6 +50,13 @@ def _long(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not -INT64_MAX - 1 <= value <= INT64_MAX:
         raise ValueError(value)
     return value
+
+
+def _properties(body: Any) -> dict[str, str]:
+    """Subscription properties: a JSON object of strings (400 otherwise)."""
+    if not isinstance(body, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in body.items()):
+        raise RestError(400, "subscription properties must be a JSON object of strings")
+    return dict(body)
 
 
 def parse_message_id(body: Any) -> Position | InitialPosition:
@@ -102,7 +111,10 @@ async def create_subscription(request: Request) -> Response:
     if sub_name == DEDUP_CURSOR:
         raise RestError(412, f"subscription name {sub_name!r} is reserved for the broker's deduplication cursor")
     body = await json_body(request, default=None, what="message id")
-    start = InitialPosition.LATEST if body is None else parse_message_id(body)
+    # Pulsar's ResetCursorData: a message id, optionally with the subscription's properties
+    props = _properties(body["properties"]) if isinstance(body, dict) and body.get("properties") else {}
+    start = (InitialPosition.LATEST if body is None or (isinstance(body, dict) and "ledgerId" not in body)
+             else parse_message_id(body))
     topic, n = await _partitions(request)
     if n:
         topics = await for_each_bounded([topic.partition_name(i) for i in range(n)],
@@ -117,6 +129,8 @@ async def create_subscription(request: Request) -> Response:
         sub = await t.subscribe(sub_name, durable=True, initial_position=initial, start=None)
         if isinstance(start, Position):
             await sub.seek(start)
+        if props:
+            await sub.cursor.set_cursor_properties(props)
 
     await for_each_bounded(topics, subscribe)
     return no_content()
@@ -185,6 +199,27 @@ async def reset_by_id(request: Request) -> Response:
     return no_content()
 
 
+@endpoint
+async def get_properties(request: Request) -> Response:
+    # a partitioned topic's name answers with the first partition's, as Pulsar does
+    topic, n = await _partitions(request)
+    name = topic.partition_name(0) if n else topic
+    _, sub = await existing_subscription(service_of(request), name, subscription_of(request))
+    return json_response(sub.cursor.cursor_properties)
+
+
+@endpoint
+async def update_properties(request: Request) -> Response:
+    props = _properties(await json_body(request, default={}, what="subscription properties"))
+    sub_name = subscription_of(request)
+    found = [t.subscriptions[sub_name] for t in await _present_targets(request)
+             if sub_name in t.subscriptions and not t.subscriptions[sub_name].closed]
+    if not found:
+        raise RestError(404, f"Subscription {sub_name} not found on topic {topic_of(request)}")
+    await for_each_bounded(found, lambda sub: sub.cursor.set_cursor_properties(props))
+    return no_content()
+
+
 def routes() -> list[Route]:
     """The routes of this module."""
     tp = "/admin/v2/persistent/{tenant}/{namespace}/{topic}"
@@ -197,4 +232,6 @@ def routes() -> list[Route]:
         Route(sp + "/skip_all", skip_all, methods=["POST"]),
         Route(sp + "/resetcursor/{timestamp}", reset_by_time, methods=["POST"]),
         Route(sp + "/resetcursor", reset_by_id, methods=["POST"]),
+        Route(sp + "/properties", get_properties, methods=["GET"]),
+        Route(sp + "/properties", update_properties, methods=["PUT"]),
     ]

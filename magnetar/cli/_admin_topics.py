@@ -174,7 +174,7 @@ def topics_explain_storage(api: AdminApi, topic: str) -> None:
     emit(api, ledgers, title="ledgers",
           columns=["ledgerId", "entries", "size", "age", "decision", "reason", "pinnedBy", "explanation"])
     emit(api, [{"cursor": n, **c} for n, c in (ex.get("cursors") or {}).items()], title="cursors",
-          columns=["cursor", "markDeletePosition", "backlog", "backlogSize", "pinsLedgers"])
+          columns=["cursor", "pipeline", "markDeletePosition", "backlog", "backlogSize", "pinsLedgers"])
     last = ex.get("lastRetentionCheck")
     if last:
         click.echo(f"last retention check {when(last.get('checkedAtMs'))}: trimmed {last.get('trimmed')} "

@@ -113,10 +113,53 @@ class AdminClient:
             return "; ".join(parts)
         return f"no retention policy set on {tenant}/{ns} (the broker default applies)"
 
-    def create_subscription(self, topic: str, subscription: str, start: Position | None) -> bool:
-        """Create a durable subscription at ``start`` (None: earliest); False if it already exists."""
-        body = ({"ledgerId": -1, "entryId": -1} if start is None
-                else {"ledgerId": start.ledger, "entryId": start.entry})
+    def exists(self, topic: str) -> bool:
+        """Whether ``topic`` exists: a partitioned topic, or a topic (or partition) with stats."""
+        if self.partitions(topic) > 0:
+            return True
+        return self._call("GET", f"{self._tp(topic)}/internalStats", ok404=True) is not None
+
+    def subscriptions(self, topic: str) -> list[str]:
+        """The subscriptions of ``topic`` (every partition's, for a partitioned topic)."""
+        return list(self._call("GET", f"{self._tp(topic)}/subscriptions", ok404=True) or [])
+
+    def subscription_properties(self, topic: str, subscription: str) -> dict[str, str] | None:
+        """The subscription's properties; None when it does not exist."""
+        body = self._call("GET", f"{self._tp(topic)}/subscription/{quote(subscription, safe='')}/properties",
+                          ok404=True)
+        return None if body is None else {str(k): str(v) for k, v in body.items()}
+
+    def set_subscription_properties(self, topic: str, subscription: str, properties: dict[str, str]) -> None:
+        """Replace the subscription's properties."""
+        self._call("PUT", f"{self._tp(topic)}/subscription/{quote(subscription, safe='')}/properties",
+                   json=properties)
+
+    def delete_subscription(self, topic: str, subscription: str) -> bool:
+        """Delete the subscription (forcing its consumers off); False when it was not there."""
+        try:
+            self._call("DELETE", f"{self._tp(topic)}/subscription/{quote(subscription, safe='')}?force=true")
+        except AdminError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    def tenants(self) -> list[str]:
+        """Every tenant."""
+        return list(self._call("GET", "/admin/v2/tenants") or [])
+
+    def namespaces(self, tenant: str) -> list[str]:
+        """Every namespace of ``tenant`` (as ``tenant/ns``)."""
+        return list(self._call("GET", f"/admin/v2/namespaces/{tenant}", ok404=True) or [])
+
+    def create_subscription(self, topic: str, subscription: str, start: Position | None,
+                            properties: dict[str, str] | None = None) -> bool:
+        """Create a durable subscription at ``start`` (None: earliest) with ``properties``; False if
+        it already exists."""
+        body: dict[str, Any] = ({"ledgerId": -1, "entryId": -1} if start is None
+                                else {"ledgerId": start.ledger, "entryId": start.entry})
+        if properties:
+            body["properties"] = properties
         try:
             self._call("PUT", f"{self._tp(topic)}/subscription/{quote(subscription, safe='')}", json=body)
         except AdminError as exc:

@@ -45,8 +45,11 @@ __all__ = [
     "backlog",
     "first_position",
     "latest_position",
+    "message_id_position",
     "offsets_from_json",
     "offsets_to_json",
+    "subscription_of",
+    "SUBSCRIPTION_KEY",
     "parse_starting_offsets",
     "plan_partition",
     "split_plan",
@@ -304,23 +307,68 @@ def _entries_within(segs: list[tuple[Segment, float]], budget: int) -> int:
     return n
 
 
-def offsets_to_json(offsets: Mapping[str, Position]) -> dict[str, dict[str, int]]:
-    """``{topic: position}`` -> the dict handed to Spark (sorted by topic)."""
-    return {t: offsets[t].to_json() for t in sorted(offsets)}
+SUBSCRIPTION_KEY = "__subscription"
+"""The key of a streaming offset that names the query's durable subscription (no topic name, always
+fully qualified in offsets, can be it). Spark keeps offsets in the query's checkpoint, so a query
+restarted from its checkpoint finds its subscription there."""
+
+
+def offsets_to_json(offsets: Mapping[str, Position], subscription: str | None = None) -> dict[str, Any]:
+    """``{topic: position}`` (and the subscription's name) -> the dict handed to Spark (sorted)."""
+    out: dict[str, Any] = {t: offsets[t].to_json() for t in sorted(offsets)}
+    if subscription:
+        out[SUBSCRIPTION_KEY] = subscription
+    return out
 
 
 def offsets_from_json(value: Mapping[str, Any] | str) -> dict[str, Position]:
-    """Inverse of `offsets_to_json`; accepts the JSON text too. Raises ValueError when malformed."""
+    """Inverse of `offsets_to_json` (the subscription left out: see `subscription_of`); accepts
+    the JSON text too. Raises ValueError when malformed."""
     if isinstance(value, str):
         value = json.loads(value)
     if not isinstance(value, Mapping):
         raise ValueError(f"offsets must be a JSON object of topic -> position, not {value!r}")
-    return {str(t): Position.from_json(p) for t, p in value.items()}
+    return {str(t): Position.from_json(p) for t, p in value.items() if t != SUBSCRIPTION_KEY}
+
+
+def subscription_of(value: Mapping[str, Any] | None) -> str | None:
+    """The durable subscription an offset names (None: none, e.g. an offset of an older release)."""
+    name = value.get(SUBSCRIPTION_KEY) if isinstance(value, Mapping) else None
+    return str(name) if name else None
+
+
+_LATEST_LEDGER = 2**63 - 1
+
+
+def message_id_position(raw: Sequence[int]) -> Position | str:
+    """A serialized Pulsar ``MessageIdData`` (the JSON array of signed bytes pulsar-spark writes
+    for an offset) as a position: the message it names; ``EARLIEST`` or ``"latest"`` for
+    ``MessageId.earliest`` / ``MessageId.latest``. ValueError when the bytes do not parse."""
+    from google.protobuf.message import DecodeError
+
+    from protocols.pulsar import MessageIdData
+
+    try:
+        data = bytes(int(b) & 0xFF for b in raw)
+        mid = MessageIdData()
+        mid.ParseFromString(data)
+    except (TypeError, ValueError, DecodeError) as exc:
+        raise ValueError(f"not a serialized MessageId: {list(raw)!r}: {exc}") from None
+    if not mid.IsInitialized():
+        raise ValueError(f"not a serialized MessageId: {list(raw)!r}")
+    if mid.ledgerId >= 2**64 - 1 or (mid.ledgerId >= 2**63 and mid.entryId >= 2**63):
+        return EARLIEST
+    if mid.ledgerId >= _LATEST_LEDGER:
+        return "latest"
+    return Position(mid.ledgerId, mid.entryId, max(mid.batch_index, 0))
 
 
 def parse_starting_offsets(text: str) -> str | dict[str, Position | str]:
     """``earliest`` / ``latest`` (returned as such) or JSON ``{topic: position}`` where a position
-    may also be ``-2`` (earliest) or ``-1`` (latest), as in the Kafka connector."""
+    is Magnetar's ``{"ledger", "entry", "batch"}``, pulsar-spark's serialized ``MessageId`` (a
+    JSON array of signed bytes, see `message_id_position`), ``-2`` (earliest) or ``-1`` (latest),
+    as in the Kafka connector. The position is the first message read (an ending offset: the first
+    message not read)."""
     lowered = text.strip().lower()
     if lowered in ("earliest", "latest"):
         return lowered
@@ -336,6 +384,8 @@ def parse_starting_offsets(text: str) -> str | dict[str, Position | str]:
             out[topic] = EARLIEST
         elif pos == -1 or pos == "latest":
             out[topic] = "latest"
+        elif isinstance(pos, list) and len(pos) > 3:
+            out[topic] = message_id_position(pos)
         else:
             out[topic] = Position.from_json(pos)
     return out

@@ -25,7 +25,7 @@ import queue
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._decode import ValueSchema
 from ._offsets import PartitionPlan, Position, Segment
@@ -62,6 +62,16 @@ class ReadConfig:
     security: ClientSecurity = ClientSecurity()  # TLS and authentication of the client (see `_security`)
     bookkeeper_options: tuple[tuple[str, str], ...] = ()  # BookKeeper client keys (TLS to bookies)
     zk_credentials: str = ""  # ZooKeeper digest user:password of the cluster ('' : none)
+    client_kwargs: tuple[tuple[str, Any], ...] = ()  # pulsar.client.* (see `_passthrough`)
+    reader_kwargs: tuple[tuple[str, Any], ...] = ()  # pulsar.reader.*
+
+    def new_client(self) -> Any:
+        """An official client with this config's security and ``pulsar.client.*`` settings."""
+        import pulsar
+
+        kwargs: dict[str, Any] = {"operation_timeout_seconds": max(1, self.read_timeout_ms // 1000),
+                                  **self.security.pulsar_client_kwargs(), **dict(self.client_kwargs)}
+        return pulsar.Client(self.service_url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn), **kwargs)
 
 
 def _partition_of(topic: str) -> int:
@@ -101,13 +111,11 @@ def read_via_broker(plan: PartitionPlan, cfg: ReadConfig) -> Iterator[Row]:
     first_key, last_key = (first.ledger_id, first.first), (last.ledger_id, last.last)
     partition = _partition_of(plan.topic)
     batch = start_t[2] if start_t[:2] == first_key and start_t[2] > 0 else -1
-    client = pulsar.Client(cfg.service_url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn),
-                           operation_timeout_seconds=max(1, cfg.read_timeout_ms // 1000),
-                           **cfg.security.pulsar_client_kwargs())
+    client = cfg.new_client()
     try:
         start_id = pulsar.MessageId(partition, first.ledger_id, first.first, batch)
-        reader = client.create_reader(plan.topic, start_id,
-                                      start_message_id_inclusive=True, receiver_queue_size=1000)
+        reader = client.create_reader(plan.topic, start_id, start_message_id_inclusive=True,
+                                      **{"receiver_queue_size": 1000, **dict(cfg.reader_kwargs)})
         seen_first = at_last = False
         while True:
             if at_last and not reader.has_message_available():

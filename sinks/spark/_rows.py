@@ -210,10 +210,10 @@ class RowBatcher:
         ]
         if self.value_schema is None or self._decode is None:
             return pa.RecordBatch.from_arrays([pa.array(cols[1], pa.binary()), *meta], schema=arrow_schema())
-        fields = self.value_schema.fields
-        decoded = [self._decode(v) for v in cols[1]]
-        by_field = list(zip(*decoded, strict=True)) if decoded else [()] * len(fields)
-        arrays = [pa.array(list(vals), arrow_type(kind)) for (_, kind), vals in zip(fields, by_field, strict=True)]
+        columns = self.value_schema.columns
+        decoded = [self._decode(v, k) for v, k in zip(cols[1], cols[2], strict=True)]
+        by_column = list(zip(*decoded, strict=True)) if decoded else [()] * len(columns)
+        arrays = [pa.array(list(vals), arrow_type(t)) for (_, t), vals in zip(columns, by_column, strict=True)]
         base = arrow_schema()
-        schema = pa.schema([(name, arrow_type(kind)) for name, kind in fields] + [base.field(i) for i in range(1, 7)])
+        schema = pa.schema([(name, arrow_type(t)) for name, t in columns] + [base.field(i) for i in range(1, 7)])
         return pa.RecordBatch.from_arrays(arrays + meta, schema=schema)

@@ -92,12 +92,13 @@ class ClientSecurity:
     key_file: str = ""
 
     @classmethod
-    def parse(cls, opts: Mapping[str, str]) -> ClientSecurity:
-        """From lower-cased options; ValueError naming the offending option."""
+    def parse(cls, opts: Mapping[str, str], prefix: str = _PREFIX) -> ClientSecurity:
+        """From lower-cased options under ``prefix`` (``pulsar.client.``, or ``pulsar.admin.`` for
+        the admin REST); ValueError naming the offending option."""
         def get(name: str) -> str:
-            return str(opts.get((_PREFIX + name).lower(), "")).strip()
+            return str(opts.get((prefix + name).lower(), "")).strip()
 
-        plugin_key, params_key = _PREFIX + "authPluginClassName", _PREFIX + "authParams"
+        plugin_key, params_key = prefix + "authPluginClassName", prefix + "authParams"
         plugin, params = get("authPluginClassName"), get("authParams")
         fields: dict[str, Any] = {}
         if plugin:
@@ -131,17 +132,17 @@ class ClientSecurity:
         elif params:
             raise ValueError(f"option {params_key} is set without {plugin_key}")
         if trust := get("tlsTrustCertsFilePath"):
-            fields["trust_certs_file"] = _readable(_PREFIX + "tlsTrustCertsFilePath", trust)
+            fields["trust_certs_file"] = _readable(prefix + "tlsTrustCertsFilePath", trust)
         if insecure := get("tlsAllowInsecureConnection"):
-            fields["allow_insecure"] = _bool(_PREFIX + "tlsAllowInsecureConnection", insecure)
+            fields["allow_insecure"] = _bool(prefix + "tlsAllowInsecureConnection", insecure)
         if verify := get("tlsHostnameVerificationEnable"):
-            fields["verify_hostname"] = _bool(_PREFIX + "tlsHostnameVerificationEnable", verify)
+            fields["verify_hostname"] = _bool(prefix + "tlsHostnameVerificationEnable", verify)
         cert, key = get("tlsCertificateFilePath"), get("tlsKeyFilePath")
         if bool(cert) != bool(key):
-            raise ValueError(f"options {_PREFIX}tlsCertificateFilePath and {_PREFIX}tlsKeyFilePath go together")
+            raise ValueError(f"options {prefix}tlsCertificateFilePath and {prefix}tlsKeyFilePath go together")
         if cert:
-            fields["cert_file"] = _readable(_PREFIX + "tlsCertificateFilePath", cert)
-            fields["key_file"] = _readable(_PREFIX + "tlsKeyFilePath", key)
+            fields["cert_file"] = _readable(prefix + "tlsCertificateFilePath", cert)
+            fields["key_file"] = _readable(prefix + "tlsKeyFilePath", key)
         return cls(**fields)
 
     def _token(self) -> str:

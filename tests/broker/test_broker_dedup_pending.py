@@ -67,6 +67,9 @@ class Conn:
         while (frame := decoder.next_frame()) is not None:
             self.commands.append(frame.command)
 
+    def send_receipt(self, data: bytes, publish_size: int) -> None:
+        self.send_nowait(data)
+
     def forget_producer(self, producer_id: int, producer: Producer) -> None:
         pass
 

@@ -166,6 +166,9 @@ async def test_a_loaded_topic_purges_inactive_names_and_snapshots_by_time(
         def send_nowait(self, data: bytes) -> None:
             pass
 
+        def send_receipt(self, data: bytes, publish_size: int) -> None:
+            pass
+
         def forget_producer(self, *_: object) -> None:
             pass
 

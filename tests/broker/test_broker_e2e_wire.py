@@ -226,3 +226,18 @@ def test_publish_backpressure_keeps_order(fast_broker: BrokerThread) -> None:
         consumer.acknowledge(m)
     assert got == list(range(300))
     client.close()
+
+
+def test_producer_success_always_carries_schema_version(fast_broker: BrokerThread) -> None:
+    # The Java client (pulsar-perf, every JVM application) reads schema_version from PRODUCER_SUCCESS
+    # unconditionally and fails the producer when the field is absent; Pulsar sends it empty when
+    # the producer declared no schema, also when it confirms a producer the client re-requested.
+    raw = Raw(fast_broker.port)
+    raw.connect()
+    for request_id in (1, 2):  # the second is a retry of the same producer id
+        raw.send("PRODUCER", topic="persistent://public/default/wire-schema-version", producer_id=1,
+                 request_id=request_id)
+        ok = raw.recv()
+        assert ok.type == pb.BaseCommand.PRODUCER_SUCCESS and ok.producer_success.request_id == request_id
+        assert ok.producer_success.HasField("schema_version") and ok.producer_success.schema_version == b""
+    raw.close()

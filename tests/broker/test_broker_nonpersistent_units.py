@@ -28,10 +28,13 @@ class _Service:
 class _Conn:
     def __init__(self) -> None:
         self.frames: list[bytes] = []
-        self.outgoing_full = False
+        self.writable = True
         self.remote = "test"
 
     def send_nowait(self, data: bytes) -> None:
+        self.frames.append(data)
+
+    def send_receipt(self, data: bytes, publish_size: int) -> None:
         self.frames.append(data)
 
     def publish_done(self, size: int) -> None:
@@ -78,7 +81,7 @@ def test_drops_for_consumers_without_permits_or_with_a_full_connection() -> None
         topic.publish(producer, 0, 0, raw, 1)  # nobody has permits: dropped, counted
         assert sub.msg_drop_counter == 1 and not conn0.frames and not conn1.frames
         sub.flow(c0, 2)
-        conn1.outgoing_full = True
+        conn1.writable = False
         sub.flow(c1, 5)  # permits, but its connection cannot take more: skipped
         for i in range(4):
             topic.publish(producer, i + 1, i + 1, raw, 1)

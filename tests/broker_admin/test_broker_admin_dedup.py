@@ -148,6 +148,9 @@ def test_batched_resends_are_duplicates(broker, http, client: pulsar.Client, nam
 def test_batched_dedup_survives_a_reload(broker, http, client: pulsar.Client, name: str) -> None:
     ns = _ns(http, name, dedup=True)
     topic = f"persistent://{ns}/t"
+    # a durable subscription first: without one, the unloaded topic's closed ledger is consumed
+    # data, and the quota check of the next PRODUCER trims it (0/0 retention)
+    client.subscribe(topic, "check", initial_position=pulsar.InitialPosition.Earliest).close()
     producer = _batching_producer(client, topic, "rp")
     _send_batches(producer, range(1, 11))
     producer.close()

@@ -3,10 +3,13 @@ checked together with schemas the official client registers."""
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pulsar
 from pulsar.schema import AvroSchema, Integer, JsonSchema, Record, String
+
+from protocols.pulsar import TopicName
 
 V2 = "/admin/v2"
 
@@ -100,3 +103,22 @@ def test_partition_names_share_the_partitioned_topics_schema(http, name: str) ->
     assert http.put(f"{V2}/persistent/{ns}/pt/partitions", json=2).status_code == 204
     assert http.post(f"{V2}/schemas/{ns}/pt/schema", json=_payload(AVRO_V0)).status_code == 202
     assert http.get(f"{V2}/schemas/{ns}/pt-partition-1/schema").json()["version"] == 0
+
+
+def test_key_value_schema_in_pulsars_rest_form(http, broker, name: str) -> None:
+    """A KEY_VALUE schema goes over REST as ``{"key": ..., "value": ...}`` (a primitive side ``""``)
+    and is stored in the binary form clients register, so its sides are validated and compared."""
+    ns = _ns(http, name)
+    base = f"{V2}/schemas/{ns}/kv"
+    props = {"key.schema.type": "STRING", "value.schema.type": "AVRO", "kv.encoding.type": "SEPARATED"}
+    body = {"type": "KEY_VALUE", "schema": json.dumps({"key": "", "value": AVRO_V0}), "properties": props}
+    assert http.post(f"{base}/schema", json=body).status_code == 202
+    got = http.get(f"{base}/schema").json()
+    assert got["type"] == "KEY_VALUE" and got["properties"] == props
+    assert json.loads(got["data"]) == {"key": "", "value": AVRO_V0}
+    stored = json.dumps(AVRO_V0, separators=(",", ":")).encode()
+    info, _version = broker.call(functools.partial(broker.service.schemas.get,
+                                                   TopicName.parse(f"persistent://{ns}/kv")))
+    assert info.data == b"\0\0\0\0" + len(stored).to_bytes(4, "big") + stored
+    bad = {**body, "schema": json.dumps({"key": "", "value": {"type": "record", "name": "X", "fields": 3}})}
+    assert http.post(f"{base}/schema", json=bad).status_code == 422

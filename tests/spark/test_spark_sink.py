@@ -1,11 +1,15 @@
-"""The exactly-once streaming sink, and the source's durable subscription."""
+"""The exactly-once sink (streaming and batch) with the columns pulsar-spark writes, and the
+source's durable subscription."""
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 from pathlib import Path
 
 import pytest
 
+from sinks.spark._sink import java_string_hash
 from tests.spark.spark_harness import SINK_NAMESPACE, SparkEnv, produce, unique, values_of
 
 pytestmark = pytest.mark.slow
@@ -71,3 +75,56 @@ def test_durable_subscription_follows_commits(spark_env: SparkEnv) -> None:
     ledger, entry = (int(x) for x in cursor["markDeletePosition"].split(":"))
     # everything up to the 30th entry (ledger 1, entry 9 with 20-entry ledgers) is acknowledged
     assert (ledger, entry) >= (stats["ledgers"][1]["ledgerId"], 9), cursor
+
+
+def test_batch_write_with_metadata_topic_column_and_registered_schemas(spark_env: SparkEnv) -> None:
+    a = f"persistent://{SINK_NAMESPACE}/{unique('route-a')}"
+    b = f"persistent://{SINK_NAMESPACE}/{unique('route-b')}"
+    at = dt.datetime(2024, 3, 1, 1, 0, tzinfo=dt.UTC)
+    rows = [(a if i % 2 else b, f"k{i}", at + dt.timedelta(seconds=i), {"p": str(i)}, i, f"n{i}") for i in range(10)]
+    df = spark_env.spark.createDataFrame(rows, "__topic STRING, __key STRING, __eventTime TIMESTAMP, "
+                                               "__messageProperties MAP<STRING, STRING>, id BIGINT, name STRING")
+    (df.write.format("magnetar").option("service.url", spark_env.service_url)
+     .option("admin.url", spark_env.admin_url).mode("append").save())
+    schema = spark_env.admin("GET", f"/admin/v2/schemas/{SINK_NAMESPACE}/{a.rsplit('/', 1)[1]}/schema")
+    assert schema["type"] == "AVRO" and json.loads(schema["data"])["name"] == "topLevelRecord"
+    got = spark_env.source(spark_env.spark.read, topic=a).load().collect()
+    assert sorted(r["id"] for r in got) == [1, 3, 5, 7, 9]
+    row = next(r for r in got if r["id"] == 3)
+    assert row["name"] == "n3" and row["__key"] == "k3" and row["__messageProperties"] == {"p": "3"}
+    assert row["__eventTime"].astimezone(dt.UTC) == at + dt.timedelta(seconds=3)
+    assert spark_env.source(spark_env.spark.read, topic=b).load().count() == 5
+    for t in (a, b):  # deduplication is a policy of each topic written
+        assert spark_env.admin("GET", f"/admin/v2/persistent/{t.split('://')[1]}/deduplicationEnabled") is True
+
+    # a struct value as JSON, and a string value with Pulsar's STRING schema
+    c = f"persistent://{SINK_NAMESPACE}/{unique('json')}"
+    structs = spark_env.spark.createDataFrame([((i, [f"t{i}"]),) for i in range(3)],
+                                              "value STRUCT<n: INT, tags: ARRAY<STRING>>")
+    (structs.write.format("magnetar").option("service.url", spark_env.service_url)
+     .option("admin.url", spark_env.admin_url).option("topic", c).option("valueSchema", "json")
+     .mode("append").save())
+    assert spark_env.admin("GET", f"/admin/v2/schemas/{SINK_NAMESPACE}/{c.rsplit('/', 1)[1]}/schema")["type"] == "JSON"
+    back = spark_env.source(spark_env.spark.read, topic=c).load()
+    assert sorted((r["n"], list(r["tags"])) for r in back.collect()) == [(i, [f"t{i}"]) for i in range(3)]
+    d = f"persistent://{SINK_NAMESPACE}/{unique('str')}"
+    (spark_env.spark.createDataFrame([("hi",)], "value STRING").write.format("magnetar")
+     .option("service.url", spark_env.service_url).option("admin.url", spark_env.admin_url).option("topic", d)
+     .mode("append").save())
+    back = spark_env.source(spark_env.spark.read, topic=d).load()
+    assert dict(back.dtypes)["value"] == "string" and back.collect()[0]["value"] == "hi"
+
+
+def test_keyed_rows_go_to_the_partition_the_java_client_picks(spark_env: SparkEnv) -> None:
+    name = unique("keys")
+    topic = f"persistent://{SINK_NAMESPACE}/{name}"
+    spark_env.admin("PUT", f"/admin/v2/persistent/{SINK_NAMESPACE}/{name}/partitions", 4)
+    df = spark_env.spark.createDataFrame([(f"key-{i}", f"v{i}".encode()) for i in range(32)],
+                                         "__key STRING, value BINARY")
+    (df.write.format("magnetar").option("service.url", spark_env.service_url)
+     .option("admin.url", spark_env.admin_url).option("topic", topic).mode("append").save())
+    rows = spark_env.source(spark_env.spark.read, topic=topic).load().collect()
+    assert len(rows) == 32
+    placed = {r["__key"]: int(r["__topic"].rsplit("-partition-", 1)[1]) for r in rows}
+    assert placed == {f"key-{i}": java_string_hash(f"key-{i}") % 4 for i in range(32)}
+    assert len(set(placed.values())) > 1
