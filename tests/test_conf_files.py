@@ -268,7 +268,7 @@ def test_go_client_ci_conf_parses_and_applies(go_client_module: Path, tmp_path: 
 def test_standalone_starts_with_the_go_client_ci_conf(go_client_module: Path, tmp_path: Path) -> None:
     import pulsar
 
-    from tests.standalone.standalone_proc import start_standalone
+    from tests.support.standalone import start_standalone
 
     tests = go_client_module / "integration-tests"
     conf = go_ci_conf(go_client_module, tmp_path)

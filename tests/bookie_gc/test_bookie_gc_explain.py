@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 import trio
+import trio.testing
 from click.testing import CliRunner
 from rich.console import Console
 from starlette.applications import Starlette

@@ -19,8 +19,8 @@ from click.testing import Result
 
 from broker import BrokerConfig
 from magnetar.common.config import ConfigError, load_config
-from tests.broker.broker_harness import BrokerThread
-from tests.tls.certs import Certs, make_certs
+from tests.support.broker_thread import BrokerThread
+from tests.support.certs import Certs, make_certs
 
 
 @pytest.fixture(scope="module")

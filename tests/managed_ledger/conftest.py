@@ -9,19 +9,7 @@ import pytest
 
 from bk_client.testing import MockBookKeeper
 from metadata import open_metadata_store
-
-
-class FakeClock:
-    """A settable wall clock (seconds)."""
-
-    def __init__(self, start: float = 1_700_000_000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
+from tests.support.clocks import FakeClock
 
 
 @pytest.fixture
@@ -38,3 +26,4 @@ def bk() -> MockBookKeeper:
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
+

@@ -14,7 +14,7 @@ from managed_ledger import (
     ManagedLedgerFactory,
     Position,
 )
-from tests.managed_ledger.ml_util import NAME, config
+from tests.support.managed_ledger import NAME, config
 
 
 async def test_trim_only_what_every_durable_cursor_passed(store, bk, clock) -> None:

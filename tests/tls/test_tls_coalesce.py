@@ -13,8 +13,7 @@ import trio
 import trio.testing
 
 from magnetar.common.tls import CoalescingSSLObject, TlsSettings, client_context, server_context
-
-from .certs import Certs, make_certs
+from tests.support.certs import Certs, make_certs
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,7 @@ from magnetar.common.tls import (
     server_context,
     wrap_server_stream,
 )
-
-from .certs import Certs, make_certs
+from tests.support.certs import Certs, make_certs
 
 
 @pytest.fixture(scope="module")
