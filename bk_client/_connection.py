@@ -1,4 +1,5 @@
-"""One pooled TCP connection per bookie: request ids, a reader that resolves pending requests, a
+"""The network transport (`bk_client._transport.BookieTransport`): one pooled TCP connection per
+bookie: request ids, a reader that resolves pending requests, a
 writer that batches frames into one ``send_all``, reconnect with backoff, a bounded pending table.
 
 Requests are fire-and-callback so that the hot path (adds) spawns no task per request: ``send``
@@ -38,18 +39,17 @@ import trio
 
 from magnetar.common.backoff import Backoff
 from magnetar.common.tls import client_context, open_tls_stream
-from protocols.bookkeeper import FrameDecoder, FrameError, bookie_protocol_pb2, parse_response
+from protocols.bookkeeper import FrameDecoder, FrameError, parse_response
 
 from ._config import ClientConfig
 from ._errors import BKError, BookieUnavailable, ClientClosed, TooManyRequests
+from ._transport import Callback, Response
 from .metrics import ClientMetrics
 
 __all__ = ["ConnState", "BookieConnection", "ConnectionPool", "Callback"]
 
 log = logging.getLogger(__name__)
 
-Response = bookie_protocol_pb2.Response
-Callback = Callable[[Any, "Response | None", "BKError | None"], None]
 _RECV_SIZE = 256 * 1024
 
 
