@@ -73,6 +73,7 @@ from ._broker_client import own_role_problem
 from ._bundles import BundleRange, boundaries_of, bundle_for, bundle_hash, bundles_of, parse_bundle, split_boundaries
 from ._errors import NamespaceNotFoundError, ServiceNotReadyError
 from ._load_manager import Decision, ShedPolicy, SplitPolicy, plan_shedding, plan_splits, smoothed_load
+from ._service import broker_id_of
 from ._stats import topic_rates
 
 if TYPE_CHECKING:
@@ -155,9 +156,10 @@ class Ownership:
 
     @property
     def broker_id(self) -> str:
-        """``host:port`` of this broker's admin service (Pulsar's lookupServiceAddress,
+        """``host:port`` of this broker's admin service (Pulsar's lookupServiceAddress, as
         `BrokerService.broker_id`)."""
-        return self.service.broker_id
+        s = self.service
+        return broker_id_of(s.web_service_url, s.web_service_url_tls, s.service_url, s.service_url_tls)
 
     def owner_info(self) -> dict[str, Any]:
         """The JSON of this broker's ownership nodes (URLs per advertised listener)."""
