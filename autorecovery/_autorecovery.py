@@ -145,6 +145,7 @@ class AutoRecovery:
         before the ledger locks are released on exit. Raises what the store raises while
         starting."""
         cfg = self.config
+        await self.ledgers.ensure_layout()  # the auditor walks the layout the cluster records
         async with BookKeeper.open(self.store, root=self.root, config=self.client_config,
                                    metrics=self.client_metrics) as client, trio.open_nursery() as nursery:
             rate = RateLimiter(cfg.replication_rate_limit)

@@ -70,7 +70,8 @@ class BookKeeper:
         async with trio.open_nursery() as nursery:
             mx = metrics or ClientMetrics()
             ctx = ClientContext(
-                pool=(transport or ConnectionPool)(nursery, cfg, mx),
+                pool=(transport(nursery, cfg, mx) if transport is not None
+                      else ConnectionPool(nursery, cfg, mx, resolve=ledgers.bookie_address)),
                 ledgers=ledgers,
                 placement=placement or EnsemblePlacementPolicy(rack_aware=cfg.rack_aware_placement),
                 config=cfg,

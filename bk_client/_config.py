@@ -92,18 +92,20 @@ class ClientConfig:
         (), alias="tlsEnabledCipherSuites", help="OpenSSL cipher names allowed for TLS 1.2; empty = defaults.")
 
     ledger_manager_factory_class: str = config_field(
-        "hierarchical", alias="ledgerManagerFactoryClass",
-        help="Ledger metadata layout: hierarchical (BookKeeper's long hierarchical, for any number of "
-             "ledgers) or flat (every ledger a child of one node: few ledgers); BookKeeper's factory "
-             "class names work too. Recorded in the LAYOUT node by the first client or bookie; every "
-             "other one must match it.")
+        "", alias="ledgerManagerFactoryClass",
+        help="Ledger metadata layout, as BookKeeper names them: hierarchical (BookKeeper's default: "
+             "10-digit paths below 2^31-1, 19-digit ones above), longhierarchical (19-digit paths for "
+             "every id) or flat (every ledger a child of one node: few ledgers), or the factory class. "
+             "Empty: the one the cluster's LAYOUT node records (hierarchical for a new cluster). The "
+             "first client or bookie records it; a configured one must match the record.")
 
     def __post_init__(self) -> None:
         self.validate()
 
     @property
-    def ledger_layout(self) -> LedgerLayout:
-        """``ledger_manager_factory_class`` as a ``LedgerLayout`` (validated at construction)."""
+    def ledger_layout(self) -> LedgerLayout | None:
+        """``ledger_manager_factory_class`` as a ``LedgerLayout``; None to follow the cluster's
+        record (validated at construction)."""
         return parse_layout_name(self.ledger_manager_factory_class)
 
     def tls_settings(self) -> TlsSettings:

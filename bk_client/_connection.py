@@ -32,7 +32,7 @@ from __future__ import annotations
 import enum
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
@@ -69,6 +69,10 @@ def parse_bookie_address(bookie_id: str) -> tuple[str, int]:
     if not sep or not port.isdigit():
         raise BookieUnavailable(bookie_id, f"bookie id {bookie_id!r} is not host:port")
     return host.strip("[]"), int(port)
+
+
+async def _parse_address(bookie_id: str) -> tuple[str, int]:
+    return parse_bookie_address(bookie_id)
 
 
 class _Waiter:
@@ -193,10 +197,10 @@ class BookieConnection:
         with trio.CancelScope() as scope:
             self._scope = scope
             try:
-                host, port = parse_bookie_address(self.bookie_id)
                 tls = self._pool.ssl_context
                 stream: trio.abc.Stream
                 with trio.fail_after(self._config.connect_timeout_s):
+                    host, port = await self._pool.resolve(self.bookie_id)
                     if tls is None:
                         stream = await trio.open_tcp_stream(host, port)
                     else:  # the handshake fails when the bookie's certificate is not trusted, or it refuses ours
@@ -269,10 +273,14 @@ class ConnectionPool:
     several bookies.
     """
 
-    def __init__(self, nursery: trio.Nursery, config: ClientConfig, metrics: ClientMetrics) -> None:
+    def __init__(self, nursery: trio.Nursery, config: ClientConfig, metrics: ClientMetrics, *,
+                 resolve: Callable[[str], Awaitable[tuple[str, int]]] | None = None) -> None:
         self._nursery = nursery
         self.config = config
         self.metrics = metrics
+        self.resolve = resolve or _parse_address
+        """bookie id -> (host, port) to connect to: by default the address the id names; the client
+        passes its ledger manager's ``bookie_address`` (the registration's ``bookie-rpc`` endpoint)."""
         # TLS to every bookie (tls_enabled), the context built once from BookKeeper's keys
         self.ssl_context = client_context(config.tls_settings()) if config.tls_enabled else None
         self._conns: dict[str, BookieConnection] = {}

@@ -1,30 +1,38 @@
 """Ledger metadata on the metadata store: ids, create / read / compare-and-set / delete, watches,
-ordered iteration, and the registered bookies.
+ordered iteration, and the registered bookies, as BookKeeper's ZooKeeper ledger managers keep them.
 
 Layout (``protocols.bookkeeper``; ``root`` is the cluster root, "" or "/magnetar"):
 
-* ``{root}/ledgers/{3}/{4}/{4}/{4}/L{4}`` (long hierarchical, the default) or
-  ``{root}/ledgers/L{10+ digits}`` (flat): one node per ledger holding ``LedgerMetadata.encode()``;
-  the node's data version is the metadata version every write must name (compare-and-set).
-* ``{root}/ledgers/LAYOUT``: which of the two; ``ensure_layout`` writes it if absent and refuses
-  a cluster recorded with the other one.
-* ``{root}/ledgers/idgen-long/HOB-{10 digits}/ID-{10 digits}``: id generation (below).
+* one node per ledger holding ``LedgerMetadata.encode()``, where the cluster's layout puts it
+  (hierarchical: ``{root}/ledgers/00/0000/L0001`` for ids below 2**31 - 1 and the long form
+  above; long hierarchical; flat); the node's data version is the metadata version every write
+  must name (compare-and-set).
+* ``{root}/ledgers/LAYOUT``: which layout; ``ensure_layout`` writes it if absent (the configured
+  one, else BookKeeper's default, hierarchical), follows it when none is configured, and refuses
+  a cluster recorded with another one than configured.
 * ``{root}/ledgers/available/{bookie}``: ephemeral node per writable bookie;
   ``{root}/ledgers/available/readonly/{bookie}`` per read-only bookie.
 
-Ledger ids. BookKeeper draws ids from ZooKeeper sequential nodes; ZooKeeper's counter is a
-signed 32-bit number per parent, so for 64-bit ids the counter is split like BookKeeper's long id
-generator: *high-order bits* come from the sequence number of a persistent sequential "HOB"
-node, *low-order bits* from an ephemeral sequential ``ID-`` node created (and at once deleted)
-under the newest HOB node::
+Ledger ids, drawn as BookKeeper's id generators draw them, so that Magnetar and BookKeeper clients
+can create ledgers in one cluster. A ZooKeeper sequential node's counter is a signed 32-bit
+number per parent, so:
 
-    ledger id = hob << low_bits | seq          (low_bits = 31 by default)
+* *short ids* (hierarchical layouts until they run out; always in the flat layout): the sequence
+  number of an ephemeral sequential node ``{root}/ledgers/idgen/ID-`` (flat:
+  ``{root}/ledgers/ID-``), created and at once deleted (``ZkLedgerIdGenerator``). A number
+  >= 2**31 - 1 means the short ids are exhausted.
+* *long ids*, once ``{root}/ledgers/idgen-long`` exists (``LongZkLedgerIdGenerator``): the newest
+  persistent ``idgen-long/HOB-{10 digits}`` node gives the high 32 bits, an ephemeral sequential
+  ``ID-`` node under it the low ones: ``id = hob << 32 | seq``. When ``seq`` reaches 2**31 - 1 the
+  node ``HOB-{hob + 1}`` is created and the draw retried; the first is ``HOB-0000000001``.
+  Hierarchical layouts switch to long ids when the short ones are exhausted; a flat cluster uses
+  them only when ``idgen-long`` exists (clusters made by earlier Magnetar versions, which drew
+  every id this way with sequential HOB nodes: their ranges stay below the new ones).
 
-When ``seq`` would not fit in ``low_bits`` a new HOB node is created and the draw retried.
-Unique: a parent's sequence counter never repeats (not after deletes, not across restarts, the
-metadata store guarantees it), and two HOB nodes cover disjoint id ranges. Ids of one client are
-increasing; ids of different clients interleave. (On ZooKeeper the counter also advances on each
-delete, so consecutive draws there differ by 2; uniqueness is what matters.)
+Unique: a parent's sequence counter never repeats (not after deletes, not across restarts),
+short ids are below 2**31 - 1 and long ones above, and two HOB nodes cover disjoint ranges. Ids
+of one client are increasing. (ZooKeeper's counter also advances on each delete, so consecutive
+draws differ by 2; uniqueness is what matters.)
 
 Deleting a ledger removes its leaf only; empty intermediate nodes stay (removing them would race
 with a concurrent create under the same parent, and there are at most 10,000 per level).
@@ -42,12 +50,13 @@ import trio
 from metadata import BadVersionError, MetadataError, MetadataStore, NodeExistsError, NoNodeError
 from protocols.bookkeeper import (
     IDGEN,
-    LEDGER_LEVELS,
     MAX_LEDGER_ID,
     READONLY,
+    BookieServiceInfo,
     LayoutFormatError,
     LedgerLayout,
     LedgerMetadata,
+    RegistrationFormatError,
     available_path,
     decode_layout,
     encode_layout,
@@ -60,9 +69,17 @@ from protocols.bookkeeper import (
     ledger_path,
     ledgers_root,
     readonly_path,
+    trees,
 )
 
-from ._errors import LedgerExists, LedgerIdOverflow, MetadataStoreError, MetadataVersionConflict, NoSuchLedger
+from ._errors import (
+    BookieUnavailable,
+    LedgerExists,
+    LedgerIdOverflow,
+    MetadataStoreError,
+    MetadataVersionConflict,
+    NoSuchLedger,
+)
 
 __all__ = ["LedgerManager", "LedgerMetadataUpdate"]
 
@@ -70,6 +87,8 @@ T = TypeVar("T")
 
 _HOB_PREFIX = "HOB-"
 _ID_PREFIX = "ID-"
+_SHORT_IDGEN = "idgen"
+_SEQ_LIMIT = 2**31 - 1  # a sequence number from here on means the counter is exhausted (Java's Integer.MAX_VALUE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,15 +119,18 @@ class LedgerManager:
     error chained). The manager holds no background tasks; watches own theirs while open.
     """
 
-    def __init__(self, store: MetadataStore, root: str = "", *, id_low_bits: int = 31,
-                 layout: LedgerLayout = LedgerLayout.HIERARCHICAL) -> None:
-        if not 1 <= id_low_bits <= 31:
-            raise ValueError(f"id_low_bits must be 1..31 (ZooKeeper counters are 31-bit), got {id_low_bits}")
+    def __init__(self, store: MetadataStore, root: str = "", *, layout: LedgerLayout | None = None,
+                 id_seq_limit: int = _SEQ_LIMIT) -> None:
+        if not 1 <= id_seq_limit <= _SEQ_LIMIT:
+            raise ValueError(f"id_seq_limit must be 1..{_SEQ_LIMIT} (ZooKeeper counters are 31-bit), "
+                             f"got {id_seq_limit}")
         self._store = store
         self._root = root.rstrip("/")
-        self._low_bits = id_low_bits
-        self._layout = layout
+        self._configured = layout
+        self._layout = layout or LedgerLayout.HIERARCHICAL
+        self._seq_limit = id_seq_limit  # tests lower it to see the HOB roll over
         self._hob: int | None = None  # newest HOB known to this client
+        self._long_ids: bool | None = None  # idgen-long seen (True) / not seen (False) / not checked
         self._hob_lock = trio.Lock()
 
     @property
@@ -118,8 +140,9 @@ class LedgerManager:
 
     @classmethod
     async def discover(cls, store: MetadataStore, root: str = "") -> LedgerManager:
-        """A manager in the layout the cluster's ``LAYOUT`` node records (hierarchical when there
-        is none yet), for tools that read ledger metadata without a configured layout.
+        """A manager in the layout the cluster's ``LAYOUT`` node records (hierarchical, BookKeeper's
+        default, when there is none yet), for tools that read ledger metadata without a configured
+        layout.
 
         Raises ``MetadataStoreError`` for an unreadable node or a store failure.
         """
@@ -137,16 +160,18 @@ class LedgerManager:
 
     @property
     def layout(self) -> LedgerLayout:
-        """The ledger layout this manager reads and writes."""
+        """The ledger layout this manager reads and writes (the recorded one once
+        ``ensure_layout`` ran when none was configured)."""
         return self._layout
 
     def ledger_path(self, ledger_id: int) -> str:
         """The metadata node of ``ledger_id``; ``ValueError`` outside 0..2**63-1."""
         return ledger_path(self._root, ledger_id, self._layout)
 
-    async def ensure_layout(self) -> None:
-        """Record this manager's layout in the ``LAYOUT`` node if the cluster has none yet, else
-        check that the recorded one is this manager's.
+    async def ensure_layout(self) -> LedgerLayout:
+        """Record the layout in the ``LAYOUT`` node if the cluster has none yet (the configured
+        one, else hierarchical), else adopt the recorded one when none is configured or check
+        that it is the configured one; return the layout in force.
 
         Raises ``MetadataStoreError`` naming both layouts when they differ (a client of the other
         layout would neither see nor garbage-collect this one's ledgers) or when the node is
@@ -156,7 +181,7 @@ class LedgerManager:
         try:
             try:
                 await self._store.create(path, encode_layout(self._layout), make_parents=True)
-                return
+                return self._layout
             except NodeExistsError:
                 data, _ = await self._store.get(path)
             recorded = decode_layout(data)
@@ -164,9 +189,11 @@ class LedgerManager:
             raise MetadataStoreError(f"{path}: {exc}") from exc
         except MetadataError as exc:
             raise MetadataStoreError(f"reading the ledger layout at {path} failed: {exc}") from exc
-        conflict = layout_conflict(recorded, self._layout)
+        conflict = layout_conflict(recorded, self._configured)
         if conflict is not None:
             raise MetadataStoreError(conflict)
+        self._layout = recorded
+        return recorded
 
     # ---- ids ---------------------------------------------------------------------------------
 
@@ -175,11 +202,12 @@ class LedgerManager:
 
     def _hobs(self, names: Sequence[str]) -> list[int]:
         n = len(_HOB_PREFIX)
-        return [int(x[n:]) for x in names if x.startswith(_HOB_PREFIX) and x[n:].isdigit()]
+        return [int(x[n:]) for x in names if x.startswith(_HOB_PREFIX) and x[n:].isascii() and x[n:].isdigit()]
 
     async def _newest_hob(self, full: int | None) -> int:
         """The HOB to draw from: the cached one, or (when ``full`` is the HOB that just ran out,
-        or none is known) the newest one in the store newer than ``full``, creating one if none."""
+        or none is known) the newest one in the store, creating ``HOB-{full + 1}`` (or the first,
+        ``HOB-0000000001``) when there is none newer."""
         async with self._hob_lock:
             if self._hob is not None and (full is None or self._hob > full):
                 return self._hob
@@ -190,38 +218,61 @@ class LedgerManager:
                 hobs = []
             hobs = [h for h in hobs if full is None or h > full]
             if not hobs:
-                # Concurrent clients may each create a HOB here; all are valid, and everyone
-                # draws from the newest it sees.
-                created = await self._store.create(f"{base}/{_HOB_PREFIX}", sequential=True, make_parents=True)
-                hobs = [_seq_of(created, _HOB_PREFIX)]
+                hob = 1 if full is None else full + 1
+                try:  # a concurrent client may create the same one: both then draw from it
+                    await self._store.create(f"{base}/{_HOB_PREFIX}{hob:010d}", make_parents=True)
+                except NodeExistsError:
+                    pass
+                hobs = [hob]
             self._hob = max(hobs)
             return self._hob
 
-    async def generate_ledger_id(self) -> int:
-        """A ledger id no other call (this process or another, before or after a restart) got.
-
-        Raises ``LedgerIdOverflow`` if the 63-bit id space is exhausted, ``MetadataStoreError``.
-        """
-        limit = (1 << self._low_bits) - 1
-        full: int | None = None
+    async def _draw(self, prefix: str) -> int:
+        """The sequence number of a new ephemeral sequential node ``prefix`` (deleted at once)."""
+        node = await self._store.create(prefix, ephemeral=True, sequential=True, make_parents=True)
         try:
+            await self._store.delete(node)
+        except NoNodeError:
+            pass
+        return _seq_of(node, _ID_PREFIX)
+
+    async def _uses_long_ids(self) -> bool:
+        if self._long_ids is None:
+            self._long_ids = await self._store.exists(self._idgen_path()) is not None
+        return self._long_ids
+
+    async def generate_ledger_id(self) -> int:
+        """A ledger id no other call (this process or another, a BookKeeper client's included,
+        before or after a restart) got; see the module docstring.
+
+        Raises ``LedgerIdOverflow`` if the id space is exhausted, ``MetadataStoreError``.
+        """
+        try:
+            if not await self._uses_long_ids():
+                short_parent = ledgers_root(self._root) if self._layout is LedgerLayout.FLAT \
+                    else f"{ledgers_root(self._root)}/{_SHORT_IDGEN}"
+                seq = await self._draw(f"{short_parent}/{_ID_PREFIX}")
+                if 0 <= seq < self._seq_limit:
+                    return seq
+                if self._layout is LedgerLayout.FLAT:  # BookKeeper's flat manager has 31-bit ids only
+                    raise LedgerIdOverflow()
+                try:
+                    await self._store.create(self._idgen_path(), make_parents=True)
+                except NodeExistsError:
+                    pass
+                self._long_ids = True
+            full: int | None = None
             for _ in range(64):
                 hob = await self._newest_hob(full)
-                if hob > MAX_LEDGER_ID >> self._low_bits:
+                if hob > MAX_LEDGER_ID >> 32:
                     raise LedgerIdOverflow()
-                hob_path = f"{self._idgen_path()}/{_HOB_PREFIX}{hob:010d}"
                 try:
-                    node = await self._store.create(f"{hob_path}/{_ID_PREFIX}", ephemeral=True, sequential=True)
+                    seq = await self._draw(f"{self._idgen_path()}/{_HOB_PREFIX}{hob:010d}/{_ID_PREFIX}")
                 except NoNodeError:
-                    full = hob  # the HOB vanished (removed by an operator): move to a newer one
+                    full = hob  # the HOB vanished (removed by an operator or a BookKeeper client): move on
                     continue
-                seq = _seq_of(node, _ID_PREFIX)
-                try:
-                    await self._store.delete(node)
-                except NoNodeError:
-                    pass
-                if 0 <= seq < limit:
-                    return (hob << self._low_bits) | seq
+                if 0 <= seq < self._seq_limit:
+                    return (hob << 32) | seq
                 full = hob
             raise MetadataStoreError("could not draw a ledger id: HOB nodes keep filling up")
         except MetadataError as exc:
@@ -325,10 +376,10 @@ class LedgerManager:
         """Yield the ids of existing ledgers with ``start <= id < end`` (``end=None``: no bound)
         in increasing order.
 
-        Walks the hierarchy one node at a time, listing only the children of nodes whose id range
-        meets the requested range (the flat layout: one listing of the ledgers root), so memory
-        stays at one child list per level. Ledgers created or deleted during the walk may or may
-        not be seen; a subtree deleted under the walk is skipped.
+        Walks each tree of the layout one node at a time, listing only the children of nodes
+        whose id range meets the requested range (the flat layout: one listing of the ledgers
+        root), so memory stays at one child list per level. Ledgers created or deleted during the
+        walk may or may not be seen; a subtree deleted under the walk is skipped.
         """
         stop = MAX_LEDGER_ID + 1 if end is None else min(end, MAX_LEDGER_ID + 1)
         if start >= stop:
@@ -338,8 +389,11 @@ class LedgerManager:
                 if start <= ledger_id < stop:
                     yield ledger_id
             return
-        async for ledger_id in self._walk([], max(start, 0), stop):
-            yield ledger_id
+        for levels, ids in trees(self._layout):
+            lo, hi = max(start, ids.start, 0), min(stop, ids.stop)
+            if lo < hi:
+                async for ledger_id in self._walk([], levels, lo, hi):
+                    yield ledger_id
 
     async def _children(self, parents: Sequence[str]) -> list[str]:
         path = "/".join([ledgers_root(self._root), *parents])
@@ -350,24 +404,52 @@ class LedgerManager:
         except MetadataError as exc:
             raise MetadataStoreError(f"listing {path} failed: {exc}") from exc
 
-    async def _walk(self, parents: list[str], start: int, stop: int) -> AsyncIterator[int]:
+    async def _walk(self, parents: list[str], levels: tuple[int, ...], start: int, stop: int) -> AsyncIterator[int]:
         names = await self._children(parents)
         level = len(parents)
-        if level == len(LEDGER_LEVELS) - 1:
-            for ledger_id in ledger_ids_in(parents, names):
+        if level == len(levels) - 1:
+            for ledger_id in ledger_ids_in(parents, names, levels):
                 if start <= ledger_id < stop:
                     yield ledger_id
             return
-        for name in ledger_level_children(level, names):
-            span = id_range_of([*parents, name])
+        for name in ledger_level_children(level, names, levels):
+            span = id_range_of([*parents, name], levels)
             if span.stop <= start or not span:
                 continue
             if span.start >= stop:
                 break
-            async for ledger_id in self._walk([*parents, name], start, stop):
+            async for ledger_id in self._walk([*parents, name], levels, start, stop):
                 yield ledger_id
 
     # ---- bookies ---------------------------------------------------------------------------
+
+    async def bookie_address(self, bookie_id: str) -> tuple[str, int]:
+        """Where to connect to ``bookie_id``: the ``bookie-rpc`` endpoint its registration (writable,
+        else read-only) publishes, as BookKeeper's ``DefaultBookieAddressResolver`` finds it; the
+        address the id names when it is not registered or publishes none.
+
+        Raises ``BookieUnavailable`` when neither gives an address (a custom id not registered,
+        unreadable registration data) or the store cannot be read.
+        """
+        for path in (available_path(self._root, bookie_id), readonly_path(self._root, bookie_id)):
+            try:
+                data, _ = await self._store.get(path)
+            except NoNodeError:
+                continue
+            except MetadataError as exc:
+                raise BookieUnavailable(bookie_id, f"reading the registration of bookie {bookie_id} failed: {exc}"
+                                        ) from exc
+            try:
+                address = BookieServiceInfo.decode(data, bookie_id).rpc_address()
+            except RegistrationFormatError as exc:
+                raise BookieUnavailable(bookie_id, f"bookie {bookie_id}'s registration is unreadable: {exc}") from exc
+            if address is not None:
+                return address
+            break
+        address = BookieServiceInfo.legacy(bookie_id).rpc_address()
+        if address is None:
+            raise BookieUnavailable(bookie_id, f"bookie {bookie_id} is not registered and its id is not host:port")
+        return address
 
     async def list_bookies(self, writable: bool = True) -> list[str]:
         """The registered bookie ids, sorted: writable ones (children of ``available`` except the

@@ -381,7 +381,8 @@ class LedgerReadHandle:
         sent: list[tuple[str, int]] = []
         for bookie in ensemble:
             txn = ctx.pool.next_txn()
-            req = read_request(txn, self._ledger_id, previous + 1, piggyback=True, previous_lac=previous,
+            # entry -1 (LAST_ADD_CONFIRMED), as BookKeeper's long poll: its bookies refuse any other
+            req = read_request(txn, self._ledger_id, -1, piggyback=True, previous_lac=previous,
                                timeout_ms=max(1, int(wait * 1000)))
             try:
                 ctx.pool.get(bookie).send(txn, encode_request(req), _LongPoll.on_response, poll)

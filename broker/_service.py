@@ -61,6 +61,7 @@ from ._nonpersistent import NonPersistentTopic
 from ._retention_hooks import StorePoliciesProvider, TopicPolicyStore, TopicQuotaStates, publish_time_of
 from ._schemas import SchemaRegistry
 from ._stats import StatsUpdater
+from ._subscription_expiry import SubscriptionExpiry
 from ._topic import Topic
 from ._topic_limits import refresh_limits, topic_overrides
 from .auth import AuthenticationService, AuthorizationService
@@ -172,6 +173,7 @@ class BrokerService:
         self.stats = StatsUpdater(self)  # the rates of every figure, once per stats period
         self.dynamic_config = DynamicConfig(self.config)  # overrides stored by admins, applied in run()
         self.inactive_topics = InactiveTopics(self)  # brokerDeleteInactiveTopics*: a loop in run()
+        self.subscription_expiry = SubscriptionExpiry(self)  # subscriptionExpiration*: a loop in run()
         # multi-broker ownership (broker._ownership.Ownership); None in standalone (Rule 4)
         self.ownership: Any = None
         self._listening = False  # a protocol port listens (set_port / set_tls_port)
@@ -187,6 +189,7 @@ class BrokerService:
                 nursery.start_soon(self._unload_idle_loop)
                 nursery.start_soon(self._policy_recheck_loop)
                 nursery.start_soon(self.inactive_topics.run)
+                nursery.start_soon(self.subscription_expiry.run)
                 nursery.start_soon(self._dedup_snapshot_loop)
                 nursery.start_soon(self._dedup_purge_loop)
                 nursery.start_soon(self.stats.run)

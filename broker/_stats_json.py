@@ -196,8 +196,8 @@ def _ranges_serialized_size(sub: Subscription) -> int:
 
 
 def _delayed(sub: Subscription | NonPersistentSubscription) -> int:
-    d = sub.dispatcher
-    return len(getattr(d, "delayed", ()) or ()) if d is not None else 0
+    # held by the subscription's delayed-delivery index (none on non-persistent topics)
+    return int(getattr(sub, "delayed_messages", 0))
 
 
 async def _earliest_publish_time(sub: Subscription) -> int:
@@ -234,7 +234,7 @@ async def subscription_stats(sub: Subscription, options: StatsOptions = StatsOpt
         "backlogSize": sub.cursor.backlog_size if options.subscription_backlog_size else -1,
         "earliestMsgPublishTimeInBacklog": (await _earliest_publish_time(sub)
                                             if options.earliest_time_in_backlog else 0),
-        "msgBacklogNoDelayed": backlog - delayed, "blockedSubscriptionOnUnackedMsgs": sub.blocked,
+        "msgBacklogNoDelayed": max(0, backlog - delayed), "blockedSubscriptionOnUnackedMsgs": sub.blocked,
         "msgDelayed": delayed, "msgInReplay": len(d.replay) if individual and d is not None else 0,
         "unackedMessages": sums["unackedMessages"], "type": sub.type_name,
     }

@@ -58,7 +58,7 @@ class ManagedLedgerConfig:
              "after it is set")
     digest_type: str = config_field(
         "CRC32C", alias="managedLedgerDigestType",
-        help="checksum of the entries of new ledgers: CRC32C, CRC32, MAC (HMAC-SHA256 keyed by the "
+        help="checksum of the entries of new ledgers: CRC32C, CRC32, MAC (BookKeeper's HMAC-SHA1 keyed by the "
              "password) or DUMMY (none). Recorded per ledger, so ledgers written with another type stay "
              "readable after a change")
     max_pending_add_bytes: int = config_field(

@@ -940,6 +940,11 @@ class ManagedLedger:
         self._entries_event.set()
         self._entries_event = trio.Event()
 
+    def has_entry(self, position: Position) -> bool:
+        """True when the ledger list holds an entry at ``position`` (it may still fail to read
+        while storage is unavailable; False means it never existed or its ledger is gone)."""
+        return self._ledgers.is_entry(position)
+
     async def read_entry(self, position: Position) -> Entry:
         """The entry at ``position``. Raises `ManagedLedgerError` when there is no such entry."""
         if self.state is ManagedLedgerState.CLOSED:

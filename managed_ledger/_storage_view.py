@@ -14,8 +14,20 @@ import trio
 
 from bk_client import LedgerManager, MetadataStoreError, NoSuchLedger
 from metadata import MetadataStore
+from protocols.bookkeeper import BookieServiceInfo, RegistrationFormatError
 
-__all__ = ["LedgerPlacement", "ledger_placements"]
+__all__ = ["LedgerPlacement", "bookie_http_url", "ledger_placements"]
+
+
+def bookie_http_url(registration: bytes, bookie_id: str) -> str | None:
+    """The URL of the HTTP server a bookie publishes in its registration node's data (BookKeeper's
+    service info, or the JSON earlier Magnetar bookies wrote), or None when it publishes none or
+    the data is unreadable."""
+    try:
+        urls = BookieServiceInfo.decode(registration, bookie_id).http_urls()
+    except RegistrationFormatError:
+        return None
+    return urls[0] if urls else None
 
 
 @dataclass(frozen=True)

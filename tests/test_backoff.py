@@ -55,3 +55,16 @@ def test_doubled_is_the_rule_for_callers_keeping_their_own_delays() -> None:
 def test_bad_settings_are_refused(initial: float, cap: float, jitter: float) -> None:
     with pytest.raises(ValueError, match="need"):
         Backoff(initial, cap, jitter=jitter)
+
+
+def test_jittered_delays_double_to_the_cap_and_halve_after_a_success() -> None:
+    b = Backoff(1.0, 5.0, jitter=0.1, rng=random.Random(4))  # as the broker's dispatcher uses it
+    delays = [b.next() for _ in range(5)]
+    assert all(d >= 1.0 for d in delays)
+    assert 1.8 <= delays[1] <= 2.0 and 3.6 <= delays[2] <= 4.0 and 4.5 <= delays[3] <= 5.0
+    b.reduce_to_half()
+    assert b.upcoming_s == 2.5
+    b.reset()
+    assert b.upcoming_s == 1.0 and b.failures == 0
+    with pytest.raises(ValueError, match="initial_s"):
+        Backoff(0, 1)

@@ -93,14 +93,16 @@ class GcConfig:
         16 * MiB, help="Compact a log only if its directory has this much free space beyond the "
                        "log's live bytes (its output); deleting whole dead logs needs none.")
     ledger_manager_factory_class: str = config_field(
-        "hierarchical", alias="ledgerManagerFactoryClass",
-        help="Ledger metadata layout GC lists: hierarchical or flat (or a BookKeeper factory class "
-             "name); must be the cluster's, as recorded in its LAYOUT node (checked at start).")
+        "", alias="ledgerManagerFactoryClass",
+        help="Ledger metadata layout GC lists: hierarchical, longhierarchical or flat (or a BookKeeper "
+             "factory class name); empty: the one the cluster's LAYOUT node records (hierarchical for "
+             "a new cluster). A configured one must be the recorded one (checked at start).")
 
     @property
     def ledger_layout(self) -> LedgerLayout:
-        """``ledger_manager_factory_class`` as a ``LedgerLayout`` (call after ``validate``)."""
-        return parse_layout_name(self.ledger_manager_factory_class)
+        """``ledger_manager_factory_class`` as a ``LedgerLayout``, hierarchical when empty (call
+        after ``validate``; the bookie sets the recorded one before GC starts)."""
+        return parse_layout_name(self.ledger_manager_factory_class) or LedgerLayout.HIERARCHICAL
 
     @property
     def minor_enabled(self) -> bool:

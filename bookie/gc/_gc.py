@@ -51,6 +51,8 @@ from protocols.bookkeeper import (
     ledger_level_children,
     ledger_path,
     ledgers_root,
+    level_name,
+    trees,
 )
 
 from .._errors import BookieException
@@ -405,7 +407,13 @@ class GarbageCollector:
         absent: list[int] = []
         present: list[int] = []
         try:
-            await self._walk([], local, absent, present)
+            if self._layout is LedgerLayout.FLAT:
+                await self._walk([], (), local, absent, present)
+            else:
+                for levels, ids in trees(self._layout):
+                    mine = [lid for lid in local if lid in ids]
+                    if mine:
+                        await self._walk([], levels, mine, absent, present)
         except NoNodeError as exc:
             raise MetadataListingError(f"ledgers root {ledgers_root(self._root)!r} is missing") from exc
         except Exception as exc:
@@ -428,8 +436,10 @@ class GarbageCollector:
                 deleted += await self._gc_overreplicated(present)
         return deleted
 
-    async def _walk(self, parents: list[str], ledgers: list[int], absent: list[int], present: list[int]) -> None:
-        """Compare ``ledgers`` (all under the node ``parents``) with that node's children."""
+    async def _walk(self, parents: list[str], levels: tuple[int, ...], ledgers: list[int], absent: list[int],
+                    present: list[int]) -> None:
+        """Compare ``ledgers`` (all under the node ``parents`` of the tree with ``levels``) with that
+        node's children."""
         assert self._store is not None
         level = len(parents)
         path = "/".join([ledgers_root(self._root), *parents])
@@ -444,17 +454,17 @@ class GarbageCollector:
             for lid in ledgers:
                 (present if lid in existing else absent).append(lid)
             return
-        names = set(ledger_level_children(level, children))
+        names = set(ledger_level_children(level, children, levels))
         groups: dict[str, list[int]] = {}
         for lid in ledgers:
-            groups.setdefault(_level_name(lid, level), []).append(lid)
+            groups.setdefault(level_name(lid, level, levels), []).append(lid)
         for name, ids in groups.items():
             if name not in names:
                 absent.extend(ids)
-            elif level == 4:
+            elif level == len(levels) - 1:
                 present.extend(ids)
             else:
-                await self._walk([*parents, name], ids, absent, present)
+                await self._walk([*parents, name], levels, ids, absent, present)
 
     async def _delete_ledger(self, lid: int, reason: str) -> bool:
         try:
@@ -693,8 +703,4 @@ class GarbageCollector:
 def _fmt_ms(ms: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ms / 1000))
 
-
-def _level_name(ledger_id: int, level: int) -> str:
-    """The node name of ``ledger_id``'s path at ``level`` (0 = just below the ledgers root)."""
-    return ledger_path("", ledger_id).split("/")[2 + level]
 

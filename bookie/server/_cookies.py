@@ -1,11 +1,13 @@
 """Cookies: tie the journal and ledger directories to one bookie id, on disk and in metadata.
 
-A cookie (`protocols.bookkeeper.Cookie`) is written as the file ``VERSION`` in the journal directory
-and in every ledger directory, and at ``{root}/ledgers/cookies/{bookieId}`` in the metadata store.
+A cookie (`protocols.bookkeeper.Cookie`, in BookKeeper's text form) is written as the file
+``VERSION`` in the journal directory and in every ledger directory (BookKeeper keeps it in their
+``current/`` subdirectories), and at ``{root}/ledgers/cookies/{bookieId}`` in the metadata store.
 At start-up `check_cookies` compares them all with the cookie the configuration describes:
 
 * nothing anywhere and every directory empty: a new bookie; the cookies are written;
-* every copy present and equal to the expected cookie: start;
+* every copy present and equal to the expected cookie: start (copies in the form earlier Magnetar
+  versions wrote are rewritten in BookKeeper's);
 * anything else (a copy missing, a different bookie id or directory list, data without a cookie,
   a metadata cookie for directories that are empty) refuses to start with `CookieMismatchError`
   naming each difference; ``magnetar bookie format`` (`format_bookie`) resets the directories.
@@ -27,12 +29,14 @@ from protocols.bookkeeper import (
     Cookie,
     CookieFormatError,
     LayoutFormatError,
+    LedgerLayout,
     cookie_path,
     decode_layout,
     encode_layout,
     layout_conflict,
     layout_path,
     ledgers_root,
+    parse_layout_name,
 )
 
 from .._errors import BookieException
@@ -119,21 +123,23 @@ def _write_local(directories: list[Path], cookie: Cookie) -> None:
         os.replace(tmp, d / COOKIE_FILE)
 
 
-async def check_ledger_layout(config: BookieConfig, store: MetadataStore | None) -> None:
-    """Record the configured ledger layout in ``{root}/ledgers/LAYOUT`` if the cluster has none,
-    else check it is the one configured: GC lists ledger metadata in that layout, and listing the
-    other one would find no ledger at all and delete every local one.
+async def check_ledger_layout(config: BookieConfig, store: MetadataStore | None) -> LedgerLayout:
+    """Record the configured ledger layout (hierarchical when none is) in ``{root}/ledgers/LAYOUT``
+    if the cluster has none, else check the recorded one is the one configured, or adopt it when
+    none is; return the layout in force. GC lists ledger metadata in that layout, and listing
+    another would miss ledgers and delete their local data.
 
     Raises ``ConfigError`` (``ledger_manager_factory_class``) when they differ or the node is not a
-    layout Magnetar implements; metadata-store errors pass through. No-op without a store.
+    layout Magnetar implements; metadata-store errors pass through. Without a store, the
+    configured layout (or hierarchical).
     """
+    configured = parse_layout_name(config.ledger_manager_factory_class)
     if store is None:
-        return
-    configured = config.ledger_layout
+        return configured or LedgerLayout.HIERARCHICAL
     path = layout_path(config.metadata_root)
     try:
-        await store.create(path, encode_layout(configured), make_parents=True)
-        return
+        await store.create(path, encode_layout(configured or LedgerLayout.HIERARCHICAL), make_parents=True)
+        return configured or LedgerLayout.HIERARCHICAL
     except NodeExistsError:
         data, _ = await store.get(path)
     try:
@@ -143,6 +149,7 @@ async def check_ledger_layout(config: BookieConfig, store: MetadataStore | None)
     conflict = layout_conflict(recorded, configured)
     if conflict is not None:
         raise ConfigError("ledger_manager_factory_class", conflict)
+    return recorded
 
 
 async def check_cookies(config: BookieConfig, store: MetadataStore | None) -> Cookie:
@@ -156,6 +163,7 @@ async def check_cookies(config: BookieConfig, store: MetadataStore | None) -> Co
     found, data_without, problems = await trio.to_thread.run_sync(_read_local, directories)
     path = cookie_path(config.metadata_root, expected.bookie_id)
     remote: Cookie | None = None
+    raw: bytes | None = None
     if store is not None:
         try:
             raw, _ = await store.get(path)
@@ -188,7 +196,24 @@ async def check_cookies(config: BookieConfig, store: MetadataStore | None) -> Co
             problems.append(f"metadata cookie {path} differs ({diffs})")
     if problems:
         raise CookieMismatchError(problems)
+    stale = await trio.to_thread.run_sync(_older_forms, directories)
+    if store is not None and raw is not None and not Cookie.is_current(raw):
+        stale = True
+    if stale:  # matching cookies in an earlier Magnetar form: rewrite them as BookKeeper writes them
+        log.info("rewriting the cookies of %s in BookKeeper's format", expected.bookie_id)
+        await _write_cookies(config, store, expected)
     return expected
+
+
+def _older_forms(directories: list[Path]) -> bool:
+    """Blocking: whether a directory's cookie is in a form older than ``Cookie.encode``'s."""
+    for d in directories:
+        try:
+            if not Cookie.is_current((d / COOKIE_FILE).read_bytes()):
+                return True
+        except OSError:
+            pass
+    return False
 
 
 async def _write_cookies(config: BookieConfig, store: MetadataStore | None, cookie: Cookie) -> None:

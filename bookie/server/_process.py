@@ -15,14 +15,17 @@ import dataclasses
 import logging
 import socket
 import struct
+from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import trio
 from prometheus_client import CollectorRegistry
 
 from magnetar.common.tls import server_context
 from metadata import open_metadata_store
+from protocols.bookkeeper import BOOKIE_RPC, BookieServiceInfo, Endpoint
 
 from .._errors import BookieException
 from ._bookie import open_bookie
@@ -33,7 +36,7 @@ from ._http import serve_bookie_http
 from ._registration import run_registration
 from ._server import serve_bookie
 
-__all__ = ["BookieEndpoints", "BookieFatalError", "serve_bookie_process"]
+__all__ = ["BookieEndpoints", "BookieFatalError", "serve_bookie_process", "service_info"]
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +54,21 @@ class BookieEndpoints:
 
 class BookieFatalError(BookieException, RuntimeError):
     """The bookie had to stop (for example full disks with readOnlyModeEnabled = false)."""
+
+
+def service_info(host: str, port: int, http_urls: Sequence[str], *, tls: bool) -> BookieServiceInfo:
+    """What the bookie publishes in its registration, as a BookKeeper bookie does: the ``bookie``
+    endpoint (protocol ``bookie-rpc``, extension ``tls`` when the port speaks TLS) and one
+    ``httpserver`` endpoint per HTTP URL (a wildcard bind address replaced by ``host``)."""
+    endpoints = [Endpoint("bookie", host, port, BOOKIE_RPC, extensions=("tls",) if tls else ())]
+    for i, url in enumerate(http_urls):
+        parts = urlsplit(url)
+        if parts.hostname is None or parts.port is None:
+            continue
+        http_host = host if parts.hostname in ("0.0.0.0", "::") else parts.hostname
+        endpoints.append(Endpoint("httpserver" if i == 0 else f"httpserver-{i}", http_host, parts.port,
+                                  parts.scheme))
+    return BookieServiceInfo(tuple(endpoints))
 
 
 _SIOCGIFADDR = 0x8915  # Linux ioctl: an interface's IPv4 address
@@ -105,7 +123,9 @@ async def serve_bookie_process(config: BookieConfig, *, registry: CollectorRegis
             store = await stack.enter_async_context(open_metadata_store(
                 config.metadata_url, security=config.zk_security(), tls=config.zk_tls()))
         await check_cookies(config, store)
-        await check_ledger_layout(config, store)
+        layout = await check_ledger_layout(config, store)
+        # GC lists the layout the cluster records (the config may leave it to the record)
+        config = dataclasses.replace(config, ledger_manager_factory_class=layout.value)
         bookie = await stack.enter_async_context(open_bookie(config, registry=registry, store=store))
         async with trio.open_nursery() as nursery:
             tls = server_context(config.tls_settings()) if config.tls_enabled else None
@@ -121,9 +141,8 @@ async def serve_bookie_process(config: BookieConfig, *, registry: CollectorRegis
                     task_status=task_status))
             await nursery.start(run_disk_checker, bookie)
             if store is not None:
-                endpoints = {"host": config.advertised_address, "port": port,
-                             "httpUrls": list(http_urls)}
-                await nursery.start(lambda task_status: run_registration(bookie, store, endpoints=endpoints,
+                info = service_info(config.advertised_address, port, http_urls, tls=tls is not None)
+                await nursery.start(lambda task_status: run_registration(bookie, store, service_info=info,
                                                                          task_status=task_status))
             bookie.set_ready(True)
             task_status.started(BookieEndpoints(bookie.bookie_id, config.advertised_address, port,

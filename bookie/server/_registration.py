@@ -2,7 +2,8 @@
 
 A writable bookie has the ephemeral node ``{root}/ledgers/available/{bookieId}``; a read-only one
 ``{root}/ledgers/available/readonly/{bookieId}`` instead (BookKeeper's layout, which clients list
-to pick ensembles). The node holds a small JSON document with the endpoints. The task re-creates
+to pick ensembles). The node holds the bookie's ``BookieServiceInfo`` (its endpoints, in BookKeeper's
+binary format, which BookKeeper's clients read to find the bookie's address). The task re-creates
 the node after the metadata session was lost (its ephemerals are then gone), and moves it on
 every state change. A stale node of the same id from an earlier, crashed process (its session
 not expired yet) is replaced.
@@ -10,7 +11,6 @@ not expired yet) is replaced.
 
 from __future__ import annotations
 
-import json
 import logging
 
 import trio
@@ -24,7 +24,7 @@ from metadata import (
     SessionState,
     ensure_path,
 )
-from protocols.bookkeeper import available_path, readonly_path
+from protocols.bookkeeper import BookieServiceInfo, available_path, readonly_path
 
 from ._bookie import Bookie, BookieState
 
@@ -68,15 +68,16 @@ async def _delete(store: MetadataStore, path: str) -> None:
         pass
 
 
-async def run_registration(bookie: Bookie, store: MetadataStore, *, endpoints: dict[str, object] | None = None,
+async def run_registration(bookie: Bookie, store: MetadataStore, *, service_info: BookieServiceInfo | None = None,
                            task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
     """Register the bookie and keep the registration current until cancelled (then remove it).
+    The node's data is ``service_info`` (by default the ``bookie-rpc`` endpoint its id names).
 
     ``task_status.started`` is called once the first registration exists. Metadata errors are
     logged and retried; they never end the task.
     """
     root, bid = bookie.config.metadata_root, bookie.bookie_id
-    base = dict(endpoints or {})
+    data = (service_info or BookieServiceInfo.legacy(bid)).encode()
     await ensure_path(store, available_path(root))
     await ensure_path(store, readonly_path(root))
     send, recv = trio.open_memory_channel[None](1)
@@ -121,7 +122,6 @@ async def run_registration(bookie: Bookie, store: MetadataStore, *, endpoints: d
                             other = (BookieState.READ_ONLY if want is BookieState.WRITABLE
                                      else BookieState.WRITABLE)
                             await _delete(store, registration_path(root, bid, other))
-                        data = json.dumps({**base, "bookieId": bid, "state": want.value}).encode()
                         await _create(store, registration_path(root, bid, want), data)
                         registered = want
                         log.info("bookie %s registered as %s", bid, want.value)

@@ -18,6 +18,11 @@ Per connection, four tasks share one nursery:
 * the writer sends every queued response with one ``send_all`` per wake-up (many per call under
   load) and releases their in-flight budget.
 
+Protocols: every frame is BookKeeper's v3 protobuf ``Request`` or, told apart by its first byte
+(``is_v2_payload``), a packet of its v2 protocol (ADD and READ; BookKeeper clients with
+``useV2WireProtocol``, as Pulsar's brokers). A v2 packet is served as the v3 request it means
+under a txn id the connection gives it, and answered in v2 (``_from_v2`` / ``_encode_v2``).
+
 Bounds: a connection may have at most ``max_in_flight_requests`` requests and
 ``max_in_flight_bytes`` bytes (requests read plus responses not yet sent) in progress; past that
 the reader stops reading, which pushes back on the client through TCP. A malformed or oversized
@@ -39,17 +44,26 @@ from protocols.bookkeeper import (
     BookieInfoFlag,
     FrameDecoder,
     FrameError,
+    MalformedFrame,
     OperationType,
     StatusCode,
+    V2Flag,
+    V2Op,
+    add_request,
     add_response,
     encode_add_response,
     encode_response,
+    encode_v2_response,
     error_response,
     force_ledger_response,
     get_bookie_info_response,
+    is_v2_payload,
     parse_request,
+    parse_v2_request,
     read_lac_response,
+    read_request,
     read_response,
+    v2_status,
     write_lac_response,
 )
 from protocols.bookkeeper import (
@@ -155,6 +169,10 @@ class _Connection:
         self.acked_bytes = 0
         inner = stream.transport_stream if isinstance(stream, trio.SSLStream) else stream
         self.peer = _peer_of(inner) if isinstance(inner, trio.SocketStream) else "?"
+        # requests that came in BookKeeper's v2 protocol, by the txn id given them here:
+        # (version, v2 op, ledger id, entry id) to answer them in v2 (at most max_n in flight)
+        self.v2: dict[int, tuple[int, int, int, int]] = {}
+        self.v2_txn = 2**64 - 1  # counts down: far from the ids v3 clients count up from
 
     async def run(self) -> None:
         self.metrics.connections.inc()
@@ -188,13 +206,52 @@ class _Connection:
             self.room.set()
 
     def _respond(self, response: pb.Response, request_size: int) -> None:
-        data = encode_response(response)
+        data = self._encode_v2(response) if self.v2 and response.header.txnId in self.v2 \
+            else encode_response(response)
         self.nbytes += len(data)
         self.out.append(data)
         self.out_release.append((1, request_size + len(data)))
         key = (response.header.operation, response.status)
         self.counts[key] = self.counts.get(key, 0) + 1
         self.has_out.set()
+
+    # ------------------------------------------------------------------ BookKeeper's v2 protocol
+
+    def _from_v2(self, payload: bytes) -> pb.Request:
+        """A v2 packet as the v3 request the handlers serve, under a txn id of its own; its
+        response goes back in v2 (`_encode_v2`). MalformedFrame for what v2 cannot carry."""
+        v2 = parse_v2_request(payload)
+        txn = self.v2_txn
+        self.v2_txn -= 1
+        priority = 1 if v2.flags & V2Flag.HIGH_PRIORITY else 0
+        if v2.op == V2Op.ADD_ENTRY:
+            request = add_request(txn, v2.ledger_id, v2.entry_id, v2.master_key, v2.body,
+                                  recovery=bool(v2.flags & V2Flag.RECOVERY_ADD), priority=priority)
+        else:
+            fence = bool(v2.flags & V2Flag.DO_FENCING)
+            if fence and not v2.master_key:
+                raise MalformedFrame("a v2 fencing read of version < 2 carries no master key")
+            request = read_request(txn, v2.ledger_id, v2.entry_id, fence=fence,
+                                   master_key=v2.master_key if fence else None, priority=priority)
+        self.v2[txn] = (v2.version, int(v2.op), v2.ledger_id, v2.entry_id)
+        return request
+
+    def _encode_v2(self, response: pb.Response) -> bytes:
+        version, op, ledger_id, entry_id = self.v2.pop(response.header.txnId)
+        status, body = response.status, b""
+        if response.HasField("readResponse"):
+            status = response.readResponse.status
+            if status == StatusCode.EOK:
+                body = response.readResponse.body
+        elif response.HasField("addResponse"):
+            status = response.addResponse.status
+        return encode_v2_response(version, op, v2_status(status), ledger_id, entry_id, body)
+
+    def _encode_add(self, txn: int, status: int, ledger_id: int, entry_id: int) -> bytes:
+        if self.v2 and txn in self.v2:
+            version, op, _, _ = self.v2.pop(txn)
+            return encode_v2_response(version, op, v2_status(status), ledger_id, entry_id)
+        return encode_add_response(txn, status, ledger_id, entry_id)
 
     # ------------------------------------------------------------------ reader
 
@@ -208,7 +265,8 @@ class _Connection:
             try:
                 decoder.feed(data)
                 while (payload := decoder.next_frame()) is not None:
-                    request = parse_request(payload)
+                    # v3 protobuf, or BookKeeper's v2 packets (its clients with useV2WireProtocol)
+                    request = self._from_v2(payload) if is_v2_payload(payload) else parse_request(payload)
                     size = len(payload) + 4
                     while self.n >= self.max_n or self.nbytes >= self.max_bytes:
                         self.room = trio.Event()
@@ -316,7 +374,7 @@ class _Connection:
                     key = (_ADD, status)
                     self.counts[key] = self.counts.get(key, 0) + 1
                 acks.popleft()
-                data = encode_add_response(txn, status, ticket.ledger_id, ticket.entry_id)
+                data = self._encode_add(txn, status, ticket.ledger_id, ticket.entry_id)
                 out.append(data)
                 freed += size + len(data)
                 lat.append((now - t0) * 1000.0)
@@ -374,12 +432,16 @@ class _Connection:
                 if lac <= r.previousLAC:  # timed out: the current LAC, no entry
                     self._respond(read_response(txn, StatusCode.EOK, ledger, entry, max_lac=lac), size)
                     return
+                # BookKeeper's long poll asks for entry -1 and gets the one after previousLAC
+                entry = r.previousLAC + 1
             try:
                 high = r.flag == _FENCE or req.header.priority > 0
                 body = await bookie.read_entry(ledger, entry, high_priority=high)
                 status = StatusCode.EOK
             except BookieError as exc:
                 body, status = None, exc.status
+                if r.HasField("previousLAC") and status == StatusCode.ENOENTRY:
+                    status = StatusCode.EOK  # the entry is best effort (striping): the LAC is the answer
             max_lac: int | None
             try:
                 max_lac = await bookie.lac(ledger)
@@ -387,6 +449,8 @@ class _Connection:
                 max_lac = None
             if body is not None:
                 self.metrics.read_bytes.inc(len(body))
+            else:
+                entry = r.entryId  # no entry read: the id asked for, as BookKeeper answers
             self._respond(read_response(txn, status, ledger, entry, body=body, max_lac=max_lac), size)
             self.read_lat.append((time.perf_counter() - t0) * 1000.0)
         except BookieError as exc:

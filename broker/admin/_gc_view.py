@@ -21,7 +21,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import ssl
 import time
@@ -33,7 +32,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import trio
 
-from managed_ledger import ledger_placements
+from managed_ledger import bookie_http_url, ledger_placements
 from metadata import MetadataError, MetadataStore, NoNodeError
 from retention import RetentionService, TopicReport, topic_of
 
@@ -204,10 +203,10 @@ class BookieGcView:
                 url = None
                 try:
                     data, _ = await self.store.get(f"{folder}/{name}")
-                    doc = json.loads(data) if data else {}
-                    urls = doc.get("httpUrls") or []
-                    if urls:
-                        url = _advertised(str(urls[0]), str(doc.get("host") or ""))
+                    url = bookie_http_url(data, name)
+                    if url:
+                        # a bookie id is its advertised host:port (or a name, left as it is)
+                        url = _advertised(url, name.rsplit(":", 1)[0] if ":" in name else "")
                 except (NoNodeError, MetadataError, ValueError, AttributeError):
                     pass
                 out[name] = (url, read_only)

@@ -1,10 +1,11 @@
 """Persistent topics: ``/admin/v2/persistent/{tenant}/{namespace}[/{topic}...]``: list, create,
 delete, partitions, stats, internal stats, unload, truncate (`_topic_ops` Rule 5).
 
-``partitioned-stats`` reports the partitions this broker has loaded and never loads one to report
-it (Pulsar reports a topic's stats from the broker that has it loaded); the totals are over those
-partitions, added up as Pulsar adds them, and ``metadata.partitions`` says how many there are. The
-stats are Pulsar 4.0's JSON (`broker._stats_json`), with its query parameters.
+``partitioned-stats`` and ``partitioned-internalStats`` report the partitions this broker has
+loaded and never load one to report it (Pulsar reports a topic's stats from the broker that has it
+loaded); the totals are over those partitions, added up as Pulsar adds them, and
+``metadata.partitions`` says how many there are. The stats are Pulsar 4.0's JSON
+(`broker._stats_json`), with its query parameters.
 """
 
 from __future__ import annotations
@@ -162,6 +163,19 @@ async def internal_stats_route(request: Request) -> Response:
 
 
 @endpoint
+async def partitioned_internal_stats_route(request: Request) -> Response:
+    """Pulsar's ``PartitionedTopicInternalStats``: ``metadata`` and each loaded partition's internal stats."""
+    s, topic = service_of(request), topic_of(request)
+    await require_namespace(s, topic.namespace_name)
+    n = await s.namespaces.get_partitions(topic) if topic.partition < 0 else 0
+    if not n:
+        raise RestError(404, f"Partitioned topic {topic} does not exist")
+    loaded = loaded_partitions(s.topics, topic, n)
+    parts = {str(loaded[i].name): await internal_stats(loaded[i]) for i in sorted(loaded)}
+    return json_response({"metadata": {"partitions": n, "deleted": False}, "partitions": parts})
+
+
+@endpoint
 async def truncate(request: Request) -> Response:
     s, topic = service_of(request), topic_of(request)
     await require_namespace(s, topic.namespace_name)
@@ -208,6 +222,7 @@ def routes() -> list[Route]:
         Route(f"{tp}/stats", stats, methods=["GET"]),
         Route(f"{tp}/partitioned-stats", partitioned_stats_route, methods=["GET"]),
         Route(f"{tp}/internalStats", internal_stats_route, methods=["GET"]),
+        Route(f"{tp}/partitioned-internalStats", partitioned_internal_stats_route, methods=["GET"]),
         Route(f"{tp}/unload", unload, methods=["PUT"]),
         Route(f"{tp}/truncate", truncate, methods=["DELETE"]),
     ]

@@ -6,7 +6,7 @@ It creates, each only when missing (so running it again changes nothing and says
 * the cluster record ``/admin/clusters/{cluster}`` (Pulsar's ClusterData: web and broker URLs);
 * tenant ``public`` (allowed on the cluster) and namespace ``public/default``, plus the
   ``pulsar/system`` namespace Pulsar creates;
-* BookKeeper's ledger layout under the ledgers root: ``LAYOUT`` (long hierarchical),
+* BookKeeper's ledger layout under the ledgers root: ``LAYOUT`` (hierarchical, BookKeeper's default),
   ``INSTANCEID`` (a fresh UUID, only while no bookie has written a cookie: a cookie carries the
   instance id it was written with, so adding one later would lock existing bookies out) and the
   ``available``/``readonly`` registration parents.
@@ -24,8 +24,9 @@ import trio
 
 from magnetar.cli._common import EXIT_CONFIG, EXIT_START
 
-LAYOUT_VALUE = b"2\norg.apache.bookkeeper.meta.LongHierarchicalLedgerManagerFactory:1\n"
-"""BookKeeper's LAYOUT record (format version 2, manager factory class:version)."""
+LAYOUT_VALUE = b"2\norg.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory:1"
+"""BookKeeper's LAYOUT record (format version 2, manager factory class:version), as
+``bookkeeper shell initnewcluster`` writes it by default."""
 
 
 async def initialize(url: str, cluster: str, *, web_url: str, web_url_tls: str, broker_url: str,

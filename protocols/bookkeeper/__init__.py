@@ -48,13 +48,16 @@ from ._frames import parse_request as parse_request
 from ._frames import parse_response as parse_response
 from ._layout import AVAILABLE as AVAILABLE
 from ._layout import COOKIES as COOKIES
+from ._layout import HYBRID_SPLIT as HYBRID_SPLIT
 from ._layout import IDGEN as IDGEN
 from ._layout import INSTANCEID as INSTANCEID
 from ._layout import LAYOUT as LAYOUT
 from ._layout import LEDGER_LEVELS as LEDGER_LEVELS
 from ._layout import LEDGERS as LEDGERS
+from ._layout import LONG_LEVELS as LONG_LEVELS
 from ._layout import MAX_LEDGER_ID as MAX_LEDGER_ID
 from ._layout import READONLY as READONLY
+from ._layout import SHORT_LEVELS as SHORT_LEVELS
 from ._layout import UNDERREPLICATION as UNDERREPLICATION
 from ._layout import LayoutFormatError as LayoutFormatError
 from ._layout import LedgerLayout as LedgerLayout
@@ -71,10 +74,13 @@ from ._layout import ledger_ids_in as ledger_ids_in
 from ._layout import ledger_level_children as ledger_level_children
 from ._layout import ledger_path as ledger_path
 from ._layout import ledgers_root as ledgers_root
+from ._layout import level_name as level_name
 from ._layout import parse_layout_name as parse_layout_name
 from ._layout import readonly_path as readonly_path
 from ._layout import short_ledger_id as short_ledger_id
 from ._layout import short_ledger_path as short_ledger_path
+from ._layout import tree_of as tree_of
+from ._layout import trees as trees
 from ._ledger_metadata import METADATA_FORMAT_VERSION as METADATA_FORMAT_VERSION
 from ._ledger_metadata import DigestType as DigestType
 from ._ledger_metadata import LedgerMetadata as LedgerMetadata
@@ -97,9 +103,37 @@ from ._messages import request_body as request_body
 from ._messages import response_body as response_body
 from ._messages import write_lac_request as write_lac_request
 from ._messages import write_lac_response as write_lac_response
+from ._registration import BOOKIE_RPC as BOOKIE_RPC
+from ._registration import BookieServiceInfo as BookieServiceInfo
+from ._registration import Endpoint as Endpoint
+from ._registration import RegistrationFormatError as RegistrationFormatError
+from ._v2 import V2Flag as V2Flag
+from ._v2 import V2Op as V2Op
+from ._v2 import V2Request as V2Request
+from ._v2 import encode_v2_response as encode_v2_response
+from ._v2 import is_v2_payload as is_v2_payload
+from ._v2 import parse_v2_request as parse_v2_request
+from ._v2 import v2_status as v2_status
 
 __all__ = [
     "AVAILABLE",
+    "HYBRID_SPLIT",
+    "LONG_LEVELS",
+    "SHORT_LEVELS",
+    "level_name",
+    "tree_of",
+    "trees",
+    "BOOKIE_RPC",
+    "BookieServiceInfo",
+    "Endpoint",
+    "RegistrationFormatError",
+    "V2Flag",
+    "V2Op",
+    "V2Request",
+    "encode_v2_response",
+    "is_v2_payload",
+    "parse_v2_request",
+    "v2_status",
     "AddRequestEncoder",
     "BookieInfoFlag",
     "COOKIES",

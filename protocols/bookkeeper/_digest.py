@@ -15,9 +15,8 @@ type       bytes  code
 CRC32C     4      CRC32C (Castagnoli, reflected, init/xorout 0xFFFFFFFF, as
                   ``crc32c.crc32c``), a Java int - Magnetar's and Pulsar's default
 CRC32      8      zlib CRC32 as an unsigned value in a Java long (the high 4 bytes 0)
-HMAC       32     HMAC-SHA256 keyed with SHA-256(``b"mac"`` + ledger password). BookKeeper's
-                  MAC digest derives its key the same way but with SHA-1 / HmacSHA1 (20
-                  bytes); Magnetar uses SHA-256 for both, so its MAC is not the Java one
+HMAC       20     HMAC-SHA1 keyed with SHA-1(``b"mac"`` + ledger password), as BookKeeper's
+                  ``MacDigestManager`` (its ``DigestType.MAC``)
 DUMMY      0      nothing: the payload is not protected, only the ids in the header are
                   checked (as BookKeeper's ``DummyDigestManager``, for benchmarks)
 =========  =====  =====================================================================
@@ -71,14 +70,14 @@ ENTRY_METADATA_SIZE = _META.size
 LAC_METADATA_SIZE = _LAC_META.size
 """16: the LAC body bytes every digest type shares (ledger id, LAC), before the code."""
 
-_CODE_SIZE = {DigestType.CRC32C: 4, DigestType.CRC32: 8, DigestType.HMAC: 32, DigestType.DUMMY: 0}
+_CODE_SIZE = {DigestType.CRC32C: 4, DigestType.CRC32: 8, DigestType.HMAC: 20, DigestType.DUMMY: 0}
 
 ENTRY_HEADER_SIZE = ENTRY_METADATA_SIZE + _CODE_SIZE[DigestType.CRC32C]
 """36: bytes before the payload in a CRC32C-framed entry."""
 LAC_BODY_SIZE = LAC_METADATA_SIZE + _CODE_SIZE[DigestType.CRC32C]
 """20: bytes of a CRC32C-framed LAC."""
 MAX_ENTRY_HEADER_SIZE = ENTRY_METADATA_SIZE + max(_CODE_SIZE.values())
-"""64: the largest header of any digest type (HMAC-SHA256), for frame-size bounds."""
+"""52: the largest header of any digest type (HMAC-SHA1), for frame-size bounds."""
 
 
 class DigestMismatch(Exception):
@@ -149,10 +148,10 @@ class EntryDigest:
         elif self.digest_type is DigestType.DUMMY:
             code = _dummy_code
         else:
-            key = hashlib.sha256(b"mac" + bytes(password)).digest()
+            key = hashlib.sha1(b"mac" + bytes(password)).digest()
 
             def code(meta: _Buffer, payload: _Buffer) -> bytes:
-                mac = hmac.new(key, meta, hashlib.sha256)
+                mac = hmac.new(key, meta, hashlib.sha1)
                 mac.update(payload)
                 return mac.digest()
         self._code = code

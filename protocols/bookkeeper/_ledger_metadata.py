@@ -1,8 +1,11 @@
 """Ledger metadata: the record a ledger's metadata node holds, as a frozen value.
 
-Stored form (BookKeeper's format version 3): the ASCII line
-``BookieMetadataFormatVersion\\t3\\n`` then the ``LedgerMetadataFormat`` protobuf, prefixed with
-its length as a protobuf varint (Java's ``writeDelimitedTo``).
+Stored form (BookKeeper's format version 3, what BookKeeper 4.9+ writes by default): the ASCII
+line ``BookieMetadataFormatVersion\\t3\\n`` then the ``LedgerMetadataFormat`` protobuf, prefixed
+with its length as a protobuf varint (Java's ``writeDelimitedTo``). Format version 2 (the same
+message in protobuf text format after the line ``BookieMetadataFormatVersion\\t2\\n``, written by
+BookKeeper before 4.9 or with ``ledgerMetadataVersion = 2``) is read too, and a ledger read in it
+is written back in it (``format_version``), as BookKeeper keeps a ledger's format on update.
 
 State rules (``LedgerState``):
 
@@ -24,11 +27,13 @@ entry is >= -1 and its segments start at or below ``last_entry_id + 1``.
 from __future__ import annotations
 
 import enum
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from google.protobuf import text_format
 from google.protobuf.message import DecodeError, EncodeError
 
 from .._utf8 import invalid_utf8_field
@@ -122,6 +127,8 @@ class LedgerMetadata:
     ctime_ms: int | None = None
     custom_metadata: Mapping[str, bytes] = field(default_factory=dict)
     ctoken: int = 0
+    format_version: int = field(default=METADATA_FORMAT_VERSION, compare=False)
+    """The stored form ``encode`` writes: 3 (binary) or 2 (text). Not part of equality."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "segments", tuple(self.segments))
@@ -247,7 +254,12 @@ class LedgerMetadata:
         return fmt
 
     def encode(self) -> bytes:
-        """The stored form: version header line, then the length-delimited protobuf."""
+        """The stored form: version header line, then the length-delimited protobuf (format 3) or
+        its text (format 2, without the creator token, which that format never had)."""
+        if self.format_version == 2:
+            fmt = self.to_proto()
+            fmt.ClearField("cToken")
+            return _HEADER_KEY + b"2\n" + text_format.MessageToString(fmt).encode()
         try:
             body: bytes = self.to_proto().SerializeToString()
         except EncodeError as exc:  # unreachable for validated values; named for clarity
@@ -290,9 +302,11 @@ class LedgerMetadata:
         version = data[pos:end]
         if not version.isdigit():
             raise MetadataFormatError(f"ledger metadata version {version!r} is not a number")
+        if int(version) == 2:
+            return cls._decode_text(data[end + 1:])
         if int(version) != METADATA_FORMAT_VERSION:
             raise MetadataFormatError(
-                f"ledger metadata format version {int(version)} unsupported (only {METADATA_FORMAT_VERSION})")
+                f"ledger metadata format version {int(version)} unsupported (2 and {METADATA_FORMAT_VERSION} are)")
         pos = end + 1
         size, pos = _read_varint(data, pos)
         if pos + size != len(data):
@@ -311,3 +325,18 @@ class LedgerMetadata:
         if bad is not None:
             raise MetadataFormatError(f"ledger metadata field {bad} is not UTF-8")
         return cls.from_proto(fmt)
+
+    @classmethod
+    def _decode_text(cls, body: bytes) -> LedgerMetadata:
+        """Format 2: the message in protobuf text format."""
+        fmt = pb.LedgerMetadataFormat()
+        try:
+            with warnings.catch_warnings():  # an invalid escape only warns in Python; Java's parser refuses it
+                warnings.simplefilter("error", DeprecationWarning)
+                text_format.Parse(body.decode("utf-8"), fmt)
+        except (text_format.ParseError, UnicodeDecodeError, DeprecationWarning) as exc:
+            raise MetadataFormatError(f"ledger metadata text unparsable: {exc}") from exc
+        if not fmt.IsInitialized():
+            missing = fmt.FindInitializationErrors()  # type: ignore[attr-defined]  # not in the stubs
+            raise MetadataFormatError(f"ledger metadata lacks {missing}")
+        return replace(cls.from_proto(fmt), format_version=2)

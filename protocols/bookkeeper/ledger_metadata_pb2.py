@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n*protocols/bookkeeper/ledger_metadata.proto\x12\x0fmagnetar.ledger\"\x9a\x05\n\x14LedgerMetadataFormat\x12\x12\n\nquorumSize\x18\x01 \x02(\x05\x12\x14\n\x0c\x65nsembleSize\x18\x02 \x02(\x05\x12\x0e\n\x06length\x18\x03 \x02(\x03\x12\x13\n\x0blastEntryId\x18\x04 \x01(\x03\x12@\n\x05state\x18\x05 \x02(\x0e\x32+.magnetar.ledger.LedgerMetadataFormat.State:\x04OPEN\x12>\n\x07segment\x18\x06 \x03(\x0b\x32-.magnetar.ledger.LedgerMetadataFormat.Segment\x12\x44\n\ndigestType\x18\x07 \x01(\x0e\x32\x30.magnetar.ledger.LedgerMetadataFormat.DigestType\x12\x10\n\x08password\x18\x08 \x01(\x0c\x12\x15\n\rackQuorumSize\x18\t \x01(\x05\x12\r\n\x05\x63time\x18\n \x01(\x03\x12O\n\x0e\x63ustomMetadata\x18\x0b \x03(\x0b\x32\x37.magnetar.ledger.LedgerMetadataFormat.cMetadataMapEntry\x12\x0e\n\x06\x63Token\x18\x0c \x01(\x03\x1a\x37\n\x07Segment\x12\x16\n\x0e\x65nsembleMember\x18\x01 \x03(\t\x12\x14\n\x0c\x66irstEntryId\x18\x02 \x02(\x03\x1a/\n\x11\x63MetadataMapEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c\".\n\x05State\x12\x08\n\x04OPEN\x10\x01\x12\x0f\n\x0bIN_RECOVERY\x10\x02\x12\n\n\x06\x43LOSED\x10\x03\"8\n\nDigestType\x12\t\n\x05\x43RC32\x10\x01\x12\x08\n\x04HMAC\x10\x02\x12\n\n\x06\x43RC32C\x10\x03\x12\t\n\x05\x44UMMY\x10\x04\"^\n\x0c\x43ookieFormat\x12\x12\n\nbookieHost\x18\x01 \x02(\t\x12\x12\n\njournalDir\x18\x02 \x02(\t\x12\x12\n\nledgerDirs\x18\x03 \x02(\t\x12\x12\n\ninstanceId\x18\x04 \x01(\t\"=\n\x1bUnderreplicatedLedgerFormat\x12\x0f\n\x07replica\x18\x01 \x03(\t\x12\r\n\x05\x63time\x18\x02 \x01(\x03\"\"\n\x0eLockDataFormat\x12\x10\n\x08\x62ookieId\x18\x01 \x01(\t')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n*protocols/bookkeeper/ledger_metadata.proto\x12\x0fmagnetar.ledger\"\x9a\x05\n\x14LedgerMetadataFormat\x12\x12\n\nquorumSize\x18\x01 \x02(\x05\x12\x14\n\x0c\x65nsembleSize\x18\x02 \x02(\x05\x12\x0e\n\x06length\x18\x03 \x02(\x03\x12\x13\n\x0blastEntryId\x18\x04 \x01(\x03\x12@\n\x05state\x18\x05 \x02(\x0e\x32+.magnetar.ledger.LedgerMetadataFormat.State:\x04OPEN\x12>\n\x07segment\x18\x06 \x03(\x0b\x32-.magnetar.ledger.LedgerMetadataFormat.Segment\x12\x44\n\ndigestType\x18\x07 \x01(\x0e\x32\x30.magnetar.ledger.LedgerMetadataFormat.DigestType\x12\x10\n\x08password\x18\x08 \x01(\x0c\x12\x15\n\rackQuorumSize\x18\t \x01(\x05\x12\r\n\x05\x63time\x18\n \x01(\x03\x12O\n\x0e\x63ustomMetadata\x18\x0b \x03(\x0b\x32\x37.magnetar.ledger.LedgerMetadataFormat.cMetadataMapEntry\x12\x0e\n\x06\x63Token\x18\x0c \x01(\x03\x1a\x37\n\x07Segment\x12\x16\n\x0e\x65nsembleMember\x18\x01 \x03(\t\x12\x14\n\x0c\x66irstEntryId\x18\x02 \x02(\x03\x1a/\n\x11\x63MetadataMapEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c\".\n\x05State\x12\x08\n\x04OPEN\x10\x01\x12\x0f\n\x0bIN_RECOVERY\x10\x02\x12\n\n\x06\x43LOSED\x10\x03\"8\n\nDigestType\x12\t\n\x05\x43RC32\x10\x01\x12\x08\n\x04HMAC\x10\x02\x12\n\n\x06\x43RC32C\x10\x03\x12\t\n\x05\x44UMMY\x10\x04\"q\n\x0c\x43ookieFormat\x12\x12\n\nbookieHost\x18\x01 \x02(\t\x12\x12\n\njournalDir\x18\x02 \x02(\t\x12\x12\n\nledgerDirs\x18\x03 \x02(\t\x12\x12\n\ninstanceId\x18\x04 \x01(\t\x12\x11\n\tindexDirs\x18\x05 \x01(\t\"=\n\x1bUnderreplicatedLedgerFormat\x12\x0f\n\x07replica\x18\x01 \x03(\t\x12\r\n\x05\x63time\x18\x02 \x01(\x03\"\xc4\x02\n\x17\x42ookieServiceInfoFormat\x12\x44\n\tendpoints\x18\x06 \x03(\x0b\x32\x31.magnetar.ledger.BookieServiceInfoFormat.Endpoint\x12L\n\nproperties\x18\x07 \x03(\x0b\x32\x38.magnetar.ledger.BookieServiceInfoFormat.PropertiesEntry\x1a\x66\n\x08\x45ndpoint\x12\n\n\x02id\x18\x01 \x02(\t\x12\x0c\n\x04port\x18\x02 \x02(\x05\x12\x0c\n\x04host\x18\x03 \x02(\t\x12\x10\n\x08protocol\x18\x04 \x02(\t\x12\x0c\n\x04\x61uth\x18\x05 \x03(\t\x12\x12\n\nextensions\x18\x06 \x03(\t\x1a-\n\x0fPropertiesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t\"\"\n\x0eLockDataFormat\x12\x10\n\x08\x62ookieId\x18\x01 \x01(\t')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -42,9 +42,15 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LEDGERMETADATAFORMAT_DIGESTTYPE']._serialized_start=674
   _globals['_LEDGERMETADATAFORMAT_DIGESTTYPE']._serialized_end=730
   _globals['_COOKIEFORMAT']._serialized_start=732
-  _globals['_COOKIEFORMAT']._serialized_end=826
-  _globals['_UNDERREPLICATEDLEDGERFORMAT']._serialized_start=828
-  _globals['_UNDERREPLICATEDLEDGERFORMAT']._serialized_end=889
-  _globals['_LOCKDATAFORMAT']._serialized_start=891
-  _globals['_LOCKDATAFORMAT']._serialized_end=925
+  _globals['_COOKIEFORMAT']._serialized_end=845
+  _globals['_UNDERREPLICATEDLEDGERFORMAT']._serialized_start=847
+  _globals['_UNDERREPLICATEDLEDGERFORMAT']._serialized_end=908
+  _globals['_BOOKIESERVICEINFOFORMAT']._serialized_start=911
+  _globals['_BOOKIESERVICEINFOFORMAT']._serialized_end=1235
+  _globals['_BOOKIESERVICEINFOFORMAT_ENDPOINT']._serialized_start=1086
+  _globals['_BOOKIESERVICEINFOFORMAT_ENDPOINT']._serialized_end=1188
+  _globals['_BOOKIESERVICEINFOFORMAT_PROPERTIESENTRY']._serialized_start=1190
+  _globals['_BOOKIESERVICEINFOFORMAT_PROPERTIESENTRY']._serialized_end=1235
+  _globals['_LOCKDATAFORMAT']._serialized_start=1237
+  _globals['_LOCKDATAFORMAT']._serialized_end=1271
 # @@protoc_insertion_point(module_scope)

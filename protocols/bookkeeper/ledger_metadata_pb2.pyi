@@ -68,16 +68,18 @@ class LedgerMetadataFormat(_message.Message):
     def __init__(self, quorumSize: _Optional[int] = ..., ensembleSize: _Optional[int] = ..., length: _Optional[int] = ..., lastEntryId: _Optional[int] = ..., state: _Optional[_Union[LedgerMetadataFormat.State, str]] = ..., segment: _Optional[_Iterable[_Union[LedgerMetadataFormat.Segment, _Mapping]]] = ..., digestType: _Optional[_Union[LedgerMetadataFormat.DigestType, str]] = ..., password: _Optional[bytes] = ..., ackQuorumSize: _Optional[int] = ..., ctime: _Optional[int] = ..., customMetadata: _Optional[_Iterable[_Union[LedgerMetadataFormat.cMetadataMapEntry, _Mapping]]] = ..., cToken: _Optional[int] = ...) -> None: ...
 
 class CookieFormat(_message.Message):
-    __slots__ = ("bookieHost", "journalDir", "ledgerDirs", "instanceId")
+    __slots__ = ("bookieHost", "journalDir", "ledgerDirs", "instanceId", "indexDirs")
     BOOKIEHOST_FIELD_NUMBER: _ClassVar[int]
     JOURNALDIR_FIELD_NUMBER: _ClassVar[int]
     LEDGERDIRS_FIELD_NUMBER: _ClassVar[int]
     INSTANCEID_FIELD_NUMBER: _ClassVar[int]
+    INDEXDIRS_FIELD_NUMBER: _ClassVar[int]
     bookieHost: str
     journalDir: str
     ledgerDirs: str
     instanceId: str
-    def __init__(self, bookieHost: _Optional[str] = ..., journalDir: _Optional[str] = ..., ledgerDirs: _Optional[str] = ..., instanceId: _Optional[str] = ...) -> None: ...
+    indexDirs: str
+    def __init__(self, bookieHost: _Optional[str] = ..., journalDir: _Optional[str] = ..., ledgerDirs: _Optional[str] = ..., instanceId: _Optional[str] = ..., indexDirs: _Optional[str] = ...) -> None: ...
 
 class UnderreplicatedLedgerFormat(_message.Message):
     __slots__ = ("replica", "ctime")
@@ -86,6 +88,36 @@ class UnderreplicatedLedgerFormat(_message.Message):
     replica: _containers.RepeatedScalarFieldContainer[str]
     ctime: int
     def __init__(self, replica: _Optional[_Iterable[str]] = ..., ctime: _Optional[int] = ...) -> None: ...
+
+class BookieServiceInfoFormat(_message.Message):
+    __slots__ = ("endpoints", "properties")
+    class Endpoint(_message.Message):
+        __slots__ = ("id", "port", "host", "protocol", "auth", "extensions")
+        ID_FIELD_NUMBER: _ClassVar[int]
+        PORT_FIELD_NUMBER: _ClassVar[int]
+        HOST_FIELD_NUMBER: _ClassVar[int]
+        PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+        AUTH_FIELD_NUMBER: _ClassVar[int]
+        EXTENSIONS_FIELD_NUMBER: _ClassVar[int]
+        id: str
+        port: int
+        host: str
+        protocol: str
+        auth: _containers.RepeatedScalarFieldContainer[str]
+        extensions: _containers.RepeatedScalarFieldContainer[str]
+        def __init__(self, id: _Optional[str] = ..., port: _Optional[int] = ..., host: _Optional[str] = ..., protocol: _Optional[str] = ..., auth: _Optional[_Iterable[str]] = ..., extensions: _Optional[_Iterable[str]] = ...) -> None: ...
+    class PropertiesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    PROPERTIES_FIELD_NUMBER: _ClassVar[int]
+    endpoints: _containers.RepeatedCompositeFieldContainer[BookieServiceInfoFormat.Endpoint]
+    properties: _containers.RepeatedCompositeFieldContainer[BookieServiceInfoFormat.PropertiesEntry]
+    def __init__(self, endpoints: _Optional[_Iterable[_Union[BookieServiceInfoFormat.Endpoint, _Mapping]]] = ..., properties: _Optional[_Iterable[_Union[BookieServiceInfoFormat.PropertiesEntry, _Mapping]]] = ...) -> None: ...
 
 class LockDataFormat(_message.Message):
     __slots__ = ("bookieId",)

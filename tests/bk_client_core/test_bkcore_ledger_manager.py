@@ -143,8 +143,9 @@ async def test_unique_ids_under_concurrency_and_restart(store: object) -> None:
 
 
 async def test_id_high_order_buckets_roll_over(store: object) -> None:
-    # 2 low bits: each HOB bucket serves ids hob*4 + 0..2, then a new bucket is opened.
-    clients = [LedgerManager(store, ROOT, id_low_bits=2) for _ in range(3)]
+    # a sequence limit of 3: each HOB bucket serves ids hob << 32 | 0..2, then a new bucket is opened
+    await store.create(f"{ROOT}/ledgers/idgen-long", make_parents=True)  # type: ignore[attr-defined]
+    clients = [LedgerManager(store, ROOT, id_seq_limit=3) for _ in range(3)]
     ids: list[int] = []
 
     async def draw(lm: LedgerManager) -> None:
@@ -156,10 +157,30 @@ async def test_id_high_order_buckets_roll_over(store: object) -> None:
         for lm in clients:
             n.start_soon(draw, lm)
     assert len(set(ids)) == 30
-    assert all(i % 4 != 3 for i in ids)
-    assert max(ids) >= 4 * 9  # at least ten buckets were used
+    assert all(i & 0xFFFFFFFF < 3 for i in ids)
+    assert max(ids) >> 32 >= 10  # at least ten buckets were used, the first HOB-0000000001
+    assert min(ids) >> 32 == 1
     with pytest.raises(ValueError):
-        LedgerManager(store, ROOT, id_low_bits=32)
+        LedgerManager(store, ROOT, id_seq_limit=2**31)
+
+
+async def test_ids_as_bookkeeper_draws_them(store: object) -> None:
+    # short ids from {ledgers}/idgen/ID- (flat: {ledgers}/ID-) until exhausted, then idgen-long
+    # with hob << 32 | seq, as BookKeeper's LongZkLedgerIdGenerator
+    # (a store's counter may also count the deleted ID- nodes: ids are unique, not consecutive)
+    short = LedgerManager(store, ROOT, id_seq_limit=4)
+    ids = [await short.generate_ledger_id() for _ in range(6)]
+    first_long = next(i for i, lid in enumerate(ids) if lid >= 1 << 32)
+    assert ids[0] == 0 and ids[:first_long] == sorted(set(ids[:first_long])) and max(ids[:first_long]) < 4
+    assert ids[first_long] == 1 << 32 and all(lid & 0xFFFFFFFF < 4 for lid in ids[first_long:])
+    assert ids[first_long:] == sorted(set(ids[first_long:]))
+    assert await store.exists(f"{ROOT}/ledgers/idgen-long/HOB-0000000001") is not None  # type: ignore[attr-defined]
+    # a client that never saw the short ids joins the long ones
+    assert await LedgerManager(store, ROOT).generate_ledger_id() >> 32 >= 1
+    flat = LedgerManager(store, "/flat", layout=LedgerLayout.FLAT)
+    flat_ids = [await flat.generate_ledger_id() for _ in range(2)]
+    assert flat_ids[0] == 0 < flat_ids[1] < 3
+    assert await store.children("/flat/ledgers") == []  # type: ignore[attr-defined]
 
 
 class CountingStore:
@@ -246,7 +267,7 @@ async def test_ids_never_repeat_across_store_restarts(store_url: str) -> None:
     seen: set[int] = set()
     for _ in range(3):
         async with open_metadata_store(store_url) as s:
-            lm = LedgerManager(s, ROOT, id_low_bits=3)
+            lm = LedgerManager(s, ROOT, id_seq_limit=3)
             ids = [await lm.generate_ledger_id() for _ in range(10)]
             assert not seen & set(ids)
             seen |= set(ids)
@@ -281,8 +302,10 @@ async def test_the_layout_node_is_written_once_and_enforced(store: object) -> No
     data, _ = await store.get(f"{ROOT}/ledgers/LAYOUT")  # type: ignore[attr-defined]
     assert data == encode_layout(LedgerLayout.FLAT)
     with pytest.raises(MetadataStoreError, match="ledgerManagerFactoryClass"):
-        await LedgerManager(store, ROOT).ensure_layout()
-    await LedgerManager(store, "/other").ensure_layout()  # another cluster root: its own layout
+        await LedgerManager(store, ROOT, layout=LedgerLayout.HIERARCHICAL).ensure_layout()
+    follower = LedgerManager(store, ROOT)  # none configured: the recorded layout, as BookKeeper's zk:// URIs
+    assert await follower.ensure_layout() is LedgerLayout.FLAT and follower.layout is LedgerLayout.FLAT
+    assert await LedgerManager(store, "/other").ensure_layout() is LedgerLayout.HIERARCHICAL  # its own
 
 
 async def test_a_client_of_the_other_layout_refuses_to_open(store: object) -> None:
@@ -290,8 +313,11 @@ async def test_a_client_of_the_other_layout_refuses_to_open(store: object) -> No
                                config=ClientConfig(ledger_manager_factory_class="flat")) as bk:
         assert bk.ledger_manager.layout is LedgerLayout.FLAT
     with pytest.raises(MetadataStoreError, match="flat"):
-        async with BookKeeper.open(store, root=ROOT):  # type: ignore[arg-type]
+        async with BookKeeper.open(store, root=ROOT,  # type: ignore[arg-type]
+                                   config=ClientConfig(ledger_manager_factory_class="longhierarchical")):
             pass
+    async with BookKeeper.open(store, root=ROOT) as bk:  # type: ignore[arg-type]
+        assert bk.ledger_manager.layout is LedgerLayout.FLAT
 
 
 def test_bad_layout_name_is_a_config_error() -> None:

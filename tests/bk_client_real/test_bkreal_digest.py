@@ -83,7 +83,7 @@ def flip_in_logs(bookie: RealBookie, needle: bytes, offset: int) -> None:
         f.write(bytes([byte[0] ^ 0x5A]))
 
 
-HEADER = {DigestType.CRC32C: 36, DigestType.CRC32: 40, DigestType.HMAC: 64, DigestType.DUMMY: 32}
+HEADER = {DigestType.CRC32C: 36, DigestType.CRC32: 40, DigestType.HMAC: 52, DigestType.DUMMY: 32}
 """Bytes of the stored body before its payload: 32 + the type's code."""
 
 

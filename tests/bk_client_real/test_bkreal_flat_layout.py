@@ -86,10 +86,14 @@ async def test_flat_layout_end_to_end(zookeeper: ZooKeeperServer, tmp_path: Path
 
         async with open_metadata_store(url) as store:
             with pytest.raises(MetadataStoreError, match="ledgerManagerFactoryClass"):
-                async with BookKeeper.open(store):  # hierarchical by default
+                async with BookKeeper.open(store, config=ClientConfig(ledger_manager_factory_class="hierarchical")):
                     pass
+            async with BookKeeper.open(store) as bk:  # none configured: the recorded layout
+                assert bk.ledger_manager.layout is LedgerLayout.FLAT
         other = free_port()
-        hier = RealBookie(tmp_path / "b1", url, ["--port", str(other)], bookie_id=f"127.0.0.1:{other}")
+        hier = RealBookie(tmp_path / "b1", url,
+                          ["--port", str(other), "--set", "ledgerManagerFactoryClass=hierarchical"],
+                          bookie_id=f"127.0.0.1:{other}")
         with pytest.raises(RuntimeError, match="ledger_manager_factory_class"):
             await trio.to_thread.run_sync(hier.start)
     finally:

@@ -49,16 +49,23 @@ async def test_gc_deletes_ledgers_whose_flat_node_is_gone(tmp_path: Path) -> Non
 async def test_bookie_start_check_records_and_enforces_the_layout(tmp_path: Path) -> None:
     flat = BookieConfig(journal_dir=str(tmp_path / "j"), ledger_dirs=(str(tmp_path / "l"),),
                         metadata_root=ROOT, ledger_manager_factory_class="flat")
-    hier = BookieConfig(journal_dir=str(tmp_path / "j"), ledger_dirs=(str(tmp_path / "l"),), metadata_root=ROOT)
+    hier = BookieConfig(journal_dir=str(tmp_path / "j"), ledger_dirs=(str(tmp_path / "l"),), metadata_root=ROOT,
+                        ledger_manager_factory_class="hierarchical")
+    unset = BookieConfig(journal_dir=str(tmp_path / "j"), ledger_dirs=(str(tmp_path / "l"),), metadata_root=ROOT)
     async with open_metadata_store(f"memory://gc-flat-{uuid.uuid4().hex}") as store:
-        await check_ledger_layout(flat, store)
+        assert await check_ledger_layout(flat, store) is LedgerLayout.FLAT
         assert (await store.get(f"{ROOT}/ledgers/LAYOUT"))[0] == encode_layout(LedgerLayout.FLAT)
-        await check_ledger_layout(flat, store)
+        assert await check_ledger_layout(flat, store) is LedgerLayout.FLAT
         with pytest.raises(ConfigError, match="ledger_manager_factory_class"):
             await check_ledger_layout(hier, store)
+        assert await check_ledger_layout(unset, store) is LedgerLayout.FLAT  # nothing configured: the record
         await store.set(f"{ROOT}/ledgers/LAYOUT", b"2\norg.example.OtherFactory:1\n", version=0)
         with pytest.raises(ConfigError, match="does not implement"):
             await check_ledger_layout(flat, store)
+    async with open_metadata_store(f"memory://gc-flat-{uuid.uuid4().hex}") as store:
+        # a new cluster and nothing configured: BookKeeper's default, hierarchical, is recorded
+        assert await check_ledger_layout(unset, store) is LedgerLayout.HIERARCHICAL
+        assert (await store.get(f"{ROOT}/ledgers/LAYOUT"))[0] == encode_layout(LedgerLayout.HIERARCHICAL)
 
 
 def test_bad_layout_name_is_a_config_error() -> None:

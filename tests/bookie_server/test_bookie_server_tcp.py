@@ -101,18 +101,19 @@ async def test_lac_operations_and_long_poll(tmp_path: Path) -> None:
         assert lac.readLacResponse.lacBody == encode_lac(4, 2)
         assert lac.readLacResponse.lastEntryBody == entry(4, 2, b"x")
         # a long poll that times out answers with the current LAC and no entry
-        timeout = await c.call(read_request(13, 4, 3, piggyback=True, previous_lac=2, timeout_ms=50))
+        # (BookKeeper's clients ask for entry -1, LAST_ADD_CONFIRMED, and get the one after previousLAC)
+        timeout = await c.call(read_request(13, 4, -1, piggyback=True, previous_lac=2, timeout_ms=50))
         assert timeout.status == StatusCode.EOK and timeout.readResponse.maxLAC == 2
-        assert not timeout.readResponse.HasField("body")
+        assert not timeout.readResponse.HasField("body") and timeout.readResponse.entryId == -1
         # a waiting long poll is answered once an add advances the LAC
-        await c.send(read_request(14, 4, 3, piggyback=True, previous_lac=2, timeout_ms=30_000))
+        await c.send(read_request(14, 4, -1, piggyback=True, previous_lac=2, timeout_ms=30_000))
         await wait_until_async(lambda: bookie.statistics().long_poll_waiters == 1, "the long poll to wait")
         await c.send(add_request(15, 4, 3, KEY, entry(4, 3, b"y")),
                      add_request(16, 4, 4, KEY, entry(4, 4, b"z")))
         with trio.fail_after(10):
             woke = await c.receive(14)
         assert woke.status == StatusCode.EOK and woke.readResponse.maxLAC == 3
-        assert woke.readResponse.body == entry(4, 3, b"y")
+        assert woke.readResponse.body == entry(4, 3, b"y") and woke.readResponse.entryId == 3
         assert (await c.call(force_ledger_request(17, 4))).status == StatusCode.EOK
         info = await c.call(get_bookie_info_request(18))
         assert info.getBookieInfoResponse.totalDiskCapacity >= info.getBookieInfoResponse.freeDiskSpace > 0

@@ -46,6 +46,10 @@ def test_disabled_refuses_missing_topics(http: httpx.Client, client: pulsar.Clie
         client.create_producer(f"persistent://{ns}/missing")
     with pytest.raises(pulsar.TopicNotFound):
         client.subscribe(f"persistent://{ns}/missing", "s")
+    # neither does creating a subscription create it (Pulsar answers 412)
+    r = http.put(f"{V2}/persistent/{ns}/missing/subscription/s")
+    assert r.status_code == 412, r.text
+    assert http.get(f"{V2}/persistent/{ns}/missing/stats").status_code == 404
     # a topic created through the admin API is usable
     assert http.put(f"{V2}/persistent/{ns}/made").status_code == 204
     consumer = client.subscribe(f"persistent://{ns}/made", "s")
@@ -76,6 +80,10 @@ def test_partitioned_auto_creation(http: httpx.Client, client: pulsar.Client, na
     assert got == sorted(f"m{i}".encode() for i in range(6))
     producer.close()
     consumer.close()
+    # creating a subscription on a missing topic creates it the same way, partitioned
+    assert http.put(f"{V2}/persistent/{ns}/by-sub/subscription/s").status_code == 204
+    assert http.get(f"{V2}/persistent/{ns}/by-sub/partitions").json() == {"partitions": 3}
+    assert http.get(f"{V2}/persistent/{ns}/by-sub/subscriptions").json() == ["s"]
 
 
 def test_cli(broker: AdminBroker, http: httpx.Client, client: pulsar.Client, name: str) -> None:

@@ -136,7 +136,9 @@ def test_stats_subscriptions_and_cursor_ops(http, client: pulsar.Client, name: s
     assert http.put(f"{tp}/subscription/admin-sub", json={"ledgerId": -1, "entryId": -1}).status_code == 204
     assert http.put(f"{tp}/subscription/admin-sub").status_code == 409
     assert http.put(f"{tp}/subscription/late").status_code == 204  # latest by default
-    assert http.put(f"{V2}/persistent/{ns}/nope/subscription/x").status_code == 404
+    # a missing topic is auto-created, as by a client's lookup (Pulsar's createSubscription)
+    assert http.put(f"{V2}/persistent/{ns}/made-by-sub/subscription/x").status_code == 204
+    assert http.get(f"{V2}/persistent/{ns}/made-by-sub/subscriptions").json() == ["x"]
     assert http.put(f"{tp}/subscription/bad", json={"ledgerId": "x"}).status_code == 400
     assert http.get(f"{tp}/subscriptions").json() == ["admin-sub", "late", "live"]
     stats = http.get(f"{tp}/stats").json()

@@ -91,6 +91,13 @@ def test_partitioned_stats_have_pulsars_fields(broker: AdminBroker, http: httpx.
     assert problems(stats, "PartitionedTopicStatsImpl") == []
     assert stats["metadata"]["partitions"] == 2 and len(stats["partitions"]) == 2  # perPartition: true
     assert _get(http, f"{V2}/persistent/{ns}/p/partitioned-stats", perPartition="false")["partitions"] == {}
+    internal = _get(http, f"{V2}/persistent/{ns}/p/partitioned-internalStats")
+    assert internal["metadata"] == {"partitions": 2, "deleted": False}
+    assert sorted(internal["partitions"]) == [f"persistent://{ns}/p-partition-{i}" for i in range(2)]
+    for part in internal["partitions"].values():
+        assert problems(part, "PersistentTopicInternalStats") == []
+        assert set(part["cursors"]) == {"excl", "ks", "shared"}
+    assert http.get(f"{V2}/persistent/{ns}/t/partitioned-internalStats").status_code == 404
     for c in consumers:
         c.close()
 

@@ -110,7 +110,7 @@ def test_ids_out_of_range_rejected() -> None:
 
 # ------------------------------------------------------------ per-ledger digest types
 
-CODE_SIZES = {DigestType.CRC32C: 4, DigestType.CRC32: 8, DigestType.HMAC: 32, DigestType.DUMMY: 0}
+CODE_SIZES = {DigestType.CRC32C: 4, DigestType.CRC32: 8, DigestType.HMAC: 20, DigestType.DUMMY: 0}
 CHECKED = [DigestType.CRC32C, DigestType.CRC32, DigestType.HMAC]
 
 
@@ -137,10 +137,12 @@ def test_crc32_code_is_zlib_crc32_in_a_long() -> None:
     assert struct.unpack(">Q", data[32:40])[0] == zlib.crc32(data[:32] + b"payload")
 
 
-def test_hmac_code_is_keyed_by_the_password() -> None:
+def test_hmac_code_is_bookkeepers_hmac_sha1_keyed_by_the_password() -> None:
+    # BookKeeper's MacDigestManager: HmacSHA1 keyed with SHA-1("mac" + password), 20 bytes
     data = digest_for(DigestType.HMAC, b"secret").encode_entry(1, 2, 3, 4, b"payload")
-    key = hashlib.sha256(b"macsecret").digest()
-    assert data[32:64] == hmac.new(key, data[:32] + b"payload", hashlib.sha256).digest()
+    key = hashlib.sha1(b"macsecret").digest()
+    assert data[32:52] == hmac.new(key, data[:32] + b"payload", hashlib.sha1).digest()
+    assert len(data) == 52 + len(b"payload")
     with pytest.raises(DigestMismatch):
         digest_for(DigestType.HMAC, b"other").decode_entry(data)
 

@@ -25,7 +25,7 @@ from protocols.bookkeeper import (
 def test_flat_paths_are_children_of_the_ledgers_root() -> None:
     assert ledger_path("/m", 1, LedgerLayout.FLAT) == "/m/ledgers/L0000000001"
     assert ledger_path("", 12345678901, LedgerLayout.FLAT) == "/ledgers/L12345678901"
-    assert ledger_path("", 1) == "/ledgers/000/0000/0000/0000/L0001"  # hierarchical stays the default
+    assert ledger_path("", 1) == "/ledgers/00/0000/L0001"  # hierarchical stays the default
     with pytest.raises(ValueError):
         ledger_path("", -1, LedgerLayout.FLAT)
 
@@ -53,11 +53,14 @@ def test_flat_listing_keeps_ledger_nodes_only_in_id_order() -> None:
 
 @pytest.mark.parametrize(("name", "layout"), [
     ("flat", LedgerLayout.FLAT), ("Hierarchical", LedgerLayout.HIERARCHICAL),
+    ("longhierarchical", LedgerLayout.LONG_HIERARCHICAL),
     ("org.apache.bookkeeper.meta.FlatLedgerManagerFactory", LedgerLayout.FLAT),
     ("org.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory", LedgerLayout.HIERARCHICAL),
-    ("org.apache.bookkeeper.meta.LongHierarchicalLedgerManagerFactory", LedgerLayout.HIERARCHICAL),
+    ("org.apache.bookkeeper.meta.LongHierarchicalLedgerManagerFactory", LedgerLayout.LONG_HIERARCHICAL),
+    ("", None), ("  ", None),
 ])
-def test_config_names(name: str, layout: LedgerLayout) -> None:
+def test_config_names(name: str, layout: LedgerLayout | None) -> None:
+    # BookKeeper's ledgerManagerType names and factory classes; empty follows the cluster's record
     assert parse_layout_name(name) is layout
 
 
@@ -68,11 +71,15 @@ def test_an_unknown_manager_is_refused() -> None:
 
 def test_layout_node_is_bookkeepers_text() -> None:
     assert layout_path("/m") == "/m/ledgers/LAYOUT"
-    assert encode_layout(LedgerLayout.FLAT) == b"2\norg.apache.bookkeeper.meta.FlatLedgerManagerFactory:1\n"
+    # LedgerLayout.serialize's bytes: no newline after the manager version
+    assert encode_layout(LedgerLayout.FLAT) == b"2\norg.apache.bookkeeper.meta.FlatLedgerManagerFactory:1"
     assert (encode_layout(LedgerLayout.HIERARCHICAL)
-            == b"2\norg.apache.bookkeeper.meta.LongHierarchicalLedgerManagerFactory:1\n")
+            == b"2\norg.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory:1")
+    assert (encode_layout(LedgerLayout.LONG_HIERARCHICAL)
+            == b"2\norg.apache.bookkeeper.meta.LongHierarchicalLedgerManagerFactory:1")
     for layout in LedgerLayout:
         assert decode_layout(encode_layout(layout)) is layout
+        assert decode_layout(encode_layout(layout) + b"\n") is layout  # as earlier Magnetar versions wrote it
 
 
 @pytest.mark.parametrize("data", [b"", b"1\norg.apache.bookkeeper.meta.FlatLedgerManagerFactory:1\n",

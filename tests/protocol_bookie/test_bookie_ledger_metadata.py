@@ -107,7 +107,9 @@ def test_validation(kw) -> None:
     b"",
     b"garbage",
     b"BookieMetadataFormatVersion\t",
-    b"BookieMetadataFormatVersion\t2\nquorumSize: 2\n",            # text format (v2) unsupported
+    b"BookieMetadataFormatVersion\t2\nquorumSize: 2\n",            # text format (v2) lacking fields
+    b"BookieMetadataFormatVersion\t2\nquorumSize: two\n",          # v2 text unparsable
+    b"BookieMetadataFormatVersion\t1\n2\n3\n0\n0\tb1:3181\n",      # the 4.0 text format: unsupported
     b"BookieMetadataFormatVersion\tx\n\x00",
     b"BookieMetadataFormatVersion\t3",
     b"BookieMetadataFormatVersion\t3\n",                           # no length
@@ -119,6 +121,36 @@ def test_validation(kw) -> None:
 def test_garbage_rejected(data: bytes) -> None:
     with pytest.raises(MetadataFormatError):
         LedgerMetadata.decode(data)
+
+
+# What BookKeeper's LedgerMetadataSerDe.serializeVersion2 writes (TextFormat of the message, no cToken)
+V2_TEXT = b"""BookieMetadataFormatVersion\t2
+quorumSize: 2
+ensembleSize: 3
+length: 120
+lastEntryId: 4
+state: CLOSED
+segment {
+  ensembleMember: "b1:3181"
+  ensembleMember: "b2:3181"
+  ensembleMember: "b3:3181"
+  firstEntryId: 0
+}
+digestType: CRC32
+password: "pw"
+ackQuorumSize: 2
+ctime: 1700000000000
+"""
+
+
+def test_format_2_text_is_read_and_written_back_in_it() -> None:
+    m = LedgerMetadata.decode(V2_TEXT)
+    assert m.format_version == 2 and m.digest_type is DigestType.CRC32 and m.state is LedgerState.CLOSED
+    assert (m.last_entry_id, m.length, m.password, m.ctime_ms) == (4, 120, b"pw", 1700000000000)
+    assert m.encode() == V2_TEXT
+    opened = LedgerMetadata.decode(m.encode())
+    assert opened == m and opened.format_version == 2
+    assert meta().encode().startswith(b"BookieMetadataFormatVersion\t3\n")  # new ledgers: format 3
 
 
 def test_trailing_bytes_and_invalid_values_rejected() -> None:

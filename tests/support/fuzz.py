@@ -957,14 +957,57 @@ def _run_ledger_metadata(ctx: Any, data: bytes, rng: random.Random) -> str:
 
 def _cookie_setup() -> SimpleNamespace:
     from protocols.bookkeeper import Cookie
+    from protocols.bookkeeper import ledger_metadata_pb2 as lpb
 
-    seeds = [Cookie("bookie-1:3181", "/data/journal", ("/data/l1", "/data/l2"), "inst-1").encode(),
-             Cookie("b", "/j", ()).encode()]
-    return SimpleNamespace(seeds=seeds, bodies=[s[24:] for s in seeds])
+    cookies = [Cookie("bookie-1:3181", "/data/journal", ("/data/l1", "/data/l2"), "inst-1"), Cookie("b", "/j", ())]
+    seeds = [c.encode() for c in cookies]  # BookKeeper's text form
+    bodies = [lpb.CookieFormat(bookieHost=c.bookie_id, journalDir=c.journal_dir,
+                               ledgerDirs="\t".join([str(len(c.ledger_dirs)), *c.ledger_dirs])).SerializeToString()
+              for c in cookies]  # earlier Magnetar's binary form
+    seeds += [b"MagnetarCookieVersion\t1\n" + b for b in bodies] + [b"3\nb:1\n/j\n1\t/l\n"]
+    return SimpleNamespace(seeds=seeds, bodies=bodies, texts=[s[2:] for s in seeds[:2]])
 
 
 # what a decimal count or id field may hold instead of ASCII digits
 _COUNTS = ("0", "1", "2", "01", "-1", "+1", " 1", "1 ", "", "²", "٣", "１", "1_0", "9" * 20)
+
+
+def _registration_setup() -> SimpleNamespace:
+    from protocols.bookkeeper import BOOKIE_RPC, BookieServiceInfo, Endpoint
+
+    info = BookieServiceInfo((Endpoint("bookie", "10.0.0.1", 3181, BOOKIE_RPC, ("a",), ("tls",)),
+                              Endpoint("httpserver", "10.0.0.1", 8000, "http")), {"k": "v"})
+    return SimpleNamespace(seeds=[info.encode(), b"", b'{"host": "h", "port": 1, "httpUrls": ["http://0.0.0.0:8"]}'])
+
+
+def _run_registration(ctx: Any, data: bytes, rng: random.Random) -> str:
+    from protocols.bookkeeper import BookieServiceInfo
+
+    info = BookieServiceInfo.decode(data, "b:1")
+    if info.endpoints or info.properties:  # an empty one encodes to b"": the id's address, as in BookKeeper
+        _check(BookieServiceInfo.decode(info.encode(), "b:1") == info, "service info round trip")
+    return f"ok:{len(info.endpoints)}:{info.rpc_address() is not None}"
+
+
+def _v2_setup() -> SimpleNamespace:
+    import struct
+
+    from protocols.bookkeeper import encode_entry
+
+    def header(op: int, flags: int) -> bytes:
+        return struct.pack(">i", 2 << 24 | op << 16 | flags)
+
+    key = bytes(20)
+    return SimpleNamespace(seeds=[header(1, 2) + key + encode_entry(1, 2, 1, 9, b"p"),
+                                  header(2, 0) + struct.pack(">qq", 1, -1),
+                                  header(2, 1) + struct.pack(">qq", 1, -1) + key])
+
+
+def _run_v2(ctx: Any, data: bytes, rng: random.Random) -> str:
+    from protocols.bookkeeper import parse_v2_request
+
+    req = parse_v2_request(data)
+    return f"ok:{req.op.name}:{int(req.flags)}"
 
 
 def _cookie_build(ctx: Any, gen: Gen) -> bytes:
@@ -975,7 +1018,13 @@ def _cookie_build(ctx: Any, gen: Gen) -> bytes:
         dirs = ["/d1", "/d2", "", "/d\t3"][:rng.choice((0, 1, 2, 4))]
         ledger_dirs = "\t".join([rng.choice(_COUNTS), *dirs])
         fmt = lpb.CookieFormat(bookieHost="b:1", journalDir="/j", ledgerDirs=ledger_dirs)
+        if rng.random() < 0.5:
+            from google.protobuf import text_format
+
+            return f"{rng.choice(('5', '4', '3', '2', '05', 'x'))}\n{text_format.MessageToString(fmt)}".encode()
         return b"MagnetarCookieVersion\t1\n" + fmt.SerializeToString()
+    if rng.random() < 0.5:
+        return b"5\n" + gen.mutate(rng.choice(ctx.texts))
     return b"MagnetarCookieVersion\t1\n" + gen.mutate(rng.choice(ctx.bodies))
 
 
@@ -1569,7 +1618,7 @@ def all_targets() -> dict[str, Target]:
     from autorecovery._underreplication import decode_ur_record  # noqa: F401 - fail early if moved
     from bookie.journal import JournalFormatError
     from bookie.storage import CorruptLogError
-    from protocols.bookkeeper import CookieFormatError, DigestMismatch, MetadataFormatError
+    from protocols.bookkeeper import CookieFormatError, DigestMismatch, MetadataFormatError, RegistrationFormatError
     from protocols.bookkeeper import FrameError as BookieFrameError
     from protocols.managed_ledger import MLFormatError
     from protocols.pulsar import FrameError, MalformedBatch
@@ -1632,6 +1681,10 @@ def all_targets() -> dict[str, Target]:
         Target("utf8_check", "the UTF-8 twins of protocols._utf8 (the "
                "string check of every protobuf decoder) against a wire walk and a message walk", (),
                _utf8_setup, _run_utf8, build=_utf8_build),
+        Target("bookie_registration", "protocols.bookkeeper BookieServiceInfo.decode (service info, JSON)",
+               (RegistrationFormatError,), _registration_setup, _run_registration),
+        Target("bookie_v2_requests", "protocols.bookkeeper parse_v2_request (BookKeeper's v2 packets)",
+               (BookieFrameError,), _v2_setup, _run_v2),
         Target("ledger_paths", "protocols.bookkeeper ledger_id_from_path, short_ledger_id, id_range_of, "
                "ledger_level_children, ledger_ids_in", (ValueError,), _paths_setup, _run_paths),
     ]
