@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from magnetar.config import ConfigError, config_field, require_at_least, require_positive
-from magnetar.tls import PULSAR_KEYS, TlsSettings, server_context
+from magnetar.common.config import ConfigError, config_field, require_at_least, require_positive
+from magnetar.common.tls import PULSAR_KEYS, TlsSettings, server_context
 from retention import RetentionConfig
 
 __all__ = ["BrokerConfig", "MESSAGE_SIZE_FRAME_PADDING", "AdvertisedListener", "INACTIVE_TOPIC_DELETE_MODES",
@@ -482,7 +482,7 @@ class BrokerConfig(RetentionConfig):
         return self.broker_service_port_tls is not None or self.web_service_port_tls is not None
 
     def tls_settings(self) -> TlsSettings:
-        """The TLS keys as `magnetar.tls.TlsSettings` (errors then name Pulsar's keys)."""
+        """The TLS keys as `magnetar.common.tls.TlsSettings` (errors then name Pulsar's keys)."""
         return TlsSettings(
             cert_file=self.tls_certificate_file_path, key_file=self.tls_key_file_path,
             trust_certs_file=self.tls_trust_certs_file_path,

@@ -72,9 +72,9 @@ from typing import TYPE_CHECKING, ClassVar
 import trio
 from sortedcontainers import SortedSet
 
+from magnetar.common.backoff import Backoff
 from managed_ledger import Entry, ManagedLedgerError, ManagedLedgerState, Position
 
-from ._backoff import Backoff
 from ._entries import EntryInfo, Signal, ack_set_words, entry_info
 from ._errors import ServiceNotReadyError
 from ._selectors import AutoSplitRanges, ConsumerKey, RoundRobin, StickyRanges, choose_active_consumer
@@ -115,7 +115,7 @@ class Dispatcher:
         self._last_release_ms = 0.0
         config = self.config
         self._read_backoff = Backoff(config.dispatcher_read_failure_backoff_initial_time_ms / 1000,
-                                     config.dispatcher_read_failure_backoff_max_time_ms / 1000)
+                                     config.dispatcher_read_failure_backoff_max_time_ms / 1000, jitter=0.1)
         self._read_failure: ManagedLedgerError | None = None
         self.changed = Signal()
         self.active: Consumer | None = None

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from magnetar.config import ConfigError, config_field, require_at_least, require_positive
+from magnetar.common.config import ConfigError, config_field, require_at_least, require_positive
 
 __all__ = [
     "BacklogQuota",

@@ -8,7 +8,7 @@ Rules:
   ``Authorization: Bearer <token>`` (or ``Basic <credentials>`` with the ``basic`` provider)
   that the broker's authentication service accepts, or (``tls`` provider, no ``Authorization``
   header) come over https with a client certificate the handshake verified
-  (`magnetar.tls.handshake_peer_cert`), else 401
+  (`magnetar.common.tls.handshake_peer_cert`), else 401
   ``{"reason": ...}`` (with ``WWW-Authenticate: Bearer``). The role is put in
   ``request.state.role`` for the handlers.
 * Authorization on (`required_access` says what each path needs): clusters may be read by any
@@ -33,7 +33,7 @@ from urllib.parse import unquote
 
 from starlette.responses import JSONResponse
 
-from magnetar.tls import handshake_peer_cert
+from magnetar.common.tls import handshake_peer_cert
 from protocols.pulsar import InvalidTopicNameError, TopicName
 
 from ..auth import AuthenticationError

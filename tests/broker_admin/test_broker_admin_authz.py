@@ -16,8 +16,8 @@ from broker.admin import Access, required_access
 from broker.auth import create_token, new_secret_key
 from magnetar.cli import main
 from protocols.pulsar import pulsar_api_pb2 as pb
-from tests.broker.raw_pulsar import RawPeer
 from tests.broker_admin.admin_harness import AdminBroker
+from tests.support.raw_pulsar import RawPeer
 
 SECRET = new_secret_key()
 TOKENS = {role: create_token(role, secret_key=SECRET) for role in

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from magnetar.config import ConfigError, load_config
+from magnetar.common.config import ConfigError, load_config
 from retention import (
     BacklogQuota,
     BacklogQuotaPolicy,
