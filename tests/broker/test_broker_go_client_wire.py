@@ -11,8 +11,9 @@ import pytest
 
 from broker import BrokerConfig
 from protocols.pulsar import pulsar_api_pb2 as pb
-from tests.broker.broker_harness import BrokerThread, pulsar_client
-from tests.broker.raw_pulsar import RawPeer
+from tests.support.broker_thread import BrokerThread
+from tests.support.clients import pulsar_client
+from tests.support.raw_pulsar import RawPeer
 
 
 def test_topics_of_a_namespace_that_does_not_exist_is_an_empty_list(broker: BrokerThread) -> None:

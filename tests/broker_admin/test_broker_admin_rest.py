@@ -181,7 +181,7 @@ def test_stats_subscriptions_and_cursor_ops(http, client: pulsar.Client, name: s
 def test_partitioned_topic_created_with_its_metadata_object(http, name: str) -> None:
     # pulsar-admin and the Go admin client send Pulsar's PartitionedTopicMetadata under its own
     # media type: {"partitions": N, "properties": {...} or null}
-    ns = _ns(http, name)
+    ns = new_tenant_ns(http, name)
     tp = f"{V2}/persistent/{ns}"
     meta = {"Content-Type": "application/vnd.partitioned-topic-metadata+json"}
     assert http.put(f"{tp}/plain/partitions", json={"properties": None, "partitions": 2},
@@ -204,7 +204,7 @@ def test_partitioned_topic_created_with_its_metadata_object(http, name: str) -> 
 
 def test_namespace_topics_by_mode(http, name: str) -> None:
     # the Go and Java clients' HTTP lookup lists a namespace's topics here (pattern subscriptions)
-    ns = _ns(http, name)
+    ns = new_tenant_ns(http, name)
     assert http.put(f"{V2}/persistent/{ns}/a").status_code == 204
     assert http.put(f"{V2}/persistent/{ns}/p/partitions", json=2).status_code == 204
     assert http.put(f"{V2}/non-persistent/{ns}/np/partitions", json=1).status_code == 204
