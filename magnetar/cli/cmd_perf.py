@@ -300,6 +300,15 @@ CLIENT_DEFAULTS = {"rate": 100.0, "max_pending": 0, "batch_max_bytes": 4 * 1024 
 NATIVE_DEFAULTS = {"rate": 0.0, "max_pending": 5000, "batch_max_bytes": 128 * 1024}
 
 
+def _produce_defaults(engine: str, rate: float | None, max_pending: int | None,
+                      batch_max_bytes: int | None) -> tuple[float, int, int]:
+    """(rate, max pending, batch max bytes) as given, or the engine's defaults for those not given."""
+    defaults = NATIVE_DEFAULTS if engine == "native" else CLIENT_DEFAULTS
+    return (defaults["rate"] if rate is None else rate,
+            int(defaults["max_pending"]) if max_pending is None else max_pending,
+            int(defaults["batch_max_bytes"]) if batch_max_bytes is None else batch_max_bytes)
+
+
 @command.command(name="produce")
 @_with_common
 @click.option("--rate", "-r", type=float, default=None,
@@ -338,10 +347,7 @@ def produce(topics: tuple[str, ...], service_url: str, rate: float | None, num_m
     time (coordinated omission corrected).
     """
     seconds = parse_duration(duration)
-    defaults = NATIVE_DEFAULTS if engine == "native" else CLIENT_DEFAULTS
-    rate = defaults["rate"] if rate is None else rate
-    max_pending = int(defaults["max_pending"]) if max_pending is None else max_pending
-    batch_max_bytes = int(defaults["batch_max_bytes"]) if batch_max_bytes is None else batch_max_bytes
+    rate, max_pending, batch_max_bytes = _produce_defaults(engine, rate, max_pending, batch_max_bytes)
     validate_produce(topics=topics, rate=rate, size=size, producers=producers,
                      batch_max_messages=batch_max_messages, batch_max_bytes=batch_max_bytes,
                      batch_delay_ms=batch_delay_ms, max_pending=max_pending, num_messages=num_messages,
@@ -359,8 +365,7 @@ def produce(topics: tuple[str, ...], service_url: str, rate: float | None, num_m
             token=os.environ.get("MAGNETAR_TOKEN", "").strip() or None, tls_trust_cert=tls_trust_cert_path)
         _run_native(Console(), "produce", opts, run_native_produce, "publish latency",
                     f"{workers} worker(s) x {connections} connection(s), {size} B messages, "
-                    f"{per_frame} per frame, rate {rate or 'max'}", cpu_source, broker_pid,
-                    pending_limit=max_pending)
+                    f"{per_frame} per frame, rate {rate or 'max'}", cpu_source, broker_pid, pending_limit=max_pending)
         return
     import pulsar
 
@@ -397,9 +402,9 @@ def produce(topics: tuple[str, ...], service_url: str, rate: float | None, num_m
         full_at = max(1, max_pending * len(handles) - group) if max_pending else 0
         samples = full = pending_sum = 0
         asked = f"{rate:g} msg/s" if rate else "max"
-        console.print(f"producing to {', '.join(topics)}: {len(handles)} producer(s), {size} B messages, "
-                      f"batching {'on' if batching else 'off'}, rate {asked}, max pending "
-                      f"{max_pending or 'no limit'}", soft_wrap=True)
+        console.print(f"producing to {', '.join(topics)}: {len(handles)} producer(s), {size} B messages, batching "
+                      f"{'on' if batching else 'off'}, rate {asked}, max pending {max_pending or 'no limit'}",
+                      soft_wrap=True)
         broker_before = read_broker_cpu_seconds(cpu_source, broker_pid)
         client_before = _cpu_seconds(resource.RUSAGE_SELF)
         started = time.monotonic()

@@ -10,7 +10,8 @@ import pulsar
 from click.testing import CliRunner
 
 from magnetar.cli import main
-from tests.broker_admin.admin_harness import AdminBroker, new_tenant_ns
+from tests.broker_admin.admin_harness import AdminBroker
+from tests.support.admin import new_tenant_ns
 
 
 def _run(broker: AdminBroker, *args: str) -> str:

@@ -28,7 +28,7 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
 
 from broker.auth import create_token, new_secret_key  # noqa: E402
-from tests.tls.certs import make_certs  # noqa: E402
+from tests.support.certs import make_certs  # noqa: E402
 
 PLAIN = re.compile(r"broker: (pulsar://\S+)\s+admin REST: (http://\S+)")
 TLS = re.compile(r"broker TLS: (pulsar\+ssl://\S+)\s+admin REST TLS: (https://\S+)")

@@ -14,13 +14,14 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
-import time
 from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.support.ports import free_port
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -53,12 +54,6 @@ def _fresh_clone(dest: Path) -> None:
             shutil.copy2(src, dest / name)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class _Standalone:
     """``scripts/standalone`` of the clone, on free ports, its output in a file."""
 
@@ -73,14 +68,12 @@ class _Standalone:
 
     def wait_ready(self, timeout: float) -> tuple[str, str, str]:
         """(bookie http URL, broker service URL, admin URL) once standalone is ready."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            match = READY.search(self.output())
-            if match:
-                return match.group(1), match.group(2), match.group(3)
+        def ready() -> re.Match[str] | None:
             assert self.proc.poll() is None, f"scripts/standalone exited:\n{self.output()}"
-            time.sleep(0.2)
-        raise AssertionError(f"scripts/standalone was not ready in {timeout} s:\n{self.output()}")
+            return READY.search(self.output())
+
+        match = wait_until(ready, "scripts/standalone to be ready", timeout_s=timeout, interval_s=0.2)
+        return match.group(1), match.group(2), match.group(3)
 
     def output(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -126,7 +119,7 @@ def test_readme_set_up_and_first_contact_on_a_fresh_clone(tmp_path: Path) -> Non
     clone = tmp_path / "clone"
     _fresh_clone(clone)
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
-    bookie_port = _free_port()
+    bookie_port = free_port()
     sa = _Standalone(clone, bookie_port, tmp_path / "first.log")
     try:
         bookie_http, service_url, admin_url = sa.wait_ready(timeout=900)  # the first start installs
