@@ -133,6 +133,7 @@ UNSUPPORTED: Mapping[Key, list[OptionSpec]] = {
 
 COMMAND_ALIASES: Mapping[str, Mapping[str, str]] = {
     "broker-stats": {"destinations": "topics"},
+    "brokers": {"namespaces": "owned-namespaces"},
     "topics": {
         "examine-messages": "examine-message",
         **{f"{verb}-max-unacked-messages-per-{what}": f"{verb}-max-unacked-messages-on-{what}"

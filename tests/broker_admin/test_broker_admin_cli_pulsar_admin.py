@@ -73,3 +73,13 @@ def test_topic_commands_in_pulsar_admin_spelling(broker: AdminBroker, client: pu
     _run(broker, "topics", "set-max-unacked-messages-per-consumer", topic, "--maxNum", "5")
     assert _json(broker, "topics", "get-max-unacked-messages-on-consumer", topic) == 5
     assert "Message ID:" in _run(broker, "topics", "examine-messages", topic, "-i", "earliest", "-m", "1")
+
+
+def test_brokers_namespaces_with_url_as_pulsar_admin(broker: AdminBroker) -> None:
+    [broker_id] = _json(broker, "brokers", "list", "standalone")  # type: ignore[misc]
+    owned = _json(broker, "brokers", "namespaces", "standalone", "--url", broker_id)
+    assert owned == _json(broker, "brokers", "owned-namespaces", "standalone", broker_id)
+    assert any(bundle.startswith("public/default/") for bundle in owned), owned  # type: ignore[union-attr]
+    both = CliRunner().invoke(main, ["admin", "--admin-url", broker.http, "brokers", "namespaces", "standalone",
+                                     broker_id, "-u", broker_id])
+    assert both.exit_code == 2 and "name the broker once" in both.output
