@@ -378,16 +378,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--run-dir", type=Path, help="keep logs here (default: a new temporary directory)")
     p.add_argument("--no-standalone", action="store_true",
                    help="use a Magnetar already serving the test ports (with the grants applied)")
+    p.add_argument("--prepare", action="store_true",
+                   help="only fetch the module and build its tests (Go's build cache), run nothing")
     p.add_argument("-v", "--verbose", action="store_true", help="print each test as it ends")
     args = p.parse_args(argv)
     try:
         exclusions = read_exclusions(LISTS / "exclusions.txt")
         skip = {e.name for e in exclusions if not args.transactions or e.category != "transactions"}
         version, src = fetch_module(args.version, args.cache)
+        known = list_tests(src)
+        if args.prepare:
+            print(f"{MODULE}@{version}: {len(known)} tests built in {src / 'pulsar'}", flush=True)
+            return 0
         run_dir = args.run_dir or Path(tempfile.mkdtemp(prefix="go-client-tests-"))
         run_dir.mkdir(parents=True, exist_ok=True)
         print(f"{MODULE}@{version}: tests in {src / 'pulsar'}; logs in {run_dir}", flush=True)
-        known = list_tests(src)
         stale = [e.name for e in exclusions if e.name not in known]
         if stale:
             print(f"warning: exclusions.txt names tests this version does not have: {', '.join(stale)}")

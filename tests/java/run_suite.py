@@ -132,6 +132,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--set", action="append", default=[], metavar="TABLE.KEY=VALUE",
                         help="extra standalone config override")
+    parser.add_argument("--prepare", action="store_true",
+                        help="only compile the suite and resolve pulsar-perf's class path (downloads "
+                             "included), so that a later run starts at once")
     args, mvn_args = parser.parse_known_args()  # the rest go to Maven, e.g. -Dtest='SchemaTest'
 
     for tool in ("java", "mvn"):
@@ -144,6 +147,8 @@ def main() -> int:
     if subprocess.call(_mvn("-q", "-f", str(HERE / "pom.xml"), "test-compile")) != 0:
         return 1
     perf_cp = perf_classpath(target)
+    if args.prepare:
+        return 0
     work = Path(tempfile.mkdtemp(prefix="magnetar-java-"))
     extra = [a for s in args.set for a in ("--set", s)]
     standalone = Standalone(work, target / "magnetar-standalone.log", extra)
