@@ -53,7 +53,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
+from prometheus_client import CollectorRegistry, ProcessCollector, disable_created_metrics, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -70,6 +70,10 @@ if TYPE_CHECKING:
     from ._topic import Topic
 
 __all__ = ["BrokerMetrics", "PUBLISH_LATENCY_BUCKETS_MS", "SUBSCRIPTION_METRIC_NAMES", "TOPIC_METRIC_NAMES"]
+
+# Pulsar and BookKeeper export no ``*_created`` series; prometheus-client adds one, an epoch time,
+# to every counter, histogram and summary unless switched off, which it is process-wide.
+disable_created_metrics()
 
 PUBLISH_LATENCY_BUCKETS_MS = (0.5, 1.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 1000.0)
 """Bucket bounds (ms) of ``pulsar_broker_publish_latency``: Pulsar's write-latency buckets."""

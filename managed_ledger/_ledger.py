@@ -373,6 +373,12 @@ class ManagedLedger:
         return self._ledgers.infos()
 
     @property
+    def current_ledger_created_ms(self) -> int:
+        """When the current (last, open) ledger became current, in ms of the factory's clock
+        (Pulsar's ``lastLedgerCreatedTimestamp``)."""
+        return int(self._ledger_created_at * 1000)
+
+    @property
     def cursors(self) -> dict[str, ManagedCursor]:
         """The durable cursors by name (a copy)."""
         return dict(self._cursors.durable)
@@ -923,7 +929,7 @@ class ManagedLedger:
             "totalSize": self.total_size,
             "currentLedgerEntries": ledgers.current_entries if ledgers.current is not None else 0,
             "currentLedgerSize": ledgers.current_size if ledgers.current is not None else 0,
-            "lastLedgerCreatedTimestamp": int(self._ledger_created_at * 1000),
+            "lastLedgerCreatedTimestamp": self.current_ledger_created_ms,
             "pendingAddEntriesCount": len(self._pending),
             "lastConfirmedEntry": str(self.last_confirmed_entry),
             "state": self.state.name,

@@ -1,9 +1,10 @@
 """``GET /admin/v2/persistent/{tenant}/{namespace}/{topic}/explain-storage`` (Magnetar's own).
 
-For each ledger of the topic: size, entries, age, the retention verdict and its reason (computed
-now with `retention.decide_retention` over the effective policies), and which cursors pin it (each
-cursor with its subscription properties and the pipeline they name, if any); the retention
-service's last check of the topic (trims, TTL moves, backlog-quota state, errors); and, when a
+For each ledger of the topic: size, entries, age (since it closed; the open ledger's since it
+became current, with ``createdAtMs``), the retention verdict and its reason (computed now with
+`retention.decide_retention` over the effective policies), and which cursors pin it (each cursor
+with its subscription properties and the pipeline they name, if any); the retention service's
+last check of the topic (trims, TTL moves, backlog-quota state, errors); and, when a
 `GcExplainHook` is installed, what the bookies say about reclaiming each ledger.
 """
 
@@ -18,7 +19,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from managed_ledger import Position
-from retention import TopicPolicies, decide_retention
+from retention import Reason, TopicPolicies, decide_retention
 
 from .._compaction import COMPACTION_CURSOR
 from .._dedup import DEDUP_CURSOR
@@ -53,6 +54,10 @@ async def explain_storage(topic: Topic, policies: TopicPolicies, last_check: dic
     rows = []
     for d in decision.ledgers:
         row = d.to_json(now_ms)
+        if d.reason is Reason.OPEN_LEDGER:
+            # no close time yet: its age is how long it has been the ledger written to
+            row["createdAtMs"] = ml.current_ledger_created_ms
+            row["ageSeconds"] = max(0, now_ms - row["createdAtMs"]) / 1000
         end = Position(d.ledger_id, d.entries - 1)
         pinned_by = sorted(name for name, pos in cursors.items() if pos < end and d.entries > 0)
         row["pinnedBy"] = pinned_by
