@@ -32,11 +32,11 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bk_client import BookKeeper, ClientConfig, PendingAdd  # noqa: E402
-from bookie import BookieEndpoints, serve_bookie_process  # noqa: E402
-from magnetar._inprocess import in_process_transport  # noqa: E402
-from metadata import open_metadata_store  # noqa: E402
-from tests.support.bookie_server import make_config  # noqa: E402
+from bk_client import BookKeeper, ClientConfig, PendingAdd
+from bookie import BookieEndpoints, serve_bookie_process
+from magnetar._inprocess import in_process_transport
+from metadata import open_metadata_store
+from tests.support.bookie_server import make_config
 
 
 def _journal_syncs(ep: BookieEndpoints) -> float:

@@ -7,7 +7,8 @@ embedded metadata store) running in the test's process, so both transports reach
 Each test runs for both transports and asserts the same behaviour: adds and reads, fencing of
 an old writer by recovery, long-poll tailing with explicit LAC, the bookie's error statuses as
 the client's errors, the bookie's in-flight bound holding requests back without losing any, and a
-bookie that stops mid-write replaced by an ensemble change.
+bookie that stops mid-write replaced by an ensemble change; and, at the transport itself, the
+pending bound, answers never delivered from inside ``send``, and close.
 """
 
 from __future__ import annotations
@@ -20,18 +21,26 @@ import pytest
 import trio
 
 from bk_client import (
+    BKError,
+    BookieTransport,
     BookKeeper,
+    ClientClosed,
     ClientConfig,
+    ClientMetrics,
+    ConnectionPool,
     LedgerFenced,
     NoSuchEntry,
     NoSuchLedger,
     PendingAdd,
+    TooManyRequests,
     Unauthorized,
     master_key,
 )
 from bookie import BookieEndpoints, serve_bookie_process
-from magnetar._inprocess import in_process_transport
+from magnetar._inprocess import InProcessTransport, in_process_transport
 from metadata import open_metadata_store
+from protocols.bookkeeper import StatusCode, encode_request, read_request
+from protocols.bookkeeper import bookie_protocol_pb2 as pb
 from tests.support.bookie_server import make_config
 
 PASSWORD = b"transport-pw"
@@ -196,3 +205,38 @@ async def test_a_bookie_stopping_mid_write_is_replaced(kind: str, tmp_path: Path
         await lh.close()
         rh = await bk.open_ledger(lh.ledger_id, password=PASSWORD)
         assert [e.data for e in await rh.read(0, 39)] == [payload(i) for i in range(40)]
+
+
+async def test_the_pending_bound_answers_and_close_follow_the_transport_contract(kind: str, tmp_path: Path) -> None:
+    config = ClientConfig(max_pending_requests_per_bookie=3)
+    async with bookies(tmp_path, 1) as b, trio.open_nursery() as nursery:
+        bookie_id = b.endpoints[0].bookie_id
+        metrics = ClientMetrics()
+        transport: BookieTransport = (ConnectionPool(nursery, config, metrics) if kind == "network" else
+                                      InProcessTransport(nursery, config, metrics,
+                                                         local={bookie_id: b.endpoints[0].core}))  # type: ignore[dict-item]
+        answers: list[tuple[int, int]] = []
+
+        def on_answer(txn: int, response: pb.Response | None, error: BKError | None) -> None:
+            assert response is not None and error is None
+            answers.append((txn, response.readResponse.status))
+
+        channel = transport.get(bookie_id)
+        txns = [transport.next_txn() for _ in range(3)]
+        for txn in txns:
+            channel.send(txn, encode_request(read_request(txn, 424242, 0)), on_answer, txn)
+        assert answers == []  # rule 2: never called back from inside send
+        with pytest.raises(TooManyRequests):
+            extra = transport.next_txn()
+            channel.send(extra, encode_request(read_request(extra, 424242, 0)), on_answer, extra)
+        with trio.fail_after(10):
+            while len(answers) < 3:
+                await trio.sleep(0.01)
+        assert sorted(answers) == [(txn, StatusCode.ENOLEDGER) for txn in txns]
+        txn = transport.next_txn()  # room again once answered
+        response = await channel.call(txn, encode_request(read_request(txn, 424242, 0)))
+        assert response.readResponse.status == StatusCode.ENOLEDGER
+        transport.close()
+        with pytest.raises(ClientClosed):
+            transport.get(bookie_id).send(txn, encode_request(read_request(txn, 424242, 0)), on_answer, txn)
+        nursery.cancel_scope.cancel()
