@@ -299,8 +299,9 @@ class Offloads:
                 await self._attempt(info, offloader)
                 return
             except (TierError, ManagedLedgerError) as exc:
-                if isinstance(exc, _LedgerLeft):
-                    return  # trimmed meanwhile: nothing to offload
+                still_listed = any(i.ledger_id == lid for i in self._host.ledger_infos())
+                if isinstance(exc, _LedgerLeft) or not still_listed:
+                    return  # trimmed meanwhile: nothing to offload (its copy was deleted)
                 if attempt >= self._retries:
                     raise ManagedLedgerError(f"ledger {lid} not offloaded after {attempt} attempts: {exc}") from exc
                 log.info("%s: offload of ledger %s failed (attempt %d): %s; retrying", self._host.name, lid,

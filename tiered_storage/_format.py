@@ -25,7 +25,7 @@ before it; ``index_crc`` covers every index byte before it. ``ledger_bytes`` is 
 entry lengths (the ledger's size as the managed ledger counts it), ``data_length`` the size of the
 data object. Blocks cover entries ``0 .. entry_count - 1`` in order, without gap or overlap, and
 lie back to back (``offset`` of block k+1 = ``offset + length`` of block k); a block is cut once
-its payload reaches the writer's block size, so an entry larger than that is a block of its own.
+its payload reaches the writer's block size, so it exceeds that by less than one entry.
 
 Rules a decoder enforces (`OffloadFormatError` otherwise): magic, version, both CRCs, and the
 coverage and contiguity above; a block read back must match its index record (first entry, count,
