@@ -954,6 +954,11 @@ class ManagedLedger:
                 "lastOffloadSuccessTimeStamp": o.last_success_ms if o else 0,
                 "lastOffloadFailureTimeStamp": o.last_failure_ms if o else 0}
 
+    async def refresh_offload_policies(self) -> None:
+        """Resolve the offload policies now (explain and reads use the last resolved ones)."""
+        if self._offloads is not None:
+            await self._offloads.resolve_policies()
+
     def explain_offload(self, info: LedgerInfo) -> dict[str, Any]:
         """Where a ledger lives (bookies, tier, both), its offload state, and why its bookie copy is
         or is not deleted yet."""

@@ -1,7 +1,7 @@
 """More ``magnetar admin`` commands, named and flagged as ``pulsar-admin``'s: clusters and failure
 domains, dynamic broker configuration, broker-stats, namespace and topic limits and rates,
-namespace clear-backlog / unsubscribe, expiry on all subscriptions, partitioned stats, and the
-offload commands (which the broker answers "not supported").
+namespace clear-backlog / unsubscribe, expiry on all subscriptions and partitioned stats (the
+offload commands are `_admin_offload`'s).
 
 Imported by `cmd_admin`'s ``admin`` group (function level, before it lists or resolves a
 sub-command); every command is registered on that module's groups with `cmd_admin._cmd`, so
@@ -357,20 +357,6 @@ def namespaces_set_auto_update(api: _Api, namespace: str, enable: bool) -> None:
 def namespaces_get_auto_update(api: _Api, namespace: str) -> None:
     """Show whether producers may add schema versions."""
     api.show(_nsp(namespace, "/isAllowAutoUpdateSchema"))
-
-
-for _name, _method, _suffix, _opt in (
-        ("set-offload-threshold", "PUT", "/offloadThreshold", ("--size", "-s")),
-        ("set-offload-deletion-lag", "PUT", "/offloadDeletionLagMs", ("--lag", "-l")),
-        ("set-offload-policies", "POST", "/offloadPolicies", ("--driver", "-d")),
-        ("get-offload-policies", "GET", "/offloadPolicies", None),
-        ("remove-offload-policies", "DELETE", "/removeOffloadPolicies", None)):
-    def _offload(api: _Api, namespace: str, value: str | None = None, _m: str = _method, _s: str = _suffix) -> None:
-        api.do(_m, _nsp(namespace, _s), "done", value)  # the broker answers 501: not supported
-
-    _params = (_ns_arg,) + ((click.option(*_opt, "value", required=True),) if _opt else ())
-    _cmd(namespaces, _name, *_params)(_offload).help = \
-        "Offload (tiered storage): not supported by Magnetar; the broker says so."
 
 
 # ------------------------------------------------------------------ topic operations

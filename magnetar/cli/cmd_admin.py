@@ -235,7 +235,7 @@ class _AdminGroup(click.Group):
 
     @staticmethod
     def _more() -> None:
-        from . import _admin_ops, _cluster_admin  # noqa: F401
+        from . import _admin_offload, _admin_ops, _cluster_admin  # noqa: F401
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         self._more()
@@ -902,6 +902,13 @@ def topics_explain_storage(api: _Api, topic: str) -> None:
     if last:
         click.echo(f"last retention check {when(last.get('checkedAtMs'))}: trimmed {last.get('trimmed')} "
                    f"({last.get('trimmedBytes')} bytes); errors: {last.get('errors') or 'none'}")
+    tiered = [{"ledgerId": row.get("ledgerId"), **(row.get("tieredStorage") or {})} for row in ex.get("ledgers", [])]
+    if any(t.get("state") not in (None, "NONE") for t in tiered) or (ex.get("offload") or {}).get("status") not in (
+            None, "NOT_RUN"):
+        off = ex.get("offload") or {}
+        click.echo(f"offload: {off.get('status')} {off.get('lastError') or ''}; offloaded {ex.get('offloadedSize')} "
+                   "bytes")
+        _emit(api, tiered, title="tiered storage", columns=["ledgerId", "location", "state", "bookieCopy"])
     if ex.get("bookieGc") is not None:
         _emit_bookie_gc(api, ex["bookieGc"])
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 import pulsar
@@ -53,5 +54,6 @@ class AdminBroker(BrokerThread):
     """A `BrokerThread` that also serves the admin REST API. Start with `start()` (or ``with``),
     stop with `stop()`."""
 
-    def __init__(self, config: BrokerConfig | None = None, ml_config: ManagedLedgerConfig | None = None) -> None:
-        super().__init__(config, ml_config, admin=True)
+    def __init__(self, config: BrokerConfig | None = None, ml_config: ManagedLedgerConfig | None = None, *,
+                 tier: Any = None) -> None:
+        super().__init__(config, ml_config, admin=True, tier=tier)
