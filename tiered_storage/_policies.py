@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from magnetar.config import ConfigError, config_field
+from magnetar.common.config import ConfigError, config_field
 
 __all__ = [
     "DEFAULT_DELETION_LAG_MS",

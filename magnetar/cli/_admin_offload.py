@@ -6,7 +6,8 @@ Namespaces: ``set-offload-threshold`` / ``get-offload-threshold``,
 ``remove-offload-policies``. Topics: ``offload`` (``--size-threshold``: keep that many bytes on the
 bookies, offload the ledgers before them, computed from ``stats-internal`` as pulsar-admin does),
 ``offload-status`` (``-w`` waits), ``set-offload-policies`` / ``get-offload-policies`` (``--applied``) /
-``remove-offload-policies``. Registered on `cmd_admin`'s groups by its ``admin`` group.
+``remove-offload-policies``. Registered on the ``namespaces`` and ``topics`` groups when `cmd_admin`
+imports this module.
 """
 
 from __future__ import annotations
@@ -17,7 +18,11 @@ from typing import Any
 
 import click
 
-from .cmd_admin import _Api, _cmd, _emit, _ns_arg, _nsp, _size_bytes, _topic_arg, _tp, _with_units, namespaces, topics
+from magnetar.common.durations import parse_duration
+
+from ._admin_api import NS_ARG, TOPIC_ARG, AdminApi, admin_command, emit, ns_path, size_bytes, topic_rest_path
+from ._admin_namespaces import namespaces
+from ._admin_topics import topics
 
 __all__: list[str] = []
 
@@ -26,79 +31,84 @@ _STATUS_TEXT = {"NOT_RUN": "Offload has not been run", "RUNNING": "Offload is ru
 
 
 def _millis(text: str) -> int:
-    """``3600000`` (ms), ``90s``, ``10m``, ``4h``, ``1d`` -> milliseconds."""
-    value = _with_units(text.strip().lower(), {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000},
-                        "time", f"{text!r}: use milliseconds or a number with s/m/h/d")
+    """``3600000`` (ms), ``90s``, ``10m``, ``4h``, ``1d`` -> milliseconds (a bare number is ms)."""
+    try:
+        value = parse_duration(text, bare_unit="ms")
+    except ValueError:
+        raise click.BadParameter(f"invalid time {text!r}: use milliseconds or a number with s/m/h/d") from None
     if value < 0:
         raise click.BadParameter(f"invalid time {text!r}: must not be negative")
-    return value
+    return round(value * 1000)
 
 
 def _seconds(text: str) -> int:
-    """``-1``, ``3600`` (s), ``10m``, ``4h``, ``1d`` -> seconds."""
-    return _with_units(text.strip().lower(), {"s": 1, "m": 60, "h": 3600, "d": 86400},
-                       "time", f"{text!r}: use -1, seconds or a number with s/m/h/d")
+    """``-1``, ``3600`` (s), ``10m``, ``4h``, ``1d`` -> seconds (-1: off)."""
+    try:
+        value = parse_duration(text)
+    except ValueError:
+        raise click.BadParameter(f"invalid time {text!r}: use -1, seconds or a number with s/m/h/d") from None
+    return -1 if value < 0 else int(value)
 
 
 def _threshold(text: str) -> int:
-    return -1 if text.strip() == "-1" else _size_bytes(text)
+    return -1 if text.strip() == "-1" else size_bytes(text)
 
 
 # ------------------------------------------------------------------ namespaces
 
 
-@_cmd(namespaces, "set-offload-threshold", _ns_arg,
+@admin_command(namespaces, "set-offload-threshold", NS_ARG,
       click.option("--size", "-s", required=True,
                    help="Bytes a topic keeps on bookies before older ledgers are offloaded (bytes or "
                         "K/M/G/T; 0 = offload every closed ledger; -1 = off)."))
-def namespaces_set_offload_threshold(api: _Api, namespace: str, size: str) -> None:
+def namespaces_set_offload_threshold(api: AdminApi, namespace: str, size: str) -> None:
     """Set the namespace's automatic offload threshold in bytes."""
     value = _threshold(size)
-    api.do("PUT", _nsp(namespace, "/offloadThreshold"), f"set offload threshold of {namespace} to {value}", value)
+    api.do("PUT", ns_path(namespace, "/offloadThreshold"), f"set offload threshold of {namespace} to {value}", value)
 
 
-@_cmd(namespaces, "get-offload-threshold", _ns_arg)
-def namespaces_get_offload_threshold(api: _Api, namespace: str) -> None:
+@admin_command(namespaces, "get-offload-threshold", NS_ARG)
+def namespaces_get_offload_threshold(api: AdminApi, namespace: str) -> None:
     """Show the namespace's offload threshold in bytes (-1: off)."""
-    _emit(api, api.call("GET", _nsp(namespace, "/offloadThreshold")))
+    emit(api, api.call("GET", ns_path(namespace, "/offloadThreshold")))
 
 
-@_cmd(namespaces, "set-offload-threshold-in-seconds", _ns_arg,
+@admin_command(namespaces, "set-offload-threshold-in-seconds", NS_ARG,
       click.option("--time", "-t", "time_", required=True,
                    help="Offload ledgers closed longer ago than this (seconds, or with s/m/h/d; -1 = off)."))
-def namespaces_set_offload_threshold_seconds(api: _Api, namespace: str, time_: str) -> None:
+def namespaces_set_offload_threshold_seconds(api: AdminApi, namespace: str, time_: str) -> None:
     """Set the namespace's age-based offload threshold."""
     value = _seconds(time_)
-    api.do("PUT", _nsp(namespace, "/offloadThresholdInSeconds"),
+    api.do("PUT", ns_path(namespace, "/offloadThresholdInSeconds"),
            f"set offload threshold in seconds of {namespace} to {value}", value)
 
 
-@_cmd(namespaces, "get-offload-threshold-in-seconds", _ns_arg)
-def namespaces_get_offload_threshold_seconds(api: _Api, namespace: str) -> None:
+@admin_command(namespaces, "get-offload-threshold-in-seconds", NS_ARG)
+def namespaces_get_offload_threshold_seconds(api: AdminApi, namespace: str) -> None:
     """Show the namespace's age-based offload threshold (-1: off)."""
-    _emit(api, api.call("GET", _nsp(namespace, "/offloadThresholdInSeconds")))
+    emit(api, api.call("GET", ns_path(namespace, "/offloadThresholdInSeconds")))
 
 
-@_cmd(namespaces, "set-offload-deletion-lag", _ns_arg,
+@admin_command(namespaces, "set-offload-deletion-lag", NS_ARG,
       click.option("--lag", "-l", required=True,
                    help="How long an offloaded ledger keeps its bookie copy (ms, or with s/m/h/d)."))
-def namespaces_set_offload_deletion_lag(api: _Api, namespace: str, lag: str) -> None:
+def namespaces_set_offload_deletion_lag(api: AdminApi, namespace: str, lag: str) -> None:
     """Set how long offloaded ledgers stay on the bookies too."""
     value = _millis(lag)
-    api.do("PUT", _nsp(namespace, "/offloadDeletionLagMs"), f"set offload deletion lag of {namespace} to {value} ms",
+    api.do("PUT", ns_path(namespace, "/offloadDeletionLagMs"), f"set offload deletion lag of {namespace} to {value} ms",
            value)
 
 
-@_cmd(namespaces, "get-offload-deletion-lag", _ns_arg)
-def namespaces_get_offload_deletion_lag(api: _Api, namespace: str) -> None:
+@admin_command(namespaces, "get-offload-deletion-lag", NS_ARG)
+def namespaces_get_offload_deletion_lag(api: AdminApi, namespace: str) -> None:
     """Show the namespace's offload deletion lag in ms (nothing when unset)."""
-    _emit(api, api.call("GET", _nsp(namespace, "/offloadDeletionLagMs")))
+    emit(api, api.call("GET", ns_path(namespace, "/offloadDeletionLagMs")))
 
 
-@_cmd(namespaces, "clear-offload-deletion-lag", _ns_arg)
-def namespaces_clear_offload_deletion_lag(api: _Api, namespace: str) -> None:
+@admin_command(namespaces, "clear-offload-deletion-lag", NS_ARG)
+def namespaces_clear_offload_deletion_lag(api: AdminApi, namespace: str) -> None:
     """Remove the namespace's deletion lag (the broker's applies)."""
-    api.do("DELETE", _nsp(namespace, "/offloadDeletionLagMs"), f"cleared the offload deletion lag of {namespace}")
+    api.do("DELETE", ns_path(namespace, "/offloadDeletionLagMs"), f"cleared the offload deletion lag of {namespace}")
 
 
 _POLICY_OPTIONS = (
@@ -135,8 +145,8 @@ def _policies_body(driver: str, region: str | None, bucket: str | None, endpoint
         "managedLedgerOffloadBucket": bucket, "managedLedgerOffloadServiceEndpoint": endpoint,
         "s3ManagedLedgerOffloadCredentialId": aws_id, "s3ManagedLedgerOffloadCredentialSecret": aws_secret,
         "fileSystemURI": file_system_uri,
-        "managedLedgerOffloadMaxBlockSizeInBytes": _size_bytes(max_block) if max_block else None,
-        "managedLedgerOffloadReadBufferSizeInBytes": _size_bytes(read_buffer) if read_buffer else None,
+        "managedLedgerOffloadMaxBlockSizeInBytes": size_bytes(max_block) if max_block else None,
+        "managedLedgerOffloadReadBufferSizeInBytes": size_bytes(read_buffer) if read_buffer else None,
         "managedLedgerOffloadThresholdInBytes": _threshold(threshold) if threshold else None,
         "managedLedgerOffloadThresholdInSeconds": _seconds(threshold_s) if threshold_s else None,
         "managedLedgerOffloadDeletionLagInMillis": _millis(lag) if lag else None,
@@ -145,22 +155,23 @@ def _policies_body(driver: str, region: str | None, bucket: str | None, endpoint
     return {k: v for k, v in body.items() if v is not None}
 
 
-@_cmd(namespaces, "set-offload-policies", _ns_arg, *_POLICY_OPTIONS)
-def namespaces_set_offload_policies(api: _Api, namespace: str, **opts: Any) -> None:
+@admin_command(namespaces, "set-offload-policies", NS_ARG, *_POLICY_OPTIONS)
+def namespaces_set_offload_policies(api: AdminApi, namespace: str, **opts: Any) -> None:
     """Set the namespace's offload policies (driver, location, thresholds)."""
-    api.do("POST", _nsp(namespace, "/offloadPolicies"), f"set offload policies of {namespace}", _policies_body(**opts))
+    api.do("POST", ns_path(namespace, "/offloadPolicies"), f"set offload policies of {namespace}",
+           _policies_body(**opts))
 
 
-@_cmd(namespaces, "get-offload-policies", _ns_arg)
-def namespaces_get_offload_policies(api: _Api, namespace: str) -> None:
+@admin_command(namespaces, "get-offload-policies", NS_ARG)
+def namespaces_get_offload_policies(api: AdminApi, namespace: str) -> None:
     """Show the namespace's offload policies (nothing when unset)."""
-    _emit(api, _set_fields(api.call("GET", _nsp(namespace, "/offloadPolicies"))))
+    emit(api, _set_fields(api.call("GET", ns_path(namespace, "/offloadPolicies"))))
 
 
-@_cmd(namespaces, "remove-offload-policies", _ns_arg)
-def namespaces_remove_offload_policies(api: _Api, namespace: str) -> None:
+@admin_command(namespaces, "remove-offload-policies", NS_ARG)
+def namespaces_remove_offload_policies(api: AdminApi, namespace: str) -> None:
     """Remove the namespace's offload policies."""
-    api.do("DELETE", _nsp(namespace, "/removeOffloadPolicies"), f"removed the offload policies of {namespace}")
+    api.do("DELETE", ns_path(namespace, "/removeOffloadPolicies"), f"removed the offload policies of {namespace}")
 
 
 def _set_fields(doc: Any) -> Any:
@@ -187,31 +198,31 @@ def first_ledger_within_threshold(ledgers: list[dict[str, Any]], threshold: int)
     return None
 
 
-@_cmd(topics, "offload", _topic_arg,
+@admin_command(topics, "offload", TOPIC_ARG,
       click.option("--size-threshold", "-s", "size", required=True,
                    help="Keep this many bytes on the bookies and offload the ledgers before them "
                         "(bytes or K/M/G/T)."))
-def topics_offload(api: _Api, topic: str, size: str) -> None:
+def topics_offload(api: AdminApi, topic: str, size: str) -> None:
     """Offload a topic's older ledgers to tiered storage (in the background: see offload-status)."""
-    threshold = _size_bytes(size)
-    stats = api.call("GET", f"{_tp(topic)}/internalStats") or {}
+    threshold = size_bytes(size)
+    stats = api.call("GET", f"{topic_rest_path(topic)}/internalStats") or {}
     mid = first_ledger_within_threshold(list(stats.get("ledgers") or []), threshold)
     if mid is None:
         click.echo("Nothing to offload")
         return
-    api.do("PUT", f"{_tp(topic)}/offload", f"Offload triggered for {topic} for messages before "
+    api.do("PUT", f"{topic_rest_path(topic)}/offload", f"Offload triggered for {topic} for messages before "
                                             f"{mid['ledgerId']}:{mid['entryId']}", mid)
 
 
-@_cmd(topics, "offload-status", _topic_arg,
+@admin_command(topics, "offload-status", TOPIC_ARG,
       click.option("--wait-complete", "-w", "wait", is_flag=True, help="Wait while the offload is running."))
-def topics_offload_status(api: _Api, topic: str, wait: bool) -> None:
+def topics_offload_status(api: AdminApi, topic: str, wait: bool) -> None:
     """Show the last offload's status (NOT_RUN, RUNNING, SUCCESS, ERROR and its reason) and the first
     message still only on bookies. Exits with an error when it failed."""
-    status = api.call("GET", f"{_tp(topic)}/offload") or {}
+    status = api.call("GET", f"{topic_rest_path(topic)}/offload") or {}
     while wait and status.get("status") == "RUNNING":
         time.sleep(1)
-        status = api.call("GET", f"{_tp(topic)}/offload") or {}
+        status = api.call("GET", f"{topic_rest_path(topic)}/offload") or {}
     if api.as_json:
         click.echo(json.dumps(status, sort_keys=True))
     state = status.get("status", "")
@@ -225,20 +236,22 @@ def topics_offload_status(api: _Api, topic: str, wait: bool) -> None:
                                                      if state == "SUCCESS" else ""))
 
 
-@_cmd(topics, "set-offload-policies", _topic_arg, *_POLICY_OPTIONS)
-def topics_set_offload_policies(api: _Api, topic: str, **opts: Any) -> None:
+@admin_command(topics, "set-offload-policies", TOPIC_ARG, *_POLICY_OPTIONS)
+def topics_set_offload_policies(api: AdminApi, topic: str, **opts: Any) -> None:
     """Set a topic's own offload policies (they override the namespace's field by field)."""
-    api.do("POST", f"{_tp(topic)}/offloadPolicies", f"set offload policies of {topic}", _policies_body(**opts))
+    api.do("POST", f"{topic_rest_path(topic)}/offloadPolicies", f"set offload policies of {topic}",
+           _policies_body(**opts))
 
 
-@_cmd(topics, "get-offload-policies", _topic_arg,
+@admin_command(topics, "get-offload-policies", TOPIC_ARG,
       click.option("--applied", "-ap", is_flag=True, help="The policies in force (topic > namespace > broker)."))
-def topics_get_offload_policies(api: _Api, topic: str, applied: bool) -> None:
+def topics_get_offload_policies(api: AdminApi, topic: str, applied: bool) -> None:
     """Show a topic's offload policies."""
-    _emit(api, _set_fields(api.call("GET", f"{_tp(topic)}/offloadPolicies", params={"applied": str(applied).lower()})))
+    doc = api.call("GET", f"{topic_rest_path(topic)}/offloadPolicies", params={"applied": str(applied).lower()})
+    emit(api, _set_fields(doc))
 
 
-@_cmd(topics, "remove-offload-policies", _topic_arg)
-def topics_remove_offload_policies(api: _Api, topic: str) -> None:
+@admin_command(topics, "remove-offload-policies", TOPIC_ARG)
+def topics_remove_offload_policies(api: AdminApi, topic: str) -> None:
     """Remove a topic's own offload policies."""
-    api.do("DELETE", f"{_tp(topic)}/offloadPolicies", f"removed the offload policies of {topic}")
+    api.do("DELETE", f"{topic_rest_path(topic)}/offloadPolicies", f"removed the offload policies of {topic}")

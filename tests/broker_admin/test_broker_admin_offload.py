@@ -5,18 +5,33 @@ copies are gone (broker over MockBookKeeper, filesystem tier)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pulsar
 import pytest
+from click.testing import CliRunner
 
 from broker import BrokerConfig
+from magnetar.cli import main
 from managed_ledger import ManagedLedgerConfig
-from tests.broker_admin.admin_harness import V2, AdminBroker, new_tenant_ns, pulsar_client, receive_all, wait_until
-from tests.broker_admin.test_broker_admin_cli_ops import _json, _run
+from tests.broker_admin.admin_harness import AdminBroker
+from tests.support.admin import V2, new_tenant_ns
+from tests.support.clients import drain, pulsar_client
+from tests.support.waiting import wait_until
 from tiered_storage import TieredStorage, TieredStorageConfig
+
+
+def _run(broker: AdminBroker, *args: str, ok: bool = True) -> str:
+    result = CliRunner().invoke(main, ["admin", "--admin-url", broker.http, *args])
+    assert (result.exit_code == 0) == ok, result.output
+    return result.output
+
+
+def _json(broker: AdminBroker, *args: str) -> object:
+    return json.loads(_run(broker, "--json", *args))
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +145,7 @@ def test_manual_offload_stats_explain_and_reads_after_bookie_deletion(
         broker.service.factory.cache.invalidate(ml.name)  # type: ignore[union-attr]
 
     broker.call(drop_cached_entries)
-    assert [m.data() for m in receive_all(consumer)] == [b"msg-%03d" % i for i in range(45)]
+    assert [m.data() for m in drain(consumer)] == [b"msg-%03d" % i for i in range(45)]
     reader = client.create_reader(topic, pulsar.MessageId.earliest)
     assert reader.read_next(10_000).data() == b"msg-000"
     consumer.seek(pulsar.MessageId.earliest)

@@ -18,7 +18,7 @@ from managed_ledger import (
     OffloadStatus,
     Position,
 )
-from tests.managed_ledger.ml_util import NAME, config
+from tests.support.managed_ledger import NAME, config
 from tiered_storage import OffloadPolicies, TieredStorage, TieredStorageConfig, data_key
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.zookeeper import free_port
+from tests.support.ports import free_port
 
 __all__ = ["ACCESS_KEY", "SECRET_KEY", "S3Server", "build_s3_server", "s3_server"]
 
