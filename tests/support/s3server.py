@@ -5,6 +5,7 @@ module proxy, into a cache outside the repository) and run on a free loopback po
     server = S3Server.start_new(tmp_dir)       # or the ``s3_server`` fixture (session scope)
     server.create_bucket("offload")
     server.stop(); server.start()               # down and up again on the same port and data
+    server.pause(); server.resume()             # SIGSTOP / SIGCONT: requests hang, then go on
     server.keys("offload")                      # what the bucket holds
 
 The fixture skips the test, saying why, only when the Go module proxy cannot be reached; any other
@@ -95,12 +96,24 @@ class S3Server:
         proc, self.proc = self.proc, None
         if proc is None or proc.poll() is not None:
             return
+        os.kill(proc.pid, signal.SIGCONT)  # a paused server could not act on SIGTERM
         os.kill(proc.pid, signal.SIGTERM)
         try:
             proc.wait(10)
         except subprocess.TimeoutExpired:
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait(10)
+
+    def pause(self) -> None:
+        """SIGSTOP: connections are still accepted (the kernel's backlog) but nothing is answered,
+        so a request in flight hangs until `resume`."""
+        assert self.proc is not None and self.proc.poll() is None, "the S3 server is not running"
+        os.kill(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after `pause`."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGCONT)
 
     def client(self) -> Any:
         """A boto3 S3 client of this server (path-style, the test credentials)."""
