@@ -10,6 +10,7 @@ real S3-compatible server, driven with the official client, the admin REST and `
    the interrupted ledger is still on the bookies), reads from the earliest position succeed, and
    the automatic offload (namespace threshold) retries it under a new uid, deleting whatever the
    interrupted attempt wrote; every message is read back once, in order, from the tier.
+3. Retention deletes the ledgers it trims from the bucket too.
 """
 
 from __future__ import annotations
@@ -210,6 +211,14 @@ def test_offload_over_real_bookies_and_sigkill_mid_offload(zookeeper: ZooKeeperS
             with_client.close()
         metrics = rest("GET", broker.admin_url, "/metrics").text
         assert 'pulsar_storage_offloaded_size{' in metrics
+
+        # 3. retention (no subscription left, nothing retained) deletes the trimmed ledgers' objects
+        uids = [r["tieredStorage"]["uid"] for r in explain(broker) if r["tieredStorage"].get("uid")]
+        assert uids and all(any(u in key for key in s3_server.keys(BUCKET)) for u in uids)
+        rest("POST", broker.admin_url, "/admin/v2/namespaces/tier/s3/retention",
+             json={"retentionTimeInMinutes": 0, "retentionSizeInMB": 0})
+        wait_until(lambda: not [key for key in s3_server.keys(BUCKET) for u in uids if u in key],
+                   "retention to delete the trimmed ledgers from the bucket", timeout_s=60)
     finally:
         s3_server.resume()
         broker.kill()
