@@ -40,6 +40,7 @@ from typing import Any, Protocol
 
 import trio
 
+from magnetar.common.backoff import Backoff
 from managed_ledger._errors import ManagedLedgerError
 from protocols.managed_ledger import LedgerInfo, OffloadContext, Position
 from tiered_storage import LedgerOffloader, OffloadPolicies, ReadPriority, TieredStorage, TierError
@@ -61,8 +62,8 @@ OffloadPoliciesResolver = Callable[[str], Awaitable[OffloadPolicies]]
 """``resolver(managed_ledger_name)`` -> the offload policies in force for it (topic > namespace >
 broker); the broker installs one, the default is the broker level alone."""
 
-_RETRY_BACKOFF_S = (1.0, 2.0, 4.0)
-_AUTO_BACKOFF_MAX_S = 300.0
+_RETRY_BACKOFF_S = (1.0, 4.0)  # between attempts at one ledger within a run: initial, cap
+_AUTO_BACKOFF_S = (2.0, 300.0)  # between failed automatic runs of one managed ledger: initial, cap
 
 
 class OffloadInProgress(ManagedLedgerError):
@@ -190,7 +191,7 @@ class Offloads:
         self.last_success_ms = 0
         self.last_failure_ms = 0
         self.last_offloaded_ledger = 0
-        self._auto_failures = 0
+        self._auto_backoff = Backoff(*_AUTO_BACKOFF_S)
         self._auto_not_before = 0.0
         self._deletions_scheduled: set[int] = set()
         self.namespace = "/".join(host.name.split("/")[:2])
@@ -293,6 +294,7 @@ class Offloads:
     async def _offload_one(self, info: LedgerInfo, offloader: LedgerOffloader, policies: OffloadPolicies) -> None:
         lid = info.ledger_id
         attempt = 0
+        backoff = Backoff(*_RETRY_BACKOFF_S)
         while True:
             attempt += 1
             try:
@@ -306,7 +308,7 @@ class Offloads:
                     raise ManagedLedgerError(f"ledger {lid} not offloaded after {attempt} attempts: {exc}") from exc
                 log.info("%s: offload of ledger %s failed (attempt %d): %s; retrying", self._host.name, lid,
                          attempt, exc)
-                await trio.sleep(_RETRY_BACKOFF_S[min(attempt - 1, len(_RETRY_BACKOFF_S) - 1)])
+                await trio.sleep(backoff.next())
                 fresh = {i.ledger_id: i for i in self._host.ledger_infos()}.get(lid)
                 if fresh is None:
                     return
@@ -371,9 +373,9 @@ class Offloads:
                     self._begin("threshold")
                     try:
                         await self._run(up_to)
-                        self._auto_failures = 0
+                        self._auto_backoff.reset()
                     except ManagedLedgerError:
-                        self._auto_backoff()
+                        self._auto_backed_off()
                 else:
                     self._begin("threshold")
                     self._nursery.start_soon(self._auto_run, up_to)
@@ -383,13 +385,12 @@ class Offloads:
     async def _auto_run(self, up_to: Position) -> None:
         try:
             await self._run(up_to)
-            self._auto_failures = 0
+            self._auto_backoff.reset()
         except ManagedLedgerError:
-            self._auto_backoff()
+            self._auto_backed_off()
 
-    def _auto_backoff(self) -> None:
-        self._auto_failures += 1
-        self._auto_not_before = trio.current_time() + min(_AUTO_BACKOFF_MAX_S, 2.0 ** self._auto_failures)
+    def _auto_backed_off(self) -> None:
+        self._auto_not_before = trio.current_time() + self._auto_backoff.next()
 
     def deletion_due_at_ms(self, info: LedgerInfo, policies: OffloadPolicies | None = None) -> int | None:
         """When the bookie copy of a COMPLETE ledger may go (None unless COMPLETE and on bookies)."""
