@@ -353,4 +353,3 @@ for _name, _suffix, _kind in (("publish-rate", "/publishRate", "publish"),
                               ("subscription-dispatch-rate", "/subscriptionDispatchRate", "dispatch"),
                               ("subscribe-rate", "/subscribeRate", "subscribe")):
     rate_commands(namespaces, _name, _policy_path(_suffix), NS_ARG, _kind)
-
