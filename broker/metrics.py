@@ -91,6 +91,7 @@ _TOPIC_FAMILIES: tuple[tuple[str, str, str, str], ...] = (
     ("backlog", "gauge", "pulsar_msg_backlog", "Unacknowledged messages summed over the subscriptions"),
     ("storage", "gauge", "pulsar_storage_size", "Bytes of the topic's ledgers (before replication)"),
     ("backlog_size", "gauge", "pulsar_storage_backlog_size", "Bytes of the slowest subscription's backlog"),
+    ("offloaded", "gauge", "pulsar_storage_offloaded_size", "Bytes of the topic's ledgers offloaded to tiered storage"),
     ("backlog_age", "gauge", "pulsar_storage_backlog_age_seconds",
      "Age of the oldest unacknowledged message of the slowest subscription (-1: none)"),
     ("producers", "gauge", "pulsar_producers_count", "Producers connected to the topic"),
@@ -341,6 +342,7 @@ class _TopicCollector(Collector):
             "subscriptions": len(topic.subscriptions), "publish_limited": topic.publish_limiter.throttled,
             "delayed_index": sum(_delayed(s) for s in topic.subscriptions.values()) * DELAYED_INDEX_ENTRY_BYTES,
             "retained": max(0, storage["storageSize"] - storage["backlogSize"]),
+            "offloaded": topic.ml.offloaded_size,
             **dict(compaction_values(topic)),
             **_delayed_values(topic),
         }

@@ -33,6 +33,7 @@ from magnetar.common.config import ConfigError, config_field
 from magnetar.common.tls import client_context
 from managed_ledger import ManagedLedgerConfig, ManagedLedgerFactory
 from metadata import MetadataStore, open_metadata_store
+from tiered_storage import TieredStorage, TieredStorageConfig
 
 __all__ = ["STANDALONE_DEFAULTS", "StandaloneConfig", "BrokerEndpoints", "StandaloneEndpoints", "check_message_size",
            "serve_broker_stack", "serve_standalone"]
@@ -169,9 +170,14 @@ async def serve_broker_stack(
     web_port: int | None = None,
     multi_broker: bool = False,
     transport: TransportFactory | None = None,
+    offload: TieredStorageConfig | None = None,
     task_status: trio.TaskStatus[BrokerEndpoints] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run a broker (protocol server and admin REST) over the bookies registered in ``store``.
+
+    ``offload``: the broker's tiered-storage settings (the ``[offload]`` table); the managed
+    ledgers always have a `TieredStorage`, so that namespace or topic offload policies work even
+    when the broker level names no driver.
 
     ``multi_broker`` (what ``magnetar broker`` runs): the broker shares the cluster's bundles with
     the other brokers of the store (`broker.Ownership`: registration, bundle ownership, lookups
@@ -191,13 +197,14 @@ async def serve_broker_stack(
     # They close once the broker has stopped, within STORAGE_CLOSE_TIMEOUT_S.
     storage_scope = trio.CancelScope(shield=True)
     broker_stopped = trio.Event()
+    tier = TieredStorage(offload)
     client_registries: list[Any] = []  # the BookKeeper client's metrics, exported on the broker's /metrics
 
     async def run_storage(*, task_status: trio.TaskStatus[ManagedLedgerFactory]) -> None:
         with storage_scope:
             async with BookKeeper.open(store, root=metadata_root, config=client, transport=transport) as bk:
                 client_registries.append(bk.metrics.registry)
-                async with ManagedLedgerFactory(bk, store, ml) as factory:
+                async with ManagedLedgerFactory(bk, store, ml, tier=tier) as factory:
                     task_status.started(factory)
                     await broker_stopped.wait()  # then the factory closes what is still open
 
@@ -222,6 +229,7 @@ async def serve_broker_stack(
                 http = await nursery.start(lambda task_status: serve_admin(
                     service, port=web_port, gc_explain=gc_view.explain, task_status=task_status))
                 nursery.start_soon(gc_view.run)
+                nursery.start_soon(tier.run)  # the offload / tiered-read rate gauges
                 if ownership is not None:
                     await nursery.start(ownership.run)  # registers with the URLs the ports gave
                 task_status.started(BrokerEndpoints(
@@ -256,6 +264,7 @@ async def serve_standalone(
     ml: ManagedLedgerConfig,
     client: ClientConfig,
     *,
+    offload: TieredStorageConfig | None = None,
     task_status: trio.TaskStatus[StandaloneEndpoints] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run standalone Magnetar until cancelled; report `StandaloneEndpoints` once all listen.
@@ -298,7 +307,8 @@ async def serve_standalone(
                 async with trio.open_nursery() as inner:
                     endpoints = await inner.start(lambda task_status: serve_broker_stack(
                         store, broker, _quorum_for(ml, config.num_bookies), client,
-                        metadata_root=bookie.metadata_root, transport=transport, task_status=task_status))
+                        metadata_root=bookie.metadata_root, transport=transport, offload=offload,
+                        task_status=task_status))
                     task_status.started(StandaloneEndpoints(
                         endpoints, tuple(bookies), url, data_dir))
                     await trio.sleep_forever()

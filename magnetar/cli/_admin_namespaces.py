@@ -1,7 +1,7 @@
 """``magnetar admin namespaces``: namespaces and their policies (retention, TTL, backlog quotas,
 deduplication, auto topic creation, inactive topics, schemas, permissions, compaction, limits and
-rates), bundles, split and unload, as pulsar-admin names them. Offload (tiered storage) commands
-exist for scripts that call them; the broker answers that it does not support them."""
+rates), bundles, split and unload, as pulsar-admin names them. The offload (tiered storage)
+commands are `_admin_offload`'s."""
 
 from __future__ import annotations
 
@@ -336,7 +336,7 @@ def namespaces_unload(api: AdminApi, namespace: str, bundle: str | None) -> None
     api.do("PUT", ns_path(namespace, suffix), f"unloaded {namespace}{'/' + bundle if bundle else ''}")
 
 
-# ------------------------------------------------------------------ limits, rates and offload
+# ------------------------------------------------------------------ limits and rates
 def _policy_path(suffix: str) -> Any:
     return lambda namespace: ns_path(namespace, suffix)
 
@@ -361,17 +361,3 @@ for _name, _suffix, _kind in (("publish-rate", "/publishRate", "publish"),
                               ("subscription-dispatch-rate", "/subscriptionDispatchRate", "dispatch"),
                               ("subscribe-rate", "/subscribeRate", "subscribe")):
     rate_commands(namespaces, _name, _policy_path(_suffix), NS_ARG, _kind)
-
-
-for _name, _method, _suffix, _opt in (
-        ("set-offload-threshold", "PUT", "/offloadThreshold", ("--size", "-s")),
-        ("set-offload-deletion-lag", "PUT", "/offloadDeletionLagMs", ("--lag", "-l")),
-        ("set-offload-policies", "POST", "/offloadPolicies", ("--driver", "-d")),
-        ("get-offload-policies", "GET", "/offloadPolicies", None),
-        ("remove-offload-policies", "DELETE", "/removeOffloadPolicies", None)):
-    def _offload(api: AdminApi, namespace: str, value: str | None = None, _m: str = _method, _s: str = _suffix) -> None:
-        api.do(_m, ns_path(namespace, _s), "done", value)  # the broker answers 501: not supported
-
-    _params = (NS_ARG,) + ((click.option(*_opt, "value", required=True),) if _opt else ())
-    admin_command(namespaces, _name, *_params)(_offload).help = \
-        "Offload (tiered storage): not supported by Magnetar; the broker says so."

@@ -137,6 +137,21 @@ def _bookie_gc(gc: Mapping[str, Any]) -> list[Any]:
     return out
 
 
+def _tiered(ex: Mapping[str, Any]) -> list[Any]:
+    """Where each ledger lives (bookies, tier, both) and why, once the topic has offloaded anything."""
+    rows = [(row.get("ledgerId"), row.get("tieredStorage") or {}) for row in ex.get("ledgers") or []]
+    off = ex.get("offload") or {}
+    if all(t.get("state") in (None, "NONE") for _, t in rows) and off.get("status") in (None, "NOT_RUN"):
+        return []
+    head = (f"offload: {str(off.get('status', '')).replace('_', ' ').lower()}"
+            + (f" ({off['lastError']})" if off.get("lastError") else "")
+            + f"; {human.size(ex.get('offloadedSize'))} offloaded")
+    table = human.new_table("tiered storage", ["ledger", "lives on", "offload state", "bookie copy"])
+    for ledger_id, t in rows:
+        table.add_row(*(human.cell(v) for v in (ledger_id, t.get("location"), t.get("state"), t.get("bookieCopy"))))
+    return [head, table]
+
+
 def lines(ex: Mapping[str, Any]) -> list[Any]:
     """What explain-storage prints: sentences (str) and rich tables, in order."""
     pol = ex.get("policies") or {}
@@ -162,6 +177,7 @@ def lines(ex: Mapping[str, Any]) -> list[Any]:
     last = ex.get("lastRetentionCheck")
     if last:
         out.append(_last_check(last))
+    out.extend(_tiered(ex))
     if ex.get("bookieGc") is not None:
         out.extend(_bookie_gc(ex["bookieGc"]))
     return out

@@ -4,8 +4,9 @@ Tables for humans, ``--json`` for scripts. A failed request prints the server's 
 exits with status 1 (2 for usage errors, as click does). This module holds the ``admin`` group:
 its options (URL, TLS, credentials) and its sub-groups, each defined with its commands in its own
 module (`_admin_clusters`, `_admin_brokers`, `_admin_tenants`, `_admin_namespaces`,
-`_admin_topics`) over what they share (`_admin_api`); `_pulsar_admin_names` then adds pulsar-admin's
-spellings of options and commands.
+`_admin_topics`; `_admin_offload` adds the offload commands to the last two) over what they
+share (`_admin_api`); `_pulsar_admin_names` then adds pulsar-admin's spellings of options and
+commands.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import ssl
 
 import click
 
+from . import _admin_offload  # noqa: F401  (registers the offload commands on namespaces and topics)
 from ._admin_api import DEFAULT_URL, topic_path
 from ._admin_brokers import broker_stats, brokers
 from ._admin_clusters import clusters
