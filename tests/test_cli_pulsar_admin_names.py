@@ -51,9 +51,10 @@ def _run(*args: str) -> click.testing.Result:
 
 
 def test_an_unsupported_pulsar_admin_option_is_refused_with_the_reason() -> None:
-    result = _run("namespaces", "set-offload-policies", "public/default", "-d", "aws-s3", "--bucket", "b")
+    result = _run("namespaces", "set-offload-policies", "public/default", "-d", "aws-s3", "--s3-role", "r")
     assert result.exit_code == 2
-    assert "pulsar-admin's --bucket is not supported by Magnetar: there is no tiered storage" in result.output
+    assert ("pulsar-admin's --s3-role is not supported by Magnetar: S3 credentials are an access key"
+            in result.output)
     assert "No such option" not in _run("topics", "delete", "t", "--from-file").output
 
 
@@ -62,4 +63,5 @@ def test_pulsar_admin_names_show_in_help() -> None:
     assert "--messageTTL" in out and "-ttl" in out
     out = CliRunner().invoke(main, ["admin", "topics", "stats", "--help"]).output
     assert "-etb, --get-earliest-time-in-backlog" in out
-    assert "--bucket" not in CliRunner().invoke(main, ["admin", "namespaces", "set-offload-policies", "--help"]).output
+    out = CliRunner().invoke(main, ["admin", "namespaces", "set-offload-policies", "--help"]).output
+    assert "--s3-role" not in out and "-mbs, --maxBlockSize" in out

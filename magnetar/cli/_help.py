@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import textwrap
 
 import click
 
@@ -58,4 +59,20 @@ class HelpGroup(click.Group):
                 rows.append((name, summary(cmd)))
         if rows:
             with formatter.section("Commands"):
-                formatter.write_dl(rows)
+                _write_rows(formatter, rows)
+
+
+def _write_rows(formatter: click.HelpFormatter, rows: list[tuple[str, str]], col_max: int = 30) -> None:
+    """Two columns as click's ``write_dl`` lays them out, except that a summary is wrapped at spaces
+    only: a command name inside it (``offload-status``) is never split at its hyphen."""
+    first = min(max(len(name) for name, _ in rows), col_max) + 2
+    indent = " " * formatter.current_indent
+    width = max(formatter.width - first - formatter.current_indent, 10)
+    for name, text in rows:
+        lines = textwrap.wrap(text, width, break_on_hyphens=False, break_long_words=False) or [""]
+        if len(name) <= col_max:
+            formatter.write(f"{indent}{name:<{first}}{lines[0]}\n")
+        else:
+            formatter.write(f"{indent}{name}\n{indent}{' ' * first}{lines[0]}\n")
+        for line in lines[1:]:
+            formatter.write(f"{indent}{' ' * first}{line}\n")

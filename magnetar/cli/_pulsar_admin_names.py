@@ -37,6 +37,9 @@ Key = tuple[str, str]
 
 ALIASES: Mapping[Key, Mapping[str, str]] = {
     ("namespaces", "clear-backlog"): {"-force": "force"},
+    ("namespaces", "set-offload-policies"): {"--maxBlockSize": "max_block", "-mbs": "max_block",
+                                             "--readBufferSize": "read_buffer", "-rbs": "read_buffer",
+                                             "-oat": "threshold", "-oats": "threshold_s"},
     ("namespaces", "grant-subscription-permission"): {"-rs": "roles", "-s": "subscription"},
     ("namespaces", "revoke-subscription-permission"): {"-r": "role", "-s": "subscription"},
     ("namespaces", "set-backlog-quota"): {"--limit": "limit_size", "--limitTime": "limit_time"},
@@ -78,7 +81,7 @@ IGNORED: Mapping[Key, list[OptionSpec]] = {
         (("-ulo", "--update-local-only"), False, "without geo-replication every update is local")],
 }
 
-_NO_OFFLOAD = "there is no tiered storage"
+_NO_S3_ROLE = "S3 credentials are an access key (--aws-id, --aws-secret); assumed roles are not supported"
 _CLUSTER_URLS = "a cluster record holds its service and broker URLs only"
 _CLUSTER_OPTIONS: list[OptionSpec] = [
     ((name,), value, _CLUSTER_URLS) for name, value in (
@@ -105,13 +108,9 @@ UNSUPPORTED: Mapping[Key, list[OptionSpec]] = {
     ("topics", "set-dispatch-rate"): _RELATIVE_RATE,
     ("topics", "set-subscription-dispatch-rate"): _RELATIVE_RATE,
     ("namespaces", "set-offload-policies"): [
-        ((long, short), True, _NO_OFFLOAD) for long, short in (
-            ("--aws-id", "-i"), ("--aws-secret", "-s"), ("--bucket", "-b"), ("--endpoint", "-e"),
-            ("--maxBlockSize", "-mbs"), ("--offloadAfterElapsed", "-oae"), ("--offloadAfterThreshold", "-oat"),
-            ("--offloadAfterThresholdInSeconds", "-oats"), ("--offloadedReadPriority", "-orp"),
-            ("--readBufferSize", "-rbs"), ("--region", "-r"), ("--s3-role", "-ro"),
-            ("--s3-role-session-name", "-rsn"))],
-    ("namespaces", "set-offload-threshold"): [(("-t", "--time"), True, _NO_OFFLOAD)],
+        (("--s3-role", "-ro"), True, _NO_S3_ROLE), (("--s3-role-session-name", "-rsn"), True, _NO_S3_ROLE)],
+    ("namespaces", "set-offload-threshold"): [
+        (("-t", "--time"), True, "a time threshold is set with set-offload-threshold-in-seconds")],
     ("namespaces", "split-bundle"): [
         (("-san", "--split-algorithm-name"), True, "a bundle is split at the middle of its range"),
         (("-sb", "--split-boundaries"), True, "a bundle is split at the middle of its range"),
