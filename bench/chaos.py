@@ -10,8 +10,8 @@ receipted message lost, no unacknowledged message skipped after a crash, order k
 no two owners acknowledging writes, every receipted entry on an ack quorum of bookies, cursors
 never moving back, ownership converging and everything available once the faults are healed, and
 (at the end, with a reader) no key stored twice with deduplication on. See
-tests/chaos/chaos_checker.py and tests/chaos/chaos_audit.py for the exact invariants and
-tests/chaos/chaos_run.py for a cycle.
+tests/support/chaos/checker.py and tests/support/chaos/audit.py for the exact invariants and
+tests/support/chaos/run.py for a cycle.
 
     sudo .venv/bin/python bench/chaos.py --netns --cycles 20 --seed 7
     sudo .venv/bin/python bench/chaos.py --netns --deploy standalone --cycles 20 --seed 8
@@ -35,8 +35,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.chaos.chaos_run import DEFAULT_TARGETS, NETWORK_FAULTS, ChaosRun, RunOptions  # noqa: E402
-from tests.chaos.chaos_scenarios import SCENARIOS  # noqa: E402
+from tests.support.chaos.run import DEFAULT_TARGETS, NETWORK_FAULTS, ChaosRun, RunOptions  # noqa: E402
+from tests.support.chaos.scenarios import SCENARIOS  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

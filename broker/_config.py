@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from magnetar.config import ConfigError, config_field, require_at_least, require_positive
-from magnetar.tls import PULSAR_KEYS, TlsSettings, server_context
+from magnetar.common.config import ConfigError, config_field, require_at_least, require_positive
+from magnetar.common.tls import PULSAR_KEYS, TlsSettings, server_context
 from retention import RetentionConfig
 
 __all__ = ["BrokerConfig", "MESSAGE_SIZE_FRAME_PADDING", "AdvertisedListener", "INACTIVE_TOPIC_DELETE_MODES",
@@ -216,6 +216,11 @@ class BrokerConfig(RetentionConfig):
         100, alias="dispatcherMaxReadBatchSize", help="Entries read from the cursor per dispatch round.")
     dispatcher_max_read_size_bytes: int = config_field(
         5 * 1024 * 1024, alias="dispatcherMaxReadSizeBytes", help="Bytes read per dispatch round.")
+    active_consumer_failover_delay_ms: int = config_field(
+        1000, alias="activeConsumerFailoverDelayTimeMillis",
+        help="After the active consumer of a Failover subscription changes, wait this long before telling "
+             "its consumers and delivering to the new one, so that the old one's acks in flight land first "
+             "(0 = at once).")
     dispatcher_max_replay_entries: int = config_field(
         5000, help="Entries waiting for redelivery before a subscription stops reading new ones.")
     max_unacked_messages_per_consumer: int = config_field(
@@ -223,6 +228,38 @@ class BrokerConfig(RetentionConfig):
         help="Messages delivered but not acked before a Shared consumer stops receiving (0 = no limit).")
     delayed_delivery_enabled: bool = config_field(
         True, alias="delayedDeliveryEnabled", help="Honour deliver_at_time on Shared and Key_Shared subscriptions.")
+    delayed_delivery_tracker_factory_class_name: str = config_field(
+        "org.apache.pulsar.broker.delayed.BucketDelayedDeliveryTrackerFactory",
+        alias="delayedDeliveryTrackerFactoryClassName",
+        help="The delayed-delivery index: org.apache.pulsar.broker.delayed.BucketDelayedDeliveryTrackerFactory "
+             "keeps it in bucket ledgers with only the near segments in memory (bounded, survives restarts); "
+             "org.apache.pulsar.broker.delayed.InMemoryDelayedDeliveryTrackerFactory keeps all of it in memory "
+             "(rebuilt by reading the backlog after a restart). Pulsar's default is the in-memory one; "
+             "Magnetar's is the bucket one, so that a delayed backlog has a memory bound.")
+    delayed_delivery_tick_time_ms: int = config_field(
+        1000, alias="delayedDeliveryTickTimeMillis",
+        help="A subscription releases delayed messages at most once per tick (never before they are due, "
+             "so up to this much after).")
+    delayed_delivery_min_index_count_per_bucket: int = config_field(
+        50000, alias="delayedDeliveryMinIndexCountPerBucket",
+        help="Delayed messages a subscription indexes in memory before sealing them into a stored bucket.")
+    delayed_delivery_max_time_step_per_bucket_snapshot_segment_s: int = config_field(
+        300, alias="delayedDeliveryMaxTimeStepPerBucketSnapshotSegmentSeconds",
+        help="Due times one stored segment of a bucket spans at most (a segment is loaded whole).")
+    delayed_delivery_max_indexes_per_bucket_snapshot_segment: int = config_field(
+        5000, alias="delayedDeliveryMaxIndexesPerBucketSnapshotSegment",
+        help="Delayed messages in one stored segment of a bucket at most (-1: only the time step and the "
+             "entry size cut segments).")
+    delayed_delivery_max_num_buckets: int = config_field(
+        50, alias="delayedDeliveryMaxNumBuckets",
+        help="Stored buckets per subscription before adjacent ones are merged (-1: never merge; the index's "
+             "memory then grows with the number of buckets). Pulsar's default is -1; Magnetar's bounds memory.")
+    dispatcher_read_failure_backoff_initial_time_ms: int = config_field(
+        15000, alias="dispatcherReadFailureBackoffInitialTimeInMs",
+        help="A subscription whose read failed (bookies unavailable) retries after this long, doubling "
+             "each time; nothing waiting for redelivery is dropped.")
+    dispatcher_read_failure_backoff_max_time_ms: int = config_field(
+        60000, alias="dispatcherReadFailureBackoffMaxTimeInMs", help="The longest read-failure backoff.")
     max_unacked_messages_per_subscription: int = config_field(
         200000, alias="maxUnackedMessagesPerSubscription",
         help="Messages delivered but not acked on a Shared subscription before it stops dispatching (0 = no limit).")
@@ -277,6 +314,14 @@ class BrokerConfig(RetentionConfig):
         False, alias="brokerDeleteInactivePartitionedTopicMetadataEnabled",
         help="When the last stored partition of a partitioned topic is deleted for inactivity, delete the "
              "partitioned topic's metadata (and its topic policies) too.")
+    # subscription expiration (broker._subscription_expiry); namespaces override the first key
+    subscription_expiration_time_minutes: int = config_field(
+        0, alias="subscriptionExpirationTimeMinutes",
+        help="Delete durable subscriptions that have had no consumer and no activity for this many minutes "
+             "(0 = never), unless their namespace's subscription_expiration_time_minutes says otherwise.")
+    subscription_expiry_check_interval_minutes: int = config_field(
+        5, alias="subscriptionExpiryCheckIntervalInMinutes",
+        help="How often loaded topics' subscriptions are checked for expiration (minutes; 0 = never).")
     topic_unload_idle_s: float = config_field(
         300.0, help="Unload (close the managed ledger of) a topic with no producer or consumer for this long.")
     policy_recheck_interval_s: float = config_field(
@@ -437,7 +482,7 @@ class BrokerConfig(RetentionConfig):
         return self.broker_service_port_tls is not None or self.web_service_port_tls is not None
 
     def tls_settings(self) -> TlsSettings:
-        """The TLS keys as `magnetar.tls.TlsSettings` (errors then name Pulsar's keys)."""
+        """The TLS keys as `magnetar.common.tls.TlsSettings` (errors then name Pulsar's keys)."""
         return TlsSettings(
             cert_file=self.tls_certificate_file_path, key_file=self.tls_key_file_path,
             trust_certs_file=self.tls_trust_certs_file_path,
@@ -494,11 +539,15 @@ class BrokerConfig(RetentionConfig):
                          "subscribe_throttling_rate_per_consumer",
                          message="must be 0 (no limit) or positive")
         require_positive(self, "subscribe_rate_period_per_consumer_s")
+        self._validate_delayed_delivery()
         require_positive(self, "handshake_timeout_s")
+        require_at_least(self, "active_consumer_failover_delay_ms")
         require_at_least(self, "broker_max_connections", "broker_max_connections_per_ip",
                          message="must be 0 (no limit) or positive")
         require_positive(self, "topic_unload_idle_s", "policy_recheck_interval_s", "compaction_monitor_interval_s")
         require_positive(self, "broker_delete_inactive_topics_frequency_s")
+        require_at_least(self, "subscription_expiration_time_minutes", "subscription_expiry_check_interval_minutes",
+                         message="must be 0 (off) or positive")
         if self.broker_delete_inactive_topics_mode not in INACTIVE_TOPIC_DELETE_MODES:
             raise ConfigError("broker_delete_inactive_topics_mode",
                               f"must be one of {', '.join(INACTIVE_TOPIC_DELETE_MODES)}, got "
@@ -542,6 +591,26 @@ class BrokerConfig(RetentionConfig):
             raise ConfigError("authorization_enabled", "needs authenticationEnabled")
         require_positive(self, "authentication_refresh_check_s")
         super().validate()
+
+    def _validate_delayed_delivery(self) -> None:
+        factories = ("org.apache.pulsar.broker.delayed.BucketDelayedDeliveryTrackerFactory",
+                     "org.apache.pulsar.broker.delayed.InMemoryDelayedDeliveryTrackerFactory")
+        if self.delayed_delivery_tracker_factory_class_name not in factories:
+            raise ConfigError("delayed_delivery_tracker_factory_class_name",
+                              f"must be one of {', '.join(factories)}, got "
+                              f"{self.delayed_delivery_tracker_factory_class_name!r}")
+        require_positive(self, "delayed_delivery_tick_time_ms", "delayed_delivery_min_index_count_per_bucket",
+                         "delayed_delivery_max_time_step_per_bucket_snapshot_segment_s",
+                         "dispatcher_read_failure_backoff_initial_time_ms")
+        # a bucket's footer (20 bytes a segment, a segment per message at worst) is one stored entry
+        if self.delayed_delivery_min_index_count_per_bucket > 200_000:
+            raise ConfigError("delayed_delivery_min_index_count_per_bucket", "must be at most 200000")
+        for key in ("delayed_delivery_max_indexes_per_bucket_snapshot_segment", "delayed_delivery_max_num_buckets"):
+            if getattr(self, key) == 0 or getattr(self, key) < -1:
+                raise ConfigError(key, f"must be positive or -1 (no limit), got {getattr(self, key)}")
+        if self.dispatcher_read_failure_backoff_max_time_ms < self.dispatcher_read_failure_backoff_initial_time_ms:
+            raise ConfigError("dispatcher_read_failure_backoff_max_time_ms",
+                              "must be at least dispatcher_read_failure_backoff_initial_time_ms")
 
 
 _STRATEGIES = {

@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from magnetar import __version__
+from magnetar.common.version import VERSION
 from protocols.pulsar import ChecksumMismatch, Frame, FrameDecoder, FrameError, encode_command, make_command, type_name
 from protocols.pulsar import pulsar_api_pb2 as pb
 
@@ -434,7 +434,7 @@ class ServerConnection:
         self.protocol_version = min(connect.protocol_version, 20)
 
         self.send_command(make_command(
-            "CONNECTED", server_version=f"Magnetar-{__version__}", protocol_version=self.protocol_version,
+            "CONNECTED", server_version=f"Magnetar-{VERSION}", protocol_version=self.protocol_version,
             max_message_size=self.config.max_message_size))
         self.state = ConnectionState.OPEN
         # the next frame (even one already buffered behind CONNECT) gets the full limit

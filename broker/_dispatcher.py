@@ -9,8 +9,15 @@ Rules:
   when it turns writable again. So a consumer that grants permits but does not read holds at
   most one round of entries in its connection, not its permits' worth.
 * Rule 2 (replay first): entries to deliver again (redelivery requests, a consumer that left, a
-  failover switch, an entry whose target had no permits) wait in ``replay``, sorted by position,
-  and go out before new entries. Acked ones are dropped from it.
+  failover switch, an entry whose target had no permits, delayed entries that came due) wait in
+  ``replay``, sorted by position, and go out before new entries. Acked ones are dropped from it,
+  and so are positions that no longer name an entry of the topic (their ledger is gone); nothing
+  else ever leaves it unsent.
+* Rule 2b (read failures): when storage cannot serve a read (a replayed entry or new entries),
+  the entries read before it in that round are delivered, the rest stays where it was (in
+  ``replay``, or unread in the cursor) and the loop retries after a delay that doubles per
+  failure up to ``dispatcherReadFailureBackoffMaxTimeInMs`` (`Backoff`; a good read halves it
+  again), as Pulsar's dispatchers back off. Consumers stay attached meanwhile.
 * Rule 3 (selection): Exclusive and Failover deliver to the single active consumer; Shared
   round-robins over consumers with permits (and below the unacked limit); Key_Shared sends an
   entry to the owner of its key's hash slot, and once one entry of a slot waits in ``replay``,
@@ -20,22 +27,36 @@ Rules:
   position is acked (its keys may still be unacked at their previous owner), as Pulsar's
   "recently joined consumers".
 * Rule 4 (bounded): new entries are read only while ``replay`` is below
-  ``dispatcher_max_replay_entries``; each round reads at most the permits available (and the
-  configured batch size / bytes).
-* Rule 5 (delayed delivery, Shared and Key_Shared): an entry whose ``deliver_at_time`` is in the
-  future is parked until then; it stays unacked in the cursor, so a restart re-reads it. On
-  Key_Shared a due entry goes to its key's current owner (Rule 3); as in Pulsar, a parked entry
-  does not hold back later entries of its key (delayed delivery orders by due time, not by key).
+  ``dispatcher_max_replay_entries`` and the delayed-delivery index has room (`DelayedIndex`
+  Rule 3); each round reads at most the permits available (and the configured batch size /
+  bytes).
+* Rule 5 (delayed delivery, Shared and Key_Shared): an entry read from the cursor whose
+  ``deliver_at_time`` is in the future is offered to the subscription's delayed-delivery index
+  (`broker._delayed`), which holds it (bounded in memory, kept in storage) until it is due; it
+  stays unacked in the cursor. Nothing is read before the index has recovered (after a restart),
+  so nothing is delivered early. Due entries join ``replay`` (at most as many as it has room
+  for), at most once per ``delayedDeliveryTickTimeMillis`` when nothing else wakes the loop. An
+  entry read from the cursor that is pending at a consumer or waiting in ``replay`` already (the
+  index released it) is skipped. On Key_Shared a due entry goes to its key's current owner
+  (Rule 3); as in Pulsar, a held entry does not hold back later entries of its key (delayed
+  delivery orders by due time, not by key).
 * Rule 5b (read compacted, `Subscription` Rule 5): while the read position is at or before the
   compacted view's horizon, new entries come from the view (each with its original position),
   and the cursor is moved past the horizon once the view is exhausted; entries to deliver again
   at or before the horizon are read from the view too (one compaction dropped is acked away).
 * Rule 6 (wake-ups): the loop sleeps until `wake` (FLOW, a consumer joining or leaving, acks,
-  redelivery, new entries on the topic, termination) or the next delayed entry is due.
+  redelivery, new entries on the topic, termination, the delayed index loaded or recovered) or
+  the next delayed entry is due.
 * Rule 7 (end of topic): once the topic is terminated and the subscription has no backlog left
   (everything stored is acknowledged), each consumer is sent REACHED_END_OF_TOPIC once, as
   Pulsar's dispatchers do when a read finds no more entries on a terminated ledger; a consumer
   joining later is told when its first round finds the same.
+* Rule 3c (failover switch): when the active consumer of a Failover subscription changes, its
+  consumers are told (ACTIVE_CONSUMER_CHANGE) and the new active one gets entries only
+  ``active_consumer_failover_delay_ms`` later, as Pulsar does: the old one's acks in flight land
+  first, and a client that registers its consumer once SUBSCRIBE's SUCCESS is processed (the Go
+  client) is not told before it listens. A change during that wait is covered by it: its end
+  tells everyone which consumer is active then.
 * Rule 8 (dispatch rates): a round reads no more entries than the topic's and the
   subscription's dispatch limiters allow in their current windows (`_rate_limit` Rule 4); while
   either is exhausted the loop sleeps to the window's end. The unacked limits of Rule 3 come
@@ -44,7 +65,6 @@ Rules:
 
 from __future__ import annotations
 
-import heapq
 import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, ClassVar
@@ -52,14 +72,17 @@ from typing import TYPE_CHECKING, ClassVar
 import trio
 from sortedcontainers import SortedSet
 
+from magnetar.common.backoff import Backoff
 from managed_ledger import Entry, ManagedLedgerError, ManagedLedgerState, Position
 
 from ._entries import EntryInfo, Signal, ack_set_words, entry_info
+from ._errors import ServiceNotReadyError
 from ._selectors import AutoSplitRanges, ConsumerKey, RoundRobin, StickyRanges, choose_active_consumer
 
 if TYPE_CHECKING:
     from ._config import BrokerConfig
     from ._consumer import Consumer
+    from ._delayed import DelayedIndex
     from ._subscription import Subscription
 
 __all__ = ["Dispatcher", "SubType"]
@@ -88,7 +111,12 @@ class Dispatcher:
         self.replay: SortedSet = SortedSet()
         self.redelivery_counts: dict[Position, int] = {}
         self.owner: dict[Position, Consumer] = {}
-        self.delayed: list[tuple[int, Position]] = []
+        self.delayed: DelayedIndex | None = None  # Rule 5, set by `run` on Shared and Key_Shared
+        self._last_release_ms = 0.0
+        config = self.config
+        self._read_backoff = Backoff(config.dispatcher_read_failure_backoff_initial_time_ms / 1000,
+                                     config.dispatcher_read_failure_backoff_max_time_ms / 1000, jitter=0.1)
+        self._read_failure: ManagedLedgerError | None = None
         self.changed = Signal()
         self.active: Consumer | None = None
         self.sticky = sticky
@@ -97,6 +125,7 @@ class Dispatcher:
         self._sticky: StickyRanges[Consumer] = StickyRanges()
         self.msg_redelivered = 0
         self._sub_unacked = 0  # see `_round`
+        self._failover_hold_until: float | None = None  # Rule 3c
 
     @property
     def config(self) -> BrokerConfig:
@@ -144,12 +173,27 @@ class Dispatcher:
             # the old active consumer's unacked entries go to the new one, in order
             self._take_back(old, list(old.pending), count=False)
         if self.sub_type == SubType.FAILOVER:
+            delay_s = self.config.active_consumer_failover_delay_ms / 1000.0
+            if delay_s <= 0:
+                self._notify_failover_active()
+            elif self._failover_hold_until is None:
+                self._failover_hold_until = self.clock() + delay_s
+
+    def _notify_failover_active(self) -> None:
+        if self.active is not None:
             for c in self.consumers:
-                c.notify_active(c is new_active)
+                c.notify_active(c is self.active)
+
+    def _failover_hold_s(self) -> float | None:
+        """Rule 3c: how long the failover switch still holds delivery (None: no switch pending)."""
+        if self._failover_hold_until is None:
+            return None
+        return max(0.0, self._failover_hold_until - self.clock())
 
     def notify_new_failover_consumer(self, consumer: Consumer) -> None:
-        """Tell a Failover consumer that just joined whether it is active."""
-        if self.sub_type == SubType.FAILOVER:
+        """Tell a Failover consumer that just joined whether it is active (unless a switch is
+        pending: its end tells every consumer, Rule 3c)."""
+        if self.sub_type == SubType.FAILOVER and self._failover_hold_until is None:
             consumer.notify_active(consumer is self.active)
 
     def hash_ranges(self) -> list[tuple[int, int, Consumer]]:
@@ -205,7 +249,6 @@ class Dispatcher:
         self.replay.clear()
         self.redelivery_counts.clear()
         self.owner.clear()
-        self.delayed.clear()
         for c in self.consumers:
             c.pending.clear()
         self.wake()
@@ -214,36 +257,68 @@ class Dispatcher:
 
     async def run(self) -> None:
         """Dispatch until cancelled (the subscription owns the cancel scope)."""
+        if self.sub_type in (SubType.SHARED, SubType.KEY_SHARED) and self.config.delayed_delivery_enabled:
+            try:
+                index = await self.sub.delayed_index()
+            except ServiceNotReadyError:
+                await trio.sleep_forever()  # the topic is closing: this task is about to be cancelled
+            index.listener = self.wake
+            await index.wait_ready()  # Rule 5: nothing is read before the index has recovered
+            if not index.ready:
+                log.info("dispatcher %s: the delayed-delivery index stopped; dispatching stops", self.sub.full_name)
+                await trio.sleep_forever()
+            self.delayed = index
         while True:
             changed = self.changed.current()
             try:
                 progressed = await self._round()
-            except ManagedLedgerError as exc:
-                log.warning("dispatcher %s: read failed: %s", self.sub.full_name, exc)
-                progressed = False
-                with trio.move_on_after(1.0):
-                    await changed.wait()
+            except ManagedLedgerError as exc:  # Rule 2b
+                delay = self._read_backoff.next()
+                log.warning("dispatcher %s: read failed (%s); retrying in %.1f s", self.sub.full_name, exc, delay)
+                await trio.sleep(delay)
                 continue
             if progressed:
+                self._read_backoff.reduce_to_half()
                 await trio.lowlevel.checkpoint()
                 continue
             timeout = self._next_delayed_in()
             rate_wait = self._rate_wait_s()
             if rate_wait > 0:
                 timeout = rate_wait if timeout is None else min(timeout, rate_wait)
+            hold = self._failover_hold_s()
+            if hold is not None:
+                timeout = hold if timeout is None else min(timeout, hold)
             with trio.move_on_after(timeout if timeout is not None else float("inf")):
                 await changed.wait()
 
+    def _replay_room(self) -> int:
+        return self.config.dispatcher_max_replay_entries - len(self.replay)
+
     def _next_delayed_in(self) -> float | None:
-        if not self.delayed:
+        """Seconds until due delayed entries can be released (Rule 5); None: only a wake-up helps
+        (no delayed entry in memory, or no room in ``replay`` for one)."""
+        index = self.delayed
+        if index is None or self._replay_room() <= 0:
             return None
-        return max(0.0, self.delayed[0][0] / 1000.0 - self.clock())
+        due = index.next_due_ms()
+        if due is None:
+            return None
+        now_ms = self.clock() * 1000.0
+        tick_end = self._last_release_ms + self.config.delayed_delivery_tick_time_ms
+        return max(0.0, due - now_ms, tick_end - now_ms) / 1000.0
 
     def _release_due_delayed(self) -> None:
+        """Rule 5: due entries of the index join ``replay``, as many as it has room for."""
+        index = self.delayed
+        room = self._replay_room()
+        if index is None or room <= 0:
+            return
         now_ms = self.clock() * 1000.0
-        while self.delayed and self.delayed[0][0] <= now_ms:
-            _, pos = heapq.heappop(self.delayed)
-            self.replay.add(pos)
+        cursor = self.sub.cursor
+        due = index.pop_due(now_ms, room,
+                            lambda p: p in self.owner or p in self.replay or cursor.is_acked(p))
+        self._last_release_ms = now_ms
+        self.replay.update(due)
 
     def _can_take(self, c: Consumer) -> bool:
         if c.closed or c.permits <= 0 or not c.writable:  # Rule 1b
@@ -273,7 +348,9 @@ class Dispatcher:
 
     def _notify_end_of_topic(self) -> None:
         """Rule 7: tell every consumer not told yet that the terminated topic has nothing more."""
-        if self.sub.topic.ml.state is not ManagedLedgerState.TERMINATED or self.replay or self.delayed:
+        if self.sub.topic.ml.state is not ManagedLedgerState.TERMINATED or self.replay:
+            return
+        if self.delayed is not None and self.delayed.count:
             return
         if self.sub.cursor.backlog > 0:
             return
@@ -281,6 +358,11 @@ class Dispatcher:
             c.reached_end_of_topic()
 
     async def _round(self) -> bool:
+        if self._failover_hold_until is not None:  # Rule 3c
+            if self.clock() < self._failover_hold_until:
+                return False  # the run loop waits for the hold's end
+            self._failover_hold_until = None
+            self._notify_failover_active()
         self._release_due_delayed()
         self._notify_end_of_topic()
         # the subscription's unacked count, summed once per round (acks only lower it, and
@@ -289,22 +371,49 @@ class Dispatcher:
         if not any(self._can_take(c) for c in self.consumers):
             return False
         cursor = self.sub.cursor
-        ml = self.sub.topic.ml
         batch = self.config.dispatcher_max_read_batch_size
         allowed = self._rate_allows()
         if allowed is not None:
             if allowed <= 0:
                 return False  # the run loop waits for the window's end (Rule 8)
             batch = min(batch, allowed)
-        entries: list[Entry] = []
+        self._read_failure = None
         view = self.sub.topic.compactor.view if self.sub.read_compacted else None
+        entries = await self._read_replay(batch, view)
+        replayed = len(entries)
+        read_new = 0
+        if (self._read_failure is None and self._replay_room() > 0 and len(entries) < batch
+                and (self.delayed is None or self.delayed.accepting)):
+            permits = sum(max(0, c.permits) for c in self.consumers if self._can_take(c))
+            want = min(batch - len(entries), max(1, permits))
+            try:
+                new = await self._read_compacted(want) if view is not None else []
+                if not new:
+                    new = await cursor.read_entries(want, self.config.dispatcher_max_read_size_bytes)
+            except ManagedLedgerError as exc:  # Rule 2b: what was replayed still goes out
+                self._read_failure = exc
+                new = []
+            read_new = len(new)
+            entries.extend(new)
+        sent = await self._assign(entries, replayed) if entries else 0
+        if self._read_failure is not None:
+            raise self._read_failure
+        return sent > 0 or read_new > 0
+
+    async def _read_replay(self, batch: int, view) -> list[Entry]:
+        """Up to ``batch`` entries of ``replay`` (Rule 2), in position order. Stops at the first
+        one storage cannot serve (``_read_failure``, Rule 2b): it and those after it stay."""
+        cursor = self.sub.cursor
+        ml = self.sub.topic.ml
+        entries: list[Entry] = []
         for pos in list(self.replay.islice(0, batch)):
             if cursor.is_acked(pos):
                 self.replay.discard(pos)
                 self.redelivery_counts.pop(pos, None)
                 continue
+            from_view = view is not None and pos <= view.horizon
             try:
-                if view is not None and pos <= view.horizon:  # Rule 5b
+                if from_view:  # Rule 5b
                     compacted = await view.entry_at(pos)
                     if compacted is None:
                         self.replay.discard(pos)
@@ -314,23 +423,16 @@ class Dispatcher:
                 else:
                     entries.append(await ml.read_entry(pos))
             except ManagedLedgerError as exc:
-                log.warning("dispatcher %s: dropping unreadable %s: %s", self.sub.full_name, pos, exc)
-                self.replay.discard(pos)
-                continue
+                if not from_view and not ml.has_entry(pos):
+                    log.warning("dispatcher %s: %s is no longer stored (%s); not delivering it", self.sub.full_name,
+                                pos, exc)
+                    self.replay.discard(pos)
+                    self.redelivery_counts.pop(pos, None)
+                    continue
+                self._read_failure = exc
+                break
             self.replay.discard(pos)
-        read_new = 0
-        if len(self.replay) < self.config.dispatcher_max_replay_entries and len(entries) < batch:
-            permits = sum(max(0, c.permits) for c in self.consumers if self._can_take(c))
-            want = min(batch - len(entries), max(1, permits))
-            new = await self._read_compacted(want) if view is not None else []
-            if not new:
-                new = await cursor.read_entries(want, self.config.dispatcher_max_read_size_bytes)
-            read_new = len(new)
-            entries.extend(new)
-        if not entries:
-            return False
-        sent = await self._assign(entries)
-        return sent > 0 or read_new > 0
+        return entries
 
     async def _read_compacted(self, want: int) -> list[Entry]:
         """Rule 5b: up to ``want`` entries of the compacted view from where this subscription is
@@ -354,18 +456,22 @@ class Dispatcher:
             await sub.cursor.seek(topic.next_position(last))
         return entries
 
-    async def _assign(self, entries: list[Entry]) -> int:
+    async def _assign(self, entries: list[Entry], replayed: int) -> int:
+        """Hand ``entries`` to consumers; the first ``replayed`` came from ``replay``, the rest
+        from the cursor (only those go through the delayed-delivery index, Rule 5)."""
         out: dict[Consumer, list[tuple[Entry, int, list[int] | None]]] = {}
         blocked_slots: set[int] = set()
         now_ms = self.clock() * 1000.0
+        index = self.delayed
         sent = sent_msgs = sent_bytes = 0
-        for entry in entries:
+        for i, entry in enumerate(entries):
             pos = entry.position
             info = entry_info(entry.data)
-            if (self.sub_type in (SubType.SHARED, SubType.KEY_SHARED) and self.config.delayed_delivery_enabled
-                    and info.deliver_at_ms is not None and info.deliver_at_ms > now_ms):
-                heapq.heappush(self.delayed, (info.deliver_at_ms, pos))
-                continue
+            if i >= replayed and index is not None:
+                if pos in self.owner or pos in self.replay:
+                    continue  # the index released it already (Rule 5)
+                if info.deliver_at_ms is not None and index.offer(pos, info.deliver_at_ms, now_ms):
+                    continue
             target = self._select(pos, info, blocked_slots)
             if target is None:
                 self.replay.add(pos)

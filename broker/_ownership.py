@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from magnetar.common.admin_client import AdminError
 from metadata import (
     MetadataError,
     MetadataStore,
@@ -72,6 +73,7 @@ from ._broker_client import own_role_problem
 from ._bundles import BundleRange, boundaries_of, bundle_for, bundle_hash, bundles_of, parse_bundle, split_boundaries
 from ._errors import NamespaceNotFoundError, ServiceNotReadyError
 from ._load_manager import Decision, ShedPolicy, SplitPolicy, plan_shedding, plan_splits, smoothed_load
+from ._service import broker_id_of
 from ._stats import topic_rates
 
 if TYPE_CHECKING:
@@ -154,10 +156,10 @@ class Ownership:
 
     @property
     def broker_id(self) -> str:
-        """``host:port`` of this broker's admin service (Pulsar's lookupServiceAddress)."""
+        """``host:port`` of this broker's admin service (Pulsar's lookupServiceAddress, as
+        `BrokerService.broker_id`)."""
         s = self.service
-        url = s.web_service_url or s.web_service_url_tls or s.service_url or s.service_url_tls
-        return url.split("://", 1)[-1]
+        return broker_id_of(s.web_service_url, s.web_service_url_tls, s.service_url, s.service_url_tls)
 
     def owner_info(self) -> dict[str, Any]:
         """The JSON of this broker's ownership nodes (URLs per advertised listener)."""
@@ -356,9 +358,12 @@ class Ownership:
         if not base:
             return
         # with this broker's credentials (brokerClient* keys): the owner refuses anonymous unloads
-        r = await client.request("PUT", f"{base.rstrip('/')}/admin/v2/namespaces/{ns}/{bundle.name}/{d.action}")
-        if r.status_code >= 300:
-            log.warning("leader's %s of %s on %s failed: %s %s", d.action, d.bundle, d.broker, r.status_code, r.text)
+        try:
+            await client.request("PUT", f"{base.rstrip('/')}/admin/v2/namespaces/{ns}/{bundle.name}/{d.action}")
+        except AdminError as exc:
+            if not exc.status:
+                raise  # unreachable: as any other failure of a leader round
+            log.warning("leader's %s of %s on %s failed: %s %s", d.action, d.bundle, d.broker, exc.status, exc.reason)
 
     async def _session_loop(self) -> None:
         async with self.store.watch_session() as states:

@@ -34,12 +34,11 @@ if TYPE_CHECKING:
     from ._consumer import Consumer
     from ._nonpersistent import NonPersistentSubscription, NonPersistentTopic
     from ._producer import Producer
-    from ._service import BrokerService
     from ._subscription import Subscription
     from ._topic import Topic
 
 __all__ = ["StatsOptions", "consumer_stats", "publisher_stats", "subscription_stats", "topic_stats",
-           "np_subscription_stats", "np_topic_stats", "partitioned_stats", "internal_stats", "broker_id"]
+           "np_subscription_stats", "np_topic_stats", "partitioned_stats", "internal_stats"]
 
 _ACCESS_MODES = {AccessMode.SHARED: "Shared", AccessMode.EXCLUSIVE: "Exclusive",
                  AccessMode.WAIT_FOR_EXCLUSIVE: "WaitForExclusive",
@@ -79,14 +78,6 @@ class StatsOptions:
         return cls(flag("getPreciseBacklog", False), flag("subscriptionBacklogSize", True),
                    flag("getEarliestTimeInBacklog", False), flag("excludePublishers", False),
                    flag("excludeConsumers", False))
-
-
-def broker_id(service: BrokerService) -> str:
-    """Pulsar's broker id (``ownerBroker``): ``host:port`` of the broker's web service."""
-    if service.ownership is not None:
-        return str(service.ownership.broker_id)
-    url = service.web_service_url or service.web_service_url_tls or service.service_url
-    return url.split("://", 1)[-1]
 
 
 def _address(connection: Any) -> str:
@@ -205,8 +196,8 @@ def _ranges_serialized_size(sub: Subscription) -> int:
 
 
 def _delayed(sub: Subscription | NonPersistentSubscription) -> int:
-    d = sub.dispatcher
-    return len(getattr(d, "delayed", ()) or ()) if d is not None else 0
+    # held by the subscription's delayed-delivery index (none on non-persistent topics)
+    return int(getattr(sub, "delayed_messages", 0))
 
 
 async def _earliest_publish_time(sub: Subscription) -> int:
@@ -243,7 +234,7 @@ async def subscription_stats(sub: Subscription, options: StatsOptions = StatsOpt
         "backlogSize": sub.cursor.backlog_size if options.subscription_backlog_size else -1,
         "earliestMsgPublishTimeInBacklog": (await _earliest_publish_time(sub)
                                             if options.earliest_time_in_backlog else 0),
-        "msgBacklogNoDelayed": backlog - delayed, "blockedSubscriptionOnUnackedMsgs": sub.blocked,
+        "msgBacklogNoDelayed": max(0, backlog - delayed), "blockedSubscriptionOnUnackedMsgs": sub.blocked,
         "msgDelayed": delayed, "msgInReplay": len(d.replay) if individual and d is not None else 0,
         "unackedMessages": sums["unackedMessages"], "type": sub.type_name,
     }
@@ -383,7 +374,7 @@ async def topic_stats(topic: Topic, options: StatsOptions = StatsOptions()) -> d
         "nonContiguousDeletedMessagesRangesSerializedSize": sum(
             s["nonContiguousDeletedMessagesRangesSerializedSize"] for s in subs.values()),
         "delayedMessageIndexSizeInBytes": sum(s["delayedMessageIndexSizeInBytes"] for s in subs.values()),
-        "compaction": _compaction(topic), "ownerBroker": broker_id(topic.service),
+        "compaction": _compaction(topic), "ownerBroker": topic.service.broker_id,
     })
     return out
 
@@ -409,7 +400,7 @@ def np_topic_stats(topic: NonPersistentTopic, options: StatsOptions = StatsOptio
     out.update({
         "nonContiguousDeletedMessagesRanges": 0, "nonContiguousDeletedMessagesRangesSerializedSize": 0,
         "delayedMessageIndexSizeInBytes": 0, "compaction": _compaction(None),
-        "ownerBroker": broker_id(topic.service),
+        "ownerBroker": topic.service.broker_id,
         # publishers drop nothing (`_nonpersistent` Rule 1): Pulsar's topic-level drop rate is theirs
         "msgDropRate": sum((p["msgDropRate"] for p in publishers), 0.0),
         "publishers": [] if options.exclude_publishers else publishers, "subscriptions": subs, "replication": {},

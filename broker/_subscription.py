@@ -8,13 +8,20 @@ Rules:
   (a reader) closes its cursor and disappears with its last consumer.
 * Rule 3: acks go to the cursor first, then the dispatcher forgets the entries.
 * Rule 4: seek closes every consumer (CLOSE_CONSUMER, they re-subscribe), resets the cursor and
-  the dispatcher's memory.
+  the dispatcher's memory, and drops the delayed-delivery index (its bucket ledgers and keys).
+* Rule 6 (delayed delivery): the subscription owns its delayed-delivery index (`_delayed`),
+  created by the first Shared or Key_Shared dispatcher and kept while dispatchers come and go
+  (consumers leaving and joining keep what it holds); its worker runs in the topic's nursery
+  until the subscription closes. Deleting the subscription deletes its bucket ledgers.
 * Rule 5 (read compacted): a subscription whose consumers asked for ``read_compacted`` (Exclusive
   and Failover subscriptions and readers only) reads the topic's compacted view up to its horizon
   before the topic after it (`_compaction`). ``compacted_next`` is where that read goes on (the
   position after the last compacted entry delivered; ``(-1,-1)``: from the view's start, for a
   new subscription at the earliest position, whose cursor cannot point into trimmed ledgers);
   None means from the cursor's read position.
+* Rule 6 (activity): ``last_active`` (the service clock, seconds) is when the subscription was
+  created or loaded, a consumer joined or left, or it was acknowledged or sought, as Pulsar's
+  cursor ``lastActive``; subscription expiration reads it (`_subscription_expiry`).
 """
 
 from __future__ import annotations
@@ -26,9 +33,12 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from magnetar.common.backoff import Backoff
 from managed_ledger import ManagedCursor, ManagedLedgerError, Position
 
 from ._consumer import Consumer
+from ._delayed import DelayedIndex, IndexSettings, SideLedgerBucketStore, delete_bucket_ledgers
+from ._delayed_format import parse_bucket_key
 from ._dispatcher import Dispatcher, SubType
 from ._entries import MAX_UNKNOWN_BATCH_SIZE, acked_indexes_from_ack_set, entry_metadata
 from ._errors import BrokerServiceError, ConsumerBusyError, ServiceNotReadyError
@@ -62,6 +72,10 @@ class Subscription:
         self.compacted_next: Position | None = None  # Rule 5
         rate = topic.limits.subscription_dispatch_rate
         self.dispatch_limiter = RateLimiter(rate.msgs, rate.bytes, rate.period_s)
+        self.delayed: DelayedIndex | None = None  # Rule 6
+        self._delayed_scope: trio.CancelScope | None = None
+        self._delayed_done = trio.Event()
+        self._delayed_store: SideLedgerBucketStore | None = None
         # statistics (`_stats`): deliveries to any consumer (Rule 2 there), expiry, timestamps (ms)
         self.out_counters = OutCounters(topic.stats_state.out)
         self.msg_expired_counter = 0
@@ -69,6 +83,7 @@ class Subscription:
         self.last_expire_ms = 0
         self.last_flow_ms = 0
         self.last_md_advanced_ms = 0
+        self.last_active = topic.service.clock()  # Rule 6
 
     @property
     def full_name(self) -> str:
@@ -79,6 +94,11 @@ class Subscription:
     def consumers(self) -> list[Consumer]:
         """The attached consumers."""
         return list(self.dispatcher.consumers) if self.dispatcher else []
+
+    @property
+    def delayed_messages(self) -> int:
+        """Messages held for delayed delivery (Rule 6)."""
+        return self.delayed.count if self.delayed is not None else 0
 
     @property
     def sub_type(self) -> int | None:
@@ -98,6 +118,7 @@ class Subscription:
         """Attach a consumer per Rule 1; raises `ConsumerBusyError` or `BrokerServiceError`. A
         non-durable subscription whose consumer is refused goes away (Rule 2: it exists only with
         its consumers), so refused readers leave nothing behind on a loaded topic."""
+        self.last_active = self.topic.service.clock()  # Rule 6
         async with self._lock:
             try:
                 return await self._add_consumer(consumer_id=consumer_id, name=name, connection=connection,
@@ -170,8 +191,67 @@ class Subscription:
             self._dispatch_scope.cancel()
             self._dispatch_scope = None
 
+    # ------------------------------------------------------------------ delayed delivery (Rule 6)
+
+    async def delayed_index(self) -> DelayedIndex:
+        """The subscription's delayed-delivery index, created (and its worker started) on first use."""
+        if self.delayed is None:
+            topic = self.topic
+            service = topic.service
+            config = service.config
+            store = SideLedgerBucketStore(service.factory.side_ledgers, self.cursor, topic.ml.name)
+            index = DelayedIndex(
+                self.full_name, store, IndexSettings.from_config(config, topic.ml.max_entry_size),
+                acked_up_to=lambda: self.cursor.mark_delete_position,
+                backoff=Backoff(config.dispatcher_read_failure_backoff_initial_time_ms / 1000,
+                                config.dispatcher_read_failure_backoff_max_time_ms / 1000, jitter=0.1),
+                clock_ms=lambda: service.clock() * 1000.0)
+            self.delayed, self._delayed_store = index, store
+            self._delayed_done = trio.Event()
+            await topic.start_task(self._run_delayed, index, self._delayed_done)
+        return self.delayed
+
+    async def _run_delayed(self, index: DelayedIndex, done: trio.Event,
+                           task_status=trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            with trio.CancelScope() as scope:
+                self._delayed_scope = scope
+                await index.run(task_status=task_status)
+        finally:
+            done.set()
+
+    async def _stop_delayed(self) -> None:
+        """Stop the index's worker and forget the index (what it held in memory is read again)."""
+        if self._delayed_scope is not None:
+            self._delayed_scope.cancel()
+            self._delayed_scope = None
+            # its last metadata write must be over before anyone reads the cursor's properties
+            with trio.CancelScope(shield=True):
+                await self._delayed_done.wait()
+        if self._delayed_store is not None:
+            await self._delayed_store.close()
+            self._delayed_store = None
+        self.delayed = None
+
+    async def _delete_delayed(self, *, keep_keys: bool) -> None:
+        """Stop the index and delete its bucket ledgers; unless ``keep_keys`` (the cursor goes too),
+        remove their keys from the cursor's properties."""
+        await self._stop_delayed()
+        props = self.cursor.cursor_properties
+        await delete_bucket_ledgers(self.topic.service.factory.side_ledgers, props)
+        keys = []
+        for key in props:
+            try:
+                if parse_bucket_key(key) is not None:
+                    keys.append(key)
+            except ValueError:
+                keys.append(key)
+        if keys and not keep_keys:
+            await self.cursor.update_cursor_properties({}, keys)
+
     async def remove_consumer(self, consumer: Consumer) -> None:
         """Detach a consumer; a non-durable subscription goes away with its last one (Rule 2)."""
+        self.last_active = self.topic.service.clock()  # Rule 6
         if self.dispatcher is None:
             return
         self.dispatcher.remove_consumer(consumer)
@@ -188,6 +268,10 @@ class Subscription:
             return
         self.closed = True
         await self._stop_dispatcher()
+        if self.durable:
+            await self._stop_delayed()
+        else:
+            await self._delete_delayed(keep_keys=True)  # a reader's cursor keeps nothing
         for c in self.consumers:
             c.close_from_broker()
         try:
@@ -203,6 +287,7 @@ class Subscription:
         whole: list[Position] = []
         before = self.cursor.mark_delete_position
         consumer.last_acked_ms = int(time.time() * 1000)
+        self.last_active = self.topic.service.clock()  # Rule 6
         for pos, ack_set, batch_size in items:
             if ack_set:
                 size = self._batch_size(consumer, pos, batch_size)
@@ -254,6 +339,7 @@ class Subscription:
         """Cumulative ack up to ``pos`` (an ack_set means: up to before it, plus part of it).
         Counts one acknowledgement on ``consumer``, as Pulsar does for a cumulative ack."""
         consumer.last_acked_ms = int(time.time() * 1000)
+        self.last_active = self.topic.service.clock()  # Rule 6
         consumer.msg_ack_counter += 1
         size = self._batch_size(consumer, pos, batch_size) or 0
         if ack_set and size:
@@ -305,6 +391,7 @@ class Subscription:
 
     async def seek(self, position: Position) -> None:
         """Reset the cursor to ``position`` (next read) per Rule 4."""
+        self.last_active = self.topic.service.clock()  # Rule 6
         async with self._lock:
             for c in self.consumers:
                 c.close_from_broker()
@@ -313,6 +400,7 @@ class Subscription:
             await self._stop_dispatcher()
             if self.dispatcher:
                 self.dispatcher.reset()
+            await self._delete_delayed(keep_keys=False)
             await self.cursor.reset(position)
             self.compacted_next = self._compacted_restart()
 

@@ -95,6 +95,7 @@ from retention import QuotaDecision
 from ._access_modes import Admission, Waiting, admit, fenced, next_to_promote
 from ._compaction import COMPACTION_CURSOR, Compactor
 from ._dedup import DEDUP_CURSOR, Deduplication, DedupVerdict
+from ._delayed import delete_bucket_ledgers
 from ._errors import BrokerServiceError, NotAllowedError, ProducerBusyError, ServiceNotReadyError
 from ._producer import Producer
 from ._rate_limit import RateLimiter
@@ -658,10 +659,11 @@ class Topic:
             return sub
 
     async def unsubscribe(self, sub: Subscription) -> None:
-        """Delete a subscription and its cursor."""
+        """Delete a subscription, its cursor and its delayed-delivery bucket ledgers."""
         await sub.close()
         self.subscriptions.pop(sub.name, None)
         if sub.durable:
+            await delete_bucket_ledgers(self.service.factory.side_ledgers, sub.cursor.cursor_properties)
             await self.ml.delete_cursor(sub.name)
 
     # ------------------------------------------------------------------ positions

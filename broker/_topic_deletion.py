@@ -1,7 +1,8 @@
 """Deleting a topic's stored state: what the admin delete and inactive-topic deletion share.
 
 `delete_stored_topic` removes, for one non-partitioned topic or one partition, the compacted
-ledger (outside the ledger list: its id goes with the cursors), the managed ledger (ledgers and
+ledger and the subscriptions' delayed-delivery bucket ledgers (outside the ledger list: their
+ids go with the cursors), the managed ledger (ledgers and
 cursors), the deduplication snapshot, the topic-level policies and what retention remembers; a
 non-partitioned topic's schema goes with it, a partition's stays (it is the partitioned topic's,
 deleted with it, as in Pulsar). The caller has closed the topic first and keeps it from loading
@@ -18,6 +19,7 @@ from protocols.pulsar import TopicName
 
 from ._compaction import delete_compacted_ledger
 from ._dedup import DEDUP_ROOT
+from ._delayed import delete_topic_bucket_ledgers
 
 if TYPE_CHECKING:
     from ._service import BrokerService
@@ -30,6 +32,8 @@ async def delete_stored_topic(s: BrokerService, topic: TopicName) -> None:
     when the compacted ledger cannot be deleted (nothing else is deleted then); a managed ledger
     that was never stored is not an error."""
     await delete_compacted_ledger(s.factory, topic.managed_ledger_name)
+    # so are the subscriptions' delayed-delivery buckets (failures are logged: a leak, not an error)
+    await delete_topic_bucket_ledgers(s.factory, topic.managed_ledger_name)
     try:
         await s.factory.delete(topic.managed_ledger_name)
     except ManagedLedgerError:

@@ -57,7 +57,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector, generate_late
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from magnetar.batch_histogram import BatchHistogram
+from magnetar.common.batch_histogram import BatchHistogram
 from retention import RetentionMetrics
 
 from ._nonpersistent import NonPersistentSubscription, NonPersistentTopic
@@ -107,6 +107,13 @@ _TOPIC_FAMILIES: tuple[tuple[str, str, str, str], ...] = (
      "Duration of the last compaction run in milliseconds"),
     ("compact_entries", "gauge", "pulsar_compaction_compacted_entries_count", "Entries in the compacted view"),
     ("compact_size", "gauge", "pulsar_compaction_compacted_entries_size", "Bytes of the compacted view"),
+    # the subscriptions' delayed-delivery indexes (`_delayed`), summed; Pulsar's names where it has one
+    ("delayed_buckets", "gauge", "pulsar_delayed_message_index_bucket_total",
+     "Delayed-delivery index buckets (stored ones, and the mutable one of each index)"),
+    ("delayed_loaded", "gauge", "pulsar_delayed_message_index_loaded",
+     "Delayed-delivery index entries held in memory"),
+    ("delayed_memory", "gauge", "magnetar_delayed_message_index_memory_bytes",
+     "Bytes the delayed-delivery indexes hold in memory (bounded per subscription)"),
 )
 
 _OUT_FAMILIES: tuple[tuple[str, str, str], ...] = (
@@ -331,6 +338,7 @@ class _TopicCollector(Collector):
             "delayed_index": sum(_delayed(s) for s in topic.subscriptions.values()) * DELAYED_INDEX_ENTRY_BYTES,
             "retained": max(0, storage["storageSize"] - storage["backlogSize"]),
             **dict(compaction_values(topic)),
+            **_delayed_values(topic),
         }
         return {k: float(v) for k, v in values.items()}
 
@@ -369,7 +377,7 @@ class _TopicCollector(Collector):
                 expired_rate, expired = sub.rates.per_s[0], sub.msg_expired_counter
                 last_expire, last_md = sub.last_expire_ms, sub.last_md_advanced_ms
             values = {
-                "back_log": backlog, "back_log_no_delayed": backlog - delayed, "delayed": delayed,
+                "back_log": backlog, "back_log_no_delayed": max(0, backlog - delayed), "delayed": delayed,
                 "in_replay": in_replay, "rate_out": sum(r[0] for r in rates), "ack_rate": sum(r[3] for r in rates),
                 "thr_out": sum(r[1] for r in rates), "rate_redeliver": sum(r[2] for r in rates),
                 "unacked": sum(c.unacked_messages for c in consumers), "blocked": 1 if sub.blocked else 0,
@@ -411,7 +419,9 @@ class _TopicCollector(Collector):
 
 def _delayed(sub: Subscription | NonPersistentSubscription) -> int:
     d = sub.dispatcher
-    return len(getattr(d, "delayed", ()) or ()) if d is not None and d.sub_type in INDIVIDUAL_ACK_TYPES else 0
+    if d is None or d.sub_type not in INDIVIDUAL_ACK_TYPES:
+        return 0
+    return int(getattr(sub, "delayed_messages", 0))  # held by the subscription's delayed-delivery index
 
 
 def compaction_values(topic: Topic) -> list[tuple[str, float]]:
@@ -487,3 +497,10 @@ class BrokerMetrics:
         topics = [] if s is None else [t for t in s.topics.values() if not t.closed]
         return {"topics": len(topics), "producers": sum(len(t.producers) for t in topics),
                 "consumers": sum(len(sub.consumers) for t in topics for sub in t.subscriptions.values())}
+
+
+def _delayed_values(topic: Topic) -> dict[str, float]:
+    indexes = [s.delayed for s in topic.subscriptions.values() if s.delayed is not None]
+    return {"delayed_buckets": float(sum(d.buckets + 1 for d in indexes)),
+            "delayed_loaded": float(sum(d.loaded for d in indexes)),
+            "delayed_memory": float(sum(d.memory_bytes() for d in indexes))}

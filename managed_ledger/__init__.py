@@ -9,6 +9,7 @@ from protocols.managed_ledger import Position as Position
 
 from ._add_op import PendingAdd as PendingAdd
 from ._config import ManagedLedgerConfig as ManagedLedgerConfig
+from ._cursor import INTERNAL_PROPERTY_PREFIX as INTERNAL_PROPERTY_PREFIX
 from ._cursor import CursorState as CursorState
 from ._cursor import ManagedCursor as ManagedCursor
 from ._errors import CursorNotFound as CursorNotFound
@@ -18,6 +19,7 @@ from ._errors import ManagedLedgerError as ManagedLedgerError
 from ._errors import ManagedLedgerFenced as ManagedLedgerFenced
 from ._errors import ManagedLedgerTerminated as ManagedLedgerTerminated
 from ._errors import NoMoreEntries as NoMoreEntries
+from ._errors import SideLedgerMissing as SideLedgerMissing
 from ._errors import StorageUnavailable as StorageUnavailable
 from ._factory import ManagedLedgerFactory as ManagedLedgerFactory
 from ._ledger import ManagedLedger as ManagedLedger
@@ -35,6 +37,7 @@ from .metrics import ManagedLedgerMetrics as ManagedLedgerMetrics
 __all__ = [
     "CursorNotFound",
     "CursorState",
+    "INTERNAL_PROPERTY_PREFIX",
     "Entry",
     "EntryTooLarge",
     "InitialPosition",
@@ -52,6 +55,7 @@ __all__ = [
     "ManagedLedgerTerminated",
     "NoMoreEntries",
     "PendingAdd",
+    "SideLedgerMissing",
     "SideLedgerReader",
     "SideLedgerWriter",
     "SideLedgers",

@@ -52,7 +52,11 @@ from protocols.managed_ledger import (
     words_to_indexes,
 )
 
-__all__ = ["ManagedCursor", "CursorHost", "CursorState", "cursor_from_info", "new_cursor_positions"]
+__all__ = ["ManagedCursor", "CursorHost", "CursorState", "cursor_from_info", "new_cursor_positions",
+           "INTERNAL_PROPERTY_PREFIX"]
+
+INTERNAL_PROPERTY_PREFIX = "#pulsar.internal."
+"""Cursor properties the broker keeps for itself (Pulsar's ``CURSOR_INTERNAL_PROPERTY_PREFIX``)."""
 
 
 class CursorState(enum.Enum):
@@ -227,14 +231,35 @@ class ManagedCursor:
 
     @property
     def cursor_properties(self) -> dict[str, str]:
-        """String properties of the cursor itself (Pulsar's subscription properties)."""
+        """String properties of the cursor itself (a copy; Pulsar's subscription properties and the
+        broker's own ``#pulsar.internal.`` ones), persisted with its state."""
         return dict(self._cursor_properties)
 
     async def set_cursor_properties(self, properties: Mapping[str, str]) -> None:
         """Replace the cursor's string properties and persist them now (durable cursors; a
-        non-durable cursor keeps them in memory). Raises as `persist`."""
+        non-durable cursor keeps them in memory). As Pulsar's, the ``#pulsar.internal.`` ones (the
+        broker's: delayed-delivery buckets) are kept, and a key with that prefix is refused
+        (`ValueError`). Raises as `persist`."""
         self._check_open()
-        self._cursor_properties = {str(k): str(v) for k, v in properties.items()}
+        bad = [k for k in properties if str(k).startswith(INTERNAL_PROPERTY_PREFIX)]
+        if bad:
+            raise ValueError(f"property keys may not start with {INTERNAL_PROPERTY_PREFIX}: {bad[0]}")
+        kept = {k: v for k, v in self._cursor_properties.items() if k.startswith(INTERNAL_PROPERTY_PREFIX)}
+        self._cursor_properties = {**{str(k): str(v) for k, v in properties.items()}, **kept}
+        self.dirty = True
+        await self.persist()
+
+    async def update_cursor_properties(self, put: Mapping[str, str] | None = None,
+                                       remove: Iterable[str] = ()) -> None:
+        """Set the ``put`` properties and drop the ``remove`` ones in one change, persisted at
+        once (compare-and-set, as `persist`; a non-durable cursor keeps them in memory). On a
+        persist failure the change stays in memory and is written by the next persist; the
+        caller learns of it by the exception (`ManagedLedgerFenced`, `ManagedLedgerError`)."""
+        self._check_open()
+        for key in remove:
+            self._cursor_properties.pop(key, None)
+        self._cursor_properties.update(put or {})
+        self.dirty = True
         await self.persist()
 
     @property

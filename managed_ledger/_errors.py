@@ -12,6 +12,7 @@ __all__ = [
     "EntryTooLarge",
     "NoMoreEntries",
     "StorageUnavailable",
+    "SideLedgerMissing",
 ]
 
 
@@ -51,3 +52,8 @@ class StorageUnavailable(ManagedLedgerError):
     nothing can be added. Adds fail at once while it lasts; creation is retried on demand (an add
     or ``ensure_writable``), at most once a second, so writes resume by themselves once bookies are
     writable again."""
+
+
+class SideLedgerMissing(ManagedLedgerError):
+    """A side ledger (`SideLedgers`) does not exist: deleted, or never created. Final for that
+    ledger id, unlike the other read failures, which may pass once storage is back."""

@@ -25,7 +25,7 @@ from managed_ledger._ledger import ML_ROOT, ManagedLedger, _Context
 from managed_ledger._side_ledger import SideLedgers
 from managed_ledger.metrics import ManagedLedgerMetrics
 from metadata import NoNodeError
-from protocols.managed_ledger import CursorInfo, ManagedLedgerInfo
+from protocols.managed_ledger import CursorInfo, ManagedLedgerInfo, MLFormatError
 
 if TYPE_CHECKING:
     from metadata import MetadataStore
@@ -168,6 +168,28 @@ class ManagedLedgerFactory:
         except NoNodeError:
             return None
         return dict(CursorInfo.decode(value).properties)
+
+    async def stored_cursors(self, name: str) -> dict[str, CursorInfo]:
+        """Every durable cursor of a managed ledger as persisted in metadata (the managed ledger
+        need not be open; an open one's cursors may have changes not persisted yet). Empty when
+        the managed ledger does not exist. Owners of side ledgers recorded in cursor properties
+        find them here before deleting a managed ledger."""
+        path = f"{ML_ROOT}/{name}"
+        try:
+            children = await self._store.children(path)
+        except NoNodeError:
+            return {}
+        out: dict[str, CursorInfo] = {}
+        for child in sorted(children):
+            try:
+                value, _ = await self._store.get(f"{path}/{child}")
+            except NoNodeError:
+                continue
+            try:
+                out[child] = CursorInfo.decode(value)
+            except MLFormatError:
+                continue  # not a cursor record: nothing of ours to find in it
+        return out
 
     async def list(self, prefix: str = "") -> list[str]:
         """Names of the managed ledgers stored in metadata whose name starts with ``prefix``

@@ -8,7 +8,8 @@ id (for the compacted view: the ``__compaction`` cursor's properties) is the cal
 the managed ledger's ledger list never holds it, so trimming never touches it.
 
 Errors from BookKeeper surface as `ManagedLedgerError` (the broker codes against this package's
-errors only); a missing ledger as `NoSuchLedger` from `protocols.bookkeeper`'s family wrapped too.
+errors only); a missing ledger on open as `SideLedgerMissing`, so that its owner can tell a ledger
+that is gone for good from one that cannot be read now.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from bk_client import NoSuchLedger
 
-from ._errors import ManagedLedgerError
+from ._errors import ManagedLedgerError, SideLedgerMissing
 from ._reader import open_with_passwords
 
 if TYPE_CHECKING:
@@ -126,9 +127,12 @@ class SideLedgers:
         return SideLedgerWriter(handle)
 
     async def open(self, ledger_id: int) -> SideLedgerReader:
-        """Open a sealed side ledger for reading (no recovery: its writer closed it)."""
+        """Open a sealed side ledger for reading (no recovery: its writer closed it). Raises
+        `SideLedgerMissing` when it does not exist, `ManagedLedgerError` when it cannot be opened."""
         try:
             handle = await open_with_passwords(self._bk, ledger_id, self._cfg.read_passwords, recovery=False)
+        except NoSuchLedger as exc:
+            raise SideLedgerMissing(f"side ledger {ledger_id} does not exist") from exc
         except Exception as exc:
             raise ManagedLedgerError(f"cannot open side ledger {ledger_id}: {exc}") from exc
         return SideLedgerReader(handle)

@@ -1,5 +1,6 @@
 """Policy endpoints shared by namespaces and topics: retention, message TTL, backlog quota,
-deduplication and schema compatibility strategy, with Pulsar's v2 paths and JSON shapes.
+deduplication, schema compatibility strategy and (namespaces only) subscription expiration time,
+with Pulsar's v2 paths and JSON shapes.
 
 Namespace policies are keys of the namespace's ``Policies`` JSON; topic policies are the same keys
 in the topic's override node (`TopicPolicyStore`). Removing a policy stores nothing for it, so the
@@ -58,6 +59,12 @@ def _bool(body: Any) -> Any:
     return body
 
 
+def _minutes(body: Any) -> Any:
+    if isinstance(body, bool) or not isinstance(body, int) or not 0 <= body < 2**31:
+        raise ValueError(f"expected a number of minutes (0 or more), not {body!r}")
+    return body
+
+
 def _strategy(body: Any) -> Any:
     if not isinstance(body, str) or body.upper() not in _STRATEGIES | {"UNDEFINED"}:
         raise ValueError(f"unknown schema compatibility strategy {body!r}; one of "
@@ -70,6 +77,8 @@ POLICY_KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "messageTTL": ("message_ttl_in_seconds", _ttl),
     "deduplication": ("deduplicationEnabled", _bool),
     "schemaCompatibilityStrategy": ("schema_compatibility_strategy", _strategy),
+    # enforced by broker._subscription_expiry (0 = never; unset: the broker's key)
+    "subscriptionExpirationTime": ("subscription_expiration_time_minutes", _minutes),
 }
 """REST policy name -> (key in the Policies JSON, validator returning the stored value)."""
 

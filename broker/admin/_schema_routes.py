@@ -12,7 +12,9 @@ Paths (under ``/admin/v2/schemas/{tenant}/{namespace}/{topic}``, as Pulsar's Sch
   ``{"version": {"version": N}}`` (a schema equal to an existing version answers that version);
   409 when the namespace's compatibility strategy refuses it; 422 when an AVRO/JSON definition
   is not JSON.
-* ``POST .../compatibility``     ``{"isCompatibility", "schemaCompatibilityStrategy"}``.
+* ``POST .../compatibility``     ``{"compatibility", "schemaCompatibilityStrategy"}`` (the names
+  Jackson gives Pulsar's IsCompatibilityResponse: its ``isCompatibility()`` getter is property
+  ``compatibility``).
 * ``POST .../version``           ``{"version": N}`` of an equal schema; 404 when there is none.
 * ``DELETE .../schema``          remove every version: ``{"version": N}`` with N the number of
   versions removed (the version a Pulsar delete marker would get), -1 when there were none.
@@ -201,7 +203,7 @@ async def check_compatibility(request: Request) -> Response:
         ok = True
     except IncompatibleSchemaError:
         ok = False
-    return json_response({"isCompatibility": ok, "schemaCompatibilityStrategy": strategy}, status=202)
+    return json_response({"compatibility": ok, "schemaCompatibilityStrategy": strategy}, status=202)
 
 
 @endpoint

@@ -5,6 +5,8 @@ kept in the cursor's record, as Pulsar's subscription properties).
 A partitioned topic's name works for list, create and delete: the operation applies to every
 partition, as in Pulsar. Create loads (and so creates) every partition; list and delete only look
 at partitions that are loaded or stored, as the others have no subscription (`_topic_ops` Rule 4).
+Create on a missing topic creates it as a client's lookup would (auto-creation, partitioned when
+that is the configured type), and is refused with 412 where auto-creation is off, as in Pulsar.
 Partitions are loaded `FANOUT_CONCURRENCY` at a time; a list stops when its client disconnects.
 """
 
@@ -16,10 +18,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from managed_ledger import InitialPosition, Position
+from managed_ledger import INTERNAL_PROPERTY_PREFIX, InitialPosition, Position
 from protocols.pulsar import TopicName
 
 from .._dedup import DEDUP_CURSOR
+from .._errors import TopicNotFoundError
 from ._common import (
     INT32_MAX,
     INT64_MAX,
@@ -56,6 +59,9 @@ def _properties(body: Any) -> dict[str, str]:
     """Subscription properties: a JSON object of strings (400 otherwise)."""
     if not isinstance(body, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in body.items()):
         raise RestError(400, "subscription properties must be a JSON object of strings")
+    internal = [k for k in body if k.startswith(INTERNAL_PROPERTY_PREFIX)]
+    if internal:  # the broker's own (delayed-delivery buckets), as Pulsar refuses them
+        raise RestError(400, f"The property key can't start with {INTERNAL_PROPERTY_PREFIX}")
     return dict(body)
 
 
@@ -115,12 +121,18 @@ async def create_subscription(request: Request) -> Response:
     props = _properties(body["properties"]) if isinstance(body, dict) and body.get("properties") else {}
     start = (InitialPosition.LATEST if body is None or (isinstance(body, dict) and "ledgerId" not in body)
              else parse_message_id(body))
-    topic, n = await _partitions(request)
+    topic = topic_of(request)
+    await require_namespace(s, topic.namespace_name)
+    # the partitioned metadata a lookup would get: a missing topic is auto-created here as there
+    n = await s.partitioned_metadata(topic) if topic.partition < 0 else 0
     if n:
         topics = await for_each_bounded([topic.partition_name(i) for i in range(n)],
                                         lambda name: s.get_topic(name, create=True))
     else:
-        topics = [await existing_topic(s, topic)]
+        try:
+            topics = [await s.get_topic(topic, create=True)]
+        except TopicNotFoundError:
+            raise RestError(412, "Topic does not exist and cannot be auto-created") from None
     if any(sub_name in t.subscriptions and not t.subscriptions[sub_name].closed for t in topics):
         raise RestError(409, f"Subscription {sub_name} already exists for topic {topic_of(request)}")
 

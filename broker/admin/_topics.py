@@ -1,10 +1,11 @@
 """Persistent topics: ``/admin/v2/persistent/{tenant}/{namespace}[/{topic}...]``: list, create,
 delete, partitions, stats, internal stats, unload, truncate (`_topic_ops` Rule 5).
 
-``partitioned-stats`` reports the partitions this broker has loaded and never loads one to report
-it (Pulsar reports a topic's stats from the broker that has it loaded); the totals are over those
-partitions, added up as Pulsar adds them, and ``metadata.partitions`` says how many there are. The
-stats are Pulsar 4.0's JSON (`broker._stats_json`), with its query parameters.
+``partitioned-stats`` and ``partitioned-internalStats`` report the partitions this broker has
+loaded and never load one to report it (Pulsar reports a topic's stats from the broker that has it
+loaded); the totals are over those partitions, added up as Pulsar adds them, and
+``metadata.partitions`` says how many there are. The stats are Pulsar 4.0's JSON
+(`broker._stats_json`), with its query parameters.
 """
 
 from __future__ import annotations
@@ -109,8 +110,8 @@ async def update_partitioned(request: Request) -> Response:
     if n <= current:
         raise RestError(422, f"The number of partitions ({n}) must be more than the current {current}")
     path = f"{PARTITIONED_ROOT}/{topic.rest_path}"
-    _, stat = await s.store.get(path)
-    await s.store.set(path, json.dumps({"partitions": n}).encode(), version=stat.version)
+    data, stat = await s.store.get(path)
+    await s.store.set(path, json.dumps({**json.loads(data), "partitions": n}).encode(), version=stat.version)
     return no_content()
 
 
@@ -118,7 +119,11 @@ async def update_partitioned(request: Request) -> Response:
 async def get_partitioned(request: Request) -> Response:
     s, topic = service_of(request), topic_of(request)
     await require_namespace(s, topic.namespace_name)
-    return json_response({"partitions": await s.namespaces.get_partitions(topic)})
+    answer: dict[str, Any] = {"partitions": await s.namespaces.get_partitions(topic)}
+    properties = await s.namespaces.partitioned_topic_properties(topic) if answer["partitions"] else {}
+    if properties:
+        answer["properties"] = properties
+    return json_response(answer)
 
 
 @endpoint
@@ -159,6 +164,19 @@ async def partitioned_stats_route(request: Request) -> Response:
 async def internal_stats_route(request: Request) -> Response:
     t = await existing_topic(service_of(request), topic_of(request))
     return json_response(await internal_stats(t))
+
+
+@endpoint
+async def partitioned_internal_stats_route(request: Request) -> Response:
+    """Pulsar's ``PartitionedTopicInternalStats``: ``metadata`` and each loaded partition's internal stats."""
+    s, topic = service_of(request), topic_of(request)
+    await require_namespace(s, topic.namespace_name)
+    n = await s.namespaces.get_partitions(topic) if topic.partition < 0 else 0
+    if not n:
+        raise RestError(404, f"Partitioned topic {topic} does not exist")
+    loaded = loaded_partitions(s.topics, topic, n)
+    parts = {str(loaded[i].name): await internal_stats(loaded[i]) for i in sorted(loaded)}
+    return json_response({"metadata": {"partitions": n, "deleted": False}, "partitions": parts})
 
 
 @endpoint
@@ -208,6 +226,7 @@ def routes() -> list[Route]:
         Route(f"{tp}/stats", stats, methods=["GET"]),
         Route(f"{tp}/partitioned-stats", partitioned_stats_route, methods=["GET"]),
         Route(f"{tp}/internalStats", internal_stats_route, methods=["GET"]),
+        Route(f"{tp}/partitioned-internalStats", partitioned_internal_stats_route, methods=["GET"]),
         Route(f"{tp}/unload", unload, methods=["PUT"]),
         Route(f"{tp}/truncate", truncate, methods=["DELETE"]),
     ]

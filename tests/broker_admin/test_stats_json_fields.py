@@ -14,8 +14,10 @@ from typing import Any
 import httpx
 import pulsar
 
-from tests.broker_admin.admin_harness import V2, AdminBroker, new_tenant_ns, wait_until
+from tests.broker_admin.admin_harness import AdminBroker
 from tests.broker_admin.pulsar_stats_schema import problems, schema
+from tests.support.admin import V2, new_tenant_ns
+from tests.support.waiting import wait_until
 
 
 def _get(http: httpx.Client, path: str, **params: str) -> Any:
@@ -89,6 +91,13 @@ def test_partitioned_stats_have_pulsars_fields(broker: AdminBroker, http: httpx.
     assert problems(stats, "PartitionedTopicStatsImpl") == []
     assert stats["metadata"]["partitions"] == 2 and len(stats["partitions"]) == 2  # perPartition: true
     assert _get(http, f"{V2}/persistent/{ns}/p/partitioned-stats", perPartition="false")["partitions"] == {}
+    internal = _get(http, f"{V2}/persistent/{ns}/p/partitioned-internalStats")
+    assert internal["metadata"] == {"partitions": 2, "deleted": False}
+    assert sorted(internal["partitions"]) == [f"persistent://{ns}/p-partition-{i}" for i in range(2)]
+    for part in internal["partitions"].values():
+        assert problems(part, "PersistentTopicInternalStats") == []
+        assert set(part["cursors"]) == {"excl", "ks", "shared"}
+    assert http.get(f"{V2}/persistent/{ns}/t/partitioned-internalStats").status_code == 404
     for c in consumers:
         c.close()
 

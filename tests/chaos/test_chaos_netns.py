@@ -1,4 +1,4 @@
-"""Test hosts in network namespaces (`chaos_netns`) and the short chaos runs over them: every
+"""Test hosts in network namespaces (`tests.support.chaos.netns`) and the short chaos runs over them: every
 fault kind at least once, on a cluster and on standalone, with every invariant checked after each
 cycle (the long run is ``bench/chaos.py --netns``; figures in bench/RESULTS.md).
 
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.chaos.chaos_netns import PREFIX, TestNetwork, cleanup_leftovers, faketime_problem, netns_problem
-from tests.chaos.chaos_run import ChaosRun, RunOptions
+from tests.support.chaos.netns import PREFIX, TestNetwork, cleanup_leftovers, faketime_problem, netns_problem
+from tests.support.chaos.run import ChaosRun, RunOptions
 from tests.support.zookeeper import zookeeper_available
 
 REPO = Path(__file__).resolve().parents[2]
@@ -89,7 +89,7 @@ def test_hosts_reach_each_other_and_faults_cut_them(tmp_path: Path) -> None:
 def test_a_sigkilled_harness_leaves_nothing_behind() -> None:
     # a harness that makes hosts, starts a process in one and is SIGKILLed: its reaper removes
     # the process, the namespaces and the bridge
-    code = ("import sys,subprocess,time\nfrom tests.chaos.chaos_netns import TestNetwork\n"
+    code = ("import sys,subprocess,time\nfrom tests.support.chaos.netns import TestNetwork\n"
             "n=TestNetwork(); n.create(); h=n.add_host('x')\n"
             "p=subprocess.Popen(h.wrap()+['sleep','600'])\n"
             "print(n.run, p.pid, flush=True)\ntime.sleep(600)\n")
