@@ -29,6 +29,8 @@ and internal stats stay in the work directory), 2 when the run could not complet
 from __future__ import annotations
 
 import argparse
+import faulthandler
+import signal
 import sys
 from pathlib import Path
 
@@ -40,6 +42,8 @@ from tests.support.chaos.scenarios import SCENARIOS  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
+    # `kill -USR1 PID` prints every thread's stack: where a stalled run waits
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--deploy", choices=["cluster", "standalone"], default="cluster")
     ap.add_argument("--cycles", type=int, default=5)

@@ -130,10 +130,13 @@ class StorageAudit:
     """Receipts against storage (module header). ``retained``: the topics whose ledgers are never
     trimmed (a ledger missing from their list is a violation, not a trim)."""
 
-    def __init__(self, view: MetadataView, retained: set[str], read_timeout_s: float = 5.0) -> None:
+    def __init__(self, view: MetadataView, retained: set[str], read_timeout_s: float = 5.0,
+                 max_reads: int = 2000, budget_s: float = 90.0) -> None:
         self.view = view
         self.retained = retained
         self.read_timeout_s = read_timeout_s
+        self.max_reads = max_reads
+        self.budget_s = budget_s
         data = view.get(layout_path(""))
         self.layout = decode_layout(data) if data else LedgerLayout.HIERARCHICAL
 
@@ -177,15 +180,37 @@ class StorageAudit:
                         f"entry {md.last_entry_id}", tuple(k for e in past for k in entries[e])))
             for entry, ks in sorted(entries.items()):
                 reads.append((topic, lid, md, entry, ks))
+        reads = self._pick(reads)
         result.entries = len(reads)
         if reads:
             trio.run(self._read_all, reads, result)
         return result
 
+    def _pick(self, reads: list[tuple[str, int, LedgerMetadata, int, list[tuple[str, int]]]]
+              ) -> list[tuple[str, int, LedgerMetadata, int, list[tuple[str, int]]]]:
+        # every entry when they are few; else each ledger's first and last receipted entries (where
+        # a fence, a close or an ensemble change lands) and an even spread of the rest, up to
+        # max_reads (the metadata checks above cover every receipt regardless)
+        if len(reads) <= self.max_reads:
+            return reads
+        by_ledger: dict[int, list[int]] = defaultdict(list)
+        for i, r in enumerate(reads):
+            by_ledger[r[1]].append(i)
+        chosen: set[int] = set()
+        for idx in by_ledger.values():
+            chosen.update(idx[:2] + idx[-10:])
+        rest = [i for i in range(len(reads)) if i not in chosen]
+        room = max(0, self.max_reads - len(chosen))
+        if rest and room:
+            step = max(1, len(rest) // room)
+            chosen.update(rest[::step][:room])
+        return [reads[i] for i in sorted(chosen)]
+
     async def _read_all(self, reads: list[tuple[str, int, LedgerMetadata, int, list[tuple[str, int]]]],
                         result: AuditResult) -> None:
         limit = trio.Semaphore(32)
         short: dict[tuple[str, int], list[tuple[int, list[tuple[str, int]], str]]] = defaultdict(list)
+        done = 0
 
         async with open_metadata_store("memory://chaos-audit") as store, BookKeeper.open(store) as bk:
             client = bk.bookie_client
@@ -203,10 +228,12 @@ class StorageAudit:
                 return None
 
             async def check(topic: str, lid: int, md: LedgerMetadata, entry: int, ks: list[tuple[str, int]]) -> None:
+                nonlocal done
                 async with limit:
                     ensemble = md.ensemble_for(entry)
                     writes = [ensemble[(entry + i) % md.ensemble_size] for i in range(md.write_quorum)]
                     answers = [await has(b, lid, entry, md) for b in writes]
+                done += 1
                 stored = sum(1 for a in answers if a)
                 if stored >= md.ack_quorum:
                     return
@@ -216,9 +243,15 @@ class StorageAudit:
                 where = ", ".join(f"{b}: {'yes' if a else 'no'}" for b, a in zip(writes, answers, strict=True))
                 short[(topic, lid)].append((entry, ks, where))
 
-            async with trio.open_nursery() as nursery:
-                for r in reads:
-                    nursery.start_soon(check, *r)
+            # a bound on the whole audit: what it could not read in time is inconclusive
+            with trio.move_on_after(self.budget_s) as scope:
+                async with trio.open_nursery() as nursery:
+                    for r in reads:
+                        nursery.start_soon(check, *r)
+            if scope.cancelled_caught:
+                result.inconclusive += len(reads) - done
+                result.notes.append(f"audit stopped after {self.budget_s:g}s with {len(reads) - done} of "
+                                    f"{len(reads)} entries unread")
         for (topic, lid), items in sorted(short.items()):
             items.sort()
             result.violations.append(Violation(

@@ -278,6 +278,12 @@ class ChaosRun:
                 events.append(_Event(at, kind, rng.uniform(1.0, 8.0)))
             else:
                 events.append(_Event(at, kind, rng.uniform(0.0, 2.0)))
+            if fixed:
+                # a fixed schedule gives each fault a slot of its own, so that none finds its
+                # target held by the one before (a pause still outlasts the session timeout)
+                slot_end = (i + 1) * d / len(fixed)
+                floor = session_s + 0.5 if kind == "pause" else 0.5
+                events[-1].down_s = max(floor, min(events[-1].down_s, 0.9 * (slot_end - at)))
         events.sort(key=lambda e: e.at_s)
         return events
 
@@ -609,6 +615,11 @@ class ChaosRun:
                 time.sleep(delay)
             if action == "inject":
                 fault = self.inject(cycle, item, rng)
+                if fault is None and o.schedule and time.monotonic() < t0 + o.duration_s:
+                    # a fixed schedule's fault waits for its target to be free (a heal to finish)
+                    n += 1
+                    heapq.heappush(queue, (time.monotonic() + 0.2, n, "inject", item))
+                    continue
                 if fault is None:
                     self.say(f"  (no free target for {item.kind} @{item.at_s:.1f}s)")
                     continue
@@ -743,6 +754,7 @@ class ChaosRun:
             result = self.audit.audit(receipts)
             violations += result.violations
             self.report.audited_entries += result.entries
+            self.report.notes += [f"cycle {cycle}: {n}" for n in result.notes]
             self.report.inconclusive_entries += result.inconclusive
             audit_line = f" | audit {result.entries} entries" + (
                 f" ({result.inconclusive} inconclusive)" if result.inconclusive else "")
