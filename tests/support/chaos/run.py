@@ -15,8 +15,9 @@ One cycle:
    wakes up), ``clock`` (one server's wall clock jumps forward or back) and ``disk-full`` (a
    bookie's disk filled to the last byte while it writes);
 3. once every fault is healed: ownership must converge (every broker's lookup names one live
-   owner that serves the topic) within ``converge_timeout_s``; producers pause (everything they
-   sent must be answered within ``pause_timeout_s``: else **unavailable**); every node is up;
+   owner that serves the topic) within ``converge_timeout_s``; every producer must have a receipt
+   after the last heal and, once producers pause, an answer to everything it sent, each within
+   ``pause_timeout_s`` (else **unavailable**); every node is up;
    consumers drain until every receipted message was delivered and every redelivery a crash
    owes has happened (or ``drain_timeout_s`` passes);
 4. the checker reports loss, skip, order and two-writers violations; the storage audit checks
@@ -615,7 +616,7 @@ class ChaosRun:
                 time.sleep(delay)
             if action == "inject":
                 fault = self.inject(cycle, item, rng)
-                if fault is None and o.schedule and time.monotonic() < t0 + o.duration_s:
+                if fault is None and o.schedule and time.monotonic() < t0 + o.duration_s + 30:
                     # a fixed schedule's fault waits for its target to be free (a heal to finish)
                     n += 1
                     heapq.heappush(queue, (time.monotonic() + 0.2, n, "inject", item))
@@ -693,6 +694,19 @@ class ChaosRun:
             return f"{topic.topic}: stats on the owner {serving[0].name} failed: {exc!r}"
         return "" if r.status_code == 200 else f"{topic.topic}: stats on the owner {serving[0].name}: {r.status_code}"
 
+    def await_receipts(self, since: float, timeout_s: float) -> list[str]:
+        """Wait until every producer has had a receipt after ``since`` (writes are available
+        again); the producers that had none within ``timeout_s``."""
+        assert self.workload is not None
+        deadline = time.monotonic() + timeout_s
+        while True:
+            with self.history.lock:
+                times = self.history.receipt_times
+                missing = [p for p in self.workload.producers if not any(t > since for t in times.get(p, ()))]
+            if not missing or time.monotonic() > deadline:
+                return missing
+            time.sleep(0.2)
+
     def recovery(self, faults: list[_Fault], times: dict[str, list[float]]) -> list[str]:
         """Record each heal's time to recover (module header); the lines for the cycle's report."""
         assert self.workload is not None
@@ -739,6 +753,10 @@ class ChaosRun:
                                        f"{o.converge_timeout_s:g}s of the last heal: {'; '.join(self.unconverged)}"))
             else:
                 self.report.converge.append(converged)
+        stuck = self.await_receipts(last_heal, o.pause_timeout_s)
+        if stuck:
+            extra.append(Violation("unavailable", "*", "", f"producers {stuck} had no receipt within "
+                                   f"{o.pause_timeout_s:g}s of the last heal"))
         late = self.workload.pause_producers(o.pause_timeout_s)
         if late:
             extra.append(Violation("unavailable", "*", "", f"producers {late} still had unanswered sends "
