@@ -58,6 +58,7 @@ from ._errors import NamespaceNotFoundError, ServiceNotReadyError, TopicNotFound
 from ._inactive_topics import InactiveTopics
 from ._namespaces import NamespaceResources
 from ._nonpersistent import NonPersistentTopic
+from ._offload import install_offload
 from ._retention_hooks import StorePoliciesProvider, TopicPolicyStore, TopicQuotaStates, publish_time_of
 from ._schemas import SchemaRegistry
 from ._stats import StatsUpdater
@@ -159,6 +160,7 @@ class BrokerService:
         if factory_metrics is not None and getattr(factory_metrics, "registry", None) is not None:
             self.metrics.extra_registries.append(factory_metrics.registry)
         self.topic_policies = TopicPolicyStore(store)
+        install_offload(self)  # topics offload by their policies (broker._offload)
         retention_config = self.config.retention_config()
         self.policies = StorePoliciesProvider(self.namespaces, self.topic_policies, retention_config)
         self._retention_view = _RetentionFactoryView(factory)
