@@ -98,12 +98,20 @@ def test_a_sigkilled_harness_leaves_nothing_behind() -> None:
     os.kill(harness.pid, signal.SIGKILL)
     harness.wait()
     assert _wait_gone(f"{PREFIX}{run}-") == []
-    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
-    assert f"{PREFIX}{run}br" not in links
+    # the reaper deletes the bridge after the namespaces
+    deadline = time.monotonic() + 30
+    while _has_link(f"{PREFIX}{run}br") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _has_link(f"{PREFIX}{run}br")
     deadline = time.monotonic() + 10
     while _running(int(pid)) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _running(int(pid))
+
+
+def _has_link(name: str) -> bool:
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    return f" {name}:" in links or f" {name}@" in links
 
 
 def _running(pid: int) -> bool:
