@@ -31,13 +31,15 @@ __all__ = ["REPO", "MagnetarProcess", "RealBookie", "RealCluster", "wait_registe
 
 class MagnetarProcess:
     """A ``python -m magnetar ARGS`` child: stdout piped (read it with `first_line`), stderr
-    appended to ``log``; stopped by its pid."""
+    appended to ``log``; stopped by its pid. ``wrap`` prefixes the command with one that execs
+    it (``ip netns exec NS``, ``env ...``), so the pid stays the program's."""
 
-    def __init__(self, args: Sequence[str], log: Path, env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, args: Sequence[str], log: Path, env: Mapping[str, str] | None = None,
+                 wrap: Sequence[str] = ()) -> None:
         self.log = log
         with open(log, "a") as err:
             self.proc: subprocess.Popen[str] = subprocess.Popen(
-                [sys.executable, "-m", "magnetar", *args], stdout=subprocess.PIPE, stderr=err, text=True,
+                [*wrap, sys.executable, "-m", "magnetar", *args], stdout=subprocess.PIPE, stderr=err, text=True,
                 cwd=REPO, env={**os.environ, **(env or {})})
 
     def first_line(self) -> str:
@@ -83,14 +85,18 @@ class RealBookie:
     """One ``magnetar bookie`` child with its data under ``base``; `start` it again after a stop.
 
     ``extra`` are more ``magnetar bookie`` arguments (``--set key=value`` ...); ``bookie_id`` fixes
-    the id (default: ``127.0.0.1:PORT``); ``http`` serves HTTP on a free loopback port (see
-    ``http_url``); ``small_journal=False`` keeps the default journal preallocation (benchmarks).
+    the id (default: ``ADDRESS:PORT``); ``http`` serves HTTP on a free port (see ``http_url``);
+    ``small_journal=False`` keeps the default journal preallocation (benchmarks). ``address`` is
+    where it listens and what it advertises (loopback by default); ``wrap`` as `MagnetarProcess`.
     """
 
     def __init__(self, base: Path, metadata_url: str, extra: Sequence[str] = (), *, bookie_id: str = "",
                  http: bool = False, small_journal: bool = True, log_level: str = "WARNING",
-                 env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None, address: str = "127.0.0.1",
+                 wrap: Sequence[str] = ()) -> None:
         self.base = base
+        self.address = address
+        self.wrap = list(wrap)
         self.metadata_url = metadata_url
         self.extra = list(extra)
         self.fixed_id = bookie_id
@@ -108,11 +114,13 @@ class RealBookie:
         """The ``magnetar`` arguments this bookie is started with."""
         args = ["bookie", "--journal-dir", str(self.base / "journal"), "--ledger-dirs", str(self.base / "ledgers"),
                 "--port", "0", "--metadata-url", self.metadata_url, "--log-level", self.log_level,
-                "--set", "listen_address=127.0.0.1"]
+                "--set", f"listen_address={self.address}"]
+        if self.address != "127.0.0.1":
+            args += ["--set", f"advertised_address={self.address}"]
         if self.fixed_id:
             args += ["--bookie-id", self.fixed_id]
         if self.http:
-            args += ["--http-port", "0", "--set", "http_address=127.0.0.1"]
+            args += ["--http-port", "0", "--set", f"http_address={self.address}"]
         else:
             args += ["--set", "http_enabled=false"]
         if self.small_journal:
@@ -122,7 +130,7 @@ class RealBookie:
     def launch(self, *more: str, env: Mapping[str, str] | None = None) -> None:
         """Start the process (returns at once; `wait_started` reads its first line)."""
         self.base.mkdir(parents=True, exist_ok=True)
-        self.process = MagnetarProcess(self.command(*more), self.log, {**self.env, **(env or {})})
+        self.process = MagnetarProcess(self.command(*more), self.log, {**self.env, **(env or {})}, self.wrap)
 
     def wait_started(self) -> str:
         """Block until the bookie prints ``listening on``; return its id. RuntimeError if it does not."""

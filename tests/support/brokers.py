@@ -27,10 +27,12 @@ _READY = re.compile(r"magnetar broker: (pulsar://\S+)\s+admin REST: (http://\S+)
 
 
 class BrokerProcess:
-    """One ``python -m magnetar broker`` child on free ports; its output goes to ``base/broker-N.log``."""
+    """One ``python -m magnetar broker`` child on free ports; its output goes to ``base/broker-N.log``.
+    ``wrap`` prefixes the command with one that execs it (``ip netns exec NS``), keeping the pid."""
 
-    def __init__(self, base: Path, metadata_url: str, *extra: str) -> None:
+    def __init__(self, base: Path, metadata_url: str, *extra: str, wrap: tuple[str, ...] = ()) -> None:
         self.base = base
+        self.wrap = list(wrap)
         self.metadata_url = metadata_url
         self.extra = list(extra)
         self.proc: subprocess.Popen[str] | None = None
@@ -42,7 +44,7 @@ class BrokerProcess:
         """Start and wait until both listeners are up; RuntimeError (with the log) if not."""
         self.base.mkdir(parents=True, exist_ok=True)
         self.log_path = self.base / f"broker-{time.monotonic_ns()}.log"
-        cmd = [sys.executable, "-m", "magnetar", "broker", "--metadata-url", self.metadata_url,
+        cmd = [*self.wrap, sys.executable, "-m", "magnetar", "broker", "--metadata-url", self.metadata_url,
                "--port", "0", "--web-port", "0", *self.extra]
         with open(self.log_path, "w") as out:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True, cwd=REPO,

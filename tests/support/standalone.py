@@ -47,11 +47,12 @@ def _bookie_port(data_dir: Path) -> int:
     return int(saved.read_text())
 
 
-def start_standalone(data_dir: Path, *extra: str, timeout: float = 60.0) -> Standalone:
-    """Start standalone with its data in ``data_dir`` on free ports; wait until it is ready."""
+def start_standalone(data_dir: Path, *extra: str, timeout: float = 60.0, wrap: tuple[str, ...] = ()) -> Standalone:
+    """Start standalone with its data in ``data_dir`` on free ports; wait until it is ready.
+    ``wrap`` prefixes the command with one that execs it (``ip netns exec NS``), keeping the pid."""
     data_dir.mkdir(parents=True, exist_ok=True)
     log_path = data_dir.parent / f"{data_dir.name}-{time.monotonic_ns()}.log"
-    cmd = [sys.executable, "-m", "magnetar", "standalone", "--data-dir", str(data_dir),
+    cmd = [*wrap, sys.executable, "-m", "magnetar", "standalone", "--data-dir", str(data_dir),
            "--set", f"standalone.bookie_port={_bookie_port(data_dir)}", "--set", "standalone.bookie_http_port=0",
            "--set", "broker.broker_service_port=0", "--set", "broker.web_service_port=0", *extra]
     out = open(log_path, "w")  # noqa: SIM115 - closed with the process

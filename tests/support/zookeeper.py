@@ -103,10 +103,11 @@ class ZooKeeperServer:
     directory: Path
     process: subprocess.Popen[bytes]
     tls: ZkTlsFiles | None = None
+    address: str = "127.0.0.1"
 
     @property
     def hosts(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.address}:{self.port}"
 
     def url(self, chroot: str = "", **params: int) -> str:
         """A ``zk://`` url for this server; ``params`` become query parameters."""
@@ -117,7 +118,7 @@ class ZooKeeperServer:
         if self.tls is not None:
             return _tls_answers(self.port, self.tls)
         try:
-            return four_letter_word("127.0.0.1", self.port, "ruok") == "imok"
+            return four_letter_word(self.address, self.port, "ruok") == "imok"
         except OSError:
             return False
 
@@ -161,18 +162,22 @@ def zookeeper_tls_available() -> bool:
     return zookeeper_available() and all(jar.exists() for jar in NETTY_JARS)
 
 
-def start_zookeeper(directory: Path | None = None, tls: ZkTlsFiles | None = None) -> ZooKeeperServer:
+def start_zookeeper(directory: Path | None = None, tls: ZkTlsFiles | None = None, *, address: str = "127.0.0.1",
+                    port: int = 0, wrap: tuple[str, ...] = ()) -> ZooKeeperServer:
     """Start a standalone ZooKeeper on a free loopback port; returns once it answers ``imok`` (with
-    ``tls``: once its TLS port, the only one, completes a handshake)."""
+    ``tls``: once its TLS port, the only one, completes a handshake). ``address`` and ``port``
+    (0: a free one) say where it listens; ``wrap`` prefixes the command with one that execs it
+    (``ip netns exec NS``), keeping the pid."""
     directory = directory or Path(tempfile.mkdtemp(prefix="magnetar-zk-"))
     last_error = ""
+    fixed = port
     for _ in range(3):  # a free port can be taken between probing and binding
-        port = free_port()
+        port = fixed or free_port()
         data = directory / "data"
         data.mkdir(parents=True, exist_ok=True)
         cfg = directory / "zoo.cfg"
         if tls is None:
-            listener = f"clientPort={port}\nclientPortAddress=127.0.0.1\n"
+            listener = f"clientPort={port}\nclientPortAddress={address}\n"
         else:
             listener = (f"secureClientPort={port}\nsecureClientPortAddress=127.0.0.1\n"
                         "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n"
@@ -192,10 +197,10 @@ def start_zookeeper(directory: Path | None = None, tls: ZkTlsFiles | None = None
             classpath += [str(jar) for jar in NETTY_JARS]
         with open(directory / "zookeeper.log", "ab") as log:
             process = subprocess.Popen(
-                ["java", "-Xmx256m", "-cp", ":".join(classpath), MAIN_CLASS, str(cfg)],
+                [*wrap, "java", "-Xmx256m", "-cp", ":".join(classpath), MAIN_CLASS, str(cfg)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=directory,
             )
-        server = ZooKeeperServer(port, directory, process, tls)
+        server = ZooKeeperServer(port, directory, process, tls, address)
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline and process.poll() is None:
             if server.is_ok():

@@ -38,6 +38,20 @@ Invariants (per topic; every subscription is created before anything is produced
 
 The scan of a retained topic also checks loss at the storage level (every receipted key stored)
 and storage order (first copies stored in increasing sequence id per producer).
+
+Faults that do not kill a server (a partition, a pause, a clock jump, a full disk) may or may not
+make a topic move or its consumers reconnect; a redelivery is owed only if a consumer's connection
+did close. So such a fault takes a *tentative* mark (`mark_locked`): what each consumer has
+received and not acknowledged, discharged by later acks and redeliveries like an owed position,
+but not awaited. `settle` later turns a mark into owed positions for exactly the consumers whose
+connection closed after the mark was taken (the run learns that from the broker's consumer
+stats) and forgets it for the others.
+
+**two-writers** (e): no producer is given a receipt on an older ledger of a topic after one on a
+newer ledger (ledger ids grow with creation; two owners writing at once would interleave them).
+The storage audit (`audit`) adds the other half: no receipt for an entry past the end its
+ledger was closed at, nor on a ledger the topic's ledger list does not hold (what an owner's add
+acknowledged after the next owner fenced its ledger would be).
 """
 
 from __future__ import annotations
@@ -51,7 +65,7 @@ from typing import TextIO
 
 from sortedcontainers import SortedDict
 
-__all__ = ["Key", "Pos", "SeqSet", "Violation", "History", "SubscriptionRecord", "ScanResult",
+__all__ = ["INVARIANTS", "Key", "Pos", "SeqSet", "Violation", "History", "SubscriptionRecord", "ScanResult",
            "check_scan", "resolve_order"]
 
 Key = tuple[str, int]
@@ -96,9 +110,16 @@ class Violation:
     keys: tuple[Key, ...] = ()
     positions: tuple[Pos, ...] = ()
 
+
     def __str__(self) -> str:
         where = f"{self.topic}" + (f" sub={self.subscription}" if self.subscription else "")
         return f"[{self.invariant}] {where}: {self.detail}{_keys_text(self.keys)}"
+
+
+INVARIANTS = ("loss", "skip", "order", "duplicate", "two-writers", "quorum", "cursor", "ownership", "unavailable")
+"""Every invariant the run checks: the four of the module header, the two-writers and quorum
+checks of the storage audit, cursors that never move back (`audit.CursorWatch`), ownership
+that converges and topics that are available again once every fault is healed (`run`)."""
 
 
 def _keys_text(keys: tuple[Key, ...], limit: int = 40) -> str:
@@ -145,8 +166,9 @@ class SubscriptionRecord:
         self.acked_keys: dict[str, SeqSet] = defaultdict(SeqSet)
         self.cumulative_mark: Pos = (-1, -1, -1)
         self.awaiting: set[Key] = set()          # receipted, never delivered here
-        self.outstanding: SortedDict = SortedDict()  # Pos -> (Key, delivery time): received, not acked
+        self.outstanding: SortedDict = SortedDict()  # Pos -> (Key, delivery time, consumer): received, not acked
         self.owed: dict[Pos, tuple[Key, str]] = {}   # Pos -> (Key, crash label): owed a redelivery
+        self.marked: dict[str, dict[Pos, tuple[Key, str]]] = {}  # mark label -> Pos -> (Key, consumer)
         self.consumers: dict[str, _ConsumerOrder] = defaultdict(_ConsumerOrder)
         self.deliveries = 0
         self.redeliveries = 0
@@ -174,6 +196,10 @@ class History:
         self.sent = 0
         self.failed = 0
         self.receipts = 0
+        self.receipt_log: list[tuple[str, str, int, Pos]] = []  # (topic, producer, seq, pos) since last taken
+        self.receipt_times: dict[str, list[float]] = defaultdict(list)  # producer -> receipt times since last taken
+        self.last_ledger: dict[str, tuple[int, int]] = {}  # producer -> (ledger, seq) of its last receipt
+        self.writer_findings: list[Violation] = []
 
     # --- set-up -------------------------------------------------------------------------------
 
@@ -202,10 +228,21 @@ class History:
         with self.lock:
             self.failed += n
 
-    def receipt(self, producer: str, seq: int) -> None:
-        """The producer's send callback reported success for ``seq``."""
+    def receipt(self, producer: str, seq: int, pos: Pos | None = None) -> None:
+        """The producer's send callback reported success for ``seq``, stored at ``pos`` (when
+        known; a duplicate answered by deduplication has ledger -1)."""
         with self.lock:
             topic = self.producers[producer]
+            self.receipt_times[producer].append(self.clock())
+            if pos is not None and pos[0] >= 0:
+                self.receipt_log.append((topic, producer, seq, pos))
+                last = self.last_ledger.get(producer)
+                if last is not None and pos[0] < last[0]:
+                    self.writer_findings.append(Violation(
+                        "two-writers", topic, "", f"producer {producer} got a receipt on ledger {pos[0]} after one on "
+                        f"the newer ledger {last[0]} (for sequence id {last[1]})", ((producer, seq),), (pos,)))
+                else:
+                    self.last_ledger[producer] = (pos[0], seq)
             if not self.receipted[(topic, producer)].add(seq):
                 return
             self.receipts += 1
@@ -229,8 +266,10 @@ class History:
             rec.redeliveries += 1
         rec.awaiting.discard(key)
         rec.owed.pop(pos, None)
+        for marked in rec.marked.values():
+            marked.pop(pos, None)
         if not rec.is_acked(key, pos):
-            rec.outstanding[pos] = (key, t)
+            rec.outstanding[pos] = (key, t, consumer)
         if rec.ordered:
             order = rec.consumers[consumer]
             if order.seen[producer].add(seq):
@@ -252,14 +291,19 @@ class History:
             if pos > rec.cumulative_mark:
                 rec.cumulative_mark = pos
             for p in list(rec.outstanding.irange(maximum=pos)):
-                k, _ = rec.outstanding.pop(p)
+                k = rec.outstanding.pop(p)[0]
                 rec.acked_keys[k[0]].add(k[1])
             for p in [p for p in rec.owed if p <= pos]:
                 del rec.owed[p]
+            for marked in rec.marked.values():
+                for p in [p for p in marked if p <= pos]:
+                    del marked[p]
         else:
             rec.acked_keys[key[0]].add(key[1])
             rec.outstanding.pop(pos, None)
             rec.owed.pop(pos, None)
+            for marked in rec.marked.values():
+                marked.pop(pos, None)
 
     def delivered(self, topic: str, sub: str, consumer: str, key: Key, pos: Pos) -> float:
         with self.lock:
@@ -281,7 +325,7 @@ class History:
         for (topic, _), rec in self.subs.items():
             if wanted is not None and topic not in wanted:
                 continue
-            for pos, (key, _) in rec.outstanding.items():
+            for pos, (key, _, _) in rec.outstanding.items():
                 if not rec.is_acked(key, pos):
                     if pos not in rec.owed:
                         self.owed_total += 1
@@ -291,6 +335,43 @@ class History:
         if self.trace is not None:
             self.trace.write(f"{t:.3f} X {label}\n")
         return t
+
+    def mark_locked(self, label: str) -> None:
+        """A tentative crash now (module header): remember what every consumer has received and
+        not acknowledged, to be owed by `settle` if its connection closes after this."""
+        for rec in self.subs.values():
+            rec.marked[label] = {pos: (key, consumer) for pos, (key, _, consumer) in rec.outstanding.items()
+                                 if not rec.is_acked(key, pos)}
+        if self.trace is not None:
+            self.trace.write(f"{self.clock():.3f} M {label}\n")
+
+    def settle(self, label: str, closed: set[tuple[str, str, str]]) -> int:
+        """Turn mark ``label`` into owed redeliveries for the consumers ``(topic, subscription,
+        consumer)`` in ``closed`` (their connection closed after the mark) and forget the rest of
+        it; returns how many positions became owed."""
+        n = 0
+        with self.lock:
+            for (topic, sub), rec in self.subs.items():
+                marked = rec.marked.pop(label, {})
+                for pos, (key, consumer) in marked.items():
+                    if (topic, sub, consumer) in closed and pos not in rec.owed:
+                        rec.owed[pos] = (key, label)
+                        self.owed_total += 1
+                        n += 1
+            if n:
+                self.crash_epoch += 1
+                self.crashes.append((self.clock(), label))
+            if self.trace is not None:
+                self.trace.write(f"{self.clock():.3f} S {label} {n} owed for {len(closed)} closed consumers\n")
+        return n
+
+    def take_receipts(self) -> tuple[list[tuple[str, str, int, Pos]], dict[str, list[float]]]:
+        """The receipts (topic, producer, seq, position) and receipt times per producer recorded
+        since the last call."""
+        with self.lock:
+            log, times = self.receipt_log, self.receipt_times
+            self.receipt_log, self.receipt_times = [], defaultdict(list)
+            return log, times
 
     # --- checks -------------------------------------------------------------------------------
 
@@ -336,6 +417,9 @@ class History:
                                      tuple(x.key for x in cands), tuple(x.pos for x in cands)))
             if consume:
                 self.order_candidates.clear()
+            out += self.writer_findings
+            if consume:
+                self.writer_findings = []
         return out
 
     def totals(self) -> dict[str, int]:

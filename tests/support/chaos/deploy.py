@@ -1,12 +1,19 @@
 """Real-process deployments for the chaos run: every server is a node that can be SIGKILLed,
-stopped cleanly and started again on the same ports and data, so clients reconnect by themselves.
+paused, stopped cleanly and started again on the same ports and data, so clients reconnect by
+themselves.
 
 * `ClusterDeployment`: ZooKeeper (Debian's), ``bookies`` ``magnetar bookie`` processes and
-  ``brokers`` ``magnetar broker`` processes. Only one broker is supported until topic ownership
-  exists (two brokers would both serve every topic); the deployment is a list of broker nodes so
-  that more can be added then.
+  ``brokers`` ``magnetar broker`` processes sharing the topics through bundle ownership; clients
+  are given every broker's URL and follow lookups to the owner.
 * `StandaloneDeployment`: one ``magnetar standalone`` process (broker and bookie together); a
   kill of it is a broker crash.
+
+With a `TestNetwork` every server runs in a test host of its own (``zk``, ``bookie-i``,
+``broker-i``, ``standalone``), listening on and advertising that host's address on fixed ports;
+``DeployOptions.clock`` starts brokers, bookies and standalone under libfaketime with a
+`ClockFile` each, and ``disk_mb`` gives each bookie (and standalone) a tmpfs of its own for its
+data, so that one disk can be made full. Without a network everything listens on free loopback
+ports, as before.
 
 Node kinds: ``bookie``, ``broker``, ``standalone``. ``broker`` and ``standalone`` nodes serve
 topics (`Node.serves_topics`): their death owes redeliveries in the checker.
@@ -14,17 +21,25 @@ topics (`Node.serves_topics`): their death owes redeliveries in the checker.
 
 from __future__ import annotations
 
+import os
+import signal
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
-from tests.support.admin import rest
+import httpx
+
 from tests.support.bookies import RealBookie
 from tests.support.brokers import BrokerProcess, wait_bookies
 from tests.support.ports import free_port
 from tests.support.standalone import Standalone, start_standalone
 from tests.support.zookeeper import ZooKeeperServer, start_zookeeper
+
+from .netns import ClockFile, Host, TestNetwork
+
+# fixed ports inside test hosts (each host has an address of its own, so they never collide)
+ZK_PORT, BOOKIE_PORT, BROKER_PORT, WEB_PORT = 12181, 13181, 16650, 18080
 
 __all__ = ["DeployOptions", "Node", "Deployment", "ClusterDeployment", "StandaloneDeployment",
            "make_deployment"]
@@ -38,6 +53,8 @@ class DeployOptions:
     metadata store; low values make crashes land after persists with holes).
     ``ledger_entries``: roll a ledger after this many entries (0: the default), so that cursors
     and holes span several ledgers. ``ensemble``/``write_quorum``/``ack_quorum``: for clusters.
+    ``clock``: servers run under libfaketime (a `ClockFile` each); ``disk_mb``: each bookie's (or
+    standalone's) data on a tmpfs of that size (both need a `TestNetwork`).
     """
 
     bookies: int = 3
@@ -48,6 +65,8 @@ class DeployOptions:
     persist_interval_s: float = 1.0
     ledger_entries: int = 0
     session_timeout_ms: int = 6000
+    clock: bool = False
+    disk_mb: int = 0
     extra: tuple[str, ...] = ()
 
     def broker_settings(self) -> list[str]:
@@ -66,9 +85,14 @@ class Node(Protocol):
     kind: str
     name: str
     serves_topics: bool
+    host: Host | None
+    clock: ClockFile | None
 
     @property
     def alive(self) -> bool: ...
+
+    @property
+    def pid(self) -> int: ...
 
     def start(self) -> None:
         """Start (again) on the same ports and data; return once it serves."""
@@ -82,24 +106,49 @@ class Node(Protocol):
     def log_tail(self, chars: int = 3000) -> str: ...
 
 
+def _wrap(host: Host | None, clock: ClockFile | None) -> tuple[str, ...]:
+    out = host.wrap() if host is not None else []
+    if clock is not None:
+        out += ["env", *(f"{k}={v}" for k, v in clock.env().items())]
+    return tuple(out)
+
+
+def signal_node(node: Node, sig: int) -> None:
+    """Send ``sig`` to a running node's process (SIGSTOP / SIGCONT pause and resume it)."""
+    if node.alive:
+        os.kill(node.pid, sig)
+
+
 class BookieNode:
-    """A ``magnetar bookie`` that keeps its port (its id and cookie name ``127.0.0.1:PORT``)."""
+    """A ``magnetar bookie`` that keeps its port (its id and cookie name ``ADDRESS:PORT``)."""
 
     kind = "bookie"
     serves_topics = False
 
-    def __init__(self, name: str, base: Path, metadata_url: str) -> None:
+    def __init__(self, name: str, base: Path, metadata_url: str, host: Host | None = None,
+                 clock: ClockFile | None = None) -> None:
         self.name = name
-        self.bookie = RealBookie(base, metadata_url)
-        self.port = 0
+        self.host = host
+        self.clock = clock
+        address = host.address if host is not None else "127.0.0.1"
+        self.bookie = RealBookie(base, metadata_url, address=address, wrap=_wrap(host, clock))
+        self.port = BOOKIE_PORT if host is not None else 0
 
     @property
     def alive(self) -> bool:
         return self.bookie.alive
 
-    def start(self) -> None:
+    @property
+    def pid(self) -> int:
+        return self.bookie.pid
+
+    def launch(self) -> None:
         more = ("--port", str(self.port)) if self.port else ()
-        self.bookie.start(*more)
+        self.bookie.launch(*more)
+
+    def start(self) -> None:
+        self.launch()
+        self.bookie.wait_started()
         self.port = self.bookie.port
 
     def kill(self) -> None:
@@ -118,28 +167,40 @@ class BrokerNode:
     kind = "broker"
     serves_topics = True
 
-    def __init__(self, name: str, base: Path, metadata_url: str, settings: list[str]) -> None:
+    def __init__(self, name: str, base: Path, metadata_url: str, settings: list[str], host: Host | None = None,
+                 clock: ClockFile | None = None) -> None:
         self.name = name
-        self.port = free_port()
-        self.web_port = free_port()
+        self.host = host
+        self.clock = clock
+        address = host.address if host is not None else "127.0.0.1"
+        self.port = BROKER_PORT if host is not None else free_port()
+        self.web_port = WEB_PORT if host is not None else free_port()
         self.process = BrokerProcess(base, metadata_url, *settings,
                                      "--set", f"broker.broker_service_port={self.port}",
                                      "--set", f"broker.web_service_port={self.web_port}",
-                                     "--set", "broker.bind_address=127.0.0.1")
-        self.service_url = f"pulsar://127.0.0.1:{self.port}"
-        self.admin_url = f"http://127.0.0.1:{self.web_port}"
+                                     "--set", f"broker.bind_address={address}",
+                                     "--set", f"broker.advertised_address={address}", wrap=_wrap(host, clock))
+        self.service_url = f"pulsar://{address}:{self.port}"
+        self.admin_url = f"http://{address}:{self.web_port}"
 
     @property
     def alive(self) -> bool:
         return self.process.proc is not None and self.process.proc.poll() is None
 
+    @property
+    def pid(self) -> int:
+        assert self.process.proc is not None
+        return self.process.proc.pid
+
     def start(self) -> None:
         self.process.start(timeout=120)
 
     def kill(self) -> None:
+        signal_node(self, signal.SIGCONT)
         self.process.kill()
 
     def stop(self) -> None:
+        signal_node(self, signal.SIGCONT)
         self.process.stop()
 
     def log_tail(self, chars: int = 3000) -> str:
@@ -152,33 +213,50 @@ class StandaloneNode:
     kind = "standalone"
     serves_topics = True
 
-    def __init__(self, name: str, data_dir: Path, settings: list[str]) -> None:
+    def __init__(self, name: str, data_dir: Path, settings: list[str], host: Host | None = None,
+                 clock: ClockFile | None = None) -> None:
         self.name = name
+        self.host = host
+        self.clock = clock
         self.data_dir = data_dir
-        self.port = free_port()
-        self.web_port = free_port()
+        address = host.address if host is not None else "127.0.0.1"
+        self.port = BROKER_PORT if host is not None else free_port()
+        self.web_port = WEB_PORT if host is not None else free_port()
         self.settings = [*settings, "--set", f"broker.broker_service_port={self.port}",
                          "--set", f"broker.web_service_port={self.web_port}",
-                         "--set", "broker.bind_address=127.0.0.1"]
-        self.service_url = f"pulsar://127.0.0.1:{self.port}"
-        self.admin_url = f"http://127.0.0.1:{self.web_port}"
+                         "--set", f"broker.bind_address={address}"]
+        if host is not None:
+            self.settings += ["--set", f"broker.advertised_address={address}",
+                              "--set", f"bookie.advertised_address={address}",
+                              "--set", f"bookie.listen_address={address}",
+                              "--set", f"standalone.bookie_port={BOOKIE_PORT}"]
+        self.bookie_id = f"{address}:{BOOKIE_PORT}" if host is not None else ""
+        self.service_url = f"pulsar://{address}:{self.port}"
+        self.admin_url = f"http://{address}:{self.web_port}"
         self.process: Standalone | None = None
 
     @property
     def alive(self) -> bool:
         return self.process is not None and self.process.proc.poll() is None
 
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.proc.pid
+
     def start(self) -> None:
-        self.process = start_standalone(self.data_dir, *self.settings, timeout=120)
+        self.process = start_standalone(self.data_dir, *self.settings, timeout=120, wrap=_wrap(self.host, self.clock))
 
     def kill(self) -> None:
         if self.alive:
             assert self.process is not None
+            signal_node(self, signal.SIGCONT)
             self.process.kill()
 
     def stop(self) -> None:
         if self.alive:
             assert self.process is not None
+            signal_node(self, signal.SIGCONT)
             try:
                 self.process.stop()
             except Exception:
@@ -193,16 +271,30 @@ class Deployment:
 
     kind = ""
 
-    def __init__(self) -> None:
+    def __init__(self, network: TestNetwork | None = None) -> None:
         self.nodes: list[Node] = []
+        self.network = network
 
     @property
     def service_url(self) -> str:
-        raise NotImplementedError
+        """Where clients connect: every serving node's URL (the client follows lookups)."""
+        return "pulsar://" + ",".join(n.service_url.removeprefix("pulsar://") for n in self.serving_nodes())
 
     @property
     def admin_url(self) -> str:
-        raise NotImplementedError
+        return self.serving_nodes()[0].admin_url
+
+    def serving_nodes(self) -> list[Any]:
+        return [n for n in self.nodes if n.serves_topics]
+
+    @property
+    def metadata_url(self) -> str:
+        """The metadata store's URL as seen from the harness ('' when the harness cannot open it:
+        standalone's embedded store belongs to its process)."""
+        return ""
+
+    def by_name(self, name: str) -> Node:
+        return next(n for n in self.nodes if n.name == name)
 
     def of_kind(self, kind: str) -> list[Node]:
         return [n for n in self.nodes if n.kind == kind]
@@ -232,10 +324,25 @@ class Deployment:
                 started.append(node.name)
         return started
 
-    def admin(self, method: str, path: str, json: object = None, ok: tuple[int, ...] = (200, 204)) -> object:
-        """One admin REST call on the first broker; the decoded JSON ('' when empty)."""
-        r = rest(method, self.admin_url, path, json=json, ok=ok)
-        return r.json() if r.content else ""
+    def admin(self, method: str, path: str, json: object = None, ok: tuple[int, ...] = (200, 204),
+              timeout: float = 15.0) -> object:
+        """One admin REST call, redirects followed; the decoded JSON ('' when empty). Tried on each
+        running serving node in turn until one answers with a status in ``ok``; the last failure
+        (AssertionError with the body, or the connection error) when none does."""
+        failure: BaseException | None = None
+        for node in self.serving_nodes():
+            if not node.alive:
+                continue
+            try:
+                r = httpx.request(method, f"{node.admin_url}{path}", json=json, timeout=timeout,
+                                  follow_redirects=True)
+            except httpx.HTTPError as exc:
+                failure = exc
+                continue
+            if r.status_code in ok:
+                return r.json() if r.content else ""
+            failure = AssertionError(f"{method} {path} -> {r.status_code} {r.text}")
+        raise failure or AssertionError(f"{method} {path}: no serving node runs")
 
 
 class ClusterDeployment(Deployment):
@@ -243,23 +350,44 @@ class ClusterDeployment(Deployment):
 
     kind = "cluster"
 
-    def __init__(self, base: Path, options: DeployOptions) -> None:
-        super().__init__()
-        if options.brokers != 1:
-            raise ValueError("only one broker until topic ownership exists (two would serve the same topics)")
+    def __init__(self, base: Path, options: DeployOptions, network: TestNetwork | None = None) -> None:
+        super().__init__(network)
+        if options.brokers < 1:
+            raise ValueError("a cluster needs at least one broker")
         self.base = base
         self.options = options
         self.zk: ZooKeeperServer | None = None
-        self.metadata_url = ""
+        self.zk_host: Host | None = None
+        self._metadata_url = ""
+
+    @property
+    def metadata_url(self) -> str:
+        return self._metadata_url
+
+    def _host(self, name: str) -> Host | None:
+        return self.network.add_host(name) if self.network is not None else None
+
+    def _clock(self, name: str) -> ClockFile | None:
+        return ClockFile(self.base / f"clock-{name}") if self.options.clock else None
+
+    def _data_dir(self, name: str) -> Path:
+        if self.network is not None and self.options.disk_mb:
+            return self.network.disk(name, self.base, self.options.disk_mb) / "data"
+        return self.base / name
 
     def start(self) -> None:
-        self.zk = start_zookeeper(self.base / "zk")
-        self.metadata_url = self.zk.url(f"/chaos-{uuid.uuid4().hex[:8]}",
-                                        session_timeout_ms=self.options.session_timeout_ms)
         o = self.options
-        bookies = [BookieNode(f"bookie-{i}", self.base / f"bookie-{i}", self.metadata_url) for i in range(o.bookies)]
+        self.zk_host = self._host("zk")
+        if self.zk_host is not None:
+            self.zk = start_zookeeper(self.base / "zk", address=self.zk_host.address, port=ZK_PORT,
+                                      wrap=tuple(self.zk_host.wrap()))
+        else:
+            self.zk = start_zookeeper(self.base / "zk")
+        self._metadata_url = self.zk.url(f"/chaos-{uuid.uuid4().hex[:8]}", session_timeout_ms=o.session_timeout_ms)
+        bookies = [BookieNode(f"bookie-{i}", self._data_dir(f"bookie-{i}"), self.metadata_url,
+                              self._host(f"bookie-{i}"), self._clock(f"bookie-{i}")) for i in range(o.bookies)]
         for b in bookies:
-            b.bookie.launch()
+            b.launch()
         for b in bookies:
             b.bookie.wait_started()
             b.port = b.bookie.port
@@ -268,8 +396,8 @@ class ClusterDeployment(Deployment):
                     "--set", f"managed_ledger.write_quorum={o.write_quorum}",
                     "--set", f"managed_ledger.ack_quorum={o.ack_quorum}",
                     "--set", "bk_client.add_entry_timeout_s=2", *o.broker_settings()]
-        brokers = [BrokerNode(f"broker-{i}", self.base / f"broker-{i}", self.metadata_url, settings)
-                   for i in range(o.brokers)]
+        brokers = [BrokerNode(f"broker-{i}", self.base / f"broker-{i}", self.metadata_url, settings,
+                              self._host(f"broker-{i}"), self._clock(f"broker-{i}")) for i in range(o.brokers)]
         self.nodes = [*bookies, *brokers]
         for b in brokers:
             b.start()
@@ -277,14 +405,6 @@ class ClusterDeployment(Deployment):
     @property
     def brokers(self) -> list[BrokerNode]:
         return [n for n in self.nodes if isinstance(n, BrokerNode)]
-
-    @property
-    def service_url(self) -> str:
-        return self.brokers[0].service_url
-
-    @property
-    def admin_url(self) -> str:
-        return self.brokers[0].admin_url
 
     def stop(self, keep_data: bool = False) -> None:
         super().stop(keep_data)
@@ -302,9 +422,14 @@ class StandaloneDeployment(Deployment):
 
     kind = "standalone"
 
-    def __init__(self, base: Path, options: DeployOptions) -> None:
-        super().__init__()
-        self.node = StandaloneNode("standalone", base / "data", options.broker_settings())
+    def __init__(self, base: Path, options: DeployOptions, network: TestNetwork | None = None) -> None:
+        super().__init__(network)
+        host = network.add_host("standalone") if network is not None else None
+        data = base / "data"
+        if network is not None and options.disk_mb:
+            data = network.disk("standalone", base, options.disk_mb) / "data"
+        clock = ClockFile(base / "clock-standalone") if options.clock else None
+        self.node = StandaloneNode("standalone", data, options.broker_settings(), host, clock)
         self.nodes = [self.node]
 
     @property
@@ -319,12 +444,15 @@ class StandaloneDeployment(Deployment):
         self.node.start()
 
 
-def make_deployment(kind: str, base: Path, options: DeployOptions) -> Deployment:
-    """``cluster`` or ``standalone``, with its data under ``base`` (not started)."""
+def make_deployment(kind: str, base: Path, options: DeployOptions, network: TestNetwork | None = None) -> Deployment:
+    """``cluster`` or ``standalone``, with its data under ``base`` (not started); with ``network``
+    every server gets a test host of its own."""
     base.mkdir(parents=True, exist_ok=True)
+    if (options.clock or options.disk_mb) and network is None:
+        raise ValueError("clock jumps and per-node disks need test hosts (a TestNetwork)")
     if kind == "cluster":
-        return ClusterDeployment(base, options)
+        return ClusterDeployment(base, options, network)
     if kind == "standalone":
-        return StandaloneDeployment(base, options)
+        return StandaloneDeployment(base, options, network)
     raise ValueError(f"unknown deployment {kind!r}: expected cluster or standalone")
 

@@ -178,14 +178,19 @@ class ProducerSpec:
 class ProducerAgent:
     """Runs a `ProducerSpec` as a child process and feeds its receipts to ``on_receipt``.
 
+    ``on_receipt(producer, seq, (ledger, entry, batch index))`` receives every receipt;
     ``on_event(kind, producer, value)`` receives ``S`` (count sent), ``F`` (failed seq) and
     ``READY`` (the broker's last sequence id) events. Thread-safe by construction: one reader
     thread per process; the handle itself is driven by one thread (the run's main thread).
+    ``wrap`` prefixes the command with one that execs it (``ip netns exec NS``: a test host).
     """
 
     def __init__(self, spec: ProducerSpec, service_url: str, log_dir: Path,
-                 on_receipt: Callable[[str, int], None], on_event: Callable[[str, str, int], None]) -> None:
+                 on_receipt: Callable[[str, int, tuple[int, int, int]], None],
+                 on_event: Callable[[str, str, int], None],
+                 wrap: tuple[str, ...] = ()) -> None:
         self.spec = spec
+        self.wrap = list(wrap)
         self.service_url = service_url
         self.log_dir = log_dir
         self.on_receipt = on_receipt
@@ -223,8 +228,9 @@ class ProducerAgent:
         self._ended_by_us = False
         self.paused.clear()
         s = self.spec
-        cmd = [sys.executable, "-m", "tests.support.chaos.producer", "--url", self.service_url, "--topic", s.topic,
-               "--name", s.name, "--start", str(self.next_seq), "--batch", str(s.batch), "--rate", str(s.rate),
+        cmd = [*self.wrap, sys.executable, "-m", "tests.support.chaos.producer", "--url", self.service_url,
+               "--topic", s.topic, "--name", s.name, "--start", str(self.next_seq), "--batch", str(s.batch),
+               "--rate", str(s.rate),
                "--size", str(s.size), "--client-log", str(self.log_dir / f"producer-{s.name}.client.log")]
         cmd += ["--paused"] if paused else []
         repo = Path(__file__).resolve().parents[3]
@@ -251,8 +257,9 @@ class ProducerAgent:
                 return
             if parts[0] == "R" and len(parts) == 3:
                 seq = int(parts[1])
+                ledger, entry, index = (int(x) for x in parts[2].split(":"))
                 self.receipted_top = max(self.receipted_top, seq)
-                self.on_receipt(self.spec.name, seq)
+                self.on_receipt(self.spec.name, seq, (ledger, entry, index))
             elif parts[0] == "S" and len(parts) == 3:
                 self.on_event("S", self.spec.name, int(parts[2]) - int(parts[1]) + 1)
             elif parts[0] == "F" and len(parts) >= 3:

@@ -197,11 +197,14 @@ class ConsumerWorker:
 
 
 class Workload:
-    """Producers (processes) and consumers (threads) of the given topics, on one deployment."""
+    """Producers (processes) and consumers (threads) of the given topics, on one deployment;
+    ``producer_wrap(name)`` is the command prefix of producer ``name``'s process (its test host)."""
 
     def __init__(self, history: History, topics: list[TopicSpec], service_url: str, admin: Callable[..., Any],
-                 log_dir: Path, policy: AckPolicy, rng: random.Random) -> None:
+                 log_dir: Path, policy: AckPolicy, rng: random.Random,
+                 producer_wrap: Callable[[str], tuple[str, ...]] = lambda name: ()) -> None:
         self.history = history
+        self.producer_wrap = producer_wrap
         self.topics = topics
         self.service_url = service_url
         self.admin = admin
@@ -241,7 +244,8 @@ class Workload:
         for t in self.topics:
             for spec in t.producers:
                 self.history.add_producer(t.topic, spec.name)
-                agent = ProducerAgent(spec, self.service_url, self.log_dir, self.history.receipt, self._event)
+                agent = ProducerAgent(spec, self.service_url, self.log_dir, self.history.receipt, self._event,
+                                      self.producer_wrap(spec.name))
                 self.producers[spec.name] = agent
                 agent.start()
 
