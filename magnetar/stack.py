@@ -32,6 +32,7 @@ from magnetar.common.config import ConfigError, config_field
 from magnetar.common.tls import client_context
 from managed_ledger import ManagedLedgerConfig, ManagedLedgerFactory
 from metadata import MetadataStore, open_metadata_store
+from protocols.pulsar import stored_entry_block
 
 __all__ = ["STANDALONE_DEFAULTS", "StandaloneConfig", "BrokerEndpoints", "StandaloneEndpoints", "check_message_size",
            "serve_broker_stack", "serve_standalone"]
@@ -191,7 +192,7 @@ async def serve_broker_stack(
         with storage_scope:
             async with BookKeeper.open(store, root=metadata_root, config=client) as bk:
                 client_registries.append(bk.metrics.registry)
-                async with ManagedLedgerFactory(bk, store, ml) as factory:
+                async with ManagedLedgerFactory(bk, store, ml, read_transform=stored_entry_block) as factory:
                     task_status.started(factory)
                     await broker_stopped.wait()  # then the factory closes what is still open
 

@@ -40,11 +40,16 @@ class ManagedLedgerFactory:
 
     ``clock`` returns seconds (wall time by default); it drives roll-over ages and timestamps, so
     tests pass a fake one. ``metrics`` defaults to a fresh registry per factory.
+    ``read_transform`` (pure, never raising) maps each entry's bytes as read from the bookies to
+    what readers get (the broker strips the headers Apache Pulsar's broker stores); entries added
+    through this factory reach readers as they were added.
     """
 
     def __init__(self, bk: BookKeeperClient, store: MetadataStore,
                  config: ManagedLedgerConfig | None = None, clock: Callable[[], float] = time.time,
-                 *, metrics: ManagedLedgerMetrics | None = None) -> None:
+                 *, metrics: ManagedLedgerMetrics | None = None,
+                 read_transform: Callable[[bytes], bytes] | None = None) -> None:
+        self._read_transform = read_transform
         self.config = config if config is not None else ManagedLedgerConfig()
         self.config.validate()
         self.metrics = metrics if metrics is not None else ManagedLedgerMetrics()
@@ -110,7 +115,7 @@ class ManagedLedgerFactory:
         done = self._opening[name] = trio.Event()
         try:
             ctx = _Context(self._bk, self._store, self.config, self._clock, self.metrics, self.cache,
-                           self._forget)
+                           self._forget, self._read_transform)
             ml = ManagedLedger(name, ctx)
             await self._nursery.start(ml._run)
             try:

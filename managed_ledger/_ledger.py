@@ -150,6 +150,7 @@ class _Context:
     metrics: ManagedLedgerMetrics
     cache: EntryCache
     on_closed: Callable[[str], None]
+    read_transform: Callable[[bytes], bytes] | None = None
 
 
 class ManagedLedger:
@@ -185,7 +186,7 @@ class ManagedLedger:
         self._terminating = False
         self._nursery: trio.Nursery | None = None
         self._reader = LedgerReader(name, ctx.bk, ctx.cache, self._cfg.max_open_read_handles,
-                                    self._cfg.read_passwords)
+                                    self._cfg.read_passwords, ctx.read_transform)
         self._cursors = CursorRegistry(_CursorSide(self))
         self.entries_added_counter = 0
         # the add path (see the "adds" section)

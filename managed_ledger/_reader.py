@@ -8,6 +8,7 @@ anything), kept in a small LRU bounded by ``max_handles``.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 
 import trio
 
@@ -35,11 +36,17 @@ async def open_with_passwords(bk: BookKeeperClient, ledger_id: int, passwords: t
 
 
 class LedgerReader:
-    """Reads entry runs of one managed ledger; owns its read handles."""
+    """Reads entry runs of one managed ledger; owns its read handles.
+
+    ``transform`` (if given) is applied to each entry's bytes as the bookies return them, before
+    they are cached: the owner's way to read entries another writer stored in another shape.
+    """
 
     def __init__(self, name: str, bk: BookKeeperClient, cache: EntryCache, max_handles: int,
-                 passwords: tuple[bytes, ...] = (b"",)) -> None:
+                 passwords: tuple[bytes, ...] = (b"",),
+                 transform: Callable[[bytes], bytes] | None = None) -> None:
         self._name = name
+        self._transform = transform
         self._bk = bk
         self._cache = cache
         self._max_handles = max_handles
@@ -70,8 +77,9 @@ class LedgerReader:
                 f"{self._name}: cannot read entries {eid}..{last} of ledger {ledger_id}: {exc}") from exc
         self._cache.count_misses(len(got))
         for le in got:
-            self._cache.put(self._name, ledger_id, le.entry_id, le.data)
-            out.append(Entry(Position(ledger_id, le.entry_id), le.data))
+            data = le.data if self._transform is None else self._transform(le.data)
+            self._cache.put(self._name, ledger_id, le.entry_id, data)
+            out.append(Entry(Position(ledger_id, le.entry_id), data))
         return out
 
     async def _handle(self, ledger_id: int) -> ReadHandle:

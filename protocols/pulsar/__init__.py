@@ -31,6 +31,7 @@ from ._frames import encode_command as encode_command
 from ._frames import encode_metadata_and_payload as encode_metadata_and_payload
 from ._frames import encode_payload_command as encode_payload_command
 from ._frames import encode_payload_command_raw as encode_payload_command_raw
+from ._frames import stored_entry_block as stored_entry_block
 from ._hash import DEFAULT_HASH_RANGE_SIZE as DEFAULT_HASH_RANGE_SIZE
 from ._hash import NONE_KEY as NONE_KEY
 from ._hash import key_hash as key_hash
@@ -87,5 +88,6 @@ __all__ = [
     "pulsar_api_pb2",
     "split_batch",
     "sticky_key",
+    "stored_entry_block",
     "type_name",
 ]
