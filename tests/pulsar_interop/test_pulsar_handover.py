@@ -7,9 +7,10 @@ time on that metadata, with the official Python client:
 1. Pulsar's broker: a topic with a String schema, 12 messages; subscription ``holes`` (Shared)
    acknowledges every third one (holes after the mark-delete position), ``upto`` (Exclusive)
    acknowledges cumulatively up to ``m4``. Pulsar stops (SIGTERM: a graceful close).
-2. Magnetar's broker: both subscriptions get exactly their unacknowledged messages; ``holes``
-   acknowledges three more, six messages are added, two of them acknowledged; ``upto`` moves to
-   ``mag-2``. Magnetar stops.
+2. Magnetar's broker: both subscriptions get exactly their unacknowledged messages; the String
+   schema Pulsar stored (a SchemaLocator and a ledger entry) is the topic's version 0 and String
+   consumers and a String producer use it; ``holes`` acknowledges three more, six messages are
+   added, two of them acknowledged; ``upto`` moves to ``mag-2``. Magnetar stops.
 3. Pulsar's broker again: each subscription gets exactly what is left; the String schema Pulsar
    registered is still the topic's, and a String producer still works.
 
@@ -163,16 +164,21 @@ def test_pulsar_to_magnetar_and_back(zookeeper: ZooKeeperServer, cluster: tuple[
     try:
         client = pulsar.Client(magnetar.service_url, operation_timeout_seconds=30)
         try:
-            holes = client.subscribe(TOPIC, "holes", consumer_type=pulsar.ConsumerType.Shared)
-            upto = client.subscribe(TOPIC, "upto", consumer_type=pulsar.ConsumerType.Exclusive)
+            string = pulsar.schema.StringSchema()
+            holes = client.subscribe(TOPIC, "holes", consumer_type=pulsar.ConsumerType.Shared, schema=string)
+            upto = client.subscribe(TOPIC, "upto", consumer_type=pulsar.ConsumerType.Exclusive, schema=string)
             assert _receive(holes, len(unacked)) == unacked
             assert _receive(upto, 7) == first[5:]
-            producer = client.create_producer(TOPIC, batching_enabled=False)
+            # Pulsar's schema, read from its SchemaLocator and ledger, is the topic's version 0
+            schema = httpx.get(f"{magnetar.admin_url}/admin/v2/schemas/public/default/handover/schema",
+                               timeout=10).json()
+            assert (schema["type"], schema["version"]) == ("STRING", 0)
+            producer = client.create_producer(TOPIC, schema=string, batching_enabled=False)
             for m in added:
-                producer.send(m)
+                producer.send(m.decode())
             # the unacked Pulsar messages come back to a new consumer: ack three of them, and two new ones
             holes.close()
-            holes = client.subscribe(TOPIC, "holes", consumer_type=pulsar.ConsumerType.Shared)
+            holes = client.subscribe(TOPIC, "holes", consumer_type=pulsar.ConsumerType.Shared, schema=string)
             got = _ack_where(holes, len(unacked) + len(added), {b"m1", b"m4", b"m7", b"mag-1", b"mag-3"})
             assert sorted(got) == sorted(unacked + added)
             tail = [upto.receive(timeout_millis=30_000) for _ in range(6)]
