@@ -88,9 +88,10 @@ def initialize_cluster(work: Path, hosts: str, chroot: str, cluster: str, *, bro
 
 
 class PulsarBroker:
-    """One ``PulsarBrokerStarter`` process over ZooKeeper ``hosts`` + ``chroot``; ports fixed at
-    construction so that a restart serves the same URLs. Start with `start`, stop with `stop`
-    (also on leaving a ``with`` block); `start` again after a stop."""
+    """One ``PulsarBrokerStarter`` process over ZooKeeper ``hosts`` + ``chroot``. Start with
+    `start`, stop with `stop` (also on leaving a ``with`` block); `start` again after a stop, on
+    fresh free ports (a port free at construction may be taken by then; clients look the broker
+    up by its advertised address, not by the cluster record's URLs)."""
 
     def __init__(self, work: Path, hosts: str, chroot: str, cluster: str, *, ensemble: int, write_quorum: int,
                  ack_quorum: int) -> None:
@@ -147,6 +148,8 @@ class PulsarBroker:
         """Start the JVM and wait until it acknowledges a message (`pulsar_dist.wait_first_ack`);
         RuntimeError with its log's tail if it exits or the time runs out."""
         java, lib = pulsar_jars()
+        if self.proc is not None:
+            self.broker_port, self.web_port = free_port(), free_port()
         self.work.mkdir(parents=True, exist_ok=True)
         conf = self.work / "broker.conf"
         conf.write_text("".join(f"{k}={v}\n" for k, v in self.config().items()))
