@@ -2,7 +2,9 @@
 
 A stored entry is exactly the block a producer sent after the checksum:
 ``[metadataSize u32][MessageMetadata][payload]`` (a batch stays one entry). Consumers get it back
-verbatim inside MESSAGE frames.
+verbatim inside MESSAGE frames. Entries Apache Pulsar's broker stored carry headers before that
+block; the managed ledger's ``read_transform`` (``protocols.pulsar.stored_entry_block``) has
+removed them before the broker sees an entry.
 """
 
 from __future__ import annotations

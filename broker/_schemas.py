@@ -7,6 +7,13 @@ at index ``n`` and travels on the wire as 8 bytes big-endian (Pulsar's LongSchem
 partitioned topic's partitions share the schema of the partitioned topic. Updates are
 compare-and-set.
 
+Apache Pulsar's broker stores a binary ``SchemaLocator`` at the same path instead, each version
+in an entry of a BookKeeper ledger (``protocols/pulsar/schema_storage.proto``). Such a topic's
+versions are read (through ``read_entry``) and served as they are: a schema equal to one of
+them gets its version, but a new version, which Magnetar would have to write in Pulsar's form,
+is refused (`IncompatibleSchemaError`), and so the node is never rewritten. When Pulsar's latest
+version is a deletion marker the topic has no schema.
+
 Compatibility (``*_TRANSITIVE`` checks every version, the others only the latest), as Pulsar 4.0
 with its default ``schemaRegistryCompatibilityCheckers``:
 
@@ -39,16 +46,21 @@ from __future__ import annotations
 import base64
 import json
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from google.protobuf.message import DecodeError
+
 from metadata import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
 from protocols.pulsar import TopicName
+from protocols.pulsar import schema_storage_pb2 as pulsar_storage
 
 from ._avro_compat import AvroNode, AvroSchemaError, default_error, parse_avro, read_error
-from ._errors import IncompatibleSchemaError
+from ._errors import BrokerServiceError, IncompatibleSchemaError
 
-__all__ = ["InvalidSchemaError", "SchemaInfo", "SchemaRegistry", "check_compatible", "check_consumer_compatible",
+__all__ = ["InvalidSchemaError", "PulsarStoredSchemaError", "ReadEntry", "SchemaInfo", "SchemaRegistry",
+           "check_compatible", "check_consumer_compatible", "decode_pulsar_locator", "decode_pulsar_schema_entry",
            "key_value_parts", "validate_schema", "version_bytes", "version_from_bytes"]
 
 SCHEMAS_ROOT = "/schemas"
@@ -253,23 +265,92 @@ def check_consumer_compatible(new: SchemaInfo, existing: list[SchemaInfo], strat
         _check_against(new, existing, strategy, 0)
 
 
-class SchemaRegistry:
-    """Stores and checks topic schemas; see the module header for layout and rules."""
+ReadEntry = Callable[[int, int], Awaitable[bytes]]
+"""Reads entry ``(ledger id, entry id)`` of a sealed BookKeeper ledger."""
 
-    def __init__(self, store: MetadataStore) -> None:
+# SchemaRegistryFormat's SchemaType is the wire's Schema.Type plus one, up to PROTOBUF_NATIVE.
+_STORED_TYPE_OFFSET = 1
+_STORED_TYPE_MAX = 21
+
+
+class PulsarStoredSchemaError(BrokerServiceError):
+    """A schema Apache Pulsar's broker stored cannot be read (unparsable, or its entry unreachable)."""
+
+
+def decode_pulsar_locator(data: bytes) -> list[tuple[int, int, int]]:
+    """``(version, ledger id, entry id)`` of each version of a Pulsar ``SchemaLocator``, by version.
+
+    Raises `PulsarStoredSchemaError` when it does not parse or its versions are not 0, 1, 2 ...
+    """
+    locator = pulsar_storage.SchemaLocator()
+    try:
+        locator.ParseFromString(data)
+    except DecodeError as exc:
+        raise PulsarStoredSchemaError(f"unparsable SchemaLocator: {exc}") from exc
+    index = sorted((e.version, e.position.ledgerId, e.position.entryId) for e in locator.index)
+    if [v for v, _, _ in index] != list(range(len(index))):
+        raise PulsarStoredSchemaError(f"SchemaLocator versions are not 0..n: {[v for v, _, _ in index]}")
+    return index
+
+
+def decode_pulsar_schema_entry(data: bytes) -> tuple[SchemaInfo, bool]:
+    """(the version's schema, whether it is a deletion marker) from a Pulsar ``SchemaEntry``.
+
+    Raises `PulsarStoredSchemaError` when it does not parse or its type has no wire value.
+    """
+    entry = pulsar_storage.SchemaEntry()
+    info = pulsar_storage.StoredSchemaInfo()
+    try:
+        entry.ParseFromString(data)
+        info.ParseFromString(entry.schema_data)
+    except DecodeError as exc:
+        raise PulsarStoredSchemaError(f"unparsable SchemaEntry: {exc}") from exc
+    if not _STORED_TYPE_OFFSET <= info.type <= _STORED_TYPE_MAX:
+        raise PulsarStoredSchemaError(f"stored schema type {info.type} has no wire value")
+    props = tuple(sorted((p.key, p.value) for p in info.props))
+    schema = SchemaInfo(info.type - _STORED_TYPE_OFFSET, info.schema, "", props, info.timestamp)
+    return schema, info.deleted
+
+
+class SchemaRegistry:
+    """Stores and checks topic schemas; see the module header for layout and rules.
+
+    ``read_entry`` reads the ledgers of schemas Apache Pulsar's broker stored; without it such a
+    topic's schema is a `PulsarStoredSchemaError`.
+    """
+
+    def __init__(self, store: MetadataStore, read_entry: ReadEntry | None = None) -> None:
         self.store = store
+        self._read_entry = read_entry
 
     @staticmethod
     def _path(topic: TopicName) -> str:
         base = topic.partitioned_topic
         return f"{SCHEMAS_ROOT}/{base.tenant}/{base.namespace}/{base.encoded_local_name}"
 
-    async def _load(self, topic: TopicName) -> tuple[list[SchemaInfo], int | None]:
+    async def _load(self, topic: TopicName) -> tuple[list[SchemaInfo], int | None, bool]:
+        """(versions, the node's version or None, whether Apache Pulsar's broker stored them)."""
         try:
             data, stat = await self.store.get(self._path(topic))
         except NoNodeError:
-            return [], None
-        return [SchemaInfo.from_json(v) for v in json.loads(data)["versions"]], stat.version
+            return [], None, False
+        if data[:1] == b"{":
+            return [SchemaInfo.from_json(v) for v in json.loads(data)["versions"]], stat.version, False
+        return await self._load_pulsar(bytes(data)), stat.version, True
+
+    async def _load_pulsar(self, data: bytes) -> list[SchemaInfo]:
+        if self._read_entry is None:
+            raise PulsarStoredSchemaError("a schema stored by Apache Pulsar's broker needs its ledgers read")
+        versions: list[SchemaInfo] = []
+        deleted = False
+        for _version, ledger_id, entry_id in decode_pulsar_locator(data):
+            try:
+                raw = await self._read_entry(ledger_id, entry_id)
+            except Exception as exc:
+                raise PulsarStoredSchemaError(f"cannot read schema entry {ledger_id}:{entry_id}: {exc}") from exc
+            schema, deleted = decode_pulsar_schema_entry(raw)
+            versions.append(schema)
+        return [] if deleted else versions
 
     async def versions(self, topic: TopicName) -> list[SchemaInfo]:
         """All versions, oldest first (empty when the topic has no schema)."""
@@ -318,10 +399,13 @@ class SchemaRegistry:
         ``allow_new`` is false (while the topic already has versions).
         """
         while True:
-            versions, stat_version = await self._load(topic)
+            versions, stat_version, pulsars = await self._load(topic)
             for i, v in enumerate(versions):
                 if v.same_as(schema):
                     return i
+            if pulsars:
+                raise IncompatibleSchemaError("the topic's schema was stored by Apache Pulsar's broker: Magnetar "
+                                              "serves its versions but does not add to them")
             if versions and not allow_new:
                 raise IncompatibleSchemaError("the namespace does not allow producers to add schema versions")
             check_compatible(schema, versions, strategy)

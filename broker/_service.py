@@ -127,6 +127,15 @@ class BrokerService:
     never closes either (their owner does); `close` unloads every topic.
     """
 
+    async def _read_side_entry(self, ledger_id: int, entry_id: int) -> bytes:
+        """One entry of a sealed ledger outside any managed ledger (Apache Pulsar's schema ledgers)."""
+        reader = await self.factory.side_ledgers.open(ledger_id)
+        try:
+            (data,) = await reader.read(entry_id, entry_id)
+            return bytes(data)
+        finally:
+            await reader.close()
+
     def __init__(self, factory: ManagedLedgerFactory, store: MetadataStore, config: BrokerConfig | None = None,
                  *, clock: Callable[[], float] = time.time, metrics: BrokerMetrics | None = None) -> None:
         self.factory = factory
@@ -136,7 +145,7 @@ class BrokerService:
         self.auth = AuthenticationService(self.config)  # raises ConfigError for bad auth keys
         self.namespaces = NamespaceResources(store, self.config.cluster_name,
                                              self.config.default_number_of_namespace_bundles)
-        self.schemas = SchemaRegistry(store)
+        self.schemas = SchemaRegistry(store, self._read_side_entry)
         self.authz = AuthorizationService(self.config, self.namespaces)  # superusers, admins, permissions
         self.broker_client = BrokerClient(self.config)  # calls to the other brokers; ConfigError for bad keys
         self.topics: dict[str, Topic] = {}

@@ -33,6 +33,7 @@ from magnetar.common.config import ConfigError, config_field
 from magnetar.common.tls import client_context
 from managed_ledger import ManagedLedgerConfig, ManagedLedgerFactory
 from metadata import MetadataStore, open_metadata_store
+from protocols.pulsar import stored_entry_block
 from tiered_storage import TieredStorage, TieredStorageConfig
 
 __all__ = ["STANDALONE_DEFAULTS", "StandaloneConfig", "BrokerEndpoints", "StandaloneEndpoints", "check_message_size",
@@ -204,7 +205,8 @@ async def serve_broker_stack(
         with storage_scope:
             async with BookKeeper.open(store, root=metadata_root, config=client, transport=transport) as bk:
                 client_registries.append(bk.metrics.registry)
-                async with ManagedLedgerFactory(bk, store, ml, tier=tier) as factory:
+                async with ManagedLedgerFactory(bk, store, ml, tier=tier,
+                                                read_transform=stored_entry_block) as factory:
                     task_status.started(factory)
                     await broker_stopped.wait()  # then the factory closes what is still open
 

@@ -48,12 +48,17 @@ class ManagedLedgerFactory:
     broker's tiered storage (None: no offloading; ledgers offloaded earlier are then unreadable
     once their bookie copy is gone); ``offload_policies`` resolves each managed ledger's offload
     policies (the broker level alone by default); the broker may set it later, before opening.
+    ``read_transform`` (pure, never raising) maps each entry's bytes as read from the bookies or the
+    tier to what readers get (the broker strips the headers Apache Pulsar's broker stores); entries
+    added through this factory reach readers as they were added.
     """
 
     def __init__(self, bk: BookKeeperClient, store: MetadataStore,
                  config: ManagedLedgerConfig | None = None, clock: Callable[[], float] = time.time,
                  *, metrics: ManagedLedgerMetrics | None = None, tier: TieredStorage | None = None,
-                 offload_policies: OffloadPoliciesResolver | None = None) -> None:
+                 offload_policies: OffloadPoliciesResolver | None = None,
+                 read_transform: Callable[[bytes], bytes] | None = None) -> None:
+        self._read_transform = read_transform
         self.config = config if config is not None else ManagedLedgerConfig()
         self.config.validate()
         self.metrics = metrics if metrics is not None else ManagedLedgerMetrics()
@@ -121,7 +126,7 @@ class ManagedLedgerFactory:
         done = self._opening[name] = trio.Event()
         try:
             ctx = _Context(self._bk, self._store, self.config, self._clock, self.metrics, self.cache,
-                           self._forget, self.tier, self.offload_policies)
+                           self._forget, self.tier, self.offload_policies, self._read_transform)
             ml = ManagedLedger(name, ctx)
             await self._nursery.start(ml._run)
             try:

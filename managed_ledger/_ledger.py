@@ -162,6 +162,7 @@ class _Context:
     on_closed: Callable[[str], None]
     tier: TieredStorage | None = None
     offload_resolver: OffloadPoliciesResolver | None = None
+    read_transform: Callable[[bytes], bytes] | None = None
 
 
 class ManagedLedger:
@@ -197,7 +198,8 @@ class ManagedLedger:
         self._terminating = False
         self._nursery: trio.Nursery | None = None
         self._reader = LedgerReader(name, ctx.bk, ctx.cache, self._cfg.max_open_read_handles,
-                                    self._cfg.read_passwords, _TierSide(self) if ctx.tier is not None else None)
+                                    self._cfg.read_passwords, _TierSide(self) if ctx.tier is not None else None,
+                                    ctx.read_transform)
         self._offloads: Offloads | None = None  # created with the nursery (`_run`) when there is a tier
         self._cursors = CursorRegistry(_CursorSide(self))
         self.entries_added_counter = 0

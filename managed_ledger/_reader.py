@@ -13,6 +13,7 @@ index loaded) are kept in an LRU bounded by ``max_handles`` too.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Protocol
 
 import trio
@@ -58,12 +59,18 @@ async def open_with_passwords(bk: BookKeeperClient, ledger_id: int, passwords: t
 
 
 class LedgerReader:
-    """Reads entry runs of one managed ledger; owns its read handles."""
+    """Reads entry runs of one managed ledger; owns its read handles.
+
+    ``transform`` (if given) is applied to each entry's bytes as the bookies return them, before
+    they are cached: the owner's way to read entries another writer stored in another shape.
+    """
 
     def __init__(self, name: str, bk: BookKeeperClient, cache: EntryCache, max_handles: int,
-                 passwords: tuple[bytes, ...] = (b"",), tier: TierRoute | None = None) -> None:
+                 passwords: tuple[bytes, ...] = (b"",), tier: TierRoute | None = None,
+                 transform: Callable[[bytes], bytes] | None = None) -> None:
         self._name = name
         self.tier = tier
+        self._transform = transform
         self._offloaded: OrderedDict[int, OffloadedLedger] = OrderedDict()
         self._bk = bk
         self._cache = cache
@@ -100,6 +107,8 @@ class LedgerReader:
                 got = await self._read_tier(ledger_id, ctx, eid, last)
         self._cache.count_misses(len(got))
         for entry_id, data in got:
+            if self._transform is not None:
+                data = self._transform(data)
             self._cache.put(self._name, ledger_id, entry_id, data)
             out.append(Entry(Position(ledger_id, entry_id), data))
         return out

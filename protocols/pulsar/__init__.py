@@ -13,6 +13,7 @@ from .._errors import FrameTooLarge as FrameTooLarge
 from .._errors import MalformedFrame as MalformedFrame
 from .._utf8 import invalid_utf8_field as invalid_utf8_field
 from . import pulsar_api_pb2 as pulsar_api_pb2
+from . import schema_storage_pb2 as schema_storage_pb2
 from ._batch import build_batch as build_batch
 from ._batch import split_batch as split_batch
 from ._commands import command_body as command_body
@@ -31,6 +32,7 @@ from ._frames import encode_command as encode_command
 from ._frames import encode_metadata_and_payload as encode_metadata_and_payload
 from ._frames import encode_payload_command as encode_payload_command
 from ._frames import encode_payload_command_raw as encode_payload_command_raw
+from ._frames import stored_entry_block as stored_entry_block
 from ._hash import DEFAULT_HASH_RANGE_SIZE as DEFAULT_HASH_RANGE_SIZE
 from ._hash import NONE_KEY as NONE_KEY
 from ._hash import key_hash as key_hash
@@ -85,7 +87,9 @@ __all__ = [
     "make_command",
     "murmur3_32",
     "pulsar_api_pb2",
+    "schema_storage_pb2",
     "split_batch",
     "sticky_key",
+    "stored_entry_block",
     "type_name",
 ]

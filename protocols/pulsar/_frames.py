@@ -224,7 +224,7 @@ def _parse_frame(body: memoryview, size: int) -> Frame:
                  broker_entry_metadata=broker_entry_metadata, checksum=checksum)
 
 
-def _peek_u16(body: memoryview, offset: int) -> int | None:
+def _peek_u16(body: bytes | memoryview, offset: int) -> int | None:
     if offset + 2 > len(body):
         return None
     value: int = _U16.unpack_from(body, offset)[0]
@@ -318,6 +318,27 @@ def encode_payload_command_raw(command: BaseCommand, raw_metadata_and_payload: b
     return b"".join(parts)
 
 
+def stored_entry_block(entry: bytes) -> bytes:
+    """The ``[metadataSize][MessageMetadata][payload]`` block of a stored entry.
+
+    Magnetar stores that block alone. Apache Pulsar's broker stores what follows the command in
+    the producer's SEND frame, so its entries may start with the producer's ``[0x0e01][crc32c]``
+    and, when broker entry metadata interceptors are configured, with
+    ``[0x0e02][size][BrokerEntryMetadata]`` before it; both are skipped (the checksum is not
+    verified here: the consumer verifies the one sent with the block). An entry without them is
+    returned as the same object. Never raises: a header that overruns the entry is left in place
+    for the entry's parser to refuse.
+    """
+    offset = 0
+    if _peek_u16(entry, offset) == MAGIC_BROKER_ENTRY_METADATA and len(entry) >= 6:
+        (bem_size,) = _U32.unpack_from(entry, 2)
+        if bem_size <= len(entry) - 6:
+            offset = 6 + bem_size
+    if _peek_u16(entry, offset) == MAGIC_CRC32C and len(entry) - offset >= 6:
+        offset += 6
+    return entry[offset:] if offset else entry
+
+
 def decode_frame(data: bytes, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> Frame:
     """Decode exactly one whole frame (a convenience for tests and stored frames).
 
@@ -336,5 +357,5 @@ def decode_frame(data: bytes, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> F
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE", "MAGIC_BROKER_ENTRY_METADATA", "MAGIC_CRC32C", "Frame", "FrameDecoder",
     "decode_frame", "encode_command", "encode_metadata_and_payload",
-    "encode_payload_command", "encode_payload_command_raw",
+    "encode_payload_command", "encode_payload_command_raw", "stored_entry_block",
 ]
