@@ -24,7 +24,7 @@ from starlette.routing import Route
 from magnetar.config import ConfigError
 from magnetar.tls import record_peer_certificates, server_context
 
-from .._stats import refresh_backlog_age
+from ..topics._stats import refresh_backlog_age
 from . import (
     _auto_creation,
     _backlog,

@@ -1,4 +1,4 @@
-"""Ownership (`broker._ownership` Rule 1): an ownership node this broker's own session holds but
+"""Ownership (`broker.cluster._ownership` Rule 1): an ownership node this broker's own session holds but
 never recorded - its creation's caller was cancelled after the store had created it, or an
 unload's delete failed - is this broker's. Found by the chaos run: such a bundle answered "held by
 this broker's previous session until it expires" to every lookup for as long as the session
@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from broker import Ownership
-from broker._bundles import bundle_for
 from broker._errors import ServiceNotReadyError
+from broker.resources._bundles import bundle_for
 from metadata import open_metadata_store
 from protocols.pulsar import NamespaceName, TopicName
 

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from broker import BrokerService
-from broker._bundles import BundleRange
 from broker._errors import BrokerServiceError
-from broker._ownership import Ownership
-from broker._topic import Topic
+from broker.cluster._ownership import Ownership
+from broker.resources._bundles import BundleRange
+from broker.topics._topic import Topic
 from managed_ledger import InitialPosition
 from protocols.pulsar import NamespaceName, TopicName
 from retention import QuotaAction

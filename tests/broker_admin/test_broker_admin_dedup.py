@@ -8,7 +8,7 @@ import threading
 import pulsar
 import pytest
 
-from broker._dedup import DEDUP_CURSOR, Deduplication, DedupVerdict, highest_sequence_id
+from broker.topics._dedup import DEDUP_CURSOR, Deduplication, DedupVerdict, highest_sequence_id
 from tests.broker.test_broker_e2e_subscriptions import _drain
 
 V2 = "/admin/v2"

@@ -15,7 +15,7 @@ import httpx
 import pulsar
 import pytest
 
-from broker._consumer import understands_end_of_topic
+from broker.topics._consumer import understands_end_of_topic
 from protocols.pulsar import pulsar_api_pb2 as pb
 from tests.broker.raw_pulsar import RawPeer
 from tests.broker_admin.admin_harness import AdminBroker

@@ -13,7 +13,7 @@ import pulsar
 import pytest
 from click.testing import CliRunner
 
-from broker._bundles import bundle_hash, parse_bundle
+from broker.resources._bundles import bundle_hash, parse_bundle
 from magnetar.cli import main
 from tests.broker_real.brokerreal_support import drain, new_namespace, rest, wait_for
 from tests.support.receipts import ReceiptLog, produce_until

@@ -28,11 +28,11 @@ import trio
 
 from protocols.pulsar import NamespaceName
 
-from ._compaction import COMPACTION_CURSOR
-from ._dedup import DEDUP_CURSOR
+from ..topics._compaction import COMPACTION_CURSOR
+from ..topics._dedup import DEDUP_CURSOR
 
 if TYPE_CHECKING:
-    from ._service import BrokerService
+    from .._service import BrokerService
 
 __all__ = ["SubscriptionExpiry", "NAMESPACE_KEY"]
 

@@ -61,15 +61,15 @@ from magnetar import __version__
 from protocols.pulsar import ChecksumMismatch, Frame, FrameDecoder, FrameError, encode_command, make_command, type_name
 from protocols.pulsar import pulsar_api_pb2 as pb
 
-from ._config import MESSAGE_SIZE_FRAME_PADDING
-from ._entries import Signal
+from .._config import MESSAGE_SIZE_FRAME_PADDING
+from ..topics._entries import Signal
+from ._auth_session import AuthSession
 from ._handlers import dispatch_frame
-from .auth import AuthSession
 
 if TYPE_CHECKING:
-    from ._consumer import Consumer
-    from ._producer import Producer
-    from ._service import BrokerService
+    from .._service import BrokerService
+    from ..topics._consumer import Consumer
+    from ..topics._producer import Producer
 
 __all__ = ["ServerConnection", "ConnectionState", "PauseReason", "HANDSHAKE_MAX_FRAME_SIZE"]
 

@@ -10,8 +10,8 @@ import trio
 from protocols.pulsar import Frame, NamespaceName, TopicName, make_command
 from protocols.pulsar import pulsar_api_pb2 as pb
 
-from ._errors import BrokerServiceError, NamespaceNotFoundError, TopicNotFoundError
-from ._schemas import SchemaInfo, version_bytes, version_from_bytes
+from .._errors import BrokerServiceError, NamespaceNotFoundError, TopicNotFoundError
+from ..schema._registry import SchemaInfo, version_bytes, version_from_bytes
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -34,7 +34,7 @@ async def handle_partitioned_metadata(conn: ServerConnection, frame: Frame) -> N
 
 async def handle_lookup(conn: ServerConnection, frame: Frame) -> None:
     """LOOKUP: standalone owns every topic (Connect, authoritative) once the namespace exists; in a
-    cluster, Connect or Redirect (authoritative) as the bundle's ownership says (`broker._ownership`)."""
+    cluster, Connect or Redirect (authoritative) as the bundle's ownership says (`broker.cluster._ownership`)."""
     req = frame.command.lookupTopic
     topic = TopicName.parse(req.topic)
     if not await conn.service.namespaces.namespace_exists(topic.namespace_name):

@@ -9,14 +9,14 @@ from managed_ledger import InitialPosition, Position
 from protocols.pulsar import Frame, TopicName, make_command
 from protocols.pulsar import pulsar_api_pb2 as pb
 
-from ._consumer import Consumer
-from ._dispatcher import SubType
-from ._entries import UINT64_MAX, entry_info
-from ._errors import BrokerServiceError, IncompatibleSchemaError, NotAllowedError
+from .._errors import BrokerServiceError, IncompatibleSchemaError, NotAllowedError
+from ..topics._consumer import Consumer
+from ..topics._dispatcher import SubType
+from ..topics._entries import UINT64_MAX, entry_info
+from ..topics._nonpersistent import NonPersistentSubscription, NonPersistentTopic
+from ..topics._subscription import Subscription
+from ..topics._topic import Topic
 from ._handlers_lookup import schema_from_proto
-from ._nonpersistent import NonPersistentSubscription, NonPersistentTopic
-from ._subscription import Subscription
-from ._topic import Topic
 
 if TYPE_CHECKING:
     from ._connection import ServerConnection

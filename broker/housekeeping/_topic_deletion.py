@@ -17,12 +17,12 @@ from managed_ledger import ManagedLedgerError
 from metadata import NoNodeError
 from protocols.pulsar import TopicName
 
-from ._compaction import delete_compacted_ledger
-from ._dedup import DEDUP_ROOT
-from ._delayed import delete_topic_bucket_ledgers
+from ..topics._compaction import delete_compacted_ledger
+from ..topics._dedup import DEDUP_ROOT
+from ..topics._delayed import delete_topic_bucket_ledgers
 
 if TYPE_CHECKING:
-    from ._service import BrokerService
+    from .._service import BrokerService
 
 __all__ = ["delete_stored_topic", "partitions_stored"]
 

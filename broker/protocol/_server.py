@@ -13,9 +13,9 @@ from magnetar.tls import server_context
 from protocols.pulsar import encode_command, make_command
 from protocols.pulsar import pulsar_api_pb2 as pb
 
+from .._service import BrokerService
+from ..topics._entries import UINT64_MAX
 from ._connection import ServerConnection
-from ._entries import UINT64_MAX
-from ._service import BrokerService
 
 __all__ = ["serve_broker", "ConnectionLimiter"]
 

@@ -21,8 +21,8 @@ from metadata import BadVersionError, MetadataStore, NodeExistsError, NoNodeErro
 from protocols.pulsar import TopicName
 from retention import PolicyOverrides, QuotaDecision, RetentionConfig, TopicPolicies
 
-from ._entries import entry_metadata
-from ._namespaces import NamespaceResources
+from ..resources._namespaces import NamespaceResources
+from ..topics._entries import entry_metadata
 
 __all__ = ["StorePoliciesProvider", "TopicPolicyStore", "TopicQuotaStates", "publish_time_of", "TOPIC_POLICIES_ROOT"]
 

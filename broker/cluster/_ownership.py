@@ -38,7 +38,7 @@ Rules (states of a bundle on this broker: absent -> OWNED -> UNLOADING -> absent
   topics closed (their managed ledgers are fenced by the new owner anyway: a paused old owner
   cannot write), then the broker registers again.
 * Rule 7 (load manager): the leader (holder of the leader node) reads every load report each
-  ``loadBalancerSheddingIntervalMinutes`` and carries out `broker._load_manager`'s decisions
+  ``loadBalancerSheddingIntervalMinutes`` and carries out `broker.cluster._load_manager`'s decisions
   through the owners' admin API: unload bundles of brokers loaded above the average plus the
   threshold, split hot bundles. Every decision is logged and kept with its reason.
 * Rule 6 (split): the owner splits a bundle in halves by taking both halves' nodes, writing the
@@ -68,14 +68,22 @@ from metadata import (
 )
 from protocols.pulsar import NamespaceName, TopicName
 
+from .._errors import NamespaceNotFoundError, ServiceNotReadyError
+from ..resources._bundles import (
+    BundleRange,
+    boundaries_of,
+    bundle_for,
+    bundle_hash,
+    bundles_of,
+    parse_bundle,
+    split_boundaries,
+)
+from ..topics._stats import topic_rates
 from ._broker_client import own_role_problem
-from ._bundles import BundleRange, boundaries_of, bundle_for, bundle_hash, bundles_of, parse_bundle, split_boundaries
-from ._errors import NamespaceNotFoundError, ServiceNotReadyError
 from ._load_manager import Decision, ShedPolicy, SplitPolicy, plan_shedding, plan_splits, smoothed_load
-from ._stats import topic_rates
 
 if TYPE_CHECKING:
-    from ._service import BrokerService
+    from .._service import BrokerService
 
 __all__ = ["BROKERS_ROOT", "LEADER_PATH", "OWNERSHIP_ROOT", "Ownership", "LookupAnswer", "BundleState"]
 

@@ -17,7 +17,7 @@ Rules:
   it holds entries and its retention time is infinite (-1), or has not run out since it was last
   active.
 * Rule 4 (deletion): the topic is closed and its stored state deleted as an admin delete does
-  (`broker._topic_deletion`); nothing loads it meanwhile (`BrokerService.hold_loading`), and it
+  (`broker.housekeeping._topic_deletion`); nothing loads it meanwhile (`BrokerService.hold_loading`), and it
   is checked again right before: a topic that became active is left alone. With
   ``delete_when_subscriptions_caught_up`` its (caught-up) subscriptions go with it. When the last
   stored partition of a partitioned topic goes and ``brokerDeleteInactivePartitionedTopicMetadataEnabled``
@@ -44,14 +44,14 @@ import trio
 from managed_ledger import ManagedLedgerError
 from protocols.pulsar import NamespaceName, TopicName
 
-from ._compaction import COMPACTION_CURSOR
-from ._config import INACTIVE_TOPIC_DELETE_MODES, BrokerConfig
+from .._config import INACTIVE_TOPIC_DELETE_MODES, BrokerConfig
+from ..topics._compaction import COMPACTION_CURSOR
+from ..topics._topic_limits import topic_overrides
 from ._topic_deletion import delete_stored_topic, partitions_stored
-from ._topic_limits import topic_overrides
 
 if TYPE_CHECKING:
-    from ._service import BrokerService
-    from ._topic import Topic
+    from .._service import BrokerService
+    from ..topics._topic import Topic
 
 __all__ = ["InactiveTopicPolicies", "InactiveTopics", "NAMESPACE_KEY", "TOPIC_KEY"]
 

@@ -44,8 +44,8 @@ from protocols.pulsar import InvalidTopicNameError, TopicName
 from retention import first_unacked_position
 
 if TYPE_CHECKING:
+    from .._service import BrokerService
     from ._nonpersistent import NonPersistentSubscription, NonPersistentTopic
-    from ._service import BrokerService
     from ._subscription import Subscription
     from ._topic import Topic
 
@@ -232,7 +232,7 @@ async def refresh_backlog_age(topic: Topic, now_ms: int) -> int:
     """Rule 5: read the publish time of each durable subscription's first unacknowledged entry
     (one entry read per subscription with a backlog) and keep the oldest and its subscription on
     the topic; return the age in seconds (-1: nothing unacknowledged)."""
-    from ._retention_hooks import publish_time_of
+    from ..housekeeping._retention_hooks import publish_time_of
 
     oldest: int | None = None
     oldest_sub: str | None = None

@@ -35,12 +35,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from protocols.pulsar import TopicName
 
-from ._errors import ConsumerBusyError, ProducerBusyError
+from .._errors import ConsumerBusyError, ProducerBusyError
 
 if TYPE_CHECKING:
-    from ._config import BrokerConfig
+    from .._config import BrokerConfig
+    from .._service import BrokerService
     from ._rate_limit import RateLimiter
-    from ._service import BrokerService
 
 __all__ = ["DispatchRate", "LimitedTopic", "PublishRate", "SubscribeRate", "TopicLimits", "check_consumer_limits",
            "check_producer_limit", "configure_rates", "parse_limit", "refresh_limits", "resolve_for", "topic_overrides",

@@ -92,11 +92,11 @@ from protocols.pulsar import InvalidTopicNameError, TopicName, check_subscriptio
 from protocols.pulsar import pulsar_api_pb2 as pb
 from retention import QuotaDecision
 
+from .._errors import BrokerServiceError, NotAllowedError, ProducerBusyError, ServiceNotReadyError
 from ._access_modes import Admission, Waiting, admit, fenced, next_to_promote
 from ._compaction import COMPACTION_CURSOR, Compactor
 from ._dedup import DEDUP_CURSOR, Deduplication, DedupVerdict
 from ._delayed import delete_bucket_ledgers
-from ._errors import BrokerServiceError, NotAllowedError, ProducerBusyError, ServiceNotReadyError
 from ._producer import Producer
 from ._rate_limit import RateLimiter
 from ._stats import TopicStatsState
@@ -104,8 +104,8 @@ from ._subscription import Subscription
 from ._topic_limits import TopicLimits, check_producer_limit, configure_rates
 
 if TYPE_CHECKING:
+    from .._service import BrokerService
     from ._producer import Receipt
-    from ._service import BrokerService
 
 __all__ = ["Topic"]
 

@@ -8,7 +8,7 @@ deliver it. Its parts:
 * *buckets*: sealed parts of the index, each covering a range of positions ``start..end`` (an
   entry belongs to the bucket whose range holds its position). A bucket's entries are sorted by
   due time, cut into segments (`SegmentCutter`) and stored as one side ledger (segments, then a
-  footer: `broker._delayed_format`), named by the cursor property
+  footer: `broker.topics._delayed_format`), named by the cursor property
   ``#pulsar.internal.delayed.bucket_{start}_{end}`` holding the ledger id, as Pulsar records its
   buckets in cursor properties. Of a bucket only its *head* (the segment being delivered) is in
   memory, with a few counters.
@@ -111,7 +111,7 @@ from ._entries import Signal
 if TYPE_CHECKING:
     from managed_ledger import ManagedCursor, ManagedLedgerFactory, SideLedgerReader, SideLedgers, SideLedgerWriter
 
-    from ._config import BrokerConfig
+    from .._config import BrokerConfig
 
 __all__ = [
     "BUCKET_FACTORY", "IN_MEMORY_FACTORY", "TRACKER_FACTORIES", "MERGE_FAN_IN", "IndexSettings", "IndexState",

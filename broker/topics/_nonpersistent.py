@@ -41,11 +41,11 @@ from typing import TYPE_CHECKING, Any
 from protocols.pulsar import TopicName, encode_payload_command_raw, make_command
 from protocols.pulsar import pulsar_api_pb2 as pb
 
+from .._errors import BrokerServiceError, ConsumerBusyError, ProducerBusyError, ServiceNotReadyError
 from ._access_modes import Admission, Waiting, admit, next_to_promote
 from ._consumer import Consumer
 from ._dispatcher import SubType
 from ._entries import EntryInfo, entry_info
-from ._errors import BrokerServiceError, ConsumerBusyError, ProducerBusyError, ServiceNotReadyError
 from ._producer import AccessMode, Producer
 from ._rate_limit import RateLimiter
 from ._selectors import (
@@ -62,7 +62,7 @@ from ._topic_limits import TopicLimits, check_consumer_limits, check_producer_li
 if TYPE_CHECKING:
     from managed_ledger import Position
 
-    from ._service import BrokerService
+    from .._service import BrokerService
 
 __all__ = ["NonPersistentTopic", "NonPersistentSubscription"]
 

@@ -45,8 +45,8 @@ from typing import Any
 from metadata import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
 from protocols.pulsar import TopicName
 
+from .._errors import IncompatibleSchemaError
 from ._avro_compat import AvroNode, AvroSchemaError, default_error, parse_avro, read_error
-from ._errors import IncompatibleSchemaError
 
 __all__ = ["InvalidSchemaError", "SchemaInfo", "SchemaRegistry", "check_compatible", "check_consumer_compatible",
            "key_value_parts", "validate_schema", "version_bytes", "version_from_bytes"]

@@ -32,7 +32,7 @@ Rules:
   bytes).
 * Rule 5 (delayed delivery, Shared and Key_Shared): an entry read from the cursor whose
   ``deliver_at_time`` is in the future is offered to the subscription's delayed-delivery index
-  (`broker._delayed`), which holds it (bounded in memory, kept in storage) until it is due; it
+  (`broker.topics._delayed`), which holds it (bounded in memory, kept in storage) until it is due; it
   stays unacked in the cursor. Nothing is read before the index has recovered (after a restart),
   so nothing is delivered early. Due entries join ``replay`` (at most as many as it has room
   for), at most once per ``delayedDeliveryTickTimeMillis`` when nothing else wakes the loop. An
@@ -68,13 +68,13 @@ from sortedcontainers import SortedSet
 
 from managed_ledger import Entry, ManagedLedgerError, ManagedLedgerState, Position
 
+from .._errors import ServiceNotReadyError
 from ._backoff import Backoff
 from ._entries import EntryInfo, Signal, ack_set_words, entry_info
-from ._errors import ServiceNotReadyError
 from ._selectors import AutoSplitRanges, ConsumerKey, RoundRobin, StickyRanges, choose_active_consumer
 
 if TYPE_CHECKING:
-    from ._config import BrokerConfig
+    from .._config import BrokerConfig
     from ._consumer import Consumer
     from ._delayed import DelayedIndex
     from ._subscription import Subscription

@@ -1,6 +1,6 @@
 """The load manager's decisions (pure): which bundles the leader sheds and which it splits.
 
-Inputs are the brokers' load reports (`broker._ownership.Ownership.load_report`: ``cpu.usage``
+Inputs are the brokers' load reports (`broker.cluster._ownership.Ownership.load_report`: ``cpu.usage``
 in percent of one core, and per bundle ``bundleStats`` with ``topics``, ``producers``,
 ``consumers``, ``msgRateIn``/``Out`` and ``msgThroughputIn``/``Out``); outputs are `Decision`s
 with the reason each was taken, which the leader carries out through the owners' admin API and

@@ -42,11 +42,11 @@ from managed_ledger import ManagedLedgerError
 from protocols.pulsar import Frame, InvalidTopicNameError, command_body, command_field, make_command, type_name
 from protocols.pulsar import pulsar_api_pb2 as pb
 
+from .._errors import BrokerServiceError
 from . import _handlers_consumer as hc
 from . import _handlers_lookup as hl
 from . import _handlers_producer as hp
-from ._errors import BrokerServiceError
-from .auth import AUTHORIZED_COMMANDS, authorize_command
+from ._auth_commands import AUTHORIZED_COMMANDS, authorize_command
 
 if TYPE_CHECKING:
     from ._connection import ServerConnection

@@ -24,7 +24,7 @@ from enum import Enum
 
 from protocols.pulsar import pulsar_api_pb2 as pb
 
-from ._errors import BrokerServiceError, NotAllowedError, ProducerBusyError
+from .._errors import BrokerServiceError, NotAllowedError, ProducerBusyError
 from ._producer import AccessMode, Producer
 
 __all__ = ["Admission", "OnReady", "Waiting", "admit", "fenced", "next_to_promote"]

@@ -11,13 +11,13 @@ from managed_ledger import ManagedLedgerState, StorageUnavailable
 from protocols.pulsar import Frame, TopicName, make_command
 from protocols.pulsar import pulsar_api_pb2 as pb
 
-from ._config import MESSAGE_SIZE_FRAME_PADDING
-from ._dedup import highest_sequence_id, is_partial_chunk
-from ._errors import BrokerServiceError
+from .._config import MESSAGE_SIZE_FRAME_PADDING
+from .._errors import BrokerServiceError
+from ..schema._registry import version_bytes
+from ..topics._dedup import highest_sequence_id, is_partial_chunk
+from ..topics._producer import Producer
+from ..topics._topic import Topic
 from ._handlers_lookup import schema_from_proto
-from ._producer import Producer
-from ._schemas import version_bytes
-from ._topic import Topic
 
 if TYPE_CHECKING:
     from ._connection import ServerConnection

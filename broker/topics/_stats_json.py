@@ -31,10 +31,10 @@ from ._producer import AccessMode
 from ._stats import INDIVIDUAL_ACK_TYPES, backlog_age_seconds, java_date
 
 if TYPE_CHECKING:
+    from .._service import BrokerService
     from ._consumer import Consumer
     from ._nonpersistent import NonPersistentSubscription, NonPersistentTopic
     from ._producer import Producer
-    from ._service import BrokerService
     from ._subscription import Subscription
     from ._topic import Topic
 
@@ -211,7 +211,7 @@ def _delayed(sub: Subscription | NonPersistentSubscription) -> int:
 
 async def _earliest_publish_time(sub: Subscription) -> int:
     """Publish time of the subscription's first unacknowledged message, -1 when there is none."""
-    from ._retention_hooks import publish_time_of
+    from ..housekeeping._retention_hooks import publish_time_of
 
     ml = sub.topic.ml
     pos = first_unacked_position(ml.ledgers, sub.cursor.mark_delete_position)

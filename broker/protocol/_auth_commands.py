@@ -17,7 +17,7 @@ from protocols.pulsar import Frame, NamespaceName, TopicName
 from protocols.pulsar import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
-    from .._connection import ServerConnection
+    from ._connection import ServerConnection
 
 __all__ = ["AUTHORIZED_COMMANDS", "authorize_command"]
 

@@ -38,11 +38,11 @@ import httpx
 from magnetar.config import ConfigError
 from magnetar.tls import PULSAR_KEYS, TlsKeys, TlsSettings, client_context
 
-from .auth import AuthenticationError
+from ..auth import AuthenticationError
 
 if TYPE_CHECKING:
-    from ._config import BrokerConfig
-    from .auth import AuthenticationService, AuthorizationService
+    from .._config import BrokerConfig
+    from ..auth import AuthenticationService, AuthorizationService
 
 __all__ = ["BrokerClient", "own_role_problem", "parse_plugin"]
 

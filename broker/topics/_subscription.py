@@ -35,13 +35,13 @@ import trio
 
 from managed_ledger import ManagedCursor, ManagedLedgerError, Position
 
+from .._errors import BrokerServiceError, ConsumerBusyError, ServiceNotReadyError
 from ._backoff import Backoff
 from ._consumer import Consumer
 from ._delayed import DelayedIndex, IndexSettings, SideLedgerBucketStore, delete_bucket_ledgers
 from ._delayed_format import parse_bucket_key
 from ._dispatcher import Dispatcher, SubType
 from ._entries import MAX_UNKNOWN_BATCH_SIZE, acked_indexes_from_ack_set, entry_metadata
-from ._errors import BrokerServiceError, ConsumerBusyError, ServiceNotReadyError
 from ._rate_limit import RateLimiter
 from ._selectors import RangeConflictError
 from ._stats import INDIVIDUAL_ACK_TYPES, OutCounters, Rates

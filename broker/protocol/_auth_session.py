@@ -22,14 +22,14 @@ from magnetar import __version__
 from protocols.pulsar import encode_command, make_command
 from protocols.pulsar import pulsar_api_pb2 as pb
 
-from ._provider import AuthenticationError, Identity, PeerCert
+from ..auth._provider import AuthenticationError, Identity, PeerCert
 
 if TYPE_CHECKING:
-    from .._connection import ServerConnection
+    from ._connection import ServerConnection
 
 __all__ = ["AuthSession", "REFRESH_AUTH_DATA"]
 
-log = logging.getLogger("broker._connection")
+log = logging.getLogger("broker.protocol._connection")
 
 REFRESH_AUTH_DATA = b"PulsarAuthRefresh"
 """The auth data of a broker's AUTH_CHALLENGE asking for fresh credentials (Pulsar's AuthData)."""

@@ -5,7 +5,7 @@ epoch). Entries are ordered by ``(ts, ledger, entry)``. In memory a run of order
 `IndexRun` (three int64 arrays, 24 bytes an entry); a single entry can be packed into one int
 (`pack`) whose integer order is that same order.
 
-A bucket (see `broker._delayed`) is stored as one side ledger, written once::
+A bucket (see `broker.topics._delayed`) is stored as one side ledger, written once::
 
     entry 0 .. n-1   segment i:  "MDXS" [count u32] [ts i64]*count [ledger i64]*count [entry i64]*count
     entry n          footer:     "MDXF" [version u16 = 1] [0 u16]
