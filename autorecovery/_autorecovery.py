@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from bk_client import BookKeeper, ClientConfig, ClientMetrics, LedgerManager
-from magnetar.config import ConfigError, config_field
+from magnetar.common.config import ConfigError, config_field
 from metadata import MetadataStore, ZkSecurity, ZkTls, open_metadata_store
 
 from ._auditor import Auditor, AuditorElection

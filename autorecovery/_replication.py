@@ -53,6 +53,7 @@ from bk_client import (
     NoSuchLedger,
     master_key,
 )
+from magnetar.common.backoff import doubled
 from metadata import MetadataError
 from protocols.bookkeeper import LedgerMetadata, Segment
 
@@ -176,7 +177,7 @@ class RetryTable:
     def failed(self, ledger_id: int, delay: float | None = None) -> float:
         """Back off ``ledger_id`` (doubling, or by ``delay``); return the retry time."""
         _, last = self._entries.pop(ledger_id, (0.0, 0.0))
-        step = delay if delay is not None else (min(self._max, last * 2) if last else self._min)
+        step = delay if delay is not None else doubled(last, self._min, self._max)
         at = trio.current_time() + step
         self._entries[ledger_id] = (at, step)
         while len(self._entries) > self._cap:

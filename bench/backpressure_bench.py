@@ -21,22 +21,18 @@ import argparse
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.support.ports import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 READY = re.compile(r"broker: (pulsar://\S+)\s+admin REST: (http://\S+)")
 RATE = re.compile(r"([\d,]+(?:\.\d+)?) msg/s")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start(src: Path, data: Path) -> tuple[subprocess.Popen[str], str, str, Path]:

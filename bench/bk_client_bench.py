@@ -37,7 +37,7 @@ import itertools
 
 from bk_client import BookKeeper, ClientConfig, PendingAdd
 from metadata import open_metadata_store
-from tests.bk_client_real.bkreal_cluster import RealCluster
+from tests.support.bookies import RealCluster
 from tests.support.zookeeper import start_zookeeper
 
 

@@ -5,8 +5,8 @@ SIGKILLs of bookies, the broker and producer processes while producers (batched 
 deduplication on and off) and consumers (Shared, Exclusive, Failover; individual and cumulative
 acks with holes) run. After every cycle the checker proves: no receipted message lost, no
 unacknowledged message skipped after a crash, order kept per producer, and (at the end, with a
-reader) no key stored twice with deduplication on. See tests/chaos/chaos_checker.py for the exact
-invariants and tests/chaos/chaos_run.py for a cycle.
+reader) no key stored twice with deduplication on. See tests/support/chaos/checker.py for the exact
+invariants and tests/support/chaos/run.py for a cycle.
 
     .venv/bin/python bench/chaos.py --cycles 20 --seed 7
     .venv/bin/python bench/chaos.py --deploy standalone --cycles 10 --persist-interval 1
@@ -27,8 +27,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.chaos.chaos_run import DEFAULT_TARGETS, ChaosRun, RunOptions  # noqa: E402
-from tests.chaos.chaos_scenarios import SCENARIOS  # noqa: E402
+from tests.support.chaos.run import DEFAULT_TARGETS, ChaosRun, RunOptions  # noqa: E402
+from tests.support.chaos.scenarios import SCENARIOS  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

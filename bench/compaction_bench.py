@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 import pulsar
 
-from tests.standalone.standalone_proc import Standalone, start_standalone
+from tests.support.standalone import Standalone, start_standalone
 
 
 def _produce(client: pulsar.Client, topic: str, n: int, keys: int, size: int, batching: bool, offset: int) -> float:

@@ -42,8 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from broker import BrokerConfig
 from broker.topics._delayed import BUCKET_FACTORY, IN_MEMORY_FACTORY, IndexSettings
-from tests.broker_real.brokerreal_cluster import BrokerProcess
 from tests.support.bookies import RealCluster, wait_registered
+from tests.support.brokers import BrokerProcess
 from tests.support.zookeeper import start_zookeeper
 
 TOPIC = "persistent://public/default/delayed-bench"

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import trio
 
-from bench.bookie_bench import Bookie, add_frames, pct, pipelined
+from tests.support.bookie_load import Bookie, add_frames, pct, pipelined
 
 
 async def one(base: Path, value: int, pace: float, args: argparse.Namespace) -> None:

@@ -28,9 +28,9 @@ import pulsar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.broker_real.brokerreal_cluster import BrokerProcess
-from tests.broker_real.brokerreal_support import rest
+from tests.support.admin import rest
 from tests.support.bookies import RealCluster, wait_registered
+from tests.support.brokers import BrokerProcess
 from tests.support.zookeeper import start_zookeeper
 
 ARGS = ("--set", "managed_ledger.managedLedgerDefaultEnsembleSize=2",

@@ -23,8 +23,8 @@ from pathlib import Path
 import httpx
 import pulsar
 
-sys.path.insert(0, str(Path(__file__).parent))
-from rate_limit_bench import start
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.support.standalone import start_standalone
 
 
 def _rss_mib(pid: int) -> float:
@@ -75,7 +75,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        proc, url, admin, _log = start(Path(tmp) / "data")
+        sa = start_standalone(Path(tmp) / "data", timeout=90)
+        proc, url, admin = sa.proc, sa.service_url, sa.admin_url
         try:
             client = pulsar.Client(url, operation_timeout_seconds=30)
             for name in ("persistent://public/default/bench-p", "non-persistent://public/default/bench-np"):

@@ -16,15 +16,18 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import re
-import socket
 import struct
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import trio
 
 from protocols.pulsar import BaseCommand, encode_command, make_command
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.support.ports import free_port
 
 _TWO_U32 = struct.Struct(">II")
 
@@ -79,17 +82,11 @@ def _fake_broker(port: int) -> None:
     trio.run(main)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=int, default=10)
     args = parser.parse_args()
-    port = _free_port()
+    port = free_port()
     broker = multiprocessing.get_context("spawn").Process(target=_fake_broker, args=(port,), daemon=True)
     broker.start()
     time.sleep(1.0)

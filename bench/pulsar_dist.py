@@ -43,6 +43,9 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.support.ports import free_port
+
 PULSAR_VERSION = "4.2.4"
 """Broker version: the newest 4.x whose whole dependency set Maven Central serves here (4.0.x's
 ``pulsar-opentelemetry`` jar is not served, and the broker cannot start without it)."""
@@ -159,13 +162,6 @@ def fetch() -> tuple[Path, Path, Path]:
 
 
 # ------------------------------------------------------------------------------- config
-
-def free_port() -> int:
-    """A free loopback TCP port."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 def standalone_conf(*, broker_port: int, web_port: int) -> dict[str, str]:
     """Pulsar ``standalone.conf`` keys equivalent to ``magnetar standalone``'s defaults.

@@ -13,11 +13,7 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
-import re
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -27,29 +23,8 @@ from pathlib import Path
 import httpx
 import pulsar
 
-READY = re.compile(r"broker: (pulsar://\S+)\s+admin REST: (http://\S+)")
-
-
-def start(data: Path) -> tuple[subprocess.Popen[bytes], str, str, Path]:
-    log = data.parent / "standalone.log"
-    with socket.socket() as sock:  # a bookie's cookie pins its port: pick a free one up front
-        sock.bind(("127.0.0.1", 0))
-        bookie_port = sock.getsockname()[1]
-    cmd = [sys.executable, "-m", "magnetar", "standalone", "--data-dir", str(data),
-           "--set", f"standalone.bookie_port={bookie_port}", "--set", "standalone.bookie_http_port=0",
-           "--set", "broker.broker_service_port=0", "--set", "broker.web_service_port=0"]
-    proc = subprocess.Popen(cmd, stdout=open(log, "wb"), stderr=subprocess.STDOUT,  # noqa: SIM115
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        m = READY.search(log.read_text(errors="replace"))
-        if m:
-            return proc, m.group(1), m.group(2), log
-        if proc.poll() is not None:
-            raise SystemExit(f"standalone exited:\n{log.read_text()}")
-        time.sleep(0.2)
-    proc.kill()
-    raise SystemExit("standalone did not start")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.support.standalone import start_standalone
 
 
 def publish_rate(client: pulsar.Client, admin: str, topic: str, limit: int, seconds: float) -> float:
@@ -127,7 +102,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        proc, url, admin, _log = start(Path(tmp) / "data")
+        sa = start_standalone(Path(tmp) / "data", timeout=90)
+        proc, url, admin = sa.proc, sa.service_url, sa.admin_url
         try:
             quiet = logging.getLogger("pulsar-client")
             quiet.setLevel(logging.WARNING)

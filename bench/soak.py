@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.standalone.standalone_proc import start_standalone  # noqa: E402
+from tests.support.standalone import start_standalone  # noqa: E402
 
 _MIB = 1024 * 1024
 _IN_BYTES = re.compile(r'^pulsar_in_bytes_total\{[^}]*\} (\S+)$', re.M)

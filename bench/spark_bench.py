@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.standalone.standalone_proc import start_standalone  # noqa: E402
+from tests.support.standalone import start_standalone  # noqa: E402
 from tests.support.zookeeper import start_zookeeper  # noqa: E402
 
 

@@ -24,13 +24,15 @@ import argparse
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.support.ports import free_port
 
 # (name, perf flags, what to report)
 CASES: list[tuple[str, list[str], str]] = [
@@ -50,12 +52,6 @@ TARGETS = {
     "batched 100 B at 20,000 msg/s": "p99 < 10 ms",
     "unbatched 100 B at 5,000 msg/s": "p99 < 10 ms",
 }
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _rss_anon_mib(pid: int) -> float:
@@ -81,7 +77,7 @@ def main() -> None:
     args = parser.parse_args()
     base = Path(args.dir or tempfile.mkdtemp(prefix="magnetar-targets-"))
     shutil.rmtree(base, ignore_errors=True)
-    port, web, bookie = _free_port(), _free_port(), _free_port()
+    port, web, bookie = free_port(), free_port(), free_port()
     proc = subprocess.Popen([sys.executable, "-m", "magnetar", "standalone", "--data-dir", str(base),
                              "--set", f"standalone.bookie_port={bookie}", "--set", "standalone.bookie_http_port=0",
                              "--set", f"broker.broker_service_port={port}", "--set", f"broker.web_service_port={web}"],

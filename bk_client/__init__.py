@@ -56,6 +56,9 @@ from ._client import BookKeeper as BookKeeper
 from ._config import ClientConfig as ClientConfig
 from ._context import master_key as master_key
 from ._read_handle import LedgerReadHandle as LedgerReadHandle
+from ._transport import BookieChannel as BookieChannel
+from ._transport import BookieTransport as BookieTransport
+from ._transport import TransportFactory as TransportFactory
 from ._write_handle import HandleState as HandleState
 from ._write_handle import LedgerWriteHandle as LedgerWriteHandle
 from .api import BookKeeperClient as BookKeeperClient
@@ -68,7 +71,7 @@ from .metrics import ClientMetrics as ClientMetrics
 __all__ += [
     "AddState", "PendingAdd", "BookieClient", "BookKeeper", "ClientConfig", "master_key", "LedgerReadHandle",
     "HandleState", "LedgerWriteHandle", "BookKeeperClient", "LedgerEntry", "PendingAppend", "ReadHandle",
-    "WriteHandle", "ClientMetrics",
+    "WriteHandle", "ClientMetrics", "BookieChannel", "BookieTransport", "TransportFactory",
 ]
 
 # AutoRecovery (auditor, under-replication, replication workers) is a service of its own: the

@@ -27,8 +27,8 @@ from protocols.bookkeeper import (
     read_request,
 )
 
-from ._connection import ConnectionPool
 from ._errors import BKError, DigestMismatch, Timeout, error_for_bookie_status
+from ._transport import BookieTransport
 
 __all__ = ["BookieClient"]
 
@@ -40,7 +40,7 @@ class BookieClient:
 
     __slots__ = ("_pool",)
 
-    def __init__(self, pool: ConnectionPool) -> None:
+    def __init__(self, pool: BookieTransport) -> None:
         self._pool = pool
 
     def is_down(self, bookie: str) -> bool:

@@ -33,6 +33,7 @@ from ._placement import EnsemblePlacementPolicy
 from ._read_handle import LedgerReadHandle
 from ._read_lac import read_last_confirmed
 from ._recovery import check_password, recover_ledger
+from ._transport import TransportFactory
 from ._write_handle import LedgerWriteHandle
 from .metrics import ClientMetrics
 
@@ -53,14 +54,15 @@ class BookKeeper:
     @classmethod
     @asynccontextmanager
     async def open(cls, store: MetadataStore, *, root: str = "", config: ClientConfig | None = None,
-                   placement: EnsemblePlacementPolicy | None = None,
-                   metrics: ClientMetrics | None = None) -> AsyncIterator[BookKeeper]:
+                   placement: EnsemblePlacementPolicy | None = None, metrics: ClientMetrics | None = None,
+                   transport: TransportFactory | None = None) -> AsyncIterator[BookKeeper]:
         """Start a client; on exit close it and stop its tasks.
 
         ``placement`` defaults to a rack-aware-if-labelled ``EnsemblePlacementPolicy``;
-        ``metrics`` to a fresh ``ClientMetrics`` on its own registry. Records the configured ledger
-        layout in the cluster's ``LAYOUT`` node, or raises ``MetadataStoreError`` when the cluster
-        records the other one (``LedgerManager.ensure_layout``).
+        ``metrics`` to a fresh ``ClientMetrics`` on its own registry; ``transport`` (how requests
+        reach the bookies, `bk_client.BookieTransport`) to the network's `ConnectionPool`.
+        Records the configured ledger layout in the cluster's ``LAYOUT`` node, or raises
+        ``MetadataStoreError`` when the cluster records the other one (``LedgerManager.ensure_layout``).
         """
         cfg = config or ClientConfig()
         ledgers = LedgerManager(store, root, layout=cfg.ledger_layout)
@@ -68,7 +70,8 @@ class BookKeeper:
         async with trio.open_nursery() as nursery:
             mx = metrics or ClientMetrics()
             ctx = ClientContext(
-                pool=ConnectionPool(nursery, cfg, mx, resolve=ledgers.bookie_address),
+                pool=(transport(nursery, cfg, mx) if transport is not None
+                      else ConnectionPool(nursery, cfg, mx, resolve=ledgers.bookie_address)),
                 ledgers=ledgers,
                 placement=placement or EnsemblePlacementPolicy(rack_aware=cfg.rack_aware_placement),
                 config=cfg,

@@ -1,4 +1,4 @@
-"""Settings of the BookKeeper client (one frozen dataclass, loadable with ``magnetar.config``).
+"""Settings of the BookKeeper client (one frozen dataclass, loadable with ``magnetar.common.config``).
 
 Names follow BookKeeper's client configuration; the alias is the BookKeeper key only where the
 unit is the same (BookKeeper gives some times in milliseconds, Magnetar always in seconds).
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from magnetar.config import ConfigError, config_field, require_at_least, require_positive
-from magnetar.tls import TlsSettings, bookkeeper_settings, client_context
+from magnetar.common.config import ConfigError, config_field, require_at_least, require_positive
+from magnetar.common.tls import TlsSettings, bookkeeper_settings, client_context
 from protocols.bookkeeper import DEFAULT_MAX_FRAME_SIZE, LayoutFormatError, LedgerLayout, parse_layout_name
 
 __all__ = ["ClientConfig"]
@@ -109,7 +109,7 @@ class ClientConfig:
         return parse_layout_name(self.ledger_manager_factory_class)
 
     def tls_settings(self) -> TlsSettings:
-        """The TLS keys as `magnetar.tls.TlsSettings` (errors name BookKeeper's keys)."""
+        """The TLS keys as `magnetar.common.tls.TlsSettings` (errors name BookKeeper's keys)."""
         return bookkeeper_settings(self)
 
     def validate(self) -> None:

@@ -1,4 +1,5 @@
-"""One pooled TCP connection per bookie: request ids, a reader that resolves pending requests, a
+"""The network transport (`bk_client._transport.BookieTransport`): one pooled TCP connection per
+bookie: request ids, a reader that resolves pending requests, a
 writer that batches frames into one ``send_all``, reconnect with backoff, a bounded pending table.
 
 Requests are fire-and-callback so that the hot path (adds) spawns no task per request: ``send``
@@ -36,19 +37,19 @@ from typing import Any
 
 import trio
 
-from magnetar.tls import client_context, open_tls_stream
-from protocols.bookkeeper import FrameDecoder, FrameError, bookie_protocol_pb2, parse_response
+from magnetar.common.backoff import Backoff
+from magnetar.common.tls import client_context, open_tls_stream
+from protocols.bookkeeper import FrameDecoder, FrameError, parse_response
 
 from ._config import ClientConfig
 from ._errors import BKError, BookieUnavailable, ClientClosed, TooManyRequests
+from ._transport import Callback, Response
 from .metrics import ClientMetrics
 
 __all__ = ["ConnState", "BookieConnection", "ConnectionPool", "Callback"]
 
 log = logging.getLogger(__name__)
 
-Response = bookie_protocol_pb2.Response
-Callback = Callable[[Any, "Response | None", "BKError | None"], None]
 _RECV_SIZE = 256 * 1024
 
 
@@ -98,7 +99,7 @@ class BookieConnection:
         self._config = pool.config
         self.state = ConnState.IDLE
         self.retry_at = -math.inf
-        self._backoff = self._config.reconnect_backoff_min_s
+        self._backoff = Backoff(self._config.reconnect_backoff_min_s, self._config.reconnect_backoff_max_s)
         self._pending: dict[int, tuple[Callback, Any]] = {}
         self._out: list[bytes] = []
         self._wake = trio.Event()
@@ -179,8 +180,7 @@ class BookieConnection:
             return
         self.last_error = error
         self.state = ConnState.BACKOFF
-        self.retry_at = trio.current_time() + self._backoff
-        self._backoff = min(self._backoff * 2, self._config.reconnect_backoff_max_s)
+        self.retry_at = trio.current_time() + self._backoff.next()
         self._pool.metrics.connect_failures.inc()
         self._fail_pending(error)
 
@@ -213,7 +213,7 @@ class BookieConnection:
                 return
             self._pool.metrics.connects.inc()
             self.state = ConnState.CONNECTED
-            self._backoff = self._config.reconnect_backoff_min_s
+            self._backoff.reset()
             error: list[BKError] = []
             try:
                 async with trio.open_nursery() as nursery:

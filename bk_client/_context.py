@@ -1,7 +1,8 @@
 """What every ledger operation of one client shares (BookKeeper's ``ClientContext``): the bookie
-connections, the ledger metadata manager, the placement policy, the bookies in quarantine, the
-config, the metrics and the client's nursery for the few background tasks (connections, ensemble
-changes, add timeouts)."""
+transport (``pool``: the network's connection pool unless another was given), the ledger
+metadata manager, the placement policy, the bookies in quarantine, the config, the metrics and
+the client's nursery for the few background tasks (connections, ensemble changes, add
+timeouts)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ from typing import Any
 import trio
 
 from ._config import ClientConfig
-from ._connection import ConnectionPool
 from ._errors import ClientClosed
 from ._ledger_manager import LedgerManager
 from ._placement import EnsemblePlacementPolicy
+from ._transport import BookieTransport
 from .metrics import ClientMetrics
 
 __all__ = ["ClientContext", "Quarantine", "master_key"]
@@ -62,7 +63,7 @@ class Quarantine:
 class ClientContext:
     """Shared parts of one client; handles and operations hold a reference, never a copy."""
 
-    pool: ConnectionPool
+    pool: BookieTransport
     ledgers: LedgerManager
     placement: EnsemblePlacementPolicy
     config: ClientConfig

@@ -32,9 +32,9 @@ import trio
 
 from protocols.bookkeeper import EntryDigest, StatusCode, bookie_protocol_pb2, encode_request, write_lac_request
 
-from ._connection import ConnectionPool
 from ._context import ClientContext
 from ._errors import BKError
+from ._transport import BookieTransport
 
 if TYPE_CHECKING:
     from ._write_handle import LedgerWriteHandle
@@ -59,7 +59,7 @@ class PendingWriteLacOp:
         self.oks = 0
         self.on_published = on_published
 
-    def initiate(self, pool: ConnectionPool, ensemble: tuple[str, ...], master_key: bytes,
+    def initiate(self, pool: BookieTransport, ensemble: tuple[str, ...], master_key: bytes,
                  digest: EntryDigest) -> None:
         """Send the round to every bookie of ``ensemble`` (one frame, one request id); a bookie
         whose connection refuses the request at once is skipped. ``digest`` is the ledger's."""

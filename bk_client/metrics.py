@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from magnetar.batch_histogram import BatchHistogram
+from magnetar.common.batch_histogram import BatchHistogram
 
 __all__ = ["ClientMetrics"]
 

@@ -1,6 +1,6 @@
 """Prometheus metrics of the bookie, one section per component.
 
-Sections: shared helpers (bucket sets; `BatchHistogram` is `magnetar.batch_histogram`'s),
+Sections: shared helpers (bucket sets; `BatchHistogram` is `magnetar.common.batch_histogram`'s),
 journal (`JournalMetrics`), ledger storage (`StorageMetrics`), bookie core and request server
 (`BookieServerMetrics`), garbage collector (`GcMetrics`).
 
@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from magnetar.batch_histogram import BatchHistogram
+from magnetar.common.batch_histogram import BatchHistogram
 
 __all__ = ["BatchHistogram", "JournalMetrics", "StorageMetrics", "BookieServerMetrics", "GcMetrics",
            "GC_PHASES", "GC_RESULTS", "LATENCY_MS_BUCKETS", "BATCH_ENTRIES_BUCKETS", "BATCH_BYTES_BUCKETS"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from magnetar.config import ConfigError, config_field, require_at_least, require_positive
-from magnetar.tls import PULSAR_KEYS, TlsSettings, server_context
+from magnetar.common.config import ConfigError, config_field, require_at_least, require_positive
+from magnetar.common.tls import PULSAR_KEYS, TlsSettings, server_context
 from retention import RetentionConfig
 
 __all__ = ["BrokerConfig", "MESSAGE_SIZE_FRAME_PADDING", "AdvertisedListener", "INACTIVE_TOPIC_DELETE_MODES",
@@ -216,6 +216,11 @@ class BrokerConfig(RetentionConfig):
         100, alias="dispatcherMaxReadBatchSize", help="Entries read from the cursor per dispatch round.")
     dispatcher_max_read_size_bytes: int = config_field(
         5 * 1024 * 1024, alias="dispatcherMaxReadSizeBytes", help="Bytes read per dispatch round.")
+    active_consumer_failover_delay_ms: int = config_field(
+        1000, alias="activeConsumerFailoverDelayTimeMillis",
+        help="After the active consumer of a Failover subscription changes, wait this long before telling "
+             "its consumers and delivering to the new one, so that the old one's acks in flight land first "
+             "(0 = at once).")
     dispatcher_max_replay_entries: int = config_field(
         5000, help="Entries waiting for redelivery before a subscription stops reading new ones.")
     max_unacked_messages_per_consumer: int = config_field(
@@ -477,7 +482,7 @@ class BrokerConfig(RetentionConfig):
         return self.broker_service_port_tls is not None or self.web_service_port_tls is not None
 
     def tls_settings(self) -> TlsSettings:
-        """The TLS keys as `magnetar.tls.TlsSettings` (errors then name Pulsar's keys)."""
+        """The TLS keys as `magnetar.common.tls.TlsSettings` (errors then name Pulsar's keys)."""
         return TlsSettings(
             cert_file=self.tls_certificate_file_path, key_file=self.tls_key_file_path,
             trust_certs_file=self.tls_trust_certs_file_path,
@@ -536,6 +541,7 @@ class BrokerConfig(RetentionConfig):
         require_positive(self, "subscribe_rate_period_per_consumer_s")
         self._validate_delayed_delivery()
         require_positive(self, "handshake_timeout_s")
+        require_at_least(self, "active_consumer_failover_delay_ms")
         require_at_least(self, "broker_max_connections", "broker_max_connections_per_ip",
                          message="must be 0 (no limit) or positive")
         require_positive(self, "topic_unload_idle_s", "policy_recheck_interval_s", "compaction_monitor_interval_s")

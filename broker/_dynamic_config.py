@@ -25,7 +25,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from magnetar.config import ConfigError, parse_value
+from magnetar.common.config import ConfigError, parse_value
 from metadata import BadVersionError, NodeExistsError, NoNodeError
 
 from ._config import BrokerConfig

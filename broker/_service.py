@@ -113,6 +113,12 @@ class _RetentionFactoryView:
         return False
 
 
+
+def broker_id_of(*urls: str) -> str:
+    """``host:port`` of the first non-empty URL of ``urls`` (its scheme dropped): how a broker id is
+    made from a broker's URLs, admin URLs first."""
+    return next((url.split("://", 1)[-1] for url in urls if url), "")
+
 class BrokerService:
     """Everything the protocol handlers share. Start it with ``await nursery.start(service.run)``.
 
@@ -189,6 +195,7 @@ class BrokerService:
                 nursery.start_soon(self.stats.run)
                 if self.config.retention_enabled:
                     await nursery.start(self.retention.run)
+                    nursery.start_soon(self._backlog_quota_loop)
                 task_status.started(self)
                 await trio.sleep_forever()
         finally:
@@ -220,6 +227,13 @@ class BrokerService:
     def set_web_tls_port(self, port: int) -> None:
         """Record the TLS port the admin server really listens on."""
         self.web_service_url_tls = f"https://{self.config.advertised_address}:{port}"
+
+    @property
+    def broker_id(self) -> str:
+        """Pulsar's broker id (its ``lookupServiceAddress``, a stats document's ``ownerBroker``):
+        ``host:port`` of this broker's admin service, the https one when there is no http one,
+        else of its binary protocol port ('' before any server listens)."""
+        return broker_id_of(self.web_service_url, self.web_service_url_tls, self.service_url, self.service_url_tls)
 
     def lookup_urls(self, listener_name: str = "") -> dict[str, str]:
         """The URLs a lookup answers with (``brokerServiceUrl``, and ``brokerServiceUrlTls`` when there
@@ -507,6 +521,16 @@ class BrokerService:
                 await refresh_limits(self, np, ns_policies[name])
             except Exception as exc:
                 log.warning("applying the limits of %s failed: %s", np.name, exc)
+
+    async def _backlog_quota_loop(self) -> None:
+        # Pulsar checks the backlog quotas of its loaded topics every
+        # backlogQuotaCheckIntervalInSeconds; retention's passes over every stored topic come only
+        # every retentionCheckIntervalInSeconds, usually longer
+        while True:
+            await trio.sleep(self.config.backlog_quota_check_interval_s)
+            for key, topic in list(self.topics.items()):
+                if not topic.closed:
+                    await self.retention.check_topic(key, ttl=False, quota=True, trim=False)
 
     async def _policy_recheck_loop(self) -> None:
         while True:

@@ -57,7 +57,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector, generate_late
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from magnetar.batch_histogram import BatchHistogram
+from magnetar.common.batch_histogram import BatchHistogram
 from retention import RetentionMetrics
 
 from .topics._nonpersistent import NonPersistentSubscription, NonPersistentTopic

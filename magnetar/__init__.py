@@ -1,13 +1,11 @@
 """Magnetar: a Pulsar-style messaging broker over a BookKeeper-style storage tier.
 
-This package holds what composes the others: the ``magnetar`` command line (`magnetar.cli`) and
-the dependency-free config loader (`magnetar.config`) that every component package may import.
+This package is the application: the ``magnetar`` command line (`magnetar.cli`) and the
+composition of the services (`magnetar.stack`). Its `magnetar.common` subpackage holds the leaf
+modules every other package may import (config loader, TLS, histograms, backoff, durations, the
+HTTP server set-up, the admin REST client); nothing outside this package imports the rest of it.
 """
 
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as _dist_version
+from magnetar.common.version import VERSION as __version__
 
-try:
-    __version__ = _dist_version("magnetar")
-except PackageNotFoundError:  # running from a source tree that was not installed
-    __version__ = "0.0.0+source"
+__all__ = ["__version__"]

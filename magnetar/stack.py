@@ -28,8 +28,8 @@ from bk_client import BookKeeper, ClientConfig
 from bookie import BookieConfig, serve_bookie_process
 from broker import MESSAGE_SIZE_FRAME_PADDING, BrokerConfig, BrokerService, Ownership, serve_broker
 from broker.admin import BookieGcView, serve_admin
-from magnetar.config import ConfigError, config_field
-from magnetar.tls import client_context
+from magnetar.common.config import ConfigError, config_field
+from magnetar.common.tls import client_context
 from managed_ledger import ManagedLedgerConfig, ManagedLedgerFactory
 from metadata import MetadataStore, open_metadata_store
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from magnetar.config import ConfigError, config_field, require_at_least, require_positive
+from magnetar.common.config import ConfigError, config_field, require_at_least, require_positive
 from protocols.bookkeeper import DigestType
 
 __all__ = ["ManagedLedgerConfig"]

@@ -22,11 +22,16 @@ States (`ManagedLedgerState`) and their rules:
   for ``_CREATE_RETRY_INTERVAL_S`` after; then LEDGER_CLOSED -> ROLLING on the next add or
   ``ensure_writable``. Opening a managed ledger whose first ledger cannot be created lands here
   too, so its entries and cursors stay readable while storage is read-only.
-* Rule 5: ROLLING -> FENCED when the CAS of the list fails: another owner opened the managed
-  ledger (a lost CAS of a cursor node fences it too). FENCED is final: pending and later adds
-  raise `ManagedLedgerFenced`.
+* Rule 5: any state but CLOSED -> FENCED when a compare-and-set of the list fails (another owner
+  opened the managed ledger) or of a cursor node fails, whatever the managed ledger was doing.
+  FENCED is final but for close: pending and later adds raise `ManagedLedgerFenced`.
 * Rule 6: LEDGER_OPENED / LEDGER_CLOSED -> TERMINATED by ``terminate()`` (reads go on, adds
   raise `ManagedLedgerTerminated`); any state -> CLOSED by ``close()`` (final).
+
+`TRANSITIONS` holds these rules as data, each transition with the rule that allows it; every
+change of state goes through ``_set_state``, which logs one the table does not allow (it never
+stops the change: the table checks the code, it is not the logic), and the managed-ledger tests
+fail on such a log.
 
 Adds complete in the order they were admitted, and a caller is told success only after its entry
 and every earlier one are acknowledged by the ack quorum, so the sequence a new owner recovers
@@ -78,7 +83,7 @@ from protocols.managed_ledger import LedgerInfo, ManagedLedgerInfo, Position
 if TYPE_CHECKING:
     from metadata import MetadataStore
 
-__all__ = ["ManagedLedger", "ManagedLedgerState", "ML_ROOT"]
+__all__ = ["ManagedLedger", "ManagedLedgerState", "ML_ROOT", "TRANSITIONS", "allowed_transition"]
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +107,36 @@ class ManagedLedgerState(enum.Enum):
     TERMINATED = "terminated"
     FENCED = "fenced"
     CLOSED = "closed"
+
+
+_S = ManagedLedgerState
+_ANY_BUT_CLOSED = frozenset(set(_S) - {_S.CLOSED})
+
+TRANSITIONS: tuple[tuple[str, frozenset[ManagedLedgerState], ManagedLedgerState], ...] = (
+    ("1", frozenset({_S.INITIALIZING}), _S.LEDGER_OPENED),
+    ("1", frozenset({_S.INITIALIZING}), _S.TERMINATED),
+    ("2", frozenset({_S.LEDGER_OPENED}), _S.ROLLING),
+    ("3", frozenset({_S.ROLLING}), _S.LEDGER_OPENED),
+    ("4", frozenset({_S.ROLLING, _S.INITIALIZING}), _S.LEDGER_CLOSED),
+    ("4", frozenset({_S.LEDGER_CLOSED}), _S.ROLLING),
+    ("5", _ANY_BUT_CLOSED - {_S.FENCED}, _S.FENCED),
+    ("6", frozenset({_S.LEDGER_OPENED, _S.LEDGER_CLOSED}), _S.TERMINATED),
+    ("6", _ANY_BUT_CLOSED, _S.CLOSED),
+)
+"""(rule, from states, to state): every change of state the module header's rules allow."""
+
+_ALLOWED = {(old, new) for _rule, olds, new in TRANSITIONS for old in olds}
+
+
+def allowed_transition(old: ManagedLedgerState, new: ManagedLedgerState) -> bool:
+    """Whether `TRANSITIONS` allows ``old -> new``."""
+    return (old, new) in _ALLOWED
+
+
+def _illegal_transition(name: str, old: ManagedLedgerState, new: ManagedLedgerState) -> None:
+    """Report a change of state the rules do not allow (a bug in this module)."""
+    log.error("%s: state change %s -> %s is not in the managed ledger's transition table", name,
+              old.name, new.name)
 
 
 @dataclass
@@ -131,7 +166,7 @@ class ManagedLedger:
         self._ctx = ctx
         self._cfg = ctx.config
         self._path = f"{ML_ROOT}/{name}"
-        self.state = ManagedLedgerState.INITIALIZING
+        self.state = ManagedLedgerState.INITIALIZING  # the one assignment outside _set_state
         self._ledgers = LedgerList()
         self._info_version = -1
         self._properties: dict[str, str] = {}
@@ -248,9 +283,9 @@ class ManagedLedger:
         if created is not None:
             self._switch_to(created)
         elif info.terminated_position is not None:
-            self.state = ManagedLedgerState.TERMINATED
+            self._set_state(ManagedLedgerState.TERMINATED)
         else:
-            self.state = ManagedLedgerState.LEDGER_CLOSED
+            self._set_state(ManagedLedgerState.LEDGER_CLOSED)
         for lid in doomed:
             await self._delete_quietly(lid)
 
@@ -272,7 +307,7 @@ class ManagedLedger:
             except ManagedLedgerError as exc:
                 log.warning("%s: closing the current ledger: %s", self.name, exc)
         await self._reader.close()
-        self.state = ManagedLedgerState.CLOSED
+        self._set_state(ManagedLedgerState.CLOSED)
         self._ctx.cache.invalidate(self.name)
         self._notify_readers()
         if self._nursery is not None:
@@ -292,7 +327,7 @@ class ManagedLedger:
             lce = self.last_confirmed_entry
             self._terminated_at = lce
             await self._close_current_ledger()
-            self.state = ManagedLedgerState.TERMINATED
+            self._set_state(ManagedLedgerState.TERMINATED)
         finally:
             self._terminating = False
         self._notify_readers()
@@ -363,6 +398,12 @@ class ManagedLedger:
     # ==========================================================================================
     # State checks
     # ==========================================================================================
+
+    def _set_state(self, new: ManagedLedgerState) -> None:
+        """Change state, checking the change against `TRANSITIONS`."""
+        if not allowed_transition(self.state, new):
+            _illegal_transition(self.name, self.state, new)
+        self.state = new
 
     def _check_open(self) -> None:
         if self.state is ManagedLedgerState.CLOSED or (self._closing and self.state is not
@@ -646,7 +687,7 @@ class ManagedLedger:
         if self.state not in (ManagedLedgerState.LEDGER_OPENED, ManagedLedgerState.LEDGER_CLOSED):
             return
         assert self._nursery is not None
-        self.state = ManagedLedgerState.ROLLING
+        self._set_state(ManagedLedgerState.ROLLING)
         self._roll_done = trio.Event()
         self._nursery.start_soon(self._roll, reason)
 
@@ -669,7 +710,7 @@ class ManagedLedger:
                 self._ledgers.close_current(self._now_ms())
                 self._handle = None
                 self._reader.write_ledger = None
-            self.state = ManagedLedgerState.LEDGER_CLOSED
+            self._set_state(ManagedLedgerState.LEDGER_CLOSED)
             error = self._note_storage_error(exc)
             self._fail_pending(lambda: StorageUnavailable(error))
             return
@@ -737,7 +778,7 @@ class ManagedLedger:
         self._reader.write_ledger = (handle.ledger_id, handle)
         self._ledger_created_at = self._ctx.clock()
         self._last_add_at = self._ledger_created_at
-        self.state = ManagedLedgerState.LEDGER_OPENED
+        self._set_state(ManagedLedgerState.LEDGER_OPENED)
 
     async def _create_ledger(self) -> WriteHandle:
         cfg = self._cfg
@@ -767,7 +808,7 @@ class ManagedLedger:
         if self.state in (ManagedLedgerState.FENCED, ManagedLedgerState.CLOSED):
             return
         log.warning("%s: fenced: %s", self.name, why)
-        self.state = ManagedLedgerState.FENCED
+        self._set_state(ManagedLedgerState.FENCED)
         self._handle = None
         self._reader.write_ledger = None
         name = self.name

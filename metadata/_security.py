@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from magnetar.config import ConfigError
+from magnetar.common.config import ConfigError
 
 __all__ = ["ZkSecurity"]
 

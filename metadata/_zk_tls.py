@@ -29,7 +29,7 @@ import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
-from magnetar.config import ConfigError, read_properties
+from magnetar.common.config import ConfigError, read_properties
 
 __all__ = ["ZkTls"]
 

@@ -11,18 +11,20 @@ JSON shapes (Pulsar's admin REST API, v2):
   "producer_exception" | "consumer_backlog_eviction"}``, one per quota type ``destination_storage``
   (size) and ``message_age`` (time); the deprecated ``"limit"`` key is read as ``limitSize``.
 
-Everything here is pure; bad input raises `ValueError` with a message naming the field.
+Integer fields also take a decimal integer written as a JSON string (``"10240"``), as Pulsar's JSON
+mapper does. Everything here is pure; bad input raises `ValueError` with a message naming the field.
 """
 
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from magnetar.config import ConfigError, config_field, require_at_least, require_positive
+from magnetar.common.config import ConfigError, config_field, require_at_least, require_positive
 
 __all__ = [
     "BacklogQuota",
@@ -40,6 +42,9 @@ _I32_MAX = 2**31 - 1
 _I64_MAX = 2**63 - 1
 
 
+_DECIMAL = re.compile(r"[-+]?[0-9]+")
+
+
 def _int_field(data: Mapping[str, Any], key: str, *, default: int | None = None,
                minimum: int = -1, maximum: int = _I64_MAX) -> int:
     if key not in data or data[key] is None:
@@ -47,6 +52,9 @@ def _int_field(data: Mapping[str, Any], key: str, *, default: int | None = None,
             raise ValueError(f"{key!r} is required")
         return default
     value = data[key]
+    if isinstance(value, str) and _DECIMAL.fullmatch(value.strip()):
+        # Pulsar's JSON mapper reads an integer written as a string ("10240") for an integer field
+        value = int(value.strip())
     # bool is an int in Python; JSON true is never a size or a duration.
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"{key!r} must be an integer, not {value!r}")

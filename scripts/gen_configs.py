@@ -37,7 +37,7 @@ def toml_value(value: Any) -> str:
 
 def render_table(name: str, cls: type, intro: str, defaults: dict[str, Any] | None = None) -> str:
     """One commented TOML table for a config class (``defaults`` replace the class's own)."""
-    from magnetar.config import describe
+    from magnetar.common.config import describe
 
     lines = ["", f"[{name}]"]
     lines += [f"# {line}" for line in textwrap.wrap(intro, 98)]

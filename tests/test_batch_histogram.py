@@ -1,10 +1,10 @@
-"""`magnetar.batch_histogram.BatchHistogram` exposes what a prometheus-client Histogram would."""
+"""`magnetar.common.batch_histogram.BatchHistogram` exposes what a prometheus-client Histogram would."""
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
-from magnetar.batch_histogram import BatchHistogram
+from magnetar.common.batch_histogram import BatchHistogram
 
 BUCKETS = (0.001, 0.01, 0.1, 1.0)
 VALUES = [0.0005, 0.001, 0.002, 0.05, 0.05, 0.5, 3.0]

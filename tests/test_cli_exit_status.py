@@ -14,7 +14,7 @@ import click
 import pytest
 
 from magnetar.cli._common import EXIT_CONFIG, EXIT_FATAL, EXIT_START, fail_cleanly_on
-from magnetar.config import ConfigError
+from magnetar.common.config import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 

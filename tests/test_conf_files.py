@@ -26,7 +26,7 @@ from broker import BrokerConfig
 from magnetar.cli._common import load_sections
 from magnetar.cli._conf_files import known_foreign_keys, read_conf, route_properties
 from magnetar.cli.cmd_bookie import _load as load_bookie_config
-from magnetar.config import ConfigError, key_names, parse_properties, parse_value
+from magnetar.common.config import ConfigError, key_names, parse_properties, parse_value
 from magnetar.stack import STANDALONE_DEFAULTS, StandaloneConfig
 from managed_ledger import ManagedLedgerConfig
 
@@ -268,7 +268,7 @@ def test_go_client_ci_conf_parses_and_applies(go_client_module: Path, tmp_path: 
 def test_standalone_starts_with_the_go_client_ci_conf(go_client_module: Path, tmp_path: Path) -> None:
     import pulsar
 
-    from tests.standalone.standalone_proc import start_standalone
+    from tests.support.standalone import start_standalone
 
     tests = go_client_module / "integration-tests"
     conf = go_ci_conf(go_client_module, tmp_path)

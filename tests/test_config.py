@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from magnetar.config import (
+from magnetar.common.config import (
     ConfigError,
     config_field,
     describe,

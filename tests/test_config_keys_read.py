@@ -147,7 +147,7 @@ def test_every_config_key_is_read() -> None:
 
 def test_the_check_finds_an_unread_key(tmp_path: Path) -> None:
     source = '''
-from magnetar.config import config_field
+from magnetar.common.config import config_field
 
 class SampleConfig:
     used: int = config_field(1)

@@ -15,7 +15,7 @@ from broker import BrokerConfig
 from magnetar.cli._common import load_sections
 from magnetar.cli._security import PASSWORD_PLACEHOLDER
 from magnetar.cli.cmd_broker import ClusterConfig
-from magnetar.config import ConfigError
+from magnetar.common.config import ConfigError
 from magnetar.stack import STANDALONE_DEFAULTS, StandaloneConfig
 from managed_ledger import ManagedLedgerConfig
 

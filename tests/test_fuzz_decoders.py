@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import pytest
 
-from bench.fuzz_decoders import _targets, fuzz_inline
+from tests.support.fuzz import all_targets, fuzz_inline
 
 SEED = 20261124
 INPUTS = 1_500
 
 
-@pytest.mark.parametrize("name", list(_targets()))
+@pytest.mark.parametrize("name", list(all_targets()))
 def test_decoder_survives_mutated_inputs(name: str) -> None:
     # A generous hang threshold: CI machines are shared; the full run uses 1 s.
     stats = fuzz_inline(name, INPUTS, seed=SEED, hang_s=5.0)

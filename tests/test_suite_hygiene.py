@@ -10,6 +10,11 @@ checks itself):
 * ``pytest.raises(Exception)`` (or BaseException) with neither ``match=`` nor ``as`` to look at
   what was raised;
 * a skip, skipif or xfail without a reason.
+
+And the layout of the helpers (`test_helpers_live_where_they_are_shared`): no module imports a
+test module (``test_*.py``); a helper module of one test area (``tests/<area>/x.py``) is imported
+only from that area; benchmarks import from ``tests`` only the support package
+(``tests/support``), which both share.
 """
 
 from __future__ import annotations
@@ -18,7 +23,10 @@ import ast
 import functools
 from pathlib import Path
 
+import pytest
+
 TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
 
 # tests whose check is that nothing but the expected errors escapes (fuzzing), by name
 CHECKS_BY_NOT_RAISING = {
@@ -148,3 +156,71 @@ def test_no_raises_of_any_error_unlooked_at() -> None:
 
 def test_every_skip_says_why() -> None:
     assert not _findings()["skip"], "skips without a reason:\n" + "\n".join(_findings()["skip"])
+
+
+# ------------------------------------------------------------------ where helpers live
+
+
+def _module_of(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imported(path: Path) -> set[str]:
+    """The ``tests.*`` and ``bench.*`` modules ``path`` imports (relative imports resolved; a name
+    imported from a package counts as that submodule when there is one)."""
+    tree = ast.parse(path.read_text(), str(path))
+    me = _module_of(path).split(".")
+    out = set()
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = me if path.name == "__init__.py" else me[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            names = [target] + [f"{target}.{alias.name}" for alias in node.names]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] in ("tests", "bench") and (REPO.joinpath(*parts).with_suffix(".py").exists()
+                                                    or REPO.joinpath(*parts, "__init__.py").exists()):
+                out.add(name)
+    return out
+
+
+def _layout_problems(importer: Path, module: str) -> list[str]:
+    parts = module.split(".")
+    where = importer.relative_to(REPO).parts
+    if parts[-1].startswith("test_"):
+        return [f"{importer.relative_to(REPO)} imports the test module {module}: move what it shares to a "
+                "helper module (or tests/support)"]
+    if where[0] == "bench" and parts[0] == "tests" and parts[1] != "support":
+        return [f"{importer.relative_to(REPO)} imports {module}: benchmarks use tests.support only"]
+    if (where[0] == "tests" and parts[0] == "tests" and len(parts) > 2 and parts[1] != "support"
+            and (len(where) < 3 or where[1] != parts[1])):
+        return [f"{importer.relative_to(REPO)} imports {module}, a helper of another area: move it to tests/support"]
+    return []
+
+
+def test_helpers_live_where_they_are_shared() -> None:
+    files = sorted(TESTS.rglob("*.py")) + sorted((REPO / "bench").rglob("*.py"))
+    problems = [p for f in files for m in sorted(_imported(f)) for p in _layout_problems(f, m)]
+    assert not problems, "helpers in the wrong place:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize(("importer", "module", "refused"), [
+    ("tests/retention/test_x.py", "tests.retention.test_retention_service", True),
+    ("bench/x.py", "tests.standalone.standalone_proc", True),
+    ("tests/bookie_server/test_x.py", "tests.bookie_gc.gc_helpers", True),
+    ("tests/bookie_gc/test_x.py", "tests.bookie_gc.gc_helpers", False),
+    ("bench/x.py", "tests.support.standalone", False),
+    ("tests/broker/test_x.py", "tests.support.clients", False),
+])
+def test_the_layout_rule_refuses_what_it_should(importer: str, module: str, refused: bool) -> None:
+    assert bool(_layout_problems(REPO / importer, module)) is refused

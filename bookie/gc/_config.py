@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from magnetar.config import ConfigError, config_field, require_at_least, require_fraction, require_positive
+from magnetar.common.config import ConfigError, config_field, require_at_least, require_fraction, require_positive
 from protocols.bookkeeper import LayoutFormatError, LedgerLayout, parse_layout_name
 
 __all__ = ["GcConfig"]
@@ -36,7 +36,7 @@ MiB = 1024 * 1024
 
 @dataclass(frozen=True)
 class GcConfig:
-    """Settings of one bookie's GC. Build with ``magnetar.config.load_config(GcConfig, ...)``.
+    """Settings of one bookie's GC. Build with ``magnetar.common.config.load_config(GcConfig, ...)``.
 
     The only declaration of the GC keys: `bookie.BookieConfig` inherits these fields, so a
     bookie's TOML table takes them flat under the same names and aliases.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from magnetar.config import ConfigError, config_field
+from magnetar.common.config import ConfigError, config_field
 
 __all__ = ["JournalConfig"]
 

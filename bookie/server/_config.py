@@ -16,8 +16,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, fields
 
-from magnetar.config import ConfigError, config_field, require_at_least, require_fraction, require_positive
-from magnetar.tls import TlsSettings, bookkeeper_settings, server_context
+from magnetar.common.config import ConfigError, config_field, require_at_least, require_fraction, require_positive
+from magnetar.common.tls import TlsSettings, bookkeeper_settings, server_context
 from metadata import ZkSecurity, ZkTls, parse_store_url
 from protocols.bookkeeper import DEFAULT_MAX_FRAME_SIZE
 
@@ -32,7 +32,7 @@ MiB = 1024 * 1024
 
 @dataclass(frozen=True)
 class BookieConfig(GcConfig):
-    """Settings of one bookie. Build it with ``magnetar.config.load_config(BookieConfig, ...)``.
+    """Settings of one bookie. Build it with ``magnetar.common.config.load_config(BookieConfig, ...)``.
 
     The GC keys are `GcConfig`'s fields (inherited, so they come first in field order).
     `validate` raises `ConfigError` naming the offending key.
@@ -264,7 +264,7 @@ class BookieConfig(GcConfig):
         return GcConfig(**{f.name: getattr(self, f.name) for f in fields(GcConfig)})
 
     def tls_settings(self) -> TlsSettings:
-        """The TLS keys as `magnetar.tls.TlsSettings` (errors name BookKeeper's keys)."""
+        """The TLS keys as `magnetar.common.tls.TlsSettings` (errors name BookKeeper's keys)."""
         return bookkeeper_settings(self, client_auth=self.tls_client_authentication)
 
     def zk_security(self) -> ZkSecurity | None:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import trio
 
-from magnetar.config import ConfigError
+from magnetar.common.config import ConfigError
 from metadata import MetadataStore, NodeExistsError, NoNodeError, ensure_path
 from protocols.bookkeeper import (
     INSTANCEID,

@@ -29,8 +29,6 @@ import logging
 import ssl
 
 import trio
-from hypercorn.config import Config as HypercornConfig
-from hypercorn.trio import serve as hypercorn_serve
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -38,7 +36,8 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from magnetar.tls import handshake_peer_cert, record_peer_certificates
+from magnetar.common.http_server import serve_http
+from magnetar.common.tls import handshake_peer_cert, record_peer_certificates
 
 from ..gc import gc_routes
 from ._authz import CertificateRoleAuthorizer
@@ -107,7 +106,7 @@ _OPEN_PATHS = frozenset({"/metrics", "/heartbeat", "/api/v1/bookie/is_ready"})
 class _RoleMiddleware:
     """Refuses (403) requests whose verified client certificate has no authorized role, except
     on `_OPEN_PATHS`. The certificate comes from the TLS handshake of the request's connection
-    (`magnetar.tls.handshake_peer_cert`)."""
+    (`magnetar.common.tls.handshake_peer_cert`)."""
 
     def __init__(self, app: ASGIApp, authorizer: CertificateRoleAuthorizer) -> None:
         self.app = app
@@ -122,22 +121,6 @@ class _RoleMiddleware:
         await self.app(scope, receive, send)
 
 
-class _TlsHypercornConfig(HypercornConfig):
-    """Hypercorn's config with the TLS context built by `magnetar.tls` from the bookie's keys."""
-
-    def __init__(self, ssl_context: ssl.SSLContext) -> None:
-        super().__init__()
-        self._ssl_context = ssl_context
-
-    @property
-    def ssl_enabled(self) -> bool:
-        return True
-
-    def create_ssl_context(self) -> ssl.SSLContext:
-        self._ssl_context.set_alpn_protocols(self.alpn_protocols)
-        return self._ssl_context
-
-
 async def serve_bookie_http(bookie: Bookie, host: str = "0.0.0.0", port: int = 8000, *,
                             shutdown_trigger: trio.Event | None = None, ssl_context: ssl.SSLContext | None = None,
                             authorizer: CertificateRoleAuthorizer | None = None,
@@ -145,19 +128,17 @@ async def serve_bookie_http(bookie: Bookie, host: str = "0.0.0.0", port: int = 8
     """Serve the app on ``host:port`` until ``shutdown_trigger`` is set (a graceful stop) or the
     task is cancelled; ``task_status.started`` gets the bound URLs (``["http://127.0.0.1:8000"]``,
     ``https://`` with ``ssl_context``: ``httpServerTlsEnable``). With ``authorizer`` (needs
-    ``ssl_context``) requests are checked as the module docstring says. Raises OSError if the port
-    cannot be bound, ValueError for an ``authorizer`` without TLS."""
+    ``ssl_context``) requests are checked as the module docstring says. Raises OSError naming
+    ``httpServerPort`` if the port cannot be bound, ValueError for an ``authorizer`` without TLS."""
     app: ASGIApp = bookie_http_app(bookie)
     if authorizer is not None:
         if ssl_context is None:
             raise ValueError("certificate-role authorization of the bookie REST needs https (httpServerTlsEnable)")
         ssl_context = record_peer_certificates(ssl_context)
         app = _RoleMiddleware(app, authorizer)
-    cfg = HypercornConfig() if ssl_context is None else _TlsHypercornConfig(ssl_context)
-    cfg.bind = [f"{host}:{port}"]
-    cfg.accesslog = None
-    cfg.errorlog = logging.getLogger("bookie.http")
-    cfg.graceful_timeout = 1.0
-    stop = shutdown_trigger if shutdown_trigger is not None else trio.Event()
-    await hypercorn_serve(app, cfg, shutdown_trigger=stop.wait,  # type: ignore[arg-type]
-                          task_status=task_status)
+    address = [(host, port)]
+    await serve_http(app, plain=address if ssl_context is None else [],
+                     secure=address if ssl_context is not None else [], ssl_context=ssl_context,
+                     keys="httpServerPort", errorlog=logging.getLogger("bookie.http"),
+                     shutdown_trigger=shutdown_trigger.wait if shutdown_trigger is not None else None,
+                     task_status=task_status)

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import trio
 from prometheus_client import CollectorRegistry
 
-from magnetar.tls import server_context
+from magnetar.common.tls import server_context
 from metadata import open_metadata_store
 from protocols.bookkeeper import BOOKIE_RPC, BookieServiceInfo, Endpoint
 
@@ -69,13 +69,6 @@ def service_info(host: str, port: int, http_urls: Sequence[str], *, tls: bool) -
         endpoints.append(Endpoint("httpserver" if i == 0 else f"httpserver-{i}", http_host, parts.port,
                                   parts.scheme))
     return BookieServiceInfo(tuple(endpoints))
-
-
-def _bind_error(exc: BaseException) -> OSError | None:
-    """The OSError the HTTP server failed to bind with (it may come wrapped in exception groups)."""
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc if isinstance(exc, OSError) else None
 
 
 _SIOCGIFADDR = 0x8915  # Linux ioctl: an interface's IPv4 address
@@ -142,17 +135,10 @@ async def serve_bookie_process(config: BookieConfig, *, registry: CollectorRegis
             http_urls: list[str] = []
             if config.http_enabled:
                 http_tls = server_context(config.tls_settings()) if config.http_server_tls_enable else None
-                try:
-                    http_urls = await nursery.start(lambda task_status: serve_bookie_http(
-                        bookie, config.http_address, config.http_port, ssl_context=http_tls,
-                        authorizer=config.role_authorizer() if http_tls is not None else None,
-                        task_status=task_status))
-                except (OSError, BaseExceptionGroup) as exc:
-                    bind_error = _bind_error(exc)
-                    if bind_error is None:
-                        raise
-                    raise OSError(bind_error.errno, f"cannot listen on {config.http_address}:{config.http_port} "
-                                                    f"(httpServerPort): {bind_error.strerror or bind_error}") from exc
+                http_urls = await nursery.start(lambda task_status: serve_bookie_http(
+                    bookie, config.http_address, config.http_port, ssl_context=http_tls,
+                    authorizer=config.role_authorizer() if http_tls is not None else None,
+                    task_status=task_status))
             await nursery.start(run_disk_checker, bookie)
             if store is not None:
                 info = service_info(config.advertised_address, port, http_urls, tls=tls is not None)

@@ -39,7 +39,7 @@ from collections.abc import Callable
 
 import trio
 
-from magnetar.tls import wrap_server_stream
+from magnetar.common.tls import wrap_server_stream
 from protocols.bookkeeper import (
     BookieInfoFlag,
     FrameDecoder,
@@ -96,7 +96,7 @@ async def serve_bookie(bookie: Bookie, host: str | None = "127.0.0.1", port: int
     """Serve the bookie protocol on ``host:port`` (or on already bound ``listeners``) until cancelled.
 
     ``task_status.started`` receives the listeners (``listeners[0].socket.getsockname()[1]`` is
-    the bound port when ``port`` is 0). With ``ssl_context`` (`magnetar.tls.server_context` of
+    the bound port when ``port`` is 0). With ``ssl_context`` (`magnetar.common.tls.server_context` of
     the bookie's TLS keys) every connection is TLS: a client that fails the handshake (no trusted
     certificate under tlsClientAuthentication, or no TLS at all) is closed before any request is
     read. With ``authorizer`` (``bookieAuthProviderFactoryClass``, see ``_authz``) a client whose

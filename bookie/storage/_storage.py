@@ -65,6 +65,7 @@ from typing import Any, Protocol
 import trio
 from prometheus_client import CollectorRegistry
 
+from magnetar.common.backoff import Backoff
 from protocols.bookkeeper import NoSuchEntry, NoSuchLedger
 
 from .._io_priority import SyncPriority
@@ -623,12 +624,13 @@ class DbLedgerStorage:
             task_status.started()
 
     async def _flush_loop(self) -> None:
-        failures = 0
+        cap = min(self._flush_interval_s, _RETRY_MAX_S)
+        backoff = Backoff(min(_RETRY_MIN_S, cap), cap)
+        failed = False
         while True:
-            if failures:
+            if failed:
                 reason = FlushReason.RETRY
-                await trio.sleep(min(self._flush_interval_s, _RETRY_MAX_S,
-                                     _RETRY_MIN_S * 2 ** min(failures - 1, 16)))
+                await trio.sleep(backoff.next())
             else:
                 reason = FlushReason.PERIODIC
                 with trio.move_on_after(self._flush_interval_s):
@@ -636,11 +638,12 @@ class DbLedgerStorage:
                     reason = FlushReason.CACHE_FULL
             try:
                 await self.flush(reason)
-                failures = 0
+                failed = False
+                backoff.reset()
             except StorageIOError as exc:
-                failures += 1
+                failed = True
                 log.error("ledger storage flush failed (attempt %d; the write cache keeps the entries): %s",
-                          failures, exc)
+                          backoff.failures + 1, exc)
                 if self._on_flush_error is not None:
                     self._on_flush_error(exc)
 

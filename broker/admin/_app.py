@@ -7,22 +7,21 @@ connection), then, with authentication on, `AuthMiddleware` (401 without a valid
 
 from __future__ import annotations
 
+import functools
 import logging
-import ssl
 import time
 from typing import TYPE_CHECKING
 
 import trio
-from hypercorn.config import Config
-from hypercorn.trio import serve
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from magnetar.config import ConfigError
-from magnetar.tls import record_peer_certificates, server_context
+from magnetar.common.config import ConfigError
+from magnetar.common.http_server import serve_http
+from magnetar.common.tls import record_peer_certificates, server_context
 
 from ..topics._stats import refresh_backlog_age
 from . import (
@@ -111,34 +110,6 @@ def create_admin_app(service: BrokerService, *, gc_explain: GcExplainHook | None
     return app
 
 
-class _HypercornConfig(Config):
-    """Hypercorn's config with the TLS context built by `magnetar.tls` (Pulsar's keys and errors)."""
-
-    def __init__(self, ssl_context: ssl.SSLContext | None) -> None:
-        super().__init__()
-        self._ssl_context = ssl_context
-
-    @property
-    def ssl_enabled(self) -> bool:
-        return self._ssl_context is not None
-
-    def create_ssl_context(self) -> ssl.SSLContext | None:
-        if self._ssl_context is not None:
-            self._ssl_context.set_alpn_protocols(self.alpn_protocols)
-        return self._ssl_context
-
-
-def _bind_error(exc: BaseException) -> OSError | None:
-    """The OSError hypercorn failed to bind with (it may come wrapped in exception groups)."""
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc if isinstance(exc, OSError) else None
-
-
-def _bind(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
 async def serve_admin(service: BrokerService, host: str | None = None, port: int | None = None, *,
                       tls_port: int | None = None, gc_explain: GcExplainHook | None = None,
                       task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
@@ -147,7 +118,7 @@ async def serve_admin(service: BrokerService, host: str | None = None, port: int
     Defaults: the config's ``bindAddress`` and ``webServicePort``; port 0 picks a free one; a
     ``webServicePort`` left empty in the config switches plain HTTP off. With ``tls_port`` or the
     config's ``webServicePortTls`` set, the same API is served over https there (the config's
-    ``tls*`` keys, see `magnetar.tls`). ``task_status.started(port)`` reports the real HTTP port
+    ``tls*`` keys, see `magnetar.common.tls`). ``task_status.started(port)`` reports the real HTTP port
     (the https one when HTTP is off); the service records both. The broker service must be
     running (``serve_broker`` or ``service.run``) for topic operations.
     """
@@ -156,39 +127,25 @@ async def serve_admin(service: BrokerService, host: str | None = None, port: int
     tls_port = service.config.web_service_port_tls if tls_port is None else tls_port
     if port is None and tls_port is None:
         raise ConfigError("web_service_port", "webServicePort and webServicePortTls are both off")
-    config = _HypercornConfig(
-        None if tls_port is None else record_peer_certificates(server_context(service.config.tls_settings())))
-    if tls_port is not None:
-        config.bind = [_bind(host, tls_port)]
-        config.insecure_bind = [] if port is None else [_bind(host, port)]
-    else:
-        config.bind = [_bind(host, port)]  # type: ignore[arg-type]
-    config.accesslog = None
-    config.errorlog = logging.getLogger("hypercorn.error")
-    config.graceful_timeout = 1.0
+    ssl_context = None if tls_port is None else record_peer_certificates(server_context(service.config.tls_settings()))
     app = create_admin_app(service, gc_explain=gc_explain)
 
     async with trio.open_nursery() as nursery:
         app.state.request_guard.drain_nursery = nursery
-        try:
-            binds = await nursery.start(serve, app, config)
-        except (OSError, BaseExceptionGroup) as exc:
-            bind_error = _bind_error(exc)
-            if bind_error is None:
-                raise
-            where = ", ".join(config.bind + config.insecure_bind)
-            raise OSError(bind_error.errno, f"cannot listen on {where} (webServicePort/webServicePortTls): "
-                                            f"{bind_error.strerror or bind_error}") from exc
+        urls = await nursery.start(functools.partial(
+            serve_http, app, plain=[] if port is None else [(host, port)],
+            secure=[] if tls_port is None else [(host, tls_port)], ssl_context=ssl_context,
+            keys="webServicePort/webServicePortTls", errorlog=logging.getLogger("hypercorn.error")))
         plain_port = tls_real_port = None
-        for bind in binds:
-            real = int(bind.rsplit(":", 1)[1])
-            if bind.startswith("https://"):
+        for url in urls:
+            real = int(url.rsplit(":", 1)[1])
+            if url.startswith("https://"):
                 tls_real_port = real
                 service.set_web_tls_port(real)
             else:
                 plain_port = real
                 service.set_web_port(real)
-        log.info("admin REST listening on %s", ", ".join(binds))
+        log.info("admin REST listening on %s", ", ".join(urls))
         started = plain_port if plain_port is not None else tls_real_port
         assert started is not None
         task_status.started(started)

@@ -8,15 +8,16 @@ Rules:
   ``Authorization: Bearer <token>`` (or ``Basic <credentials>`` with the ``basic`` provider)
   that the broker's authentication service accepts, or (``tls`` provider, no ``Authorization``
   header) come over https with a client certificate the handshake verified
-  (`magnetar.tls.handshake_peer_cert`), else 401
+  (`magnetar.common.tls.handshake_peer_cert`), else 401
   ``{"reason": ...}`` (with ``WWW-Authenticate: Bearer``). The role is put in
   ``request.state.role`` for the handlers.
 * Authorization on (`required_access` says what each path needs): clusters may be read by any
   authenticated role and changed by super users; the tenant list, tenant creation, update and
   deletion, and every path this table does not name, need a super user; a tenant's info, its
   namespaces (policies and permissions included) and its topics need one of its ``adminRoles``
-  (or a super user); schema reads and HTTP lookups of a topic need ``produce`` or ``consume`` on
-  it (or tenant admin); reading a topic's messages (peek, examine, get by id, last message id)
+  (or a super user); schema reads, HTTP lookups and partitioned metadata reads (``GET
+  .../partitions``, a lookup in Pulsar) of a topic need ``produce`` or ``consume`` on it (or tenant
+  admin); reading a topic's messages (peek, examine, get by id, last message id)
   needs ``consume`` on it (or tenant admin); the broker health check (``/admin/v2/brokers/health``, it writes) needs a
   super user, as in Pulsar. A refusal is 403 ``{"reason": ...}``.
 * The body is never read before the request is authenticated (`RequestGuard`, outside this
@@ -32,7 +33,7 @@ from urllib.parse import unquote
 
 from starlette.responses import JSONResponse
 
-from magnetar.tls import handshake_peer_cert
+from magnetar.common.tls import handshake_peer_cert
 from protocols.pulsar import InvalidTopicNameError, TopicName
 
 from ..auth import AuthenticationError
@@ -98,6 +99,9 @@ def required_access(method: str, raw_path: str) -> Access:
             return Access("tenant", rest[0]) if len(rest) == 1 and read else _SUPER
         if area in ("persistent", "non-persistent") and read and _reads_messages(rest):
             return Access("consume", rest[0], f"{area}://{rest[0]}/{rest[1]}/{rest[2]}")
+        if area in ("persistent", "non-persistent") and read and len(rest) == 4 and rest[3] == "partitions":
+            # partitioned metadata: Pulsar checks it as a lookup (clients with an http:// URL read it)
+            return Access("topic", rest[0], f"{area}://{rest[0]}/{rest[1]}/{rest[2]}")
         if area in ("namespaces", "persistent", "non-persistent") and rest and rest[0]:
             return Access("tenant", rest[0])
         if area == "schemas" and len(rest) >= 3:

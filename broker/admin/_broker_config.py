@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from magnetar.config import ConfigError
+from magnetar.common.config import ConfigError
 
 from .._dynamic_config import DYNAMIC_KEYS, DynamicConfig, runtime_values
 from ._common import RestError, endpoint, json_response, no_content, service_of

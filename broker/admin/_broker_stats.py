@@ -31,7 +31,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from magnetar import __version__
+from magnetar.common.version import VERSION
 
 from ..resources._bundles import boundaries_of, bundle_for
 from ..topics._nonpersistent import NonPersistentTopic
@@ -164,7 +164,7 @@ async def load_report(request: Request) -> Response:
         "numConsumers": sum(b["consumerCount"] for b in bundles.values()),
         "numProducers": sum(b["producerCount"] for b in bundles.values()),
         "bundles": sorted(bundles), "lastStats": bundles,
-        "lastUpdate": int(time.time() * 1000), "brokerVersionString": f"Magnetar-{__version__}",
+        "lastUpdate": int(time.time() * 1000), "brokerVersionString": f"Magnetar-{VERSION}",
     }
     if s.ownership is not None:
         # in a cluster the owned bundles and their loads are the load manager's (`broker.cluster._ownership`)

@@ -61,12 +61,6 @@ def heartbeat_topic(broker_id: str) -> TopicName:
     return TopicName.parse(f"persistent://{HEARTBEAT_TENANT}/{broker_id}/{HEARTBEAT_LOCAL_NAME}")
 
 
-def _broker_id(request: Request) -> str:
-    s = service_of(request)
-    url = s.web_service_url or s.web_service_url_tls
-    return url.split("://", 1)[-1]
-
-
 async def _ensure_heartbeat_namespace(request: Request, ns: NamespaceName) -> None:
     s = service_of(request)
     if await s.namespaces.namespace_exists(ns):
@@ -87,7 +81,7 @@ async def health(request: Request) -> Response:
         raise RestError(400, f"topicVersion must be V1 or V2, not {version!r}")
     if not s.ready:
         raise RestError(503, "Broker is not ready")
-    topic_name = heartbeat_topic(_broker_id(request))
+    topic_name = heartbeat_topic(service_of(request).broker_id)
     payload = f"{uuid.uuid4()}-{int(s.clock() * 1000)}".encode()
     started = time.monotonic()
     with trio.move_on_after(HEALTH_CHECK_TIMEOUT_S) as scope:

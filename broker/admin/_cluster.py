@@ -37,11 +37,11 @@ import logging
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlencode
 
-import httpx
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from magnetar.common.admin_client import AdminError
 from protocols.pulsar import InvalidTopicNameError, NamespaceName, TopicName
 
 from .._errors import BrokerServiceError
@@ -68,14 +68,9 @@ __all__ = ["OwnerRedirect", "routes"]
 log = logging.getLogger("broker.admin")
 
 
-def _self_id(s: BrokerService) -> str:
-    url = s.web_service_url or s.web_service_url_tls or s.service_url
-    return url.split("://", 1)[-1]
-
-
 async def _broker_ids(s: BrokerService) -> list[str]:
     if s.ownership is None:
-        return [_self_id(s)]
+        return [s.broker_id]
     return sorted(await s.ownership.brokers())
 
 
@@ -97,7 +92,7 @@ async def list_cluster_brokers(request: Request) -> Response:
 async def leader_broker(request: Request) -> Response:
     s = service_of(request)
     if s.ownership is None:
-        return json_response({"brokerId": _self_id(s), "serviceUrl": s.web_service_url})
+        return json_response({"brokerId": s.broker_id, "serviceUrl": s.web_service_url})
     leader = await s.ownership.leader()
     if leader is None:
         raise RestError(404, "no leader broker is elected yet")
@@ -110,7 +105,7 @@ async def owned_namespaces(request: Request) -> Response:
     cluster, broker = request.path_params["cluster"], request.path_params["broker"]
     if cluster != s.config.cluster_name:
         raise RestError(404, f"Cluster {cluster} does not exist")
-    if broker != _self_id(s):
+    if broker != s.broker_id:
         if s.ownership is None or broker not in await s.ownership.brokers():
             raise RestError(404, f"broker {broker} is not registered in cluster {cluster}")
         info = (await s.ownership.brokers())[broker]
@@ -213,11 +208,11 @@ async def unload_namespace(request: Request) -> Response:
         # keys; a super user, as in Pulsar): the caller was authorized for the namespace here, and
         # the caller's credentials may be a client certificate that cannot travel
         try:
-            r = await client.request("PUT", f"{target.rstrip('/')}/admin/v2/namespaces/{ns}/{bundle.name}/unload")
-        except (httpx.HTTPError, AuthenticationError) as exc:  # unreachable, or our token file is gone
+            await client.request("PUT", f"{target.rstrip('/')}/admin/v2/namespaces/{ns}/{bundle.name}/unload")
+        except AdminError as exc:  # the owner refused, or could not be reached (status 0)
+            raise RestError(exc.status or 503, f"unloading {ns}/{bundle} on {target}: {exc.reason}") from None
+        except AuthenticationError as exc:  # our token file is gone
             raise RestError(503, f"unloading {ns}/{bundle} on {target}: {exc}") from None
-        if r.status_code >= 300:
-            raise RestError(r.status_code, f"unloading {ns}/{bundle} on {target}: {r.text}")
     return no_content()
 
 

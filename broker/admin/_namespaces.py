@@ -1,4 +1,6 @@
-"""Namespaces: ``/admin/v2/namespaces/{tenant}`` and ``/admin/v2/namespaces/{tenant}/{namespace}``."""
+"""Namespaces: ``/admin/v2/namespaces/{tenant}`` and ``/admin/v2/namespaces/{tenant}/{namespace}``,
+and the topics of a namespace (``.../topics?mode=PERSISTENT|NON_PERSISTENT|ALL``, the listing the
+clients' HTTP lookup asks for)."""
 
 from __future__ import annotations
 
@@ -47,6 +49,27 @@ async def list_namespaces(request: Request) -> Response:
 @endpoint
 async def get_namespace(request: Request) -> Response:
     return json_response(await require_namespace(service_of(request), namespace_of(request)))
+
+
+_LIST_MODES = ("PERSISTENT", "NON_PERSISTENT", "ALL")
+
+
+@endpoint
+async def list_topics(request: Request) -> Response:
+    """The namespace's topics of the ``mode`` (PERSISTENT by default), partitions by their
+    ``-partition-N`` names, as Pulsar's namespace ``topics`` endpoint: 404 for a namespace that
+    does not exist, 400 for an unknown mode."""
+    s, ns = service_of(request), namespace_of(request)
+    mode = request.query_params.get("mode", "PERSISTENT")
+    if mode not in _LIST_MODES:
+        raise RestError(400, f"mode must be one of {', '.join(_LIST_MODES)}, not {mode!r}")
+    await require_namespace(s, ns)
+    topics: list[str] = []
+    if mode != "NON_PERSISTENT":
+        topics += await s.topics_of_namespace(ns)
+    if mode != "PERSISTENT":
+        topics += await s.non_persistent_topics_of_namespace(ns)
+    return json_response(topics)
 
 
 _TOPIC_TYPES = ("non-partitioned", "partitioned")
@@ -156,4 +179,5 @@ def routes() -> list[Route]:
         Route(ns, get_namespace, methods=["GET"]),
         Route(ns, create_namespace, methods=["PUT"]),
         Route(ns, delete_namespace, methods=["DELETE"]),
+        Route(f"{ns}/topics", list_topics, methods=["GET"]),
     ]

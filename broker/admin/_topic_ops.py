@@ -75,18 +75,36 @@ def loaded_partitions(loaded: Mapping[str, L], topic: TopicName, n: int) -> dict
     return out
 
 
+PARTITIONED_TOPIC_METADATA_TYPE = "application/vnd.partitioned-topic-metadata+json"
+"""The media type of a ``PUT .../partitions`` body that is Pulsar's PartitionedTopicMetadata
+(``{"partitions": N, "properties": {...}}``) rather than a bare number of partitions."""
+
+
 async def create_partitioned_topic(request: Request, s: BrokerService, topic: TopicName, *,
                                    exists: bool) -> None:
     """``PUT .../partitions`` of either topic kind: stores the partitioned topic's metadata with the
-    request body's number of partitions. 412 for a ``-partition-N`` name, 409 when ``exists`` (a
-    topic of that name is there) or the metadata is already stored."""
+    request body's number of partitions (a JSON number, or with `PARTITIONED_TOPIC_METADATA_TYPE`
+    a PartitionedTopicMetadata object whose properties are stored too). 412 for a ``-partition-N``
+    name, 409 when ``exists`` (a topic of that name is there) or the metadata is already stored."""
     if topic.partition >= 0:
         raise RestError(412, f"partitioned topic names may not end in -partition-N: {topic}")
-    n = check_partitions(request, await json_body(request, what="number of partitions"))
+    body = await json_body(request, what="number of partitions")
+    properties: dict[str, str] = {}
+    if request.headers.get("content-type", "").split(";")[0].strip() == PARTITIONED_TOPIC_METADATA_TYPE:
+        # Pulsar's PartitionedTopicMetadata body (pulsar-admin and the Go admin client send it
+        # with properties): {"partitions": N, "properties": {...} or null}
+        if not isinstance(body, dict):
+            raise RestError(400, "a partitioned topic metadata body must be an object with partitions")
+        properties = body.get("properties") or {}
+        if not isinstance(properties, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                       for k, v in properties.items()):
+            raise RestError(400, "properties must be an object of strings")
+        body = body.get("partitions")
+    n = check_partitions(request, body)
     if exists:
         raise RestError(409, f"This topic already exists: {topic}")
     try:
-        await s.namespaces.create_partitioned_topic(topic, n)
+        await s.namespaces.create_partitioned_topic(topic, n, properties)
     except NodeExistsError:
         raise RestError(409, f"This topic already exists: {topic}") from None
 

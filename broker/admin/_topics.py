@@ -110,8 +110,8 @@ async def update_partitioned(request: Request) -> Response:
     if n <= current:
         raise RestError(422, f"The number of partitions ({n}) must be more than the current {current}")
     path = f"{PARTITIONED_ROOT}/{topic.rest_path}"
-    _, stat = await s.store.get(path)
-    await s.store.set(path, json.dumps({"partitions": n}).encode(), version=stat.version)
+    data, stat = await s.store.get(path)
+    await s.store.set(path, json.dumps({**json.loads(data), "partitions": n}).encode(), version=stat.version)
     return no_content()
 
 
@@ -119,7 +119,11 @@ async def update_partitioned(request: Request) -> Response:
 async def get_partitioned(request: Request) -> Response:
     s, topic = service_of(request), topic_of(request)
     await require_namespace(s, topic.namespace_name)
-    return json_response({"partitions": await s.namespaces.get_partitions(topic)})
+    answer: dict[str, Any] = {"partitions": await s.namespaces.get_partitions(topic)}
+    properties = await s.namespaces.partitioned_topic_properties(topic) if answer["partitions"] else {}
+    if properties:
+        answer["properties"] = properties
+    return json_response(answer)
 
 
 @endpoint

@@ -19,9 +19,7 @@ from ._keys import load_private_key as load_private_key
 from ._keys import load_public_key as load_public_key
 from ._keys import new_key_pair as new_key_pair
 from ._keys import new_secret_key as new_secret_key
-from ._keys import parse_duration as parse_duration
 from ._keys import read_key_bytes as read_key_bytes
-from ._provider import PROVIDER_ALIASES as PROVIDER_ALIASES
 from ._provider import AuthenticationError as AuthenticationError
 from ._provider import AuthenticationProvider as AuthenticationProvider
 from ._provider import Identity as Identity
@@ -29,14 +27,15 @@ from ._provider import PeerCert as PeerCert
 from ._provider import TlsAuthenticationProvider as TlsAuthenticationProvider
 from ._provider import TokenAuthenticationProvider as TokenAuthenticationProvider
 from ._provider import certificate_common_name as certificate_common_name
-from ._provider import provider_method as provider_method
+from ._service import PROVIDER_ALIASES as PROVIDER_ALIASES
 from ._service import AuthenticationService as AuthenticationService
+from ._service import provider_method as provider_method
 
 __all__ = [
     "ACTIONS", "PROVIDER_ALIASES", "AuthenticationError",
     "AuthenticationProvider", "AuthenticationService", "AuthorizationError", "AuthorizationService",
     "BasicAuthenticationProvider", "Identity", "PeerCert", "TlsAuthenticationProvider",
     "TokenAuthenticationProvider", "apr1_hash", "certificate_common_name", "check_actions",
-    "create_token", "load_private_key", "load_public_key", "new_key_pair", "new_secret_key", "parse_duration",
+    "create_token", "load_private_key", "load_public_key", "new_key_pair", "new_secret_key",
     "provider_method", "read_key_bytes",
 ]

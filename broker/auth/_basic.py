@@ -25,7 +25,7 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from magnetar.config import ConfigError
+from magnetar.common.config import ConfigError
 
 from ._keys import read_key_bytes
 from ._provider import AuthenticationError, AuthenticationProvider, Identity, PeerCert

@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 __all__ = ["read_key_bytes", "load_private_key", "load_public_key", "new_secret_key", "new_key_pair",
-           "create_token", "parse_duration", "HMAC_ALGORITHMS", "ASYMMETRIC_ALGORITHMS"]
+           "create_token", "HMAC_ALGORITHMS", "ASYMMETRIC_ALGORITHMS"]
 
 HMAC_ALGORITHMS = ("HS256", "HS384", "HS512")
 ASYMMETRIC_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512")
@@ -104,21 +104,6 @@ def new_key_pair(algorithm: str = "RS256") -> tuple[bytes, bytes]:
     public = key.public_key().public_bytes(serialization.Encoding.DER,
                                            serialization.PublicFormat.SubjectPublicKeyInfo)
     return private, public
-
-
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400, "y": 365 * 86400}
-
-
-def parse_duration(text: str) -> int:
-    """Seconds of ``10s``/``5m``/``2h``/``1d``/``1w``/``1y`` (or a bare number of seconds)."""
-    text = text.strip().lower()
-    unit = _UNITS.get(text[-1:]) if text else None
-    number = text[:-1] if unit else text
-    try:
-        value = int(number)
-    except ValueError:
-        raise ValueError(f"not a duration: {text!r} (use e.g. 30s, 10m, 2h, 1d, 1w, 1y)") from None
-    return value * (unit or 1)
 
 
 def create_token(subject: str, *, secret_key: bytes | None = None, private_key: bytes | None = None,

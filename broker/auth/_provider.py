@@ -6,7 +6,8 @@ Rules:
   and `authenticate` turns the credentials a client sent into an `Identity` (its role and when
   the credentials stop being valid), or raises `AuthenticationError` with the reason.
 * Providers are named in ``authenticationProviders`` by their method name or by the class name
-  Pulsar's broker.conf uses (`PROVIDER_ALIASES`); an unknown name is a config error.
+  Pulsar's broker.conf uses (`broker.auth.PROVIDER_ALIASES`, in `._service`, which builds them);
+  an unknown name is a config error.
 * The token provider verifies a JWT: HS256/384/512 with ``tokenSecretKey`` or, with
   ``tokenPublicKey``, the asymmetric algorithms (``tokenPublicAlg``'s family; RS256 and ES256 in
   practice); the role is the ``tokenAuthClaim`` claim (default ``sub``); ``exp`` is checked (a
@@ -31,15 +32,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import jwt
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from magnetar.config import ConfigError
+from magnetar.common.config import ConfigError
 
 from ._keys import ASYMMETRIC_ALGORITHMS, HMAC_ALGORITHMS, load_public_key, read_key_bytes
 
 if TYPE_CHECKING:
     from .._config import BrokerConfig
 
-__all__ = ["AuthenticationError", "AuthenticationProvider", "Identity", "PROVIDER_ALIASES", "PeerCert",
-           "TlsAuthenticationProvider", "TokenAuthenticationProvider", "certificate_common_name", "provider_method"]
+__all__ = ["AuthenticationError", "AuthenticationProvider", "Identity", "PeerCert", "TlsAuthenticationProvider",
+           "TokenAuthenticationProvider", "certificate_common_name"]
 
 PeerCert = dict[str, Any]
 """A verified client certificate as `ssl.SSLSocket.getpeercert` returns it."""
@@ -189,33 +190,3 @@ class TlsAuthenticationProvider(AuthenticationProvider):
         if not role:
             raise AuthenticationError("the client certificate has no common name (CN) to use as the role")
         return Identity(role=role, method=self.name)
-
-
-PROVIDER_ALIASES: dict[str, str] = {
-    "token": "token",
-    "org.apache.pulsar.broker.authentication.AuthenticationProviderToken": "token",
-    "tls": "tls",
-    "org.apache.pulsar.broker.authentication.AuthenticationProviderTls": "tls",
-    "basic": "basic",
-    "org.apache.pulsar.broker.authentication.AuthenticationProviderBasic": "basic",
-}
-"""``authenticationProviders`` entries -> auth method name."""
-
-_PROVIDERS: dict[str, Callable[[BrokerConfig], AuthenticationProvider]] = {
-    "token": TokenAuthenticationProvider.from_config,
-    "tls": TlsAuthenticationProvider.from_config,
-}
-
-
-def provider_method(entry: str) -> str | None:
-    """The auth method an ``authenticationProviders`` entry names, or None when unknown."""
-    return PROVIDER_ALIASES.get(entry.strip())
-
-
-def build_provider(method: str, config: BrokerConfig) -> AuthenticationProvider:
-    """The provider of auth method ``method`` configured from ``config``."""
-    if method == "basic":
-        from ._basic import BasicAuthenticationProvider  # it imports this module
-
-        return BasicAuthenticationProvider.from_config(config)
-    return _PROVIDERS[method](config)

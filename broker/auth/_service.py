@@ -15,16 +15,46 @@ Rules:
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from magnetar.config import ConfigError
+from magnetar.common.config import ConfigError
 
-from ._provider import AuthenticationError, AuthenticationProvider, Identity, PeerCert, build_provider, provider_method
+from ._basic import BasicAuthenticationProvider
+from ._provider import (
+    AuthenticationError,
+    AuthenticationProvider,
+    Identity,
+    PeerCert,
+    TlsAuthenticationProvider,
+    TokenAuthenticationProvider,
+)
 
 if TYPE_CHECKING:
     from .._config import BrokerConfig
 
-__all__ = ["AuthenticationService"]
+__all__ = ["AuthenticationService", "PROVIDER_ALIASES", "provider_method"]
+
+PROVIDER_ALIASES: dict[str, str] = {
+    "token": "token",
+    "org.apache.pulsar.broker.authentication.AuthenticationProviderToken": "token",
+    "tls": "tls",
+    "org.apache.pulsar.broker.authentication.AuthenticationProviderTls": "tls",
+    "basic": "basic",
+    "org.apache.pulsar.broker.authentication.AuthenticationProviderBasic": "basic",
+}
+"""``authenticationProviders`` entries -> auth method name."""
+
+_PROVIDERS: dict[str, Callable[[BrokerConfig], AuthenticationProvider]] = {
+    "token": TokenAuthenticationProvider.from_config,
+    "tls": TlsAuthenticationProvider.from_config,
+    "basic": BasicAuthenticationProvider.from_config,
+}
+
+
+def provider_method(entry: str) -> str | None:
+    """The auth method an ``authenticationProviders`` entry names, or None when unknown."""
+    return PROVIDER_ALIASES.get(entry.strip())
 
 
 class AuthenticationService:
@@ -41,7 +71,7 @@ class AuthenticationService:
                 method = provider_method(entry)
                 if method is None:
                     raise ConfigError("authentication_providers", f"unknown provider {entry!r}")
-                self.providers[method] = build_provider(method, config)
+                self.providers[method] = _PROVIDERS[method](config)
 
     def authenticate(self, method: str, auth_data: bytes, *, peer_cert: PeerCert | None = None) -> Identity:
         """The identity of a client that sent ``auth_data`` for auth method ``method`` (over a TLS

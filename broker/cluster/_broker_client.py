@@ -19,8 +19,9 @@ Rules:
   ``tlsTrustCertsFilePath``, else the system CAs), with the host name too when
   ``tlsHostnameVerificationEnabled``; ``tlsAllowInsecureConnection`` skips the check. Off: the
   plain admin URL (``httpUrl``), falling back to the https one when a broker has only that.
-* A 307 answer (the bundle moved meanwhile) is followed with the same credentials, 5 hops at most
-  (httpx drops ``Authorization`` on a redirect to another port, which every other broker is).
+* Calls go through `magnetar.common.admin_client`: a 307 answer (the bundle moved meanwhile) is
+  followed with the same credentials, 5 hops at most, and an answer outside 2xx raises its
+  `AdminError` with the other broker's reason.
 * Bad keys raise `ConfigError` naming the key when the service is built, not at the first call.
 """
 
@@ -35,8 +36,9 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from magnetar.config import ConfigError
-from magnetar.tls import PULSAR_KEYS, TlsKeys, TlsSettings, client_context
+from magnetar.common.admin_client import AsyncAdminClient
+from magnetar.common.config import ConfigError
+from magnetar.common.tls import PULSAR_KEYS, TlsKeys, TlsSettings, client_context
 
 from ..auth import AuthenticationError
 
@@ -60,7 +62,6 @@ _KEYS = TlsKeys(
 
 _PLUGIN_KEY = "broker_client_authentication_plugin"
 _PARAMS_KEY = "broker_client_authentication_parameters"
-MAX_REDIRECTS = 5
 
 
 def parse_plugin(plugin: str) -> str:
@@ -167,6 +168,7 @@ class BrokerClient:
         # built now: a missing or broken file is refused at start, naming its key
         self._ssl: ssl.SSLContext = client_context(
             self._settings, verify_hostname=config.tls_hostname_verification_enabled)
+        self._admin = AsyncAdminClient(verify=self._ssl)
 
     @property
     def method(self) -> str:
@@ -199,16 +201,11 @@ class BrokerClient:
         value = self.authorization()
         return {"Authorization": value} if value else {}
 
-    async def request(self, method: str, url: str, *, timeout_s: float = 60.0, **kwargs: Any) -> httpx.Response:
-        """Send ``method url`` with this broker's credentials, following 307/308 (module rules)."""
-        headers = {**self.headers(), **kwargs.pop("headers", {})}
-        async with httpx.AsyncClient(timeout=timeout_s, verify=self._ssl, follow_redirects=False) as client:
-            for _hop in range(MAX_REDIRECTS + 1):
-                r = await client.request(method, url, headers=headers, **kwargs)
-                if r.status_code not in (307, 308) or "location" not in r.headers:
-                    return r
-                url = str(r.url.join(r.headers["location"]))
-            return r
+    async def request(self, method: str, url: str, body: Any = None, *, timeout_s: float = 60.0) -> httpx.Response:
+        """Send ``method url`` (``body`` as JSON) with this broker's credentials and return the 2xx
+        answer, redirects followed (module rules). Raises `AdminError` (status 0: unreachable) and
+        `AuthenticationError` when the token file cannot be read."""
+        return await self._admin.request(method, url, body, headers=self.headers(), timeout_s=timeout_s)
 
 
 def own_role_problem(client: BrokerClient, auth: AuthenticationService,

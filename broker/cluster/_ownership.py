@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from magnetar.common.admin_client import AdminError
 from metadata import (
     MetadataError,
     MetadataStore,
@@ -69,6 +70,7 @@ from metadata import (
 from protocols.pulsar import NamespaceName, TopicName
 
 from .._errors import NamespaceNotFoundError, ServiceNotReadyError
+from .._service import broker_id_of
 from ..resources._bundles import (
     BundleRange,
     boundaries_of,
@@ -162,10 +164,10 @@ class Ownership:
 
     @property
     def broker_id(self) -> str:
-        """``host:port`` of this broker's admin service (Pulsar's lookupServiceAddress)."""
+        """``host:port`` of this broker's admin service (Pulsar's lookupServiceAddress, as
+        `BrokerService.broker_id`)."""
         s = self.service
-        url = s.web_service_url or s.web_service_url_tls or s.service_url or s.service_url_tls
-        return url.split("://", 1)[-1]
+        return broker_id_of(s.web_service_url, s.web_service_url_tls, s.service_url, s.service_url_tls)
 
     def owner_info(self) -> dict[str, Any]:
         """The JSON of this broker's ownership nodes (URLs per advertised listener)."""
@@ -364,9 +366,12 @@ class Ownership:
         if not base:
             return
         # with this broker's credentials (brokerClient* keys): the owner refuses anonymous unloads
-        r = await client.request("PUT", f"{base.rstrip('/')}/admin/v2/namespaces/{ns}/{bundle.name}/{d.action}")
-        if r.status_code >= 300:
-            log.warning("leader's %s of %s on %s failed: %s %s", d.action, d.bundle, d.broker, r.status_code, r.text)
+        try:
+            await client.request("PUT", f"{base.rstrip('/')}/admin/v2/namespaces/{ns}/{bundle.name}/{d.action}")
+        except AdminError as exc:
+            if not exc.status:
+                raise  # unreachable: as any other failure of a leader round
+            log.warning("leader's %s of %s on %s failed: %s %s", d.action, d.bundle, d.broker, exc.status, exc.reason)
 
     async def _session_loop(self) -> None:
         async with self.store.watch_session() as states:

@@ -1,8 +1,9 @@
 """Which Pulsar protocol commands need which permission (the rules are `_authz`'s).
 
-PRODUCER needs ``produce``; SUBSCRIBE ``consume`` and, when its namespace lists roles for the
-subscription name, one of them (`AuthorizationService.check_subscription`); LOOKUP, PARTITIONED_METADATA and GET_SCHEMA
-either; GET_OR_CREATE_SCHEMA ``produce``; GET_TOPICS_OF_NAMESPACE (pattern subscriptions)
+PRODUCER needs ``produce`` (and, naming an initial subscription, what SUBSCRIBE needs for it);
+SUBSCRIBE ``consume`` and, when its namespace lists roles for the subscription name, one of them
+(`AuthorizationService.check_subscription`); LOOKUP, PARTITIONED_METADATA and GET_SCHEMA either;
+GET_OR_CREATE_SCHEMA ``produce``; GET_TOPICS_OF_NAMESPACE (pattern subscriptions)
 ``consume`` granted on the namespace itself, as Pulsar's GET_TOPICS namespace operation.
 Commands on an already authorized producer or consumer (SEND, FLOW, ACK, SEEK, ...) need nothing
 more. A refusal raises `AuthorizationError`, which the dispatcher answers with the request's own
@@ -52,3 +53,7 @@ async def authorize_command(conn: ServerConnection, frame: Frame) -> None:
     await authz.check(role, topic, *actions)
     if frame.type == T.SUBSCRIBE:
         await authz.check_subscription(role, topic, body.subscription)
+    if frame.type == T.PRODUCER and body.initial_subscription_name:
+        # the producer creates a subscription: Pulsar checks that as a subscribe
+        await authz.check(role, topic, "consume")
+        await authz.check_subscription(role, topic, body.initial_subscription_name)

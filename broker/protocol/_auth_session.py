@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from magnetar import __version__
+from magnetar.common.version import VERSION
 from protocols.pulsar import encode_command, make_command
 from protocols.pulsar import pulsar_api_pb2 as pb
 
@@ -106,7 +106,7 @@ class AuthSession:
             self._challenge_pending = True
             log.info("connection %s: credentials of %r expired, sending AUTH_CHALLENGE", conn.remote, identity.role)
             conn.send_command(make_command(
-                "AUTH_CHALLENGE", server_version=f"Magnetar-{__version__}", protocol_version=conn.protocol_version,
+                "AUTH_CHALLENGE", server_version=f"Magnetar-{VERSION}", protocol_version=conn.protocol_version,
                 challenge={"auth_method_name": identity.method, "auth_data": REFRESH_AUTH_DATA}))
 
     def on_auth_response(self, response: pb.CommandAuthResponse) -> None:

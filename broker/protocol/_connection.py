@@ -9,7 +9,7 @@ States (rules):
   (protocol_version = min(client, 20), max_message_size); the frame limit becomes
   maxMessageSize + ``MESSAGE_SIZE_FRAME_PADDING`` -> OPEN. With ``authenticationEnabled`` the
   CONNECT must authenticate first, and expiring credentials are refreshed or the connection
-  closed (`broker.auth.AuthSession`).
+  closed (`._auth_session.AuthSession`).
 * OPEN: commands are dispatched by type (see `_handlers`, which also says what a malformed or
   misdirected command gets). Quick, order-sensitive commands (SEND, FLOW, ACK, REDELIVER,
   PING/PONG) run inline in the read loop; commands that wait on storage or metadata run as tasks,
@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from magnetar import __version__
+from magnetar.common.version import VERSION
 from protocols.pulsar import ChecksumMismatch, Frame, FrameDecoder, FrameError, encode_command, make_command, type_name
 from protocols.pulsar import pulsar_api_pb2 as pb
 
@@ -434,7 +434,7 @@ class ServerConnection:
         self.protocol_version = min(connect.protocol_version, 20)
 
         self.send_command(make_command(
-            "CONNECTED", server_version=f"Magnetar-{__version__}", protocol_version=self.protocol_version,
+            "CONNECTED", server_version=f"Magnetar-{VERSION}", protocol_version=self.protocol_version,
             max_message_size=self.config.max_message_size))
         self.state = ConnectionState.OPEN
         # the next frame (even one already buffered behind CONNECT) gets the full limit

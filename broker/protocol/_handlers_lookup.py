@@ -78,14 +78,19 @@ async def handle_topics_of_namespace(conn: ServerConnection, frame: Frame) -> No
     request's mode), filtered by the pattern when one is given (`filter_topics`). Pattern consumers
     send it every discovery period: the answer lists the topics that exist now (created since,
     deleted ones gone), read from the store each time so that changes made through another broker
-    count too."""
+    count too. A namespace that does not exist has no topics: an empty list, not an error, as
+    Pulsar lists a namespace's stored topics without checking that it exists (the Go client
+    retries an error until its operation timeout)."""
     req = frame.command.getTopicsOfNamespace
     ns = NamespaceName.parse(req.namespace)
     topics: list[str] = []
-    if req.mode != pb.CommandGetTopicsOfNamespace.NON_PERSISTENT:
-        topics += await conn.service.topics_of_namespace(ns)
-    if req.mode != pb.CommandGetTopicsOfNamespace.PERSISTENT:
-        topics += await conn.service.non_persistent_topics_of_namespace(ns)
+    try:
+        if req.mode != pb.CommandGetTopicsOfNamespace.NON_PERSISTENT:
+            topics += await conn.service.topics_of_namespace(ns)
+        if req.mode != pb.CommandGetTopicsOfNamespace.PERSISTENT:
+            topics += await conn.service.non_persistent_topics_of_namespace(ns)
+    except NamespaceNotFoundError:
+        topics = []
     filtered = False
     if req.HasField("topics_pattern") and req.topics_pattern:
         matching = filter_topics(topics, req.topics_pattern)

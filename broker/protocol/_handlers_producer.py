@@ -7,7 +7,7 @@ import logging
 import secrets
 from typing import TYPE_CHECKING
 
-from managed_ledger import ManagedLedgerState, StorageUnavailable
+from managed_ledger import InitialPosition, ManagedLedgerState, StorageUnavailable
 from protocols.pulsar import Frame, TopicName, make_command
 from protocols.pulsar import pulsar_api_pb2 as pb
 
@@ -61,7 +61,10 @@ async def _refuse_if_storage_unavailable(topic: Topic) -> None:
 
 
 async def handle_producer(conn: ServerConnection, frame: Frame) -> None:
-    """PRODUCER -> PRODUCER_SUCCESS (``producer_ready=false`` parks a WaitForExclusive producer)."""
+    """PRODUCER -> PRODUCER_SUCCESS (``producer_ready=false`` parks a WaitForExclusive producer).
+
+    ``initial_subscription_name`` on a persistent topic creates that durable subscription at the
+    earliest position when it does not exist yet (an invalid name is refused with NotAllowed)."""
     req = frame.command.producer
     existing = conn.producers.get(req.producer_id)
     if existing is not None and not existing.closed:
@@ -78,6 +81,14 @@ async def handle_producer(conn: ServerConnection, frame: Frame) -> None:
     # Pulsar always sends schema_version (empty without a schema): the Java client reads it
     # unconditionally and fails the producer when it is missing
     schema_version = await _schema_version(conn, name, req.schema if req.HasField("schema") else None) or b""
+    if isinstance(topic, Topic) and req.initial_subscription_name:
+        # the initial subscription (the Go and Java clients' dead-letter producers name one): made
+        # at the earliest position unless it exists, before the producer can store anything, as
+        # Pulsar does; a non-persistent topic keeps nothing for an absent subscription
+        existing_sub = topic.subscriptions.get(req.initial_subscription_name)
+        if existing_sub is None or existing_sub.closed:
+            await topic.subscribe(req.initial_subscription_name, durable=True,
+                                  initial_position=InitialPosition.EARLIEST, start=None)
     if req.HasField("producer_name") and req.producer_name:
         producer_name, user_provided = req.producer_name, req.user_provided_producer_name
     else:

@@ -8,8 +8,8 @@ from typing import Any
 
 import trio
 
-from magnetar.config import ConfigError
-from magnetar.tls import server_context
+from magnetar.common.config import ConfigError
+from magnetar.common.tls import server_context
 from protocols.pulsar import encode_command, make_command
 from protocols.pulsar import pulsar_api_pb2 as pb
 
@@ -92,7 +92,7 @@ async def serve_broker(service: BrokerService, host: str | None = None, port: in
     (defaults: the config's ``bindAddress`` and ``brokerServicePort``; port 0 picks a free one;
     a ``brokerServicePort`` left empty in the config switches the plain-text port off) and, when
     ``tls_port`` or the config's ``brokerServicePortTls`` is set, on that port over TLS
-    (``pulsar+ssl://``, with the config's ``tls*`` keys, see `magnetar.tls`).
+    (``pulsar+ssl://``, with the config's ``tls*`` keys, see `magnetar.common.tls`).
     ``task_status.started(port)`` reports the real plain-text port (the TLS one when the plain
     port is off); the service records both, and lookups advertise both (``brokerServiceUrlTls``).
     Each connection runs in its own task; a failing connection (a failed TLS handshake included)

@@ -15,7 +15,7 @@ time so that a change made through another broker or the admin API is seen at on
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from metadata import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
@@ -156,12 +156,25 @@ class NamespaceResources:
             return 0
         return int(json.loads(data).get("partitions", 0))
 
-    async def create_partitioned_topic(self, topic: TopicName, partitions: int) -> None:
-        """Record a partitioned topic; ``NodeExistsError`` when it exists."""
+    async def create_partitioned_topic(self, topic: TopicName, partitions: int,
+                                       properties: Mapping[str, str] | None = None) -> None:
+        """Record a partitioned topic (with its ``properties``, Pulsar's PartitionedTopicMetadata
+        ``properties``, when there are any); ``NodeExistsError`` when it exists."""
         if partitions <= 0:
             raise ValueError("a partitioned topic needs at least one partition")
-        await self.store.create(f"{PARTITIONED_ROOT}/{topic.rest_path}",
-                                json.dumps({"partitions": partitions}).encode(), make_parents=True)
+        record: dict[str, object] = {"partitions": partitions}
+        if properties:
+            record["properties"] = dict(properties)
+        await self.store.create(f"{PARTITIONED_ROOT}/{topic.rest_path}", json.dumps(record).encode(),
+                                make_parents=True)
+
+    async def partitioned_topic_properties(self, topic: TopicName) -> dict[str, str]:
+        """The properties a partitioned topic was created with (empty when none, or no such topic)."""
+        try:
+            data, _ = await self.store.get(f"{PARTITIONED_ROOT}/{topic.partitioned_topic.rest_path}")
+        except NoNodeError:
+            return {}
+        return dict(json.loads(data).get("properties") or {})
 
     async def delete_partitioned_topic(self, topic: TopicName) -> None:
         """Forget a partitioned topic's metadata (its partitions' data is not touched)."""

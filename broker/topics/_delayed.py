@@ -87,9 +87,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 import trio
 from sortedcontainers import SortedKeyList
 
+from magnetar.common.backoff import Backoff
 from managed_ledger import ManagedLedgerClosed, ManagedLedgerError, ManagedLedgerFenced, Position, SideLedgerMissing
 
-from ._backoff import Backoff
 from ._delayed_format import (
     MAX_FIELD,
     BucketFooter,

@@ -51,6 +51,12 @@ Rules:
   (everything stored is acknowledged), each consumer is sent REACHED_END_OF_TOPIC once, as
   Pulsar's dispatchers do when a read finds no more entries on a terminated ledger; a consumer
   joining later is told when its first round finds the same.
+* Rule 3c (failover switch): when the active consumer of a Failover subscription changes, its
+  consumers are told (ACTIVE_CONSUMER_CHANGE) and the new active one gets entries only
+  ``active_consumer_failover_delay_ms`` later, as Pulsar does: the old one's acks in flight land
+  first, and a client that registers its consumer once SUBSCRIBE's SUCCESS is processed (the Go
+  client) is not told before it listens. A change during that wait is covered by it: its end
+  tells everyone which consumer is active then.
 * Rule 8 (dispatch rates): a round reads no more entries than the topic's and the
   subscription's dispatch limiters allow in their current windows (`_rate_limit` Rule 4); while
   either is exhausted the loop sleeps to the window's end. The unacked limits of Rule 3 come
@@ -66,10 +72,10 @@ from typing import TYPE_CHECKING, ClassVar
 import trio
 from sortedcontainers import SortedSet
 
+from magnetar.common.backoff import Backoff
 from managed_ledger import Entry, ManagedLedgerError, ManagedLedgerState, Position
 
 from .._errors import ServiceNotReadyError
-from ._backoff import Backoff
 from ._entries import EntryInfo, Signal, ack_set_words, entry_info
 from ._selectors import AutoSplitRanges, ConsumerKey, RoundRobin, StickyRanges, choose_active_consumer
 
@@ -109,7 +115,7 @@ class Dispatcher:
         self._last_release_ms = 0.0
         config = self.config
         self._read_backoff = Backoff(config.dispatcher_read_failure_backoff_initial_time_ms / 1000,
-                                     config.dispatcher_read_failure_backoff_max_time_ms / 1000)
+                                     config.dispatcher_read_failure_backoff_max_time_ms / 1000, jitter=0.1)
         self._read_failure: ManagedLedgerError | None = None
         self.changed = Signal()
         self.active: Consumer | None = None
@@ -119,6 +125,7 @@ class Dispatcher:
         self._sticky: StickyRanges[Consumer] = StickyRanges()
         self.msg_redelivered = 0
         self._sub_unacked = 0  # see `_round`
+        self._failover_hold_until: float | None = None  # Rule 3c
 
     @property
     def config(self) -> BrokerConfig:
@@ -166,12 +173,27 @@ class Dispatcher:
             # the old active consumer's unacked entries go to the new one, in order
             self._take_back(old, list(old.pending), count=False)
         if self.sub_type == SubType.FAILOVER:
+            delay_s = self.config.active_consumer_failover_delay_ms / 1000.0
+            if delay_s <= 0:
+                self._notify_failover_active()
+            elif self._failover_hold_until is None:
+                self._failover_hold_until = self.clock() + delay_s
+
+    def _notify_failover_active(self) -> None:
+        if self.active is not None:
             for c in self.consumers:
-                c.notify_active(c is new_active)
+                c.notify_active(c is self.active)
+
+    def _failover_hold_s(self) -> float | None:
+        """Rule 3c: how long the failover switch still holds delivery (None: no switch pending)."""
+        if self._failover_hold_until is None:
+            return None
+        return max(0.0, self._failover_hold_until - self.clock())
 
     def notify_new_failover_consumer(self, consumer: Consumer) -> None:
-        """Tell a Failover consumer that just joined whether it is active."""
-        if self.sub_type == SubType.FAILOVER:
+        """Tell a Failover consumer that just joined whether it is active (unless a switch is
+        pending: its end tells every consumer, Rule 3c)."""
+        if self.sub_type == SubType.FAILOVER and self._failover_hold_until is None:
             consumer.notify_active(consumer is self.active)
 
     def hash_ranges(self) -> list[tuple[int, int, Consumer]]:
@@ -263,6 +285,9 @@ class Dispatcher:
             rate_wait = self._rate_wait_s()
             if rate_wait > 0:
                 timeout = rate_wait if timeout is None else min(timeout, rate_wait)
+            hold = self._failover_hold_s()
+            if hold is not None:
+                timeout = hold if timeout is None else min(timeout, hold)
             with trio.move_on_after(timeout if timeout is not None else float("inf")):
                 await changed.wait()
 
@@ -333,6 +358,11 @@ class Dispatcher:
             c.reached_end_of_topic()
 
     async def _round(self) -> bool:
+        if self._failover_hold_until is not None:  # Rule 3c
+            if self.clock() < self._failover_hold_until:
+                return False  # the run loop waits for the hold's end
+            self._failover_hold_until = None
+            self._notify_failover_active()
         self._release_due_delayed()
         self._notify_end_of_topic()
         # the subscription's unacked count, summed once per round (acks only lower it, and

@@ -31,7 +31,6 @@ from ._producer import AccessMode
 from ._stats import INDIVIDUAL_ACK_TYPES, backlog_age_seconds, java_date
 
 if TYPE_CHECKING:
-    from .._service import BrokerService
     from ._consumer import Consumer
     from ._nonpersistent import NonPersistentSubscription, NonPersistentTopic
     from ._producer import Producer
@@ -39,7 +38,7 @@ if TYPE_CHECKING:
     from ._topic import Topic
 
 __all__ = ["StatsOptions", "consumer_stats", "publisher_stats", "subscription_stats", "topic_stats",
-           "np_subscription_stats", "np_topic_stats", "partitioned_stats", "internal_stats", "broker_id"]
+           "np_subscription_stats", "np_topic_stats", "partitioned_stats", "internal_stats"]
 
 _ACCESS_MODES = {AccessMode.SHARED: "Shared", AccessMode.EXCLUSIVE: "Exclusive",
                  AccessMode.WAIT_FOR_EXCLUSIVE: "WaitForExclusive",
@@ -79,14 +78,6 @@ class StatsOptions:
         return cls(flag("getPreciseBacklog", False), flag("subscriptionBacklogSize", True),
                    flag("getEarliestTimeInBacklog", False), flag("excludePublishers", False),
                    flag("excludeConsumers", False))
-
-
-def broker_id(service: BrokerService) -> str:
-    """Pulsar's broker id (``ownerBroker``): ``host:port`` of the broker's web service."""
-    if service.ownership is not None:
-        return str(service.ownership.broker_id)
-    url = service.web_service_url or service.web_service_url_tls or service.service_url
-    return url.split("://", 1)[-1]
 
 
 def _address(connection: Any) -> str:
@@ -383,7 +374,7 @@ async def topic_stats(topic: Topic, options: StatsOptions = StatsOptions()) -> d
         "nonContiguousDeletedMessagesRangesSerializedSize": sum(
             s["nonContiguousDeletedMessagesRangesSerializedSize"] for s in subs.values()),
         "delayedMessageIndexSizeInBytes": sum(s["delayedMessageIndexSizeInBytes"] for s in subs.values()),
-        "compaction": _compaction(topic), "ownerBroker": broker_id(topic.service),
+        "compaction": _compaction(topic), "ownerBroker": topic.service.broker_id,
     })
     return out
 
@@ -409,7 +400,7 @@ def np_topic_stats(topic: NonPersistentTopic, options: StatsOptions = StatsOptio
     out.update({
         "nonContiguousDeletedMessagesRanges": 0, "nonContiguousDeletedMessagesRangesSerializedSize": 0,
         "delayedMessageIndexSizeInBytes": 0, "compaction": _compaction(None),
-        "ownerBroker": broker_id(topic.service),
+        "ownerBroker": topic.service.broker_id,
         # publishers drop nothing (`_nonpersistent` Rule 1): Pulsar's topic-level drop rate is theirs
         "msgDropRate": sum((p["msgDropRate"] for p in publishers), 0.0),
         "publishers": [] if options.exclude_publishers else publishers, "subscriptions": subs, "replication": {},

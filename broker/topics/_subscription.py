@@ -33,10 +33,10 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from magnetar.common.backoff import Backoff
 from managed_ledger import ManagedCursor, ManagedLedgerError, Position
 
 from .._errors import BrokerServiceError, ConsumerBusyError, ServiceNotReadyError
-from ._backoff import Backoff
 from ._consumer import Consumer
 from ._delayed import DelayedIndex, IndexSettings, SideLedgerBucketStore, delete_bucket_ledgers
 from ._delayed_format import parse_bucket_key
@@ -204,7 +204,7 @@ class Subscription:
                 self.full_name, store, IndexSettings.from_config(config, topic.ml.max_entry_size),
                 acked_up_to=lambda: self.cursor.mark_delete_position,
                 backoff=Backoff(config.dispatcher_read_failure_backoff_initial_time_ms / 1000,
-                                config.dispatcher_read_failure_backoff_max_time_ms / 1000),
+                                config.dispatcher_read_failure_backoff_max_time_ms / 1000, jitter=0.1),
                 clock_ms=lambda: service.clock() * 1000.0)
             self.delayed, self._delayed_store = index, store
             self._delayed_done = trio.Event()

@@ -29,7 +29,7 @@ from typing import Any
 import click
 import trio
 
-from magnetar.config import ConfigError, key_names, load_config, parse_overrides
+from magnetar.common.config import ConfigError, key_names, load_config, parse_overrides
 
 from ._conf_files import read_conf, route_properties, unimplemented_warning
 

@@ -8,7 +8,7 @@ a standalone). Rules:
 * Rule 1 (which format): a file named ``*.toml`` is TOML, one named ``*.conf`` or
   ``*.properties`` a properties file; any other name is TOML if it parses as TOML, else properties.
 * Rule 2 (keys Magnetar implements): applied, with the values parsed as Pulsar parses them
-  (`magnetar.config.load_config`'s ``properties``: blank = empty list, unset, or unchanged).
+  (`magnetar.common.config.load_config`'s ``properties``: blank = empty list, unset, or unchanged).
   ``bookkeeper_<key>`` (Pulsar's pass-through to its BookKeeper client) applies ``<key>`` to the
   ``[bk_client]`` table. Where a key's value means something else to BookKeeper than to Magnetar's
   field of the same alias, it is translated (`_TRANSLATIONS`).
@@ -31,7 +31,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from magnetar.config import ConfigError, key_names, read_properties, read_toml
+from magnetar.common.config import ConfigError, key_names, read_properties, read_toml
 
 __all__ = ["ConfFile", "read_conf", "route_properties", "known_foreign_keys", "unimplemented_warning"]
 

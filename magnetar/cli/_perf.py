@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import click
 
+from magnetar.common import durations
+
 __all__ = ["LatencyHistogram", "PerfCounters", "IntervalReport", "RateLimiter", "SUMMARY_PERCENTILES",
            "validate_common", "format_rate_line", "parse_duration"]
 
@@ -221,17 +223,12 @@ class RateLimiter:
 
 
 def parse_duration(value: str) -> float:
-    """``"30"``, ``"30s"``, ``"5m"``, ``"1h"`` -> seconds; raises ``click.BadParameter``."""
-    text = value.strip().lower()
-    scale = 1.0
-    for suffix, factor in (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
-        if text.endswith(suffix):
-            text, scale = text[: -len(suffix)], factor
-            break
+    """``"30"``, ``"30s"``, ``"500ms"``, ``"5m"``, ``"1h"`` -> seconds (`magnetar.common.durations`);
+    raises ``click.BadParameter``, also for a negative duration."""
     try:
-        seconds = float(text) * scale
-    except ValueError:
-        raise click.BadParameter(f"not a duration: {value!r} (use 30, 30s, 5m, 1h)") from None
+        seconds = durations.parse_duration(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
     if seconds < 0:
         raise click.BadParameter(f"duration must be >= 0, got {value!r}")
     return seconds

@@ -20,7 +20,7 @@ import trio
 
 from autorecovery import AutoRecoveryConfig, run_autorecovery
 from bk_client import ClientConfig
-from magnetar.config import ConfigError, load_config, parse_overrides, read_toml
+from magnetar.common.config import ConfigError, load_config, parse_overrides, read_toml
 
 from ._conf_files import read_conf, route_properties, unimplemented_warning
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from magnetar.config import ConfigError, key_names, load_config, parse_overrides
+from magnetar.common.config import ConfigError, key_names, load_config, parse_overrides
 
 from ._bookie_shell import make_shell
 from ._common import fail_cleanly_on, log_stopped

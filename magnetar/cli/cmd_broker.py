@@ -17,7 +17,7 @@ import trio
 
 from magnetar.cli._common import fail, fail_cleanly_on, load_sections, log_stopped, run_until_signal, setup_logging
 from magnetar.cli._security import broker_security_warning
-from magnetar.config import ConfigError, config_field
+from magnetar.common.config import ConfigError, config_field
 
 if TYPE_CHECKING:
     from metadata import ZkSecurity, ZkTls

@@ -15,7 +15,7 @@ import click
 import trio
 
 from magnetar.cli._common import fail, fail_cleanly_on, load_sections, log_stopped, run_until_signal, setup_logging
-from magnetar.config import ConfigError
+from magnetar.common.config import ConfigError
 
 
 @click.command(name="standalone")

@@ -22,9 +22,9 @@ from broker.auth import (
     create_token,
     new_key_pair,
     new_secret_key,
-    parse_duration,
     read_key_bytes,
 )
+from magnetar.common.durations import parse_duration
 
 __all__ = ["command"]
 
@@ -86,7 +86,7 @@ def create(secret_key: str | None, private_key: str | None, subject: str, expiry
     if (secret_key is None) == (private_key is None):
         raise click.UsageError("give exactly one of --secret-key and --private-key")
     try:
-        expires = parse_duration(expiry_time) if expiry_time else None
+        expires = int(parse_duration(expiry_time)) if expiry_time else None
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--expiry-time") from None
     extra = {}

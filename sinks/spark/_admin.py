@@ -1,7 +1,9 @@
 """A small blocking client of Magnetar's admin REST API (Pulsar v2 paths), for the Spark driver.
 
 Blocking on purpose: Spark calls the source from plain threads, and no event loop may run there.
-Every call raises `AdminError` with the HTTP status and the broker's reason when it fails.
+The calls go through `magnetar.common.admin_client` (redirects to a bundle's owner followed with
+the credentials); every failure raises its `AdminError` with the HTTP status (0 when unreachable)
+and the broker's reason.
 """
 
 from __future__ import annotations
@@ -10,21 +12,14 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-import httpx
-
+from magnetar.common import admin_client
+from magnetar.common.admin_client import AdminError
 from protocols.pulsar import TopicName
 
 from ._offsets import LedgerSpan, Position
 from ._security import ClientSecurity
 
 __all__ = ["AdminClient", "AdminError", "TopicStats", "persistent_topic"]
-
-class AdminError(Exception):
-    """An admin REST call failed; ``status`` is the HTTP status (0 when unreachable)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        self.status = status
-        super().__init__(message)
 
 
 def persistent_topic(topic: str) -> TopicName:
@@ -50,28 +45,14 @@ class AdminClient:
 
     def __init__(self, admin_url: str, timeout: float = 30.0, security: ClientSecurity | None = None) -> None:
         self.admin_url = admin_url.rstrip("/")
-        self._http = httpx.Client(base_url=self.admin_url, timeout=timeout,
-                                  **(security or ClientSecurity()).http_kwargs())
+        self._http = admin_client.AdminClient(self.admin_url, timeout_s=timeout,
+                                              **(security or ClientSecurity()).http_kwargs())
 
     def close(self) -> None:
         self._http.close()
 
     def _call(self, method: str, path: str, *, json: Any = None, ok404: bool = False) -> Any:
-        try:
-            resp = self._http.request(method, path, json=json)
-        except httpx.HTTPError as exc:
-            raise AdminError(0, f"admin REST {self.admin_url}{path}: {exc}") from exc
-        if resp.status_code == 404 and ok404:
-            return None
-        if resp.status_code >= 300:
-            try:
-                reason = resp.json().get("reason", resp.text)
-            except ValueError:
-                reason = resp.text
-            raise AdminError(resp.status_code, f"{method} {path}: HTTP {resp.status_code}: {reason}")
-        if not resp.content:
-            return None
-        return resp.json()
+        return self._http.call(method, path, json, ok404=ok404)
 
     @staticmethod
     def _tp(topic: str) -> str:

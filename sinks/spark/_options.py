@@ -113,7 +113,7 @@ def _bookkeeper_options(opts: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     import dataclasses
 
     from bk_client import ClientConfig
-    from magnetar.config import ConfigError, load_config
+    from magnetar.common.config import ConfigError, load_config
 
     spelled: dict[str, str] = {}
     for f in dataclasses.fields(ClientConfig):
@@ -136,7 +136,7 @@ def _zk_credentials(opts: Mapping[str, str]) -> str:
     value = str(opts.get("metadata.zkdigestcredentials", "")).strip()
     if not value:
         return ""
-    from magnetar.config import ConfigError
+    from magnetar.common.config import ConfigError
     from metadata import ZkSecurity
 
     try:

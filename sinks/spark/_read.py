@@ -225,7 +225,7 @@ def _bookie_thread(segments: tuple[Segment, ...], cfg: ReadConfig, items: queue.
 
 
 def _client_config(factory: type[ClientConfig], cfg: ReadConfig) -> ClientConfig:
-    from magnetar.config import load_config
+    from magnetar.common.config import load_config
 
     # A Spark worker shares a small machine with the JVM and other tasks: allow slow answers
     # rather than failing the task (the BookKeeper default is 5 s).

@@ -4,10 +4,8 @@ registrations without bookies, and ledger metadata made by hand."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
 
 import pytest
-import trio
 
 from bk_client import LedgerManager
 from metadata import MetadataStore
@@ -26,21 +24,6 @@ def store_url_for(request: pytest.FixtureRequest) -> str:
     if request.param == "memory":
         return f"memory://ar-{uuid.uuid4().hex}"
     return str(request.getfixturevalue("zk_url"))
-
-
-async def wait_until(pred: Callable[[], bool | Awaitable[bool]], timeout: float = 10.0,  # noqa: ASYNC109
-                     interval: float = 0.02, what: str = "condition") -> None:
-    """Poll ``pred`` (sync or async) until true; fail the test after ``timeout`` seconds with an
-    ``AssertionError`` naming ``what`` (which a cancel scope at the call site could not say)."""
-    with trio.move_on_after(timeout):
-        while True:
-            value = pred()
-            if not isinstance(value, bool):
-                value = await value
-            if value:
-                return
-            await trio.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 async def register(store: MetadataStore, bookie: str, *, readonly: bool = False) -> str:
@@ -66,4 +49,4 @@ async def make_ledger(lm: LedgerManager, ledger_id: int, *segments: tuple[int, t
     await lm.create(ledger_id, metadata(*segments, closed_at=closed_at))
 
 
-__all__ = ["BACKENDS", "ROOT", "make_ledger", "metadata", "register", "store_url_for", "wait_until"]
+__all__ = ["BACKENDS", "ROOT", "make_ledger", "metadata", "register", "store_url_for"]

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from autorecovery import AutoRecoveryConfig
 from magnetar.cli import main
-from magnetar.config import ConfigError, load_config
+from magnetar.common.config import ConfigError, load_config
 
 
 def test_config_aliases_and_validation() -> None:

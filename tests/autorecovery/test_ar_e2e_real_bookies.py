@@ -14,8 +14,7 @@ from bk_client import BookKeeper, DistributionSchedule
 from metadata import open_metadata_store
 from protocols.bookkeeper import LedgerState
 from tests.support.bookies import MagnetarProcess, RealBookie
-
-from .ar_helpers import wait_until
+from tests.support.waiting import wait_until_async
 
 pytestmark = pytest.mark.slow
 
@@ -29,7 +28,7 @@ async def test_autorecovery_restores_replication_with_real_bookies(zk_url: str, 
             await trio.to_thread.run_sync(b.start)
         by_id = {b.bookie_id: (b, b.base) for b in bookies}
         async with open_metadata_store(zk_url) as store, BookKeeper.open(store) as bk:
-            await wait_until(lambda: _registered(bk, 4), timeout=20, what="4 bookies registered")
+            await wait_until_async(lambda: _registered(bk, 4), "4 bookies registered", timeout_s=20)
             lh = await bk.create_ledger(3, 2, 2, password=b"e2e")
             payloads = [f"entry {i} ".encode() * 20 for i in range(60)]
             for p in payloads:
@@ -53,7 +52,7 @@ async def test_autorecovery_restores_replication_with_real_bookies(zk_url: str, 
                 m, _ = await bk.ledger_manager.read(lid)
                 return victim not in m.last_segment.ensemble and not await urm.list()
 
-            await wait_until(repaired, timeout=60, interval=0.2, what="AutoRecovery repaired the ledger")
+            await wait_until_async(repaired, "AutoRecovery repaired the ledger", timeout_s=60, interval_s=0.2)
             meta, _ = await bk.ledger_manager.read(lid)
             assert meta.state is LedgerState.CLOSED and meta.last_entry_id == 59
             copier = PoolEntryCopier(bk.bookie_client)

@@ -8,13 +8,14 @@ from contextlib import asynccontextmanager
 
 import pytest
 import trio
+import trio.testing
 
 from autorecovery import AutoRecovery, AutoRecoveryConfig, RateLimiter, RetryTable, UnderReplicationManager
 from bk_client import DistributionSchedule, LedgerFenced
 from protocols.bookkeeper import LedgerMetadata, LedgerState
-from tests.bk_client_ops.fake_bookie import Cluster, fake_cluster
-
-from .ar_helpers import ROOT, wait_until
+from tests.autorecovery.ar_helpers import ROOT
+from tests.support.fake_bookie import Cluster, fake_cluster
+from tests.support.waiting import wait_until_async
 
 FAST = dict(poll_interval_s=0.05, retry_backoff_min_s=0.05, retry_backoff_max_s=0.2,
             lost_bookie_recovery_delay_s=0)
@@ -77,7 +78,7 @@ async def test_workers_restore_full_replication_after_bookies_die() -> None:
         assert len(lh._metadata.segments) == 2
         ids = [x.ledger_id for x in ledgers] + [lh.ledger_id]
         async with autorecovery(c) as ar:
-            await wait_until(lambda: fully_repaired(c, ids, {first}), what="every ledger repaired")
+            await wait_until_async(lambda: fully_repaired(c, ids, {first}), "every ledger repaired")
             for lid in ids:
                 meta, _ = await c.bk.ledger_manager.read(lid)
                 assert_fully_replicated(c, lid, meta, {first})
@@ -85,7 +86,7 @@ async def test_workers_restore_full_replication_after_bookies_die() -> None:
             meta, _ = await c.bk.ledger_manager.read(lh.ledger_id)
             second = meta.segments[1].ensemble[1]
             await c.bookie(second).kill()
-            await wait_until(lambda: fully_repaired(c, ids, {first, second}), what="repaired again")
+            await wait_until_async(lambda: fully_repaired(c, ids, {first, second}), "repaired again")
             stats = [w.statistics() for w in ar.workers]
             assert sum(s.ledgers_replicated for s in stats) >= 3
             assert sum(s.fragments_replicated for s in stats) >= 3
@@ -105,12 +106,12 @@ async def test_open_ledger_last_fragment_waits_for_the_grace_period_then_is_reco
         victim = c.bookie(lh._metadata.last_segment.ensemble[0])
         await victim.kill()
         async with autorecovery(c, open_ledger_rereplication_grace_period_s=0.6) as ar:
-            await wait_until(lambda: sum(w.statistics().ledgers_deferred for w in ar.workers) >= 1,
-                             what="the open ledger deferred")
+            await wait_until_async(lambda: sum(w.statistics().ledgers_deferred for w in ar.workers) >= 1,
+                                   "the open ledger deferred")
             meta, _ = await c.bk.ledger_manager.read(lh.ledger_id)
             assert meta.state is LedgerState.OPEN  # the writer still owns it during the grace period
-            await wait_until(lambda: fully_repaired(c, [lh.ledger_id], {victim.bookie_id}),
-                             what="open ledger recovered and repaired")
+            await wait_until_async(lambda: fully_repaired(c, [lh.ledger_id], {victim.bookie_id}),
+                                   "open ledger recovered and repaired")
             assert sum(w.statistics().open_ledgers_recovered for w in ar.workers) == 1
         meta, _ = await c.bk.ledger_manager.read(lh.ledger_id)
         assert meta.state is LedgerState.CLOSED and meta.last_entry_id == 11
@@ -125,13 +126,13 @@ async def test_no_replacement_bookie_fails_then_retries_with_backoff() -> None:
         victim = c.bookies[0]
         await victim.kill()
         async with autorecovery(c, replication_workers=1) as ar:
-            await wait_until(lambda: ar.workers[0].statistics().failures >= 2, what="repeated failures")
+            await wait_until_async(lambda: ar.workers[0].statistics().failures >= 2, "repeated failures")
             urm = UnderReplicationManager(c.store, ROOT)
             assert await urm.list() == [lh.ledger_id]  # the mark stays
             assert not await urm.is_locked(lh.ledger_id)  # and the lock was released
             await c.add_bookie()
-            await wait_until(lambda: fully_repaired(c, [lh.ledger_id], {victim.bookie_id}),
-                             what="repaired once a bookie is available")
+            await wait_until_async(lambda: fully_repaired(c, [lh.ledger_id], {victim.bookie_id}),
+                                   "repaired once a bookie is available")
         meta, _ = await c.bk.ledger_manager.read(lh.ledger_id)
         assert_fully_replicated(c, lh.ledger_id, meta, {victim.bookie_id})
 
@@ -144,7 +145,7 @@ async def test_entry_without_surviving_replica_is_a_failure_not_a_silent_loss() 
         for b in ensemble[:2]:
             await c.bookie(b).kill()
         async with autorecovery(c, replication_workers=1) as ar:
-            await wait_until(lambda: ar.workers[0].statistics().failures >= 1, what="a failure")
+            await wait_until_async(lambda: ar.workers[0].statistics().failures >= 1, "a failure")
             assert await UnderReplicationManager(c.store, ROOT).list() == [lh.ledger_id]
             meta, _ = await c.bk.ledger_manager.read(lh.ledger_id)
             assert meta.last_segment.ensemble == ensemble  # nothing installed
@@ -158,11 +159,12 @@ async def test_disabled_autorecovery_leaves_marks_alone() -> None:
         victim = c.bookie(lh._metadata.last_segment.ensemble[2])
         await victim.kill()
         async with autorecovery(c) as ar:
+            # nothing should happen while replication is disabled: a bounded chance for a mark to show
             await trio.sleep(0.3)
             assert await urm.list() == []  # the auditor waits too
             await urm.enable()
-            await wait_until(lambda: fully_repaired(c, [lh.ledger_id], {victim.bookie_id}),
-                             what="repaired after enable")
+            await wait_until_async(lambda: fully_repaired(c, [lh.ledger_id], {victim.bookie_id}),
+                                   "repaired after enable")
             assert sum(w.statistics().ledgers_replicated for w in ar.workers) == 1
 
 
@@ -186,7 +188,7 @@ async def test_retry_table_doubles_and_forgets(autojump_clock: trio.testing.Mock
     assert table.failed(7) == t0 + 2
     assert table.failed(7) == t0 + 3  # capped
     assert table.blocked() == {7}
-    await trio.sleep(3)
+    await trio.sleep(3)  # virtual time (autojump clock): the capped 3 s delay passes
     assert table.blocked() == set()
     table.succeeded(7)
     assert table.next_retry() == float("inf")

@@ -10,8 +10,7 @@ from hypothesis import strategies as st
 from autorecovery import UnderReplicationManager
 from autorecovery._underreplication import decode_ur_record, encode_ur_record, ur_ledger_path, ur_lock_path
 from metadata import open_metadata_store
-
-from .ar_helpers import BACKENDS, ROOT, store_url_for
+from tests.autorecovery.ar_helpers import BACKENDS, ROOT, store_url_for
 
 
 @pytest.fixture(params=BACKENDS)
@@ -127,6 +126,8 @@ async def test_disable_enable_and_wait(url: str) -> None:
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(waiter)
+            # nothing should wake it while disabled (the store may answer from another thread, so a
+            # bounded wait rather than trio's all-tasks-blocked)
             await trio.sleep(0.1)
             assert not woke.is_set()
             await urm.enable()

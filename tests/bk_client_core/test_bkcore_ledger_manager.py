@@ -21,7 +21,7 @@ from bk_client import (
     MetadataVersionConflict,
     NoSuchLedger,
 )
-from magnetar.config import ConfigError
+from magnetar.common.config import ConfigError
 from metadata import open_metadata_store
 from protocols.bookkeeper import MAX_LEDGER_ID, LedgerLayout, LedgerMetadata, Segment, encode_layout, ledger_path
 

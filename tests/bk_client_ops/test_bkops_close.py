@@ -6,8 +6,7 @@ import pytest
 
 from bk_client import LedgerFenced
 from protocols.bookkeeper import LedgerState
-
-from .fake_bookie import fake_cluster
+from tests.support.fake_bookie import fake_cluster
 
 
 async def test_close_records_last_entry_and_length() -> None:

@@ -11,9 +11,8 @@ import pytest
 import trio
 
 from bk_client import ClientConfig, HandleState, LedgerFenced
-from magnetar.config import ConfigError, load_config
-
-from .fake_bookie import fake_cluster
+from magnetar.common.config import ConfigError, load_config
+from tests.support.fake_bookie import fake_cluster
 
 FAST = ClientConfig(read_entry_timeout_s=1.0, speculative_read_timeout_s=0.05, reconnect_backoff_min_s=0.05,
                     reconnect_backoff_max_s=0.2, add_entry_timeout_s=1.0)
@@ -45,6 +44,7 @@ async def test_without_explicit_lac_a_reader_stays_one_entry_behind() -> None:
         lh = await c.bk.create_ledger(3, 2, 2)
         for i in range(3):
             await lh.add_entry(b"e%d" % i)
+        # FAST has no explicit-LAC interval: in this time nothing would move a reader's LAC further
         await trio.sleep(0.1)
         async with c.client() as other:
             rh = await other.open_ledger(lh.ledger_id, recovery=False)
@@ -83,13 +83,13 @@ async def test_idle_writer_publishes_its_lac_to_readers() -> None:
 async def test_nothing_new_means_no_write_lac() -> None:
     async with fake_cluster(3, EXPLICIT) as c:
         lh = await c.bk.create_ledger(3, 2, 2)
-        await trio.sleep(0.1)
+        await trio.sleep(0.1)  # five explicit-LAC intervals (20 ms) in which nothing may be sent
         assert _write_lacs(c) == 0  # no entry yet: nothing to publish
         await lh.add_entry(b"a")
         await _wait(lambda: lh.explicit_lac.published_lac == 0)
         await _wait(lambda: _write_lacs(c) == 3)  # one round, to every bookie of the ensemble
         sent = c.bk.metrics.statistics()["bookkeeper_client_WRITE_LAC_total"]
-        await trio.sleep(0.15)
+        await trio.sleep(0.15)  # several 20 ms intervals: nothing new, so no second round
         assert c.bk.metrics.statistics()["bookkeeper_client_WRITE_LAC_total"] == sent
         assert not lh.explicit_lac.flush()  # rule 3: already published
 
@@ -153,5 +153,5 @@ async def test_the_loop_stops_when_the_writer_is_fenced() -> None:
             await lh.add_entry(b"c")
         assert lh.state is HandleState.FAILED
         before = _write_lacs(c)
-        await trio.sleep(0.1)
+        await trio.sleep(0.1)  # five 20 ms intervals in which a failed handle must send nothing
         assert _write_lacs(c) == before

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 import trio
+import trio.testing
 
 from bk_client import BookieUnavailable, ClientConfig, DigestMismatch, NoSuchEntry, NoSuchLedger
 from protocols.bookkeeper import encode_entry
-
-from .fake_bookie import fake_cluster
+from tests.support.fake_bookie import fake_cluster
 
 FAST = ClientConfig(read_entry_timeout_s=1.0, speculative_read_timeout_s=0.05, reconnect_backoff_min_s=0.05,
                     reconnect_backoff_max_s=0.2)
@@ -115,7 +115,7 @@ async def test_long_poll_returns_when_the_lac_moves() -> None:
 
             async with trio.open_nursery() as n:
                 n.start_soon(tail)
-                await trio.sleep(0.05)
+                await trio.testing.wait_all_tasks_blocked()  # the long poll is waiting
                 assert not got
                 await lh.add_entry(b"e2")  # carries LAC 1 to the bookies
             assert got == [1]
@@ -142,7 +142,7 @@ async def test_writer_handle_wait_for_lac() -> None:
                 got.append(await lh.wait_for_lac(0, 30))
 
             n.start_soon(tail)
-            await trio.sleep(0.01)
+            await trio.testing.wait_all_tasks_blocked()  # the long poll is waiting
             await lh.add_entry(b"x")
         assert got == [1]
 

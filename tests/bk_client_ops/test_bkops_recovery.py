@@ -8,8 +8,7 @@ import trio
 
 from bk_client import ClientConfig, LedgerFenced, LedgerRecoveryError, Unauthorized
 from protocols.bookkeeper import LedgerState
-
-from .fake_bookie import fake_cluster
+from tests.support.fake_bookie import fake_cluster
 
 FAST = ClientConfig(add_entry_timeout_s=0.5, read_entry_timeout_s=0.5, recovery_timeout_s=1.0,
                     reconnect_backoff_min_s=0.05, reconnect_backoff_max_s=0.2)

@@ -17,8 +17,7 @@ from bk_client import (
     WriteHandle,
 )
 from protocols.bookkeeper import MAX_ENTRY_HEADER_SIZE, StatusCode, max_add_payload
-
-from .fake_bookie import fake_cluster
+from tests.support.fake_bookie import fake_cluster
 
 FAST = ClientConfig(add_entry_timeout_s=0.5, reconnect_backoff_min_s=0.05, reconnect_backoff_max_s=0.2,
                     read_entry_timeout_s=1.0)

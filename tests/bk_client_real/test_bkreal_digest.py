@@ -23,7 +23,8 @@ from bk_client import BookKeeper, ClientConfig, DigestMismatch
 from metadata import open_metadata_store
 from protocols.bookkeeper import DigestType, LedgerMetadata
 from tests.support.bookies import RealBookie
-from tests.support.zookeeper import ZooKeeperServer, free_port
+from tests.support.ports import free_port
+from tests.support.zookeeper import ZooKeeperServer
 
 pytestmark = pytest.mark.slow
 

@@ -21,9 +21,9 @@ import trio
 
 from bk_client import BookKeeper, ClientConfig, LedgerFenced, NoSuchLedger, PendingAdd
 from metadata import open_metadata_store
+from tests.support.bookies import REPO, RealCluster
 from tests.support.zookeeper import ZooKeeperServer
 
-from .bkreal_cluster import REPO, RealCluster
 from .bkreal_writer import PASSWORD, payload
 
 pytestmark = pytest.mark.slow
@@ -126,7 +126,7 @@ async def test_racing_writers_recovery_keeps_every_acknowledged_entry(cluster: R
         with trio.fail_after(60):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(old_owner)
-                await trio.sleep(delay)
+                await trio.sleep(delay)  # the race's offset (a parameter): recovery starts this late
                 rh = await new_bk.open_ledger(lh.ledger_id, password=PASSWORD, recovery=True)
         assert errors and all(isinstance(e, LedgerFenced) for e in errors)  # the old owner was fenced
         last = rh.metadata.last_entry_id

@@ -17,7 +17,8 @@ from bk_client import BookKeeper, ClientConfig, MetadataStoreError, NoSuchEntry,
 from metadata import open_metadata_store
 from protocols.bookkeeper import LedgerLayout, decode_layout, layout_path, ledger_path
 from tests.support.bookies import RealBookie
-from tests.support.zookeeper import ZooKeeperServer, free_port
+from tests.support.ports import free_port
+from tests.support.zookeeper import ZooKeeperServer
 
 pytestmark = pytest.mark.slow
 

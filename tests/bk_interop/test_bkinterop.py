@@ -262,7 +262,7 @@ async def test_magnetar_long_polls_the_lac_of_a_java_writer(cluster: Cluster) ->
                     result.append(await reader.wait_for_lac(1, timeout=20.0))
 
                 nursery.start_soon(wait)
-                await trio.sleep(0.5)
+                await trio.sleep(0.5)  # the long poll reaches the bookie before the Java client appends
                 await trio.to_thread.run_sync(
                     lambda: java.ok("append", ledgerId=lid, entries=[b64(payload("jpoll", 3))]))
         assert result == [2]

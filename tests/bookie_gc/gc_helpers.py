@@ -4,7 +4,7 @@ memory store, and a store wrapper that fails (or lies) on cue."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +14,8 @@ from protocols.bookkeeper import (
     LedgerMetadata,
     LedgerState,
     Segment,
-    StatusCode,
-    add_request,
     ledger_path,
-    read_request,
 )
-from tests.bookie_server.helpers import KEY, Client
 
 ROOT = "/magnetar"
 BOOKIE = "bookie-1:3181"
@@ -123,37 +119,3 @@ def log_bytes(base: Path) -> int:
     """Bytes of entry log files in ``base/ledgers`` (what ``du`` counts for them)."""
     d = base / "ledgers"
     return sum(os.stat(d / n).st_size for n in os.listdir(d) if n.endswith(".log"))
-
-
-async def write_entries(port: int, ledgers: Iterable[int], entries: int, body: Callable[[int, int], bytes]) -> None:
-    """Add entries ``0..entries-1`` of each ledger over the bookie protocol (pipelined), all EOK."""
-    client = await Client.connect(port)
-    try:
-        txn = 0
-        for lid in ledgers:
-            for eid in range(entries):
-                txn += 1
-                await client.send(add_request(txn, lid, eid, KEY, body(lid, eid)))
-        for t in range(1, txn + 1):
-            assert (await client.receive(t)).status == StatusCode.EOK
-    finally:
-        await client.aclose()
-
-
-async def check_reads(port: int, live: Iterable[int], deleted: Iterable[int], entries: int,
-                      body: Callable[[int, int], bytes]) -> None:
-    """Every entry of ``live`` reads back as written; ``deleted`` ledgers answer ENOLEDGER."""
-    client = await Client.connect(port)
-    try:
-        txn = 0
-        for lid in live:
-            for eid in range(entries):
-                txn += 1
-                resp = await client.call(read_request(txn, lid, eid))
-                assert resp.status == StatusCode.EOK, (lid, eid, resp.status)
-                assert resp.readResponse.body == body(lid, eid)
-        for lid in deleted:
-            txn += 1
-            assert (await client.call(read_request(txn, lid, 0))).status == StatusCode.ENOLEDGER
-    finally:
-        await client.aclose()

@@ -56,7 +56,7 @@ async def _run_child(work: Path, rate: int, kill_at: str | None, delay: float | 
                 line += chunk
             assert line.startswith(b"START"), line
             if delay is not None:
-                await trio.sleep(delay)
+                await trio.sleep(delay)  # the crash point (a parameter): how far into its work GC gets
                 proc.send_signal(signal.SIGKILL)
             return await proc.wait()
     finally:

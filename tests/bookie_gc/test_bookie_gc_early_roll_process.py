@@ -15,10 +15,10 @@ import trio
 from bookie.gc._compaction import KILL_AT_GC_ENV
 from metadata import open_metadata_store
 from protocols.bookkeeper import ledger_path
-from tests.bookie_server.helpers import entry
+from tests.support.bookie_server import check_reads, entry, write_entries
 from tests.support.bookies import RealBookie
 
-from .gc_helpers import RECORD_PREFIX, check_reads, log_bytes, metadata_for, write_entries
+from .gc_helpers import RECORD_PREFIX, log_bytes, metadata_for
 
 BOOKIE_ID = "gc-early-roll-bookie"
 ENTRIES = 20

@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 import trio
+import trio.testing
 from click.testing import CliRunner
 from rich.console import Console
 from starlette.applications import Starlette
@@ -20,7 +21,7 @@ from bookie.gc._compaction import RateLimiter
 from bookie.gc._explain import Reason
 from bookie.gc._http import parse_gc_request
 from magnetar.cli._gc_cli import gc_explain, render_explain
-from magnetar.config import ConfigError, load_config
+from magnetar.common.config import ConfigError, load_config
 from metadata import open_metadata_store
 
 from .gc_helpers import ROOT, create_metadata, delete_metadata, open_storage, write_interleaved

@@ -13,7 +13,7 @@ import pytest
 from bookie import BookieConfig
 from bookie.gc import GarbageCollector, GcConfig
 from bookie.server import check_ledger_layout
-from magnetar.config import ConfigError
+from magnetar.common.config import ConfigError
 from metadata import open_metadata_store
 from protocols.bookkeeper import LedgerLayout, encode_layout, ledger_path
 

@@ -14,10 +14,10 @@ from click.testing import CliRunner
 from magnetar.cli import main as cli
 from metadata import open_metadata_store
 from protocols.bookkeeper import ledger_path
-from tests.bookie_server.helpers import entry
+from tests.support.bookie_server import check_reads, entry, write_entries
 from tests.support.bookies import RealBookie
 
-from .gc_helpers import check_reads, log_bytes, metadata_for, write_entries
+from .gc_helpers import log_bytes, metadata_for
 
 BOOKIE_ID = "gc-e2e-bookie"
 LOG_LIMIT = 64 * 1024

@@ -13,7 +13,7 @@ import trio
 from bookie._io_priority import SyncPriority
 from bookie.gc._compaction import RateLimiter, compact_log
 from protocols.bookkeeper import encode_entry
-from tests.bookie_server.helpers import KEY
+from tests.support.bookie_server import KEY
 
 from .gc_helpers import open_storage, payload, write_interleaved
 
@@ -32,7 +32,7 @@ async def test_gate_waits_for_the_foreground_and_is_bounded() -> None:
         with gate.foreground():
             assert gate.foreground_busy
             nursery.start_soon(background)
-            await trio.sleep(0.05)
+            await trio.sleep(0.05)  # a bounded chance for the background to (wrongly) run first
             order.append("foreground done")
     assert order == ["foreground done", "background"] and not gate.foreground_busy
     with gate.foreground():  # a foreground that never ends does not starve the background

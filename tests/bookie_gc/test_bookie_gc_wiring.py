@@ -26,10 +26,10 @@ from bookie import (
 )
 from bookie.metrics import BookieServerMetrics, GcMetrics, JournalMetrics, StorageMetrics
 from magnetar.cli import main as cli
-from magnetar.config import ConfigError, describe, load_config
+from magnetar.common.config import ConfigError, describe, load_config
 from metadata import open_metadata_store
 from protocols.bookkeeper import StatusCode
-from tests.bookie_server.helpers import KEY, entry, make_config
+from tests.support.bookie_server import KEY, entry, make_config
 
 from .gc_helpers import BOOKIE, ROOT, create_metadata, delete_metadata
 

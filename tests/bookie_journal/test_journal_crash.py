@@ -26,7 +26,7 @@ def _run_and_kill(base: Path, run_for: float, first_ledger: int) -> set[tuple[in
         assert proc.stdout is not None
         first = proc.stdout.readline()
         assert first == b"ready\n", proc.stderr.read() if proc.stderr else first
-        time.sleep(run_for)
+        time.sleep(run_for)  # how long the child writes before the crash (a parameter)
         proc.send_signal(signal.SIGKILL)
         rest, _err = proc.communicate(timeout=30)
     finally:

@@ -20,7 +20,7 @@ from bookie.journal import (
     LogMark,
     MasterKey,
 )
-from magnetar.config import ConfigError
+from magnetar.common.config import ConfigError
 
 from .journal_helpers import FailingDisk, adds, open_journal, payload, replay_all
 

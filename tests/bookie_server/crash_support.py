@@ -8,9 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from protocols.bookkeeper import StatusCode, add_request, encode_entry, read_request
+from tests.support.bookie_server import KEY, SyncClient
 from tests.support.bookies import RealBookie
-
-from .helpers import KEY, SyncClient
 
 
 def payload(ledger: int, entry: int, size: int = 0) -> bytes:

@@ -27,11 +27,11 @@ import trio
 
 from metadata import open_metadata_store
 from protocols.bookkeeper import StatusCode, available_path, read_lac_request, read_request, readonly_path
+from tests.support.bookie_server import KEY, SyncClient
 from tests.support.bookies import RealBookie
 from tests.support.tmpfs import mounted_tmpfs
 
 from .crash_support import Writer, check_round
-from .helpers import KEY, SyncClient
 
 pytestmark = pytest.mark.slow
 

@@ -15,10 +15,9 @@ import trio.testing
 from bookie import open_bookie, serve_bookie
 from bookie.journal import JournalDisk, JournalGroup, last_mark_file
 from bookie.server import expected_cookie
-from magnetar.config import ConfigError
+from magnetar.common.config import ConfigError
 from protocols.bookkeeper import StatusCode, add_request, read_request
-
-from .helpers import KEY, Client, entry, make_config
+from tests.support.bookie_server import KEY, Client, entry, make_config
 
 LEDGERS = range(1, 7)
 ENTRIES = 20

@@ -11,10 +11,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from tests.bookie_gc.gc_helpers import check_reads, write_entries
+from tests.support.bookie_server import check_reads, entry, write_entries
 from tests.support.bookies import RealBookie
-
-from .helpers import entry
 
 pytestmark = pytest.mark.slow
 

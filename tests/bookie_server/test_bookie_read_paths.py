@@ -13,8 +13,7 @@ import trio
 
 from bookie import open_bookie, serve_bookie
 from protocols.bookkeeper import StatusCode, add_request, read_request
-
-from .helpers import KEY, Client, entry, make_config
+from tests.support.bookie_server import KEY, Client, entry, make_config
 
 
 async def test_high_priority_reads_pass_a_stuck_ordinary_read(tmp_path: Path) -> None:

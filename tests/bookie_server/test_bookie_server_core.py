@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
 from bookie import BookieError, BookieState, JournalDisk, ReadOnlyReason, open_bookie
 from protocols.bookkeeper import StatusCode, encode_lac
-
-from .helpers import KEY, entry, make_config
+from tests.support.bookie_server import KEY, entry, make_config
 
 
 async def test_add_read_round_trip_and_last_entry(tmp_path: Path) -> None:
@@ -112,7 +112,7 @@ async def test_long_poll_wakes_up_when_the_lac_passes(tmp_path: Path) -> None:
         with trio.fail_after(10):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(poll)
-                await trio.sleep(0.05)
+                await trio.testing.wait_all_tasks_blocked()  # the long poll is waiting
                 assert not result
                 await b.add_entry(5, 1, KEY, entry(5, 1, b"y", lac=0))
         assert result == [0]
@@ -123,7 +123,7 @@ async def test_long_poll_waiters_are_bounded(tmp_path: Path) -> None:
         await b.add_entry(5, 0, KEY, entry(5, 0, b"x", lac=-1))
         async with trio.open_nursery() as nursery:
             nursery.start_soon(b.wait_lac, 5, -1, 30.0)
-            await trio.sleep(0.02)
+            await trio.testing.wait_all_tasks_blocked()  # the first waiter holds the one slot
             with pytest.raises(BookieError) as err:
                 await b.wait_lac(5, -1, 30.0)
             assert err.value.status is StatusCode.ETOOMANYREQUESTS

@@ -105,7 +105,7 @@ def test_torn_or_corrupted_journal_tail(tmp_path: Path, damage: str) -> None:
         bk.start()
         writer = Writer(bk.port, 7)
         writer.start()
-        time.sleep(0.3)
+        time.sleep(0.3)  # let the writer get entries into the journal before the crash
         bk.kill()
         writer.join()
         path, end = _last_journal(tmp_path)
@@ -120,7 +120,7 @@ def test_torn_or_corrupted_journal_tail(tmp_path: Path, damage: str) -> None:
         bk.start()
         check_round(bk.port, 7, writer)
         writer2 = Writer(bk.port, 8).start()  # the journal continues cleanly after the tail
-        time.sleep(0.2)
+        time.sleep(0.2)  # a short run of adds after the restart
         writer2.stop()
         assert writer2.acked
         assert bk.stop(timeout=30) == 0  # SIGTERM: a clean shutdown

@@ -8,8 +8,7 @@ import httpx
 import trio
 
 from bookie import BookieState, open_bookie, serve_bookie_http
-
-from .helpers import KEY, entry, make_config
+from tests.support.bookie_server import KEY, entry, make_config
 
 
 async def test_metrics_info_and_state_endpoints(tmp_path: Path) -> None:

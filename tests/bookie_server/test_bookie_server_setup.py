@@ -23,11 +23,10 @@ from bookie import (
     run_registration,
 )
 from magnetar.cli import main as cli
-from magnetar.config import ConfigError, load_config
+from magnetar.common.config import ConfigError, load_config
 from metadata import open_metadata_store
 from protocols.bookkeeper import Cookie, cookie_path
-
-from .helpers import make_config
+from tests.support.bookie_server import make_config
 
 
 @pytest.mark.parametrize(("values", "key"), [
@@ -58,7 +57,7 @@ def test_config_aliases_and_journal_units() -> None:
 
 
 def test_deploy_bookie_toml_loads() -> None:
-    from magnetar.config import read_toml
+    from magnetar.common.config import read_toml
 
     path = Path(__file__).resolve().parents[2] / "deploy" / "bookie.toml"
     cfg = load_config(BookieConfig, read_toml(path))
@@ -148,7 +147,7 @@ async def test_disk_checker_turns_read_only_and_back(tmp_path: Path) -> None:
                 while bookie.state is BookieState.WRITABLE:
                     await trio.sleep(0.01)
                 usage["frac"] = 0.92  # between the LWM and the threshold: stays read-only
-                await trio.sleep(0.1)
+                await trio.sleep(0.1)  # ten disk checks (10 ms) in which it must not turn writable
                 assert bookie.state is BookieState.READ_ONLY
                 usage["frac"] = 0.5
                 while bookie.state is BookieState.READ_ONLY:
@@ -177,8 +176,7 @@ def test_cli_format_and_config_errors(tmp_path: Path) -> None:
 async def test_whole_bookie_process_registers_in_zookeeper(tmp_path: Path, zk_url: str) -> None:
     from bookie import BookieEndpoints, serve_bookie_process
     from protocols.bookkeeper import add_request, available_path
-
-    from .helpers import KEY, Client, entry
+    from tests.support.bookie_server import KEY, Client, entry
 
     cfg = make_config(tmp_path, metadata_url=zk_url, bookie_id="zk-bookie")
     async with open_metadata_store(zk_url) as observer:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import trio
+import trio.testing
 
 from bookie import Bookie, open_bookie, serve_bookie
 from protocols.bookkeeper import (
@@ -21,8 +22,8 @@ from protocols.bookkeeper import (
     read_request,
     write_lac_request,
 )
-
-from .helpers import KEY, Client, entry, make_config
+from tests.support.bookie_server import KEY, Client, entry, make_config
+from tests.support.waiting import wait_until_async
 
 
 @asynccontextmanager
@@ -89,7 +90,7 @@ async def test_error_statuses_over_the_wire(tmp_path: Path) -> None:
 
 
 async def test_lac_operations_and_long_poll(tmp_path: Path) -> None:
-    async with running(tmp_path) as (_bookie, port):
+    async with running(tmp_path) as (bookie, port):
         c = await Client.connect(port)
         for i in range(3):
             assert (await c.call(add_request(i + 1, 4, i, KEY, entry(4, i, b"x")))).status == StatusCode.EOK
@@ -106,7 +107,7 @@ async def test_lac_operations_and_long_poll(tmp_path: Path) -> None:
         assert not timeout.readResponse.HasField("body") and timeout.readResponse.entryId == -1
         # a waiting long poll is answered once an add advances the LAC
         await c.send(read_request(14, 4, -1, piggyback=True, previous_lac=2, timeout_ms=30_000))
-        await trio.sleep(0.05)
+        await wait_until_async(lambda: bookie.statistics().long_poll_waiters == 1, "the long poll to wait")
         await c.send(add_request(15, 4, 3, KEY, entry(4, 3, b"y")),
                      add_request(16, 4, 4, KEY, entry(4, 4, b"z")))
         with trio.fail_after(10):
@@ -144,7 +145,8 @@ async def test_in_flight_requests_are_bounded_per_connection(tmp_path: Path) -> 
         polls = [read_request(100 + i, 6, 1, piggyback=True, previous_lac=-1, timeout_ms=30_000)
                  for i in range(10)]
         await c.send(*polls)
-        await trio.sleep(0.2)
+        await wait_until_async(lambda: bookie.statistics().long_poll_waiters == 4, "four long polls to wait")
+        await trio.testing.wait_all_tasks_blocked(0.05)  # and nothing more is read meanwhile
         peak = bookie.statistics().long_poll_waiters
         assert peak == 4  # the server stopped reading after four requests
         await bookie.add_entry(6, 1, KEY, entry(6, 1, b"y", lac=0))
@@ -188,7 +190,7 @@ async def test_client_vanishing_with_responses_pending_does_not_hurt_the_server(
             rude.stream.socket.setsockopt(__import__("socket").SOL_SOCKET, __import__("socket").SO_LINGER,
                                           struct.pack("ii", 1, 0))  # close with a reset
             await rude.stream.aclose()
-        await trio.sleep(0.3)
+        await trio.testing.wait_all_tasks_blocked(0.05)  # the server has seen the resets
         good = await Client.connect(port)
         assert (await good.call(add_request(1, 1, 0, KEY, entry(1, 0, b"a")))).status == StatusCode.EOK
         await good.aclose()

@@ -10,8 +10,7 @@ import pytest
 
 from bookie.storage import EntryLogger, StorageIOError
 from bookie.storage._entry_log_codec import HEADER_SIZE, decode_header, split_location
-
-from .fakes import FailingFileOps
+from tests.support.fake_files import FailingFileOps
 
 
 def _entries(ledgers: range, per: int, size: int = 100) -> list[tuple[int, int, bytes]]:

@@ -13,8 +13,7 @@ import trio.testing
 
 from bookie.storage import DbLedgerStorage, FlushReason, StorageIOError, WriteCacheFull
 from protocols.bookkeeper import NoSuchEntry, NoSuchLedger
-
-from .fakes import BlockingFileOps, FailingFileOps, RecordingCheckpointSource
+from tests.support.fake_files import BlockingFileOps, FailingFileOps, RecordingCheckpointSource
 
 
 def _payload(lid: int, eid: int) -> bytes:
@@ -297,7 +296,7 @@ async def test_a_periodic_checkpoint_is_spread_over_its_share_of_the_interval(tm
     t0 = trio.current_time()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(st.flush, FlushReason.PERIODIC)
-        await trio.sleep(0.15)
+        await trio.sleep(0.15)  # a paced checkpoint is time-based: 0.15 s of its 0.5 s is under way
         # mid-checkpoint: part of the half is in the logs, all of it still readable
         assert st.statistics().entry_logs.syncs > syncs
         for lid, eid, data in added[::50]:
@@ -315,7 +314,7 @@ async def test_a_periodic_checkpoint_is_spread_over_its_share_of_the_interval(tm
 async def test_a_cache_full_checkpoint_is_spread_over_the_time_its_half_took_to_fill(tmp_path: Path) -> None:
     st = _open(tmp_path, write_cache_max_bytes=64 << 20, flush_interval_ms=60_000, flush_pace_fraction=0.5)
     await st.flush()  # the previous swap
-    await trio.sleep(0.6)
+    await trio.sleep(0.6)  # pacing follows how long the half took to fill: make it about 0.6 s
     added = await _fill(st, 3)  # filled in about 0.6 s: 6 pieces over about 0.3 s, not 30 s
     t0 = trio.current_time()
     with trio.fail_after(20):
@@ -339,7 +338,7 @@ async def test_a_paced_checkpoint_wanted_sooner_goes_at_full_speed(tmp_path: Pat
             await outer.start(st.run)  # the flush loop: a full active half gets its flush
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(st.flush, FlushReason.PERIODIC)
-                await trio.sleep(0.2)
+                await trio.sleep(0.2)  # paced: within 0.2 s only the first piece is written
                 assert st.statistics().entry_logs.syncs == syncs + 1  # the first of 6 pieces
                 if sooner == "explicit flush":
                     await st.flush()

@@ -16,9 +16,8 @@ import trio
 from bookie import DiskUsage, SpaceGuard
 from bookie.storage import DbLedgerStorage, FlushReason, StorageIOError
 from bookie.storage._entry_log_codec import HEADER_SIZE
+from tests.support.fake_files import FailingFileOps, RecordingCheckpointSource
 from tests.support.tmpfs import mounted_tmpfs
-
-from .fakes import FailingFileOps, RecordingCheckpointSource
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 import pulsar
 import pytest
 
-from tests.broker.broker_harness import BrokerThread, pulsar_client
+from tests.support.broker_thread import BrokerThread
+from tests.support.clients import pulsar_client
 
 _names = itertools.count()
 

@@ -13,10 +13,10 @@ import pytest
 
 from broker import BrokerConfig
 from broker.auth import AuthenticationError, AuthenticationService, create_token, new_key_pair, new_secret_key
-from magnetar.config import ConfigError
+from magnetar.common.config import ConfigError
 from protocols.pulsar import pulsar_api_pb2 as pb
-from tests.broker.broker_harness import BrokerThread
-from tests.broker.raw_pulsar import RawPeer
+from tests.support.broker_thread import BrokerThread
+from tests.support.raw_pulsar import RawPeer
 
 SECRET = new_secret_key()
 

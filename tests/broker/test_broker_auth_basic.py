@@ -18,23 +18,25 @@ import pytest
 
 from broker import BrokerConfig
 from broker.auth import AuthenticationError, AuthenticationService, BasicAuthenticationProvider, apr1_hash
-from magnetar.config import ConfigError
+from magnetar.common.config import ConfigError
 from protocols.pulsar import pulsar_api_pb2 as pb
-from tests.broker.broker_harness import BrokerThread
-from tests.broker.raw_pulsar import RawPeer
+from tests.support.broker_thread import BrokerThread
+from tests.support.raw_pulsar import RawPeer
+
+from .basic_auth import DOC_LINE, SHA_LINE, basic_auth_config, basic_client, htpasswd_file
 
 # Pulsar's documentation example: `htpasswd -cmb .htpasswd superuser admin`
 DOC_LINE = "superuser:$apr1$GBIYZYFZ$MzLcPrvoUky16mLcK6UtX/"
 SHA_LINE = "shauser:{SHA}" + base64.b64encode(hashlib.sha1(b"sha-secret").digest()).decode()
 
 
-def _htpasswd(tmp: Path) -> Path:
+def htpasswd_file(tmp: Path) -> Path:
     path = tmp / ".htpasswd"
     path.write_text(f"# users\n{DOC_LINE}\n{SHA_LINE}\napp:{apr1_hash('app-secret', 'x1y2z3w4')}\n")
     return path
 
 
-def _config(htpasswd: Path, **extra: object) -> BrokerConfig:
+def basic_auth_config(htpasswd: Path, **extra: object) -> BrokerConfig:
     keys: dict[str, object] = dict(
         advertised_address="127.0.0.1", bind_address="127.0.0.1", broker_service_port=0, web_service_port=0,
         authentication_enabled=True,
@@ -46,11 +48,11 @@ def _config(htpasswd: Path, **extra: object) -> BrokerConfig:
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerThread]:
-    with BrokerThread(_config(_htpasswd(tmp_path_factory.mktemp("basic"))), admin=True) as b:
+    with BrokerThread(basic_auth_config(htpasswd_file(tmp_path_factory.mktemp("basic"))), admin=True) as b:
         yield b
 
 
-def _client(b: BrokerThread, user: str, password: str, timeout_s: int = 10) -> pulsar.Client:
+def basic_client(b: BrokerThread, user: str, password: str, timeout_s: int = 10) -> pulsar.Client:
     return pulsar.Client(b.url, authentication=pulsar.AuthenticationBasic(user, password),
                          operation_timeout_seconds=timeout_s, logger=logging.getLogger("pulsar-client"))
 
@@ -65,7 +67,7 @@ def test_apr1_matches_the_documented_hash_and_openssl() -> None:
 
 
 def test_provider_checks_passwords(tmp_path: Path) -> None:
-    provider = BasicAuthenticationProvider(_htpasswd(tmp_path).read_text())
+    provider = BasicAuthenticationProvider(htpasswd_file(tmp_path).read_text())
     assert provider.authenticate(b"superuser:admin").role == "superuser"
     assert provider.authenticate(b"shauser:sha-secret").role == "shauser"
     assert provider.authenticate(b"app:app-secret").method == "basic"
@@ -84,11 +86,11 @@ def test_provider_checks_passwords(tmp_path: Path) -> None:
         BasicAuthenticationProvider("u:$2y$05$abcdefghijklmnopqrstuu5s2v8.8wq0Z5lP1Zx3P8fT2rQGv5xGm")
     assert e.value.key == "basic_auth_conf"
     with pytest.raises(ConfigError) as e:
-        AuthenticationService(_config(tmp_path / "missing"))
+        AuthenticationService(basic_auth_config(tmp_path / "missing"))
     assert e.value.key == "basic_auth_conf"
     # basicAuthConf may also be the file's contents in base64, as in Pulsar
     b64 = base64.b64encode(f"{DOC_LINE}\n".encode()).decode()
-    service = AuthenticationService(_config(tmp_path, basic_auth_conf=b64))
+    service = AuthenticationService(basic_auth_config(tmp_path, basic_auth_conf=b64))
     header = "Basic " + base64.b64encode(b"superuser:admin").decode()
     assert service.authenticate_http(header).role == "superuser"
 
@@ -98,20 +100,20 @@ def test_protocol_basic_auth_with_the_official_client(broker: BrokerThread) -> N
     assert admin.post("/admin/v2/namespaces/public/default/permissions/app", json=["produce", "consume"]
                       ).status_code == 204
     topic = "persistent://public/default/basic-auth"
-    c = _client(broker, "app", "app-secret")
+    c = basic_client(broker, "app", "app-secret")
     try:
         consumer = c.subscribe(topic, "s")
         c.create_producer(topic).send(b"basic")
         assert consumer.receive(10_000).data() == b"basic"
     finally:
         c.close()
-    c = _client(broker, "shauser", "sha-secret")
+    c = basic_client(broker, "shauser", "sha-secret")
     try:  # authenticated, no permission
         with pytest.raises(pulsar.AuthorizationError):
             c.create_producer(topic)
     finally:
         c.close()
-    c = _client(broker, "app", "wrong", timeout_s=2)
+    c = basic_client(broker, "app", "wrong", timeout_s=2)
     try:
         with pytest.raises(pulsar.PulsarException):
             c.create_producer(topic)

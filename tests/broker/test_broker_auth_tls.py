@@ -14,9 +14,9 @@ import pytest
 
 from broker import BrokerConfig
 from broker.auth import AuthenticationError, AuthenticationService, TlsAuthenticationProvider, certificate_common_name
-from magnetar.config import ConfigError
-from tests.broker.broker_harness import BrokerThread
-from tests.tls.certs import Certs, make_certs
+from magnetar.common.config import ConfigError
+from tests.support.broker_thread import BrokerThread
+from tests.support.certs import Certs, make_certs
 
 ROLES = ("admin", "app", "nobody")
 

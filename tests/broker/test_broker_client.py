@@ -13,8 +13,8 @@ import pytest
 from broker import BrokerConfig
 from broker.auth import AuthenticationService, AuthorizationService, create_token
 from broker.cluster._broker_client import BrokerClient, own_role_problem, parse_plugin
-from magnetar.config import ConfigError
-from tests.tls.certs import make_certs
+from magnetar.common.config import ConfigError
+from tests.support.certs import make_certs
 
 SECRET = b"0123456789abcdef0123456789abcdef"
 SECRET_KEY = "data:;base64," + base64.b64encode(SECRET).decode()

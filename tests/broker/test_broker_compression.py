@@ -14,8 +14,8 @@ from managed_ledger import InitialPosition
 from protocols.pulsar import MessageMetadata
 from protocols.pulsar import pulsar_api_pb2 as pb
 from sinks.spark._rows import rows_from_entry
-from tests.broker.broker_harness import BrokerThread
-from tests.broker.test_broker_e2e_subscriptions import RECEIVE_MS
+from tests.support.broker_thread import BrokerThread
+from tests.support.clients import RECEIVE_MS
 
 CODECS = {
     "LZ4": (pulsar.CompressionType.LZ4, pb.LZ4),

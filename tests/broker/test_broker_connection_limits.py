@@ -8,7 +8,7 @@ import pytest
 
 from broker import BrokerConfig
 from broker.protocol._server import ConnectionLimiter
-from magnetar.config import ConfigError, load_config
+from magnetar.common.config import ConfigError, load_config
 
 
 def test_no_caps_admit_everything() -> None:

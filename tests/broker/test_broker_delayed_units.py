@@ -12,7 +12,6 @@ import pytest
 import trio
 import trio.testing
 
-from broker.topics._backoff import Backoff
 from broker.topics._delayed import MERGE_FAN_IN, BucketState, DelayedIndex, IndexSettings
 from broker.topics._delayed_format import (
     BucketFooter,
@@ -29,6 +28,7 @@ from broker.topics._delayed_format import (
     parse_bucket_key,
     unpack,
 )
+from magnetar.common.backoff import Backoff
 from managed_ledger import ManagedLedgerError, Position, SideLedgerMissing
 
 # ------------------------------------------------------------------------------------- format
@@ -186,13 +186,13 @@ def settings(**kw: object) -> IndexSettings:
 def new_index(store: FakeStore, clock: WallClock, cfg: IndexSettings, acked: list[Position] | None = None
               ) -> DelayedIndex:
     mark = acked if acked is not None else [Position(-1, -1)]
-    return DelayedIndex("t/s", store, cfg, acked_up_to=lambda: mark[0], backoff=Backoff(0.05, 1.0),
+    return DelayedIndex("t/s", store, cfg, acked_up_to=lambda: mark[0], backoff=Backoff(0.05, 1.0, jitter=0.1),
                         clock_ms=clock)
 
 
 async def settle() -> None:
     """Let the worker do everything it can (mock clock: instant)."""
-    await trio.sleep(30)
+    await trio.sleep(30)  # virtual time (mock clock): every timer of the worker fires
 
 
 def run_trio(fn) -> None:  # type: ignore[no-untyped-def]
@@ -435,16 +435,3 @@ def test_a_seal_never_spans_another_buckets_range() -> None:
             nursery.cancel_scope.cancel()
 
     run_trio(main)
-
-
-def test_backoff_doubles_to_its_cap_and_halves_after_a_success() -> None:
-    b = Backoff(1.0, 5.0, rng=random.Random(4))
-    delays = [b.next() for _ in range(5)]
-    assert all(d >= 1.0 for d in delays)
-    assert 1.8 <= delays[1] <= 2.0 and 3.6 <= delays[2] <= 4.0 and 4.5 <= delays[3] <= 5.0
-    b.reduce_to_half()
-    assert b.upcoming_s == 2.5
-    b.reset()
-    assert b.upcoming_s == 1.0 and b.failures == 0
-    with pytest.raises(ValueError):
-        Backoff(0, 1)

@@ -15,8 +15,9 @@ from broker.protocol._connection import HANDSHAKE_MAX_FRAME_SIZE
 from broker.protocol._handlers import BROKER_ONLY_TYPES
 from protocols.pulsar import command_field, encode_command, make_command
 from protocols.pulsar import pulsar_api_pb2 as pb
-from tests.broker.broker_harness import BrokerThread
-from tests.broker.raw_pulsar import RawPeer, client_round_trip, wait_until
+from tests.support.broker_thread import BrokerThread
+from tests.support.raw_pulsar import RawPeer, client_round_trip
+from tests.support.waiting import wait_until
 
 T = pb.BaseCommand
 
@@ -271,8 +272,8 @@ def test_connections_over_the_per_ip_cap_are_refused(per_ip_capped: BrokerThread
         raw.assert_alive()
     # a slot is free again once its connection is gone
     held.pop().close()
-    wait_until(lambda: len(per_ip_capped.call(_connections, per_ip_capped)) == 1,
-               "the closed connection to go")
+    wait_until(lambda: len(per_ip_capped.call(_connections, per_ip_capped)) == 1, "the closed connection to go",
+               timeout_s=20.0)
     again = RawPeer(per_ip_capped.port, source_ip="127.0.0.2")
     again.connect()
     for raw in [*held, again]:
@@ -300,7 +301,7 @@ def test_connections_over_the_broker_cap_are_refused(capped: BrokerThread) -> No
     for raw in held:
         raw.assert_alive()
         raw.close()
-    wait_until(lambda: not capped.call(_connections, capped), "the closed connections to go")
+    wait_until(lambda: not capped.call(_connections, capped), "the closed connections to go", timeout_s=20.0)
     client_round_trip(capped.url)
 
 

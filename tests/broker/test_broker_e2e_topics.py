@@ -14,8 +14,8 @@ import pytest
 from pulsar.schema import Integer, JsonSchema, Record, String
 
 from broker import NamespaceName, TopicName
-from tests.broker.broker_harness import BrokerThread
-from tests.broker.test_broker_e2e_subscriptions import RECEIVE_MS, _drain, _produce
+from tests.support.broker_thread import BrokerThread
+from tests.support.clients import RECEIVE_MS, drain, produce
 
 
 def _create_namespace(broker: BrokerThread, ns: str, policies: dict | None = None) -> None:
@@ -53,7 +53,7 @@ def test_partitioned_topic(broker: BrokerThread, client: pulsar.Client, topic: s
                                       message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution)
     for i in range(30):
         producer.send(f"m{i}".encode(), partition_key=f"k{i}")
-    got = _drain(consumer)
+    got = drain(consumer, wait_ms=300)
     assert sorted(m.data() for m in got) == sorted(f"m{i}".encode() for i in range(30))
     assert {m.topic_name() for m in got} == {f"{topic}-partition-{i}" for i in range(3)}
     # each id names its partition (as Pulsar's dispatcher sets it), so acks and seeks route by id
@@ -70,10 +70,10 @@ def test_partitioned_topic(broker: BrokerThread, client: pulsar.Client, topic: s
 def test_pattern_subscription(broker: BrokerThread, client: pulsar.Client) -> None:
     _create_namespace(broker, "public/pattern")
     for name in ("orders-a", "orders-b", "other"):
-        _produce(client, f"persistent://public/pattern/{name}", 1)
+        produce(client, f"persistent://public/pattern/{name}", 1)
     consumer = client.subscribe(re.compile("persistent://public/pattern/orders-.*"), "pat",
                                 initial_position=pulsar.InitialPosition.Earliest)
-    got = _drain(consumer, wait_ms=1000)
+    got = drain(consumer, wait_ms=1000)
     assert sorted(m.topic_name() for m in got) == ["persistent://public/pattern/orders-a",
                                                     "persistent://public/pattern/orders-b"]
     consumer.close()
@@ -116,7 +116,7 @@ def test_deduplication(broker: BrokerThread, client: pulsar.Client) -> None:
     producer.send(b"m3", sequence_id=3)
     producer.close()
     consumer = client.subscribe(topic, "d", initial_position=pulsar.InitialPosition.Earliest)
-    assert [m.data() for m in _drain(consumer)] == [b"m0", b"m1", b"m2", b"m3"]
+    assert [m.data() for m in drain(consumer, wait_ms=300)] == [b"m0", b"m1", b"m2", b"m3"]
     consumer.close()
 
 
@@ -147,7 +147,7 @@ def test_wait_for_exclusive_is_queued_until_the_holder_leaves(client: pulsar.Cli
     waiter = threading.Thread(target=lambda: created.append(client.create_producer(
         topic, access_mode=pulsar.ProducerAccessMode.WaitForExclusive)))
     waiter.start()
-    time.sleep(1.0)
+    time.sleep(1.0)  # nothing should happen: a bounded chance for the waiter to be (wrongly) created
     assert not created  # parked while the holder is connected
     with pytest.raises(pulsar.ProducerBusy):  # a waiting exclusive producer keeps shared ones out
         client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Shared)
@@ -176,7 +176,7 @@ def test_exclusive_with_fencing_fails_a_waiting_producer(client: pulsar.Client, 
 
     waiter = threading.Thread(target=wait)
     waiter.start()
-    time.sleep(1.0)
+    time.sleep(1.0)  # the waiter's request reaches the broker and is parked (no event shows it)
     fencing = client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.ExclusiveWithFencing)
     waiter.join(10)
     assert len(errors) == 1 and isinstance(errors[0], pulsar.ProducerFenced), errors
@@ -227,7 +227,7 @@ def test_delayed_delivery_shared(client: pulsar.Client, topic: str) -> None:
 def test_batch_messages_consumed_and_acked(client: pulsar.Client, topic: str) -> None:
     consumer = client.subscribe(topic, "batch", consumer_type=pulsar.ConsumerType.Shared,
                                 batch_index_ack_enabled=True)
-    _produce(client, topic, 10, batching=True)
+    produce(client, topic, 10, batching=True)
     got = [consumer.receive(RECEIVE_MS) for _ in range(10)]
     assert [m.data() for m in got] == [f"m{i}".encode() for i in range(10)]
     for m in got[:5]:
@@ -235,7 +235,7 @@ def test_batch_messages_consumed_and_acked(client: pulsar.Client, topic: str) ->
     consumer.close()
     consumer = client.subscribe(topic, "batch", consumer_type=pulsar.ConsumerType.Shared,
                                 batch_index_ack_enabled=True)
-    rest = _drain(consumer)
+    rest = drain(consumer, wait_ms=300)
     assert [m.data() for m in rest] == [f"m{i}".encode() for i in range(5, 10)]
     consumer.close()
 
@@ -260,12 +260,12 @@ def test_auto_created_partitioned_topic(broker: BrokerThread, client: pulsar.Cli
 
 def test_cumulative_ack(client: pulsar.Client, topic: str) -> None:
     consumer = client.subscribe(topic, "cumul", initial_position=pulsar.InitialPosition.Earliest)
-    _produce(client, topic, 5)
+    produce(client, topic, 5)
     msgs = [consumer.receive(RECEIVE_MS) for _ in range(5)]
     consumer.acknowledge_cumulative(msgs[2])
     consumer.close()
     consumer = client.subscribe(topic, "cumul")
-    assert [m.data() for m in _drain(consumer)] == [b"m3", b"m4"]
+    assert [m.data() for m in drain(consumer, wait_ms=300)] == [b"m3", b"m4"]
     consumer.close()
 
 
@@ -292,7 +292,7 @@ def test_unload_and_reload_keeps_data_subscriptions_and_dedup(broker: BrokerThre
     producer.send(b"m3", sequence_id=3)
     producer.close()
     consumer = client.subscribe(topic, "keep")
-    assert [m.data() for m in _drain(consumer)] == [b"m1", b"m2", b"m3"]
+    assert [m.data() for m in drain(consumer, wait_ms=300)] == [b"m1", b"m2", b"m3"]
     consumer.close()
 
 

@@ -12,7 +12,7 @@ import pytest
 from broker import BrokerConfig
 from protocols.pulsar import FrameDecoder, encode_command, make_command
 from protocols.pulsar import pulsar_api_pb2 as pb
-from tests.broker.broker_harness import BrokerThread
+from tests.support.broker_thread import BrokerThread
 
 
 @pytest.fixture(scope="module")

@@ -8,18 +8,11 @@ import pytest
 from broker import BrokerConfig
 from broker.topics._rate_limit import RateLimiter
 from broker.topics._topic_limits import DispatchRate, PublishRate, SubscribeRate, TopicLimits, parse_limit
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.clocks import FakeClock
 
 
 def test_rate_limiter_windows() -> None:
-    clock = Clock()
+    clock = FakeClock(100.0)
     limiter = RateLimiter(3, 0, 1.0, clock=clock)
     assert limiter.enabled and limiter.available_msgs() == 3
     limiter.record(2, 10)
@@ -33,7 +26,7 @@ def test_rate_limiter_windows() -> None:
 
 
 def test_rate_limiter_bytes_and_off() -> None:
-    clock = Clock()
+    clock = FakeClock(100.0)
     limiter = RateLimiter(0, 100, 2.0, clock=clock)
     assert limiter.available_msgs() is None  # no message bound
     limiter.record(1, 100)

@@ -8,13 +8,14 @@ import httpx
 import pulsar
 import pytest
 
-from tests.broker.broker_harness import BrokerThread
-from tests.broker.test_broker_auth_basic import _client, _config, _htpasswd
+from tests.support.broker_thread import BrokerThread
+
+from .basic_auth import basic_auth_config, basic_client, htpasswd_file
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerThread]:
-    with BrokerThread(_config(_htpasswd(tmp_path_factory.mktemp("np-authz"))), admin=True) as b:
+    with BrokerThread(basic_auth_config(htpasswd_file(tmp_path_factory.mktemp("np-authz"))), admin=True) as b:
         yield b
 
 
@@ -23,14 +24,14 @@ def test_non_persistent_topics_need_the_same_permissions(broker: BrokerThread) -
     assert admin.post("/admin/v2/namespaces/public/default/permissions/app", json=["produce", "consume"]
                       ).status_code == 204
     topic = "non-persistent://public/default/np-authz"
-    c = _client(broker, "app", "app-secret")
+    c = basic_client(broker, "app", "app-secret")
     try:
         consumer = c.subscribe(topic, "s")
         c.create_producer(topic).send(b"allowed")
         assert consumer.receive(10_000).data() == b"allowed"
     finally:
         c.close()
-    c = _client(broker, "shauser", "sha-secret")
+    c = basic_client(broker, "shauser", "sha-secret")
     try:  # authenticated, without permission on the namespace
         with pytest.raises(pulsar.AuthorizationError):
             c.create_producer(topic)

@@ -16,7 +16,8 @@ import pulsar
 from bk_client import Timeout
 from broker import BrokerConfig
 from managed_ledger import ManagedLedgerConfig
-from tests.broker.broker_harness import BrokerThread, pulsar_client
+from tests.support.broker_thread import BrokerThread
+from tests.support.clients import pulsar_client
 
 FAILED_READS = 4
 

@@ -15,7 +15,8 @@ import pulsar
 import pytest
 
 from bk_client import NotEnoughBookies
-from tests.broker.broker_harness import BrokerThread, pulsar_client
+from tests.support.broker_thread import BrokerThread
+from tests.support.clients import pulsar_client
 
 
 def _set_storage(b: BrokerThread, writable: bool) -> None:

@@ -18,9 +18,9 @@ import pytest
 from click.testing import Result
 
 from broker import BrokerConfig
-from magnetar.config import ConfigError, load_config
-from tests.broker.broker_harness import BrokerThread
-from tests.tls.certs import Certs, make_certs
+from magnetar.common.config import ConfigError, load_config
+from tests.support.broker_thread import BrokerThread
+from tests.support.certs import Certs, make_certs
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from broker import (
     check_compatible,
     choose_active_consumer,
 )
-from magnetar.config import ConfigError, load_config
+from magnetar.common.config import ConfigError, load_config
 
 # ---------------------------------------------------------------------------------------- names
 
@@ -204,3 +204,12 @@ def test_config_aliases_and_validation() -> None:
         load_config(BrokerConfig, {"brokerServicePort": 70000})
     with pytest.raises(ConfigError):
         load_config(BrokerConfig, {"maxMessageSize": 0})
+
+
+def test_a_broker_id_is_the_host_and_port_of_its_first_url_admin_first() -> None:
+    from broker._service import broker_id_of
+
+    assert broker_id_of("http://h:8080", "https://h:8443", "pulsar://h:6650") == "h:8080"
+    assert broker_id_of("", "https://h:8443", "pulsar://h:6650") == "h:8443"
+    assert broker_id_of("", "", "", "pulsar+ssl://h:6651") == "h:6651"
+    assert broker_id_of("", "") == ""

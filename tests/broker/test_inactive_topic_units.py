@@ -6,7 +6,7 @@ import pytest
 
 from broker import BrokerConfig
 from broker.housekeeping._inactive_topics import InactiveTopicPolicies
-from magnetar.config import ConfigError, load_config
+from magnetar.common.config import ConfigError, load_config
 
 
 def test_broker_defaults_are_pulsars() -> None:

@@ -9,7 +9,8 @@ import httpx
 import pulsar
 import pytest
 
-from tests.broker_admin.admin_harness import AdminBroker, pulsar_client
+from tests.broker_admin.admin_harness import AdminBroker
+from tests.support.clients import pulsar_client
 
 _names = itertools.count()
 

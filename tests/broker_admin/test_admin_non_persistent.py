@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from magnetar.cli import main
-from tests.broker_admin.admin_harness import AdminBroker, receive_all
-from tests.broker_real.brokerreal_support import subscribe_pattern
+from tests.broker_admin.admin_harness import AdminBroker
+from tests.support.clients import drain, subscribe_pattern
 
 RECEIVE_MS = 10_000
 NS = "public/default"
@@ -36,7 +36,7 @@ def test_fan_out_to_connected_consumers_of_every_subscription_type(client: pulsa
     assert [i.ledger_id() for i in ids] == [0] * 20
     assert [i.entry_id() for i in ids] == sorted({i.entry_id() for i in ids})
     for c in (first, second):
-        got = receive_all(c)
+        got = drain(c)
         assert [m.data() for m in got] == [f"m{i}".encode() for i in range(20)]
         assert [m.message_id().entry_id() for m in got] == [i.entry_id() for i in ids]
     producer.close()
@@ -55,7 +55,7 @@ def test_subscription_exists_only_while_consumers_are_connected(client: pulsar.C
     producer.send(b"lost")  # published while the subscription has no consumer: dropped
     consumer = client.subscribe(topic, "sub", consumer_type=pulsar.ConsumerType.Shared)
     producer.send(b"two")
-    assert [m.data() for m in receive_all(consumer)] == [b"two"]
+    assert [m.data() for m in drain(consumer)] == [b"two"]
     consumer.close()
     producer.close()
 
@@ -70,11 +70,11 @@ def test_slow_consumer_has_messages_dropped_and_counted(client: pulsar.Client, h
     for i in range(n):
         producer.send(f"m{i}".encode())
     # the slow consumer never asked for more than its queue: the rest was dropped, not buffered
-    got_slow = receive_all(slow)
+    got_slow = drain(slow)
     assert 10 <= len(got_slow) < n
     datas = [m.data() for m in got_slow]
     assert datas == sorted(datas, key=lambda d: int(d[1:]))  # what it got is in order
-    assert [m.data() for m in receive_all(fast)] == [f"m{i}".encode() for i in range(n)]
+    assert [m.data() for m in drain(fast)] == [f"m{i}".encode() for i in range(n)]
     stats = http.get(f"/admin/v2/non-persistent/{NS}/{name}/stats").json()
     assert stats["msgInCounter"] == n
     assert stats["subscriptions"]["slow"]["msgDropCounter"] >= n - len(got_slow) - 10
@@ -97,7 +97,7 @@ def test_partitioned_non_persistent_topic(client: pulsar.Client, http: httpx.Cli
                                       message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution)
     for i in range(30):
         producer.send(f"m{i}".encode())
-    got = receive_all(consumer)
+    got = drain(consumer)
     assert sorted(m.data() for m in got) == sorted(f"m{i}".encode() for i in range(30))
     assert {m.message_id().partition() for m in got} == {0, 1, 2}
     for m in got:

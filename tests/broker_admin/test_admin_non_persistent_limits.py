@@ -17,7 +17,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from broker import BrokerConfig
-from tests.broker_admin.admin_harness import V2, AdminBroker, new_tenant_ns, pulsar_client, receive_all, wait_until
+from tests.broker_admin.admin_harness import AdminBroker
+from tests.support.admin import V2, new_tenant_ns
+from tests.support.clients import drain, pulsar_client
+from tests.support.waiting import wait_until
 
 
 def _post(http: httpx.Client, path: str, body: object) -> None:
@@ -32,7 +35,7 @@ def _stats(http: httpx.Client, topic: str) -> dict:
 
 
 def _data(consumer: pulsar.Consumer) -> list[bytes]:
-    return [m.data() for m in receive_all(consumer)]
+    return [m.data() for m in drain(consumer)]
 
 
 def _samples(http: httpx.Client) -> list[tuple[str, dict[str, str], float]]:

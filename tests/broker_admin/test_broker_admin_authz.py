@@ -16,8 +16,8 @@ from broker.admin import Access, required_access
 from broker.auth import create_token, new_secret_key
 from magnetar.cli import main
 from protocols.pulsar import pulsar_api_pb2 as pb
-from tests.broker.raw_pulsar import RawPeer
 from tests.broker_admin.admin_harness import AdminBroker
+from tests.support.raw_pulsar import RawPeer
 
 SECRET = new_secret_key()
 TOKENS = {role: create_token(role, secret_key=SECRET) for role in
@@ -59,6 +59,11 @@ def test_required_access_table() -> None:
     assert required_access("GET", "/admin/v2/schemas/acme/ns/t/schema") == \
         Access("topic", "acme", "persistent://acme/ns/t")
     assert required_access("GET", "/admin/v2/brokers") == Access("super")
+    assert required_access("GET", "/admin/v2/persistent/acme/ns/t/partitions") == \
+        Access("topic", "acme", "persistent://acme/ns/t")
+    assert required_access("GET", "/admin/v2/non-persistent/acme/ns/t/partitions") == \
+        Access("topic", "acme", "non-persistent://acme/ns/t")
+    assert required_access("PUT", "/admin/v2/persistent/acme/ns/t/partitions") == Access("tenant", "acme")
 
 
 def test_super_user_tenant_admin_and_nobody_on_the_rest(b: AdminBroker) -> None:
@@ -190,6 +195,43 @@ def test_http_lookup_and_topic_listing_need_permissions(b: AdminBroker) -> None:
             peer.assert_alive()
         finally:
             peer.close()
+
+
+def test_partitioned_metadata_is_a_lookup(b: AdminBroker) -> None:
+    # clients with an http:// service URL (the Go and Java clients) read a topic's partitions
+    # before they produce or consume: Pulsar checks it as a lookup (produce or consume permission)
+    assert _http(b, "acme-admin").post("/admin/v2/namespaces/acme/ns/permissions/reader",
+                                       json=["consume"]).status_code == 204
+    assert _http(b, "acme-admin").put("/admin/v2/persistent/acme/ns/parted/partitions", json=2).status_code == 204
+    for path, partitions in (("/admin/v2/persistent/acme/ns/parted/partitions", 2),
+                             ("/admin/v2/persistent/acme/ns/plain/partitions", 0)):
+        for role in ("reader", "acme-admin"):
+            r = _http(b, role).get(path)
+            assert r.status_code == 200 and r.json()["partitions"] == partitions, (role, r.text)
+        assert _http(b, "nobody").get(path).status_code == 403
+    # changing it is still the tenant admin's
+    assert _http(b, "reader").post("/admin/v2/persistent/acme/ns/parted/partitions", json=3).status_code == 403
+    assert _http(b, "reader").put("/admin/v2/persistent/acme/ns/other/partitions", json=3).status_code == 403
+
+
+def test_initial_subscription_of_a_producer_needs_consume(b: AdminBroker) -> None:
+    assert _http(b, "acme-admin").post("/admin/v2/namespaces/acme/ns/permissions/writer",
+                                       json=["produce"]).status_code == 204
+    peer = RawPeer(b.port)
+    try:
+        peer.send("CONNECT", client_version="raw", protocol_version=20, auth_method_name="token",
+                  auth_data=TOKENS["writer"].encode())
+        assert peer.recv().type == pb.BaseCommand.CONNECTED  # type: ignore[union-attr]
+        peer.send("PRODUCER", topic="persistent://acme/ns/dlq", producer_id=1, request_id=1,
+                  initial_subscription_name="init")
+        answer = peer.recv()
+        assert answer is not None and answer.type == pb.BaseCommand.ERROR, answer
+        assert answer.error.error == pb.AuthorizationError and answer.error.request_id == 1
+        peer.send("PRODUCER", topic="persistent://acme/ns/dlq", producer_id=2, request_id=2)
+        answer = peer.recv()
+        assert answer is not None and answer.type == pb.BaseCommand.PRODUCER_SUCCESS, answer
+    finally:
+        peer.close()
 
 
 def test_probes_are_open_and_the_health_check_needs_a_super_user(b: AdminBroker) -> None:

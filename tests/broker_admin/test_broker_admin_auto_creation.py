@@ -13,18 +13,11 @@ from click.testing import CliRunner
 
 from magnetar.cli import main
 from tests.broker_admin.admin_harness import AdminBroker
-
-V2 = "/admin/v2"
-
-
-def _ns(http: httpx.Client, name: str) -> str:
-    ns = f"public/{name}"
-    assert http.put(f"{V2}/namespaces/{ns}").status_code == 204
-    return ns
+from tests.support.admin import V2, new_namespace
 
 
 def test_rest_round_trip_and_bad_input(http: httpx.Client, name: str) -> None:
-    ns = _ns(http, name)
+    ns = new_namespace(str(http.base_url).rstrip('/'), name)
     path = f"{V2}/namespaces/{ns}/autoTopicCreation"
     assert http.get(path).status_code == 204  # no override: the broker's settings apply
     override = {"allowAutoTopicCreation": True, "topicType": "partitioned", "defaultNumPartitions": 2}
@@ -46,7 +39,7 @@ def test_rest_round_trip_and_bad_input(http: httpx.Client, name: str) -> None:
 
 
 def test_disabled_refuses_missing_topics(http: httpx.Client, client: pulsar.Client, name: str) -> None:
-    ns = _ns(http, name)
+    ns = new_namespace(str(http.base_url).rstrip('/'), name)
     path = f"{V2}/namespaces/{ns}/autoTopicCreation"
     assert http.post(path, json={"allowAutoTopicCreation": False}).status_code == 204
     with pytest.raises(pulsar.TopicNotFound):
@@ -72,7 +65,7 @@ def test_disabled_refuses_missing_topics(http: httpx.Client, client: pulsar.Clie
 
 
 def test_partitioned_auto_creation(http: httpx.Client, client: pulsar.Client, name: str) -> None:
-    ns = _ns(http, name)
+    ns = new_namespace(str(http.base_url).rstrip('/'), name)
     assert http.post(f"{V2}/namespaces/{ns}/autoTopicCreation", json={
         "allowAutoTopicCreation": True, "topicType": "partitioned", "defaultNumPartitions": 3}).status_code == 204
     topic = f"persistent://{ns}/auto-part"
@@ -100,7 +93,7 @@ def test_cli(broker: AdminBroker, http: httpx.Client, client: pulsar.Client, nam
         assert (result.exit_code == 0) is ok, result.output
         return result.output
 
-    ns = _ns(http, name)
+    ns = new_namespace(str(http.base_url).rstrip('/'), name)
     run("namespaces", "set-auto-topic-creation", ns, "--enable", "--type", "partitioned", "-n", "2")
     assert json.loads(run("--json", "namespaces", "get-auto-topic-creation", ns)) == {
         "allowAutoTopicCreation": True, "topicType": "partitioned", "defaultNumPartitions": 2}

@@ -10,14 +10,7 @@ import httpx
 import pulsar
 
 from tests.broker_admin.admin_harness import AdminBroker
-
-V2 = "/admin/v2"
-
-
-def _ns(http: httpx.Client, name: str) -> str:
-    assert http.put(f"{V2}/tenants/{name}").status_code == 204
-    assert http.put(f"{V2}/namespaces/{name}/ns").status_code == 204
-    return f"{name}/ns"
+from tests.support.admin import V2, new_tenant_ns
 
 
 def _backlogs(http: httpx.Client, path: str) -> dict[str, int]:
@@ -75,7 +68,7 @@ def test_expire_all_subscriptions_of_a_partitioned_topic(broker: AdminBroker, cl
     for i in range(6):
         producer.send(f"m{i}".encode(), partition_key=f"k{i}")
     producer.close()
-    time.sleep(1.1)
+    time.sleep(1.1)  # the messages must be older than the 1 s expiry below
     assert http.post(f"{V2}/persistent/public/default/{name}/all_subscription/expireMessages/1").status_code == 204
     stats = http.get(f"{V2}/persistent/public/default/{name}/partitioned-stats").json()
     assert stats["subscriptions"]["s"]["msgBacklog"] == 0
@@ -83,7 +76,7 @@ def test_expire_all_subscriptions_of_a_partitioned_topic(broker: AdminBroker, cl
 
 def test_namespace_clear_backlog_and_unsubscribe(broker: AdminBroker, client: pulsar.Client, http: httpx.Client,
                                                  name: str) -> None:
-    ns = _ns(http, name)
+    ns = new_tenant_ns(http, name)
     for t in ("t1", "t2"):
         _subscribe(client, f"persistent://{ns}/{t}", "keep", "drop")
         _produce(client, f"persistent://{ns}/{t}", 3)

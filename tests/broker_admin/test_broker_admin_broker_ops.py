@@ -5,7 +5,6 @@ written by another broker (straight into the metadata store) on its next policy 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 
 import httpx
@@ -15,7 +14,9 @@ import pytest
 from broker import BrokerConfig
 from broker._dynamic_config import DYNAMIC_CONFIG_PATH
 from broker.resources._bundles import bundle_for, default_boundaries
-from tests.broker_admin.admin_harness import AdminBroker, pulsar_client
+from tests.broker_admin.admin_harness import AdminBroker
+from tests.support.clients import pulsar_client
+from tests.support.waiting import wait_until
 
 V2 = "/admin/v2"
 
@@ -26,14 +27,6 @@ def broker() -> Iterator[AdminBroker]:
                           web_service_port=0, policy_recheck_interval_s=0.2)
     with AdminBroker(config) as b:
         yield b
-
-
-def _wait_for(check, what: str, bound_s: float = 20.0) -> None:
-    deadline = time.monotonic() + bound_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def test_dynamic_configuration(broker: AdminBroker, http: httpx.Client, name: str) -> None:
@@ -73,8 +66,8 @@ def test_dynamic_configuration(broker: AdminBroker, http: httpx.Client, name: st
                                        version=stat.version)
 
     broker.call(write_override)
-    _wait_for(lambda: http.get(f"{base}/runtime").json()["dispatcherMaxReadBatchSize"] == "7",
-              "the stored override to be applied by the recheck")
+    wait_until(lambda: http.get(f"{base}/runtime").json()["dispatcherMaxReadBatchSize"] == "7",
+               "the stored override to be applied by the recheck", timeout_s=20.0)
     for key in ("dispatcherMaxReadBatchSize", "dispatchThrottlingRatePerTopicInMsg"):
         assert http.delete(f"{base}/{key}").status_code == 204
     assert http.get(f"{base}/values").json() == {}

@@ -1,5 +1,6 @@
-"""The ``magnetar admin`` commands of `magnetar.cli._admin_ops` (pulsar-admin's names and flags)
-through click's CliRunner against the live admin server, with the official client."""
+"""The ``magnetar admin`` commands beyond the basics of tenants, namespaces and topics (clusters,
+dynamic config, broker-stats, limits and rates; pulsar-admin's names and flags) through click's
+CliRunner against the live admin server, with the official client."""
 
 from __future__ import annotations
 
@@ -139,7 +140,7 @@ def test_cli_topic_limits_and_operations(broker: AdminBroker, client: pulsar.Cli
     stats = _json(broker, "topics", "stats", topic, "--get-precise-backlog")
     backlogs = {n: s["msgBacklog"] for n, s in stats["subscriptions"].items()}  # type: ignore[index]
     assert backlogs == {"a": 2, "b": 4}
-    time.sleep(1.1)
+    time.sleep(1.1)  # the messages must be older than the 1 s expiry below
     _run(broker, "topics", "expire-messages-all-subscriptions", topic, "-t", "1")
     backlogs = {n: s["msgBacklog"] for n, s in _json(broker, "topics", "stats", topic)["subscriptions"].items()}  # type: ignore[index]
     assert backlogs == {"a": 0, "b": 0}

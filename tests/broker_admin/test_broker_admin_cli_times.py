@@ -11,8 +11,7 @@ from click.testing import CliRunner
 
 from magnetar.cli import main
 from magnetar.cli._human import duration, when
-
-from .admin_harness import AdminBroker
+from tests.broker_admin.admin_harness import AdminBroker
 
 _EPOCH_MS = re.compile(r"\b1[5-9]\d{11}\b")  # a 13-digit time in ms since the epoch
 

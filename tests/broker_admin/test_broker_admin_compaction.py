@@ -180,7 +180,7 @@ def test_new_run_and_topic_deletion_delete_the_compacted_ledgers(broker: AdminBr
 def test_broker_refuses_read_compacted_on_shared_and_the_reserved_name(broker: AdminBroker, name: str) -> None:
     # what a client that does not check its configuration sends (the official one refuses it itself)
     from protocols.pulsar import pulsar_api_pb2 as pb
-    from tests.broker.raw_pulsar import RawPeer
+    from tests.support.raw_pulsar import RawPeer
 
     peer = RawPeer(broker.port)
     try:

@@ -9,23 +9,14 @@ import pulsar
 import pytest
 
 from broker.topics._dedup import DEDUP_CURSOR, Deduplication, DedupVerdict, highest_sequence_id
-from tests.broker.test_broker_e2e_subscriptions import _drain
-
-V2 = "/admin/v2"
-
-
-def _ns(http, name: str, *, dedup: bool | None = None) -> str:
-    assert http.put(f"{V2}/tenants/{name}").status_code == 204
-    assert http.put(f"{V2}/namespaces/{name}/ns").status_code == 204
-    if dedup is not None:
-        assert http.post(f"{V2}/namespaces/{name}/ns/deduplication", json=dedup).status_code == 204
-    return f"{name}/ns"
+from tests.support.admin import V2, new_tenant_ns
+from tests.support.clients import drain
 
 
 def _values(client: pulsar.Client, topic: str) -> list[bytes]:
     consumer = client.subscribe(topic, "check", initial_position=pulsar.InitialPosition.Earliest)
     try:
-        return [m.data() for m in _drain(consumer)]
+        return [m.data() for m in drain(consumer, wait_ms=300)]
     finally:
         consumer.close()
 
@@ -82,7 +73,7 @@ def _pos(entry: int):
 
 
 def test_policy_change_applies_to_a_loaded_topic(broker, http, client: pulsar.Client, name: str) -> None:
-    ns = _ns(http, name)
+    ns = new_tenant_ns(http, name)
     topic = f"persistent://{ns}/t"
     producer = client.create_producer(topic, producer_name="p", batching_enabled=False)
     for i in (1, 2):
@@ -108,7 +99,7 @@ def test_policy_change_applies_to_a_loaded_topic(broker, http, client: pulsar.Cl
 def test_policy_change_elsewhere_is_picked_up_by_the_recheck(broker, http, name: str) -> None:
     from broker import NamespaceName
 
-    ns = _ns(http, name)
+    ns = new_tenant_ns(http, name)
     topic = f"persistent://{ns}/t"
     assert http.put(f"{V2}/persistent/{ns}/t").status_code == 204
     c = pulsar.Client(broker.url, operation_timeout_seconds=10)
@@ -128,7 +119,7 @@ def test_policy_change_elsewhere_is_picked_up_by_the_recheck(broker, http, name:
 
 
 def test_batched_resends_are_duplicates(broker, http, client: pulsar.Client, name: str) -> None:
-    ns = _ns(http, name, dedup=True)
+    ns = new_tenant_ns(http, name, dedup=True)
     topic = f"persistent://{ns}/t"
     producer = _batching_producer(client, topic, "bp")
     first = _send_batches(producer, range(1, 11))
@@ -146,7 +137,7 @@ def test_batched_resends_are_duplicates(broker, http, client: pulsar.Client, nam
 
 
 def test_batched_dedup_survives_a_reload(broker, http, client: pulsar.Client, name: str) -> None:
-    ns = _ns(http, name, dedup=True)
+    ns = new_tenant_ns(http, name, dedup=True)
     topic = f"persistent://{ns}/t"
     # a durable subscription first: without one, the unloaded topic's closed ledger is consumed
     # data, and the quota check of the next PRODUCER trims it (0/0 retention)
@@ -164,7 +155,7 @@ def test_batched_dedup_survives_a_reload(broker, http, client: pulsar.Client, na
 
 
 def test_dedup_cursor_is_not_a_subscription(broker, http, client: pulsar.Client, name: str) -> None:
-    ns = _ns(http, name, dedup=True)
+    ns = new_tenant_ns(http, name, dedup=True)
     topic = f"persistent://{ns}/t"
     producer = client.create_producer(topic, producer_name="sp", batching_enabled=False)
     producer.send(b"x", sequence_id=1)
@@ -194,7 +185,8 @@ def test_chunk_before_the_last_is_not_recorded() -> None:
 
 def test_chunked_messages_with_deduplication_on(name: str) -> None:
     from broker import BrokerConfig
-    from tests.broker_admin.admin_harness import AdminBroker, pulsar_client
+    from tests.broker_admin.admin_harness import AdminBroker
+    from tests.support.clients import pulsar_client
 
     # a small maxMessageSize so that a 150 KiB message travels as 3 chunks
     with AdminBroker(BrokerConfig(max_message_size=64 * 1024, web_service_port=0)) as b, \
@@ -202,7 +194,7 @@ def test_chunked_messages_with_deduplication_on(name: str) -> None:
         import httpx
 
         with httpx.Client(base_url=b.http, timeout=10) as http:
-            ns = _ns(http, name, dedup=True)
+            ns = new_tenant_ns(http, name, dedup=True)
         topic = f"persistent://{ns}/chunky"
         producer = client.create_producer(topic, producer_name="cp", chunking_enabled=True,
                                           batching_enabled=False)

@@ -9,24 +9,15 @@ receives nothing more, instead of reconnecting in a loop.
 
 from __future__ import annotations
 
-import time
-
 import httpx
 import pulsar
 import pytest
 
 from broker.topics._consumer import understands_end_of_topic
 from protocols.pulsar import pulsar_api_pb2 as pb
-from tests.broker.raw_pulsar import RawPeer
 from tests.broker_admin.admin_harness import AdminBroker
-
-
-def _wait_for(check, what: str, bound_s: float = 20.0) -> None:
-    deadline = time.monotonic() + bound_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+from tests.support.raw_pulsar import RawPeer
+from tests.support.waiting import wait_until
 
 
 def _terminate(http: httpx.Client, name: str) -> None:
@@ -87,8 +78,8 @@ def test_official_client_keeps_its_connection(broker: AdminBroker, client: pulsa
         got.append(msg.data())
         consumer.acknowledge(msg)
     assert got == [b"m0", b"m1", b"m2"]
-    _wait_for(lambda: http.get(f"/admin/v2/persistent/public/default/{name}/stats").json()
-              ["subscriptions"]["sub"]["msgBacklog"] == 0, "the acks to reach the broker")
+    wait_until(lambda: http.get(f"/admin/v2/persistent/public/default/{name}/stats").json()
+              ["subscriptions"]["sub"]["msgBacklog"] == 0, "the acks to reach the broker", timeout_s=20.0)
     before = _connections(broker)
     with pytest.raises(pulsar.Timeout):
         consumer.receive(timeout_millis=1500)

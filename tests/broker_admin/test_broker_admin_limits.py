@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -23,8 +22,9 @@ import trio
 from broker import BrokerConfig
 from broker.admin._common import FANOUT_CONCURRENCY
 from tests.broker_admin.admin_harness import AdminBroker
+from tests.support.admin import V2, new_tenant_ns
+from tests.support.waiting import wait_until
 
-V2 = "/admin/v2"
 BODY_LIMIT = 64 * 1024
 MAX_PARTITIONS = 64
 HANG_GUARD_S = 20.0  # only a broken server gets near it: a response that never comes
@@ -44,23 +44,10 @@ def _config(**values: object) -> BrokerConfig:
                         web_service_port=0, retention_enabled=False, **values)  # type: ignore[arg-type]
 
 
-def _ns(http: httpx.Client, name: str) -> str:
-    assert http.put(f"{V2}/tenants/{name}").status_code == 204
-    assert http.put(f"{V2}/namespaces/{name}/ns").status_code == 204
-    return f"{name}/ns"
-
-
 def _serves(http: httpx.Client) -> None:
     """The server still answers an ordinary request."""
     r = http.get(f"{V2}/clusters")
     assert r.status_code == 200 and r.json() == ["standalone"]
-
-
-def _wait_until(check: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + HANG_GUARD_S
-    while not check():
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        time.sleep(0.01)
 
 
 # ---------------------------------------------------------------------------------- raw HTTP
@@ -179,7 +166,7 @@ def test_what_would_be_stored_is_bounded() -> None:
         assert answer.closed_by_server
         assert http.get(f"{V2}/tenants/t").status_code == 404
         # a body under both bounds whose stored JSON is over (each é is stored as \u00e9)
-        ns = _ns(http, "t")
+        ns = new_tenant_ns(http, "t")
         r = http.put(f"{V2}/namespaces/t/big", json={"note": "é" * (stored_limit // 3)})
         assert r.status_code == 413 and "once stored" in r.json()["reason"]
         assert http.get(f"{V2}/namespaces/t/big").status_code == 404
@@ -200,7 +187,7 @@ def test_what_would_be_stored_is_bounded() -> None:
 
 
 def test_partition_count_is_bounded_as_in_pulsar(http, name: str) -> None:
-    ns = _ns(http, name)
+    ns = new_tenant_ns(http, name)
     tp = f"{V2}/persistent/{ns}"
     r = http.put(f"{tp}/p/partitions", json=MAX_PARTITIONS + 1)
     assert r.status_code == 406
@@ -291,7 +278,7 @@ def _stored_partitioned_topic(http: httpx.Client, broker: AdminBroker, ns: str, 
 
 
 def test_partitioned_stats_reports_loaded_partitions_and_loads_none(broker: AdminBroker, http, name: str) -> None:
-    ns = _ns(http, name)
+    ns = new_tenant_ns(http, name)
     tp = _stored_partitioned_topic(http, broker, ns, 40)
     gate = OpenGate(prefix=f"{ns}/persistent/")
     undo = _install(broker, gate)
@@ -311,16 +298,16 @@ def test_partitioned_stats_reports_loaded_partitions_and_loads_none(broker: Admi
 
 def test_a_fan_out_read_stops_loading_partitions_when_its_client_leaves(broker: AdminBroker, http, name: str) -> None:
     n = 3 * FANOUT_CONCURRENCY
-    ns = _ns(http, name)
+    ns = new_tenant_ns(http, name)
     tp = _stored_partitioned_topic(http, broker, ns, n)
     gate = OpenGate(prefix=f"{ns}/persistent/", hold=True)
     undo = _install(broker, gate)
     try:
         sock = socket.create_connection(("127.0.0.1", broker.http_port))
         sock.sendall(f"GET {tp}/subscriptions HTTP/1.1\r\nHost: x\r\n\r\n".encode())
-        _wait_until(lambda: gate.in_flight == FANOUT_CONCURRENCY, "the first partitions to be loading")
+        wait_until(lambda: gate.in_flight == FANOUT_CONCURRENCY, "the first partitions to be loading", timeout_s=20.0)
         sock.close()  # the client leaves while its request waits for the partitions
-        _wait_until(lambda: gate.cancelled == FANOUT_CONCURRENCY, "the loads to be cancelled")
+        wait_until(lambda: gate.cancelled == FANOUT_CONCURRENCY, "the loads to be cancelled", timeout_s=20.0)
         broker.call(_set, gate.release)
         # cancelled loads start no others: only the first batch was ever asked for
         assert gate.started == FANOUT_CONCURRENCY and gate.most_in_flight == FANOUT_CONCURRENCY
@@ -343,7 +330,7 @@ async def _set(event: trio.Event) -> None:
 @pytest.mark.parametrize("body", [b"null", b"[]", b'"text"', b"12", b"NaN", b"[" * 5_000])
 def test_bodies_of_the_wrong_json_type_are_refused_and_store_nothing(http, name: str, body: bytes) -> None:
     headers = {"content-type": "application/json"}
-    ns = _ns(http, name)
+    ns = new_tenant_ns(http, name)
     tp = f"{V2}/persistent/{ns}"
     assert http.put(f"{tp}/t").status_code == 204
     cases = [
@@ -370,7 +357,7 @@ def test_bodies_of_the_wrong_json_type_are_refused_and_store_nothing(http, name:
 
 
 def test_wrong_types_inside_bodies_are_refused(http, name: str) -> None:
-    ns = _ns(http, name)
+    ns = new_tenant_ns(http, name)
     tp = f"{V2}/persistent/{ns}/t"
     assert http.put(tp).status_code == 204
     assert http.put(f"{V2}/tenants/{name}2", json={"adminRoles": [{"role": 1}]}).status_code == 400
@@ -396,7 +383,7 @@ def test_wrong_types_inside_bodies_are_refused(http, name: str) -> None:
 
 @pytest.mark.parametrize("bad", ["%2e%2e", "%2E%2E", "%2e", "..", "."])
 def test_dot_names_are_invalid_names_as_in_pulsar(broker: AdminBroker, http, name: str, bad: str) -> None:
-    ns = _ns(http, name)
+    ns = new_tenant_ns(http, name)
     assert http.put(f"{V2}/persistent/{ns}/t").status_code == 204
     expectations = [
         ("PUT", f"{V2}/tenants/{bad}", "Tenant name is not valid"),
@@ -425,7 +412,7 @@ def test_dot_names_are_invalid_names_as_in_pulsar(broker: AdminBroker, http, nam
 
 @pytest.mark.parametrize("local", ["-partition-0", ".-partition-1", "..-partition-2", "a%00b"])
 def test_topic_names_that_would_be_no_path_are_invalid(http, name: str, local: str) -> None:
-    ns = _ns(http, name)
+    ns = new_tenant_ns(http, name)
     for method, suffix in (("PUT", ""), ("GET", "/stats"), ("GET", "/internalStats"), ("PUT", "/unload"),
                            ("GET", "/explain-storage"), ("GET", "/subscriptions")):
         r = http.request(method, f"{V2}/persistent/{ns}/{local}{suffix}")
@@ -436,7 +423,7 @@ def test_topic_names_that_would_be_no_path_are_invalid(http, name: str, local: s
 
 
 def test_path_parameters_out_of_range_are_400(http, name: str) -> None:
-    ns = _ns(http, name)
+    ns = new_tenant_ns(http, name)
     sub = f"{V2}/persistent/{ns}/t/subscription/s"
     assert http.put(f"{V2}/persistent/{ns}/t").status_code == 204
     assert http.put(sub).status_code == 204

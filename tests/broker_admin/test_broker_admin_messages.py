@@ -83,7 +83,7 @@ def test_peek_examine_and_expire(broker: AdminBroker, client: pulsar.Client, htt
     # nothing was published an hour ago: expiring by one hour leaves the backlog; by 0 s clears it
     assert http.post(f"{path}/subscription/sub/expireMessages/3600").status_code == 204
     assert http.get(f"{path}/stats").json()["subscriptions"]["sub"]["msgBacklog"] == 3
-    time.sleep(0.01)
+    time.sleep(0.01)  # published strictly before now, so that expiring by 0 s takes them
     assert http.post(f"{path}/subscription/sub/expireMessages/0").status_code == 204
     assert http.get(f"{path}/stats").json()["subscriptions"]["sub"]["msgBacklog"] == 0
     assert http.get(f"{path}/subscription/sub/position/1").status_code == 404

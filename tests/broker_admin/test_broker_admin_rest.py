@@ -6,15 +6,7 @@ import pulsar
 import pytest
 
 from tests.broker_admin.admin_harness import AdminBroker
-
-V2 = "/admin/v2"
-
-
-def _ns(http, name: str) -> str:
-    """Create tenant ``name`` and namespace ``name/ns``; return the namespace."""
-    assert http.put(f"{V2}/tenants/{name}").status_code == 204
-    assert http.put(f"{V2}/namespaces/{name}/ns").status_code == 204
-    return f"{name}/ns"
+from tests.support.admin import V2, new_tenant_ns
 
 
 def test_clusters(http) -> None:
@@ -47,7 +39,7 @@ def test_tenants_lifecycle_and_errors(http, name: str) -> None:
 def test_namespaces_and_policies(http, name: str) -> None:
     assert http.get(f"{V2}/namespaces/{name}").status_code == 404
     assert http.put(f"{V2}/namespaces/{name}/ns").status_code == 404  # no tenant
-    ns = _ns(http, name)
+    ns = new_tenant_ns(http, name)
     assert http.put(f"{V2}/namespaces/{ns}").status_code == 409
     assert http.get(f"{V2}/namespaces/{name}").json() == [ns]
     assert http.get(f"{V2}/namespaces/{name}/other").status_code == 404
@@ -91,7 +83,7 @@ def test_namespaces_and_policies(http, name: str) -> None:
 
 
 def test_topics_create_list_delete(http, client: pulsar.Client, name: str) -> None:
-    ns = _ns(http, name)
+    ns = new_tenant_ns(http, name)
     tp = f"{V2}/persistent/{ns}"
     assert http.get(tp).json() == []
     assert http.put(f"{tp}/t1").status_code == 204
@@ -132,7 +124,7 @@ def test_topics_create_list_delete(http, client: pulsar.Client, name: str) -> No
 
 
 def test_stats_subscriptions_and_cursor_ops(http, client: pulsar.Client, name: str) -> None:
-    ns = _ns(http, name)
+    ns = new_tenant_ns(http, name)
     topic = f"persistent://{ns}/s"
     tp = f"{V2}/persistent/{ns}/s"
     consumer = client.subscribe(topic, "live", initial_position=pulsar.InitialPosition.Earliest)
@@ -186,8 +178,48 @@ def test_stats_subscriptions_and_cursor_ops(http, client: pulsar.Client, name: s
     consumer.close()
 
 
+def test_partitioned_topic_created_with_its_metadata_object(http, name: str) -> None:
+    # pulsar-admin and the Go admin client send Pulsar's PartitionedTopicMetadata under its own
+    # media type: {"partitions": N, "properties": {...} or null}
+    ns = new_tenant_ns(http, name)
+    tp = f"{V2}/persistent/{ns}"
+    meta = {"Content-Type": "application/vnd.partitioned-topic-metadata+json"}
+    assert http.put(f"{tp}/plain/partitions", json={"properties": None, "partitions": 2},
+                    headers=meta).status_code == 204
+    assert http.get(f"{tp}/plain/partitions").json() == {"partitions": 2}
+    assert http.put(f"{tp}/tagged/partitions", json={"partitions": 3, "properties": {"owner": "team-a"}},
+                    headers=meta).status_code == 204
+    assert http.get(f"{tp}/tagged/partitions").json() == {"partitions": 3, "properties": {"owner": "team-a"}}
+    assert http.post(f"{tp}/tagged/partitions", json=4).status_code == 204  # the properties stay
+    assert http.get(f"{tp}/tagged/partitions").json() == {"partitions": 4, "properties": {"owner": "team-a"}}
+    assert http.put(f"{V2}/non-persistent/{ns}/np/partitions", json={"partitions": 2},
+                    headers=meta).status_code == 204
+    assert http.get(f"{V2}/non-persistent/{ns}/np/partitions").json()["partitions"] == 2
+    assert http.put(f"{tp}/bad/partitions", json={"partitions": 0}, headers=meta).status_code == 406
+    assert http.put(f"{tp}/bad/partitions", json={"partitions": 2, "properties": {"n": 1}},
+                    headers=meta).status_code == 400
+    assert http.put(f"{tp}/bad/partitions", json=[2], headers=meta).status_code == 400
+    assert http.put(f"{tp}/bad/partitions", json={"partitions": 2}).status_code == 400  # plain JSON: a number
+
+
+def test_namespace_topics_by_mode(http, name: str) -> None:
+    # the Go and Java clients' HTTP lookup lists a namespace's topics here (pattern subscriptions)
+    ns = new_tenant_ns(http, name)
+    assert http.put(f"{V2}/persistent/{ns}/a").status_code == 204
+    assert http.put(f"{V2}/persistent/{ns}/p/partitions", json=2).status_code == 204
+    assert http.put(f"{V2}/non-persistent/{ns}/np/partitions", json=1).status_code == 204
+    persistent = [f"persistent://{ns}/a", f"persistent://{ns}/p-partition-0", f"persistent://{ns}/p-partition-1"]
+    non_persistent = [f"non-persistent://{ns}/np-partition-0"]
+    assert http.get(f"{V2}/namespaces/{ns}/topics").json() == persistent
+    assert http.get(f"{V2}/namespaces/{ns}/topics?mode=PERSISTENT").json() == persistent
+    assert http.get(f"{V2}/namespaces/{ns}/topics?mode=NON_PERSISTENT").json() == non_persistent
+    assert sorted(http.get(f"{V2}/namespaces/{ns}/topics?mode=ALL").json()) == sorted(persistent + non_persistent)
+    assert http.get(f"{V2}/namespaces/{ns}/topics?mode=SOME").status_code == 400
+    assert http.get(f"{V2}/namespaces/{name}/missing/topics").status_code == 404
+
+
 def test_topic_level_policies(http, name: str) -> None:
-    ns = _ns(http, name)
+    ns = new_tenant_ns(http, name)
     tp = f"{V2}/persistent/{ns}/pol"
     assert http.get(f"{tp}/retention").status_code == 404
     assert http.put(tp).status_code == 204
@@ -213,7 +245,7 @@ def test_topic_level_policies(http, name: str) -> None:
 
 
 def test_lookup_and_unknown_paths(broker: AdminBroker, http, name: str) -> None:
-    ns = _ns(http, name)
+    ns = new_tenant_ns(http, name)
     data = http.get(f"/lookup/v2/topic/persistent/{ns}/x").json()
     assert data["brokerUrl"] == broker.url and data["httpUrl"] == broker.http
     assert http.get(f"/lookup/v2/topic/persistent/{name}/nope/x").status_code == 404
@@ -224,7 +256,7 @@ def test_lookup_and_unknown_paths(broker: AdminBroker, http, name: str) -> None:
 
 @pytest.mark.parametrize("force", [False, True])
 def test_delete_namespace_with_topics(http, name: str, force: bool) -> None:
-    ns = _ns(http, f"{name}f{int(force)}")
+    ns = new_tenant_ns(http, f"{name}f{int(force)}")
     assert http.put(f"{V2}/persistent/{ns}/a").status_code == 204
     assert http.put(f"{V2}/persistent/{ns}/b/partitions", json=2).status_code == 204
     r = http.delete(f"{V2}/namespaces/{ns}" + ("?force=true" if force else ""))

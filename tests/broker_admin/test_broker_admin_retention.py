@@ -18,8 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from broker import BrokerConfig
 from managed_ledger import ManagedLedgerConfig
 from tests.broker_admin.admin_harness import AdminBroker
-
-V2 = "/admin/v2"
+from tests.support.admin import V2, new_tenant_ns
 
 
 @pytest.fixture(scope="module")
@@ -43,12 +42,6 @@ def client(broker: AdminBroker) -> Iterator[pulsar.Client]:
         yield c
     finally:
         c.close()
-
-
-def _ns(http: httpx.Client, name: str) -> str:
-    assert http.put(f"{V2}/tenants/{name}").status_code == 204
-    assert http.put(f"{V2}/namespaces/{name}/ns").status_code == 204
-    return f"{name}/ns"
 
 
 def _wait(what: str, check: Callable[[], Any], timeout: float = 15.0) -> Any:
@@ -85,7 +78,7 @@ def _sub_value(metrics: dict, name: str, topic: str, subscription: str) -> float
 
 
 def test_metrics_after_produce_and_consume(http: httpx.Client, client: pulsar.Client, name: str) -> None:
-    ns = _ns(http, name)
+    ns = new_tenant_ns(http, name)
     topic = f"persistent://{ns}/m"
     consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
     lagging = client.subscribe(topic, "lagging", initial_position=pulsar.InitialPosition.Earliest,
@@ -124,7 +117,7 @@ def test_metrics_after_produce_and_consume(http: httpx.Client, client: pulsar.Cl
 
 def test_retention_trims_consumed_ledgers(broker: AdminBroker, http: httpx.Client, client: pulsar.Client,
                                           name: str) -> None:
-    ns = _ns(http, name)
+    ns = new_tenant_ns(http, name)
     assert http.post(f"{V2}/namespaces/{ns}/retention",
                      json={"retentionTimeInMinutes": 0, "retentionSizeInMB": 0}).status_code == 204
     topic = f"persistent://{ns}/r"
@@ -164,7 +157,7 @@ def test_retention_trims_consumed_ledgers(broker: AdminBroker, http: httpx.Clien
 
 def test_backlog_quota_producer_exception_refuses_producers(http: httpx.Client, client: pulsar.Client,
                                                             name: str) -> None:
-    ns = _ns(http, name)
+    ns = new_tenant_ns(http, name)
     quota = {"limitSize": 200, "limitTime": -1, "policy": "producer_exception"}
     assert http.post(f"{V2}/namespaces/{ns}/backlogQuota", json=quota).status_code == 204
     topic = f"persistent://{ns}/q"
@@ -191,7 +184,7 @@ def test_backlog_quota_producer_exception_refuses_producers(http: httpx.Client, 
 
 def test_backlog_quota_hold_delays_sends_until_the_backlog_shrinks(http: httpx.Client, client: pulsar.Client,
                                                                    name: str) -> None:
-    ns = _ns(http, name)
+    ns = new_tenant_ns(http, name)
     quota = {"limitSize": 200, "limitTime": -1, "policy": "producer_request_hold"}
     assert http.post(f"{V2}/namespaces/{ns}/backlogQuota", json=quota).status_code == 204
     topic = f"persistent://{ns}/h"
@@ -204,7 +197,7 @@ def test_backlog_quota_hold_delays_sends_until_the_backlog_shrinks(http: httpx.C
           .get("backlogQuota"))
     results: list[Any] = []
     producer.send_async(b"held", lambda res, msg_id: results.append(res))
-    time.sleep(1.5)
+    time.sleep(1.5)  # nothing should happen: a bounded chance for a (wrong) receipt to arrive
     assert results == []  # held: no receipt while the quota is exceeded
     assert http.get(f"{tp}/internalStats").json()["entriesAddedCounter"] == 5
     assert http.post(f"{tp}/subscription/slow/skip_all").status_code == 204
@@ -213,3 +206,36 @@ def test_backlog_quota_hold_delays_sends_until_the_backlog_shrinks(http: httpx.C
     assert results == [pulsar.Result.Ok]
     assert http.get(f"{tp}/internalStats").json()["entriesAddedCounter"] == 6
     producer.close()
+
+
+@pytest.fixture(scope="module")
+def slow_retention_broker() -> Iterator[AdminBroker]:
+    config = BrokerConfig(advertised_address="127.0.0.1", bind_address="127.0.0.1", broker_service_port=0,
+                          web_service_port=0, retention_check_interval_s=3600, backlog_quota_check_interval_s=0.3)
+    b = AdminBroker(config).start()
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+def test_backlog_quotas_are_checked_on_their_own_interval(slow_retention_broker: AdminBroker) -> None:
+    # as Pulsar, backlogQuotaCheckIntervalInSeconds paces the quota checks of the loaded topics,
+    # whatever retentionCheckIntervalInSeconds says (the Go client's tests rely on a 5 s check)
+    b = slow_retention_broker
+    http = httpx.Client(base_url=b.http, timeout=10)
+    quota = {"limitSize": 200, "limitTime": -1, "policy": "producer_exception"}
+    assert http.post(f"{V2}/namespaces/public/default/backlogQuota", json=quota).status_code == 204
+    topic = "persistent://public/default/paced-quota"
+    c = pulsar.Client(b.url, operation_timeout_seconds=10, logger=logging.getLogger("pulsar-client"))
+    try:
+        c.subscribe(topic, "slow", initial_position=pulsar.InitialPosition.Earliest, receiver_queue_size=1)
+        producer = c.create_producer(topic, batching_enabled=False)
+        for _ in range(5):
+            producer.send(b"y" * 100)
+        check = _wait("a quota check after the backlog grew", lambda: (http.get(
+            f"{V2}/persistent/public/default/paced-quota/explain-storage").json()["lastRetentionCheck"] or {})
+            .get("backlogQuota"))
+        assert check[0]["action"] == "reject_producers"
+    finally:
+        c.close()

@@ -10,8 +10,7 @@ import pulsar
 from pulsar.schema import AvroSchema, Integer, JsonSchema, Record, String
 
 from protocols.pulsar import TopicName
-
-V2 = "/admin/v2"
+from tests.support.admin import V2, new_tenant_ns
 
 AVRO_V0 = {"type": "record", "name": "User", "fields": [{"name": "name", "type": "string"}]}
 AVRO_V1 = {"type": "record", "name": "User",
@@ -24,18 +23,12 @@ class Point(Record):
     label = String()
 
 
-def _ns(http, name: str) -> str:
-    assert http.put(f"{V2}/tenants/{name}").status_code == 204
-    assert http.put(f"{V2}/namespaces/{name}/ns").status_code == 204
-    return f"{name}/ns"
-
-
 def _payload(schema: dict, kind: str = "AVRO", **props: str) -> dict:
     return {"type": kind, "schema": json.dumps(schema), "properties": props}
 
 
 def test_upload_get_versions_delete(http, name: str) -> None:
-    ns = _ns(http, name)
+    ns = new_tenant_ns(http, name)
     base = f"{V2}/schemas/{ns}/users"
     assert http.get(f"{base}/schema").status_code == 404
     assert http.get(f"{base}/schemas").json() == {"getSchemaResponses": []}
@@ -64,7 +57,7 @@ def test_upload_get_versions_delete(http, name: str) -> None:
 
 
 def test_compatibility_and_errors(http, name: str) -> None:
-    ns = _ns(http, name)
+    ns = new_tenant_ns(http, name)
     base = f"{V2}/schemas/{ns}/strict"
     assert http.put(f"{V2}/namespaces/{ns}/schemaCompatibilityStrategy", json="BACKWARD").status_code == 204
     assert http.post(f"{base}/schema", json=_payload(AVRO_V0)).status_code == 202
@@ -81,7 +74,7 @@ def test_compatibility_and_errors(http, name: str) -> None:
 
 
 def test_client_schemas_are_visible_and_round_trip(http, client: pulsar.Client, name: str) -> None:
-    ns = _ns(http, name)
+    ns = new_tenant_ns(http, name)
     for kind, schema, topic in (("JSON", JsonSchema(Point), "points"), ("AVRO", AvroSchema(Point), "avro")):
         producer = client.create_producer(f"persistent://{ns}/{topic}", schema=schema)
         producer.send(Point(x=1, label="a"))
@@ -100,7 +93,7 @@ def test_client_schemas_are_visible_and_round_trip(http, client: pulsar.Client, 
 
 
 def test_partition_names_share_the_partitioned_topics_schema(http, name: str) -> None:
-    ns = _ns(http, name)
+    ns = new_tenant_ns(http, name)
     assert http.put(f"{V2}/persistent/{ns}/pt/partitions", json=2).status_code == 204
     assert http.post(f"{V2}/schemas/{ns}/pt/schema", json=_payload(AVRO_V0)).status_code == 202
     assert http.get(f"{V2}/schemas/{ns}/pt-partition-1/schema").json()["version"] == 0
@@ -109,7 +102,7 @@ def test_partition_names_share_the_partitioned_topics_schema(http, name: str) ->
 def test_key_value_schema_in_pulsars_rest_form(http, broker, name: str) -> None:
     """A KEY_VALUE schema goes over REST as ``{"key": ..., "value": ...}`` (a primitive side ``""``)
     and is stored in the binary form clients register, so its sides are validated and compared."""
-    ns = _ns(http, name)
+    ns = new_tenant_ns(http, name)
     base = f"{V2}/schemas/{ns}/kv"
     props = {"key.schema.type": "STRING", "value.schema.type": "AVRO", "kv.encoding.type": "SEPARATED"}
     body = {"type": "KEY_VALUE", "schema": json.dumps({"key": "", "value": AVRO_V0}), "properties": props}

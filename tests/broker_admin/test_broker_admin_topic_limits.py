@@ -10,7 +10,8 @@ import httpx
 import pulsar
 import pytest
 
-from tests.broker_admin.admin_harness import V2, AdminBroker, new_tenant_ns
+from tests.broker_admin.admin_harness import AdminBroker
+from tests.support.admin import V2, new_tenant_ns
 
 
 def test_namespace_limit_policies_round_trip(broker: AdminBroker, http: httpx.Client, name: str) -> None:
@@ -173,7 +174,7 @@ def test_topic_level_deduplication(broker: AdminBroker, client: pulsar.Client, h
 def test_subscribe_rate_per_consumer(broker: AdminBroker, client: pulsar.Client, http: httpx.Client,
                                      name: str) -> None:
     from protocols.pulsar import pulsar_api_pb2 as pb
-    from tests.broker.raw_pulsar import RawPeer
+    from tests.support.raw_pulsar import RawPeer
 
     client.create_producer(name).close()
     tp = f"{V2}/persistent/public/default/{name}"

@@ -16,7 +16,7 @@ from broker.admin import parse_message_id
 from broker.admin._common import RestError, for_each_bounded
 from broker.admin._request_guard import GuardSettings, RequestGuard
 from magnetar.cli.cmd_admin import topic_path
-from magnetar.config import ConfigError, load_config
+from magnetar.common.config import ConfigError, load_config
 from managed_ledger import Entry, InitialPosition, Position
 from protocols.pulsar import InvalidTopicNameError, MessageMetadata, NamespaceName, TopicName, check_subscription_name
 from retention import RetentionConfig

@@ -22,8 +22,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from broker import BrokerConfig
 from broker.resources._bundles import bundle_for, default_boundaries
 from protocols.pulsar import pulsar_api_pb2 as pb
-from tests.broker.raw_pulsar import RawPeer
-from tests.broker_admin.admin_harness import V2, AdminBroker, new_tenant_ns, pulsar_client, receive_all, wait_until
+from tests.broker_admin.admin_harness import AdminBroker
+from tests.support.admin import V2, new_tenant_ns
+from tests.support.clients import drain, pulsar_client
+from tests.support.raw_pulsar import RawPeer
+from tests.support.waiting import wait_until
 
 PERIOD = 10.0
 """The stats period the tests choose: a rate is what a counter gained over it, divided by it."""
@@ -105,8 +108,8 @@ def test_out_counters_count_messages_of_batches_and_keep_what_departed_consumers
         producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=100,
                                           batching_max_publish_delay_ms=100, block_if_queue_full=True)
         _send(producer, [b"0123456789"] * 1000)
-        assert len(receive_all(consumer)) == 1000
-        assert len(receive_all(other)) == 1000
+        assert len(drain(consumer)) == 1000
+        assert len(drain(other)) == 1000
         wait_until(lambda: _stats(http, path)["subscriptions"]["s"]["unackedMessages"] == 0, "the acks")
         stats = _stats(http, path)
         assert stats["msgInCounter"] == 1000
@@ -161,7 +164,7 @@ def test_rates_are_what_the_counters_gained_over_the_stats_period(broker: AdminB
         producer = client.create_producer(topic, batching_enabled=False)
         clock.tick()  # the base of the period
         _send(producer, [b"x" * 100] * 50)
-        assert len(receive_all(consumer)) == 50
+        assert len(drain(consumer)) == 50
         wait_until(lambda: _stats(http, path)["subscriptions"]["s"]["unackedMessages"] == 0, "the acks")
         size = _stats(http, path)["bytesInCounter"] // 50  # one stored entry per message
         clock.tick()
@@ -202,7 +205,7 @@ def test_rates_are_what_the_counters_gained_over_the_stats_period(broker: AdminB
         m = _metrics(http)
         assert _metric(m, "pulsar_subscription_msg_rate_redeliver", **labels, subscription="s") == 1.0
         assert len(got) == 10
-        receive_all(consumer)
+        drain(consumer)
 
         # a period without traffic
         clock.tick()
@@ -221,7 +224,7 @@ def test_a_departed_consumer_takes_its_rate_with_it(broker: AdminBroker, http: h
         producer = client.create_producer(topic, batching_enabled=False)
         clock.tick()
         _send(producer, [b"x"] * 20)
-        assert len(receive_all(consumer)) == 20
+        assert len(drain(consumer)) == 20
         clock.tick()
         assert _stats(http, path)["msgRateOut"] == 2.0
         consumer.close()
@@ -411,7 +414,7 @@ def test_partitioned_stats_add_up_the_partitions(broker: AdminBroker, http: http
         producer = client.create_producer(f"persistent://{ns}/p", batching_enabled=False,
                                           message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution)
         _send(producer, [b"p"] * 10)
-        assert len(receive_all(consumer)) == 10
+        assert len(drain(consumer)) == 10
         stats = http.get(f"{path}/partitioned-stats").json()
         parts = stats["partitions"]
         assert set(parts) == {f"persistent://{ns}/p-partition-0", f"persistent://{ns}/p-partition-1"}
@@ -484,7 +487,7 @@ def test_non_persistent_counters_and_drop_rate(broker: AdminBroker, http: httpx.
         producer = client.create_producer(topic, batching_enabled=False)
         clock.tick()
         _send(producer, [b"n"] * 20)
-        assert len(receive_all(fast)) == 20
+        assert len(drain(fast)) == 20
         clock.tick()
         stats = _stats(http, path)
         dropped = stats["subscriptions"]["slow"]["msgDropCounter"]

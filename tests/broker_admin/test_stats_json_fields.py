@@ -14,8 +14,10 @@ from typing import Any
 import httpx
 import pulsar
 
-from tests.broker_admin.admin_harness import V2, AdminBroker, new_tenant_ns, wait_until
+from tests.broker_admin.admin_harness import AdminBroker
 from tests.broker_admin.pulsar_stats_schema import problems, schema
+from tests.support.admin import V2, new_tenant_ns
+from tests.support.waiting import wait_until
 
 
 def _get(http: httpx.Client, path: str, **params: str) -> Any:

@@ -8,7 +8,8 @@ import httpx
 import pulsar
 
 from protocols.pulsar import TopicName
-from tests.broker_admin.admin_harness import V2, AdminBroker, new_tenant_ns
+from tests.broker_admin.admin_harness import AdminBroker
+from tests.support.admin import V2, new_tenant_ns
 
 
 def test_namespace_policy_over_rest(http: httpx.Client, name: str) -> None:

@@ -13,9 +13,8 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from tests.standalone.standalone_proc import start_standalone
-
-from .brokerreal_support import new_namespace, rest
+from tests.support.admin import new_namespace, rest
+from tests.support.standalone import start_standalone
 
 pytestmark = pytest.mark.slow
 
@@ -58,7 +57,7 @@ def test_topic_epoch_and_access_modes_across_restart(tmp_path: Path) -> None:
         waiter = threading.Thread(target=lambda: created.append(client.create_producer(
             topic, access_mode=pulsar.ProducerAccessMode.WaitForExclusive)))
         waiter.start()
-        time.sleep(1.0)
+        time.sleep(1.0)  # nothing should happen: a bounded chance for the waiter to be (wrongly) created
         assert not created
         holder.send(b"three")
         holder.close()

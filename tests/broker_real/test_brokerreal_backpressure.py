@@ -22,10 +22,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from broker import BrokerConfig
 from protocols.pulsar import FrameDecoder, encode_command, encode_payload_command, make_command
 from protocols.pulsar import pulsar_api_pb2 as pb
-from tests.broker.raw_pulsar import client_round_trip
-from tests.standalone.standalone_proc import Standalone, start_standalone
-
-from .brokerreal_support import wait_for
+from tests.support.raw_pulsar import client_round_trip
+from tests.support.standalone import Standalone, start_standalone
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -109,8 +108,8 @@ def test_pipelined_sends_whose_receipts_are_never_read(sa: Standalone) -> None:
     try:
         # once the kernel's buffers are full, receipts stay queued in the broker: its publish
         # window fills and it stops reading the connection
-        wait_for(lambda: metric(sa, "pulsar_broker_throttled_connections") >= 1, 60,
-                 "the broker stops reading the connection")
+        wait_until(lambda: metric(sa, "pulsar_broker_throttled_connections") >= 1,
+                   "the broker stops reading the connection", timeout_s=60)
         queued = metric(sa, "magnetar_broker_outbound_queued_bytes_max")
         assert queued <= HIGH + limit * RECEIPT_MAX, queued
         assert writer.is_alive() and sent < total  # the client's writes are not taken any more
@@ -127,7 +126,7 @@ def test_pipelined_sends_whose_receipts_are_never_read(sa: Standalone) -> None:
         assert receipts == list(range(total))
         writer.join(30)
         assert not writer.is_alive() and sent == total
-        wait_for(lambda: metric(sa, "pulsar_broker_throttled_connections") == 0, 30, "the window empties")
+        wait_until(lambda: metric(sa, "pulsar_broker_throttled_connections") == 0, "the window empties", timeout_s=30)
     finally:
         peer.close()
 
@@ -147,8 +146,8 @@ def test_a_consumer_that_grants_permits_but_does_not_read(sa: Standalone) -> Non
         for i in range(total):
             producer.send_async(bytes([i % 256]) * size, None)
         producer.flush()
-        wait_for(lambda: metric(sa, "magnetar_broker_unwritable_connections") >= 1, 60,
-                 "the consumer's connection turns unwritable")
+        wait_until(lambda: metric(sa, "magnetar_broker_unwritable_connections") >= 1,
+                   "the consumer's connection turns unwritable", timeout_s=60)
         # the high water mark plus one dispatch round, not the 20 MB the permits allow
         one_round = CONFIG.dispatcher_max_read_batch_size * (size + 200)
         queued = metric(sa, "magnetar_broker_outbound_queued_bytes_max")

@@ -19,12 +19,12 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from tests.bk_client_real.bkreal_cluster import RealCluster
+from tests.support.admin import rest
+from tests.support.bookies import RealCluster
+from tests.support.brokers import BrokerProcess, ledger_ensembles, wait_bookies
+from tests.support.clients import drain
 from tests.support.receipts import ReceiptLog, produce_until
 from tests.support.zookeeper import ZooKeeperServer
-
-from .brokerreal_cluster import BrokerProcess, ledger_ensembles, wait_bookies
-from .brokerreal_support import drain, rest
 
 pytestmark = pytest.mark.slow
 

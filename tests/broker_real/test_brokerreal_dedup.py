@@ -13,9 +13,10 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from tests.standalone.standalone_proc import start_standalone
-
-from .brokerreal_support import drain, new_namespace, rest, wait_for
+from tests.support.admin import new_namespace, rest
+from tests.support.clients import drain
+from tests.support.standalone import start_standalone
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -88,8 +89,8 @@ def test_dedup_survives_a_crash_after_the_consumed_ledger_could_be_trimmed(tmp_p
         # the dedup cursor is not a subscription
         assert rest("GET", sa.admin_url, f"/admin/v2/persistent/{ns}/once/subscriptions").json() == ["s"]
         # the client sends its grouped acks up to 100 ms later
-        wait_for(lambda: rest("GET", sa.admin_url, internal).json()["cursors"]["s"]["markDeletePosition"]
-                 .endswith(":29"), what="the mark-delete position to reach the last message")
+        wait_until(lambda: rest("GET", sa.admin_url, internal).json()["cursors"]["s"]["markDeletePosition"]
+                 .endswith(":29"), "the mark-delete position to reach the last message", timeout_s=20.0)
     finally:
         sa.kill()
     client.close()

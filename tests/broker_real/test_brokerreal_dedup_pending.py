@@ -28,12 +28,12 @@ import pytest
 
 from protocols.pulsar import encode_payload_command, make_command
 from protocols.pulsar import pulsar_api_pb2 as pb
-from tests.broker.raw_pulsar import RawPeer
+from tests.support.admin import new_namespace, rest
 from tests.support.bookies import RealCluster
+from tests.support.brokers import BrokerProcess, wait_bookies
+from tests.support.clients import drain
+from tests.support.raw_pulsar import RawPeer
 from tests.support.zookeeper import ZooKeeperServer
-
-from .brokerreal_cluster import BrokerProcess, wait_bookies
-from .brokerreal_support import drain, new_namespace, rest
 
 pytestmark = pytest.mark.slow
 

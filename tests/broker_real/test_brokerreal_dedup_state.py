@@ -24,10 +24,10 @@ import trio
 from metadata import open_metadata_store
 from protocols.managed_ledger import CursorInfo
 from protocols.pulsar import TopicName
-from tests.standalone.standalone_proc import Standalone, start_standalone
+from tests.support.admin import new_namespace, rest
+from tests.support.standalone import Standalone, start_standalone
+from tests.support.waiting import wait_until
 from tests.support.zookeeper import ZooKeeperServer
-
-from .brokerreal_support import new_namespace, rest, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -78,7 +78,7 @@ def test_only_the_most_recent_producers_past_the_cap_survive_a_crash(tmp_path: P
             _send_once(client, topic, name, 100 + i)
         client.close()
         newest = {name: 100 + i for i, name in enumerate(names) if i >= 7}
-        wait_for(lambda: _snapshot(sa, topic) == newest, what="a snapshot of the 5 most recent producers")
+        wait_until(lambda: _snapshot(sa, topic) == newest, "a snapshot of the 5 most recent producers", timeout_s=20.0)
     finally:
         sa.kill()
 
@@ -101,7 +101,8 @@ def test_inactive_producers_are_forgotten_and_stay_forgotten_after_a_restart(tmp
         _send_once(client, topic, "gone", 5)
         stays = client.create_producer(topic, producer_name="stays", batching_enabled=False)
         stays.send(b"stays-7", sequence_id=7)
-        wait_for(lambda: _snapshot(sa, topic) == {"stays": 7}, what="a snapshot without the inactive producer")
+        wait_until(lambda: _snapshot(sa, topic) == {"stays": 7}, "a snapshot without the inactive producer",
+                   timeout_s=20.0)
         client.close()
     finally:
         assert sa.stop() == 0, sa.log()[-3000:]
@@ -139,7 +140,7 @@ def test_producers_with_long_names_never_stop_the_dedup_cursor(zookeeper: ZooKee
             assert size < 1024 * 1024
             return info.mark_delete.entry_id >= 299
         # the snapshot after the 300th entry is persisted: the cursor did not stop
-        wait_for(caught_up, what="the dedup cursor's node to be persisted at the last snapshot")
+        wait_until(caught_up, "the dedup cursor's node to be persisted at the last snapshot", timeout_s=20.0)
         _, info = trio.run(persisted)
         assert names[-1] in info.properties  # the most recently active are in it
     finally:

@@ -22,11 +22,11 @@ import trio
 
 from metadata import open_metadata_store
 from protocols.managed_ledger import CursorInfo
+from tests.support.admin import rest
 from tests.support.bookies import RealBookie, RealCluster
+from tests.support.brokers import BrokerProcess, wait_bookies
+from tests.support.waiting import wait_until
 from tests.support.zookeeper import ZooKeeperServer, free_port
-
-from .brokerreal_cluster import BrokerProcess, wait_bookies
-from .brokerreal_support import rest, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -70,7 +70,8 @@ def test_redelivery_waits_for_a_stopped_bookie(zookeeper: ZooKeeperServer, tmp_p
         bookie.stop()
         failures = broker.log().count("read failed")
         consumer.negative_acknowledge(first)
-        wait_for(lambda: broker.log().count("read failed") >= failures + 2, 30, "the broker to retry its read")
+        wait_until(lambda: broker.log().count("read failed") >= failures + 2, "the broker to retry its read",
+                   timeout_s=30)
         with pytest.raises(pulsar.Timeout):
             consumer.receive(500)
         assert _consumer_count(broker, topic, "s") == 1
@@ -86,7 +87,8 @@ def test_redelivery_waits_for_a_stopped_bookie(zookeeper: ZooKeeperServer, tmp_p
         assert consumer.receive(10_000).data() == b"plain"
         bookie.stop()
         failures = broker.log().count("read failed")
-        wait_for(lambda: broker.log().count("read failed") >= failures + 2, 30, "the due read to fail and retry")
+        wait_until(lambda: broker.log().count("read failed") >= failures + 2, "the due read to fail and retry",
+                   timeout_s=30)
         assert _consumer_count(broker, topic, "s") == 1
         bookie.start()
         later = consumer.receive(60_000)
@@ -140,7 +142,7 @@ def test_delayed_messages_survive_a_broker_sigkill_and_come_no_earlier(zookeeper
             assert m.data().startswith(b"plain-")
             consumer.acknowledge(m)
         # two buckets sealed (at 20, and what the dispatcher's read batch added meanwhile) and stored
-        wait_for(lambda: len(_bucket_keys(url, topic, "s")) == 2, 30, "two stored buckets")
+        wait_until(lambda: len(_bucket_keys(url, topic, "s")) == 2, "two stored buckets", timeout_s=30)
         broker.kill()
         client.close()
         assert int(time.time() * 1000) < min(due.values()), "too slow: messages came due before the kill"
@@ -170,7 +172,7 @@ def test_delayed_messages_survive_a_broker_sigkill_and_come_no_earlier(zookeeper
             consumer.receive(1_000)
         client.close()
         # every message acknowledged: the buckets are used up and deleted, their keys removed
-        wait_for(lambda: not _bucket_keys(url, topic, "s"), 30, "the used-up buckets to be deleted")
+        wait_until(lambda: not _bucket_keys(url, topic, "s"), "the used-up buckets to be deleted", timeout_s=30)
     finally:
         broker.stop()
         bookies.stop_all()

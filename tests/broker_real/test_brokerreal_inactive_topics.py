@@ -17,9 +17,10 @@ from collections.abc import Iterator
 import pulsar
 import pytest
 
-from tests.standalone.standalone_proc import Standalone, start_standalone
-
-from .brokerreal_support import drain, new_namespace, rest, wait_for
+from tests.support.admin import new_namespace, rest
+from tests.support.clients import drain
+from tests.support.standalone import Standalone, start_standalone
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -61,7 +62,7 @@ def _produce(client: pulsar.Client, topic: str, n: int = 3) -> None:
 
 def _wait_deleted(sa: Standalone, topic: str, timeout: float = 30.0) -> None:
     ns = topic.split("://", 1)[1].rsplit("/", 1)[0]
-    wait_for(lambda: topic not in _topics(sa, ns), timeout=timeout, what=f"{topic} to be deleted")
+    wait_until(lambda: topic not in _topics(sa, ns), f"{topic} to be deleted", timeout_s=timeout)
 
 
 def _after_two_witnesses(sa: Standalone, client: pulsar.Client) -> None:
@@ -144,14 +145,14 @@ def test_partitioned_topic_metadata_goes_with_its_last_partition(sa: Standalone,
     key = "brokerDeleteInactivePartitionedTopicMetadataEnabled"
     rest("POST", sa.admin_url, f"/admin/v2/brokers/configuration/{key}/true")  # a dynamic key
     try:
-        wait_for(lambda: rest("GET", sa.admin_url, "/admin/v2/brokers/configuration/runtime").json()[key] == "true",
-                 what="the dynamic key to apply")
+        wait_until(lambda: rest("GET", sa.admin_url, "/admin/v2/brokers/configuration/runtime").json()[key] == "true",
+                   "the dynamic key to apply", timeout_s=20.0)
         ns = new_namespace(sa.admin_url, "parts")
         rest("PUT", sa.admin_url, f"/admin/v2/persistent/{ns}/p/partitions", json=2)
         _produce(client, f"persistent://{ns}/p", 4)
-        wait_for(lambda: f"persistent://{ns}/p" not in rest(
-            "GET", sa.admin_url, f"/admin/v2/persistent/{ns}/partitioned").json(), timeout=30,
-            what="the partitioned topic to be deleted")
+        wait_until(lambda: f"persistent://{ns}/p" not in rest(
+            "GET", sa.admin_url, f"/admin/v2/persistent/{ns}/partitioned").json(),
+            "the partitioned topic to be deleted", timeout_s=30)
         assert _topics(sa, ns) == []
     finally:
         rest("DELETE", sa.admin_url, f"/admin/v2/brokers/configuration/{key}")

@@ -11,7 +11,6 @@ instead of being ignored.
 from __future__ import annotations
 
 import itertools
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,25 +19,20 @@ import pulsar
 import pytest
 
 from broker import BrokerConfig
-from magnetar.config import ConfigError
+from magnetar.common.config import ConfigError
 from protocols.pulsar import pulsar_api_pb2 as pb
-from tests.broker.raw_pulsar import RawPeer
-from tests.standalone.standalone_proc import Standalone, start_standalone
+from tests.support.ports import free_port
+from tests.support.raw_pulsar import RawPeer
+from tests.support.standalone import Standalone, start_standalone
 
 pytestmark = pytest.mark.slow
 
 _requests = itertools.count(1)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def sa(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Standalone, int, int]]:
-    port, unreachable = _free_port(), _free_port()
+    port, unreachable = free_port(), free_port()
     listeners = (f"internal:pulsar://127.0.0.1:{unreachable},external:pulsar://127.0.0.1:{port},"
                  f"external:pulsar+ssl://127.0.0.1:{unreachable + 1}")
     proc = start_standalone(Path(tmp_path_factory.mktemp("sa")) / "data",

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pulsar
 import pytest
 
-from tests.standalone.standalone_proc import Standalone, start_standalone
+from tests.support.standalone import Standalone, start_standalone
 
 pytestmark = pytest.mark.slow
 

@@ -9,25 +9,20 @@ itself must survive the restart.
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pulsar
 import pytest
 
 from protocols.pulsar import pulsar_api_pb2 as pb
-from tests.broker.raw_pulsar import RawPeer
-from tests.standalone.standalone_proc import Standalone, start_standalone
-
-from .brokerreal_support import new_namespace, rest, subscribe_pattern, wait_for
+from tests.support.admin import new_namespace, rest
+from tests.support.clients import subscribe_pattern
+from tests.support.ports import free_port
+from tests.support.raw_pulsar import RawPeer
+from tests.support.standalone import Standalone, start_standalone
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _topics_answer(sa: Standalone, ns: str, pattern: str) -> list[str]:
@@ -71,7 +66,7 @@ def _send(client: pulsar.Client, topic: str, payload: bytes) -> None:
 
 def test_pattern_consumer_follows_created_and_deleted_topics_across_restart(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    port = f"broker.broker_service_port={_free_port()}"  # the same port after the restart: the client reconnects
+    port = f"broker.broker_service_port={free_port()}"  # the same port after the restart: the client reconnects
     sa = start_standalone(data, "--set", port)
     client = pulsar.Client(sa.service_url, operation_timeout_seconds=15)
     try:
@@ -89,13 +84,13 @@ def test_pattern_consumer_follows_created_and_deleted_topics_across_restart(tmp_
             client.create_producer(f"persistent://{ns}/pat-missing")
         for name in ("pat-a", "pat-b", "other"):
             _send(client, f"persistent://{ns}/{name}", f"{name}-1".encode())
-        wait_for(lambda: collector.has(b"pat-a-1", b"pat-b-1"), timeout=30, what="the first messages")
+        wait_until(lambda: collector.has(b"pat-a-1", b"pat-b-1"), "the first messages", timeout_s=30)
         # created after subscribing: picked up within a few discovery periods
         rest("PUT", sa.admin_url, f"/admin/v2/persistent/{ns}/pat-c")
-        wait_for(lambda: rest("GET", sa.admin_url, f"/admin/v2/persistent/{ns}/pat-c/stats").json()
-                 ["subscriptions"].get("p", {}).get("consumers"), timeout=30, what="discovery of pat-c")
+        wait_until(lambda: rest("GET", sa.admin_url, f"/admin/v2/persistent/{ns}/pat-c/stats").json()
+                 ["subscriptions"].get("p", {}).get("consumers"), "discovery of pat-c", timeout_s=30)
         _send(client, f"persistent://{ns}/pat-c", b"pat-c-1")
-        wait_for(lambda: collector.has(b"pat-c-1"), timeout=30, what="pat-c's message")
+        wait_until(lambda: collector.has(b"pat-c-1"), "pat-c's message", timeout_s=30)
 
         sa.kill()
         sa = start_standalone(data, "--set", port)
@@ -105,20 +100,20 @@ def test_pattern_consumer_follows_created_and_deleted_topics_across_restart(tmp_
         rest("PUT", sa.admin_url, f"/admin/v2/persistent/{ns}/pat-d")
         for name in ("pat-a", "pat-d"):
             _send(client, f"persistent://{ns}/{name}", f"{name}-2".encode())
-        wait_for(lambda: collector.has(b"pat-a-2", b"pat-d-2"), timeout=60,
-                 what="messages after the restart, from an old and a newly created topic")
+        wait_until(lambda: collector.has(b"pat-a-2", b"pat-d-2"),
+                   "messages after the restart, from an old and a newly created topic", timeout_s=60)
 
         # deleted: gone from the answer; the consumer goes on with the others
         rest("DELETE", sa.admin_url, f"/admin/v2/persistent/{ns}/pat-b?force=true")
         assert f"persistent://{ns}/pat-b" not in _topics_answer(sa, ns, pattern)
         _send(client, f"persistent://{ns}/pat-c", b"pat-c-2")
-        wait_for(lambda: collector.has(b"pat-c-2"), timeout=30, what="pat-c's message after the delete")
+        wait_until(lambda: collector.has(b"pat-c-2"), "pat-c's message after the delete", timeout_s=30)
         # ... and a topic of that name made again later is a new topic to discover
         rest("PUT", sa.admin_url, f"/admin/v2/persistent/{ns}/pat-b")
-        wait_for(lambda: rest("GET", sa.admin_url, f"/admin/v2/persistent/{ns}/pat-b/stats").json()
-                 ["subscriptions"].get("p", {}).get("consumers"), timeout=30, what="rediscovery of pat-b")
+        wait_until(lambda: rest("GET", sa.admin_url, f"/admin/v2/persistent/{ns}/pat-b/stats").json()
+                 ["subscriptions"].get("p", {}).get("consumers"), "rediscovery of pat-b", timeout_s=30)
         _send(client, f"persistent://{ns}/pat-b", b"pat-b-2")
-        wait_for(lambda: collector.has(b"pat-b-2"), timeout=30, what="the re-created pat-b's message")
+        wait_until(lambda: collector.has(b"pat-b-2"), "the re-created pat-b's message", timeout_s=30)
         assert not any(p.startswith(b"other") for p in collector.seen)
         collector.consumer.close()
     finally:

@@ -11,9 +11,8 @@ import pulsar
 import pytest
 from pulsar.schema import AvroSchema, Double, Integer, JsonSchema, Long, Record, String
 
-from tests.standalone.standalone_proc import Standalone, start_standalone
-
-from .brokerreal_support import new_namespace, rest
+from tests.support.admin import new_namespace, rest
+from tests.support.standalone import Standalone, start_standalone
 
 pytestmark = pytest.mark.slow
 

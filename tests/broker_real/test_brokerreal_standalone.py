@@ -17,9 +17,10 @@ import pulsar
 import pytest
 from pulsar.schema import AvroSchema, Integer, JsonSchema, Record, String
 
-from tests.standalone.standalone_proc import Standalone, start_standalone
-
-from .brokerreal_support import drain, new_namespace, rest, subscribe_pattern, wait_for
+from tests.support.admin import new_namespace, rest
+from tests.support.clients import drain, subscribe_pattern
+from tests.support.standalone import Standalone, start_standalone
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -191,7 +192,7 @@ def test_key_shared_keeps_order_per_key_with_three_consumers(sa: Standalone, cli
         with lock:
             return sum(len(v) for v in seen.values()) >= n
 
-    wait_for(all_received, timeout=30, what=f"{n} messages on the Key_Shared consumers")
+    wait_until(all_received, f"{n} messages on the Key_Shared consumers", timeout_s=30)
     with lock:
         assert sorted(i for v in seen.values() for i in v) == list(range(n))
         assert all(v == sorted(v) for v in seen.values())
@@ -271,7 +272,7 @@ def test_pattern_subscription_picks_up_a_new_topic(sa: Standalone, client: pulsa
         consumer.acknowledge(m)
         return m.data() == b"from-new"
 
-    wait_for(received_late, timeout=20, what="the pattern consumer to read the new topic")
+    wait_until(received_late, "the pattern consumer to read the new topic", timeout_s=20)
     assert b"not-matching" not in got
     for p in (before, other, late):
         p.close()

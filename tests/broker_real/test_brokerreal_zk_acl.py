@@ -20,10 +20,9 @@ from kazoo.security import Permissions
 from bk_client import LedgerManager
 from metadata import ZkSecurity, open_metadata_store
 from tests.support.bookies import MagnetarProcess, RealCluster
+from tests.support.brokers import BrokerProcess
+from tests.support.clients import drain
 from tests.support.zookeeper import ZooKeeperServer
-
-from .brokerreal_cluster import BrokerProcess
-from .brokerreal_support import drain
 
 pytestmark = pytest.mark.slow
 
@@ -148,7 +147,7 @@ async def test_standalone_on_zookeeper_uses_one_credential(zookeeper: ZooKeeperS
     from bk_client import ClientConfig
     from bookie import BookieConfig
     from broker import BrokerConfig
-    from magnetar.config import load_config
+    from magnetar.common.config import load_config
     from magnetar.stack import StandaloneConfig, serve_standalone
     from managed_ledger import ManagedLedgerConfig
 

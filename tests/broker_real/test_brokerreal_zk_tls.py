@@ -15,10 +15,9 @@ import trio
 from bk_client import LedgerManager
 from metadata import ZkTls, open_metadata_store
 from tests.support.bookies import MagnetarProcess, RealCluster
+from tests.support.brokers import BrokerProcess
+from tests.support.clients import drain
 from tests.support.zookeeper import ZooKeeperServer
-
-from .brokerreal_cluster import BrokerProcess
-from .brokerreal_support import drain
 
 pytestmark = pytest.mark.slow
 

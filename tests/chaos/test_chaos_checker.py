@@ -3,22 +3,14 @@ when what happened is allowed (redelivery, acks that raced a crash, re-sent batc
 
 from __future__ import annotations
 
-from tests.chaos.chaos_checker import History, ScanResult, SeqSet, check_scan, resolve_order
+from tests.support.chaos.checker import History, ScanResult, SeqSet, check_scan, resolve_order
+from tests.support.clocks import FakeClock
 
 T = "persistent://public/x/t"
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        self.t += 1.0
-        return self.t
-
-
 def history(*subs: tuple[str, bool]) -> History:
-    h = History(clock=Clock())
+    h = History(clock=FakeClock(0.0, step=1.0))
     for name, ordered in subs:
         h.add_subscription(T, name, ordered=ordered)
     h.add_producer(T, "p")

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.chaos.chaos_run import ChaosRun, RunOptions
-from tests.chaos.chaos_scenarios import holes_after_restart
+from tests.support.chaos.run import ChaosRun, RunOptions
+from tests.support.chaos.scenarios import holes_after_restart
 from tests.support.zookeeper import zookeeper_available
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]

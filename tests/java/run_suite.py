@@ -28,7 +28,7 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
 
 from broker.auth import create_token, new_secret_key  # noqa: E402
-from tests.tls.certs import make_certs  # noqa: E402
+from tests.support.certs import make_certs  # noqa: E402
 
 PLAIN = re.compile(r"broker: (pulsar://\S+)\s+admin REST: (http://\S+)")
 TLS = re.compile(r"broker TLS: (pulsar\+ssl://\S+)\s+admin REST TLS: (https://\S+)")
@@ -132,6 +132,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--set", action="append", default=[], metavar="TABLE.KEY=VALUE",
                         help="extra standalone config override")
+    parser.add_argument("--prepare", action="store_true",
+                        help="only compile the suite and resolve pulsar-perf's class path (downloads "
+                             "included), so that a later run starts at once")
     args, mvn_args = parser.parse_known_args()  # the rest go to Maven, e.g. -Dtest='SchemaTest'
 
     for tool in ("java", "mvn"):
@@ -144,6 +147,8 @@ def main() -> int:
     if subprocess.call(_mvn("-q", "-f", str(HERE / "pom.xml"), "test-compile")) != 0:
         return 1
     perf_cp = perf_classpath(target)
+    if args.prepare:
+        return 0
     work = Path(tempfile.mkdtemp(prefix="magnetar-java-"))
     extra = [a for s in args.set for a in ("--set", s)]
     standalone = Standalone(work, target / "magnetar-standalone.log", extra)

@@ -3,25 +3,13 @@ clock and a factory helper."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
 from bk_client.testing import MockBookKeeper
 from metadata import open_metadata_store
-
-
-class FakeClock:
-    """A settable wall clock (seconds)."""
-
-    def __init__(self, start: float = 1_700_000_000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
+from tests.support.clocks import FakeClock
 
 
 @pytest.fixture
@@ -38,3 +26,16 @@ def bk() -> MockBookKeeper:
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
+
+
+@pytest.fixture(autouse=True)
+def transitions_follow_the_rules(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every managed-ledger test also checks that each change of state it caused is one the
+    module header's rules allow (`managed_ledger._ledger.TRANSITIONS`)."""
+    from managed_ledger import _ledger
+
+    seen: list[str] = []
+    monkeypatch.setattr(_ledger, "_illegal_transition",
+                        lambda name, old, new: seen.append(f"{name}: {old.name} -> {new.name}"))
+    yield
+    assert not seen, f"state changes outside the transition table: {seen}"

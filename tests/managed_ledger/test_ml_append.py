@@ -20,7 +20,7 @@ from managed_ledger import (
     Position,
     StorageUnavailable,
 )
-from tests.managed_ledger.ml_util import NAME, config
+from tests.support.managed_ledger import NAME, config
 
 
 async def _read_all(ml) -> list[bytes]:
@@ -105,7 +105,7 @@ async def test_errors_raised_at_once_admit_nothing(store, clock, autojump_clock)
         with pytest.raises(StorageUnavailable):
             await ml.append(b"refused")  # within the retry interval: raised at once (Rule 4)
         bk.clear_failures()
-        await trio.sleep(1.5)
+        await trio.sleep(1.5)  # past the 1 s retry interval of Rule 4
         await (await ml.append(b"kept")).result()
         await ml.terminate()
         with pytest.raises(ManagedLedgerTerminated):

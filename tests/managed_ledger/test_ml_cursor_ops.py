@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import trio
+import trio.testing
 
 from managed_ledger import (
     CursorNotFound,
@@ -13,7 +14,7 @@ from managed_ledger import (
     NoMoreEntries,
     Position,
 )
-from tests.managed_ledger.ml_util import NAME, config
+from tests.support.managed_ledger import NAME, config
 
 
 @pytest.fixture
@@ -113,7 +114,7 @@ async def test_tailing_read_waits_and_hits_the_cache(store, bk, clock) -> None:
 
         async with trio.open_nursery() as n:
             n.start_soon(reader)
-            await trio.sleep(0.01)
+            await trio.testing.wait_all_tasks_blocked()  # the read is waiting
             assert got == []
             await ml.add_entry(b"hello")
         assert [e.data for e in got] == [b"hello"]
@@ -145,7 +146,7 @@ async def test_waiting_read_on_terminated_or_closed(ml) -> None:
 
     async with trio.open_nursery() as n:
         n.start_soon(wait_closed)
-        await trio.sleep(0.01)
+        await trio.testing.wait_all_tasks_blocked()  # the read is waiting
         await reader.close()
     await ml.terminate()
     assert len(await c.read_entries_or_wait(10)) == 2

@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 from bk_client.testing import MockBookKeeper
 from managed_ledger import InitialPosition, ManagedLedgerFactory
 from metadata import open_metadata_store
-from tests.managed_ledger.conftest import FakeClock
-from tests.managed_ledger.ml_util import NAME, config
+from tests.support.clocks import FakeClock
+from tests.support.managed_ledger import NAME, config
+from tests.support.waiting import wait_until_async
 
 _N = 30
 _counter = itertools.count()
@@ -122,8 +123,7 @@ async def test_flush_loop_persists_dirty_cursors(store, bk, autojump_clock) -> N
         c = await ml.open_cursor("c", InitialPosition.EARLIEST)
         await c.mark_delete(pos[1])
         assert c.dirty
-        await trio.sleep(6)
-        assert not c.dirty
+        await wait_until_async(lambda: not c.dirty, "the background flush of the cursor", timeout_s=30)
         n.cancel_scope.cancel()
     async with ManagedLedgerFactory(bk, store, cfg, trio.current_time) as f:
         assert (await f.open(NAME)).cursors["c"].mark_delete_position == pos[1]

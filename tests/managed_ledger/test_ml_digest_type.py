@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from magnetar.config import ConfigError, load_config
+from magnetar.common.config import ConfigError, load_config
 from managed_ledger import ManagedLedgerConfig, ManagedLedgerFactory
 from protocols.bookkeeper import DigestType
-from tests.managed_ledger.ml_util import NAME, config
+from tests.support.managed_ledger import NAME, config
 
 
 @pytest.mark.parametrize(("name", "dtype"), [("CRC32C", DigestType.CRC32C), ("crc32", DigestType.CRC32),

@@ -18,7 +18,7 @@ from managed_ledger import (
     Position,
     StorageUnavailable,
 )
-from tests.managed_ledger.ml_util import NAME, config
+from tests.support.managed_ledger import NAME, config
 
 
 async def _add_many(ml, datas: list[bytes]) -> dict[bytes, Position | BaseException]:
@@ -102,7 +102,7 @@ async def test_owner_change_fences_the_old_owner(store, clock) -> None:
 
         async with trio.open_nursery() as n:
             n.start_soon(writer)
-            await trio.sleep(0.005)
+            await trio.sleep(0.005)  # the writer is mid-stream when the new owner opens (the race)
             ml2 = await f2.open(NAME)
         assert ml1.state is ManagedLedgerState.FENCED
         with pytest.raises(ManagedLedgerFenced):
@@ -235,7 +235,7 @@ async def test_adds_fail_fast_while_no_ledger_can_be_created_and_resume_after(st
             await ml.ensure_writable()
         assert bk.ledger_ids() == ledgers
         bk.clear_failures()  # the bookies are writable again
-        await trio.sleep(1.5)
+        await trio.sleep(1.5)  # past the 1 s retry interval
         await ml.ensure_writable()
         assert ml.state is ManagedLedgerState.LEDGER_OPENED and ml.storage_error is None
         await ml.add_entry(b"d")
@@ -259,6 +259,6 @@ async def test_a_managed_ledger_opens_for_reading_while_no_ledger_can_be_created
         with pytest.raises(StorageUnavailable):
             await ml.add_entry(b"d")
         bk.clear_failures()
-        await trio.sleep(1.5)
+        await trio.sleep(1.5)  # past the 1 s retry interval
         await ml.add_entry(b"d")  # an add retries the creation too
         assert await _read_all(ml) == [b"a", b"b", b"c", b"d"]

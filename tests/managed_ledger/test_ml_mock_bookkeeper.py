@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import trio
+import trio.testing
 
 from bk_client import LedgerClosed, LedgerFenced, NoSuchEntry, NoSuchLedger, NotEnoughBookies
 from bk_client.api import BookKeeperClient, ReadHandle, WriteHandle
@@ -69,7 +70,7 @@ async def test_reader_without_recovery_follows_the_writer() -> None:
     assert rh.last_add_confirmed == -1 and not rh.is_closed
 
     async def later() -> None:
-        await trio.sleep(0.01)
+        await trio.testing.wait_all_tasks_blocked()  # the reader is waiting
         await wh.add_entry(b"a")
 
     async with trio.open_nursery() as n:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from bk_client import Unauthorized
-from magnetar.config import load_config
+from magnetar.common.config import load_config
 from managed_ledger import InitialPosition, ManagedLedgerConfig, ManagedLedgerFactory
-from tests.managed_ledger.ml_util import NAME, config
+from tests.support.managed_ledger import NAME, config
 
 
 def test_config_key_has_pulsars_name() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import trio
 
 from managed_ledger import InitialPosition, ManagedLedgerFactory, ManagedLedgerState
-from tests.managed_ledger.ml_util import NAME, config
+from tests.support.managed_ledger import NAME, config
 
 
 async def _add(ml, n: int, prefix: bytes = b"e") -> list:
@@ -97,7 +97,7 @@ async def test_background_loop_rolls(store, bk, autojump_clock) -> None:
     async with ManagedLedgerFactory(bk, store, cfg, trio.current_time) as f:
         ml = await f.open(NAME)
         await ml.add_entry(b"a")
-        await trio.sleep(10)
+        await trio.sleep(10)  # virtual time (autojump clock): past the 5 s inactivity, checked every 1 s
         assert [i.entries for i in ml.ledgers] == [1, 0]
 
 

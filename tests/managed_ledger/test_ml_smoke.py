@@ -3,7 +3,7 @@ from __future__ import annotations
 import trio
 
 from managed_ledger import InitialPosition, ManagedLedgerFactory, Position
-from tests.managed_ledger.ml_util import NAME, config
+from tests.support.managed_ledger import NAME, config
 
 
 async def test_add_read_reopen(store, bk, clock) -> None:

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from magnetar.config import ConfigError, load_config
+from magnetar.common.config import ConfigError, load_config
 from managed_ledger import (
     InitialPosition,
     ManagedLedgerConfig,
@@ -14,7 +14,7 @@ from managed_ledger import (
     ManagedLedgerFactory,
     Position,
 )
-from tests.managed_ledger.ml_util import NAME, config
+from tests.support.managed_ledger import NAME, config
 
 
 async def test_trim_only_what_every_durable_cursor_passed(store, bk, clock) -> None:

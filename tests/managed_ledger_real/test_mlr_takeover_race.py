@@ -30,7 +30,7 @@ class SlowRecoveryBookKeeper(MockBookKeeper):
     async def open_ledger(self, ledger_id: int, *, password: bytes = b"", recovery: bool = True):  # type: ignore[no-untyped-def]
         handle = await super().open_ledger(ledger_id, password=password, recovery=recovery)
         if recovery:
-            await trio.sleep(self.delay)
+            await trio.sleep(self.delay)  # the injected recovery delay that opens the race window
         return handle
 
 

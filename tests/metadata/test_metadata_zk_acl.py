@@ -12,7 +12,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError as KazooNoAuth
 from kazoo.security import CREATOR_ALL_ACL
 
-from magnetar.config import ConfigError
+from magnetar.common.config import ConfigError
 from metadata import Create, NoAuthError, ZkSecurity, open_metadata_store
 from tests.support.zookeeper import ZooKeeperServer
 

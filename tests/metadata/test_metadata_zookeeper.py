@@ -15,7 +15,8 @@ from metadata import (
     WatchKind,
     open_metadata_store,
 )
-from tests.support.zookeeper import ZooKeeperServer, free_port
+from tests.support.ports import free_port
+from tests.support.zookeeper import ZooKeeperServer
 
 pytestmark = pytest.mark.slow
 

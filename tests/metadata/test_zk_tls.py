@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from magnetar.config import ConfigError
+from magnetar.common.config import ConfigError
 from metadata import ConnectionLossError, ZkTls, open_metadata_store
 from tests.support.zookeeper import ZkTlsFiles, ZooKeeperServer
 
@@ -53,7 +53,7 @@ def test_component_configs_refuse_a_bad_client_config_at_start(tmp_path: Path) -
     from autorecovery import AutoRecoveryConfig
     from bookie import BookieConfig
     from magnetar.cli.cmd_broker import ClusterConfig
-    from magnetar.config import load_config
+    from magnetar.common.config import load_config
 
     conf = tmp_path / "zk-client.conf"
     conf.write_text("zookeeper.client.secure=true\nzookeeper.ssl.trustStore.type=JKS\n")

@@ -15,9 +15,8 @@ from pathlib import Path
 import trio
 
 from metadata import NoNodeError, open_metadata_store
-from tests.bk_client_real.bkreal_cluster import REPO
-from tests.broker_real.brokerreal_cluster import BrokerProcess
-from tests.support.bookies import RealCluster, wait_registered
+from tests.support.bookies import REPO, RealCluster, wait_registered
+from tests.support.brokers import BrokerProcess
 
 __all__ = ["BROKER_ARGS", "MultiBrokerCluster", "owners", "run_magnetar", "terminate", "sigstop",
            "sigcont"]

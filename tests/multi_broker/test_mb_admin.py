@@ -15,8 +15,10 @@ from click.testing import CliRunner
 
 from broker.resources._bundles import bundle_hash, parse_bundle
 from magnetar.cli import main
-from tests.broker_real.brokerreal_support import drain, new_namespace, rest, wait_for
+from tests.support.admin import new_namespace, rest
+from tests.support.clients import drain
 from tests.support.receipts import ReceiptLog, produce_until
+from tests.support.waiting import wait_until
 from tests.support.zookeeper import ZooKeeperServer
 
 from .mb_support import MultiBrokerCluster, owners
@@ -37,8 +39,8 @@ def test_admin_unload_and_split_under_load(zookeeper: ZooKeeperServer, tmp_path:
         ids = rest("GET", a.admin_url, "/admin/v2/brokers").json()
         assert sorted(ids) == sorted(x.admin_url.split("://")[1] for x in (a, b))
         assert rest("GET", b.admin_url, "/admin/v2/brokers/standalone").json() == ids
-        wait_for(lambda: httpx.get(f"{a.admin_url}/admin/v2/brokers/leaderBroker").status_code == 200,
-                 30, "a leader")
+        wait_until(lambda: httpx.get(f"{a.admin_url}/admin/v2/brokers/leaderBroker").status_code == 200, "a leader",
+                   timeout_s=30)
         leader = rest("GET", b.admin_url, "/admin/v2/brokers/leaderBroker").json()
         assert leader["brokerId"] in ids
         # each broker serves its own heartbeat namespace, whoever owns what

@@ -20,9 +20,11 @@ import pulsar
 import pytest
 import trio
 
-from tests.broker_real.brokerreal_cluster import BrokerProcess
-from tests.broker_real.brokerreal_support import drain, new_namespace, wait_for
+from tests.support.admin import new_namespace
+from tests.support.brokers import BrokerProcess
+from tests.support.clients import drain
 from tests.support.receipts import ReceiptLog, produce_until
+from tests.support.waiting import wait_until
 from tests.support.zookeeper import ZooKeeperServer
 
 from .mb_support import MultiBrokerCluster, owners, sigcont, sigstop, terminate
@@ -96,9 +98,9 @@ def test_sigterm_moves_the_topic_without_a_failed_send(zookeeper: ZooKeeperServe
         assert [m.data() for m in got] == warm
         log = ReceiptLog()
         bg = _Background(producer, log, "m")
-        wait_for(lambda: log.count() >= 200, 60, "200 receipts before the SIGTERM")
+        wait_until(lambda: log.count() >= 200, "200 receipts before the SIGTERM", timeout_s=60)
         assert terminate(owner) == 0, owner.log()[-3000:]
-        wait_for(lambda: log.count() >= 600, 60, "receipts after the move")
+        wait_until(lambda: log.count() >= 600, "receipts after the move", timeout_s=60)
         bg.finish()
         assert log.failed == [], log.failed[:5]
         assert owners(url, ns) and set(owners(url, ns).values()) == {other.service_url}
@@ -225,7 +227,7 @@ def test_sigstopped_owner_past_its_session_does_not_write(zookeeper: ZooKeeperSe
         produce_until(p1, log1, "p1-after", log1.count() + 50, deadline_s=90)
         p1.flush()
         assert not log1.failed, log1.failed[:5]
-        wait_for(lambda: "metadata session lost" in old.log(), 60, "the old owner to see its session lost")
+        wait_until(lambda: "metadata session lost" in old.log(), "the old owner to see its session lost", timeout_s=60)
         assert set(owners(url, ns).values()) == {new.service_url}
         reader = c2.subscribe(topic, "sub")
         got = [m.data() for m in drain(reader, wait_ms=3000)]

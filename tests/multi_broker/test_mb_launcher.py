@@ -10,9 +10,11 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from tests.bk_client_real.bkreal_cluster import REPO
-from tests.broker_real.brokerreal_support import drain, new_namespace, rest
-from tests.support.zookeeper import free_port, zookeeper_available
+from tests.support.admin import new_namespace, rest
+from tests.support.bookies import REPO
+from tests.support.clients import drain
+from tests.support.ports import free_port
+from tests.support.zookeeper import zookeeper_available
 
 from .mb_support import run_magnetar
 

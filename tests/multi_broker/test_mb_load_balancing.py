@@ -14,8 +14,10 @@ import httpx
 import pulsar
 import pytest
 
-from tests.broker_real.brokerreal_support import drain, rest, wait_for
+from tests.support.admin import rest
+from tests.support.clients import drain
 from tests.support.receipts import ReceiptLog
+from tests.support.waiting import wait_until
 from tests.support.zookeeper import ZooKeeperServer
 
 from .mb_support import MultiBrokerCluster
@@ -63,9 +65,10 @@ def test_leader_splits_and_sheds_under_load(zookeeper: ZooKeeperServer, tmp_path
         thread = threading.Thread(target=run, daemon=True)
         thread.start()
         try:
-            wait_for(lambda: rest("GET", a.admin_url, f"/admin/v2/namespaces/{ns}/bundles").json()["numBundles"] > 1,
-                     90, "an automatic bundle split")
-            wait_for(lambda: any(d["action"] == "shed" for d in _decisions(cluster)), 90, "a shedding decision")
+            wait_until(lambda: rest("GET", a.admin_url, f"/admin/v2/namespaces/{ns}/bundles").json()["numBundles"] > 1,
+                       "an automatic bundle split", timeout_s=90)
+            wait_until(lambda: any(d["action"] == "shed" for d in _decisions(cluster)), "a shedding decision",
+                       timeout_s=90)
         finally:
             stop.set()
             thread.join(30)

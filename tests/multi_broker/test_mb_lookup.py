@@ -11,7 +11,8 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from tests.broker_real.brokerreal_support import drain, new_namespace, rest
+from tests.support.admin import new_namespace, rest
+from tests.support.clients import drain
 from tests.support.zookeeper import ZooKeeperServer
 
 from .mb_support import MultiBrokerCluster, owners

@@ -30,11 +30,13 @@ from broker.auth import create_token
 from broker.cluster._broker_client import BrokerClient
 from broker.resources._bundles import bundle_hash, parse_bundle
 from magnetar.cli import main
-from tests.broker_real.brokerreal_cluster import BrokerProcess
-from tests.broker_real.brokerreal_support import drain, wait_for
+from tests.support.brokers import BrokerProcess
+from tests.support.certs import Certs, make_certs
+from tests.support.clients import drain
+from tests.support.ports import free_port
 from tests.support.receipts import ReceiptLog, produce_until
-from tests.support.zookeeper import ZooKeeperServer, free_port, zookeeper_available
-from tests.tls.certs import Certs, make_certs
+from tests.support.waiting import wait_until
+from tests.support.zookeeper import ZooKeeperServer, zookeeper_available
 
 from .mb_support import MultiBrokerCluster, owners, run_magnetar
 
@@ -122,8 +124,8 @@ def test_secured_cluster_redirects_unloads_and_splits(zookeeper: ZooKeeperServer
             assert "superUserRoles: the other brokers refuse" not in log and "is not set" not in log
 
         assert httpx.put(f"{a.admin_url}/admin/v2/namespaces/public/anon", timeout=15).status_code == 401
-        wait_for(lambda: len(httpx.get(f"{a.admin_url}/admin/v2/brokers", headers=admin, timeout=15).json()) == 2,
-                 30, "both brokers registered")
+        wait_until(lambda: len(httpx.get(f"{a.admin_url}/admin/v2/brokers", headers=admin, timeout=15).json()) == 2,
+                   "both brokers registered", timeout_s=30)
         ns = f"public/sec-{uuid.uuid4().hex[:6]}"
         r = httpx.put(f"{a.admin_url}/admin/v2/namespaces/{ns}", headers=admin, timeout=15)
         assert r.status_code == 204, r.text
@@ -228,8 +230,8 @@ def test_secured_cluster_redirects_unloads_and_splits(zookeeper: ZooKeeperServer
         res = CliRunner().invoke(main, ["admin", "--admin-url", a.admin_url, "--token", admin_token, "--json",
                                         "namespaces", "bundles", ns])
         assert res.exit_code == 0 and json.loads(res.output)["numBundles"] == 5, res.output
-        wait_for(lambda: not any(parse_bundle(n) == parse_bundle(bundle3) for n in owners(url, ns)), 30,
-                 "the split bundle's node released")
+        wait_until(lambda: not any(parse_bundle(n) == parse_bundle(bundle3) for n in owners(url, ns)),
+                   "the split bundle's node released", timeout_s=30)
 
         produce_until(producer, receipts, "after-split", receipts.count() + 50)
         producer.flush()
@@ -259,8 +261,8 @@ def test_leader_splits_a_bundle_of_the_other_broker(zookeeper: ZooKeeperServer, 
             r = httpx.get(f"{a.admin_url}/admin/v2/brokers/leaderBroker", headers=admin, timeout=15)
             return str(r.json()["brokerId"]) if r.status_code == 200 else ""
 
-        wait_for(lambda: len(httpx.get(f"{a.admin_url}/admin/v2/brokers", headers=admin, timeout=15).json()) == 2
-                 and leader_id() != "", 30, "both brokers registered and a leader")
+        wait_until(lambda: len(httpx.get(f"{a.admin_url}/admin/v2/brokers", headers=admin, timeout=15).json()) == 2
+                 and leader_id() != "", "both brokers registered and a leader", timeout_s=30)
         for x in (a, b):  # its own certificate is accepted and a super user: no SECURITY line about it
             assert "the broker client" not in x.log() and "brokerClientAuthenticationPlugin" not in x.log()
         leader = a if leader_id() == a.admin_url.split("://")[1] else b
@@ -293,7 +295,7 @@ def test_leader_splits_a_bundle_of_the_other_broker(zookeeper: ZooKeeperServer, 
                              timeout=15).json()
             return any(d["action"] == "split" and d["bundle"] == f"{ns}/{hot}" for d in mine)
 
-        wait_for(split_by_leader, 90, f"the leader's split of {ns}/{hot} done on the other broker")
+        wait_until(split_by_leader, f"the leader's split of {ns}/{hot} done on the other broker", timeout_s=90)
         decisions = httpx.get(f"{leader.admin_url}/admin/v2/broker-stats/load-decisions", headers=admin,
                               timeout=15).json()
         assert any(d["action"] == "auto-split" and d["bundle"] == f"{ns}/{hot}" for d in decisions), decisions
@@ -343,8 +345,8 @@ def test_cluster_launcher_with_security(tmp_path: Path) -> None:
                    for b in brokers), brokers
         https = brokers[0]["admin_url_tls"]
         assert httpx.get(f"{https}/admin/v2/brokers", verify=ca, timeout=15).status_code == 401
-        wait_for(lambda: len(httpx.get(f"{https}/admin/v2/brokers", headers=admin, verify=ca,
-                                       timeout=15).json()) == 2, 30, "both brokers registered")
+        wait_until(lambda: len(httpx.get(f"{https}/admin/v2/brokers", headers=admin, verify=ca,
+                                       timeout=15).json()) == 2, "both brokers registered", timeout_s=30)
         ns = f"public/launch-{uuid.uuid4().hex[:6]}"
         assert httpx.put(f"{https}/admin/v2/namespaces/{ns}", headers=admin, verify=ca, timeout=15).status_code == 204
         r = httpx.post(f"{https}/admin/v2/namespaces/{ns}/permissions/app", json=["produce", "consume"],

@@ -14,8 +14,8 @@ import pytest
 import trio
 
 from metadata import open_metadata_store
-from tests.broker_real.brokerreal_cluster import BrokerProcess
 from tests.support.bookies import REPO, RealCluster, wait_registered
+from tests.support.brokers import BrokerProcess
 
 
 def _init(*args: str) -> subprocess.CompletedProcess[str]:

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from magnetar.cli import main
-from tests.standalone.standalone_proc import Standalone, start_standalone
+from tests.support.standalone import Standalone, start_standalone
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from magnetar.config import ConfigError, load_config
+from magnetar.common.config import ConfigError, load_config
 from retention import (
     BacklogQuota,
     BacklogQuotaPolicy,
@@ -40,7 +40,8 @@ def test_retention_properties() -> None:
     ({"retentionTimeInMinutes": 0, "retentionSizeInMB": 10}, "single time or size limit of 0"),
     ({"retentionTimeInMinutes": 5, "retentionSizeInMB": 0}, "single time or size limit of 0"),
     ({"retentionTimeInMinutes": -2, "retentionSizeInMB": -1}, "retentionTimeInMinutes"),
-    ({"retentionTimeInMinutes": "5", "retentionSizeInMB": -1}, "must be an integer"),
+    ({"retentionTimeInMinutes": "5.5", "retentionSizeInMB": -1}, "must be an integer"),
+    ({"retentionTimeInMinutes": "five", "retentionSizeInMB": -1}, "must be an integer"),
     ({"retentionTimeInMinutes": True, "retentionSizeInMB": -1}, "must be an integer"),
     ({"retentionSizeInMB": -1}, "'retentionTimeInMinutes' is required"),
     ([1, 2], "JSON object"),
@@ -58,6 +59,17 @@ def test_backlog_quota_round_trip_and_legacy_limit() -> None:
     legacy = BacklogQuota.from_json({"limit": 2048, "policy": "producer_exception"})
     assert legacy == BacklogQuota(2048, -1, BacklogQuotaPolicy.PRODUCER_EXCEPTION)
     assert BacklogQuota.from_json({}) == BacklogQuota()
+
+
+def test_numbers_in_strings_are_read_as_pulsar_reads_them() -> None:
+    # Pulsar's JSON mapper takes a number written as a string for an integer field; the Go
+    # client's tests set quotas so ({"limit": "10240"})
+    assert BacklogQuota.from_json({"limit": "10240", "policy": "producer_request_hold"}) == BacklogQuota(10240)
+    assert BacklogQuota.from_json({"limitSize": "-1", "limitTime": " 60 "}) == BacklogQuota(-1, 60)
+    assert RetentionPolicies.from_json({"retentionTimeInMinutes": "5", "retentionSizeInMB": "-1"}) == \
+        RetentionPolicies(5, -1)
+    with pytest.raises(ValueError, match="limitSize"):
+        BacklogQuota.from_json({"limitSize": "-2"})
 
 
 @pytest.mark.parametrize("data,needle", [

@@ -19,10 +19,10 @@ from retention import (
     RetentionService,
     topic_of,
 )
-from tests.managed_ledger.conftest import FakeClock
-from tests.managed_ledger.ml_util import config
+from tests.support.clocks import FakeClock
+from tests.support.managed_ledger import config
 
-from .test_retention_service import fill, provider
+from .retention_helpers import fill, provider
 
 HOLD = {BacklogQuotaType.DESTINATION_STORAGE: BacklogQuota(1000, -1)}
 

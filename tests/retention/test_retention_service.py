@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-import struct
-from collections.abc import AsyncIterator
-
-import pytest
 import trio
 
-from bk_client.testing import MockBookKeeper
-from managed_ledger import Entry, InitialPosition, ManagedLedgerFactory, Position
-from metadata import open_metadata_store
+from managed_ledger import InitialPosition, ManagedLedgerFactory
 from protocols.managed_ledger import ManagedLedgerInfo
 from retention import (
     BacklogQuota,
@@ -24,49 +18,9 @@ from retention import (
     StaticPoliciesProvider,
     TopicPolicies,
 )
-from tests.managed_ledger.conftest import FakeClock
-from tests.managed_ledger.ml_util import config
+from tests.support.managed_ledger import config
 
-NAME = "public/default/persistent/t1"
-TOPIC = "persistent://public/default/t1"
-
-
-@pytest.fixture
-async def store() -> AsyncIterator[object]:
-    async with open_metadata_store("memory://retention-tests") as s:
-        yield s
-
-
-@pytest.fixture
-def bk() -> MockBookKeeper:
-    return MockBookKeeper()
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-def payload(publish_ms: int) -> bytes:
-    """Test entries carry their publish time in the first 8 bytes."""
-    return struct.pack(">q", publish_ms) + b"x" * 92
-
-
-def publish_time_of(entry: Entry) -> int:
-    return struct.unpack(">q", entry.data[:8])[0]
-
-
-def provider(retention: RetentionPolicies | None = None, ttl: int | None = None,
-             quotas: dict | None = None) -> StaticPoliciesProvider:
-    return StaticPoliciesProvider(RetentionConfig(), namespaces={
-        "public/default": PolicyOverrides(retention or RetentionPolicies(0, 0), ttl, quotas or {})})
-
-
-async def fill(ml, clock: FakeClock, n: int) -> list[Position]:
-    out = []
-    for _ in range(n):
-        out.append(await ml.add_entry(payload(int(clock() * 1000))))
-    return out
+from .retention_helpers import NAME, TOPIC, fill, provider, publish_time_of
 
 
 async def stored_ids(store) -> list[int]:

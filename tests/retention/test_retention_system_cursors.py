@@ -14,9 +14,9 @@ from retention import (
     RetentionService,
     decide_retention,
 )
-from tests.managed_ledger.conftest import FakeClock
-from tests.managed_ledger.ml_util import config
-from tests.retention.test_retention_service import NAME, TOPIC, bk, clock, fill, provider, publish_time_of, store  # noqa: F401 - fixtures
+from tests.retention.retention_helpers import NAME, TOPIC, fill, provider, publish_time_of
+from tests.support.clocks import FakeClock
+from tests.support.managed_ledger import config
 
 DEDUP = "pulsar.dedup"
 SYSTEM = frozenset({DEDUP})

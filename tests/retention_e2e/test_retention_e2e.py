@@ -22,14 +22,15 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, TypeVar
 
 import httpx
 import pulsar
 import pytest
 
-from tests.standalone.standalone_proc import Standalone, start_standalone
+from tests.support.standalone import Standalone, start_standalone
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -45,18 +46,6 @@ ARGS = (
     "--set", "managed_ledger.managedLedgerMinLedgerRolloverTimeMinutes=0",
 )
 PAYLOAD = 1000
-
-
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 20.0, every: float = 0.2) -> T:
-    """Poll ``probe`` until it returns something truthy; fail naming ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(every)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +102,7 @@ def consume_all(consumer: pulsar.Consumer, n: int, admin: httpx.Client, topic: s
         stats = ok(admin.get(rest(topic) + "/stats")).json()
         return stats["subscriptions"][sub]["msgBacklog"] == 0
 
-    wait_for(f"the broker to have every ack of {sub}", acked)
+    wait_until(acked, f"the broker to have every ack of {sub}", timeout_s=20.0, interval_s=0.2)
 
 
 def metric(text: str, name: str, topic: str | None = None) -> float | None:
@@ -154,7 +143,7 @@ def test_retention_deletes_ledgers_and_bookie_gc_reclaims_the_disk(
         deleted = [r for r in gc_rows(ex).values() if r["metadata"] == "deleted"]
         return ex if deleted and ex["deletableNow"] == [] else None
 
-    ex = wait_for("retention to trim", trimmed_state)
+    ex = wait_until(trimmed_state, "retention to trim", timeout_s=20.0, interval_s=0.2)
     reasons = {r["reason"] for r in ex["ledgers"]}
     assert "within_retention_size" in reasons, ex["ledgers"]
     kept = [r["ledgerId"] for r in ex["ledgers"] if r["reason"] == "within_retention_size"]
@@ -181,15 +170,17 @@ def test_retention_deletes_ledgers_and_bookie_gc_reclaims_the_disk(
     def scraped() -> str | None:
         text = ok(admin.get("/metrics")).text
         value = metric(text, "magnetar_retention_bytes_awaiting_gc")
-        return text if value is not None and value >= awaiting_topic * 0.9 else None
+        # the backlog age is refreshed every few seconds: wait until it has seen the last acks
+        age = metric(text, "pulsar_storage_backlog_age_seconds", topic)
+        return text if value is not None and value >= awaiting_topic * 0.9 and age == -1 else None
 
-    text = wait_for("bytes awaiting GC in /metrics", scraped)
+    text = wait_until(scraped, "bytes awaiting GC and a backlog age of -1 in /metrics", timeout_s=30.0,
+                      interval_s=0.2)
     size = metric(text, "pulsar_storage_size", topic)
     assert size is not None and abs(size - stats["totalSize"]) < 200_000
     assert metric(text, "pulsar_storage_backlog_size", topic) == 0
     assert metric(text, "pulsar_msg_backlog", topic) == 0
-    # nothing unacknowledged: Pulsar reports the oldest backlog message's age as -1
-    assert metric(text, "pulsar_storage_backlog_age_seconds", topic) == -1
+    # nothing unacknowledged: Pulsar reports the oldest backlog message's age as -1 (waited for above)
     assert metric(text, "magnetar_storage_retained_size", topic) == size
     assert (metric(text, "magnetar_retention_ledgers_trimmed_total") or 0) >= len(deleted)
     disk_before = ledger_dir_bytes(standalone, ".log")
@@ -199,10 +190,11 @@ def test_retention_deletes_ledgers_and_bookie_gc_reclaims_the_disk(
                   json={"retentionTimeInMinutes": 0, "retentionSizeInMB": 0}))
     # the ledger list shrinks when the trim starts; the trimmed ledgers' rows come from the trim
     # report, told once their deletion finished (seconds later on a loaded machine): wait for both
-    ex = wait_for("the rest to be trimmed and reported", lambda: (
+    ex = wait_until(lambda: (
         e := ok(admin.get(rest(topic) + "/explain-storage")).json())["ledgers"]
         and all(r["reason"] == "open_ledger" for r in e["ledgers"])
-        and set(kept) <= {lid for lid, r in gc_rows(e).items() if r["metadata"] == "deleted"} and e)
+        and set(kept) <= {lid for lid, r in gc_rows(e).items() if r["metadata"] == "deleted"} and e,
+        "the rest to be trimmed and reported", timeout_s=20.0, interval_s=0.2)
     deleted = sorted(lid for lid, r in gc_rows(ex).items() if r["metadata"] == "deleted")
     assert set(kept) <= set(deleted)
 
@@ -215,7 +207,7 @@ def test_retention_deletes_ledgers_and_bookie_gc_reclaims_the_disk(
         done = all(rows[lid]["state"] in ("reclaimed", "awaiting_compaction") for lid in deleted)
         return e if done else None
 
-    ex = wait_for("the bookie to reclaim the ledgers", reclaimed, timeout=30)
+    ex = wait_until(reclaimed, "the bookie to reclaim the ledgers", timeout_s=30, interval_s=0.2)
     rows = gc_rows(ex)
     assert any(rows[lid]["state"] == "reclaimed" for lid in deleted)
     for lid in deleted:
@@ -236,7 +228,7 @@ def test_retention_deletes_ledgers_and_bookie_gc_reclaims_the_disk(
     def metric_drops() -> float | None:
         value = metric(ok(admin.get("/metrics")).text, "magnetar_retention_bytes_awaiting_gc")
         return value is not None and value < awaiting_topic / 2 and value + 1
-    wait_for("bytes awaiting GC to drop", metric_drops)
+    wait_until(metric_drops, "bytes awaiting GC to drop", timeout_s=20.0, interval_s=0.2)
 
     # 4. the CLI shows the same chain
     out = subprocess.run([sys.executable, "-m", "magnetar", "admin", "--admin-url", standalone.admin_url,
@@ -264,7 +256,7 @@ def test_idle_topic_open_ledger_is_rolled_and_trimmed(admin: httpx.Client, clien
         ids = {li["ledgerId"] for li in st["ledgers"]}
         return st if written not in ids and st["numberOfEntries"] == 0 else None
 
-    wait_for("the idle ledger to be rolled and trimmed", trimmed)
+    wait_until(trimmed, "the idle ledger to be rolled and trimmed", timeout_s=20.0, interval_s=0.2)
     ex = ok(admin.get(rest(topic) + "/explain-storage")).json()
     row = gc_rows(ex)[written]
     assert row["metadata"] == "deleted" and row["deletedAtMs"], row
@@ -293,10 +285,11 @@ def test_unacked_subscription_keeps_backlog_until_ttl_expires_it(admin: httpx.Cl
         st = ok(admin.get(rest(topic) + "/stats")).json()
         return st if st["subscriptions"]["slow"]["msgBacklog"] == 0 else None
 
-    wait_for("TTL to expire the backlog", expired)
-    ex = wait_for("the expired ledgers to be trimmed", lambda: (
+    wait_until(expired, "TTL to expire the backlog", timeout_s=20.0, interval_s=0.2)
+    ex = wait_until(lambda: (
         e := ok(admin.get(rest(topic) + "/explain-storage")).json())
-        and all(r["reason"] == "open_ledger" for r in e["ledgers"]) and e)
+        and all(r["reason"] == "open_ledger" for r in e["ledgers"]) and e,
+        "the expired ledgers to be trimmed", timeout_s=20.0, interval_s=0.2)
     assert ex["lastRetentionCheck"]["policies"]["messageTTLInSeconds"] == 1
     closed_ids = {c["ledgerId"] for c in closed}
     assert all(r["metadata"] == "deleted" for r in gc_rows(ex).values() if r["ledgerId"] in closed_ids)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.standalone.standalone_proc import Standalone, start_standalone
+from tests.support.standalone import Standalone, start_standalone
 from tests.support.zookeeper import ZooKeeperServer
 
 LEDGER_ENTRIES = 20
@@ -91,14 +90,6 @@ def produce(service_url: str, topic: str, values: list[bytes], *, batch: bool = 
     finally:
         client.close()
     return ids
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 60.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
 
 
 def _spark_session(tmp: Path) -> Any:

@@ -18,7 +18,8 @@ from pulsar.schema import Schema
 
 from protocols.pulsar import MessageIdData
 from sinks.spark import register
-from tests.spark.spark_harness import SparkEnv, produce, unique, values_of, wait_for
+from tests.spark.spark_harness import SparkEnv, produce, unique, values_of
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -118,15 +119,15 @@ def test_waiting_for_a_topic_that_does_not_exist_yet(spark_env: SparkEnv) -> Non
     q = start()
     try:
         # a few triggers on a topic that is not there (the query runs, reading nothing)
-        wait_for(lambda: len(q.recentProgress) >= 2 or q.exception() is not None, what="two triggers")
+        wait_until(lambda: len(q.recentProgress) >= 2 or q.exception() is not None, "two triggers", timeout_s=60.0)
         if q.exception() is not None and "connect back" in str(q.exception()):
             # PySpark gives a planner process 10 s to start (no setting); a loaded machine misses it
             q = start()
-            wait_for(lambda: len(q.recentProgress) >= 2 or q.exception() is not None, what="two triggers")
+            wait_until(lambda: len(q.recentProgress) >= 2 or q.exception() is not None, "two triggers", timeout_s=60.0)
         assert q.exception() is None
         produce(spark_env.service_url, topic, [b"first", b"second"])
-        wait_for(lambda: spark_env.spark.sql(f"select count(*) from {name}").collect()[0][0] == 2,
-                 what="the rows of the topic created after the query started")
+        wait_until(lambda: spark_env.spark.sql(f"select count(*) from {name}").collect()[0][0] == 2,
+                   "the rows of the topic created after the query started", timeout_s=60.0)
     finally:
         q.stop()
     # a batch read waits for the topic, as pulsar-spark's does

@@ -17,16 +17,8 @@ from typing import Any
 import pytest
 
 from sinks.spark._pipelines import checkpoint_subscription
-from tests.spark.spark_harness import (
-    LOSSY_NAMESPACE,
-    SINK_NAMESPACE,
-    SparkEnv,
-    ledgers_of,
-    produce,
-    unique,
-    values_of,
-    wait_for,
-)
+from tests.spark.spark_harness import LOSSY_NAMESPACE, SINK_NAMESPACE, SparkEnv, ledgers_of, produce, unique, values_of
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -55,7 +47,7 @@ def _retention_passes(env: SparkEnv, topic: str, n: int) -> None:
     def enough() -> bool:
         seen.add(checked())
         return len(seen) > n
-    wait_for(enough, timeout=60, what=f"{n} retention passes")
+    wait_until(enough, f"{n} retention passes", timeout_s=60)
 
 
 def _pipelines(env: SparkEnv, *args: str) -> str:
@@ -79,15 +71,15 @@ def test_unread_data_survives_a_killed_driver_and_retention(spark_env: SparkEnv)
                                   spark_env.admin_url, src, dst, ck, str(spark_env.tmp / unique("child-local"))],
                                  cwd=ROOT, env=env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
     try:
-        wait_for(lambda: bool(_cursors(spark_env, src)) or child.poll() is not None, timeout=480,
-                 what="the child driver's query to subscribe")
+        wait_until(lambda: bool(_cursors(spark_env, src)) or child.poll() is not None,
+                   "the child driver's query to subscribe", timeout_s=480)
         produce(spark_env.service_url, src, expected, keys=lambda i: f"key{i % 5}")
         first_ledger = ledgers_of(spark_env, src)[0]["ledgerId"]
         last_ledger = ledgers_of(spark_env, src)[-1]["ledgerId"]
         # two micro-batches of 5 entries committed: most of the topic is still unread
         try:
-            wait_for(lambda: Path(ck, "commits", "1").exists() or child.poll() is not None, timeout=480,
-                     what="the child driver to commit two micro-batches")
+            wait_until(lambda: Path(ck, "commits", "1").exists() or child.poll() is not None,
+                       "the child driver to commit two micro-batches", timeout_s=480)
         except AssertionError:
             raise AssertionError("the child driver committed nothing:\n" + log_path.read_text()[-3000:]) from None
         assert child.poll() is None, "the child driver died on its own:\n" + log_path.read_text()[-3000:]
@@ -128,8 +120,8 @@ def test_unread_data_survives_a_killed_driver_and_retention(spark_env: SparkEnv)
     assert spark_env.admin("GET", f"/admin/v2/namespaces/{SINK_NAMESPACE}/deduplication") is None
 
     # processed data is released: the subscription moved on and retention trims what it read
-    wait_for(lambda: ledgers_of(spark_env, src)[0]["ledgerId"] not in (first_ledger, md_ledger), timeout=120,
-             what="retention to trim the processed ledgers")
+    wait_until(lambda: ledgers_of(spark_env, src)[0]["ledgerId"] not in (first_ledger, md_ledger),
+               "retention to trim the processed ledgers", timeout_s=120)
     assert ledgers_of(spark_env, src)[0]["ledgerId"] <= last_ledger
 
     # the pipeline is retired: its checkpoint names the subscription to remove

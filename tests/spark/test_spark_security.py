@@ -22,8 +22,8 @@ import pytest
 from sinks.spark._options import SourceOptions
 from tests.spark.spark_harness import SparkEnv, unique, values_of
 from tests.support.bookies import REPO
+from tests.support.certs import Certs, make_certs
 from tests.support.zookeeper import ZooKeeperServer
-from tests.tls.certs import Certs, make_certs
 
 pytestmark = pytest.mark.slow
 

@@ -4,15 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.spark.spark_harness import (
-    LOSSY_NAMESPACE,
-    SparkEnv,
-    ledgers_of,
-    produce,
-    unique,
-    values_of,
-    wait_for,
-)
+from tests.spark.spark_harness import LOSSY_NAMESPACE, SparkEnv, ledgers_of, produce, unique, values_of
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -36,8 +29,8 @@ def test_exactly_once_across_stop_and_restart(spark_env: SparkEnv, mode: str) ->
                 .option("path", out).option("checkpointLocation", ck).trigger(**trigger).start())
 
     q = start({"processingTime": "200 milliseconds"})
-    wait_for(lambda: q.lastProgress is not None and q.lastProgress["batchId"] >= 2,
-             what="three micro-batches")
+    wait_until(lambda: q.lastProgress is not None and q.lastProgress["batchId"] >= 2, "three micro-batches",
+               timeout_s=60.0)
     q.stop()  # mid-stream: most of the topic is still unread
     produce(spark_env.service_url, topic, second)
     q = start({"availableNow": True})
@@ -114,8 +107,8 @@ def test_partitioned_topic_with_a_partition_added(spark_env: SparkEnv) -> None:
         spark_env.admin("POST", f"/admin/v2/persistent/public/default/{topic}/partitions", 3)
         produce(spark_env.service_url, f"persistent://public/default/{topic}-partition-2", _msgs("new", 6))
         produce(spark_env.service_url, topic, _msgs("q", 10), keys=lambda i: f"key{i}")
-        wait_for(lambda: spark_env.spark.sql(f"select count(*) from {name}").collect()[0][0] >= 36,
-                 what="rows of the new partition")
+        wait_until(lambda: spark_env.spark.sql(f"select count(*) from {name}").collect()[0][0] >= 36,
+                   "rows of the new partition", timeout_s=60.0)
         rows = spark_env.spark.sql(f"select value, __topic from {name}").collect()
     finally:
         q.stop()
@@ -140,8 +133,8 @@ def test_topics_pattern_picks_up_new_topics(spark_env: SparkEnv) -> None:
         q.processAllAvailable()
         assert spark_env.spark.sql(f"select count(*) from {name}").collect()[0][0] == 13
         produce(spark_env.service_url, f"{prefix}-b", _msgs("b", 4))
-        wait_for(lambda: spark_env.spark.sql(f"select count(*) from {name}").collect()[0][0] >= 17,
-                 what="rows of the new topic")
+        wait_until(lambda: spark_env.spark.sql(f"select count(*) from {name}").collect()[0][0] >= 17,
+                   "rows of the new topic", timeout_s=60.0)
         rows = spark_env.spark.sql(f"select value from {name}").collect()
     finally:
         q.stop()
@@ -154,7 +147,7 @@ def test_fail_on_data_loss(spark_env: SparkEnv, fail: bool) -> None:
     # ledgers of 20, 20, then 5 entries in the current one
     ids = produce(spark_env.service_url, topic, _msgs("l", 45))
     first_ledger = ids[0][0]
-    wait_for(lambda: ledgers_of(spark_env, topic)[0]["ledgerId"] == ids[-1][0], what="retention to trim")
+    wait_until(lambda: ledgers_of(spark_env, topic)[0]["ledgerId"] == ids[-1][0], "retention to trim", timeout_s=60.0)
     start = f'{{"{topic}": {{"ledger": {first_ledger}, "entry": 5, "batch": 0}}}}'
     df = spark_env.source(spark_env.spark.readStream, topic=topic, startingOffsets=start,
                           failOnDataLoss=str(fail).lower()).load()

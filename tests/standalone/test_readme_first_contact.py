@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from .standalone_proc import start_standalone
+from tests.support.standalone import start_standalone
 
 pytestmark = pytest.mark.slow
 

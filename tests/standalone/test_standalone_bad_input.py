@@ -21,8 +21,7 @@ import pulsar
 import pytest
 
 from protocols.pulsar import encode_command, make_command
-
-from .standalone_proc import Standalone, start_standalone
+from tests.support.standalone import Standalone, start_standalone
 
 pytestmark = pytest.mark.slow
 
@@ -162,7 +161,7 @@ def test_many_half_open_connections_before_connect(sa: Standalone) -> None:
             s = socket.create_connection(addr, timeout=10)
             s.sendall(struct.pack(">I", 60 * 1024))  # announces a frame, never sends it
             socks.append(s)
-        time.sleep(0.5)
+        time.sleep(0.5)  # a bounded chance for the stalled connections to choke the broker
         _still_serving(sa)
     finally:
         for s in socks:

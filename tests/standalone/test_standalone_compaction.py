@@ -15,7 +15,7 @@ import httpx
 import pulsar
 import pytest
 
-from .standalone_proc import Standalone, start_standalone
+from tests.support.standalone import Standalone, start_standalone
 
 pytestmark = pytest.mark.slow
 

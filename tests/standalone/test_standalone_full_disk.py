@@ -19,9 +19,8 @@ from pathlib import Path
 import pulsar
 import pytest
 
+from tests.support.standalone import Standalone, start_standalone
 from tests.support.tmpfs import mounted_tmpfs
-
-from .standalone_proc import Standalone, start_standalone
 
 pytestmark = pytest.mark.slow
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -15,7 +13,8 @@ import pulsar
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from .standalone_proc import Standalone, start_standalone
+from tests.support.standalone import Standalone, start_standalone
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -27,17 +26,6 @@ _BOOKIE_HTTP = re.compile(r"bookie \S+: protocol \S+, http (http://\S+)")
 def _samples(url: str) -> list[tuple[str, dict[str, str], float]]:
     text = httpx.get(f"{url}/metrics", timeout=10).text
     return [(s.name, s.labels, s.value) for fam in text_string_to_metric_families(text) for s in fam.samples]
-
-
-def _wait_for(check: Callable[[], object], what: str, timeout: float = 60.0) -> object:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
 
 
 def _queried_metrics(dashboard: dict) -> set[str]:
@@ -87,7 +75,7 @@ def test_dashboards_query_only_exported_metrics_and_subscription_series_are_righ
                   and _sub_value(s, "pulsar_subscription_unacked_messages", topic) == 10)
             return s if ok else None
 
-        broker = _wait_for(acked_state, "backlog 10 and 10 unacked on /metrics")
+        broker = wait_until(acked_state, "backlog 10 and 10 unacked on /metrics", timeout_s=60.0)
         assert isinstance(broker, list)
         assert _sub_value(broker, "pulsar_subscription_consumers_count", topic) == 1
         # the consumer is blocked (10 per consumer), the subscription not (its own limit is 200,000)
@@ -95,8 +83,8 @@ def test_dashboards_query_only_exported_metrics_and_subscription_series_are_righ
         assert _sub_value(broker, "pulsar_subscription_blocked_on_unacked_messages", topic) == 0
         # a redelivery shows as a rate once the stats updater has taken the next period
         consumer.redeliver_unacknowledged_messages()
-        _wait_for(lambda: (_sub_value(_samples(sa.admin_url), "pulsar_subscription_msg_rate_redeliver", topic)
-                           or 0) > 0, "a redelivery rate on /metrics")
+        wait_until(lambda: (_sub_value(_samples(sa.admin_url), "pulsar_subscription_msg_rate_redeliver", topic)
+                           or 0) > 0, "a redelivery rate on /metrics", timeout_s=60.0)
         names = {n for n, _, _ in broker}
         assert {"pulsar_consumer_unacked_messages", "pulsar_producer_msg_rate_in"} <= names
         ns_backlog = [v for n, labels, v in broker if n == "pulsar_ml_NumberOfMessagesInBacklog"
@@ -140,7 +128,7 @@ def test_namespace_level_metrics_sum_topics_and_drop_subscription_series(tmp_pat
                 values = [(labels, v) for n, labels, v in s if n == "pulsar_msg_backlog"]
                 return s if values and values[0][1] == 7 else None
 
-            samples = _wait_for(summed, "namespace backlog 3 + 4 on /metrics")
+            samples = wait_until(summed, "namespace backlog 3 + 4 on /metrics", timeout_s=60.0)
             assert isinstance(samples, list)
             backlog = [labels for n, labels, _ in samples if n == "pulsar_msg_backlog"]
             assert backlog == [{"cluster": "standalone", "namespace": "public/default"}]

@@ -12,7 +12,7 @@ import pulsar
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from .standalone_proc import Standalone, start_standalone
+from tests.support.standalone import Standalone, start_standalone
 
 pytestmark = pytest.mark.slow
 

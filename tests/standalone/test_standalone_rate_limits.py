@@ -16,7 +16,7 @@ import httpx
 import pulsar
 import pytest
 
-from .standalone_proc import Standalone, start_standalone
+from tests.support.standalone import Standalone, start_standalone
 
 pytestmark = pytest.mark.slow
 
@@ -70,7 +70,7 @@ def test_publish_rate_bounds_what_producers_store(standalone: Standalone) -> Non
         time.sleep(1.0)  # let the first window's burst pass before counting
         with lock:
             start = acked
-        time.sleep(WINDOW_S)
+        time.sleep(WINDOW_S)  # the measuring window
         with lock:
             stored = acked - start
         stop.set()

@@ -13,8 +13,7 @@ import trio
 
 from metadata import open_metadata_store
 from protocols.bookkeeper import DigestType, LedgerLayout, LedgerMetadata, decode_layout, flat_ledger_ids
-
-from .standalone_proc import start_standalone
+from tests.support.standalone import start_standalone
 
 pytestmark = pytest.mark.slow
 

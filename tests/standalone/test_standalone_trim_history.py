@@ -5,8 +5,6 @@ time of its trim (read back from the metadata store)."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -14,7 +12,8 @@ import httpx
 import pulsar
 import pytest
 
-from .standalone_proc import start_standalone
+from tests.support.standalone import start_standalone
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -26,17 +25,6 @@ ARGS = (
     "--set", "managed_ledger.managedLedgerMaxEntriesPerLedger=20",
     "--set", "managed_ledger.managedLedgerMinLedgerRolloverTimeMinutes=0",
 )
-
-
-def _wait_for(what: str, probe: Callable[[], T | None], timeout: float = 60.0) -> T:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
 
 
 def _deleted_rows(admin_url: str) -> dict[int, dict[str, Any]]:
@@ -61,8 +49,8 @@ def test_explain_storage_remembers_trims_across_a_restart(tmp_path: Path) -> Non
         for _ in range(100):
             consumer.acknowledge(consumer.receive(timeout_millis=10_000))
         # retention 0/0 on public/default: the consumed, closed ledgers are trimmed
-        before = _wait_for("retention to trim", lambda: (rows := _deleted_rows(sa.admin_url)) and len(rows) >= 3
-                           and rows)
+        before = wait_until(lambda: (rows := _deleted_rows(sa.admin_url)) and len(rows) >= 3
+                           and rows, "retention to trim", timeout_s=60.0)
         consumer.close()
         producer.close()
         client.close()

@@ -29,6 +29,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.ports import free_port
+
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 # The Debian jar's manifest lists its dependencies (netty, jute, slf4j-api, ...) in Class-Path;
 # slf4j-simple only makes the server log somewhere.
@@ -51,12 +53,6 @@ def four_letter_word(host: str, port: int, word: str, timeout: float = 2.0) -> s
                 break
             chunks.append(chunk)
     return b"".join(chunks).decode(errors="replace")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass(frozen=True)

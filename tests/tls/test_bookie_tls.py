@@ -21,13 +21,12 @@ import trio
 from bk_client import BookKeeper, ClientConfig, NotEnoughBookies
 from bookie import serve_bookie_process
 from bookie.server import BOOKIE_AUTHZ_FACTORY, certificate_roles
-from magnetar.config import ConfigError, load_config
-from magnetar.tls import TlsSettings, client_context, open_tls_stream
+from magnetar.common.config import ConfigError, load_config
+from magnetar.common.tls import TlsSettings, client_context, open_tls_stream
 from metadata import open_metadata_store
 from protocols.bookkeeper import add_request, encode_entry, encode_request, read_request
-from tests.bookie_server.helpers import make_config
-
-from .certs import Certs, make_certs
+from tests.support.bookie_server import make_config
+from tests.support.certs import Certs, make_certs
 
 PASSWORD = b"pw"
 _ids = itertools.count()

@@ -16,11 +16,10 @@ import trio
 from bk_client import ClientConfig
 from bookie import BookieConfig
 from broker import BrokerConfig
-from magnetar.config import load_config
+from magnetar.common.config import load_config
 from magnetar.stack import StandaloneConfig, serve_standalone
 from managed_ledger import ManagedLedgerConfig
-
-from .certs import Certs, make_certs
+from tests.support.certs import Certs, make_certs
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""magnetar.tls.CoalescingSSLObject: one read returns every whole TLS record already received.
+"""magnetar.common.tls.CoalescingSSLObject: one read returns every whole TLS record already received.
 
 Without it a peer writing one record per message (the Pulsar C++ client writes one per SEND)
 hands the broker one message per ``receive_some`` and breaks its per-burst batching.
@@ -12,9 +12,8 @@ import pytest
 import trio
 import trio.testing
 
-from magnetar.tls import CoalescingSSLObject, TlsSettings, client_context, server_context
-
-from .certs import Certs, make_certs
+from magnetar.common.tls import CoalescingSSLObject, TlsSettings, client_context, server_context
+from tests.support.certs import Certs, make_certs
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""magnetar.tls: contexts from Pulsar / BookKeeper keys, errors naming the key, handshakes over sockets."""
+"""magnetar.common.tls: contexts from Pulsar / BookKeeper keys, errors naming the key, handshakes over sockets."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from magnetar.config import ConfigError
-from magnetar.tls import (
+from magnetar.common.config import ConfigError
+from magnetar.common.tls import (
     BOOKKEEPER_KEYS,
     TlsSettings,
     client_context,
@@ -17,8 +17,7 @@ from magnetar.tls import (
     server_context,
     wrap_server_stream,
 )
-
-from .certs import Certs, make_certs
+from tests.support.certs import Certs, make_certs
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 """The chaos run: cycles of a random fault plan against a real deployment while the workload
-runs, each ending with a drain and a check of every invariant (see `chaos_checker`).
+runs, each ending with a drain and a check of every invariant (see `checker`).
 
 One cycle:
 
@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from .chaos_checker import History, ScanResult, Violation, check_scan, resolve_order
-from .chaos_deploy import Deployment, DeployOptions, Node, make_deployment
-from .chaos_producer import ProducerSpec
-from .chaos_workload import AckPolicy, SubSpec, TopicSpec, Workload, scan_topic
+from .checker import History, ScanResult, Violation, check_scan, resolve_order
+from .deploy import Deployment, DeployOptions, Node, make_deployment
+from .producer import ProducerSpec
+from .workload import AckPolicy, SubSpec, TopicSpec, Workload, scan_topic
 
 __all__ = ["RunOptions", "RunReport", "ChaosRun", "DEFAULT_TARGETS", "build_topics"]
 

@@ -1,22 +1,20 @@
 """An in-process broker, optionally with its admin REST server, run in a background thread.
 
 Storage is MockBookKeeper (``bk``) and the memory metadata store. Tests drive the broker with the
-official (blocking) ``pulsar-client`` from the test thread (``url``; `pulsar_client` opens one),
-talk to the admin server with httpx (``http``, when started with ``admin=True``), and run
-coroutines on the broker's trio loop with `call` (admin-style setup such as creating namespaces).
+official (blocking) ``pulsar-client`` from the test thread (``url``; `tests.support.clients`
+opens one), talk to the admin server with httpx (``http``, when started with ``admin=True``), and
+run coroutines on the broker's trio loop with `call` (admin-style setup such as creating
+namespaces).
 The broker and admin fixtures of tests/broker and tests/broker_admin both use this one harness.
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import logging
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any, Self
 
-import pulsar
 import trio
 
 from bk_client.testing import MockBookKeeper
@@ -116,13 +114,3 @@ class BrokerThread:
             except trio.RunFinishedError:
                 pass
         self._thread.join(30)
-
-
-@contextlib.contextmanager
-def pulsar_client(url: str) -> Iterator[pulsar.Client]:
-    """An official client on ``url`` (10 s operation timeout, Python logging), closed on exit."""
-    c = pulsar.Client(url, operation_timeout_seconds=10, logger=logging.getLogger("pulsar-client"))
-    try:
-        yield c
-    finally:
-        c.close()

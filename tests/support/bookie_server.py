@@ -1,17 +1,19 @@
-"""Helpers for the bookie server tests: configs in a temp dir, and a small protocol client."""
+"""Talking to a bookie server in tests: configs in a temp dir, a small protocol client, and writing
+entries to a running bookie and reading them back (by port, so it may be another process)."""
 
 from __future__ import annotations
 
 import itertools
 import socket
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import trio
 
 from bookie import BookieConfig
-from magnetar.config import load_config
-from protocols.bookkeeper import FrameDecoder, encode_entry, encode_request
+from magnetar.common.config import load_config
+from protocols.bookkeeper import FrameDecoder, StatusCode, add_request, encode_entry, encode_request, read_request
 from protocols.bookkeeper import bookie_protocol_pb2 as pb
 
 KEY = b"master-key"
@@ -93,3 +95,37 @@ class SyncClient:
 
     def close(self) -> None:
         self.sock.close()
+
+
+async def write_entries(port: int, ledgers: Iterable[int], entries: int, body: Callable[[int, int], bytes]) -> None:
+    """Add entries ``0..entries-1`` of each ledger over the bookie protocol (pipelined), all EOK."""
+    client = await Client.connect(port)
+    try:
+        txn = 0
+        for lid in ledgers:
+            for eid in range(entries):
+                txn += 1
+                await client.send(add_request(txn, lid, eid, KEY, body(lid, eid)))
+        for t in range(1, txn + 1):
+            assert (await client.receive(t)).status == StatusCode.EOK
+    finally:
+        await client.aclose()
+
+
+async def check_reads(port: int, live: Iterable[int], deleted: Iterable[int], entries: int,
+                      body: Callable[[int, int], bytes]) -> None:
+    """Every entry of ``live`` reads back as written; ``deleted`` ledgers answer ENOLEDGER."""
+    client = await Client.connect(port)
+    try:
+        txn = 0
+        for lid in live:
+            for eid in range(entries):
+                txn += 1
+                resp = await client.call(read_request(txn, lid, eid))
+                assert resp.status == StatusCode.EOK, (lid, eid, resp.status)
+                assert resp.readResponse.body == body(lid, eid)
+        for lid in deleted:
+            txn += 1
+            assert (await client.call(read_request(txn, lid, 0))).status == StatusCode.ENOLEDGER
+    finally:
+        await client.aclose()

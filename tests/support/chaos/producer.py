@@ -1,7 +1,7 @@
 """A producer as its own process, so that the chaos run can SIGKILL the application too, and the
 harness-side handle that starts, pauses, kills and restarts it.
 
-The process (``python -m tests.chaos.chaos_producer ...``) sends ``--rate`` messages per second
+The process (``python -m tests.support.chaos.producer ...``) sends ``--rate`` messages per second
 with explicit sequence ids from ``--start``, named ``--name``, in groups of ``--batch`` (with
 batching on, one group is one batch: ``batching_max_messages`` = batch, a long publish delay,
 groups sent back to back and always completed before a pause, so a re-sent group has the
@@ -223,11 +223,11 @@ class ProducerAgent:
         self._ended_by_us = False
         self.paused.clear()
         s = self.spec
-        cmd = [sys.executable, "-m", "tests.chaos.chaos_producer", "--url", self.service_url, "--topic", s.topic,
+        cmd = [sys.executable, "-m", "tests.support.chaos.producer", "--url", self.service_url, "--topic", s.topic,
                "--name", s.name, "--start", str(self.next_seq), "--batch", str(s.batch), "--rate", str(s.rate),
                "--size", str(s.size), "--client-log", str(self.log_dir / f"producer-{s.name}.client.log")]
         cmd += ["--paused"] if paused else []
-        repo = Path(__file__).resolve().parents[2]
+        repo = Path(__file__).resolve().parents[3]
         err = open(self.log_dir / f"producer-{s.name}.log", "a")  # noqa: SIM115 - closed when the process ends
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
                                      cwd=repo, env={**os.environ, "PYTHONUNBUFFERED": "1"}, bufsize=1)

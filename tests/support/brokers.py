@@ -19,7 +19,7 @@ import trio
 
 from bk_client import LedgerManager
 from metadata import open_metadata_store
-from tests.bk_client_real.bkreal_cluster import REPO
+from tests.support.bookies import REPO
 
 __all__ = ["BrokerProcess", "ledger_ensembles", "wait_bookies"]
 

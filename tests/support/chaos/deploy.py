@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from tests.broker_real.brokerreal_cluster import BrokerProcess, wait_bookies
-from tests.broker_real.brokerreal_support import rest
-from tests.standalone.standalone_proc import Standalone, start_standalone
+from tests.support.admin import rest
 from tests.support.bookies import RealBookie
-from tests.support.zookeeper import ZooKeeperServer, free_port, start_zookeeper
+from tests.support.brokers import BrokerProcess, wait_bookies
+from tests.support.ports import free_port
+from tests.support.standalone import Standalone, start_standalone
+from tests.support.zookeeper import ZooKeeperServer, start_zookeeper
 
 __all__ = ["DeployOptions", "Node", "Deployment", "ClusterDeployment", "StandaloneDeployment",
            "make_deployment"]

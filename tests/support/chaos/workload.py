@@ -1,4 +1,4 @@
-"""The chaos run's clients: producer processes (`chaos_producer`) and consumer threads that
+"""The chaos run's clients: producer processes (`producer`) and consumer threads that
 acknowledge at random, leaving holes, all recording into one `History`.
 
 Topics and subscriptions (`TopicSpec`, `SubSpec`) are declared up front; `Workload.open`
@@ -30,8 +30,8 @@ from typing import Any
 
 import pulsar
 
-from .chaos_checker import History, Pos, ScanResult
-from .chaos_producer import ProducerAgent, ProducerSpec, payload_key
+from .checker import History, Pos, ScanResult
+from .producer import ProducerAgent, ProducerSpec, payload_key
 
 __all__ = ["AckPolicy", "SubSpec", "TopicSpec", "ConsumerWorker", "Workload", "scan_topic", "position"]
 

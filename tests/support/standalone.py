@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.support.ports import free_port
 
 READY = re.compile(r"broker: (pulsar://\S+)\s+admin REST: (http://\S+)")
 
@@ -42,9 +43,7 @@ def _bookie_port(data_dir: Path) -> int:
     # A bookie's id is host:port and its cookie pins it, so a data directory keeps its port.
     saved = data_dir / "test-bookie-port"
     if not saved.exists():
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            saved.write_text(str(s.getsockname()[1]))
+        saved.write_text(str(free_port()))
     return int(saved.read_text())
 
 

@@ -13,9 +13,7 @@ from __future__ import annotations
 import itertools
 import logging
 import socket
-import time
 import uuid
-from collections.abc import Callable
 
 import pulsar
 
@@ -92,14 +90,6 @@ class RawPeer:
 
     def close(self) -> None:
         self.sock.close()
-
-
-def wait_until(predicate: Callable[[], bool], what: str) -> None:
-    """Poll ``predicate`` until it holds; fail after the hang guard."""
-    deadline = time.monotonic() + HANG_GUARD_S
-    while not predicate():
-        assert time.monotonic() < deadline, f"still waiting for: {what}"
-        time.sleep(0.02)
 
 
 def client_round_trip(url: str) -> None:

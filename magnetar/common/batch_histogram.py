@@ -1,6 +1,6 @@
 """`BatchHistogram`: a Prometheus histogram for per-record latencies on hot paths.
 
-A leaf like `magnetar.config` (prometheus-client and the standard library only), so that the
+A leaf like `magnetar.common.config` (prometheus-client and the standard library only), so that the
 bookie, the BookKeeper client, the managed ledger and the broker can all use it without importing
 each other.
 """

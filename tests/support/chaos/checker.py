@@ -1,7 +1,7 @@
 """The chaos run's invariant checker: a thread-safe record of what producers were told, what
 consumers received and acknowledged, and when servers crashed, checked against four invariants.
 
-Nothing here touches a process or a socket; the workload (`chaos_workload`) and the scenarios
+Nothing here touches a process or a socket; the workload (`workload`) and the scenarios
 feed it events, and `tests/chaos/test_chaos_checker.py` checks it against made-up histories.
 
 Identities:

@@ -23,10 +23,10 @@ from typing import Any, TextIO
 
 import pulsar
 
-from .chaos_checker import History, Violation
-from .chaos_deploy import DeployOptions, make_deployment
-from .chaos_producer import payload_key
-from .chaos_workload import position
+from .checker import History, Violation
+from .deploy import DeployOptions, make_deployment
+from .producer import payload_key
+from .workload import position
 
 __all__ = ["ScenarioReport", "holes_after_restart", "SCENARIOS"]
 

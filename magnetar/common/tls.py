@@ -3,7 +3,7 @@ trio streams wrapped in them.
 
 TLS is a transport concern shared by every server and client (broker, admin REST, bookie, bookie
 REST, the BookKeeper client), so it lives here, in a module every package may import; it uses
-only `ssl`, trio and `magnetar.config`.
+only `ssl`, trio and `magnetar.common.config`.
 
 A component describes its TLS settings as a `TlsSettings` (certificate and key files in PEM, the
 trusted CA file, whether a client certificate is required, protocol versions and ciphers) along
@@ -46,7 +46,7 @@ from typing import Any
 
 import trio
 
-from magnetar.config import ConfigError
+from magnetar.common.config import ConfigError
 
 __all__ = [
     "BOOKKEEPER_KEYS",
