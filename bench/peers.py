@@ -159,6 +159,11 @@ class Server(Protocol):
     def wait_ready(self, timeout: float = 180.0) -> float: ...
 
 
+MAGNETAR_SETTINGS: list[str] = []
+"""Extra ``--set KEY=VALUE`` settings for ``magnetar standalone`` (``--magnetar-set``), e.g.
+``standalone.in_process_transport=false`` to measure the broker's bookie hop over loopback TCP."""
+
+
 class MagnetarStandalone:
     """``magnetar standalone`` on free loopback ports with its data under ``work``; always stopped
     (with its process group) on leaving the ``with`` block."""
@@ -185,7 +190,8 @@ class MagnetarStandalone:
             [sys.executable, "-m", "magnetar", "standalone", "--data-dir", str(self.work / "data"),
              "--set", f"standalone.bookie_port={self.bookie_port}", "--set", "standalone.bookie_http_port=0",
              "--set", f"broker.broker_service_port={self.broker_port}",
-             "--set", f"broker.web_service_port={self.web_port}"],
+             "--set", f"broker.web_service_port={self.web_port}",
+             *(arg for setting in MAGNETAR_SETTINGS for arg in ("--set", setting))],
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=pulsar_dist.die_with_parent)
         out.close()
         return self
@@ -601,6 +607,8 @@ def main() -> None:
     parser.add_argument("--dir", default=os.environ.get("PEERS_DIR"), help="parent of the data directories")
     parser.add_argument("--json", default=None, help="also write every figure to this file")
     parser.add_argument("--logs", default=None, help="keep every load tool's output in this directory")
+    parser.add_argument("--magnetar-set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a magnetar standalone setting (repeatable): standalone.in_process_transport=false")
     parser.add_argument("--list", action="store_true", help="list the cases and exit")
     parser.add_argument("--report", default=None, metavar="JSON", help="print the table of a --json file and exit")
     args = parser.parse_args()
@@ -613,6 +621,7 @@ def main() -> None:
             print(f"{c.key:<22} {c.label}")
         return
     q = args.quick
+    MAGNETAR_SETTINGS[:] = args.magnetar_set
     global LOGS
     LOGS = Path(args.logs) if args.logs else None
     args.seconds = args.seconds or (10.0 if q else 20.0)

@@ -97,7 +97,9 @@ def main() -> int:
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
             time.sleep(3)  # the subscriptions exist before the first message
         procs.append(subprocess.Popen(
-            [*magnetar, "perf", "produce", "-u", server.service_url, "-s", str(args.size), *topics],
+            # as fast as the broker takes it, 5,000 in flight per producer (perf's defaults are pulsar-perf's)
+            [*magnetar, "perf", "produce", "-u", server.service_url, "-s", str(args.size), "-r", "0",
+             "--max-pending", "5000", "--batch-max-bytes", str(128 * 1024), *topics],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         last_bytes, last_t = 0, started
         load_done_at: float | None = None

@@ -54,6 +54,7 @@ from ._add_op import PendingAdd as PendingAdd
 from ._bookie_client import BookieClient as BookieClient
 from ._client import BookKeeper as BookKeeper
 from ._config import ClientConfig as ClientConfig
+from ._connection import ConnectionPool as ConnectionPool
 from ._context import master_key as master_key
 from ._read_handle import LedgerReadHandle as LedgerReadHandle
 from ._transport import BookieChannel as BookieChannel
@@ -69,7 +70,8 @@ from .api import WriteHandle as WriteHandle
 from .metrics import ClientMetrics as ClientMetrics
 
 __all__ += [
-    "AddState", "PendingAdd", "BookieClient", "BookKeeper", "ClientConfig", "master_key", "LedgerReadHandle",
+    "AddState", "PendingAdd", "BookieClient", "BookKeeper", "ClientConfig", "ConnectionPool", "master_key",
+    "LedgerReadHandle",
     "HandleState", "LedgerWriteHandle", "BookKeeperClient", "LedgerEntry", "PendingAppend", "ReadHandle",
     "WriteHandle", "ClientMetrics", "BookieChannel", "BookieTransport", "TransportFactory",
 ]

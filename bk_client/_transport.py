@@ -4,11 +4,11 @@ the managed ledger over them) sees only these Protocols, so another transport ca
 network one without touching them.
 
 The network implementation is `bk_client._connection.ConnectionPool` (one pooled TCP or TLS
-connection per bookie). The seam is there for an in-process transport: inside ``magnetar
-standalone`` the bookie runs in the broker's process, and a transport that hands each encoded
-request to that bookie's request core and calls back with its response skips the socket, the
-frame writer and reader tasks and two wake-ups per request. Such a transport lives with the
-composer (it needs both ``bk_client`` and ``bookie``, which may not import each other) and is
+connection per bookie). Inside ``magnetar standalone`` the bookies run in the broker's process,
+and ``magnetar._inprocess.InProcessTransport`` hands each encoded request to its bookie's request
+core (``bookie.LocalConnection``) and is called back with the response message, skipping the
+socket, the frame writer and reader tasks and the response's encoding and decoding. It lives with
+the composer (it needs both ``bk_client`` and ``bookie``, which may not import each other) and is
 passed to `BookKeeper.open` as its ``transport`` factory; the managed ledger does not change.
 
 Contract (what the operations rely on, and what any transport keeps):

@@ -13,7 +13,8 @@ Handle states (``HandleState``):
 * Rule 4: CLOSED and FAILED are final.
 
 Ensemble change (BookKeeper's ``handleBookieFailure``): a bookie that fails an add (error,
-dropped connection, no answer within ``add_entry_timeout_s``) is replaced in the current
+dropped connection, no answer within ``add_entry_timeout_s``, judged only once answers that
+arrived while the client's own loop was stalled have been read) is replaced in the current
 ensemble. While the change is in progress, completions are held (so the LAC, and the new
 segment's first entry LAC + 1, stay put) and nothing is sent to the failed index. The new
 segment is compare-and-set into the metadata; then every pending add whose write set contains a
@@ -392,13 +393,27 @@ class LedgerWriteHandle:
             self._change_done = trio.Event()
 
     async def _monitor(self) -> None:
-        """Treat bookies that leave an add unanswered for ``add_entry_timeout_s`` as failed."""
+        """Treat bookies that leave an add unanswered for ``add_entry_timeout_s`` as failed.
+
+        A tick that wakes more than a tick late (the process was paused or the loop blocked)
+        judges nothing; the next one does, after the connection readers had their turn, so an
+        answer that arrived during the stall counts instead of failing its bookie."""
         timeout = self._ctx.config.add_entry_timeout_s
         tick = min(1.0, timeout / 4)
         with self._monitor_scope:
+            due = trio.current_time() + tick
             while self._state is HandleState.OPEN or self._state is HandleState.CLOSING:
-                await trio.sleep(tick)
-                deadline = trio.current_time() - timeout
+                await trio.sleep_until(due)
+                now = trio.current_time()
+                stalled = now - due > tick
+                due = now + tick
+                if stalled:
+                    # The loop did not run for a while (process paused, loop blocked): answers
+                    # that arrived meanwhile wait unread in the sockets, and the readers are in
+                    # this same scheduler batch, maybe after us. Judging now would fail bookies
+                    # that answered; judge on the next tick, once the readers have run.
+                    continue
+                deadline = now - timeout
                 for op in list(self._pending):
                     if op.state is not AddState.SENT or op.sent_at > deadline:
                         continue

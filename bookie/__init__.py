@@ -57,6 +57,7 @@ from .server import BookieState as BookieState
 from .server import BookieStatistics as BookieStatistics
 from .server import CookieMismatchError as CookieMismatchError
 from .server import DiskVerdict as DiskVerdict
+from .server import LocalConnection as LocalConnection
 from .server import ReadOnlyReason as ReadOnlyReason
 from .server import bookie_http_app as bookie_http_app
 from .server import check_cookies as check_cookies
@@ -113,6 +114,7 @@ __all__ = [
     "JournalTicket",
     "KILL_AT_ENV",
     "LedgerStorage",
+    "LocalConnection",
     "LogMark",
     "NoSuchEntry",
     "NoSuchLedger",

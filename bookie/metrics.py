@@ -24,12 +24,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
 from magnetar.common.batch_histogram import BatchHistogram
 
 __all__ = ["BatchHistogram", "JournalMetrics", "StorageMetrics", "BookieServerMetrics", "GcMetrics",
            "GC_PHASES", "GC_RESULTS", "LATENCY_MS_BUCKETS", "BATCH_ENTRIES_BUCKETS", "BATCH_BYTES_BUCKETS"]
+
+# Pulsar and BookKeeper export no ``*_created`` series; prometheus-client adds one, an epoch time,
+# to every counter, histogram and summary unless switched off, which it is process-wide.
+disable_created_metrics()
 
 LATENCY_MS_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 10000)
 BATCH_ENTRIES_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)

@@ -55,6 +55,7 @@ from ._errors import NamespaceNotFoundError, ServiceNotReadyError, TopicNotFound
 from .auth import AuthenticationService, AuthorizationService
 from .cluster._broker_client import BrokerClient
 from .housekeeping._inactive_topics import InactiveTopics
+from .housekeeping._offload import install_offload
 from .housekeeping._retention_hooks import StorePoliciesProvider, TopicPolicyStore, TopicQuotaStates, publish_time_of
 from .housekeeping._subscription_expiry import SubscriptionExpiry
 from .metrics import BrokerMetrics
@@ -159,6 +160,7 @@ class BrokerService:
         if factory_metrics is not None and getattr(factory_metrics, "registry", None) is not None:
             self.metrics.extra_registries.append(factory_metrics.registry)
         self.topic_policies = TopicPolicyStore(store)
+        install_offload(self)  # topics offload by their policies (broker.housekeeping._offload)
         retention_config = self.config.retention_config()
         self.policies = StorePoliciesProvider(self.namespaces, self.topic_policies, retention_config)
         self._retention_view = _RetentionFactoryView(factory)

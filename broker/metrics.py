@@ -53,7 +53,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
+from prometheus_client import CollectorRegistry, ProcessCollector, disable_created_metrics, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -71,6 +71,10 @@ if TYPE_CHECKING:
 
 __all__ = ["BrokerMetrics", "PUBLISH_LATENCY_BUCKETS_MS", "SUBSCRIPTION_METRIC_NAMES", "TOPIC_METRIC_NAMES"]
 
+# Pulsar and BookKeeper export no ``*_created`` series; prometheus-client adds one, an epoch time,
+# to every counter, histogram and summary unless switched off, which it is process-wide.
+disable_created_metrics()
+
 PUBLISH_LATENCY_BUCKETS_MS = (0.5, 1.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 1000.0)
 """Bucket bounds (ms) of ``pulsar_broker_publish_latency``: Pulsar's write-latency buckets."""
 
@@ -87,6 +91,7 @@ _TOPIC_FAMILIES: tuple[tuple[str, str, str, str], ...] = (
     ("backlog", "gauge", "pulsar_msg_backlog", "Unacknowledged messages summed over the subscriptions"),
     ("storage", "gauge", "pulsar_storage_size", "Bytes of the topic's ledgers (before replication)"),
     ("backlog_size", "gauge", "pulsar_storage_backlog_size", "Bytes of the slowest subscription's backlog"),
+    ("offloaded", "gauge", "pulsar_storage_offloaded_size", "Bytes of the topic's ledgers offloaded to tiered storage"),
     ("backlog_age", "gauge", "pulsar_storage_backlog_age_seconds",
      "Age of the oldest unacknowledged message of the slowest subscription (-1: none)"),
     ("producers", "gauge", "pulsar_producers_count", "Producers connected to the topic"),
@@ -337,6 +342,7 @@ class _TopicCollector(Collector):
             "subscriptions": len(topic.subscriptions), "publish_limited": topic.publish_limiter.throttled,
             "delayed_index": sum(_delayed(s) for s in topic.subscriptions.values()) * DELAYED_INDEX_ENTRY_BYTES,
             "retained": max(0, storage["storageSize"] - storage["backlogSize"]),
+            "offloaded": topic.ml.offloaded_size,
             **dict(compaction_values(topic)),
             **_delayed_values(topic),
         }

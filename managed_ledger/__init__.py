@@ -5,6 +5,7 @@ The contract the broker codes against is listed in ``__all__``; see `ManagedLedg
 """
 
 from protocols.managed_ledger import LedgerInfo as LedgerInfo
+from protocols.managed_ledger import OffloadContext as OffloadContext
 from protocols.managed_ledger import Position as Position
 
 from ._add_op import PendingAdd as PendingAdd
@@ -24,6 +25,11 @@ from ._errors import StorageUnavailable as StorageUnavailable
 from ._factory import ManagedLedgerFactory as ManagedLedgerFactory
 from ._ledger import ManagedLedger as ManagedLedger
 from ._ledger import ManagedLedgerState as ManagedLedgerState
+from ._offload import OffloadInProgress as OffloadInProgress
+from ._offload import OffloadPoliciesResolver as OffloadPoliciesResolver
+from ._offload import OffloadRunStatus as OffloadRunStatus
+from ._offload import OffloadStatus as OffloadStatus
+from ._offload import select_for_threshold as select_for_threshold
 from ._side_ledger import SideLedgerReader as SideLedgerReader
 from ._side_ledger import SideLedgers as SideLedgers
 from ._side_ledger import SideLedgerWriter as SideLedgerWriter
@@ -54,6 +60,11 @@ __all__ = [
     "ManagedLedgerState",
     "ManagedLedgerTerminated",
     "NoMoreEntries",
+    "OffloadContext",
+    "OffloadInProgress",
+    "OffloadPoliciesResolver",
+    "OffloadRunStatus",
+    "OffloadStatus",
     "PendingAdd",
     "SideLedgerMissing",
     "SideLedgerReader",
@@ -63,4 +74,5 @@ __all__ = [
     "StorageUnavailable",
     "bookie_http_url",
     "ledger_placements",
+    "select_for_threshold",
 ]

@@ -8,6 +8,7 @@ without closing anything, which is what a crashed broker looks like to the next 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
@@ -22,15 +23,19 @@ from managed_ledger._cache import EntryCache
 from managed_ledger._config import ManagedLedgerConfig
 from managed_ledger._errors import ManagedLedgerClosed, ManagedLedgerError
 from managed_ledger._ledger import ML_ROOT, ManagedLedger, _Context
+from managed_ledger._offload import OffloadPoliciesResolver
 from managed_ledger._side_ledger import SideLedgers
 from managed_ledger.metrics import ManagedLedgerMetrics
 from metadata import NoNodeError
 from protocols.managed_ledger import CursorInfo, ManagedLedgerInfo, MLFormatError
+from tiered_storage import TieredStorage, TierError
 
 if TYPE_CHECKING:
     from metadata import MetadataStore
 
 __all__ = ["ManagedLedgerFactory"]
+
+log = logging.getLogger(__name__)
 
 _NAME_DEPTH = 4  # tenant/namespace/persistent/topic
 
@@ -39,12 +44,16 @@ class ManagedLedgerFactory:
     """Opens managed ledgers (one instance per name per factory) and owns their tasks.
 
     ``clock`` returns seconds (wall time by default); it drives roll-over ages and timestamps, so
-    tests pass a fake one. ``metrics`` defaults to a fresh registry per factory.
+    tests pass a fake one. ``metrics`` defaults to a fresh registry per factory. ``tier``: the
+    broker's tiered storage (None: no offloading; ledgers offloaded earlier are then unreadable
+    once their bookie copy is gone); ``offload_policies`` resolves each managed ledger's offload
+    policies (the broker level alone by default); the broker may set it later, before opening.
     """
 
     def __init__(self, bk: BookKeeperClient, store: MetadataStore,
                  config: ManagedLedgerConfig | None = None, clock: Callable[[], float] = time.time,
-                 *, metrics: ManagedLedgerMetrics | None = None) -> None:
+                 *, metrics: ManagedLedgerMetrics | None = None, tier: TieredStorage | None = None,
+                 offload_policies: OffloadPoliciesResolver | None = None) -> None:
         self.config = config if config is not None else ManagedLedgerConfig()
         self.config.validate()
         self.metrics = metrics if metrics is not None else ManagedLedgerMetrics()
@@ -57,6 +66,8 @@ class ManagedLedgerFactory:
         self._nursery: trio.Nursery | None = None
         self._nursery_cm: AbstractAsyncContextManager[trio.Nursery] | None = None
         self._closed = False
+        self.tier = tier
+        self.offload_policies = offload_policies
         self.side_ledgers = SideLedgers(bk, self.config)
         """Single ledgers a topic keeps beside its chain (the compacted view): `SideLedgers`."""
 
@@ -110,7 +121,7 @@ class ManagedLedgerFactory:
         done = self._opening[name] = trio.Event()
         try:
             ctx = _Context(self._bk, self._store, self.config, self._clock, self.metrics, self.cache,
-                           self._forget)
+                           self._forget, self.tier, self.offload_policies)
             ml = ManagedLedger(name, ctx)
             await self._nursery.start(ml._run)
             try:
@@ -149,10 +160,18 @@ class ManagedLedgerFactory:
         except NoNodeError:
             raise ManagedLedgerError(f"managed ledger {name} does not exist") from None
         for info in ManagedLedgerInfo.decode(value).ledgers:
-            try:
-                await self._bk.delete_ledger(info.ledger_id)
-            except NoSuchLedger:
-                pass
+            if info.on_bookies:
+                try:
+                    await self._bk.delete_ledger(info.ledger_id)
+                except NoSuchLedger:
+                    pass
+            if info.offload is not None and self.tier is not None:
+                ctx = info.offload
+                try:
+                    await self.tier.offloader_for_ledger(ctx.driver, ctx.driver_metadata).delete(
+                        info.ledger_id, ctx.uid, namespace="/".join(name.split("/")[:2]))
+                except TierError as exc:
+                    log.warning("%s: could not delete the tier copy of ledger %s: %s", name, info.ledger_id, exc)
         await self._store.delete(path, recursive=True)
         self.cache.invalidate(name)
 

@@ -74,16 +74,26 @@ from managed_ledger._errors import (
     StorageUnavailable,
 )
 from managed_ledger._ledger_list import LedgerList
+from managed_ledger._offload import (
+    BookieSource,
+    OffloadInProgress,
+    OffloadPoliciesResolver,
+    OffloadRunStatus,
+    Offloads,
+    OffloadStatus,
+)
 from managed_ledger._reader import LedgerReader, open_with_passwords
 from managed_ledger._types import Entry, InitialPosition
 from managed_ledger.metrics import ManagedLedgerMetrics
 from metadata import BadVersionError, NodeExistsError, NoNodeError
-from protocols.managed_ledger import LedgerInfo, ManagedLedgerInfo, Position
+from protocols.managed_ledger import LedgerInfo, ManagedLedgerInfo, OffloadContext, Position
+from tiered_storage import OffloadedLedger, ReadPriority, TieredStorage
 
 if TYPE_CHECKING:
     from metadata import MetadataStore
 
-__all__ = ["ManagedLedger", "ManagedLedgerState", "ML_ROOT", "TRANSITIONS", "allowed_transition"]
+__all__ = ["ManagedLedger", "ManagedLedgerState", "ML_ROOT", "OffloadInProgress", "OffloadStatus", "TRANSITIONS",
+           "allowed_transition"]
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +160,8 @@ class _Context:
     metrics: ManagedLedgerMetrics
     cache: EntryCache
     on_closed: Callable[[str], None]
+    tier: TieredStorage | None = None
+    offload_resolver: OffloadPoliciesResolver | None = None
 
 
 class ManagedLedger:
@@ -185,7 +197,8 @@ class ManagedLedger:
         self._terminating = False
         self._nursery: trio.Nursery | None = None
         self._reader = LedgerReader(name, ctx.bk, ctx.cache, self._cfg.max_open_read_handles,
-                                    self._cfg.read_passwords)
+                                    self._cfg.read_passwords, _TierSide(self) if ctx.tier is not None else None)
+        self._offloads: Offloads | None = None  # created with the nursery (`_run`) when there is a tier
         self._cursors = CursorRegistry(_CursorSide(self))
         self.entries_added_counter = 0
         # the add path (see the "adds" section)
@@ -205,6 +218,16 @@ class ManagedLedger:
     async def _run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
+            ctx = self._ctx
+            if ctx.tier is not None:
+                tier = ctx.tier
+                resolver = ctx.offload_resolver
+
+                async def broker_level(_name: str) -> Any:
+                    return tier.broker_policies
+
+                self._offloads = Offloads(_OffloadSide(self), tier, resolver or broker_level, nursery,
+                                          retries=tier.config.offload_retries)
             task_status.started()
             nursery.start_soon(self._rollover_loop)
             nursery.start_soon(self._flush_loop)
@@ -247,7 +270,9 @@ class ManagedLedger:
         self._terminated_at = info.terminated_position
         infos = list(info.ledgers)
         doomed: list[int] = []
-        if infos:
+        if infos and infos[-1].offloaded:
+            pass  # a closed, offloaded last ledger (terminated, or no ledger could be created): keep it
+        elif infos:
             last = infos[-1]
             try:
                 # Recovery fences the previous owner's ledger: its next add fails.
@@ -256,7 +281,7 @@ class ManagedLedger:
                 # retention time counts from the real close, not from each reopen.
                 closed_at = last.timestamp_ms or self._now_ms()
                 infos[-1] = LedgerInfo(last.ledger_id, handle.last_add_confirmed + 1, handle.length,
-                                       closed_at)
+                                       closed_at, last.offload)
                 await handle.close()
             except NoSuchLedger:
                 infos.pop()  # deleted behind our back: nothing in it to keep
@@ -371,6 +396,12 @@ class ManagedLedger:
     def ledgers(self) -> list[LedgerInfo]:
         """The ledger list, oldest first (the current ledger with its live counts)."""
         return self._ledgers.infos()
+
+    @property
+    def current_ledger_created_ms(self) -> int:
+        """When the current (last, open) ledger became current, in ms of the factory's clock
+        (Pulsar's ``lastLedgerCreatedTimestamp``)."""
+        return int(self._ledger_created_at * 1000)
 
     @property
     def cursors(self) -> dict[str, ManagedCursor]:
@@ -900,15 +931,102 @@ class ManagedLedger:
             ids = sorted(set(ledger_ids) & allowed)
             if not ids:
                 return []
+            infos = {lid: self._ledgers.info(lid) for lid in ids}
             for lid in ids:
                 self._ledgers.remove(lid)
             self._cursors.ledgers_removed()
             await self._write_info()
         for lid in ids:
             await self._reader.forget(lid)
-            await self._delete_quietly(lid)
+            info = infos[lid]
+            if info.on_bookies:
+                await self._delete_quietly(lid)
+            if info.offload is not None and self._offloads is not None:
+                await self._offloads.delete_tier_copy(info)  # Rule O6 of ``_offload``
         self._ctx.metrics.ledgers_trimmed.inc(len(ids))
         return ids
+
+    # ==========================================================================================
+    # Tiered storage (the rules are ``_offload``'s)
+    # ==========================================================================================
+
+    def _require_offloads(self) -> Offloads:
+        self._check_open()
+        if self._offloads is None:
+            raise ManagedLedgerError(f"{self.name}: no tiered storage is configured for this broker")
+        return self._offloads
+
+    @property
+    def tiered_storage(self) -> bool:
+        """Whether this managed ledger can offload (its factory has a tier)."""
+        return self._offloads is not None
+
+    def start_offload(self, up_to: Position) -> None:
+        """Start offloading every closed ledger before ``up_to``'s ledger, in the background
+        (``offload_status`` follows it). Raises `OffloadInProgress` while one runs, or
+        `ManagedLedgerError` when there is no tier."""
+        self._require_offloads().start(up_to)
+
+    async def offload_prefix(self, up_to: Position) -> Position:
+        """Offload every closed ledger before ``up_to``'s ledger now; returns the first position
+        still only on bookies. Raises `OffloadInProgress` or `ManagedLedgerError` (the reason)."""
+        return await self._require_offloads().offload_prefix(up_to)
+
+    @property
+    def offload_status(self) -> OffloadRunStatus:
+        """The status of the last offload run on this broker (NOT_RUN when none)."""
+        return self._offloads.status if self._offloads is not None else OffloadRunStatus()
+
+    async def wait_offload(self) -> OffloadRunStatus:
+        """Wait for the running offload, if any; its status."""
+        if self._offloads is None:
+            return OffloadRunStatus()
+        return await self._offloads.wait()
+
+    async def check_offload(self, *, wait: bool = False) -> dict[str, Any]:
+        """Apply the offload policies now (threshold offload, bookie copies past the deletion lag);
+        what was done. A no-op without a tier."""
+        if self._offloads is None or self.state in (ManagedLedgerState.CLOSED, ManagedLedgerState.FENCED):
+            return {}
+        return await self._offloads.check(wait=wait)
+
+    @property
+    def offloaded_size(self) -> int:
+        """Bytes of the ledgers whose tier copy is complete (Pulsar's ``offloadedStorageSize``)."""
+        return sum(i.size for i in self._ledgers.infos() if i.offloaded)
+
+    def offload_stats(self) -> dict[str, int]:
+        """``lastOffloadLedgerId``, ``lastOffloadSuccessTimeStamp``, ``lastOffloadFailureTimeStamp``."""
+        o = self._offloads
+        return {"lastOffloadLedgerId": o.last_offloaded_ledger if o else 0,
+                "lastOffloadSuccessTimeStamp": o.last_success_ms if o else 0,
+                "lastOffloadFailureTimeStamp": o.last_failure_ms if o else 0}
+
+    async def refresh_offload_policies(self) -> None:
+        """Resolve the offload policies now (explain and reads use the last resolved ones)."""
+        if self._offloads is not None:
+            await self._offloads.resolve_policies()
+
+    def explain_offload(self, info: LedgerInfo) -> dict[str, Any]:
+        """Where a ledger lives (bookies, tier, both), its offload state, and why its bookie copy is
+        or is not deleted yet."""
+        if self._offloads is None:
+            return {"state": "NONE", "location": "bookies",
+                    "bookieCopy": "no tiered storage is configured: the bookie copy is the only one"}
+        return self._offloads.explain(info, self._now_ms())
+
+    async def _record_offload(self, ledger_id: int, expected: OffloadContext | None, new: OffloadContext) -> bool:
+        self._check_open()
+        async with self._meta_lock:
+            if ledger_id not in self._ledgers or ledger_id == self._ledgers.current:
+                return False
+            if self._ledgers.info(ledger_id).offload != expected:
+                return False
+            self._ledgers.set_offload(ledger_id, new)
+            await self._write_info()  # a lost CAS fences this instance: the new owner decides
+        if new.bookkeeper_deleted:
+            await self._reader.forget_bookie_handle(ledger_id)
+        return True
 
     # ==========================================================================================
     # Stats
@@ -923,12 +1041,12 @@ class ManagedLedger:
             "totalSize": self.total_size,
             "currentLedgerEntries": ledgers.current_entries if ledgers.current is not None else 0,
             "currentLedgerSize": ledgers.current_size if ledgers.current is not None else 0,
-            "lastLedgerCreatedTimestamp": int(self._ledger_created_at * 1000),
+            "lastLedgerCreatedTimestamp": self.current_ledger_created_ms,
             "pendingAddEntriesCount": len(self._pending),
             "lastConfirmedEntry": str(self.last_confirmed_entry),
             "state": self.state.name,
             "ledgers": [{"ledgerId": i.ledger_id, "entries": i.entries, "size": i.size,
-                         "timestamp": i.timestamp_ms, "offloaded": False} for i in ledgers.infos()],
+                         "timestamp": i.timestamp_ms, "offloaded": i.offloaded} for i in ledgers.infos()],
             "cursors": self._cursors.stats(),
         }
 
@@ -958,6 +1076,74 @@ class ManagedLedger:
         if self.state is ManagedLedgerState.CLOSED:
             raise ManagedLedgerClosed(f"managed ledger {self.name} is closed")
         return await self._reader.read(ledger_id, first, last)
+
+
+class _TierSide:
+    """The `TierRoute` of a managed ledger's reader."""
+
+    __slots__ = ("_ml",)
+
+    def __init__(self, ml: ManagedLedger) -> None:
+        self._ml = ml
+
+    def offload_of(self, ledger_id: int) -> OffloadContext | None:
+        ledgers = self._ml._ledgers
+        if ledger_id not in ledgers or ledger_id == ledgers.current:
+            return None
+        ctx = ledgers.info(ledger_id).offload
+        return ctx if ctx is not None and ctx.complete else None
+
+    def tier_first(self, ctx: OffloadContext) -> bool:
+        offloads = self._ml._offloads
+        if ctx.bookkeeper_deleted or offloads is None:
+            return True
+        return offloads.read_priority is ReadPriority.TIERED_STORAGE_FIRST
+
+    async def open(self, ledger_id: int, ctx: OffloadContext) -> OffloadedLedger:
+        offloads = self._ml._offloads
+        if offloads is None:
+            raise ManagedLedgerError(f"{self._ml.name}: ledger {ledger_id} is offloaded but no tier is configured")
+        return await offloads.offloader_for(ctx).open(ledger_id, ctx.uid, namespace=offloads.namespace)
+
+
+class _OffloadSide:
+    """The `OffloadHost` a managed ledger gives its offload runs."""
+
+    __slots__ = ("_ml",)
+
+    def __init__(self, ml: ManagedLedger) -> None:
+        self._ml = ml
+
+    @property
+    def name(self) -> str:
+        return self._ml.name
+
+    def ledger_infos(self) -> list[LedgerInfo]:
+        return self._ml._ledgers.infos()
+
+    @property
+    def current_ledger(self) -> int | None:
+        return self._ml._ledgers.current
+
+    async def record_offload(self, ledger_id: int, expected: OffloadContext | None, new: OffloadContext) -> bool:
+        return await self._ml._record_offload(ledger_id, expected, new)
+
+    async def bookie_source(self, ledger_id: int) -> BookieSource:
+        ml = self._ml
+        try:
+            handle = await open_with_passwords(ml._ctx.bk, ledger_id, ml._cfg.read_passwords, recovery=False)
+        except Exception as exc:
+            raise ManagedLedgerError(f"{ml.name}: cannot open ledger {ledger_id} to offload it: {exc}") from exc
+        return BookieSource(ledger_id, handle)
+
+    async def delete_bookie_copy(self, ledger_id: int) -> None:
+        try:
+            await self._ml._ctx.bk.delete_ledger(ledger_id)
+        except NoSuchLedger:
+            pass  # gone already (an earlier attempt deleted it before it could record so)
+
+    def now_ms(self) -> int:
+        return self._ml._now_ms()
 
 
 class _CursorSide:

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Iterator
+from dataclasses import replace
 
-from protocols.managed_ledger import LedgerInfo, Position
+from protocols.managed_ledger import LedgerInfo, OffloadContext, Position
 
 __all__ = ["LedgerList"]
 
@@ -59,6 +60,12 @@ class LedgerList:
         self.current = None
         return info
 
+    def set_offload(self, ledger_id: int, offload: OffloadContext) -> None:
+        """Record a closed ledger's offload context (KeyError when not listed)."""
+        if ledger_id == self.current:
+            raise ValueError("the current ledger is never offloaded")
+        self._infos[ledger_id] = replace(self._infos[ledger_id], offload=offload)
+
     def remove(self, ledger_id: int) -> None:
         """Drop a ledger from the list (trimmed, or closed with no entries)."""
         if ledger_id == self.current:
@@ -90,7 +97,7 @@ class LedgerList:
         """One ledger's info (live counts for the current ledger); KeyError if not listed."""
         if ledger_id == self.current:
             base = self._infos[ledger_id]
-            return LedgerInfo(ledger_id, self.current_entries, self.current_size, base.timestamp_ms)
+            return LedgerInfo(ledger_id, self.current_entries, self.current_size, base.timestamp_ms, base.offload)
         return self._infos[ledger_id]
 
     def entries(self, ledger_id: int) -> int:

@@ -229,8 +229,8 @@ def decide_retention(ledgers: Sequence[LedgerInfo], cursors: Mapping[str, Positi
             f"deleting it would leave {_fmt_bytes(total - deleted_bytes - info.size)} of "
             f"{_fmt_bytes(total)}, under the retention size of {_fmt_bytes(size_bytes)}")
         if time_ms is not None:
-            text = (f"consumed; within the retention time of {_fmt_s(time_ms)} until "
-                    f"{expires_at} ms (closed {_fmt_s(now_ms - info.timestamp_ms)} ago)")
+            text = (f"consumed; within the retention time of {_fmt_s(time_ms)} for another "
+                    f"{_fmt_s(info.timestamp_ms + time_ms - now_ms)} (closed {_fmt_s(now_ms - info.timestamp_ms)} ago)")
             if size_note:
                 text += "; and " + size_note
             blocker = LedgerDecision(*base, verdict=Verdict.KEEP, reason=Reason.WITHIN_RETENTION_TIME,

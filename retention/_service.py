@@ -23,6 +23,12 @@ Each pass, for every managed ledger stored in metadata (``factory.list("")``):
    under the managed ledger's own lock, so a cursor moved back (reset) between the decision and the
    trim cannot lose data: the service never races a cursor.
 
+6. Offload (every pass, when the managed ledger has tiered storage): ``ml.check_offload()`` starts
+   the automatic offload of the ledgers over the topic's offload thresholds (in the background
+   for a loaded topic, awaited for one opened just for this pass) and deletes the bookie copies of
+   offloaded ledgers whose deletion lag passed; trimming (5) deletes the tier copies of the
+   ledgers it removes.
+
 An error on one topic is logged, counted (``stage`` label) and recorded for explain; the pass goes on.
 
 Unloaded topics: opening a managed ledger fences its previous owner and creates a ledger (deleted
@@ -163,6 +169,7 @@ class TopicReport:
     ttl_moves: dict[str, tuple[str, str]] = field(default_factory=dict)
     quota: list[QuotaDecision] = field(default_factory=list)
     evicted: dict[str, tuple[str, str]] = field(default_factory=dict)
+    offload: dict[str, Any] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -175,6 +182,7 @@ class TopicReport:
             "ttl": {c: {"from": a, "to": b} for c, (a, b) in self.ttl_moves.items()},
             "backlogQuota": [q.to_json() for q in self.quota],
             "evicted": {c: {"from": a, "to": b} for c, (a, b) in self.evicted.items()},
+            "offload": dict(self.offload),
             "errors": dict(self.errors),
         }
 
@@ -309,6 +317,7 @@ class RetentionService:
             await self._stage(report, "backlog_quota", self._apply_quota(ml, report, policies))
         if trim:
             await self._stage(report, "trim", self._trim(ml, report, policies))
+            await self._stage(report, "offload", self._offload(ml, report))
 
     async def _stage(self, report: TopicReport, stage: str, work: Any) -> None:
         try:
@@ -414,6 +423,9 @@ class RetentionService:
                 self.metrics.quota_evictions.labels(type=d.quota_type.value).inc()
                 log.info("%s: backlog quota %s evicted %s from %s to %s", ml.name, d.quota_type.value,
                          d.cursor, before, victim.mark_delete_position)
+
+    async def _offload(self, ml: ManagedLedger, report: TopicReport) -> None:
+        report.offload = await ml.check_offload(wait=not report.loaded)
 
     async def _trim(self, ml: ManagedLedger, report: TopicReport, policies: TopicPolicies) -> None:
         cursors = {name: c.mark_delete_position for name, c in ml.cursors.items()}

@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 __all__ = ["RetentionMetrics", "ERROR_STAGES"]
 
-ERROR_STAGES = ("list", "open", "policies", "rollover", "ttl", "backlog_quota", "trim", "close")
+ERROR_STAGES = ("list", "open", "policies", "rollover", "ttl", "backlog_quota", "trim", "offload", "close")
 """Where a per-topic error happened: the ``stage`` label of ``magnetar_retention_errors_total``."""
 
 

@@ -26,7 +26,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = {"protocols", "broker", "managed_ledger", "bookie", "bk_client", "autorecovery", "retention", "sinks",
-           "metadata", "magnetar"}
+           "metadata", "magnetar", "tiered_storage"}
 PROTOCOLS = {"protocols.pulsar", "protocols.bookkeeper", "protocols.managed_ledger"}
 LEAF_THIRD_PARTY = {"google", "crc32c"}
 
@@ -55,11 +55,14 @@ ALLOWED = {
     "bookie": {"protocols.bookkeeper", "metadata"},
     "bk_client": {"protocols.bookkeeper", "metadata"},
     "autorecovery": {"bk_client", "protocols.bookkeeper", "metadata"},
-    "managed_ledger": {"protocols.managed_ledger", "bk_client", "protocols.bookkeeper", "metadata"},
+    # tiered storage knows nothing of ledgers' owners: it stores and reads back what it is handed
+    "tiered_storage": set(),
+    "managed_ledger": {"protocols.managed_ledger", "bk_client", "protocols.bookkeeper", "metadata", "tiered_storage"},
     "retention": {"managed_ledger", "protocols.managed_ledger", "protocols.pulsar", "metadata"},
-    "broker": {"protocols.pulsar", "managed_ledger", "protocols.managed_ledger", "retention", "metadata"},
+    "broker": {"protocols.pulsar", "managed_ledger", "protocols.managed_ledger", "retention", "metadata",
+               "tiered_storage"},
     "sinks.spark": {"protocols.pulsar", "bk_client", "managed_ledger", "protocols.managed_ledger",
-                    "protocols.bookkeeper", "metadata"},
+                    "protocols.bookkeeper", "metadata", "tiered_storage"},
     "sinks": set(),
 }
 
@@ -288,8 +291,8 @@ def test_the_broker_keeps_few_modules_at_its_top() -> None:
 # ------------------------------------------------------------------ what is really loaded
 
 PACKAGES = ["broker", "managed_ledger", "bookie", "bk_client", "autorecovery", "retention", "sinks.spark",
-            "metadata", "protocols.pulsar", "protocols.bookkeeper", "protocols.managed_ledger", "magnetar",
-            "magnetar.common"]
+            "metadata", "tiered_storage", "protocols.pulsar", "protocols.bookkeeper", "protocols.managed_ledger",
+            "magnetar", "magnetar.common"]
 
 
 def _closure(unit: str) -> set[str]:

@@ -25,13 +25,13 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("protocols", "bookie", "bk_client", "autorecovery", "managed_ledger", "broker", "retention",
-            "metadata", "magnetar", "sinks")
+            "metadata", "magnetar", "sinks", "tiered_storage")
 NOT_USE = frozenset({"validate", "__post_init__"})
 CONFIG_RECEIVER = re.compile(
     r"(^|[._])(config|configs|conf|cfg|settings|base|template|broker|bookie|client|ml|cluster|standalone|"
     r"journal|gc|retention|ar_config|client_config)$", re.IGNORECASE)
 EXPECTED = {"BrokerConfig", "RetentionConfig", "BookieConfig", "GcConfig", "JournalConfig", "ClientConfig",
-            "ManagedLedgerConfig", "AutoRecoveryConfig", "StandaloneConfig", "ClusterConfig"}
+            "ManagedLedgerConfig", "AutoRecoveryConfig", "StandaloneConfig", "ClusterConfig", "TieredStorageConfig"}
 
 
 @dataclass

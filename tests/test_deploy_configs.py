@@ -18,6 +18,7 @@ from magnetar.cli.cmd_broker import ClusterConfig
 from magnetar.common.config import ConfigError
 from magnetar.stack import STANDALONE_DEFAULTS, StandaloneConfig
 from managed_ledger import ManagedLedgerConfig
+from tiered_storage import TieredStorageConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,7 +31,7 @@ def test_generated_samples_are_up_to_date() -> None:
 
 def test_standalone_sample_loads_to_defaults() -> None:
     sections = {"standalone": StandaloneConfig, "broker": BrokerConfig, "bookie": BookieConfig,
-                "managed_ledger": ManagedLedgerConfig, "bk_client": ClientConfig}
+                "managed_ledger": ManagedLedgerConfig, "bk_client": ClientConfig, "offload": TieredStorageConfig}
     cfg = load_sections(ROOT / "deploy" / "standalone.toml", sections, ())
     # the defaults of `magnetar standalone`: the components' own, but listening on loopback
     assert cfg == load_sections(None, sections, (), defaults=STANDALONE_DEFAULTS)
@@ -38,7 +39,7 @@ def test_standalone_sample_loads_to_defaults() -> None:
 
 def test_broker_sample_loads_to_defaults() -> None:
     sections = {"cluster": ClusterConfig, "broker": BrokerConfig, "managed_ledger": ManagedLedgerConfig,
-                "bk_client": ClientConfig}
+                "bk_client": ClientConfig, "offload": TieredStorageConfig}
     cfg = load_sections(ROOT / "deploy" / "broker.toml", sections, ())
     # except the ledger password: the cluster sample never ships the empty default
     assert cfg["managed_ledger"].password == PASSWORD_PLACEHOLDER

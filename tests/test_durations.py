@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from magnetar.cli import main
-from magnetar.cli._admin_api import minutes, seconds
+from magnetar.cli._admin_api import retention_mb, retention_minutes, seconds
 from magnetar.cli._perf import parse_duration as perf_duration
 from magnetar.common.durations import parse_duration
 
@@ -37,10 +37,16 @@ def test_anything_else_is_refused_naming_the_text(text: str) -> None:
         parse_duration(text)
 
 
-@pytest.mark.parametrize(("text", "expected"), [("-1", -1), ("0", 0), ("30", 30), ("2h", 120), ("90s", 1),
-                                                ("30s", 1), ("1.5h", 90), ("7d", 10080)])
-def test_retention_times_are_minutes_with_at_least_one_for_non_zero(text: str, expected: int) -> None:
-    assert minutes(text) == expected
+@pytest.mark.parametrize(("text", "expected"), [("-1", -1), ("0", 0), ("120", 2), ("30", 0), ("2h", 120),
+                                                ("90s", 1), ("30m", 30), ("1.5h", 90), ("7d", 10080)])
+def test_retention_times_are_seconds_sent_as_whole_minutes_as_pulsar_admin(text: str, expected: int) -> None:
+    assert retention_minutes(text) == expected
+
+
+@pytest.mark.parametrize(("text", "expected"), [("-1", -1), ("0", 0), ("1048576", 1), ("1000", 0), ("100M", 100),
+                                                ("2G", 2048), ("512k", 0)])
+def test_retention_sizes_are_bytes_sent_as_whole_mb_as_pulsar_admin(text: str, expected: int) -> None:
+    assert retention_mb(text) == expected
 
 
 @pytest.mark.parametrize(("text", "expected"), [("600", 600), ("10m", 600), ("1w", 604800), ("0", 0),

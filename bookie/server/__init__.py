@@ -45,6 +45,7 @@ from ._process import BookieFatalError as BookieFatalError
 from ._process import serve_bookie_process as serve_bookie_process
 from ._registration import registration_path as registration_path
 from ._registration import run_registration as run_registration
+from ._server import LocalConnection as LocalConnection
 from ._server import serve_bookie as serve_bookie
 
 __all__ = [
@@ -52,7 +53,8 @@ __all__ = [
     "Bookie", "BookieState", "ReadOnlyReason", "BookieStatistics", "AddTicket", "open_bookie", "KILL_AT_ENV",
     "TooManyWaiters",
     # servers and the process
-    "serve_bookie", "bookie_http_app", "serve_bookie_http", "serve_bookie_process", "BookieEndpoints",
+    "serve_bookie", "LocalConnection", "bookie_http_app", "serve_bookie_http", "serve_bookie_process",
+    "BookieEndpoints",
     "BookieFatalError", "BookieConfig",
     # TLS client authorization
     "BOOKIE_AUTHZ_FACTORY", "CertificateRoleAuthorizer", "certificate_roles",

@@ -17,7 +17,7 @@ import socket
 import struct
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 import trio
@@ -28,7 +28,7 @@ from metadata import open_metadata_store
 from protocols.bookkeeper import BOOKIE_RPC, BookieServiceInfo, Endpoint
 
 from .._errors import BookieException
-from ._bookie import open_bookie
+from ._bookie import Bookie, open_bookie
 from ._config import BookieConfig
 from ._cookies import check_cookies, check_ledger_layout
 from ._disks import run_disk_checker
@@ -50,6 +50,8 @@ class BookieEndpoints:
     port: int
     http_urls: tuple[str, ...]
     metadata_url: str
+    core: Bookie | None = field(default=None, compare=False, repr=False)
+    """The running bookie itself, for a client in the same process (`LocalConnection`)."""
 
 
 class BookieFatalError(BookieException, RuntimeError):
@@ -146,7 +148,7 @@ async def serve_bookie_process(config: BookieConfig, *, registry: CollectorRegis
                                                                          task_status=task_status))
             bookie.set_ready(True)
             task_status.started(BookieEndpoints(bookie.bookie_id, config.advertised_address, port,
-                                                tuple(http_urls), config.metadata_url))
+                                                tuple(http_urls), config.metadata_url, core=bookie))
             try:
                 await bookie.fatal.wait()
             finally:

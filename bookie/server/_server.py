@@ -23,6 +23,11 @@ Protocols: every frame is BookKeeper's v3 protobuf ``Request`` or, told apart by
 ``useV2WireProtocol``, as Pulsar's brokers). A v2 packet is served as the v3 request it means
 under a txn id the connection gives it, and answered in v2 (``_from_v2`` / ``_encode_v2``).
 
+The request handling (`_RequestCore`: budget, adds, acker, read paths, the other operations)
+does not depend on the stream: `LocalConnection` serves a client in the bookie's own process
+(standalone's broker) with it, taking encoded requests from a queue and handing back
+``Response`` messages, with no socket, frame decoder, writer task or response encoding.
+
 Bounds: a connection may have at most ``max_in_flight_requests`` requests and
 ``max_in_flight_bytes`` bytes (requests read plus responses not yet sent) in progress; past that
 the reader stops reading, which pushes back on the client through TCP. A malformed or oversized
@@ -75,7 +80,7 @@ from ..journal import JournalError
 from ._authz import CertificateRoleAuthorizer
 from ._bookie import AddTicket, Bookie
 
-__all__ = ["serve_bookie"]
+__all__ = ["LocalConnection", "serve_bookie"]
 
 log = logging.getLogger(__name__)
 
@@ -141,23 +146,21 @@ def _peer_of(stream: trio.SocketStream) -> str:
         return "?"
 
 
-class _Connection:
-    """One client connection; see the module docstring."""
+class _RequestCore:
+    """What a client's requests get, whatever carries them (module docstring): the in-flight
+    budget, adds submitted in arrival order and answered in order once durable, the read paths and
+    the rare operations. Subclasses say how answers leave (`_respond`, `_answer_adds`) and feed
+    requests through `_serve_request` from their reader loop."""
 
-    def __init__(self, bookie: Bookie, stream: trio.abc.Stream) -> None:
+    def __init__(self, bookie: Bookie) -> None:
         cfg = bookie.config
         self.bookie = bookie
-        self.stream = stream
         self.metrics = bookie.metrics
         self.max_n = cfg.max_in_flight_requests
         self.max_bytes = cfg.max_in_flight_bytes
-        self.decoder = FrameDecoder(cfg.max_frame_size)
         self.n = 0
         self.nbytes = 0
         self.room = trio.Event()
-        self.out: list[bytes] = []
-        self.out_release: list[tuple[int, int]] = []  # (requests, bytes) freed once sent
-        self.has_out = trio.Event()
         self.acks: deque[tuple[int, AddTicket, float, int]] = deque()
         self.reads: deque[tuple[pb.Request, int, float]] = deque()  # ordinary reads, arrival order
         self.has_reads = trio.Event()
@@ -167,34 +170,47 @@ class _Connection:
         self.read_lat: list[float] = []
         self.counts: dict[tuple[int, int], int] = {}
         self.acked_bytes = 0
-        inner = stream.transport_stream if isinstance(stream, trio.SSLStream) else stream
-        self.peer = _peer_of(inner) if isinstance(inner, trio.SocketStream) else "?"
-        # requests that came in BookKeeper's v2 protocol, by the txn id given them here:
-        # (version, v2 op, ledger id, entry id) to answer them in v2 (at most max_n in flight)
-        self.v2: dict[int, tuple[int, int, int, int]] = {}
-        self.v2_txn = 2**64 - 1  # counts down: far from the ids v3 clients count up from
+        self.peer = "?"
 
-    async def run(self) -> None:
-        self.metrics.connections.inc()
-        try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._writer)
-                nursery.start_soon(self._acker)
-                nursery.start_soon(self._read_worker)
-                await self._reader(nursery)
-                nursery.cancel_scope.cancel()
-        except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
-            log.debug("connection %s ended: %s", self.peer, group.exceptions[0])
-        except* Exception:  # a bug must not take the whole server down: log it, drop the connection
-            log.exception("connection %s failed", self.peer)
-        finally:
-            for _txn, ticket, _t0, _size in self.acks:
-                self.bookie.abandon_add(ticket)
-            self.acks.clear()
-            self.metrics.connections.dec()
-            self.bookie.requests_in_flight -= self.n
-            with trio.CancelScope(shield=True):
-                await trio.aclose_forcefully(self.stream)
+    def _respond(self, response: pb.Response, request_size: int) -> None:
+        """Count one answer and send it (`_emit`)."""
+        key = (response.header.operation, response.status)
+        self.counts[key] = self.counts.get(key, 0) + 1
+        self._emit(response, request_size)
+
+    def _emit(self, response: pb.Response, request_size: int) -> None:
+        """Send one answer; the request's ``request_size`` budget is released once it left."""
+        raise NotImplementedError
+
+    def _answer_adds(self, answers: list[tuple[int, int, int, int]], request_bytes: int) -> None:
+        """Send the answers ``(txn, status, ledger id, entry id)`` of completed adds, in order;
+        their requests' ``request_bytes`` budget is released once they left."""
+        raise NotImplementedError
+
+    def _idle(self) -> None:
+        """Called by the acker and the read worker before they wait for work."""
+
+    def _abandon(self) -> None:
+        """The connection ended: give back what its unanswered requests hold."""
+        for _txn, ticket, _t0, _size in self.acks:
+            self.bookie.abandon_add(ticket)
+        self.acks.clear()
+        self.bookie.requests_in_flight -= self.n
+
+    async def _serve_request(self, request: pb.Request, size: int, nursery: trio.Nursery, t0: float) -> None:
+        """Admit one request into the budget (waiting for room, which pushes back on the client)
+        and hand it to its path; adds are submitted before this returns (arrival order)."""
+        while self.n >= self.max_n or self.nbytes >= self.max_bytes:
+            self.room = trio.Event()
+            await self.room.wait()
+        self.n += 1
+        self.nbytes += size
+        self.bookie.requests_in_flight += 1
+        if request.header.operation == _ADD and request.HasField("addRequest"):
+            if not self._submit_add(request, size, t0):  # the hot path: no coroutine per add
+                await self._submit_add_waiting(request, size, t0)  # the journal queue is full
+        else:
+            await self._dispatch(request, size, nursery, t0)
 
     # ------------------------------------------------------------------ budget
 
@@ -204,85 +220,6 @@ class _Connection:
         self.bookie.requests_in_flight -= n
         if self.n < self.max_n and self.nbytes < self.max_bytes:
             self.room.set()
-
-    def _respond(self, response: pb.Response, request_size: int) -> None:
-        data = self._encode_v2(response) if self.v2 and response.header.txnId in self.v2 \
-            else encode_response(response)
-        self.nbytes += len(data)
-        self.out.append(data)
-        self.out_release.append((1, request_size + len(data)))
-        key = (response.header.operation, response.status)
-        self.counts[key] = self.counts.get(key, 0) + 1
-        self.has_out.set()
-
-    # ------------------------------------------------------------------ BookKeeper's v2 protocol
-
-    def _from_v2(self, payload: bytes) -> pb.Request:
-        """A v2 packet as the v3 request the handlers serve, under a txn id of its own; its
-        response goes back in v2 (`_encode_v2`). MalformedFrame for what v2 cannot carry."""
-        v2 = parse_v2_request(payload)
-        txn = self.v2_txn
-        self.v2_txn -= 1
-        priority = 1 if v2.flags & V2Flag.HIGH_PRIORITY else 0
-        if v2.op == V2Op.ADD_ENTRY:
-            request = add_request(txn, v2.ledger_id, v2.entry_id, v2.master_key, v2.body,
-                                  recovery=bool(v2.flags & V2Flag.RECOVERY_ADD), priority=priority)
-        else:
-            fence = bool(v2.flags & V2Flag.DO_FENCING)
-            if fence and not v2.master_key:
-                raise MalformedFrame("a v2 fencing read of version < 2 carries no master key")
-            request = read_request(txn, v2.ledger_id, v2.entry_id, fence=fence,
-                                   master_key=v2.master_key if fence else None, priority=priority)
-        self.v2[txn] = (v2.version, int(v2.op), v2.ledger_id, v2.entry_id)
-        return request
-
-    def _encode_v2(self, response: pb.Response) -> bytes:
-        version, op, ledger_id, entry_id = self.v2.pop(response.header.txnId)
-        status, body = response.status, b""
-        if response.HasField("readResponse"):
-            status = response.readResponse.status
-            if status == StatusCode.EOK:
-                body = response.readResponse.body
-        elif response.HasField("addResponse"):
-            status = response.addResponse.status
-        return encode_v2_response(version, op, v2_status(status), ledger_id, entry_id, body)
-
-    def _encode_add(self, txn: int, status: int, ledger_id: int, entry_id: int) -> bytes:
-        if self.v2 and txn in self.v2:
-            version, op, _, _ = self.v2.pop(txn)
-            return encode_v2_response(version, op, v2_status(status), ledger_id, entry_id)
-        return encode_add_response(txn, status, ledger_id, entry_id)
-
-    # ------------------------------------------------------------------ reader
-
-    async def _reader(self, nursery: trio.Nursery) -> None:
-        decoder = self.decoder
-        while True:
-            data = await self.stream.receive_some(_RECEIVE_SIZE)
-            if not data:
-                return
-            t0 = time.perf_counter()  # one clock read per receive: requests of a chunk share it
-            try:
-                decoder.feed(data)
-                while (payload := decoder.next_frame()) is not None:
-                    # v3 protobuf, or BookKeeper's v2 packets (its clients with useV2WireProtocol)
-                    request = self._from_v2(payload) if is_v2_payload(payload) else parse_request(payload)
-                    size = len(payload) + 4
-                    while self.n >= self.max_n or self.nbytes >= self.max_bytes:
-                        self.room = trio.Event()
-                        await self.room.wait()
-                    self.n += 1
-                    self.nbytes += size
-                    self.bookie.requests_in_flight += 1
-                    if request.header.operation == _ADD and request.HasField("addRequest"):
-                        if not self._submit_add(request, size, t0):  # the hot path: no coroutine per add
-                            await self._submit_add_waiting(request, size, t0)  # the journal queue is full
-                    else:
-                        await self._dispatch(request, size, nursery, t0)
-            except FrameError as exc:
-                self.metrics.malformed_frames.inc()
-                log.warning("closing connection %s: %s", self.peer, exc)
-                return
 
     async def _dispatch(self, req: pb.Request, size: int, nursery: trio.Nursery, t0: float) -> None:
         """Every request but an add: ordinary reads to the read worker, high-priority reads and
@@ -339,6 +276,7 @@ class _Connection:
         acks, bookie = self.acks, self.bookie
         while True:
             if not acks:
+                self._idle()
                 self.has_acks = trio.Event()
                 self.acker_waiting = True
                 await self.has_acks.wait()
@@ -353,7 +291,7 @@ class _Connection:
             # one journal batch acknowledges many at once. Responses and budget are handed to
             # the writer once per round (and before any wait, since the writer swaps its lists).
             now = time.perf_counter()
-            out: list[bytes] = []
+            out: list[tuple[int, int, int, int]] = []
             lat = self.add_lat
             freed = ok = ok_bytes = 0
             while acks:
@@ -374,25 +312,20 @@ class _Connection:
                     key = (_ADD, status)
                     self.counts[key] = self.counts.get(key, 0) + 1
                 acks.popleft()
-                data = self._encode_add(txn, status, ticket.ledger_id, ticket.entry_id)
-                out.append(data)
-                freed += size + len(data)
+                out.append((txn, status, ticket.ledger_id, ticket.entry_id))
+                freed += size
                 lat.append((now - t0) * 1000.0)
             self._queue_responses(out, freed, ok, ok_bytes)
 
-    def _queue_responses(self, out: list[bytes], freed: int, ok: int, ok_bytes: int) -> None:
-        """Hand add responses to the writer: `freed` budget bytes once sent; `ok` adds succeeded."""
+    def _queue_responses(self, out: list[tuple[int, int, int, int]], freed: int, ok: int, ok_bytes: int) -> None:
+        """Send add answers (`_answer_adds`): `freed` request bytes; `ok` adds succeeded."""
         if not out:
             return
-        sent = sum(map(len, out))
-        self.nbytes += sent
-        self.out.extend(out)
-        self.out_release.append((len(out), freed))
         if ok:
             key = (_ADD, _EOK)
             self.counts[key] = self.counts.get(key, 0) + ok
             self.acked_bytes += ok_bytes
-        self.has_out.set()
+        self._answer_adds(out, freed)
 
     # ------------------------------------------------------------------ reads
 
@@ -401,6 +334,7 @@ class _Connection:
         reads = self.reads
         while True:
             while not reads:
+                self._idle()
                 self.has_reads = trio.Event()
                 await self.has_reads.wait()
             req, size, t0 = reads.popleft()
@@ -487,6 +421,134 @@ class _Connection:
             resp = error_response(req, StatusCode.EIO)
         self._respond(resp, size)
 
+    def _flush_metrics(self) -> None:
+        m = self.metrics
+        if self.add_lat:
+            m.add_request.observe_many(self.add_lat)
+            self.add_lat = []
+        if self.read_lat:
+            m.read_request.observe_many(self.read_lat)
+            self.read_lat = []
+        if self.acked_bytes:
+            m.add_bytes.inc(self.acked_bytes)
+            self.acked_bytes = 0
+        if self.counts:
+            for (op, status), count in self.counts.items():
+                m.requests.labels(_op_name(op), _status_name(status)).inc(count)
+            self.counts = {}
+
+
+class _Connection(_RequestCore):
+    """One client connection over a stream; see the module docstring."""
+
+    def __init__(self, bookie: Bookie, stream: trio.abc.Stream) -> None:
+        super().__init__(bookie)
+        self.stream = stream
+        self.decoder = FrameDecoder(bookie.config.max_frame_size)
+        self.out: list[bytes] = []
+        self.out_release: list[tuple[int, int]] = []  # (requests, bytes) freed once sent
+        self.has_out = trio.Event()
+        inner = stream.transport_stream if isinstance(stream, trio.SSLStream) else stream
+        self.peer = _peer_of(inner) if isinstance(inner, trio.SocketStream) else "?"
+        # requests that came in BookKeeper's v2 protocol, by the txn id given them here:
+        # (version, v2 op, ledger id, entry id) to answer them in v2 (at most max_n in flight)
+        self.v2: dict[int, tuple[int, int, int, int]] = {}
+        self.v2_txn = 2**64 - 1  # counts down: far from the ids v3 clients count up from
+
+    async def run(self) -> None:
+        self.metrics.connections.inc()
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._writer)
+                nursery.start_soon(self._acker)
+                nursery.start_soon(self._read_worker)
+                await self._reader(nursery)
+                nursery.cancel_scope.cancel()
+        except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
+            log.debug("connection %s ended: %s", self.peer, group.exceptions[0])
+        except* Exception:  # a bug must not take the whole server down: log it, drop the connection
+            log.exception("connection %s failed", self.peer)
+        finally:
+            self._abandon()
+            self.metrics.connections.dec()
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(self.stream)
+
+    def _emit(self, response: pb.Response, request_size: int) -> None:
+        data = self._encode_v2(response) if self.v2 and response.header.txnId in self.v2 \
+            else encode_response(response)
+        self.nbytes += len(data)
+        self.out.append(data)
+        self.out_release.append((1, request_size + len(data)))
+        self.has_out.set()
+
+    def _answer_adds(self, answers: list[tuple[int, int, int, int]], request_bytes: int) -> None:
+        encode = self._encode_add
+        out = [encode(txn, status, ledger_id, entry_id) for txn, status, ledger_id, entry_id in answers]
+        sent = sum(map(len, out))
+        self.nbytes += sent
+        self.out.extend(out)
+        self.out_release.append((len(out), request_bytes + sent))
+        self.has_out.set()
+
+    # ------------------------------------------------------------------ BookKeeper's v2 protocol
+
+    def _from_v2(self, payload: bytes) -> pb.Request:
+        """A v2 packet as the v3 request the handlers serve, under a txn id of its own; its
+        response goes back in v2 (`_encode_v2`). MalformedFrame for what v2 cannot carry."""
+        v2 = parse_v2_request(payload)
+        txn = self.v2_txn
+        self.v2_txn -= 1
+        priority = 1 if v2.flags & V2Flag.HIGH_PRIORITY else 0
+        if v2.op == V2Op.ADD_ENTRY:
+            request = add_request(txn, v2.ledger_id, v2.entry_id, v2.master_key, v2.body,
+                                  recovery=bool(v2.flags & V2Flag.RECOVERY_ADD), priority=priority)
+        else:
+            fence = bool(v2.flags & V2Flag.DO_FENCING)
+            if fence and not v2.master_key:
+                raise MalformedFrame("a v2 fencing read of version < 2 carries no master key")
+            request = read_request(txn, v2.ledger_id, v2.entry_id, fence=fence,
+                                   master_key=v2.master_key if fence else None, priority=priority)
+        self.v2[txn] = (v2.version, int(v2.op), v2.ledger_id, v2.entry_id)
+        return request
+
+    def _encode_v2(self, response: pb.Response) -> bytes:
+        version, op, ledger_id, entry_id = self.v2.pop(response.header.txnId)
+        status, body = response.status, b""
+        if response.HasField("readResponse"):
+            status = response.readResponse.status
+            if status == StatusCode.EOK:
+                body = response.readResponse.body
+        elif response.HasField("addResponse"):
+            status = response.addResponse.status
+        return encode_v2_response(version, op, v2_status(status), ledger_id, entry_id, body)
+
+    def _encode_add(self, txn: int, status: int, ledger_id: int, entry_id: int) -> bytes:
+        if self.v2 and txn in self.v2:
+            version, op, _, _ = self.v2.pop(txn)
+            return encode_v2_response(version, op, v2_status(status), ledger_id, entry_id)
+        return encode_add_response(txn, status, ledger_id, entry_id)
+
+    # ------------------------------------------------------------------ reader
+
+    async def _reader(self, nursery: trio.Nursery) -> None:
+        decoder = self.decoder
+        while True:
+            data = await self.stream.receive_some(_RECEIVE_SIZE)
+            if not data:
+                return
+            t0 = time.perf_counter()  # one clock read per receive: requests of a chunk share it
+            try:
+                decoder.feed(data)
+                while (payload := decoder.next_frame()) is not None:
+                    # v3 protobuf, or BookKeeper's v2 packets (its clients with useV2WireProtocol)
+                    request = self._from_v2(payload) if is_v2_payload(payload) else parse_request(payload)
+                    await self._serve_request(request, size=len(payload) + 4, nursery=nursery, t0=t0)
+            except FrameError as exc:
+                self.metrics.malformed_frames.inc()
+                log.warning("closing connection %s: %s", self.peer, exc)
+                return
+
     # ------------------------------------------------------------------ writer
 
     async def _writer(self) -> None:
@@ -503,21 +565,94 @@ class _Connection:
             await stream.send_all(data)
             self._release(sum(n for n, _ in released), sum(b for _, b in released))
 
-    def _flush_metrics(self) -> None:
-        m = self.metrics
-        if self.add_lat:
-            m.add_request.observe_many(self.add_lat)
-            self.add_lat = []
-        if self.read_lat:
-            m.read_request.observe_many(self.read_lat)
-            self.read_lat = []
-        if self.acked_bytes:
-            m.add_bytes.inc(self.acked_bytes)
-            self.acked_bytes = 0
-        if self.counts:
-            for (op, status), count in self.counts.items():
-                m.requests.labels(_op_name(op), _status_name(status)).inc(count)
-            self.counts = {}
+
+class LocalConnection(_RequestCore):
+    """A client in the bookie's own process, served without a socket: the same request handling
+    as a network connection (`serve_bookie`: arrival order, adds acknowledged only once their
+    journal record is synced, fencing, LAC, long polls, recovery reads on the high-priority path,
+    the in-flight budget, the same metrics), but requests come as unframed ``Request`` payloads
+    through `submit` and answers leave as ``Response`` messages through ``deliver`` (no response
+    is encoded, no frame is decoded).
+
+    Guarantees: `submit` never blocks and never calls back; it queues the request, and `run`
+    takes requests in the order submitted, at most ``max_in_flight_requests`` /
+    ``max_in_flight_bytes`` of them in progress (a request past the budget waits in the queue:
+    the submitter bounds how many it has outstanding, as a network client bounds its pending
+    table). Each submitted request gets exactly one ``deliver(response)``, or one
+    ``refuse(txn, reason)`` when its payload is not a ``Request``, called from `run`'s tasks,
+    unless `run` ends first (cancelled, or the bookie stopped): requests then left unanswered get
+    neither, and the client treats them as a lost connection. A callback must not block; it may
+    call `submit`. There is no TLS and no certificate-role check: the client is the process.
+    """
+
+    def __init__(self, bookie: Bookie, deliver: Callable[[pb.Response], None],
+                 refuse: Callable[[int, str], None]) -> None:
+        super().__init__(bookie)
+        self.peer = "in-process"
+        self._deliver = deliver
+        self._refuse = refuse
+        self._inbox: deque[tuple[int, bytes | memoryview]] = deque()
+        self._has_inbox = trio.Event()
+        self._running = False
+
+    def submit(self, txn_id: int, payload: bytes | memoryview) -> None:
+        """Queue a request (``payload``: an encoded ``Request`` whose txnId is ``txn_id``, without
+        the frame's length prefix)."""
+        self._inbox.append((txn_id, payload))
+        if not self._has_inbox.is_set():
+            self._has_inbox.set()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve submitted requests until cancelled; on the way out, adds not yet answered are
+        abandoned and the budget is given back."""
+        self.metrics.connections.inc()
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._acker)
+                nursery.start_soon(self._read_worker)
+                task_status.started()
+                await self._take(nursery)
+        finally:
+            self._abandon()
+            self._inbox.clear()
+            self.metrics.connections.dec()
+
+    async def _take(self, nursery: trio.Nursery) -> None:
+        inbox = self._inbox
+        while True:
+            if not inbox:
+                self._idle()
+                self._has_inbox = trio.Event()
+                await self._has_inbox.wait()
+                continue
+            t0 = time.perf_counter()  # one clock read per wake-up, as a network read shares one
+            while inbox:
+                txn, payload = inbox.popleft()
+                try:
+                    request = parse_request(payload)
+                except FrameError as exc:
+                    self.metrics.malformed_frames.inc()
+                    self._refuse(txn, str(exc))
+                    continue
+                await self._serve_request(request, len(payload) + 4, nursery, t0)
+
+    def _emit(self, response: pb.Response, request_size: int) -> None:
+        self._release(1, request_size)
+        self._call(response)
+
+    def _answer_adds(self, answers: list[tuple[int, int, int, int]], request_bytes: int) -> None:
+        self._release(len(answers), request_bytes)
+        for txn, status, ledger_id, entry_id in answers:
+            self._call(add_response(txn, status, ledger_id, entry_id))
+
+    def _call(self, response: pb.Response) -> None:
+        try:
+            self._deliver(response)
+        except Exception:  # a client callback bug must not stop the bookie's side
+            log.exception("in-process client: response callback failed")
+
+    def _idle(self) -> None:
+        self._flush_metrics()
 
 
 _OTHER: dict[int, str] = {

@@ -39,6 +39,7 @@ from . import (
     _messages,
     _namespaces,
     _nonpersistent,
+    _offload,
     _permissions,
     _policies,
     _schema_routes,
@@ -96,7 +97,7 @@ def create_admin_app(service: BrokerService, *, gc_explain: GcExplainHook | None
     for module in (_brokers, _broker_config, _broker_stats, _clusters, _cluster, _tenants, _namespaces,
                    _permissions, _inactive_topic_policies, _topics, _subscriptions, _messages, _policies, _limits,
                    _backlog, _explain,
-                   _schema_routes, _auto_creation, _compaction, _nonpersistent):
+                   _schema_routes, _auto_creation, _compaction, _nonpersistent, _offload):
         routes.extend(module.routes())
     limit = service.config.http_max_request_size
     guard = GuardSettings(max_body=limit if limit > 0 else None)  # <= 0: no limit, as in Pulsar

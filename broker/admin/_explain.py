@@ -1,10 +1,13 @@
 """``GET /admin/v2/persistent/{tenant}/{namespace}/{topic}/explain-storage`` (Magnetar's own).
 
-For each ledger of the topic: size, entries, age, the retention verdict and its reason (computed
-now with `retention.decide_retention` over the effective policies), and which cursors pin it (each
-cursor with its subscription properties and the pipeline they name, if any); the retention
-service's last check of the topic (trims, TTL moves, backlog-quota state, errors); and, when a
-`GcExplainHook` is installed, what the bookies say about reclaiming each ledger.
+For each ledger of the topic: size, entries, age (since it closed; the open ledger's since it
+became current, with ``createdAtMs``), the retention verdict and its reason (computed now with
+`retention.decide_retention` over the effective policies), and which cursors pin it (each cursor
+with its subscription properties and the pipeline they name, if any); the retention service's
+last check of the topic (trims, TTL moves, backlog-quota state, offload checks, errors); per
+ledger where it lives with tiered storage (``tieredStorage``: bookies, tier or both, its offload
+state, and why its bookie copy is or is not deleted yet) and the last offload run (``offload``);
+and, when a `GcExplainHook` is installed, what the bookies say about reclaiming each ledger.
 """
 
 from __future__ import annotations
@@ -18,13 +21,14 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from managed_ledger import Position
-from retention import TopicPolicies, decide_retention
+from retention import Reason, TopicPolicies, decide_retention
 
 from ..topics._compaction import COMPACTION_CURSOR
 from ..topics._dedup import DEDUP_CURSOR
 from ..topics._topic import Topic
 from ._common import endpoint, json_response, service_of, topic_of
 from ._compaction import compaction_json
+from ._offload import offload_status_json
 from ._topic_ops import existing_topic
 
 __all__ = ["routes", "GcExplainHook", "explain_storage", "PIPELINE_PROPERTY"]
@@ -50,9 +54,16 @@ async def explain_storage(topic: Topic, policies: TopicPolicies, last_check: dic
     decision = decide_retention(ledgers, cursors, policies.retention, now_ms,
                                 system_cursors={DEDUP_CURSOR, COMPACTION_CURSOR})
     pins: dict[str, list[int]] = {name: [] for name in cursors}
+    infos = {i.ledger_id: i for i in ledgers}
     rows = []
     for d in decision.ledgers:
         row = d.to_json(now_ms)
+        if d.reason is Reason.OPEN_LEDGER:
+            # no close time yet: its age is how long it has been the ledger written to
+            row["createdAtMs"] = ml.current_ledger_created_ms
+            row["ageSeconds"] = max(0, now_ms - row["createdAtMs"]) / 1000
+        # where the ledger lives (bookies, tier, both) and why its bookie copy is (not yet) deleted
+        row["tieredStorage"] = ml.explain_offload(infos[d.ledger_id])
         end = Position(d.ledger_id, d.entries - 1)
         pinned_by = sorted(name for name, pos in cursors.items() if pos < end and d.entries > 0)
         row["pinnedBy"] = pinned_by
@@ -77,6 +88,8 @@ async def explain_storage(topic: Topic, policies: TopicPolicies, last_check: dic
         # the compacted view lives in its own ledger, outside the list above: retention never
         # trims it; each compaction run deletes the one it replaces
         "compaction": compaction_json(topic.compactor),
+        "offload": offload_status_json(ml, topic.name.partition),
+        "offloadedSize": ml.offloaded_size,
     }
     if gc_hook is not None:
         ids = [d.ledger_id for d in decision.ledgers]
@@ -94,6 +107,7 @@ async def explain_storage(topic: Topic, policies: TopicPolicies, last_check: dic
 async def explain(request: Request) -> Response:
     s, name = service_of(request), topic_of(request)
     topic = await existing_topic(s, name)
+    await topic.ml.refresh_offload_policies()
     policies = await s.policies.topic_policies(str(name))
     hook = getattr(request.app.state, "gc_explain", None)
     body = await explain_storage(topic, policies, s.retention.explain(str(name)), int(s.clock() * 1000), hook)

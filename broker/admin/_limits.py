@@ -19,11 +19,7 @@ policies (not ``deduplicationEnabled``: nothing is stored) under
 ``/admin/v2/non-persistent/{tenant}/{namespace}/{topic}/...`` for a non-persistent topic that is
 loaded or partitioned (it exists only then); they are kept and apply whenever it loads again.
 
-Offload (``offloadPolicies``, ``offloadThreshold``, ``offloadDeletionLagMs``, ``removeOffloadPolicies``
-of namespaces and topics) answers 501 Not Implemented with Pulsar's error JSON ``{"reason": ...}``
-for every method: Magnetar has no tiered storage, and an explicit "not supported" (rather than a
-404, which reads as a typo, or a 412, which reads as a fixable precondition) tells an operator's
-script the truth.
+Offload policies have their own module (``_offload``).
 """
 
 from __future__ import annotations
@@ -31,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from protocols.pulsar import NamespaceName, TopicName
@@ -156,11 +152,6 @@ async def ns_set_auto_update_schema(request: Request) -> Response:
     return no_content()
 
 
-async def _offload_not_supported(request: Request) -> Response:
-    return JSONResponse({"reason": "offload (tiered storage) is not supported by Magnetar: "
-                                   f"{request.method} {request.url.path}"}, status_code=501)
-
-
 # ------------------------------------------------------------------ topic level
 
 
@@ -226,7 +217,6 @@ def _topic_policy(policy: str, key: str, kind: Any, domain: str = "persistent") 
 def routes() -> list[Route]:
     """The routes of this module."""
     ns = "/admin/v2/namespaces/{tenant}/{namespace}"
-    tp = "/admin/v2/persistent/{tenant}/{namespace}/{topic}"
     out: list[Route] = []
     for policy, key in NS_KEYS.items():
         out += _ns_count(policy, key)
@@ -243,9 +233,4 @@ def routes() -> list[Route]:
     for policy, (key, kind) in TOPIC_RATE_KEYS.items():
         out += _topic_policy(policy, key, kind, "non-persistent")
     out += _topic_policy("deduplicationEnabled", "deduplicationEnabled", bool)
-    every = ["GET", "POST", "PUT", "DELETE"]
-    for base in (ns, tp):
-        for name in ("offloadPolicies", "removeOffloadPolicies", "offloadThreshold", "offloadDeletionLagMs",
-                     "offload"):
-            out.append(Route(f"{base}/{name}", _offload_not_supported, methods=every))
     return out

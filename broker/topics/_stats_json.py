@@ -359,10 +359,13 @@ async def topic_stats(topic: Topic, options: StatsOptions = StatsOptions()) -> d
     })
     if state.oldest_subscription is not None:
         out["oldestBacklogMessageSubscriptionName"] = state.oldest_subscription
+    offload = topic.ml.offload_stats()
     out.update({
         "publishRateLimitedTimes": topic.publish_limiter.throttled, "earliestMsgPublishTimeInBacklogs": earliest,
-        "offloadedStorageSize": 0, "lastOffloadLedgerId": 0, "lastOffloadSuccessTimeStamp": 0,
-        "lastOffloadFailureTimeStamp": 0, "ongoingTxnCount": 0, "abortedTxnCount": 0, "committedTxnCount": 0,
+        "offloadedStorageSize": topic.ml.offloaded_size, "lastOffloadLedgerId": offload["lastOffloadLedgerId"],
+        "lastOffloadSuccessTimeStamp": offload["lastOffloadSuccessTimeStamp"],
+        "lastOffloadFailureTimeStamp": offload["lastOffloadFailureTimeStamp"],
+        "ongoingTxnCount": 0, "abortedTxnCount": 0, "committedTxnCount": 0,
         "publishers": [] if options.exclude_publishers else publishers,
         "waitingPublishers": len(topic.waiting_producers), "subscriptions": subs, "replication": {},
         "deduplicationStatus": "Enabled" if topic.dedup is not None else "Disabled",
@@ -550,7 +553,7 @@ async def internal_stats(topic: Topic) -> dict[str, Any]:
         "lastConfirmedEntry": ml["lastConfirmedEntry"],
         "state": _ML_STATES.get(str(ml["state"]).lower(), str(ml["state"])),
         "ledgers": [{"ledgerId": li["ledgerId"], "entries": li["entries"], "size": li["size"],
-                     "offloaded": False, "underReplicated": False} for li in ml["ledgers"]],
+                     "offloaded": bool(li.get("offloaded")), "underReplicated": False} for li in ml["ledgers"]],
     }
     cursors: dict[str, Any] = {}
     for name, c in ml["cursors"].items():

@@ -13,10 +13,12 @@ import pkgutil
 
 import click
 
+from ._help import HELP_WIDTH, HelpGroup
+
 __all__ = ["main"]
 
 
-class _LazyGroup(click.Group):
+class _LazyGroup(HelpGroup):
     """A click group whose sub-commands are the ``cmd_*`` modules of this package."""
 
     def _discover(self) -> dict[str, str]:
@@ -40,6 +42,7 @@ class _LazyGroup(click.Group):
         return module.command
 
 
-@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"],
+                                                "max_content_width": HELP_WIDTH})
 def main() -> None:
     """Magnetar: Pulsar-protocol messaging over replicated ledgers."""

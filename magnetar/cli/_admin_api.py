@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import json
 import ssl
-import sys
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
@@ -25,10 +24,12 @@ from magnetar.common.admin_client import AdminClient, AdminError, json_body
 from magnetar.common.durations import parse_duration
 from protocols.pulsar import InvalidTopicNameError, TopicName
 
+from . import _human as human
+
 __all__ = [
-    "DEFAULT_URL", "AdminApi", "admin_command", "emit", "cell", "done",
+    "DEFAULT_URL", "AdminApi", "admin_command", "emit", "done",
     "topic_path", "ns", "ns_path", "topic_rest_path", "sub_path",
-    "message_id_json", "force_flag", "size_mb", "size_bytes", "minutes", "seconds",
+    "message_id_json", "force_flag", "retention_mb", "size_bytes", "retention_minutes", "seconds",
     "NS_ARG", "TOPIC_ARG", "SUB_OPT", "FORCE_OPT", "PARTS_OPT", "ROLE_OPT", "ACTIONS_OPT", "actions_list",
     "INACTIVE_OPTS", "inactive_body",
 ]
@@ -53,6 +54,7 @@ class AdminApi:
             self.headers = {"Authorization": authorization}
         else:
             self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.query: dict[str, str] = {}  # sent with every request (pulsar-admin flags such as -ap)
 
     def call(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None) -> Any:
         """The decoded answer (JSON, text, or None when empty)."""
@@ -64,7 +66,7 @@ class AdminApi:
         credentials (a failure raises `click.ClickException` with the reason)."""
         try:
             with AdminClient(self.url, headers=self.headers, verify=self.verify) as client:
-                return client.request(method, path, body, params=params)
+                return client.request(method, path, body, params={**self.query, **(params or {})} or None)
         except AdminError as exc:
             if not exc.status:
                 raise click.ClickException(f"cannot reach the admin API at {self.url}: {exc.reason}") from None
@@ -82,60 +84,25 @@ class AdminApi:
 
 
 def _api(ctx: click.Context, as_json: bool) -> AdminApi:
+    from ._pulsar_admin_names import QUERY_META
+
     obj = ctx.find_object(dict) or {}
-    return AdminApi(obj.get("url", DEFAULT_URL), as_json or obj.get("json", False), obj.get("verify", True),
-                    obj.get("token"), obj.get("authorization"))
+    api = AdminApi(obj.get("url", DEFAULT_URL), as_json or obj.get("json", False), obj.get("verify", True),
+                   obj.get("token"), obj.get("authorization"))
+    api.query = dict(ctx.meta.get(QUERY_META) or {})
+    return api
 
 
 # ------------------------------------------------------------------ output
 
 
-def _console() -> Any:
-    from rich.console import Console
-
-    # piped output (scripts, tests) gets a wide table rather than 80 columns of wrapped cells
-    return Console(width=None if sys.stdout.isatty() else 200)
-
-
 def emit(api: AdminApi, value: Any, *, title: str | None = None, columns: list[str] | None = None) -> None:
-    """JSON when asked; else a list as a one-column table, a list of dicts / dict as a table."""
+    """JSON when asked; else text a person reads (`_human.show`): a list as a one-column table, a
+    list of dicts / dict as a table, sizes, durations and times in units."""
     if api.as_json:
         click.echo(json.dumps(value, indent=2, sort_keys=True))
         return
-    from rich.table import Table
-
-    if value is None:
-        click.echo("(not set)")
-        return
-    if isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value):
-        table = Table(title=title)
-        table.add_column(columns[0] if columns else "name")
-        for v in value:
-            table.add_row(str(v))
-    elif isinstance(value, list):
-        cols = columns or sorted({k for row in value for k in row})
-        table = Table(title=title)
-        for col in cols:
-            table.add_column(col)
-        for row in value:
-            table.add_row(*(cell(row.get(c)) for c in cols))
-    elif isinstance(value, dict):
-        table = Table(title=title)
-        table.add_column("key")
-        table.add_column("value")
-        for k, v in value.items():
-            table.add_row(str(k), cell(v))
-    else:
-        click.echo(value)
-        return
-    _console().print(table)
-
-
-def cell(v: Any) -> str:
-    """One table cell: JSON for a dict or list, empty for None."""
-    if isinstance(v, (dict, list)):
-        return json.dumps(v, sort_keys=True)
-    return "" if v is None else str(v)
+    human.show(value, title=title, columns=columns)
 
 
 def done(api: AdminApi, what: str) -> None:
@@ -280,10 +247,12 @@ def _with_units(text: str, units: dict[str, float], what: str, usage: str) -> in
         raise click.BadParameter(f"invalid {what} {usage}") from None
 
 
-def size_mb(text: str) -> int:
-    """``-1``, ``100`` (MB), ``100M``, ``2G``, ``512K`` -> MB (at least 1 for a non-zero size)."""
-    return _with_units(text.strip().upper(), {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024},
-                       "size", f"{text!r}: use -1, MB, or a number with K/M/G/T")
+def retention_mb(text: str) -> int:
+    """pulsar-admin's retention size: ``-1`` (infinite), bytes, or a number with K/M/G/T -> whole MB
+    (as Pulsar: under 1 MB is 0, no retention)."""
+    size = _with_units(text.strip().upper(), {"K": 1024, "M": 1024 ** 2, "G": 1024 ** 3, "T": 1024 ** 4},
+                       "size", f"{text!r}: use -1, bytes, or a number with K/M/G/T")
+    return size if size < 0 else size // (1024 * 1024)
 
 
 def size_bytes(text: str) -> int:
@@ -303,13 +272,11 @@ def _whole(value: float) -> int:
     return 0 if value == 0 else max(1, int(value))
 
 
-def minutes(text: str) -> int:
-    """``-1``, ``30`` (minutes), ``30m``, ``2h``, ``7d``, ``90s`` -> minutes (`magnetar.common.durations`,
-    a bare number in minutes)."""
-    try:
-        return _whole(parse_duration(text, bare_unit="m") / 60)
-    except ValueError:
-        raise click.BadParameter(f"invalid time {text!r}: use -1, minutes, or a number with s/m/h/d/w") from None
+def retention_minutes(text: str) -> int:
+    """pulsar-admin's retention time: ``-1`` (infinite), seconds, or a number with s/m/h/d/w -> whole
+    minutes (as Pulsar: under a minute is 0, no retention)."""
+    value = seconds(text)
+    return value if value < 0 else value // 60
 
 
 def seconds(text: str) -> int:

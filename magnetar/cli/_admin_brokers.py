@@ -9,9 +9,10 @@ from urllib.parse import quote
 import click
 
 from ._admin_api import AdminApi, admin_command, emit
+from ._help import HelpGroup
 
-brokers = click.Group("brokers", help="Brokers.")
-broker_stats = click.Group("broker-stats", help="Statistics of the broker.")
+brokers = HelpGroup("brokers", help="Brokers.")
+broker_stats = HelpGroup("broker-stats", help="Statistics of the broker.")
 
 __all__ = ["broker_stats", "brokers"]
 
@@ -58,9 +59,14 @@ def brokers_load_decisions(api: AdminApi) -> None:
     api.show("/admin/v2/broker-stats/load-decisions", columns=["time", "action", "bundle", "broker", "reason"])
 
 
-@admin_command(brokers, "owned-namespaces", click.argument("cluster"), click.argument("broker"))
-def brokers_owned(api: AdminApi, cluster: str, broker: str) -> None:
+@admin_command(brokers, "owned-namespaces", click.argument("cluster"), click.argument("broker", required=False),
+               click.option("--url", "-u", "broker_url", default=None,
+                            help="The broker, as pulsar-admin's brokers namespaces names it (instead of BROKER)."))
+def brokers_owned(api: AdminApi, cluster: str, broker: str | None, broker_url: str | None) -> None:
     """Show the bundles BROKER (host:port of its admin service) owns."""
+    if (broker is None) == (broker_url is None):
+        raise click.UsageError("name the broker once: BROKER or --url")
+    broker = broker or broker_url
     api.show(f"/admin/v2/brokers/{cluster}/{broker}/ownedNamespaces", title=f"bundles owned by {broker}")
 
 

@@ -7,8 +7,9 @@ from urllib.parse import quote
 import click
 
 from ._admin_api import AdminApi, admin_command
+from ._help import HelpGroup
 
-clusters = click.Group("clusters", help="Clusters.")
+clusters = HelpGroup("clusters", help="Clusters.")
 
 __all__ = ["clusters"]
 

@@ -1,7 +1,7 @@
 """``magnetar admin namespaces``: namespaces and their policies (retention, TTL, backlog quotas,
 deduplication, auto topic creation, inactive topics, schemas, permissions, compaction, limits and
-rates), bundles, split and unload, as pulsar-admin names them. Offload (tiered storage) commands
-exist for scripts that call them; the broker answers that it does not support them."""
+rates), bundles, split and unload, as pulsar-admin names them. The offload (tiered storage)
+commands are `_admin_offload`'s."""
 
 from __future__ import annotations
 
@@ -21,14 +21,16 @@ from ._admin_api import (
     emit,
     force_flag,
     inactive_body,
-    minutes,
     ns_path,
+    retention_mb,
+    retention_minutes,
+    seconds,
     size_bytes,
-    size_mb,
 )
 from ._admin_limits import limit_commands, rate_commands
+from ._help import HelpGroup
 
-namespaces = click.Group("namespaces", help="Namespaces and their policies.")
+namespaces = HelpGroup("namespaces", help="Namespaces and their policies.")
 
 __all__ = ["namespaces"]
 
@@ -60,11 +62,13 @@ def namespaces_policies(api: AdminApi, namespace: str) -> None:
 
 @admin_command(namespaces, "set-retention", NS_ARG,
                click.option("--time", "-t", "time_", required=True,
-                            help="Retention time: -1 (infinite), minutes, or 30m/2h/7d."),
-               click.option("--size", "-s", required=True, help="Retention size: -1 (infinite), MB, or 512M/10G."))
+                            help="Retention time: -1 (infinite), seconds, or 100m/3h/2d/5w (as pulsar-admin)."),
+               click.option("--size", "-s", required=True,
+                            help="Retention size: -1 (infinite), bytes, or 512M/10G (as pulsar-admin; under 1 MB: "
+                                 "none)."))
 def namespaces_set_retention(api: AdminApi, namespace: str, time_: str, size: str) -> None:
     """Set the retention of consumed messages."""
-    body = {"retentionTimeInMinutes": minutes(time_), "retentionSizeInMB": size_mb(size)}
+    body = {"retentionTimeInMinutes": retention_minutes(time_), "retentionSizeInMB": retention_mb(size)}
     api.do("POST", ns_path(namespace, "/retention"), f"set retention of {namespace}", body)
 
 
@@ -75,10 +79,12 @@ def namespaces_get_retention(api: AdminApi, namespace: str) -> None:
 
 
 @admin_command(namespaces, "set-message-ttl", NS_ARG,
-               click.option("--ttl", "-ttl", "ttl", type=int, required=True, help="Message TTL in seconds (0 = off)."))
-def namespaces_set_ttl(api: AdminApi, namespace: str, ttl: int) -> None:
+               click.option("--ttl", "-ttl", "ttl", required=True,
+                            help="Message TTL: seconds, or 100m/3h/2d/5w (0 = off)."))
+def namespaces_set_ttl(api: AdminApi, namespace: str, ttl: str) -> None:
     """Set the message TTL."""
-    api.do("POST", ns_path(namespace, "/messageTTL"), f"set message TTL of {namespace} to {ttl}s", ttl)
+    value = seconds(ttl)
+    api.do("POST", ns_path(namespace, "/messageTTL"), f"set message TTL of {namespace} to {value}s", value)
 
 
 @admin_command(namespaces, "get-message-ttl", NS_ARG)
@@ -88,19 +94,21 @@ def namespaces_get_ttl(api: AdminApi, namespace: str) -> None:
 
 
 @admin_command(namespaces, "set-backlog-quota", NS_ARG,
-               click.option("--limit-size", "-l", "limit_size", type=int, default=-1,
-                            help="Backlog size limit in bytes."),
-               click.option("--limit-time", "-lt", "limit_time", type=int, default=-1,
-                            help="Backlog age limit in seconds."),
+               click.option("--limit-size", "-l", "limit_size", default="-1",
+                            help="Backlog size limit: bytes, or 10M/16G (-1: none)."),
+               click.option("--limit-time", "-lt", "limit_time", default="-1",
+                            help="Backlog age limit: seconds, or 100m/3h/2d/5w (-1: none)."),
                click.option("--policy", "-p", required=True,
                             type=click.Choice(["producer_request_hold", "producer_exception",
                                                "consumer_backlog_eviction"])),
                click.option("--type", "-t", "quota_type", default="destination_storage", show_default=True,
                             type=click.Choice(["destination_storage", "message_age"])))
-def namespaces_set_quota(api: AdminApi, namespace: str, limit_size: int, limit_time: int, policy: str,
+def namespaces_set_quota(api: AdminApi, namespace: str, limit_size: str, limit_time: str, policy: str,
                          quota_type: str) -> None:
     """Set a backlog quota."""
-    body = {"limitSize": limit_size, "limitTime": limit_time, "policy": policy}
+    size = -1 if limit_size.strip() == "-1" else size_bytes(limit_size)
+    age = -1 if limit_time.strip().startswith("-") else seconds(limit_time)
+    body = {"limitSize": size, "limitTime": age, "policy": policy}
     api.do("POST", ns_path(namespace, "/backlogQuota"), f"set {quota_type} backlog quota of {namespace}", body,
            params={"backlogQuotaType": quota_type})
 
@@ -328,7 +336,7 @@ def namespaces_unload(api: AdminApi, namespace: str, bundle: str | None) -> None
     api.do("PUT", ns_path(namespace, suffix), f"unloaded {namespace}{'/' + bundle if bundle else ''}")
 
 
-# ------------------------------------------------------------------ limits, rates and offload
+# ------------------------------------------------------------------ limits and rates
 def _policy_path(suffix: str) -> Any:
     return lambda namespace: ns_path(namespace, suffix)
 
@@ -353,17 +361,3 @@ for _name, _suffix, _kind in (("publish-rate", "/publishRate", "publish"),
                               ("subscription-dispatch-rate", "/subscriptionDispatchRate", "dispatch"),
                               ("subscribe-rate", "/subscribeRate", "subscribe")):
     rate_commands(namespaces, _name, _policy_path(_suffix), NS_ARG, _kind)
-
-
-for _name, _method, _suffix, _opt in (
-        ("set-offload-threshold", "PUT", "/offloadThreshold", ("--size", "-s")),
-        ("set-offload-deletion-lag", "PUT", "/offloadDeletionLagMs", ("--lag", "-l")),
-        ("set-offload-policies", "POST", "/offloadPolicies", ("--driver", "-d")),
-        ("get-offload-policies", "GET", "/offloadPolicies", None),
-        ("remove-offload-policies", "DELETE", "/removeOffloadPolicies", None)):
-    def _offload(api: AdminApi, namespace: str, value: str | None = None, _m: str = _method, _s: str = _suffix) -> None:
-        api.do(_m, ns_path(namespace, _s), "done", value)  # the broker answers 501: not supported
-
-    _params = (NS_ARG,) + ((click.option(*_opt, "value", required=True),) if _opt else ())
-    admin_command(namespaces, _name, *_params)(_offload).help = \
-        "Offload (tiered storage): not supported by Magnetar; the broker says so."

@@ -5,8 +5,9 @@ from __future__ import annotations
 import click
 
 from ._admin_api import AdminApi, admin_command
+from ._help import HelpGroup
 
-tenants = click.Group("tenants", help="Tenants.")
+tenants = HelpGroup("tenants", help="Tenants.")
 
 __all__ = ["tenants"]
 

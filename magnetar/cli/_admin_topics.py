@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import datetime
 import json
+import time
 from typing import Any
 from urllib.parse import quote
 
@@ -29,13 +30,15 @@ from ._admin_api import (
     inactive_body,
     message_id_json,
     ns,
+    seconds,
     sub_path,
     topic_rest_path,
 )
 from ._admin_limits import limit_commands, rate_commands
-from ._human import duration, when
+from ._help import HelpGroup
+from ._human import when
 
-topics = click.Group("topics", help="Persistent topics and their subscriptions.")
+topics = HelpGroup("topics", help="Persistent topics and their subscriptions.")
 
 __all__ = ["topics"]
 
@@ -167,34 +170,9 @@ def topics_explain_storage(api: AdminApi, topic: str) -> None:
     if api.as_json:
         emit(api, ex)
         return
-    pol = ex.get("policies") or {}
-    click.echo(f"{ex['topic']}: {ex['totalSize']} bytes; retention {pol.get('retention')}, "
-               f"TTL {pol.get('messageTTLInSeconds')}s; deletable now: {ex.get('deletableNow')}")
-    ledgers = [{**row, "age": duration(row.get("ageSeconds"))} for row in ex.get("ledgers", [])]
-    emit(api, ledgers, title="ledgers",
-          columns=["ledgerId", "entries", "size", "age", "decision", "reason", "pinnedBy", "explanation"])
-    emit(api, [{"cursor": n, **c} for n, c in (ex.get("cursors") or {}).items()], title="cursors",
-          columns=["cursor", "pipeline", "markDeletePosition", "backlog", "backlogSize", "pinsLedgers"])
-    last = ex.get("lastRetentionCheck")
-    if last:
-        click.echo(f"last retention check {when(last.get('checkedAtMs'))}: trimmed {last.get('trimmed')} "
-                   f"({last.get('trimmedBytes')} bytes); errors: {last.get('errors') or 'none'}")
-    if ex.get("bookieGc") is not None:
-        _emit_bookie_gc(api, ex["bookieGc"])
+    from ._explain_view import print_explain
 
-
-def _emit_bookie_gc(api: AdminApi, gc: dict[str, Any]) -> None:
-    """The ``bookieGc`` part of explain-storage as tables: one row per ledger, one per bookie."""
-    click.echo(f"bookie GC: {gc.get('topicBytesAwaitingGc', 0)} bytes of this topic await GC"
-               + (f"; unreachable bookies: {', '.join(gc['unreachableBookies'])}"
-                  if gc.get("unreachableBookies") else ""))
-    emit(api, gc.get("ledgers") or [], title="ledgers on the bookies",
-          columns=["ledgerId", "state", "bytesOnDisk", "summary"])
-    bookies = [{"bookie": b, **info, "lastGcRun": when(info.get("lastGcRunMs"))}
-               for b, info in sorted((gc.get("bookies") or {}).items())]
-    if bookies:
-        emit(api, bookies, title="bookies",
-              columns=["bookie", "reachable", "readOnly", "entryLogs", "bytesAwaitingGc", "lastGcRun", "error"])
+    print_explain(ex)
 
 
 # ------------------------------------------------------------------ subscriptions
@@ -207,11 +185,19 @@ def topics_subscriptions(api: AdminApi, topic: str) -> None:
 
 @admin_command(topics, "create-subscription", TOPIC_ARG, SUB_OPT,
                click.option("--messageId", "-m", "message_id", default="latest", show_default=True,
-                            help="Start: earliest, latest or ledgerId:entryId."))
-def topics_create_subscription(api: AdminApi, topic: str, subscription: str, message_id: str) -> None:
+                            help="Start: earliest, latest or ledgerId:entryId."),
+               click.option("--property", "-p", "properties", multiple=True,
+                            help="A subscription property key=value (repeat for more)."))
+def topics_create_subscription(api: AdminApi, topic: str, subscription: str, message_id: str,
+                               properties: tuple[str, ...]) -> None:
     """Create a durable subscription."""
-    api.do("PUT", sub_path(topic, subscription), f"created subscription {subscription} on {topic}",
-           message_id_json(message_id))
+    body: dict[str, Any] = dict(message_id_json(message_id))
+    if properties:
+        pairs = [p.split("=", 1) for p in properties]
+        if any(len(kv) != 2 or not kv[0] for kv in pairs):
+            raise click.BadParameter("use key=value", param_hint="--property")
+        body["properties"] = dict(pairs)
+    api.do("PUT", sub_path(topic, subscription), f"created subscription {subscription} on {topic}", body)
 
 
 @admin_command(topics, "unsubscribe", TOPIC_ARG, SUB_OPT, FORCE_OPT)
@@ -235,19 +221,26 @@ def topics_clear_backlog(api: AdminApi, topic: str, subscription: str) -> None:
 
 
 @admin_command(topics, "reset-cursor", TOPIC_ARG, SUB_OPT,
-               click.option("--time", "-t", "time_ms", type=int, help="Publish time in ms since the epoch."),
-               click.option("--messageId", "-m", "message_id", help="earliest, latest or ledgerId:entryId."))
-def topics_reset_cursor(api: AdminApi, topic: str, subscription: str, time_ms: int | None,
-                        message_id: str | None) -> None:
-    """Move a subscription to a publish time or a message id."""
-    if (time_ms is None) == (message_id is None):
-        raise click.UsageError("give exactly one of --time and --messageId")
+               click.option("--time", "-t", "ago", help="To the messages published this long ago: seconds, or "
+                                                         "100m/3h/2d/5w (as pulsar-admin)."),
+               click.option("--publish-time-ms", "time_ms", type=int, help="To a publish time, in ms since the epoch."),
+               click.option("--messageId", "-m", "message_id",
+                            help="To a message: earliest, latest or ledgerId:entryId."),
+               click.option("--exclude-reset-position", "-e", "exclude", is_flag=True,
+                            help="With --messageId: from the message after it."))
+def topics_reset_cursor(api: AdminApi, topic: str, subscription: str, ago: str | None, time_ms: int | None,
+                        message_id: str | None, exclude: bool) -> None:
+    """Move a subscription back or forth to a publish time or a message id."""
+    if sum(x is not None for x in (ago, time_ms, message_id)) != 1:
+        raise click.UsageError("give exactly one of --time, --publish-time-ms and --messageId")
     base = f"{sub_path(topic, subscription)}/resetcursor"
     what = f"reset {subscription} of {topic}"
+    if ago is not None:
+        time_ms = int(time.time() * 1000) - seconds(ago) * 1000
     if time_ms is not None:
         api.do("POST", f"{base}/{time_ms}", what)
     else:
-        api.do("POST", base, what, message_id_json(message_id or ""))
+        api.do("POST", base, what, {**message_id_json(message_id or ""), **({"isExcluded": True} if exclude else {})})
 
 
 @admin_command(topics, "skip-all", TOPIC_ARG, SUB_OPT)
@@ -257,21 +250,36 @@ def topics_skip_all(api: AdminApi, topic: str, subscription: str) -> None:
 
 
 @admin_command(topics, "expire-messages", TOPIC_ARG, SUB_OPT,
-               click.option("--expireTime", "-t", "expire_time", type=int, required=True,
-                            help="Acknowledge the messages published more than this many seconds ago."))
-def topics_expire_messages(api: AdminApi, topic: str, subscription: str, expire_time: int) -> None:
-    """Expire (acknowledge) a subscription's messages older than --expireTime seconds."""
-    api.do("POST", f"{sub_path(topic, subscription)}/expireMessages/{expire_time}",
-           f"expired the messages of {subscription} older than {expire_time} s")
+               click.option("--expireTime", "-t", "expire_time", default=None,
+                            help="Acknowledge the messages published longer ago than this: seconds, or "
+                                 "100m/3h/2d/5w."),
+               click.option("--position", "-p", default=None,
+                            help="Or: acknowledge up to this message (ledgerId:entryId)."),
+               click.option("--exclude-reset-position", "-e", "exclude", is_flag=True,
+                            help="With --position: not the message itself."))
+def topics_expire_messages(api: AdminApi, topic: str, subscription: str, expire_time: str | None,
+                           position: str | None, exclude: bool) -> None:
+    """Expire (acknowledge) a subscription's messages older than --expireTime, or up to --position."""
+    if (expire_time is None) == (position is None):
+        raise click.UsageError("give exactly one of --expireTime and --position")
+    if position is not None:
+        api.do("POST", f"{sub_path(topic, subscription)}/expireMessages", f"expired {subscription} up to {position}",
+               {**message_id_json(position), "isExcluded": exclude})
+        return
+    value = seconds(expire_time or "")
+    api.do("POST", f"{sub_path(topic, subscription)}/expireMessages/{value}",
+           f"expired the messages of {subscription} older than {value} s")
 
 
 @admin_command(topics, "expire-messages-all-subscriptions", TOPIC_ARG,
-               click.option("--expireTime", "-t", "expire_time", type=int, required=True,
-                            help="Acknowledge the messages published more than this many seconds ago."))
-def topics_expire_all(api: AdminApi, topic: str, expire_time: int) -> None:
+               click.option("--expireTime", "-t", "expire_time", required=True,
+                            help="Acknowledge the messages published longer ago than this: seconds, or "
+                                 "100m/3h/2d/5w."))
+def topics_expire_all(api: AdminApi, topic: str, expire_time: str) -> None:
     """Expire (acknowledge) the old messages of every subscription of a topic."""
-    api.do("POST", f"{topic_rest_path(topic)}/all_subscription/expireMessages/{expire_time}",
-           f"expired the messages of every subscription of {topic} older than {expire_time} s")
+    value = seconds(expire_time)
+    api.do("POST", f"{topic_rest_path(topic)}/all_subscription/expireMessages/{value}",
+           f"expired the messages of every subscription of {topic} older than {value} s")
 
 
 @admin_command(topics, "expire-messages-to-position", TOPIC_ARG, SUB_OPT,

@@ -39,6 +39,8 @@ from typing import Any
 import click
 import trio
 
+from ._help import HelpGroup
+
 __all__ = ["make_shell"]
 
 EXIT_CHECK_FAILED = 1
@@ -481,7 +483,7 @@ def make_shell(config_options: Callable[[Callable[..., Any]], Callable[..., Any]
     them into a ``BookieConfig`` (both from ``cmd_bookie``, so flags and files mean the same).
     The commands are this module's; the group only loads the config they read (`config_of`)."""
 
-    @click.group(name="shell")
+    @click.group(name="shell", cls=HelpGroup)
     @config_options
     @click.pass_context
     def shell(ctx: click.Context, **options: Any) -> None:

@@ -8,28 +8,20 @@ with ``--json``. `gc_explain` is a subcommand of the ``magnetar bookie`` group (
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any
 
 import click
 
+from . import _human as human
+
 __all__ = ["gc_explain", "render_explain"]
-
-
-def _size(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"  # pragma: no cover
 
 
 def _pins(entry: dict[str, Any]) -> str:
     parts = []
     for pin in entry.get("ledgers", []):
         where = pin.get("belongs_to") or ("metadata deleted" if pin.get("metadata") == "absent" else "")
-        parts.append(f"{pin['ledger_id']} ({_size(pin['bytes'])}{', ' + where if where else ''})")
+        parts.append(f"{pin['ledger_id']} ({human.size(pin['bytes'])}{', ' + where if where else ''})")
     if entry.get("other_ledgers"):
         parts.append(f"+{entry['other_ledgers']} more")
     return "\n".join(parts)
@@ -37,18 +29,19 @@ def _pins(entry: dict[str, Any]) -> str:
 
 def render_explain(doc: dict[str, Any], console: Any) -> None:
     """Print an explain document (``GcExplanation.to_json``) on a rich console as a table."""
-    from rich.table import Table
+    from rich.text import Text
 
     sched = doc.get("schedule", {})
-    table = Table(title="Entry logs and why their space is not reclaimed yet")
-    for col in ("log", "size", "usage", "reason", "detail", "pinned by"):
-        table.add_column(col, overflow="fold")
+    table = human.new_table("Entry logs and why their space is not reclaimed yet",
+                            ["log", "size", "usage", "reason", "detail", "pinned by"])
     for e in doc.get("logs", []):
-        table.add_row(e.get("log_file", str(e["log_id"])), _size(e["size_bytes"]), f"{e['usage']:.1%}",
-                      e["reason"], e["detail"], _pins(e))
+        table.add_row(*(Text(v) for v in (e.get("log_file", str(e["log_id"])), human.size(e["size_bytes"]),
+                                          f"{e['usage']:.1%}", e["reason"], e["detail"], _pins(e))))
     console.print(table)
+    last = doc.get("last_result")
     console.print(f"thresholds: minor {sched.get('minor_threshold')} major {sched.get('major_threshold')}; "
-                  f"last run: {doc.get('last_result') or 'never'}")
+                  f"last run: {human.ago(doc.get('last_run_ms'))}{': ' + last if last else ''}",
+                  markup=False, highlight=False)
 
 
 @click.command("gc-explain")
@@ -59,7 +52,6 @@ def render_explain(doc: dict[str, Any], console: Any) -> None:
 def gc_explain(http_url: str, as_json: bool, no_metadata: bool, max_ledgers: int) -> None:
     """Explain, for every entry log of a bookie, why its space has not been given back."""
     import httpx
-    from rich.console import Console
 
     url = http_url.rstrip("/") + "/api/v1/bookie/gc/explain"
     params = {"metadata": "false" if no_metadata else "true", "max_ledgers": str(max_ledgers)}
@@ -73,4 +65,4 @@ def gc_explain(http_url: str, as_json: bool, no_metadata: bool, max_ledgers: int
     if as_json:
         click.echo(json.dumps(doc, indent=2))
         return
-    render_explain(doc, Console(file=sys.stdout, width=160))
+    render_explain(doc, human.console())

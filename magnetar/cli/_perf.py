@@ -17,7 +17,8 @@ import click
 from magnetar.common import durations
 
 __all__ = ["LatencyHistogram", "PerfCounters", "IntervalReport", "RateLimiter", "SUMMARY_PERCENTILES",
-           "validate_common", "format_rate_line", "parse_duration"]
+           "validate_common", "format_rate_line", "parse_duration", "RunFigures", "limiting_factor",
+           "RATE_REACHED", "CPU_SATURATED", "PENDING_FULL"]
 
 # Values below 2**_SUB_BITS microseconds are exact; above, each power-of-two range is split in
 # 2**(_SUB_BITS - 1) buckets, so a reported percentile is within 0.2% of the recorded value.
@@ -260,3 +261,75 @@ def format_rate_line(kind: str, r: IntervalReport, pending: int | None = None) -
     if r.errors:
         line += f"  [red]errors {r.errors:,}[/red]"
     return line
+
+
+RATE_REACHED = 0.95
+"""A run reached the rate asked for when it sent at least this fraction of it."""
+CPU_SATURATED = 0.9
+"""A process is CPU-bound at this fraction of the cores it can use (one for a Python process: its
+interpreter lock; one per worker process for the native engine)."""
+PENDING_FULL = 0.5
+"""The pending-message limit held the sender back when the queue was at it in this fraction of
+the samples (or more)."""
+
+
+@dataclass(frozen=True)
+class RunFigures:
+    """What a run measured, for `limiting_factor`.
+
+    ``client_cores`` and ``broker_cores`` are CPU seconds per second of the run (None: not
+    measured); ``client_cores_max`` is how many cores the client can use at most.
+    ``pending_full`` is the fraction of samples in which the messages in flight were at
+    ``pending_limit`` (None: not sampled, or no count limit, ``pending_limit`` 0).
+    ``load_per_core`` is the machine's load average over its cores at the end (None: unknown).
+    """
+
+    msg_rate: float
+    asked_rate: float
+    client_cores: float | None
+    client_cores_max: float
+    broker_cores: float | None
+    pending_full: float | None
+    pending_limit: int
+    pending_mean: float | None = None
+    load_per_core: float | None = None
+
+
+def limiting_factor(f: RunFigures) -> str:
+    """One line saying what limited the run's figure, with the measurements it rests on.
+
+    The first that holds, in this order: the rate asked for was reached; the broker's CPU was
+    saturated (more messages in flight or more client CPU would not help); the client's CPU was;
+    the sender waited on its pending-message limit; the machine was busier than its cores (load
+    average at least one per core); otherwise none of these, named as such.
+    """
+    seen = []
+    if f.client_cores is not None:
+        seen.append(f"client CPU {f.client_cores:.2f} of {f.client_cores_max:g} core(s)")
+    if f.broker_cores is not None:
+        seen.append(f"broker CPU {f.broker_cores:.2f} core(s)")
+    else:
+        seen.append("broker CPU not measured (give --broker-metrics-url or --broker-pid)")
+    if f.pending_mean is not None:
+        limit = f"limit {f.pending_limit:,}" if f.pending_limit else "no limit"
+        seen.append(f"{f.pending_mean:,.0f} message(s) pending on average ({limit})")
+    if f.load_per_core is not None:
+        seen.append(f"machine load {f.load_per_core:.1f} per core")
+    figures = "; ".join(seen)
+    if f.asked_rate > 0 and f.msg_rate >= RATE_REACHED * f.asked_rate:
+        why = f"the rate asked for ({f.asked_rate:,g} msg/s; raise --rate for more)"
+    elif f.broker_cores is not None and f.broker_cores >= CPU_SATURATED:
+        why = "the broker's CPU"
+    elif f.client_cores is not None and f.client_cores >= CPU_SATURATED * f.client_cores_max:
+        why = "the client's CPU (more producers in other processes, or --engine native, offer more)"
+    elif f.pending_full is not None and f.pending_full >= PENDING_FULL:
+        why = (f"pending messages (--max-pending {f.pending_limit:,} reached in {f.pending_full:.0%} of the "
+               "samples: the sender waited for receipts)")
+    elif f.load_per_core is not None and f.load_per_core >= 1.0:
+        why = "a busy machine: other processes held the CPUs, so neither the client nor the broker got a core"
+    elif f.pending_full is None and f.pending_limit:
+        why = (f"probably the messages in flight (--max-pending {f.pending_limit:,}) and the time each receipt "
+               "takes: neither CPU was saturated")
+    else:
+        why = "neither CPU nor a limit set here: the time each receipt takes, with the messages in flight"
+    return f"limited by {why}; {figures}"

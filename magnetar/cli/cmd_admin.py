@@ -4,7 +4,9 @@ Tables for humans, ``--json`` for scripts. A failed request prints the server's 
 exits with status 1 (2 for usage errors, as click does). This module holds the ``admin`` group:
 its options (URL, TLS, credentials) and its sub-groups, each defined with its commands in its own
 module (`_admin_clusters`, `_admin_brokers`, `_admin_tenants`, `_admin_namespaces`,
-`_admin_topics`) over what they share (`_admin_api`).
+`_admin_topics`; `_admin_offload` adds the offload commands to the last two) over what they
+share (`_admin_api`); `_pulsar_admin_names` then adds pulsar-admin's spellings of options and
+commands.
 """
 
 from __future__ import annotations
@@ -15,12 +17,15 @@ import ssl
 
 import click
 
+from . import _admin_offload  # noqa: F401  (registers the offload commands on namespaces and topics)
 from ._admin_api import DEFAULT_URL, topic_path
 from ._admin_brokers import broker_stats, brokers
 from ._admin_clusters import clusters
 from ._admin_namespaces import namespaces
 from ._admin_tenants import tenants
 from ._admin_topics import topics
+from ._help import HelpGroup
+from ._pulsar_admin_names import apply as add_pulsar_admin_names
 
 __all__ = ["command", "topic_path"]
 
@@ -43,7 +48,7 @@ def _tls_context(trust_cert_path: str | None, allow_insecure: bool, hostname_ver
         raise click.UsageError(f"{exc.key}: {exc.reason}") from None
 
 
-@click.group("admin")
+@click.group("admin", cls=HelpGroup)
 @click.option("--admin-url", envvar="MAGNETAR_ADMIN_URL", default=DEFAULT_URL, show_default=True,
               help="Base URL of the broker's admin REST API (env MAGNETAR_ADMIN_URL).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
@@ -79,6 +84,7 @@ def command(ctx: click.Context, admin_url: str, as_json: bool, tls_trust_cert_pa
 
 for _group in (clusters, brokers, broker_stats, tenants, namespaces, topics):
     command.add_command(_group)
+add_pulsar_admin_names(command)
 
 
 _BASIC_PLUGINS = ("basic", "org.apache.pulsar.client.impl.auth.AuthenticationBasic")

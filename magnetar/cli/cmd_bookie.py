@@ -24,6 +24,7 @@ from ._bookie_shell import make_shell
 from ._common import fail_cleanly_on, log_stopped
 from ._conf_files import read_conf, route_properties, unimplemented_warning
 from ._gc_cli import gc_explain
+from ._help import HelpGroup
 from ._security import bookie_security_warning
 
 _OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
@@ -88,7 +89,7 @@ def _load(conf: Path | None, journal_dir: str | None, ledger_dirs: str | None, p
     return load_config(BookieConfig, table, flags, properties=properties)
 
 
-@click.group(name="bookie", invoke_without_command=True)
+@click.group(name="bookie", cls=HelpGroup, invoke_without_command=True)
 @_config_options
 @click.option("--log-level", default="INFO", show_default=True, help="Python logging level.")
 @click.pass_context

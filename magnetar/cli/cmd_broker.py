@@ -78,6 +78,7 @@ def command(conf: Path | None, metadata_url: str | None, port: int | None, web_p
     from magnetar.stack import check_message_size, serve_broker_stack
     from managed_ledger import ManagedLedgerConfig
     from metadata import MetadataError, open_metadata_store
+    from tiered_storage import TieredStorageConfig
 
     setup_logging(verbose)
     flags: dict[str, dict[str, Any]] = {"cluster": {}, "broker": {}}
@@ -89,7 +90,8 @@ def command(conf: Path | None, metadata_url: str | None, port: int | None, web_p
         flags["broker"]["web_service_port"] = str(web_port)
     try:
         cfg = load_sections(conf, {"cluster": ClusterConfig, "broker": BrokerConfig,
-                                   "managed_ledger": ManagedLedgerConfig, "bk_client": ClientConfig},
+                                   "managed_ledger": ManagedLedgerConfig, "bk_client": ClientConfig,
+                                   "offload": TieredStorageConfig},
                             overrides, flags, command="broker")
         check_message_size(cfg["broker"], cfg["bk_client"])
     except ConfigError as exc:
@@ -105,7 +107,7 @@ def command(conf: Path | None, metadata_url: str | None, port: int | None, web_p
                                        tls=cluster.zk_tls()) as store:
             await serve_broker_stack(store, cfg["broker"], cfg["managed_ledger"], cfg["bk_client"],
                                      metadata_root=cluster.metadata_root, multi_broker=True,
-                                     task_status=task_status)
+                                     offload=cfg["offload"], task_status=task_status)
 
     def started(ep: Any) -> None:
         click.echo(f"magnetar broker: {ep.service_url}  admin REST: {ep.web_url}  metadata {cluster.metadata_url}")

@@ -32,6 +32,8 @@ from typing import Any
 
 import click
 
+from ._help import HelpGroup
+
 __all__ = ["command"]
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
@@ -108,7 +110,7 @@ def _stop(procs: list[dict[str, Any]], timeout: float) -> None:
         click.echo(f"stopped {p['name']}")
 
 
-@click.group(name="cluster")
+@click.group(name="cluster", cls=HelpGroup)
 def command() -> None:
     """A local cluster: ZooKeeper, bookies, AutoRecovery and N brokers as separate processes."""
 

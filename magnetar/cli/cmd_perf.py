@@ -1,11 +1,14 @@
 """``magnetar perf produce|consume``: load generators on the official client, like pulsar-perf.
 
-``produce`` publishes fixed-size messages as fast as allowed (or at ``--rate``) and measures the
-publish latency from ``send_async`` to its callback (that is, until the broker's receipt: the
-entry is in the journal of the ack quorum, fsync included). ``consume`` subscribes and measures
-the end-to-end latency from each message's publish time to its arrival. Both print one line a
-second and a summary (p50 / p95 / p99 / p99.9 / max) at the end: after ``--num-messages``,
-``--time`` or Ctrl-C.
+``produce`` publishes fixed-size messages at ``--rate`` (by default pulsar-perf's defaults: 100
+msg/s of 1 KiB, batching within 1 ms up to 1,000 messages or 4 MiB, no count limit on the messages
+in flight) and measures the publish latency from ``send_async`` to its callback (that is, until
+the broker's receipt: the entry is in the journal of the ack quorum, fsync included).
+``consume`` subscribes and measures the end-to-end latency from each message's publish time to
+its arrival. Both print one line a second and a summary (p50 / p95 / p99 / p99.9 / max) at the
+end: after ``--num-messages``, ``--time`` or Ctrl-C. A produce run ends with a line that says what
+limited its figure (the rate asked for, the broker's CPU, the client's, the pending-message
+limit, or a busy machine: `_perf.limiting_factor`).
 
 The Python client spends most of its time in Python per message; the producer therefore builds
 messages with the client's extension module directly when it can (the public ``send_async``
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import os
+import resource
 import threading
 import time
 from typing import Any
@@ -27,13 +31,16 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from ._help import HelpGroup
 from ._perf import (
     SUMMARY_PERCENTILES,
     IntervalReport,
     LatencyHistogram,
     PerfCounters,
     RateLimiter,
+    RunFigures,
     format_rate_line,
+    limiting_factor,
     parse_duration,
     validate_common,
 )
@@ -65,8 +72,8 @@ def validate_produce(*, topics: tuple[str, ...], rate: float, size: int, produce
         raise click.UsageError(f"--batch-max-bytes ({batch_max_bytes}) must hold one message of --size {size}")
     if batch_delay_ms < 0:
         raise click.UsageError(f"--batch-delay-ms must be >= 0, got {batch_delay_ms}")
-    if max_pending < 1:
-        raise click.UsageError(f"--max-pending must be >= 1, got {max_pending}")
+    if max_pending < 0:
+        raise click.UsageError(f"--max-pending must be >= 0 (0 = no count limit), got {max_pending}")
 
 
 def validate_consume(*, topics: tuple[str, ...], rate: float, consumers: int, subscription_type: str,
@@ -142,14 +149,45 @@ def _validate_native(workers: int, connections: int, service_url: str) -> None:
 
 
 def _run_native(console: Console, kind: str, opts: Any, run: Any, latency_name: str, what: str,
-                metrics_url: str | None, broker_pid: int | None) -> None:
+                metrics_url: str | None, broker_pid: int | None, *, pending_limit: int = 0) -> None:
     counters = PerfCounters()
     cpu_before = read_broker_cpu_seconds(metrics_url, broker_pid)
+    children_before = _cpu_seconds(resource.RUSAGE_CHILDREN)
+    started = time.monotonic()
     console.print(f"{kind} (native engine) on {', '.join(opts.topics)}: {what}")
     with _Reporter(console, kind, counters):
         failures = run(opts, counters.add)
+    wall = time.monotonic() - started
     cpu_after = read_broker_cpu_seconds(metrics_url, broker_pid)
     _native_summary(console, f"perf {kind} (native)", counters, latency_name, cpu_before, cpu_after, failures)
+    if kind == "produce" and wall > 0:
+        figures = RunFigures(
+            msg_rate=counters.total_messages / wall, asked_rate=opts.rate,
+            client_cores=(_cpu_seconds(resource.RUSAGE_CHILDREN) - children_before) / wall,
+            client_cores_max=opts.workers, broker_cores=_cores(cpu_before, cpu_after, wall),
+            pending_full=None, pending_limit=pending_limit, load_per_core=_load_per_core())
+        console.print(limiting_factor(figures), soft_wrap=True, markup=False, highlight=False)
+
+
+def _cpu_seconds(who: int) -> float:
+    """User plus system CPU seconds of this process (RUSAGE_SELF) or of its reaped children."""
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _load_per_core() -> float | None:
+    """The machine's 1-minute load average over its CPUs (None where the OS does not say)."""
+    try:
+        return os.getloadavg()[0] / (os.cpu_count() or 1)
+    except OSError:
+        return None
+
+
+def _cores(before: float | None, after: float | None, wall: float) -> float | None:
+    """CPU seconds per second between two readings (None when either is missing)."""
+    if before is None or after is None or wall <= 0:
+        return None
+    return max(0.0, after - before) / wall
 
 
 def _client(service_url: str, io_threads: int) -> Any:
@@ -215,10 +253,10 @@ _native_options = [
     click.option("--connections", type=int, default=2, show_default=True,
                  help="native: connections (one producer or consumer each) per worker."),
     click.option("--broker-metrics-url", default=None,
-                 help="native: where to read the broker's process_cpu_seconds_total "
+                 help="Where to read the broker's process_cpu_seconds_total "
                       "[default: http://<broker host>:8080/metrics]."),
     click.option("--broker-pid", type=int, default=None,
-                 help="native: read the broker's CPU time from /proc/<pid>/stat instead."),
+                 help="Read the broker's CPU time from /proc/<pid>/stat instead."),
     click.option("--tls-trust-cert-path", default=None, help="native: CA file for pulsar+ssl:// URLs."),
 ]
 
@@ -233,8 +271,6 @@ _common = [
     click.argument("topics", nargs=-1, required=True),
     click.option("--service-url", "-u", default="pulsar://localhost:6650", show_default=True,
                  help="The broker's pulsar:// URL."),
-    click.option("--rate", "-r", type=float, default=0.0, show_default=True,
-                 help="Messages per second in total (0 = as fast as possible)."),
     click.option("--num-messages", "-m", type=int, default=0, show_default=True,
                  help="Stop after this many messages in total (0 = no limit)."),
     click.option("--time", "-t", "duration", default="0", show_default=True,
@@ -249,7 +285,7 @@ def _with_common(fn: Any) -> Any:
     return fn
 
 
-@click.group(name="perf")
+@click.group(name="perf", cls=HelpGroup)
 def command() -> None:
     """Load generators: publish or consume at a rate and report throughput and latency.
 
@@ -257,37 +293,70 @@ def command() -> None:
     """
 
 
+# pulsar-perf's defaults (PerformanceProducer and the Java client's ProducerConfigurationData in
+# Pulsar 4.0) for the client engine; the native engine is a load driver with no pulsar-perf
+# counterpart and keeps its own (as fast as possible, a bounded window per connection).
+CLIENT_DEFAULTS = {"rate": 100.0, "max_pending": 0, "batch_max_bytes": 4 * 1024 * 1024}
+NATIVE_DEFAULTS = {"rate": 0.0, "max_pending": 5000, "batch_max_bytes": 128 * 1024}
+
+
+def _produce_defaults(engine: str, rate: float | None, max_pending: int | None,
+                      batch_max_bytes: int | None) -> tuple[float, int, int]:
+    """(rate, max pending, batch max bytes) as given, or the engine's defaults for those not given."""
+    defaults = NATIVE_DEFAULTS if engine == "native" else CLIENT_DEFAULTS
+    return (defaults["rate"] if rate is None else rate,
+            int(defaults["max_pending"]) if max_pending is None else max_pending,
+            int(defaults["batch_max_bytes"]) if batch_max_bytes is None else batch_max_bytes)
+
+
 @command.command(name="produce")
 @_with_common
+@click.option("--rate", "-r", type=float, default=None,
+              help="Messages per second in total; 0 = as fast as possible [default: 100 as pulsar-perf; "
+                   "native: 0].")
 @click.option("--size", "-s", type=int, default=1024, show_default=True, help="Message size in bytes.")
-@click.option("--producers", "-n", type=int, default=1, show_default=True, help="Producers per topic.")
+@click.option("--producers", "--num-producers", "-n", type=int, default=1, show_default=True,
+              help="Producers per topic.")
 @click.option("--batching/--no-batching", default=True, show_default=True, help="Client-side batching.")
-@click.option("--batch-max-messages", type=int, default=1000, show_default=True, help="Messages per batch at most.")
-@click.option("--batch-max-bytes", type=int, default=128 * 1024, show_default=True, help="Bytes per batch at most.")
-@click.option("--batch-delay-ms", type=float, default=1.0, show_default=True,
+@click.option("--batch-max-messages", "-bm", type=int, default=1000, show_default=True,
+              help="Messages per batch at most.")
+@click.option("--batch-max-bytes", "-bb", type=int, default=None,
+              help="Bytes per batch at most [default: 4 MiB as pulsar-perf; native: 128 KiB].")
+@click.option("--batch-delay-ms", "--batch-time-window", "-b", type=float, default=1.0, show_default=True,
               help="How long a batch may wait to fill up.")
-@click.option("--max-pending", type=int, default=5000, show_default=True,
-              help="Messages in flight per producer (the sender blocks when full).")
+@click.option("--max-pending", "--max-outstanding", "-o", type=int, default=None,
+              help="Messages in flight per producer, the sender waiting when full; 0 = no count limit, "
+                   "only the client's memory limit [default: 0 as pulsar-perf; native: 5000 per connection].")
 @_with_native
-def produce(topics: tuple[str, ...], service_url: str, rate: float, num_messages: int, duration: str,
+def produce(topics: tuple[str, ...], service_url: str, rate: float | None, num_messages: int, duration: str,
             io_threads: int, size: int, producers: int, batching: bool, batch_max_messages: int,
-            batch_max_bytes: int, batch_delay_ms: float, max_pending: int, engine: str, workers: int,
+            batch_max_bytes: int | None, batch_delay_ms: float, max_pending: int | None, engine: str, workers: int,
             connections: int, broker_metrics_url: str | None, broker_pid: int | None,
             tls_trust_cert_path: str | None) -> None:
     """Publish SIZE-byte messages to TOPICS; latency is send_async -> receipt.
 
+    The defaults are pulsar-perf's: 100 msg/s of 1 KiB, batches of up to 1,000 messages or 4 MiB
+    within 1 ms, no count limit on the messages in flight. The run ends with a line saying what
+    limited its figure: the rate asked for, the broker's CPU (read from its /metrics), this
+    process's CPU, or the messages in flight.
+
     With --engine native, each of --workers processes opens --connections producers and sends
     pre-encoded frames of --batch-max-messages messages (bounded by --batch-max-bytes; one with
-    --no-batching), at most --max-pending messages unreceipted per connection. With --rate the
-    latency is measured from each frame's scheduled send time (coordinated omission corrected).
+    --no-batching), at most --max-pending messages unreceipted per connection, as fast as possible
+    unless --rate is given. With --rate the latency is measured from each frame's scheduled send
+    time (coordinated omission corrected).
     """
     seconds = parse_duration(duration)
+    rate, max_pending, batch_max_bytes = _produce_defaults(engine, rate, max_pending, batch_max_bytes)
     validate_produce(topics=topics, rate=rate, size=size, producers=producers,
                      batch_max_messages=batch_max_messages, batch_max_bytes=batch_max_bytes,
                      batch_delay_ms=batch_delay_ms, max_pending=max_pending, num_messages=num_messages,
                      duration=seconds)
+    cpu_source = _broker_cpu_source(service_url, broker_metrics_url)
     if engine == "native":
         _validate_native(workers, connections, service_url)
+        if max_pending < 1:
+            raise click.UsageError("--max-pending must be >= 1 with --engine native")
         per_frame = max(1, min(batch_max_messages, batch_max_bytes // max(1, size))) if batching else 1
         opts = NativeProduceOptions(
             service_url=service_url, topics=topics, size=size, batch_messages=per_frame, batched=batching,
@@ -296,8 +365,7 @@ def produce(topics: tuple[str, ...], service_url: str, rate: float, num_messages
             token=os.environ.get("MAGNETAR_TOKEN", "").strip() or None, tls_trust_cert=tls_trust_cert_path)
         _run_native(Console(), "produce", opts, run_native_produce, "publish latency",
                     f"{workers} worker(s) x {connections} connection(s), {size} B messages, "
-                    f"{per_frame} per frame, rate {rate or 'max'}",
-                    _broker_cpu_source(service_url, broker_metrics_url), broker_pid)
+                    f"{per_frame} per frame, rate {rate or 'max'}", cpu_source, broker_pid, pending_limit=max_pending)
         return
     import pulsar
 
@@ -330,8 +398,16 @@ def produce(topics: tuple[str, ...], service_url: str, rate: float, num_messages
         # send in small groups so the limiter and the clock are consulted rarely at high rates
         group = max(1, min(100, int(rate / 1000))) if rate else 100
         deadline = time.monotonic() + seconds if seconds else float("inf")
-        console.print(f"producing to {', '.join(topics)}: {len(handles)} producer(s), {size} B messages, "
-                      f"batching {'on' if batching else 'off'}, rate {rate or 'max'}")
+        # the pending queue is full when a group leaves it within a group of the limit
+        full_at = max(1, max_pending * len(handles) - group) if max_pending else 0
+        samples = full = pending_sum = 0
+        asked = f"{rate:g} msg/s" if rate else "max"
+        console.print(f"producing to {', '.join(topics)}: {len(handles)} producer(s), {size} B messages, batching "
+                      f"{'on' if batching else 'off'}, rate {asked}, max pending {max_pending or 'no limit'}",
+                      soft_wrap=True)
+        broker_before = read_broker_cpu_seconds(cpu_source, broker_pid)
+        client_before = _cpu_seconds(resource.RUSAGE_SELF)
+        started = time.monotonic()
         with _Reporter(console, "produce", counters, pending=lambda: max(0, sent[0] - done[0])):
             try:
                 i, k = 0, 0
@@ -346,6 +422,10 @@ def produce(topics: tuple[str, ...], service_url: str, rate: float, num_messages
                         k = k + 1 if k + 1 < len(senders) else 0
                     i += n
                     sent[0] = i
+                    pending = i - done[0]
+                    samples += 1
+                    pending_sum += pending
+                    full += full_at > 0 and pending >= full_at
                 for p in handles:
                     p.flush()
                 wait_until = time.monotonic() + 30
@@ -354,14 +434,26 @@ def produce(topics: tuple[str, ...], service_url: str, rate: float, num_messages
             except KeyboardInterrupt:
                 console.print("interrupted; waiting for the receipts in flight")
                 stop.set()
+        wall = max(1e-9, time.monotonic() - started)
+        client_cores = (_cpu_seconds(resource.RUSAGE_SELF) - client_before) / wall
+        broker_cores = _cores(broker_before, read_broker_cpu_seconds(cpu_source, broker_pid), wall)
         counters.interval()
-        console.print(summary_table("perf produce", counters.summary(), "publish latency"))
+        summary = counters.summary()
+        console.print(summary_table("perf produce", summary, "publish latency"))
+        figures = RunFigures(
+            msg_rate=counters.total_messages / wall, asked_rate=rate, client_cores=client_cores,
+            client_cores_max=1.0, broker_cores=broker_cores,
+            pending_full=full / samples if samples and full_at else None, pending_limit=max_pending * len(handles),
+            pending_mean=pending_sum / samples if samples else None, load_per_core=_load_per_core())
+        console.print(limiting_factor(figures), soft_wrap=True, markup=False, highlight=False)
     finally:
         client.close()
 
 
 @command.command(name="consume")
 @_with_common
+@click.option("--rate", "-r", type=float, default=0.0, show_default=True,
+              help="Messages per second in total (0 = as fast as they come).")
 @click.option("--subscription", "-S", default="perf-sub", show_default=True, help="Subscription name.")
 @click.option("--subscription-type", "-st", type=click.Choice(_SUB_TYPES), default="Exclusive", show_default=True)
 @click.option("--consumers", "-n", type=int, default=1, show_default=True, help="Consumers on the subscription.")

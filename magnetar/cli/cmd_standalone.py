@@ -34,6 +34,7 @@ def command(conf: Path | None, data_dir: str | None, num_bookies: int | None, ov
     from magnetar.stack import STANDALONE_DEFAULTS, StandaloneConfig, check_message_size, serve_standalone
     from managed_ledger import ManagedLedgerConfig
     from metadata import MetadataError
+    from tiered_storage import TieredStorageConfig
 
     setup_logging(verbose)
     flags: dict[str, dict[str, Any]] = {"standalone": {}}
@@ -43,7 +44,8 @@ def command(conf: Path | None, data_dir: str | None, num_bookies: int | None, ov
         flags["standalone"]["num_bookies"] = str(num_bookies)
     try:
         cfg = load_sections(conf, {"standalone": StandaloneConfig, "broker": BrokerConfig, "bookie": BookieConfig,
-                                   "managed_ledger": ManagedLedgerConfig, "bk_client": ClientConfig},
+                                   "managed_ledger": ManagedLedgerConfig, "bk_client": ClientConfig,
+                                   "offload": TieredStorageConfig},
                             overrides, flags, defaults=STANDALONE_DEFAULTS, command="standalone")
         cfg["standalone"].validate()
         check_message_size(cfg["broker"], cfg["bk_client"], cfg["bookie"])
@@ -52,7 +54,7 @@ def command(conf: Path | None, data_dir: str | None, num_bookies: int | None, ov
 
     async def main(task_status: trio.TaskStatus[Any]) -> None:
         await serve_standalone(cfg["standalone"], cfg["broker"], cfg["bookie"], cfg["managed_ledger"],
-                               cfg["bk_client"], task_status=task_status)
+                               cfg["bk_client"], offload=cfg["offload"], task_status=task_status)
 
     def started(ep: Any) -> None:
         click.echo(f"magnetar standalone: data in {ep.data_dir}, metadata {ep.metadata_url}")

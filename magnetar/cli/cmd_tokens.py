@@ -26,10 +26,12 @@ from broker.auth import (
 )
 from magnetar.common.durations import parse_duration
 
+from ._help import HelpGroup
+
 __all__ = ["command"]
 
 
-@click.group(name="tokens")
+@click.group(name="tokens", cls=HelpGroup)
 def command() -> None:
     """Create and inspect authentication tokens (as ``pulsar tokens``)."""
 

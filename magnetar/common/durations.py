@@ -4,8 +4,8 @@ duration, perf run length).
 
 Grammar: an optional sign, a number (``30``, ``1.5``, ``.5``), optional spaces, and an optional
 unit, in any case: ``ms``, ``s``, ``m`` (minutes), ``h``, ``d``, ``w`` (7 days), ``y`` (365 days).
-A bare number is in ``bare_unit`` (seconds unless the caller says otherwise: pulsar-admin's
-retention times have long been written in minutes). Pulsar's own parser (``RelativeTimeUtil``)
+A bare number is in ``bare_unit`` (seconds unless the caller says otherwise, as pulsar-admin 4.0
+reads every duration, retention times included). Pulsar's own parser (``RelativeTimeUtil``)
 takes whole numbers with one of ``s m h d w y``; everything it accepts is accepted here with the
 same meaning, plus fractions and ``ms``, which Magnetar's perf tool has always taken.
 

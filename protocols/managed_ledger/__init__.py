@@ -13,6 +13,7 @@ from ._records import CursorInfo as CursorInfo
 from ._records import LedgerInfo as LedgerInfo
 from ._records import ManagedLedgerInfo as ManagedLedgerInfo
 from ._records import MLFormatError as MLFormatError
+from ._records import OffloadContext as OffloadContext
 from ._records import Position as Position
 from ._records import PositionRange as PositionRange
 from ._records import indexes_to_words as indexes_to_words
@@ -24,6 +25,7 @@ __all__ = [
     "CursorInfo",
     "LedgerInfo",
     "MLFormatError",
+    "OffloadContext",
     "ManagedLedgerInfo",
     "Position",
     "PositionRange",

@@ -13,8 +13,9 @@ Invariants (checked on construction, ``ValueError``; on decode, ``MLFormatError`
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -30,6 +31,7 @@ __all__ = [
     "LedgerInfo",
     "MLFormatError",
     "ManagedLedgerInfo",
+    "OffloadContext",
     "Position",
     "PositionRange",
     "indexes_to_words",
@@ -71,14 +73,95 @@ class PositionRange:
         return isinstance(pos, Position) and self.lower < pos <= self.upper
 
 
+def _signed64(v: int) -> int:
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+@dataclass(frozen=True)
+class OffloadContext:
+    """A ledger's copy in tiered storage (Pulsar's ``OffloadContext``).
+
+    ``uid`` names its objects and is recorded before anything is written; ``complete`` once the
+    copy is written and verified (``timestamp_ms``: when); ``bookkeeper_deleted`` once the bookie
+    copy is gone; ``driver`` and ``driver_metadata`` say where it went.
+    """
+
+    uid: uuid.UUID
+    complete: bool = False
+    bookkeeper_deleted: bool = False
+    timestamp_ms: int = 0
+    driver: str = ""
+    driver_metadata: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "driver_metadata", _ro(self.driver_metadata))
+        if self.bookkeeper_deleted and not self.complete:
+            raise ValueError("a ledger's bookie copy cannot be deleted before its offload is complete")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, OffloadContext):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def _key(self) -> tuple[object, ...]:
+        return (self.uid, self.complete, self.bookkeeper_deleted, self.timestamp_ms, self.driver,
+                tuple(sorted(self.driver_metadata.items())))
+
+    def completed(self, timestamp_ms: int) -> OffloadContext:
+        """This context marked complete at ``timestamp_ms``."""
+        return replace(self, complete=True, timestamp_ms=timestamp_ms)
+
+    def bookie_copy_deleted(self) -> OffloadContext:
+        """This (complete) context with its bookie copy marked deleted."""
+        return replace(self, bookkeeper_deleted=True)
+
+    def _fill(self, msg: Any) -> None:
+        n = self.uid.int
+        msg.uidMsb, msg.uidLsb = _signed64(n >> 64), _signed64(n & ((1 << 64) - 1))
+        msg.complete = self.complete
+        msg.bookkeeperDeleted = self.bookkeeper_deleted
+        msg.timestamp = self.timestamp_ms
+        if self.driver:
+            msg.driverMetadata.name = self.driver
+            for key in sorted(self.driver_metadata):
+                msg.driverMetadata.properties.add(key=key, value=self.driver_metadata[key])
+
+    @classmethod
+    def _from(cls, msg: Any) -> OffloadContext | None:
+        if not (msg.HasField("uidMsb") and msg.HasField("uidLsb")):
+            return None  # Pulsar writes an empty context for ledgers never offloaded
+        n = ((msg.uidMsb & ((1 << 64) - 1)) << 64) | (msg.uidLsb & ((1 << 64) - 1))
+        driver, meta = "", {}
+        if msg.HasField("driverMetadata"):
+            driver = msg.driverMetadata.name
+            meta = {kv.key: kv.value for kv in msg.driverMetadata.properties}
+        return cls(uuid.UUID(int=n), msg.complete, msg.bookkeeperDeleted and msg.complete, msg.timestamp,
+                   driver, meta)
+
+
 @dataclass(frozen=True, slots=True)
 class LedgerInfo:
-    """One ledger of a managed ledger: entries and bytes (final once rolled), close time."""
+    """One ledger of a managed ledger: entries and bytes (final once rolled), close time, and its
+    copy in tiered storage if it has one."""
 
     ledger_id: int
     entries: int = 0
     size: int = 0
     timestamp_ms: int = 0
+    offload: OffloadContext | None = None
+
+    @property
+    def offloaded(self) -> bool:
+        """Whether a complete, verified copy is in tiered storage."""
+        return self.offload is not None and self.offload.complete
+
+    @property
+    def on_bookies(self) -> bool:
+        """Whether the bookie copy still exists (as far as the managed ledger knows)."""
+        return self.offload is None or not self.offload.bookkeeper_deleted
 
 
 def _ro(m: Mapping[str, object]) -> Mapping[str, object]:
@@ -140,8 +223,10 @@ class ManagedLedgerInfo:
         """The binary ``ManagedLedgerInfo`` protobuf (properties in key order)."""
         msg = pb.ManagedLedgerInfo()
         for info in self.ledgers:
-            msg.ledgerInfo.add(ledgerId=info.ledger_id, entries=info.entries, size=info.size,
-                               timestamp=info.timestamp_ms)
+            li = msg.ledgerInfo.add(ledgerId=info.ledger_id, entries=info.entries, size=info.size,
+                                    timestamp=info.timestamp_ms)
+            if info.offload is not None:
+                info.offload._fill(li.offloadContext)
         if self.terminated_position is not None:
             msg.terminatedPosition.ledgerId = self.terminated_position.ledger_id
             msg.terminatedPosition.entryId = self.terminated_position.entry_id
@@ -158,7 +243,9 @@ class ManagedLedgerInfo:
             term = Position(msg.terminatedPosition.ledgerId, msg.terminatedPosition.entryId)
         try:
             return cls(
-                ledgers=tuple(LedgerInfo(i.ledgerId, i.entries, i.size, i.timestamp) for i in msg.ledgerInfo),
+                ledgers=tuple(LedgerInfo(i.ledgerId, i.entries, i.size, i.timestamp,
+                                         OffloadContext._from(i.offloadContext) if i.HasField("offloadContext")
+                                         else None) for i in msg.ledgerInfo),
                 terminated_position=term,
                 properties={kv.key: kv.value for kv in msg.properties},
             )

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n-protocols/managed_ledger/managed_ledger.proto\x12\x0bmagnetar.ml\"&\n\x08KeyValue\x12\x0b\n\x03key\x18\x01 \x02(\t\x12\r\n\x05value\x18\x02 \x02(\t\"p\n\x0eOffloadContext\x12\x0e\n\x06uidMsb\x18\x01 \x01(\x03\x12\x0e\n\x06uidLsb\x18\x02 \x01(\x03\x12\x10\n\x08\x63omplete\x18\x03 \x01(\x08\x12\x19\n\x11\x62ookkeeperDeleted\x18\x04 \x01(\x08\x12\x11\n\ttimestamp\x18\x05 \x01(\x03\"\xc2\x02\n\x11ManagedLedgerInfo\x12=\n\nledgerInfo\x18\x01 \x03(\x0b\x32).magnetar.ml.ManagedLedgerInfo.LedgerInfo\x12;\n\x12terminatedPosition\x18\x02 \x01(\x0b\x32\x1f.magnetar.ml.NestedPositionInfo\x12)\n\nproperties\x18\x03 \x03(\x0b\x32\x15.magnetar.ml.KeyValue\x1a\x85\x01\n\nLedgerInfo\x12\x10\n\x08ledgerId\x18\x01 \x02(\x03\x12\x0f\n\x07\x65ntries\x18\x02 \x01(\x03\x12\x0c\n\x04size\x18\x03 \x01(\x03\x12\x11\n\ttimestamp\x18\x04 \x01(\x03\x12\x33\n\x0eoffloadContext\x18\x05 \x01(\x0b\x32\x1b.magnetar.ml.OffloadContext\"\xb3\x02\n\x0cPositionInfo\x12\x10\n\x08ledgerId\x18\x01 \x02(\x03\x12\x0f\n\x07\x65ntryId\x18\x02 \x02(\x03\x12<\n\x19individualDeletedMessages\x18\x03 \x03(\x0b\x32\x19.magnetar.ml.MessageRange\x12-\n\nproperties\x18\x04 \x03(\x0b\x32\x19.magnetar.ml.LongProperty\x12Q\n\x1d\x62\x61tchedEntryDeletionIndexInfo\x18\x05 \x03(\x0b\x32*.magnetar.ml.BatchedEntryDeletionIndexInfo\x12@\n\x1eindividualDeletedMessageRanges\x18\x06 \x03(\x0b\x32\x18.magnetar.ml.LongListMap\"7\n\x12NestedPositionInfo\x12\x10\n\x08ledgerId\x18\x01 \x02(\x03\x12\x0f\n\x07\x65ntryId\x18\x02 \x02(\x03\"*\n\x0bLongListMap\x12\x0b\n\x03key\x18\x01 \x02(\x03\x12\x0e\n\x06values\x18\x02 \x03(\x03\"~\n\x0cMessageRange\x12\x36\n\rlowerEndpoint\x18\x01 \x02(\x0b\x32\x1f.magnetar.ml.NestedPositionInfo\x12\x36\n\rupperEndpoint\x18\x02 \x02(\x0b\x32\x1f.magnetar.ml.NestedPositionInfo\"e\n\x1d\x42\x61tchedEntryDeletionIndexInfo\x12\x31\n\x08position\x18\x01 \x02(\x0b\x32\x1f.magnetar.ml.NestedPositionInfo\x12\x11\n\tdeleteSet\x18\x02 \x03(\x03\"+\n\x0cLongProperty\x12\x0c\n\x04name\x18\x01 \x02(\t\x12\r\n\x05value\x18\x02 \x02(\x03\"-\n\x0eStringProperty\x12\x0c\n\x04name\x18\x01 \x02(\t\x12\r\n\x05value\x18\x02 \x02(\t\"\xee\x02\n\x11ManagedCursorInfo\x12\x17\n\x0f\x63ursorsLedgerId\x18\x01 \x02(\x03\x12\x1a\n\x12markDeleteLedgerId\x18\x02 \x01(\x03\x12\x19\n\x11markDeleteEntryId\x18\x03 \x01(\x03\x12<\n\x19individualDeletedMessages\x18\x04 \x03(\x0b\x32\x19.magnetar.ml.MessageRange\x12-\n\nproperties\x18\x05 \x03(\x0b\x32\x19.magnetar.ml.LongProperty\x12\x12\n\nlastActive\x18\x06 \x01(\x03\x12Q\n\x1d\x62\x61tchedEntryDeletionIndexInfo\x18\x07 \x03(\x0b\x32*.magnetar.ml.BatchedEntryDeletionIndexInfo\x12\x35\n\x10\x63ursorProperties\x18\x08 \x03(\x0b\x32\x1b.magnetar.ml.StringProperty')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n-protocols/managed_ledger/managed_ledger.proto\x12\x0bmagnetar.ml\"&\n\x08KeyValue\x12\x0b\n\x03key\x18\x01 \x02(\t\x12\r\n\x05value\x18\x02 \x02(\t\"P\n\x15OffloadDriverMetadata\x12\x0c\n\x04name\x18\x01 \x02(\t\x12)\n\nproperties\x18\x02 \x03(\x0b\x32\x15.magnetar.ml.KeyValue\"\xac\x01\n\x0eOffloadContext\x12\x0e\n\x06uidMsb\x18\x01 \x01(\x03\x12\x0e\n\x06uidLsb\x18\x02 \x01(\x03\x12\x10\n\x08\x63omplete\x18\x03 \x01(\x08\x12\x19\n\x11\x62ookkeeperDeleted\x18\x04 \x01(\x08\x12\x11\n\ttimestamp\x18\x05 \x01(\x03\x12:\n\x0e\x64riverMetadata\x18\x06 \x01(\x0b\x32\".magnetar.ml.OffloadDriverMetadata\"\xc2\x02\n\x11ManagedLedgerInfo\x12=\n\nledgerInfo\x18\x01 \x03(\x0b\x32).magnetar.ml.ManagedLedgerInfo.LedgerInfo\x12;\n\x12terminatedPosition\x18\x02 \x01(\x0b\x32\x1f.magnetar.ml.NestedPositionInfo\x12)\n\nproperties\x18\x03 \x03(\x0b\x32\x15.magnetar.ml.KeyValue\x1a\x85\x01\n\nLedgerInfo\x12\x10\n\x08ledgerId\x18\x01 \x02(\x03\x12\x0f\n\x07\x65ntries\x18\x02 \x01(\x03\x12\x0c\n\x04size\x18\x03 \x01(\x03\x12\x11\n\ttimestamp\x18\x04 \x01(\x03\x12\x33\n\x0eoffloadContext\x18\x05 \x01(\x0b\x32\x1b.magnetar.ml.OffloadContext\"\xb3\x02\n\x0cPositionInfo\x12\x10\n\x08ledgerId\x18\x01 \x02(\x03\x12\x0f\n\x07\x65ntryId\x18\x02 \x02(\x03\x12<\n\x19individualDeletedMessages\x18\x03 \x03(\x0b\x32\x19.magnetar.ml.MessageRange\x12-\n\nproperties\x18\x04 \x03(\x0b\x32\x19.magnetar.ml.LongProperty\x12Q\n\x1d\x62\x61tchedEntryDeletionIndexInfo\x18\x05 \x03(\x0b\x32*.magnetar.ml.BatchedEntryDeletionIndexInfo\x12@\n\x1eindividualDeletedMessageRanges\x18\x06 \x03(\x0b\x32\x18.magnetar.ml.LongListMap\"7\n\x12NestedPositionInfo\x12\x10\n\x08ledgerId\x18\x01 \x02(\x03\x12\x0f\n\x07\x65ntryId\x18\x02 \x02(\x03\"*\n\x0bLongListMap\x12\x0b\n\x03key\x18\x01 \x02(\x03\x12\x0e\n\x06values\x18\x02 \x03(\x03\"~\n\x0cMessageRange\x12\x36\n\rlowerEndpoint\x18\x01 \x02(\x0b\x32\x1f.magnetar.ml.NestedPositionInfo\x12\x36\n\rupperEndpoint\x18\x02 \x02(\x0b\x32\x1f.magnetar.ml.NestedPositionInfo\"e\n\x1d\x42\x61tchedEntryDeletionIndexInfo\x12\x31\n\x08position\x18\x01 \x02(\x0b\x32\x1f.magnetar.ml.NestedPositionInfo\x12\x11\n\tdeleteSet\x18\x02 \x03(\x03\"+\n\x0cLongProperty\x12\x0c\n\x04name\x18\x01 \x02(\t\x12\r\n\x05value\x18\x02 \x02(\x03\"-\n\x0eStringProperty\x12\x0c\n\x04name\x18\x01 \x02(\t\x12\r\n\x05value\x18\x02 \x02(\t\"\xee\x02\n\x11ManagedCursorInfo\x12\x17\n\x0f\x63ursorsLedgerId\x18\x01 \x02(\x03\x12\x1a\n\x12markDeleteLedgerId\x18\x02 \x01(\x03\x12\x19\n\x11markDeleteEntryId\x18\x03 \x01(\x03\x12<\n\x19individualDeletedMessages\x18\x04 \x03(\x0b\x32\x19.magnetar.ml.MessageRange\x12-\n\nproperties\x18\x05 \x03(\x0b\x32\x19.magnetar.ml.LongProperty\x12\x12\n\nlastActive\x18\x06 \x01(\x03\x12Q\n\x1d\x62\x61tchedEntryDeletionIndexInfo\x18\x07 \x03(\x0b\x32*.magnetar.ml.BatchedEntryDeletionIndexInfo\x12\x35\n\x10\x63ursorProperties\x18\x08 \x03(\x0b\x32\x1b.magnetar.ml.StringProperty')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,26 +33,28 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_KEYVALUE']._serialized_start=62
   _globals['_KEYVALUE']._serialized_end=100
-  _globals['_OFFLOADCONTEXT']._serialized_start=102
-  _globals['_OFFLOADCONTEXT']._serialized_end=214
-  _globals['_MANAGEDLEDGERINFO']._serialized_start=217
-  _globals['_MANAGEDLEDGERINFO']._serialized_end=539
-  _globals['_MANAGEDLEDGERINFO_LEDGERINFO']._serialized_start=406
-  _globals['_MANAGEDLEDGERINFO_LEDGERINFO']._serialized_end=539
-  _globals['_POSITIONINFO']._serialized_start=542
-  _globals['_POSITIONINFO']._serialized_end=849
-  _globals['_NESTEDPOSITIONINFO']._serialized_start=851
-  _globals['_NESTEDPOSITIONINFO']._serialized_end=906
-  _globals['_LONGLISTMAP']._serialized_start=908
-  _globals['_LONGLISTMAP']._serialized_end=950
-  _globals['_MESSAGERANGE']._serialized_start=952
-  _globals['_MESSAGERANGE']._serialized_end=1078
-  _globals['_BATCHEDENTRYDELETIONINDEXINFO']._serialized_start=1080
-  _globals['_BATCHEDENTRYDELETIONINDEXINFO']._serialized_end=1181
-  _globals['_LONGPROPERTY']._serialized_start=1183
-  _globals['_LONGPROPERTY']._serialized_end=1226
-  _globals['_STRINGPROPERTY']._serialized_start=1228
-  _globals['_STRINGPROPERTY']._serialized_end=1273
-  _globals['_MANAGEDCURSORINFO']._serialized_start=1276
-  _globals['_MANAGEDCURSORINFO']._serialized_end=1642
+  _globals['_OFFLOADDRIVERMETADATA']._serialized_start=102
+  _globals['_OFFLOADDRIVERMETADATA']._serialized_end=182
+  _globals['_OFFLOADCONTEXT']._serialized_start=185
+  _globals['_OFFLOADCONTEXT']._serialized_end=357
+  _globals['_MANAGEDLEDGERINFO']._serialized_start=360
+  _globals['_MANAGEDLEDGERINFO']._serialized_end=682
+  _globals['_MANAGEDLEDGERINFO_LEDGERINFO']._serialized_start=549
+  _globals['_MANAGEDLEDGERINFO_LEDGERINFO']._serialized_end=682
+  _globals['_POSITIONINFO']._serialized_start=685
+  _globals['_POSITIONINFO']._serialized_end=992
+  _globals['_NESTEDPOSITIONINFO']._serialized_start=994
+  _globals['_NESTEDPOSITIONINFO']._serialized_end=1049
+  _globals['_LONGLISTMAP']._serialized_start=1051
+  _globals['_LONGLISTMAP']._serialized_end=1093
+  _globals['_MESSAGERANGE']._serialized_start=1095
+  _globals['_MESSAGERANGE']._serialized_end=1221
+  _globals['_BATCHEDENTRYDELETIONINDEXINFO']._serialized_start=1223
+  _globals['_BATCHEDENTRYDELETIONINDEXINFO']._serialized_end=1324
+  _globals['_LONGPROPERTY']._serialized_start=1326
+  _globals['_LONGPROPERTY']._serialized_end=1369
+  _globals['_STRINGPROPERTY']._serialized_start=1371
+  _globals['_STRINGPROPERTY']._serialized_end=1416
+  _globals['_MANAGEDCURSORINFO']._serialized_start=1419
+  _globals['_MANAGEDCURSORINFO']._serialized_end=1785
 # @@protoc_insertion_point(module_scope)

@@ -14,19 +14,29 @@ class KeyValue(_message.Message):
     value: str
     def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
 
+class OffloadDriverMetadata(_message.Message):
+    __slots__ = ("name", "properties")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PROPERTIES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    properties: _containers.RepeatedCompositeFieldContainer[KeyValue]
+    def __init__(self, name: _Optional[str] = ..., properties: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ...) -> None: ...
+
 class OffloadContext(_message.Message):
-    __slots__ = ("uidMsb", "uidLsb", "complete", "bookkeeperDeleted", "timestamp")
+    __slots__ = ("uidMsb", "uidLsb", "complete", "bookkeeperDeleted", "timestamp", "driverMetadata")
     UIDMSB_FIELD_NUMBER: _ClassVar[int]
     UIDLSB_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_FIELD_NUMBER: _ClassVar[int]
     BOOKKEEPERDELETED_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    DRIVERMETADATA_FIELD_NUMBER: _ClassVar[int]
     uidMsb: int
     uidLsb: int
     complete: bool
     bookkeeperDeleted: bool
     timestamp: int
-    def __init__(self, uidMsb: _Optional[int] = ..., uidLsb: _Optional[int] = ..., complete: _Optional[bool] = ..., bookkeeperDeleted: _Optional[bool] = ..., timestamp: _Optional[int] = ...) -> None: ...
+    driverMetadata: OffloadDriverMetadata
+    def __init__(self, uidMsb: _Optional[int] = ..., uidLsb: _Optional[int] = ..., complete: _Optional[bool] = ..., bookkeeperDeleted: _Optional[bool] = ..., timestamp: _Optional[int] = ..., driverMetadata: _Optional[_Union[OffloadDriverMetadata, _Mapping]] = ...) -> None: ...
 
 class ManagedLedgerInfo(_message.Message):
     __slots__ = ("ledgerInfo", "terminatedPosition", "properties")

@@ -28,7 +28,7 @@ SOURCE_OPTIONS = (
     "maxEntriesPerTask", "readTimeoutMs", "pollTimeoutMs", "subscriptionName", "predefinedSubscription",
     "subscriptionPrefix", "durableSubscription", "pipelineName", "readMode", "metadata.url", "metadata.root",
     "metadata.zkDigestCredentials", "managedLedgerPassword", "decodeSchema", "allowDifferentTopicSchemas",
-    "waitingForNonExistedTopic")
+    "waitingForNonExistedTopic", "s3ManagedLedgerOffloadCredentialId", "s3ManagedLedgerOffloadCredentialSecret")
 """Every option of the source besides the ``pulsar.client.``, ``pulsar.reader.``, ``pulsar.admin.``
 and ``bookkeeper.`` keys."""
 
@@ -189,6 +189,7 @@ class SourceOptions:
     reader_kwargs: tuple[tuple[str, Any], ...] = ()
     bookkeeper_options: tuple[tuple[str, str], ...] = ()
     zk_credentials: str = ""
+    offload_credentials: tuple[str, str] = ("", "")
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, batch: bool = False) -> SourceOptions:
@@ -285,6 +286,10 @@ class SourceOptions:
             reader_kwargs=reader_kwargs(opts),
             bookkeeper_options=_bookkeeper_options(opts),
             zk_credentials=_zk_credentials(opts),
+            # readMode=bookies reads offloaded ledgers from the tier itself: S3 credentials when the
+            # executors have none of their own (AWS_ACCESS_KEY_ID, ~/.aws, an instance role)
+            offload_credentials=(opts.get("s3managedledgeroffloadcredentialid", ""),
+                                 opts.get("s3managedledgeroffloadcredentialsecret", "")),
         )
 
     def read_config(self) -> ReadConfig:
@@ -293,7 +298,7 @@ class SourceOptions:
                           self.fail_on_data_loss, self.read_timeout_ms, ledger_password=self.ledger_password,
                           security=self.security, bookkeeper_options=self.bookkeeper_options,
                           zk_credentials=self.zk_credentials, client_kwargs=self.client_kwargs,
-                          reader_kwargs=self.reader_kwargs)
+                          reader_kwargs=self.reader_kwargs, offload_credentials=self.offload_credentials)
 
     def source_description(self) -> str:
         """What the source reads, as its options say (for the subscription's ``pipeline`` property)."""

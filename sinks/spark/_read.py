@@ -6,8 +6,11 @@ Both paths yield the same rows for the same plan (see `_rows`), keeping exactly 
 * Broker (`read_via_broker`): the official client's blocking Reader from the plan's first
   position, stopping after the plan's last entry. No event loop is involved.
 * Bookies (`read_via_bookies`): the BookKeeper client reads the planned entries of each ledger
-  from its ensemble. That client is trio-based, so - the one documented exception to "no trio in
-  Spark workers" - it runs in ``trio.run`` on a private thread of the Python worker, handing
+  from its ensemble; a ledger offloaded to tiered storage whose bookie copy is gone (or that the
+  bookies no longer have) is read from the tier instead, where the managed ledger's metadata says
+  it went (its driver and location; S3 credentials from the ``s3ManagedLedgerOffloadCredential*``
+  options or the executors' AWS default chain). That client is trio-based, so - the one documented
+  exception to "no trio in Spark workers" - it runs in ``trio.run`` on a private thread of the Python worker, handing
   chunks of entries to the task through a bounded queue (at most `_QUEUE_CHUNKS` chunks of
   `_CHUNK_ENTRIES` entries in memory). The broker is not involved, except for the tail of the
   ledger being written that the bookies do not yet report as confirmed (their LAC trails the
@@ -64,6 +67,7 @@ class ReadConfig:
     zk_credentials: str = ""  # ZooKeeper digest user:password of the cluster ('' : none)
     client_kwargs: tuple[tuple[str, Any], ...] = ()  # pulsar.client.* (see `_passthrough`)
     reader_kwargs: tuple[tuple[str, Any], ...] = ()  # pulsar.reader.*
+    offload_credentials: tuple[str, str] = ("", "")  # S3 id / secret for offloaded ledgers (readMode=bookies)
 
     def new_client(self) -> Any:
         """An official client with this config's security and ``pulsar.client.*`` settings."""
@@ -159,7 +163,7 @@ def read_via_bookies(plan: PartitionPlan, cfg: ReadConfig) -> Iterator[Row]:
     partition = _partition_of(plan.topic)
     items: queue.Queue = queue.Queue(maxsize=_QUEUE_CHUNKS)
     control: dict = {}
-    thread = threading.Thread(target=_bookie_thread, args=(plan.segments, cfg, items, control),
+    thread = threading.Thread(target=_bookie_thread, args=(plan.segments, cfg, items, control, plan.topic),
                               name=f"magnetar-bookie-read-{plan.topic}", daemon=True)
     thread.start()
     expected_first = True
@@ -216,10 +220,11 @@ def _stop_bookie_thread(control: dict, items: queue.Queue, thread: threading.Thr
     thread.join(timeout=10)
 
 
-def _bookie_thread(segments: tuple[Segment, ...], cfg: ReadConfig, items: queue.Queue, control: dict) -> None:
+def _bookie_thread(segments: tuple[Segment, ...], cfg: ReadConfig, items: queue.Queue, control: dict,
+                   topic: str) -> None:
     import trio
     try:
-        trio.run(_bookie_read, segments, cfg, items, control)
+        trio.run(_bookie_read, segments, cfg, items, control, topic)
     except BaseException as exc:
         items.put(("error", exc))
 
@@ -233,8 +238,48 @@ def _client_config(factory: type[ClientConfig], cfg: ReadConfig) -> ClientConfig
                                        **dict(cfg.bookkeeper_options)})
 
 
+class _Tier:
+    """The offloaders an executor reads offloaded ledgers with (built on first use)."""
+
+    def __init__(self, cfg: ReadConfig) -> None:
+        from tiered_storage import OffloadPolicies, TieredStorage, TieredStorageConfig
+
+        key_id, secret = cfg.offload_credentials
+        self.storage = TieredStorage(TieredStorageConfig(read_cache_size_mb=8.0))
+        self.policies = OffloadPolicies({"s3ManagedLedgerOffloadCredentialId": key_id or None,
+                                         "s3ManagedLedgerOffloadCredentialSecret": secret or None})
+
+
+async def _offloaded_ledgers(store: Any, topic: str) -> dict[int, Any]:
+    """The topic's ledgers whose tier copy is complete, by id (from the managed ledger's metadata)."""
+    from metadata import NoNodeError
+    from protocols.managed_ledger import ManagedLedgerInfo
+    from protocols.pulsar import TopicName
+
+    try:
+        value, _ = await store.get(f"/managed-ledgers/{TopicName.parse(topic).managed_ledger_name}")
+    except NoNodeError:
+        return {}
+    return {i.ledger_id: i.offload for i in ManagedLedgerInfo.decode(value).ledgers if i.offloaded}
+
+
+async def _read_tier(tier: _Tier, seg: Segment, ctx: Any, put: Any) -> None:
+    from bk_client import LedgerEntry
+
+    offloader = tier.storage.offloader_for_ledger(ctx.driver, ctx.driver_metadata, tier.policies)
+    ledger = await offloader.open(seg.ledger_id, ctx.uid)
+    entry = seg.first
+    while entry <= seg.last:
+        got = await ledger.read(entry, min(seg.last, entry + _CHUNK_ENTRIES - 1))
+        if not got:
+            await put(("missing", seg.ledger_id))
+            return
+        await put(("entries", [LedgerEntry(seg.ledger_id, eid, data) for eid, data in got]))
+        entry = got[-1][0] + 1
+
+
 async def _bookie_read(segments: tuple[Segment, ...], cfg: ReadConfig, items: queue.Queue,
-                       control: dict) -> None:
+                       control: dict, topic: str = "") -> None:
     import trio
 
     from bk_client import BookKeeper, ClientConfig, NoSuchEntry, NoSuchLedger, Unauthorized
@@ -250,7 +295,13 @@ async def _bookie_read(segments: tuple[Segment, ...], cfg: ReadConfig, items: qu
         security = ZkSecurity(cfg.zk_credentials) if cfg.zk_credentials else None
         async with open_metadata_store(cfg.metadata_url, security=security) as store, \
                 BookKeeper.open(store, root=cfg.metadata_root, config=config) as bk:
+            offloaded = await _offloaded_ledgers(store, topic)
+            tier = _Tier(cfg) if offloaded else None
             for seg in segments:
+                ctx = offloaded.get(seg.ledger_id)
+                if ctx is not None and ctx.bookkeeper_deleted and tier is not None:
+                    await _read_tier(tier, seg, ctx, put)
+                    continue
                 try:
                     try:
                         handle = await bk.open_ledger(seg.ledger_id, password=cfg.ledger_password.encode(),
@@ -261,7 +312,10 @@ async def _bookie_read(segments: tuple[Segment, ...], cfg: ReadConfig, items: qu
                         # a ledger written before managedLedgerPassword was set
                         handle = await bk.open_ledger(seg.ledger_id, recovery=False)
                 except NoSuchLedger:
-                    await put(("missing", seg.ledger_id))
+                    if ctx is not None and tier is not None:  # its bookie copy went after we looked
+                        await _read_tier(tier, seg, ctx, put)
+                    else:
+                        await put(("missing", seg.ledger_id))
                     continue
                 try:
                     entry = seg.first

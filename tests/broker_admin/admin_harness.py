@@ -6,6 +6,8 @@ server (``http``), and run coroutines on the broker's loop with `call`.
 
 from __future__ import annotations
 
+from typing import Any
+
 from broker import BrokerConfig
 from managed_ledger import ManagedLedgerConfig
 from tests.support.broker_thread import BrokerThread
@@ -17,5 +19,6 @@ class AdminBroker(BrokerThread):
     """A `BrokerThread` that also serves the admin REST API. Start with `start()` (or ``with``),
     stop with `stop()`."""
 
-    def __init__(self, config: BrokerConfig | None = None, ml_config: ManagedLedgerConfig | None = None) -> None:
-        super().__init__(config, ml_config, admin=True)
+    def __init__(self, config: BrokerConfig | None = None, ml_config: ManagedLedgerConfig | None = None, *,
+                 tier: Any = None) -> None:
+        super().__init__(config, ml_config, admin=True, tier=tier)

@@ -46,3 +46,23 @@ def test_stats_internal_and_explain_storage_print_readable_times(broker: AdminBr
     assert not _EPOCH_MS.search(explain), explain
     raw_explain = json.loads(_run(broker, "--json", "topics", "explain-storage", topic))
     assert all("ageSeconds" in row for row in raw_explain["ledgers"])
+
+
+def test_human_output_fits_100_columns_in_words_and_units(broker: AdminBroker, client: pulsar.Client,
+                                                         name: str) -> None:
+    topic = f"persistent://public/default/{name}-words"
+    consumer = client.subscribe(topic, "sub", consumer_type=pulsar.ConsumerType.Shared)
+    client.create_producer(topic).send(b"x" * 100)
+    consumer.acknowledge(consumer.receive(10_000))
+    for command in (["topics", "stats", topic], ["topics", "explain-storage", topic],
+                    ["namespaces", "policies", "public/default"]):
+        out = _run(broker, *command)
+        assert max(len(line) for line in out.splitlines()) <= 100, out
+        assert not re.search(r"\{'|\[\]|\bNone\b|\bTrue\b|\bFalse\b", out), out
+        assert not _EPOCH_MS.search(out), out
+    stats = _run(broker, "topics", "stats", topic)
+    assert re.search(r"^storageSize +\d+ B$", stats, re.M) and re.search(r"^msgChunkPublished +no$", stats, re.M)
+    assert re.search(r"^sub +Shared +0 +0 B +0 +1 ", stats, re.M), stats  # no header cut in two
+    explain = _run(broker, "topics", "explain-storage", topic)
+    assert re.search(r"^\d+ +1 +\d+ B +[\dmhs. ]+\(open\) +keep ", explain, re.M), explain  # the open ledger's age
+    assert "retention: none: acknowledged messages are deleted (broker default)" in explain

@@ -364,7 +364,7 @@ def test_wrong_types_inside_bodies_are_refused(http, name: str) -> None:
     assert http.put(f"{V2}/tenants/{name}2", json={"allowedClusters": "standalone"}).status_code == 400
     for policies in ({"deduplicationEnabled": "yes"}, {"schema_compatibility_strategy": 5},
                      {"is_allow_auto_update_schema": "no"}, {"replication_clusters": [1]},
-                     {"retention_policies": {"retentionTimeInMinutes": "10", "retentionSizeInMB": 1}}):
+                     {"retention_policies": {"retentionTimeInMinutes": "ten", "retentionSizeInMB": 1}}):
         r = http.put(f"{V2}/namespaces/{name}/bad", json=policies)
         assert r.status_code == 400, policies
     assert http.get(f"{V2}/namespaces/{name}/bad").status_code == 404

@@ -1,6 +1,6 @@
 """Limit policies over the admin REST (Pulsar's paths and JSON) and their enforcement, driven with
 the official client: max producers and consumers (topic and subscription), max unacked messages
-per consumer, topic-level deduplication, and offload answered 501."""
+per consumer and topic-level deduplication."""
 
 from __future__ import annotations
 
@@ -57,17 +57,6 @@ def test_namespace_limit_policies_round_trip(broker: AdminBroker, http: httpx.Cl
     assert http.get(base).json()["is_allow_auto_update_schema"] is False
     assert http.post(f"{base}/isAllowAutoUpdateSchema", json="no").status_code == 400
     assert http.get(f"{V2}/namespaces/{name}/missing/maxProducersPerTopic").status_code == 404
-
-
-def test_offload_is_not_supported(broker: AdminBroker, client: pulsar.Client, http: httpx.Client, name: str) -> None:
-    ns = new_tenant_ns(http, name)
-    for path in ("offloadPolicies", "offloadThreshold", "offloadDeletionLagMs"):
-        for method in ("GET", "POST", "PUT", "DELETE"):
-            r = http.request(method, f"{V2}/namespaces/{ns}/{path}", json=1 if method in ("POST", "PUT") else None)
-            assert r.status_code == 501, (method, path, r.text)
-            assert "not supported" in r.json()["reason"]
-    client.create_producer(f"persistent://{ns}/t").close()
-    assert http.get(f"{V2}/persistent/{ns}/t/offloadPolicies").status_code == 501
 
 
 def test_topic_limit_policies_round_trip(broker: AdminBroker, client: pulsar.Client, http: httpx.Client,

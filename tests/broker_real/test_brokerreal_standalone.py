@@ -298,7 +298,7 @@ def test_admin_explain_storage_renders_bookie_gc_as_a_table(sa: Standalone, clie
     gc = json.loads(run("--json", "topics", "explain-storage", "explained"))["bookieGc"]
     assert gc["ledgers"], gc
     row = gc["ledgers"][0]
-    # a table with the ledger's id, state and bytes, not the JSON document on one line
-    assert "ledgers on the bookies" in table and "bytesOnDisk" in table and "summary" in table
-    assert str(row["ledgerId"]) in table and row["state"] in table
+    # a table with the ledger's id, state and size, not the JSON document on one line
+    assert "ledgers on the bookies" in table and "on disk" in table and "summary" in table
+    assert str(row["ledgerId"]) in table and row["state"].replace("_", " ") in table
     assert '"ledgers": [' not in table and not any(line.startswith("bookie GC: {") for line in table.splitlines())

@@ -49,6 +49,25 @@ def test_produce_then_consume_reports_every_message(standalone: Standalone) -> N
     assert "end-to-end latency p99.9 ms" in consumed.output
 
 
+def test_produce_defaults_are_pulsar_perfs_and_the_run_says_what_limited_it(standalone: Standalone) -> None:
+    topic = "persistent://public/default/perf-defaults"
+    metrics = ["--broker-metrics-url", f"{standalone.admin_url}/metrics"]
+    produced = CliRunner().invoke(main, ["perf", "produce", "-u", standalone.service_url, topic, "-m", "200",
+                                         *metrics])
+    assert produced.exit_code == 0, produced.output
+    assert "1024 B messages, batching on, rate 100 msg/s, max pending no limit" in produced.output
+    assert _row(produced.output, "messages") == "200"
+    last = produced.output.strip().splitlines()[-1]
+    assert last.startswith("limited by the rate asked for (100 msg/s"), produced.output
+    assert "broker CPU" in last and "not measured" not in last
+
+    one_at_a_time = CliRunner().invoke(main, ["perf", "produce", "-u", standalone.service_url, topic, "-m", "300",
+                                              "--rate", "0", "--max-outstanding", "1", *metrics])
+    assert one_at_a_time.exit_code == 0, one_at_a_time.output
+    last = one_at_a_time.output.strip().splitlines()[-1]
+    assert last.startswith("limited by pending messages (--max-pending 1 "), one_at_a_time.output
+
+
 def test_native_engine_produces_what_the_official_client_reads(standalone: Standalone) -> None:
     """Pre-encoded batched frames from 2 worker processes x 2 connections over a 2-partition topic:
     every message arrives intact for the official client, and the native consumer counts them all."""

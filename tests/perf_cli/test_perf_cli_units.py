@@ -1,4 +1,4 @@
-"""Pure parts of ``magnetar perf``: histogram percentiles, rate limiting, option checks."""
+"""Pure parts of ``magnetar perf``: histogram percentiles, rate limiting, option checks, what limited a run."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from magnetar.cli import main
+from magnetar.cli._perf import RunFigures, limiting_factor
 from magnetar.cli.cmd_perf import LatencyHistogram, PerfCounters, RateLimiter, validate_consume, validate_produce
 
 
@@ -95,7 +96,7 @@ _PRODUCE_OK = dict(topics=("t",), rate=0.0, size=100, producers=1, batch_max_mes
     ({"topics": ()}, "topic"), ({"rate": -1.0}, "--rate"), ({"size": 0}, "--size"),
     ({"size": 6 * 1024 * 1024, "batch_max_bytes": 10**8}, "--size"), ({"producers": 0}, "--producers"),
     ({"batch_max_messages": 0}, "--batch-max-messages"), ({"batch_max_bytes": 10}, "--batch-max-bytes"),
-    ({"max_pending": 0}, "--max-pending"), ({"num_messages": -1}, "--num-messages"), ({"duration": -1.0}, "--time"),
+    ({"max_pending": -1}, "--max-pending"), ({"num_messages": -1}, "--num-messages"), ({"duration": -1.0}, "--time"),
 ])
 def test_produce_validation_names_the_option(change: dict, option: str) -> None:
     validate_produce(**_PRODUCE_OK)
@@ -123,3 +124,34 @@ def test_cli_rejects_bad_options_before_connecting() -> None:
     result = runner.invoke(main, ["perf", "consume", "t", "-n", "2"])
     assert result.exit_code == 2 and "Exclusive" in result.output
     assert "produce" in runner.invoke(main, ["perf", "--help"]).output
+
+
+def _figures(**change: object) -> RunFigures:
+    base: dict[str, object] = dict(msg_rate=5000.0, asked_rate=0.0, client_cores=0.3, client_cores_max=1.0,
+                                   broker_cores=0.4, pending_full=0.0, pending_limit=1000, pending_mean=10.0,
+                                   load_per_core=0.5)
+    return RunFigures(**{**base, **change})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("change, cause", [
+    ({"asked_rate": 100.0, "msg_rate": 99.0}, "the rate asked for (100 msg/s"),
+    ({"asked_rate": 100.0, "msg_rate": 99.0, "broker_cores": 1.0}, "the rate asked for"),
+    ({"broker_cores": 0.95, "pending_full": 1.0}, "the broker's CPU"),
+    ({"client_cores": 0.97, "pending_full": 1.0}, "the client's CPU"),
+    ({"client_cores": 3.7, "client_cores_max": 4.0}, "the client's CPU"),
+    ({"client_cores": 1.0, "client_cores_max": 4.0}, "neither CPU"),
+    ({"pending_full": 0.8}, "pending messages (--max-pending 1,000 reached in 80% of the samples"),
+    ({"load_per_core": 7.0}, "a busy machine"),
+    ({"pending_full": None}, "probably the messages in flight (--max-pending 1,000)"),
+    ({"pending_full": None, "pending_limit": 0}, "neither CPU nor a limit set here"),
+])
+def test_limiting_factor_names_the_first_limit_that_held(change: dict, cause: str) -> None:
+    line = limiting_factor(_figures(**change))
+    assert line.startswith(f"limited by {cause}"), line
+
+
+def test_limiting_factor_states_its_figures() -> None:
+    line = limiting_factor(_figures(asked_rate=100.0, msg_rate=100.0))
+    assert "client CPU 0.30 of 1 core(s)" in line and "broker CPU 0.40 core(s)" in line
+    assert "10 message(s) pending on average (limit 1,000)" in line and "machine load 0.5 per core" in line
+    assert "broker CPU not measured" in limiting_factor(_figures(broker_cores=None))

@@ -8,6 +8,8 @@ Processes and servers:
   broker`` processes (`BrokerProcess`); `standalone`: ``magnetar standalone``
   (`start_standalone`); `bookie_load`: one bookie driven at full rate for the benchmarks.
 * `broker_thread`: an in-process broker (MockBookKeeper, optionally its admin REST) in a thread.
+* `s3server`: a real S3-compatible server (the Versity S3 Gateway, built with ``go install``) on a
+  free port (the session-scoped ``s3_server`` fixture), for tiered storage.
 * `chaos`: the chaos harness (deployments, workload, faults, invariants).
 
 Clients and wire:

@@ -35,11 +35,12 @@ class BrokerThread:
     """
 
     def __init__(self, config: BrokerConfig | None = None, ml_config: ManagedLedgerConfig | None = None, *,
-                 admin: bool = False) -> None:
+                 admin: bool = False, tier: Any = None) -> None:
         self.config = config or BrokerConfig(advertised_address="127.0.0.1", bind_address="127.0.0.1",
                                              broker_service_port=0, web_service_port=0)
         self.ml_config = ml_config or ManagedLedgerConfig(ensemble_size=1, write_quorum=1, ack_quorum=1)
         self.admin = admin
+        self.tier = tier  # a tiered_storage.TieredStorage for the factory (None: no offloading)
         self.port = 0
         self.http_port = 0
         self.bk = MockBookKeeper()
@@ -87,7 +88,7 @@ class BrokerThread:
     async def _run(self) -> None:
         self._token = trio.lowlevel.current_trio_token()
         async with open_metadata_store(f"memory://broker-test-{next(_ids)}") as store:
-            factory = ManagedLedgerFactory(self.bk, store, self.ml_config)
+            factory = ManagedLedgerFactory(self.bk, store, self.ml_config, tier=self.tier)
             async with trio.open_nursery() as nursery:
                 self._scope = nursery.cancel_scope
                 await nursery.start(factory.run)
