@@ -41,7 +41,7 @@ import pulsar
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from broker import BrokerConfig
-from broker._delayed import BUCKET_FACTORY, IN_MEMORY_FACTORY, IndexSettings
+from broker.topics._delayed import BUCKET_FACTORY, IN_MEMORY_FACTORY, IndexSettings
 from tests.support.bookies import RealCluster, wait_registered
 from tests.support.brokers import BrokerProcess
 from tests.support.zookeeper import start_zookeeper

@@ -154,7 +154,7 @@ def main() -> None:
         ns = f"public/resume-{uuid.uuid4().hex[:4]}"
         rest("PUT", a.admin_url, f"/admin/v2/namespaces/{ns}")
         client = pulsar.Client(a.service_url, operation_timeout_seconds=60, logger=QUIET)
-        from broker._bundles import bundle_hash, parse_bundle
+        from broker.resources._bundles import bundle_hash, parse_bundle
 
         def owner_is(topic: str, broker: BrokerProcess) -> bool:
             owned = rest("GET", broker.admin_url,

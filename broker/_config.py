@@ -292,7 +292,7 @@ class BrokerConfig(RetentionConfig):
         30, alias="subscribeRatePeriodPerConsumerInSecond", help="The period of subscribeThrottlingRatePerConsumer.")
     subscription_key_shared_enable: bool = config_field(
         True, alias="subscriptionKeySharedEnable", help="Allow Key_Shared subscriptions.")
-    # inactive-topic deletion (broker._inactive_topics); namespaces and topics override the first four
+    # inactive-topic deletion (broker.housekeeping._inactive_topics); namespaces and topics override the first four
     # keys with their inactiveTopicPolicies
     broker_delete_inactive_topics_enabled: bool = config_field(
         True, alias="brokerDeleteInactiveTopicsEnabled",
@@ -314,7 +314,7 @@ class BrokerConfig(RetentionConfig):
         False, alias="brokerDeleteInactivePartitionedTopicMetadataEnabled",
         help="When the last stored partition of a partitioned topic is deleted for inactivity, delete the "
              "partitioned topic's metadata (and its topic policies) too.")
-    # subscription expiration (broker._subscription_expiry); namespaces override the first key
+    # subscription expiration (broker.housekeeping._subscription_expiry); namespaces override the first key
     subscription_expiration_time_minutes: int = config_field(
         0, alias="subscriptionExpirationTimeMinutes",
         help="Delete durable subscriptions that have had no consumer and no activity for this many minutes "
@@ -436,7 +436,7 @@ class BrokerConfig(RetentionConfig):
         "", alias="tokenAudience",
         help="When set, tokens must name this audience (this broker) in tokenAudienceClaim ('' = not checked).")
 
-    # ---- the broker's own client to the other brokers of a cluster (broker._broker_client)
+    # ---- the broker's own client to the other brokers of a cluster (broker.cluster._broker_client)
     broker_client_authentication_plugin: str = config_field(
         "", alias="brokerClientAuthenticationPlugin",
         help="How this broker authenticates to the other brokers (admin fan-out, the leader's unloads and "

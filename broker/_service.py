@@ -5,7 +5,7 @@ Rules:
 * Rule 1: a topic is loaded (its managed ledger opened) on first use by a producer, consumer or
   reader, once per name even under concurrent requests, and unloaded after
   ``topic_unload_idle_s`` without producers or consumers, unless it waits to be deleted for
-  inactivity (`broker._inactive_topics`, which deletes it instead).
+  inactivity (`broker.housekeeping._inactive_topics`, which deletes it instead).
 * Rule 2: a topic may be used only inside an existing namespace (else TopicNotFound naming the
   missing namespace); a topic that does not exist yet is created on first use when
   auto-creation is allowed (broker config ``allowAutoTopicCreation``, overridable per namespace
@@ -13,7 +13,7 @@ Rules:
 * Rule 3: partitions of a partitioned topic always exist; a partitioned topic is auto-created
   by PARTITIONED_METADATA when the auto-creation type is ``partitioned``.
 * Rule 4: standalone (``ownership`` None), this broker owns every topic: lookups answer Connect
-  to itself. In a multi-broker cluster (``ownership`` set, see `broker._ownership`) it serves only
+  to itself. In a multi-broker cluster (``ownership`` set, see `broker.cluster._ownership`) it serves only
   the topics of the bundles it owns: others are refused with ServiceNotReady before any managed
   ledger is opened, and retention never opens a managed ledger of a bundle it does not own.
 * Rule 6 (policy changes): a namespace's ``deduplicationEnabled`` applies to its loaded topics
@@ -49,24 +49,24 @@ from metadata import MetadataStore, NodeExistsError
 from protocols.pulsar import NamespaceName, TopicName
 from retention import QuotaAction, QuotaDecision, RetentionService
 
-from ._broker_client import BrokerClient
-from ._compaction import COMPACTION_CURSOR
 from ._config import BrokerConfig
-from ._dedup import DEDUP_CURSOR, Deduplication
 from ._dynamic_config import DynamicConfig
 from ._errors import NamespaceNotFoundError, ServiceNotReadyError, TopicNotFoundError
-from ._inactive_topics import InactiveTopics
-from ._namespaces import NamespaceResources
-from ._nonpersistent import NonPersistentTopic
-from ._offload import install_offload
-from ._retention_hooks import StorePoliciesProvider, TopicPolicyStore, TopicQuotaStates, publish_time_of
-from ._schemas import SchemaRegistry
-from ._stats import StatsUpdater
-from ._subscription_expiry import SubscriptionExpiry
-from ._topic import Topic
-from ._topic_limits import refresh_limits, topic_overrides
 from .auth import AuthenticationService, AuthorizationService
+from .cluster._broker_client import BrokerClient
+from .housekeeping._inactive_topics import InactiveTopics
+from .housekeeping._offload import install_offload
+from .housekeeping._retention_hooks import StorePoliciesProvider, TopicPolicyStore, TopicQuotaStates, publish_time_of
+from .housekeeping._subscription_expiry import SubscriptionExpiry
 from .metrics import BrokerMetrics
+from .resources._namespaces import NamespaceResources
+from .schema._registry import SchemaRegistry
+from .topics._compaction import COMPACTION_CURSOR
+from .topics._dedup import DEDUP_CURSOR, Deduplication
+from .topics._nonpersistent import NonPersistentTopic
+from .topics._stats import StatsUpdater
+from .topics._topic import Topic
+from .topics._topic_limits import refresh_limits, topic_overrides
 
 __all__ = ["BrokerService"]
 
@@ -169,7 +169,7 @@ class BrokerService:
         if factory_metrics is not None and getattr(factory_metrics, "registry", None) is not None:
             self.metrics.extra_registries.append(factory_metrics.registry)
         self.topic_policies = TopicPolicyStore(store)
-        install_offload(self)  # topics offload by their policies (broker._offload)
+        install_offload(self)  # topics offload by their policies (broker.housekeeping._offload)
         retention_config = self.config.retention_config()
         self.policies = StorePoliciesProvider(self.namespaces, self.topic_policies, retention_config)
         self._retention_view = _RetentionFactoryView(factory)
@@ -185,7 +185,7 @@ class BrokerService:
         self.dynamic_config = DynamicConfig(self.config)  # overrides stored by admins, applied in run()
         self.inactive_topics = InactiveTopics(self)  # brokerDeleteInactiveTopics*: a loop in run()
         self.subscription_expiry = SubscriptionExpiry(self)  # subscriptionExpiration*: a loop in run()
-        # multi-broker ownership (broker._ownership.Ownership); None in standalone (Rule 4)
+        # multi-broker ownership (broker.cluster._ownership.Ownership); None in standalone (Rule 4)
         self.ownership: Any = None
         self._listening = False  # a protocol port listens (set_port / set_tls_port)
         self._stopping = False
@@ -608,7 +608,7 @@ class BrokerService:
 
     async def close(self) -> None:
         """Unload every topic; in a cluster first every owned bundle (deregistered, topics closed,
-        ownership released: `broker._ownership` Rule 4)."""
+        ownership released: `broker.cluster._ownership` Rule 4)."""
         if self.ownership is not None:
             with trio.move_on_after(60):
                 await self.ownership.shutdown()

@@ -60,14 +60,14 @@ from prometheus_client.registry import Collector
 from magnetar.common.batch_histogram import BatchHistogram
 from retention import RetentionMetrics
 
-from ._nonpersistent import NonPersistentSubscription, NonPersistentTopic
-from ._stats import INDIVIDUAL_ACK_TYPES, backlog_age_seconds, storage_numbers, topic_rates
-from ._stats_json import DELAYED_INDEX_ENTRY_BYTES
+from .topics._nonpersistent import NonPersistentSubscription, NonPersistentTopic
+from .topics._stats import INDIVIDUAL_ACK_TYPES, backlog_age_seconds, storage_numbers, topic_rates
+from .topics._stats_json import DELAYED_INDEX_ENTRY_BYTES
 
 if TYPE_CHECKING:
     from ._service import BrokerService
-    from ._subscription import Subscription
-    from ._topic import Topic
+    from .topics._subscription import Subscription
+    from .topics._topic import Topic
 
 __all__ = ["BrokerMetrics", "PUBLISH_LATENCY_BUCKETS_MS", "SUBSCRIPTION_METRIC_NAMES", "TOPIC_METRIC_NAMES"]
 

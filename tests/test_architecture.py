@@ -211,11 +211,81 @@ def test_a_lower_layer_importing_the_application_is_refused() -> None:
         return "refused" if them in (APP, "magnetar") and me not in (APP, None) else "allowed"
 
     assert problems("bookie.server._process", "magnetar.stack") == "refused"
-    assert problems("broker._connection", "magnetar.cli.cmd_admin") == "refused"
-    assert problems("broker._connection", "magnetar") == "refused"
-    assert problems("broker._connection", "magnetar.common.version") == "allowed"
+    assert problems("broker.protocol._connection", "magnetar.cli.cmd_admin") == "refused"
+    assert problems("broker.protocol._connection", "magnetar") == "refused"
+    assert problems("broker.protocol._connection", "magnetar.common.version") == "allowed"
     assert _owner("magnetar.common.tls") == "magnetar.common.tls"
     assert _owner("magnetar.common.new_thing") == "magnetar.common.?"
+
+
+# ------------------------------------------------------------------ inside the broker
+
+BROKER_CORE = {"broker._config", "broker._errors"}
+"""Top-level broker modules every part of the broker may use: the config and the errors."""
+
+# The broker's parts (subpackages, and the top-level modules as units of their own) and the other
+# parts each may import, for types or at run time. protocol and admin are the outer edges (the
+# binary protocol and the REST API): no other part imports them. `_service` (BrokerService) is
+# the composer that holds the parts together; the parts name it for types only, except those in
+# SERVICE_AT_RUN_TIME.
+BROKER_PARTS: dict[str, set[str]] = {
+    "broker._config": set(),
+    "broker._errors": set(),
+    "broker.schema": set(),
+    "broker.resources": set(),
+    "broker.auth": {"broker.resources"},
+    # topics read retention's hooks (publish times) and housekeeping sees topics' stored state
+    "broker.topics": {"broker.housekeeping", "broker._service"},
+    "broker.housekeeping": {"broker.topics", "broker.resources", "broker._service"},
+    "broker.cluster": {"broker.topics", "broker.resources", "broker.auth", "broker._service"},
+    "broker.protocol": {"broker.topics", "broker.schema", "broker.auth", "broker._service"},
+    "broker.admin": {"broker.topics", "broker.schema", "broker.auth", "broker.resources", "broker.housekeeping",
+                     "broker._service", "broker._dynamic_config"},
+    "broker._service": {"broker.topics", "broker.schema", "broker.auth", "broker.resources", "broker.housekeeping",
+                        "broker.cluster", "broker.metrics", "broker._dynamic_config"},
+    "broker._dynamic_config": {"broker._service"},
+    "broker.metrics": {"broker.topics", "broker._service"},
+}
+SERVICE_AT_RUN_TIME = {"broker.protocol", "broker.cluster", "broker._dynamic_config", "broker.metrics"}
+"""Parts that import `broker._service` at run time: the server runs a BrokerService, membership
+takes the broker id from `broker_id_of`; the others see BrokerService only as a type."""
+MAX_BROKER_TOP_MODULES = 12
+
+
+def _broker_part(module: str) -> str | None:
+    """The broker part a module belongs to ("broker" for the package root), None outside the broker."""
+    parts = module.split(".")
+    if parts[0] != "broker":
+        return None
+    return ".".join(parts[:2])
+
+
+BROKER_MODULES = [(m, p) for m, p in MODULES if m != "broker" and _broker_part(m) is not None]
+
+
+@pytest.mark.parametrize(("module", "path"), BROKER_MODULES, ids=[m for m, _ in BROKER_MODULES])
+def test_broker_part_import_rules(module: str, path: Path) -> None:
+    me = _broker_part(module)
+    assert me in BROKER_PARTS, f"{module}: add its part to BROKER_PARTS with what it may import"
+    allowed = BROKER_PARTS[me] | BROKER_CORE | {me}
+    at_run_time = set(_imports(module, path, runtime_only=True))
+    problems = []
+    for target in _imports(module, path):
+        them = _broker_part(target)
+        if them is None or them == me:
+            continue
+        if them not in allowed:
+            problems.append(f"{target}: {me} may not import {them}")
+        elif them == "broker._service" and target in at_run_time and me not in SERVICE_AT_RUN_TIME:
+            problems.append(f"{target}: {me} may name BrokerService for types only (under TYPE_CHECKING)")
+    assert not problems, f"{module} breaks the broker's import rules:\n  " + "\n  ".join(problems)
+
+
+def test_the_broker_keeps_few_modules_at_its_top() -> None:
+    top = sorted(p.name for p in (ROOT / "broker").glob("*.py"))
+    assert len(top) <= MAX_BROKER_TOP_MODULES, f"broker/ has {len(top)} modules at its top: {top}"
+    parts = {_broker_part(m) for m, _ in BROKER_MODULES}
+    assert parts <= set(BROKER_PARTS), f"unknown broker parts: {sorted(parts - set(BROKER_PARTS))}"
 
 
 # ------------------------------------------------------------------ what is really loaded

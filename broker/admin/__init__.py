@@ -9,20 +9,20 @@ Errors are ``{"reason": "..."}`` with Pulsar's status codes; ``/metrics`` is the
 of the broker, its managed ledgers and retention.
 """
 
+from ..housekeeping._gc_join import BookieAnswer as BookieAnswer
+from ..housekeeping._gc_join import TrimmedLedger as TrimmedLedger
+from ..housekeeping._gc_join import join_gc_explain as join_gc_explain
+from ..housekeeping._gc_view import BookieGcView as BookieGcView
+from ..housekeeping._gc_view import TrimHistory as TrimHistory
+from ..housekeeping._trim_store import TRIM_HISTORY_PATH as TRIM_HISTORY_PATH
+from ..housekeeping._trim_store import TrimHistoryStore as TrimHistoryStore
 from ._app import create_admin_app as create_admin_app
 from ._app import serve_admin as serve_admin
 from ._auth import Access as Access
 from ._auth import required_access as required_access
 from ._explain import GcExplainHook as GcExplainHook
 from ._explain import explain_storage as explain_storage
-from ._gc_join import BookieAnswer as BookieAnswer
-from ._gc_join import TrimmedLedger as TrimmedLedger
-from ._gc_join import join_gc_explain as join_gc_explain
-from ._gc_view import BookieGcView as BookieGcView
-from ._gc_view import TrimHistory as TrimHistory
 from ._subscriptions import parse_message_id as parse_message_id
-from ._trim_store import TRIM_HISTORY_PATH as TRIM_HISTORY_PATH
-from ._trim_store import TrimHistoryStore as TrimHistoryStore
 
 __all__ = [
     "Access", "BookieAnswer", "BookieGcView", "GcExplainHook", "TRIM_HISTORY_PATH", "TrimHistory",

@@ -23,7 +23,7 @@ from magnetar.common.config import ConfigError
 from magnetar.common.http_server import serve_http
 from magnetar.common.tls import record_peer_certificates, server_context
 
-from .._stats import refresh_backlog_age
+from ..topics._stats import refresh_backlog_age
 from . import (
     _auto_creation,
     _backlog,

@@ -29,7 +29,7 @@ from starlette.routing import Route
 from managed_ledger import InitialPosition, Position
 from protocols.pulsar import NamespaceName, TopicName
 
-from .._dedup import DEDUP_CURSOR
+from ..topics._dedup import DEDUP_CURSOR
 from ._common import (
     INT32_MAX,
     RestError,
@@ -49,7 +49,7 @@ from ._topic_ops import existing_subscription, existing_topic, present_partition
 
 if TYPE_CHECKING:
     from .._service import BrokerService
-    from .._topic import Topic
+    from ..topics._topic import Topic
 
 __all__ = ["routes"]
 

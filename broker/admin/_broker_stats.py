@@ -2,7 +2,7 @@
 
 * ``GET /admin/v2/broker-stats/topics`` - the stats of every topic loaded on this broker,
   ``{namespace: {bundle: {"persistent" | "non-persistent": {topic: TopicStats}}}}``, each topic
-  under the bundle of its namespace that holds it (`broker._bundles`).
+  under the bundle of its namespace that holds it (`broker.resources._bundles`).
 * ``GET /admin/v2/broker-stats/metrics`` - Pulsar's list of ``{"metrics": {...}, "dimensions":
   {...}}``: one entry per namespace with loaded topics (``brk_in_rate``, ``brk_out_rate``,
   ``brk_in_tp_rate``, ``brk_out_tp_rate``, ``brk_storage_size``, ``brk_msg_backlog``,
@@ -12,10 +12,10 @@
   memory in MB, bandwidth in KB/s with no known limit: -1), its message rates and counts, and per
   bundle holding a loaded topic its ``lastStats`` (Pulsar's NamespaceBundleStats); in a
   multi-broker cluster also the load manager's report (owned bundles and their loads, the value of
-  the broker's registration node: `broker._ownership`).
+  the broker's registration node: `broker.cluster._ownership`).
 
 Rates are the stats updater's for the last stats period, the ones ``topics stats`` reports
-(`broker._stats` Rule 3).
+(`broker.topics._stats` Rule 3).
 Authorization (`_auth`): super users only.
 """
 
@@ -33,10 +33,10 @@ from starlette.routing import Route
 
 from magnetar.common.version import VERSION
 
-from .._bundles import boundaries_of, bundle_for
-from .._nonpersistent import NonPersistentTopic
-from .._stats_json import np_topic_stats, topic_stats
-from .._topic import Topic
+from ..resources._bundles import boundaries_of, bundle_for
+from ..topics._nonpersistent import NonPersistentTopic
+from ..topics._stats_json import np_topic_stats, topic_stats
+from ..topics._topic import Topic
 from ._common import endpoint, json_response, service_of
 
 __all__ = ["routes"]
@@ -167,7 +167,7 @@ async def load_report(request: Request) -> Response:
         "lastUpdate": int(time.time() * 1000), "brokerVersionString": f"Magnetar-{VERSION}",
     }
     if s.ownership is not None:
-        # in a cluster the owned bundles and their loads are the load manager's (`broker._ownership`)
+        # in a cluster the owned bundles and their loads are the load manager's (`broker.cluster._ownership`)
         report.update(s.ownership.load_report())
     return json_response(report)
 

@@ -1,4 +1,4 @@
-"""Brokers, bundles and ownership over REST (multi-broker clusters, `broker._ownership`).
+"""Brokers, bundles and ownership over REST (multi-broker clusters, `broker.cluster._ownership`).
 
 Routes (Pulsar's v2 admin paths):
 
@@ -17,7 +17,7 @@ Routes (Pulsar's v2 admin paths):
 * ``PUT /admin/v2/namespaces/{t}/{ns}/{bundle}/unload`` (307 to the owner when another broker
   owns it; 204 and nothing to do when nobody does) and ``PUT /admin/v2/namespaces/{t}/{ns}/unload``
   (every bundle, each on its owner, asked by this broker with its own credentials: the
-  ``brokerClient*`` keys, `broker._broker_client`).
+  ``brokerClient*`` keys, `broker.cluster._broker_client`).
 
 Standalone (no ownership): the one broker is the only broker and the leader; unloading a bundle
 closes its loaded topics (clients reconnect to the same broker).
@@ -44,9 +44,9 @@ from starlette.routing import Route
 from magnetar.common.admin_client import AdminError
 from protocols.pulsar import InvalidTopicNameError, NamespaceName, TopicName
 
-from .._bundles import BundleRange, boundaries_of, bundle_hash, bundles_of, parse_bundle
 from .._errors import BrokerServiceError
 from ..auth import AuthenticationError
+from ..resources._bundles import BundleRange, boundaries_of, bundle_hash, bundles_of, parse_bundle
 from ._common import (
     RestError,
     endpoint,
@@ -233,7 +233,7 @@ async def split_bundle(request: Request) -> Response:
         new = []
 
         def change(policies: dict[str, Any]) -> None:
-            from .._bundles import split_boundaries
+            from ..resources._bundles import split_boundaries
 
             b = split_boundaries(boundaries_of(policies), bundle)
             policies["bundles"] = {"boundaries": [f"0x{x:08x}" for x in b], "numBundles": len(b) - 1}

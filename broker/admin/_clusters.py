@@ -30,8 +30,8 @@ from starlette.routing import Route
 
 from metadata import NodeExistsError, NoNodeError
 
-from .._clusters import CLUSTERS_ROOT, ClusterResources
-from .._namespaces import POLICIES_ROOT
+from ..resources._clusters import CLUSTERS_ROOT, ClusterResources
+from ..resources._namespaces import POLICIES_ROOT
 from ._common import RestError, check_stored_size, endpoint, json_body, json_response, no_content, service_of
 
 __all__ = ["routes", "CLUSTERS_ROOT"]

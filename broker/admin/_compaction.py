@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from .._compaction import THRESHOLD_POLICY, CompactionInProgress, Compactor
+from ..topics._compaction import THRESHOLD_POLICY, CompactionInProgress, Compactor
 from ._common import (
     RestError,
     endpoint,

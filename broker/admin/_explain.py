@@ -23,9 +23,9 @@ from starlette.routing import Route
 from managed_ledger import Position
 from retention import Reason, TopicPolicies, decide_retention
 
-from .._compaction import COMPACTION_CURSOR
-from .._dedup import DEDUP_CURSOR
-from .._topic import Topic
+from ..topics._compaction import COMPACTION_CURSOR
+from ..topics._dedup import DEDUP_CURSOR
+from ..topics._topic import Topic
 from ._common import endpoint, json_response, service_of, topic_of
 from ._compaction import compaction_json
 from ._offload import offload_status_json

@@ -1,4 +1,4 @@
-"""``inactiveTopicPolicies`` of namespaces and topics (enforced by `broker._inactive_topics`), with
+"""``inactiveTopicPolicies`` of namespaces and topics (enforced by `broker.housekeeping._inactive_topics`), with
 Pulsar's v2 paths, JSON and status codes.
 
 * ``/admin/v2/namespaces/{tenant}/{namespace}/inactiveTopicPolicies``: GET answers the namespace's
@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from .._inactive_topics import NAMESPACE_KEY, TOPIC_KEY, InactiveTopicPolicies
+from ..housekeeping._inactive_topics import NAMESPACE_KEY, TOPIC_KEY, InactiveTopicPolicies
 from ._common import (
     RestError,
     endpoint,

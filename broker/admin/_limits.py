@@ -1,4 +1,4 @@
-"""Limit policies of namespaces and topics (enforced: see `broker._topic_limits`), with Pulsar's
+"""Limit policies of namespaces and topics (enforced: see `broker.topics._topic_limits`), with Pulsar's
 v2 paths, JSON bodies and status codes.
 
 Namespace (``/admin/v2/namespaces/{tenant}/{namespace}/...``), each GET / POST / DELETE:
@@ -32,7 +32,15 @@ from starlette.routing import Route
 
 from protocols.pulsar import NamespaceName, TopicName
 
-from .._topic_limits import NS_KEYS, NS_RATE_KEYS, TOPIC_KEYS, TOPIC_RATE_KEYS, TopicLimits, parse_limit, resolve_for
+from ..topics._topic_limits import (
+    NS_KEYS,
+    NS_RATE_KEYS,
+    TOPIC_KEYS,
+    TOPIC_RATE_KEYS,
+    TopicLimits,
+    parse_limit,
+    resolve_for,
+)
 from ._common import (
     RestError,
     endpoint,

@@ -11,7 +11,7 @@ Endpoints (under ``/admin/v2/persistent/{tenant}/{namespace}/{topic}``):
   (1-based) counted from the newest (latest, the default) or the oldest stored entry.
 * ``POST .../terminate`` - terminate the topic (no more messages; producers are closed and
   refused with TopicTerminatedError; consumers still read what is stored and are told
-  REACHED_END_OF_TOPIC once they acknowledged it all, see `broker._dispatcher`); answers the last message's id as
+  REACHED_END_OF_TOPIC once they acknowledged it all, see `broker.topics._dispatcher`); answers the last message's id as
   lastMessageId does. A partitioned topic's own name is 405, as in Pulsar.
 * ``POST .../subscription/{sub}/expireMessages/{seconds}`` - acknowledge the subscription's
   messages published more than ``seconds`` ago (204).
@@ -45,7 +45,7 @@ from starlette.routing import Route
 from managed_ledger import ManagedLedgerError, Position
 from protocols.pulsar import pulsar_api_pb2 as pb
 
-from .._entries import entry_metadata
+from ..topics._entries import entry_metadata
 from ._common import (
     INT32_MAX,
     INT64_MAX,
@@ -61,7 +61,7 @@ from ._common import (
 from ._topic_ops import existing_subscription, existing_topic
 
 if TYPE_CHECKING:
-    from .._topic import Topic
+    from ..topics._topic import Topic
 
 __all__ = ["entry_response", "routes"]
 

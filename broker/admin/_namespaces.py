@@ -14,8 +14,8 @@ from metadata import NodeExistsError, NoNodeError
 from protocols.pulsar import TopicName
 from retention import PolicyOverrides
 
-from .._namespaces import PARTITIONED_ROOT, POLICIES_ROOT, default_policies
-from .._retention_hooks import TOPIC_POLICIES_ROOT
+from ..housekeeping._retention_hooks import TOPIC_POLICIES_ROOT
+from ..resources._namespaces import PARTITIONED_ROOT, POLICIES_ROOT, default_policies
 from ._common import (
     RestError,
     check_partitions,

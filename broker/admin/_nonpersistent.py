@@ -21,9 +21,9 @@ from starlette.routing import Route
 
 from protocols.pulsar import TopicName
 
-from .._nonpersistent import NonPersistentTopic
-from .._stats_json import StatsOptions, np_topic_stats
-from .._stats_json import partitioned_stats as merge_partitions
+from ..topics._nonpersistent import NonPersistentTopic
+from ..topics._stats_json import StatsOptions, np_topic_stats
+from ..topics._stats_json import partitioned_stats as merge_partitions
 from ._common import (
     RestError,
     endpoint,

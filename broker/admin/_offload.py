@@ -37,7 +37,7 @@ from starlette.routing import Route
 from managed_ledger import OffloadInProgress, Position
 from tiered_storage import OffloadPolicies
 
-from .._offload import TOPIC_OFFLOAD_KEY, resolve_offload_policies
+from ..housekeeping._offload import TOPIC_OFFLOAD_KEY, resolve_offload_policies
 from ._common import (
     INT64_MAX,
     RestError,

@@ -77,7 +77,7 @@ POLICY_KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "messageTTL": ("message_ttl_in_seconds", _ttl),
     "deduplication": ("deduplicationEnabled", _bool),
     "schemaCompatibilityStrategy": ("schema_compatibility_strategy", _strategy),
-    # enforced by broker._subscription_expiry (0 = never; unset: the broker's key)
+    # enforced by broker.housekeeping._subscription_expiry (0 = never; unset: the broker's key)
     "subscriptionExpirationTime": ("subscription_expiration_time_minutes", _minutes),
 }
 """REST policy name -> (key in the Policies JSON, validator returning the stored value)."""

@@ -33,7 +33,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from .._errors import IncompatibleSchemaError
-from .._schemas import InvalidSchemaError, SchemaInfo, check_compatible, key_value_parts
+from ..schema._registry import InvalidSchemaError, SchemaInfo, check_compatible, key_value_parts
 from ._common import (
     INT64_MAX,
     RestError,

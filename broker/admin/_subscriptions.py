@@ -21,8 +21,8 @@ from starlette.routing import Route
 from managed_ledger import INTERNAL_PROPERTY_PREFIX, InitialPosition, Position
 from protocols.pulsar import TopicName
 
-from .._dedup import DEDUP_CURSOR
 from .._errors import TopicNotFoundError
+from ..topics._dedup import DEDUP_CURSOR
 from ._common import (
     INT32_MAX,
     INT64_MAX,
@@ -42,8 +42,8 @@ from ._common import (
 from ._topic_ops import existing_subscription, existing_topic, present_partitions
 
 if TYPE_CHECKING:
-    from .._subscription import Subscription
-    from .._topic import Topic
+    from ..topics._subscription import Subscription
+    from ..topics._topic import Topic
 
 __all__ = ["routes", "parse_message_id"]
 

@@ -13,7 +13,7 @@ from metadata import NodeExistsError, NoNodeError
 from protocols.pulsar import TopicName
 
 from .._errors import ServiceNotReadyError
-from .._namespaces import POLICIES_ROOT
+from ..resources._namespaces import POLICIES_ROOT
 from ._clusters import known_clusters
 from ._common import (
     RestError,

@@ -7,7 +7,7 @@ Rules:
 * Rule 2: deleting a topic with connected producers or consumers needs ``force`` (else 412);
   with ``force`` they are disconnected first. Deletion removes the managed ledger (ledgers,
   cursors), the compacted ledger, the dedup snapshot, the topic-level policies and what
-  retention remembers (`broker._topic_deletion`), and a non-partitioned topic's schemas; the
+  retention remembers (`broker.housekeeping._topic_deletion`), and a non-partitioned topic's schemas; the
   topic does not load again until it is gone.
 * Rule 3: a partitioned topic is deleted partition by partition, then its schemas, policies and
   metadata.
@@ -31,13 +31,13 @@ from managed_ledger import ManagedLedgerError
 from metadata import NodeExistsError
 from protocols.pulsar import TopicName
 
-from .._topic import Topic
-from .._topic_deletion import delete_stored_topic
+from ..housekeeping._topic_deletion import delete_stored_topic
+from ..topics._topic import Topic
 from ._common import RestError, check_partitions, for_each_bounded, json_body, require_namespace
 
 if TYPE_CHECKING:
     from .._service import BrokerService
-    from .._subscription import Subscription
+    from ..topics._subscription import Subscription
 
 __all__ = ["delete_topic", "delete_partitioned_topic", "truncate_topic", "existing_topic", "existing_subscription",
            "topic_exists_any", "loaded_partitions", "present_partitions", "create_partitioned_topic"]

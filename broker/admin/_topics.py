@@ -5,7 +5,7 @@ delete, partitions, stats, internal stats, unload, truncate (`_topic_ops` Rule 5
 loaded and never load one to report it (Pulsar reports a topic's stats from the broker that has it
 loaded); the totals are over those partitions, added up as Pulsar adds them, and
 ``metadata.partitions`` says how many there are. The stats are Pulsar 4.0's JSON
-(`broker._stats_json`), with its query parameters.
+(`broker.topics._stats_json`), with its query parameters.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from .._namespaces import PARTITIONED_ROOT
-from .._stats import refresh_backlog_age
-from .._stats_json import StatsOptions, internal_stats, partitioned_stats, topic_stats
-from .._topic import Topic
+from ..resources._namespaces import PARTITIONED_ROOT
+from ..topics._stats import refresh_backlog_age
+from ..topics._stats_json import StatsOptions, internal_stats, partitioned_stats, topic_stats
+from ..topics._topic import Topic
 from ._common import (
     RestError,
     check_partitions,
@@ -50,7 +50,7 @@ from ._topic_ops import (
 __all__ = ["routes", "BACKLOG_AGE_REFRESH_S"]
 
 BACKLOG_AGE_REFRESH_S = 5.0
-"""How old the backlog age (`broker._stats` Rule 5) may be when stats or /metrics report it."""
+"""How old the backlog age (`broker.topics._stats` Rule 5) may be when stats or /metrics report it."""
 
 
 @endpoint

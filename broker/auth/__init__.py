@@ -3,9 +3,9 @@
 Providers turn credentials into a role (`AuthenticationProvider`: the token provider for JWTs, the
 tls provider for client certificates, the basic provider for htpasswd users);
 `AuthenticationService` holds the ones the broker config enables; `AuthorizationService` decides
-what a role may do (super users, tenant admins, namespace and topic permissions) and
-`authorize_command` applies it to the Pulsar protocol's commands. `broker.auth` also has the key
-and token helpers behind ``magnetar tokens``.
+what a role may do (super users, tenant admins, namespace and topic permissions);
+`broker.protocol` applies both to the Pulsar protocol's connections and commands. `broker.auth`
+also has the key and token helpers behind ``magnetar tokens``.
 """
 
 from ._authz import ACTIONS as ACTIONS
@@ -14,8 +14,6 @@ from ._authz import AuthorizationService as AuthorizationService
 from ._authz import check_actions as check_actions
 from ._basic import BasicAuthenticationProvider as BasicAuthenticationProvider
 from ._basic import apr1_hash as apr1_hash
-from ._commands import AUTHORIZED_COMMANDS as AUTHORIZED_COMMANDS
-from ._commands import authorize_command as authorize_command
 from ._keys import create_token as create_token
 from ._keys import load_private_key as load_private_key
 from ._keys import load_public_key as load_public_key
@@ -32,13 +30,12 @@ from ._provider import certificate_common_name as certificate_common_name
 from ._service import PROVIDER_ALIASES as PROVIDER_ALIASES
 from ._service import AuthenticationService as AuthenticationService
 from ._service import provider_method as provider_method
-from ._session import AuthSession as AuthSession
 
 __all__ = [
-    "ACTIONS", "AUTHORIZED_COMMANDS", "PROVIDER_ALIASES", "AuthSession", "AuthenticationError",
+    "ACTIONS", "PROVIDER_ALIASES", "AuthenticationError",
     "AuthenticationProvider", "AuthenticationService", "AuthorizationError", "AuthorizationService",
     "BasicAuthenticationProvider", "Identity", "PeerCert", "TlsAuthenticationProvider",
-    "TokenAuthenticationProvider", "apr1_hash", "authorize_command", "certificate_common_name", "check_actions",
+    "TokenAuthenticationProvider", "apr1_hash", "certificate_common_name", "check_actions",
     "create_token", "load_private_key", "load_public_key", "new_key_pair", "new_secret_key",
     "provider_method", "read_key_bytes",
 ]

@@ -32,7 +32,7 @@ from .._errors import BrokerServiceError
 
 if TYPE_CHECKING:
     from .._config import BrokerConfig
-    from .._namespaces import NamespaceResources
+    from ..resources._namespaces import NamespaceResources
 
 __all__ = ["ACTIONS", "AuthorizationError", "AuthorizationService", "check_actions"]
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from broker._avro_compat import AvroSchemaError, default_error, parse_avro, read_error
+from broker.schema._avro_compat import AvroSchemaError, default_error, parse_avro, read_error
 
 from .avro_cases import PARSES, READS
 

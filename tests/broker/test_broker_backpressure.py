@@ -1,4 +1,4 @@
-"""Back-pressure of a connection (`broker._connection` Rules B1-B4) with clients that do not read.
+"""Back-pressure of a connection (`broker.protocol._connection` Rules B1-B4) with clients that do not read.
 
 Each client talks to a `ServerConnection` of a running `BrokerService` (MockBookKeeper storage)
 over a lockstep stream: the broker's writes complete only as the client reads, and the client's
@@ -18,7 +18,7 @@ import trio
 import trio.testing
 
 from broker import BrokerService
-from broker._connection import ConnectionState, PauseReason, ServerConnection
+from broker.protocol._connection import ConnectionState, PauseReason, ServerConnection
 from protocols.pulsar import FrameDecoder, encode_command, encode_payload_command, make_command
 from protocols.pulsar import pulsar_api_pb2 as pb
 from tests.broker.inproc_service import inproc_config, running_service

@@ -1,4 +1,4 @@
-"""The broker's own client to the other brokers (broker._broker_client): Pulsar's brokerClient*
+"""The broker's own client to the other brokers (broker.cluster._broker_client): Pulsar's brokerClient*
 keys parsed into credentials and a transport, bad keys refused by name, and the start-up check
 that the broker's own role would be accepted (a super user) by the brokers it calls."""
 
@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from broker import BrokerConfig
-from broker._broker_client import BrokerClient, own_role_problem, parse_plugin
 from broker.auth import AuthenticationService, AuthorizationService, create_token
+from broker.cluster._broker_client import BrokerClient, own_role_problem, parse_plugin
 from magnetar.common.config import ConfigError
 from tests.support.certs import make_certs
 

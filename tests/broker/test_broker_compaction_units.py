@@ -8,7 +8,7 @@ import zlib
 
 import pytest
 
-from broker._compaction import decode_compacted, encode_compacted, entry_messages, rewrite_batch
+from broker.topics._compaction import decode_compacted, encode_compacted, entry_messages, rewrite_batch
 from managed_ledger import Position
 from protocols.pulsar import MessageMetadata, SingleMessageMetadata, build_batch, split_batch
 from protocols.pulsar import pulsar_api_pb2 as pb

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from broker import BrokerConfig
-from broker._server import ConnectionLimiter
+from broker.protocol._server import ConnectionLimiter
 from magnetar.common.config import ConfigError, load_config
 
 

@@ -16,8 +16,8 @@ import trio.testing
 
 from bk_client.testing import MockBookKeeper
 from broker import BrokerConfig, BrokerService
-from broker._producer import AccessMode, Producer
-from broker._topic import Topic
+from broker.topics._producer import AccessMode, Producer
+from broker.topics._topic import Topic
 from managed_ledger import ManagedLedgerConfig, ManagedLedgerError, ManagedLedgerFactory, PendingAdd
 from metadata import open_metadata_store
 from protocols.pulsar import FrameDecoder, TopicName, encode_metadata_and_payload
@@ -106,7 +106,7 @@ class Harness:
 
     async def stored(self) -> list[int]:
         """The sequence ids of every entry in the managed ledger, in order."""
-        from broker._entries import entry_metadata
+        from broker.topics._entries import entry_metadata
         from managed_ledger import InitialPosition
 
         cursor = self.topic.ml.new_non_durable_cursor(InitialPosition.EARLIEST, inclusive=True)

@@ -17,7 +17,7 @@ import trio.testing
 
 from bk_client.testing import MockBookKeeper
 from broker import BrokerConfig, BrokerService
-from broker._dedup import DEDUP_CURSOR, Deduplication, DedupVerdict
+from broker.topics._dedup import DEDUP_CURSOR, Deduplication, DedupVerdict
 from managed_ledger import ManagedLedgerConfig, ManagedLedgerFactory, Position
 from metadata import open_metadata_store
 from protocols.pulsar import TopicName, encode_metadata_and_payload
@@ -157,7 +157,7 @@ def _entry(name: str, seq: int) -> bytes:
 
 async def test_a_loaded_topic_purges_inactive_names_and_snapshots_by_time(
         service: BrokerService, autojump_clock: trio.testing.MockClock) -> None:
-    from broker._producer import AccessMode, Producer
+    from broker.topics._producer import AccessMode, Producer
 
     class Conn:
         def publish_done(self, size: int) -> None:

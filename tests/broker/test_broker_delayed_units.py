@@ -12,8 +12,8 @@ import pytest
 import trio
 import trio.testing
 
-from broker._delayed import MERGE_FAN_IN, BucketState, DelayedIndex, IndexSettings
-from broker._delayed_format import (
+from broker.topics._delayed import MERGE_FAN_IN, BucketState, DelayedIndex, IndexSettings
+from broker.topics._delayed_format import (
     BucketFooter,
     DelayedIndexFormatError,
     IndexRun,

@@ -11,8 +11,8 @@ import pulsar
 import pytest
 
 from broker import BrokerConfig
-from broker._connection import HANDSHAKE_MAX_FRAME_SIZE
-from broker._handlers import BROKER_ONLY_TYPES
+from broker.protocol._connection import HANDSHAKE_MAX_FRAME_SIZE
+from broker.protocol._handlers import BROKER_ONLY_TYPES
 from protocols.pulsar import command_field, encode_command, make_command
 from protocols.pulsar import pulsar_api_pb2 as pb
 from tests.support.broker_thread import BrokerThread

@@ -27,7 +27,7 @@ def _create_namespace(broker: BrokerThread, ns: str, policies: dict | None = Non
         if policies is None:
             await res.create_namespace(name)
         else:
-            from broker._namespaces import default_policies
+            from broker.resources._namespaces import default_policies
 
             await res.create_namespace(name, {**default_policies("standalone"), **policies})
 

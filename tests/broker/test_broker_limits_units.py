@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from broker import BrokerConfig
-from broker._rate_limit import RateLimiter
-from broker._topic_limits import DispatchRate, PublishRate, SubscribeRate, TopicLimits, parse_limit
+from broker.topics._rate_limit import RateLimiter
+from broker.topics._topic_limits import DispatchRate, PublishRate, SubscribeRate, TopicLimits, parse_limit
 from tests.support.clocks import FakeClock
 
 

@@ -10,12 +10,12 @@ import trio
 import trio.testing
 
 from broker import BrokerConfig
-from broker._dispatcher import SubType
 from broker._errors import ConsumerBusyError, ProducerBusyError
-from broker._nonpersistent import NonPersistentTopic
-from broker._producer import AccessMode, Producer
-from broker._stats_json import np_subscription_stats
-from broker._topic_limits import DispatchRate, TopicLimits
+from broker.topics._dispatcher import SubType
+from broker.topics._nonpersistent import NonPersistentTopic
+from broker.topics._producer import AccessMode, Producer
+from broker.topics._stats_json import np_subscription_stats
+from broker.topics._topic_limits import DispatchRate, TopicLimits
 from protocols.pulsar import TopicName, decode_frame, encode_payload_command, make_command
 from protocols.pulsar import pulsar_api_pb2 as pb
 

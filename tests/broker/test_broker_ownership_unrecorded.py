@@ -1,4 +1,4 @@
-"""Ownership (`broker._ownership` Rule 1): an ownership node this broker's own session holds but
+"""Ownership (`broker.cluster._ownership` Rule 1): an ownership node this broker's own session holds but
 never recorded - its creation's caller was cancelled after the store had created it, or an
 unload's delete failed - is this broker's. Found by the chaos run: such a bundle answered "held by
 this broker's previous session until it expires" to every lookup for as long as the session
@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from broker import Ownership
-from broker._bundles import bundle_for
 from broker._errors import ServiceNotReadyError
+from broker.resources._bundles import bundle_for
 from metadata import open_metadata_store
 from protocols.pulsar import NamespaceName, TopicName
 
@@ -40,7 +40,7 @@ async def test_a_node_of_this_session_that_was_never_recorded_is_served() -> Non
         bundle = bundle_for(await own.namespace_boundaries(TOPIC.namespace_name), str(TOPIC))
         # the store created the node, but the acquire that asked for it was cancelled before it
         # recorded the bundle
-        await store.create(own._owner_path(TOPIC.namespace_name, bundle),
+        await store.create(own.bundles.owner_path(TOPIC.namespace_name, bundle),
                            json.dumps(own.owner_info()).encode(), ephemeral=True, make_parents=True)
         assert own.owned == {}
         answer = await own.lookup(TOPIC, "", authoritative=False)
@@ -59,7 +59,7 @@ async def test_a_node_of_another_session_of_this_broker_is_still_waited_out() ->
         own.registered = True
         bundle = bundle_for(await own.namespace_boundaries(TOPIC.namespace_name), str(TOPIC))
         async with open_metadata_store("memory://ownership-previous") as previous:  # an earlier session
-            await previous.create(own._owner_path(TOPIC.namespace_name, bundle),
+            await previous.create(own.bundles.owner_path(TOPIC.namespace_name, bundle),
                                   json.dumps(own.owner_info()).encode(), ephemeral=True, make_parents=True)
             with pytest.raises(ServiceNotReadyError, match="previous session"):  # the client retries
                 await own.lookup(TOPIC, "", authoritative=False)

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from broker import BrokerService
-from broker._bundles import BundleRange
 from broker._errors import BrokerServiceError
-from broker._ownership import Ownership
-from broker._topic import Topic
+from broker.cluster._ownership import Ownership
+from broker.resources._bundles import BundleRange
+from broker.topics._topic import Topic
 from managed_ledger import InitialPosition
 from protocols.pulsar import NamespaceName, TopicName
 from retention import QuotaAction
@@ -129,8 +129,8 @@ async def test_assignment_counts_keep_the_current_report_of_each_broker() -> Non
         return {"a:8080": {"timestamp": t, "numTopics": 0, "numBundles": 0},
                 "b:8080": {"timestamp": t, "numTopics": 1, "numBundles": 1}}
 
-    ownership.brokers = brokers  # type: ignore[method-assign]
+    ownership.membership.brokers = brokers  # type: ignore[method-assign]
     picked = [(await ownership.pick_broker(NS, BundleRange(i, i + 1)))[0] for i in range(300)]
-    assert len(ownership._assigned_since_report) <= 2
+    assert len(ownership.lookups.assigned_since_report) <= 2
     # the counts still do their work within a report: the emptier broker first, then both
     assert picked[0] == "a:8080" and set(picked) == {"a:8080", "b:8080"}

@@ -6,7 +6,7 @@ import threading
 
 import pulsar
 
-from broker._consumer import PendingEntries
+from broker.topics._consumer import PendingEntries
 from managed_ledger import Position
 
 

@@ -153,7 +153,7 @@ def test_schema_compatibility_full() -> None:
 
 
 def test_ack_set_round_trip() -> None:
-    from broker._entries import ack_set_words, acked_indexes_from_ack_set
+    from broker.topics._entries import ack_set_words, acked_indexes_from_ack_set
 
     # acking index 0 of 3 leaves bits 1 and 2 set: the client sends 6
     assert ack_set_words(3, {0}) == [6]
@@ -165,7 +165,7 @@ def test_ack_set_round_trip() -> None:
 
 @given(st.integers(1, 300), st.sets(st.integers(0, 299)))
 def test_ack_sets_match_java_bitset_semantics(size: int, acked: set[int]) -> None:
-    from broker._entries import ack_set_words, acked_indexes_from_ack_set
+    from broker.topics._entries import ack_set_words, acked_indexes_from_ack_set
 
     acked = {i for i in acked if i < size}
     expected = 0
@@ -182,7 +182,7 @@ def test_ack_sets_match_java_bitset_semantics(size: int, acked: set[int]) -> Non
 def test_a_producer_cannot_claim_more_messages_than_its_entry_holds() -> None:
     # the dispatcher sizes loops over a batch's indexes by this count: a producer setting
     # num_messages_in_batch = 2^31 - 1 on a tiny entry once meant minutes of blocked event loop
-    from broker._entries import entry_info
+    from broker.topics._entries import entry_info
     from protocols.pulsar import MessageMetadata, encode_metadata_and_payload
 
     md = MessageMetadata(producer_name="p", sequence_id=0, publish_time=1, num_messages_in_batch=2**31 - 1)

@@ -1,11 +1,11 @@
-"""`broker._inactive_topics`: Pulsar's InactiveTopicPolicies JSON and the broker keys behind them."""
+"""`broker.housekeeping._inactive_topics`: Pulsar's InactiveTopicPolicies JSON and the broker keys behind them."""
 
 from __future__ import annotations
 
 import pytest
 
 from broker import BrokerConfig
-from broker._inactive_topics import InactiveTopicPolicies
+from broker.housekeeping._inactive_topics import InactiveTopicPolicies
 from magnetar.common.config import ConfigError, load_config
 
 

@@ -1,5 +1,5 @@
-"""Avro schema resolution (broker._avro_compat) and the schema compatibility strategies
-(broker._schemas) for producers and consumers, without a broker."""
+"""Avro schema resolution (broker.schema._avro_compat) and the schema compatibility strategies
+(broker.schema._registry) for producers and consumers, without a broker."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker._avro_compat import PRIMITIVES, AvroSchemaError, default_error, parse_avro, read_error
 from broker._errors import IncompatibleSchemaError
-from broker._schemas import (
+from broker.schema._avro_compat import PRIMITIVES, AvroSchemaError, default_error, parse_avro, read_error
+from broker.schema._registry import (
     InvalidSchemaError,
     SchemaInfo,
     SchemaRegistry,

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from broker._errors import IncompatibleSchemaError
-from broker._schemas import (
+from broker.schema._registry import (
     PulsarStoredSchemaError,
     SchemaInfo,
     SchemaRegistry,

@@ -337,7 +337,7 @@ def test_consumer_and_producer_level_metrics_of_non_persistent_topics() -> None:
         for i in range(3):
             producer.send(f"m{i}".encode())
         assert len(_data(consumer)) == 3
-        b.call(_update_rates, b)  # rates are the stats updater's (`broker._stats` Rule 3)
+        b.call(_update_rates, b)  # rates are the stats updater's (`broker.topics._stats` Rule 3)
         s = _samples(http)
         base = {"cluster": "standalone", "namespace": "public/default", "topic": topic}
         size = _stats(http, topic)["bytesInCounter"]

@@ -12,8 +12,8 @@ import pulsar
 import pytest
 
 from broker import BrokerConfig
-from broker._bundles import bundle_for, default_boundaries
 from broker._dynamic_config import DYNAMIC_CONFIG_PATH
+from broker.resources._bundles import bundle_for, default_boundaries
 from tests.broker_admin.admin_harness import AdminBroker
 from tests.support.clients import pulsar_client
 from tests.support.waiting import wait_until

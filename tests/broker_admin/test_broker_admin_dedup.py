@@ -8,7 +8,7 @@ import threading
 import pulsar
 import pytest
 
-from broker._dedup import DEDUP_CURSOR, Deduplication, DedupVerdict, highest_sequence_id
+from broker.topics._dedup import DEDUP_CURSOR, Deduplication, DedupVerdict, highest_sequence_id
 from tests.support.admin import V2, new_tenant_ns
 from tests.support.clients import drain
 

@@ -13,7 +13,7 @@ import httpx
 import pulsar
 import pytest
 
-from broker._consumer import understands_end_of_topic
+from broker.topics._consumer import understands_end_of_topic
 from protocols.pulsar import pulsar_api_pb2 as pb
 from tests.broker_admin.admin_harness import AdminBroker
 from tests.support.raw_pulsar import RawPeer

@@ -20,7 +20,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from broker import BrokerConfig
-from broker._bundles import bundle_for, default_boundaries
+from broker.resources._bundles import bundle_for, default_boundaries
 from protocols.pulsar import pulsar_api_pb2 as pb
 from tests.broker_admin.admin_harness import AdminBroker
 from tests.support.admin import V2, new_tenant_ns
@@ -352,7 +352,7 @@ def test_backlog_ranges_age_quota_and_earliest_publish_time(broker: AdminBroker,
 
 
 async def _refresh_age(broker: AdminBroker, topic: str) -> None:
-    from broker._stats import refresh_backlog_age
+    from broker.topics._stats import refresh_backlog_age
 
     assert broker.service is not None
     await refresh_backlog_age(broker.service.topics[topic], int(time.time() * 1000))

@@ -1,4 +1,4 @@
-"""Subscription expiration (`broker._subscription_expiry`): the namespace policy over REST with
+"""Subscription expiration (`broker.housekeeping._subscription_expiry`): the namespace policy over REST with
 Pulsar's path and body, and the check deleting durable subscriptions without consumers that were
 inactive for longer than the namespace's (or the broker's) expiration time."""
 

@@ -18,7 +18,7 @@ from broker.admin import (
     TrimmedLedger,
     join_gc_explain,
 )
-from broker.admin._trim_store import decode_trims, encode_trims
+from broker.housekeeping._trim_store import decode_trims, encode_trims
 from metadata import open_metadata_store
 
 T1 = "persistent://public/default/t1"

@@ -13,7 +13,7 @@ import pulsar
 import pytest
 from click.testing import CliRunner
 
-from broker._bundles import bundle_hash, parse_bundle
+from broker.resources._bundles import bundle_hash, parse_bundle
 from magnetar.cli import main
 from tests.support.admin import new_namespace, rest
 from tests.support.clients import drain

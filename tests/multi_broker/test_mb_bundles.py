@@ -6,7 +6,7 @@ import zlib
 
 import pytest
 
-from broker._bundles import (
+from broker.resources._bundles import (
     FULL_UPPER,
     BundleRange,
     boundaries_of,

@@ -36,7 +36,7 @@ SESSION_MS = 4000
 
 def _owner_of(url: str, ns: str, topic: str, cluster: MultiBrokerCluster) -> tuple[BrokerProcess, BrokerProcess]:
     """(owner, other) of the topic's bundle, once the topic is in use."""
-    from broker._bundles import bundle_hash, parse_bundle
+    from broker.resources._bundles import bundle_hash, parse_bundle
 
     h = bundle_hash(topic)
     owned = owners(url, ns)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from broker._load_manager import ShedPolicy, SplitPolicy, plan_shedding, plan_splits, smoothed_load
+from broker.cluster._load_manager import ShedPolicy, SplitPolicy, plan_shedding, plan_splits, smoothed_load
 
 
 def _stats(**bundles: float) -> dict:

@@ -26,9 +26,9 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
 from broker import BrokerConfig
-from broker._broker_client import BrokerClient
-from broker._bundles import bundle_hash, parse_bundle
 from broker.auth import create_token
+from broker.cluster._broker_client import BrokerClient
+from broker.resources._bundles import bundle_hash, parse_bundle
 from magnetar.cli import main
 from tests.support.brokers import BrokerProcess
 from tests.support.certs import Certs, make_certs

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from broker._entries import entry_info, entry_metadata
+from broker.topics._entries import entry_info, entry_metadata
 from protocols.pulsar import (
     NONE_KEY,
     FrameDecoder,

@@ -11,7 +11,7 @@ from crc32c import crc32c
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker._entries import entry_metadata
+from broker.topics._entries import entry_metadata
 from protocols.pulsar import (
     BrokerEntryMetadata,
     MessageMetadata,

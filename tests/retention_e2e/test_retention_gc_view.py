@@ -11,7 +11,7 @@ import trio
 
 from bk_client import LedgerManager
 from broker.admin import BookieAnswer, BookieGcView, TrimHistory, TrimmedLedger, join_gc_explain
-from broker.admin._gc_join import awaiting_gc_bytes
+from broker.housekeeping._gc_join import awaiting_gc_bytes
 from managed_ledger import LedgerPlacement, ledger_placements
 from metadata import open_metadata_store
 from protocols.bookkeeper import LedgerMetadata, LedgerState, Segment

@@ -447,7 +447,7 @@ def _pulsar_events(data: bytes, chunks: list[int], limit: int, notes: list[str] 
 
 def _use_pulsar_frame(frame: Any) -> str:
     """What the broker and clients do with a decoded frame; checks the frame's promises."""
-    from broker._entries import entry_info, entry_metadata
+    from broker.topics._entries import entry_info, entry_metadata
     from protocols.pulsar import (
         MalformedBatch,
         command_body,
@@ -543,7 +543,7 @@ def _entry_setup() -> SimpleNamespace:
 
 
 def _run_pulsar_entry(ctx: Any, data: bytes, rng: random.Random) -> str:
-    from broker._entries import entry_info, entry_metadata
+    from broker.topics._entries import entry_info, entry_metadata
 
     info = entry_info(data)  # promised never to raise
     _check(info.num_messages >= 1, "entry_info counts fewer than one message")
@@ -1645,7 +1645,7 @@ def all_targets() -> dict[str, Target]:
                _run_pulsar_frames, stream=True, build=_pulsar_build, fixup=pulsar_fixup),
         Target("pulsar_batch", "protocols.pulsar split_batch (SingleMessageMetadata)", (MalformedBatch,),
                _pulsar_batch_setup, _run_pulsar_batch, build=_pulsar_batch_build),
-        Target("pulsar_entry", "broker._entries entry_metadata / entry_info of stored entries", (ValueError,),
+        Target("pulsar_entry", "broker.topics._entries entry_metadata / entry_info of stored entries", (ValueError,),
                _entry_setup, _run_pulsar_entry, build=_build_entry),
         Target("bookie_requests", "protocols.bookkeeper FrameDecoder + parse_request, request_body, "
                "error_response, decode_entry of add bodies", (BookieFrameError,), _bookie_requests_setup,
