@@ -62,6 +62,18 @@ class ClusterConfig:
         return ZkTls.from_config_file(self.metadata_store_config_path)
 
 
+def config_sections() -> dict[str, type]:
+    """The tables of broker.toml and the config class of each (imported here: ``magnetar --help``
+    loads none of the server packages)."""
+    from bk_client import ClientConfig
+    from broker import BrokerConfig
+    from managed_ledger import ManagedLedgerConfig
+    from tiered_storage import TieredStorageConfig
+
+    return {"cluster": ClusterConfig, "broker": BrokerConfig, "managed_ledger": ManagedLedgerConfig,
+            "bk_client": ClientConfig, "offload": TieredStorageConfig}
+
+
 @click.command(name="broker")
 @click.option("--conf", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="TOML config file (see deploy/broker.toml), or Pulsar's broker.conf.")
@@ -73,12 +85,8 @@ class ClusterConfig:
 def command(conf: Path | None, metadata_url: str | None, port: int | None, web_port: int | None,
             overrides: tuple[str, ...], verbose: bool) -> None:
     """Run a broker over the bookies of a cluster."""
-    from bk_client import ClientConfig
-    from broker import BrokerConfig
     from magnetar.stack import check_message_size, serve_broker_stack
-    from managed_ledger import ManagedLedgerConfig
     from metadata import MetadataError, open_metadata_store
-    from tiered_storage import TieredStorageConfig
 
     setup_logging(verbose)
     flags: dict[str, dict[str, Any]] = {"cluster": {}, "broker": {}}
@@ -89,10 +97,7 @@ def command(conf: Path | None, metadata_url: str | None, port: int | None, web_p
     if web_port is not None:
         flags["broker"]["web_service_port"] = str(web_port)
     try:
-        cfg = load_sections(conf, {"cluster": ClusterConfig, "broker": BrokerConfig,
-                                   "managed_ledger": ManagedLedgerConfig, "bk_client": ClientConfig,
-                                   "offload": TieredStorageConfig},
-                            overrides, flags, command="broker")
+        cfg = load_sections(conf, config_sections(), overrides, flags, command="broker")
         check_message_size(cfg["broker"], cfg["bk_client"])
     except ConfigError as exc:
         fail(exc, name="broker")

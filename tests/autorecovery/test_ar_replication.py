@@ -165,6 +165,10 @@ async def test_disabled_autorecovery_leaves_marks_alone() -> None:
             await urm.enable()
             await wait_until_async(lambda: fully_repaired(c, [lh.ledger_id], {victim.bookie_id}),
                                    "repaired after enable")
+            # a worker counts the ledger once its rereplication has returned, a moment after the
+            # metadata shows it repaired
+            await wait_until_async(lambda: sum(w.statistics().ledgers_replicated for w in ar.workers) >= 1,
+                                   "the worker to count its rereplicated ledger")
             assert sum(w.statistics().ledgers_replicated for w in ar.workers) == 1
 
 

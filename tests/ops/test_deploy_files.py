@@ -42,11 +42,8 @@ def _check_magnetar_args(args: list[str], conf_files: dict[str, Path]) -> dict[s
         assert str(conf) in conf_files, f"--conf {conf} is not a file the deployment provides"
         params["conf"] = conf_files[str(conf)]
     if name == "broker":
-        from bk_client import ClientConfig
-        from broker import BrokerConfig
         from magnetar.cli._common import load_sections
-        from magnetar.cli.cmd_broker import ClusterConfig
-        from managed_ledger import ManagedLedgerConfig
+        from magnetar.cli.cmd_broker import config_sections
 
         flags: dict[str, dict[str, Any]] = {"cluster": {}, "broker": {}}
         if params["metadata_url"] is not None:
@@ -54,9 +51,7 @@ def _check_magnetar_args(args: list[str], conf_files: dict[str, Path]) -> dict[s
         for key, flag in (("broker_service_port", "port"), ("web_service_port", "web_port")):
             if params[flag] is not None:
                 flags["broker"][key] = str(params[flag])
-        cfg = load_sections(params["conf"], {"cluster": ClusterConfig, "broker": BrokerConfig,
-                                             "managed_ledger": ManagedLedgerConfig, "bk_client": ClientConfig},
-                            params["overrides"], flags)
+        cfg = load_sections(params["conf"], config_sections(), params["overrides"], flags)
         return {"http_port": cfg["broker"].web_service_port, "metadata_url": cfg["cluster"].metadata_url}
     if name == "bookie":
         from magnetar.cli.cmd_bookie import _load
