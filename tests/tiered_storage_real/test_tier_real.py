@@ -20,6 +20,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pulsar
 import pytest
 import trio
@@ -187,7 +188,15 @@ def test_offload_over_real_bookies_and_sigkill_mid_offload(zookeeper: ZooKeeperS
         lid, old_uid = interrupted["ledgerId"], interrupted["tieredStorage"]["uid"]
 
         broker.start()
-        rows = {r["ledgerId"]: r["tieredStorage"] for r in explain(broker)}
+
+        def served_again() -> list[dict[str, Any]] | None:
+            # until the killed instance's metadata session expires, its ownership of the bundle
+            # stands and the restarted broker redirects (307) to the owner it names
+            r = httpx.get(f"{broker.admin_url}{TP}/explain-storage", timeout=15)
+            return list(r.json()["ledgers"]) if r.status_code == 200 else None
+
+        ledgers = wait_until(served_again, "the restarted broker to serve the topic", timeout_s=60)
+        rows = {r["ledgerId"]: r["tieredStorage"] for r in ledgers}
         assert rows[lid]["state"] == "STARTED" and rows[lid]["location"] == "bookies", rows[lid]
         assert "did not complete" in rows[lid]["bookieCopy"]
         assert ledger_exists(url, lid)
