@@ -5,8 +5,6 @@ users on the Pulsar protocol (the official client's AuthenticationBasic) and the
 from __future__ import annotations
 
 import base64
-import hashlib
-import logging
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -16,45 +14,19 @@ import httpx
 import pulsar
 import pytest
 
-from broker import BrokerConfig
 from broker.auth import AuthenticationError, AuthenticationService, BasicAuthenticationProvider, apr1_hash
 from magnetar.common.config import ConfigError
 from protocols.pulsar import pulsar_api_pb2 as pb
 from tests.support.broker_thread import BrokerThread
 from tests.support.raw_pulsar import RawPeer
 
-from .basic_auth import DOC_LINE, SHA_LINE, basic_auth_config, basic_client, htpasswd_file
-
-# Pulsar's documentation example: `htpasswd -cmb .htpasswd superuser admin`
-DOC_LINE = "superuser:$apr1$GBIYZYFZ$MzLcPrvoUky16mLcK6UtX/"
-SHA_LINE = "shauser:{SHA}" + base64.b64encode(hashlib.sha1(b"sha-secret").digest()).decode()
-
-
-def htpasswd_file(tmp: Path) -> Path:
-    path = tmp / ".htpasswd"
-    path.write_text(f"# users\n{DOC_LINE}\n{SHA_LINE}\napp:{apr1_hash('app-secret', 'x1y2z3w4')}\n")
-    return path
-
-
-def basic_auth_config(htpasswd: Path, **extra: object) -> BrokerConfig:
-    keys: dict[str, object] = dict(
-        advertised_address="127.0.0.1", bind_address="127.0.0.1", broker_service_port=0, web_service_port=0,
-        authentication_enabled=True,
-        authentication_providers=("org.apache.pulsar.broker.authentication.AuthenticationProviderBasic",),
-        basic_auth_conf=f"file://{htpasswd}", authorization_enabled=True, super_user_roles=("superuser",))
-    keys.update(extra)
-    return BrokerConfig(**keys)  # type: ignore[arg-type]
+from .basic_auth import DOC_LINE, basic_auth_config, basic_client, htpasswd_file
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerThread]:
     with BrokerThread(basic_auth_config(htpasswd_file(tmp_path_factory.mktemp("basic"))), admin=True) as b:
         yield b
-
-
-def basic_client(b: BrokerThread, user: str, password: str, timeout_s: int = 10) -> pulsar.Client:
-    return pulsar.Client(b.url, authentication=pulsar.AuthenticationBasic(user, password),
-                         operation_timeout_seconds=timeout_s, logger=logging.getLogger("pulsar-client"))
 
 
 def test_apr1_matches_the_documented_hash_and_openssl() -> None:
