@@ -60,6 +60,7 @@ from ._read_handle import LedgerReadHandle as LedgerReadHandle
 from ._transport import BookieChannel as BookieChannel
 from ._transport import BookieTransport as BookieTransport
 from ._transport import TransportFactory as TransportFactory
+from ._transport import call_and_wait as call_and_wait
 from ._write_handle import HandleState as HandleState
 from ._write_handle import LedgerWriteHandle as LedgerWriteHandle
 from .api import BookKeeperClient as BookKeeperClient
@@ -73,7 +74,7 @@ __all__ += [
     "AddState", "PendingAdd", "BookieClient", "BookKeeper", "ClientConfig", "ConnectionPool", "master_key",
     "LedgerReadHandle",
     "HandleState", "LedgerWriteHandle", "BookKeeperClient", "LedgerEntry", "PendingAppend", "ReadHandle",
-    "WriteHandle", "ClientMetrics", "BookieChannel", "BookieTransport", "TransportFactory",
+    "WriteHandle", "ClientMetrics", "BookieChannel", "BookieTransport", "TransportFactory", "call_and_wait",
 ]
 
 # AutoRecovery (auditor, under-replication, replication workers) is a service of its own: the

@@ -43,7 +43,7 @@ from protocols.bookkeeper import FrameDecoder, FrameError, parse_response
 
 from ._config import ClientConfig
 from ._errors import BKError, BookieUnavailable, ClientClosed, TooManyRequests
-from ._transport import Callback, Response
+from ._transport import Callback, Response, call_and_wait
 from .metrics import ClientMetrics
 
 __all__ = ["ConnState", "BookieConnection", "ConnectionPool", "Callback"]
@@ -73,21 +73,6 @@ def parse_bookie_address(bookie_id: str) -> tuple[str, int]:
 
 async def _parse_address(bookie_id: str) -> tuple[str, int]:
     return parse_bookie_address(bookie_id)
-
-
-class _Waiter:
-    __slots__ = ("event", "response", "error")
-
-    def __init__(self) -> None:
-        self.event = trio.Event()
-        self.response: Response | None = None
-        self.error: BKError | None = None
-
-    @staticmethod
-    def resolve(waiter: _Waiter, response: Response | None, error: BKError | None) -> None:
-        waiter.response = response
-        waiter.error = error
-        waiter.event.set()
 
 
 class BookieConnection:
@@ -148,17 +133,7 @@ class BookieConnection:
     async def call(self, txn_id: int, frame: bytes) -> Response:
         """Send and wait for the answer. Raises what ``send`` raises, or the connection's
         ``BookieUnavailable`` / ``ClientClosed``. Cancel-safe: a cancelled call forgets its request."""
-        waiter = _Waiter()
-        self.send(txn_id, frame, _Waiter.resolve, waiter)
-        try:
-            await waiter.event.wait()
-        except BaseException:
-            self.forget(txn_id)
-            raise
-        if waiter.error is not None:
-            raise waiter.error
-        assert waiter.response is not None
-        return waiter.response
+        return await call_and_wait(self, txn_id, frame)
 
     # ---- lifecycle -------------------------------------------------------------------------
 

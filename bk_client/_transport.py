@@ -44,11 +44,43 @@ if TYPE_CHECKING:
     from ._errors import BKError
     from .metrics import ClientMetrics
 
-__all__ = ["BookieChannel", "BookieTransport", "Callback", "Response", "TransportFactory"]
+__all__ = ["BookieChannel", "BookieTransport", "Callback", "Response", "TransportFactory", "call_and_wait"]
 
 Response = bookie_protocol_pb2.Response
 Callback = Callable[[Any, "Response | None", "BKError | None"], None]
 """``callback(arg, response, error)``: exactly one of ``response`` and ``error`` is set."""
+
+
+class _Waiter:
+    __slots__ = ("event", "response", "error")
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
+        self.response: Response | None = None
+        self.error: BKError | None = None
+
+    @staticmethod
+    def resolve(waiter: _Waiter, response: Response | None, error: BKError | None) -> None:
+        waiter.response = response
+        waiter.error = error
+        waiter.event.set()
+
+
+async def call_and_wait(channel: BookieChannel, txn_id: int, frame: bytes) -> Response:
+    """`BookieChannel.call` over the channel's ``send`` and ``forget``: send ``frame`` and wait for
+    its answer; raises what ``send`` raises or the failure the callback gets. Cancel-safe: a
+    cancelled call forgets its request, so a late answer is dropped."""
+    waiter = _Waiter()
+    channel.send(txn_id, frame, _Waiter.resolve, waiter)
+    try:
+        await waiter.event.wait()
+    except BaseException:
+        channel.forget(txn_id)
+        raise
+    if waiter.error is not None:
+        raise waiter.error
+    assert waiter.response is not None
+    return waiter.response
 
 
 class BookieChannel(Protocol):

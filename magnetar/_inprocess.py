@@ -44,6 +44,7 @@ from bk_client import (
     ClientMetrics,
     ConnectionPool,
     TooManyRequests,
+    call_and_wait,
 )
 from bookie import Bookie, LocalConnection
 from protocols.bookkeeper import bookie_protocol_pb2 as pb
@@ -60,21 +61,6 @@ class _State(enum.Enum):
     SERVING = "serving"
     DOWN = "down"
     CLOSED = "closed"
-
-
-class _Waiter:
-    __slots__ = ("event", "response", "error")
-
-    def __init__(self) -> None:
-        self.event = trio.Event()
-        self.response: pb.Response | None = None
-        self.error: BKError | None = None
-
-    @staticmethod
-    def resolve(waiter: _Waiter, response: pb.Response | None, error: BKError | None) -> None:
-        waiter.response = response
-        waiter.error = error
-        waiter.event.set()
 
 
 class _LocalChannel:
@@ -115,17 +101,7 @@ class _LocalChannel:
 
     async def call(self, txn_id: int, frame: bytes) -> pb.Response:
         """Send and wait for the answer; cancel-safe (a cancelled call forgets its request)."""
-        waiter = _Waiter()
-        self.send(txn_id, frame, _Waiter.resolve, waiter)
-        try:
-            await waiter.event.wait()
-        except BaseException:
-            self.forget(txn_id)
-            raise
-        if waiter.error is not None:
-            raise waiter.error
-        assert waiter.response is not None
-        return waiter.response
+        return await call_and_wait(self, txn_id, frame)
 
     def _deliver(self, response: pb.Response) -> None:
         entry = self._pending.pop(response.header.txnId, None)
