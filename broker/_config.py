@@ -545,6 +545,17 @@ class BrokerConfig(RetentionConfig):
         require_at_least(self, "broker_max_connections", "broker_max_connections_per_ip",
                          message="must be 0 (no limit) or positive")
         require_positive(self, "topic_unload_idle_s", "policy_recheck_interval_s", "compaction_monitor_interval_s")
+        self._validate_housekeeping()
+        self._validate_limits_and_buffers()
+        self._validate_namespaces_and_load()
+        if self.authentication_enabled and not self.authentication_providers:
+            raise ConfigError("authentication_providers", "must name a provider when authenticationEnabled")
+        if self.authorization_enabled and not self.authentication_enabled:
+            raise ConfigError("authorization_enabled", "needs authenticationEnabled")
+        require_positive(self, "authentication_refresh_check_s")
+        super().validate()
+
+    def _validate_housekeeping(self) -> None:
         require_positive(self, "broker_delete_inactive_topics_frequency_s")
         require_at_least(self, "subscription_expiration_time_minutes", "subscription_expiry_check_interval_minutes",
                          message="must be 0 (off) or positive")
@@ -557,6 +568,8 @@ class BrokerConfig(RetentionConfig):
         require_positive(self, "deduplication_max_producers", "deduplication_producer_inactivity_timeout_minutes")
         require_at_least(self, "deduplication_snapshot_frequency_s", "deduplication_snapshot_interval_s",
                          message="must be 0 (off) or positive")
+
+    def _validate_limits_and_buffers(self) -> None:
         require_at_least(self, "compaction_threshold_bytes", "stats_update_initial_delay_s")
         require_positive(self, "stats_update_frequency_s")
         if self.write_buffer_low_water_mark > self.write_buffer_high_water_mark:
@@ -564,6 +577,8 @@ class BrokerConfig(RetentionConfig):
                               "must not exceed write_buffer_high_water_mark (pulsarChannelWriteBufferHighWaterMark)")
         if self.max_message_size > self.max_pending_publish_bytes:
             raise ConfigError("max_pending_publish_bytes", "must be at least max_message_size")
+
+    def _validate_namespaces_and_load(self) -> None:
         if self.schema_compatibility_strategy.upper() not in _STRATEGIES:
             raise ConfigError("schema_compatibility_strategy",
                               f"unknown strategy {self.schema_compatibility_strategy!r}")
@@ -585,12 +600,6 @@ class BrokerConfig(RetentionConfig):
             raise ConfigError("default_num_partitions",
                               f"must not exceed max_num_partitions_per_partitioned_topic "
                               f"({self.max_num_partitions_per_partitioned_topic})")
-        if self.authentication_enabled and not self.authentication_providers:
-            raise ConfigError("authentication_providers", "must name a provider when authenticationEnabled")
-        if self.authorization_enabled and not self.authentication_enabled:
-            raise ConfigError("authorization_enabled", "needs authenticationEnabled")
-        require_positive(self, "authentication_refresh_check_s")
-        super().validate()
 
     def _validate_delayed_delivery(self) -> None:
         factories = ("org.apache.pulsar.broker.delayed.BucketDelayedDeliveryTrackerFactory",

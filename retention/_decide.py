@@ -160,6 +160,43 @@ def _fmt_s(ms: int) -> str:
     return f"{ms / 1000:g}s"
 
 
+def _pinned_by_cursor(base: _LedgerFields, end: Position, cursors: Mapping[str, Position],
+                      system_cursors: Collection[str]) -> LedgerDecision | None:
+    """The KEEP decision for a ledger whose last entry ``end`` some cursor has not passed, naming
+    the furthest-behind one; None when every cursor is past it."""
+    pinning = sorted((pos, name) for name, pos in cursors.items() if pos < end)
+    if not pinning:
+        return None
+    pos, name = pinning[0]
+    others = f" (and {len(pinning) - 1} more cursor(s))" if len(pinning) > 1 else ""
+    if name in system_cursors:
+        text = (f"system cursor {name!r}{others} still needs it: its last snapshot, at {pos}, is "
+                f"before its last entry {end}")
+    else:
+        text = (f"cursor {name!r}{others} has not acknowledged it: mark-delete {pos} is "
+                f"before its last entry {end}")
+    return LedgerDecision(*base, verdict=Verdict.KEEP, reason=Reason.NEEDED_BY_CURSOR, cursor=name, explanation=text)
+
+
+def _kept_within_retention(base: _LedgerFields, info: LedgerInfo, remaining: int, total: int,
+                           retention: RetentionPolicies, now_ms: int) -> LedgerDecision:
+    """The KEEP decision for a consumed ledger that retention's time or size still holds;
+    ``remaining`` is the topic's size before this ledger would be deleted."""
+    time_ms, size_bytes = retention.time_ms, retention.size_bytes
+    size_note = "" if size_bytes is None else (
+        f"deleting it would leave {_fmt_bytes(remaining - info.size)} of "
+        f"{_fmt_bytes(total)}, under the retention size of {_fmt_bytes(size_bytes)}")
+    if time_ms is None:
+        return LedgerDecision(*base, verdict=Verdict.KEEP, reason=Reason.WITHIN_RETENTION_SIZE,
+                              explanation="consumed; " + size_note)
+    text = (f"consumed; within the retention time of {_fmt_s(time_ms)} for another "
+            f"{_fmt_s(info.timestamp_ms + time_ms - now_ms)} (closed {_fmt_s(now_ms - info.timestamp_ms)} ago)")
+    if size_note:
+        text += "; and " + size_note
+    return LedgerDecision(*base, verdict=Verdict.KEEP, reason=Reason.WITHIN_RETENTION_TIME,
+                          expires_at_ms=info.timestamp_ms + time_ms, explanation=text)
+
+
 def decide_retention(ledgers: Sequence[LedgerInfo], cursors: Mapping[str, Position],
                      retention: RetentionPolicies, now_ms: int, *,
                      system_cursors: Collection[str] = ()) -> RetentionDecision:
@@ -184,18 +221,9 @@ def decide_retention(ledgers: Sequence[LedgerInfo], cursors: Mapping[str, Positi
                                       explanation="the current ledger (last of the list) is never trimmed"))
             continue
         end = Position(info.ledger_id, info.entries - 1)
-        pinning = sorted((pos, name) for name, pos in cursors.items() if pos < end)
-        if pinning:
-            pos, name = pinning[0]
-            others = f" (and {len(pinning) - 1} more cursor(s))" if len(pinning) > 1 else ""
-            if name in system_cursors:
-                text = (f"system cursor {name!r}{others} still needs it: its last snapshot, at {pos}, is "
-                        f"before its last entry {end}")
-            else:
-                text = (f"cursor {name!r}{others} has not acknowledged it: mark-delete {pos} is "
-                        f"before its last entry {end}")
-            out.append(LedgerDecision(
-                *base, verdict=Verdict.KEEP, reason=Reason.NEEDED_BY_CURSOR, cursor=name, explanation=text))
+        pinned = _pinned_by_cursor(base, end, cursors, system_cursors)
+        if pinned is not None:
+            out.append(pinned)
             continue
         expires_at = None if time_ms is None else info.timestamp_ms + time_ms
         if blocker is not None:
@@ -225,19 +253,7 @@ def decide_retention(ledgers: Sequence[LedgerInfo], cursors: Mapping[str, Positi
                                       reason=Reason.CONSUMED_AND_OUTSIDE_RETENTION, expires_at_ms=expires_at,
                                       explanation="consumed by every cursor; " + " and ".join(why)))
             continue
-        size_note = "" if size_bytes is None else (
-            f"deleting it would leave {_fmt_bytes(total - deleted_bytes - info.size)} of "
-            f"{_fmt_bytes(total)}, under the retention size of {_fmt_bytes(size_bytes)}")
-        if time_ms is not None:
-            text = (f"consumed; within the retention time of {_fmt_s(time_ms)} for another "
-                    f"{_fmt_s(info.timestamp_ms + time_ms - now_ms)} (closed {_fmt_s(now_ms - info.timestamp_ms)} ago)")
-            if size_note:
-                text += "; and " + size_note
-            blocker = LedgerDecision(*base, verdict=Verdict.KEEP, reason=Reason.WITHIN_RETENTION_TIME,
-                                     expires_at_ms=expires_at, explanation=text)
-        else:
-            blocker = LedgerDecision(*base, verdict=Verdict.KEEP, reason=Reason.WITHIN_RETENTION_SIZE,
-                                     explanation="consumed; " + size_note)
+        blocker = _kept_within_retention(base, info, total - deleted_bytes, total, retention, now_ms)
         out.append(blocker)
     return RetentionDecision(tuple(out), now_ms, retention, total, slowest_name)
 

@@ -27,6 +27,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +111,64 @@ def _stop(procs: list[dict[str, Any]], timeout: float) -> None:
         click.echo(f"stopped {p['name']}")
 
 
+def _start_zookeeper(directory: Path, zk_port: int, logs: Path, procs: list[dict[str, Any]],
+                     save: Callable[[], None], timeout: float) -> str:
+    """Start the cluster's own ZooKeeper, wait until it answers, and return its metadata URL."""
+    if not ZOOKEEPER_JAR.exists():
+        raise click.ClickException(f"ZooKeeper is not installed ({ZOOKEEPER_JAR} missing: apt-get install "
+                                   "zookeeper), or pass --metadata-url of a running one")
+    zk_dir = directory / "zookeeper"
+    (zk_dir / "data").mkdir(parents=True, exist_ok=True)
+    cfg = zk_dir / "zoo.cfg"
+    cfg.write_text(f"tickTime=2000\ndataDir={zk_dir / 'data'}\nclientPort={zk_port}\n"
+                   "clientPortAddress=127.0.0.1\nmaxClientCnxns=0\nadmin.enableServer=false\n"
+                   "4lw.commands.whitelist=ruok,srvr,stat,mntr\n")
+    cp = ":".join(str(j) for j in (ZOOKEEPER_JAR, SLF4J_SIMPLE_JAR) if j.exists())
+    zk = _spawn("zookeeper", ["java", "-Xmx256m", "-cp", cp,
+                              "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(cfg)], logs, zk_dir)
+    procs.append(zk)
+    save()
+    _wait("ZooKeeper", lambda: _ruok(zk_port), zk, timeout)
+    return f"zk://127.0.0.1:{zk_port}/magnetar"
+
+
+def _start_brokers(py: list[str], metadata_url: str, n_brokers: int, broker_port: int, web_port: int,
+                   broker_tls_port: int | None, web_tls_port: int | None, broker_conf: Path | None,
+                   broker_sets: tuple[str, ...], logs: Path, directory: Path, procs: list[dict[str, Any]],
+                   save: Callable[[], None], timeout: float) -> list[dict[str, Any]]:
+    """Start the brokers, wait until each serves, and return their URLs (plain and TLS) by name."""
+    brokers_ready: list[dict[str, Any]] = []
+    brokers = []
+    for i in range(n_brokers):
+        cmd = [*py, "broker", "--metadata-url", metadata_url, "--port", str(broker_port + i if broker_port else 0),
+               "--web-port", str(web_port + i if web_port else 0)]
+        if broker_conf is not None:
+            cmd += ["--conf", str(broker_conf.resolve())]
+        for s in broker_sets:
+            cmd += ["--set", s]
+        # TLS ports per broker, like the plain ones (a port in the shared config would collide)
+        for key, base_port in (("brokerServicePortTls", broker_tls_port), ("webServicePortTls", web_tls_port)):
+            if base_port is not None:
+                cmd += ["--set", f"broker.{key}={base_port + i if base_port else 0}"]
+        brokers.append(_spawn(f"broker-{i}", cmd, logs, directory))
+    procs.extend(brokers)
+    save()
+    for b in brokers:
+        m = _wait(b["name"], lambda b=b: _BROKER_READY.search(Path(b["log"]).read_text(errors="replace")), b,
+                  timeout)
+        entry = {"name": b["name"], "service_url": m.group(1), "admin_url": m.group(2)}
+        def tls_line(b: dict[str, Any] = b) -> re.Match[str] | None:
+            return _BROKER_TLS.search(Path(b["log"]).read_text(errors="replace"))
+
+        # the TLS URLs follow the ready line (a separate write): wait for them when asked for
+        tls = _wait(b["name"], tls_line, b, timeout) if (broker_tls_port, web_tls_port) != (None, None) \
+            else tls_line()
+        if tls:
+            entry |= {"service_url_tls": tls.group(1), "admin_url_tls": tls.group(2)}
+        brokers_ready.append(entry)
+    return brokers_ready
+
+
 @click.group(name="cluster", cls=HelpGroup)
 def command() -> None:
     """A local cluster: ZooKeeper, bookies, AutoRecovery and N brokers as separate processes."""
@@ -174,22 +233,7 @@ def start(directory: Path, n_brokers: int, n_bookies: int, metadata_url: str | N
 
     try:
         if metadata_url is None:
-            if not ZOOKEEPER_JAR.exists():
-                raise click.ClickException(f"ZooKeeper is not installed ({ZOOKEEPER_JAR} missing: apt-get install "
-                                           "zookeeper), or pass --metadata-url of a running one")
-            zk_dir = directory / "zookeeper"
-            (zk_dir / "data").mkdir(parents=True, exist_ok=True)
-            cfg = zk_dir / "zoo.cfg"
-            cfg.write_text(f"tickTime=2000\ndataDir={zk_dir / 'data'}\nclientPort={zk_port}\n"
-                           "clientPortAddress=127.0.0.1\nmaxClientCnxns=0\nadmin.enableServer=false\n"
-                           "4lw.commands.whitelist=ruok,srvr,stat,mntr\n")
-            cp = ":".join(str(j) for j in (ZOOKEEPER_JAR, SLF4J_SIMPLE_JAR) if j.exists())
-            zk = _spawn("zookeeper", ["java", "-Xmx256m", "-cp", cp,
-                                      "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(cfg)], logs, zk_dir)
-            procs.append(zk)
-            save()
-            _wait("ZooKeeper", lambda: _ruok(zk_port), zk, timeout)
-            metadata_url = f"zk://127.0.0.1:{zk_port}/magnetar"
+            metadata_url = _start_zookeeper(directory, zk_port, logs, procs, save, timeout)
         state["metadata_url"] = metadata_url
         for i in range(n_bookies):
             base = directory / f"bookie-{i}"
@@ -212,34 +256,9 @@ def start(directory: Path, n_brokers: int, n_bookies: int, metadata_url: str | N
             procs.append(ar)
             save()
             _wait("AutoRecovery", lambda: " running on " in Path(ar["log"]).read_text(errors="replace"), ar, timeout)
-        brokers = []
-        for i in range(n_brokers):
-            cmd = [*py, "broker", "--metadata-url", metadata_url, "--port", str(broker_port + i if broker_port else 0),
-                   "--web-port", str(web_port + i if web_port else 0)]
-            if broker_conf is not None:
-                cmd += ["--conf", str(broker_conf.resolve())]
-            for s in broker_sets:
-                cmd += ["--set", s]
-            # TLS ports per broker, like the plain ones (a port in the shared config would collide)
-            for key, base_port in (("brokerServicePortTls", broker_tls_port), ("webServicePortTls", web_tls_port)):
-                if base_port is not None:
-                    cmd += ["--set", f"broker.{key}={base_port + i if base_port else 0}"]
-            brokers.append(_spawn(f"broker-{i}", cmd, logs, directory))
-        procs.extend(brokers)
-        save()
-        for b in brokers:
-            m = _wait(b["name"], lambda b=b: _BROKER_READY.search(Path(b["log"]).read_text(errors="replace")), b,
-                      timeout)
-            entry = {"name": b["name"], "service_url": m.group(1), "admin_url": m.group(2)}
-            def tls_line(b: dict[str, Any] = b) -> re.Match[str] | None:
-                return _BROKER_TLS.search(Path(b["log"]).read_text(errors="replace"))
-
-            # the TLS URLs follow the ready line (a separate write): wait for them when asked for
-            tls = _wait(b["name"], tls_line, b, timeout) if (broker_tls_port, web_tls_port) != (None, None) \
-                else tls_line()
-            if tls:
-                entry |= {"service_url_tls": tls.group(1), "admin_url_tls": tls.group(2)}
-            state["brokers"].append(entry)
+        state["brokers"] = _start_brokers(py, metadata_url, n_brokers, broker_port, web_port, broker_tls_port,
+                                          web_tls_port, broker_conf, broker_sets, logs, directory, procs, save,
+                                          timeout)
         save()
     except BaseException:
         _stop([*reversed(procs)], 30)

@@ -354,19 +354,37 @@ def produce(topics: tuple[str, ...], service_url: str, rate: float | None, num_m
                      duration=seconds)
     cpu_source = _broker_cpu_source(service_url, broker_metrics_url)
     if engine == "native":
-        _validate_native(workers, connections, service_url)
-        if max_pending < 1:
-            raise click.UsageError("--max-pending must be >= 1 with --engine native")
-        per_frame = max(1, min(batch_max_messages, batch_max_bytes // max(1, size))) if batching else 1
-        opts = NativeProduceOptions(
-            service_url=service_url, topics=topics, size=size, batch_messages=per_frame, batched=batching,
-            rate=rate, num_messages=num_messages, duration=seconds, workers=workers, connections=connections,
-            max_pending=max(1, -(-max_pending // per_frame)),
-            token=os.environ.get("MAGNETAR_TOKEN", "").strip() or None, tls_trust_cert=tls_trust_cert_path)
-        _run_native(Console(), "produce", opts, run_native_produce, "publish latency",
-                    f"{workers} worker(s) x {connections} connection(s), {size} B messages, "
-                    f"{per_frame} per frame, rate {rate or 'max'}", cpu_source, broker_pid, pending_limit=max_pending)
-        return
+        _produce_native(topics, service_url, rate, size, batching, batch_max_messages, batch_max_bytes, max_pending,
+                        num_messages, seconds, workers, connections, tls_trust_cert_path, cpu_source, broker_pid)
+    else:
+        _produce_client(topics, service_url, io_threads, rate, size, producers, batching, batch_max_messages,
+                        batch_max_bytes, batch_delay_ms, max_pending, num_messages, seconds, cpu_source, broker_pid)
+
+
+def _produce_native(topics: tuple[str, ...], service_url: str, rate: float, size: int, batching: bool,
+                    batch_max_messages: int, batch_max_bytes: int, max_pending: int, num_messages: int,
+                    seconds: float, workers: int, connections: int, tls_trust_cert_path: str | None,
+                    cpu_source: str | None, broker_pid: int | None) -> None:
+    """`perf produce --engine native`: pre-encoded frames from worker processes."""
+    _validate_native(workers, connections, service_url)
+    if max_pending < 1:
+        raise click.UsageError("--max-pending must be >= 1 with --engine native")
+    per_frame = max(1, min(batch_max_messages, batch_max_bytes // max(1, size))) if batching else 1
+    opts = NativeProduceOptions(
+        service_url=service_url, topics=topics, size=size, batch_messages=per_frame, batched=batching,
+        rate=rate, num_messages=num_messages, duration=seconds, workers=workers, connections=connections,
+        max_pending=max(1, -(-max_pending // per_frame)),
+        token=os.environ.get("MAGNETAR_TOKEN", "").strip() or None, tls_trust_cert=tls_trust_cert_path)
+    _run_native(Console(), "produce", opts, run_native_produce, "publish latency",
+                f"{workers} worker(s) x {connections} connection(s), {size} B messages, "
+                f"{per_frame} per frame, rate {rate or 'max'}", cpu_source, broker_pid, pending_limit=max_pending)
+
+
+def _produce_client(topics: tuple[str, ...], service_url: str, io_threads: int, rate: float, size: int,
+                    producers: int, batching: bool, batch_max_messages: int, batch_max_bytes: int,
+                    batch_delay_ms: float, max_pending: int, num_messages: int, seconds: float,
+                    cpu_source: str | None, broker_pid: int | None) -> None:
+    """`perf produce` with the official Python client: send_async from this process."""
     import pulsar
 
     console = Console()
@@ -474,19 +492,37 @@ def consume(topics: tuple[str, ...], service_url: str, rate: float, num_messages
     validate_consume(topics=topics, rate=rate, consumers=consumers, subscription_type=subscription_type,
                      receiver_queue_size=receiver_queue_size, num_messages=num_messages, duration=seconds)
     if engine == "native":
-        _validate_native(workers, connections, service_url)
-        if rate:
-            raise click.UsageError("--rate is not supported with --engine native for consume")
-        copts = NativeConsumeOptions(
-            service_url=service_url, topics=topics, subscription=subscription,
-            subscription_type=_SUB_TYPES.index(subscription_type), earliest=initial_position == "earliest",
-            num_messages=num_messages, duration=seconds, workers=workers, connections=connections,
-            receiver_queue_size=receiver_queue_size, token=os.environ.get("MAGNETAR_TOKEN", "").strip() or None,
-            tls_trust_cert=tls_trust_cert_path)
-        _run_native(Console(), "consume", copts, run_native_consume, "end-to-end latency",
-                    f"subscription {subscription} ({subscription_type}), {workers} worker(s) x "
-                    f"{connections} connection(s)", _broker_cpu_source(service_url, broker_metrics_url), broker_pid)
-        return
+        _consume_native(topics, service_url, subscription, subscription_type, initial_position, num_messages,
+                        seconds, workers, connections, receiver_queue_size, rate, broker_metrics_url, broker_pid,
+                        tls_trust_cert_path)
+    else:
+        _consume_client(topics, service_url, io_threads, rate, subscription, subscription_type, consumers,
+                        receiver_queue_size, initial_position, num_messages, seconds)
+
+
+def _consume_native(topics: tuple[str, ...], service_url: str, subscription: str, subscription_type: str,
+                    initial_position: str, num_messages: int, seconds: float, workers: int, connections: int,
+                    receiver_queue_size: int, rate: float, broker_metrics_url: str | None, broker_pid: int | None,
+                    tls_trust_cert_path: str | None) -> None:
+    """`perf consume --engine native`: consumers in worker processes."""
+    _validate_native(workers, connections, service_url)
+    if rate:
+        raise click.UsageError("--rate is not supported with --engine native for consume")
+    copts = NativeConsumeOptions(
+        service_url=service_url, topics=topics, subscription=subscription,
+        subscription_type=_SUB_TYPES.index(subscription_type), earliest=initial_position == "earliest",
+        num_messages=num_messages, duration=seconds, workers=workers, connections=connections,
+        receiver_queue_size=receiver_queue_size, token=os.environ.get("MAGNETAR_TOKEN", "").strip() or None,
+        tls_trust_cert=tls_trust_cert_path)
+    _run_native(Console(), "consume", copts, run_native_consume, "end-to-end latency",
+                f"subscription {subscription} ({subscription_type}), {workers} worker(s) x "
+                f"{connections} connection(s)", _broker_cpu_source(service_url, broker_metrics_url), broker_pid)
+
+
+def _consume_client(topics: tuple[str, ...], service_url: str, io_threads: int, rate: float, subscription: str,
+                    subscription_type: str, consumers: int, receiver_queue_size: int, initial_position: str,
+                    num_messages: int, seconds: float) -> None:
+    """`perf consume` with the official Python client: one receiving thread per consumer."""
     import pulsar
 
     console = Console()
