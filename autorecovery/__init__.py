@@ -30,8 +30,22 @@ from ._underreplication import UnderReplicatedLedger as UnderReplicatedLedger
 from ._underreplication import UnderReplicationManager as UnderReplicationManager
 
 __all__ = [
-    "Auditor", "AuditorElection", "AuditorStatistics", "current_auditor", "AutoRecovery",
-    "AutoRecoveryConfig", "AutoRecoveryMetrics", "run_autorecovery", "EntryCopier", "PoolEntryCopier",
-    "RateLimiter", "ReplicationError", "ReplicationOutcome", "ReplicationWorker", "RetryTable",
-    "WorkerStatistics", "UnderReplicatedLedger", "UnderReplicationManager",
+    "Auditor",
+    "AuditorElection",
+    "AuditorStatistics",
+    "current_auditor",
+    "AutoRecovery",
+    "AutoRecoveryConfig",
+    "AutoRecoveryMetrics",
+    "run_autorecovery",
+    "EntryCopier",
+    "PoolEntryCopier",
+    "RateLimiter",
+    "ReplicationError",
+    "ReplicationOutcome",
+    "ReplicationWorker",
+    "RetryTable",
+    "WorkerStatistics",
+    "UnderReplicatedLedger",
+    "UnderReplicationManager",
 ]

@@ -55,7 +55,7 @@ def _election_path(root: str) -> str:
 
 
 def _vote_seq(name: str) -> int:
-    tail = name[len(_VOTE_PREFIX):]
+    tail = name[len(_VOTE_PREFIX) :]
     return int(tail) if tail.isdigit() else -1
 
 
@@ -102,8 +102,9 @@ class AuditorElection:
         self.is_leader = False
         self.terms = 0  # how many times this candidate became the leader
 
-    async def run(self, lead: Callable[[], Awaitable[None]], *,
-                  task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(
+        self, lead: Callable[[], Awaitable[None]], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         """Vote (``task_status.started()`` once the first vote is cast), wait to be elected, run
         ``lead()`` while leader; vote again if the vote is lost. Runs until cancelled; the vote
         is withdrawn on exit. A ``lead`` that raises, or a store error, is logged and the candidate
@@ -112,9 +113,13 @@ class AuditorElection:
         started = False
         while self._store.session_state is not SessionState.CLOSED:
             try:
-                vote = await self._store.create(f"{self._path}/{_VOTE_PREFIX}",
-                                                f'bookieId: "{self._identity}"\n'.encode(),
-                                                ephemeral=True, sequential=True, make_parents=True)
+                vote = await self._store.create(
+                    f"{self._path}/{_VOTE_PREFIX}",
+                    f'bookieId: "{self._identity}"\n'.encode(),
+                    ephemeral=True,
+                    sequential=True,
+                    make_parents=True,
+                )
             except MetadataError:
                 if not started:
                     raise
@@ -129,8 +134,7 @@ class AuditorElection:
                 if await self._wait_until_first(vote):
                     failed = not await self._lead(vote, lead)
             except (MetadataError, MetadataStoreError):
-                log.warning("%s lost track of the auditor election; voting again", self._identity,
-                            exc_info=True)
+                log.warning("%s lost track of the auditor election; voting again", self._identity, exc_info=True)
                 failed = True
             finally:
                 self.is_leader = False
@@ -217,10 +221,18 @@ class Auditor:
     ``AuditorElection`` so only one auditor acts per cluster.
     """
 
-    def __init__(self, store: MetadataStore, root: str = "", *, lost_bookie_recovery_delay_s: float = 0.0,
-                 periodic_check_interval_s: float = 604800.0, ledgers: LedgerManager | None = None,
-                 under_replication: UnderReplicationManager | None = None, scan_batch: int = 256,
-                 read_concurrency: int = 16) -> None:
+    def __init__(
+        self,
+        store: MetadataStore,
+        root: str = "",
+        *,
+        lost_bookie_recovery_delay_s: float = 0.0,
+        periodic_check_interval_s: float = 604800.0,
+        ledgers: LedgerManager | None = None,
+        under_replication: UnderReplicationManager | None = None,
+        scan_batch: int = 256,
+        read_concurrency: int = 16,
+    ) -> None:
         if lost_bookie_recovery_delay_s < 0 or periodic_check_interval_s < 0:
             raise ValueError("the grace period and the check interval must be >= 0")
         if scan_batch < 1 or read_concurrency < 1:
@@ -237,8 +249,16 @@ class Auditor:
         self._audited: set[str] = set()
         self._wake = trio.Event()
         self.audit_done = trio.Event()  # set (and replaced) after every audit or full check
-        self._stats = {"audits": 0, "ledgers_marked": 0, "lost_bookies": 0, "full_checks": 0,
-                       "ledgers_checked": 0, "audit_time_s": 0.0, "last_audit_time_s": 0.0, "scan_errors": 0}
+        self._stats = {
+            "audits": 0,
+            "ledgers_marked": 0,
+            "lost_bookies": 0,
+            "full_checks": 0,
+            "ledgers_checked": 0,
+            "audit_time_s": 0.0,
+            "last_audit_time_s": 0.0,
+            "scan_errors": 0,
+        }
 
     # ---- views -----------------------------------------------------------------------------
 
@@ -260,15 +280,21 @@ class Auditor:
     def statistics(self) -> AuditorStatistics:
         """Counters for metrics and tests."""
         s = self._stats
-        return AuditorStatistics(int(s["audits"]), int(s["ledgers_marked"]), int(s["lost_bookies"]),
-                                 len(self.pending_bookies), int(s["full_checks"]), int(s["ledgers_checked"]),
-                                 float(s["audit_time_s"]), float(s["last_audit_time_s"]),
-                                 int(s["scan_errors"]))
+        return AuditorStatistics(
+            int(s["audits"]),
+            int(s["ledgers_marked"]),
+            int(s["lost_bookies"]),
+            len(self.pending_bookies),
+            int(s["full_checks"]),
+            int(s["ledgers_checked"]),
+            float(s["audit_time_s"]),
+            float(s["last_audit_time_s"]),
+            int(s["scan_errors"]),
+        )
 
     # ---- bookie tracking ---------------------------------------------------------------------
 
-    def _set_live(self, writable: frozenset[str] | None = None,
-                  readonly: frozenset[str] | None = None) -> None:
+    def _set_live(self, writable: frozenset[str] | None = None, readonly: frozenset[str] | None = None) -> None:
         before = self.live_bookies
         if writable is not None:
             self._writable = writable
@@ -301,8 +327,11 @@ class Auditor:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Audit until cancelled. ``task_status.started()`` after the first view of the bookies
         and the start-up scan (rule 3). Store errors during audits are logged and retried."""
-        async with self._ledgers.watch_bookies(True) as writable, \
-                self._ledgers.watch_bookies(False) as readonly, trio.open_nursery() as nursery:
+        async with (
+            self._ledgers.watch_bookies(True) as writable,
+            self._ledgers.watch_bookies(False) as readonly,
+            trio.open_nursery() as nursery,
+        ):
             self._set_live(writable=await writable.receive(), readonly=await readonly.receive())
             nursery.start_soon(self._follow, writable, True)
             nursery.start_soon(self._follow, readonly, False)

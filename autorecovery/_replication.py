@@ -221,11 +221,19 @@ class ReplicationWorker:
     ``rate_limiter`` and ``retry`` may be shared by several workers.
     """
 
-    def __init__(self, client: BookKeeper, under_replication: UnderReplicationManager, *,
-                 copier: EntryCopier | None = None, rate_limiter: RateLimiter | None = None,
-                 retry: RetryTable | None = None, max_entries_in_flight: int = 64,
-                 poll_interval_s: float = 1.0, open_ledger_grace_period_s: float = 30.0,
-                 name: str = "replication-worker") -> None:
+    def __init__(
+        self,
+        client: BookKeeper,
+        under_replication: UnderReplicationManager,
+        *,
+        copier: EntryCopier | None = None,
+        rate_limiter: RateLimiter | None = None,
+        retry: RetryTable | None = None,
+        max_entries_in_flight: int = 64,
+        poll_interval_s: float = 1.0,
+        open_ledger_grace_period_s: float = 30.0,
+        name: str = "replication-worker",
+    ) -> None:
         if max_entries_in_flight < 1 or poll_interval_s <= 0 or open_ledger_grace_period_s < 0:
             raise ValueError("need max_entries_in_flight >= 1, poll_interval_s > 0, grace period >= 0")
         self._client = client
@@ -238,17 +246,33 @@ class ReplicationWorker:
         self._open_grace = open_ledger_grace_period_s
         self.name = name
         self.current: int | None = None  # the ledger being repaired
-        self._stats = dict.fromkeys(("ledgers_replicated", "ledgers_deferred", "failures",
-                                     "fragments_replicated", "entries_copied", "bytes_copied",
-                                     "open_ledgers_recovered"), 0)
+        self._stats = dict.fromkeys(
+            (
+                "ledgers_replicated",
+                "ledgers_deferred",
+                "failures",
+                "fragments_replicated",
+                "entries_copied",
+                "bytes_copied",
+                "open_ledgers_recovered",
+            ),
+            0,
+        )
         self._time = 0.0
 
     def statistics(self) -> WorkerStatistics:
         """Counters for metrics and tests."""
         s = self._stats
-        return WorkerStatistics(s["ledgers_replicated"], s["ledgers_deferred"], s["failures"],
-                                s["fragments_replicated"], s["entries_copied"], s["bytes_copied"],
-                                s["open_ledgers_recovered"], self._time)
+        return WorkerStatistics(
+            s["ledgers_replicated"],
+            s["ledgers_deferred"],
+            s["failures"],
+            s["fragments_replicated"],
+            s["entries_copied"],
+            s["bytes_copied"],
+            s["open_ledgers_recovered"],
+            self._time,
+        )
 
     # ---- the loop ----------------------------------------------------------------------------
 
@@ -290,8 +314,13 @@ class ReplicationWorker:
         except (BKError, MetadataError, ValueError) as exc:
             self._stats["failures"] += 1
             at = self._retry.failed(lid)
-            log.warning("%s: re-replication of ledger %d failed (retry in %.1fs): %s", self.name, lid,
-                        at - trio.current_time(), exc)
+            log.warning(
+                "%s: re-replication of ledger %d failed (retry in %.1fs): %s",
+                self.name,
+                lid,
+                at - trio.current_time(),
+                exc,
+            )
             return None
         finally:
             self._time += trio.current_time() - start
@@ -350,8 +379,9 @@ class ReplicationWorker:
             return ReplicationOutcome.DEFERRED
         return ReplicationOutcome.REPLICATED
 
-    async def _copy_fragment(self, lid: int, meta: LedgerMetadata, seg: Segment, end: int,
-                             lost: set[str]) -> tuple[str, ...]:
+    async def _copy_fragment(
+        self, lid: int, meta: LedgerMetadata, seg: Segment, end: int, lost: set[str]
+    ) -> tuple[str, ...]:
         client = self._client
         ensemble = seg.ensemble
         lost_idx = {i for i, b in enumerate(ensemble) if b in lost}
@@ -402,9 +432,11 @@ class ReplicationWorker:
                 return await self._copier.read_entry(bookie, lid, entry_id, meta)
             except BKError as exc:
                 errors.append(f"{bookie}: {exc}")
-        raise ReplicationError(f"entry {entry_id} of ledger {lid} has no readable surviving replica "
-                               f"({'; '.join(errors) or 'every bookie of its write set is lost'})",
-                               ledger_id=lid)
+        raise ReplicationError(
+            f"entry {entry_id} of ledger {lid} has no readable surviving replica "
+            f"({'; '.join(errors) or 'every bookie of its write set is lost'})",
+            ledger_id=lid,
+        )
 
     async def _install(self, lid: int, old: Segment, new_ensemble: tuple[str, ...]) -> LedgerMetadata:
         """Step 3: CAS ``new_ensemble`` into the segment starting at ``old.first_entry_id``."""
@@ -416,8 +448,10 @@ class ReplicationWorker:
             if index is None or segs[index].ensemble != old.ensemble:
                 if index is not None and segs[index].ensemble == new_ensemble:
                     return meta
-                raise ReplicationError(f"segment at entry {old.first_entry_id} of ledger {lid} changed while "
-                                       f"it was re-replicated", ledger_id=lid)
+                raise ReplicationError(
+                    f"segment at entry {old.first_entry_id} of ledger {lid} changed while it was re-replicated",
+                    ledger_id=lid,
+                )
             segs[index] = Segment(old.first_entry_id, new_ensemble)
             updated = dataclasses.replace(meta, segments=tuple(segs))
             try:
@@ -425,11 +459,9 @@ class ReplicationWorker:
             except MetadataVersionConflict:
                 continue
             return updated
-        raise ReplicationError(f"ledger {lid}'s metadata kept changing while installing a new ensemble",
-                               ledger_id=lid)
+        raise ReplicationError(f"ledger {lid}'s metadata kept changing while installing a new ensemble", ledger_id=lid)
 
 
 def _segments_on(meta: LedgerMetadata, bookies: Iterable[str]) -> bool:
     wanted = set(bookies)
     return any(wanted & set(seg.ensemble) for seg in meta.segments)
-

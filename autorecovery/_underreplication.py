@@ -96,7 +96,7 @@ def ur_lock_path(root: str, ledger_id: int) -> str:
 
 
 def _ledger_id_of(name: str) -> int | None:
-    digits = name[len(_UR_PREFIX):]
+    digits = name[len(_UR_PREFIX) :]
     # isascii: str.isdigit() also accepts digits such as "²" that int() refuses
     if name.startswith(_UR_PREFIX) and digits.isascii() and digits.isdigit():
         return int(digits)
@@ -217,8 +217,9 @@ class UnderReplicationManager:
                     data, stat = await self._store.get(path)
                 except NoNodeError:
                     try:
-                        await self._store.create(path, encode_ur_record(new, int(time.time() * 1000)),
-                                                 make_parents=True)
+                        await self._store.create(
+                            path, encode_ur_record(new, int(time.time() * 1000)), make_parents=True
+                        )
                         break
                     except (NodeExistsError, NoNodeError):
                         continue  # created concurrently, or its parent was pruned under us (rule 4)
@@ -231,11 +232,13 @@ class UnderReplicationManager:
                 except (BadVersionError, NoNodeError):
                     continue
             else:
-                raise MetadataStoreError(f"marking ledger {ledger_id} under-replicated kept racing",
-                                         ledger_id=ledger_id)
+                raise MetadataStoreError(
+                    f"marking ledger {ledger_id} under-replicated kept racing", ledger_id=ledger_id
+                )
         except MetadataError as exc:
-            raise MetadataStoreError(f"marking ledger {ledger_id} under-replicated failed: {exc}",
-                                     ledger_id=ledger_id) from exc
+            raise MetadataStoreError(
+                f"marking ledger {ledger_id} under-replicated failed: {exc}", ledger_id=ledger_id
+            ) from exc
         self._marked.set()
         self._marked = trio.Event()
 
@@ -246,13 +249,15 @@ class UnderReplicationManager:
         except NoNodeError:
             return None
         except MetadataError as exc:
-            raise MetadataStoreError(f"reading the under-replication record of {ledger_id} failed: {exc}",
-                                     ledger_id=ledger_id) from exc
+            raise MetadataStoreError(
+                f"reading the under-replication record of {ledger_id} failed: {exc}", ledger_id=ledger_id
+            ) from exc
         try:
             missing, ctime = decode_ur_record(data)
         except ValueError as exc:
-            raise MetadataStoreError(f"ledger {ledger_id} has an unreadable under-replication record: {exc}",
-                                     ledger_id=ledger_id) from exc
+            raise MetadataStoreError(
+                f"ledger {ledger_id} has an unreadable under-replication record: {exc}", ledger_id=ledger_id
+            ) from exc
         return UnderReplicatedLedger(ledger_id, missing, ctime, stat.version)
 
     async def _children(self, path: str) -> list[str]:
@@ -288,8 +293,7 @@ class UnderReplicationManager:
         try:
             return await self._store.exists(ur_lock_path(self._root, ledger_id)) is not None
         except MetadataError as exc:
-            raise MetadataStoreError(f"checking the lock of {ledger_id} failed: {exc}",
-                                     ledger_id=ledger_id) from exc
+            raise MetadataStoreError(f"checking the lock of {ledger_id} failed: {exc}", ledger_id=ledger_id) from exc
 
     # ---- locking ---------------------------------------------------------------------------
 
@@ -303,8 +307,7 @@ class UnderReplicationManager:
         except NodeExistsError:
             return None
         except MetadataError as exc:
-            raise MetadataStoreError(f"locking ledger {ledger_id} failed: {exc}",
-                                     ledger_id=ledger_id) from exc
+            raise MetadataStoreError(f"locking ledger {ledger_id} failed: {exc}", ledger_id=ledger_id) from exc
         self._held.add(ledger_id)
         try:
             record = await self.get(ledger_id)
@@ -343,8 +346,7 @@ class UnderReplicationManager:
         except (NoNodeError, BadVersionError):
             pass
         except MetadataError as exc:
-            raise MetadataStoreError(f"releasing the lock of {ledger_id} failed: {exc}",
-                                     ledger_id=ledger_id) from exc
+            raise MetadataStoreError(f"releasing the lock of {ledger_id} failed: {exc}", ledger_id=ledger_id) from exc
 
     async def release_all(self) -> None:
         """Drop every lock this instance holds (shutdown)."""
@@ -372,8 +374,9 @@ class UnderReplicationManager:
             if deleted:
                 await self._prune(path)
         except MetadataError as exc:
-            raise MetadataStoreError(f"clearing the record of ledger {ledger_id} failed: {exc}",
-                                     ledger_id=ledger_id) from exc
+            raise MetadataStoreError(
+                f"clearing the record of ledger {ledger_id} failed: {exc}", ledger_id=ledger_id
+            ) from exc
         finally:
             with trio.CancelScope(shield=True):
                 await self.release(ledger_id)
@@ -467,4 +470,3 @@ class UnderReplicationManager:
         except ValueError:
             log.warning("ignoring unreadable lostBookieRecoveryDelay %r", data)
             return None
-

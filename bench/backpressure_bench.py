@@ -37,10 +37,24 @@ RATE = re.compile(r"([\d,]+(?:\.\d+)?) msg/s")
 
 def start(src: Path, data: Path) -> tuple[subprocess.Popen[str], str, str, Path]:
     log = data.parent / "standalone.log"
-    cmd = [sys.executable, "-m", "magnetar", "standalone", "--data-dir", str(data),
-           "--set", f"standalone.bookie_port={free_port()}", "--set", "standalone.bookie_http_port=0",
-           "--set", "broker.broker_service_port=0", "--set", "broker.web_service_port=0",
-           "--set", "broker.retentionCheckIntervalInSeconds=3600"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "magnetar",
+        "standalone",
+        "--data-dir",
+        str(data),
+        "--set",
+        f"standalone.bookie_port={free_port()}",
+        "--set",
+        "standalone.bookie_http_port=0",
+        "--set",
+        "broker.broker_service_port=0",
+        "--set",
+        "broker.web_service_port=0",
+        "--set",
+        "broker.retentionCheckIntervalInSeconds=3600",
+    ]
     env = {**os.environ, "PYTHONPATH": str(src), "PYTHONUNBUFFERED": "1"}
     out = open(log, "w")  # noqa: SIM115 - closed with the process
     proc = subprocess.Popen(cmd, cwd=src, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
@@ -58,8 +72,9 @@ def start(src: Path, data: Path) -> tuple[subprocess.Popen[str], str, str, Path]
 
 def perf(*args: str) -> str:
     cmd = [sys.executable, "-m", "magnetar", "perf", *args]
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = subprocess.run(
+        cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)}
+    )
     return done.stdout + done.stderr
 
 
@@ -77,23 +92,76 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bp-bench-") as tmp:
         proc, url, admin, _log = start(opts.src.resolve(), Path(tmp) / "data")
         metrics = f"{admin}/metrics"
-        common = ["-u", url, "--engine", "native", "--broker-metrics-url", metrics, "--workers", "1",
-                  "--connections", "2"]
+        common = [
+            "-u",
+            url,
+            "--engine",
+            "native",
+            "--broker-metrics-url",
+            metrics,
+            "--workers",
+            "1",
+            "--connections",
+            "2",
+        ]
         try:
             t = f"{opts.seconds}s"
             out = perf("produce", *common, "persistent://public/default/bp-batched", "-s", "100", "-t", t)
             print(f"produce batched 100 B: {rate_of(out)} msg/s", flush=True)
-            out = perf("produce", *common, "persistent://public/default/bp-unbatched", "-s", "100", "-t", t,
-                       "--no-batching", "--max-pending", "500")
+            out = perf(
+                "produce",
+                *common,
+                "persistent://public/default/bp-unbatched",
+                "-s",
+                "100",
+                "-t",
+                t,
+                "--no-batching",
+                "--max-pending",
+                "500",
+            )
             print(f"produce unbatched 100 B: {rate_of(out)} msg/s", flush=True)
             topic = "persistent://public/default/bp-backlog"
             # the subscription first, so that the backlog is kept
-            perf("consume", "-u", url, "--engine", "native", "--broker-metrics-url", metrics, "--workers", "1",
-                 "--connections", "1", topic, "-t", "1s", "--initial-position", "earliest")
+            perf(
+                "consume",
+                "-u",
+                url,
+                "--engine",
+                "native",
+                "--broker-metrics-url",
+                metrics,
+                "--workers",
+                "1",
+                "--connections",
+                "1",
+                topic,
+                "-t",
+                "1s",
+                "--initial-position",
+                "earliest",
+            )
             perf("produce", *common, topic, "-s", "1024", "-m", str(opts.backlog))
-            out = perf("consume", "-u", url, "--engine", "native", "--broker-metrics-url", metrics,
-                       "--workers", "1", "--connections", "1", topic, "-m", str(opts.backlog),
-                       "--initial-position", "earliest", "-t", "300s")
+            out = perf(
+                "consume",
+                "-u",
+                url,
+                "--engine",
+                "native",
+                "--broker-metrics-url",
+                metrics,
+                "--workers",
+                "1",
+                "--connections",
+                "1",
+                topic,
+                "-m",
+                str(opts.backlog),
+                "--initial-position",
+                "earliest",
+                "-t",
+                "300s",
+            )
             print(f"consume backlog 1 KiB: {rate_of(out)} msg/s", flush=True)
         finally:
             proc.send_signal(signal.SIGINT)

@@ -97,9 +97,12 @@ async def write_ledger(bk: BookKeeper, count: int, size: int, *, at_third=None):
 
 def report(name: str, count: int, size: int, elapsed: float, lat: list[float]) -> float:
     rate = count / elapsed
-    print(f"{name}: {count} adds of {size} B in {elapsed:.2f} s = {rate:,.0f} adds/s, "
-          f"{count * size / elapsed / 1e6:,.1f} MB/s; add latency ms p50 {pct(lat, 50):.2f} "
-          f"p99 {pct(lat, 99):.2f} p999 {pct(lat, 99.9):.2f}", flush=True)
+    print(
+        f"{name}: {count} adds of {size} B in {elapsed:.2f} s = {rate:,.0f} adds/s, "
+        f"{count * size / elapsed / 1e6:,.1f} MB/s; add latency ms p50 {pct(lat, 50):.2f} "
+        f"p99 {pct(lat, 99):.2f} p999 {pct(lat, 99.9):.2f}",
+        flush=True,
+    )
     return rate
 
 
@@ -119,13 +122,18 @@ def fault_report(done_at: list[float], kill_t: float, new_segment_first: int) ->
     gaps = [(b - a, a) for a, b in itertools.pairwise(done_at) if a >= kill_t - 0.5]
     stall, stall_at = max(gaps) if gaps else (0.0, kill_t)
     through = done_at[new_segment_first] - kill_t if new_segment_first < len(done_at) else float("nan")
-    print(f"kill at t={kill_t:.2f} s; rate 1 s before {before:,.0f} adds/s, 1 s after {after:,.0f} adds/s "
-          f"(dip {100 * (1 - after / before) if before else 0:.0f}%); longest gap between completions "
-          f"{stall * 1000:.0f} ms at t={stall_at:.2f} s; first entry of the new segment ({new_segment_first}) "
-          f"acknowledged {through * 1000:.0f} ms after the kill", flush=True)
+    print(
+        f"kill at t={kill_t:.2f} s; rate 1 s before {before:,.0f} adds/s, 1 s after {after:,.0f} adds/s "
+        f"(dip {100 * (1 - after / before) if before else 0:.0f}%); longest gap between completions "
+        f"{stall * 1000:.0f} ms at t={stall_at:.2f} s; first entry of the new segment ({new_segment_first}) "
+        f"acknowledged {through * 1000:.0f} ms after the kill",
+        flush=True,
+    )
     k = int(kill_t / bucket)
-    print("adds per 250 ms from 1 s before the kill: " + " ".join(str(c) for c in counts[max(0, k - 4):k + 16]),
-          flush=True)
+    print(
+        "adds per 250 ms from 1 s before the kill: " + " ".join(str(c) for c in counts[max(0, k - 4) : k + 16]),
+        flush=True,
+    )
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -165,8 +173,10 @@ async def main(args: argparse.Namespace) -> None:
 
             elapsed, lat, done_at, kill_t, segments = await write_ledger(bk, args.adds, args.size, at_third=kill)
             report("with one bookie SIGKILLed a third of the way in", args.adds, args.size, elapsed, lat)
-            print(f"segments in the ledger: {len(segments)}; ensemble changes: "
-                  f"{bk.metrics.statistics().get('bookkeeper_client_NUM_ENSEMBLE_CHANGE_total', 0):.0f}")
+            print(
+                f"segments in the ledger: {len(segments)}; ensemble changes: "
+                f"{bk.metrics.statistics().get('bookkeeper_client_NUM_ENSEMBLE_CHANGE_total', 0):.0f}"
+            )
             fault_report(done_at, kill_t, segments[-1].first_entry_id)
     finally:
         cluster.stop_all()

@@ -25,11 +25,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.support.bookie_load import Bookie, add_frames, pct, pipelined, read_frames
 
 
-def report_adds(name: str, count: int, size: int, elapsed: float, lat: list[float], errors: dict,
-                cpu: float) -> None:
-    print(f"{name}: {count} adds of {size} B in {elapsed:.2f} s = {count / elapsed:,.0f} adds/s, "
-          f"{count * size / elapsed / 1e6:,.1f} MB/s; latency ms p50 {pct(lat, 50):.2f} p99 {pct(lat, 99):.2f} "
-          f"p999 {pct(lat, 99.9):.2f}; errors {len(errors)}; bookie CPU {cpu / count * 1e6:.1f} us/add")
+def report_adds(name: str, count: int, size: int, elapsed: float, lat: list[float], errors: dict, cpu: float) -> None:
+    print(
+        f"{name}: {count} adds of {size} B in {elapsed:.2f} s = {count / elapsed:,.0f} adds/s, "
+        f"{count * size / elapsed / 1e6:,.1f} MB/s; latency ms p50 {pct(lat, 50):.2f} p99 {pct(lat, 99):.2f} "
+        f"p999 {pct(lat, 99.9):.2f}; errors {len(errors)}; bookie CPU {cpu / count * 1e6:.1f} us/add"
+    )
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -44,8 +45,10 @@ async def main(args: argparse.Namespace) -> None:
         frames = add_frames(3, n, 1024)
         elapsed, lat, _, errors = await pipelined(bk.port, frames, n, rate=args.rate)
         print(f"load average {os.getloadavg()[0]:.1f}")
-        print(f"1 KiB at {args.rate:.0f} adds/s: latency ms p50 {pct(lat, 50):.2f} p99 {pct(lat, 99):.2f} "
-              f"p999 {pct(lat, 99.9):.2f}; errors {len(errors)}")
+        print(
+            f"1 KiB at {args.rate:.0f} adds/s: latency ms p50 {pct(lat, 50):.2f} p99 {pct(lat, 99):.2f} "
+            f"p999 {pct(lat, 99.9):.2f}; errors {len(errors)}"
+        )
         frames = add_frames(1, args.small, 1024)
         cpu0 = bk.cpu_seconds()
         elapsed, lat, _, errors = await pipelined(bk.port, frames, args.window)
@@ -60,18 +63,24 @@ async def main(args: argparse.Namespace) -> None:
         tail = min(args.large, 2000)
         frames = [encode_request(read_request(i + 1, 2, args.large - tail + i)) for i in range(tail)]
         elapsed, lat, nbytes, errors = await pipelined(bk.port, frames, 256)
-        print(f"tailing read: {tail} entries, {nbytes / elapsed / 1e6:,.1f} MB/s, p50 {pct(lat, 50):.2f} ms; "
-              f"errors {len(errors)}")
+        print(
+            f"tailing read: {tail} entries, {nbytes / elapsed / 1e6:,.1f} MB/s, p50 {pct(lat, 50):.2f} ms; "
+            f"errors {len(errors)}"
+        )
         rss_before_restart = bk.peak_rss_mib()
         # catch-up: restart (cold caches), read ledger 2 from the entry logs
         bk.stop()
         bk.start()
         frames = read_frames(2, args.large)
         elapsed, lat, nbytes, errors = await pipelined(bk.port, frames, 256)
-        print(f"catch-up read (cold caches): {args.large} entries, {nbytes / elapsed / 1e6:,.1f} MB/s, "
-              f"p50 {pct(lat, 50):.2f} ms; errors {len(errors)}")
-        print(f"bookie peak RSS: {rss_before_restart:.0f} MiB during writes; "
-              f"{bk.peak_rss_mib():.0f} MiB during the catch-up read")
+        print(
+            f"catch-up read (cold caches): {args.large} entries, {nbytes / elapsed / 1e6:,.1f} MB/s, "
+            f"p50 {pct(lat, 50):.2f} ms; errors {len(errors)}"
+        )
+        print(
+            f"bookie peak RSS: {rss_before_restart:.0f} MiB during writes; "
+            f"{bk.peak_rss_mib():.0f} MiB during the catch-up read"
+        )
     finally:
         bk.stop()
         if not args.dir:

@@ -46,8 +46,9 @@ NEW = 10_000
 
 async def prepare(ledger_dir: Path, data_mb: int) -> int:
     """Write the old ledger; returns its entry count."""
-    st = await DbLedgerStorage.open([ledger_dir], log_size_limit=64 * MiB, write_cache_max_bytes=64 * MiB,
-                                    flush_interval_ms=0)
+    st = await DbLedgerStorage.open(
+        [ledger_dir], log_size_limit=64 * MiB, write_cache_max_bytes=64 * MiB, flush_interval_ms=0
+    )
     st.set_master_key(OLD, KEY)
     count = data_mb * MiB // ENTRY
     payload = os.urandom(ENTRY - 32)
@@ -104,8 +105,14 @@ async def reader(bookie: Any, first: int, count: int, stop: trio.Event, done: li
 
 
 def config(root: Path) -> BookieConfig:
-    return BookieConfig(journal_dir=str(root / "journal"), ledger_dirs=(str(root / "ledgers"),), port=0,
-                        http_port=0, log_size_limit=64 * MiB, flush_interval_ms=1000)
+    return BookieConfig(
+        journal_dir=str(root / "journal"),
+        ledger_dirs=(str(root / "ledgers"),),
+        port=0,
+        http_port=0,
+        log_size_limit=64 * MiB,
+        flush_interval_ms=1000,
+    )
 
 
 async def run_phase(root: Path, *, readers: int, add_rate: float, seconds: float, count: int) -> dict[str, Any]:
@@ -120,8 +127,12 @@ async def run_phase(root: Path, *, readers: int, add_rate: float, seconds: float
             await paced_adds(bookie, add_rate, seconds, latencies)
             stop.set()
         elapsed = max(1e-9, read[1] - t0)
-    return {"latencies": latencies, "read_mb_s": read[0] * ENTRY / 1e6 / elapsed, "reads": int(read[0]),
-            "read_s": elapsed}
+    return {
+        "latencies": latencies,
+        "read_mb_s": read[0] * ENTRY / 1e6 / elapsed,
+        "reads": int(read[0]),
+        "read_s": elapsed,
+    }
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -134,16 +145,19 @@ async def main(args: argparse.Namespace) -> None:
             drop_cache(base)
             b = await run_phase(base, readers=0, add_rate=args.add_rate, seconds=args.seconds, count=count)
             drop_cache(base)
-            r = await run_phase(base, readers=args.readers, add_rate=args.add_rate, seconds=args.seconds,
-                                count=count)
+            r = await run_phase(base, readers=args.readers, add_rate=args.add_rate, seconds=args.seconds, count=count)
             pooled["base"] += b["latencies"]
             pooled["read"] += r["latencies"]
-            print(f"adds alone: p50 {pct(b['latencies'], .5):.2f} p99 {pct(b['latencies'], .99):.2f} ms; "
-                  f"with catch-up reads: p50 {pct(r['latencies'], .5):.2f} p99 {pct(r['latencies'], .99):.2f} ms, "
-                  f"reads {r['read_mb_s']:.1f} MB/s ({r['reads']} entries in {r['read_s']:.1f} s)")
-        pb, pr = pct(pooled["base"], .99), pct(pooled["read"], .99)
-        print(f"pooled p99: {pb:.2f} ms alone, {pr:.2f} ms with catch-up reads: ratio {pr / pb:.2f}x; "
-              f"p50 {statistics.median(pooled['base']):.2f} / {statistics.median(pooled['read']):.2f} ms")
+            print(
+                f"adds alone: p50 {pct(b['latencies'], 0.5):.2f} p99 {pct(b['latencies'], 0.99):.2f} ms; "
+                f"with catch-up reads: p50 {pct(r['latencies'], 0.5):.2f} p99 {pct(r['latencies'], 0.99):.2f} ms, "
+                f"reads {r['read_mb_s']:.1f} MB/s ({r['reads']} entries in {r['read_s']:.1f} s)"
+            )
+        pb, pr = pct(pooled["base"], 0.99), pct(pooled["read"], 0.99)
+        print(
+            f"pooled p99: {pb:.2f} ms alone, {pr:.2f} ms with catch-up reads: ratio {pr / pb:.2f}x; "
+            f"p50 {statistics.median(pooled['base']):.2f} / {statistics.median(pooled['read']):.2f} ms"
+        )
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

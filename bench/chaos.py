@@ -49,52 +49,93 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cycles", type=int, default=5)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--duration", type=float, default=15.0, help="seconds of traffic and faults per cycle")
-    ap.add_argument("--kill", "--faults", dest="kill", default="",
-                    help="comma-separated fault kinds; cluster: "
-                    f"{','.join(DEFAULT_TARGETS['cluster'])}; standalone: {','.join(DEFAULT_TARGETS['standalone'])}; "
-                    f"with --netns also {','.join(NETWORK_FAULTS)} (default: all of the deployment's)")
-    ap.add_argument("--netns", action="store_true",
-                    help="every server and producer in a network namespace of its own (root, iproute2, nftables; "
-                         "libfaketime for clock jumps)")
+    ap.add_argument(
+        "--kill",
+        "--faults",
+        dest="kill",
+        default="",
+        help="comma-separated fault kinds; cluster: "
+        f"{','.join(DEFAULT_TARGETS['cluster'])}; standalone: {','.join(DEFAULT_TARGETS['standalone'])}; "
+        f"with --netns also {','.join(NETWORK_FAULTS)} (default: all of the deployment's)",
+    )
+    ap.add_argument(
+        "--netns",
+        action="store_true",
+        help="every server and producer in a network namespace of its own (root, iproute2, nftables; "
+        "libfaketime for clock jumps)",
+    )
     ap.add_argument("--brokers", type=int, default=0, help="cluster brokers (default: 2 with --netns, else 1)")
     ap.add_argument("--session-timeout-ms", type=int, default=6000, help="ZooKeeper session timeout of the servers")
-    ap.add_argument("--converge-timeout", type=float, default=60.0,
-                    help="seconds after the last heal within which ownership must converge")
+    ap.add_argument(
+        "--converge-timeout",
+        type=float,
+        default=60.0,
+        help="seconds after the last heal within which ownership must converge",
+    )
     ap.add_argument("--disk-mb", type=int, default=512, help="size of each bookie's tmpfs (disk-full fault)")
     ap.add_argument("--max-kills", type=int, default=2, help="faults per cycle, at most (at least 1)")
-    ap.add_argument("--persist-interval", type=float, default=1.0,
-                    help="managed_ledger.cursor_persist_interval_s of the servers")
+    ap.add_argument(
+        "--persist-interval", type=float, default=1.0, help="managed_ledger.cursor_persist_interval_s of the servers"
+    )
     ap.add_argument("--batching", choices=["off", "on", "mixed"], default="mixed")
     ap.add_argument("--dedup", choices=["off", "on", "both"], default="both")
     ap.add_argument("--no-trim-topic", action="store_true", help="leave out the topic with default retention")
     ap.add_argument("--rate", type=float, default=50.0, help="messages per second per producer")
     ap.add_argument("--size", type=int, default=100, help="payload padding bytes")
-    ap.add_argument("--ledger-entries", type=int, default=None,
-                    help="roll ledgers after this many entries (0: the servers' default; default 200 for random "
-                         "cycles, 0 for scenarios)")
+    ap.add_argument(
+        "--ledger-entries",
+        type=int,
+        default=None,
+        help="roll ledgers after this many entries (0: the servers' default; default 200 for random "
+        "cycles, 0 for scenarios)",
+    )
     ap.add_argument("--drain-timeout", type=float, default=90.0)
     ap.add_argument("--keep-going", action="store_true", help="do not stop at the first violation")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--keep", action="store_true", help="keep the work directory even when all is well")
-    ap.add_argument("--scenario", choices=sorted(SCENARIOS), default=None,
-                    help="run a deterministic scenario instead of random cycles")
+    ap.add_argument(
+        "--scenario",
+        choices=sorted(SCENARIOS),
+        default=None,
+        help="run a deterministic scenario instead of random cycles",
+    )
     args = ap.parse_args(argv)
 
     if args.scenario:
-        report = SCENARIOS[args.scenario](args.deploy, persist_interval_s=args.persist_interval,
-                                          batching=args.batching == "on", ledger_entries=args.ledger_entries or 0,
-                                          workdir=args.workdir, keep=args.keep)
+        report = SCENARIOS[args.scenario](
+            args.deploy,
+            persist_interval_s=args.persist_interval,
+            batching=args.batching == "on",
+            ledger_entries=args.ledger_entries or 0,
+            workdir=args.workdir,
+            keep=args.keep,
+        )
         return 0 if report.ok else 1
 
     options = RunOptions(
-        deploy=args.deploy, cycles=args.cycles, seed=args.seed, duration_s=args.duration,
-        targets=tuple(t for t in args.kill.split(",") if t), max_kills=args.max_kills,
-        persist_interval_s=args.persist_interval, batching=args.batching, dedup=args.dedup,
-        trim_topic=not args.no_trim_topic, rate=args.rate, size=args.size,
+        deploy=args.deploy,
+        cycles=args.cycles,
+        seed=args.seed,
+        duration_s=args.duration,
+        targets=tuple(t for t in args.kill.split(",") if t),
+        max_kills=args.max_kills,
+        persist_interval_s=args.persist_interval,
+        batching=args.batching,
+        dedup=args.dedup,
+        trim_topic=not args.no_trim_topic,
+        rate=args.rate,
+        size=args.size,
         ledger_entries=200 if args.ledger_entries is None else args.ledger_entries,
-        drain_timeout_s=args.drain_timeout, stop_on_violation=not args.keep_going, workdir=args.workdir,
-        keep=args.keep, netns=args.netns, brokers=args.brokers, session_timeout_ms=args.session_timeout_ms,
-        converge_timeout_s=args.converge_timeout, disk_mb=args.disk_mb)
+        drain_timeout_s=args.drain_timeout,
+        stop_on_violation=not args.keep_going,
+        workdir=args.workdir,
+        keep=args.keep,
+        netns=args.netns,
+        brokers=args.brokers,
+        session_timeout_ms=args.session_timeout_ms,
+        converge_timeout_s=args.converge_timeout,
+        disk_mb=args.disk_mb,
+    )
     try:
         report = ChaosRun(options).run()
     except Exception:

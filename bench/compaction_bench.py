@@ -86,8 +86,10 @@ def main() -> None:
             topic = "compaction-bench"
             client.subscribe(topic, "keep").close()  # a subscription, so nothing is trimmed meanwhile
             t = _produce(client, topic, args.messages, args.keys, args.size, batching, 0)
-            print(f"produced {args.messages} messages of {args.size} B over {args.keys} keys "
-                  f"(batching {'on' if batching else 'off'}): {args.messages / t:,.0f} msg/s")
+            print(
+                f"produced {args.messages} messages of {args.size} B over {args.keys} keys "
+                f"(batching {'on' if batching else 'off'}): {args.messages / t:,.0f} msg/s"
+            )
             t = _compact(sa, topic)
             print(f"first compaction run: {t:.2f} s ({args.messages / t:,.0f} messages/s read)")
             n, t = _read(client, topic, True)

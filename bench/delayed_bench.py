@@ -76,8 +76,9 @@ def metric(admin_url: str, name: str) -> float:
 
 def read_through(admin_url: str) -> bool:
     """The subscription's cursor has read every stored entry."""
-    with urllib.request.urlopen(f"{admin_url}/admin/v2/persistent/public/default/delayed-bench/internalStats",
-                                timeout=10) as resp:
+    with urllib.request.urlopen(
+        f"{admin_url}/admin/v2/persistent/public/default/delayed-bench/internalStats", timeout=10
+    ) as resp:
         stats = json.loads(resp.read())
     read = tuple(int(x) for x in stats["cursors"]["s"]["readPosition"].split(":"))
     last = tuple(int(x) for x in stats["lastConfirmedEntry"].split(":"))
@@ -118,10 +119,16 @@ def main() -> int:
     args = ap.parse_args()
 
     factory = BUCKET_FACTORY if args.tracker == "bucket" else IN_MEMORY_FACTORY
-    broker_args = ["--set", "managed_ledger.managedLedgerDefaultEnsembleSize=1",
-                   "--set", "managed_ledger.managedLedgerDefaultWriteQuorum=1",
-                   "--set", "managed_ledger.managedLedgerDefaultAckQuorum=1",
-                   "--set", f"broker.delayedDeliveryTrackerFactoryClassName={factory}"]
+    broker_args = [
+        "--set",
+        "managed_ledger.managedLedgerDefaultEnsembleSize=1",
+        "--set",
+        "managed_ledger.managedLedgerDefaultWriteQuorum=1",
+        "--set",
+        "managed_ledger.managedLedgerDefaultAckQuorum=1",
+        "--set",
+        f"broker.delayedDeliveryTrackerFactoryClassName={factory}",
+    ]
     for kv in args.set:
         broker_args += ["--set", kv]
     config = BrokerConfig(delayed_delivery_tracker_factory_class_name=factory)
@@ -143,27 +150,39 @@ def main() -> int:
             idle = rss_anon(broker.proc.pid)
             index_bound = settings.memory_bound
             bound = idle + cache + (index_bound or 0) + config.outgoing_queue_bytes + 64 * MIB
-            print(f"tracker {args.tracker}: broker idle RssAnon {idle / MIB:.1f} MiB; index bound "
-                  f"{'none' if index_bound is None else f'{index_bound / MIB:.1f} MiB'}; "
-                  f"bound {bound / MIB:.1f} MiB" + (" (not a bound: the in-memory index has none)"
-                                                   if index_bound is None else ""))
+            print(
+                f"tracker {args.tracker}: broker idle RssAnon {idle / MIB:.1f} MiB; index bound "
+                f"{'none' if index_bound is None else f'{index_bound / MIB:.1f} MiB'}; "
+                f"bound {bound / MIB:.1f} MiB"
+                + (" (not a bound: the in-memory index has none)" if index_bound is None else "")
+            )
             sampler = Sampler(broker.proc.pid)
             client = pulsar.Client(broker.service_url, operation_timeout_seconds=60, logger=QUIET)
             consumer = client.subscribe(TOPIC, "s", consumer_type=pulsar.ConsumerType.Shared)
-            producer = client.create_producer(TOPIC, batching_enabled=False, block_if_queue_full=True,
-                                              max_pending_messages=5000, send_timeout_millis=0)
+            producer = client.create_producer(
+                TOPIC,
+                batching_enabled=False,
+                block_if_queue_full=True,
+                max_pending_messages=5000,
+                send_timeout_millis=0,
+            )
             rng = random.Random(7)
             payload = b"x" * 100
             failed = []
             t0 = time.monotonic()
             first_due = int(time.time() * 1000) + args.first_due_s * 1000
             for _ in range(args.messages):
-                producer.send_async(payload, lambda res, _m: res == pulsar.Result.Ok or failed.append(res),
-                                    deliver_at=first_due + rng.randrange(args.spread_s * 1000))
+                producer.send_async(
+                    payload,
+                    lambda res, _m: res == pulsar.Result.Ok or failed.append(res),
+                    deliver_at=first_due + rng.randrange(args.spread_s * 1000),
+                )
             producer.flush()
             produced_s = time.monotonic() - t0
-            print(f"produced {args.messages} in {produced_s:.0f} s ({args.messages / produced_s:,.0f} msg/s), "
-                  f"{len(failed)} failed; RssAnon peak so far {sampler.peak / MIB:.1f} MiB")
+            print(
+                f"produced {args.messages} in {produced_s:.0f} s ({args.messages / produced_s:,.0f} msg/s), "
+                f"{len(failed)} failed; RssAnon peak so far {sampler.peak / MIB:.1f} MiB"
+            )
             while metric(broker.admin_url, "pulsar_subscription_delayed") < args.messages:
                 time.sleep(1)
             indexed_s = time.monotonic() - t0
@@ -171,11 +190,15 @@ def main() -> int:
             loaded = metric(broker.admin_url, "pulsar_delayed_message_index_loaded")
             buckets = metric(broker.admin_url, "pulsar_delayed_message_index_bucket_total")
             memory = metric(broker.admin_url, "magnetar_delayed_message_index_memory_bytes")
-            print(f"indexed after {indexed_s:.0f} s: {buckets:.0f} buckets, {loaded:,.0f} entries in memory, "
-                  f"index memory {memory / MIB:.2f} MiB")
-            print(f"broker RssAnon: peak {sampler.peak / MIB:.1f} MiB, after {args.settle:.0f} s "
-                  f"{sampler.last / MIB:.1f} MiB; bound {bound / MIB:.1f} MiB: "
-                  f"{'within' if sampler.peak <= bound else 'OVER'}")
+            print(
+                f"indexed after {indexed_s:.0f} s: {buckets:.0f} buckets, {loaded:,.0f} entries in memory, "
+                f"index memory {memory / MIB:.2f} MiB"
+            )
+            print(
+                f"broker RssAnon: peak {sampler.peak / MIB:.1f} MiB, after {args.settle:.0f} s "
+                f"{sampler.last / MIB:.1f} MiB; bound {bound / MIB:.1f} MiB: "
+                f"{'within' if sampler.peak <= bound else 'OVER'}"
+            )
             sampler.stop()
             consumer.close()
             client.close()
@@ -192,9 +215,11 @@ def main() -> int:
                 whole_s = time.monotonic() - t1
                 while not read_through(broker.admin_url):
                     time.sleep(1)
-                print(f"after a SIGKILL: the index was whole again {whole_s:.0f} s after the restart, the "
-                      f"backlog read through after {time.monotonic() - t1:.0f} s; RssAnon peak "
-                      f"{sampler.peak / MIB:.1f} MiB")
+                print(
+                    f"after a SIGKILL: the index was whole again {whole_s:.0f} s after the restart, the "
+                    f"backlog read through after {time.monotonic() - t1:.0f} s; RssAnon peak "
+                    f"{sampler.peak / MIB:.1f} MiB"
+                )
                 sampler.stop()
                 consumer.close()
                 client.close()

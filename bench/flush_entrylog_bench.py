@@ -27,8 +27,16 @@ from tests.support.bookie_load import Bookie, add_frames, pct, pipelined
 async def one(base: Path, value: int, pace: float, args: argparse.Namespace) -> None:
     shutil.rmtree(base, ignore_errors=True)
     base.mkdir(parents=True)
-    extra = ["--set", f"flushInterval={args.flush_ms}", "--set", f"flushEntrylogBytes={value}",
-             "--set", f"write_cache_max_mb={args.write_cache_mb}", "--set", f"flush_pace_fraction={pace}"]
+    extra = [
+        "--set",
+        f"flushInterval={args.flush_ms}",
+        "--set",
+        f"flushEntrylogBytes={value}",
+        "--set",
+        f"write_cache_max_mb={args.write_cache_mb}",
+        "--set",
+        f"flush_pace_fraction={pace}",
+    ]
     bk = Bookie(base, None, extra)
     bk.start()
     try:
@@ -38,10 +46,12 @@ async def one(base: Path, value: int, pace: float, args: argparse.Namespace) -> 
     finally:
         bk.stop()
     logs = sum(f.stat().st_size for f in (base / "ledgers").glob("*.log"))
-    print(f"flushEntrylogBytes={value:>9} pace {pace:.2f}: {n} adds of {args.size} B at {args.rate:.0f}/s, entry logs "
-          f"{logs / 1e6:.0f} MB; add latency ms p50 {pct(lat, 50):.2f} p99 {pct(lat, 99):.2f} "
-          f"p999 {pct(lat, 99.9):.2f} max {max(lat):.2f}; errors {len(errors)}; "
-          f"load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"flushEntrylogBytes={value:>9} pace {pace:.2f}: {n} adds of {args.size} B at {args.rate:.0f}/s, entry logs "
+        f"{logs / 1e6:.0f} MB; add latency ms p50 {pct(lat, 50):.2f} p99 {pct(lat, 99):.2f} "
+        f"p999 {pct(lat, 99.9):.2f} max {max(lat):.2f}; errors {len(errors)}; "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
 
 
 async def main(args: argparse.Namespace) -> None:

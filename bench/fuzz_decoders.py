@@ -66,19 +66,21 @@ def _worker(name: str, start: int, stop: int, opts: dict, conn: Any, progress: A
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
     if opts["memory_mb"]:
         import resource
+
         limit = opts["memory_mb"] * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    runner = Runner(all_targets()[name], opts["seed"], opts["hang_s"],
-                    Path(opts["crash_dir"]) if opts["crash_dir"] else None)
+    runner = Runner(
+        all_targets()[name], opts["seed"], opts["hang_s"], Path(opts["crash_dir"]) if opts["crash_dir"] else None
+    )
     sent = [0, 0]
 
     def report(stats: Stats) -> None:
-        new_c, new_h = stats.crashes[sent[0]:], stats.hangs[sent[1]:]
+        new_c, new_h = stats.crashes[sent[0] :], stats.hangs[sent[1] :]
         sent[0], sent[1] = len(stats.crashes), len(stats.hangs)
         conn.send(("progress", stats.inputs, stats.slowest, stats.slowest_index, stats.elapsed, new_c, new_h))
 
     stats = runner.run(start, stop, Stats(name), progress, report)
-    stats.crashes, stats.hangs = stats.crashes[sent[0]:], stats.hangs[sent[1]:]
+    stats.crashes, stats.hangs = stats.crashes[sent[0] :], stats.hangs[sent[1] :]
     conn.send(("done", stats))
     conn.close()
 
@@ -121,8 +123,9 @@ def fuzz_all(names: list[str], inputs: int, opts: dict) -> dict[str, Stats]:
     def launch(job: _Job) -> None:
         parent, child = ctx.Pipe(duplex=False)
         job.progress = ctx.Value("q", job.start, lock=False)
-        job.proc = ctx.Process(target=_worker, daemon=True,
-                               args=(job.name, job.start, job.stop, opts, child, job.progress))
+        job.proc = ctx.Process(
+            target=_worker, daemon=True, args=(job.name, job.start, job.stop, opts, child, job.progress)
+        )
         job.proc.start()
         child.close()
         job.conn, job.seg = parent, Stats(job.name)
@@ -136,8 +139,9 @@ def fuzz_all(names: list[str], inputs: int, opts: dict) -> dict[str, Stats]:
         seg = job.seg
         seg.inputs = index - job.start + 1
         seg.elapsed = time.monotonic() - job.launched
-        runner = Runner(targets[job.name], opts["seed"], opts["hang_s"],
-                        Path(opts["crash_dir"]) if opts["crash_dir"] else None)
+        runner = Runner(
+            targets[job.name], opts["seed"], opts["hang_s"], Path(opts["crash_dir"]) if opts["crash_dir"] else None
+        )
         data, _ = runner.input(index)
         sig = f"{kind}: {detail}"
         path = runner.save(kind, sig, index, data, detail)
@@ -176,15 +180,18 @@ def fuzz_all(names: list[str], inputs: int, opts: dict) -> dict[str, Stats]:
                     final = msg[1]
                     final.crashes = job.seg.crashes + final.crashes
                     final.hangs = job.seg.hangs + final.hangs
-                    announce(job, final.crashes[len(job.seg.crashes):] + final.hangs[len(job.seg.hangs):])
+                    announce(job, final.crashes[len(job.seg.crashes) :] + final.hangs[len(job.seg.hangs) :])
                     job.total.merge(final)
                     job.proc.join()
                     running.remove(job)
                     done[job.name] = job.total
                     t = job.total
-                    print(f"done {job.name}: {t.inputs:,} inputs, {len(t.outcomes):,} outcomes, "
-                          f"{len(t.crashes)} crashes, {len(t.hangs)} hangs, {t.elapsed:.0f} s, "
-                          f"slowest input {t.slowest_index} ({t.slowest * 1000:.1f} ms)", flush=True)
+                    print(
+                        f"done {job.name}: {t.inputs:,} inputs, {len(t.outcomes):,} outcomes, "
+                        f"{len(t.crashes)} crashes, {len(t.hangs)} hangs, {t.elapsed:.0f} s, "
+                        f"slowest input {t.slowest_index} ({t.slowest * 1000:.1f} ms)",
+                        flush=True,
+                    )
                 continue
             index = job.progress.value
             if index != job.last_index:
@@ -200,8 +207,7 @@ def fuzz_all(names: list[str], inputs: int, opts: dict) -> dict[str, Stats]:
                 rate = job.seg.inputs / job.seg.elapsed if job.seg.elapsed else 0
                 crashes = len(job.total.crashes) + len(job.seg.crashes)
                 hangs = len(job.total.hangs) + len(job.seg.hangs)
-                print(f"  {job.name}: {n:,}/{inputs:,} ({rate:,.0f}/s) crashes={crashes} hangs={hangs}",
-                      flush=True)
+                print(f"  {job.name}: {n:,}/{inputs:,} ({rate:,.0f}/s) crashes={crashes} hangs={hangs}", flush=True)
     return done
 
 
@@ -210,13 +216,17 @@ def fuzz_all(names: list[str], inputs: int, opts: dict) -> dict[str, Stats]:
 
 def table(results: dict[str, Stats], names: list[str]) -> str:
     """The per-target figures as a Markdown table."""
-    lines = ["| decoder | inputs | distinct outcomes | crashes | hangs | slowest input | total time |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        "| decoder | inputs | distinct outcomes | crashes | hangs | slowest input | total time |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for n in names:
         s = results[n]
         distinct = f"{len(s.outcomes):,}" + ("+" if len(s.outcomes) >= _MAX_OUTCOMES else "")
-        lines.append(f"| `{n}` | {s.inputs:,} | {distinct} | {len(s.crashes)} | {len(s.hangs)} | "
-                     f"{s.slowest * 1000:.1f} ms | {s.elapsed:.0f} s |")
+        lines.append(
+            f"| `{n}` | {s.inputs:,} | {distinct} | {len(s.crashes)} | {len(s.hangs)} | "
+            f"{s.slowest * 1000:.1f} ms | {s.elapsed:.0f} s |"
+        )
     return "\n".join(lines)
 
 
@@ -241,9 +251,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", default="", help="comma-separated target names")
     p.add_argument("--crash-dir", default="/tmp/magnetar-fuzz-crashes", help="where crashing inputs go")
     p.add_argument("--hang-seconds", type=float, default=1.0, help="an input slower than this is a hang")
-    p.add_argument("--watchdog-seconds", type=float, default=0.0,
-                   help="kill a worker whose input counter has not moved for this long "
-                        "(default: 10 s, at least 4 x --hang-seconds: a slow input is timed 3 times)")
+    p.add_argument(
+        "--watchdog-seconds",
+        type=float,
+        default=0.0,
+        help="kill a worker whose input counter has not moved for this long "
+        "(default: 10 s, at least 4 x --hang-seconds: a slow input is timed 3 times)",
+    )
     p.add_argument("--memory-mb", type=int, default=2048, help="address-space limit per worker (0: none)")
     p.add_argument("--list", action="store_true", help="list the targets and exit")
     p.add_argument("--replay", metavar="TARGET:INDEX", help="run one generated input, show its outcome")
@@ -252,8 +266,10 @@ def main(argv: list[str] | None = None) -> int:
     targets = all_targets()
     if args.list:
         for t in targets.values():
-            print(f"{t.name:18} {t.decoders}\n{'':18} documented errors: "
-                  f"{', '.join(e.__name__ for e in t.expected) or '(none: never raises)'}")
+            print(
+                f"{t.name:18} {t.decoders}\n{'':18} documented errors: "
+                f"{', '.join(e.__name__ for e in t.expected) or '(none: never raises)'}"
+            )
         return 0
     if args.replay:
         name, _, index = args.replay.partition(":")
@@ -268,10 +284,19 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         p.error(f"unknown targets {unknown}; --list shows them")
     watchdog = args.watchdog_seconds or max(10.0, 4 * args.hang_seconds)
-    opts = {"seed": args.seed, "hang_s": args.hang_seconds, "watchdog_s": watchdog,
-            "crash_dir": args.crash_dir, "jobs": max(1, args.jobs), "memory_mb": args.memory_mb}
-    print(f"fuzzing {len(names)} decoders x {args.inputs:,} inputs, seed {args.seed}, "
-          f"{opts['jobs']} processes, crashes to {args.crash_dir}", flush=True)
+    opts = {
+        "seed": args.seed,
+        "hang_s": args.hang_seconds,
+        "watchdog_s": watchdog,
+        "crash_dir": args.crash_dir,
+        "jobs": max(1, args.jobs),
+        "memory_mb": args.memory_mb,
+    }
+    print(
+        f"fuzzing {len(names)} decoders x {args.inputs:,} inputs, seed {args.seed}, "
+        f"{opts['jobs']} processes, crashes to {args.crash_dir}",
+        flush=True,
+    )
     t0 = time.monotonic()
     results = fuzz_all(names, args.inputs, opts)
     wall = time.monotonic() - t0
@@ -283,8 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         found = Counter(sig for sig, *_ in results[n].crashes + results[n].hangs)
         for sig, count in sorted(found.items()):
             print(f"  {n}: {count:,} x {sig}")
-    print(f"\n{sum(results[n].inputs for n in names):,} inputs in {wall:.0f} s wall: "
-          f"{crashes} crashes, {hangs} hangs")
+    print(f"\n{sum(results[n].inputs for n in names):,} inputs in {wall:.0f} s wall: {crashes} crashes, {hangs} hangs")
     return 1 if crashes or hangs else 0
 
 

@@ -53,8 +53,9 @@ KEY = b"bench-key"
 
 async def prepare(ledger_dir: Path, data_mb: int, log_mb: int) -> int:
     """Write the data set; returns the bytes of the deleted ledgers' records."""
-    st = await DbLedgerStorage.open([ledger_dir], log_size_limit=log_mb * MiB, write_cache_max_bytes=64 * MiB,
-                                    flush_interval_ms=0)
+    st = await DbLedgerStorage.open(
+        [ledger_dir], log_size_limit=log_mb * MiB, write_cache_max_bytes=64 * MiB, flush_interval_ms=0
+    )
     payload = os.urandom(ENTRY)
     rec = ENTRY + 20
     alone = data_mb * MiB // 4 // rec
@@ -105,14 +106,22 @@ async def paced_adds(bookie, rate: float, stop: trio.Event, seconds: float, late
 
 def config(root: Path, gc_rate: float | None) -> BookieConfig:
     """The bookie's config; its own garbage collector (`Bookie.gc`) throttles by bytes at ``gc_rate``."""
-    return BookieConfig(journal_dir=str(root / "journal"), ledger_dirs=(str(root / "ledgers"),), port=0,
-                        http_port=0, log_size_limit=8 * MiB, flush_interval_ms=1000,
-                        throttle_by_bytes=True, compaction_rate_by_bytes=int(gc_rate or 1e6),
-                        compaction_free_space_reserve_bytes=0)
+    return BookieConfig(
+        journal_dir=str(root / "journal"),
+        ledger_dirs=(str(root / "ledgers"),),
+        port=0,
+        http_port=0,
+        log_size_limit=8 * MiB,
+        flush_interval_ms=1000,
+        throttle_by_bytes=True,
+        compaction_rate_by_bytes=int(gc_rate or 1e6),
+        compaction_free_space_reserve_bytes=0,
+    )
 
 
-async def run_phase(root: Path, *, gc_rate: float | None, add_rate: float, seconds: float,
-                    with_adds: bool = True) -> dict[str, Any]:
+async def run_phase(
+    root: Path, *, gc_rate: float | None, add_rate: float, seconds: float, with_adds: bool = True
+) -> dict[str, Any]:
     latencies: list[float] = []
     out: dict[str, Any] = {}
     async with open_bookie(config(root, gc_rate)) as bookie:
@@ -120,8 +129,7 @@ async def run_phase(root: Path, *, gc_rate: float | None, add_rate: float, secon
         stop = trio.Event()
         async with trio.open_nursery() as nursery:
             if with_adds:
-                nursery.start_soon(paced_adds, bookie, add_rate, stop, seconds if gc_rate is None else 3600,
-                                   latencies)
+                nursery.start_soon(paced_adds, bookie, add_rate, stop, seconds if gc_rate is None else 3600, latencies)
             if gc_rate is not None:
                 assert bookie.gc is not None
                 t0 = time.perf_counter()
@@ -149,8 +157,10 @@ async def main(args: argparse.Namespace) -> None:
     try:
         seed = base / "seed"
         dead = await prepare(seed / "ledgers", args.data_mb, 8)
-        print(f"data set: {args.data_mb} MiB of {ENTRY} B entries in 8 MiB logs; "
-              f"{dead / MiB:.1f} MiB belong to deleted ledgers")
+        print(
+            f"data set: {args.data_mb} MiB of {ENTRY} B entries in 8 MiB logs; "
+            f"{dead / MiB:.1f} MiB belong to deleted ledgers"
+        )
 
         ratios = []
         pooled_base: list[float] = []
@@ -161,39 +171,53 @@ async def main(args: argparse.Namespace) -> None:
             b = await run_phase(work, gc_rate=None, add_rate=args.add_rate, seconds=args.seconds)
             shutil.rmtree(work, ignore_errors=True)
             pooled_base += b["latencies"]
-            print(f"1 KiB adds at {args.add_rate:.0f}/s without GC:      p50 {b['p50']:.2f} ms  "
-                  f"p99 {b['p99']:.2f} ms ({b['adds']:.0f} adds)")
+            print(
+                f"1 KiB adds at {args.add_rate:.0f}/s without GC:      p50 {b['p50']:.2f} ms  "
+                f"p99 {b['p99']:.2f} ms ({b['adds']:.0f} adds)"
+            )
 
             work = base / f"throttled{r}"
             shutil.copytree(seed, work)
-            t = await run_phase(work, gc_rate=args.throttle_mbps * 1e6, add_rate=args.add_rate,
-                                seconds=args.seconds)
+            t = await run_phase(work, gc_rate=args.throttle_mbps * 1e6, add_rate=args.add_rate, seconds=args.seconds)
             shutil.rmtree(work, ignore_errors=True)
             reclaimed = t["reclaimed_deletion"] + t["reclaimed_compaction"]
             pooled_gc += t["latencies"]
             ratios.append(t["p99"] / b["p99"])
-            yields = (f"; compaction yielded to the journal {t['yields']:.0f} times, {t['yield_s'] * 1000:.0f} ms"
-                      if "yields" in t else "")
-            print(f"1 KiB adds at {args.add_rate:.0f}/s during GC ({args.throttle_mbps:.0f} MB/s throttle): "
-                  f"p50 {t['p50']:.2f} ms  p99 {t['p99']:.2f} ms ({t['adds']:.0f} adds); "
-                  f"p99 ratio {ratios[-1]:.2f}x{yields}")
+            yields = (
+                f"; compaction yielded to the journal {t['yields']:.0f} times, {t['yield_s'] * 1000:.0f} ms"
+                if "yields" in t
+                else ""
+            )
+            print(
+                f"1 KiB adds at {args.add_rate:.0f}/s during GC ({args.throttle_mbps:.0f} MB/s throttle): "
+                f"p50 {t['p50']:.2f} ms  p99 {t['p99']:.2f} ms ({t['adds']:.0f} adds); "
+                f"p99 ratio {ratios[-1]:.2f}x{yields}"
+            )
         if args.rounds > 1:
-            print(f"p99 ratio over {args.rounds} rounds: median {statistics.median(ratios):.2f}x, "
-                  f"range {min(ratios):.2f}-{max(ratios):.2f}x")
-            print(f"all rounds pooled: p99 {pct(pooled_base, 0.99):.2f} ms without GC, {pct(pooled_gc, 0.99):.2f} ms "
-                  f"during GC: ratio {pct(pooled_gc, 0.99) / pct(pooled_base, 0.99):.2f}x")
-        print(f"throttled GC: {t['gc_s']:.2f} s, reclaimed {reclaimed / MiB:.1f} MiB "
-              f"({t['reclaimed_deletion'] / MiB:.1f} by deleting {t['deleted_logs']:.0f} logs, "
-              f"{t['reclaimed_compaction'] / MiB:.1f} by compacting {t['compacted_logs']:.0f}): "
-              f"{reclaimed / 1e6 / t['gc_s']:.1f} MB/s")
+            print(
+                f"p99 ratio over {args.rounds} rounds: median {statistics.median(ratios):.2f}x, "
+                f"range {min(ratios):.2f}-{max(ratios):.2f}x"
+            )
+            print(
+                f"all rounds pooled: p99 {pct(pooled_base, 0.99):.2f} ms without GC, {pct(pooled_gc, 0.99):.2f} ms "
+                f"during GC: ratio {pct(pooled_gc, 0.99) / pct(pooled_base, 0.99):.2f}x"
+            )
+        print(
+            f"throttled GC: {t['gc_s']:.2f} s, reclaimed {reclaimed / MiB:.1f} MiB "
+            f"({t['reclaimed_deletion'] / MiB:.1f} by deleting {t['deleted_logs']:.0f} logs, "
+            f"{t['reclaimed_compaction'] / MiB:.1f} by compacting {t['compacted_logs']:.0f}): "
+            f"{reclaimed / 1e6 / t['gc_s']:.1f} MB/s"
+        )
 
         work = base / "unthrottled"
         shutil.copytree(seed, work)
         u = await run_phase(work, gc_rate=1e12, add_rate=args.add_rate, seconds=args.seconds, with_adds=False)
         reclaimed = u["reclaimed_deletion"] + u["reclaimed_compaction"]
-        print(f"unthrottled GC, no adds: {u['gc_s']:.2f} s, reclaimed {reclaimed / MiB:.1f} MiB: "
-              f"{reclaimed / 1e6 / u['gc_s']:.1f} MB/s (compaction alone "
-              f"{u['reclaimed_compaction'] / 1e6 / u['gc_s']:.1f} MB/s)")
+        print(
+            f"unthrottled GC, no adds: {u['gc_s']:.2f} s, reclaimed {reclaimed / MiB:.1f} MiB: "
+            f"{reclaimed / 1e6 / u['gc_s']:.1f} MB/s (compaction alone "
+            f"{u['reclaimed_compaction'] / 1e6 / u['gc_s']:.1f} MB/s)"
+        )
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -206,8 +230,12 @@ if __name__ == "__main__":
     parser.add_argument("--add-rate", type=float, default=1000.0)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=1, help="Baseline + throttled pairs to run (median ratio).")
-    parser.add_argument("--switch-interval-ms", type=float, default=SERVER_SWITCH_INTERVAL_S * 1e3,
-                        help="sys.setswitchinterval, as the bookie command sets it (default 0.5; Python's is 5).")
+    parser.add_argument(
+        "--switch-interval-ms",
+        type=float,
+        default=SERVER_SWITCH_INTERVAL_S * 1e3,
+        help="sys.setswitchinterval, as the bookie command sets it (default 0.5; Python's is 5).",
+    )
     parsed = parser.parse_args()
     sys.setswitchinterval(parsed.switch_interval_ms / 1e3)
     gc.freeze()  # as the bookie command does once started (magnetar/cli/_common.run_until_signal)

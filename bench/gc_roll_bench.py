@@ -67,16 +67,26 @@ async def run(base: Path, args: argparse.Namespace, mode: str, variant: str) -> 
     d = base / f"{mode}-{variant}"
     shutil.rmtree(d, ignore_errors=True)
     d.mkdir(parents=True)
-    st = await DbLedgerStorage.open([d / "ledgers"], log_size_limit=args.log_mb * MiB,
-                                    index_path=d / "index.sqlite", write_cache_max_bytes=256 * MiB,
-                                    flush_interval_ms=0)
+    st = await DbLedgerStorage.open(
+        [d / "ledgers"],
+        log_size_limit=args.log_mb * MiB,
+        index_path=d / "index.sqlite",
+        write_cache_max_bytes=256 * MiB,
+        flush_interval_ms=0,
+    )
     now_s = [0.0]
     st.entry_logger._clock = lambda: now_s[0]  # the age roll sees simulated time
     extra = VARIANTS[variant]
-    gc = GarbageCollector(st, GcConfig(compaction_free_space_reserve_bytes=0, compaction_rate_by_entries=10**9,
-                                       major_compaction_interval_s=int(args.major_interval_h * 3600),
-                                       **extra),  # type: ignore[arg-type]
-                          clock=lambda: now_s[0] * 1000)
+    gc = GarbageCollector(
+        st,
+        GcConfig(
+            compaction_free_space_reserve_bytes=0,
+            compaction_rate_by_entries=10**9,
+            major_compaction_interval_s=int(args.major_interval_h * 3600),
+            **extra,
+        ),  # type: ignore[arg-type]
+        clock=lambda: now_s[0] * 1000,
+    )
     payload = os.urandom(ENTRY)
     per_topic = args.round_mb * MiB // REC // args.topics
     ledgers: list[tuple[int, int]] = []  # (ledger, round created)
@@ -107,8 +117,15 @@ async def run(base: Path, args: argparse.Namespace, mode: str, variant: str) -> 
     copied = gc.metrics.compaction_written_bytes._value.get()
     await st.aclose()
     shutil.rmtree(d, ignore_errors=True)
-    return {"client_mb": client / MiB, "copied_mb": copied / MiB, "wa": copied / client, "rolls": rolls,
-            "disk_mean": statistics.fmean(ratios), "disk_max": max(ratios), "disk_last": ratios[-1]}
+    return {
+        "client_mb": client / MiB,
+        "copied_mb": copied / MiB,
+        "wa": copied / client,
+        "rolls": rolls,
+        "disk_mean": statistics.fmean(ratios),
+        "disk_max": max(ratios),
+        "disk_last": ratios[-1],
+    }
 
 
 async def main() -> None:
@@ -123,18 +140,25 @@ async def main() -> None:
     ap.add_argument("--modes", default="timer,forced", help="comma-separated: timer, forced")
     args = ap.parse_args()
     base = Path(args.dir or tempfile.mkdtemp(prefix="gc-roll-bench-"))
-    print(f"{args.rounds} rounds of {args.round_mb} MiB over {args.topics} topics, ledgers kept "
-          f"{args.retention} rounds, logSizeLimit {args.log_mb} MiB, major compaction every "
-          f"{args.major_interval_h:g} h (timer mode)")
-    print(f"{'mode':8} {'early rolls':12} {'client MiB':>10} {'copied MiB':>10} {'WA':>6} {'rolls':>6} "
-          f"{'disk/live mean':>14} {'max':>6} {'last':>6}")
+    print(
+        f"{args.rounds} rounds of {args.round_mb} MiB over {args.topics} topics, ledgers kept "
+        f"{args.retention} rounds, logSizeLimit {args.log_mb} MiB, major compaction every "
+        f"{args.major_interval_h:g} h (timer mode)"
+    )
+    print(
+        f"{'mode':8} {'early rolls':12} {'client MiB':>10} {'copied MiB':>10} {'WA':>6} {'rolls':>6} "
+        f"{'disk/live mean':>14} {'max':>6} {'last':>6}"
+    )
     try:
         for mode in args.modes.split(","):
             for variant in VARIANTS:
                 r = await run(base, args, mode, variant)
-                print(f"{mode:8} {variant:12} {r['client_mb']:10.1f} {r['copied_mb']:10.1f} "
-                      f"{r['wa']:6.3f} {r['rolls']:6.0f} {r['disk_mean']:14.2f} {r['disk_max']:6.2f} "
-                      f"{r['disk_last']:6.2f}", flush=True)
+                print(
+                    f"{mode:8} {variant:12} {r['client_mb']:10.1f} {r['copied_mb']:10.1f} "
+                    f"{r['wa']:6.3f} {r['rolls']:6.0f} {r['disk_mean']:14.2f} {r['disk_max']:6.2f} "
+                    f"{r['disk_last']:6.2f}",
+                    flush=True,
+                )
     finally:
         if args.dir is None:
             shutil.rmtree(base, ignore_errors=True)

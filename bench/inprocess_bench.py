@@ -44,8 +44,9 @@ def _journal_syncs(ep: BookieEndpoints) -> float:
     return ep.core.registry.get_sample_value("bookie_journal_JOURNAL_SYNC_count") or 0.0
 
 
-async def one_run(ep: BookieEndpoints, url: str, kind: str, entries: int, size: int,
-                  window: int) -> tuple[float, float, float]:
+async def one_run(
+    ep: BookieEndpoints, url: str, kind: str, entries: int, size: int, window: int
+) -> tuple[float, float, float]:
     """(CPU us per entry, entries per second, entries per journal sync) for one ledger of
     ``entries`` adds."""
     transport = in_process_transport({ep.bookie_id: ep.core}) if kind == "in-process" and ep.core else None
@@ -70,8 +71,13 @@ async def one_run(ep: BookieEndpoints, url: str, kind: str, entries: int, size: 
 async def main(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="inprocess-bench-") as tmp:
         url = f"embedded://{tmp}/metadata"
-        cfg = make_config(Path(tmp) / "bookie", metadata_url=url, journal_prealloc_size_mb=16,
-                          write_cache_max_mb=64, read_cache_max_mb=16)
+        cfg = make_config(
+            Path(tmp) / "bookie",
+            metadata_url=url,
+            journal_prealloc_size_mb=16,
+            write_cache_max_mb=64,
+            read_cache_max_mb=16,
+        )
         async with trio.open_nursery() as nursery:
             ep: BookieEndpoints = await nursery.start(serve_bookie_process, cfg)
             results: dict[str, list[tuple[float, float, float]]] = {"network": [], "in-process": []}
@@ -79,14 +85,19 @@ async def main(args: argparse.Namespace) -> None:
                 for kind in ("network", "in-process"):
                     cpu, rate, group = await one_run(ep, url, kind, args.entries, args.size, args.window)
                     results[kind].append((cpu, rate, group))
-                    print(f"round {r + 1} {kind:<10}: {cpu:6.1f} us CPU per entry, {rate:8.0f} entries/s, "
-                          f"{group:6.1f} entries per journal sync", flush=True)
+                    print(
+                        f"round {r + 1} {kind:<10}: {cpu:6.1f} us CPU per entry, {rate:8.0f} entries/s, "
+                        f"{group:6.1f} entries per journal sync",
+                        flush=True,
+                    )
             nursery.cancel_scope.cancel()
     print()
     net = statistics.median(c for c, _, _ in results["network"])
     local = statistics.median(c for c, _, _ in results["in-process"])
-    print(f"median CPU per {args.size} B entry (client + bookie, one process): network {net:.1f} us, "
-          f"in-process {local:.1f} us ({local - net:+.1f} us, {100 * (local - net) / net:+.0f} %)")
+    print(
+        f"median CPU per {args.size} B entry (client + bookie, one process): network {net:.1f} us, "
+        f"in-process {local:.1f} us ({local - net:+.1f} us, {100 * (local - net) / net:+.0f} %)"
+    )
 
 
 if __name__ == "__main__":

@@ -43,9 +43,11 @@ async def run_one(base: Path, size: int, tasks: int, seconds: float, cfg: Journa
         elapsed = time.perf_counter() - t0
     stats = journal.statistics()
     syncs = max(1, stats.force_writes)
-    print(f"{size:>6} B x {tasks} tasks: {count / elapsed:>9,.0f} adds/s  {count * size / elapsed / 1e6:>7.1f} MB/s"
-          f"  batches={sum(stats.flushes.values())} syncs={stats.force_writes}"
-          f" adds/sync={count / syncs:.0f} flushes={ {k: v for k, v in stats.flushes.items() if v} }")
+    print(
+        f"{size:>6} B x {tasks} tasks: {count / elapsed:>9,.0f} adds/s  {count * size / elapsed / 1e6:>7.1f} MB/s"
+        f"  batches={sum(stats.flushes.values())} syncs={stats.force_writes}"
+        f" adds/sync={count / syncs:.0f} flushes={ {k: v for k, v in stats.flushes.items() if v} }"
+    )
     shutil.rmtree(jdir, ignore_errors=True)
 
 
@@ -61,8 +63,10 @@ async def run_sequential(base: Path, count: int, cfg: JournalConfig) -> None:
             lat.append((time.perf_counter() - t0) * 1000)
     lat.sort()
     stats = journal.statistics()
-    print(f"sequential 1 KiB adds: {count} adds, latency ms p50 {lat[len(lat) // 2]:.3f} "
-          f"p99 {lat[int(len(lat) * 0.99)]:.3f}; syncs={stats.force_writes}")
+    print(
+        f"sequential 1 KiB adds: {count} adds, latency ms p50 {lat[len(lat) // 2]:.3f} "
+        f"p99 {lat[int(len(lat) * 0.99)]:.3f}; syncs={stats.force_writes}"
+    )
     shutil.rmtree(jdir, ignore_errors=True)
 
 
@@ -78,8 +82,7 @@ def main() -> None:
     base = Path(args.dir or tempfile.mkdtemp(prefix="journal-bench-"))
     base.mkdir(parents=True, exist_ok=True)
     # the bookie's default (journalFlushWhenQueueEmpty = true in Magnetar)
-    cfg = JournalConfig(sync_data=not args.no_sync, max_file_size=512 * 1024 * 1024,
-                        flush_when_queue_empty=True)
+    cfg = JournalConfig(sync_data=not args.no_sync, max_file_size=512 * 1024 * 1024, flush_when_queue_empty=True)
     try:
         for size in (int(s) for s in args.sizes.split(",") if s):
             trio.run(run_one, base, size, args.tasks, args.seconds, cfg)

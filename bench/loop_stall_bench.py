@@ -91,29 +91,74 @@ async def _run(args: argparse.Namespace, recorder: StallRecorder, base: str) -> 
     from managed_ledger import ManagedLedgerConfig
 
     port, web, bookie = _free_port(), _free_port(), _free_port()
-    cfg = load_sections(None, {"standalone": StandaloneConfig, "broker": BrokerConfig, "bookie": BookieConfig,
-                               "managed_ledger": ManagedLedgerConfig, "bk_client": ClientConfig},
-                        (f"standalone.data_dir={base}", f"standalone.bookie_port={bookie}",
-                         "standalone.bookie_http_port=0", f"broker.broker_service_port={port}",
-                         f"broker.web_service_port={web}", *args.set),
-                        defaults=STANDALONE_DEFAULTS)
+    cfg = load_sections(
+        None,
+        {
+            "standalone": StandaloneConfig,
+            "broker": BrokerConfig,
+            "bookie": BookieConfig,
+            "managed_ledger": ManagedLedgerConfig,
+            "bk_client": ClientConfig,
+        },
+        (
+            f"standalone.data_dir={base}",
+            f"standalone.bookie_port={bookie}",
+            "standalone.bookie_http_port=0",
+            f"broker.broker_service_port={port}",
+            f"broker.web_service_port={web}",
+            *args.set,
+        ),
+        defaults=STANDALONE_DEFAULTS,
+    )
     async with trio.open_nursery() as nursery:
-        ep = await nursery.start(lambda task_status: serve_standalone(
-            cfg["standalone"], cfg["broker"], cfg["bookie"], cfg["managed_ledger"], cfg["bk_client"],
-            task_status=task_status))
+        ep = await nursery.start(
+            lambda task_status: serve_standalone(
+                cfg["standalone"],
+                cfg["broker"],
+                cfg["bookie"],
+                cfg["managed_ledger"],
+                cfg["bk_client"],
+                task_status=task_status,
+            )
+        )
         if args.freeze:
             gc.collect()
             gc.freeze()  # as magnetar/cli/_common.run_until_signal does once a server has started
-        perf = [sys.executable, "-m", "magnetar", "perf", "produce", "--engine", "native",
-                "-u", f"pulsar://127.0.0.1:{port}", "persistent://public/default/stalls",
-                "-t", str(args.seconds), *(args.perf or ["-s", "100", "-r", "20000", "--batch-max-messages", "100",
-                                                          "--connections", "2"])]
+        perf = [
+            sys.executable,
+            "-m",
+            "magnetar",
+            "perf",
+            "produce",
+            "--engine",
+            "native",
+            "-u",
+            f"pulsar://127.0.0.1:{port}",
+            "persistent://public/default/stalls",
+            "-t",
+            str(args.seconds),
+            *(args.perf or ["-s", "100", "-r", "20000", "--batch-max-messages", "100", "--connections", "2"]),
+        ]
         if args.warmup:
             # what bench/targets.py runs just before its latency case: unbatched at full rate,
             # leaving the write cache, the index and the journal with work to catch up on
-            await trio.run_process([*perf[:perf.index("-t")], "-t", str(args.warmup), "-s", "100", "--no-batching",
-                                    "--connections", "4", "--max-pending", "500"],
-                                   capture_stdout=True, capture_stderr=True, check=False)
+            await trio.run_process(
+                [
+                    *perf[: perf.index("-t")],
+                    "-t",
+                    str(args.warmup),
+                    "-s",
+                    "100",
+                    "--no-batching",
+                    "--connections",
+                    "4",
+                    "--max-pending",
+                    "500",
+                ],
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+            )
         if args.heap:
             _print_heap("after start-up and warm-up")
             gc.collect()
@@ -133,8 +178,10 @@ async def _run(args: argparse.Namespace, recorder: StallRecorder, base: str) -> 
             gc.collect()
             gc.set_debug(0)
             cyclic = Counter(type(o).__qualname__ for o in gc.garbage)
-            print(f"objects in reference cycles made during the run: {len(gc.garbage):,}; most common: " +
-                  ", ".join(f"{name} {n:,}" for name, n in cyclic.most_common(10)))
+            print(
+                f"objects in reference cycles made during the run: {len(gc.garbage):,}; most common: "
+                + ", ".join(f"{name} {n:,}" for name, n in cyclic.most_common(10))
+            )
             gc.garbage.clear()
             _print_heap("after the run")
         if result.returncode:
@@ -144,9 +191,11 @@ async def _run(args: argparse.Namespace, recorder: StallRecorder, base: str) -> 
 
 def _print_heap(when: str) -> None:
     counts = Counter(type(o).__qualname__ for o in gc.get_objects())
-    print(f"objects the cyclic GC tracks {when}: {sum(counts.values()):,} ({len(gc.get_objects(2)):,} in the "
-          f"oldest generation, {gc.get_freeze_count():,} frozen); most common: " +
-          ", ".join(f"{name} {n:,}" for name, n in counts.most_common(8)))
+    print(
+        f"objects the cyclic GC tracks {when}: {sum(counts.values()):,} ({len(gc.get_objects(2)):,} in the "
+        f"oldest generation, {gc.get_freeze_count():,} frozen); most common: "
+        + ", ".join(f"{name} {n:,}" for name, n in counts.most_common(8))
+    )
 
 
 async def _print_journal_sync(urls: tuple[str, ...]) -> None:
@@ -160,8 +209,10 @@ async def _print_journal_sync(urls: tuple[str, ...]) -> None:
     buckets = re.findall(r'^\w*JOURNAL_SYNC_bucket\{le="([^"]+)"\} (\S+)', text, re.M)
     if buckets:
         total = float(buckets[-1][1]) or 1.0
-        print("journal fdatasync ms, cumulative share: " + ", ".join(
-            f"<={le}: {float(n) / total:.3f}" for le, n in buckets if float(n) / total < 0.9999))
+        print(
+            "journal fdatasync ms, cumulative share: "
+            + ", ".join(f"<={le}: {float(n) / total:.3f}" for le, n in buckets if float(n) / total < 0.9999)
+        )
 
 
 def _report(recorder: StallRecorder, threshold_ms: float) -> None:
@@ -171,13 +222,17 @@ def _report(recorder: StallRecorder, threshold_ms: float) -> None:
     for name, durations in rows[:25]:
         print(f"  {len(durations):>6} {sum(durations) * 1e3:>9.1f} {max(durations) * 1e3:>8.1f}  {name}")
     for gen, pauses in sorted(recorder.gc_pauses.items()):
-        print(f"cyclic GC generation {gen}: {len(pauses)} collections, total {sum(pauses) * 1e3:.1f} ms, "
-              f"max {max(pauses) * 1e3:.1f} ms")
+        print(
+            f"cyclic GC generation {gen}: {len(pauses)} collections, total {sum(pauses) * 1e3:.1f} ms, "
+            f"max {max(pauses) * 1e3:.1f} ms"
+        )
     batches = recorder.batches
     if batches:
         longest = sorted(d for _, d in batches)
-        print(f"run batches longer than {threshold_ms} ms: {len(batches)}, total {sum(longest) * 1e3:.0f} ms, "
-              f"p50 {longest[len(longest) // 2] * 1e3:.1f} ms, max {longest[-1] * 1e3:.1f} ms")
+        print(
+            f"run batches longer than {threshold_ms} ms: {len(batches)}, total {sum(longest) * 1e3:.0f} ms, "
+            f"p50 {longest[len(longest) // 2] * 1e3:.1f} ms, max {longest[-1] * 1e3:.1f} ms"
+        )
         t0 = batches[0][0]
         worst = sorted(batches, key=lambda b: -b[1])[:15]
         print("  worst at (s from first): " + ", ".join(f"{s - t0:.2f}s:{d * 1e3:.0f}ms" for s, d in sorted(worst)))
@@ -190,17 +245,34 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=int, default=15)
     parser.add_argument("--threshold-ms", type=float, default=5.0)
-    parser.add_argument("--set", action="append", default=[], metavar="TABLE.KEY=VALUE",
-                        help="Standalone config override (repeatable).")
-    parser.add_argument("--warmup", type=int, default=0, metavar="SECONDS",
-                        help="First run unbatched 100 B at full rate for this long (not recorded).")
-    parser.add_argument("--freeze", action=argparse.BooleanOptionalAction, default=True,
-                        help="gc.freeze() once started, as the magnetar commands do (default on).")
-    parser.add_argument("--bare", action="store_true",
-                        help="No trio instrument (its per-step cost is gone; only GC and CPU figures remain).")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="TABLE.KEY=VALUE", help="Standalone config override (repeatable)."
+    )
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=0,
+        metavar="SECONDS",
+        help="First run unbatched 100 B at full rate for this long (not recorded).",
+    )
+    parser.add_argument(
+        "--freeze",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="gc.freeze() once started, as the magnetar commands do (default on).",
+    )
+    parser.add_argument(
+        "--bare",
+        action="store_true",
+        help="No trio instrument (its per-step cost is gone; only GC and CPU figures remain).",
+    )
     parser.add_argument("--heap", action="store_true", help="Print the types the cyclic GC tracks, after the run.")
-    parser.add_argument("--switch-interval-ms", type=float, default=None,
-                        help="sys.setswitchinterval (default: Python's 5 ms; the magnetar server commands set 0.5).")
+    parser.add_argument(
+        "--switch-interval-ms",
+        type=float,
+        default=None,
+        help="sys.setswitchinterval (default: Python's 5 ms; the magnetar server commands set 0.5).",
+    )
     parser.add_argument("perf", nargs="*", help="Flags for magnetar perf produce (after --).")
     args = parser.parse_args()
     base = tempfile.mkdtemp(prefix="magnetar-stalls-")

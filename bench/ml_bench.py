@@ -56,11 +56,33 @@ def start_bookies(base: Path, url: str, n: int) -> list[subprocess.Popen[str]]:
     for i in range(n):
         d = base / f"bookie{i}"
         d.mkdir(parents=True)
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "magnetar", "bookie", "--journal-dir", str(d / "journal"),
-             "--ledger-dirs", str(d / "ledgers"), "--port", "0", "--metadata-url", url,
-             "--log-level", "WARNING", "--set", "http_enabled=false", "--set", "listen_address=127.0.0.1"],
-            stdout=subprocess.PIPE, text=True, cwd=REPO))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "magnetar",
+                    "bookie",
+                    "--journal-dir",
+                    str(d / "journal"),
+                    "--ledger-dirs",
+                    str(d / "ledgers"),
+                    "--port",
+                    "0",
+                    "--metadata-url",
+                    url,
+                    "--log-level",
+                    "WARNING",
+                    "--set",
+                    "http_enabled=false",
+                    "--set",
+                    "listen_address=127.0.0.1",
+                ],
+                stdout=subprocess.PIPE,
+                text=True,
+                cwd=REPO,
+            )
+        )
     for p in procs:
         assert p.stdout is not None
         line = p.stdout.readline()
@@ -102,13 +124,17 @@ LAST_CPU = [0.0]
 
 
 def report(label: str, n: int, size: int, secs: float, lat: list[float]) -> None:
-    print(f"  {label:<44} {n / secs:>9,.0f} adds/s {n * size / secs / 1e6:>7.1f} MB/s   "
-          f"p50 {pct(lat, 50):7.2f}  p99 {pct(lat, 99):7.2f}  p999 {pct(lat, 99.9):7.2f} ms  "
-          f"cpu {LAST_CPU[0] / n * 1e6:5.1f} us/add", flush=True)
+    print(
+        f"  {label:<44} {n / secs:>9,.0f} adds/s {n * size / secs / 1e6:>7.1f} MB/s   "
+        f"p50 {pct(lat, 50):7.2f}  p99 {pct(lat, 99):7.2f}  p999 {pct(lat, 99.9):7.2f} ms  "
+        f"cpu {LAST_CPU[0] / n * 1e6:5.1f} us/add",
+        flush=True,
+    )
 
 
-async def add_phases(bk: BookKeeper, factory: ManagedLedgerFactory, quorum: tuple[int, int, int],
-                     args: argparse.Namespace, tag: str) -> None:
+async def add_phases(
+    bk: BookKeeper, factory: ManagedLedgerFactory, quorum: tuple[int, int, int], args: argparse.Namespace, tag: str
+) -> None:
     e, qw, qa = quorum
     loads = [(1 * KIB, args.small, args.tasks), (64 * KIB, args.large, 64)]
     for size, n, tasks in loads:
@@ -153,8 +179,11 @@ async def read_phases(factory: ManagedLedgerFactory, args: argparse.Namespace, t
         nursery.start_soon(tail)
         await drive(ml.add_entry, n, size, 64)
     secs = time.perf_counter() - start
-    print(f"  tailing cursor while writing 64 KiB at full rate: {n / secs:,.0f} entries/s "
-          f"{n * size / secs / 1e6:.1f} MB/s (writer and reader finish together)", flush=True)
+    print(
+        f"  tailing cursor while writing 64 KiB at full rate: {n / secs:,.0f} entries/s "
+        f"{n * size / secs / 1e6:.1f} MB/s (writer and reader finish together)",
+        flush=True,
+    )
     # catch-up: a cursor from the start, the entry cache emptied first (reads go to the bookies)
     factory.cache.invalidate(ml.name)
     cursor = ml.new_non_durable_cursor(InitialPosition.EARLIEST)
@@ -162,8 +191,11 @@ async def read_phases(factory: ManagedLedgerFactory, args: argparse.Namespace, t
     while batch := await cursor.read_entries(100):
         count += len(batch)
     secs = time.perf_counter() - start
-    print(f"  catch-up cursor, cache emptied (bookies):       {count / secs:,.0f} entries/s "
-          f"{count * size / secs / 1e6:.1f} MB/s", flush=True)
+    print(
+        f"  catch-up cursor, cache emptied (bookies):       {count / secs:,.0f} entries/s "
+        f"{count * size / secs / 1e6:.1f} MB/s",
+        flush=True,
+    )
     cached = min(n, int(factory.config.cache_size_bytes // size) - 10)
     cursor = ml.new_non_durable_cursor(InitialPosition.EARLIEST)
     await cursor.seek(Position(ml.last_confirmed_entry.ledger_id, ml.last_confirmed_entry.entry_id - cached + 1))
@@ -174,8 +206,11 @@ async def read_phases(factory: ManagedLedgerFactory, args: argparse.Namespace, t
     while batch := await cursor.read_entries(100):
         count += len(batch)
     secs = time.perf_counter() - start
-    print(f"  cursor over cached entries ({cached} x 64 KiB):     {count / secs:,.0f} entries/s "
-          f"{count * size / secs / 1e6:.1f} MB/s", flush=True)
+    print(
+        f"  cursor over cached entries ({cached} x 64 KiB):     {count / secs:,.0f} entries/s "
+        f"{count * size / secs / 1e6:.1f} MB/s",
+        flush=True,
+    )
     await ml.close()
 
 
@@ -198,8 +233,13 @@ async def open_phase(bk: BookKeeper, store: object, cfg: ManagedLedgerConfig, qu
     ids.sort()
     last_id = ids[-1]
     bookies = sorted(await bk.ledger_manager.list_bookies())[: quorum[0]]
-    meta = LedgerMetadata(ensemble_size=quorum[0], write_quorum=quorum[1], ack_quorum=quorum[2],
-                          segments=(Segment(0, tuple(bookies)),), ctime_ms=int(time.time() * 1000))
+    meta = LedgerMetadata(
+        ensemble_size=quorum[0],
+        write_quorum=quorum[1],
+        ack_quorum=quorum[2],
+        segments=(Segment(0, tuple(bookies)),),
+        ctime_ms=int(time.time() * 1000),
+    )
     await bk.ledger_manager.create(last_id, meta.closed(9, 20))
     infos = tuple(LedgerInfo(lid, 1000, 1_000_000, 1_700_000_000_000 + i) for i, lid in enumerate(ids[:-1]))
     infos += (LedgerInfo(last_id, 10, 20, 1_800_000_000_000),)
@@ -216,8 +256,11 @@ async def open_phase(bk: BookKeeper, store: object, cfg: ManagedLedgerConfig, qu
             ml = await factory.open(name)
             times.append((time.perf_counter() - start) * 1000)
             assert len(ml.cursors) == 10 and len(ml.ledgers) >= 1000
-    print(f"  open with 1,000 ledgers and 10 cursors (100 ranges each): "
-          f"{', '.join(f'{t:.0f}' for t in times)} ms (5 opens, each a takeover)", flush=True)
+    print(
+        f"  open with 1,000 ledgers and 10 cursors (100 ranges each): "
+        f"{', '.join(f'{t:.0f}' for t in times)} ms (5 opens, each a takeover)",
+        flush=True,
+    )
 
 
 class _WithoutAppend:
@@ -265,8 +308,11 @@ def main() -> None:
     p.add_argument("--tasks", type=int, default=512, help="concurrent adding tasks for 1 KiB")
     p.add_argument("--only", choices=["e1", "e3"], default=None)
     p.add_argument("--profile", default=None)
-    p.add_argument("--task-per-add", action="store_true",
-                   help="hide the client's append from the managed ledger (its task-per-add path)")
+    p.add_argument(
+        "--task-per-add",
+        action="store_true",
+        help="hide the client's append from the managed ledger (its task-per-add path)",
+    )
     p.add_argument("--dir", default=None)
     args = p.parse_args()
     base = Path(args.dir or tempfile.mkdtemp(prefix="ml-bench-"))

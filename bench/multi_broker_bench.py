@@ -33,9 +33,14 @@ from tests.support.bookies import RealCluster, wait_registered
 from tests.support.brokers import BrokerProcess
 from tests.support.zookeeper import start_zookeeper
 
-ARGS = ("--set", "managed_ledger.managedLedgerDefaultEnsembleSize=2",
-        "--set", "managed_ledger.managedLedgerDefaultWriteQuorum=2",
-        "--set", "managed_ledger.managedLedgerDefaultAckQuorum=2")
+ARGS = (
+    "--set",
+    "managed_ledger.managedLedgerDefaultEnsembleSize=2",
+    "--set",
+    "managed_ledger.managedLedgerDefaultWriteQuorum=2",
+    "--set",
+    "managed_ledger.managedLedgerDefaultAckQuorum=2",
+)
 TICKS = os.sysconf("SC_CLK_TCK")
 QUIET = logging.getLogger("pulsar-client")
 QUIET.setLevel(logging.ERROR)
@@ -66,9 +71,17 @@ class Counter:
 
 def produce(client: pulsar.Client, topics: list[str], seconds: float, batched: bool, size: int) -> Counter:
     counter = Counter()
-    producers = [client.create_producer(t, batching_enabled=batched, block_if_queue_full=True,
-                                        max_pending_messages=2000, batching_max_messages=100,
-                                        batching_max_publish_delay_ms=2) for t in topics]
+    producers = [
+        client.create_producer(
+            t,
+            batching_enabled=batched,
+            block_if_queue_full=True,
+            max_pending_messages=2000,
+            batching_max_messages=100,
+            batching_max_publish_delay_ms=2,
+        )
+        for t in topics
+    ]
     payload = os.urandom(size)
     end = time.monotonic() + seconds
     i = 0
@@ -83,8 +96,9 @@ def produce(client: pulsar.Client, topics: list[str], seconds: float, batched: b
 
 def resume_after(client: pulsar.Client, topic: str, action, timeout: float = 120.0) -> float:
     """Seconds from ``action()`` to the first receipt of a send made after it (sends keep going)."""
-    producer = client.create_producer(topic, batching_enabled=False, block_if_queue_full=True,
-                                      send_timeout_millis=int(timeout * 1000))
+    producer = client.create_producer(
+        topic, batching_enabled=False, block_if_queue_full=True, send_timeout_millis=int(timeout * 1000)
+    )
     producer.send(b"warm")
     counter = Counter()
     action()
@@ -113,25 +127,29 @@ def main() -> None:
     try:
         bookies.start(3)
         wait_registered(url, 3)
-        print(f"{'brokers':>7} {'mode':>9} {'msg/s':>9} {'failed':>6}  CPU s per 1M msgs "
-              "(each broker | sum of brokers | bookies | load generator)")
+        print(
+            f"{'brokers':>7} {'mode':>9} {'msg/s':>9} {'failed':>6}  CPU s per 1M msgs "
+            "(each broker | sum of brokers | bookies | load generator)"
+        )
         for n in [int(x) for x in opts.brokers.split(",")]:
             while len(brokers) < n:
                 b = BrokerProcess(base / f"broker{len(brokers)}", url, *ARGS)
                 b.start()
                 brokers.append(b)
             ns = f"public/bench-{n}-{uuid.uuid4().hex[:4]}"
-            rest("PUT", brokers[0].admin_url, f"/admin/v2/namespaces/{ns}",
-                 json={"bundles": {"numBundles": 16}})
-            client = pulsar.Client("pulsar://" + ",".join(b.service_url.split("://")[1] for b in brokers),
-                                   operation_timeout_seconds=60, io_threads=2, logger=QUIET)
+            rest("PUT", brokers[0].admin_url, f"/admin/v2/namespaces/{ns}", json={"bundles": {"numBundles": 16}})
+            client = pulsar.Client(
+                "pulsar://" + ",".join(b.service_url.split("://")[1] for b in brokers),
+                operation_timeout_seconds=60,
+                io_threads=2,
+                logger=QUIET,
+            )
             for batched in (False, True):
                 topics = [f"persistent://{ns}/{'b' if batched else 'n'}{i}" for i in range(opts.topics)]
                 for t in topics:  # look every topic up once, outside the measurement
                     client.create_producer(t).close()
                 pids = {f"broker{i}": b.proc.pid for i, b in enumerate(brokers) if b.proc is not None}
-                pids |= {f"bookie{i}": bk.process.pid for i, bk in enumerate(bookies.bookies)
-                         if bk.process is not None}
+                pids |= {f"bookie{i}": bk.process.pid for i, bk in enumerate(bookies.bookies) if bk.process is not None}
                 pids["loadgen"] = os.getpid()
                 before = {k: cpu_s(p) for k, p in pids.items()}
                 t0 = time.monotonic()
@@ -141,9 +159,11 @@ def main() -> None:
                 per_m = {k: v / max(c.ok, 1) * 1e6 for k, v in used.items()}
                 bro = [per_m[k] for k in per_m if k.startswith("broker")]
                 boo = sum(per_m[k] for k in per_m if k.startswith("bookie"))
-                print(f"{n:>7} {'batched' if batched else 'single':>9} {c.ok / dt:>9.0f} {c.failed:>6}  "
-                      f"{' '.join(f'{x:.0f}' for x in bro)} | {sum(bro):.0f} | {boo:.0f} | {per_m['loadgen']:.0f}",
-                      flush=True)
+                print(
+                    f"{n:>7} {'batched' if batched else 'single':>9} {c.ok / dt:>9.0f} {c.failed:>6}  "
+                    f"{' '.join(f'{x:.0f}' for x in bro)} | {sum(bro):.0f} | {boo:.0f} | {per_m['loadgen']:.0f}",
+                    flush=True,
+                )
             client.close()
             # its topics stay loaded until idle: unload them so that the next run starts even
             rest("PUT", brokers[0].admin_url, f"/admin/v2/namespaces/{ns}/unload")
@@ -157,8 +177,11 @@ def main() -> None:
         from broker.resources._bundles import bundle_hash, parse_bundle
 
         def owner_is(topic: str, broker: BrokerProcess) -> bool:
-            owned = rest("GET", broker.admin_url,
-                         f"/admin/v2/brokers/standalone/{broker.admin_url.split('://')[1]}/ownedNamespaces").json()
+            owned = rest(
+                "GET",
+                broker.admin_url,
+                f"/admin/v2/brokers/standalone/{broker.admin_url.split('://')[1]}/ownedNamespaces",
+            ).json()
             h = bundle_hash(topic)
             return any(k.startswith(ns + "/") and parse_bundle(k.rsplit("/", 1)[1]).contains(h) for k in owned)
 
@@ -169,10 +192,14 @@ def main() -> None:
         on_a = [t for t in topics if owner_is(t, a)]
         if on_a:
             t = on_a[0]
-            owned = rest("GET", a.admin_url,
-                         f"/admin/v2/brokers/standalone/{a.admin_url.split('://')[1]}/ownedNamespaces").json()
-            bundle = next(k.rsplit("/", 1)[1] for k in owned
-                          if k.startswith(ns + "/") and parse_bundle(k.rsplit("/", 1)[1]).contains(bundle_hash(t)))
+            owned = rest(
+                "GET", a.admin_url, f"/admin/v2/brokers/standalone/{a.admin_url.split('://')[1]}/ownedNamespaces"
+            ).json()
+            bundle = next(
+                k.rsplit("/", 1)[1]
+                for k in owned
+                if k.startswith(ns + "/") and parse_bundle(k.rsplit("/", 1)[1]).contains(bundle_hash(t))
+            )
             s = resume_after(client, t, lambda: rest("PUT", a.admin_url, f"/admin/v2/namespaces/{ns}/{bundle}/unload"))
             print(f"resume after a graceful bundle unload: {s:.2f} s")
         if on_b:

@@ -38,8 +38,7 @@ def flood(client: pulsar.Client, topic: str, seconds: float) -> tuple[float, flo
     """Publish for ``seconds`` while one consumer receives; (published/s, received/s), both over the
     publishing window (received: everything delivered by one second after the last receipt)."""
     consumer = client.subscribe(topic, "fast", receiver_queue_size=1000)
-    producer = client.create_producer(topic, batching_enabled=True, max_pending_messages=500,
-                                      block_if_queue_full=True)
+    producer = client.create_producer(topic, batching_enabled=True, max_pending_messages=500, block_if_queue_full=True)
     received = 0
     stop = threading.Event()
 
@@ -86,13 +85,14 @@ def main() -> None:
             topic = "non-persistent://public/default/bench-np-slow"
             slow = client.subscribe(topic, "slow", receiver_queue_size=100)  # never receives
             pub, rec = flood(client, topic, args.seconds)
-            stats = httpx.get(f"{admin}/admin/v2/non-persistent/public/default/bench-np-slow/stats",
-                              timeout=10).json()
+            stats = httpx.get(f"{admin}/admin/v2/non-persistent/public/default/bench-np-slow/stats", timeout=10).json()
             slow_stats = stats["subscriptions"]["slow"]
-            print(f"{topic} (+ a consumer that never receives): published {pub:,.0f} msg/s, fast consumer "
-                  f"received {rec:,.0f} msg/s; messages in {stats['msgInCounter']:,}, to the slow consumer "
-                  f"{slow_stats['msgOutCounter']:,}, dropped for it {slow_stats['msgDropCounter']:,}; "
-                  f"broker RSS {rss_before:.0f} -> {_rss_mib(proc.pid):.0f} MiB")
+            print(
+                f"{topic} (+ a consumer that never receives): published {pub:,.0f} msg/s, fast consumer "
+                f"received {rec:,.0f} msg/s; messages in {stats['msgInCounter']:,}, to the slow consumer "
+                f"{slow_stats['msgOutCounter']:,}, dropped for it {slow_stats['msgDropCounter']:,}; "
+                f"broker RSS {rss_before:.0f} -> {_rss_mib(proc.pid):.0f} MiB"
+            )
             slow.close()
             client.close()
         finally:

@@ -102,17 +102,22 @@ class DriverRun:
 
 def broker_args(driver: str, offload_dir: Path, s3: S3Server | None, ledger_mb: int) -> list[str]:
     """``--set`` options for standalone: small ledgers rolled at once, the driver, deletion lag 0."""
-    args = ["managed_ledger.managedLedgerMinLedgerRolloverTimeMinutes=0",
-            f"managed_ledger.managedLedgerMaxSizePerLedgerMbytes={ledger_mb}",
-            "offload.managedLedgerOffloadDeletionLagMs=0"]
+    args = [
+        "managed_ledger.managedLedgerMinLedgerRolloverTimeMinutes=0",
+        f"managed_ledger.managedLedgerMaxSizePerLedgerMbytes={ledger_mb}",
+        "offload.managedLedgerOffloadDeletionLagMs=0",
+    ]
     if driver == "filesystem":
         args += ["offload.managedLedgerOffloadDriver=filesystem", f"offload.fileSystemURI=file://{offload_dir}"]
     elif driver == "s3":
         assert s3 is not None
-        args += ["offload.managedLedgerOffloadDriver=S3", f"offload.s3ManagedLedgerOffloadBucket={BUCKET}",
-                 f"offload.s3ManagedLedgerOffloadServiceEndpoint={s3.endpoint}",
-                 f"offload.s3ManagedLedgerOffloadCredentialId={ACCESS_KEY}",
-                 f"offload.s3ManagedLedgerOffloadCredentialSecret={SECRET_KEY}"]
+        args += [
+            "offload.managedLedgerOffloadDriver=S3",
+            f"offload.s3ManagedLedgerOffloadBucket={BUCKET}",
+            f"offload.s3ManagedLedgerOffloadServiceEndpoint={s3.endpoint}",
+            f"offload.s3ManagedLedgerOffloadCredentialId={ACCESS_KEY}",
+            f"offload.s3ManagedLedgerOffloadCredentialSecret={SECRET_KEY}",
+        ]
     else:
         raise ValueError(f"unknown driver {driver!r} (one of {', '.join(DRIVERS)})")
     return [part for a in args for part in ("--set", a)]
@@ -136,9 +141,13 @@ def _wait(what: str, check: Any, timeout_s: float) -> Any:
 
 def produce(client: pulsar.Client, count: int, size: int, batching: bool) -> float:
     """Send ``count`` messages of ``size`` B; the seconds until the last was receipted."""
-    producer = client.create_producer(f"persistent://public/default/{TOPIC}", batching_enabled=batching,
-                                      block_if_queue_full=True, max_pending_messages=5000,
-                                      send_timeout_millis=60_000)
+    producer = client.create_producer(
+        f"persistent://public/default/{TOPIC}",
+        batching_enabled=batching,
+        block_if_queue_full=True,
+        max_pending_messages=5000,
+        send_timeout_millis=60_000,
+    )
     body = bytes(size)
     started = time.monotonic()
     for _ in range(count):
@@ -152,8 +161,9 @@ def produce(client: pulsar.Client, count: int, size: int, batching: bool) -> flo
 def read_all(client: pulsar.Client, expected: int) -> Read:
     """Read the topic from the earliest position with a reader until ``expected`` messages arrived."""
     started = time.monotonic()
-    reader = client.create_reader(f"persistent://public/default/{TOPIC}", pulsar.MessageId.earliest,
-                                  receiver_queue_size=5000)
+    reader = client.create_reader(
+        f"persistent://public/default/{TOPIC}", pulsar.MessageId.earliest, receiver_queue_size=5000
+    )
     n = nbytes = 0
     try:
         while n < expected:
@@ -170,8 +180,9 @@ def offload_all(sa: Standalone) -> Offload:
     """Offload every closed ledger; timed from the PUT until the status is SUCCESS."""
     started = time.monotonic()
     _rest(sa, "PUT", f"{TP}/offload", json={"ledgerId": 2**62, "entryId": 0, "partitionIndex": -1})
-    status = _wait("the offload", lambda: (s := _rest(sa, "GET", f"{TP}/offload"))["status"] != "RUNNING" and s,
-                   timeout_s=600)
+    status = _wait(
+        "the offload", lambda: (s := _rest(sa, "GET", f"{TP}/offload"))["status"] != "RUNNING" and s, timeout_s=600
+    )
     elapsed = time.monotonic() - started
     if status["status"] != "SUCCESS":
         raise SystemExit(f"the offload failed: {status}")
@@ -181,6 +192,7 @@ def offload_all(sa: Standalone) -> Offload:
 
 def wait_bookie_copies_deleted(sa: Standalone) -> None:
     """Until every offloaded ledger lives in the tier only (its bookie copy deleted)."""
+
     def all_in_tier() -> bool:
         states = [r["tieredStorage"]["state"] for r in _rest(sa, "GET", f"{TP}/explain-storage")["ledgers"]]
         return "BOOKIE_DELETED" in states and "COMPLETE" not in states and "STARTED" not in states
@@ -195,8 +207,12 @@ def run_driver(driver: str, base: Path, args: argparse.Namespace, s3: S3Server |
     (base / "tier").mkdir(exist_ok=True)  # the filesystem driver writes into an existing directory
     sa = start_standalone(base / f"data-{driver}", *broker_args(driver, base / "tier", s3, args.ledger_mb))
     try:
-        _rest(sa, "POST", "/admin/v2/namespaces/public/default/retention",
-              json={"retentionTimeInMinutes": -1, "retentionSizeInMB": -1})
+        _rest(
+            sa,
+            "POST",
+            "/admin/v2/namespaces/public/default/retention",
+            json={"retentionTimeInMinutes": -1, "retentionSizeInMB": -1},
+        )
         client = pulsar.Client(sa.service_url, operation_timeout_seconds=60, logger=_quiet_logger())
         try:
             run.produce_s = produce(client, count, args.size, not args.no_batching)
@@ -224,10 +240,13 @@ def _quiet_logger() -> Any:
 def table(runs: list[DriverRun], args: argparse.Namespace) -> str:
     """The figures as a Markdown table."""
     count = max(1, args.mb * MB // args.size)
-    lines = [f"{count:,} messages of {args.size} B ({args.mb} MB), batching "
-             f"{'off' if args.no_batching else 'on'}, ledgers rolled at {args.ledger_mb} MB",
-             "", "| driver | produce | offload | catch-up from bookies | catch-up from the tier |",
-             "| --- | --- | --- | --- | --- |"]
+    lines = [
+        f"{count:,} messages of {args.size} B ({args.mb} MB), batching "
+        f"{'off' if args.no_batching else 'on'}, ledgers rolled at {args.ledger_mb} MB",
+        "",
+        "| driver | produce | offload | catch-up from bookies | catch-up from the tier |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     for r in runs:
         if r.skipped:
             lines.append(f"| {r.driver} | skipped: {r.skipped} | | | |")
@@ -237,7 +256,8 @@ def table(runs: list[DriverRun], args: argparse.Namespace) -> str:
             f"| {r.driver} | {count / r.produce_s:,.0f} msg/s | {r.offload.mb_s:.1f} MB/s "
             f"({r.offload.ledgers} ledgers, {r.offload.bytes / MB:.1f} MB in {r.offload.seconds:.2f} s) | "
             f"{r.bookies.mb_s:.1f} MB/s, {r.bookies.msg_s:,.0f} msg/s ({r.bookies.seconds:.2f} s) | "
-            f"{r.tier.mb_s:.1f} MB/s, {r.tier.msg_s:,.0f} msg/s ({r.tier.seconds:.2f} s) |")
+            f"{r.tier.mb_s:.1f} MB/s, {r.tier.msg_s:,.0f} msg/s ({r.tier.seconds:.2f} s) |"
+        )
     return "\n".join(lines)
 
 

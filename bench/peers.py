@@ -64,6 +64,7 @@ PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
 
 # ------------------------------------------------------------------------------ /proc readings
 
+
 def _tree(pid: int) -> list[int]:
     """``pid`` and all its descendants alive now."""
     children: dict[int, list[int]] = {}
@@ -144,6 +145,7 @@ class PeakRss:
 
 # ----------------------------------------------------------------------------------- servers
 
+
 class Server(Protocol):
     """What a case needs of a running broker."""
 
@@ -187,18 +189,38 @@ class MagnetarStandalone:
         out = open(self.work / "stdout.log", "ab")
         self.started_at = time.monotonic()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "magnetar", "standalone", "--data-dir", str(self.work / "data"),
-             "--set", f"standalone.bookie_port={self.bookie_port}", "--set", "standalone.bookie_http_port=0",
-             "--set", f"broker.broker_service_port={self.broker_port}",
-             "--set", f"broker.web_service_port={self.web_port}",
-             *(arg for setting in MAGNETAR_SETTINGS for arg in ("--set", setting))],
-            stdout=out, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=pulsar_dist.die_with_parent)
+            [
+                sys.executable,
+                "-m",
+                "magnetar",
+                "standalone",
+                "--data-dir",
+                str(self.work / "data"),
+                "--set",
+                f"standalone.bookie_port={self.bookie_port}",
+                "--set",
+                "standalone.bookie_http_port=0",
+                "--set",
+                f"broker.broker_service_port={self.broker_port}",
+                "--set",
+                f"broker.web_service_port={self.web_port}",
+                *(arg for setting in MAGNETAR_SETTINGS for arg in ("--set", setting)),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=pulsar_dist.die_with_parent,
+        )
         out.close()
         return self
 
     def wait_ready(self, timeout: float = 180.0) -> float:
-        return pulsar_dist.wait_first_ack(self.service_url, "persistent://public/default/first-ack", timeout,
-                                          alive=lambda: self.proc is not None and self.proc.poll() is None)
+        return pulsar_dist.wait_first_ack(
+            self.service_url,
+            "persistent://public/default/first-ack",
+            timeout,
+            alive=lambda: self.proc is not None and self.proc.poll() is None,
+        )
 
     def __exit__(self, *exc: object) -> None:
         if self.proc is None or self.proc.poll() is not None:
@@ -215,14 +237,15 @@ class MagnetarStandalone:
 
 # ------------------------------------------------------------------------------- load tools
 
+
 @dataclass
 class Load:
     """What one load-tool run measured; ``None`` where the tool does not tell."""
 
     messages: int = 0
-    rate: float = 0.0          # msg/s
-    mbs: float = 0.0           # MB/s of payload
-    p50: float | None = None   # ms
+    rate: float = 0.0  # msg/s
+    mbs: float = 0.0  # MB/s of payload
+    p50: float | None = None  # ms
     p99: float | None = None
     p999: float | None = None
     cpu_us: float | None = None  # server CPU per message
@@ -238,15 +261,22 @@ class Mark:
     cpu: float
 
 
-def _stream(cmd: Sequence[str], marks: dict[str, re.Pattern[str]], pid: int, timeout: float,
-            env: dict[str, str] | None = None) -> tuple[str, dict[str, list[Mark]]]:
+def _stream(
+    cmd: Sequence[str], marks: dict[str, re.Pattern[str]], pid: int, timeout: float, env: dict[str, str] | None = None
+) -> tuple[str, dict[str, list[Mark]]]:
     """Run ``cmd``, reading its output as it comes; return it and, for every pattern of ``marks``,
     each line matching it with the time it was read and the server's CPU seconds then.
 
     The tool is killed after ``timeout`` s.
     """
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                            preexec_fn=pulsar_dist.die_with_parent)
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        preexec_fn=pulsar_dist.die_with_parent,
+    )
     lines: list[str] = []
     seen: dict[str, list[Mark]] = {k: [] for k in marks}
     killer = threading.Timer(timeout, proc.kill)
@@ -268,8 +298,10 @@ def _stream(cmd: Sequence[str], marks: dict[str, re.Pattern[str]], pid: int, tim
 
 
 _AGG_COUNT = re.compile(r"Aggregated throughput stats --- (\d+) records (?:sent|received)")
-_AGG_LAT = re.compile(r"Aggregated latency stats --- Latency: mean:\s*[\d.]+ ms - med:\s*([\d.]+) - 95pct:\s*[\d.]+"
-                      r" - 99pct:\s*([\d.]+) - 99\.9pct:\s*([\d.]+)")
+_AGG_LAT = re.compile(
+    r"Aggregated latency stats --- Latency: mean:\s*[\d.]+ ms - med:\s*([\d.]+) - 95pct:\s*[\d.]+"
+    r" - 99pct:\s*([\d.]+) - 99\.9pct:\s*([\d.]+)"
+)
 _INTERVAL = re.compile(r"Throughput (?:produced|received):\s*(\d+) msg")
 
 PERF_INTERVAL_S = 10
@@ -316,8 +348,9 @@ def _interval_count(mark: Mark) -> int:
     return int(m.group(1)) if m else 0
 
 
-def pulsar_perf(server: Server, work: Path, args: Sequence[str], *, size: int, timeout: float, log: str,
-                whole_run: bool = False) -> Load:
+def pulsar_perf(
+    server: Server, work: Path, args: Sequence[str], *, size: int, timeout: float, log: str, whole_run: bool = False
+) -> Load:
     """Run ``pulsar-perf`` ``args`` (``produce ...`` / ``consume ...``) against ``server``.
 
     By default the rate is the messages acknowledged (or received) between the tool's first and
@@ -328,8 +361,16 @@ def pulsar_perf(server: Server, work: Path, args: Sequence[str], *, size: int, t
     """
     pulsar_dist.write_perf_log4j(work)
     cmd = pulsar_dist.perf_command([args[0], "-u", server.service_url, *args[1:]], work=work)
-    text, seen = _stream(cmd, {"start": re.compile(r"Created \d+ producers|Start receiving from"),
-                               "interval": _INTERVAL, "done": re.compile(r"-+ DONE")}, server.pid, timeout)
+    text, seen = _stream(
+        cmd,
+        {
+            "start": re.compile(r"Created \d+ producers|Start receiving from"),
+            "interval": _INTERVAL,
+            "done": re.compile(r"-+ DONE"),
+        },
+        server.pid,
+        timeout,
+    )
     _keep(log, text)
     total = _AGG_COUNT.search(text)
     if not seen["start"] or not seen["done"] or not total:
@@ -343,8 +384,7 @@ def pulsar_perf(server: Server, work: Path, args: Sequence[str], *, size: int, t
         begin, end = intervals[0], intervals[-1]
         n = _interval_count(end) - _interval_count(begin)
     else:
-        raise RuntimeError(f"pulsar-perf printed {len(intervals)} interval(s) before DONE; it needs 2:\n"
-                           f"{text[-3000:]}")
+        raise RuntimeError(f"pulsar-perf printed {len(intervals)} interval(s) before DONE; it needs 2:\n{text[-3000:]}")
     seconds, cpu = _stamp_seconds(begin, end), end.cpu - begin.cpu
     load = Load(messages=n, rate=n / seconds if seconds > 0 else 0.0, raw=text)
     load.mbs = load.rate * size / 1e6
@@ -363,18 +403,41 @@ def _table_value(text: str, name: str) -> float | None:
 def native(server: Server, args: Sequence[str], *, timeout: float, log: str) -> Load:
     """Run ``magnetar perf produce --engine native`` ``args`` against ``server``."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    cmd = [sys.executable, "-m", "magnetar", "perf", "produce", "--engine", "native", "-u", server.service_url,
-           "--broker-pid", str(server.pid), *args]
-    text, seen = _stream(cmd, {"start": re.compile(r"^produce\s"), "end": re.compile(r"perf produce \(native\)")},
-                         server.pid, timeout, env=env)
+    cmd = [
+        sys.executable,
+        "-m",
+        "magnetar",
+        "perf",
+        "produce",
+        "--engine",
+        "native",
+        "-u",
+        server.service_url,
+        "--broker-pid",
+        str(server.pid),
+        *args,
+    ]
+    text, seen = _stream(
+        cmd,
+        {"start": re.compile(r"^produce\s"), "end": re.compile(r"perf produce \(native\)")},
+        server.pid,
+        timeout,
+        env=env,
+    )
     _keep(log, text)
     if not seen["start"] or not seen["end"]:
         raise RuntimeError(f"magnetar perf did not run to its end:\n{text[-3000:]}")
     seconds, cpu = seen["end"][0].at - seen["start"][0].at, seen["end"][0].cpu - seen["start"][0].cpu
     n = int(_table_value(text, "messages") or 0)
-    load = Load(messages=n, rate=_table_value(text, "msg/s") or 0.0, mbs=_table_value(text, "MB/s") or 0.0,
-                p50=_table_value(text, "publish latency p50 ms"), p99=_table_value(text, "publish latency p99 ms"),
-                p999=_table_value(text, "publish latency p99.9 ms"), raw=text)
+    load = Load(
+        messages=n,
+        rate=_table_value(text, "msg/s") or 0.0,
+        mbs=_table_value(text, "MB/s") or 0.0,
+        p50=_table_value(text, "publish latency p50 ms"),
+        p99=_table_value(text, "publish latency p99 ms"),
+        p999=_table_value(text, "publish latency p99.9 ms"),
+        raw=text,
+    )
     # messages acked while the per-second lines ran, over the server CPU of the same stretch
     load.cpu_us = cpu / (load.rate * seconds) * 1e6 if load.rate and seconds else None
     return load
@@ -382,16 +445,17 @@ def native(server: Server, args: Sequence[str], *, timeout: float, log: str) -> 
 
 # ------------------------------------------------------------------------------------ cases
 
+
 @dataclass(frozen=True)
 class Case:
     """One load shape, run the same way against every system."""
 
     key: str
     label: str
-    tool: str                  # "perf", "native" or "catchup"
+    tool: str  # "perf", "native" or "catchup"
     size: int
     batched: bool = True
-    rate: float = 0.0          # msg/s in total; 0 = as fast as it goes
+    rate: float = 0.0  # msg/s in total; 0 = as fast as it goes
     topics: int = 1
 
     @property
@@ -405,24 +469,49 @@ CASES: list[Case] = [
     Case("perf-b1k", "pulsar-perf, batched 1 KiB, max rate", "perf", 1024),
     Case("perf-u1k", "pulsar-perf, unbatched 1 KiB, max rate", "perf", 1024, batched=False),
     Case("perf-b100-t100", "pulsar-perf, batched 100 B, 100 topics, max rate", "perf", 100, topics=100),
-    Case("perf-u100-t100", "pulsar-perf, unbatched 100 B, 100 topics, max rate", "perf", 100, batched=False,
-         topics=100),
+    Case(
+        "perf-u100-t100", "pulsar-perf, unbatched 100 B, 100 topics, max rate", "perf", 100, batched=False, topics=100
+    ),
     Case("perf-b100-r20k", "pulsar-perf, batched 100 B at 20,000 msg/s (uncorrected)", "perf", 100, rate=20_000),
-    Case("perf-u100-r2k", "pulsar-perf, unbatched 100 B at 2,000 msg/s (uncorrected)", "perf", 100, batched=False,
-         rate=2_000),
+    Case(
+        "perf-u100-r2k",
+        "pulsar-perf, unbatched 100 B at 2,000 msg/s (uncorrected)",
+        "perf",
+        100,
+        batched=False,
+        rate=2_000,
+    ),
     Case("perf-b1k-r20k", "pulsar-perf, batched 1 KiB at 20,000 msg/s (uncorrected)", "perf", 1024, rate=20_000),
-    Case("perf-b100-t100-r20k", "pulsar-perf, batched 100 B, 100 topics at 20,000 msg/s (uncorrected)", "perf", 100,
-         topics=100, rate=20_000),
+    Case(
+        "perf-b100-t100-r20k",
+        "pulsar-perf, batched 100 B, 100 topics at 20,000 msg/s (uncorrected)",
+        "perf",
+        100,
+        topics=100,
+        rate=20_000,
+    ),
     Case("native-b100", "native, batched 100 B, max rate", "native", 100),
     Case("native-u100", "native, unbatched 100 B, max rate", "native", 100, batched=False),
     Case("native-b1k", "native, batched 1 KiB, max rate", "native", 1024),
     Case("native-u1k", "native, unbatched 1 KiB, max rate", "native", 1024, batched=False),
     Case("native-b100-r20k", "native, batched 100 B at 20,000 msg/s (CO-corrected)", "native", 100, rate=20_000),
-    Case("native-u100-r2k", "native, unbatched 100 B at 2,000 msg/s (CO-corrected)", "native", 100, batched=False,
-         rate=2_000),
+    Case(
+        "native-u100-r2k",
+        "native, unbatched 100 B at 2,000 msg/s (CO-corrected)",
+        "native",
+        100,
+        batched=False,
+        rate=2_000,
+    ),
     Case("native-b1k-r20k", "native, batched 1 KiB at 20,000 msg/s (CO-corrected)", "native", 1024, rate=20_000),
-    Case("native-u1k-r2k", "native, unbatched 1 KiB at 2,000 msg/s (CO-corrected)", "native", 1024, batched=False,
-         rate=2_000),
+    Case(
+        "native-u1k-r2k",
+        "native, unbatched 1 KiB at 2,000 msg/s (CO-corrected)",
+        "native",
+        1024,
+        batched=False,
+        rate=2_000,
+    ),
     Case("catchup-1g", "catch-up read of 1 GiB (1 KiB messages, pulsar-perf consume)", "catchup", 1024),
 ]
 CASE_KEYS = {c.key: c for c in CASES}
@@ -432,8 +521,17 @@ def _perf_args(case: Case, seconds: float, topic: str) -> list[str]:
     # pulsar-perf takes no "unlimited" rate; 10 M msg/s is more than either server takes here
     # the first interval, then the measured ones, and 2 s for the last interval line to precede DONE
     run = PERF_INTERVAL_S * (1 + perf_intervals(seconds)) + 2
-    args = ["produce", "-s", str(case.size), "-r", str(int(case.rate or 10_000_000)),
-            "-time", str(run), "--warmup-time", str(PERF_INTERVAL_S)]
+    args = [
+        "produce",
+        "-s",
+        str(case.size),
+        "-r",
+        str(int(case.rate or 10_000_000)),
+        "-time",
+        str(run),
+        "--warmup-time",
+        str(PERF_INTERVAL_S),
+    ]
     if not case.rate:
         # unbounded (pulsar-perf's default), a full-rate producer queues messages until its JVM
         # runs out of heap; 10,000 in all keeps ten full batches, or 10,000 single messages, in
@@ -495,41 +593,69 @@ def _catchup(case: Case, server: Server, work: Path, mib: int) -> dict[str, floa
         client.subscribe(topic, "catchup", initial_position=pulsar.InitialPosition.Earliest).close()
     finally:
         client.close()
-    fill = pulsar_perf(server, work, ["produce", "-s", str(case.size), "-r", "10000000", "-m", str(n),
-                                      "-o", str(PERF_MAX_OUTSTANDING), topic],
-                       size=case.size, timeout=3600, log=f"{server.name}-{case.key}-write", whole_run=True)
-    read = pulsar_perf(server, work, ["consume", "-ss", "catchup", "-sp", "Earliest", "-q", "10000",
-                                      "-m", str(fill.messages), topic], size=case.size, timeout=3600,
-                       log=f"{server.name}-{case.key}-read", whole_run=True)
+    fill = pulsar_perf(
+        server,
+        work,
+        ["produce", "-s", str(case.size), "-r", "10000000", "-m", str(n), "-o", str(PERF_MAX_OUTSTANDING), topic],
+        size=case.size,
+        timeout=3600,
+        log=f"{server.name}-{case.key}-write",
+        whole_run=True,
+    )
+    read = pulsar_perf(
+        server,
+        work,
+        ["consume", "-ss", "catchup", "-sp", "Earliest", "-q", "10000", "-m", str(fill.messages), topic],
+        size=case.size,
+        timeout=3600,
+        log=f"{server.name}-{case.key}-read",
+        whole_run=True,
+    )
     # the write's rate is not reported: pulsar-perf says DONE when it has sent the last message,
     # and the acknowledgements still in flight then (many seconds' worth) fall outside that time
-    return {"read MB/s": read.mbs, "read msg/s": read.rate,
-            **({"read CPU us/msg": read.cpu_us} if read.cpu_us is not None else {})}
+    return {
+        "read MB/s": read.mbs,
+        "read msg/s": read.rate,
+        **({"read CPU us/msg": read.cpu_us} if read.cpu_us is not None else {}),
+    }
 
 
 # ------------------------------------------------------------------------------------ a system
 
-def run_system(server_cls: type[MagnetarStandalone] | type[pulsar_dist.PulsarStandalone], work: Path,
-               cases: Sequence[Case], args: argparse.Namespace) -> dict[str, float]:
+
+def run_system(
+    server_cls: type[MagnetarStandalone] | type[pulsar_dist.PulsarStandalone],
+    work: Path,
+    cases: Sequence[Case],
+    args: argparse.Namespace,
+) -> dict[str, float]:
     """Start one system, measure start-up and idle, run ``cases``, stop it; figures by name."""
     out: dict[str, float] = {}
     with server_cls(work) as server:
         acked = server.wait_ready()
         out["start-up to first ack, s"] = acked - server.started_at
-        print(f"  {server.name}: first message acknowledged {out['start-up to first ack, s']:.2f} s after spawn",
-              flush=True)
+        print(
+            f"  {server.name}: first message acknowledged {out['start-up to first ack, s']:.2f} s after spawn",
+            flush=True,
+        )
         time.sleep(args.settle)
         cpu0, t0 = tree_cpu_s(server.pid), time.monotonic()
         time.sleep(args.idle)
         cpu1, t1 = tree_cpu_s(server.pid), time.monotonic()
         out["idle CPU, % of a core"] = 100 * (cpu1 - cpu0) / (t1 - t0)
         out["idle RSS, MiB"], out["idle RssAnon, MiB"] = tree_rss_mib(server.pid)
-        print(f"  {server.name}: idle {out['idle CPU, % of a core']:.1f} % CPU, RSS {out['idle RSS, MiB']:.0f} MiB",
-              flush=True)
+        print(
+            f"  {server.name}: idle {out['idle CPU, % of a core']:.1f} % CPU, RSS {out['idle RSS, MiB']:.0f} MiB",
+            flush=True,
+        )
         if args.warmup > 0 and cases:
             # both servers get the same warm-up (a JIT needs it; Python does not mind)
-            native(server, ["-s", "100", "-t", str(int(args.warmup)), "persistent://public/default/warmup"],
-                   timeout=args.warmup + 120, log=f"{server.name}-warmup")
+            native(
+                server,
+                ["-s", "100", "-t", str(int(args.warmup)), "persistent://public/default/warmup"],
+                timeout=args.warmup + 120,
+                log=f"{server.name}-warmup",
+            )
         with PeakRss(server.pid) as peak:
             for case in cases:
                 print(f"  {server.name}: {case.key} ...", flush=True)
@@ -551,6 +677,7 @@ def run_system(server_cls: type[MagnetarStandalone] | type[pulsar_dist.PulsarSta
 
 # ------------------------------------------------------------------------------------ report
 
+
 def goal(figure: str) -> tuple[str, float] | None:
     """The issue's goal for a figure's ratio Magnetar / Pulsar, as (operator, bound)."""
     if figure.startswith("start-up"):
@@ -570,9 +697,12 @@ def report(results: dict[str, dict[str, float]], header: str) -> str:
     """The table of every figure for both systems, the ratio, and the goal's verdict."""
     mag, pul = results.get("magnetar", {}), results.get("pulsar", {})
     names = list(dict.fromkeys([*mag, *pul]))
-    lines = [header, "",
-             "| figure | Magnetar | Pulsar | Magnetar / Pulsar | goal |",
-             "| --- | ---: | ---: | ---: | --- |"]
+    lines = [
+        header,
+        "",
+        "| figure | Magnetar | Pulsar | Magnetar / Pulsar | goal |",
+        "| --- | ---: | ---: | ---: | --- |",
+    ]
     for name in names:
         m, p = mag.get(name), pul.get(name)
         ratio = m / p if m is not None and p else None
@@ -595,8 +725,12 @@ def _fmt(v: float | None) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=None,
-                        help="measured per load case (default 20, --quick 10); pulsar-perf adds a 10-s warm-up")
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=None,
+        help="measured per load case (default 20, --quick 10); pulsar-perf adds a 10-s warm-up",
+    )
     parser.add_argument("--quick", action="store_true", help="short cases, 100 MiB catch-up, short idle")
     parser.add_argument("--cases", default="all", help="comma-separated case keys or prefixes (see --list)")
     parser.add_argument("--systems", default="magnetar,pulsar")
@@ -607,8 +741,13 @@ def main() -> None:
     parser.add_argument("--dir", default=os.environ.get("PEERS_DIR"), help="parent of the data directories")
     parser.add_argument("--json", default=None, help="also write every figure to this file")
     parser.add_argument("--logs", default=None, help="keep every load tool's output in this directory")
-    parser.add_argument("--magnetar-set", action="append", default=[], metavar="KEY=VALUE",
-                        help="a magnetar standalone setting (repeatable): standalone.in_process_transport=false")
+    parser.add_argument(
+        "--magnetar-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a magnetar standalone setting (repeatable): standalone.in_process_transport=false",
+    )
     parser.add_argument("--list", action="store_true", help="list the cases and exit")
     parser.add_argument("--report", default=None, metavar="JSON", help="print the table of a --json file and exit")
     args = parser.parse_args()
@@ -659,9 +798,11 @@ def main() -> None:
                 # keep nothing of a system once it has run: the next starts on an equally empty disk
                 shutil.rmtree(work, ignore_errors=True)
     load_after = os.getloadavg()
-    header = (f"{started}, `bench/peers.py {' '.join(sys.argv[1:])}`, {args.seconds:g} s per case; load average "
-              f"(1/5/15 min) {'/'.join(f'{x:.1f}' for x in load_before)} before, "
-              f"{'/'.join(f'{x:.1f}' for x in load_after)} after; {os.cpu_count()} cores")
+    header = (
+        f"{started}, `bench/peers.py {' '.join(sys.argv[1:])}`, {args.seconds:g} s per case; load average "
+        f"(1/5/15 min) {'/'.join(f'{x:.1f}' for x in load_before)} before, "
+        f"{'/'.join(f'{x:.1f}' for x in load_after)} after; {os.cpu_count()} cores"
+    )
     print()
     print(report(results, header))
     if args.json:

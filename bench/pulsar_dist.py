@@ -64,18 +64,38 @@ DIRECT_MB = 1024
 # that Netty and its metrics use; the GC thread counts are left to the JVM (the distribution's 32
 # would oversubscribe a small machine). Java 25 also wants native access and Unsafe allowed.
 GC_FLAGS = [
-    "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=10", "-XX:+ParallelRefProcEnabled", "-XX:+UnlockExperimentalVMOptions",
-    "-XX:+DoEscapeAnalysis", "-XX:G1NewSizePercent=50", "-XX:+DisableExplicitGC",
-    "-Dpulsar.allocator.exit_on_oom=true", "-Dio.netty.recycler.maxCapacityPerThread=4096",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=10",
+    "-XX:+ParallelRefProcEnabled",
+    "-XX:+UnlockExperimentalVMOptions",
+    "-XX:+DoEscapeAnalysis",
+    "-XX:G1NewSizePercent=50",
+    "-XX:+DisableExplicitGC",
+    "-Dpulsar.allocator.exit_on_oom=true",
+    "-Dio.netty.recycler.maxCapacityPerThread=4096",
 ]
 OPEN_FLAGS = [
     "-Dio.netty.tryReflectionSetAccessible=true",
-    "--add-opens", "java.base/java.nio=ALL-UNNAMED", "--add-opens", "java.base/jdk.internal.misc=ALL-UNNAMED",
-    "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED", "--add-opens", "java.base/java.lang=ALL-UNNAMED",
-    "--add-opens", "java.base/java.io=ALL-UNNAMED", "--add-opens", "java.base/java.util.zip=ALL-UNNAMED",
-    "--add-opens", "java.base/sun.net=ALL-UNNAMED", "--add-opens", "java.base/jdk.internal.platform=ALL-UNNAMED",
-    "--add-opens", "java.management/sun.management=ALL-UNNAMED",
-    "--add-opens", "jdk.management/com.sun.management.internal=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/java.nio=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/jdk.internal.misc=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/java.lang=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/java.io=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/java.util.zip=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/sun.net=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/jdk.internal.platform=ALL-UNNAMED",
+    "--add-opens",
+    "java.management/sun.management=ALL-UNNAMED",
+    "--add-opens",
+    "jdk.management/com.sun.management.internal=ALL-UNNAMED",
     "--enable-native-access=ALL-UNNAMED",
 ]
 
@@ -93,6 +113,7 @@ def cache_root() -> Path:
 
 # ------------------------------------------------------------------------------- resolving
 
+
 def _resolve(artifact: str, version: str, dest: Path, extra: Sequence[str] = ()) -> Path:
     marker = dest / ".complete"
     if marker.exists():
@@ -103,9 +124,21 @@ def _resolve(artifact: str, version: str, dest: Path, extra: Sequence[str] = ())
     if dest.exists():
         shutil.rmtree(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [mvn, "-B", "-q", "-s", str(SETTINGS), "-f", str(POM), "dependency:copy-dependencies",
-           f"-Dpulsar.artifact={artifact}", f"-Dpulsar.version={version}", "-DincludeScope=runtime",
-           f"-DoutputDirectory={dest}", *extra]
+    cmd = [
+        mvn,
+        "-B",
+        "-q",
+        "-s",
+        str(SETTINGS),
+        "-f",
+        str(POM),
+        "dependency:copy-dependencies",
+        f"-Dpulsar.artifact={artifact}",
+        f"-Dpulsar.version={version}",
+        "-DincludeScope=runtime",
+        f"-DoutputDirectory={dest}",
+        *extra,
+    ]
     print(f"resolving {artifact} {version} into {dest} (once per machine) ...", file=sys.stderr, flush=True)
     done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if done.returncode != 0:
@@ -125,8 +158,12 @@ def perf_lib(version: str = PERF_VERSION) -> Path:
     ``pulsar-testclient`` 4.0.x depends on ``pulsar-broker`` and so on ``pulsar-opentelemetry``,
     which the registry here does not serve; produce and consume never load it, so it is excluded.
     """
-    return _resolve("pulsar-testclient", version, cache_root() / f"pulsar-perf-{version}" / "lib",
-                    ["-Dpulsar.extra.exclusion=pulsar-opentelemetry"])
+    return _resolve(
+        "pulsar-testclient",
+        version,
+        cache_root() / f"pulsar-perf-{version}" / "lib",
+        ["-Dpulsar.extra.exclusion=pulsar-opentelemetry"],
+    )
 
 
 def _java_major(java: Path) -> int:
@@ -162,6 +199,7 @@ def fetch() -> tuple[Path, Path, Path]:
 
 
 # ------------------------------------------------------------------------------- config
+
 
 def standalone_conf(*, broker_port: int, web_port: int) -> dict[str, str]:
     """Pulsar ``standalone.conf`` keys equivalent to ``magnetar standalone``'s defaults.
@@ -245,6 +283,7 @@ def write_config(work: Path, conf: dict[str, str]) -> tuple[Path, Path]:
 
 # ------------------------------------------------------------------------------- running
 
+
 def die_with_parent() -> None:
     """In a child before exec: have the kernel send it SIGTERM when its parent dies, so a server
     started in its own session never outlives a benchmark that was killed."""
@@ -255,6 +294,7 @@ def die_with_parent() -> None:
 def sigterm_raises() -> None:
     """Make SIGTERM raise ``KeyboardInterrupt`` in the main thread, so ``with`` blocks that own
     servers stop them when the benchmark itself is asked to stop."""
+
     def handler(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
@@ -270,8 +310,9 @@ def quiet_logger() -> logging.Logger:
     return log
 
 
-def wait_first_ack(service_url: str, topic: str, timeout: float = 180.0,
-                   alive: Callable[[], bool] = lambda: True) -> float:
+def wait_first_ack(
+    service_url: str, topic: str, timeout: float = 180.0, alive: Callable[[], bool] = lambda: True
+) -> float:
     """Publish one message with the official client until the broker acknowledges it; return the
     ``time.monotonic()`` of that acknowledgement.
 
@@ -344,23 +385,46 @@ class PulsarStandalone:
     def command(self) -> list[str]:
         """The full command line (config files are written by ``__enter__``)."""
         conf, log4j = self.work / "standalone.conf", self.work / "log4j2.xml"
-        return [str(self.java), f"-Xms{self.heap_mb}m", f"-Xmx{self.heap_mb}m",
-                f"-XX:MaxDirectMemorySize={self.direct_mb}m", *GC_FLAGS, *OPEN_FLAGS, *version_flags(self.java),
-                f"-Dlog4j2.configurationFile={log4j}", f"-Dpulsar.log.dir={self.work}",
-                "-cp", f"{self.lib}/*", "org.apache.pulsar.PulsarStandaloneStarter",
-                "--config", str(conf), "--no-functions-worker", "--no-stream-storage",
-                "--bookkeeper-port", str(self.bookie_port),
-                "--bookkeeper-dir", str(self.work / "bookkeeper"),
-                "--metadata-dir", str(self.work / "metadata"),
-                "--advertised-address", "127.0.0.1"]
+        return [
+            str(self.java),
+            f"-Xms{self.heap_mb}m",
+            f"-Xmx{self.heap_mb}m",
+            f"-XX:MaxDirectMemorySize={self.direct_mb}m",
+            *GC_FLAGS,
+            *OPEN_FLAGS,
+            *version_flags(self.java),
+            f"-Dlog4j2.configurationFile={log4j}",
+            f"-Dpulsar.log.dir={self.work}",
+            "-cp",
+            f"{self.lib}/*",
+            "org.apache.pulsar.PulsarStandaloneStarter",
+            "--config",
+            str(conf),
+            "--no-functions-worker",
+            "--no-stream-storage",
+            "--bookkeeper-port",
+            str(self.bookie_port),
+            "--bookkeeper-dir",
+            str(self.work / "bookkeeper"),
+            "--metadata-dir",
+            str(self.work / "metadata"),
+            "--advertised-address",
+            "127.0.0.1",
+        ]
 
     def __enter__(self) -> PulsarStandalone:
         write_config(self.work, standalone_conf(broker_port=self.broker_port, web_port=self.web_port))
         out = open(self.work / "stdout.log", "ab")
         self.started_at = time.monotonic()
         # its own session, so that stopping it reaches every thread and child of the JVM
-        self.proc = subprocess.Popen(self.command(), cwd=self.work, stdout=out, stderr=subprocess.STDOUT,
-                                     start_new_session=True, preexec_fn=die_with_parent)
+        self.proc = subprocess.Popen(
+            self.command(),
+            cwd=self.work,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+        )
         out.close()
         return self
 
@@ -368,8 +432,12 @@ class PulsarStandalone:
         """Wait for the first acknowledged message (see :func:`wait_first_ack`) and return its
         ``time.monotonic()``; raises with the log's tail if the JVM exits or the time runs out."""
         try:
-            return wait_first_ack(self.service_url, "persistent://public/default/first-ack", timeout,
-                                  alive=lambda: self.proc is not None and self.proc.poll() is None)
+            return wait_first_ack(
+                self.service_url,
+                "persistent://public/default/first-ack",
+                timeout,
+                alive=lambda: self.proc is not None and self.proc.poll() is None,
+            )
         except RuntimeError as e:
             raise RuntimeError(f"{e}\n{self.log_tail()}") from None
 
@@ -406,9 +474,20 @@ def perf_command(args: Sequence[str], *, work: Path, heap_mb: int = 512) -> list
     if not conf.exists():
         work.mkdir(parents=True, exist_ok=True)
         conf.write_text("")
-    return [str(java), f"-Xms{heap_mb}m", f"-Xmx{heap_mb}m", "-XX:+UseG1GC", *OPEN_FLAGS, *version_flags(java),
-            f"-Dlog4j2.configurationFile={work / 'perf-log4j2.xml'}",
-            "-cp", f"{lib}/*", "org.apache.pulsar.testclient.PulsarPerfTestTool", str(conf), *args]
+    return [
+        str(java),
+        f"-Xms{heap_mb}m",
+        f"-Xmx{heap_mb}m",
+        "-XX:+UseG1GC",
+        *OPEN_FLAGS,
+        *version_flags(java),
+        f"-Dlog4j2.configurationFile={work / 'perf-log4j2.xml'}",
+        "-cp",
+        f"{lib}/*",
+        "org.apache.pulsar.testclient.PulsarPerfTestTool",
+        str(conf),
+        *args,
+    ]
 
 
 @contextlib.contextmanager
@@ -437,8 +516,9 @@ def main() -> None:
     elif ns.cmd == "standalone":
         with PulsarStandalone(Path(ns.dir).resolve()) as ps, _sigint_stops(ps):
             ps.wait_ready()
-            print(f"Apache Pulsar {PULSAR_VERSION} standalone: {ps.service_url}  {ps.web_url}  pid {ps.pid}",
-                  flush=True)
+            print(
+                f"Apache Pulsar {PULSAR_VERSION} standalone: {ps.service_url}  {ps.web_url}  pid {ps.pid}", flush=True
+            )
             assert ps.proc is not None
             ps.proc.wait()
     else:

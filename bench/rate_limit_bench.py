@@ -30,11 +30,13 @@ from tests.support.standalone import start_standalone
 def publish_rate(client: pulsar.Client, admin: str, topic: str, limit: int, seconds: float) -> float:
     client.create_producer(topic).close()
     if limit:
-        r = httpx.post(f"{admin}/admin/v2/persistent/public/default/{topic}/publishRate",
-                       json={"publishThrottlingRateInMsg": limit, "publishThrottlingRateInByte": -1}, timeout=10)
+        r = httpx.post(
+            f"{admin}/admin/v2/persistent/public/default/{topic}/publishRate",
+            json={"publishThrottlingRateInMsg": limit, "publishThrottlingRateInByte": -1},
+            timeout=10,
+        )
         r.raise_for_status()
-    producer = client.create_producer(topic, batching_enabled=False, max_pending_messages=500,
-                                      block_if_queue_full=True)
+    producer = client.create_producer(topic, batching_enabled=False, max_pending_messages=500, block_if_queue_full=True)
     acked = [0]
     lock = threading.Lock()
     stop = threading.Event()
@@ -65,17 +67,25 @@ def publish_rate(client: pulsar.Client, admin: str, topic: str, limit: int, seco
 
 def dispatch_rate(client: pulsar.Client, admin: str, topic: str, limit: int, seconds: float) -> float:
     client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest).close()
-    producer = client.create_producer(topic, batching_enabled=False, max_pending_messages=1000,
-                                      block_if_queue_full=True)
+    producer = client.create_producer(
+        topic, batching_enabled=False, max_pending_messages=1000, block_if_queue_full=True
+    )
     total = int(max(limit, 2000) * (seconds + 3))
     for _ in range(total):
         producer.send_async(b"y" * 100, None)
     producer.flush()
     producer.close()
     if limit:
-        r = httpx.post(f"{admin}/admin/v2/persistent/public/default/{topic}/dispatchRate",
-                       json={"dispatchThrottlingRateInMsg": limit, "dispatchThrottlingRateInByte": -1,
-                             "relativeToPublishRate": False, "ratePeriodInSecond": 1}, timeout=10)
+        r = httpx.post(
+            f"{admin}/admin/v2/persistent/public/default/{topic}/dispatchRate",
+            json={
+                "dispatchThrottlingRateInMsg": limit,
+                "dispatchThrottlingRateInByte": -1,
+                "relativeToPublishRate": False,
+                "ratePeriodInSecond": 1,
+            },
+            timeout=10,
+        )
         r.raise_for_status()
     consumer = client.subscribe(topic, "s")
     got, start_count, start_time = 0, 0, 0.0

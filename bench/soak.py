@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 from tests.support.standalone import start_standalone  # noqa: E402
 
 _MIB = 1024 * 1024
-_IN_BYTES = re.compile(r'^pulsar_in_bytes_total\{[^}]*\} (\S+)$', re.M)
+_IN_BYTES = re.compile(r"^pulsar_in_bytes_total\{[^}]*\} (\S+)$", re.M)
 
 
 def rss_anon_kib(pid: int) -> int:
@@ -83,24 +83,58 @@ def main() -> int:
     topics = [f"persistent://public/default/soak-{i}" for i in range(args.topics)]
     magnetar = [sys.executable, "-m", "magnetar"]
     procs: list[subprocess.Popen[bytes]] = []
-    print(f"standalone pid {pid}, data in {data}; bound = caches {caches_mib} MiB + 150 MiB "
-          f"= {bound_kib // 1024} MiB RssAnon")
+    print(
+        f"standalone pid {pid}, data in {data}; bound = caches {caches_mib} MiB + 150 MiB "
+        f"= {bound_kib // 1024} MiB RssAnon"
+    )
     print(f"{'t s':>7} {'published GB':>13} {'MB/s':>8} {'RssAnon MiB':>12}")
     target = int(args.gb * 1e9)
     started = time.monotonic()
     samples: list[tuple[float, int, int]] = []
     try:
         if args.consume:
-            procs.append(subprocess.Popen(
-                [*magnetar, "perf", "consume", "-u", server.service_url, "-st", "Shared",
-                 "--initial-position", "earliest", *topics],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            procs.append(
+                subprocess.Popen(
+                    [
+                        *magnetar,
+                        "perf",
+                        "consume",
+                        "-u",
+                        server.service_url,
+                        "-st",
+                        "Shared",
+                        "--initial-position",
+                        "earliest",
+                        *topics,
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
             time.sleep(3)  # the subscriptions exist before the first message
-        procs.append(subprocess.Popen(
-            # as fast as the broker takes it, 5,000 in flight per producer (perf's defaults are pulsar-perf's)
-            [*magnetar, "perf", "produce", "-u", server.service_url, "-s", str(args.size), "-r", "0",
-             "--max-pending", "5000", "--batch-max-bytes", str(128 * 1024), *topics],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        procs.append(
+            subprocess.Popen(
+                # as fast as the broker takes it, 5,000 in flight per producer (perf's defaults are pulsar-perf's)
+                [
+                    *magnetar,
+                    "perf",
+                    "produce",
+                    "-u",
+                    server.service_url,
+                    "-s",
+                    str(args.size),
+                    "-r",
+                    "0",
+                    "--max-pending",
+                    "5000",
+                    "--batch-max-bytes",
+                    str(128 * 1024),
+                    *topics,
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
         last_bytes, last_t = 0, started
         load_done_at: float | None = None
         while True:
@@ -135,9 +169,11 @@ def main() -> int:
     peak = max(s[2] for s in samples)
     final = samples[-1][2]
     elapsed = samples[-1][0]
-    print(f"published {samples[-1][1] / 1e9:.2f} GB in {elapsed:.0f} s; RssAnon peak {peak / 1024:.1f} MiB, "
-          f"after the load {final / 1024:.1f} MiB; bound {bound_kib / 1024:.0f} MiB: "
-          f"{'OK' if final <= bound_kib else 'OVER'}")
+    print(
+        f"published {samples[-1][1] / 1e9:.2f} GB in {elapsed:.0f} s; RssAnon peak {peak / 1024:.1f} MiB, "
+        f"after the load {final / 1024:.1f} MiB; bound {bound_kib / 1024:.0f} MiB: "
+        f"{'OK' if final <= bound_kib else 'OVER'}"
+    )
     return 0 if final <= bound_kib else 1
 
 
@@ -146,9 +182,11 @@ def _configured_caches_mib(sets: list[str]) -> int:
     from bookie import BookieConfig
     from managed_ledger import ManagedLedgerConfig
 
-    values = {"managed_ledger.cache_size_mb": ManagedLedgerConfig().cache_size_mb,
-              "bookie.write_cache_max_mb": BookieConfig().write_cache_max_mb,
-              "bookie.read_cache_max_mb": BookieConfig().read_cache_max_mb}
+    values = {
+        "managed_ledger.cache_size_mb": ManagedLedgerConfig().cache_size_mb,
+        "bookie.write_cache_max_mb": BookieConfig().write_cache_max_mb,
+        "bookie.read_cache_max_mb": BookieConfig().read_cache_max_mb,
+    }
     for kv in sets:
         key, _, value = kv.partition("=")
         if key in values:

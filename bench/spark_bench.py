@@ -35,11 +35,13 @@ from tests.support.zookeeper import start_zookeeper  # noqa: E402
 
 def produce(service_url: str, topic: str, n: int, size: int) -> float:
     import pulsar
+
     client = pulsar.Client(service_url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
     payload = os.urandom(size)
     start = time.perf_counter()
-    producer = client.create_producer(topic, batching_enabled=False, max_pending_messages=2000,
-                                      block_if_queue_full=True)
+    producer = client.create_producer(
+        topic, batching_enabled=False, max_pending_messages=2000, block_if_queue_full=True
+    )
     for i in range(n):
         producer.send_async(i.to_bytes(8, "big") + payload[8:], None)
     producer.flush()
@@ -60,10 +62,17 @@ def main() -> None:
     work = Path(args.dir or tempfile.mkdtemp(prefix="magnetar-spark-bench-"))
     zk = start_zookeeper(work / "zk")
     url = zk.url("/bench")
-    sa = start_standalone(work / "standalone", "--set", f"standalone.metadata_url={url}",
-                          "--set", f"standalone.num_bookies={args.bookies}",
-                          "--set", "broker.default_retention_time_minutes=-1",
-                          "--set", "broker.default_retention_size_mb=-1")
+    sa = start_standalone(
+        work / "standalone",
+        "--set",
+        f"standalone.metadata_url={url}",
+        "--set",
+        f"standalone.num_bookies={args.bookies}",
+        "--set",
+        "broker.default_retention_time_minutes=-1",
+        "--set",
+        "broker.default_retention_size_mb=-1",
+    )
     try:
         topic = f"bench-{uuid.uuid4().hex[:6]}"
         secs = produce(sa.service_url, topic, args.messages, args.size)
@@ -74,17 +83,27 @@ def main() -> None:
         from pyspark.sql import SparkSession
 
         from sinks.spark import register
-        spark = (SparkSession.builder.master("local[2]").config("spark.driver.bindAddress", "127.0.0.1")
-                 .config("spark.driver.host", "127.0.0.1").config("spark.ui.enabled", "false")
-                 .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+
+        spark = (
+            SparkSession.builder.master("local[2]")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", "2")
+            .getOrCreate()
+        )
         spark.sparkContext.setLogLevel("ERROR")
         register(spark)
         per_task = max(1, -(-args.messages // args.tasks))
 
         def source(reader, **opts):
-            r = (reader.format("magnetar").option("service.url", sa.service_url)
-                 .option("admin.url", sa.admin_url)
-                 .option("metadata.url", url).option("maxEntriesPerTask", str(per_task)))
+            r = (
+                reader.format("magnetar")
+                .option("service.url", sa.service_url)
+                .option("admin.url", sa.admin_url)
+                .option("metadata.url", url)
+                .option("maxEntriesPerTask", str(per_task))
+            )
             for k, v in opts.items():
                 r = r.option(k, v)
             return r
@@ -104,16 +123,21 @@ def main() -> None:
             sink_topic = f"{topic}-copy{attempt}"
             start = time.perf_counter()
             df = source(spark.readStream, topic=topic, startingOffsets="earliest").load()
-            q = (df.select("value").writeStream.format("magnetar").option("service.url", sa.service_url)
-                 .option("admin.url", sa.admin_url).option("topic", sink_topic)
-                 .option("checkpointLocation", str(work / f"sink-ck{attempt}"))
-                 .trigger(availableNow=True).start())
+            q = (
+                df.select("value")
+                .writeStream.format("magnetar")
+                .option("service.url", sa.service_url)
+                .option("admin.url", sa.admin_url)
+                .option("topic", sink_topic)
+                .option("checkpointLocation", str(work / f"sink-ck{attempt}"))
+                .trigger(availableNow=True)
+                .start()
+            )
             q.awaitTermination()
             elapsed = time.perf_counter() - start
         copied = source(spark.read, topic=sink_topic).load().count()
         assert copied == args.messages, copied
-        results.append(("topic -> sink -> topic (streaming, exactly once)",
-                        copied / elapsed, mb / elapsed, elapsed))
+        results.append(("topic -> sink -> topic (streaming, exactly once)", copied / elapsed, mb / elapsed, elapsed))
         spark.stop()
 
         print(f"\n{args.messages} messages of {args.size} B, {args.bookies} bookie(s), {args.tasks} task(s)")

@@ -21,8 +21,7 @@ from bookie.storage import DbLedgerStorage
 
 
 async def bench_adds(root: Path, size: int, seconds: float, ledgers: int = 16) -> None:
-    st = await DbLedgerStorage.open([root / f"adds{size}"], write_cache_max_bytes=256 << 20,
-                                    flush_interval_ms=1000)
+    st = await DbLedgerStorage.open([root / f"adds{size}"], write_cache_max_bytes=256 << 20, flush_interval_ms=1000)
     payload = os.urandom(size)
     n = 0
     async with trio.open_nursery() as nursery:
@@ -43,14 +42,17 @@ async def bench_adds(root: Path, size: int, seconds: float, ledgers: int = 16) -
         elapsed = time.perf_counter() - start
         nursery.cancel_scope.cancel()
     stats = st.statistics()
-    print(f"adds {size:>6} B: {n / elapsed:>10,.0f} adds/s  {n * size / elapsed / 1e6:>8.1f} MB/s "
-          f"(incl. final flush; {stats.flushes} flushes, {stats.write_cache.throttled_adds} throttled)")
+    print(
+        f"adds {size:>6} B: {n / elapsed:>10,.0f} adds/s  {n * size / elapsed / 1e6:>8.1f} MB/s "
+        f"(incl. final flush; {stats.flushes} flushes, {stats.write_cache.throttled_adds} throttled)"
+    )
     await st.aclose()
 
 
 async def bench_flush(root: Path, size: int, total: int) -> DbLedgerStorage:
-    st = await DbLedgerStorage.open([root / "flush"], write_cache_max_bytes=2 * total + (8 << 20),
-                                    read_cache_max_bytes=32 << 20)
+    st = await DbLedgerStorage.open(
+        [root / "flush"], write_cache_max_bytes=2 * total + (8 << 20), read_cache_max_bytes=32 << 20
+    )
     payload = os.urandom(size)
     count = total // size
     for i in range(count):
@@ -58,8 +60,10 @@ async def bench_flush(root: Path, size: int, total: int) -> DbLedgerStorage:
     start = time.perf_counter()
     await st.flush()
     elapsed = time.perf_counter() - start
-    print(f"flush {count} x {size} B: {total / elapsed / 1e6:8.1f} MB/s ({elapsed * 1000:.0f} ms incl. sort, "
-          f"write, fdatasync, index)")
+    print(
+        f"flush {count} x {size} B: {total / elapsed / 1e6:8.1f} MB/s ({elapsed * 1000:.0f} ms incl. sort, "
+        f"write, fdatasync, index)"
+    )
     return st
 
 
@@ -82,9 +86,11 @@ async def bench_reads(st: DbLedgerStorage, size: int, count: int) -> None:
                 n += 1
         elapsed = time.perf_counter() - start
         s = st.statistics()
-        print(f"sequential    {size} B: {n / elapsed:>10,.0f} reads/s {n * size / elapsed / 1e6:8.1f} MB/s "
-              f"(read cache hits {s.read_cache.hits}, misses {s.read_cache.misses}, "
-              f"read-ahead entries {s.read_ahead.entries_read})")
+        print(
+            f"sequential    {size} B: {n / elapsed:>10,.0f} reads/s {n * size / elapsed / 1e6:8.1f} MB/s "
+            f"(read cache hits {s.read_cache.hits}, misses {s.read_cache.misses}, "
+            f"read-ahead entries {s.read_ahead.entries_read})"
+        )
         nursery.cancel_scope.cancel()
 
 
@@ -101,8 +107,7 @@ async def main(root: Path, seconds: float) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--dir", type=Path, default=None,
-                        help="directory on the disk to measure (temp dir by default)")
+    parser.add_argument("--dir", type=Path, default=None, help="directory on the disk to measure (temp dir by default)")
     parser.add_argument("--seconds", type=float, default=5.0)
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="storage-bench-", dir=args.dir))

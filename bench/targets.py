@@ -37,12 +37,17 @@ from tests.support.ports import free_port
 # (name, perf flags, what to report)
 CASES: list[tuple[str, list[str], str]] = [
     ("batched 100 B, max rate", ["-s", "100", "--workers", "1", "--connections", "2"], "rate"),
-    ("batched 1 KiB, max rate", ["-s", "1024", "--batch-max-messages", "128", "--workers", "1",
-                                 "--connections", "2"], "mbs"),
-    ("unbatched 100 B, max rate", ["-s", "100", "--no-batching", "--connections", "4", "--max-pending", "500"],
-     "rate"),
-    ("batched 100 B at 20,000 msg/s", ["-s", "100", "-r", "20000", "--batch-max-messages", "100",
-                                       "--connections", "2"], "p99"),
+    (
+        "batched 1 KiB, max rate",
+        ["-s", "1024", "--batch-max-messages", "128", "--workers", "1", "--connections", "2"],
+        "mbs",
+    ),
+    ("unbatched 100 B, max rate", ["-s", "100", "--no-batching", "--connections", "4", "--max-pending", "500"], "rate"),
+    (
+        "batched 100 B at 20,000 msg/s",
+        ["-s", "100", "-r", "20000", "--batch-max-messages", "100", "--connections", "2"],
+        "p99",
+    ),
     ("unbatched 100 B at 5,000 msg/s", ["-s", "100", "--no-batching", "-r", "5000", "--connections", "4"], "p99"),
 ]
 TARGETS = {
@@ -78,10 +83,27 @@ def main() -> None:
     base = Path(args.dir or tempfile.mkdtemp(prefix="magnetar-targets-"))
     shutil.rmtree(base, ignore_errors=True)
     port, web, bookie = free_port(), free_port(), free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "magnetar", "standalone", "--data-dir", str(base),
-                             "--set", f"standalone.bookie_port={bookie}", "--set", "standalone.bookie_http_port=0",
-                             "--set", f"broker.broker_service_port={port}", "--set", f"broker.web_service_port={web}"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "magnetar",
+            "standalone",
+            "--data-dir",
+            str(base),
+            "--set",
+            f"standalone.bookie_port={bookie}",
+            "--set",
+            "standalone.bookie_http_port=0",
+            "--set",
+            f"broker.broker_service_port={port}",
+            "--set",
+            f"broker.web_service_port={web}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     peak = [0.0]
     stop = threading.Event()
 
@@ -95,18 +117,39 @@ def main() -> None:
             if "ready" in line:
                 break
         threading.Thread(target=sample, daemon=True).start()
-        print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {os.getloadavg()[0]:.1f}, "
-              f"{args.seconds} s per case")
+        print(
+            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {os.getloadavg()[0]:.1f}, "
+            f"{args.seconds} s per case"
+        )
         print(f"{'case':<34} {'msg/s':>11} {'MB/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'CPU us/msg':>10}  target")
         for i, (name, flags, _) in enumerate(CASES):
             text = subprocess.run(
-                [sys.executable, "-m", "magnetar", "perf", "produce", "--engine", "native",
-                 "-u", f"pulsar://127.0.0.1:{port}", f"persistent://public/default/targets-{i}",
-                 "-t", str(args.seconds), "--broker-metrics-url", f"http://127.0.0.1:{web}/metrics", *flags],
-                capture_output=True, text=True).stdout
-            print(f"{name:<34} {_row(text, 'msg/s'):>11} {_row(text, 'MB/s'):>8} "
-                  f"{_row(text, 'publish latency p50 ms'):>8} {_row(text, 'publish latency p99 ms'):>8} "
-                  f"{_row(text, 'broker CPU us / msg'):>10}  {TARGETS[name]}", flush=True)
+                [
+                    sys.executable,
+                    "-m",
+                    "magnetar",
+                    "perf",
+                    "produce",
+                    "--engine",
+                    "native",
+                    "-u",
+                    f"pulsar://127.0.0.1:{port}",
+                    f"persistent://public/default/targets-{i}",
+                    "-t",
+                    str(args.seconds),
+                    "--broker-metrics-url",
+                    f"http://127.0.0.1:{web}/metrics",
+                    *flags,
+                ],
+                capture_output=True,
+                text=True,
+            ).stdout
+            print(
+                f"{name:<34} {_row(text, 'msg/s'):>11} {_row(text, 'MB/s'):>8} "
+                f"{_row(text, 'publish latency p50 ms'):>8} {_row(text, 'publish latency p99 ms'):>8} "
+                f"{_row(text, 'broker CPU us / msg'):>10}  {TARGETS[name]}",
+                flush=True,
+            )
         # default caches: managed-ledger cache 64 MiB, bookie write cache 64 MiB, read cache 64 MiB
         bound = 64 + 64 + 64 + 150
         print(f"standalone peak RssAnon {peak[0]:.0f} MiB (target <= caches + 150 MiB = {bound} MiB)")

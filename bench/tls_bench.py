@@ -42,8 +42,13 @@ def _certs(tmp: Path) -> dict[str, str]:
     ca = trustme.CA()
     server = ca.issue_cert("127.0.0.1", "localhost")
     client = ca.issue_cert("client.bench", common_name="client")
-    files = {"ca": ca.cert_pem, "server": server.cert_chain_pems[0], "server_key": server.private_key_pem,
-             "client": client.cert_chain_pems[0], "client_key": client.private_key_pem}
+    files = {
+        "ca": ca.cert_pem,
+        "server": server.cert_chain_pems[0],
+        "server_key": server.private_key_pem,
+        "client": client.cert_chain_pems[0],
+        "client_key": client.private_key_pem,
+    }
     out = {}
     for name, blob in files.items():
         path = tmp / f"{name}.pem"
@@ -61,22 +66,44 @@ TOKEN = False  # --token: token authentication and authorization on the TLS stan
 
 
 def _conf(tmp: Path, tls: bool, c: dict[str, str]) -> Path:
-    lines = ["[standalone]", "bookie_port = 0", "bookie_http_port = 0",
-             "[broker]", "brokerServicePort = 0", "webServicePort = 0"]
+    lines = [
+        "[standalone]",
+        "bookie_port = 0",
+        "bookie_http_port = 0",
+        "[broker]",
+        "brokerServicePort = 0",
+        "webServicePort = 0",
+    ]
     if tls:
-        lines += ["brokerServicePortTls = 0", f'tlsCertificateFilePath = "{c["server"]}"',
-                  f'tlsKeyFilePath = "{c["server_key"]}"', f'tlsTrustCertsFilePath = "{c["ca"]}"',
-                  "tlsRequireTrustedClientCertOnConnect = true"]
+        lines += [
+            "brokerServicePortTls = 0",
+            f'tlsCertificateFilePath = "{c["server"]}"',
+            f'tlsKeyFilePath = "{c["server_key"]}"',
+            f'tlsTrustCertsFilePath = "{c["ca"]}"',
+            "tlsRequireTrustedClientCertOnConnect = true",
+        ]
     if tls and TOKEN:
-        lines += ["authenticationEnabled = true", 'authenticationProviders = ["token"]',
-                  f'tokenSecretKey = "file://{c["secret"]}"', "authorizationEnabled = true",
-                  'superUserRoles = ["bench"]']
+        lines += [
+            "authenticationEnabled = true",
+            'authenticationProviders = ["token"]',
+            f'tokenSecretKey = "file://{c["secret"]}"',
+            "authorizationEnabled = true",
+            'superUserRoles = ["bench"]',
+        ]
     if tls and BOOKIE_TLS:
-        lines += ["[bookie]", "tls_enabled = true", "tlsClientAuthentication = true",
-                  f'tlsCertificatePath = "{c["server"]}"', f'tlsKeyStore = "{c["server_key"]}"',
-                  f'tlsTrustStore = "{c["ca"]}"',
-                  "[bk_client]", "tls_enabled = true", f'tlsTrustStore = "{c["ca"]}"',
-                  f'tlsCertificatePath = "{c["client"]}"', f'tlsKeyStore = "{c["client_key"]}"']
+        lines += [
+            "[bookie]",
+            "tls_enabled = true",
+            "tlsClientAuthentication = true",
+            f'tlsCertificatePath = "{c["server"]}"',
+            f'tlsKeyStore = "{c["server_key"]}"',
+            f'tlsTrustStore = "{c["ca"]}"',
+            "[bk_client]",
+            "tls_enabled = true",
+            f'tlsTrustStore = "{c["ca"]}"',
+            f'tlsCertificatePath = "{c["client"]}"',
+            f'tlsKeyStore = "{c["client_key"]}"',
+        ]
     path = tmp / ("tls.toml" if tls else "plain.toml")
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -84,9 +111,22 @@ def _conf(tmp: Path, tls: bool, c: dict[str, str]) -> Path:
 
 def _start(tmp: Path, tls: bool, c: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
     name = "tls" if tls else "plain"
-    proc = subprocess.Popen([sys.executable, "-m", "magnetar", "standalone", "--conf", str(_conf(tmp, tls, c)),
-                             "--data-dir", str(tmp / f"data-{name}")], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "magnetar",
+            "standalone",
+            "--conf",
+            str(_conf(tmp, tls, c)),
+            "--data-dir",
+            str(tmp / f"data-{name}"),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     assert proc.stdout is not None
     url = ""
     deadline = time.monotonic() + 60
@@ -106,12 +146,17 @@ def _start(tmp: Path, tls: bool, c: dict[str, str]) -> tuple[subprocess.Popen[st
 def _run(url: str, tls: bool, c: dict[str, str], topic: str, n: int, size: int) -> tuple[float, float]:
     kwargs = {}
     if tls and TOKEN:
-        kwargs = {"tls_trust_certs_file_path": c["ca"], "tls_certificate_file_path": c["client"],
-                  "tls_private_key_file_path": c["client_key"],
-                  "authentication": pulsar.AuthenticationToken(c["token"])}
+        kwargs = {
+            "tls_trust_certs_file_path": c["ca"],
+            "tls_certificate_file_path": c["client"],
+            "tls_private_key_file_path": c["client_key"],
+            "authentication": pulsar.AuthenticationToken(c["token"]),
+        }
     elif tls:
-        kwargs = {"tls_trust_certs_file_path": c["ca"],
-                  "authentication": pulsar.AuthenticationTLS(c["client"], c["client_key"])}
+        kwargs = {
+            "tls_trust_certs_file_path": c["ca"],
+            "authentication": pulsar.AuthenticationTLS(c["client"], c["client_key"]),
+        }
     client = pulsar.Client(url, operation_timeout_seconds=60, logger=_quiet(), **kwargs)
     try:
         producer = client.create_producer(topic, max_pending_messages=10000, block_if_queue_full=True)
@@ -125,8 +170,9 @@ def _run(url: str, tls: bool, c: dict[str, str], topic: str, n: int, size: int) 
         producer.flush()
         produce = n / (time.perf_counter() - t0)
         # catch-up read of everything just written, by a new subscription
-        consumer = client.subscribe(topic, "bench", receiver_queue_size=5000,
-                                    initial_position=pulsar.InitialPosition.Earliest)
+        consumer = client.subscribe(
+            topic, "bench", receiver_queue_size=5000, initial_position=pulsar.InitialPosition.Earliest
+        )
         t0 = time.perf_counter()
         for _ in range(n + 1000):
             consumer.acknowledge(consumer.receive(60_000))
@@ -163,8 +209,10 @@ def main() -> None:
                     proc, url = procs[tls]
                     r = _run(url, tls, c, f"persistent://public/default/bench-{i}", args.messages, args.size)
                     results[tls].append(r)
-                    print(f"run {i} {label if tls else 'plain':9}: produce {r[0]:9.0f} msg/s  "
-                          f"consume {r[1]:9.0f} msg/s", flush=True)
+                    print(
+                        f"run {i} {label if tls else 'plain':9}: produce {r[0]:9.0f} msg/s  consume {r[1]:9.0f} msg/s",
+                        flush=True,
+                    )
         finally:
             for proc, _ in procs.values():
                 proc.terminate()

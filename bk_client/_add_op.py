@@ -58,11 +58,23 @@ class PendingAdd:
     Created by ``LedgerWriteHandle.append`` / ``add_entry``; never built by callers.
     """
 
-    __slots__ = ("handle", "entry_id", "payload", "length", "ack_set", "state", "body", "started",
-                 "sent_at", "completed_at", "error", "_done", "_admitted")
+    __slots__ = (
+        "handle",
+        "entry_id",
+        "payload",
+        "length",
+        "ack_set",
+        "state",
+        "body",
+        "started",
+        "sent_at",
+        "completed_at",
+        "error",
+        "_done",
+        "_admitted",
+    )
 
-    def __init__(self, handle: LedgerWriteHandle, entry_id: int, payload: bytes, length: int,
-                 ack_set: AckSet) -> None:
+    def __init__(self, handle: LedgerWriteHandle, entry_id: int, payload: bytes, length: int, ack_set: AckSet) -> None:
         self.handle = handle
         self.entry_id = entry_id
         self.payload = payload

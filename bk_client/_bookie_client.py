@@ -48,8 +48,9 @@ class BookieClient:
         to it now would fail at once with ``BookieUnavailable`` (callers try it last)."""
         return self._pool.is_down(bookie)
 
-    async def read_entry(self, bookie: str, ledger_id: int, entry_id: int, *,
-                         metadata: LedgerMetadata | None = None) -> bytes:
+    async def read_entry(
+        self, bookie: str, ledger_id: int, entry_id: int, *, metadata: LedgerMetadata | None = None
+    ) -> bytes:
         """The digest-framed entry exactly as ``bookie`` stores it, its digest verified against
         ``ledger_id`` and ``entry_id`` (the bytes are returned unchanged, to be forwarded) with the
         digest type and password of the ledger's ``metadata`` (CRC32C when it is not given).
@@ -67,9 +68,12 @@ class BookieClient:
             r = response.readResponse
             status = r.status if response.HasField("readResponse") else response.status
             if status != StatusCode.EOK or not r.HasField("body"):
-                raise error_for_bookie_status(status or StatusCode.EIO, ledger_id=ledger_id,
-                                              entry_id=entry_id,
-                                              bookie_id=bookie, reading=True) or BKError()
+                raise (
+                    error_for_bookie_status(
+                        status or StatusCode.EIO, ledger_id=ledger_id, entry_id=entry_id, bookie_id=bookie, reading=True
+                    )
+                    or BKError()
+                )
             body = bytes(r.body)
             try:
                 if metadata is None:
@@ -78,14 +82,15 @@ class BookieClient:
                     digest = digest_for(metadata.digest_type, metadata.password)
                 digest.decode_entry(body, ledger_id, entry_id)
             except ProtocolDigestMismatch as exc:
-                raise DigestMismatch(f"entry {entry_id} of ledger {ledger_id} from {bookie}: {exc}",
-                                     ledger_id=ledger_id) from exc
+                raise DigestMismatch(
+                    f"entry {entry_id} of ledger {ledger_id} from {bookie}: {exc}", ledger_id=ledger_id
+                ) from exc
             return body
-        raise Timeout(f"bookie {bookie} did not answer a read of entry {entry_id} of ledger {ledger_id}",
-                      ledger_id=ledger_id)
+        raise Timeout(
+            f"bookie {bookie} did not answer a read of entry {entry_id} of ledger {ledger_id}", ledger_id=ledger_id
+        )
 
-    async def recovery_add(self, bookie: str, ledger_id: int, entry_id: int, master_key: bytes,
-                           body: bytes) -> None:
+    async def recovery_add(self, bookie: str, ledger_id: int, entry_id: int, master_key: bytes, body: bytes) -> None:
         """Store the digest-framed ``body`` as ``entry_id`` on ``bookie`` with RECOVERY_ADD, which a
         fenced or closed ledger still accepts; returns once the bookie acknowledged it.
         ``master_key`` is the ledger's (``bk_client.master_key(password)``).
@@ -104,5 +109,7 @@ class BookieClient:
             if error is not None:
                 raise error
             return
-        raise Timeout(f"bookie {bookie} did not answer the recovery add of entry {entry_id} of ledger "
-                      f"{ledger_id}", ledger_id=ledger_id)
+        raise Timeout(
+            f"bookie {bookie} did not answer the recovery add of entry {entry_id} of ledger {ledger_id}",
+            ledger_id=ledger_id,
+        )

@@ -53,9 +53,16 @@ class BookKeeper:
 
     @classmethod
     @asynccontextmanager
-    async def open(cls, store: MetadataStore, *, root: str = "", config: ClientConfig | None = None,
-                   placement: EnsemblePlacementPolicy | None = None, metrics: ClientMetrics | None = None,
-                   transport: TransportFactory | None = None) -> AsyncIterator[BookKeeper]:
+    async def open(
+        cls,
+        store: MetadataStore,
+        *,
+        root: str = "",
+        config: ClientConfig | None = None,
+        placement: EnsemblePlacementPolicy | None = None,
+        metrics: ClientMetrics | None = None,
+        transport: TransportFactory | None = None,
+    ) -> AsyncIterator[BookKeeper]:
         """Start a client; on exit close it and stop its tasks.
 
         ``placement`` defaults to a rack-aware-if-labelled ``EnsemblePlacementPolicy``;
@@ -70,8 +77,11 @@ class BookKeeper:
         async with trio.open_nursery() as nursery:
             mx = metrics or ClientMetrics()
             ctx = ClientContext(
-                pool=(transport(nursery, cfg, mx) if transport is not None
-                      else ConnectionPool(nursery, cfg, mx, resolve=ledgers.bookie_address)),
+                pool=(
+                    transport(nursery, cfg, mx)
+                    if transport is not None
+                    else ConnectionPool(nursery, cfg, mx, resolve=ledgers.bookie_address)
+                ),
                 ledgers=ledgers,
                 placement=placement or EnsemblePlacementPolicy(rack_aware=cfg.rack_aware_placement),
                 config=cfg,
@@ -132,9 +142,16 @@ class BookKeeper:
         self._shutdown()
         await trio.lowlevel.checkpoint()
 
-    async def create_ledger(self, ensemble_size: int, write_quorum: int, ack_quorum: int, *,
-                            password: bytes = b"", custom_metadata: Mapping[str, bytes] | None = None,
-                            digest_type: DigestType = DigestType.CRC32C) -> LedgerWriteHandle:
+    async def create_ledger(
+        self,
+        ensemble_size: int,
+        write_quorum: int,
+        ack_quorum: int,
+        *,
+        password: bytes = b"",
+        custom_metadata: Mapping[str, bytes] | None = None,
+        digest_type: DigestType = DigestType.CRC32C,
+    ) -> LedgerWriteHandle:
         """Create an OPEN ledger with a fresh unique id on ``ensemble_size`` registered bookies
         and open it for writing. ``digest_type`` (recorded in the ledger's metadata) frames every
         entry and LAC the ledger stores; every reader verifies with it (HMAC keys on ``password``).
@@ -144,22 +161,35 @@ class BookKeeper:
         """
         self._check_open()
         if not 1 <= ack_quorum <= write_quorum <= ensemble_size:
-            raise ValueError(f"need 1 <= ack_quorum <= write_quorum <= ensemble_size, got "
-                             f"E={ensemble_size} Qw={write_quorum} Qa={ack_quorum}")
+            raise ValueError(
+                f"need 1 <= ack_quorum <= write_quorum <= ensemble_size, got "
+                f"E={ensemble_size} Qw={write_quorum} Qa={ack_quorum}"
+            )
         ctx = self._ctx
         available = await ctx.ledgers.list_bookies()
         ensemble = ctx.placement.new_ensemble(ensemble_size, available, exclude=ctx.quarantine.active())
         ledger_id = await ctx.ledgers.generate_ledger_id()
-        meta = LedgerMetadata(ensemble_size=ensemble_size, write_quorum=write_quorum, ack_quorum=ack_quorum,
-                              segments=(Segment(0, ensemble),), digest_type=DigestType(digest_type),
-                              password=password, ctime_ms=int(time.time() * 1000),
-                              custom_metadata=dict(custom_metadata or {}))
+        meta = LedgerMetadata(
+            ensemble_size=ensemble_size,
+            write_quorum=write_quorum,
+            ack_quorum=ack_quorum,
+            segments=(Segment(0, ensemble),),
+            digest_type=DigestType(digest_type),
+            password=password,
+            ctime_ms=int(time.time() * 1000),
+            custom_metadata=dict(custom_metadata or {}),
+        )
         version = await ctx.ledgers.create(ledger_id, meta)
         self._check_open()
         return LedgerWriteHandle(ctx, ledger_id, meta, version, password)
 
-    async def open_ledger(self, ledger_id: int, *, password: bytes = b"", recovery: bool = True,
-                          ) -> LedgerReadHandle:
+    async def open_ledger(
+        self,
+        ledger_id: int,
+        *,
+        password: bytes = b"",
+        recovery: bool = True,
+    ) -> LedgerReadHandle:
         """Open a ledger for reading.
 
         With ``recovery`` (a new owner): fence, recover and close it first, so the handle sees

@@ -73,14 +73,15 @@ class LedgerCloseOp:
         meta, version = handle.metadata, handle.metadata_version
         for _ in range(_MAX_ATTEMPTS):
             if meta.state is LedgerState.IN_RECOVERY:
-                raise LedgerFenced(f"cannot close ledger {lid}: it is being recovered by a new owner",
-                                   ledger_id=lid)
+                raise LedgerFenced(f"cannot close ledger {lid}: it is being recovered by a new owner", ledger_id=lid)
             if meta.state is LedgerState.CLOSED:
                 if meta.last_entry_id == last and meta.length == length:
                     return meta, version
-                raise LedgerFenced(f"ledger {lid} was closed by another client at entry {meta.last_entry_id} "
-                                   f"(length {meta.length}); this writer had {last} (length {length})",
-                                   ledger_id=lid)
+                raise LedgerFenced(
+                    f"ledger {lid} was closed by another client at entry {meta.last_entry_id} "
+                    f"(length {meta.length}); this writer had {last} (length {length})",
+                    ledger_id=lid,
+                )
             closed = meta.closed(last, length)
             try:
                 version = await ledgers.write(lid, closed, version)

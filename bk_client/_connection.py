@@ -116,8 +116,9 @@ class BookieConnection:
             raise ClientClosed()
         if state is ConnState.BACKOFF or state is ConnState.IDLE:
             if state is ConnState.BACKOFF and trio.current_time() < self.retry_at:
-                raise BookieUnavailable(self.bookie_id, f"bookie {self.bookie_id} is unreachable "
-                                                        f"({self.last_error}); retrying later")
+                raise BookieUnavailable(
+                    self.bookie_id, f"bookie {self.bookie_id} is unreachable ({self.last_error}); retrying later"
+                )
             self._start()
         if len(self._pending) >= self._config.max_pending_requests_per_bookie:
             raise TooManyRequests(f"{len(self._pending)} requests pending on bookie {self.bookie_id}")
@@ -199,8 +200,11 @@ class BookieConnection:
                 with trio.CancelScope(shield=True):
                     await stream.aclose()
                 if self.state is not ConnState.CLOSED:
-                    self._down(error[0] if error else
-                               BookieUnavailable(self.bookie_id, f"connection to bookie {self.bookie_id} closed"))
+                    self._down(
+                        error[0]
+                        if error
+                        else BookieUnavailable(self.bookie_id, f"connection to bookie {self.bookie_id} closed")
+                    )
 
     async def _writer(self, stream: trio.abc.Stream, scope: trio.CancelScope, error: list[BKError]) -> None:
         try:
@@ -248,8 +252,14 @@ class ConnectionPool:
     several bookies.
     """
 
-    def __init__(self, nursery: trio.Nursery, config: ClientConfig, metrics: ClientMetrics, *,
-                 resolve: Callable[[str], Awaitable[tuple[str, int]]] | None = None) -> None:
+    def __init__(
+        self,
+        nursery: trio.Nursery,
+        config: ClientConfig,
+        metrics: ClientMetrics,
+        *,
+        resolve: Callable[[str], Awaitable[tuple[str, int]]] | None = None,
+    ) -> None:
         self._nursery = nursery
         self.config = config
         self.metrics = metrics

@@ -93,8 +93,7 @@ class NotEnoughBookies(BKError):
 
     code = -6
 
-    def __init__(self, needed: int, available: int, *, detail: str = "",
-                 ledger_id: int | None = None) -> None:
+    def __init__(self, needed: int, available: int, *, detail: str = "", ledger_id: int | None = None) -> None:
         self.needed = needed
         self.available = available
         msg = f"not enough bookies: needed {needed}, {available} available"
@@ -160,8 +159,7 @@ class NoSuchEntry(BKError, _ProtocolNoSuchEntry):
 
     code = -13
 
-    def __init__(self, ledger_id: int | None = None, entry_id: int | None = None,
-                 message: str | None = None) -> None:
+    def __init__(self, ledger_id: int | None = None, entry_id: int | None = None, message: str | None = None) -> None:
         _ProtocolNoSuchEntry.__init__(self, ledger_id, entry_id, message)
 
 
@@ -176,8 +174,7 @@ class MetadataVersionConflict(BKError):
     def __init__(self, ledger_id: int, expected: int, message: str | None = None) -> None:
         self.expected = expected
         if message is None:
-            message = (f"ledger {ledger_id} metadata changed concurrently: "
-                       f"expected version {expected} is stale")
+            message = f"ledger {ledger_id} metadata changed concurrently: expected version {expected} is stale"
         super().__init__(message, ledger_id=ledger_id)
 
 
@@ -252,20 +249,26 @@ class LedgerIdOverflow(BKError):
 
 # Bookie wire status codes (BookkeeperProtocol.proto StatusCode) -> client error.
 _STATUS_ERRORS: dict[int, type[BKError]] = {
-    402: NoSuchLedger,       # ENOLEDGER
-    403: NoSuchEntry,        # ENOENTRY
-    404: BKError,            # EBADREQ
-    501: WriteError,         # EIO
-    502: Unauthorized,       # EUA
+    402: NoSuchLedger,  # ENOLEDGER
+    403: NoSuchEntry,  # ENOENTRY
+    404: BKError,  # EBADREQ
+    501: WriteError,  # EIO
+    502: Unauthorized,  # EUA
     503: MetadataVersionConflict,  # EBADVERSION, only with a ledger id
-    504: LedgerFenced,       # EFENCED
-    505: ReadOnlyBookie,     # EREADONLY
-    506: TooManyRequests,    # ETOOMANYREQUESTS
+    504: LedgerFenced,  # EFENCED
+    505: ReadOnlyBookie,  # EREADONLY
+    506: TooManyRequests,  # ETOOMANYREQUESTS
 }
 
 
-def error_for_bookie_status(status: int, *, ledger_id: int | None = None, entry_id: int | None = None,
-                            bookie_id: str | None = None, reading: bool = False) -> BKError | None:
+def error_for_bookie_status(
+    status: int,
+    *,
+    ledger_id: int | None = None,
+    entry_id: int | None = None,
+    bookie_id: str | None = None,
+    reading: bool = False,
+) -> BKError | None:
     """The client error for a bookie's response status, or ``None`` for EOK (0).
 
     ``reading`` selects ``ReadError`` instead of ``WriteError`` for EIO. Unknown statuses map to a
@@ -285,6 +288,8 @@ def error_for_bookie_status(status: int, *, ledger_id: int | None = None, entry_
         kind = ReadError
     if kind is None or kind is BKError:
         return BKError(f"bookie status {status}{where}", ledger_id=ledger_id)
-    err = kind(f"{kind.default_message}{where}" + (f" (ledger {ledger_id})" if ledger_id is not None else ""),
-               ledger_id=ledger_id)
+    err = kind(
+        f"{kind.default_message}{where}" + (f" (ledger {ledger_id})" if ledger_id is not None else ""),
+        ledger_id=ledger_id,
+    )
     return err

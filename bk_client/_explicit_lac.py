@@ -59,8 +59,9 @@ class PendingWriteLacOp:
         self.oks = 0
         self.on_published = on_published
 
-    def initiate(self, pool: BookieTransport, ensemble: tuple[str, ...], master_key: bytes,
-                 digest: EntryDigest) -> None:
+    def initiate(
+        self, pool: BookieTransport, ensemble: tuple[str, ...], master_key: bytes, digest: EntryDigest
+    ) -> None:
         """Send the round to every bookie of ``ensemble`` (one frame, one request id); a bookie
         whose connection refuses the request at once is skipped. ``digest`` is the ledger's."""
         txn = pool.next_txn()
@@ -92,8 +93,7 @@ class ExplicitLacFlushPolicy:
 
     __slots__ = ("_handle", "_ctx", "_master_key", "_digest", "_published_lac", "_scope")
 
-    def __init__(self, handle: LedgerWriteHandle, ctx: ClientContext, master_key: bytes,
-                 digest: EntryDigest) -> None:
+    def __init__(self, handle: LedgerWriteHandle, ctx: ClientContext, master_key: bytes, digest: EntryDigest) -> None:
         self._handle = handle
         self._ctx = ctx
         self._master_key = master_key

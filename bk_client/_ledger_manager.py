@@ -109,7 +109,7 @@ def _seq_of(path: str, prefix: str) -> int:
     name = path.rsplit("/", 1)[-1]
     if not name.startswith(prefix):
         raise MetadataStoreError(f"unexpected sequential node name {path!r}")
-    return int(name[len(prefix):])
+    return int(name[len(prefix) :])
 
 
 class LedgerManager:
@@ -119,11 +119,18 @@ class LedgerManager:
     error chained). The manager holds no background tasks; watches own theirs while open.
     """
 
-    def __init__(self, store: MetadataStore, root: str = "", *, layout: LedgerLayout | None = None,
-                 id_seq_limit: int = _SEQ_LIMIT) -> None:
+    def __init__(
+        self,
+        store: MetadataStore,
+        root: str = "",
+        *,
+        layout: LedgerLayout | None = None,
+        id_seq_limit: int = _SEQ_LIMIT,
+    ) -> None:
         if not 1 <= id_seq_limit <= _SEQ_LIMIT:
-            raise ValueError(f"id_seq_limit must be 1..{_SEQ_LIMIT} (ZooKeeper counters are 31-bit), "
-                             f"got {id_seq_limit}")
+            raise ValueError(
+                f"id_seq_limit must be 1..{_SEQ_LIMIT} (ZooKeeper counters are 31-bit), got {id_seq_limit}"
+            )
         self._store = store
         self._root = root.rstrip("/")
         self._configured = layout
@@ -249,8 +256,11 @@ class LedgerManager:
         """
         try:
             if not await self._uses_long_ids():
-                short_parent = ledgers_root(self._root) if self._layout is LedgerLayout.FLAT \
+                short_parent = (
+                    ledgers_root(self._root)
+                    if self._layout is LedgerLayout.FLAT
                     else f"{ledgers_root(self._root)}/{_SHORT_IDGEN}"
+                )
                 seq = await self._draw(f"{short_parent}/{_ID_PREFIX}")
                 if 0 <= seq < self._seq_limit:
                     return seq
@@ -298,8 +308,7 @@ class LedgerManager:
         try:
             return LedgerMetadata.decode(data)
         except Exception as exc:
-            raise MetadataStoreError(f"ledger {ledger_id} has unreadable metadata: {exc}",
-                                     ledger_id=ledger_id) from exc
+            raise MetadataStoreError(f"ledger {ledger_id} has unreadable metadata: {exc}", ledger_id=ledger_id) from exc
 
     async def read(self, ledger_id: int) -> tuple[LedgerMetadata, int]:
         """The ledger's metadata and its version. Raises ``NoSuchLedger``."""
@@ -368,8 +377,9 @@ class LedgerManager:
         snapshot; the watch task is cancelled when the context exits.
         """
         # read() wraps store errors
-        async with _follow(self._store.watch_data(self.ledger_path(ledger_id)),
-                           lambda: self._snapshot(ledger_id)) as recv:
+        async with _follow(
+            self._store.watch_data(self.ledger_path(ledger_id)), lambda: self._snapshot(ledger_id)
+        ) as recv:
             yield recv
 
     async def iterate_ledger_ids(self, start: int = 0, end: int | None = None) -> AsyncIterator[int]:
@@ -437,8 +447,9 @@ class LedgerManager:
             except NoNodeError:
                 continue
             except MetadataError as exc:
-                raise BookieUnavailable(bookie_id, f"reading the registration of bookie {bookie_id} failed: {exc}"
-                                        ) from exc
+                raise BookieUnavailable(
+                    bookie_id, f"reading the registration of bookie {bookie_id} failed: {exc}"
+                ) from exc
             try:
                 address = BookieServiceInfo.decode(data, bookie_id).rpc_address()
             except RegistrationFormatError as exc:
@@ -478,12 +489,14 @@ class LedgerManager:
 
 
 @asynccontextmanager
-async def _follow(watch: AbstractAsyncContextManager[trio.abc.ReceiveChannel[Any]],
-                  snapshot: Callable[[], Awaitable[T]]) -> AsyncIterator[trio.abc.ReceiveChannel[T]]:
+async def _follow(
+    watch: AbstractAsyncContextManager[trio.abc.ReceiveChannel[Any]], snapshot: Callable[[], Awaitable[T]]
+) -> AsyncIterator[trio.abc.ReceiveChannel[T]]:
     """A channel of ``snapshot()`` now, then again after each event of ``watch`` when it differs
     from the last one sent; it buffers one snapshot, and the task pumping it ends with the block."""
     send, recv = trio.open_memory_channel[T](1)
     async with watch as events, trio.open_nursery() as nursery:
+
         async def pump() -> None:
             async with send:
                 last = await snapshot()

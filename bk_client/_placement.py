@@ -83,8 +83,9 @@ class EnsemblePlacementPolicy:
         ties = sorted(b for b in candidates if key(b) == best)
         return ties[0] if len(ties) == 1 else self._rng.choice(ties)
 
-    def new_ensemble(self, size: int, available: Iterable[BookieInfo | str], *,
-                     exclude: Iterable[str] = ()) -> tuple[str, ...]:
+    def new_ensemble(
+        self, size: int, available: Iterable[BookieInfo | str], *, exclude: Iterable[str] = ()
+    ) -> tuple[str, ...]:
         """Choose ``size`` distinct bookies from ``available`` minus ``exclude``.
 
         Returns their ids in ensemble order and counts one placement on each. Raises
@@ -98,8 +99,9 @@ class EnsemblePlacementPolicy:
         excluded = set(exclude)
         candidates = {b: r for b, r in all_known.items() if b not in excluded}
         if len(candidates) < size:
-            raise NotEnoughBookies(size, len(candidates),
-                                   detail=f"{len(all_known)} writable, {len(all_known) - len(candidates)} excluded")
+            raise NotEnoughBookies(
+                size, len(candidates), detail=f"{len(all_known)} writable, {len(all_known) - len(candidates)} excluded"
+            )
         chosen: list[str] = []
         racks: Counter[str] = Counter()
         for _ in range(size):
@@ -110,8 +112,9 @@ class EnsemblePlacementPolicy:
             self._load[b] += 1
         return tuple(chosen)
 
-    def replace_bookie(self, ensemble: Sequence[str], index: int, available: Iterable[BookieInfo | str], *,
-                       exclude: Iterable[str] = ()) -> str:
+    def replace_bookie(
+        self, ensemble: Sequence[str], index: int, available: Iterable[BookieInfo | str], *, exclude: Iterable[str] = ()
+    ) -> str:
         """Choose a bookie to take ``ensemble[index]``'s place (ensemble change, re-replication).
 
         Never returns a current ensemble member (including the one replaced) nor one in
@@ -126,10 +129,10 @@ class EnsemblePlacementPolicy:
         excluded = set(exclude) | set(ensemble)
         candidates = {b: r for b, r in all_known.items() if b not in excluded}
         if not candidates:
-            raise NotEnoughBookies(1, 0, detail=f"replacing {ensemble[index]}: {len(all_known)} writable, "
-                                                f"all in the ensemble or excluded")
-        racks: Counter[str] = Counter(all_known.get(b, DEFAULT_RACK)
-                                      for i, b in enumerate(ensemble) if i != index)
+            raise NotEnoughBookies(
+                1, 0, detail=f"replacing {ensemble[index]}: {len(all_known)} writable, all in the ensemble or excluded"
+            )
+        racks: Counter[str] = Counter(all_known.get(b, DEFAULT_RACK) for i, b in enumerate(ensemble) if i != index)
         new = self._pick(candidates, racks)
         self.release([ensemble[index]])
         self._load[new] += 1

@@ -57,10 +57,12 @@ class DistributionSchedule:
         if not (1 <= self.ack_quorum <= self.write_quorum <= self.ensemble_size):
             raise ValueError(
                 "quorum sizes must satisfy 1 <= ack_quorum <= write_quorum <= ensemble_size, got "
-                f"E={self.ensemble_size} Qw={self.write_quorum} Qa={self.ack_quorum}")
+                f"E={self.ensemble_size} Qw={self.write_quorum} Qa={self.ack_quorum}"
+            )
         e = self.ensemble_size
-        object.__setattr__(self, "_sets", tuple(tuple((start + i) % e for i in range(self.write_quorum))
-                                                for start in range(e)))
+        object.__setattr__(
+            self, "_sets", tuple(tuple((start + i) % e for i in range(self.write_quorum)) for start in range(e))
+        )
 
     def write_set(self, entry_id: int) -> tuple[int, ...]:
         """The Qw distinct ensemble indexes entry ``entry_id`` goes to, first ``entry_id % E``.
@@ -196,16 +198,16 @@ class AckSet:
 class BookieResponse(enum.Enum):
     """How a bookie answered a fence / read-LAC request, as far as coverage cares."""
 
-    OK = "ok"                  # answered, fence recorded / LAC returned
-    NO_ENTRY = "no_entry"      # knows the ledger (fence recorded) but holds no entry
-    NO_LEDGER = "no_ledger"    # has never seen the ledger
-    ERROR = "error"            # any failure: unknown what the bookie holds
+    OK = "ok"  # answered, fence recorded / LAC returned
+    NO_ENTRY = "no_entry"  # knows the ledger (fence recorded) but holds no entry
+    NO_LEDGER = "no_ledger"  # has never seen the ledger
+    ERROR = "error"  # any failure: unknown what the bookie holds
 
 
 class CoverageRule(enum.Enum):
     """Which answers count as covering a bookie (see the module header, rule 3)."""
 
-    FENCE = "fence"        # the bookie must have recorded the fence: OK or NO_ENTRY
+    FENCE = "fence"  # the bookie must have recorded the fence: OK or NO_ENTRY
     READ_LAC = "read_lac"  # the bookie's answer is authoritative: OK, NO_ENTRY or NO_LEDGER
 
     def counts(self, response: BookieResponse) -> bool:

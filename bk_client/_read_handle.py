@@ -55,10 +55,10 @@ Response = bookie_protocol_pb2.Response
 class ReadOutcome(enum.Enum):
     """What one replica's answer to a READ_ENTRY says about the entry."""
 
-    FOUND = "found"            # a copy that passed its digest check
-    ABSENT = "absent"          # ENOENTRY / ENOLEDGER: this replica does not have it
+    FOUND = "found"  # a copy that passed its digest check
+    ABSENT = "absent"  # ENOENTRY / ENOLEDGER: this replica does not have it
     DIGEST_BAD = "digest_bad"  # a copy that failed its digest check
-    ERROR = "error"            # no answer, a lost connection or another status
+    ERROR = "error"  # no answer, a lost connection or another status
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +70,9 @@ class ReadAnswer:
     detail: str = ""
 
 
-def read_answer(response: Response | None, error: BKError | None, ledger_id: int, entry_id: int,
-                digest: EntryDigest) -> ReadAnswer:
+def read_answer(
+    response: Response | None, error: BKError | None, ledger_id: int, entry_id: int, digest: EntryDigest
+) -> ReadAnswer:
     """Classify a replica's answer to a read of ``entry_id``, its copy verified with the ledger's
     ``digest`` (pure; shared by reads and recovery)."""
     if error is not None or response is None:
@@ -89,14 +90,24 @@ def read_answer(response: Response | None, error: BKError | None, ledger_id: int
 
 
 class _EntryRead:
-    __slots__ = ("entry_id", "replicas", "next", "sent", "sent_at", "result", "no_entry", "digest_bad",
-                 "errors", "done")
+    __slots__ = (
+        "entry_id",
+        "replicas",
+        "next",
+        "sent",
+        "sent_at",
+        "result",
+        "no_entry",
+        "digest_bad",
+        "errors",
+        "done",
+    )
 
     def __init__(self, entry_id: int, replicas: list[str]) -> None:
         self.entry_id = entry_id
         self.replicas = replicas
-        self.next = 0                       # index of the next replica to ask
-        self.sent: dict[str, int] = {}      # outstanding: bookie -> txn
+        self.next = 0  # index of the next replica to ask
+        self.sent: dict[str, int] = {}  # outstanding: bookie -> txn
         self.sent_at = 0.0
         self.result: DecodedEntry | None = None
         self.no_entry = 0
@@ -147,11 +158,13 @@ class _Batch:
         if er.no_entry == len(er.replicas):
             self.failure = NoSuchEntry(lid, eid, f"no such entry: {eid} in ledger {lid} ({detail})")
         elif er.digest_bad:
-            self.failure = DigestMismatch(f"entry {eid} of ledger {lid} failed its digest check ({detail})",
-                                          ledger_id=lid)
+            self.failure = DigestMismatch(
+                f"entry {eid} of ledger {lid} failed its digest check ({detail})", ledger_id=lid
+            )
         else:
-            self.failure = ReadError(f"reading entry {eid} of ledger {lid} failed on every replica ({detail})",
-                                     ledger_id=lid)
+            self.failure = ReadError(
+                f"reading entry {eid} of ledger {lid} failed on every replica ({detail})", ledger_id=lid
+            )
         self.wake.set()
 
     def forget_rest(self, er: _EntryRead) -> None:
@@ -191,8 +204,9 @@ def _replicas(ctx: ClientContext, metadata: LedgerMetadata, schedule: Distributi
     return order
 
 
-async def read_decoded(ctx: ClientContext, ledger_id: int, metadata: LedgerMetadata, first: int,
-                       last: int, *, priority: int = 0) -> list[DecodedEntry]:
+async def read_decoded(
+    ctx: ClientContext, ledger_id: int, metadata: LedgerMetadata, first: int, last: int, *, priority: int = 0
+) -> list[DecodedEntry]:
     """Verified entries ``first..last`` with their digest headers (module rules 1-4).
     ``priority`` > 0 marks the reads high priority (recovery: bookies serve them apart from
     ordinary reads)."""
@@ -245,8 +259,9 @@ async def read_decoded(ctx: ClientContext, ledger_id: int, metadata: LedgerMetad
     return [er.result for er in reads if er.result is not None]
 
 
-async def _read_measured(ctx: ClientContext, ledger_id: int, metadata: LedgerMetadata, first: int,
-                         last: int) -> list[DecodedEntry]:
+async def _read_measured(
+    ctx: ClientContext, ledger_id: int, metadata: LedgerMetadata, first: int, last: int
+) -> list[DecodedEntry]:
     """``read_decoded`` counted in the client's read metrics (a caller's read, not recovery's)."""
     start = trio.current_time()
     try:
@@ -259,8 +274,9 @@ async def _read_measured(ctx: ClientContext, ledger_id: int, metadata: LedgerMet
     return decoded
 
 
-async def read_entries(ctx: ClientContext, ledger_id: int, metadata: LedgerMetadata, first: int,
-                       last: int) -> list[LedgerEntry]:
+async def read_entries(
+    ctx: ClientContext, ledger_id: int, metadata: LedgerMetadata, first: int, last: int
+) -> list[LedgerEntry]:
     """Entries ``first..last`` as ``LedgerEntry`` values (see ``read_decoded``), with metrics."""
     decoded = await _read_measured(ctx, ledger_id, metadata, first, last)
     return [LedgerEntry(ledger_id, d.entry_id, d.payload) for d in decoded]
@@ -382,8 +398,9 @@ class LedgerReadHandle:
         for bookie in ensemble:
             txn = ctx.pool.next_txn()
             # entry -1 (LAST_ADD_CONFIRMED), as BookKeeper's long poll: its bookies refuse any other
-            req = read_request(txn, self._ledger_id, -1, piggyback=True, previous_lac=previous,
-                               timeout_ms=max(1, int(wait * 1000)))
+            req = read_request(
+                txn, self._ledger_id, -1, piggyback=True, previous_lac=previous, timeout_ms=max(1, int(wait * 1000))
+            )
             try:
                 ctx.pool.get(bookie).send(txn, encode_request(req), _LongPoll.on_response, poll)
                 sent.append((bookie, txn))

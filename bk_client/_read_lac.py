@@ -53,8 +53,9 @@ class LacResult:
 
 
 class _Round:
-    def __init__(self, ledger_id: int, ensemble: tuple[str, ...], coverage: QuorumCoverageSet, fence: bool,
-                 digest: EntryDigest) -> None:
+    def __init__(
+        self, ledger_id: int, ensemble: tuple[str, ...], coverage: QuorumCoverageSet, fence: bool, digest: EntryDigest
+    ) -> None:
         self.ledger_id = ledger_id
         self.digest = digest
         self.ensemble = ensemble
@@ -105,8 +106,14 @@ class _Round:
         rnd.record(index, BookieResponse.OK, lac)
 
 
-async def read_last_confirmed(ctx: ClientContext, ledger_id: int, metadata: LedgerMetadata, *,
-                              fence: bool = False, master_key: bytes | None = None) -> LacResult:
+async def read_last_confirmed(
+    ctx: ClientContext,
+    ledger_id: int,
+    metadata: LedgerMetadata,
+    *,
+    fence: bool = False,
+    master_key: bytes | None = None,
+) -> LacResult:
     """One LAC round over the last ensemble of ``metadata`` (see the module docstring).
 
     ``fence=True`` needs ``master_key``. Raises ``LedgerRecoveryError`` (fence) or ``ReadError``
@@ -118,8 +125,13 @@ async def read_last_confirmed(ctx: ClientContext, ledger_id: int, metadata: Ledg
     segment = metadata.last_segment
     schedule = DistributionSchedule(metadata.ensemble_size, metadata.write_quorum, metadata.ack_quorum)
     rule = CoverageRule.FENCE if fence else CoverageRule.READ_LAC
-    rnd = _Round(ledger_id, segment.ensemble, schedule.coverage_set(rule), fence,
-                 digest_for(metadata.digest_type, metadata.password))
+    rnd = _Round(
+        ledger_id,
+        segment.ensemble,
+        schedule.coverage_set(rule),
+        fence,
+        digest_for(metadata.digest_type, metadata.password),
+    )
     pool = ctx.pool
     sent: list[tuple[str, int]] = []
     for index, bookie in enumerate(segment.ensemble):
@@ -146,9 +158,11 @@ async def read_last_confirmed(ctx: ClientContext, ledger_id: int, metadata: Ledg
             pool.get(bookie).forget(txn)
     if not rnd.coverage.covered:
         what = "fence" if fence else "read the LAC of"
-        msg = (f"could not {what} ledger {ledger_id}: answers from "
-               f"{sorted(segment.ensemble[i] for i in rnd.coverage.covered_bookies)} do not cover "
-               f"every write set of {list(segment.ensemble)}")
+        msg = (
+            f"could not {what} ledger {ledger_id}: answers from "
+            f"{sorted(segment.ensemble[i] for i in rnd.coverage.covered_bookies)} do not cover "
+            f"every write set of {list(segment.ensemble)}"
+        )
         raise LedgerRecoveryError(msg, ledger_id=ledger_id) if fence else ReadError(msg, ledger_id=ledger_id)
     lac = max(rnd.lac, segment.first_entry_id - 1)
     return LacResult(lac, frozenset(segment.ensemble[i] for i in rnd.coverage.covered_bookies))

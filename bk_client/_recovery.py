@@ -55,8 +55,9 @@ def check_password(ledger_id: int, metadata: LedgerMetadata, password: bytes) ->
 class _EntryProbe:
     """Step 3 for one entry: ask every replica of its write set at once."""
 
-    def __init__(self, ledger_id: int, entry_id: int, replicas: list[str], absent_needed: int,
-                 digest: EntryDigest) -> None:
+    def __init__(
+        self, ledger_id: int, entry_id: int, replicas: list[str], absent_needed: int, digest: EntryDigest
+    ) -> None:
         self.ledger_id = ledger_id
         self.digest = digest
         self.entry_id = entry_id
@@ -87,21 +88,26 @@ class _EntryProbe:
             probe.wake.set()
 
 
-async def _probe_entry(ctx: ClientContext, ledger_id: int, metadata: LedgerMetadata,
-                       schedule: DistributionSchedule, entry_id: int) -> DecodedEntry | None:
+async def _probe_entry(
+    ctx: ClientContext, ledger_id: int, metadata: LedgerMetadata, schedule: DistributionSchedule, entry_id: int
+) -> DecodedEntry | None:
     """The entry if found, None if absent; ``LedgerRecoveryError`` when undecidable."""
     ensemble = metadata.ensemble_for(entry_id)
     replicas = [ensemble[i] for i in schedule.write_set(entry_id)]
-    probe = _EntryProbe(ledger_id, entry_id, replicas, schedule.write_quorum - schedule.ack_quorum + 1,
-                        digest_for(metadata.digest_type, metadata.password))
+    probe = _EntryProbe(
+        ledger_id,
+        entry_id,
+        replicas,
+        schedule.write_quorum - schedule.ack_quorum + 1,
+        digest_for(metadata.digest_type, metadata.password),
+    )
     pool = ctx.pool
     sent: list[tuple[str, int]] = []
     for bookie in replicas:
         txn = pool.next_txn()
         try:
             req = read_request(txn, ledger_id, entry_id, priority=HIGH_PRIORITY)  # not behind catch-up reads
-            pool.get(bookie).send(txn, encode_request(req),
-                                  _EntryProbe.on_response, (probe, bookie))
+            pool.get(bookie).send(txn, encode_request(req), _EntryProbe.on_response, (probe, bookie))
             sent.append((bookie, txn))
         except BKError as exc:
             probe.on_response((probe, bookie), None, exc)
@@ -115,13 +121,16 @@ async def _probe_entry(ctx: ClientContext, ledger_id: int, metadata: LedgerMetad
         return probe.found
     if probe.absent >= probe.absent_needed:
         return None
-    raise LedgerRecoveryError(f"recovery of ledger {ledger_id} cannot tell whether entry {entry_id} exists: "
-                              f"{probe.absent} replicas lack it, errors: {'; '.join(probe.errors) or 'no answer'}",
-                              ledger_id=ledger_id)
+    raise LedgerRecoveryError(
+        f"recovery of ledger {ledger_id} cannot tell whether entry {entry_id} exists: "
+        f"{probe.absent} replicas lack it, errors: {'; '.join(probe.errors) or 'no answer'}",
+        ledger_id=ledger_id,
+    )
 
 
-async def _mark_in_recovery(ctx: ClientContext, ledger_id: int, metadata: LedgerMetadata,
-                            version: int) -> tuple[LedgerMetadata, int]:
+async def _mark_in_recovery(
+    ctx: ClientContext, ledger_id: int, metadata: LedgerMetadata, version: int
+) -> tuple[LedgerMetadata, int]:
     for _ in range(_MAX_CAS_ATTEMPTS):
         if metadata.state is not LedgerState.OPEN:
             return metadata, version
@@ -130,8 +139,9 @@ async def _mark_in_recovery(ctx: ClientContext, ledger_id: int, metadata: Ledger
             return new, await ctx.ledgers.write(ledger_id, new, version)
         except MetadataVersionConflict:
             metadata, version = await ctx.ledgers.read(ledger_id)
-    raise LedgerRecoveryError(f"ledger {ledger_id}'s metadata kept changing while starting recovery",
-                              ledger_id=ledger_id)
+    raise LedgerRecoveryError(
+        f"ledger {ledger_id}'s metadata kept changing while starting recovery", ledger_id=ledger_id
+    )
 
 
 async def _close_recovered(ctx: ClientContext, handle: LedgerWriteHandle) -> tuple[LedgerMetadata, int]:
@@ -169,16 +179,18 @@ async def recover_ledger(ctx: ClientContext, ledger_id: int, password: bytes) ->
     if lac >= 0:
         length = (await read_decoded(ctx, ledger_id, meta, lac, lac, priority=HIGH_PRIORITY))[0].length
     schedule = DistributionSchedule(meta.ensemble_size, meta.write_quorum, meta.ack_quorum)
-    handle = LedgerWriteHandle(ctx, ledger_id, meta, version, password, recovery=True,
-                               last_add_confirmed=lac, length=length)
+    handle = LedgerWriteHandle(
+        ctx, ledger_id, meta, version, password, recovery=True, last_add_confirmed=lac, length=length
+    )
     try:
         pending = []
         entry_id = lac + 1
         while (found := await _probe_entry(ctx, ledger_id, meta, schedule, entry_id)) is not None:
             op = await handle.append(found.payload)
             if op.entry_id != entry_id:  # cannot happen: the handle numbers from lac + 1
-                raise LedgerRecoveryError(f"recovery of ledger {ledger_id} lost its place at entry {entry_id}",
-                                          ledger_id=ledger_id)
+                raise LedgerRecoveryError(
+                    f"recovery of ledger {ledger_id} lost its place at entry {entry_id}", ledger_id=ledger_id
+                )
             pending.append(op)
             entry_id += 1
         for op in pending:

@@ -100,9 +100,18 @@ class LedgerWriteHandle:
     monitor, ensemble changes) run in the client's nursery and end when the handle closes or fails.
     """
 
-    def __init__(self, ctx: ClientContext, ledger_id: int, metadata: LedgerMetadata, version: int,
-                 password: bytes, *, recovery: bool = False, last_add_confirmed: int = -1,
-                 length: int = 0) -> None:
+    def __init__(
+        self,
+        ctx: ClientContext,
+        ledger_id: int,
+        metadata: LedgerMetadata,
+        version: int,
+        password: bytes,
+        *,
+        recovery: bool = False,
+        last_add_confirmed: int = -1,
+        length: int = 0,
+    ) -> None:
         self._ctx = ctx
         self._ledger_id = ledger_id
         self._metadata = metadata
@@ -119,11 +128,11 @@ class LedgerWriteHandle:
         self._length = length
         self._next_entry_id = last_add_confirmed + 1
         self._submitted_length = length
-        self._pending: deque[PendingAdd] = deque()   # admitted, not yet DONE, in id order
-        self._waiting: deque[PendingAdd] = deque()   # not yet admitted, in id order
+        self._pending: deque[PendingAdd] = deque()  # admitted, not yet DONE, in id order
+        self._waiting: deque[PendingAdd] = deque()  # not yet admitted, in id order
         self._in_flight = 0
         self._in_flight_bytes = 0
-        self._failed_bookies: dict[int, str] = {}    # index -> bookie awaiting replacement
+        self._failed_bookies: dict[int, str] = {}  # index -> bookie awaiting replacement
         self._ever_failed: set[str] = set()
         self._changing = False
         self._change_done = trio.Event()
@@ -132,11 +141,12 @@ class LedgerWriteHandle:
         self._monitor_scope = trio.CancelScope()
         self._appends_unyielded = 0
         self._add_encoder = AddRequestEncoder(ledger_id, self._master_key, recovery=recovery)
-        self._max_entry_size = max_add_payload(ctx.config.max_frame_size, len(self._master_key),
-                                               MAX_ENTRY_HEADER_SIZE)  # rule 7: the client's bound, any digest
+        self._max_entry_size = max_add_payload(
+            ctx.config.max_frame_size, len(self._master_key), MAX_ENTRY_HEADER_SIZE
+        )  # rule 7: the client's bound, any digest
         self._add_latency = ctx.metrics.add_latency
         # what the bookies were told of the LAC by adds (the explicit-LAC policy reads both)
-        self._piggybacked_lac = -1      # LAC carried by the last add sent
+        self._piggybacked_lac = -1  # LAC carried by the last add sent
         self._last_sent_at = trio.current_time()
         self._lac_flush = ExplicitLacFlushPolicy(self, ctx, self._master_key, self._digest)
         ctx.spawn(self._monitor)
@@ -234,9 +244,12 @@ class LedgerWriteHandle:
     def _submit(self, data: bytes) -> PendingAdd:
         self._check_writable()
         if len(data) > self._max_entry_size:
-            raise EntryTooLarge(f"entry of {len(data)} bytes exceeds the largest add the bookie frame "
-                                f"limit allows ({self._max_entry_size} bytes; nettyMaxFrameSizeBytes "
-                                f"{self._ctx.config.max_frame_size})", ledger_id=self._ledger_id)
+            raise EntryTooLarge(
+                f"entry of {len(data)} bytes exceeds the largest add the bookie frame "
+                f"limit allows ({self._max_entry_size} bytes; nettyMaxFrameSizeBytes "
+                f"{self._ctx.config.max_frame_size})",
+                ledger_id=self._ledger_id,
+            )
         payload = bytes(data)
         entry_id = self._next_entry_id
         self._next_entry_id += 1
@@ -316,8 +329,7 @@ class LedgerWriteHandle:
     # ---- bookie answers ----------------------------------------------------------------------
 
     @staticmethod
-    def _on_add_response(arg: tuple[PendingAdd, int, str], response: Response | None,
-                         error: BKError | None) -> None:
+    def _on_add_response(arg: tuple[PendingAdd, int, str], response: Response | None, error: BKError | None) -> None:
         """A bookie's answer to an add (``arg``: the add, the ensemble index, the bookie), called on
         its connection's reader task: ack (rules 3, 4 of ``bk_client._add_op``), fail the handle
         (fenced, unauthorized, client closed) or replace the bookie. An answer from a bookie that
@@ -342,14 +354,21 @@ class LedgerWriteHandle:
                 if handle._pending and handle._pending[0] is op:
                     handle._complete_ready()
         elif status == _EFENCED:
-            handle._fail(LedgerFenced(f"ledger {handle.ledger_id} is fenced (bookie {bookie} refused entry "
-                                      f"{op.entry_id}): a new owner is recovering it", ledger_id=handle.ledger_id))
+            handle._fail(
+                LedgerFenced(
+                    f"ledger {handle.ledger_id} is fenced (bookie {bookie} refused entry "
+                    f"{op.entry_id}): a new owner is recovering it",
+                    ledger_id=handle.ledger_id,
+                )
+            )
         elif status == _EUA:
-            handle._fail(Unauthorized(f"bookie {bookie} refused the master key of ledger {handle.ledger_id}",
-                                      ledger_id=handle.ledger_id))
+            handle._fail(
+                Unauthorized(
+                    f"bookie {bookie} refused the master key of ledger {handle.ledger_id}", ledger_id=handle.ledger_id
+                )
+            )
         else:
-            err = error_for_bookie_status(status, ledger_id=handle.ledger_id, entry_id=op.entry_id,
-                                          bookie_id=bookie)
+            err = error_for_bookie_status(status, ledger_id=handle.ledger_id, entry_id=op.entry_id, bookie_id=bookie)
             handle._bookie_failed(index, bookie, err or BKError("unexpected add answer"), f"status_{status}")
 
     # ---- failures --------------------------------------------------------------------------
@@ -420,10 +439,15 @@ class LedgerWriteHandle:
                     answered = set(op.ack_set.acked) | set(op.ack_set.failed)
                     for index in op.ack_set.write_set:
                         if index not in answered:
-                            self._bookie_failed(index, self._ensemble[index],
-                                                Timeout(f"bookie {self._ensemble[index]} did not answer add "
-                                                        f"{op.entry_id} of ledger {self._ledger_id} in {timeout}s"),
-                                                "timeout")
+                            self._bookie_failed(
+                                index,
+                                self._ensemble[index],
+                                Timeout(
+                                    f"bookie {self._ensemble[index]} did not answer add "
+                                    f"{op.entry_id} of ledger {self._ledger_id} in {timeout}s"
+                                ),
+                                "timeout",
+                            )
 
     # ---- ensemble change -------------------------------------------------------------------
 
@@ -466,7 +490,8 @@ class LedgerWriteHandle:
             try:
                 for index in failed:
                     ensemble[index] = ctx.placement.replace_bookie(
-                        ensemble, index, available, exclude=self._ever_failed | ctx.quarantine.active())
+                        ensemble, index, available, exclude=self._ever_failed | ctx.quarantine.active()
+                    )
             except NotEnoughBookies:
                 # a fenced writer should hear that it is fenced, not that bookies are missing
                 meta, _ = await ledgers.read(self._ledger_id)
@@ -481,25 +506,32 @@ class LedgerWriteHandle:
                 self._metadata, self._version = meta, version
                 continue
             except NoSuchLedger as exc:
-                raise LedgerFenced(f"ledger {self._ledger_id} was deleted while being written",
-                                   ledger_id=self._ledger_id) from exc
+                raise LedgerFenced(
+                    f"ledger {self._ledger_id} was deleted while being written", ledger_id=self._ledger_id
+                ) from exc
             if self._state is HandleState.FAILED:
                 return
             self._metadata, self._version = new_meta, version
             self._ensemble = tuple(ensemble)
             ctx.metrics.ensemble_changes.inc()
             return
-        raise BKError(f"ensemble change of ledger {self._ledger_id} lost {ctx.config.ensemble_change_retries} "
-                      f"metadata races in a row", ledger_id=self._ledger_id)
+        raise BKError(
+            f"ensemble change of ledger {self._ledger_id} lost {ctx.config.ensemble_change_retries} "
+            f"metadata races in a row",
+            ledger_id=self._ledger_id,
+        )
 
     def _check_metadata(self, meta: LedgerMetadata) -> None:
         """The re-read metadata must still be ours to change, else ``LedgerFenced``."""
         if meta.state is not self._expected_state:
-            raise LedgerFenced(f"ledger {self._ledger_id} is {meta.state.name} in the metadata: "
-                               f"another client recovered or closed it", ledger_id=self._ledger_id)
+            raise LedgerFenced(
+                f"ledger {self._ledger_id} is {meta.state.name} in the metadata: another client recovered or closed it",
+                ledger_id=self._ledger_id,
+            )
         if meta.last_segment.ensemble != self._ensemble:
-            raise LedgerFenced(f"ledger {self._ledger_id}'s last ensemble was changed by another client",
-                               ledger_id=self._ledger_id)
+            raise LedgerFenced(
+                f"ledger {self._ledger_id}'s last ensemble was changed by another client", ledger_id=self._ledger_id
+            )
 
     # ---- close -----------------------------------------------------------------------------
 
@@ -596,8 +628,9 @@ class LedgerWriteHandle:
         must say CLOSED (else ``ValueError``), so ``is_closed`` becomes True. The caller
         guarantees that the store held exactly this metadata at this version."""
         if metadata.state is not LedgerState.CLOSED:
-            raise ValueError(f"ledger {self._ledger_id}: record_closed needs CLOSED metadata, "
-                             f"got {metadata.state.name}")
+            raise ValueError(
+                f"ledger {self._ledger_id}: record_closed needs CLOSED metadata, got {metadata.state.name}"
+            )
         self._metadata, self._version = metadata, version
 
     def finish_close(self) -> None:
@@ -616,7 +649,13 @@ class LedgerWriteHandle:
 
     def statistics(self) -> dict[str, float]:
         """A snapshot for logs and tests."""
-        return {"lac": self._lac, "length": self._length, "in_flight": self._in_flight,
-                "in_flight_bytes": self._in_flight_bytes, "waiting": len(self._waiting),
-                "segments": len(self._metadata.segments),
-                "changing": 1.0 if self._changing else 0.0, "next_entry_id": self._next_entry_id}
+        return {
+            "lac": self._lac,
+            "length": self._length,
+            "in_flight": self._in_flight,
+            "in_flight_bytes": self._in_flight_bytes,
+            "waiting": len(self._waiting),
+            "segments": len(self._metadata.segments),
+            "changing": 1.0 if self._changing else 0.0,
+            "next_entry_id": self._next_entry_id,
+        }

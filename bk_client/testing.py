@@ -242,8 +242,9 @@ class _MockWriteHandle(_MockReadHandle):
         if err is not None:
             raise err
         if len(data) > self._bk.max_entry_size:
-            raise EntryTooLarge(f"entry of {len(data)} bytes exceeds {self._bk.max_entry_size}",
-                                ledger_id=self._ledger.ledger_id)
+            raise EntryTooLarge(
+                f"entry of {len(data)} bytes exceeds {self._bk.max_entry_size}", ledger_id=self._ledger.ledger_id
+            )
         self._next_id += 1
         pending = _MockPendingAdd(entry_id, bytes(data), trio.current_time() + self._bk.add_delay)
         try:
@@ -293,8 +294,9 @@ class _MockWriteHandle(_MockReadHandle):
     def _settle(self, pending: _MockPendingAdd) -> None:
         err = self._fail_state(pending.entry_id)
         if err is None and len(self._ledger.entries) != pending.entry_id:  # an earlier add failed: rule 3
-            err = LedgerClosed(f"earlier add failed on ledger {self._ledger.ledger_id}",
-                               ledger_id=self._ledger.ledger_id)
+            err = LedgerClosed(
+                f"earlier add failed on ledger {self._ledger.ledger_id}", ledger_id=self._ledger.ledger_id
+            )
         if err is None:
             self._ledger.entries.append(pending.data)
             self._ledger.notify()
@@ -323,12 +325,13 @@ class MockBookKeeper:
     larger adds raise ``EntryTooLarge`` (rule 7); the real client's default unless given.
     """
 
-    def __init__(self, *, add_delay: float = 0.0, first_ledger_id: int = 1,
-                 max_entry_size: int | None = None) -> None:
+    def __init__(self, *, add_delay: float = 0.0, first_ledger_id: int = 1, max_entry_size: int | None = None) -> None:
         self.add_delay = add_delay
-        self.max_entry_size = (max_add_payload(DEFAULT_MAX_FRAME_SIZE, header_size=MAX_ENTRY_HEADER_SIZE)
-                               if max_entry_size is None
-                               else max_entry_size)
+        self.max_entry_size = (
+            max_add_payload(DEFAULT_MAX_FRAME_SIZE, header_size=MAX_ENTRY_HEADER_SIZE)
+            if max_entry_size is None
+            else max_entry_size
+        )
         self._ledgers: dict[int, _Ledger] = {}
         self._next_ledger_id = first_ledger_id
         self._programmed: list[_Programmed] = []
@@ -340,14 +343,21 @@ class MockBookKeeper:
 
     # --- failure injection -------------------------------------------------------------------
 
-    def fail_now(self, error: BaseException | type[BaseException], count: int = 1, *,
-                 ops: Collection[str] | None = None) -> None:
+    def fail_now(
+        self, error: BaseException | type[BaseException], count: int = 1, *, ops: Collection[str] | None = None
+    ) -> None:
         """Make the next ``count`` operations (of the kinds in ``ops``; all kinds when None) raise
         ``error`` (an exception instance, copied per failure, or a class called without args)."""
         self.fail_after(0, error, count=count, ops=ops)
 
-    def fail_after(self, n_ops: int, error: BaseException | type[BaseException], *, count: int = 1,
-                   ops: Collection[str] | None = None) -> None:
+    def fail_after(
+        self,
+        n_ops: int,
+        error: BaseException | type[BaseException],
+        *,
+        count: int = 1,
+        ops: Collection[str] | None = None,
+    ) -> None:
         """Let ``n_ops`` operations (of the kinds in ``ops``) succeed, then fail ``count`` of them
         with ``error``."""
         kinds = frozenset(ops) if ops is not None else OPS
@@ -402,24 +412,37 @@ class MockBookKeeper:
 
     # --- BookKeeperClient --------------------------------------------------------------------
 
-    async def create_ledger(self, ensemble_size: int, write_quorum: int, ack_quorum: int, *,
-                            password: bytes = b"", custom_metadata: Mapping[str, bytes] | None = None,
-                            digest_type: DigestType = DigestType.CRC32C) -> _MockWriteHandle:
+    async def create_ledger(
+        self,
+        ensemble_size: int,
+        write_quorum: int,
+        ack_quorum: int,
+        *,
+        password: bytes = b"",
+        custom_metadata: Mapping[str, bytes] | None = None,
+        digest_type: DigestType = DigestType.CRC32C,
+    ) -> _MockWriteHandle:
         """Create an OPEN ledger with the next id and return its write handle. ``digest_type``
         is checked and recorded (``created_digest_types``); the mock keeps payloads, not frames."""
         await trio.lowlevel.checkpoint()
         self._maybe_fail("create")
         if not ensemble_size >= write_quorum >= ack_quorum >= 1:
             raise ValueError("need ensemble_size >= write_quorum >= ack_quorum >= 1")
-        ledger = _Ledger(self._next_ledger_id, ensemble_size, write_quorum, ack_quorum, password,
-                         dict(custom_metadata or {}))
+        ledger = _Ledger(
+            self._next_ledger_id, ensemble_size, write_quorum, ack_quorum, password, dict(custom_metadata or {})
+        )
         self.created_digest_types[ledger.ledger_id] = DigestType(digest_type)
         self._next_ledger_id += 1
         self._ledgers[ledger.ledger_id] = ledger
         return _MockWriteHandle(self, ledger)
 
-    async def open_ledger(self, ledger_id: int, *, password: bytes = b"", recovery: bool = True,
-                          ) -> _MockReadHandle:
+    async def open_ledger(
+        self,
+        ledger_id: int,
+        *,
+        password: bytes = b"",
+        recovery: bool = True,
+    ) -> _MockReadHandle:
         """Open for reading; with ``recovery`` fence and close an OPEN ledger first (rule 2).
         Raises ``NoSuchLedger``."""
         await trio.lowlevel.checkpoint()

@@ -70,8 +70,13 @@ class SpaceGuard:
     called from any thread; `report_full` must run where ``on_full`` may (the trio thread).
     """
 
-    def __init__(self, threshold: float, *, measure: Callable[[str], DiskUsage | None] = measure_one,
-                 on_full: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        threshold: float,
+        *,
+        measure: Callable[[str], DiskUsage | None] = measure_one,
+        on_full: Callable[[str], None] | None = None,
+    ) -> None:
         if not 0.0 < threshold <= 1.0:
             raise ValueError(f"threshold must be in (0, 1], got {threshold}")
         self.threshold = threshold
@@ -87,13 +92,16 @@ class SpaceGuard:
         usage = self.usage(path)
         return None if usage is None else usage.headroom(self.threshold)
 
-    def report_full(self, path: str | os.PathLike[str], nbytes: int, usage: DiskUsage | None = None,
-                    what: str = "an allocation") -> None:
+    def report_full(
+        self, path: str | os.PathLike[str], nbytes: int, usage: DiskUsage | None = None, what: str = "an allocation"
+    ) -> None:
         """Rule 2: ``nbytes`` more in ``path`` would pass the threshold; tell the owner now."""
         usage = usage if usage is not None else self.usage(path)
         share = f"{100 * usage.used_fraction:.1f}% used, {usage.free} bytes free" if usage else "unmeasured"
-        detail = (f"{what} of {nbytes} bytes in {os.fspath(path)} would pass diskUsageThreshold "
-                  f"{100 * self.threshold:.0f}% ({share})")
+        detail = (
+            f"{what} of {nbytes} bytes in {os.fspath(path)} would pass diskUsageThreshold "
+            f"{100 * self.threshold:.0f}% ({share})"
+        )
         if self.on_full is not None:
             self.on_full(detail)
         else:

@@ -4,8 +4,16 @@ from __future__ import annotations
 
 from protocols.pulsar import pulsar_api_pb2 as pb
 
-__all__ = ["BrokerServiceError", "TopicNotFoundError", "NamespaceNotFoundError", "ServiceNotReadyError",
-           "ProducerBusyError", "ConsumerBusyError", "IncompatibleSchemaError", "NotAllowedError"]
+__all__ = [
+    "BrokerServiceError",
+    "TopicNotFoundError",
+    "NamespaceNotFoundError",
+    "ServiceNotReadyError",
+    "ProducerBusyError",
+    "ConsumerBusyError",
+    "IncompatibleSchemaError",
+    "NotAllowedError",
+]
 
 
 class BrokerServiceError(Exception):

@@ -114,11 +114,11 @@ class _RetentionFactoryView:
         return False
 
 
-
 def broker_id_of(*urls: str) -> str:
     """``host:port`` of the first non-empty URL of ``urls`` (its scheme dropped): how a broker id is
     made from a broker's URLs, admin URLs first."""
     return next((url.split("://", 1)[-1] for url in urls if url), "")
+
 
 class BrokerService:
     """Everything the protocol handlers share. Start it with ``await nursery.start(service.run)``.
@@ -136,15 +136,23 @@ class BrokerService:
         finally:
             await reader.close()
 
-    def __init__(self, factory: ManagedLedgerFactory, store: MetadataStore, config: BrokerConfig | None = None,
-                 *, clock: Callable[[], float] = time.time, metrics: BrokerMetrics | None = None) -> None:
+    def __init__(
+        self,
+        factory: ManagedLedgerFactory,
+        store: MetadataStore,
+        config: BrokerConfig | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        metrics: BrokerMetrics | None = None,
+    ) -> None:
         self.factory = factory
         self.store = store
         self.config = config or BrokerConfig()
         self.clock = clock
         self.auth = AuthenticationService(self.config)  # raises ConfigError for bad auth keys
-        self.namespaces = NamespaceResources(store, self.config.cluster_name,
-                                             self.config.default_number_of_namespace_bundles)
+        self.namespaces = NamespaceResources(
+            store, self.config.cluster_name, self.config.default_number_of_namespace_bundles
+        )
         self.schemas = SchemaRegistry(store, self._read_side_entry)
         self.authz = AuthorizationService(self.config, self.namespaces)  # superusers, admins, permissions
         self.broker_client = BrokerClient(self.config)  # calls to the other brokers; ConfigError for bad keys
@@ -153,8 +161,11 @@ class BrokerService:
         self._loading: dict[str, trio.Event] = {}
         self._nursery: trio.Nursery | None = None
         # "" when the plain-text port is off (brokerServicePort / webServicePort left empty)
-        host, port, web_port = self.config.advertised_address, self.config.broker_service_port, \
-            self.config.web_service_port
+        host, port, web_port = (
+            self.config.advertised_address,
+            self.config.broker_service_port,
+            self.config.web_service_port,
+        )
         self.service_url = "" if port is None else f"pulsar://{host}:{port}"
         self.web_service_url = "" if web_port is None else f"http://{host}:{web_port}"
         # the TLS URLs ("" while no TLS port listens); lookups answer with both (brokerServiceUrlTls)
@@ -174,13 +185,19 @@ class BrokerService:
         self.policies = StorePoliciesProvider(self.namespaces, self.topic_policies, retention_config)
         self._retention_view = _RetentionFactoryView(factory)
         self.retention = RetentionService(
-            self._retention_view, self.policies, clock, config=retention_config,  # type: ignore[arg-type]
-            publish_time_of=publish_time_of, owns=self._retention_may_open, metrics=self.metrics.retention,
+            self._retention_view,  # type: ignore[arg-type]
+            self.policies,
+            clock,
+            config=retention_config,
+            publish_time_of=publish_time_of,
+            owns=self._retention_may_open,
+            metrics=self.metrics.retention,
             # as Pulsar, TTL and backlog eviction never move the compaction cursor (its mark-delete
             # is the compaction horizon); it still pins what is not compacted yet
             system_cursors=frozenset({DEDUP_CURSOR, COMPACTION_CURSOR}),
             # hold / reject decisions live on the loaded topics, bounded by them (`_retention_hooks`)
-            quota_states=TopicQuotaStates(self.topics))
+            quota_states=TopicQuotaStates(self.topics),
+        )
         self.stats = StatsUpdater(self)  # the rates of every figure, once per stats period
         self.dynamic_config = DynamicConfig(self.config)  # overrides stored by admins, applied in run()
         self.inactive_topics = InactiveTopics(self)  # brokerDeleteInactiveTopics*: a loop in run()
@@ -276,10 +293,16 @@ class BrokerService:
             raise NamespaceNotFoundError(f"namespace {ns} does not exist (create the tenant and namespace first)")
         override = policies.get("autoTopicCreationOverride") or {}
         if override:
-            return (bool(override.get("allowAutoTopicCreation", False)),
-                    override.get("topicType", "non-partitioned"), int(override.get("defaultNumPartitions", 1)))
-        return (self.config.allow_auto_topic_creation, self.config.allow_auto_topic_creation_type,
-                self.config.default_num_partitions)
+            return (
+                bool(override.get("allowAutoTopicCreation", False)),
+                override.get("topicType", "non-partitioned"),
+                int(override.get("defaultNumPartitions", 1)),
+            )
+        return (
+            self.config.allow_auto_topic_creation,
+            self.config.allow_auto_topic_creation_type,
+            self.config.default_num_partitions,
+        )
 
     async def topic_exists(self, topic: TopicName) -> bool:
         """Whether the (non-partitioned or partition) topic has a managed ledger or is loaded."""
@@ -375,8 +398,9 @@ class BrokerService:
             del self._loading[key]
             event.set()
 
-    async def get_non_persistent_topic(self, topic: TopicName, *, create: bool = True,
-                                       admin: bool = False) -> NonPersistentTopic:
+    async def get_non_persistent_topic(
+        self, topic: TopicName, *, create: bool = True, admin: bool = False
+    ) -> NonPersistentTopic:
         """The loaded non-persistent topic, created in memory on first use (Rule 7; existence and
         auto-creation as Rule 2). Raises TopicNotFound / ServiceNotReady."""
         if topic.persistent:
@@ -464,8 +488,12 @@ class BrokerService:
     def new_deduplication(self, topic: TopicName) -> Deduplication:
         """A fresh deduplication state for ``topic`` with this broker's limits (`_dedup`); the
         caller recovers it."""
-        return Deduplication(self.store, topic.managed_ledger_name, self.config.deduplication_snapshot_interval_entries,
-                             max_producers=self.config.deduplication_max_producers)
+        return Deduplication(
+            self.store,
+            topic.managed_ledger_name,
+            self.config.deduplication_snapshot_interval_entries,
+            max_producers=self.config.deduplication_max_producers,
+        )
 
     async def _dedup_snapshot_loop(self) -> None:
         period = self.config.deduplication_snapshot_frequency_s  # Rule 8
@@ -558,8 +586,9 @@ class BrokerService:
         strategy = policies.get("schema_compatibility_strategy") or "UNDEFINED"
         if strategy == "UNDEFINED":
             strategy = self.config.schema_compatibility_strategy
-        return strategy.upper(), bool(policies.get("is_allow_auto_update_schema",
-                                                    self.config.is_allow_auto_update_schema))
+        return strategy.upper(), bool(
+            policies.get("is_allow_auto_update_schema", self.config.is_allow_auto_update_schema)
+        )
 
     async def unload(self, topic: Topic | NonPersistentTopic) -> None:
         """Close a loaded topic (clients reconnect and load it again)."""
@@ -625,8 +654,9 @@ class BrokerService:
         if not await self.namespaces.namespace_exists(ns):
             raise NamespaceNotFoundError(f"namespace {ns} does not exist")
         prefix = f"{ns}/persistent/"
-        names = {str(TopicName.from_managed_ledger_name(n))
-                 for n in await self.factory.list(prefix) if n.startswith(prefix)}
+        names = {
+            str(TopicName.from_managed_ledger_name(n)) for n in await self.factory.list(prefix) if n.startswith(prefix)
+        }
         names.update(str(t.name) for t in self.topics.values() if t.name.namespace_name == ns)
         for base, n in (await self.namespaces.list_partitioned_topics(ns)).items():
             parsed = TopicName.parse(base)

@@ -86,39 +86,74 @@ _TOPIC_FAMILIES: tuple[tuple[str, str, str, str], ...] = (
     ("rate_out", "gauge", "pulsar_rate_out", "Messages dispatched per second over the last stats period"),
     ("thr_in", "gauge", "pulsar_throughput_in", "Bytes published per second over the last stats period"),
     ("thr_out", "gauge", "pulsar_throughput_out", "Bytes dispatched per second over the last stats period"),
-    ("avg_size", "gauge", "pulsar_average_msg_size",
-     "Average size in bytes of the messages published over the last stats period"),
+    (
+        "avg_size",
+        "gauge",
+        "pulsar_average_msg_size",
+        "Average size in bytes of the messages published over the last stats period",
+    ),
     ("backlog", "gauge", "pulsar_msg_backlog", "Unacknowledged messages summed over the subscriptions"),
     ("storage", "gauge", "pulsar_storage_size", "Bytes of the topic's ledgers (before replication)"),
     ("backlog_size", "gauge", "pulsar_storage_backlog_size", "Bytes of the slowest subscription's backlog"),
     ("offloaded", "gauge", "pulsar_storage_offloaded_size", "Bytes of the topic's ledgers offloaded to tiered storage"),
-    ("backlog_age", "gauge", "pulsar_storage_backlog_age_seconds",
-     "Age of the oldest unacknowledged message of the slowest subscription (-1: none)"),
+    (
+        "backlog_age",
+        "gauge",
+        "pulsar_storage_backlog_age_seconds",
+        "Age of the oldest unacknowledged message of the slowest subscription (-1: none)",
+    ),
     ("producers", "gauge", "pulsar_producers_count", "Producers connected to the topic"),
-    ("publish_limited", "gauge", "pulsar_publish_rate_limit_times",
-     "Times the publish rate paused reading from the topic's producers since the topic was loaded"),
+    (
+        "publish_limited",
+        "gauge",
+        "pulsar_publish_rate_limit_times",
+        "Times the publish rate paused reading from the topic's producers since the topic was loaded",
+    ),
     ("consumers", "gauge", "pulsar_consumers_count", "Consumers connected to the topic"),
     ("subscriptions", "gauge", "pulsar_subscriptions_count", "Subscriptions of the topic"),
-    ("delayed_index", "gauge", "pulsar_delayed_message_index_size_bytes",
-     "Bytes of the topic's delayed-delivery indexes"),
-    ("retained", "gauge", "magnetar_storage_retained_size",
-     "Bytes stored but consumed by every subscription (kept by retention)"),
+    (
+        "delayed_index",
+        "gauge",
+        "pulsar_delayed_message_index_size_bytes",
+        "Bytes of the topic's delayed-delivery indexes",
+    ),
+    (
+        "retained",
+        "gauge",
+        "magnetar_storage_retained_size",
+        "Bytes stored but consumed by every subscription (kept by retention)",
+    ),
     # topic compaction (`_compaction`), Pulsar's names
-    ("compact_removed", "gauge", "pulsar_compaction_removed_event_count",
-     "Messages compaction left out of the compacted view"),
+    (
+        "compact_removed",
+        "gauge",
+        "pulsar_compaction_removed_event_count",
+        "Messages compaction left out of the compacted view",
+    ),
     ("compact_ok", "gauge", "pulsar_compaction_succeed_count", "Compaction runs that succeeded"),
     ("compact_failed", "gauge", "pulsar_compaction_failed_count", "Compaction runs that failed"),
-    ("compact_duration", "gauge", "pulsar_compaction_duration_time_in_mills",
-     "Duration of the last compaction run in milliseconds"),
+    (
+        "compact_duration",
+        "gauge",
+        "pulsar_compaction_duration_time_in_mills",
+        "Duration of the last compaction run in milliseconds",
+    ),
     ("compact_entries", "gauge", "pulsar_compaction_compacted_entries_count", "Entries in the compacted view"),
     ("compact_size", "gauge", "pulsar_compaction_compacted_entries_size", "Bytes of the compacted view"),
     # the subscriptions' delayed-delivery indexes (`_delayed`), summed; Pulsar's names where it has one
-    ("delayed_buckets", "gauge", "pulsar_delayed_message_index_bucket_total",
-     "Delayed-delivery index buckets (stored ones, and the mutable one of each index)"),
-    ("delayed_loaded", "gauge", "pulsar_delayed_message_index_loaded",
-     "Delayed-delivery index entries held in memory"),
-    ("delayed_memory", "gauge", "magnetar_delayed_message_index_memory_bytes",
-     "Bytes the delayed-delivery indexes hold in memory (bounded per subscription)"),
+    (
+        "delayed_buckets",
+        "gauge",
+        "pulsar_delayed_message_index_bucket_total",
+        "Delayed-delivery index buckets (stored ones, and the mutable one of each index)",
+    ),
+    ("delayed_loaded", "gauge", "pulsar_delayed_message_index_loaded", "Delayed-delivery index entries held in memory"),
+    (
+        "delayed_memory",
+        "gauge",
+        "magnetar_delayed_message_index_memory_bytes",
+        "Bytes the delayed-delivery indexes hold in memory (bounded per subscription)",
+    ),
 )
 
 _OUT_FAMILIES: tuple[tuple[str, str, str], ...] = (
@@ -138,8 +173,11 @@ _ML_NAMESPACE_FAMILIES: tuple[tuple[str, str, str], ...] = (
 
 _SUBSCRIPTION_FAMILIES: tuple[tuple[str, str, str], ...] = (
     ("back_log", "pulsar_subscription_back_log", "Messages in the subscription's backlog"),
-    ("back_log_no_delayed", "pulsar_subscription_back_log_no_delayed",
-     "Backlog without the messages held for delayed delivery"),
+    (
+        "back_log_no_delayed",
+        "pulsar_subscription_back_log_no_delayed",
+        "Backlog without the messages held for delayed delivery",
+    ),
     ("delayed", "pulsar_subscription_delayed", "Messages held for delayed delivery"),
     ("in_replay", "pulsar_subscription_in_replay", "Messages waiting to be delivered again"),
     ("rate_out", "pulsar_subscription_msg_rate_out", "Messages dispatched per second"),
@@ -147,21 +185,32 @@ _SUBSCRIPTION_FAMILIES: tuple[tuple[str, str, str], ...] = (
     ("thr_out", "pulsar_subscription_msg_throughput_out", "Bytes dispatched per second"),
     ("rate_redeliver", "pulsar_subscription_msg_rate_redeliver", "Messages redelivered per second"),
     ("unacked", "pulsar_subscription_unacked_messages", "Messages delivered and not acknowledged"),
-    ("blocked", "pulsar_subscription_blocked_on_unacked_messages",
-     "1 while the subscription has reached its maxUnackedMessagesPerSubscription"),
+    (
+        "blocked",
+        "pulsar_subscription_blocked_on_unacked_messages",
+        "1 while the subscription has reached its maxUnackedMessagesPerSubscription",
+    ),
     ("last_expire", "pulsar_subscription_last_expire_timestamp", "When message expiry last acted (epoch ms)"),
     ("last_acked", "pulsar_subscription_last_acked_timestamp", "When a consumer last acknowledged (epoch ms)"),
-    ("last_flow", "pulsar_subscription_last_consumed_flow_timestamp",
-     "When a consumer last asked for messages (epoch ms)"),
-    ("last_consumed", "pulsar_subscription_last_consumed_timestamp",
-     "When messages were last dispatched (epoch ms)"),
-    ("last_md", "pulsar_subscription_last_mark_delete_advanced_timestamp",
-     "When the mark-delete position last advanced (epoch ms)"),
+    (
+        "last_flow",
+        "pulsar_subscription_last_consumed_flow_timestamp",
+        "When a consumer last asked for messages (epoch ms)",
+    ),
+    ("last_consumed", "pulsar_subscription_last_consumed_timestamp", "When messages were last dispatched (epoch ms)"),
+    (
+        "last_md",
+        "pulsar_subscription_last_mark_delete_advanced_timestamp",
+        "When the mark-delete position last advanced (epoch ms)",
+    ),
     ("rate_expired", "pulsar_subscription_msg_rate_expired", "Messages expired per second"),
     ("total_expired", "pulsar_subscription_total_msg_expired", "Messages expired since the topic was loaded"),
     ("consumers", "pulsar_subscription_consumers_count", "Consumers attached to the subscription"),
-    ("delayed_index", "pulsar_subscription_delayed_message_index_size_bytes",
-     "Bytes of the subscription's delayed-delivery index"),
+    (
+        "delayed_index",
+        "pulsar_subscription_delayed_message_index_size_bytes",
+        "Bytes of the subscription's delayed-delivery index",
+    ),
 )
 
 _CONSUMER_FAMILIES: tuple[tuple[str, str, str], ...] = (
@@ -170,8 +219,11 @@ _CONSUMER_FAMILIES: tuple[tuple[str, str, str], ...] = (
     ("thr_out", "pulsar_consumer_msg_throughput_out", "Bytes dispatched to the consumer per second"),
     ("rate_redeliver", "pulsar_consumer_msg_rate_redeliver", "Messages redelivered to the consumer per second"),
     ("unacked", "pulsar_consumer_unacked_messages", "Messages delivered to the consumer and not acknowledged"),
-    ("blocked", "pulsar_consumer_blocked_on_unacked_messages",
-     "1 while the consumer has reached its maxUnackedMessagesPerConsumer"),
+    (
+        "blocked",
+        "pulsar_consumer_blocked_on_unacked_messages",
+        "1 while the consumer has reached its maxUnackedMessagesPerConsumer",
+    ),
     ("permits", "pulsar_consumer_available_permits", "Flow permits the consumer has granted and not used"),
 )
 
@@ -184,8 +236,10 @@ _PRODUCER_FAMILIES: tuple[tuple[str, str, str], ...] = (
 TOPIC_METRIC_NAMES = tuple(name + ("_total" if kind == "counter" else "") for _, kind, name, _ in _TOPIC_FAMILIES)
 """The per-topic series the collector exports (as they appear in the text format)."""
 
-SUBSCRIPTION_METRIC_NAMES = (*(name for _, name, _ in _SUBSCRIPTION_FAMILIES),
-                             *(name + "_total" for _, name, _ in _OUT_FAMILIES))
+SUBSCRIPTION_METRIC_NAMES = (
+    *(name for _, name, _ in _SUBSCRIPTION_FAMILIES),
+    *(name + "_total" for _, name, _ in _OUT_FAMILIES),
+)
 """The per-subscription series (topic-level metrics only), labelled cluster/namespace/topic/subscription."""
 
 
@@ -214,18 +268,25 @@ class _TopicCollector(Collector):
         labels = ["cluster", "namespace", "topic"] if topic_level else ["cluster", "namespace"]
         fams: dict[str, CounterMetricFamily | GaugeMetricFamily] = {
             key: (CounterMetricFamily if kind == "counter" else GaugeMetricFamily)(name, doc, labels=labels)
-            for key, kind, name, doc in _TOPIC_FAMILIES}
+            for key, kind, name, doc in _TOPIC_FAMILIES
+        }
         # labels vary by sample (subscription, consumer or namespace): declared without any
         out_fams = {key: CounterMetricFamily(name, doc) for key, name, doc in _OUT_FAMILIES}
         sub_labels = ["cluster", "namespace", "topic", "subscription"]
         sub_fams = {key: GaugeMetricFamily(name, doc, labels=sub_labels) for key, name, doc in _SUBSCRIPTION_FAMILIES}
-        cons_fams = {key: GaugeMetricFamily(name, doc, labels=[*sub_labels, "consumer_name", "consumer_id"])
-                     for key, name, doc in _CONSUMER_FAMILIES}
-        prod_fams = {key: GaugeMetricFamily(name, doc, labels=["cluster", "namespace", "topic", "producer_name",
-                                                                 "producer_id"])
-                     for key, name, doc in _PRODUCER_FAMILIES}
-        drop_fam = GaugeMetricFamily("pulsar_subscription_msg_drop_rate",
-                                     "Messages dropped per second (non-persistent topics)", labels=sub_labels)
+        cons_fams = {
+            key: GaugeMetricFamily(name, doc, labels=[*sub_labels, "consumer_name", "consumer_id"])
+            for key, name, doc in _CONSUMER_FAMILIES
+        }
+        prod_fams = {
+            key: GaugeMetricFamily(name, doc, labels=["cluster", "namespace", "topic", "producer_name", "producer_id"])
+            for key, name, doc in _PRODUCER_FAMILIES
+        }
+        drop_fam = GaugeMetricFamily(
+            "pulsar_subscription_msg_drop_rate",
+            "Messages dropped per second (non-persistent topics)",
+            labels=sub_labels,
+        )
         per_ns: dict[str, dict[str, float]] = {}
         ml_per_ns: dict[str, dict[str, float]] = {}  # persistent topics only: they have managed ledgers
         out_per_ns: dict[str, list[int]] = {}
@@ -240,13 +301,15 @@ class _TopicCollector(Collector):
                 ns = str(topic.name.namespace_name)
                 topics_per_ns[ns] = topics_per_ns.get(ns, 0) + 1
                 persistent = not isinstance(topic, NonPersistentTopic)
-                values = self._np_topic_values(topic) if isinstance(topic, NonPersistentTopic) else \
-                    self._topic_values(topic)
+                values = (
+                    self._np_topic_values(topic) if isinstance(topic, NonPersistentTopic) else self._topic_values(topic)
+                )
                 for sums in (per_ns.setdefault(ns, {}), *((ml_per_ns.setdefault(ns, {}),) if persistent else ())):
                     for key, value in values.items():
                         # an age aggregates as the oldest; everything else adds up
-                        sums[key] = (max(sums.get(key, -1.0), value) if key == "backlog_age"
-                                     else sums.get(key, 0.0) + value)
+                        sums[key] = (
+                            max(sums.get(key, -1.0), value) if key == "backlog_age" else sums.get(key, 0.0) + value
+                        )
                 totals = out_per_ns.setdefault(ns, [0, 0])
                 totals[0] += topic.stats_state.out.msgs
                 totals[1] += topic.stats_state.out.bytes
@@ -254,8 +317,9 @@ class _TopicCollector(Collector):
                     base = [cluster, ns, str(topic.name)]
                     for key, value in values.items():
                         fams[key].add_metric(base, value)
-                    self._subscriptions(topic, base, sub_fams, out_fams, cons_fams if consumer_level else None,
-                                        drop_fam)
+                    self._subscriptions(
+                        topic, base, sub_fams, out_fams, cons_fams if consumer_level else None, drop_fam
+                    )
                     if config.expose_producer_level_metrics_in_prometheus:
                         self._producers(topic, base, prod_fams)
         if not topic_level:
@@ -263,10 +327,12 @@ class _TopicCollector(Collector):
                 for key, value in sums.items():
                     fams[key].add_metric([cluster, ns], value)
             for ns, (msgs, size) in sorted(out_per_ns.items()):
-                out_fams["out_msgs"].add_sample("pulsar_out_messages_total",
-                                                {"cluster": cluster, "namespace": ns}, float(msgs))
-                out_fams["out_bytes"].add_sample("pulsar_out_bytes_total",
-                                                 {"cluster": cluster, "namespace": ns}, float(size))
+                out_fams["out_msgs"].add_sample(
+                    "pulsar_out_messages_total", {"cluster": cluster, "namespace": ns}, float(msgs)
+                )
+                out_fams["out_bytes"].add_sample(
+                    "pulsar_out_bytes_total", {"cluster": cluster, "namespace": ns}, float(size)
+                )
         yield from fams.values()
         yield from out_fams.values()
         yield from sub_fams.values()
@@ -280,29 +346,39 @@ class _TopicCollector(Collector):
             for ns, sums in sorted(ml_per_ns.items()):
                 g.add_metric([cluster, ns], sums.get(key, 0.0))
             yield g
-        count = GaugeMetricFamily("pulsar_topics_count", "Topics loaded on this broker, per namespace",
-                                  labels=["cluster", "namespace"])
+        count = GaugeMetricFamily(
+            "pulsar_topics_count", "Topics loaded on this broker, per namespace", labels=["cluster", "namespace"]
+        )
         for ns, n in sorted(topics_per_ns.items()):
             count.add_metric([cluster, ns], n)
         yield count
-        conns = GaugeMetricFamily("pulsar_active_connections", "Client connections open on the broker",
-                                  labels=["cluster"])
+        conns = GaugeMetricFamily(
+            "pulsar_active_connections", "Client connections open on the broker", labels=["cluster"]
+        )
         conns.add_metric([cluster], 0 if service is None else len(service.connections))
         yield conns
         yield from self._back_pressure(cluster, [] if service is None else list(service.connections))
         # Pulsar's names for these two totals end in _count (not a Prometheus counter's _total)
         for name, doc, value in (
-                ("pulsar_connection_created_total_count", "Client connections accepted since start",
-                 self._metrics.connections_created),
-                ("pulsar_connection_closed_total_count", "Client connections closed since start",
-                 self._metrics.connections_closed)):
+            (
+                "pulsar_connection_created_total_count",
+                "Client connections accepted since start",
+                self._metrics.connections_created,
+            ),
+            (
+                "pulsar_connection_closed_total_count",
+                "Client connections closed since start",
+                self._metrics.connections_closed,
+            ),
+        ):
             g = GaugeMetricFamily(name, doc, labels=["cluster"])
             g.add_metric([cluster], float(value))
             yield g
         awaiting = self._metrics.bytes_awaiting_gc()
         if awaiting is not None:
-            g = GaugeMetricFamily("magnetar_retention_bytes_awaiting_gc",
-                                  "Bytes of trimmed ledgers the bookies have not reclaimed yet")
+            g = GaugeMetricFamily(
+                "magnetar_retention_bytes_awaiting_gc", "Bytes of trimmed ledgers the bookies have not reclaimed yet"
+            )
             g.add_metric([], float(awaiting))
             yield g
 
@@ -311,16 +387,23 @@ class _TopicCollector(Collector):
         stats = [c.statistics() for c in connections if hasattr(c, "statistics")]
         queued = [s["queued_bytes"] for s in stats]
         for name, doc, value in (
-                ("pulsar_broker_throttled_connections",
-                 "Connections not read now because their pending publish requests or bytes are at the limit",
-                 sum(1 for s in stats if s["paused"] == "publish-window")),
-                ("magnetar_broker_unwritable_connections",
-                 "Connections whose bytes queued for writing are over the write-buffer high water mark",
-                 sum(1 for s in stats if not s["writable"])),
-                ("magnetar_broker_outbound_queued_bytes", "Bytes queued for writing, summed over connections",
-                 sum(queued)),
-                ("magnetar_broker_outbound_queued_bytes_max", "Bytes queued for writing on the fullest connection",
-                 max(queued, default=0))):
+            (
+                "pulsar_broker_throttled_connections",
+                "Connections not read now because their pending publish requests or bytes are at the limit",
+                sum(1 for s in stats if s["paused"] == "publish-window"),
+            ),
+            (
+                "magnetar_broker_unwritable_connections",
+                "Connections whose bytes queued for writing are over the write-buffer high water mark",
+                sum(1 for s in stats if not s["writable"]),
+            ),
+            ("magnetar_broker_outbound_queued_bytes", "Bytes queued for writing, summed over connections", sum(queued)),
+            (
+                "magnetar_broker_outbound_queued_bytes_max",
+                "Bytes queued for writing on the fullest connection",
+                max(queued, default=0),
+            ),
+        ):
             g = GaugeMetricFamily(name, doc, labels=["cluster"])
             g.add_metric([cluster], float(value))
             yield g
@@ -332,14 +415,21 @@ class _TopicCollector(Collector):
         storage = storage_numbers(topic)
         consumers = sum(len(s.consumers) for s in topic.subscriptions.values())
         values = {
-            "in_msgs": topic.msg_in_counter, "in_bytes": topic.bytes_in_counter, "rate_in": rate_in,
-            "rate_out": rate_out, "thr_in": thr_in, "thr_out": thr_out,
+            "in_msgs": topic.msg_in_counter,
+            "in_bytes": topic.bytes_in_counter,
+            "rate_in": rate_in,
+            "rate_out": rate_out,
+            "thr_in": thr_in,
+            "thr_out": thr_out,
             "avg_size": thr_in / rate_in if rate_in else 0.0,
-            "backlog": storage["msgBacklog"], "storage": storage["storageSize"],
+            "backlog": storage["msgBacklog"],
+            "storage": storage["storageSize"],
             "backlog_size": storage["backlogSize"],
             "backlog_age": backlog_age_seconds(state, int(time.time() * 1000)),
-            "producers": len(topic.producers), "consumers": consumers,
-            "subscriptions": len(topic.subscriptions), "publish_limited": topic.publish_limiter.throttled,
+            "producers": len(topic.producers),
+            "consumers": consumers,
+            "subscriptions": len(topic.subscriptions),
+            "publish_limited": topic.publish_limiter.throttled,
             "delayed_index": sum(_delayed(s) for s in topic.subscriptions.values()) * DELAYED_INDEX_ENTRY_BYTES,
             "retained": max(0, storage["storageSize"] - storage["backlogSize"]),
             "offloaded": topic.ml.offloaded_size,
@@ -353,18 +443,32 @@ class _TopicCollector(Collector):
         # the same keys as a persistent topic's; nothing is stored, compacted or held back
         rate_in, thr_in, rate_out, thr_out = topic_rates(topic)
         values: dict[str, float] = {key: 0.0 for key, _, _, _ in _TOPIC_FAMILIES}
-        values.update({
-            "in_msgs": topic.msg_in_counter, "in_bytes": topic.bytes_in_counter,
-            "rate_in": rate_in, "rate_out": rate_out, "thr_in": thr_in, "thr_out": thr_out,
-            "avg_size": thr_in / rate_in if rate_in else 0.0,
-            "producers": len(topic.producers), "consumers": topic.consumer_count,
-            "subscriptions": len(topic.subscriptions), "publish_limited": topic.publish_limiter.throttled})
+        values.update(
+            {
+                "in_msgs": topic.msg_in_counter,
+                "in_bytes": topic.bytes_in_counter,
+                "rate_in": rate_in,
+                "rate_out": rate_out,
+                "thr_in": thr_in,
+                "thr_out": thr_out,
+                "avg_size": thr_in / rate_in if rate_in else 0.0,
+                "producers": len(topic.producers),
+                "consumers": topic.consumer_count,
+                "subscriptions": len(topic.subscriptions),
+                "publish_limited": topic.publish_limiter.throttled,
+            }
+        )
         return {k: float(v) for k, v in values.items()}
 
     @staticmethod
-    def _subscriptions(topic: Topic | NonPersistentTopic, base: list[str], fams: dict[str, GaugeMetricFamily],
-                       out_fams: dict[str, CounterMetricFamily], cons_fams: dict[str, GaugeMetricFamily] | None,
-                       drop_fam: GaugeMetricFamily) -> None:
+    def _subscriptions(
+        topic: Topic | NonPersistentTopic,
+        base: list[str],
+        fams: dict[str, GaugeMetricFamily],
+        out_fams: dict[str, CounterMetricFamily],
+        cons_fams: dict[str, GaugeMetricFamily] | None,
+        drop_fam: GaugeMetricFamily,
+    ) -> None:
         cluster, ns, name_ = base
         subs: list[tuple[str, Subscription | NonPersistentSubscription]] = sorted(topic.subscriptions.items())
         for name, sub in subs:
@@ -383,15 +487,25 @@ class _TopicCollector(Collector):
                 expired_rate, expired = sub.rates.per_s[0], sub.msg_expired_counter
                 last_expire, last_md = sub.last_expire_ms, sub.last_md_advanced_ms
             values = {
-                "back_log": backlog, "back_log_no_delayed": max(0, backlog - delayed), "delayed": delayed,
-                "in_replay": in_replay, "rate_out": sum(r[0] for r in rates), "ack_rate": sum(r[3] for r in rates),
-                "thr_out": sum(r[1] for r in rates), "rate_redeliver": sum(r[2] for r in rates),
-                "unacked": sum(c.unacked_messages for c in consumers), "blocked": 1 if sub.blocked else 0,
-                "last_expire": last_expire, "last_acked": max((c.last_acked_ms for c in consumers), default=0),
+                "back_log": backlog,
+                "back_log_no_delayed": max(0, backlog - delayed),
+                "delayed": delayed,
+                "in_replay": in_replay,
+                "rate_out": sum(r[0] for r in rates),
+                "ack_rate": sum(r[3] for r in rates),
+                "thr_out": sum(r[1] for r in rates),
+                "rate_redeliver": sum(r[2] for r in rates),
+                "unacked": sum(c.unacked_messages for c in consumers),
+                "blocked": 1 if sub.blocked else 0,
+                "last_expire": last_expire,
+                "last_acked": max((c.last_acked_ms for c in consumers), default=0),
                 "last_flow": sub.last_flow_ms,
                 "last_consumed": max((c.last_consumed_ms for c in consumers), default=0),
-                "last_md": last_md, "rate_expired": expired_rate, "total_expired": expired,
-                "consumers": len(consumers), "delayed_index": delayed * DELAYED_INDEX_ENTRY_BYTES,
+                "last_md": last_md,
+                "rate_expired": expired_rate,
+                "total_expired": expired,
+                "consumers": len(consumers),
+                "delayed_index": delayed * DELAYED_INDEX_ENTRY_BYTES,
             }
             for k, v in values.items():
                 fams[k].add_metric([*base, name], float(v))
@@ -402,9 +516,15 @@ class _TopicCollector(Collector):
                 continue
             for c in consumers:
                 per_s = c.rates.per_s
-                c_values = {"rate_out": per_s[0], "ack_rate": per_s[3], "thr_out": per_s[1],
-                            "rate_redeliver": per_s[2], "unacked": c.unacked_messages,
-                            "blocked": 1 if sub.consumer_blocked(c) else 0, "permits": c.permits}
+                c_values = {
+                    "rate_out": per_s[0],
+                    "ack_rate": per_s[3],
+                    "thr_out": per_s[1],
+                    "rate_redeliver": per_s[2],
+                    "unacked": c.unacked_messages,
+                    "blocked": 1 if sub.consumer_blocked(c) else 0,
+                    "permits": c.permits,
+                }
                 c_labels = [*base, name, c.name, str(c.consumer_id)]
                 for k, v in c_values.items():
                     cons_fams[k].add_metric(c_labels, float(v))
@@ -413,8 +533,7 @@ class _TopicCollector(Collector):
                 out_fams["out_bytes"].add_sample("pulsar_out_bytes_total", labels, float(c.bytes_out_counter))
 
     @staticmethod
-    def _producers(topic: Topic | NonPersistentTopic, base: list[str],
-                   fams: dict[str, GaugeMetricFamily]) -> None:
+    def _producers(topic: Topic | NonPersistentTopic, base: list[str], fams: dict[str, GaugeMetricFamily]) -> None:
         for p in list(topic.producers.values()):
             rate, thr, _chunks = p.rates.per_s
             gained_msgs, gained_bytes, _ = p.rates.gained
@@ -434,9 +553,14 @@ def compaction_values(topic: Topic) -> list[tuple[str, float]]:
     """The compaction metrics of a topic (Pulsar's names, see `_compaction`)."""
     c = topic.compactor
     view = c.view
-    return [("compact_removed", c.removed_events), ("compact_ok", c.succeeded), ("compact_failed", c.failed),
-            ("compact_duration", c.last_duration_ms), ("compact_entries", view.entries if view else 0),
-            ("compact_size", view.reader.size if view else 0)]
+    return [
+        ("compact_removed", c.removed_events),
+        ("compact_ok", c.succeeded),
+        ("compact_failed", c.failed),
+        ("compact_duration", c.last_duration_ms),
+        ("compact_entries", view.entries if view else 0),
+        ("compact_size", view.reader.size if view else 0),
+    ]
 
 
 class BrokerMetrics:
@@ -452,8 +576,12 @@ class BrokerMetrics:
         self.service: BrokerService | None = None
         # observed once per SEND: the lighter histogram (one lock, a bisect)
         self._publish_latency = BatchHistogram(
-            "pulsar_broker_publish_latency", "Time from SEND arrival to its receipt, in milliseconds",
-            buckets=PUBLISH_LATENCY_BUCKETS_MS, registry=self.registry, labels={"cluster": cluster})
+            "pulsar_broker_publish_latency",
+            "Time from SEND arrival to its receipt, in milliseconds",
+            buckets=PUBLISH_LATENCY_BUCKETS_MS,
+            registry=self.registry,
+            labels={"cluster": cluster},
+        )
         self.retention = RetentionMetrics(self.registry)
         self.extra_registries: list[CollectorRegistry] = []
         self.gc_pending_hook: Callable[[], int | None] | None = None
@@ -501,12 +629,17 @@ class BrokerMetrics:
         """Label-free totals for tests and logs: topics, producers, consumers."""
         s = self.service
         topics = [] if s is None else [t for t in s.topics.values() if not t.closed]
-        return {"topics": len(topics), "producers": sum(len(t.producers) for t in topics),
-                "consumers": sum(len(sub.consumers) for t in topics for sub in t.subscriptions.values())}
+        return {
+            "topics": len(topics),
+            "producers": sum(len(t.producers) for t in topics),
+            "consumers": sum(len(sub.consumers) for t in topics for sub in t.subscriptions.values()),
+        }
 
 
 def _delayed_values(topic: Topic) -> dict[str, float]:
     indexes = [s.delayed for s in topic.subscriptions.values() if s.delayed is not None]
-    return {"delayed_buckets": float(sum(d.buckets + 1 for d in indexes)),
-            "delayed_loaded": float(sum(d.loaded for d in indexes)),
-            "delayed_memory": float(sum(d.memory_bytes() for d in indexes))}
+    return {
+        "delayed_buckets": float(sum(d.buckets + 1 for d in indexes)),
+        "delayed_loaded": float(sum(d.loaded for d in indexes)),
+        "delayed_memory": float(sum(d.memory_bytes() for d in indexes)),
+    }

@@ -111,8 +111,11 @@ class _LocalChannel:
     def _refuse(self, txn_id: int, reason: str) -> None:
         entry = self._pending.pop(txn_id, None)
         if entry is not None:
-            entry[0](entry[1], None, BookieUnavailable(self.bookie_id, f"bookie {self.bookie_id} refused a "
-                                                                        f"request: {reason}"))
+            entry[0](
+                entry[1],
+                None,
+                BookieUnavailable(self.bookie_id, f"bookie {self.bookie_id} refused a request: {reason}"),
+            )
 
     def _start(self) -> None:
         self.state = _State.SERVING
@@ -152,9 +155,15 @@ class InProcessTransport:
     running `bookie.Bookie`) in process and every other bookie over the network (module
     docstring). Request ids are unique across both. Its tasks run in the client's nursery."""
 
-    def __init__(self, nursery: trio.Nursery, config: ClientConfig, metrics: ClientMetrics, *,
-                 local: Mapping[str, Bookie],
-                 resolve: Callable[[str], Awaitable[tuple[str, int]]] | None = None) -> None:
+    def __init__(
+        self,
+        nursery: trio.Nursery,
+        config: ClientConfig,
+        metrics: ClientMetrics,
+        *,
+        local: Mapping[str, Bookie],
+        resolve: Callable[[str], Awaitable[tuple[str, int]]] | None = None,
+    ) -> None:
         self._nursery = nursery
         self._network = ConnectionPool(nursery, config, metrics, resolve=resolve)
         self._local = {bookie_id: _LocalChannel(bookie_id, bookie, self) for bookie_id, bookie in local.items()}
@@ -197,8 +206,9 @@ class InProcessTransport:
         self._network.close()
 
 
-def in_process_transport(local: Mapping[str, Bookie]) -> Callable[[trio.Nursery, ClientConfig, ClientMetrics],
-                                                                 InProcessTransport]:
+def in_process_transport(
+    local: Mapping[str, Bookie],
+) -> Callable[[trio.Nursery, ClientConfig, ClientMetrics], InProcessTransport]:
     """The `bk_client.TransportFactory` for `BookKeeper.open` that serves the bookies of
     ``local`` in process (and any other over the network)."""
     local = dict(local)

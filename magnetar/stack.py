@@ -36,8 +36,15 @@ from metadata import MetadataStore, open_metadata_store
 from protocols.pulsar import stored_entry_block
 from tiered_storage import TieredStorage, TieredStorageConfig
 
-__all__ = ["STANDALONE_DEFAULTS", "StandaloneConfig", "BrokerEndpoints", "StandaloneEndpoints", "check_message_size",
-           "serve_broker_stack", "serve_standalone"]
+__all__ = [
+    "STANDALONE_DEFAULTS",
+    "StandaloneConfig",
+    "BrokerEndpoints",
+    "StandaloneEndpoints",
+    "check_message_size",
+    "serve_broker_stack",
+    "serve_standalone",
+]
 
 log = logging.getLogger(__name__)
 
@@ -65,14 +72,19 @@ class StandaloneConfig:
     data_dir: str = config_field("data", help="Directory holding the metadata store and every bookie's data.")
     num_bookies: int = config_field(1, alias="numBookies", help="How many bookies to run in this process.")
     bookie_port: int = config_field(3181, alias="bookiePort", help="Protocol port of the first bookie.")
-    bookie_http_port: int = config_field(8000, alias="httpServerPort",
-                                         help="REST and /metrics port of the first bookie.")
+    bookie_http_port: int = config_field(
+        8000, alias="httpServerPort", help="REST and /metrics port of the first bookie."
+    )
     metadata_url: str = config_field(
-        "", alias="metadataServiceUri",
-        help="Metadata store URL; empty means the embedded store in {data_dir}/metadata.")
+        "",
+        alias="metadataServiceUri",
+        help="Metadata store URL; empty means the embedded store in {data_dir}/metadata.",
+    )
     in_process_transport: bool = config_field(
-        True, help="The broker reaches the bookies of this process without a socket (same semantics, "
-                   "less CPU per entry); false sends every request over loopback TCP.")
+        True,
+        help="The broker reaches the bookies of this process without a socket (same semantics, "
+        "less CPU per entry); false sends every request over loopback TCP.",
+    )
 
     def validate(self) -> None:
         """Raise `ConfigError` naming the key when a value cannot work."""
@@ -140,12 +152,18 @@ def check_message_size(broker: BrokerConfig, client: ClientConfig, bookie: Booki
     """
     needed = broker.max_message_size + MESSAGE_SIZE_FRAME_PADDING
     if client.max_frame_size < needed:
-        raise ConfigError("max_message_size", f"{broker.max_message_size} needs the BookKeeper client's "
-                          f"max_frame_size (nettyMaxFrameSizeBytes) to be at least {needed} (max_message_size "
-                          f"+ 10 KiB), but it is {client.max_frame_size}")
+        raise ConfigError(
+            "max_message_size",
+            f"{broker.max_message_size} needs the BookKeeper client's "
+            f"max_frame_size (nettyMaxFrameSizeBytes) to be at least {needed} (max_message_size "
+            f"+ 10 KiB), but it is {client.max_frame_size}",
+        )
     if bookie is not None and bookie.max_frame_size < client.max_frame_size:
-        raise ConfigError("max_frame_size", f"the bookie's max_frame_size ({bookie.max_frame_size}) is below "
-                          f"the BookKeeper client's ({client.max_frame_size}): large entries would be refused")
+        raise ConfigError(
+            "max_frame_size",
+            f"the bookie's max_frame_size ({bookie.max_frame_size}) is below "
+            f"the BookKeeper client's ({client.max_frame_size}): large entries would be refused",
+        )
 
 
 def _quorum_for(ml: ManagedLedgerConfig, bookies: int) -> ManagedLedgerConfig:
@@ -155,8 +173,16 @@ def _quorum_for(ml: ManagedLedgerConfig, bookies: int) -> ManagedLedgerConfig:
     qa = min(ml.ack_quorum, qw)
     if (e, qw, qa) == (ml.ensemble_size, ml.write_quorum, ml.ack_quorum):
         return ml
-    log.info("ensemble %d/%d/%d reduced to %d/%d/%d for %d bookie(s)",
-             ml.ensemble_size, ml.write_quorum, ml.ack_quorum, e, qw, qa, bookies)
+    log.info(
+        "ensemble %d/%d/%d reduced to %d/%d/%d for %d bookie(s)",
+        ml.ensemble_size,
+        ml.write_quorum,
+        ml.ack_quorum,
+        e,
+        qw,
+        qa,
+        bookies,
+    )
     return dataclasses.replace(ml, ensemble_size=e, write_quorum=qw, ack_quorum=qa)
 
 
@@ -205,8 +231,7 @@ async def serve_broker_stack(
         with storage_scope:
             async with BookKeeper.open(store, root=metadata_root, config=client, transport=transport) as bk:
                 client_registries.append(bk.metrics.registry)
-                async with ManagedLedgerFactory(bk, store, ml, tier=tier,
-                                                read_transform=stored_entry_block) as factory:
+                async with ManagedLedgerFactory(bk, store, ml, tier=tier, read_transform=stored_entry_block) as factory:
                     task_status.started(factory)
                     await broker_stopped.wait()  # then the factory closes what is still open
 
@@ -219,24 +244,39 @@ async def serve_broker_stack(
             service.ownership = ownership  # set before the port opens: lookups wait for registration
             # explain-storage and /metrics ask the bookies (found in the metadata store) about GC;
             # the numbers for /metrics refresh about as often as retention runs
-            gc_view = BookieGcView(store, metadata_root=metadata_root, retention=service.retention,
-                                   refresh_interval_s=max(1.0, min(15.0, broker.retention_check_interval_s)),
-                                   client_factory=_bookie_http_client_factory(client))
+            gc_view = BookieGcView(
+                store,
+                metadata_root=metadata_root,
+                retention=service.retention,
+                refresh_interval_s=max(1.0, min(15.0, broker.retention_check_interval_s)),
+                client_factory=_bookie_http_client_factory(client),
+            )
             service.metrics.gc_pending_hook = gc_view.bytes_awaiting_gc
             # httpx logs every request at INFO: the view's periodic refresh would fill the log
             logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger("httpx").level))
             async with trio.open_nursery() as nursery:
-                port = await nursery.start(lambda task_status: serve_broker(
-                    service, port=broker_port, task_status=task_status))
-                http = await nursery.start(lambda task_status: serve_admin(
-                    service, port=web_port, gc_explain=gc_view.explain, task_status=task_status))
+                port = await nursery.start(
+                    lambda task_status: serve_broker(service, port=broker_port, task_status=task_status)
+                )
+                http = await nursery.start(
+                    lambda task_status: serve_admin(
+                        service, port=web_port, gc_explain=gc_view.explain, task_status=task_status
+                    )
+                )
                 nursery.start_soon(gc_view.run)
                 nursery.start_soon(tier.run)  # the offload / tiered-read rate gauges
                 if ownership is not None:
                     await nursery.start(ownership.run)  # registers with the URLs the ports gave
-                task_status.started(BrokerEndpoints(
-                    service.service_url, service.web_service_url, port, http,
-                    service_url_tls=service.service_url_tls, web_url_tls=service.web_service_url_tls))
+                task_status.started(
+                    BrokerEndpoints(
+                        service.service_url,
+                        service.web_service_url,
+                        port,
+                        http,
+                        service_url_tls=service.service_url_tls,
+                        web_url_tls=service.web_service_url_tls,
+                    )
+                )
                 await trio.sleep_forever()
         finally:
             broker_stopped.set()
@@ -291,8 +331,11 @@ async def serve_standalone(
                 started = []
                 for i in range(config.num_bookies):
                     cfg = config.bookie_config(bookie, i)
-                    started.append(await nursery.start(lambda task_status, cfg=cfg: serve_bookie_process(
-                        cfg, task_status=task_status)))
+                    started.append(
+                        await nursery.start(
+                            lambda task_status, cfg=cfg: serve_bookie_process(cfg, task_status=task_status)
+                        )
+                    )
                 task_status.started(started)
                 await trio.sleep_forever()
 
@@ -307,12 +350,19 @@ async def serve_standalone(
                 if config.in_process_transport:
                     transport = in_process_transport({b.bookie_id: b.core for b in bookies if b.core is not None})
                 async with trio.open_nursery() as inner:
-                    endpoints = await inner.start(lambda task_status: serve_broker_stack(
-                        store, broker, _quorum_for(ml, config.num_bookies), client,
-                        metadata_root=bookie.metadata_root, transport=transport, offload=offload,
-                        task_status=task_status))
-                    task_status.started(StandaloneEndpoints(
-                        endpoints, tuple(bookies), url, data_dir))
+                    endpoints = await inner.start(
+                        lambda task_status: serve_broker_stack(
+                            store,
+                            broker,
+                            _quorum_for(ml, config.num_bookies),
+                            client,
+                            metadata_root=bookie.metadata_root,
+                            transport=transport,
+                            offload=offload,
+                            task_status=task_status,
+                        )
+                    )
+                    task_status.started(StandaloneEndpoints(endpoints, tuple(bookies), url, data_dir))
                     await trio.sleep_forever()
             finally:
                 # Only now that the broker has closed its ledgers do the bookies stop.

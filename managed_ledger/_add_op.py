@@ -40,11 +40,11 @@ __all__ = ["AddState", "PendingAdd"]
 class AddState(enum.Enum):
     """Where an add is; the rules are in the module header."""
 
-    QUEUED = "queued"        # admitted, waiting for a writable ledger
-    ISSUED = "issued"        # handed to the ledger's write handle
+    QUEUED = "queued"  # admitted, waiting for a writable ledger
+    ISSUED = "issued"  # handed to the ledger's write handle
     SUCCEEDED = "succeeded"  # acknowledged by the ledger, not yet finished in order
-    FAILED = "failed"        # the ledger refused it; it is issued again after the roll
-    DONE = "done"            # finished: ``position`` or ``error`` is final
+    FAILED = "failed"  # the ledger refused it; it is issued again after the roll
+    DONE = "done"  # finished: ``position`` or ``error`` is final
 
 
 class PendingAdd:
@@ -55,8 +55,18 @@ class PendingAdd:
     bookkeeping and change while the add is in flight.
     """
 
-    __slots__ = ("data", "started", "state", "gen", "attempts", "entry_id", "ledger_error", "position",
-                 "error", "_done")
+    __slots__ = (
+        "data",
+        "started",
+        "state",
+        "gen",
+        "attempts",
+        "entry_id",
+        "ledger_error",
+        "position",
+        "error",
+        "_done",
+    )
 
     def __init__(self, data: bytes, started: float) -> None:
         self.data = data

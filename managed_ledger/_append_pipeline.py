@@ -32,8 +32,7 @@ class AppendPipeline:
     Both tasks run in ``nursery`` and stop when it is cancelled.
     """
 
-    def __init__(self, handle: Any, nursery: trio.Nursery, on_outcome: Outcome,
-                 on_batch: Callable[[], None]) -> None:
+    def __init__(self, handle: Any, nursery: trio.Nursery, on_outcome: Outcome, on_batch: Callable[[], None]) -> None:
         self.handle = handle
         self._append = handle.append
         self._nursery = nursery

@@ -52,8 +52,14 @@ from protocols.managed_ledger import (
     words_to_indexes,
 )
 
-__all__ = ["ManagedCursor", "CursorHost", "CursorState", "cursor_from_info", "new_cursor_positions",
-           "INTERNAL_PROPERTY_PREFIX"]
+__all__ = [
+    "ManagedCursor",
+    "CursorHost",
+    "CursorState",
+    "cursor_from_info",
+    "new_cursor_positions",
+    "INTERNAL_PROPERTY_PREFIX",
+]
 
 INTERNAL_PROPERTY_PREFIX = "#pulsar.internal."
 """Cursor properties the broker keeps for itself (Pulsar's ``CURSOR_INTERNAL_PROPERTY_PREFIX``)."""
@@ -177,8 +183,7 @@ class ManagedCursor:
     """A durable or non-durable cursor (see the module header). Create through
     `ManagedLedger.open_cursor` or `ManagedLedger.new_non_durable_cursor`."""
 
-    def __init__(self, host: CursorHost, name: str, durable: bool, mark_delete: Position,
-                 read: Position) -> None:
+    def __init__(self, host: CursorHost, name: str, durable: bool, mark_delete: Position, read: Position) -> None:
         self._host = host
         self.name = name
         self.durable = durable
@@ -186,8 +191,7 @@ class ManagedCursor:
         self._md = mark_delete
         self._read = read
         self._read_epoch = 0
-        self._ranges = AckRanges(lambda p: host.ledgers.next_valid(p),
-                                 lambda a, b: host.ledgers.count_between(a, b))
+        self._ranges = AckRanges(lambda p: host.ledgers.next_valid(p), lambda a, b: host.ledgers.count_between(a, b))
         self._batch: dict[Position, _Batch] = {}
         self._properties: dict[str, int] = {}
         self._cursor_properties: dict[str, str] = {}
@@ -249,8 +253,7 @@ class ManagedCursor:
         self.dirty = True
         await self.persist()
 
-    async def update_cursor_properties(self, put: Mapping[str, str] | None = None,
-                                       remove: Iterable[str] = ()) -> None:
+    async def update_cursor_properties(self, put: Mapping[str, str] | None = None, remove: Iterable[str] = ()) -> None:
         """Set the ``put`` properties and drop the ``remove`` ones in one change, persisted at
         once (compare-and-set, as `persist`; a non-durable cursor keeps them in memory). On a
         persist failure the change stays in memory and is written by the next persist; the
@@ -326,8 +329,9 @@ class ManagedCursor:
         self._check_open()
         lce = self._last_confirmed
         if position > lce:
-            raise ManagedLedgerError(f"{self._host.name}/{self.name}: cannot mark-delete {position}, "
-                                     f"past the last entry {lce}")
+            raise ManagedLedgerError(
+                f"{self._host.name}/{self.name}: cannot mark-delete {position}, past the last entry {lce}"
+            )
         if properties is not None:
             self._properties = dict(properties)
             self.dirty = True
@@ -515,8 +519,9 @@ class ManagedCursor:
             await event.wait()
             self._check_open()
 
-    async def find_newest_matching(self, predicate: Callable[[Entry], bool], *,
-                                   search_all: bool = False) -> Position | None:
+    async def find_newest_matching(
+        self, predicate: Callable[[Entry], bool], *, search_all: bool = False
+    ) -> Position | None:
         """The newest entry for which ``predicate`` holds, by binary search; the predicate must
         hold for a prefix of the entries (e.g. "published before t"). Searches the entries after
         the mark-delete position, or every available entry with ``search_all``."""
@@ -557,9 +562,14 @@ class ManagedCursor:
             words = indexes_to_words(self._batch[pos].acked)
             if words:
                 batches[pos] = words
-        return CursorInfo(mark_delete=self._md, individual_deleted=tuple(ranges),
-                          properties=self._properties, last_active_ms=self._host.now_ms(),
-                          batch_deletes=batches, cursor_properties=self._cursor_properties)
+        return CursorInfo(
+            mark_delete=self._md,
+            individual_deleted=tuple(ranges),
+            properties=self._properties,
+            last_active_ms=self._host.now_ms(),
+            batch_deletes=batches,
+            cursor_properties=self._cursor_properties,
+        )
 
     async def persist(self) -> None:
         """Write the state to the cursor's metadata node now (CAS on its version). No-op for
@@ -611,11 +621,11 @@ class ManagedCursor:
             "markDeletePosition": str(self._md),
             "readPosition": str(self.read_position),
             "messagesConsumedCounter": self.messages_consumed_counter,
-            "individuallyDeletedMessages": "[" + ", ".join(
-                f"({lo}..{hi}]" for lo, hi in self.individually_deleted_ranges) + "]",
+            "individuallyDeletedMessages": "["
+            + ", ".join(f"({lo}..{hi}]" for lo, hi in self.individually_deleted_ranges)
+            + "]",
             "totalNonContiguousDeletedMessagesRange": len(self._ranges),
-            "numberOfEntriesSinceFirstNotAckedMessage":
-                self._ledgers.count_between(self._md, self._last_confirmed),
+            "numberOfEntriesSinceFirstNotAckedMessage": self._ledgers.count_between(self._md, self._last_confirmed),
             "state": self.state.name,
             "durable": self.durable,
             "properties": dict(self._properties),

@@ -53,11 +53,18 @@ class ManagedLedgerFactory:
     added through this factory reach readers as they were added.
     """
 
-    def __init__(self, bk: BookKeeperClient, store: MetadataStore,
-                 config: ManagedLedgerConfig | None = None, clock: Callable[[], float] = time.time,
-                 *, metrics: ManagedLedgerMetrics | None = None, tier: TieredStorage | None = None,
-                 offload_policies: OffloadPoliciesResolver | None = None,
-                 read_transform: Callable[[bytes], bytes] | None = None) -> None:
+    def __init__(
+        self,
+        bk: BookKeeperClient,
+        store: MetadataStore,
+        config: ManagedLedgerConfig | None = None,
+        clock: Callable[[], float] = time.time,
+        *,
+        metrics: ManagedLedgerMetrics | None = None,
+        tier: TieredStorage | None = None,
+        offload_policies: OffloadPoliciesResolver | None = None,
+        read_transform: Callable[[bytes], bytes] | None = None,
+    ) -> None:
         self._read_transform = read_transform
         self.config = config if config is not None else ManagedLedgerConfig()
         self.config.validate()
@@ -90,8 +97,9 @@ class ManagedLedgerFactory:
         self._nursery = await self._nursery_cm.__aenter__()
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> bool | None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
         assert self._nursery is not None and self._nursery_cm is not None
         try:
             if exc_type is None:
@@ -116,8 +124,9 @@ class ManagedLedgerFactory:
         if self._closed:
             raise ManagedLedgerClosed("the managed ledger factory is closed")
         if self._nursery is None:
-            raise ManagedLedgerError("the factory is not running: use `async with factory` or "
-                                     "nursery.start(factory.run)")
+            raise ManagedLedgerError(
+                "the factory is not running: use `async with factory` or nursery.start(factory.run)"
+            )
         while name in self._opening:
             await self._opening[name].wait()
         ml = self._ledgers.get(name)
@@ -125,8 +134,18 @@ class ManagedLedgerFactory:
             return ml
         done = self._opening[name] = trio.Event()
         try:
-            ctx = _Context(self._bk, self._store, self.config, self._clock, self.metrics, self.cache,
-                           self._forget, self.tier, self.offload_policies, self._read_transform)
+            ctx = _Context(
+                self._bk,
+                self._store,
+                self.config,
+                self._clock,
+                self.metrics,
+                self.cache,
+                self._forget,
+                self.tier,
+                self.offload_policies,
+                self._read_transform,
+            )
             ml = ManagedLedger(name, ctx)
             await self._nursery.start(ml._run)
             try:
@@ -174,7 +193,8 @@ class ManagedLedgerFactory:
                 ctx = info.offload
                 try:
                     await self.tier.offloader_for_ledger(ctx.driver, ctx.driver_metadata).delete(
-                        info.ledger_id, ctx.uid, namespace="/".join(name.split("/")[:2]))
+                        info.ledger_id, ctx.uid, namespace="/".join(name.split("/")[:2])
+                    )
                 except TierError as exc:
                     log.warning("%s: could not delete the tier copy of ledger %s: %s", name, info.ledger_id, exc)
         await self._store.delete(path, recursive=True)

@@ -92,8 +92,15 @@ from tiered_storage import OffloadedLedger, ReadPriority, TieredStorage
 if TYPE_CHECKING:
     from metadata import MetadataStore
 
-__all__ = ["ManagedLedger", "ManagedLedgerState", "ML_ROOT", "OffloadInProgress", "OffloadStatus", "TRANSITIONS",
-           "allowed_transition"]
+__all__ = [
+    "ManagedLedger",
+    "ManagedLedgerState",
+    "ML_ROOT",
+    "OffloadInProgress",
+    "OffloadStatus",
+    "TRANSITIONS",
+    "allowed_transition",
+]
 
 log = logging.getLogger(__name__)
 
@@ -145,8 +152,7 @@ def allowed_transition(old: ManagedLedgerState, new: ManagedLedgerState) -> bool
 
 def _illegal_transition(name: str, old: ManagedLedgerState, new: ManagedLedgerState) -> None:
     """Report a change of state the rules do not allow (a bug in this module)."""
-    log.error("%s: state change %s -> %s is not in the managed ledger's transition table", name,
-              old.name, new.name)
+    log.error("%s: state change %s -> %s is not in the managed ledger's transition table", name, old.name, new.name)
 
 
 @dataclass
@@ -197,9 +203,15 @@ class ManagedLedger:
         self._closing = False
         self._terminating = False
         self._nursery: trio.Nursery | None = None
-        self._reader = LedgerReader(name, ctx.bk, ctx.cache, self._cfg.max_open_read_handles,
-                                    self._cfg.read_passwords, _TierSide(self) if ctx.tier is not None else None,
-                                    ctx.read_transform)
+        self._reader = LedgerReader(
+            name,
+            ctx.bk,
+            ctx.cache,
+            self._cfg.max_open_read_handles,
+            self._cfg.read_passwords,
+            _TierSide(self) if ctx.tier is not None else None,
+            ctx.read_transform,
+        )
         self._offloads: Offloads | None = None  # created with the nursery (`_run`) when there is a tier
         self._cursors = CursorRegistry(_CursorSide(self))
         self.entries_added_counter = 0
@@ -228,8 +240,9 @@ class ManagedLedger:
                 async def broker_level(_name: str) -> Any:
                     return tier.broker_policies
 
-                self._offloads = Offloads(_OffloadSide(self), tier, resolver or broker_level, nursery,
-                                          retries=tier.config.offload_retries)
+                self._offloads = Offloads(
+                    _OffloadSide(self), tier, resolver or broker_level, nursery, retries=tier.config.offload_retries
+                )
             task_status.started()
             nursery.start_soon(self._rollover_loop)
             nursery.start_soon(self._flush_loop)
@@ -243,8 +256,9 @@ class ManagedLedger:
                 break
             except _ListChanged:
                 if attempt == _OPEN_ATTEMPTS - 1:
-                    raise ManagedLedgerFenced(f"{self.name}: the ledger list kept changing while "
-                                              "opening; another owner is active") from None
+                    raise ManagedLedgerFenced(
+                        f"{self.name}: the ledger list kept changing while opening; another owner is active"
+                    ) from None
         await self._cursors.load()
 
     async def _recover_and_take_over(self) -> None:
@@ -282,8 +296,9 @@ class ManagedLedger:
                 # A ledger the previous owner closed and recorded keeps its close time, so that
                 # retention time counts from the real close, not from each reopen.
                 closed_at = last.timestamp_ms or self._now_ms()
-                infos[-1] = LedgerInfo(last.ledger_id, handle.last_add_confirmed + 1, handle.length,
-                                       closed_at, last.offload)
+                infos[-1] = LedgerInfo(
+                    last.ledger_id, handle.last_add_confirmed + 1, handle.length, closed_at, last.offload
+                )
                 await handle.close()
             except NoSuchLedger:
                 infos.pop()  # deleted behind our back: nothing in it to keep
@@ -439,8 +454,9 @@ class ManagedLedger:
         self.state = new
 
     def _check_open(self) -> None:
-        if self.state is ManagedLedgerState.CLOSED or (self._closing and self.state is not
-                                                       ManagedLedgerState.TERMINATED):
+        if self.state is ManagedLedgerState.CLOSED or (
+            self._closing and self.state is not ManagedLedgerState.TERMINATED
+        ):
             raise ManagedLedgerClosed(f"managed ledger {self.name} is closed")
         if self.state is ManagedLedgerState.FENCED:
             raise ManagedLedgerFenced(f"managed ledger {self.name} was fenced: another owner opened it")
@@ -495,8 +511,10 @@ class ManagedLedger:
         if len(data) > self.max_entry_size:
             # Rolling ledgers cannot help an entry no bookie accepts (seen: hundreds of ledgers
             # rolled a minute while the send and every later one hung).
-            raise EntryTooLarge(f"{self.name}: entry of {len(data)} bytes exceeds the largest entry "
-                                f"storage accepts ({self.max_entry_size} bytes)")
+            raise EntryTooLarge(
+                f"{self.name}: entry of {len(data)} bytes exceeds the largest entry "
+                f"storage accepts ({self.max_entry_size} bytes)"
+            )
         op = PendingAdd(bytes(data), trio.current_time())
         size = len(op.data)
         if self._admission_lock.locked() or not self._has_room(size):
@@ -659,14 +677,19 @@ class ManagedLedger:
                 # Adds complete in admission order, failures included: storing a later add after
                 # giving up on an earlier one would reorder a producer's messages (its client
                 # resends the failed one after the later one) or, with deduplication, lose it.
-                self._finish(op, ManagedLedgerError(f"{self.name}: an earlier add failed for good, so this "
-                                                    f"one fails too ({given_up})"))
+                self._finish(
+                    op,
+                    ManagedLedgerError(
+                        f"{self.name}: an earlier add failed for good, so this one fails too ({given_up})"
+                    ),
+                )
                 continue
             if op.gen == self._gen and op.state is not AddState.DONE:
                 if op.state is AddState.FAILED and op.attempts >= _MAX_ADD_ATTEMPTS:
                     # storage keeps refusing it: give up on this add and on every later one
                     given_up = ManagedLedgerError(
-                        f"{self.name}: add failed on {op.attempts} ledgers: {op.ledger_error}")
+                        f"{self.name}: add failed on {op.attempts} ledgers: {op.ledger_error}"
+                    )
                     self._finish(op, given_up)
                     continue
                 op.state, op.ledger_error = AddState.QUEUED, None
@@ -701,8 +724,12 @@ class ManagedLedger:
             return None
         reason = self._full_reason()
         idle = self._cfg.inactive_ledger_rollover_time_s
-        if reason is None and idle > 0 and self._ledgers.current_entries > 0 \
-                and self._ctx.clock() - self._last_add_at >= idle:
+        if (
+            reason is None
+            and idle > 0
+            and self._ledgers.current_entries > 0
+            and self._ctx.clock() - self._last_add_at >= idle
+        ):
             reason = "inactive"
         if reason is not None:
             self._request_roll(reason)
@@ -778,8 +805,9 @@ class ManagedLedger:
         return self._storage_error
 
     def _storage_error_is_recent(self) -> bool:
-        return (self._storage_error is not None
-                and trio.current_time() - self._storage_error_at < _CREATE_RETRY_INTERVAL_S)
+        return (
+            self._storage_error is not None and trio.current_time() - self._storage_error_at < _CREATE_RETRY_INTERVAL_S
+        )
 
     async def ensure_writable(self) -> None:
         """Return once there is a ledger to add to, creating one if storage was unavailable (at
@@ -817,10 +845,17 @@ class ManagedLedger:
         cfg = self._cfg
         try:
             return await self._ctx.bk.create_ledger(
-                cfg.ensemble_size, cfg.write_quorum, cfg.ack_quorum, password=cfg.ledger_password,
+                cfg.ensemble_size,
+                cfg.write_quorum,
+                cfg.ack_quorum,
+                password=cfg.ledger_password,
                 digest_type=cfg.ledger_digest_type,
-                custom_metadata={"application": b"magnetar", "component": b"managed-ledger",
-                                 "pulsar/managed-ledger": self.name.encode()})
+                custom_metadata={
+                    "application": b"magnetar",
+                    "component": b"managed-ledger",
+                    "pulsar/managed-ledger": self.name.encode(),
+                },
+            )
         except Exception as exc:
             raise ManagedLedgerError(f"{self.name}: cannot create a ledger: {exc}") from exc
 
@@ -845,8 +880,7 @@ class ManagedLedger:
         self._handle = None
         self._reader.write_ledger = None
         name = self.name
-        self._fail_pending(lambda: ManagedLedgerFenced(
-            f"managed ledger {name} was fenced: another owner opened it"))
+        self._fail_pending(lambda: ManagedLedgerFenced(f"managed ledger {name} was fenced: another owner opened it"))
 
     async def _delete_quietly(self, ledger_id: int) -> None:
         try:
@@ -878,16 +912,20 @@ class ManagedLedger:
     # Cursors (kept by `CursorRegistry`)
     # ==========================================================================================
 
-    async def open_cursor(self, name: str, initial_position: InitialPosition = InitialPosition.LATEST,
-                          ) -> ManagedCursor:
+    async def open_cursor(
+        self,
+        name: str,
+        initial_position: InitialPosition = InitialPosition.LATEST,
+    ) -> ManagedCursor:
         """The durable cursor ``name``; created at ``initial_position`` (and persisted) if missing,
         reopened if closed. Raises `ManagedLedgerClosed` / `ManagedLedgerFenced`, or
         `ManagedLedgerError` for a name that cannot name a cursor (empty or with ``/``)."""
         self._check_open()
         return await self._cursors.open(name, initial_position)
 
-    def new_non_durable_cursor(self, start: Position | InitialPosition = InitialPosition.LATEST,
-                               inclusive: bool = True) -> ManagedCursor:
+    def new_non_durable_cursor(
+        self, start: Position | InitialPosition = InitialPosition.LATEST, inclusive: bool = True
+    ) -> ManagedCursor:
         """A cursor that is never persisted and does not hold back trimming (for readers).
         ``start`` is a position (read from it, or after it when not ``inclusive``) or an
         initial position."""
@@ -1000,9 +1038,11 @@ class ManagedLedger:
     def offload_stats(self) -> dict[str, int]:
         """``lastOffloadLedgerId``, ``lastOffloadSuccessTimeStamp``, ``lastOffloadFailureTimeStamp``."""
         o = self._offloads
-        return {"lastOffloadLedgerId": o.last_offloaded_ledger if o else 0,
-                "lastOffloadSuccessTimeStamp": o.last_success_ms if o else 0,
-                "lastOffloadFailureTimeStamp": o.last_failure_ms if o else 0}
+        return {
+            "lastOffloadLedgerId": o.last_offloaded_ledger if o else 0,
+            "lastOffloadSuccessTimeStamp": o.last_success_ms if o else 0,
+            "lastOffloadFailureTimeStamp": o.last_failure_ms if o else 0,
+        }
 
     async def refresh_offload_policies(self) -> None:
         """Resolve the offload policies now (explain and reads use the last resolved ones)."""
@@ -1013,8 +1053,11 @@ class ManagedLedger:
         """Where a ledger lives (bookies, tier, both), its offload state, and why its bookie copy is
         or is not deleted yet."""
         if self._offloads is None:
-            return {"state": "NONE", "location": "bookies",
-                    "bookieCopy": "no tiered storage is configured: the bookie copy is the only one"}
+            return {
+                "state": "NONE",
+                "location": "bookies",
+                "bookieCopy": "no tiered storage is configured: the bookie copy is the only one",
+            }
         return self._offloads.explain(info, self._now_ms())
 
     async def _record_offload(self, ledger_id: int, expected: OffloadContext | None, new: OffloadContext) -> bool:
@@ -1047,8 +1090,16 @@ class ManagedLedger:
             "pendingAddEntriesCount": len(self._pending),
             "lastConfirmedEntry": str(self.last_confirmed_entry),
             "state": self.state.name,
-            "ledgers": [{"ledgerId": i.ledger_id, "entries": i.entries, "size": i.size,
-                         "timestamp": i.timestamp_ms, "offloaded": i.offloaded} for i in ledgers.infos()],
+            "ledgers": [
+                {
+                    "ledgerId": i.ledger_id,
+                    "entries": i.entries,
+                    "size": i.size,
+                    "timestamp": i.timestamp_ms,
+                    "offloaded": i.offloaded,
+                }
+                for i in ledgers.infos()
+            ],
             "cursors": self._cursors.stats(),
         }
 

@@ -160,7 +160,7 @@ class LedgerList:
             return 0
         total = 0
         start = bisect_right(self._ids, lo.ledger_id) - 1
-        for lid in self._ids[max(start, 0):]:
+        for lid in self._ids[max(start, 0) :]:
             if lid > hi.ledger_id:
                 break
             n = self.entries(lid)
@@ -177,7 +177,7 @@ class LedgerList:
         if n < 1:
             raise ValueError("n must be at least 1")
         start = bisect_right(self._ids, pos.ledger_id) - 1
-        for lid in self._ids[max(start, 0):]:
+        for lid in self._ids[max(start, 0) :]:
             count = self.entries(lid)
             first = pos.entry_id + 1 if lid == pos.ledger_id else (0 if lid > pos.ledger_id else count)
             first = max(first, 0)

@@ -108,8 +108,7 @@ class OffloadHost(Protocol):
         """The ledger being written (never offloaded), if any."""
         ...
 
-    async def record_offload(self, ledger_id: int, expected: OffloadContext | None,
-                             new: OffloadContext) -> bool:
+    async def record_offload(self, ledger_id: int, expected: OffloadContext | None, new: OffloadContext) -> bool:
         """Compare-and-set the ledger's offload context in the list: False (nothing written) when
         the ledger left the list or its context is no longer ``expected``."""
         ...
@@ -127,8 +126,9 @@ class OffloadHost(Protocol):
         ...
 
 
-def select_for_threshold(ledgers: Sequence[LedgerInfo], current: int | None, policies: OffloadPolicies,
-                         now_ms: int) -> list[LedgerInfo]:
+def select_for_threshold(
+    ledgers: Sequence[LedgerInfo], current: int | None, policies: OffloadPolicies, now_ms: int
+) -> list[LedgerInfo]:
     """The ledgers automatic offload takes now, oldest first (pure; Pulsar's ``maybeOffload``).
 
     Walking from the newest ledger back, a ledger not yet offloaded is taken once the bytes of
@@ -176,8 +176,15 @@ class BookieSource:
 class Offloads:
     """The offload state machine of one managed ledger (see the module rules)."""
 
-    def __init__(self, host: OffloadHost, tier: TieredStorage, resolver: OffloadPoliciesResolver,
-                 nursery: trio.Nursery, *, retries: int = 3) -> None:
+    def __init__(
+        self,
+        host: OffloadHost,
+        tier: TieredStorage,
+        resolver: OffloadPoliciesResolver,
+        nursery: trio.Nursery,
+        *,
+        retries: int = 3,
+    ) -> None:
         self._host = host
         self._tier = tier
         self._resolver = resolver
@@ -270,8 +277,9 @@ class Offloads:
         except BaseException as exc:
             error = str(exc) if isinstance(exc, (ManagedLedgerError, TierError)) else f"{type(exc).__name__}: {exc}"
             self.last_failure_ms = self._host.now_ms()
-            self.status = OffloadRunStatus(OffloadStatus.ERROR, error, self._first_unoffloaded(), started,
-                                           self.last_failure_ms, trigger)
+            self.status = OffloadRunStatus(
+                OffloadStatus.ERROR, error, self._first_unoffloaded(), started, self.last_failure_ms, trigger
+            )
             log.warning("%s: offload failed: %s", self._host.name, error)
             self._end()
             if isinstance(exc, Exception):
@@ -288,8 +296,11 @@ class Offloads:
 
     def _candidates(self, up_to: Position) -> list[LedgerInfo]:
         current = self._host.current_ledger
-        return [i for i in self._host.ledger_infos()
-                if i.ledger_id < up_to.ledger_id and i.ledger_id != current and i.entries > 0 and not i.offloaded]
+        return [
+            i
+            for i in self._host.ledger_infos()
+            if i.ledger_id < up_to.ledger_id and i.ledger_id != current and i.entries > 0 and not i.offloaded
+        ]
 
     async def _offload_one(self, info: LedgerInfo, offloader: LedgerOffloader, policies: OffloadPolicies) -> None:
         lid = info.ledger_id
@@ -306,8 +317,9 @@ class Offloads:
                     return  # trimmed meanwhile: nothing to offload (its copy was deleted)
                 if attempt >= self._retries:
                     raise ManagedLedgerError(f"ledger {lid} not offloaded after {attempt} attempts: {exc}") from exc
-                log.info("%s: offload of ledger %s failed (attempt %d): %s; retrying", self._host.name, lid,
-                         attempt, exc)
+                log.info(
+                    "%s: offload of ledger %s failed (attempt %d): %s; retrying", self._host.name, lid, attempt, exc
+                )
                 await trio.sleep(backoff.next())
                 fresh = {i.ledger_id: i for i in self._host.ledger_infos()}.get(lid)
                 if fresh is None:
@@ -324,9 +336,9 @@ class Offloads:
             await self._delete_objects(lid, previous)
         source = await host.bookie_source(lid)
         try:
-            result = await offloader.offload(source, ctx.uid, {"ManagedLedgerName": host.name,
-                                                               "LedgerId": str(lid)},
-                                             namespace=self.namespace)
+            result = await offloader.offload(
+                source, ctx.uid, {"ManagedLedgerName": host.name, "LedgerId": str(lid)}, namespace=self.namespace
+            )
         finally:
             with trio.CancelScope(shield=True):
                 await source.close()
@@ -338,8 +350,15 @@ class Offloads:
             raise _LedgerLeft(f"ledger {lid} left the list while offloading")
         self.last_success_ms = done.timestamp_ms
         self.last_offloaded_ledger = lid
-        log.info("%s: ledger %s offloaded to %s (%d entries, %d bytes, %.1f s)", host.name, lid, offloader.location,
-                 result.entries, result.ledger_bytes, result.seconds)
+        log.info(
+            "%s: ledger %s offloaded to %s (%d entries, %d bytes, %.1f s)",
+            host.name,
+            lid,
+            offloader.location,
+            result.entries,
+            result.ledger_bytes,
+            result.seconds,
+        )
         lag = (self.policies or self._tier.broker_policies).deletion_lag_ms
         self._schedule_deletion(lid, lag / 1000.0)
 
@@ -347,8 +366,9 @@ class Offloads:
         try:
             await self.offloader_for(ctx).delete(ledger_id, ctx.uid, namespace=self.namespace)
         except TierError as exc:
-            log.warning("%s: could not delete the tier copy %s of ledger %s: %s", self._host.name, ctx.uid,
-                        ledger_id, exc)
+            log.warning(
+                "%s: could not delete the tier copy %s of ledger %s: %s", self._host.name, ctx.uid, ledger_id, exc
+            )
 
     async def delete_tier_copy(self, info: LedgerInfo) -> None:
         """Delete a ledger's objects in the tier (Rule O6; failures are logged)."""
@@ -364,8 +384,9 @@ class Offloads:
         policies = await self.resolve_policies()
         report: dict[str, Any] = {"offloadStarted": [], "bookieCopiesDeleted": []}
         if policies.configured and not self._running and trio.current_time() >= self._auto_not_before:
-            chosen = select_for_threshold(self._host.ledger_infos(), self._host.current_ledger, policies,
-                                          self._host.now_ms())
+            chosen = select_for_threshold(
+                self._host.ledger_infos(), self._host.current_ledger, policies, self._host.now_ms()
+            )
             if chosen:
                 report["offloadStarted"] = [i.ledger_id for i in chosen]
                 up_to = Position(chosen[-1].ledger_id + 1, 0)
@@ -413,8 +434,9 @@ class Offloads:
             try:
                 await host.delete_bookie_copy(info.ledger_id)
             except Exception as exc:
-                log.warning("%s: could not delete the bookie copy of offloaded ledger %s: %s", host.name,
-                            info.ledger_id, exc)
+                log.warning(
+                    "%s: could not delete the bookie copy of offloaded ledger %s: %s", host.name, info.ledger_id, exc
+                )
                 continue
             if await host.record_offload(info.ledger_id, info.offload, info.offload.bookie_copy_deleted()):
                 deleted.append(info.ledger_id)
@@ -452,25 +474,41 @@ class Offloads:
             state = "COMPLETE"
         else:
             state = "BOOKIE_DELETED"
-        out: dict[str, Any] = {"state": state,
-                               "location": "tier" if state == "BOOKIE_DELETED" else
-                               ("both" if state == "COMPLETE" else "bookies")}
+        out: dict[str, Any] = {
+            "state": state,
+            "location": "tier" if state == "BOOKIE_DELETED" else ("both" if state == "COMPLETE" else "bookies"),
+        }
         if ctx is not None:
-            out.update({"uid": str(ctx.uid), "driver": ctx.driver, "driverMetadata": dict(ctx.driver_metadata),
-                        "offloadedAtMs": ctx.timestamp_ms or None})
+            out.update(
+                {
+                    "uid": str(ctx.uid),
+                    "driver": ctx.driver,
+                    "driverMetadata": dict(ctx.driver_metadata),
+                    "offloadedAtMs": ctx.timestamp_ms or None,
+                }
+            )
         if info.ledger_id == self._host.current_ledger:
             why = "the ledger is being written: only closed ledgers are offloaded"
         elif state == "NONE":
-            why = ("not offloaded: no offload driver is configured for this topic" if not policies.configured
-                   else "not offloaded yet: under the offload thresholds, or waiting for a manual offload")
+            why = (
+                "not offloaded: no offload driver is configured for this topic"
+                if not policies.configured
+                else "not offloaded yet: under the offload thresholds, or waiting for a manual offload"
+            )
         elif state == "STARTED":
-            why = ("an offload is in progress" if self._running else
-                   "an offload started but did not complete (it is retried; its partial copy is deleted first)")
+            why = (
+                "an offload is in progress"
+                if self._running
+                else "an offload started but did not complete (it is retried; its partial copy is deleted first)"
+            )
         elif state == "COMPLETE":
             due = ctx.timestamp_ms + policies.deletion_lag_ms if ctx else 0
-            why = (f"offloaded and verified; the bookie copy is kept until the deletion lag "
-                   f"({policies.deletion_lag_ms} ms) passes at {due}" if now_ms < due else
-                   "offloaded and verified; the deletion lag passed: the bookie copy goes at the next check")
+            why = (
+                f"offloaded and verified; the bookie copy is kept until the deletion lag "
+                f"({policies.deletion_lag_ms} ms) passes at {due}"
+                if now_ms < due
+                else "offloaded and verified; the deletion lag passed: the bookie copy goes at the next check"
+            )
             out["bookieCopyDeletableAtMs"] = due
         else:
             why = "offloaded and verified; the deletion lag passed and the bookie copy was deleted"

@@ -45,8 +45,9 @@ class TierRoute(Protocol):
         ...
 
 
-async def open_with_passwords(bk: BookKeeperClient, ledger_id: int, passwords: tuple[bytes, ...], *,
-                              recovery: bool) -> ReadHandle:
+async def open_with_passwords(
+    bk: BookKeeperClient, ledger_id: int, passwords: tuple[bytes, ...], *, recovery: bool
+) -> ReadHandle:
     """Open ``ledger_id`` with the first of ``passwords`` it accepts (`ManagedLedgerConfig.read_passwords`:
     the configured one, then the legacy empty one); the last ``Unauthorized`` when none fits."""
     for i, password in enumerate(passwords):
@@ -65,9 +66,16 @@ class LedgerReader:
     they are cached: the owner's way to read entries another writer stored in another shape.
     """
 
-    def __init__(self, name: str, bk: BookKeeperClient, cache: EntryCache, max_handles: int,
-                 passwords: tuple[bytes, ...] = (b"",), tier: TierRoute | None = None,
-                 transform: Callable[[bytes], bytes] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        bk: BookKeeperClient,
+        cache: EntryCache,
+        max_handles: int,
+        passwords: tuple[bytes, ...] = (b"",),
+        tier: TierRoute | None = None,
+        transform: Callable[[bytes], bytes] | None = None,
+    ) -> None:
         self._name = name
         self.tier = tier
         self._transform = transform
@@ -119,11 +127,17 @@ class LedgerReader:
             got = await handle.read(first, last)
         except Exception as exc:
             raise ManagedLedgerError(
-                f"{self._name}: cannot read entries {first}..{last} of ledger {ledger_id}: {exc}") from exc
+                f"{self._name}: cannot read entries {first}..{last} of ledger {ledger_id}: {exc}"
+            ) from exc
         return [(le.entry_id, le.data) for le in got]
 
-    async def _read_tier(self, ledger_id: int, ctx: OffloadContext, first: int, last: int,
-                         ) -> list[tuple[int, bytes]]:
+    async def _read_tier(
+        self,
+        ledger_id: int,
+        ctx: OffloadContext,
+        first: int,
+        last: int,
+    ) -> list[tuple[int, bytes]]:
         assert self.tier is not None
         try:
             ledger = self._offloaded.get(ledger_id)
@@ -138,8 +152,10 @@ class LedgerReader:
             self._offloaded.move_to_end(ledger_id)
             got = await ledger.read(first, last)
         except TierError as exc:
-            raise ManagedLedgerError(f"{self._name}: cannot read entries {first}..{last} of offloaded ledger "
-                                     f"{ledger_id} from the tier: {exc}") from exc
+            raise ManagedLedgerError(
+                f"{self._name}: cannot read entries {first}..{last} of offloaded ledger "
+                f"{ledger_id} from the tier: {exc}"
+            ) from exc
         if not got or got[0][0] != first:
             raise ManagedLedgerError(f"{self._name}: offloaded ledger {ledger_id} has no entry {first}")
         return got

@@ -119,9 +119,16 @@ class SideLedgers:
         cfg = self._cfg
         try:
             handle = await self._bk.create_ledger(
-                cfg.ensemble_size, cfg.write_quorum, cfg.ack_quorum, password=cfg.ledger_password,
-                custom_metadata={"application": b"magnetar", "component": purpose.encode(),
-                                 "pulsar/managed-ledger": owner.encode()})
+                cfg.ensemble_size,
+                cfg.write_quorum,
+                cfg.ack_quorum,
+                password=cfg.ledger_password,
+                custom_metadata={
+                    "application": b"magnetar",
+                    "component": purpose.encode(),
+                    "pulsar/managed-ledger": owner.encode(),
+                },
+            )
         except Exception as exc:
             raise ManagedLedgerError(f"{owner}: cannot create a {purpose} ledger: {exc}") from exc
         return SideLedgerWriter(handle)

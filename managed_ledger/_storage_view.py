@@ -48,8 +48,9 @@ class LedgerPlacement:
     error: str | None = None
 
 
-async def ledger_placements(store: MetadataStore, ledger_ids: Iterable[int], *, root: str = "",
-                            concurrency: int = 16) -> dict[int, LedgerPlacement]:
+async def ledger_placements(
+    store: MetadataStore, ledger_ids: Iterable[int], *, root: str = "", concurrency: int = 16
+) -> dict[int, LedgerPlacement]:
     """Read the metadata of each of ``ledger_ids`` (at most ``concurrency`` reads at a time).
 
     Never raises for one ledger: a missing node gives state ``ABSENT``, a failed read

@@ -26,35 +26,36 @@ class ManagedLedgerMetrics:
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         r = self.registry
         # observed once per add: the batch form (one lock per completed run of adds)
-        self.add_latency = BatchHistogram("pulsar_ml_add_entry_latency_seconds",
-                                          "Time from add_entry admission to its completion",
-                                          buckets=_LATENCY_BUCKETS, registry=r)
-        self.entries_added = Counter("pulsar_ml_entries_added", "Entries added to managed ledgers",
-                                     registry=r)
-        self.bytes_added = Counter("pulsar_ml_bytes_added", "Payload bytes added to managed ledgers",
-                                   registry=r)
-        self.add_failures = Counter("pulsar_ml_add_entry_errors",
-                                    "Adds failed back to the caller", registry=r)
-        self.ledger_rolls = Counter("pulsar_ml_ledger_rollovers", "Ledgers rolled, by reason",
-                                    ["reason"], registry=r)
+        self.add_latency = BatchHistogram(
+            "pulsar_ml_add_entry_latency_seconds",
+            "Time from add_entry admission to its completion",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.entries_added = Counter("pulsar_ml_entries_added", "Entries added to managed ledgers", registry=r)
+        self.bytes_added = Counter("pulsar_ml_bytes_added", "Payload bytes added to managed ledgers", registry=r)
+        self.add_failures = Counter("pulsar_ml_add_entry_errors", "Adds failed back to the caller", registry=r)
+        self.ledger_rolls = Counter("pulsar_ml_ledger_rollovers", "Ledgers rolled, by reason", ["reason"], registry=r)
         for reason in ROLL_REASONS:
             self.ledger_rolls.labels(reason=reason)
-        self.cursor_persist_latency = Histogram("pulsar_ml_cursor_persist_latency_seconds",
-                                                "Time to write a cursor's state to the metadata store",
-                                                buckets=_LATENCY_BUCKETS, registry=r)
-        self.cursor_persist_errors = Counter("pulsar_ml_cursor_persist_errors",
-                                             "Cursor persists that failed", registry=r)
+        self.cursor_persist_latency = Histogram(
+            "pulsar_ml_cursor_persist_latency_seconds",
+            "Time to write a cursor's state to the metadata store",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.cursor_persist_errors = Counter(
+            "pulsar_ml_cursor_persist_errors", "Cursor persists that failed", registry=r
+        )
         self.cache_hits = Counter("pulsar_ml_cache_hits", "Entries read from the entry cache", registry=r)
-        self.cache_misses = Counter("pulsar_ml_cache_misses", "Entries not in the cache, read from storage",
-                                    registry=r)
-        self.cache_evictions = Counter("pulsar_ml_cache_evictions", "Entries evicted from the cache",
-                                       registry=r)
-        self.cache_size = Gauge("pulsar_ml_cache_used_size_bytes", "Bytes held by the entry cache",
-                                registry=r)
+        self.cache_misses = Counter("pulsar_ml_cache_misses", "Entries not in the cache, read from storage", registry=r)
+        self.cache_evictions = Counter("pulsar_ml_cache_evictions", "Entries evicted from the cache", registry=r)
+        self.cache_size = Gauge("pulsar_ml_cache_used_size_bytes", "Bytes held by the entry cache", registry=r)
         self.truncated_ranges = Counter(
             "pulsar_ml_cursor_persisted_ranges_truncated",
             "Cursor persists that kept only the first max_unacked_ranges_to_persist acked ranges",
-            registry=r)
+            registry=r,
+        )
         self.ledgers_trimmed = Counter("pulsar_ml_ledgers_trimmed", "Ledgers deleted by trimming", registry=r)
 
     def sample(self, name: str, labels: dict[str, str] | None = None) -> float:

@@ -45,12 +45,10 @@ class _Hub:
         self.data: _Watchers = {}
         self.children: _Watchers = {}
 
-    def add(self, table: _Watchers, path: str,
-            ch: CoalescingChannel[WatchEvent]) -> None:
+    def add(self, table: _Watchers, path: str, ch: CoalescingChannel[WatchEvent]) -> None:
         table.setdefault(path, set()).add(ch)
 
-    def remove(self, table: _Watchers, path: str,
-               ch: CoalescingChannel[WatchEvent]) -> None:
+    def remove(self, table: _Watchers, path: str, ch: CoalescingChannel[WatchEvent]) -> None:
         chans = table.get(path)
         if chans is not None:
             chans.discard(ch)
@@ -202,8 +200,15 @@ class LocalStore:
         self._live()
         return await self._db.call(lambda t: t.exists(path))
 
-    async def create(self, path: str, value: bytes = b"", *, ephemeral: bool = False,
-                     sequential: bool = False, make_parents: bool = False) -> str:
+    async def create(
+        self,
+        path: str,
+        value: bytes = b"",
+        *,
+        ephemeral: bool = False,
+        sequential: bool = False,
+        make_parents: bool = False,
+    ) -> str:
         self._live()
         owner = self.session_id if ephemeral else 0
         return await self._db.call(
@@ -228,8 +233,7 @@ class LocalStore:
         return await self._db.call(lambda t: t.transaction(ops, self.session_id))
 
     @asynccontextmanager
-    async def _watch(self, table: _Watchers,
-                     path: str) -> AsyncIterator[trio.abc.ReceiveChannel[WatchEvent]]:
+    async def _watch(self, table: _Watchers, path: str) -> AsyncIterator[trio.abc.ReceiveChannel[WatchEvent]]:
         _paths.validate(path)
         self._live()
         ch: CoalescingChannel[WatchEvent] = CoalescingChannel()

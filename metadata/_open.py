@@ -49,12 +49,14 @@ def _foreign_zk_url(url: str) -> str | None:
         hosts, slash, path = rest.partition("/")
         path = "/" + path.rstrip("/") if slash else ""
         if path and path != "/ledgers" and not path.endswith("/ledgers"):
-            raise ValueError(f"metadata store url {url!r}: Magnetar keeps a cluster's ledgers in a node named "
-                             "ledgers (/ledgers, or /<root>/ledgers)")
+            raise ValueError(
+                f"metadata store url {url!r}: Magnetar keeps a cluster's ledgers in a node named "
+                "ledgers (/ledgers, or /<root>/ledgers)"
+            )
         return f"zk://{hosts.replace(';', ',')}{path[: -len('/ledgers')] if path else ''}"
     if sep:
         return None
-    body = url[len("zk:"):] if url.startswith("zk:") else url
+    body = url[len("zk:") :] if url.startswith("zk:") else url
     hosts, slash, path = body.partition("/")
     if hosts and all(_host_port(h) for h in hosts.split(",")):
         return f"zk://{hosts}{slash}{path}"
@@ -103,8 +105,9 @@ def parse_store_url(url: str) -> StoreUrl:
 
 
 @asynccontextmanager
-async def open_metadata_store(url: str, *, security: ZkSecurity | None = None,
-                              tls: ZkTls | None = None) -> AsyncIterator[MetadataStore]:
+async def open_metadata_store(
+    url: str, *, security: ZkSecurity | None = None, tls: ZkTls | None = None
+) -> AsyncIterator[MetadataStore]:
     """Open a session on the store at ``url`` and close it (deleting its ephemerals) on exit.
 
     URL forms:
@@ -127,10 +130,14 @@ async def open_metadata_store(url: str, *, security: ZkSecurity | None = None,
     parsed = parse_store_url(url)
     store: MetadataStore
     if parsed.scheme == "zk":
-        store = await open_zookeeper_store(parsed.location, parsed.chroot,
-                                           session_timeout_s=parsed.session_timeout_s,
-                                           connect_timeout_s=parsed.connect_timeout_s,
-                                           security=security, tls=tls)
+        store = await open_zookeeper_store(
+            parsed.location,
+            parsed.chroot,
+            session_timeout_s=parsed.session_timeout_s,
+            connect_timeout_s=parsed.connect_timeout_s,
+            security=security,
+            tls=tls,
+        )
     else:
         store = await open_local_store(parsed.scheme, parsed.location)
     try:

@@ -59,7 +59,7 @@ class ZkSecurity:
             raise ConfigError(key, "zkEnableSecurity needs the digest credential user:password (or file:/path)")
         value = credentials
         if value.startswith("file:"):
-            path = Path(value[len("file:"):])
+            path = Path(value[len("file:") :])
             try:
                 value = path.read_text().strip()
             except OSError as exc:

@@ -98,8 +98,7 @@ class SpaceReserve:
         except FileNotFoundError:
             return False
         self._next_try = time.monotonic() + _RESERVE_RETRY_S
-        log.warning("metadata store %s: disk full; released its %d-byte space reserve",
-                    self.path.parent, self.size)
+        log.warning("metadata store %s: disk full; released its %d-byte space reserve", self.path.parent, self.size)
         return True
 
 
@@ -142,9 +141,7 @@ class SqliteStorage:
         self._lock.acquire()
         self._reserve = SpaceReserve(self.directory / RESERVE_FILE)
         try:
-            self._db = sqlite3.connect(
-                self.directory / DB_FILE, isolation_level=None, check_same_thread=False
-            )
+            self._db = sqlite3.connect(self.directory / DB_FILE, isolation_level=None, check_same_thread=False)
             self._with_space(self._prepare)
         except BaseException:
             self._lock.release()
@@ -224,12 +221,19 @@ class SqliteStorage:
                     parent = "" if path == _paths.ROOT else _paths.parent(path)
                     self._db.execute(
                         "INSERT OR REPLACE INTO nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (path, parent, node.data, node.version, node.cversion, node.ctime_ms,
-                         node.mtime_ms, node.owner, node.num_children),
+                        (
+                            path,
+                            parent,
+                            node.data,
+                            node.version,
+                            node.cversion,
+                            node.ctime_ms,
+                            node.mtime_ms,
+                            node.owner,
+                            node.num_children,
+                        ),
                     )
-            self._db.executemany(
-                "INSERT OR REPLACE INTO counters VALUES (?, ?)", sorted(counters.items())
-            )
+            self._db.executemany("INSERT OR REPLACE INTO counters VALUES (?, ?)", sorted(counters.items()))
             self._db.execute("COMMIT")
         except BaseException:
             if self._db.in_transaction:

@@ -130,8 +130,9 @@ class Txn:
         self._must(_paths.validate(path), "children")
         return self.child_names(path)
 
-    def create(self, path: str, value: bytes, owner: int, *, sequential: bool = False,
-               make_parents: bool = False) -> str:
+    def create(
+        self, path: str, value: bytes, owner: int, *, sequential: bool = False, make_parents: bool = False
+    ) -> str:
         # ZooKeeper lets a sequential path end in '/': the suffix then is the whole name
         _paths.validate(path + "0" if sequential else path)
         if path == _paths.ROOT:

@@ -150,8 +150,15 @@ class MetadataStore(Protocol):
         """The node's stat, or None if it does not exist."""
         ...
 
-    async def create(self, path: str, value: bytes = b"", *, ephemeral: bool = False,
-                     sequential: bool = False, make_parents: bool = False) -> str:
+    async def create(
+        self,
+        path: str,
+        value: bytes = b"",
+        *,
+        ephemeral: bool = False,
+        sequential: bool = False,
+        make_parents: bool = False,
+    ) -> str:
         """Create a node and return its actual path (sequential suffix: 10 digits).
 
         Raises NodeExistsError, NoNodeError (parent missing and not make_parents),

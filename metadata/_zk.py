@@ -51,8 +51,7 @@ from ._security import ZkSecurity
 from ._types import Check, Create, Delete, Op, OpResult, SessionState, SetData, Stat, WatchEvent, WatchKind
 from ._zk_tls import ZkTls
 
-_CONNECTION_ERRORS = (kz.ConnectionLoss, kz.ConnectionClosedError, kz.ConnectionDropped,
-                      kz.OperationTimeoutError)
+_CONNECTION_ERRORS = (kz.ConnectionLoss, kz.ConnectionClosedError, kz.ConnectionDropped, kz.OperationTimeoutError)
 _RECURSIVE_DELETE_ATTEMPTS = 5
 
 
@@ -69,8 +68,9 @@ def _map_error(exc: BaseException, path: str, doing: str, version: int = -1) -> 
     if isinstance(exc, kz.NoChildrenForEphemeralsError):
         return NoChildrenForEphemeralsError(path)
     if isinstance(exc, (kz.NoAuthError, kz.AuthFailedError)):
-        return NoAuthError(f"{doing} {path}: ZooKeeper refused it (the node's ACL does not allow "
-                           f"this session's credentials)", path)
+        return NoAuthError(
+            f"{doing} {path}: ZooKeeper refused it (the node's ACL does not allow this session's credentials)", path
+        )
     if isinstance(exc, kz.SessionExpiredError):
         return SessionExpiredError(f"{doing} {path}: the ZooKeeper session expired", path)
     if isinstance(exc, _CONNECTION_ERRORS):
@@ -141,7 +141,8 @@ class _ZkWatchChannel(trio.abc.ReceiveChannel[WatchEvent]):
             try:
                 _, stat = await store._bridge(
                     lambda: client.get_children_async(path, watch=self.fired, include_data=True),
-                    path, "watch children of",
+                    path,
+                    "watch children of",
                 )
                 return (stat.czxid, stat.cversion)
             except NoNodeError:
@@ -263,14 +264,23 @@ class ZooKeeperStore:
         stat = await self._bridge(lambda: self._client.exists_async(path), path, "exists")
         return None if stat is None else _stat(stat)
 
-    async def create(self, path: str, value: bytes = b"", *, ephemeral: bool = False,
-                     sequential: bool = False, make_parents: bool = False) -> str:
+    async def create(
+        self,
+        path: str,
+        value: bytes = b"",
+        *,
+        ephemeral: bool = False,
+        sequential: bool = False,
+        make_parents: bool = False,
+    ) -> str:
         _paths.validate(path + "0" if sequential else path)
         try:
             return await self._bridge(
-                lambda: self._client.create_async(path, bytes(value), ephemeral=ephemeral,
-                                                  sequence=sequential, makepath=make_parents),
-                path, "create",
+                lambda: self._client.create_async(
+                    path, bytes(value), ephemeral=ephemeral, sequence=sequential, makepath=make_parents
+                ),
+                path,
+                "create",
             )
         except NoNodeError as exc:
             parent = _paths.parent(path + "0" if sequential else path)
@@ -278,8 +288,7 @@ class ZooKeeperStore:
 
     async def set(self, path: str, value: bytes, *, version: int) -> Stat:
         _paths.validate(path)
-        stat = await self._bridge(lambda: self._client.set_async(path, bytes(value), version),
-                                  path, "set", version)
+        stat = await self._bridge(lambda: self._client.set_async(path, bytes(value), version), path, "set", version)
         return _stat(stat)
 
     async def delete(self, path: str, *, version: int = -1, recursive: bool = False) -> None:
@@ -336,8 +345,9 @@ class ZooKeeperStore:
             else:
                 raise TypeError(f"not a metadata op: {op!r}")
         results = await self._bridge(tx.commit_async, ops[0].path, "transaction")
-        failed = [(i, r) for i, r in enumerate(results)
-                  if isinstance(r, Exception) and not isinstance(r, kz.RolledBackError)]
+        failed = [
+            (i, r) for i, r in enumerate(results) if isinstance(r, Exception) and not isinstance(r, kz.RolledBackError)
+        ]
         if failed:
             i, exc = failed[0]
             op = ops[i]
@@ -396,8 +406,9 @@ class ZooKeeperStore:
             await trio.to_thread.run_sync(self._client.close)
 
 
-def _new_client(hosts: str, session_timeout_s: float, security: ZkSecurity | None = None,
-                tls: ZkTls | None = None) -> KazooClient:
+def _new_client(
+    hosts: str, session_timeout_s: float, security: ZkSecurity | None = None, tls: ZkTls | None = None
+) -> KazooClient:
     auth: dict[str, Any] = {}
     if security is not None:
         # kazoo adds the credential on every (re)connect before any request, and uses the ACL for
@@ -405,9 +416,15 @@ def _new_client(hosts: str, session_timeout_s: float, security: ZkSecurity | Non
         auth = {"auth_data": [("digest", security.digest)], "default_acl": CREATOR_ALL_ACL}
     if tls is not None:
         # kazoo loads the certificate only when given both files: the PEM key store holds both
-        auth.update(use_ssl=True, verify_certs=True, check_hostname=tls.hostname_verification,
-                    ca=tls.truststore or None, certfile=tls.keystore or None, keyfile=tls.keystore or None,
-                    keyfile_password=tls.keystore_password or None)
+        auth.update(
+            use_ssl=True,
+            verify_certs=True,
+            check_hostname=tls.hostname_verification,
+            ca=tls.truststore or None,
+            certfile=tls.keystore or None,
+            keyfile=tls.keystore or None,
+            keyfile_password=tls.keystore_password or None,
+        )
     return KazooClient(
         hosts=hosts,
         timeout=session_timeout_s,
@@ -417,9 +434,15 @@ def _new_client(hosts: str, session_timeout_s: float, security: ZkSecurity | Non
     )
 
 
-async def open_zookeeper_store(hosts: str, chroot: str, *, session_timeout_s: float = 10.0,
-                               connect_timeout_s: float = 10.0, security: ZkSecurity | None = None,
-                               tls: ZkTls | None = None) -> ZooKeeperStore:
+async def open_zookeeper_store(
+    hosts: str,
+    chroot: str,
+    *,
+    session_timeout_s: float = 10.0,
+    connect_timeout_s: float = 10.0,
+    security: ZkSecurity | None = None,
+    tls: ZkTls | None = None,
+) -> ZooKeeperStore:
     """Connect to ``hosts`` (``h:p,h:p``) under ``chroot`` (created if missing; "" for none).
 
     With ``security`` the session authenticates with its digest credential and every node it

@@ -52,8 +52,10 @@ class ZkTls:
     hostname_verification: bool = True
 
     def __repr__(self) -> str:  # never print the password
-        return (f"ZkTls(keystore={self.keystore!r}, truststore={self.truststore!r}, "
-                f"hostname_verification={self.hostname_verification})")
+        return (
+            f"ZkTls(keystore={self.keystore!r}, truststore={self.truststore!r}, "
+            f"hostname_verification={self.hostname_verification})"
+        )
 
     @classmethod
     def from_properties(cls, props: dict[str, str], source: str) -> ZkTls | None:
@@ -67,10 +69,12 @@ class ZkTls:
             kind = props.get(key, "").strip()
             if kind and kind.upper() != "PEM":
                 raise ConfigError(key, f"{source}: only PEM files are supported, got {kind!r}")
-        tls = cls(keystore=_readable(props.get(_KEYSTORE, "").strip(), _KEYSTORE, source),
-                  keystore_password=props.get(_KEYSTORE_PASSWORD, ""),
-                  truststore=_readable(props.get(_TRUSTSTORE, "").strip(), _TRUSTSTORE, source),
-                  hostname_verification=props.get(_HOSTNAME, "true").strip().lower() != "false")
+        tls = cls(
+            keystore=_readable(props.get(_KEYSTORE, "").strip(), _KEYSTORE, source),
+            keystore_password=props.get(_KEYSTORE_PASSWORD, ""),
+            truststore=_readable(props.get(_TRUSTSTORE, "").strip(), _TRUSTSTORE, source),
+            hostname_verification=props.get(_HOSTNAME, "true").strip().lower() != "false",
+        )
         tls.check(source)
         return tls
 
@@ -94,14 +98,16 @@ class ZkTls:
             try:
                 ctx.load_verify_locations(self.truststore)
             except (ssl.SSLError, OSError) as exc:
-                raise ConfigError(_TRUSTSTORE, f"{source}: {self.truststore!r} holds no usable CA "
-                                               f"certificate: {exc}") from None
+                raise ConfigError(
+                    _TRUSTSTORE, f"{source}: {self.truststore!r} holds no usable CA certificate: {exc}"
+                ) from None
         if self.keystore:
             try:
                 ctx.load_cert_chain(self.keystore, self.keystore, self.keystore_password or None)
             except (ssl.SSLError, OSError) as exc:
-                raise ConfigError(_KEYSTORE, f"{source}: {self.keystore!r} must hold a private key and its "
-                                             f"certificate (PEM): {exc}") from None
+                raise ConfigError(
+                    _KEYSTORE, f"{source}: {self.keystore!r} must hold a private key and its certificate (PEM): {exc}"
+                ) from None
 
 
 def _readable(path: str, key: str, source: str) -> str:

@@ -64,8 +64,9 @@ def _holds_strings(desc: Descriptor, seen: set[str]) -> bool:
     if desc.full_name in seen:
         return False
     seen.add(desc.full_name)
-    return any(f.type == _STRING or (f.message_type is not None and _holds_strings(f.message_type, seen))
-               for f in desc.fields)
+    return any(
+        f.type == _STRING or (f.message_type is not None and _holds_strings(f.message_type, seen)) for f in desc.fields
+    )
 
 
 def _twin_pool(file: FileDescriptor) -> DescriptorPool:
@@ -116,8 +117,11 @@ def _check_of(cls: type) -> _Check:
         check = _Check(None, None)
     else:
         twin = message_factory.GetMessageClass(_twin_pool(desc.file).FindMessageTypeByName(desc.full_name))
-        gates = tuple((f.name, f.is_repeated) for f in desc.fields if f.type == _STRING
-                      or (f.message_type is not None and _holds_strings(f.message_type, set())))
+        gates = tuple(
+            (f.name, f.is_repeated)
+            for f in desc.fields
+            if f.type == _STRING or (f.message_type is not None and _holds_strings(f.message_type, set()))
+        )
         check = _Check(twin, gates if len(gates) <= _MAX_GATES else None)
     _CHECKS[cls] = check
     return check
@@ -159,7 +163,7 @@ def invalid_utf8_field(msg: Message, data: bytes | bytearray | memoryview) -> st
         return None
     # all-ASCII bytes hold no invalid UTF-8 anywhere: skip the twin parse (most frames, and the
     # cost of every SEND's command and metadata on the broker's unbatched path)
-    if (data.isascii() if not isinstance(data, memoryview) else data.tobytes().isascii()):
+    if data.isascii() if not isinstance(data, memoryview) else data.tobytes().isascii():
         return None
     if check.gates is not None:
         for name, repeated in check.gates:

@@ -107,10 +107,14 @@ class LedgerDecision:
     def to_json(self, now_ms: int) -> dict[str, Any]:
         """JSON for explain (ages in seconds; no age for the open ledger, which has no close time)."""
         out: dict[str, Any] = {
-            "ledgerId": self.ledger_id, "entries": self.entries, "size": self.size,
+            "ledgerId": self.ledger_id,
+            "entries": self.entries,
+            "size": self.size,
             "closedAtMs": self.timestamp_ms or None,
             "ageSeconds": (now_ms - self.timestamp_ms) / 1000 if self.timestamp_ms else None,
-            "decision": self.verdict.value, "reason": self.reason.value, "explanation": self.explanation,
+            "decision": self.verdict.value,
+            "reason": self.reason.value,
+            "explanation": self.explanation,
         }
         if self.cursor is not None:
             out["cursor"] = self.cursor
@@ -143,9 +147,14 @@ class RetentionDecision:
 
     def to_json(self) -> dict[str, Any]:
         """JSON for explain."""
-        return {"nowMs": self.now_ms, "retention": self.retention.to_json(), "totalSize": self.total_size,
-                "slowestCursor": self.slowest_cursor, "deletable": self.deletable,
-                "ledgers": [d.to_json(self.now_ms) for d in self.ledgers]}
+        return {
+            "nowMs": self.now_ms,
+            "retention": self.retention.to_json(),
+            "totalSize": self.total_size,
+            "slowestCursor": self.slowest_cursor,
+            "deletable": self.deletable,
+            "ledgers": [d.to_json(self.now_ms) for d in self.ledgers],
+        }
 
 
 def _fmt_bytes(n: int) -> str:
@@ -160,8 +169,9 @@ def _fmt_s(ms: int) -> str:
     return f"{ms / 1000:g}s"
 
 
-def _pinned_by_cursor(base: _LedgerFields, end: Position, cursors: Mapping[str, Position],
-                      system_cursors: Collection[str]) -> LedgerDecision | None:
+def _pinned_by_cursor(
+    base: _LedgerFields, end: Position, cursors: Mapping[str, Position], system_cursors: Collection[str]
+) -> LedgerDecision | None:
     """The KEEP decision for a ledger whose last entry ``end`` some cursor has not passed, naming
     the furthest-behind one; None when every cursor is past it."""
     pinning = sorted((pos, name) for name, pos in cursors.items() if pos < end)
@@ -170,36 +180,56 @@ def _pinned_by_cursor(base: _LedgerFields, end: Position, cursors: Mapping[str, 
     pos, name = pinning[0]
     others = f" (and {len(pinning) - 1} more cursor(s))" if len(pinning) > 1 else ""
     if name in system_cursors:
-        text = (f"system cursor {name!r}{others} still needs it: its last snapshot, at {pos}, is "
-                f"before its last entry {end}")
+        text = (
+            f"system cursor {name!r}{others} still needs it: its last snapshot, at {pos}, is "
+            f"before its last entry {end}"
+        )
     else:
-        text = (f"cursor {name!r}{others} has not acknowledged it: mark-delete {pos} is "
-                f"before its last entry {end}")
+        text = f"cursor {name!r}{others} has not acknowledged it: mark-delete {pos} is before its last entry {end}"
     return LedgerDecision(*base, verdict=Verdict.KEEP, reason=Reason.NEEDED_BY_CURSOR, cursor=name, explanation=text)
 
 
-def _kept_within_retention(base: _LedgerFields, info: LedgerInfo, remaining: int, total: int,
-                           retention: RetentionPolicies, now_ms: int) -> LedgerDecision:
+def _kept_within_retention(
+    base: _LedgerFields, info: LedgerInfo, remaining: int, total: int, retention: RetentionPolicies, now_ms: int
+) -> LedgerDecision:
     """The KEEP decision for a consumed ledger that retention's time or size still holds;
     ``remaining`` is the topic's size before this ledger would be deleted."""
     time_ms, size_bytes = retention.time_ms, retention.size_bytes
-    size_note = "" if size_bytes is None else (
-        f"deleting it would leave {_fmt_bytes(remaining - info.size)} of "
-        f"{_fmt_bytes(total)}, under the retention size of {_fmt_bytes(size_bytes)}")
+    size_note = (
+        ""
+        if size_bytes is None
+        else (
+            f"deleting it would leave {_fmt_bytes(remaining - info.size)} of "
+            f"{_fmt_bytes(total)}, under the retention size of {_fmt_bytes(size_bytes)}"
+        )
+    )
     if time_ms is None:
-        return LedgerDecision(*base, verdict=Verdict.KEEP, reason=Reason.WITHIN_RETENTION_SIZE,
-                              explanation="consumed; " + size_note)
-    text = (f"consumed; within the retention time of {_fmt_s(time_ms)} for another "
-            f"{_fmt_s(info.timestamp_ms + time_ms - now_ms)} (closed {_fmt_s(now_ms - info.timestamp_ms)} ago)")
+        return LedgerDecision(
+            *base, verdict=Verdict.KEEP, reason=Reason.WITHIN_RETENTION_SIZE, explanation="consumed; " + size_note
+        )
+    text = (
+        f"consumed; within the retention time of {_fmt_s(time_ms)} for another "
+        f"{_fmt_s(info.timestamp_ms + time_ms - now_ms)} (closed {_fmt_s(now_ms - info.timestamp_ms)} ago)"
+    )
     if size_note:
         text += "; and " + size_note
-    return LedgerDecision(*base, verdict=Verdict.KEEP, reason=Reason.WITHIN_RETENTION_TIME,
-                          expires_at_ms=info.timestamp_ms + time_ms, explanation=text)
+    return LedgerDecision(
+        *base,
+        verdict=Verdict.KEEP,
+        reason=Reason.WITHIN_RETENTION_TIME,
+        expires_at_ms=info.timestamp_ms + time_ms,
+        explanation=text,
+    )
 
 
-def decide_retention(ledgers: Sequence[LedgerInfo], cursors: Mapping[str, Position],
-                     retention: RetentionPolicies, now_ms: int, *,
-                     system_cursors: Collection[str] = ()) -> RetentionDecision:
+def decide_retention(
+    ledgers: Sequence[LedgerInfo],
+    cursors: Mapping[str, Position],
+    retention: RetentionPolicies,
+    now_ms: int,
+    *,
+    system_cursors: Collection[str] = (),
+) -> RetentionDecision:
     """Decide, for each ledger (oldest first, the last one being the current ledger), whether
     retention may delete it, following the module rules. ``cursors`` maps every durable cursor to
     its mark-delete position (empty: no cursors); those named in ``system_cursors`` pin ledgers but
@@ -217,8 +247,14 @@ def decide_retention(ledgers: Sequence[LedgerInfo], cursors: Mapping[str, Positi
     for k, info in enumerate(ledgers):
         base = _LedgerFields(info.ledger_id, info.entries, info.size, info.timestamp_ms)
         if k == last:
-            out.append(LedgerDecision(*base, verdict=Verdict.KEEP, reason=Reason.OPEN_LEDGER,
-                                      explanation="the current ledger (last of the list) is never trimmed"))
+            out.append(
+                LedgerDecision(
+                    *base,
+                    verdict=Verdict.KEEP,
+                    reason=Reason.OPEN_LEDGER,
+                    explanation="the current ledger (last of the list) is never trimmed",
+                )
+            )
             continue
         end = Position(info.ledger_id, info.entries - 1)
         pinned = _pinned_by_cursor(base, end, cursors, system_cursors)
@@ -227,15 +263,25 @@ def decide_retention(ledgers: Sequence[LedgerInfo], cursors: Mapping[str, Positi
             continue
         expires_at = None if time_ms is None else info.timestamp_ms + time_ms
         if blocker is not None:
-            out.append(LedgerDecision(
-                *base, verdict=Verdict.KEEP, reason=blocker.reason, expires_at_ms=expires_at,
-                blocked_by=blocker.ledger_id,
-                explanation=f"consumed, but ledger {blocker.ledger_id} before it is kept "
-                            f"({blocker.reason.value}) and trimming goes oldest first"))
+            out.append(
+                LedgerDecision(
+                    *base,
+                    verdict=Verdict.KEEP,
+                    reason=blocker.reason,
+                    expires_at_ms=expires_at,
+                    blocked_by=blocker.ledger_id,
+                    explanation=f"consumed, but ledger {blocker.ledger_id} before it is kept "
+                    f"({blocker.reason.value}) and trimming goes oldest first",
+                )
+            )
             continue
         if retention.infinite:
-            blocker = LedgerDecision(*base, verdict=Verdict.KEEP, reason=Reason.INFINITE_RETENTION,
-                                     explanation="consumed; retention is infinite (-1/-1)")
+            blocker = LedgerDecision(
+                *base,
+                verdict=Verdict.KEEP,
+                reason=Reason.INFINITE_RETENTION,
+                explanation="consumed; retention is infinite (-1/-1)",
+            )
             out.append(blocker)
             continue
         expired = time_ms is not None and now_ms - info.timestamp_ms > time_ms
@@ -244,14 +290,24 @@ def decide_retention(ledgers: Sequence[LedgerInfo], cursors: Mapping[str, Positi
             deleted_bytes += info.size
             why = []
             if expired:
-                why.append(f"closed {_fmt_s(now_ms - info.timestamp_ms)} ago, past the retention time "
-                           f"of {_fmt_s(time_ms or 0)}")
+                why.append(
+                    f"closed {_fmt_s(now_ms - info.timestamp_ms)} ago, past the retention time "
+                    f"of {_fmt_s(time_ms or 0)}"
+                )
             if over_size:
-                why.append(f"deleting it leaves {_fmt_bytes(total - deleted_bytes)}, at least the "
-                           f"retention size of {_fmt_bytes(size_bytes or 0)}")
-            out.append(LedgerDecision(*base, verdict=Verdict.DELETE,
-                                      reason=Reason.CONSUMED_AND_OUTSIDE_RETENTION, expires_at_ms=expires_at,
-                                      explanation="consumed by every cursor; " + " and ".join(why)))
+                why.append(
+                    f"deleting it leaves {_fmt_bytes(total - deleted_bytes)}, at least the "
+                    f"retention size of {_fmt_bytes(size_bytes or 0)}"
+                )
+            out.append(
+                LedgerDecision(
+                    *base,
+                    verdict=Verdict.DELETE,
+                    reason=Reason.CONSUMED_AND_OUTSIDE_RETENTION,
+                    expires_at_ms=expires_at,
+                    explanation="consumed by every cursor; " + " and ".join(why),
+                )
+            )
             continue
         blocker = _kept_within_retention(base, info, total - deleted_bytes, total, retention, now_ms)
         out.append(blocker)
@@ -268,8 +324,9 @@ def ttl_cutoff_ms(ttl_s: int | None, now_ms: int) -> int | None:
     return now_ms - ttl_s * 1000
 
 
-def ttl_floor_position(ledgers: Sequence[LedgerInfo], mark_delete: Position, ttl_s: int | None,
-                       now_ms: int) -> Position | None:
+def ttl_floor_position(
+    ledgers: Sequence[LedgerInfo], mark_delete: Position, ttl_s: int | None, now_ms: int
+) -> Position | None:
     """The last entry of the newest closed ledger (never the last of the list) that was closed
     before the TTL cut-off: all its entries are expired without reading them. None when no such
     ledger lies after ``mark_delete`` or TTL is off."""
@@ -286,8 +343,11 @@ def ttl_floor_position(ledgers: Sequence[LedgerInfo], mark_delete: Position, ttl
 
 
 async def expired_ttl_position(
-        ledgers: Sequence[LedgerInfo], mark_delete: Position, ttl_s: int | None, now_ms: int,
-        find_newest_published_before: Callable[[int], Awaitable[Position | None]] | None = None,
+    ledgers: Sequence[LedgerInfo],
+    mark_delete: Position,
+    ttl_s: int | None,
+    now_ms: int,
+    find_newest_published_before: Callable[[int], Awaitable[Position | None]] | None = None,
 ) -> Position | None:
     """Where a subscription's mark-delete should move for TTL: the newest expired entry after
     ``mark_delete``, or None when nothing new is expired (or TTL is off).
@@ -331,9 +391,11 @@ class QuotaAction(enum.Enum):
     EVICT = "evict"
 
 
-_ACTIONS = {BacklogQuotaPolicy.PRODUCER_REQUEST_HOLD: QuotaAction.HOLD_PRODUCERS,
-            BacklogQuotaPolicy.PRODUCER_EXCEPTION: QuotaAction.REJECT_PRODUCERS,
-            BacklogQuotaPolicy.CONSUMER_BACKLOG_EVICTION: QuotaAction.EVICT}
+_ACTIONS = {
+    BacklogQuotaPolicy.PRODUCER_REQUEST_HOLD: QuotaAction.HOLD_PRODUCERS,
+    BacklogQuotaPolicy.PRODUCER_EXCEPTION: QuotaAction.REJECT_PRODUCERS,
+    BacklogQuotaPolicy.CONSUMER_BACKLOG_EVICTION: QuotaAction.EVICT,
+}
 
 
 @dataclass(frozen=True)
@@ -352,17 +414,22 @@ class QuotaDecision:
 
     def to_json(self) -> dict[str, Any]:
         """JSON for explain and the broker's error messages."""
-        out: dict[str, Any] = {"type": self.quota_type.value, "quota": self.quota.to_json(),
-                               "action": self.action.value, "cursor": self.cursor,
-                               "explanation": self.explanation}
+        out: dict[str, Any] = {
+            "type": self.quota_type.value,
+            "quota": self.quota.to_json(),
+            "action": self.action.value,
+            "cursor": self.cursor,
+            "explanation": self.explanation,
+        }
         if self.action is QuotaAction.EVICT:
             out["skipEntries"] = self.skip_entries
             out["evictBeforeMs"] = self.evict_before_ms
         return out
 
 
-def evaluate_backlog_quota(cursors: Sequence[CursorBacklog],
-                           quotas: Mapping[BacklogQuotaType, BacklogQuota], now_ms: int) -> list[QuotaDecision]:
+def evaluate_backlog_quota(
+    cursors: Sequence[CursorBacklog], quotas: Mapping[BacklogQuotaType, BacklogQuota], now_ms: int
+) -> list[QuotaDecision]:
     """The quotas exceeded now (destination_storage first), each with its action; empty when the
     topic is within every quota or has no subscription. Pure."""
     out: list[QuotaDecision] = []
@@ -373,13 +440,21 @@ def evaluate_backlog_quota(cursors: Sequence[CursorBacklog],
             target = EVICTION_TARGET * size_q.limit_size
             skip = 0
             if worst.backlog_entries > 0:
-                skip = min(worst.backlog_entries, math.ceil(
-                    worst.backlog_entries * (worst.backlog_size - target) / worst.backlog_size))
-            out.append(QuotaDecision(
-                BacklogQuotaType.DESTINATION_STORAGE, size_q, _ACTIONS[size_q.policy], worst.name,
-                f"subscription {worst.name!r} has a backlog of {_fmt_bytes(worst.backlog_size)}, at or "
-                f"over the limit of {_fmt_bytes(size_q.limit_size)} ({size_q.policy.value})",
-                skip_entries=skip))
+                skip = min(
+                    worst.backlog_entries,
+                    math.ceil(worst.backlog_entries * (worst.backlog_size - target) / worst.backlog_size),
+                )
+            out.append(
+                QuotaDecision(
+                    BacklogQuotaType.DESTINATION_STORAGE,
+                    size_q,
+                    _ACTIONS[size_q.policy],
+                    worst.name,
+                    f"subscription {worst.name!r} has a backlog of {_fmt_bytes(worst.backlog_size)}, at or "
+                    f"over the limit of {_fmt_bytes(size_q.limit_size)} ({size_q.policy.value})",
+                    skip_entries=skip,
+                )
+            )
     age_q = quotas.get(BacklogQuotaType.MESSAGE_AGE)
     if age_q is not None and age_q.limit_time > 0:
         aged = [c for c in cursors if c.oldest_unacked_ms is not None and c.backlog_entries > 0]
@@ -388,9 +463,15 @@ def evaluate_backlog_quota(cursors: Sequence[CursorBacklog],
             assert worst.oldest_unacked_ms is not None
             age_ms = now_ms - worst.oldest_unacked_ms
             if age_ms > age_q.limit_time * 1000:
-                out.append(QuotaDecision(
-                    BacklogQuotaType.MESSAGE_AGE, age_q, _ACTIONS[age_q.policy], worst.name,
-                    f"subscription {worst.name!r} has an unacknowledged entry {_fmt_s(age_ms)} old, over "
-                    f"the limit of {age_q.limit_time}s ({age_q.policy.value})",
-                    evict_before_ms=now_ms - age_q.limit_time * 1000))
+                out.append(
+                    QuotaDecision(
+                        BacklogQuotaType.MESSAGE_AGE,
+                        age_q,
+                        _ACTIONS[age_q.policy],
+                        worst.name,
+                        f"subscription {worst.name!r} has an unacknowledged entry {_fmt_s(age_ms)} old, over "
+                        f"the limit of {age_q.limit_time}s ({age_q.policy.value})",
+                        evict_before_ms=now_ms - age_q.limit_time * 1000,
+                    )
+                )
     return out

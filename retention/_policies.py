@@ -45,8 +45,9 @@ _I64_MAX = 2**63 - 1
 _DECIMAL = re.compile(r"[-+]?[0-9]+")
 
 
-def _int_field(data: Mapping[str, Any], key: str, *, default: int | None = None,
-               minimum: int = -1, maximum: int = _I64_MAX) -> int:
+def _int_field(
+    data: Mapping[str, Any], key: str, *, default: int | None = None, minimum: int = -1, maximum: int = _I64_MAX
+) -> int:
     if key not in data or data[key] is None:
         if default is None:
             raise ValueError(f"{key!r} is required")
@@ -86,8 +87,10 @@ class RetentionPolicies:
                 raise ValueError(f"retention {name} must be an integer >= -1, not {value!r}")
         t, s = self.retention_time_minutes, self.retention_size_mb
         if (t == 0) != (s == 0):
-            raise ValueError("invalid retention policy: a single time or size limit of 0 next to a "
-                             "non-zero one is refused; use -1 to ignore one limit, 0/0 to retain nothing")
+            raise ValueError(
+                "invalid retention policy: a single time or size limit of 0 next to a "
+                "non-zero one is refused; use -1 to ignore one limit, 0/0 to retain nothing"
+            )
 
     @property
     def infinite(self) -> bool:
@@ -108,13 +111,11 @@ class RetentionPolicies:
     def from_json(cls, data: object) -> RetentionPolicies:
         """Parse ``{"retentionTimeInMinutes": int, "retentionSizeInMB": int}``; raise `ValueError`."""
         d = _mapping(data, "retention policies")
-        return cls(_int_field(d, "retentionTimeInMinutes", maximum=_I32_MAX),
-                   _int_field(d, "retentionSizeInMB"))
+        return cls(_int_field(d, "retentionTimeInMinutes", maximum=_I32_MAX), _int_field(d, "retentionSizeInMB"))
 
     def to_json(self) -> dict[str, int]:
         """Pulsar's JSON shape."""
-        return {"retentionTimeInMinutes": self.retention_time_minutes,
-                "retentionSizeInMB": self.retention_size_mb}
+        return {"retentionTimeInMinutes": self.retention_time_minutes, "retentionSizeInMB": self.retention_size_mb}
 
 
 def parse_message_ttl(value: object) -> int | None:
@@ -170,8 +171,9 @@ class BacklogQuota:
         except ValueError:
             allowed = ", ".join(p.value for p in BacklogQuotaPolicy)
             raise ValueError(f"backlog quota policy must be one of {allowed}, not {policy_name!r}") from None
-        return cls(_int_field(d, size_key, default=-1), _int_field(d, "limitTime", default=-1, maximum=_I32_MAX),
-                   policy)
+        return cls(
+            _int_field(d, size_key, default=-1), _int_field(d, "limitTime", default=-1, maximum=_I32_MAX), policy
+        )
 
     def to_json(self) -> dict[str, Any]:
         """Pulsar's JSON shape."""
@@ -208,10 +210,14 @@ class PolicyOverrides:
         d = _mapping(data, "policies")
         ret = d.get("retention_policies")
         quotas_json = d.get("backlog_quota_map") or {}
-        quotas = {_quota_type(k): BacklogQuota.from_json(v)
-                  for k, v in _mapping(quotas_json, "backlog_quota_map").items()}
-        return cls(None if ret is None else RetentionPolicies.from_json(ret),
-                   parse_message_ttl(d.get("message_ttl_in_seconds")), quotas)
+        quotas = {
+            _quota_type(k): BacklogQuota.from_json(v) for k, v in _mapping(quotas_json, "backlog_quota_map").items()
+        }
+        return cls(
+            None if ret is None else RetentionPolicies.from_json(ret),
+            parse_message_ttl(d.get("message_ttl_in_seconds")),
+            quotas,
+        )
 
     def to_json(self) -> dict[str, Any]:
         """The ``Policies``-shaped JSON (unset policies are omitted)."""
@@ -235,35 +241,49 @@ class RetentionConfig:
     """
 
     default_retention_time_minutes: int = config_field(
-        0, alias="defaultRetentionTimeInMinutes",
-        help="Retention time when no policy sets one (-1 infinite).")
+        0, alias="defaultRetentionTimeInMinutes", help="Retention time when no policy sets one (-1 infinite)."
+    )
     default_retention_size_mb: int = config_field(
-        0, alias="defaultRetentionSizeInMB", help="Retention size when no policy sets one (-1 infinite).")
+        0, alias="defaultRetentionSizeInMB", help="Retention size when no policy sets one (-1 infinite)."
+    )
     ttl_duration_default_s: int = config_field(
-        0, alias="ttlDurationDefaultInSeconds", help="Message TTL when no policy sets one (0 = off).")
+        0, alias="ttlDurationDefaultInSeconds", help="Message TTL when no policy sets one (0 = off)."
+    )
     backlog_quota_default_limit_bytes: int = config_field(
-        -1, alias="backlogQuotaDefaultLimitBytes", help="Default destination_storage quota (-1 = none).")
+        -1, alias="backlogQuotaDefaultLimitBytes", help="Default destination_storage quota (-1 = none)."
+    )
     backlog_quota_default_limit_gb: float = config_field(
-        -1.0, alias="backlogQuotaDefaultLimitGB",
+        -1.0,
+        alias="backlogQuotaDefaultLimitGB",
         help="Pulsar's older spelling of the default destination_storage quota, in GiB; when positive it "
-             "wins over backlogQuotaDefaultLimitBytes, as in Pulsar.")
+        "wins over backlogQuotaDefaultLimitBytes, as in Pulsar.",
+    )
     backlog_quota_default_limit_s: int = config_field(
-        -1, alias="backlogQuotaDefaultLimitSecond", help="Default message_age quota (-1 = none).")
+        -1, alias="backlogQuotaDefaultLimitSecond", help="Default message_age quota (-1 = none)."
+    )
     backlog_quota_default_retention_policy: str = config_field(
-        "producer_request_hold", alias="backlogQuotaDefaultRetentionPolicy",
-        help="What a default backlog quota does when exceeded.")
+        "producer_request_hold",
+        alias="backlogQuotaDefaultRetentionPolicy",
+        help="What a default backlog quota does when exceeded.",
+    )
     retention_check_interval_s: float = config_field(
-        120.0, alias="retentionCheckIntervalInSeconds", help="How often retention trims ledgers.")
+        120.0, alias="retentionCheckIntervalInSeconds", help="How often retention trims ledgers."
+    )
     message_expiry_check_interval_minutes: float = config_field(
-        5.0, alias="messageExpiryCheckIntervalInMinutes", help="How often message TTL is applied.")
+        5.0, alias="messageExpiryCheckIntervalInMinutes", help="How often message TTL is applied."
+    )
     backlog_quota_check_interval_s: float = config_field(
-        60.0, alias="backlogQuotaCheckIntervalInSeconds", help="How often backlog quotas are checked.")
+        60.0, alias="backlogQuotaCheckIntervalInSeconds", help="How often backlog quotas are checked."
+    )
     idle_ledger_rollover_s: float = config_field(
-        0.0, help="Roll a non-empty current ledger idle (no add) for this long so retention can trim it "
-                  "(0 = the retention check interval).")
+        0.0,
+        help="Roll a non-empty current ledger idle (no add) for this long so retention can trim it "
+        "(0 = the retention check interval).",
+    )
     retention_check_unloaded_topics: bool = config_field(
-        True, help="Retention also opens, trims and closes topics (managed ledgers) stored but not "
-                   "loaded on this broker.")
+        True,
+        help="Retention also opens, trims and closes topics (managed ledgers) stored but not loaded on this broker.",
+    )
 
     def validate(self) -> None:
         """Raise `ConfigError` naming the key of the first invalid value."""
@@ -272,15 +292,26 @@ class RetentionConfig:
         except ValueError as exc:
             raise ConfigError("default_retention_time_minutes", str(exc)) from None
         require_at_least(self, "ttl_duration_default_s")
-        require_at_least(self, "backlog_quota_default_limit_bytes", "backlog_quota_default_limit_s",
-                         minimum=-1, message="must be -1 (none) or a limit >= 0")
+        require_at_least(
+            self,
+            "backlog_quota_default_limit_bytes",
+            "backlog_quota_default_limit_s",
+            minimum=-1,
+            message="must be -1 (none) or a limit >= 0",
+        )
         try:
             BacklogQuotaPolicy(self.backlog_quota_default_retention_policy)
         except ValueError:
-            raise ConfigError("backlog_quota_default_retention_policy",
-                              f"must be one of {', '.join(p.value for p in BacklogQuotaPolicy)}") from None
-        require_positive(self, "retention_check_interval_s", "message_expiry_check_interval_minutes",
-                         "backlog_quota_check_interval_s")
+            raise ConfigError(
+                "backlog_quota_default_retention_policy",
+                f"must be one of {', '.join(p.value for p in BacklogQuotaPolicy)}",
+            ) from None
+        require_positive(
+            self,
+            "retention_check_interval_s",
+            "message_expiry_check_interval_minutes",
+            "backlog_quota_check_interval_s",
+        )
         require_at_least(self, "idle_ledger_rollover_s")
 
     def default_policies(self) -> PolicyOverrides:
@@ -289,14 +320,16 @@ class RetentionConfig:
         policy = BacklogQuotaPolicy(self.backlog_quota_default_retention_policy)
         limit_bytes = self.backlog_quota_default_limit_bytes
         if self.backlog_quota_default_limit_gb > 0:
-            limit_bytes = int(self.backlog_quota_default_limit_gb * 1024 ** 3)
+            limit_bytes = int(self.backlog_quota_default_limit_gb * 1024**3)
         if limit_bytes >= 0:
             quotas[BacklogQuotaType.DESTINATION_STORAGE] = BacklogQuota(limit_bytes, -1, policy)
         if self.backlog_quota_default_limit_s >= 0:
             quotas[BacklogQuotaType.MESSAGE_AGE] = BacklogQuota(-1, self.backlog_quota_default_limit_s, policy)
-        return PolicyOverrides(RetentionPolicies(self.default_retention_time_minutes,
-                                                 self.default_retention_size_mb),
-                               self.ttl_duration_default_s, quotas)
+        return PolicyOverrides(
+            RetentionPolicies(self.default_retention_time_minutes, self.default_retention_size_mb),
+            self.ttl_duration_default_s,
+            quotas,
+        )
 
 
 @dataclass(frozen=True)
@@ -310,8 +343,12 @@ class TopicPolicies:
     sources: Mapping[str, str]
 
     @classmethod
-    def resolve(cls, defaults: RetentionConfig | PolicyOverrides, namespace: PolicyOverrides | None = None,
-                topic: PolicyOverrides | None = None) -> TopicPolicies:
+    def resolve(
+        cls,
+        defaults: RetentionConfig | PolicyOverrides,
+        namespace: PolicyOverrides | None = None,
+        topic: PolicyOverrides | None = None,
+    ) -> TopicPolicies:
         """Topic-level values over namespace-level ones over broker defaults, per policy (and per
         backlog-quota type). A TTL of 0 set at a level turns TTL off there (it is not "unset")."""
         base = defaults.default_policies() if isinstance(defaults, RetentionConfig) else defaults
@@ -340,6 +377,9 @@ class TopicPolicies:
 
     def to_json(self) -> dict[str, Any]:
         """The effective policies and their sources, for explain."""
-        return {"retention": self.retention.to_json(), "messageTTLInSeconds": self.message_ttl_s,
-                "backlogQuotaMap": {t.value: q.to_json() for t, q in self.backlog_quotas.items()},
-                "sources": dict(self.sources)}
+        return {
+            "retention": self.retention.to_json(),
+            "messageTTLInSeconds": self.message_ttl_s,
+            "backlogQuotaMap": {t.value: q.to_json() for t, q in self.backlog_quotas.items()},
+            "sources": dict(self.sources),
+        }

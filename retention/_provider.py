@@ -62,9 +62,12 @@ class PoliciesProvider(Protocol):
 class StaticPoliciesProvider:
     """In-memory namespace and topic overrides over a `RetentionConfig`'s broker defaults."""
 
-    def __init__(self, config: RetentionConfig | None = None,
-                 namespaces: Mapping[str, PolicyOverrides] | None = None,
-                 topics: Mapping[str, PolicyOverrides] | None = None) -> None:
+    def __init__(
+        self,
+        config: RetentionConfig | None = None,
+        namespaces: Mapping[str, PolicyOverrides] | None = None,
+        topics: Mapping[str, PolicyOverrides] | None = None,
+    ) -> None:
         self.config = config if config is not None else RetentionConfig()
         self.config.validate()
         self._namespaces = dict(namespaces or {})

@@ -175,10 +175,14 @@ class TopicReport:
     def to_json(self) -> dict[str, Any]:
         """JSON for the REST / CLI ``explain-storage`` (bookie GC state is joined in by the broker)."""
         return {
-            "topic": self.topic, "checkedAtMs": self.checked_at_ms, "loaded": self.loaded,
+            "topic": self.topic,
+            "checkedAtMs": self.checked_at_ms,
+            "loaded": self.loaded,
             "policies": None if self.policies is None else self.policies.to_json(),
             "retention": None if self.decision is None else self.decision.to_json(),
-            "trimmed": self.trimmed, "trimmedBytes": self.trimmed_bytes, "rolledIdleLedger": self.rolled,
+            "trimmed": self.trimmed,
+            "trimmedBytes": self.trimmed_bytes,
+            "rolledIdleLedger": self.rolled,
             "ttl": {c: {"from": a, "to": b} for c, (a, b) in self.ttl_moves.items()},
             "backlogQuota": [q.to_json() for q in self.quota],
             "evicted": {c: {"from": a, "to": b} for c, (a, b) in self.evicted.items()},
@@ -199,12 +203,21 @@ class RetentionService:
     (a `LoadedQuotaStates` over ``factory`` unless given; the broker keeps them with its topics).
     """
 
-    def __init__(self, factory: ManagedLedgerFactory, policies_provider: PoliciesProvider,
-                 clock: Callable[[], float] = time.time, interval_s: float | None = None, *,
-                 config: RetentionConfig | None = None, publish_time_of: PublishTimeOf | None = None,
-                 owns: Callable[[str], bool] | None = None, metrics: RetentionMetrics | None = None,
-                 max_reports: int = 10_000, system_cursors: frozenset[str] = frozenset(),
-                 quota_states: QuotaStates | None = None) -> None:
+    def __init__(
+        self,
+        factory: ManagedLedgerFactory,
+        policies_provider: PoliciesProvider,
+        clock: Callable[[], float] = time.time,
+        interval_s: float | None = None,
+        *,
+        config: RetentionConfig | None = None,
+        publish_time_of: PublishTimeOf | None = None,
+        owns: Callable[[str], bool] | None = None,
+        metrics: RetentionMetrics | None = None,
+        max_reports: int = 10_000,
+        system_cursors: frozenset[str] = frozenset(),
+        quota_states: QuotaStates | None = None,
+    ) -> None:
         self.config = config if config is not None else RetentionConfig()
         self.config.validate()
         self._factory = factory
@@ -273,8 +286,9 @@ class RetentionService:
 
     # --- one topic ---------------------------------------------------------------------------
 
-    async def check_topic(self, name: str, *, ttl: bool = True, quota: bool = True,
-                          trim: bool = True) -> TopicReport | None:
+    async def check_topic(
+        self, name: str, *, ttl: bool = True, quota: bool = True, trim: bool = True
+    ) -> TopicReport | None:
         """Check one managed ledger (or ``persistent://`` topic) now. Returns its report, or None when
         it is not loaded and may not be opened here. Errors are recorded in the report, not raised."""
         name = ml_name_of(name)
@@ -301,8 +315,7 @@ class RetentionService:
         self._remember(report)
         return report
 
-    async def _check(self, ml: ManagedLedger, report: TopicReport, *, ttl: bool, quota: bool,
-                     trim: bool) -> None:
+    async def _check(self, ml: ManagedLedger, report: TopicReport, *, ttl: bool, quota: bool, trim: bool) -> None:
         try:
             report.policies = policies = await self._policies.topic_policies(report.topic)
         except Exception as exc:
@@ -333,8 +346,11 @@ class RetentionService:
             self._activity[ml.name] = (added, now)
             return
         idle_for = self.config.idle_ledger_rollover_s or self.interval_s
-        if (ml.state is ManagedLedgerState.LEDGER_OPENED and stats["currentLedgerEntries"] > 0
-                and now - seen[1] >= idle_for):
+        if (
+            ml.state is ManagedLedgerState.LEDGER_OPENED
+            and stats["currentLedgerEntries"] > 0
+            and now - seen[1] >= idle_for
+        ):
             await ml.rollover()
             report.rolled = True
             self.metrics.idle_rollovers.inc()
@@ -348,7 +364,9 @@ class RetentionService:
             def published_before(entry: Entry) -> bool:
                 t = publish_time_of(entry)
                 return t is not None and t < cutoff_ms
+
             return await cursor.find_newest_matching(published_before)
+
         return find
 
     async def _expire(self, ml: ManagedLedger, cursor: ManagedCursor, age_s: int) -> tuple[str, str] | None:
@@ -398,8 +416,9 @@ class RetentionService:
         backlogs = []
         for name, cursor in self._subscriptions(ml):
             oldest = await self._oldest_unacked_ms(ml, cursor) if need_age else None
-            backlogs.append(CursorBacklog(name, cursor.mark_delete_position, cursor.backlog,
-                                          cursor.backlog_size, oldest))
+            backlogs.append(
+                CursorBacklog(name, cursor.mark_delete_position, cursor.backlog, cursor.backlog_size, oldest)
+            )
         decisions = evaluate_backlog_quota(backlogs, policies.backlog_quotas, self._now_ms())
         report.quota = decisions
         if report.loaded:  # producers attach only to loaded topics (rule 4 of the module)
@@ -421,16 +440,23 @@ class RetentionService:
             if victim.mark_delete_position > before:
                 report.evicted[d.cursor] = (str(before), str(victim.mark_delete_position))
                 self.metrics.quota_evictions.labels(type=d.quota_type.value).inc()
-                log.info("%s: backlog quota %s evicted %s from %s to %s", ml.name, d.quota_type.value,
-                         d.cursor, before, victim.mark_delete_position)
+                log.info(
+                    "%s: backlog quota %s evicted %s from %s to %s",
+                    ml.name,
+                    d.quota_type.value,
+                    d.cursor,
+                    before,
+                    victim.mark_delete_position,
+                )
 
     async def _offload(self, ml: ManagedLedger, report: TopicReport) -> None:
         report.offload = await ml.check_offload(wait=not report.loaded)
 
     async def _trim(self, ml: ManagedLedger, report: TopicReport, policies: TopicPolicies) -> None:
         cursors = {name: c.mark_delete_position for name, c in ml.cursors.items()}
-        decision = decide_retention(ml.ledgers, cursors, policies.retention, self._now_ms(),
-                                    system_cursors=self.system_cursors)
+        decision = decide_retention(
+            ml.ledgers, cursors, policies.retention, self._now_ms(), system_cursors=self.system_cursors
+        )
         report.decision = decision
         allowed = {i.ledger_id for i in ml.trimmable_ledgers()}
         ids = [lid for lid in decision.deletable if lid in allowed]

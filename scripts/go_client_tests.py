@@ -120,8 +120,13 @@ def fetch_module(version: str, cache: Path) -> tuple[str, Path]:
     """Download the module through the Go module proxy; return (version, writable copy)."""
     if shutil.which("go") is None:
         raise SuiteError("the go command is not installed")
-    proc = subprocess.run(["go", "mod", "download", "-json", f"{MODULE}@{version}"], capture_output=True,
-                          text=True, env=go_env(), cwd=tempfile.gettempdir())
+    proc = subprocess.run(
+        ["go", "mod", "download", "-json", f"{MODULE}@{version}"],
+        capture_output=True,
+        text=True,
+        env=go_env(),
+        cwd=tempfile.gettempdir(),
+    )
     try:
         info = json.loads(proc.stdout)
     except json.JSONDecodeError:
@@ -177,8 +182,17 @@ def standalone_args(conf: Path, data_dir: Path) -> list[str]:
     """Arguments of ``magnetar standalone``: the client CI's conf file as it is (Magnetar reads
     Pulsar's properties files), the data directory, and free ports for the bookie, which Pulsar's
     standalone.conf does not configure."""
-    return ["standalone", "--conf", str(conf), "--data-dir", str(data_dir),
-            "--set", f"standalone.bookie_port={free_port()}", "--set", f"standalone.bookie_http_port={free_port()}"]
+    return [
+        "standalone",
+        "--conf",
+        str(conf),
+        "--data-dir",
+        str(data_dir),
+        "--set",
+        f"standalone.bookie_port={free_port()}",
+        "--set",
+        f"standalone.bookie_http_port={free_port()}",
+    ]
 
 
 def magnetar_exe() -> str:
@@ -208,8 +222,9 @@ def standalone(conf: Path, run_dir: Path, start_timeout: float) -> Iterator[subp
             except (urllib.error.URLError, OSError):
                 pass
             if time.monotonic() > deadline:
-                raise SuiteError(f"magnetar standalone did not answer on :8080 within {start_timeout:.0f} s; "
-                                 f"see {log_path}")
+                raise SuiteError(
+                    f"magnetar standalone did not answer on :8080 within {start_timeout:.0f} s; see {log_path}"
+                )
             time.sleep(0.5)
         yield proc
     finally:
@@ -236,8 +251,12 @@ def admin(src: Path, method: str, path: str, body: object) -> None:
     certs = src / "integration-tests" / "certs"
     ctx = ssl.create_default_context(cafile=str(certs / "cacert.pem"))
     ctx.load_cert_chain(str(certs / "client-cert.pem"), str(certs / "client-key.pem"))
-    req = urllib.request.Request(f"https://localhost:8443{path}", method=method, data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"https://localhost:8443{path}",
+        method=method,
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(req, context=ctx, timeout=30):
             pass
@@ -272,15 +291,15 @@ class Outcome:
 
 def list_tests(src: Path) -> list[str]:
     """The package's top-level test names, in the order go test runs them."""
-    proc = subprocess.run(["go", "test", "-list", ".", "./pulsar"], cwd=src, env=go_env(), capture_output=True,
-                          text=True)
+    proc = subprocess.run(
+        ["go", "test", "-list", ".", "./pulsar"], cwd=src, env=go_env(), capture_output=True, text=True
+    )
     if proc.returncode != 0:
         raise SuiteError(f"go test -list failed (does the package build?): {proc.stdout[-2000:]}{proc.stderr[-2000:]}")
     return [line for line in proc.stdout.splitlines() if line.startswith("Test")]
 
 
-def run_go_test(src: Path, selected: list[str], timeout: str, json_path: Path,
-                verbose: bool) -> dict[str, Outcome]:
+def run_go_test(src: Path, selected: list[str], timeout: str, json_path: Path, verbose: bool) -> dict[str, Outcome]:
     """``go test -json`` on ./pulsar for the ``selected`` top-level tests; return each one's outcome.
 
     A test that panics ends the whole test binary; the selected tests that had not run then run in
@@ -292,10 +311,10 @@ def run_go_test(src: Path, selected: list[str], timeout: str, json_path: Path,
             remaining = [n for n in selected if outcomes[n].action == "run"]
             if not remaining:
                 break
-            cmd = ["go", "test", "-json", "-count=1", f"-timeout={timeout}", f"-run={anchored(remaining)}",
-                   "./pulsar"]
-            proc = subprocess.Popen(cmd, cwd=src, env=go_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    text=True)
+            cmd = ["go", "test", "-json", "-count=1", f"-timeout={timeout}", f"-run={anchored(remaining)}", "./pulsar"]
+            proc = subprocess.Popen(
+                cmd, cwd=src, env=go_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            )
             assert proc.stdout is not None
             started = []
             for line in proc.stdout:
@@ -376,10 +395,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", default="60m", help="go test -timeout (default 60m)")
     p.add_argument("--start-timeout", type=float, default=180.0, help="seconds for standalone to come up")
     p.add_argument("--run-dir", type=Path, help="keep logs here (default: a new temporary directory)")
-    p.add_argument("--no-standalone", action="store_true",
-                   help="use a Magnetar already serving the test ports (with the grants applied)")
-    p.add_argument("--prepare", action="store_true",
-                   help="only fetch the module and build its tests (Go's build cache), run nothing")
+    p.add_argument(
+        "--no-standalone",
+        action="store_true",
+        help="use a Magnetar already serving the test ports (with the grants applied)",
+    )
+    p.add_argument(
+        "--prepare",
+        action="store_true",
+        help="only fetch the module and build its tests (Go's build cache), run nothing",
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="print each test as it ends")
     args = p.parse_args(argv)
     try:
@@ -416,8 +441,7 @@ def main(argv: list[str] | None = None) -> int:
                 stack.enter_context(standalone(write_conf(src, run_dir), run_dir, args.start_timeout))
                 apply_grants(src)
                 print(f"standalone up and granted in {time.monotonic() - started:.0f} s", flush=True)
-            outcomes = run_go_test(src, selected, args.timeout,
-                                   run_dir / "go-test.json", args.verbose)
+            outcomes = run_go_test(src, selected, args.timeout, run_dir / "go-test.json", args.verbose)
         print(f"go test ran {time.monotonic() - started:.0f} s", flush=True)
         failed = summarize(outcomes, exclusions, run_dir)
         return 1 if failed else 0

@@ -26,8 +26,7 @@ def _owner_app() -> Starlette:
         if request.headers.get("authorization") != "Bearer secret":
             return JSONResponse({"reason": "no credentials"}, status_code=401)
         body = await request.body()
-        return JSONResponse({"method": request.method, "query": str(request.url.query),
-                             "body": body.decode() or None})
+        return JSONResponse({"method": request.method, "query": str(request.url.query), "body": body.decode() or None})
 
     async def gone(request: Request) -> Response:
         return JSONResponse({"reason": "Topic not found"}, status_code=404)
@@ -38,9 +37,14 @@ def _owner_app() -> Starlette:
     async def empty(request: Request) -> Response:
         return Response(status_code=204)
 
-    return Starlette(routes=[Route("/echo", echo, methods=["GET", "PUT", "POST"]),
-                             Route("/gone", gone), Route("/plain-error", plain_error),
-                             Route("/empty", empty, methods=["DELETE"])])
+    return Starlette(
+        routes=[
+            Route("/echo", echo, methods=["GET", "PUT", "POST"]),
+            Route("/gone", gone),
+            Route("/plain-error", plain_error),
+            Route("/empty", empty, methods=["DELETE"]),
+        ]
+    )
 
 
 def _front_app(owner: str) -> Starlette:
@@ -51,13 +55,13 @@ def _front_app(owner: str) -> Starlette:
     async def loop(request: Request) -> Response:
         return RedirectResponse("/loop", status_code=307)
 
-    return Starlette(routes=[Route("/loop", loop), Route("/{path:path}", redirect,
-                                                          methods=["GET", "PUT", "POST", "DELETE"])])
+    return Starlette(
+        routes=[Route("/loop", loop), Route("/{path:path}", redirect, methods=["GET", "PUT", "POST", "DELETE"])]
+    )
 
 
 async def _serve(nursery: trio.Nursery, app: Starlette) -> str:
-    urls = await nursery.start(functools.partial(serve_http, app, plain=[("127.0.0.1", 0)], keys="test",
-                                                 errorlog=LOG))
+    urls = await nursery.start(functools.partial(serve_http, app, plain=[("127.0.0.1", 0)], keys="test", errorlog=LOG))
     return urls[0]
 
 
@@ -73,7 +77,8 @@ async def test_redirects_are_followed_with_credentials_method_and_body() -> None
         answer = await trio.to_thread.run_sync(blocking)
         assert answer == {"method": "PUT", "query": "force=true", "body": '{"n":1}'}
         async_answer = await AsyncAdminClient(headers={"Authorization": "Bearer secret"}).request(
-            "POST", f"{front}/echo", [1, 2])
+            "POST", f"{front}/echo", [1, 2]
+        )
         assert async_answer.json() == {"method": "POST", "query": "", "body": "[1,2]"}
         nursery.cancel_scope.cancel()
 
@@ -124,5 +129,8 @@ async def test_a_busy_port_names_the_config_keys() -> None:
         port = s.getsockname()[1]
         async with trio.open_nursery() as nursery:
             with pytest.raises(OSError, match=rf"cannot listen on 127.0.0.1:{port} \(webServicePort\)"):
-                await nursery.start(functools.partial(serve_http, _owner_app(), plain=[("127.0.0.1", port)],
-                                                      keys="webServicePort", errorlog=LOG))
+                await nursery.start(
+                    functools.partial(
+                        serve_http, _owner_app(), plain=[("127.0.0.1", port)], keys="webServicePort", errorlog=LOG
+                    )
+                )

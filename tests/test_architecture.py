@@ -25,8 +25,19 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PROJECT = {"protocols", "broker", "managed_ledger", "bookie", "bk_client", "autorecovery", "retention", "sinks",
-           "metadata", "magnetar", "tiered_storage"}
+PROJECT = {
+    "protocols",
+    "broker",
+    "managed_ledger",
+    "bookie",
+    "bk_client",
+    "autorecovery",
+    "retention",
+    "sinks",
+    "metadata",
+    "magnetar",
+    "tiered_storage",
+}
 PROTOCOLS = {"protocols.pulsar", "protocols.bookkeeper", "protocols.managed_ledger"}
 LEAF_THIRD_PARTY = {"google", "crc32c"}
 
@@ -59,10 +70,23 @@ ALLOWED = {
     "tiered_storage": set(),
     "managed_ledger": {"protocols.managed_ledger", "bk_client", "protocols.bookkeeper", "metadata", "tiered_storage"},
     "retention": {"managed_ledger", "protocols.managed_ledger", "protocols.pulsar", "metadata"},
-    "broker": {"protocols.pulsar", "managed_ledger", "protocols.managed_ledger", "retention", "metadata",
-               "tiered_storage"},
-    "sinks.spark": {"protocols.pulsar", "bk_client", "managed_ledger", "protocols.managed_ledger",
-                    "protocols.bookkeeper", "metadata", "tiered_storage"},
+    "broker": {
+        "protocols.pulsar",
+        "managed_ledger",
+        "protocols.managed_ledger",
+        "retention",
+        "metadata",
+        "tiered_storage",
+    },
+    "sinks.spark": {
+        "protocols.pulsar",
+        "bk_client",
+        "managed_ledger",
+        "protocols.managed_ledger",
+        "protocols.bookkeeper",
+        "metadata",
+        "tiered_storage",
+    },
     "sinks": set(),
 }
 
@@ -206,6 +230,7 @@ def test_import_rules(module: str, path: Path) -> None:
 def test_a_lower_layer_importing_the_application_is_refused() -> None:
     """The rule above closes the old loophole: ``magnetar`` as a whole was a leaf, so a bookie
     module importing the composer passed."""
+
     def problems(module: str, target: str) -> str:
         me, them = _owner(module), _owner(target)
         return "refused" if them in (APP, "magnetar") and me not in (APP, None) else "allowed"
@@ -239,10 +264,25 @@ BROKER_PARTS: dict[str, set[str]] = {
     "broker.housekeeping": {"broker.topics", "broker.resources", "broker._service"},
     "broker.cluster": {"broker.topics", "broker.resources", "broker.auth", "broker._service"},
     "broker.protocol": {"broker.topics", "broker.schema", "broker.auth", "broker._service"},
-    "broker.admin": {"broker.topics", "broker.schema", "broker.auth", "broker.resources", "broker.housekeeping",
-                     "broker._service", "broker._dynamic_config"},
-    "broker._service": {"broker.topics", "broker.schema", "broker.auth", "broker.resources", "broker.housekeeping",
-                        "broker.cluster", "broker.metrics", "broker._dynamic_config"},
+    "broker.admin": {
+        "broker.topics",
+        "broker.schema",
+        "broker.auth",
+        "broker.resources",
+        "broker.housekeeping",
+        "broker._service",
+        "broker._dynamic_config",
+    },
+    "broker._service": {
+        "broker.topics",
+        "broker.schema",
+        "broker.auth",
+        "broker.resources",
+        "broker.housekeeping",
+        "broker.cluster",
+        "broker.metrics",
+        "broker._dynamic_config",
+    },
     "broker._dynamic_config": {"broker._service"},
     "broker.metrics": {"broker.topics", "broker._service"},
 }
@@ -290,9 +330,22 @@ def test_the_broker_keeps_few_modules_at_its_top() -> None:
 
 # ------------------------------------------------------------------ what is really loaded
 
-PACKAGES = ["broker", "managed_ledger", "bookie", "bk_client", "autorecovery", "retention", "sinks.spark",
-            "metadata", "tiered_storage", "protocols.pulsar", "protocols.bookkeeper", "protocols.managed_ledger",
-            "magnetar", "magnetar.common"]
+PACKAGES = [
+    "broker",
+    "managed_ledger",
+    "bookie",
+    "bk_client",
+    "autorecovery",
+    "retention",
+    "sinks.spark",
+    "metadata",
+    "tiered_storage",
+    "protocols.pulsar",
+    "protocols.bookkeeper",
+    "protocols.managed_ledger",
+    "magnetar",
+    "magnetar.common",
+]
 
 
 def _closure(unit: str) -> set[str]:
@@ -338,8 +391,9 @@ def _loaded(unit: str) -> list[str]:
     """Every module loaded by importing ``unit`` and each of its modules (not those of the units
     inside it, such as sinks.spark inside sinks), in a fresh interpreter."""
     inner = [u for u in [*ALLOWED, *PROTOCOLS] if u.startswith(unit + ".")]
-    out = subprocess.run([sys.executable, "-c", _LOADER, unit, *inner], cwd=ROOT, capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _LOADER, unit, *inner], cwd=ROOT, capture_output=True, text=True, check=True
+    )
     return json.loads(out.stdout)
 
 
@@ -432,8 +486,7 @@ def test_no_import_cycle_between_modules() -> None:
 def test_the_cycle_finder_finds_a_deferred_cycle() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
     assert _cycles(graph) == [["a", "b", "c"]]
-    tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import x\n"
-                     "def f():\n    import y\n")
+    tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import x\ndef f():\n    import y\n")
     names = [n.names[0].name for n in _runtime_nodes(tree) if isinstance(n, ast.Import)]
     assert names == ["y"]  # the deferred import counts, the type-only one does not
 

@@ -32,10 +32,13 @@ def test_reduce_to_half_never_goes_below_the_initial_delay() -> None:
 
 
 @given(st.floats(0.001, 10.0), st.floats(1.0, 100.0), st.floats(0.0, 0.9), st.integers(0, 2**32))
-def test_jitter_stays_between_the_initial_delay_and_the_unjittered_one(initial: float, factor: float,
-                                                                        jitter: float, seed: int) -> None:
-    plain, jittered = Backoff(initial, initial * factor), Backoff(initial, initial * factor, jitter=jitter,
-                                                                   rng=random.Random(seed))
+def test_jitter_stays_between_the_initial_delay_and_the_unjittered_one(
+    initial: float, factor: float, jitter: float, seed: int
+) -> None:
+    plain, jittered = (
+        Backoff(initial, initial * factor),
+        Backoff(initial, initial * factor, jitter=jitter, rng=random.Random(seed)),
+    )
     for _ in range(12):
         expected = plain.next()
         got = jittered.next()

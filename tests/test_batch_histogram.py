@@ -11,8 +11,11 @@ VALUES = [0.0005, 0.001, 0.002, 0.05, 0.05, 0.5, 3.0]
 
 
 def _lines(registry: CollectorRegistry) -> list[str]:
-    return [line for line in generate_latest(registry).decode().splitlines()
-            if not line.startswith("#") and "_created" not in line]
+    return [
+        line
+        for line in generate_latest(registry).decode().splitlines()
+        if not line.startswith("#") and "_created" not in line
+    ]
 
 
 def test_same_exposition_as_prometheus_client_histogram() -> None:

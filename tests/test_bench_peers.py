@@ -19,8 +19,7 @@ def test_pulsar_config_is_as_durable_as_magnetar_standalone() -> None:
     # fsync before every acknowledgement (Pulsar's shipped standalone.conf turns it off)
     assert conf["journalSyncData"] == "true" and conf["journalWriteData"] == "true"
     # one bookie, one copy of each entry, as magnetar standalone with one bookie
-    for key in ("managedLedgerDefaultEnsembleSize", "managedLedgerDefaultWriteQuorum",
-                "managedLedgerDefaultAckQuorum"):
+    for key in ("managedLedgerDefaultEnsembleSize", "managedLedgerDefaultWriteQuorum", "managedLedgerDefaultAckQuorum"):
         assert conf[key] == "1"
     assert conf["defaultRetentionTimeInMinutes"] == conf["defaultRetentionSizeInMB"] == "0"
     assert conf["functionsWorkerEnabled"] == "false"
@@ -35,8 +34,9 @@ def test_written_config_is_a_properties_file(tmp_path: Path) -> None:
     assert str(tmp_path / "pulsar.log") in log4j.read_text()
 
 
-def test_standalone_command_bounds_memory_and_skips_what_magnetar_lacks(tmp_path: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_standalone_command_bounds_memory_and_skips_what_magnetar_lacks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(pulsar_dist, "fetch", lambda: (Path("/jdk/bin/java"), Path("/lib"), Path("/perf")))
     monkeypatch.setattr(pulsar_dist, "_java_major", lambda java: 25)
     cmd = pulsar_dist.PulsarStandalone(tmp_path).command()
@@ -71,8 +71,13 @@ def test_goals_read_each_ratio_the_right_way_round() -> None:
     assert peers.goal("start-up to first ack, s") == ("<=", 0.2)
     assert peers.goal("idle CPU, % of a core") == ("<=", 0.2)
     assert peers.goal("native-u100-r2k: p50 ms") is None
-    table = peers.report({"magnetar": {"perf-b100: msg/s": 50.0, "idle RSS, MiB": 10.0},
-                          "pulsar": {"perf-b100: msg/s": 100.0, "idle RSS, MiB": 100.0}}, "header")
+    table = peers.report(
+        {
+            "magnetar": {"perf-b100: msg/s": 50.0, "idle RSS, MiB": 10.0},
+            "pulsar": {"perf-b100: msg/s": 100.0, "idle RSS, MiB": 100.0},
+        },
+        "header",
+    )
     rows = [line for line in table.splitlines() if line.startswith("| ")]
     assert rows[2] == "| perf-b100: msg/s | 50.00 | 100 | 0.50 | >= 1: **missed** |"
     assert rows[3] == "| idle RSS, MiB | 10.00 | 100 | 0.10 | <= 0.25: met |"
@@ -80,8 +85,13 @@ def test_goals_read_each_ratio_the_right_way_round() -> None:
 
 def test_case_selection_by_key_and_prefix() -> None:
     assert [c.key for c in peers.select_cases("perf-b100")] == ["perf-b100"]
-    assert {c.key for c in peers.select_cases("catchup,native-u")} == {"catchup-1g", "native-u100", "native-u1k",
-                                                                       "native-u100-r2k", "native-u1k-r2k"}
+    assert {c.key for c in peers.select_cases("catchup,native-u")} == {
+        "catchup-1g",
+        "native-u100",
+        "native-u1k",
+        "native-u100-r2k",
+        "native-u1k-r2k",
+    }
     assert peers.select_cases("none") == []
     with pytest.raises(SystemExit):
         peers.select_cases("no-such-case")

@@ -14,8 +14,9 @@ from magnetar.cli import main
 from magnetar.cli._help import HELP_WIDTH, HelpGroup, summary
 
 
-def _walk(group: click.Group, path: tuple[str, ...], parent: click.Context | None = None
-          ) -> Iterator[tuple[tuple[str, ...], click.Command]]:
+def _walk(
+    group: click.Group, path: tuple[str, ...], parent: click.Context | None = None
+) -> Iterator[tuple[tuple[str, ...], click.Command]]:
     ctx = click.Context(group, info_name=path[-1] if path else "magnetar", parent=parent)
     for name in group.list_commands(ctx):
         cmd = group.get_command(ctx, name)
@@ -38,8 +39,14 @@ def _help(path: tuple[str, ...]) -> str:
 
 def test_the_walk_sees_every_part_of_the_cli() -> None:
     paths = {" ".join(p) for p, _ in COMMANDS}
-    assert {"admin topics explain-storage", "admin namespaces set-message-ttl", "admin broker-stats topics",
-            "perf produce", "bookie shell listbookies", "tokens create"} <= paths
+    assert {
+        "admin topics explain-storage",
+        "admin namespaces set-message-ttl",
+        "admin broker-stats topics",
+        "perf produce",
+        "bookie shell listbookies",
+        "tokens create",
+    } <= paths
     assert len(COMMANDS) > 180
 
 
@@ -62,16 +69,21 @@ def test_group_help_lists_whole_summaries(path: tuple[str, ...], group: click.Gr
         assert f"{name} {line}" in flat, f"{name}: {line!r} not whole in:\n{text}"
 
 
-@pytest.mark.parametrize("path", [p for p, c in COMMANDS if not isinstance(c, click.Group)],
-                         ids=[" ".join(p) for p, c in COMMANDS if not isinstance(c, click.Group)])
+@pytest.mark.parametrize(
+    "path",
+    [p for p, c in COMMANDS if not isinstance(c, click.Group)],
+    ids=[" ".join(p) for p, c in COMMANDS if not isinstance(c, click.Group)],
+)
 def test_every_command_has_help(path: tuple[str, ...]) -> None:
     text = _help(path)
     assert f"Usage: magnetar {' '.join(path)}" in text
 
 
 def test_summary_is_the_first_sentence_whole() -> None:
-    cmd = click.Command("x", help="Show the max unacked messages per consumer of a namespace (e.g. 10). "
-                                  "More text.\n\nA second paragraph.")
+    cmd = click.Command(
+        "x",
+        help="Show the max unacked messages per consumer of a namespace (e.g. 10). More text.\n\nA second paragraph.",
+    )
     assert summary(cmd) == "Show the max unacked messages per consumer of a namespace (e.g. 10)."
     wrapped = click.Command("y", help="One line\nwrapped in the docstring.")
     assert summary(wrapped) == "One line wrapped in the docstring."

@@ -53,8 +53,7 @@ def _run(*args: str) -> click.testing.Result:
 def test_an_unsupported_pulsar_admin_option_is_refused_with_the_reason() -> None:
     result = _run("namespaces", "set-offload-policies", "public/default", "-d", "aws-s3", "--s3-role", "r")
     assert result.exit_code == 2
-    assert ("pulsar-admin's --s3-role is not supported by Magnetar: S3 credentials are an access key"
-            in result.output)
+    assert "pulsar-admin's --s3-role is not supported by Magnetar: S3 credentials are an access key" in result.output
     assert "No such option" not in _run("topics", "delete", "t", "--from-file").output
 
 

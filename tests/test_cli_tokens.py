@@ -18,8 +18,7 @@ def _run(*args: str, input: str | None = None) -> tuple[int, str]:
 
 
 def _service(**keys: str) -> AuthenticationService:
-    return AuthenticationService(BrokerConfig(authentication_enabled=True, authentication_providers=("token",),
-                                              **keys))  # type: ignore[arg-type]
+    return AuthenticationService(BrokerConfig(authentication_enabled=True, authentication_providers=("token",), **keys))  # type: ignore[arg-type]
 
 
 def test_secret_key_create_show_validate(tmp_path: Path) -> None:
@@ -44,8 +43,12 @@ def test_secret_key_create_show_validate(tmp_path: Path) -> None:
 def test_key_pairs_and_expired_token(tmp_path: Path) -> None:
     for alg in ("RS256", "ES256"):
         private, public = tmp_path / f"{alg}.private", tmp_path / f"{alg}.public"
-        assert _run("create-key-pair", "-a", alg, "--output-private-key", str(private),
-                    "--output-public-key", str(public))[0] == 0
+        assert (
+            _run(
+                "create-key-pair", "-a", alg, "--output-private-key", str(private), "--output-public-key", str(public)
+            )[0]
+            == 0
+        )
         code, out = _run("create", "--private-key", f"file://{private}", "--subject", "bob")
         assert code == 0
         token = out.strip()

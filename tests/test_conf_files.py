@@ -35,8 +35,12 @@ PULSAR_STANDALONE = SAMPLES / "pulsar-4.0-standalone.conf"
 BOOKKEEPER_SERVER = SAMPLES / "bookkeeper-4.17-bk_server.conf"
 
 STANDALONE_SECTIONS: dict[str, type] = {
-    "standalone": StandaloneConfig, "broker": BrokerConfig, "bookie": BookieConfig,
-    "managed_ledger": ManagedLedgerConfig, "bk_client": ClientConfig}
+    "standalone": StandaloneConfig,
+    "broker": BrokerConfig,
+    "bookie": BookieConfig,
+    "managed_ledger": ManagedLedgerConfig,
+    "bk_client": ClientConfig,
+}
 
 
 def _load_standalone(conf: Path, *overrides: str) -> dict[str, Any]:
@@ -55,9 +59,16 @@ def _warned(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 def test_keys_go_to_every_table_that_takes_them() -> None:
     tables, ignored = route_properties(
-        {"advertisedAddress": "h1", "clusterName": "c", "managedLedgerDefaultEnsembleSize": "1",
-         "bookkeeper_nettyMaxFrameSizeBytes": "6000000", "tlsEnabled": "true", "journal_queue_max_mb": "8"},
-        STANDALONE_SECTIONS)
+        {
+            "advertisedAddress": "h1",
+            "clusterName": "c",
+            "managedLedgerDefaultEnsembleSize": "1",
+            "bookkeeper_nettyMaxFrameSizeBytes": "6000000",
+            "tlsEnabled": "true",
+            "journal_queue_max_mb": "8",
+        },
+        STANDALONE_SECTIONS,
+    )
     assert tables["broker"] == {"advertisedAddress": "h1", "clusterName": "c"}
     assert tables["bookie"] == {"advertisedAddress": "h1", "journal_queue_max_mb": "8"}
     assert tables["managed_ledger"] == {"managedLedgerDefaultEnsembleSize": "1"}
@@ -85,11 +96,11 @@ def test_bookkeeper_ledgers_root_is_translated_to_magnetars_root() -> None:
 
 def test_format_follows_the_file_name_then_the_content(tmp_path: Path) -> None:
     toml = tmp_path / "magnetar.toml"
-    toml.write_text("[broker]\nclusterName = \"c\"\n")
+    toml.write_text('[broker]\nclusterName = "c"\n')
     props = tmp_path / "broker.conf"
     props.write_text("clusterName=c\n")
     guessed_toml = tmp_path / "cfg"
-    guessed_toml.write_text("[broker]\nclusterName = \"c\"\n")
+    guessed_toml.write_text('[broker]\nclusterName = "c"\n')
     guessed_props = tmp_path / "cfg.txt"
     guessed_props.write_text("clusterName=c\nsuperUserRoles=admin,ops\n")
     assert not read_conf(toml).is_properties and read_conf(toml).toml == {"broker": {"clusterName": "c"}}
@@ -108,11 +119,13 @@ def test_toml_list_keys_take_pulsars_comma_separated_string(tmp_path: Path) -> N
 
 def test_properties_file_values_flags_and_overrides(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     conf = tmp_path / "standalone.conf"
-    conf.write_text("# as users edit them\nclusterName=edited\nbindAddress=\nsuperUserRoles=admin, ops\n"
-                    "brokerServicePortTls=\nbrokerDeduplicationEnabled=TRUE\nmanagedLedgerDefaultAckQuorum=1\n"
-                    "statusFilePath=/usr/local/apache/htdocs\n"
-                    "advertisedListeners=internal:pulsar://10.0.0.5:6650,external:pulsar+ssl://broker.example.com:6651\n"
-                    "managedLedgerMinLedgerRolloverTimeMinutes=0\nmanagedLedgerCacheSizeMB=512\n")
+    conf.write_text(
+        "# as users edit them\nclusterName=edited\nbindAddress=\nsuperUserRoles=admin, ops\n"
+        "brokerServicePortTls=\nbrokerDeduplicationEnabled=TRUE\nmanagedLedgerDefaultAckQuorum=1\n"
+        "statusFilePath=/usr/local/apache/htdocs\n"
+        "advertisedListeners=internal:pulsar://10.0.0.5:6650,external:pulsar+ssl://broker.example.com:6651\n"
+        "managedLedgerMinLedgerRolloverTimeMinutes=0\nmanagedLedgerCacheSizeMB=512\n"
+    )
     with caplog.at_level(logging.WARNING, logger="magnetar"):
         cfg = _load_standalone(conf, "broker.clusterName=from-the-command-line")
     broker = cfg["broker"]
@@ -132,8 +145,9 @@ def test_properties_file_values_flags_and_overrides(tmp_path: Path, caplog: pyte
 # ------------------------------------------------------------------ every key of the shipped files
 
 
-def _check_every_key(properties: dict[str, str], sections: dict[str, type], configs: dict[str, Any],
-                     warned: list[str]) -> None:
+def _check_every_key(
+    properties: dict[str, str], sections: dict[str, type], configs: dict[str, Any], warned: list[str]
+) -> None:
     """Each key is either applied to every table that takes it (its value is the field's, where the
     file gives one) or named in the warning; none is both or neither."""
     known = known_foreign_keys()
@@ -182,8 +196,9 @@ def test_bk_server_conf_for_autorecovery(tmp_path: Path) -> None:
 
     from magnetar.cli.cmd_autorecovery import command
 
-    tables, ignored = route_properties(parse_properties(BOOKKEEPER_SERVER.read_text()),
-                                       {"autorecovery": AutoRecoveryConfig, "bk_client": ClientConfig})
+    tables, ignored = route_properties(
+        parse_properties(BOOKKEEPER_SERVER.read_text()), {"autorecovery": AutoRecoveryConfig, "bk_client": ClientConfig}
+    )
     assert tables["autorecovery"]["rereplicationEntryBatchSize"] == "10"
     assert "journalDirectory" in ignored
     bad = tmp_path / "bk_server.conf"
@@ -209,8 +224,13 @@ def go_client_module() -> Path:
     if shutil.which("go") is None:
         pytest.skip("the go command is not installed (needed to fetch pulsar-client-go from the module proxy)")
     try:
-        out = subprocess.run(["go", "mod", "download", "-json", "github.com/apache/pulsar-client-go@latest"],
-                             capture_output=True, text=True, timeout=300, cwd="/")
+        out = subprocess.run(
+            ["go", "mod", "download", "-json", "github.com/apache/pulsar-client-go@latest"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd="/",
+        )
     except subprocess.TimeoutExpired:
         pytest.skip("the Go module proxy did not answer within 300 s")
     if out.returncode != 0:
@@ -235,20 +255,33 @@ def _basic_auth_override(module: Path) -> str:
 
 
 GO_CI_APPLIED = {
-    "broker": {"broker_service_port": 6650, "broker_service_port_tls": 6651, "web_service_port": 8080,
-               "web_service_port_tls": 8443, "advertised_address": "localhost", "cluster_name": "standalone",
-               "max_message_size": 1048576, "anonymous_user_role": "anonymous", "authentication_enabled": True,
-               "authorization_enabled": True, "super_user_roles": ("localhost", "superUser", "admin"),
-               "broker_client_tls_enabled": True, "broker_delete_inactive_topics_enabled": True,
-               "broker_delete_inactive_topics_frequency_s": 60, "max_unacked_messages_per_consumer": 50000,
-               "allow_auto_topic_creation_type": "non-partitioned", "load_balancer_enabled": False,
-               "backlog_quota_default_limit_gb": 10.0},
+    "broker": {
+        "broker_service_port": 6650,
+        "broker_service_port_tls": 6651,
+        "web_service_port": 8080,
+        "web_service_port_tls": 8443,
+        "advertised_address": "localhost",
+        "cluster_name": "standalone",
+        "max_message_size": 1048576,
+        "anonymous_user_role": "anonymous",
+        "authentication_enabled": True,
+        "authorization_enabled": True,
+        "super_user_roles": ("localhost", "superUser", "admin"),
+        "broker_client_tls_enabled": True,
+        "broker_delete_inactive_topics_enabled": True,
+        "broker_delete_inactive_topics_frequency_s": 60,
+        "max_unacked_messages_per_consumer": 50000,
+        "allow_auto_topic_creation_type": "non-partitioned",
+        "load_balancer_enabled": False,
+        "backlog_quota_default_limit_gb": 10.0,
+    },
     "managed_ledger": {"ensemble_size": 1, "write_quorum": 1, "ack_quorum": 1, "cache_size_mb": 1024.0},
 }
 
 
-def test_go_client_ci_conf_parses_and_applies(go_client_module: Path, tmp_path: Path,
-                                              caplog: pytest.LogCaptureFixture) -> None:
+def test_go_client_ci_conf_parses_and_applies(
+    go_client_module: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     conf = go_ci_conf(go_client_module, tmp_path)
     with caplog.at_level(logging.WARNING, logger="magnetar"):
         cfg = _load_standalone(conf, _basic_auth_override(go_client_module))
@@ -256,11 +289,16 @@ def test_go_client_ci_conf_parses_and_applies(go_client_module: Path, tmp_path: 
         assert {k: getattr(cfg[section], k) for k in expected} == expected, section
     broker = cfg["broker"]
     assert broker.authentication_providers == tuple(
-        f"org.apache.pulsar.broker.authentication.AuthenticationProvider{p}" for p in ("Tls", "Token", "Basic"))
+        f"org.apache.pulsar.broker.authentication.AuthenticationProvider{p}" for p in ("Tls", "Token", "Basic")
+    )
     assert Path(broker.tls_certificate_file_path).is_file() and broker.token_secret_key.startswith("file://")
     warned = _warned(caplog)
-    assert {"tlsEnabled", "transactionCoordinatorEnabled", "statusFilePath",
-            "clientLibraryVersionCheckAllowUnversioned"} <= set(warned)
+    assert {
+        "tlsEnabled",
+        "transactionCoordinatorEnabled",
+        "statusFilePath",
+        "clientLibraryVersionCheckAllowUnversioned",
+    } <= set(warned)
     assert "brokerServicePortTls" not in warned and "superUserRoles" not in warned
 
 
@@ -272,19 +310,35 @@ def test_standalone_starts_with_the_go_client_ci_conf(go_client_module: Path, tm
 
     tests = go_client_module / "integration-tests"
     conf = go_ci_conf(go_client_module, tmp_path)
-    s = start_standalone(tmp_path / "data", "--conf", str(conf), "--set", _basic_auth_override(go_client_module),
-                         "--set", "broker.brokerServicePortTls=0", "--set", "broker.webServicePortTls=0",
-                         "--set", "broker.bindAddress=127.0.0.1")
+    s = start_standalone(
+        tmp_path / "data",
+        "--conf",
+        str(conf),
+        "--set",
+        _basic_auth_override(go_client_module),
+        "--set",
+        "broker.brokerServicePortTls=0",
+        "--set",
+        "broker.webServicePortTls=0",
+        "--set",
+        "broker.bindAddress=127.0.0.1",
+    )
     try:
         log = s.log()
         tls = re.search(r"broker TLS: (pulsar\+ssl://\S+)\s+admin REST TLS: (https://\S+)", log)
         assert tls, log
-        assert re.search(r"key\(s\) of .*standalone\.conf are defined by Pulsar or BookKeeper but not "
-                         r"implemented .* ignored: .*\btlsEnabled\b", log), log
+        assert re.search(
+            r"key\(s\) of .*standalone\.conf are defined by Pulsar or BookKeeper but not "
+            r"implemented .* ignored: .*\btlsEnabled\b",
+            log,
+        ), log
         token = (tests / "tokens" / "admin-token").read_text().strip()
-        client = pulsar.Client(tls.group(1), authentication=pulsar.AuthenticationToken(token),
-                               tls_trust_certs_file_path=str(tests / "certs" / "cacert.pem"),
-                               operation_timeout_seconds=15)
+        client = pulsar.Client(
+            tls.group(1),
+            authentication=pulsar.AuthenticationToken(token),
+            tls_trust_certs_file_path=str(tests / "certs" / "cacert.pem"),
+            operation_timeout_seconds=15,
+        )
         try:
             consumer = client.subscribe("persistent://public/default/go-ci-conf", "sub")
             client.create_producer("persistent://public/default/go-ci-conf").send(b"over TLS with a token")
@@ -292,10 +346,14 @@ def test_standalone_starts_with_the_go_client_ci_conf(go_client_module: Path, tm
         finally:
             client.close()
         # the client certificate (CN=admin, a super user) authenticates through the TLS provider
-        client = pulsar.Client(tls.group(1), tls_trust_certs_file_path=str(tests / "certs" / "cacert.pem"),
-                               authentication=pulsar.AuthenticationTLS(str(tests / "certs" / "client-cert.pem"),
-                                                                       str(tests / "certs" / "client-key.pem")),
-                               operation_timeout_seconds=15)
+        client = pulsar.Client(
+            tls.group(1),
+            tls_trust_certs_file_path=str(tests / "certs" / "cacert.pem"),
+            authentication=pulsar.AuthenticationTLS(
+                str(tests / "certs" / "client-cert.pem"), str(tests / "certs" / "client-key.pem")
+            ),
+            operation_timeout_seconds=15,
+        )
         try:
             client.create_producer("persistent://public/default/go-ci-conf").send(b"with a certificate")
         finally:

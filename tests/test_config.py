@@ -120,37 +120,42 @@ def _reason(call) -> tuple[str, str]:
 def test_require_positive_names_the_first_bad_key_in_order() -> None:
     require_positive(Limits(), "size", "wait_s")
     assert _reason(lambda: require_positive(Limits(size=0, wait_s=0.0), "wait_s", "size")) == (
-        "wait_s", "must be positive")
-    assert _reason(lambda: require_positive(Limits(size=-3), "wait_s", "size",
-                                            message="{key} [{alias}] must be > 0, got {value}")) == (
-        "size", "size [sizeBytes] must be > 0, got -3")
+        "wait_s",
+        "must be positive",
+    )
+    assert _reason(
+        lambda: require_positive(Limits(size=-3), "wait_s", "size", message="{key} [{alias}] must be > 0, got {value}")
+    ) == ("size", "size [sizeBytes] must be > 0, got -3")
     # a float just above zero is positive; a key without an alias formats its own name as {alias}
     require_positive(Limits(wait_s=1e-9), "wait_s")
-    assert _reason(lambda: require_positive(Limits(wait_s=-1.0), "wait_s", message="{alias}")) == (
-        "wait_s", "wait_s")
+    assert _reason(lambda: require_positive(Limits(wait_s=-1.0), "wait_s", message="{alias}")) == ("wait_s", "wait_s")
 
 
 def test_require_at_least_defaults_and_minimum() -> None:
     require_at_least(Limits(), "backups", "size")
-    assert _reason(lambda: require_at_least(Limits(backups=-1), "backups")) == (
-        "backups", "must not be negative")
+    assert _reason(lambda: require_at_least(Limits(backups=-1), "backups")) == ("backups", "must not be negative")
     require_at_least(Limits(), "quota", minimum=-1)
-    assert _reason(lambda: require_at_least(Limits(quota=-2), "quota", minimum=-1)) == (
-        "quota", "must be at least -1")
+    assert _reason(lambda: require_at_least(Limits(quota=-2), "quota", minimum=-1)) == ("quota", "must be at least -1")
     assert _reason(lambda: require_at_least(Limits(size=0), "size", minimum=1, message="must be >= 1")) == (
-        "size", "must be >= 1")
+        "size",
+        "must be >= 1",
+    )
 
 
 def test_require_fraction_closed_and_half_open() -> None:
     require_fraction(Limits(), "ratio")
     require_fraction(Limits(ratio=1.0), "ratio", zero_ok=False)
     assert _reason(lambda: require_fraction(Limits(), "ratio", zero_ok=False)) == (
-        "ratio", "must be a fraction in (0, 1], got 0.0")
+        "ratio",
+        "must be a fraction in (0, 1], got 0.0",
+    )
     assert _reason(lambda: require_fraction(Limits(ratio=1.5), "ratio")) == (
-        "ratio", "must be a fraction in [0, 1], got 1.5")
-    assert _reason(lambda: require_fraction(Limits(ratio=-0.1), "ratio",
-                                            message="{alias} must be in [0, 1], got {value}")) == (
-        "ratio", "someThreshold must be in [0, 1], got -0.1")
+        "ratio",
+        "must be a fraction in [0, 1], got 1.5",
+    )
+    assert _reason(
+        lambda: require_fraction(Limits(ratio=-0.1), "ratio", message="{alias} must be in [0, 1], got {value}")
+    ) == ("ratio", "someThreshold must be in [0, 1], got -0.1")
 
 
 def test_require_helpers_inside_validate_get_the_section_prefix() -> None:
@@ -213,15 +218,22 @@ def test_parse_properties_follows_java_properties_syntax() -> None:
         "     b,\\\n"
         "     c\n"
         "escaped\\=key=x\\ty\\u0041\n"
-        "json={\"a\":\"/p/x.pem\",\"b\":1}\n"
+        'json={"a":"/p/x.pem","b":1}\n'
         "twice=1\n"
         "twice=2\n"
         "#commented=out\n"
         "url=https://host:8443/path\n"
     )
     assert parse_properties(text) == {
-        "plain": "value", "spaced": "padded value", "colon": "v", "blank": "", "whitespace": "separated",
-        "list": "a,b,c", "escaped=key": "x\tyA", "json": '{"a":"/p/x.pem","b":1}', "twice": "2",
+        "plain": "value",
+        "spaced": "padded value",
+        "colon": "v",
+        "blank": "",
+        "whitespace": "separated",
+        "list": "a,b,c",
+        "escaped=key": "x\tyA",
+        "json": '{"a":"/p/x.pem","b":1}',
+        "twice": "2",
         "url": "https://host:8443/path",
     }
 

@@ -24,14 +24,38 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("protocols", "bookie", "bk_client", "autorecovery", "managed_ledger", "broker", "retention",
-            "metadata", "magnetar", "sinks", "tiered_storage")
+PACKAGES = (
+    "protocols",
+    "bookie",
+    "bk_client",
+    "autorecovery",
+    "managed_ledger",
+    "broker",
+    "retention",
+    "metadata",
+    "magnetar",
+    "sinks",
+    "tiered_storage",
+)
 NOT_USE = frozenset({"validate", "__post_init__"})
 CONFIG_RECEIVER = re.compile(
     r"(^|[._])(config|configs|conf|cfg|settings|base|template|broker|bookie|client|ml|cluster|standalone|"
-    r"journal|gc|retention|ar_config|client_config)$", re.IGNORECASE)
-EXPECTED = {"BrokerConfig", "RetentionConfig", "BookieConfig", "GcConfig", "JournalConfig", "ClientConfig",
-            "ManagedLedgerConfig", "AutoRecoveryConfig", "StandaloneConfig", "ClusterConfig", "TieredStorageConfig"}
+    r"journal|gc|retention|ar_config|client_config)$",
+    re.IGNORECASE,
+)
+EXPECTED = {
+    "BrokerConfig",
+    "RetentionConfig",
+    "BookieConfig",
+    "GcConfig",
+    "JournalConfig",
+    "ClientConfig",
+    "ManagedLedgerConfig",
+    "AutoRecoveryConfig",
+    "StandaloneConfig",
+    "ClusterConfig",
+    "TieredStorageConfig",
+}
 
 
 @dataclass
@@ -57,18 +81,24 @@ def _config_classes(trees: dict[Path, ast.Module]) -> dict[str, ConfigClass]:
         for node in ast.walk(tree):
             if not isinstance(node, ast.ClassDef):
                 continue
-            fields = [st.target.id for st in node.body
-                      if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name)
-                      and isinstance(st.value, ast.Call) and isinstance(st.value.func, ast.Name)
-                      and st.value.func.id == "config_field"]
+            fields = [
+                st.target.id
+                for st in node.body
+                if isinstance(st, ast.AnnAssign)
+                and isinstance(st.target, ast.Name)
+                and isinstance(st.value, ast.Call)
+                and isinstance(st.value.func, ast.Name)
+                and st.value.func.id == "config_field"
+            ]
             if fields:
                 methods = {st.name: st for st in node.body if isinstance(st, ast.FunctionDef)}
                 found[node.name] = ConfigClass(node.name, path, fields, methods)
     return found
 
 
-def _functions(body: list[ast.stmt], cls: ast.ClassDef | None = None
-               ) -> list[tuple[ast.ClassDef | None, ast.FunctionDef | ast.AsyncFunctionDef]]:
+def _functions(
+    body: list[ast.stmt], cls: ast.ClassDef | None = None
+) -> list[tuple[ast.ClassDef | None, ast.FunctionDef | ast.AsyncFunctionDef]]:
     """The module's functions and the methods of its classes (nested classes too), each with its
     class; functions nested in functions are part of their outer function."""
     out: list[tuple[ast.ClassDef | None, ast.FunctionDef | ast.AsyncFunctionDef]] = []
@@ -92,8 +122,11 @@ def _aliases(function: ast.FunctionDef | ast.AsyncFunctionDef, configs: dict[str
         if not isinstance(node, ast.Assign):
             continue
         for target in node.targets:
-            pairs = (zip(target.elts, node.value.elts, strict=False)
-                     if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple) else [(target, node.value)])
+            pairs = (
+                zip(target.elts, node.value.elts, strict=False)
+                if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple)
+                else [(target, node.value)]
+            )
             out.update(t.id for t, v in pairs if isinstance(t, ast.Name) and CONFIG_RECEIVER.search(ast.unparse(v)))
     return out
 
@@ -114,12 +147,16 @@ def _reads(trees: dict[Path, ast.Module], configs: dict[str, ConfigClass]) -> di
                 continue
             where = f"{cls.name}.{function.name}" if cls is not None else f"{path.name}:{function.name}"
             nodes = list(ast.walk(function))
-            if not any((isinstance(n, ast.Attribute) and n.attr in fields)
-                       or (isinstance(n, ast.Constant) and n.value in fields) for n in nodes):
+            if not any(
+                (isinstance(n, ast.Attribute) and n.attr in fields)
+                or (isinstance(n, ast.Constant) and n.value in fields)
+                for n in nodes
+            ):
                 continue
             aliases = _aliases(function, configs)
-            calls_getattr = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "getattr"
-                                for n in nodes)
+            calls_getattr = any(
+                isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "getattr" for n in nodes
+            )
             for node in nodes:
                 if calls_getattr and isinstance(node, ast.Constant) and node.value in fields:
                     reads.setdefault(str(node.value), set()).add(where)
@@ -146,7 +183,7 @@ def test_every_config_key_is_read() -> None:
 
 
 def test_the_check_finds_an_unread_key(tmp_path: Path) -> None:
-    source = '''
+    source = """
 from magnetar.common.config import config_field
 
 class SampleConfig:
@@ -168,7 +205,7 @@ class SampleConfig:
 
 def use(config: SampleConfig, other: object) -> int:
     return config.used + config.someone_asks + other.validated_only
-'''
+"""
     tree = ast.parse(source)
     configs = _config_classes({tmp_path / "sample.py": tree})
     reads = _reads({tmp_path / "sample.py": tree}, configs)

@@ -24,22 +24,34 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_generated_samples_are_up_to_date() -> None:
-    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_configs.py"), "--check"],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_configs.py"), "--check"], capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_standalone_sample_loads_to_defaults() -> None:
-    sections = {"standalone": StandaloneConfig, "broker": BrokerConfig, "bookie": BookieConfig,
-                "managed_ledger": ManagedLedgerConfig, "bk_client": ClientConfig, "offload": TieredStorageConfig}
+    sections = {
+        "standalone": StandaloneConfig,
+        "broker": BrokerConfig,
+        "bookie": BookieConfig,
+        "managed_ledger": ManagedLedgerConfig,
+        "bk_client": ClientConfig,
+        "offload": TieredStorageConfig,
+    }
     cfg = load_sections(ROOT / "deploy" / "standalone.toml", sections, ())
     # the defaults of `magnetar standalone`: the components' own, but listening on loopback
     assert cfg == load_sections(None, sections, (), defaults=STANDALONE_DEFAULTS)
 
 
 def test_broker_sample_loads_to_defaults() -> None:
-    sections = {"cluster": ClusterConfig, "broker": BrokerConfig, "managed_ledger": ManagedLedgerConfig,
-                "bk_client": ClientConfig, "offload": TieredStorageConfig}
+    sections = {
+        "cluster": ClusterConfig,
+        "broker": BrokerConfig,
+        "managed_ledger": ManagedLedgerConfig,
+        "bk_client": ClientConfig,
+        "offload": TieredStorageConfig,
+    }
     cfg = load_sections(ROOT / "deploy" / "broker.toml", sections, ())
     # except the ledger password: the cluster sample never ships the empty default
     assert cfg["managed_ledger"].password == PASSWORD_PLACEHOLDER

@@ -23,10 +23,19 @@ def test_every_pulsar_spelling_means_what_it_means_to_pulsar(n: int, unit: str, 
     assert parse_duration(str(n)) == n  # no unit: seconds, as Pulsar
 
 
-@pytest.mark.parametrize(("text", "bare_unit", "expected"), [
-    ("1.5h", "s", 5400.0), (".5m", "s", 30.0), ("500ms", "s", 0.5), ("  10 m ", "s", 600.0),
-    ("-1", "m", -60.0), ("+2d", "s", 172800.0), ("30", "m", 1800.0), ("90s", "m", 90.0),
-])
+@pytest.mark.parametrize(
+    ("text", "bare_unit", "expected"),
+    [
+        ("1.5h", "s", 5400.0),
+        (".5m", "s", 30.0),
+        ("500ms", "s", 0.5),
+        ("  10 m ", "s", 600.0),
+        ("-1", "m", -60.0),
+        ("+2d", "s", 172800.0),
+        ("30", "m", 1800.0),
+        ("90s", "m", 90.0),
+    ],
+)
 def test_fractions_milliseconds_signs_and_the_bare_unit(text: str, bare_unit: str, expected: float) -> None:
     assert parse_duration(text, bare_unit=bare_unit) == expected
 
@@ -37,20 +46,24 @@ def test_anything_else_is_refused_naming_the_text(text: str) -> None:
         parse_duration(text)
 
 
-@pytest.mark.parametrize(("text", "expected"), [("-1", -1), ("0", 0), ("120", 2), ("30", 0), ("2h", 120),
-                                                ("90s", 1), ("30m", 30), ("1.5h", 90), ("7d", 10080)])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("-1", -1), ("0", 0), ("120", 2), ("30", 0), ("2h", 120), ("90s", 1), ("30m", 30), ("1.5h", 90), ("7d", 10080)],
+)
 def test_retention_times_are_seconds_sent_as_whole_minutes_as_pulsar_admin(text: str, expected: int) -> None:
     assert retention_minutes(text) == expected
 
 
-@pytest.mark.parametrize(("text", "expected"), [("-1", -1), ("0", 0), ("1048576", 1), ("1000", 0), ("100M", 100),
-                                                ("2G", 2048), ("512k", 0)])
+@pytest.mark.parametrize(
+    ("text", "expected"), [("-1", -1), ("0", 0), ("1048576", 1), ("1000", 0), ("100M", 100), ("2G", 2048), ("512k", 0)]
+)
 def test_retention_sizes_are_bytes_sent_as_whole_mb_as_pulsar_admin(text: str, expected: int) -> None:
     assert retention_mb(text) == expected
 
 
-@pytest.mark.parametrize(("text", "expected"), [("600", 600), ("10m", 600), ("1w", 604800), ("0", 0),
-                                                ("0.2s", 1), ("1y", 365 * 86400)])
+@pytest.mark.parametrize(
+    ("text", "expected"), [("600", 600), ("10m", 600), ("1w", 604800), ("0", 0), ("0.2s", 1), ("1y", 365 * 86400)]
+)
 def test_inactive_durations_are_seconds(text: str, expected: int) -> None:
     assert seconds(text) == expected
 
@@ -67,9 +80,12 @@ def test_token_expiry_takes_the_same_grammar(tmp_path) -> None:
     key = tmp_path / "secret.key"
     runner = CliRunner()
     assert runner.invoke(main, ["tokens", "create-secret-key", "--output", str(key)]).exit_code == 0
-    ok = runner.invoke(main, ["tokens", "create", "--secret-key", f"file://{key}", "--subject", "alice",
-                              "--expiry-time", "1.5h"])
+    ok = runner.invoke(
+        main, ["tokens", "create", "--secret-key", f"file://{key}", "--subject", "alice", "--expiry-time", "1.5h"]
+    )
     assert ok.exit_code == 0, ok.output
-    bad = runner.invoke(main, ["tokens", "create", "--secret-key", f"file://{key}", "--subject", "alice",
-                               "--expiry-time", "1 fortnight"])
+    bad = runner.invoke(
+        main,
+        ["tokens", "create", "--secret-key", f"file://{key}", "--subject", "alice", "--expiry-time", "1 fortnight"],
+    )
     assert bad.exit_code == 2 and "not a duration" in bad.output

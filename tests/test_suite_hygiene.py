@@ -33,7 +33,7 @@ CHECKS_BY_NOT_RAISING = {
     "test_arbitrary_bytes_never_crash": "any error but FrameTooLarge or MalformedFrame fails it",
     "test_split_random_bytes_only_raises_malformed_batch": "any error but MalformedBatch fails it",
     "test_read_ahead_errors_are_counted_not_raised": "fails by timeout unless the error is counted, "
-                                                     "and if the error escapes",
+    "and if the error escapes",
 }
 _CHECK_CALLS = {"raises", "fail", "warns"}
 _BROAD = {"Exception", "BaseException"}
@@ -68,19 +68,29 @@ def _where(path: Path, node: ast.AST) -> str:
 
 def _always_true(node: ast.Assert) -> bool:
     t = node.test
-    return isinstance(t, (ast.Constant, ast.Tuple)) or (
-        isinstance(t, ast.BoolOp) and isinstance(t.op, ast.Or)
-        and any(isinstance(v, ast.Constant) and v.value for v in t.values)) or (
-        isinstance(t, ast.Compare) and len(t.comparators) == 1 and ast.dump(t.left) == ast.dump(t.comparators[0]))
+    return (
+        isinstance(t, (ast.Constant, ast.Tuple))
+        or (
+            isinstance(t, ast.BoolOp)
+            and isinstance(t.op, ast.Or)
+            and any(isinstance(v, ast.Constant) and v.value for v in t.values)
+        )
+        or (isinstance(t, ast.Compare) and len(t.comparators) == 1 and ast.dump(t.left) == ast.dump(t.comparators[0]))
+    )
 
 
 def _unlooked_raises(node: ast.With | ast.AsyncWith) -> list[str]:
     out = []
     for item in node.items:
         call = item.context_expr
-        if (isinstance(call, ast.Call) and _func(call.func) in ("pytest.raises", "raises") and call.args
-                and ast.unparse(call.args[0]) in _BROAD and not any(k.arg == "match" for k in call.keywords)
-                and item.optional_vars is None):
+        if (
+            isinstance(call, ast.Call)
+            and _func(call.func) in ("pytest.raises", "raises")
+            and call.args
+            and ast.unparse(call.args[0]) in _BROAD
+            and not any(k.arg == "match" for k in call.keywords)
+            and item.optional_vars is None
+        ):
             out.append(ast.unparse(call))
     return out
 
@@ -90,13 +100,17 @@ def _skip_without_reason(node: ast.AST) -> list[str]:
     if isinstance(node, ast.Call):
         name = _func(node.func)
         if name in ("pytest.skip", "pytest.mark.skip", "pytest.xfail", "pytest.mark.xfail") and not (
-                node.args or any(k.arg == "reason" for k in node.keywords)):
+            node.args or any(k.arg == "reason" for k in node.keywords)
+        ):
             out.append(ast.unparse(node))
         if name == "pytest.mark.skipif" and not any(k.arg == "reason" for k in node.keywords):
             out.append(ast.unparse(node))
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        out += [f"@{ast.unparse(d)}" for d in node.decorator_list
-                if ast.unparse(d) in ("pytest.mark.skip", "pytest.mark.xfail")]
+        out += [
+            f"@{ast.unparse(d)}"
+            for d in node.decorator_list
+            if ast.unparse(d) in ("pytest.mark.skip", "pytest.mark.xfail")
+        ]
     return out
 
 
@@ -122,8 +136,11 @@ def _findings() -> dict[str, list[str]]:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test_"):
                 tests.append((path, node, _checks_directly(node), _names_used(node)))
                 for h in ast.walk(node):
-                    if isinstance(h, ast.ExceptHandler) and (h.type is None or ast.unparse(h.type) in _BROAD) \
-                            and all(isinstance(b, (ast.Pass, ast.Continue)) for b in h.body):
+                    if (
+                        isinstance(h, ast.ExceptHandler)
+                        and (h.type is None or ast.unparse(h.type) in _BROAD)
+                        and all(isinstance(b, (ast.Pass, ast.Continue)) for b in h.body)
+                    ):
                         found["swallow"].append(f"{_where(path, h)} in {node.name}")
     changed = True
     while changed:
@@ -132,8 +149,11 @@ def _findings() -> dict[str, list[str]]:
             if name not in checking and used & checking:
                 checking.add(name)
                 changed = True
-    found["nothing"] = [f"{_where(path, fn)} {fn.name}" for path, fn, direct, used in tests
-                        if not direct and not used & checking and fn.name not in CHECKS_BY_NOT_RAISING]
+    found["nothing"] = [
+        f"{_where(path, fn)} {fn.name}"
+        for path, fn, direct, used in tests
+        if not direct and not used & checking and fn.name not in CHECKS_BY_NOT_RAISING
+    ]
     return found
 
 
@@ -150,8 +170,9 @@ def test_no_test_swallows_every_error() -> None:
 
 
 def test_no_raises_of_any_error_unlooked_at() -> None:
-    assert not _findings()["raises"], ("pytest.raises of any error, with nothing looked at:\n"
-                                       + "\n".join(_findings()["raises"]))
+    assert not _findings()["raises"], "pytest.raises of any error, with nothing looked at:\n" + "\n".join(
+        _findings()["raises"]
+    )
 
 
 def test_every_skip_says_why() -> None:
@@ -188,8 +209,9 @@ def _imported(path: Path) -> set[str]:
             names = [target] + [f"{target}.{alias.name}" for alias in node.names]
         for name in names:
             parts = name.split(".")
-            if parts[0] in ("tests", "bench") and (REPO.joinpath(*parts).with_suffix(".py").exists()
-                                                    or REPO.joinpath(*parts, "__init__.py").exists()):
+            if parts[0] in ("tests", "bench") and (
+                REPO.joinpath(*parts).with_suffix(".py").exists() or REPO.joinpath(*parts, "__init__.py").exists()
+            ):
                 out.add(name)
     return out
 
@@ -198,12 +220,19 @@ def _layout_problems(importer: Path, module: str) -> list[str]:
     parts = module.split(".")
     where = importer.relative_to(REPO).parts
     if parts[-1].startswith("test_"):
-        return [f"{importer.relative_to(REPO)} imports the test module {module}: move what it shares to a "
-                "helper module (or tests/support)"]
+        return [
+            f"{importer.relative_to(REPO)} imports the test module {module}: move what it shares to a "
+            "helper module (or tests/support)"
+        ]
     if where[0] == "bench" and parts[0] == "tests" and parts[1] != "support":
         return [f"{importer.relative_to(REPO)} imports {module}: benchmarks use tests.support only"]
-    if (where[0] == "tests" and parts[0] == "tests" and len(parts) > 2 and parts[1] != "support"
-            and (len(where) < 3 or where[1] != parts[1])):
+    if (
+        where[0] == "tests"
+        and parts[0] == "tests"
+        and len(parts) > 2
+        and parts[1] != "support"
+        and (len(where) < 3 or where[1] != parts[1])
+    ):
         return [f"{importer.relative_to(REPO)} imports {module}, a helper of another area: move it to tests/support"]
     return []
 
@@ -214,13 +243,16 @@ def test_helpers_live_where_they_are_shared() -> None:
     assert not problems, "helpers in the wrong place:\n" + "\n".join(problems)
 
 
-@pytest.mark.parametrize(("importer", "module", "refused"), [
-    ("tests/retention/test_x.py", "tests.retention.test_retention_service", True),
-    ("bench/x.py", "tests.standalone.standalone_proc", True),
-    ("tests/bookie_server/test_x.py", "tests.bookie_gc.gc_helpers", True),
-    ("tests/bookie_gc/test_x.py", "tests.bookie_gc.gc_helpers", False),
-    ("bench/x.py", "tests.support.standalone", False),
-    ("tests/broker/test_x.py", "tests.support.clients", False),
-])
+@pytest.mark.parametrize(
+    ("importer", "module", "refused"),
+    [
+        ("tests/retention/test_x.py", "tests.retention.test_retention_service", True),
+        ("bench/x.py", "tests.standalone.standalone_proc", True),
+        ("tests/bookie_server/test_x.py", "tests.bookie_gc.gc_helpers", True),
+        ("tests/bookie_gc/test_x.py", "tests.bookie_gc.gc_helpers", False),
+        ("bench/x.py", "tests.support.standalone", False),
+        ("tests/broker/test_x.py", "tests.support.clients", False),
+    ],
+)
 def test_the_layout_rule_refuses_what_it_should(importer: str, module: str, refused: bool) -> None:
     assert bool(_layout_problems(REPO / importer, module)) is refused

@@ -118,8 +118,15 @@ class FileSystemStore:
         except FileNotFoundError as exc:
             raise ObjectNotFound(f"{self.location}: {exc.filename or exc} does not exist") from exc
         except OSError as exc:
-            if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EIO, errno.ENOTCONN,
-                             errno.ESTALE):
+            if exc.errno in (
+                errno.ENOSPC,
+                errno.EDQUOT,
+                errno.EROFS,
+                errno.EACCES,
+                errno.EIO,
+                errno.ENOTCONN,
+                errno.ESTALE,
+            ):
                 raise TierUnavailable(f"offload directory {self.location} unusable: {exc}") from exc
             raise TierError(f"offload directory {self.location}: {exc}") from exc
 

@@ -111,19 +111,34 @@ class LedgerIndex:
             if b.entry_count < 1 or b.length < BLOCK_HEADER_SIZE:
                 raise OffloadFormatError(f"block at {b.offset} is empty or shorter than its header")
             if b.first_entry != expected_entry or b.offset != expected_offset:
-                raise OffloadFormatError(f"block at {b.offset} does not follow the previous one "
-                                         f"(entry {b.first_entry}, expected {expected_entry})")
+                raise OffloadFormatError(
+                    f"block at {b.offset} does not follow the previous one "
+                    f"(entry {b.first_entry}, expected {expected_entry})"
+                )
             expected_entry, expected_offset = b.first_entry + b.entry_count, b.end
         if expected_entry != self.entry_count or expected_offset != self.data_length:
-            raise OffloadFormatError(f"blocks cover {expected_entry} entries and {expected_offset} bytes, "
-                                     f"the index says {self.entry_count} and {self.data_length}")
+            raise OffloadFormatError(
+                f"blocks cover {expected_entry} entries and {expected_offset} bytes, "
+                f"the index says {self.entry_count} and {self.data_length}"
+            )
 
     def encode(self) -> bytes:
         """The index object's bytes."""
-        parts = [_INDEX_HEAD.pack(INDEX_MAGIC, INDEX_VERSION, 0, self.ledger_id, self.entry_count,
-                                  self.ledger_bytes, self.data_length, len(self.blocks))]
-        parts += [_INDEX_BLOCK.pack(b.first_entry, b.offset, b.length, b.entry_count, b.payload_crc)
-                  for b in self.blocks]
+        parts = [
+            _INDEX_HEAD.pack(
+                INDEX_MAGIC,
+                INDEX_VERSION,
+                0,
+                self.ledger_id,
+                self.entry_count,
+                self.ledger_bytes,
+                self.data_length,
+                len(self.blocks),
+            )
+        ]
+        parts += [
+            _INDEX_BLOCK.pack(b.first_entry, b.offset, b.length, b.entry_count, b.payload_crc) for b in self.blocks
+        ]
         parts.append(_U32.pack(len(self.metadata)))
         for key in sorted(self.metadata):
             raw = key.encode()
@@ -159,10 +174,10 @@ class LedgerIndex:
         try:
             for _ in range(n_meta):
                 (klen,) = _U16.unpack_from(data, pos)
-                key = data[pos + 2:pos + 2 + klen].decode()
+                key = data[pos + 2 : pos + 2 + klen].decode()
                 pos += 2 + klen
                 (vlen,) = _U32.unpack_from(data, pos)
-                meta[key] = data[pos + 4:pos + 4 + vlen]
+                meta[key] = data[pos + 4 : pos + 4 + vlen]
                 pos += 4 + vlen
         except (struct.error, UnicodeDecodeError) as exc:
             raise OffloadFormatError(f"index metadata is malformed: {exc}") from exc
@@ -239,15 +254,16 @@ class BlockBuilder:
     def finish(self, metadata: Mapping[str, bytes] | None = None) -> tuple[bytes, LedgerIndex]:
         """The last block's bytes (possibly empty) and the ledger's index."""
         tail = self._cut()
-        return tail, LedgerIndex(self.ledger_id, self._next_entry, self._ledger_bytes, self._offset,
-                                 tuple(self._blocks), metadata or {})
+        return tail, LedgerIndex(
+            self.ledger_id, self._next_entry, self._ledger_bytes, self._offset, tuple(self._blocks), metadata or {}
+        )
 
 
 def decode_block(data: bytes, ref: BlockRef) -> list[tuple[int, bytes]]:
     """The ``(entry_id, bytes)`` of one block read back, after checking it against its index record."""
     if len(data) != ref.length:
         raise OffloadFormatError(f"block at {ref.offset}: read {len(data)} bytes, the index says {ref.length}")
-    head = data[:_BLOCK_HEAD.size]
+    head = data[: _BLOCK_HEAD.size]
     try:
         magic, first, count, plen, pcrc = _BLOCK_HEAD.unpack(head)
         (hcrc,) = _BLOCK_HEAD_CRC.unpack_from(data, _BLOCK_HEAD.size)
@@ -255,8 +271,11 @@ def decode_block(data: bytes, ref: BlockRef) -> list[tuple[int, bytes]]:
         raise OffloadFormatError(f"block at {ref.offset} is truncated") from exc
     if magic != BLOCK_MAGIC or crc32c(head) != hcrc:
         raise OffloadFormatError(f"block at {ref.offset}: bad header (wrong offset or corrupt)")
-    if (first, count, pcrc) != (ref.first_entry, ref.entry_count, ref.payload_crc) \
-            or plen != ref.length - BLOCK_HEADER_SIZE:
+    if (first, count, pcrc) != (
+        ref.first_entry,
+        ref.entry_count,
+        ref.payload_crc,
+    ) or plen != ref.length - BLOCK_HEADER_SIZE:
         raise OffloadFormatError(f"block at {ref.offset} is not the one the index lists")
     payload = memoryview(data)[BLOCK_HEADER_SIZE:]
     if crc32c(payload) != pcrc:
@@ -269,7 +288,7 @@ def decode_block(data: bytes, ref: BlockRef) -> list[tuple[int, bytes]]:
         (n,) = _U32.unpack_from(payload, pos)
         if pos + 4 + n > plen:
             raise OffloadFormatError(f"block at {ref.offset}: entry {first + i} overruns the block")
-        out.append((first + i, bytes(payload[pos + 4:pos + 4 + n])))
+        out.append((first + i, bytes(payload[pos + 4 : pos + 4 + n])))
         pos += 4 + n
     if pos != plen:
         raise OffloadFormatError(f"block at {ref.offset} has {plen - pos} trailing bytes")
@@ -285,4 +304,4 @@ def decode_blocks(data: bytes, refs: Iterable[BlockRef]) -> Iterator[tuple[Block
     base = refs[0].offset
     for ref in refs:
         start = ref.offset - base
-        yield ref, decode_block(data[start:start + ref.length], ref)
+        yield ref, decode_block(data[start : start + ref.length], ref)

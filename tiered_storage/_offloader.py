@@ -143,9 +143,17 @@ class BlockCache:
 class OffloadedLedger:
     """An offloaded ledger open for reading (its index loaded and verified)."""
 
-    def __init__(self, store: BlobStore, uid: UUID, index: LedgerIndex, cache: BlockCache,
-                 metrics: TieredStorageMetrics, namespace: str, max_fetch: int,
-                 limiter: trio.CapacityLimiter) -> None:
+    def __init__(
+        self,
+        store: BlobStore,
+        uid: UUID,
+        index: LedgerIndex,
+        cache: BlockCache,
+        metrics: TieredStorageMetrics,
+        namespace: str,
+        max_fetch: int,
+        limiter: trio.CapacityLimiter,
+    ) -> None:
         self.uid = uid
         self.index = index
         self._store = store
@@ -187,8 +195,10 @@ class OffloadedLedger:
             size = ref.length
             while k + len(run) < j:
                 nxt = index.blocks[k + len(run)]
-                if size + nxt.length > self._max_fetch or \
-                        self._cache.get(self.uid, index.ledger_id, nxt.offset) is not None:
+                if (
+                    size + nxt.length > self._max_fetch
+                    or self._cache.get(self.uid, index.ledger_id, nxt.offset) is not None
+                ):
                     break
                 run.append(nxt)
                 size += nxt.length
@@ -207,8 +217,7 @@ class OffloadedLedger:
         except TierError:
             self._metrics.read_offload_error.labels(self._namespace).inc()
             raise
-        self._metrics.read_offload_data_latency.labels(self._namespace).observe(
-            (time.perf_counter() - started) * 1e6)
+        self._metrics.read_offload_data_latency.labels(self._namespace).observe((time.perf_counter() - started) * 1e6)
         self._metrics.record_read(self._namespace, length)
         return data
 
@@ -233,8 +242,9 @@ class LedgerOffloader(Protocol):
         """Where it writes, for messages."""
         ...
 
-    async def offload(self, source: EntrySource, uid: UUID, extra_metadata: Mapping[str, str], *,
-                      namespace: str = "") -> OffloadResult:
+    async def offload(
+        self, source: EntrySource, uid: UUID, extra_metadata: Mapping[str, str], *, namespace: str = ""
+    ) -> OffloadResult:
         """Copy, then verify, the whole ledger (see the module docstring); `OffloadError` on failure
         (nothing of ``uid`` is left in the tier then, as far as the store can be reached)."""
         ...
@@ -256,10 +266,19 @@ class BlockOffloader:
     bounds the memory of buffered parts. ``read_limiter``: ranged reads in flight.
     """
 
-    def __init__(self, store: BlobStore, driver_name: str, driver_metadata: Mapping[str, str], *,
-                 block_size: int, cache: BlockCache, metrics: TieredStorageMetrics,
-                 offload_limiter: trio.CapacityLimiter, read_limiter: trio.CapacityLimiter,
-                 max_fetch: int = 8 * 1024 * 1024) -> None:
+    def __init__(
+        self,
+        store: BlobStore,
+        driver_name: str,
+        driver_metadata: Mapping[str, str],
+        *,
+        block_size: int,
+        cache: BlockCache,
+        metrics: TieredStorageMetrics,
+        offload_limiter: trio.CapacityLimiter,
+        read_limiter: trio.CapacityLimiter,
+        max_fetch: int = 8 * 1024 * 1024,
+    ) -> None:
         self.store = store
         self._driver_name = driver_name
         self._driver_metadata = dict(driver_metadata)
@@ -285,8 +304,9 @@ class BlockOffloader:
         """See `LedgerOffloader`."""
         return self.store.location
 
-    async def offload(self, source: EntrySource, uid: UUID, extra_metadata: Mapping[str, str], *,
-                      namespace: str = "") -> OffloadResult:
+    async def offload(
+        self, source: EntrySource, uid: UUID, extra_metadata: Mapping[str, str], *, namespace: str = ""
+    ) -> OffloadResult:
         """See `LedgerOffloader.offload`."""
         lid = source.ledger_id
         started = time.monotonic()
@@ -307,11 +327,13 @@ class BlockOffloader:
         seconds = time.monotonic() - started
         self._metrics.offloaded_ledgers.labels(namespace).inc()
         self._metrics.offload_seconds.observe(seconds)
-        return OffloadResult(lid, uid, index.entry_count, index.ledger_bytes, index.data_length, index_bytes,
-                             len(index.blocks), seconds)
+        return OffloadResult(
+            lid, uid, index.entry_count, index.ledger_bytes, index.data_length, index_bytes, len(index.blocks), seconds
+        )
 
-    async def _write(self, source: EntrySource, uid: UUID, extra_metadata: Mapping[str, str],
-                     namespace: str) -> LedgerIndex:
+    async def _write(
+        self, source: EntrySource, uid: UUID, extra_metadata: Mapping[str, str], namespace: str
+    ) -> LedgerIndex:
         lid = source.ledger_id
         builder = BlockBuilder(lid, self.block_size)
         upload = await self._storing(namespace, self.store.begin_upload(data_key(uid, lid)))
@@ -390,8 +412,9 @@ class BlockOffloader:
         if index.ledger_id != ledger_id:
             raise OffloadError(f"{index_key(uid, ledger_id)} indexes ledger {index.ledger_id}")
         self._metrics.read_offload_index_latency.labels(namespace).observe((time.perf_counter() - started) * 1e6)
-        return OffloadedLedger(self.store, uid, index, self._cache, self._metrics, namespace, self._max_fetch,
-                               self._read_limiter)
+        return OffloadedLedger(
+            self.store, uid, index, self._cache, self._metrics, namespace, self._max_fetch, self._read_limiter
+        )
 
     async def delete(self, ledger_id: int, uid: UUID, *, namespace: str = "") -> None:
         """See `LedgerOffloader.delete`."""

@@ -163,8 +163,10 @@ class OffloadPolicies:
             raise ValueError("the filesystem driver needs fileSystemURI")
         priority = self.values.get("managedLedgerOffloadedReadPriority")
         if priority is not None and priority not in {p.value for p in ReadPriority}:
-            raise ValueError(f"managedLedgerOffloadedReadPriority must be one of "
-                             f"{', '.join(p.value for p in ReadPriority)}, not {priority!r}")
+            raise ValueError(
+                f"managedLedgerOffloadedReadPriority must be one of "
+                f"{', '.join(p.value for p in ReadPriority)}, not {priority!r}"
+            )
 
     # --- effective settings ---------------------------------------------------------------------
 
@@ -234,8 +236,7 @@ class OffloadPolicies:
     @property
     def read_buffer_size(self) -> int:
         """Bytes per block of the offloaded layout: the unit a read fetches (Pulsar's default 1 MiB)."""
-        value = self._first("managedLedgerOffloadReadBufferSizeInBytes",
-                            "s3ManagedLedgerOffloadReadBufferSizeInBytes")
+        value = self._first("managedLedgerOffloadReadBufferSizeInBytes", "s3ManagedLedgerOffloadReadBufferSizeInBytes")
         return int(value) if value else _MB
 
     @property
@@ -272,56 +273,88 @@ class TieredStorageConfig:
     field by field. ``validate()`` raises `ConfigError` naming the key.
     """
 
-    driver: str = config_field("", alias="managedLedgerOffloadDriver",
-                               help="Offloader driver: filesystem, aws-s3 or S3 ('' = no tiered storage "
-                                    "unless a namespace or topic sets offload policies)")
-    file_system_uri: str = config_field("", alias="fileSystemURI",
-                                        help="filesystem driver: the directory (file:///path or /path)")
+    driver: str = config_field(
+        "",
+        alias="managedLedgerOffloadDriver",
+        help="Offloader driver: filesystem, aws-s3 or S3 ('' = no tiered storage "
+        "unless a namespace or topic sets offload policies)",
+    )
+    file_system_uri: str = config_field(
+        "", alias="fileSystemURI", help="filesystem driver: the directory (file:///path or /path)"
+    )
     bucket: str = config_field("", alias="managedLedgerOffloadBucket", help="Bucket (any object-store driver)")
     region: str = config_field("", alias="managedLedgerOffloadRegion", help="Region (any object-store driver)")
-    service_endpoint: str = config_field("", alias="managedLedgerOffloadServiceEndpoint",
-                                         help="Object store endpoint URL (any object-store driver)")
-    max_block_size: int = config_field(0, alias="managedLedgerOffloadMaxBlockSizeInBytes",
-                                       help="Bytes per uploaded part (0 = the s3 key's, else 64 MiB)")
-    read_buffer_size: int = config_field(0, alias="managedLedgerOffloadReadBufferSizeInBytes",
-                                         help="Bytes per block read back (0 = the s3 key's, else 1 MiB)")
+    service_endpoint: str = config_field(
+        "", alias="managedLedgerOffloadServiceEndpoint", help="Object store endpoint URL (any object-store driver)"
+    )
+    max_block_size: int = config_field(
+        0,
+        alias="managedLedgerOffloadMaxBlockSizeInBytes",
+        help="Bytes per uploaded part (0 = the s3 key's, else 64 MiB)",
+    )
+    read_buffer_size: int = config_field(
+        0,
+        alias="managedLedgerOffloadReadBufferSizeInBytes",
+        help="Bytes per block read back (0 = the s3 key's, else 1 MiB)",
+    )
     s3_bucket: str = config_field("", alias="s3ManagedLedgerOffloadBucket", help="aws-s3 / S3: the bucket")
     s3_region: str = config_field("", alias="s3ManagedLedgerOffloadRegion", help="aws-s3 / S3: the region")
     s3_service_endpoint: str = config_field(
-        "", alias="s3ManagedLedgerOffloadServiceEndpoint",
-        help="aws-s3 / S3: endpoint of an S3-compatible service (http://host:port); '' = AWS")
+        "",
+        alias="s3ManagedLedgerOffloadServiceEndpoint",
+        help="aws-s3 / S3: endpoint of an S3-compatible service (http://host:port); '' = AWS",
+    )
     s3_max_block_size: int = config_field(
-        64 * _MB, alias="s3ManagedLedgerOffloadMaxBlockSizeInBytes",
-        help="aws-s3 / S3: bytes per multipart part (at least 5 MiB); one part per offload is buffered")
+        64 * _MB,
+        alias="s3ManagedLedgerOffloadMaxBlockSizeInBytes",
+        help="aws-s3 / S3: bytes per multipart part (at least 5 MiB); one part per offload is buffered",
+    )
     s3_read_buffer_size: int = config_field(
-        _MB, alias="s3ManagedLedgerOffloadReadBufferSizeInBytes",
-        help="aws-s3 / S3: bytes per block of the offloaded layout, the unit one read fetches")
+        _MB,
+        alias="s3ManagedLedgerOffloadReadBufferSizeInBytes",
+        help="aws-s3 / S3: bytes per block of the offloaded layout, the unit one read fetches",
+    )
     s3_credential_id: str = config_field(
-        "", alias="s3ManagedLedgerOffloadCredentialId",
-        help="aws-s3 / S3: access key id ('' = AWS_ACCESS_KEY_ID, ~/.aws or the instance role)")
+        "",
+        alias="s3ManagedLedgerOffloadCredentialId",
+        help="aws-s3 / S3: access key id ('' = AWS_ACCESS_KEY_ID, ~/.aws or the instance role)",
+    )
     s3_credential_secret: str = config_field(
-        "", alias="s3ManagedLedgerOffloadCredentialSecret", help="aws-s3 / S3: secret access key")
+        "", alias="s3ManagedLedgerOffloadCredentialSecret", help="aws-s3 / S3: secret access key"
+    )
     threshold_bytes: int = config_field(
-        -1, alias="managedLedgerOffloadAutoTriggerSizeThresholdBytes",
-        help="Bytes a topic keeps on bookies before older ledgers are offloaded (-1 = off, 0 = at once)")
+        -1,
+        alias="managedLedgerOffloadAutoTriggerSizeThresholdBytes",
+        help="Bytes a topic keeps on bookies before older ledgers are offloaded (-1 = off, 0 = at once)",
+    )
     threshold_seconds: int = config_field(
-        -1, alias="managedLedgerOffloadThresholdInSeconds",
-        help="Offload ledgers closed longer ago than this (-1 = off)")
+        -1,
+        alias="managedLedgerOffloadThresholdInSeconds",
+        help="Offload ledgers closed longer ago than this (-1 = off)",
+    )
     deletion_lag_ms: int = config_field(
-        DEFAULT_DELETION_LAG_MS, alias="managedLedgerOffloadDeletionLagMs",
-        help="How long an offloaded ledger keeps its bookie copy before it is deleted")
-    max_threads: int = config_field(2, alias="managedLedgerOffloadMaxThreads",
-                                    help="Ledgers offloaded at once by this broker (each buffers one part)")
-    read_threads: int = config_field(2, alias="managedLedgerOffloadReadThreads",
-                                     help="Reads from the tier in flight at once")
+        DEFAULT_DELETION_LAG_MS,
+        alias="managedLedgerOffloadDeletionLagMs",
+        help="How long an offloaded ledger keeps its bookie copy before it is deleted",
+    )
+    max_threads: int = config_field(
+        2,
+        alias="managedLedgerOffloadMaxThreads",
+        help="Ledgers offloaded at once by this broker (each buffers one part)",
+    )
+    read_threads: int = config_field(
+        2, alias="managedLedgerOffloadReadThreads", help="Reads from the tier in flight at once"
+    )
     read_priority: str = config_field(
-        "tiered-storage-first", alias="managedLedgerDataReadPriority",
+        "tiered-storage-first",
+        alias="managedLedgerDataReadPriority",
         help="Where a ledger both offloaded and still on bookies is read from: tiered-storage-first or "
-             "bookkeeper-first")
+        "bookkeeper-first",
+    )
     read_cache_size_mb: float = config_field(
-        64.0, help="Bytes of blocks read back from the tier kept in memory (per broker; 0 = none)")
-    offload_retries: int = config_field(
-        3, help="Attempts per ledger within one offload run before it fails with ERROR")
+        64.0, help="Bytes of blocks read back from the tier kept in memory (per broker; 0 = none)"
+    )
+    offload_retries: int = config_field(3, help="Attempts per ledger within one offload run before it fails with ERROR")
 
     def validate(self) -> None:
         """Raise `ConfigError` naming the key when a value cannot work."""
@@ -343,28 +376,30 @@ class TieredStorageConfig:
 
     def policies(self) -> OffloadPolicies:
         """The broker level of the offload policies."""
-        return OffloadPolicies({
-            "managedLedgerOffloadDriver": self.driver or None,
-            "fileSystemURI": self.file_system_uri or None,
-            "managedLedgerOffloadBucket": self.bucket or None,
-            "managedLedgerOffloadRegion": self.region or None,
-            "managedLedgerOffloadServiceEndpoint": self.service_endpoint or None,
-            "managedLedgerOffloadMaxBlockSizeInBytes": self.max_block_size or None,
-            "managedLedgerOffloadReadBufferSizeInBytes": self.read_buffer_size or None,
-            "s3ManagedLedgerOffloadBucket": self.s3_bucket or None,
-            "s3ManagedLedgerOffloadRegion": self.s3_region or None,
-            "s3ManagedLedgerOffloadServiceEndpoint": self.s3_service_endpoint or None,
-            "s3ManagedLedgerOffloadMaxBlockSizeInBytes": self.s3_max_block_size,
-            "s3ManagedLedgerOffloadReadBufferSizeInBytes": self.s3_read_buffer_size,
-            "s3ManagedLedgerOffloadCredentialId": self.s3_credential_id or None,
-            "s3ManagedLedgerOffloadCredentialSecret": self.s3_credential_secret or None,
-            "managedLedgerOffloadThresholdInBytes": self.threshold_bytes,
-            "managedLedgerOffloadThresholdInSeconds": self.threshold_seconds,
-            "managedLedgerOffloadDeletionLagInMillis": self.deletion_lag_ms,
-            "managedLedgerOffloadMaxThreads": self.max_threads,
-            "managedLedgerOffloadReadThreads": self.read_threads,
-            "managedLedgerOffloadedReadPriority": self.read_priority,
-        })
+        return OffloadPolicies(
+            {
+                "managedLedgerOffloadDriver": self.driver or None,
+                "fileSystemURI": self.file_system_uri or None,
+                "managedLedgerOffloadBucket": self.bucket or None,
+                "managedLedgerOffloadRegion": self.region or None,
+                "managedLedgerOffloadServiceEndpoint": self.service_endpoint or None,
+                "managedLedgerOffloadMaxBlockSizeInBytes": self.max_block_size or None,
+                "managedLedgerOffloadReadBufferSizeInBytes": self.read_buffer_size or None,
+                "s3ManagedLedgerOffloadBucket": self.s3_bucket or None,
+                "s3ManagedLedgerOffloadRegion": self.s3_region or None,
+                "s3ManagedLedgerOffloadServiceEndpoint": self.s3_service_endpoint or None,
+                "s3ManagedLedgerOffloadMaxBlockSizeInBytes": self.s3_max_block_size,
+                "s3ManagedLedgerOffloadReadBufferSizeInBytes": self.s3_read_buffer_size,
+                "s3ManagedLedgerOffloadCredentialId": self.s3_credential_id or None,
+                "s3ManagedLedgerOffloadCredentialSecret": self.s3_credential_secret or None,
+                "managedLedgerOffloadThresholdInBytes": self.threshold_bytes,
+                "managedLedgerOffloadThresholdInSeconds": self.threshold_seconds,
+                "managedLedgerOffloadDeletionLagInMillis": self.deletion_lag_ms,
+                "managedLedgerOffloadMaxThreads": self.max_threads,
+                "managedLedgerOffloadReadThreads": self.read_threads,
+                "managedLedgerOffloadedReadPriority": self.read_priority,
+            }
+        )
 
     @property
     def read_cache_size_bytes(self) -> int:

@@ -36,8 +36,19 @@ MIN_PART_SIZE = 5 * 1024 * 1024
 
 _T = TypeVar("_T")
 _NOT_FOUND = {"NoSuchKey", "404", "NotFound"}
-_UNAVAILABLE = {"NoSuchBucket", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "503",
-                "SlowDown", "ServiceUnavailable", "InternalError", "500", "RequestTimeout", "403"}
+_UNAVAILABLE = {
+    "NoSuchBucket",
+    "AccessDenied",
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "503",
+    "SlowDown",
+    "ServiceUnavailable",
+    "InternalError",
+    "500",
+    "RequestTimeout",
+    "403",
+}
 
 
 def _md5(data: bytes) -> str:
@@ -58,8 +69,8 @@ class _S3Upload:
             raise TierError(f"{self._store.location}/{self._key}: write after the upload ended")
         self._buffer += data
         while len(self._buffer) >= self._store.part_size:
-            part = bytes(self._buffer[:self._store.part_size])
-            del self._buffer[:self._store.part_size]
+            part = bytes(self._buffer[: self._store.part_size])
+            del self._buffer[: self._store.part_size]
             await self._send_part(part)
 
     async def _send_part(self, part: bytes) -> None:
@@ -68,8 +79,16 @@ class _S3Upload:
             reply = await s._call("create_multipart_upload", self._key, Bucket=s.bucket, Key=self._key)
             self._upload_id = str(reply["UploadId"])
         number = len(self._parts) + 1
-        reply = await s._call("upload_part", self._key, Bucket=s.bucket, Key=self._key, PartNumber=number,
-                              UploadId=self._upload_id, Body=part, ContentMD5=_md5(part))
+        reply = await s._call(
+            "upload_part",
+            self._key,
+            Bucket=s.bucket,
+            Key=self._key,
+            PartNumber=number,
+            UploadId=self._upload_id,
+            Body=part,
+            ContentMD5=_md5(part),
+        )
         self._parts.append({"PartNumber": number, "ETag": reply["ETag"]})
 
     async def complete(self) -> None:
@@ -83,8 +102,14 @@ class _S3Upload:
             else:
                 if self._buffer:
                     await self._send_part(bytes(self._buffer))
-                await s._call("complete_multipart_upload", self._key, Bucket=s.bucket, Key=self._key,
-                              UploadId=self._upload_id, MultipartUpload={"Parts": self._parts})
+                await s._call(
+                    "complete_multipart_upload",
+                    self._key,
+                    Bucket=s.bucket,
+                    Key=self._key,
+                    UploadId=self._upload_id,
+                    MultipartUpload={"Parts": self._parts},
+                )
             self._ended = True
             self._buffer = bytearray()
         except BaseException:
@@ -98,8 +123,9 @@ class _S3Upload:
             s, upload_id, self._upload_id = self._store, self._upload_id, None
             try:
                 with trio.CancelScope(shield=True):
-                    await s._call("abort_multipart_upload", self._key, Bucket=s.bucket, Key=self._key,
-                                  UploadId=upload_id)
+                    await s._call(
+                        "abort_multipart_upload", self._key, Bucket=s.bucket, Key=self._key, UploadId=upload_id
+                    )
             except TierError:
                 pass  # the service expires abandoned uploads; nothing of it is visible (Rule 1)
 
@@ -107,10 +133,19 @@ class _S3Upload:
 class S3Store:
     """One bucket of an S3-compatible service (see the module docstring)."""
 
-    def __init__(self, bucket: str, *, region: str = "", endpoint: str = "", credential_id: str = "",
-                 credential_secret: str = "", part_size: int = 64 * 1024 * 1024,
-                 limiter: trio.CapacityLimiter | None = None, connect_timeout_s: float = 5.0,
-                 read_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        bucket: str,
+        *,
+        region: str = "",
+        endpoint: str = "",
+        credential_id: str = "",
+        credential_secret: str = "",
+        part_size: int = 64 * 1024 * 1024,
+        limiter: trio.CapacityLimiter | None = None,
+        connect_timeout_s: float = 5.0,
+        read_timeout_s: float = 30.0,
+    ) -> None:
         if not bucket:
             raise ValueError("an S3 offloader needs a bucket (s3ManagedLedgerOffloadBucket)")
         self.bucket = bucket
@@ -136,14 +171,20 @@ class S3Store:
                 from botocore.config import Config
 
                 key_id, secret = self._credentials
-                session = boto3.session.Session(aws_access_key_id=key_id or None,
-                                                aws_secret_access_key=secret or None,
-                                                region_name=self.region or "us-east-1")
-                config = Config(retries={"mode": "standard", "max_attempts": 3},
-                                connect_timeout=self._timeouts[0], read_timeout=self._timeouts[1],
-                                s3={"addressing_style": "path"}, signature_version="s3v4",
-                                request_checksum_calculation="when_required",
-                                response_checksum_validation="when_required")
+                session = boto3.session.Session(
+                    aws_access_key_id=key_id or None,
+                    aws_secret_access_key=secret or None,
+                    region_name=self.region or "us-east-1",
+                )
+                config = Config(
+                    retries={"mode": "standard", "max_attempts": 3},
+                    connect_timeout=self._timeouts[0],
+                    read_timeout=self._timeouts[1],
+                    s3={"addressing_style": "path"},
+                    signature_version="s3v4",
+                    request_checksum_calculation="when_required",
+                    response_checksum_validation="when_required",
+                )
                 self._client = session.client("s3", endpoint_url=self.endpoint or None, config=config)
             return self._client
 
@@ -161,8 +202,10 @@ class S3Store:
                 return TierUnavailable(f"{where} refused: {code}: {message}")
             return TierError(f"{where} failed: {code}: {message}")
         if isinstance(exc, NoCredentialsError):
-            return TierUnavailable(f"{where}: no credentials (set s3ManagedLedgerOffloadCredentialId/Secret "
-                                   "or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)")
+            return TierUnavailable(
+                f"{where}: no credentials (set s3ManagedLedgerOffloadCredentialId/Secret "
+                "or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)"
+            )
         if isinstance(exc, BotoCoreError):
             return TierUnavailable(f"{where}: object store unreachable: {exc}")
         return TierError(f"{where} failed: {type(exc).__name__}: {exc}")
@@ -191,6 +234,7 @@ class S3Store:
 
     async def get(self, key: str) -> bytes:
         """The whole object."""
+
         def read() -> bytes:
             body = self._make_client().get_object(Bucket=self.bucket, Key=key)["Body"]
             try:
@@ -206,8 +250,9 @@ class S3Store:
             return b""
 
         def read() -> bytes:
-            body = self._make_client().get_object(Bucket=self.bucket, Key=key,
-                                                  Range=f"bytes={start}-{start + length - 1}")["Body"]
+            body = self._make_client().get_object(
+                Bucket=self.bucket, Key=key, Range=f"bytes={start}-{start + length - 1}"
+            )["Body"]
             try:
                 return bytes(body.read())
             finally:

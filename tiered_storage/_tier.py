@@ -32,8 +32,14 @@ _RATE_INTERVAL_S = 10.0
 class TieredStorage:
     """Offloaders, read cache and limiters of one broker (see the module docstring)."""
 
-    def __init__(self, config: TieredStorageConfig | None = None, *, metrics: TieredStorageMetrics | None = None,
-                 connect_timeout_s: float = 5.0, read_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        config: TieredStorageConfig | None = None,
+        *,
+        metrics: TieredStorageMetrics | None = None,
+        connect_timeout_s: float = 5.0,
+        read_timeout_s: float = 30.0,
+    ) -> None:
         self.config = config if config is not None else TieredStorageConfig()
         self.config.validate()
         self.metrics = metrics if metrics is not None else TieredStorageMetrics()
@@ -61,14 +67,16 @@ class TieredStorage:
             meta = {"bucket": policies.bucket, "region": policies.region, "endpoint": policies.endpoint}
         return self._build(policies.driver, meta, policies)
 
-    def offloader_for_ledger(self, driver: str, metadata: Mapping[str, str],
-                             policies: OffloadPolicies | None = None) -> LedgerOffloader:
+    def offloader_for_ledger(
+        self, driver: str, metadata: Mapping[str, str], policies: OffloadPolicies | None = None
+    ) -> LedgerOffloader:
         """The offloader that reads a ledger offloaded with ``driver`` to ``metadata``'s location."""
         fmt = metadata.get("format", FORMAT)
         if fmt != FORMAT:
             raise TierError(f"offloaded ledger in format {fmt!r}, which this broker cannot read")
-        return self._build(driver, {k: v for k, v in metadata.items() if k != "format"},
-                           policies or self.broker_policies)
+        return self._build(
+            driver, {k: v for k, v in metadata.items() if k != "format"}, policies or self.broker_policies
+        )
 
     def _build(self, driver: str, location: Mapping[str, str], policies: OffloadPolicies) -> BlockOffloader:
         kind = driver.lower()
@@ -81,18 +89,31 @@ class TieredStorage:
             if kind == "filesystem":
                 store: FileSystemStore | S3Store = FileSystemStore(location.get("fileSystemURI", ""), self._io_limiter)
             elif kind in ("aws-s3", "s3"):
-                store = S3Store(location.get("bucket", ""), region=location.get("region", ""),
-                                endpoint=location.get("endpoint", ""), credential_id=creds[0],
-                                credential_secret=creds[1], part_size=policies.max_block_size,
-                                limiter=self._io_limiter, connect_timeout_s=self._timeouts[0],
-                                read_timeout_s=self._timeouts[1])
+                store = S3Store(
+                    location.get("bucket", ""),
+                    region=location.get("region", ""),
+                    endpoint=location.get("endpoint", ""),
+                    credential_id=creds[0],
+                    credential_secret=creds[1],
+                    part_size=policies.max_block_size,
+                    limiter=self._io_limiter,
+                    connect_timeout_s=self._timeouts[0],
+                    read_timeout_s=self._timeouts[1],
+                )
             else:
                 raise TierError(f"offload driver {driver!r} is not supported")
         except ValueError as exc:
             raise TierError(str(exc)) from None
-        offloader = BlockOffloader(store, driver, {**location, "format": FORMAT},
-                                   block_size=policies.read_buffer_size, cache=self.cache, metrics=self.metrics,
-                                   offload_limiter=self.offload_limiter, read_limiter=self.read_limiter)
+        offloader = BlockOffloader(
+            store,
+            driver,
+            {**location, "format": FORMAT},
+            block_size=policies.read_buffer_size,
+            cache=self.cache,
+            metrics=self.metrics,
+            offload_limiter=self.offload_limiter,
+            read_limiter=self.read_limiter,
+        )
         if len(self._offloaders) >= 64:  # locations are few; never let a churn of policies grow this
             self._offloaders.pop(next(iter(self._offloaders)))
         self._offloaders[key] = offloader

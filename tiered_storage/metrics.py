@@ -23,41 +23,59 @@ class TieredStorageMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         r, ns = self.registry, ["namespace"]
-        self.offload_error = Counter("brk_ledgeroffloader_offload_error", "Ledger offloads that failed",
-                                     ns, registry=r)
+        self.offload_error = Counter("brk_ledgeroffloader_offload_error", "Ledger offloads that failed", ns, registry=r)
         self.offload_rate = Gauge("brk_ledgeroffloader_offload_rate", "Bytes offloaded per second", ns, registry=r)
-        self.read_offload_error = Counter("brk_ledgeroffloader_read_offload_error", "Reads from the tier that failed",
-                                          ns, registry=r)
-        self.read_offload_rate = Gauge("brk_ledgeroffloader_read_offload_rate", "Bytes read from the tier per second",
-                                       ns, registry=r)
+        self.read_offload_error = Counter(
+            "brk_ledgeroffloader_read_offload_error", "Reads from the tier that failed", ns, registry=r
+        )
+        self.read_offload_rate = Gauge(
+            "brk_ledgeroffloader_read_offload_rate", "Bytes read from the tier per second", ns, registry=r
+        )
         self.read_bytes = Counter("brk_ledgeroffloader_read_bytes", "Bytes read from the tier", ns, registry=r)
-        self.write_storage_error = Counter("brk_ledgeroffloader_write_storage_error",
-                                           "Writes to the object store that failed", ns, registry=r)
-        self.read_offload_index_latency = Summary("brk_ledgeroffloader_read_offload_index_latency",
-                                                  "Time to read an offloaded ledger's index (microseconds)",
-                                                  ns, registry=r)
-        self.read_offload_data_latency = Summary("brk_ledgeroffloader_read_offload_data_latency",
-                                                 "Time of one ranged read of offloaded blocks (microseconds)",
-                                                 ns, registry=r)
-        self.read_ledger_latency = Summary("brk_ledgeroffloader_read_ledger_latency",
-                                           "Time of one read from the bookies while offloading (microseconds)",
-                                           ns, registry=r)
-        self.delete_offload_ops = Counter("brk_ledgeroffloader_delete_offload_ops",
-                                          "Deletions of offloaded ledgers from the tier", ["namespace", "status"],
-                                          registry=r)
-        self.offloaded_bytes = Counter("magnetar_offload_bytes", "Ledger bytes offloaded (entries' payload)", ns,
-                                       registry=r)
+        self.write_storage_error = Counter(
+            "brk_ledgeroffloader_write_storage_error", "Writes to the object store that failed", ns, registry=r
+        )
+        self.read_offload_index_latency = Summary(
+            "brk_ledgeroffloader_read_offload_index_latency",
+            "Time to read an offloaded ledger's index (microseconds)",
+            ns,
+            registry=r,
+        )
+        self.read_offload_data_latency = Summary(
+            "brk_ledgeroffloader_read_offload_data_latency",
+            "Time of one ranged read of offloaded blocks (microseconds)",
+            ns,
+            registry=r,
+        )
+        self.read_ledger_latency = Summary(
+            "brk_ledgeroffloader_read_ledger_latency",
+            "Time of one read from the bookies while offloading (microseconds)",
+            ns,
+            registry=r,
+        )
+        self.delete_offload_ops = Counter(
+            "brk_ledgeroffloader_delete_offload_ops",
+            "Deletions of offloaded ledgers from the tier",
+            ["namespace", "status"],
+            registry=r,
+        )
+        self.offloaded_bytes = Counter(
+            "magnetar_offload_bytes", "Ledger bytes offloaded (entries' payload)", ns, registry=r
+        )
         self.offloaded_ledgers = Counter("magnetar_offload_ledgers", "Ledgers offloaded and verified", ns, registry=r)
-        self.offload_seconds = Histogram("magnetar_offload_ledger_seconds",
-                                         "Time to offload and verify one ledger", buckets=_SECONDS, registry=r)
-        self.bookie_copies_deleted = Counter("magnetar_offload_bookie_copies_deleted",
-                                             "Offloaded ledgers whose bookie copy was deleted", ns, registry=r)
-        self.cache_hits = Counter("magnetar_offload_read_cache_hits", "Blocks read from the tier read cache",
-                                  registry=r)
-        self.cache_misses = Counter("magnetar_offload_read_cache_misses", "Blocks fetched from the tier",
-                                    registry=r)
-        self.cache_size = Gauge("magnetar_offload_read_cache_size_bytes", "Bytes held by the tier read cache",
-                                registry=r)
+        self.offload_seconds = Histogram(
+            "magnetar_offload_ledger_seconds", "Time to offload and verify one ledger", buckets=_SECONDS, registry=r
+        )
+        self.bookie_copies_deleted = Counter(
+            "magnetar_offload_bookie_copies_deleted", "Offloaded ledgers whose bookie copy was deleted", ns, registry=r
+        )
+        self.cache_hits = Counter(
+            "magnetar_offload_read_cache_hits", "Blocks read from the tier read cache", registry=r
+        )
+        self.cache_misses = Counter("magnetar_offload_read_cache_misses", "Blocks fetched from the tier", registry=r)
+        self.cache_size = Gauge(
+            "magnetar_offload_read_cache_size_bytes", "Bytes held by the tier read cache", registry=r
+        )
         self._window: dict[str, list[float]] = {}  # namespace -> [offloaded, read] bytes since last update
         self._window_start = time.monotonic()
 

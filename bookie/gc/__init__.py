@@ -21,8 +21,14 @@ from ._gc import MetadataListingError as MetadataListingError
 from ._http import gc_routes as gc_routes
 
 __all__ = [
-    "GarbageCollector", "GcConfig", "GcStatus", "GcRunResult", "GcExplanation", "CompactionKind",
+    "GarbageCollector",
+    "GcConfig",
+    "GcStatus",
+    "GcRunResult",
+    "GcExplanation",
+    "CompactionKind",
     "gc_routes",
     # errors
-    "CompactionTimeout", "MetadataListingError",
+    "CompactionTimeout",
+    "MetadataListingError",
 ]

@@ -40,8 +40,15 @@ import trio
 from .._errors import BookieException
 from ..storage import RECORD_PREFIX_SIZE, DbLedgerStorage, EntryLogger, LogRecord
 
-__all__ = ["CompactionKind", "RateLimiter", "CompactionResult", "CompactionTimeout", "compact_log",
-           "KILL_AT_GC_ENV", "kill_point"]
+__all__ = [
+    "CompactionKind",
+    "RateLimiter",
+    "CompactionResult",
+    "CompactionTimeout",
+    "compact_log",
+    "KILL_AT_GC_ENV",
+    "kill_point",
+]
 
 KILL_AT_GC_ENV = "MAGNETAR_GC_KILL_AT"
 _MAX_CHUNK_ENTRIES = 5000
@@ -115,8 +122,9 @@ def kill_point(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _next_chunk(scan: Iterator[LogRecord], live: Callable[[int], bool], chunk_bytes: int
-                ) -> tuple[list[LogRecord], int, int, bool]:
+def _next_chunk(
+    scan: Iterator[LogRecord], live: Callable[[int], bool], chunk_bytes: int
+) -> tuple[list[LogRecord], int, int, bool]:
     """Worker thread: pull records until ``chunk_bytes`` were scanned; returns (live records,
     bytes scanned, records scanned, finished)."""
     out: list[LogRecord] = []
@@ -130,8 +138,6 @@ def _next_chunk(scan: Iterator[LogRecord], live: Callable[[int], bool], chunk_by
         if scanned >= chunk_bytes or count >= _MAX_CHUNK_ENTRIES:
             return out, scanned, count, False
     return out, scanned, count, True
-
-
 
 
 def _append_synced(logger: EntryLogger, entries: list[tuple[int, int, bytes]]) -> list[int]:
@@ -169,7 +175,8 @@ async def compact_log(
                 raise CompactionTimeout(f"time bound reached while compacting entry log {log_id:x}")
             await priority.background_turn()  # a read queued ahead of a journal write delays it too
             records, scanned, _count, done = await trio.to_thread.run_sync(
-                _next_chunk, scan, storage.ledger_exists, chunk_bytes)
+                _next_chunk, scan, storage.ledger_exists, chunk_bytes
+            )
             read += scanned
             out_bytes = sum(RECORD_PREFIX_SIZE + len(r.payload) for r in records)
             await limiter.acquire(scanned + out_bytes if by_bytes else len(records))

@@ -40,8 +40,17 @@ import trio
 from metadata import MetadataStore, NoNodeError
 from protocols.bookkeeper import LedgerLayout, LedgerMetadata, ledger_path
 
-__all__ = ["Reason", "LedgerPin", "LogExplanation", "GcSchedule", "GcExplanation", "explain_log",
-           "roll_reason", "ledger_owner", "lookup_ledgers"]
+__all__ = [
+    "Reason",
+    "LedgerPin",
+    "LogExplanation",
+    "GcSchedule",
+    "GcExplanation",
+    "explain_log",
+    "roll_reason",
+    "ledger_owner",
+    "lookup_ledgers",
+]
 
 log = logging.getLogger(__name__)
 
@@ -122,8 +131,13 @@ class GcExplanation:
             d["reason"] = e.reason.value
             d["log_file"] = f"{e.log_id:x}.log"
             logs.append(d)
-        return {"schedule": asdict(self.schedule), "last_run_ms": self.last_run_ms,
-                "last_result": self.last_result, "placement": self.placement, "logs": logs}
+        return {
+            "schedule": asdict(self.schedule),
+            "last_run_ms": self.last_run_ms,
+            "last_result": self.last_result,
+            "placement": self.placement,
+            "logs": logs,
+        }
 
 
 def _fmt_time(ms: int) -> str:
@@ -132,8 +146,16 @@ def _fmt_time(ms: int) -> str:
     return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def roll_reason(*, total_bytes: int, live_bytes: int, age_s: float, kind: str | None,
-                threshold: float | None, roll_dead: bool, max_age_s: int) -> tuple[str, str] | None:
+def roll_reason(
+    *,
+    total_bytes: int,
+    live_bytes: int,
+    age_s: float,
+    kind: str | None,
+    threshold: float | None,
+    roll_dead: bool,
+    max_age_s: int,
+) -> tuple[str, str] | None:
     """Whether a GC run rolls a current log early, as ``(why, detail)`` (``why`` is ``"dead"`` or
     ``"age"``), else None. Pure.
 
@@ -193,8 +215,10 @@ def explain_log(
     elif headroom is not None:
         need, free = headroom
         reason = Reason.WAITING_FOR_HEADROOM
-        detail = (f"compaction needs {need} free bytes in {directory} for its output but only {free} "
-                  f"were free; retried at every compaction run")
+        detail = (
+            f"compaction needs {need} free bytes in {directory} for its output but only {free} "
+            f"were free; retried at every compaction run"
+        )
     else:
         due: list[tuple[int, str, float]] = []
         if schedule.minor_enabled and usage < schedule.minor_threshold and schedule.next_minor_ms is not None:
@@ -202,24 +226,43 @@ def explain_log(
         if schedule.major_enabled and usage < schedule.major_threshold and schedule.next_major_ms is not None:
             due.append((schedule.next_major_ms, "major", schedule.major_threshold))
         if not due:
-            top = schedule.major_threshold if schedule.major_enabled else (
-                schedule.minor_threshold if schedule.minor_enabled else 0.0)
+            top = (
+                schedule.major_threshold
+                if schedule.major_enabled
+                else (schedule.minor_threshold if schedule.minor_enabled else 0.0)
+            )
             reason = Reason.USAGE_ABOVE_THRESHOLD
             if not (schedule.major_enabled or schedule.minor_enabled):
                 detail = "compaction is disabled (both thresholds or intervals are 0)"
             else:
-                detail = (f"usage {usage:.1%} is at or above the {'major' if schedule.major_enabled else 'minor'} "
-                          f"compaction threshold {top:.0%}; it stays until more of its ledgers are deleted")
+                detail = (
+                    f"usage {usage:.1%} is at or above the {'major' if schedule.major_enabled else 'minor'} "
+                    f"compaction threshold {top:.0%}; it stays until more of its ledgers are deleted"
+                )
         else:
             when, kind, threshold = min(due)
             nxt = when
             reason = Reason.NEXT_COMPACTION_DUE
-            detail = (f"usage {usage:.1%} is below the {kind} threshold {threshold:.0%}; the next {kind} "
-                      f"compaction is due at {_fmt_time(when)}")
+            detail = (
+                f"usage {usage:.1%} is below the {kind} threshold {threshold:.0%}; the next {kind} "
+                f"compaction is due at {_fmt_time(when)}"
+            )
     if rolled_for_gc is not None and not current:
         detail = f"rolled early for GC ({rolled_for_gc}); {detail}"
-    return LogExplanation(log_id, directory, size_bytes, total_bytes, live_bytes, round(usage, 6), reason,
-                          detail, nxt, pins, other_ledgers, rolled_for_gc if not current else None)
+    return LogExplanation(
+        log_id,
+        directory,
+        size_bytes,
+        total_bytes,
+        live_bytes,
+        round(usage, 6),
+        reason,
+        detail,
+        nxt,
+        pins,
+        other_ledgers,
+        rolled_for_gc if not current else None,
+    )
 
 
 def ledger_owner(metadata: LedgerMetadata) -> str | None:
@@ -232,9 +275,14 @@ def ledger_owner(metadata: LedgerMetadata) -> str | None:
     return "/".join(parts) if parts else None
 
 
-async def lookup_ledgers(store: MetadataStore, root: str, ledger_ids: list[int], *, concurrency: int = 16,
-                         layout: LedgerLayout = LedgerLayout.HIERARCHICAL
-                         ) -> dict[int, tuple[str, str | None, str | None]]:
+async def lookup_ledgers(
+    store: MetadataStore,
+    root: str,
+    ledger_ids: list[int],
+    *,
+    concurrency: int = 16,
+    layout: LedgerLayout = LedgerLayout.HIERARCHICAL,
+) -> dict[int, tuple[str, str | None, str | None]]:
     """Read the metadata of ``ledger_ids``: id -> (metadata status, belongs_to, state name).
 
     Never raises for a single ledger: a missing node is ``"absent"``, a failed read or an

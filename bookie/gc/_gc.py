@@ -146,12 +146,19 @@ class GarbageCollector:
     still deletes dead logs (that only frees space); compaction waits for headroom per log.
     """
 
-    def __init__(self, storage: DbLedgerStorage, config: GcConfig | None = None, *,
-                 store: MetadataStore | None = None, metadata_root: str = "", bookie_id: str = "",
-                 registry: CollectorRegistry | None = None,
-                 free_space: Callable[[str], int] = _default_free_space,
-                 clock: Callable[[], float] = lambda: time.time() * 1000,
-                 on_ledger_deleted: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self,
+        storage: DbLedgerStorage,
+        config: GcConfig | None = None,
+        *,
+        store: MetadataStore | None = None,
+        metadata_root: str = "",
+        bookie_id: str = "",
+        registry: CollectorRegistry | None = None,
+        free_space: Callable[[str], int] = _default_free_space,
+        clock: Callable[[], float] = lambda: time.time() * 1000,
+        on_ledger_deleted: Callable[[int], None] | None = None,
+    ) -> None:
         self.config = config or GcConfig()
         self.config.validate()
         self._storage = storage
@@ -201,8 +208,7 @@ class GarbageCollector:
                 if req is None:
                     await self.run_once()
                 else:
-                    await self.run_once(force=req.force, allow_major=req.allow_major,
-                                        allow_minor=req.allow_minor)
+                    await self.run_once(force=req.force, allow_major=req.allow_major, allow_minor=req.allow_minor)
             except Exception:
                 log.exception("GC run failed")
 
@@ -226,8 +232,7 @@ class GarbageCollector:
 
     # ------------------------------------------------------------------ one run
 
-    async def run_once(self, *, force: bool = False, allow_major: bool = True,
-                       allow_minor: bool = True) -> GcRunResult:
+    async def run_once(self, *, force: bool = False, allow_major: bool = True, allow_minor: bool = True) -> GcRunResult:
         """One GC run (module docstring). Never raises except on cancellation; problems are in the
         result, the log and the metrics."""
         async with self._run_lock:
@@ -332,8 +337,9 @@ class GarbageCollector:
         self._last_result = result
         self._last_error = errors[-1] if errors else None
         m.record_result(result, now / 1000)
-        return GcRunResult(result, deleted_ledgers, deleted_logs, reclaimed_del, kind, compacted,
-                           reclaimed_comp, tuple(errors), rolled)
+        return GcRunResult(
+            result, deleted_ledgers, deleted_logs, reclaimed_del, kind, compacted, reclaimed_comp, tuple(errors), rolled
+        )
 
     # ------------------------------------------------------------------ 1c. early rolls
 
@@ -347,9 +353,15 @@ class GarbageCollector:
         c = self.config
         exists = self._storage.ledger_exists
         live = sum(n for lid, n in info.ledgers.items() if exists(lid))
-        return roll_reason(total_bytes=info.total, live_bytes=live, age_s=info.age_s,
-                           kind=kind.value if kind is not None else None, threshold=self._threshold(kind),
-                           roll_dead=c.gc_roll_dead_current_log, max_age_s=c.gc_roll_current_log_after_s)
+        return roll_reason(
+            total_bytes=info.total,
+            live_bytes=live,
+            age_s=info.age_s,
+            kind=kind.value if kind is not None else None,
+            threshold=self._threshold(kind),
+            roll_dead=c.gc_roll_dead_current_log,
+            max_age_s=c.gc_roll_current_log_after_s,
+        )
 
     async def _roll_current(self, kind: CompactionKind | None, errors: list[str]) -> int:
         """Step 1c: roll the current logs this run should take; returns how many were rolled."""
@@ -436,8 +448,9 @@ class GarbageCollector:
                 deleted += await self._gc_overreplicated(present)
         return deleted
 
-    async def _walk(self, parents: list[str], levels: tuple[int, ...], ledgers: list[int], absent: list[int],
-                    present: list[int]) -> None:
+    async def _walk(
+        self, parents: list[str], levels: tuple[int, ...], ledgers: list[int], absent: list[int], present: list[int]
+    ) -> None:
         """Compare ``ledgers`` (all under the node ``parents`` of the tree with ``levels``) with that
         node's children."""
         assert self._store is not None
@@ -530,16 +543,21 @@ class GarbageCollector:
         # small chunks under a byte throttle: each holds the write lock and syncs once, so a
         # checkpoint (and the adds behind it) never waits long
         chunk = max(64 << 10, min(256 << 10, c.compaction_rate_by_bytes // 8)) if c.throttle_by_bytes else 1 << 20
-        candidates = sorted((i for i in self._tracker.logs.values() if not i.dead and i.usage < threshold),
-                            key=lambda i: (i.usage, i.log_id))
+        candidates = sorted(
+            (i for i in self._tracker.logs.values() if not i.dead and i.usage < threshold),
+            key=lambda i: (i.usage, i.log_id),
+        )
         self._compacting = kind
         compacted = reclaimed = 0
         try:
             for info in candidates:
                 if trio.current_time() > deadline:
                     m.logs_skipped.labels("time_bound").inc()
-                    log.info("GC: %s compaction reached its time bound; %s left for the next run",
-                             kind.value, f"{info.log_id:x} and later logs")
+                    log.info(
+                        "GC: %s compaction reached its time bound; %s left for the next run",
+                        kind.value,
+                        f"{info.log_id:x} and later logs",
+                    )
                     break
                 if self._skips.get(info.log_id) is not None:
                     m.logs_skipped.labels("error").inc()
@@ -549,22 +567,32 @@ class GarbageCollector:
                 if free < need:
                     self._headroom[info.log_id] = (need, free)
                     m.logs_skipped.labels("no_headroom").inc()
-                    log.warning("GC: not compacting entry log %x: needs %d free bytes, %d free",
-                                info.log_id, need, free)
+                    log.warning(
+                        "GC: not compacting entry log %x: needs %d free bytes, %d free", info.log_id, need, free
+                    )
                     continue
                 self._headroom.pop(info.log_id, None)
                 try:
-                    res = await compact_log(self._storage, info.log_id, limiter=limiter,
-                                            by_bytes=c.throttle_by_bytes, deadline=deadline, chunk_bytes=chunk)
+                    res = await compact_log(
+                        self._storage,
+                        info.log_id,
+                        limiter=limiter,
+                        by_bytes=c.throttle_by_bytes,
+                        deadline=deadline,
+                        chunk_bytes=chunk,
+                    )
                 except CompactionTimeout:
                     m.logs_skipped.labels("time_bound").inc()
-                    log.info("GC: %s compaction reached its time bound inside entry log %x", kind.value,
-                             info.log_id)
+                    log.info("GC: %s compaction reached its time bound inside entry log %x", kind.value, info.log_id)
                     break
                 except Exception as exc:
                     msg = f"{type(exc).__name__}: {exc}"
-                    log.error("GC: compacting entry log %x failed, skipping it for %d ms: %s",
-                              info.log_id, c.error_skip_period_ms, msg)
+                    log.error(
+                        "GC: compacting entry log %x failed, skipping it for %d ms: %s",
+                        info.log_id,
+                        c.error_skip_period_ms,
+                        msg,
+                    )
                     self._skips.add(info.log_id, f"compaction failed: {msg}")
                     m.errors.labels("compaction").inc()
                     m.logs_skipped.labels("error").inc()
@@ -578,8 +606,13 @@ class GarbageCollector:
                 m.compaction_entries.inc(res.entries_copied)
                 m.reclaimed_compaction.inc(res.reclaimed)
                 m.deleted_logs.labels("compacted").inc()
-                log.info("GC: compacted entry log %x (usage %.1f%%): copied %d bytes, reclaimed %d",
-                         info.log_id, info.usage * 100, res.bytes_written, res.reclaimed)
+                log.info(
+                    "GC: compacted entry log %x (usage %.1f%%): copied %d bytes, reclaimed %d",
+                    info.log_id,
+                    info.usage * 100,
+                    res.bytes_written,
+                    res.reclaimed,
+                )
         finally:
             self._reclaimed_compaction += reclaimed
             now = int(self._clock())
@@ -616,8 +649,11 @@ class GarbageCollector:
         """When the next minor and major compactions are due."""
         c = self.config
         return GcSchedule(
-            now_ms=int(self._clock()), minor_enabled=c.minor_enabled, major_enabled=c.major_enabled,
-            minor_threshold=c.minor_compaction_threshold, major_threshold=c.major_compaction_threshold,
+            now_ms=int(self._clock()),
+            minor_enabled=c.minor_enabled,
+            major_enabled=c.major_enabled,
+            minor_threshold=c.minor_compaction_threshold,
+            major_threshold=c.major_compaction_threshold,
             next_minor_ms=self._last_minor + c.minor_compaction_interval_s * 1000 if c.minor_enabled else None,
             next_major_ms=self._last_major + c.major_compaction_interval_s * 1000 if c.major_enabled else None,
         )
@@ -631,8 +667,9 @@ class GarbageCollector:
         exists = self._storage.ledger_exists
         await self._load_rolled()
 
-        def gather() -> tuple[list[tuple[int, str, int, int, dict[int, int], bool, str | None]],
-                              dict[int, CurrentLogInfo]]:
+        def gather() -> tuple[
+            list[tuple[int, str, int, int, dict[int, int], bool, str | None]], dict[int, CurrentLogInfo]
+        ]:
             rows: list[tuple[int, str, int, int, dict[int, int], bool, str | None]] = []
             current = logger.current_log_ids()
             current_infos = {i.log_id: i for i in logger.current_logs()}
@@ -672,15 +709,26 @@ class GarbageCollector:
         out = []
         for log_id, directory, size, total, live, current, error in rows:
             pins = tuple(LedgerPin(lid, n, *meta.get(lid, ("not_looked_up", None, None))) for lid, n in top[log_id])
-            out.append(explain_log(log_id=log_id, directory=directory, size_bytes=size, total_bytes=total,
-                                   live=live, current=current, schedule=schedule,
-                                   skipped=self._skips.get(log_id), headroom=self._headroom.get(log_id),
-                                   pins=pins, other_ledgers=len(live) - len(pins), error=error,
-                                   roll_due=self._roll_due(current_infos.get(log_id), schedule) if current else None,
-                                   rolled_for_gc=self._rolled.get(log_id)))
+            out.append(
+                explain_log(
+                    log_id=log_id,
+                    directory=directory,
+                    size_bytes=size,
+                    total_bytes=total,
+                    live=live,
+                    current=current,
+                    schedule=schedule,
+                    skipped=self._skips.get(log_id),
+                    headroom=self._headroom.get(log_id),
+                    pins=pins,
+                    other_ledgers=len(live) - len(pins),
+                    error=error,
+                    roll_due=self._roll_due(current_infos.get(log_id), schedule) if current else None,
+                    rolled_for_gc=self._rolled.get(log_id),
+                )
+            )
         placement = "per-ledger" if logger.per_ledger else "interleaved"
         return GcExplanation(schedule, self._last_run, self._last_result, tuple(out), placement)
-
 
     def _roll_due(self, info: CurrentLogInfo | None, schedule: GcSchedule) -> tuple[str, int | None] | None:
         """For explain: whether (and when) a GC run rolls this current log early."""
@@ -690,8 +738,11 @@ class GarbageCollector:
         if soon is not None:
             return f"{soon[1]}; the next GC run rolls it so its space can come back", None
         c = self.config
-        kind = CompactionKind.MAJOR if c.major_compaction_threshold > 0 else (
-            CompactionKind.MINOR if c.minor_compaction_threshold > 0 else None)
+        kind = (
+            CompactionKind.MAJOR
+            if c.major_compaction_threshold > 0
+            else (CompactionKind.MINOR if c.minor_compaction_threshold > 0 else None)
+        )
         later = self._roll_decision(info, kind)
         if kind is None or later is None:
             return None
@@ -702,5 +753,3 @@ class GarbageCollector:
 
 def _fmt_ms(ms: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ms / 1000))
-
-

@@ -29,8 +29,13 @@ from ._gc import GarbageCollector
 
 __all__ = ["gc_routes", "parse_gc_request"]
 
-_KEYS = {"is_in_force_gc": "force", "is_force_major_gc": "allow_major", "is_force_minor_gc": "allow_minor",
-         "forceMajor": "allow_major", "forceMinor": "allow_minor"}
+_KEYS = {
+    "is_in_force_gc": "force",
+    "is_force_major_gc": "allow_major",
+    "is_force_minor_gc": "allow_minor",
+    "forceMajor": "allow_major",
+    "forceMinor": "allow_minor",
+}
 
 
 class _BadRequest(BookieException, ValueError):
@@ -95,8 +100,7 @@ def gc_routes(gc: GarbageCollector) -> list[Route]:
             if limit < 0:
                 raise ValueError
         except ValueError:
-            return JSONResponse({"error": "metadata must be true/false and max_ledgers a number >= 0"},
-                                status_code=400)
+            return JSONResponse({"error": "metadata must be true/false and max_ledgers a number >= 0"}, status_code=400)
         result = await gc.explain(lookup_metadata=with_md, max_ledgers_per_log=limit)
         return JSONResponse(result.to_json())
 

@@ -131,8 +131,7 @@ class EntryLogTracker:
             all_ids = await trio.to_thread.run_sync(self._logger.list_logs)
             current = await trio.to_thread.run_sync(self._logger.current_log_ids)
         exists = self._storage.ledger_exists
-        infos, errors = await trio.to_thread.run_sync(self._measure, [i for i in all_ids if i not in current],
-                                                      exists)
+        infos, errors = await trio.to_thread.run_sync(self._measure, [i for i in all_ids if i not in current], exists)
         self._current = current
         self._logs = infos
         self._skips.retain(set(all_ids))
@@ -168,8 +167,9 @@ class EntryLogTracker:
                 continue
             try:
                 # a ledger may have been written again (recovery re-adds) since the refresh
-                if any(self._storage.ledger_exists(lid) for lid in
-                       await trio.to_thread.run_sync(self._ledgers_of, log_id)):
+                if any(
+                    self._storage.ledger_exists(lid) for lid in await trio.to_thread.run_sync(self._ledgers_of, log_id)
+                ):
                     continue
                 await trio.to_thread.run_sync(self._logger.remove_log, log_id)
             except FileNotFoundError:
@@ -179,8 +179,9 @@ class EntryLogTracker:
                 errors.append(LogError(log_id, "delete", f"{type(exc).__name__}: {exc}"))
                 self._skips.add(log_id, f"delete failed: {exc}")
                 continue
-            log.info("GC: deleted entry log %x (%d bytes): none of its ledgers is stored any more",
-                     log_id, info.file_size)
+            log.info(
+                "GC: deleted entry log %x (%d bytes): none of its ledgers is stored any more", log_id, info.file_size
+            )
             removed += 1
             reclaimed += info.file_size
             del self._logs[log_id]

@@ -38,11 +38,32 @@ from ._types import JournalTicket as JournalTicket
 
 __all__ = [
     # the journal and its lifecycle
-    "Journal", "JournalConfig", "JournalDisk", "JournalState", "JournalStatistics", "JournalTicket",
-    "FlushReason", "RESERVE_FILE", "JournalGroup", "GroupMark", "last_mark_file",
+    "Journal",
+    "JournalConfig",
+    "JournalDisk",
+    "JournalState",
+    "JournalStatistics",
+    "JournalTicket",
+    "FlushReason",
+    "RESERVE_FILE",
+    "JournalGroup",
+    "GroupMark",
+    "last_mark_file",
     # errors
-    "JournalError", "JournalIOError", "JournalNoSpaceError", "JournalClosedError", "JournalFormatError",
+    "JournalError",
+    "JournalIOError",
+    "JournalNoSpaceError",
+    "JournalClosedError",
+    "JournalFormatError",
     # records, marks and replay
-    "JournalRecord", "AddEntry", "FenceLedger", "ExplicitLac", "MasterKey", "Padding", "LogMark",
-    "ReplayReport", "ReplayStop", "read_last_mark",
+    "JournalRecord",
+    "AddEntry",
+    "FenceLedger",
+    "ExplicitLac",
+    "MasterKey",
+    "Padding",
+    "LogMark",
+    "ReplayReport",
+    "ReplayStop",
+    "read_last_mark",
 ]

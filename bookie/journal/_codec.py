@@ -40,23 +40,45 @@ from crc32c import crc32c
 from .._errors import BookieException
 
 __all__ = [
-    "AddEntry", "FenceLedger", "ExplicitLac", "MasterKey", "Padding", "JournalRecord",
-    "LogMark", "RecordKind", "StopReason", "DecodeStop", "ScanResult", "JournalFormatError",
-    "encode_record", "encode_add_header", "decode_record", "scan_records",
-    "encode_file_header", "decode_file_header", "decode_file_prev", "encode_last_mark", "decode_last_mark",
-    "FILE_HEADER_SIZE", "FLAG_PREV", "RECORD_OVERHEAD", "MAX_RECORD_SIZE", "LAST_MARK_SIZE", "FORMAT_VERSION",
+    "AddEntry",
+    "FenceLedger",
+    "ExplicitLac",
+    "MasterKey",
+    "Padding",
+    "JournalRecord",
+    "LogMark",
+    "RecordKind",
+    "StopReason",
+    "DecodeStop",
+    "ScanResult",
+    "JournalFormatError",
+    "encode_record",
+    "encode_add_header",
+    "decode_record",
+    "scan_records",
+    "encode_file_header",
+    "decode_file_header",
+    "decode_file_prev",
+    "encode_last_mark",
+    "decode_last_mark",
+    "FILE_HEADER_SIZE",
+    "FLAG_PREV",
+    "RECORD_OVERHEAD",
+    "MAX_RECORD_SIZE",
+    "LAST_MARK_SIZE",
+    "FORMAT_VERSION",
 ]
 
 FORMAT_VERSION = 1
 # Large enough for any entry the bookie accepts (nettyMaxFrameSizeBytes is 5 MiB by default).
 MAX_RECORD_SIZE = 64 * 1024 * 1024
 
-_PREFIX = struct.Struct(">II")            # crc, length
-_ADD = struct.Struct(">IIBqq")            # crc, length, kind, ledger, entry
-_ADD_CRC_PART = struct.Struct(">IBqq")    # length, kind, ledger, entry (what the crc covers first)
+_PREFIX = struct.Struct(">II")  # crc, length
+_ADD = struct.Struct(">IIBqq")  # crc, length, kind, ledger, entry
+_ADD_CRC_PART = struct.Struct(">IBqq")  # length, kind, ledger, entry (what the crc covers first)
 _LEDGER = struct.Struct(">q")
 _LEDGER_LAC = struct.Struct(">qq")
-RECORD_OVERHEAD = _PREFIX.size + 1        # bytes every record carries besides its fields/payload
+RECORD_OVERHEAD = _PREFIX.size + 1  # bytes every record carries besides its fields/payload
 
 
 class JournalFormatError(BookieException, ValueError):
@@ -186,11 +208,11 @@ def encode_record(record: JournalRecord) -> bytes:
     if isinstance(record, FenceLedger):
         return _frame(bytes([RecordKind.FENCE]) + _LEDGER.pack(record.ledger_id))
     if isinstance(record, ExplicitLac):
-        return _frame(bytes([RecordKind.EXPLICIT_LAC]) + _LEDGER_LAC.pack(record.ledger_id, record.lac)
-                      + bytes(record.data))
+        return _frame(
+            bytes([RecordKind.EXPLICIT_LAC]) + _LEDGER_LAC.pack(record.ledger_id, record.lac) + bytes(record.data)
+        )
     if isinstance(record, MasterKey):
-        return _frame(bytes([RecordKind.MASTER_KEY]) + _LEDGER.pack(record.ledger_id)
-                      + bytes(record.master_key))
+        return _frame(bytes([RecordKind.MASTER_KEY]) + _LEDGER.pack(record.ledger_id) + bytes(record.master_key))
     if isinstance(record, Padding):
         if record.length < RECORD_OVERHEAD:
             raise ValueError(f"padding must be at least {RECORD_OVERHEAD} bytes")
@@ -223,8 +245,9 @@ def _parse_body(kind: int, body: memoryview, total: int) -> JournalRecord | None
     return None
 
 
-def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0, *,
-                  final: bool = True) -> tuple[JournalRecord, int] | DecodeStop:
+def decode_record(
+    buf: bytes | bytearray | memoryview, pos: int = 0, *, final: bool = True
+) -> tuple[JournalRecord, int] | DecodeStop:
     """Decode the record starting at `pos`; return ``(record, next_pos)`` or a `DecodeStop`.
 
     With ``final=False`` an incomplete record yields NEED_MORE instead of TRUNCATED, so a
@@ -251,10 +274,10 @@ def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0, *,
         if not final:
             return DecodeStop(StopReason.NEED_MORE, pos)
         return DecodeStop(StopReason.TRUNCATED, pos, f"record of {length} bytes, {avail - 8} present")
-    actual = crc32c(view[pos + 8:end], crc32c(view[pos + 4:pos + 8]))
+    actual = crc32c(view[pos + 8 : end], crc32c(view[pos + 4 : pos + 8]))
     if actual != crc:
         return DecodeStop(StopReason.BAD_CHECKSUM, pos, f"stored {crc:#010x}, computed {actual:#010x}")
-    record = _parse_body(view[pos + 8], view[pos + 9:end], 8 + length)
+    record = _parse_body(view[pos + 8], view[pos + 9 : end], 8 + length)
     if record is None:
         return DecodeStop(StopReason.BAD_RECORD, pos, f"kind {view[pos + 8]} with a {length}-byte body")
     return record, end
@@ -327,8 +350,8 @@ def decode_file_header(buf: bytes | bytearray | memoryview) -> int:
     magic, version, _flags, file_id = _FILE_HEADER.unpack_from(view)
     if magic != FILE_MAGIC:
         raise JournalFormatError(f"bad journal magic {bytes(magic)!r}")
-    stored = int.from_bytes(view[_FILE_HEADER.size:_FILE_HEADER.size + 4], "big")
-    if stored != crc32c(view[:_FILE_HEADER.size]):
+    stored = int.from_bytes(view[_FILE_HEADER.size : _FILE_HEADER.size + 4], "big")
+    if stored != crc32c(view[: _FILE_HEADER.size]):
         raise JournalFormatError("journal file header checksum mismatch")
     if version != FORMAT_VERSION:
         raise JournalFormatError(f"journal format version {version} is not supported")
@@ -348,7 +371,7 @@ def decode_file_prev(buf: bytes | bytearray | memoryview) -> LogMark | None:
     if not flags & FLAG_PREV:
         return None
     end = _PREV_AT + _FILE_PREV.size
-    if int.from_bytes(view[end:end + 4], "big") != crc32c(view[_PREV_AT:end]):
+    if int.from_bytes(view[end : end + 4], "big") != crc32c(view[_PREV_AT:end]):
         raise JournalFormatError("journal file header: predecessor declaration checksum mismatch")
     prev_id, prev_end = _FILE_PREV.unpack_from(view, _PREV_AT)
     return LogMark(prev_id, prev_end)
@@ -376,7 +399,7 @@ def decode_last_mark(buf: bytes | bytearray | memoryview) -> LogMark:
     magic, version, _flags, file_id, offset = _LAST_MARK.unpack_from(view)
     if magic != LAST_MARK_MAGIC:
         raise JournalFormatError(f"bad lastMark magic {bytes(magic)!r}")
-    if int.from_bytes(view[_LAST_MARK.size:], "big") != crc32c(view[:_LAST_MARK.size]):
+    if int.from_bytes(view[_LAST_MARK.size :], "big") != crc32c(view[: _LAST_MARK.size]):
         raise JournalFormatError("lastMark checksum mismatch")
     if version != FORMAT_VERSION:
         raise JournalFormatError(f"lastMark format version {version} is not supported")

@@ -48,9 +48,21 @@ from ._codec import (
     encode_file_header,
 )
 
-__all__ = ["JournalDisk", "ReplayStop", "ReplayReport", "journal_file_name", "list_journal_files",
-           "next_file_id", "create_journal_file", "iter_journal", "repair_tail", "remove_old_files",
-           "cut_journal", "SPACE_ERRNOS", "is_space_error"]
+__all__ = [
+    "JournalDisk",
+    "ReplayStop",
+    "ReplayReport",
+    "journal_file_name",
+    "list_journal_files",
+    "next_file_id",
+    "create_journal_file",
+    "iter_journal",
+    "repair_tail",
+    "remove_old_files",
+    "cut_journal",
+    "SPACE_ERRNOS",
+    "is_space_error",
+]
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +113,7 @@ class JournalDisk:
             self.pwrite(fd, b"".join(parts), offset)
             return
         for i in range(0, len(parts), _IOV_MAX):
-            chunk = parts[i:i + _IOV_MAX]
+            chunk = parts[i : i + _IOV_MAX]
             want = sum(map(len, chunk))
             done = os.pwritev(fd, chunk, offset)
             if done < want:
@@ -178,8 +190,14 @@ def next_file_id(directory: str | os.PathLike[str], at_least: int = 0) -> int:
     return max(time.time_ns() // 1_000_000, highest + 1)
 
 
-def create_journal_file(disk: JournalDisk, directory: Path, file_id: int, prealloc: int,
-                        prev: LogMark | None = None, zeroed: int | None = None) -> int:
+def create_journal_file(
+    disk: JournalDisk,
+    directory: Path,
+    file_id: int,
+    prealloc: int,
+    prev: LogMark | None = None,
+    zeroed: int | None = None,
+) -> int:
     """Create file `file_id` with its header and first preallocated chunk, durably; return its fd.
 
     ``prealloc`` bytes are reserved, of which the first ``zeroed`` (all when None) are written
@@ -284,8 +302,7 @@ def _declarations(files: Sequence[tuple[int, Path]]) -> dict[int, LogMark]:
     return out
 
 
-def _successor(files: Sequence[tuple[int, Path]], i: int, declared: dict[int, LogMark],
-               end: LogMark) -> int | None:
+def _successor(files: Sequence[tuple[int, Path]], i: int, declared: dict[int, LogMark], end: LogMark) -> int | None:
     """Index of the first file after ``files[i]`` that declares ``files[i]`` as its predecessor,
     ending at or before ``end.offset`` (see the replay rules), or None."""
     for j in range(i + 1, len(files)):
@@ -295,9 +312,12 @@ def _successor(files: Sequence[tuple[int, Path]], i: int, declared: dict[int, Lo
     return None
 
 
-def iter_journal(directory: str | os.PathLike[str], from_mark: LogMark,
-                 report: ReplayReport | None = None,
-                 chunk: int = 4 * 1024 * 1024) -> Iterator[tuple[LogMark, JournalRecord]]:
+def iter_journal(
+    directory: str | os.PathLike[str],
+    from_mark: LogMark,
+    report: ReplayReport | None = None,
+    chunk: int = 4 * 1024 * 1024,
+) -> Iterator[tuple[LogMark, JournalRecord]]:
     """Yield ``(mark, record)`` for every record at or after `from_mark`, in journal order.
 
     Follows the replay rules in the module docstring; fills `report` (if given) as it goes. A
@@ -344,17 +364,26 @@ def iter_journal(directory: str | os.PathLike[str], from_mark: LogMark,
                 _record_stop(report, damage)
                 return
             report.bridged.append(damage)
-            log.warning("journal replay: %s has an unacknowledged tail from offset %d (%s %s); journal file "
-                        "%x declares that the history continues there", path, stop.offset, stop.reason.value,
-                        stop.detail, files[nxt][0])
+            log.warning(
+                "journal replay: %s has an unacknowledged tail from offset %d (%s %s); journal file "
+                "%x declares that the history continues there",
+                path,
+                stop.offset,
+                stop.reason.value,
+                stop.detail,
+                files[nxt][0],
+            )
         if nxt is None:
             i += 1
             continue
-        passed = [fid for fid, _ in files[i + 1:nxt]]
+        passed = [fid for fid, _ in files[i + 1 : nxt]]
         if passed:
             report.skipped_files.extend(passed)
-            log.warning("journal replay: skipping files %s: file %x declares that nothing in them was "
-                        "acknowledged", [f"{fid:x}" for fid in passed], files[nxt][0])
+            log.warning(
+                "journal replay: skipping files %s: file %x declares that nothing in them was acknowledged",
+                [f"{fid:x}" for fid in passed],
+                files[nxt][0],
+            )
         i = nxt
 
 
@@ -362,11 +391,22 @@ def _record_stop(report: ReplayReport, stop: ReplayStop) -> None:
     report.stop = stop
     reason = stop.reason.value if isinstance(stop.reason, StopReason) else stop.reason
     if stop.last_file:
-        log.warning("journal replay: ignoring torn tail of last file %s at offset %d: %s %s",
-                    stop.path, stop.offset, reason, stop.detail)
+        log.warning(
+            "journal replay: ignoring torn tail of last file %s at offset %d: %s %s",
+            stop.path,
+            stop.offset,
+            reason,
+            stop.detail,
+        )
     else:
-        log.error("journal replay: CORRUPT record in %s at offset %d (%s %s); NOT replaying anything "
-                  "after it, including later journal files", stop.path, stop.offset, reason, stop.detail)
+        log.error(
+            "journal replay: CORRUPT record in %s at offset %d (%s %s); NOT replaying anything "
+            "after it, including later journal files",
+            stop.path,
+            stop.offset,
+            reason,
+            stop.detail,
+        )
 
 
 def repair_tail(disk: JournalDisk, stop: ReplayStop) -> None:
@@ -431,7 +471,7 @@ def remove_old_files(directory: str | os.PathLike[str], mark: LogMark, max_backu
     file id: the mark's own file, and anything newer, still holds records to replay.
     """
     below = [(fid, p) for fid, p in list_journal_files(directory) if fid < mark.file_id]
-    doomed = below[:max(0, len(below) - max_backups)]
+    doomed = below[: max(0, len(below) - max_backups)]
     removed = []
     for fid, path in doomed:
         try:

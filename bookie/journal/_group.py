@@ -81,18 +81,27 @@ class JournalGroup:
             j.on_state_change = self._state_changed
 
     @classmethod
-    async def open(cls, journal_dirs: Sequence[str | os.PathLike[str]], ledger_dirs: Sequence[str | os.PathLike[str]],
-                   config: JournalConfig | None = None, *, metrics: JournalMetrics | None = None,
-                   space_guard: SpaceGuard | None = None) -> JournalGroup:
+    async def open(
+        cls,
+        journal_dirs: Sequence[str | os.PathLike[str]],
+        ledger_dirs: Sequence[str | os.PathLike[str]],
+        config: JournalConfig | None = None,
+        *,
+        metrics: JournalMetrics | None = None,
+        space_guard: SpaceGuard | None = None,
+    ) -> JournalGroup:
         """Open one `Journal` per directory (``Journal.open``), journal ``i`` keeping its mark in
         ``last_mark_file(i)``. Raises what ``Journal.open`` raises, ValueError for fewer than two
         or repeated directories."""
         if len({os.fspath(d) for d in journal_dirs}) != len(journal_dirs):
             raise ValueError("journal directories must be distinct")
         shared = metrics or JournalMetrics()
-        journals = [await Journal.open(d, ledger_dirs, config, metrics=shared, space_guard=space_guard,
-                                       mark_file=last_mark_file(i))
-                    for i, d in enumerate(journal_dirs)]
+        journals = [
+            await Journal.open(
+                d, ledger_dirs, config, metrics=shared, space_guard=space_guard, mark_file=last_mark_file(i)
+            )
+            for i, d in enumerate(journal_dirs)
+        ]
         return cls(journals)
 
     # ------------------------------------------------------------------ routing (rule 1)
@@ -144,8 +153,9 @@ class JournalGroup:
 
     # ------------------------------------------------------------------ replay
 
-    async def replay(self, apply: Callable[[LogMark, JournalRecord], Awaitable[None] | None] | None = None
-                     ) -> ReplayReport:
+    async def replay(
+        self, apply: Callable[[LogMark, JournalRecord], Awaitable[None] | None] | None = None
+    ) -> ReplayReport:
         """Replay each journal in turn (rule 1); one report: files and records summed, the first
         early stop."""
         total = ReplayReport()

@@ -178,9 +178,17 @@ class Journal:
     the guarantees; `JournalConfig` for the settings.
     """
 
-    def __init__(self, journal_dir: Path, ledger_dirs: Sequence[Path], config: JournalConfig,
-                 disk: JournalDisk, metrics: JournalMetrics, persisted: LogMark,
-                 space_guard: SpaceGuard | None = None, mark_file: str = LAST_MARK_FILE) -> None:
+    def __init__(
+        self,
+        journal_dir: Path,
+        ledger_dirs: Sequence[Path],
+        config: JournalConfig,
+        disk: JournalDisk,
+        metrics: JournalMetrics,
+        persisted: LogMark,
+        space_guard: SpaceGuard | None = None,
+        mark_file: str = LAST_MARK_FILE,
+    ) -> None:
         """Use `Journal.open` instead; it reads the persisted mark without blocking the loop."""
         config.validate()
         self.on_state_change: Callable[[JournalState], None] | None = None
@@ -233,10 +241,17 @@ class Journal:
         self._rolls = self._backpressure_waits = 0
 
     @classmethod
-    async def open(cls, journal_dir: str | os.PathLike[str], ledger_dirs: Sequence[str | os.PathLike[str]],
-                   config: JournalConfig | None = None, *, disk: JournalDisk | None = None,
-                   metrics: JournalMetrics | None = None, space_guard: SpaceGuard | None = None,
-                   mark_file: str = LAST_MARK_FILE) -> Journal:
+    async def open(
+        cls,
+        journal_dir: str | os.PathLike[str],
+        ledger_dirs: Sequence[str | os.PathLike[str]],
+        config: JournalConfig | None = None,
+        *,
+        disk: JournalDisk | None = None,
+        metrics: JournalMetrics | None = None,
+        space_guard: SpaceGuard | None = None,
+        mark_file: str = LAST_MARK_FILE,
+    ) -> Journal:
         """Prepare a journal over `journal_dir` (created if missing); nothing is written yet.
 
         `ledger_dirs` hold the ``lastMark`` copies (file ``mark_file``: one per journal of a
@@ -255,8 +270,16 @@ class Journal:
             return read_last_mark(ldirs, mark_file)
 
         persisted = await trio.to_thread.run_sync(prepare)
-        return cls(jdir, ldirs, config or JournalConfig(), disk or JournalDisk(),
-                   metrics or JournalMetrics(), persisted, space_guard, mark_file)
+        return cls(
+            jdir,
+            ldirs,
+            config or JournalConfig(),
+            disk or JournalDisk(),
+            metrics or JournalMetrics(),
+            persisted,
+            space_guard,
+            mark_file,
+        )
 
     # -----------------------------------------------------------------------------------------
     # Adds
@@ -405,15 +428,22 @@ class Journal:
         full = room is not None and room < 0  # past diskUsageThreshold: backups are a luxury
         removed = await trio.to_thread.run_sync(remove_old_files, self._dir, mark, 0 if full else keep)
         if removed:
-            log.info("journal: removed files %s below %s%s", [f"{i:x}" for i in removed], mark,
-                     " (the disk is past diskUsageThreshold: no backups kept)" if full else "")
+            log.info(
+                "journal: removed files %s below %s%s",
+                [f"{i:x}" for i in removed],
+                mark,
+                " (the disk is past diskUsageThreshold: no backups kept)" if full else "",
+            )
         return removed
 
     # -----------------------------------------------------------------------------------------
     # Replay
 
-    async def replay(self, apply: Callable[[LogMark, JournalRecord], Awaitable[None] | None] | None = None,
-                     from_mark: LogMark | None = None) -> ReplayReport:
+    async def replay(
+        self,
+        apply: Callable[[LogMark, JournalRecord], Awaitable[None] | None] | None = None,
+        from_mark: LogMark | None = None,
+    ) -> ReplayReport:
         """Feed every record from `from_mark` (default: the persisted mark) to `apply`, in order.
 
         Stops at a damaged record (see `bookie.journal._files`); a torn tail of the last file is
@@ -445,8 +475,7 @@ class Journal:
         self._durable = max(self._durable, report.end)
         self._replay_end = report.end if report.files else None
         self._replayed = True
-        log.info("journal replay: %d records from %d files, end %s", report.records, len(report.files),
-                 report.end)
+        log.info("journal replay: %d records from %d files, end %s", report.records, len(report.files), report.end)
         return report
 
     # -----------------------------------------------------------------------------------------
@@ -551,12 +580,22 @@ class Journal:
     def statistics(self) -> JournalStatistics:
         """A snapshot of counters and queue sizes."""
         return JournalStatistics(
-            state=self._state, flushes=dict(self._flushes), records_written=self._records_written,
-            bytes_written=self._bytes_written, force_writes=self._force_writes, rolls=self._rolls,
-            backpressure_waits=self._backpressure_waits, queued_entries=self._q_entries,
-            queued_bytes=self._q_bytes, force_write_queue=self._fw_pending,
-            current_file_id=self._file_id, durable_mark=self._durable, persisted_mark=self._persisted,
-            no_space_suspensions=self._suspensions, resumes=self._resumes)
+            state=self._state,
+            flushes=dict(self._flushes),
+            records_written=self._records_written,
+            bytes_written=self._bytes_written,
+            force_writes=self._force_writes,
+            rolls=self._rolls,
+            backpressure_waits=self._backpressure_waits,
+            queued_entries=self._q_entries,
+            queued_bytes=self._q_bytes,
+            force_write_queue=self._fw_pending,
+            current_file_id=self._file_id,
+            durable_mark=self._durable,
+            persisted_mark=self._persisted,
+            no_space_suspensions=self._suspensions,
+            resumes=self._resumes,
+        )
 
     # -----------------------------------------------------------------------------------------
     # Internals: files
@@ -602,8 +641,9 @@ class Journal:
         file_id = max(self._last_file_id + 1, time.time_ns() // 1_000_000)
         prealloc = self._allowance(max(cfg.prealloc_size, FILE_HEADER_SIZE), FILE_HEADER_SIZE)
         t0 = trio.current_time()
-        fd = await trio.to_thread.run_sync(create_journal_file, self._disk, self._dir, file_id, prealloc,
-                                           prev, ZERO_STEP)
+        fd = await trio.to_thread.run_sync(
+            create_journal_file, self._disk, self._dir, file_id, prealloc, prev, ZERO_STEP
+        )
         self.metrics.creation_latency.observe((trio.current_time() - t0) * 1000.0)
         self._fd, self._file_id, self._last_file_id = fd, file_id, file_id
         self._fds_open[file_id] = fd
@@ -684,8 +724,7 @@ class Journal:
             log.warning("journal: cannot release its reserve file %s: %s", path, exc)
             return False
         if released:
-            log.warning("journal: released its %d-byte reserve file to continue on a full disk",
-                        RESERVE_FILE_SIZE)
+            log.warning("journal: released its %d-byte reserve file to continue on a full disk", RESERVE_FILE_SIZE)
         return released
 
     async def _emergency_resume(self) -> None:
@@ -732,8 +771,9 @@ class Journal:
         self._durable = max(self._durable, LogMark(self._file_id or 0, FILE_HEADER_SIZE))
         self._resumes += 1
         self.metrics.resumes.inc()
-        log.warning("journal resumed in file %x after a full disk; the history before it ends at %s",
-                    self._file_id or 0, prev)
+        log.warning(
+            "journal resumed in file %x after a full disk; the history before it ends at %s", self._file_id or 0, prev
+        )
         self._notify()
         await self.ensure_reserve()
 
@@ -826,10 +866,12 @@ class Journal:
 
     def _count_flush(self, reason: FlushReason) -> None:
         self._flushes[reason.value] += 1
-        counter = {FlushReason.MAX_WAIT: self.metrics.num_flush_max_wait,
-                   FlushReason.MAX_OUTSTANDING_BYTES: self.metrics.num_flush_max_outstanding_bytes,
-                   FlushReason.MAX_OUTSTANDING_ENTRIES: self.metrics.num_flush_max_outstanding_entries,
-                   FlushReason.EMPTY_QUEUE: self.metrics.num_flush_empty_queue}.get(reason)
+        counter = {
+            FlushReason.MAX_WAIT: self.metrics.num_flush_max_wait,
+            FlushReason.MAX_OUTSTANDING_BYTES: self.metrics.num_flush_max_outstanding_bytes,
+            FlushReason.MAX_OUTSTANDING_ENTRIES: self.metrics.num_flush_max_outstanding_entries,
+            FlushReason.EMPTY_QUEUE: self.metrics.num_flush_empty_queue,
+        }.get(reason)
         if counter is not None:
             counter.inc()
 
@@ -1026,15 +1068,20 @@ class Journal:
         anything else, anything while CLOSING, or ``for_good``, fails the journal for good. The
         first error wins."""
         if self._error is None:
-            if (not for_good and is_space_error(exc)
-                    and self._state in (_SERVING, JournalState.CREATED)):
+            if not for_good and is_space_error(exc) and self._state in (_SERVING, JournalState.CREATED):
                 self._error = JournalNoSpaceError(
-                    f"journal {what} failed: {exc}; adds are refused until space is freed")
+                    f"journal {what} failed: {exc}; adds are refused until space is freed"
+                )
                 self._state = _NO_SPACE
                 self._suspensions += 1
                 self.metrics.no_space.inc()
-                log.error("journal OUT OF SPACE while %s: %s; nothing after %s is acknowledged until it "
-                          "resumes on a fresh file", what, exc, self._durable)
+                log.error(
+                    "journal OUT OF SPACE while %s: %s; nothing after %s is acknowledged until it "
+                    "resumes on a fresh file",
+                    what,
+                    exc,
+                    self._durable,
+                )
             else:
                 self._error = JournalIOError(f"journal {what} failed: {exc}")
                 self._state = JournalState.FAILED

@@ -57,8 +57,7 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_last_mark(ledger_dirs: Iterable[str | os.PathLike[str]], mark: LogMark,
-                    name: str = LAST_MARK_FILE) -> None:
+def write_last_mark(ledger_dirs: Iterable[str | os.PathLike[str]], mark: LogMark, name: str = LAST_MARK_FILE) -> None:
     """Durably write `mark` to ``name`` (``lastMark``) in every ledger directory.
 
     Tries every directory; if any failed, raises the first OSError after the others were written
@@ -74,7 +73,7 @@ def write_last_mark(ledger_dirs: Iterable[str | os.PathLike[str]], mark: LogMark
             try:
                 view = memoryview(data)
                 while view:
-                    view = view[os.write(fd, view):]
+                    view = view[os.write(fd, view) :]
                 os.fsync(fd)
             finally:
                 os.close(fd)

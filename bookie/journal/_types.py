@@ -10,8 +10,16 @@ import trio
 from .._errors import BookieException
 from ._codec import LogMark
 
-__all__ = ["JournalError", "JournalIOError", "JournalNoSpaceError", "JournalClosedError", "JournalState",
-           "FlushReason", "JournalStatistics", "JournalTicket"]
+__all__ = [
+    "JournalError",
+    "JournalIOError",
+    "JournalNoSpaceError",
+    "JournalClosedError",
+    "JournalState",
+    "FlushReason",
+    "JournalStatistics",
+    "JournalTicket",
+]
 
 
 class JournalError(BookieException):

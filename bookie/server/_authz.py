@@ -69,5 +69,7 @@ class CertificateRoleAuthorizer:
             return None
         if not peer_cert:
             return "no client certificate"
-        return (f"certificate roles {sorted(roles) or '(none: no OU section 0)'} hold none of "
-                f"authorizedRoles {sorted(self.authorized_roles)}")
+        return (
+            f"certificate roles {sorted(roles) or '(none: no OU section 0)'} hold none of "
+            f"authorizedRoles {sorted(self.authorized_roles)}"
+        )

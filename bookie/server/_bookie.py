@@ -93,8 +93,7 @@ from ..storage import DbLedgerStorage, StorageIOError, WriteCacheFull
 from ._config import BookieConfig
 from ._lac import LacTracker, TooManyWaiters
 
-__all__ = ["Bookie", "BookieState", "ReadOnlyReason", "AddTicket", "BookieStatistics",
-           "open_bookie", "KILL_AT_ENV"]
+__all__ = ["Bookie", "BookieState", "ReadOnlyReason", "AddTicket", "BookieStatistics", "open_bookie", "KILL_AT_ENV"]
 
 log = logging.getLogger(__name__)
 
@@ -182,8 +181,14 @@ class Bookie:
     exceptions are bugs. Methods must be called from the trio run that runs the bookie.
     """
 
-    def __init__(self, config: BookieConfig, journal: Journal | JournalGroup, registry: CollectorRegistry,
-                 metrics: BookieServerMetrics, space_guard: SpaceGuard | None = None) -> None:
+    def __init__(
+        self,
+        config: BookieConfig,
+        journal: Journal | JournalGroup,
+        registry: CollectorRegistry,
+        metrics: BookieServerMetrics,
+        space_guard: SpaceGuard | None = None,
+    ) -> None:
         """Use `open_bookie`; this only wires parts together (it attaches the storage). The
         journal's state changes and the guard's reports (``space_guard.on_full``) come here."""
         self.config = config
@@ -304,19 +309,16 @@ class Bookie:
             await self._journal.ensure_reserve()
             return
         if no_space and not await self._journal.resume():
-            log.warning("bookie %s: the journal still cannot resume (%s)", self.bookie_id,
-                        self._journal.error)
+            log.warning("bookie %s: the journal still cannot resume (%s)", self.bookie_id, self._journal.error)
             return
         try:
             await self._storage.flush()
         except StorageIOError as exc:
             self._on_flush_error(exc)
-            log.warning("bookie %s: checkpoint after the disk had space again failed: %s",
-                        self.bookie_id, exc)
+            log.warning("bookie %s: checkpoint after the disk had space again failed: %s", self.bookie_id, exc)
             return
         if no_space and ReadOnlyReason.STORAGE_ERROR not in self._reasons:
-            self._set_reason(ReadOnlyReason.JOURNAL_NO_SPACE, False,
-                             "journal resumed on a fresh file; checkpoint done")
+            self._set_reason(ReadOnlyReason.JOURNAL_NO_SPACE, False, "journal resumed on a fresh file; checkpoint done")
         await self._journal.ensure_reserve()
 
     def fail_fatally(self, message: str) -> None:
@@ -337,8 +339,14 @@ class Bookie:
             self._reasons.discard(reason)
         self.metrics.read_only_reasons.labels(reason.value).set(1 if present else 0)
         after = self.state
-        log.warning("bookie %s: read-only reason %s %s (%s); state %s", self.bookie_id, reason.value,
-                    "set" if present else "cleared", detail, after.value)
+        log.warning(
+            "bookie %s: read-only reason %s %s (%s); state %s",
+            self.bookie_id,
+            reason.value,
+            "set" if present else "cleared",
+            detail,
+            after.value,
+        )
         if after is not before:
             self.metrics.server_status.set(1 if after is BookieState.WRITABLE else 0)
             self.metrics.state_changes.inc()
@@ -410,8 +418,9 @@ class Bookie:
 
     # ------------------------------------------------------------------ adds
 
-    def submit_add(self, ledger_id: int, entry_id: int, master_key: bytes, body: bytes, *,
-                   recovery: bool = False) -> AddTicket:
+    def submit_add(
+        self, ledger_id: int, entry_id: int, master_key: bytes, body: bytes, *, recovery: bool = False
+    ) -> AddTicket:
         """Check an add and enqueue its journal record(s) now, without waiting.
 
         Raises BookieError: EREADONLY (read-only, rule 3), EBADREQ (body shorter than an entry
@@ -422,8 +431,11 @@ class Bookie:
         """
         if self._closing:
             raise BookieError(StatusCode.EIO, "bookie is shutting down")
-        if self._reasons and (not recovery or ReadOnlyReason.JOURNAL_FAILED in self._reasons
-                              or ReadOnlyReason.JOURNAL_NO_SPACE in self._reasons):
+        if self._reasons and (
+            not recovery
+            or ReadOnlyReason.JOURNAL_FAILED in self._reasons
+            or ReadOnlyReason.JOURNAL_NO_SPACE in self._reasons
+        ):
             raise BookieError(StatusCode.EREADONLY, f"bookie is read-only ({self._reason_text()})")
         if len(body) < ENTRY_METADATA_SIZE:  # any digest type: the bookie reads only the ids and LAC
             raise BookieError(StatusCode.EBADREQ, f"entry of {len(body)} bytes is shorter than its header")
@@ -514,8 +526,9 @@ class Bookie:
         (lac,) = _LAC_IN_ENTRY.unpack_from(ticket.body, 16)
         self._lacs.advance(ticket.ledger_id, lac)
 
-    async def add_entry(self, ledger_id: int, entry_id: int, master_key: bytes, body: bytes, *,
-                        recovery: bool = False) -> None:
+    async def add_entry(
+        self, ledger_id: int, entry_id: int, master_key: bytes, body: bytes, *, recovery: bool = False
+    ) -> None:
         """`submit_add` (waiting for journal space) then `complete_add`; same errors."""
         while True:
             try:
@@ -551,8 +564,7 @@ class Bookie:
         key_ticket = await self._record_key(ledger_id, master_key)
         ticket = self._fences.get(ledger_id)
         self._writable_keys.pop(ledger_id, None)
-        if ticket is None and (ledger_id in self._fences_not_durable
-                               or not self._storage.is_fenced(ledger_id)):
+        if ticket is None and (ledger_id in self._fences_not_durable or not self._storage.is_fenced(ledger_id)):
             ticket = await self._submit_waiting(FenceLedger(ledger_id))
             self._storage.set_fenced(ledger_id)  # at once: adds after this point are refused
             self._fences[ledger_id] = ticket
@@ -599,8 +611,9 @@ class Bookie:
         when long_poll_max_waiters polls already wait; ENOLEDGER for an unknown ledger."""
         await self.lac(ledger_id)
         try:
-            return await self._lacs.wait_above(ledger_id, previous,
-                                               min(timeout_s, self.config.long_poll_max_timeout_ms / 1000))
+            return await self._lacs.wait_above(
+                ledger_id, previous, min(timeout_s, self.config.long_poll_max_timeout_ms / 1000)
+            )
         except TooManyWaiters as exc:
             raise BookieError(StatusCode.ETOOMANYREQUESTS, str(exc)) from None
 
@@ -674,8 +687,11 @@ class Bookie:
                     except StorageIOError as exc:
                         hold = True
                         self._on_flush_error(exc)
-                        log.warning("journal replay cannot flush (%s): keeping the replayed entries in "
-                                    "memory until the disk has space again", exc)
+                        log.warning(
+                            "journal replay cannot flush (%s): keeping the replayed entries in "
+                            "memory until the disk has space again",
+                            exc,
+                        )
                 if hold:
                     st.hold_entry(record.ledger_id, record.entry_id, record.data)
                 else:
@@ -700,26 +716,45 @@ class Bookie:
             await st.flush()
         except StorageIOError as exc:
             self._on_flush_error(exc)
-            log.error("bookie %s: checkpoint after replay failed (%s); starting read-only, the write cache "
-                      "and the journal keep the data", self.bookie_id, exc)
-        log.info("bookie %s: replayed %d journal records; LastLogMark %s", self.bookie_id, report.records,
-                 self._journal.persisted_mark)
+            log.error(
+                "bookie %s: checkpoint after replay failed (%s); starting read-only, the write cache "
+                "and the journal keep the data",
+                self.bookie_id,
+                exc,
+            )
+        log.info(
+            "bookie %s: replayed %d journal records; LastLogMark %s",
+            self.bookie_id,
+            report.records,
+            self._journal.persisted_mark,
+        )
 
     def _reason_text(self) -> str:
         return ", ".join(sorted(r.value for r in self._reasons))
 
     def statistics(self) -> BookieStatistics:
         """A snapshot of the core's state."""
-        return BookieStatistics(self.bookie_id, self.state, tuple(sorted(r.value for r in self._reasons)),
-                                len(self._inflight), self._lacs.waiters, len(self._lacs))
+        return BookieStatistics(
+            self.bookie_id,
+            self.state,
+            tuple(sorted(r.value for r in self._reasons)),
+            len(self._inflight),
+            self._lacs.waiters,
+            len(self._lacs),
+        )
 
 
 @asynccontextmanager
-async def open_bookie(config: BookieConfig, *, registry: CollectorRegistry | None = None,
-                      journal_disk: JournalDisk | None = None, file_ops: Any = None,
-                      background: Callable[[Bookie, trio.Nursery], None] | None = None,
-                      store: MetadataStore | None = None, space_guard: SpaceGuard | None = None,
-                      ) -> AsyncIterator[Bookie]:
+async def open_bookie(
+    config: BookieConfig,
+    *,
+    registry: CollectorRegistry | None = None,
+    journal_disk: JournalDisk | None = None,
+    file_ops: Any = None,
+    background: Callable[[Bookie, trio.Nursery], None] | None = None,
+    store: MetadataStore | None = None,
+    space_guard: SpaceGuard | None = None,
+) -> AsyncIterator[Bookie]:
     """Open the directories, replay the journal, checkpoint, and run the bookie until exit.
 
     Yields a serving `Bookie`; its journal, storage and garbage-collector loops run in a nursery
@@ -743,32 +778,56 @@ async def open_bookie(config: BookieConfig, *, registry: CollectorRegistry | Non
     if len(config.journal_directories) > 1:  # journalDirectories: one journal per directory
         if journal_disk is not None:
             raise ValueError("journal_disk (a test seam) needs a single journal directory")
-        journal = await JournalGroup.open(config.journal_directories, config.ledger_dirs, config.journal_config(),
-                                          metrics=JournalMetrics(registry), space_guard=guard)
+        journal = await JournalGroup.open(
+            config.journal_directories,
+            config.ledger_dirs,
+            config.journal_config(),
+            metrics=JournalMetrics(registry),
+            space_guard=guard,
+        )
     else:
-        journal = await Journal.open(config.journal_dir, config.ledger_dirs, config.journal_config(),
-                                     disk=journal_disk, metrics=JournalMetrics(registry), space_guard=guard)
+        journal = await Journal.open(
+            config.journal_dir,
+            config.ledger_dirs,
+            config.journal_config(),
+            disk=journal_disk,
+            metrics=JournalMetrics(registry),
+            space_guard=guard,
+        )
     bookie = Bookie(config, journal, registry, metrics, space_guard=guard)
     mib = 1024 * 1024
     bookie._storage = storage = await DbLedgerStorage.open(
-        config.ledger_dirs, log_size_limit=config.log_size_limit,
+        config.ledger_dirs,
+        log_size_limit=config.log_size_limit,
         write_cache_max_bytes=config.write_cache_max_mb * mib,
         read_cache_max_bytes=config.read_cache_max_mb * mib,
         read_ahead_batch_size=config.read_ahead_batch_size,
-        max_throttle_time_ms=config.max_throttle_time_ms, flush_interval_ms=config.flush_interval_ms,
-        flush_entrylog_bytes=config.flush_entrylog_bytes, flush_pace_fraction=config.flush_pace_fraction,
+        max_throttle_time_ms=config.max_throttle_time_ms,
+        flush_interval_ms=config.flush_interval_ms,
+        flush_entrylog_bytes=config.flush_entrylog_bytes,
+        flush_pace_fraction=config.flush_pace_fraction,
         entry_log_per_ledger=config.entry_log_per_ledger_enabled,
         max_active_entry_logs=config.maximum_number_of_active_entry_logs,
-        checkpoint_source=bookie._source, on_flush_error=bookie._on_flush_error,
-        registry=registry, file_ops=file_ops, space_guard=guard)
+        checkpoint_source=bookie._source,
+        on_flush_error=bookie._on_flush_error,
+        registry=registry,
+        file_ops=file_ops,
+        space_guard=guard,
+    )
     # compaction holds its syncs back while a journal sync is in flight (bookie._io_priority)
-    for j in (journal.journals if isinstance(journal, JournalGroup) else (journal,)):
+    for j in journal.journals if isinstance(journal, JournalGroup) else (journal,):
         j.sync_priority = storage.sync_priority
     try:
         await bookie._replay()
         bookie.gc = gc = GarbageCollector(
-            storage, config.gc_config(), store=store, metadata_root=config.metadata_root,
-            bookie_id=bookie.bookie_id, registry=registry, on_ledger_deleted=bookie.forget_ledger)
+            storage,
+            config.gc_config(),
+            store=store,
+            metadata_root=config.metadata_root,
+            bookie_id=bookie.bookie_id,
+            registry=registry,
+            on_ledger_deleted=bookie.forget_ledger,
+        )
         gc_scope = trio.CancelScope()
 
         async def run_gc(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:

@@ -42,8 +42,14 @@ from protocols.bookkeeper import (
 from .._errors import BookieException
 from ._config import BookieConfig
 
-__all__ = ["COOKIE_FILE", "CookieMismatchError", "expected_cookie", "check_cookies", "check_ledger_layout",
-           "format_bookie"]
+__all__ = [
+    "COOKIE_FILE",
+    "CookieMismatchError",
+    "expected_cookie",
+    "check_cookies",
+    "check_ledger_layout",
+    "format_bookie",
+]
 
 log = logging.getLogger(__name__)
 
@@ -57,10 +63,12 @@ class CookieMismatchError(BookieException):
     """
 
     def __init__(self, problems: list[str]) -> None:
-        super().__init__("refusing to start: the bookie's cookies do not match its configuration:\n  - "
-                         + "\n  - ".join(problems)
-                         + "\n(check bookieId, journalDirectory and ledgerDirectories; "
-                           "`magnetar bookie format --force` wipes the directories and starts afresh)")
+        super().__init__(
+            "refusing to start: the bookie's cookies do not match its configuration:\n  - "
+            + "\n  - ".join(problems)
+            + "\n(check bookieId, journalDirectory and ledgerDirectories; "
+            "`magnetar bookie format --force` wipes the directories and starts afresh)"
+        )
         self.problems = problems
 
 
@@ -83,12 +91,13 @@ async def expected_cookie(config: BookieConfig, store: MetadataStore | None) -> 
 
     def resolved() -> tuple[str, tuple[str, ...]]:  # resolving follows links on disk: a worker thread
         # several journal directories: comma separated, as BookKeeper's cookie lists them
-        return (",".join(str(Path(d).resolve()) for d in config.journal_directories),
-                tuple(str(Path(d).resolve()) for d in config.ledger_dirs))
+        return (
+            ",".join(str(Path(d).resolve()) for d in config.journal_directories),
+            tuple(str(Path(d).resolve()) for d in config.ledger_dirs),
+        )
 
     journal_dir, ledger_dirs = await trio.to_thread.run_sync(resolved)
-    return Cookie(config.effective_bookie_id, journal_dir, ledger_dirs,
-                  await _instance_id(store, config.metadata_root))
+    return Cookie(config.effective_bookie_id, journal_dir, ledger_dirs, await _instance_id(store, config.metadata_root))
 
 
 def _read_local(directories: list[Path]) -> tuple[dict[Path, Cookie | None], list[Path], list[str]]:
@@ -184,15 +193,19 @@ async def check_cookies(config: BookieConfig, store: MetadataStore | None) -> Co
             elif present or remote is not None:
                 problems.append(f"{d} has no cookie (a new or replaced directory?)")
         elif c != expected:
-            diffs = ", ".join(f"{name}: found {getattr(c, name)!r}, expected {getattr(expected, name)!r}"
-                              for name in c.mismatches(expected))
+            diffs = ", ".join(
+                f"{name}: found {getattr(c, name)!r}, expected {getattr(expected, name)!r}"
+                for name in c.mismatches(expected)
+            )
             problems.append(f"{d / COOKIE_FILE} differs ({diffs})")
     if store is not None:
         if remote is None:
             problems.append(f"no cookie in the metadata store at {path}")
         elif remote != expected:
-            diffs = ", ".join(f"{name}: found {getattr(remote, name)!r}, expected {getattr(expected, name)!r}"
-                              for name in remote.mismatches(expected))
+            diffs = ", ".join(
+                f"{name}: found {getattr(remote, name)!r}, expected {getattr(expected, name)!r}"
+                for name in remote.mismatches(expected)
+            )
             problems.append(f"metadata cookie {path} differs ({diffs})")
     if problems:
         raise CookieMismatchError(problems)
@@ -245,6 +258,7 @@ async def format_bookie(config: BookieConfig, store: MetadataStore | None, *, fo
         if problems:
             raise CookieMismatchError(problems)
     else:
+
         def wipe() -> None:
             for d in directories:
                 if d.exists():
@@ -253,6 +267,7 @@ async def format_bookie(config: BookieConfig, store: MetadataStore | None, *, fo
                             shutil.rmtree(p)
                         else:
                             p.unlink()
+
         await trio.to_thread.run_sync(wipe)
     await _write_cookies(config, store, expected)
     return expected

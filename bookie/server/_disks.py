@@ -31,8 +31,8 @@ log = logging.getLogger(__name__)
 class DiskVerdict(enum.Enum):
     """What the usage of all directories asks for."""
 
-    FULL = "full"          # some directory above the threshold: go read-only
-    CLEAR = "clear"        # all below the low-water mark: writable again
+    FULL = "full"  # some directory above the threshold: go read-only
+    CLEAR = "clear"  # all below the low-water mark: writable again
     UNCHANGED = "unchanged"  # between the two: keep the current state
 
 
@@ -54,9 +54,12 @@ def measure_usage(paths: Sequence[str]) -> list[DiskUsage]:
     return out
 
 
-async def run_disk_checker(bookie: Bookie, *,
-                           measure: Callable[[Sequence[str]], list[DiskUsage]] = measure_usage,
-                           task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+async def run_disk_checker(
+    bookie: Bookie,
+    *,
+    measure: Callable[[Sequence[str]], list[DiskUsage]] = measure_usage,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
     """Check the journal and ledger directories every diskCheckInterval until cancelled.
 
     ``measure`` is a seam for tests (fake usages). Never raises for a disk problem: an unreadable
@@ -72,15 +75,20 @@ async def run_disk_checker(bookie: Bookie, *,
             bookie.metrics.disk_usage.labels(u.path).set(u.used_fraction)
             if u.used_fraction > cfg.disk_usage_warn_threshold:
                 if u.path not in warned:
-                    log.warning("directory %s is %.1f%% full (warn threshold %.0f%%)", u.path,
-                                100 * u.used_fraction, 100 * cfg.disk_usage_warn_threshold)
+                    log.warning(
+                        "directory %s is %.1f%% full (warn threshold %.0f%%)",
+                        u.path,
+                        100 * u.used_fraction,
+                        100 * cfg.disk_usage_warn_threshold,
+                    )
                     warned.add(u.path)
             else:
                 warned.discard(u.path)
         verdict = classify(usages, cfg.disk_usage_threshold, cfg.disk_usage_lwm_threshold)
         if verdict is DiskVerdict.FULL:
-            full = ", ".join(f"{u.path} {100 * u.used_fraction:.1f}%" for u in usages
-                             if u.used_fraction > cfg.disk_usage_threshold)
+            full = ", ".join(
+                f"{u.path} {100 * u.used_fraction:.1f}%" for u in usages if u.used_fraction > cfg.disk_usage_threshold
+            )
             bookie.set_disk_full(True, f"above diskUsageThreshold: {full}")
         elif verdict is DiskVerdict.CLEAR:
             bookie.set_disk_full(False, "all directories below diskUsageLwmThreshold")

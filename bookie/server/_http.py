@@ -49,8 +49,11 @@ log = logging.getLogger(__name__)
 
 
 def _state_doc(bookie: Bookie) -> dict[str, object]:
-    return {"running": True, "readOnly": bookie.state is BookieState.READ_ONLY,
-            "reasons": sorted(r.value for r in bookie.read_only_reasons)}
+    return {
+        "running": True,
+        "readOnly": bookie.state is BookieState.READ_ONLY,
+        "reasons": sorted(r.value for r in bookie.read_only_reasons),
+    }
 
 
 def bookie_http_app(bookie: Bookie) -> Starlette:
@@ -62,10 +65,16 @@ def bookie_http_app(bookie: Bookie) -> Starlette:
 
     async def info(request: Request) -> Response:
         total, free = await trio.to_thread.run_sync(bookie.disk_space)
-        return JSONResponse({"bookieId": bookie.bookie_id, "state": bookie.state.value,
-                             "readOnly": bookie.state is BookieState.READ_ONLY,
-                             "reasons": sorted(r.value for r in bookie.read_only_reasons),
-                             "freeSpace": free, "totalSpace": total})
+        return JSONResponse(
+            {
+                "bookieId": bookie.bookie_id,
+                "state": bookie.state.value,
+                "readOnly": bookie.state is BookieState.READ_ONLY,
+                "reasons": sorted(r.value for r in bookie.read_only_reasons),
+                "freeSpace": free,
+                "totalSpace": total,
+            }
+        )
 
     async def state(request: Request) -> Response:
         if request.method == "PUT":
@@ -121,10 +130,16 @@ class _RoleMiddleware:
         await self.app(scope, receive, send)
 
 
-async def serve_bookie_http(bookie: Bookie, host: str = "0.0.0.0", port: int = 8000, *,
-                            shutdown_trigger: trio.Event | None = None, ssl_context: ssl.SSLContext | None = None,
-                            authorizer: CertificateRoleAuthorizer | None = None,
-                            task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
+async def serve_bookie_http(
+    bookie: Bookie,
+    host: str = "0.0.0.0",
+    port: int = 8000,
+    *,
+    shutdown_trigger: trio.Event | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+    authorizer: CertificateRoleAuthorizer | None = None,
+    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
+) -> None:
     """Serve the app on ``host:port`` until ``shutdown_trigger`` is set (a graceful stop) or the
     task is cancelled; ``task_status.started`` gets the bound URLs (``["http://127.0.0.1:8000"]``,
     ``https://`` with ``ssl_context``: ``httpServerTlsEnable``). With ``authorizer`` (needs
@@ -137,8 +152,13 @@ async def serve_bookie_http(bookie: Bookie, host: str = "0.0.0.0", port: int = 8
         ssl_context = record_peer_certificates(ssl_context)
         app = _RoleMiddleware(app, authorizer)
     address = [(host, port)]
-    await serve_http(app, plain=address if ssl_context is None else [],
-                     secure=address if ssl_context is not None else [], ssl_context=ssl_context,
-                     keys="httpServerPort", errorlog=logging.getLogger("bookie.http"),
-                     shutdown_trigger=shutdown_trigger.wait if shutdown_trigger is not None else None,
-                     task_status=task_status)
+    await serve_http(
+        app,
+        plain=address if ssl_context is None else [],
+        secure=address if ssl_context is not None else [],
+        ssl_context=ssl_context,
+        keys="httpServerPort",
+        errorlog=logging.getLogger("bookie.http"),
+        shutdown_trigger=shutdown_trigger.wait if shutdown_trigger is not None else None,
+        task_status=task_status,
+    )

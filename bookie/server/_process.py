@@ -68,8 +68,7 @@ def service_info(host: str, port: int, http_urls: Sequence[str], *, tls: bool) -
         if parts.hostname is None or parts.port is None:
             continue
         http_host = host if parts.hostname in ("0.0.0.0", "::") else parts.hostname
-        endpoints.append(Endpoint("httpserver" if i == 0 else f"httpserver-{i}", http_host, parts.port,
-                                  parts.scheme))
+        endpoints.append(Endpoint("httpserver" if i == 0 else f"httpserver-{i}", http_host, parts.port, parts.scheme))
     return BookieServiceInfo(tuple(endpoints))
 
 
@@ -100,9 +99,12 @@ def bind_host(listen_address: str) -> str | None:
     return _interface_address(listen_address) or listen_address
 
 
-async def serve_bookie_process(config: BookieConfig, *, registry: CollectorRegistry | None = None,
-                               task_status: trio.TaskStatus[BookieEndpoints] = trio.TASK_STATUS_IGNORED,
-                               ) -> None:
+async def serve_bookie_process(
+    config: BookieConfig,
+    *,
+    registry: CollectorRegistry | None = None,
+    task_status: trio.TaskStatus[BookieEndpoints] = trio.TASK_STATUS_IGNORED,
+) -> None:
     """Run a complete bookie until cancelled; ``task_status.started`` gets its `BookieEndpoints`.
 
     Raises ConfigError, CookieMismatchError (refuses to start), OSError (ports, directories),
@@ -112,8 +114,10 @@ async def serve_bookie_process(config: BookieConfig, *, registry: CollectorRegis
     try:
         listeners = await trio.open_tcp_listeners(config.port, host=bind_host(config.listen_address))
     except OSError as exc:
-        raise OSError(exc.errno, f"cannot listen on {config.listen_address or '*'}:{config.port} "
-                                 f"(bookiePort): {exc.strerror or exc}") from exc
+        raise OSError(
+            exc.errno,
+            f"cannot listen on {config.listen_address or '*'}:{config.port} (bookiePort): {exc.strerror or exc}",
+        ) from exc
     port = listeners[0].socket.getsockname()[1]
     if not config.bookie_id and config.port == 0:
         config = dataclasses.replace(config, bookie_id=f"{config.advertised_address}:{port}")
@@ -122,8 +126,9 @@ async def serve_bookie_process(config: BookieConfig, *, registry: CollectorRegis
             stack.push_async_callback(listener.aclose)
         store = None
         if config.metadata_url:
-            store = await stack.enter_async_context(open_metadata_store(
-                config.metadata_url, security=config.zk_security(), tls=config.zk_tls()))
+            store = await stack.enter_async_context(
+                open_metadata_store(config.metadata_url, security=config.zk_security(), tls=config.zk_tls())
+            )
         await check_cookies(config, store)
         layout = await check_ledger_layout(config, store)
         # GC lists the layout the cluster records (the config may leave it to the record)
@@ -131,24 +136,45 @@ async def serve_bookie_process(config: BookieConfig, *, registry: CollectorRegis
         bookie = await stack.enter_async_context(open_bookie(config, registry=registry, store=store))
         async with trio.open_nursery() as nursery:
             tls = server_context(config.tls_settings()) if config.tls_enabled else None
-            await nursery.start(lambda task_status: serve_bookie(bookie, listeners=listeners, ssl_context=tls,
-                                                                 authorizer=config.role_authorizer(),
-                                                                 task_status=task_status))
+            await nursery.start(
+                lambda task_status: serve_bookie(
+                    bookie,
+                    listeners=listeners,
+                    ssl_context=tls,
+                    authorizer=config.role_authorizer(),
+                    task_status=task_status,
+                )
+            )
             http_urls: list[str] = []
             if config.http_enabled:
                 http_tls = server_context(config.tls_settings()) if config.http_server_tls_enable else None
-                http_urls = await nursery.start(lambda task_status: serve_bookie_http(
-                    bookie, config.http_address, config.http_port, ssl_context=http_tls,
-                    authorizer=config.role_authorizer() if http_tls is not None else None,
-                    task_status=task_status))
+                http_urls = await nursery.start(
+                    lambda task_status: serve_bookie_http(
+                        bookie,
+                        config.http_address,
+                        config.http_port,
+                        ssl_context=http_tls,
+                        authorizer=config.role_authorizer() if http_tls is not None else None,
+                        task_status=task_status,
+                    )
+                )
             await nursery.start(run_disk_checker, bookie)
             if store is not None:
                 info = service_info(config.advertised_address, port, http_urls, tls=tls is not None)
-                await nursery.start(lambda task_status: run_registration(bookie, store, service_info=info,
-                                                                         task_status=task_status))
+                await nursery.start(
+                    lambda task_status: run_registration(bookie, store, service_info=info, task_status=task_status)
+                )
             bookie.set_ready(True)
-            task_status.started(BookieEndpoints(bookie.bookie_id, config.advertised_address, port,
-                                                tuple(http_urls), config.metadata_url, core=bookie))
+            task_status.started(
+                BookieEndpoints(
+                    bookie.bookie_id,
+                    config.advertised_address,
+                    port,
+                    tuple(http_urls),
+                    config.metadata_url,
+                    core=bookie,
+                )
+            )
             try:
                 await bookie.fatal.wait()
             finally:

@@ -68,8 +68,13 @@ async def _delete(store: MetadataStore, path: str) -> None:
         pass
 
 
-async def run_registration(bookie: Bookie, store: MetadataStore, *, service_info: BookieServiceInfo | None = None,
-                           task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+async def run_registration(
+    bookie: Bookie,
+    store: MetadataStore,
+    *,
+    service_info: BookieServiceInfo | None = None,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
     """Register the bookie and keep the registration current until cancelled (then remove it).
     The node's data is ``service_info`` (by default the ``bookie-rpc`` endpoint its id names).
 
@@ -119,8 +124,7 @@ async def run_registration(bookie: Bookie, store: MetadataStore, *, service_info
                         if registered is not None:
                             await _delete(store, registration_path(root, bid, registered))
                         else:  # after a restart or session loss, drop a leftover of the other kind
-                            other = (BookieState.READ_ONLY if want is BookieState.WRITABLE
-                                     else BookieState.WRITABLE)
+                            other = BookieState.READ_ONLY if want is BookieState.WRITABLE else BookieState.WRITABLE
                             await _delete(store, registration_path(root, bid, other))
                         await _create(store, registration_path(root, bid, want), data)
                         registered = want

@@ -92,12 +92,16 @@ _ADD = int(OperationType.ADD_ENTRY)
 _EOK = int(StatusCode.EOK)
 
 
-async def serve_bookie(bookie: Bookie, host: str | None = "127.0.0.1", port: int = 3181, *,
-                       listeners: list[trio.SocketListener] | None = None,
-                       ssl_context: ssl.SSLContext | None = None,
-                       authorizer: CertificateRoleAuthorizer | None = None,
-                       task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
-                       ) -> None:
+async def serve_bookie(
+    bookie: Bookie,
+    host: str | None = "127.0.0.1",
+    port: int = 3181,
+    *,
+    listeners: list[trio.SocketListener] | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+    authorizer: CertificateRoleAuthorizer | None = None,
+    task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
+) -> None:
     """Serve the bookie protocol on ``host:port`` (or on already bound ``listeners``) until cancelled.
 
     ``task_status.started`` receives the listeners (``listeners[0].socket.getsockname()[1]`` is
@@ -247,8 +251,13 @@ class _RequestCore:
         `_submit_add_waiting`)."""
         add = req.addRequest
         try:
-            ticket = self.bookie.submit_add(add.ledgerId, add.entryId, add.masterKey, add.body,
-                                            recovery=add.HasField("flag") and add.flag == _RECOVERY)
+            ticket = self.bookie.submit_add(
+                add.ledgerId,
+                add.entryId,
+                add.masterKey,
+                add.body,
+                recovery=add.HasField("flag") and add.flag == _RECOVERY,
+            )
         except trio.WouldBlock:
             return False
         except BookieError as exc:
@@ -411,9 +420,11 @@ class _RequestCore:
                 wanted = req.getBookieInfoRequest.requested
                 total, free = await trio.to_thread.run_sync(bookie.disk_space)
                 resp = get_bookie_info_response(
-                    txn, StatusCode.EOK,
+                    txn,
+                    StatusCode.EOK,
                     total_disk_capacity=total if wanted & BookieInfoFlag.TOTAL_DISK_CAPACITY else None,
-                    free_disk_space=free if wanted & BookieInfoFlag.FREE_DISK_SPACE else None)
+                    free_disk_space=free if wanted & BookieInfoFlag.FREE_DISK_SPACE else None,
+                )
         except BookieError as exc:
             resp = error_response(req, exc.status)
         except OSError as exc:
@@ -475,8 +486,7 @@ class _Connection(_RequestCore):
                 await trio.aclose_forcefully(self.stream)
 
     def _emit(self, response: pb.Response, request_size: int) -> None:
-        data = self._encode_v2(response) if self.v2 and response.header.txnId in self.v2 \
-            else encode_response(response)
+        data = self._encode_v2(response) if self.v2 and response.header.txnId in self.v2 else encode_response(response)
         self.nbytes += len(data)
         self.out.append(data)
         self.out_release.append((1, request_size + len(data)))
@@ -501,14 +511,27 @@ class _Connection(_RequestCore):
         self.v2_txn -= 1
         priority = 1 if v2.flags & V2Flag.HIGH_PRIORITY else 0
         if v2.op == V2Op.ADD_ENTRY:
-            request = add_request(txn, v2.ledger_id, v2.entry_id, v2.master_key, v2.body,
-                                  recovery=bool(v2.flags & V2Flag.RECOVERY_ADD), priority=priority)
+            request = add_request(
+                txn,
+                v2.ledger_id,
+                v2.entry_id,
+                v2.master_key,
+                v2.body,
+                recovery=bool(v2.flags & V2Flag.RECOVERY_ADD),
+                priority=priority,
+            )
         else:
             fence = bool(v2.flags & V2Flag.DO_FENCING)
             if fence and not v2.master_key:
                 raise MalformedFrame("a v2 fencing read of version < 2 carries no master key")
-            request = read_request(txn, v2.ledger_id, v2.entry_id, fence=fence,
-                                   master_key=v2.master_key if fence else None, priority=priority)
+            request = read_request(
+                txn,
+                v2.ledger_id,
+                v2.entry_id,
+                fence=fence,
+                master_key=v2.master_key if fence else None,
+                priority=priority,
+            )
         self.v2[txn] = (v2.version, int(v2.op), v2.ledger_id, v2.entry_id)
         return request
 
@@ -585,8 +608,9 @@ class LocalConnection(_RequestCore):
     call `submit`. There is no TLS and no certificate-role check: the client is the process.
     """
 
-    def __init__(self, bookie: Bookie, deliver: Callable[[pb.Response], None],
-                 refuse: Callable[[int, str], None]) -> None:
+    def __init__(
+        self, bookie: Bookie, deliver: Callable[[pb.Response], None], refuse: Callable[[int, str], None]
+    ) -> None:
         super().__init__(bookie)
         self.peer = "in-process"
         self._deliver = deliver

@@ -35,11 +35,28 @@ from ._write_cache import WriteCacheFull as WriteCacheFull
 
 __all__ = [
     # the contract and its implementation
-    "LedgerStorage", "DbLedgerStorage", "CheckpointSource", "FlushReason", "StorageStats",
+    "LedgerStorage",
+    "DbLedgerStorage",
+    "CheckpointSource",
+    "FlushReason",
+    "StorageStats",
     # entry logs (what GC compacts and deletes)
-    "EntryLogger", "EntryLogStats", "CurrentLogInfo", "FileOps", "LogRecord", "LogUsage", "RECORD_PREFIX_SIZE",
+    "EntryLogger",
+    "EntryLogStats",
+    "CurrentLogInfo",
+    "FileOps",
+    "LogRecord",
+    "LogUsage",
+    "RECORD_PREFIX_SIZE",
     # errors
-    "StorageIOError", "WriteCacheFull", "CorruptLogError",
+    "StorageIOError",
+    "WriteCacheFull",
+    "CorruptLogError",
     # the entry-log format, for tools that read a log file (``magnetar bookie shell readlog``)
-    "HEADER_SIZE", "INVALID_LEDGER_ID", "decode_header", "iter_records", "log_file_name", "parse_log_file_name",
+    "HEADER_SIZE",
+    "INVALID_LEDGER_ID",
+    "decode_header",
+    "iter_records",
+    "log_file_name",
+    "parse_log_file_name",
 ]

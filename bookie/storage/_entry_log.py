@@ -87,8 +87,7 @@ from ._entry_log_codec import (
     split_location,
 )
 
-__all__ = ["EntryLogger", "FileOps", "LogRecord", "LogUsage", "CurrentLogInfo", "EntryLogStats",
-           "StorageIOError"]
+__all__ = ["EntryLogger", "FileOps", "LogRecord", "LogUsage", "CurrentLogInfo", "EntryLogStats", "StorageIOError"]
 
 _logger = logging.getLogger(__name__)
 
@@ -297,8 +296,9 @@ class EntryLogger:
                 by_dir: dict[int, list[int]] = {}
                 for i, item in enumerate(entries):
                     by_dir.setdefault(item[0] % n, []).append(i)
-                self._in_parallel([(self._append_dir, ((d, -1), entries, idxs, locations))
-                                   for d, idxs in by_dir.items()])
+                self._in_parallel(
+                    [(self._append_dir, ((d, -1), entries, idxs, locations)) for d, idxs in by_dir.items()]
+                )
             else:
                 per_ledger = self._per_ledger
                 groups: dict[tuple[int, int], list[int]] = {}
@@ -337,8 +337,13 @@ class EntryLogger:
                 chunk = self._chunks.setdefault(directory, memoryview(bytearray(self._chunk_size)))
         return chunk
 
-    def _append_dir(self, slot: tuple[int, int], entries: Sequence[tuple[int, int, bytes]], idxs: Iterable[int],
-                    locations: list[int]) -> None:
+    def _append_dir(
+        self,
+        slot: tuple[int, int],
+        entries: Sequence[tuple[int, int, bytes]],
+        idxs: Iterable[int],
+        locations: list[int],
+    ) -> None:
         # Records are packed into one reused chunk buffer (no per-entry allocation) and written a
         # chunk at a time: one write call per batch unless it exceeds the chunk or rolls the log.
         log = self._ensure_current(slot)
@@ -371,7 +376,7 @@ class EntryLogger:
                     self._written(log, len(big), cap)
                 else:
                     pack_record_prefix_into(chunk, fill, ledger_id, entry_id, n)
-                    chunk[fill + RECORD_PREFIX_SIZE:fill + rsize] = payload
+                    chunk[fill + RECORD_PREFIX_SIZE : fill + rsize] = payload
                     fill += rsize
                 locations[i] = (log.log_id << 32) | pos
                 pos += rsize
@@ -556,9 +561,11 @@ class EntryLogger:
         """The logs still being written that hold records, with their age and ledgers."""
         now = self._clock()
         with self._lock:
-            return [CurrentLogInfo(log.log_id, str(self._dirs[slot[0]]), log.position, now - log.created,
-                                   dict(log.ledgers))
-                    for slot, log in self._current.items() if log.position > HEADER_SIZE]
+            return [
+                CurrentLogInfo(log.log_id, str(self._dirs[slot[0]]), log.position, now - log.created, dict(log.ledgers))
+                for slot, log in self._current.items()
+                if log.position > HEADER_SIZE
+            ]
 
     def roll_current(self, log_ids: Iterable[int]) -> list[int]:
         """Roll the named logs if they are still current and hold records (rule 7: the caller holds
@@ -588,8 +595,7 @@ class EntryLogger:
                         try:
                             self._roll(slot, log)
                         except StorageIOError as exc:
-                            _logger.warning("closing entry log %x without its ledgers map: %s",
-                                            log.log_id, exc)
+                            _logger.warning("closing entry log %x without its ledgers map: %s", log.log_id, exc)
         finally:
             with self._lock:
                 for log in self._current.values():
@@ -667,12 +673,12 @@ class EntryLogger:
             self._release(log_id)
         lid, eid, pstart, rend = rec
         if (ledger_id is not None and lid != ledger_id) or (entry_id is not None and eid != entry_id):
-            raise CorruptLogError(
-                f"record at {log_id:x}@{offset} is ({lid}, {eid}), not ({ledger_id}, {entry_id})")
+            raise CorruptLogError(f"record at {log_id:x}@{offset} is ({lid}, {eid}), not ({ledger_id}, {entry_id})")
         return data[pstart:rend] if (pstart or rend != len(data)) else data
 
-    def read_following(self, location: int, ledger_id: int, max_entries: int, max_bytes: int
-                       ) -> list[tuple[int, bytes]]:
+    def read_following(
+        self, location: int, ledger_id: int, max_entries: int, max_bytes: int
+    ) -> list[tuple[int, bytes]]:
         """Read-ahead: up to ``max_entries`` whole records of ``ledger_id`` stored contiguously
         from ``location`` on, within ``max_bytes``; returns ``(entry_id, payload)`` pairs.
 
@@ -690,7 +696,7 @@ class EntryLogger:
             rec = decode_record_at(data, pos)
             if rec is None or rec[0] != ledger_id:
                 break
-            out.append((rec[1], data[rec[2]:rec[3]]))
+            out.append((rec[1], data[rec[2] : rec[3]]))
             pos = rec[3]
         return out
 
@@ -752,8 +758,9 @@ class EntryLogger:
         for lid, eid, location, payload, _ in self._scan(log_id, with_payload=True, read_size=read_size):
             yield LogRecord(lid, eid, location, payload)
 
-    def _scan(self, log_id: int, *, with_payload: bool, read_size: int = _SCAN_CHUNK
-              ) -> Iterator[tuple[int, int, int, bytes, int]]:
+    def _scan(
+        self, log_id: int, *, with_payload: bool, read_size: int = _SCAN_CHUNK
+    ) -> Iterator[tuple[int, int, int, bytes, int]]:
         """Yield ``(ledger, entry, location, payload or b"", record size)`` for each entry record."""
         path = self.log_path(log_id)
         with open(path, "rb", buffering=0) as f:

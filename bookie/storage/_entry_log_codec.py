@@ -38,11 +38,30 @@ from dataclasses import dataclass
 from .._errors import BookieException
 
 __all__ = [
-    "HEADER_SIZE", "MAGIC", "FORMAT_VERSION", "INVALID_LEDGER_ID", "LEDGERS_MAP_ENTRY_ID", "MAP_CHUNK",
-    "RECORD_PREFIX_SIZE", "MAX_LOG_ID", "LogHeader", "CorruptLogError", "encode_header", "decode_header",
-    "encode_record", "append_record", "pack_record_prefix_into", "record_prefix", "record_size",
-    "decode_record_at", "iter_records",
-    "encode_ledgers_map", "decode_ledgers_map", "make_location", "split_location", "log_file_name",
+    "HEADER_SIZE",
+    "MAGIC",
+    "FORMAT_VERSION",
+    "INVALID_LEDGER_ID",
+    "LEDGERS_MAP_ENTRY_ID",
+    "MAP_CHUNK",
+    "RECORD_PREFIX_SIZE",
+    "MAX_LOG_ID",
+    "LogHeader",
+    "CorruptLogError",
+    "encode_header",
+    "decode_header",
+    "encode_record",
+    "append_record",
+    "pack_record_prefix_into",
+    "record_prefix",
+    "record_size",
+    "decode_record_at",
+    "iter_records",
+    "encode_ledgers_map",
+    "decode_ledgers_map",
+    "make_location",
+    "split_location",
+    "log_file_name",
     "parse_log_file_name",
 ]
 
@@ -104,15 +123,15 @@ def encode_record(ledger_id: int, entry_id: int, payload: bytes | bytearray | me
     return _PREFIX.pack(_MIN_SIZE + len(payload), ledger_id, entry_id) + bytes(payload)
 
 
-def append_record(out: bytearray, ledger_id: int, entry_id: int,
-                  payload: bytes | bytearray | memoryview) -> None:
+def append_record(out: bytearray, ledger_id: int, entry_id: int, payload: bytes | bytearray | memoryview) -> None:
     """Append one record to ``out`` (the allocation-light path used to build flush buffers)."""
     out += _PREFIX.pack(_MIN_SIZE + len(payload), ledger_id, entry_id)
     out += payload
 
 
-def pack_record_prefix_into(buf: bytearray | memoryview, offset: int, ledger_id: int, entry_id: int,
-                            payload_len: int) -> None:
+def pack_record_prefix_into(
+    buf: bytearray | memoryview, offset: int, ledger_id: int, entry_id: int, payload_len: int
+) -> None:
     """Write a record's 20-byte prefix into ``buf`` at ``offset`` (the payload follows it)."""
     _PREFIX.pack_into(buf, offset, _MIN_SIZE + payload_len, ledger_id, entry_id)
 
@@ -163,7 +182,7 @@ def encode_ledgers_map(ledgers: Mapping[int, int]) -> bytes:
     out = bytearray()
     items = sorted(ledgers.items())
     for i in range(0, len(items), MAP_CHUNK):
-        chunk = items[i:i + MAP_CHUNK]
+        chunk = items[i : i + MAP_CHUNK]
         payload = bytearray(_MAP_COUNT.pack(len(chunk)))
         for ledger_id, size in chunk:
             payload += _MAP_ITEM.pack(ledger_id, size)
@@ -192,7 +211,7 @@ def decode_ledgers_map(buf: bytes | bytearray | memoryview, expected_count: int)
         (count,) = _MAP_COUNT.unpack_from(view, pstart)
         if pstart + 4 + count * _MAP_ITEM.size != rend:
             raise CorruptLogError("ledgers map record has a bad length")
-        for lid, size in _MAP_ITEM.iter_unpack(view[pstart + 4:rend]):
+        for lid, size in _MAP_ITEM.iter_unpack(view[pstart + 4 : rend]):
             result[lid] = size
         pos = rend
     if len(result) != expected_count:

@@ -119,8 +119,7 @@ class EntryIndex:
 
         Existing rows for the same keys are replaced. When this returns the batch is synced.
         """
-        rows = [(lid, int(i.fenced), i.master_key, i.explicit_lac, i.last_entry)
-                for lid, i in ledgers.items()]
+        rows = [(lid, int(i.fenced), i.master_key, i.explicit_lac, i.last_entry) for lid, i in ledgers.items()]
         with self._transaction() as cur:
             if locations:
                 cur.executemany("INSERT OR REPLACE INTO locations VALUES (?, ?, ?)", locations)
@@ -134,23 +133,24 @@ class EntryIndex:
         """The location of an entry, or None when it is not indexed."""
         self._lookups += 1
         with self._rlock:
-            row = self._r.execute("SELECT location FROM locations WHERE ledger = ? AND entry = ?",
-                                  (ledger_id, entry_id)).fetchone()
+            row = self._r.execute(
+                "SELECT location FROM locations WHERE ledger = ? AND entry = ?", (ledger_id, entry_id)
+            ).fetchone()
         return None if row is None else row[0]
 
     def last_entry(self, ledger_id: int) -> int | None:
         """The highest indexed entry id of a ledger, or None."""
         with self._rlock:
-            row = self._r.execute("SELECT max(entry) FROM locations WHERE ledger = ?",
-                                  (ledger_id,)).fetchone()
+            row = self._r.execute("SELECT max(entry) FROM locations WHERE ledger = ?", (ledger_id,)).fetchone()
         return row[0]
 
     def load_ledgers(self) -> dict[int, LedgerInfo]:
         """Every ledger's stored state (read once at startup; the storage keeps them in memory)."""
         with self._rlock:
             rows = self._r.execute("SELECT ledger, fenced, master_key, explicit_lac, last_entry FROM ledgers")
-            return {r[0]: LedgerInfo(bool(r[1]), bytes(r[2]), None if r[3] is None else bytes(r[3]), r[4])
-                    for r in rows}
+            return {
+                r[0]: LedgerInfo(bool(r[1]), bytes(r[2]), None if r[3] is None else bytes(r[3]), r[4]) for r in rows
+            }
 
     def list_ledgers(self) -> list[int]:
         """Ids of the ledgers in the ledger index, ascending."""
@@ -174,8 +174,9 @@ class EntryIndex:
         params = [(new, lid, eid, old_log_id) for lid, eid, new in updates]
         with self._transaction() as cur:
             before = self._w.total_changes
-            cur.executemany("UPDATE locations SET location = ? WHERE ledger = ? AND entry = ? "
-                            "AND (location >> 32) = ?", params)
+            cur.executemany(
+                "UPDATE locations SET location = ? WHERE ledger = ? AND entry = ? AND (location >> 32) = ?", params
+            )
             changed = self._w.total_changes - before
         return changed
 

@@ -131,9 +131,17 @@ class ReadAhead:
     ``on_batch(entries, bytes)`` is called after each read-ahead (metrics).
     """
 
-    def __init__(self, cache: ReadCache, reader: Reader, *, batch_size: int = 100,
-                 max_bytes: int = 4 << 20, concurrency: int = 2, max_pending: int = 64,
-                 on_batch: Callable[[int, int], None] | None = None) -> None:
+    def __init__(
+        self,
+        cache: ReadCache,
+        reader: Reader,
+        *,
+        batch_size: int = 100,
+        max_bytes: int = 4 << 20,
+        concurrency: int = 2,
+        max_pending: int = 64,
+        on_batch: Callable[[int, int], None] | None = None,
+    ) -> None:
         self._cache = cache
         self._reader = reader
         self._batch = batch_size
@@ -237,8 +245,9 @@ class ReadAhead:
 
     def statistics(self) -> ReadAheadStats:
         """A snapshot of the counters."""
-        return ReadAheadStats(self._requested, self._skipped, self._dropped, self._batches,
-                              self._entries, self._bytes, self._errors)
+        return ReadAheadStats(
+            self._requested, self._skipped, self._dropped, self._batches, self._entries, self._bytes, self._errors
+        )
 
 
 class InOrderReaders:

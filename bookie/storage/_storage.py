@@ -77,8 +77,15 @@ from ._index import EntryIndex, IndexStats, LedgerInfo
 from ._read_cache import InOrderReaders, ReadAhead, ReadAheadStats, ReadCache, ReadCacheStats
 from ._write_cache import FlushBatch, WriteCache, WriteCacheFull, WriteCacheStats
 
-__all__ = ["LedgerStorage", "DbLedgerStorage", "CheckpointSource", "FlushReason", "StorageStats",
-           "StorageIOError", "WriteCacheFull"]
+__all__ = [
+    "LedgerStorage",
+    "DbLedgerStorage",
+    "CheckpointSource",
+    "FlushReason",
+    "StorageStats",
+    "StorageIOError",
+    "WriteCacheFull",
+]
 
 log = logging.getLogger(__name__)
 
@@ -135,8 +142,9 @@ class LedgerStorage(Protocol):
     """
 
     async def add_entry(self, ledger_id: int, entry_id: int, data: bytes) -> None: ...
-    async def get_entry(self, ledger_id: int, entry_id: int, *,
-                        limiter: trio.CapacityLimiter | None = None) -> bytes: ...
+    async def get_entry(
+        self, ledger_id: int, entry_id: int, *, limiter: trio.CapacityLimiter | None = None
+    ) -> bytes: ...
     def last_entry_id(self, ledger_id: int) -> int: ...
     def set_master_key(self, ledger_id: int, master_key: bytes) -> None: ...
     def master_key(self, ledger_id: int) -> bytes: ...
@@ -207,16 +215,26 @@ class DbLedgerStorage:
         if not 0.0 <= flush_pace_fraction <= 1.0:
             raise ValueError(f"flush_pace_fraction must be in [0, 1], got {flush_pace_fraction}")
         self._guard = space_guard
-        self._logger = EntryLogger(ledger_dirs, log_size_limit=log_size_limit, file_ops=file_ops,
-                                   flush_entrylog_bytes=flush_entrylog_bytes, per_ledger=entry_log_per_ledger,
-                                   max_active_logs=max_active_entry_logs)
+        self._logger = EntryLogger(
+            ledger_dirs,
+            log_size_limit=log_size_limit,
+            file_ops=file_ops,
+            flush_entrylog_bytes=flush_entrylog_bytes,
+            per_ledger=entry_log_per_ledger,
+            max_active_logs=max_active_entry_logs,
+        )
         self._index = EntryIndex(index_path or Path(ledger_dirs[0]) / "index.sqlite")
         self._wc = WriteCache(write_cache_max_bytes, max_throttle_time_ms=max_throttle_time_ms)
         self._rc = ReadCache(read_cache_max_bytes)
         if read_ahead_max_bytes is None:
             read_ahead_max_bytes = min(read_cache_max_bytes // 4, 4 << 20)
-        self._ra = ReadAhead(self._rc, self._logger.read_following, batch_size=read_ahead_batch_size,
-                             max_bytes=read_ahead_max_bytes, on_batch=self._on_read_ahead)
+        self._ra = ReadAhead(
+            self._rc,
+            self._logger.read_following,
+            batch_size=read_ahead_batch_size,
+            max_bytes=read_ahead_max_bytes,
+            on_batch=self._on_read_ahead,
+        )
         self._in_order = InOrderReaders(2 * read_ahead_batch_size + 1)
         self._flush_interval_s = flush_interval_ms / 1000 if flush_interval_ms > 0 else math.inf
         self._pace_fraction = flush_pace_fraction
@@ -331,8 +349,7 @@ class DbLedgerStorage:
             self._dirty.add(ledger_id)
         self._wc.hold(ledger_id, entry_id, data)
 
-    async def get_entry(self, ledger_id: int, entry_id: int, *,
-                        limiter: trio.CapacityLimiter | None = None) -> bytes:
+    async def get_entry(self, ledger_id: int, entry_id: int, *, limiter: trio.CapacityLimiter | None = None) -> bytes:
         """See `LedgerStorage`: write cache, then read cache, then the entry log (with read-ahead).
         A disk read runs in a worker thread under ``limiter`` (trio's default one when None), so a
         caller may keep a class of reads from queueing behind another."""
@@ -377,8 +394,9 @@ class DbLedgerStorage:
                 if attempt:  # compaction moved it between lookup and read: look it up again once
                     raise StorageIOError(f"entry ({ledger_id}, {entry_id}) points at a missing entry log") from exc
             except (OSError, sqlite3.Error, CorruptLogError) as exc:
-                raise StorageIOError(f"reading entry ({ledger_id}, {entry_id}) failed: {exc}",
-                                     getattr(exc, "errno", None)) from exc
+                raise StorageIOError(
+                    f"reading entry ({ledger_id}, {entry_id}) failed: {exc}", getattr(exc, "errno", None)
+                ) from exc
         return None  # pragma: no cover
 
     def last_entry_id(self, ledger_id: int) -> int:
@@ -516,8 +534,9 @@ class DbLedgerStorage:
                 guard.report_full(directory, needed, usage, "a write-cache flush")
             if usage.free < needed + _FLUSH_MARGIN:
                 self.metrics.flush_no_space.inc()
-                raise StorageIOError(f"flush of {needed} bytes into {directory} refused: only {usage.free} "
-                                     f"bytes free", errno.ENOSPC)
+                raise StorageIOError(
+                    f"flush of {needed} bytes into {directory} refused: only {usage.free} bytes free", errno.ENOSPC
+                )
 
     async def _write_batch(self, batch: FlushBatch, ledger_rows: dict[int, LedgerInfo], pace_s: float = 0.0) -> None:
         await self._check_space(batch)
@@ -559,8 +578,9 @@ class DbLedgerStorage:
             return [], {}
         return _rows_and_lasts(entries, self._append_synced(entries))
 
-    async def _write_logs_paced(self, batch: FlushBatch,
-                                pace_s: float) -> tuple[list[tuple[int, int, int]], dict[int, int]]:
+    async def _write_logs_paced(
+        self, batch: FlushBatch, pace_s: float
+    ) -> tuple[list[tuple[int, int, int]], dict[int, int]]:
         """`_write_logs` in synced `PACE_STEP` pieces spread over ``pace_s`` (module docstring,
         "Pacing"): piece k is not started before ``k / pieces`` of ``pace_s`` has passed, unless
         the checkpoint is wanted sooner (``_hurry``). Each piece is one worker-thread call; the
@@ -588,6 +608,7 @@ class DbLedgerStorage:
         hurry = self._hurry
         with trio.move_on_at(due):
             async with trio.open_nursery() as nursery:
+
                 async def cache_filled() -> None:
                     await self._wc.wait_flush_wanted()
                     hurry.set()
@@ -642,8 +663,11 @@ class DbLedgerStorage:
                 backoff.reset()
             except StorageIOError as exc:
                 failed = True
-                log.error("ledger storage flush failed (attempt %d; the write cache keeps the entries): %s",
-                          backoff.failures + 1, exc)
+                log.error(
+                    "ledger storage flush failed (attempt %d; the write cache keeps the entries): %s",
+                    backoff.failures + 1,
+                    exc,
+                )
                 if self._on_flush_error is not None:
                     self._on_flush_error(exc)
 
@@ -668,8 +692,9 @@ async def _free_in_thread(entries: dict[tuple[int, int], bytes]) -> None:
         await trio.to_thread.run_sync(entries.clear)
 
 
-def _rows_and_lasts(entries: list[tuple[int, int, bytes]],
-                    locations: list[int]) -> tuple[list[tuple[int, int, int]], dict[int, int]]:
+def _rows_and_lasts(
+    entries: list[tuple[int, int, bytes]], locations: list[int]
+) -> tuple[list[tuple[int, int, int]], dict[int, int]]:
     """Index rows ``(ledger, entry, location)`` and the last entry per ledger of sorted ``entries``."""
     rows = [(lid, eid, loc) for (lid, eid, _), loc in zip(entries, locations, strict=True)]
     lasts = {lid: eid for lid, eid, _ in entries}  # sorted, so the last one wins

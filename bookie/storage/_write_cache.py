@@ -163,8 +163,7 @@ class WriteCache:
         """
         if len(data) > self._half_max:
             self._rejected += 1
-            raise WriteCacheFull(
-                f"entry of {len(data)} bytes exceeds the write cache half of {self._half_max}")
+            raise WriteCacheFull(f"entry of {len(data)} bytes exceeds the write cache half of {self._half_max}")
         if self.try_add(ledger_id, entry_id, data):
             return
         self._throttled += 1
@@ -259,4 +258,3 @@ class WriteCache:
             throttled_adds=self._throttled,
             rejected_adds=self._rejected,
         )
-

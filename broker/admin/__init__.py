@@ -25,7 +25,18 @@ from ._explain import explain_storage as explain_storage
 from ._subscriptions import parse_message_id as parse_message_id
 
 __all__ = [
-    "Access", "BookieAnswer", "BookieGcView", "GcExplainHook", "TRIM_HISTORY_PATH", "TrimHistory",
-    "TrimHistoryStore", "TrimmedLedger", "create_admin_app",
-    "explain_storage", "join_gc_explain", "parse_message_id", "required_access", "serve_admin",
+    "Access",
+    "BookieAnswer",
+    "BookieGcView",
+    "GcExplainHook",
+    "TRIM_HISTORY_PATH",
+    "TrimHistory",
+    "TrimHistoryStore",
+    "TrimmedLedger",
+    "create_admin_app",
+    "explain_storage",
+    "join_gc_explain",
+    "parse_message_id",
+    "required_access",
+    "serve_admin",
 ]

@@ -94,26 +94,56 @@ def create_admin_app(service: BrokerService, *, gc_explain: GcExplainHook | None
     """
     routes: list[Route] = [Route("/metrics", metrics, methods=["GET"])]
     # order matters where paths overlap: specific topic sub-paths before generic ones
-    for module in (_brokers, _broker_config, _broker_stats, _clusters, _cluster, _tenants, _namespaces,
-                   _permissions, _inactive_topic_policies, _topics, _subscriptions, _messages, _policies, _limits,
-                   _backlog, _explain,
-                   _schema_routes, _auto_creation, _compaction, _nonpersistent, _offload):
+    for module in (
+        _brokers,
+        _broker_config,
+        _broker_stats,
+        _clusters,
+        _cluster,
+        _tenants,
+        _namespaces,
+        _permissions,
+        _inactive_topic_policies,
+        _topics,
+        _subscriptions,
+        _messages,
+        _policies,
+        _limits,
+        _backlog,
+        _explain,
+        _schema_routes,
+        _auto_creation,
+        _compaction,
+        _nonpersistent,
+        _offload,
+    ):
         routes.extend(module.routes())
     limit = service.config.http_max_request_size
     guard = GuardSettings(max_body=limit if limit > 0 else None)  # <= 0: no limit, as in Pulsar
-    app = Starlette(routes=routes, exception_handlers={404: _not_found, 405: _not_allowed},
-                    middleware=[Middleware(RequestGuard, settings=guard),
-                                Middleware(AuthMiddleware, auth=service.auth, authz=service.authz),
-                                Middleware(_cluster.OwnerRedirect, service=service)])
+    app = Starlette(
+        routes=routes,
+        exception_handlers={404: _not_found, 405: _not_allowed},
+        middleware=[
+            Middleware(RequestGuard, settings=guard),
+            Middleware(AuthMiddleware, auth=service.auth, authz=service.authz),
+            Middleware(_cluster.OwnerRedirect, service=service),
+        ],
+    )
     app.state.service = service
     app.state.gc_explain = gc_explain
     app.state.request_guard = guard
     return app
 
 
-async def serve_admin(service: BrokerService, host: str | None = None, port: int | None = None, *,
-                      tls_port: int | None = None, gc_explain: GcExplainHook | None = None,
-                      task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+async def serve_admin(
+    service: BrokerService,
+    host: str | None = None,
+    port: int | None = None,
+    *,
+    tls_port: int | None = None,
+    gc_explain: GcExplainHook | None = None,
+    task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
+) -> None:
     """Serve the admin REST API of ``service`` on ``host:port`` until cancelled.
 
     Defaults: the config's ``bindAddress`` and ``webServicePort``; port 0 picks a free one; a
@@ -133,10 +163,17 @@ async def serve_admin(service: BrokerService, host: str | None = None, port: int
 
     async with trio.open_nursery() as nursery:
         app.state.request_guard.drain_nursery = nursery
-        urls = await nursery.start(functools.partial(
-            serve_http, app, plain=[] if port is None else [(host, port)],
-            secure=[] if tls_port is None else [(host, tls_port)], ssl_context=ssl_context,
-            keys="webServicePort/webServicePortTls", errorlog=logging.getLogger("hypercorn.error")))
+        urls = await nursery.start(
+            functools.partial(
+                serve_http,
+                app,
+                plain=[] if port is None else [(host, port)],
+                secure=[] if tls_port is None else [(host, tls_port)],
+                ssl_context=ssl_context,
+                keys="webServicePort/webServicePortTls",
+                errorlog=logging.getLogger("hypercorn.error"),
+            )
+        )
         plain_port = tls_real_port = None
         for url in urls:
             real = int(url.rsplit(":", 1)[1])

@@ -78,9 +78,11 @@ def _reads_messages(rest: list[str]) -> bool:
     if len(rest) < 4:
         return False
     tail = rest[3:]
-    return (tail in (["lastMessageId"], ["examinemessage"])
-            or (len(tail) == 4 and tail[0] == "ledger" and tail[2] == "entry")
-            or (len(tail) == 4 and tail[0] == "subscription" and tail[2] == "position"))
+    return (
+        tail in (["lastMessageId"], ["examinemessage"])
+        or (len(tail) == 4 and tail[0] == "ledger" and tail[2] == "entry")
+        or (len(tail) == 4 and tail[0] == "subscription" and tail[2] == "position")
+    )
 
 
 def required_access(method: str, raw_path: str) -> Access:
@@ -145,8 +147,9 @@ class AuthMiddleware:
             identity = self.auth.authenticate_http(_header(scope, b"authorization"), peer_cert=peer_cert)
         except AuthenticationError as exc:
             log.warning("admin %s %s refused: %s", scope.get("method"), scope.get("path"), exc)
-            response = JSONResponse({"reason": f"Authentication required: {exc}"}, status_code=401,
-                                    headers={"WWW-Authenticate": "Bearer"})
+            response = JSONResponse(
+                {"reason": f"Authentication required: {exc}"}, status_code=401, headers={"WWW-Authenticate": "Bearer"}
+            )
             await response(scope, receive, send)
             return
         scope.setdefault("state", {})["role"] = identity.role
@@ -155,12 +158,16 @@ class AuthMiddleware:
             raw = scope.get("raw_path") or scope.get("path", "/").encode()
             access = required_access(method, bytes(raw).decode("latin-1").split("?", 1)[0])
             if not await _allowed(self.authz, identity.role, access):
-                what = {"super": "a super user", "tenant": f"an admin of tenant {access.tenant}",
-                        "topic": f"produce or consume permission on {access.topic}",
-                        "consume": f"consume permission on {access.topic}"}.get(access.kind, "more")
+                what = {
+                    "super": "a super user",
+                    "tenant": f"an admin of tenant {access.tenant}",
+                    "topic": f"produce or consume permission on {access.topic}",
+                    "consume": f"consume permission on {access.topic}",
+                }.get(access.kind, "more")
                 log.warning("admin %s %s refused to role %r: needs %s", method, scope.get("path"), identity.role, what)
-                response = JSONResponse({"reason": f"Role {identity.role!r} is not authorized: this needs {what}"},
-                                        status_code=403)
+                response = JSONResponse(
+                    {"reason": f"Role {identity.role!r} is not authorized: this needs {what}"}, status_code=403
+                )
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)

@@ -51,5 +51,8 @@ async def remove_auto_creation(request: Request) -> Response:
 def routes() -> list[Route]:
     """The routes of this module."""
     path = "/admin/v2/namespaces/{tenant}/{namespace}/autoTopicCreation"
-    return [Route(path, get_auto_creation, methods=["GET"]), Route(path, set_auto_creation, methods=["POST"]),
-            Route(path, remove_auto_creation, methods=["DELETE"])]
+    return [
+        Route(path, get_auto_creation, methods=["GET"]),
+        Route(path, set_auto_creation, methods=["POST"]),
+        Route(path, remove_auto_creation, methods=["DELETE"]),
+    ]

@@ -78,8 +78,12 @@ async def expire_all_subscriptions(request: Request) -> Response:
     seconds = int_param(request, "seconds", "expire time in seconds", minimum=0, maximum=INT32_MAX)
     s = service_of(request)
     cutoff = int(s.clock() * 1000) - seconds * 1000
-    subs = [sub for t in await _topic_targets(s, topic_of(request)) for sub in list(t.subscriptions.values())
-            if not sub.closed]
+    subs = [
+        sub
+        for t in await _topic_targets(s, topic_of(request))
+        for sub in list(t.subscriptions.values())
+        if not sub.closed
+    ]
     await for_each_bounded(subs, lambda sub: sub.expire_published_before(cutoff))
     return no_content()
 
@@ -120,9 +124,12 @@ async def expire_up_to_id(request: Request) -> Response:
 
 async def _clear(request: Request, only: str | None) -> Response:
     s = service_of(request)
-    subs = [sub for t in await _namespace_topics(s, namespace_of(request))
-            for name, sub in list(t.subscriptions.items())
-            if not sub.closed and (only is None or name == only)]
+    subs = [
+        sub
+        for t in await _namespace_topics(s, namespace_of(request))
+        for name, sub in list(t.subscriptions.items())
+        if not sub.closed and (only is None or name == only)
+    ]
     await for_each_bounded(subs, lambda sub: sub.cursor.clear_backlog())
     return no_content()
 
@@ -142,8 +149,11 @@ async def unsubscribe_namespace(request: Request) -> Response:
     s, name = service_of(request), subscription_of(request)
     if name == DEDUP_CURSOR:
         raise RestError(412, f"subscription name {name!r} is reserved for the broker's deduplication cursor")
-    found = [(t, t.subscriptions[name]) for t in await _namespace_topics(s, namespace_of(request))
-             if name in t.subscriptions and not t.subscriptions[name].closed]
+    found = [
+        (t, t.subscriptions[name])
+        for t in await _namespace_topics(s, namespace_of(request))
+        if name in t.subscriptions and not t.subscriptions[name].closed
+    ]
     busy = [str(t.name) for t, sub in found if sub.consumers]
     if busy:
         raise RestError(412, f"Subscription {name} has active connected consumers on {', '.join(busy[:5])}")

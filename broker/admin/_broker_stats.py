@@ -87,10 +87,15 @@ async def metrics(request: Request) -> Response:
         m["brk_no_of_consumers"] += sum(len(sub["consumers"]) for sub in st["subscriptions"].values())
         m["brk_no_of_topics"] += 1
     broker = f"{s.config.advertised_address}:{s.config.web_service_port}"
-    return json_response([
-        {"metrics": dict(values), "dimensions": {"broker": broker, "cluster": s.config.cluster_name,
-                                                 "namespace": ns}}
-        for ns, values in sorted(sums.items())])
+    return json_response(
+        [
+            {
+                "metrics": dict(values),
+                "dimensions": {"broker": broker, "cluster": s.config.cluster_name, "namespace": ns},
+            }
+            for ns, values in sorted(sums.items())
+        ]
+    )
 
 
 def _memory_mb() -> tuple[float, float]:
@@ -142,29 +147,48 @@ async def load_report(request: Request) -> Response:
     cores = os.cpu_count() or 1
     bundles: dict[str, dict[str, Any]] = {}
     for ns, bundle, _, st in stats:
-        b = bundles.setdefault(f"{ns}/{bundle}", {
-            "msgRateIn": 0.0, "msgThroughputIn": 0.0, "msgRateOut": 0.0, "msgThroughputOut": 0.0,
-            "consumerCount": 0, "producerCount": 0, "topics": 0, "cacheSize": 0})
+        b = bundles.setdefault(
+            f"{ns}/{bundle}",
+            {
+                "msgRateIn": 0.0,
+                "msgThroughputIn": 0.0,
+                "msgRateOut": 0.0,
+                "msgThroughputOut": 0.0,
+                "consumerCount": 0,
+                "producerCount": 0,
+                "topics": 0,
+                "cacheSize": 0,
+            },
+        )
         for key in ("msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut"):
             b[key] += st[key]
         b["consumerCount"] += sum(len(sub["consumers"]) for sub in st["subscriptions"].values())
         b["producerCount"] += len(st["publishers"])
         b["topics"] += 1
     report = {
-        "webServiceUrl": s.web_service_url, "webServiceUrlTls": s.web_service_url_tls or None,
-        "pulsarServiceUrl": s.service_url, "pulsarServiceUrlTls": s.service_url_tls or None,
-        "persistentTopicsEnabled": True, "nonPersistentTopicsEnabled": True,
+        "webServiceUrl": s.web_service_url,
+        "webServiceUrlTls": s.web_service_url_tls or None,
+        "pulsarServiceUrl": s.service_url,
+        "pulsarServiceUrlTls": s.service_url_tls or None,
+        "persistentTopicsEnabled": True,
+        "nonPersistentTopicsEnabled": True,
         "cpu": {"usage": _cpu.usage(), "limit": 100.0 * cores},
         "memory": {"usage": used_mb, "limit": total_mb},
         "directMemory": {"usage": 0.0, "limit": -1.0},
         "bandwidthIn": {"usage": thr_in / 1024, "limit": -1.0},
         "bandwidthOut": {"usage": thr_out / 1024, "limit": -1.0},
-        "msgThroughputIn": thr_in, "msgThroughputOut": thr_out, "msgRateIn": rate_in, "msgRateOut": rate_out,
-        "numTopics": len(stats), "numBundles": len(bundles),
+        "msgThroughputIn": thr_in,
+        "msgThroughputOut": thr_out,
+        "msgRateIn": rate_in,
+        "msgRateOut": rate_out,
+        "numTopics": len(stats),
+        "numBundles": len(bundles),
         "numConsumers": sum(b["consumerCount"] for b in bundles.values()),
         "numProducers": sum(b["producerCount"] for b in bundles.values()),
-        "bundles": sorted(bundles), "lastStats": bundles,
-        "lastUpdate": int(time.time() * 1000), "brokerVersionString": f"Magnetar-{VERSION}",
+        "bundles": sorted(bundles),
+        "lastStats": bundles,
+        "lastUpdate": int(time.time() * 1000),
+        "brokerVersionString": f"Magnetar-{VERSION}",
     }
     if s.ownership is not None:
         # in a cluster the owned bundles and their loads are the load manager's (`broker.cluster._ownership`)

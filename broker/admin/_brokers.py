@@ -67,7 +67,8 @@ async def _ensure_heartbeat_namespace(request: Request, ns: NamespaceName) -> No
         return
     await s.namespaces.ensure_namespace(ns)
     await s.namespaces.update_policies(
-        ns, {"retention_policies": {"retentionTimeInMinutes": 0, "retentionSizeInMB": 0}})
+        ns, {"retention_policies": {"retentionTimeInMinutes": 0, "retentionSizeInMB": 0}}
+    )
     log.info("created the heartbeat namespace %s (retention 0/0)", ns)
 
 

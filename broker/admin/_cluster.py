@@ -118,8 +118,11 @@ async def owned_namespaces(request: Request) -> Response:
                 out[f"{ns}/{b.name}"] = {"broker_assignment": "shared", "is_controlled": False, "is_active": True}
     else:
         for ns, b, state in s.ownership.bundles_owned():
-            out[f"{ns}/{b.name}"] = {"broker_assignment": "shared", "is_controlled": False,
-                                     "is_active": state.value == "owned"}
+            out[f"{ns}/{b.name}"] = {
+                "broker_assignment": "shared",
+                "is_controlled": False,
+                "is_active": state.value == "owned",
+            }
     return json_response(out)
 
 
@@ -199,8 +202,7 @@ async def unload_namespace(request: Request) -> Response:
     policies = await require_namespace(s, ns)
     for bundle in bundles_of(boundaries_of(policies)):
         client = s.broker_client
-        target = None if s.ownership is None else \
-            await s.ownership.bundle_admin_target(ns, bundle, client.tls_enabled)
+        target = None if s.ownership is None else await s.ownership.bundle_admin_target(ns, bundle, client.tls_enabled)
         if target is None:
             await _unload_local(s, ns, bundle)
             continue
@@ -295,8 +297,7 @@ class OwnerRedirect:
             try:
                 plain = topic.partition >= 0 or not await self.service.namespaces.get_partitions(topic)
                 if plain and await self.service.namespaces.namespace_exists(topic.namespace_name):
-                    target = await ownership.admin_target(topic, scope.get("scheme") == "https",
-                                                          _authoritative(scope))
+                    target = await ownership.admin_target(topic, scope.get("scheme") == "https", _authoritative(scope))
             except BrokerServiceError as exc:
                 await JSONResponse({"reason": exc.message}, status_code=503)(scope, receive, send)
                 return
@@ -305,13 +306,17 @@ class OwnerRedirect:
             return
         # authoritative=true, as Pulsar's redirects carry: the target serves the request (taking an
         # unowned bundle it was picked for) rather than picking a broker again
-        query = [(k, v) for k, v in parse_qsl(scope.get("query_string", b"").decode(), keep_blank_values=True)
-                 if k != "authoritative"]
+        query = [
+            (k, v)
+            for k, v in parse_qsl(scope.get("query_string", b"").decode(), keep_blank_values=True)
+            if k != "authoritative"
+        ]
         url = target.rstrip("/") + scope["path"] + "?" + urlencode([*query, ("authoritative", "true")])
         await RedirectResponse(url, status_code=307)(scope, receive, send)
 
 
 def _authoritative(scope: Scope) -> bool:
     """Whether the request carries ``authoritative=true`` (it was redirected here by another broker)."""
-    return any(k == "authoritative" and v.lower() == "true"
-               for k, v in parse_qsl(scope.get("query_string", b"").decode()))
+    return any(
+        k == "authoritative" and v.lower() == "true" for k, v in parse_qsl(scope.get("query_string", b"").decode())
+    )

@@ -37,8 +37,10 @@ from ._common import RestError, check_stored_size, endpoint, json_body, json_res
 __all__ = ["routes", "CLUSTERS_ROOT"]
 
 _URL_SCHEMES = {
-    "serviceUrl": ("http://",), "serviceUrlTls": ("https://",),
-    "brokerServiceUrl": ("pulsar://",), "brokerServiceUrlTls": ("pulsar+ssl://",),
+    "serviceUrl": ("http://",),
+    "serviceUrlTls": ("https://",),
+    "brokerServiceUrl": ("pulsar://",),
+    "brokerServiceUrlTls": ("pulsar+ssl://",),
     "proxyServiceUrl": ("pulsar://", "pulsar+ssl://", "http://", "https://"),
 }
 _DOMAIN_DIR = "failureDomain"

@@ -29,10 +29,27 @@ from .._errors import BrokerServiceError, NamespaceNotFoundError, ServiceNotRead
 if TYPE_CHECKING:
     from .._service import BrokerService
 
-__all__ = ["RestError", "endpoint", "json_body", "service_of", "namespace_of", "topic_of", "no_content",
-           "json_response", "require_namespace", "query_bool", "tenant_of", "subscription_of", "int_param",
-           "check_stored_size", "check_partitions", "for_each_bounded", "FANOUT_CONCURRENCY", "INT32_MAX",
-           "INT64_MAX"]
+__all__ = [
+    "RestError",
+    "endpoint",
+    "json_body",
+    "service_of",
+    "namespace_of",
+    "topic_of",
+    "no_content",
+    "json_response",
+    "require_namespace",
+    "query_bool",
+    "tenant_of",
+    "subscription_of",
+    "int_param",
+    "check_stored_size",
+    "check_partitions",
+    "for_each_bounded",
+    "FANOUT_CONCURRENCY",
+    "INT32_MAX",
+    "INT64_MAX",
+]
 
 log = logging.getLogger("broker.admin")
 
@@ -151,8 +168,9 @@ def check_stored_size(request: Request, value: Any, what: str) -> None:
     limit = service_of(request).config.admin_max_stored_value_bytes
     size = len(json.dumps(value).encode())
     if size > limit:
-        raise RestError(413, f"{what} would be {size} bytes once stored: more than "
-                             f"admin_max_stored_value_bytes ({limit} bytes)")
+        raise RestError(
+            413, f"{what} would be {size} bytes once stored: more than admin_max_stored_value_bytes ({limit} bytes)"
+        )
 
 
 def check_partitions(request: Request, n: Any, what: str = "number of partitions") -> int:
@@ -234,8 +252,9 @@ def query_bool(request: Request, name: str) -> bool:
     return request.query_params.get(name, "false").lower() in ("true", "1", "yes")
 
 
-async def for_each_bounded(items: Sequence[T], fn: Callable[[T], Awaitable[R]], *,
-                           concurrency: int = FANOUT_CONCURRENCY) -> list[R]:
+async def for_each_bounded(
+    items: Sequence[T], fn: Callable[[T], Awaitable[R]], *, concurrency: int = FANOUT_CONCURRENCY
+) -> list[R]:
     """``[await fn(item) for item in items]`` with at most ``concurrency`` calls running at once, in
     the calling task's nursery scope (so cancelling the request stops them and starts no more).
 

@@ -38,8 +38,9 @@ def compaction_json(compactor: Compactor) -> dict[str, Any]:
     view = compactor.view
     out: dict[str, Any] = dict(compactor.status())
     out["horizon"] = str(view.horizon) if view is not None else None
-    out["compactedLedger"] = ({"ledgerId": view.ledger_id, "entries": view.entries, "size": view.reader.size}
-                              if view is not None else None)
+    out["compactedLedger"] = (
+        {"ledgerId": view.ledger_id, "entries": view.entries, "size": view.reader.size} if view is not None else None
+    )
     return out
 
 
@@ -103,6 +104,10 @@ def routes() -> list[Route]:
     """The routes of this module."""
     tp = "/admin/v2/persistent/{tenant}/{namespace}/{topic}/compaction"
     ns = "/admin/v2/namespaces/{tenant}/{namespace}/compactionThreshold"
-    return [Route(tp, trigger, methods=["PUT"]), Route(tp, status, methods=["GET"]),
-            Route(ns, get_threshold, methods=["GET"]), Route(ns, set_threshold, methods=["POST", "PUT"]),
-            Route(ns, delete_threshold, methods=["DELETE"])]
+    return [
+        Route(tp, trigger, methods=["PUT"]),
+        Route(tp, status, methods=["GET"]),
+        Route(ns, get_threshold, methods=["GET"]),
+        Route(ns, set_threshold, methods=["POST", "PUT"]),
+        Route(ns, delete_threshold, methods=["DELETE"]),
+    ]

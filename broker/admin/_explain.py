@@ -45,14 +45,20 @@ standard one is `BookieGcView.explain` (shape: `join_gc_explain`), installed by
 ``magnetar.stack.serve_broker_stack``."""
 
 
-async def explain_storage(topic: Topic, policies: TopicPolicies, last_check: dict[str, Any] | None,
-                          now_ms: int, gc_hook: GcExplainHook | None = None) -> dict[str, Any]:
+async def explain_storage(
+    topic: Topic,
+    policies: TopicPolicies,
+    last_check: dict[str, Any] | None,
+    now_ms: int,
+    gc_hook: GcExplainHook | None = None,
+) -> dict[str, Any]:
     """The explain-storage JSON of a loaded topic (see the module docstring)."""
     ml = topic.ml
     ledgers = ml.ledgers
     cursors = {name: c.mark_delete_position for name, c in ml.cursors.items()}
-    decision = decide_retention(ledgers, cursors, policies.retention, now_ms,
-                                system_cursors={DEDUP_CURSOR, COMPACTION_CURSOR})
+    decision = decide_retention(
+        ledgers, cursors, policies.retention, now_ms, system_cursors={DEDUP_CURSOR, COMPACTION_CURSOR}
+    )
     pins: dict[str, list[int]] = {name: [] for name in cursors}
     infos = {i.ledger_id: i for i in ledgers}
     rows = []
@@ -72,18 +78,28 @@ async def explain_storage(topic: Topic, policies: TopicPolicies, last_check: dic
         rows.append(row)
     cursor_rows = {}
     for name, c in sorted(ml.cursors.items()):
-        cursor_rows[name] = {"markDeletePosition": str(c.mark_delete_position), "backlog": c.backlog,
-                             "backlogSize": c.backlog_size, "pinsLedgers": pins.get(name, []),
-                             "system": name in (DEDUP_CURSOR, COMPACTION_CURSOR),
-                             # who owns the cursor, as its subscription properties say: a data
-                             # pipeline (the Spark connector's) names itself in "pipeline"
-                             "properties": c.cursor_properties,
-                             "pipeline": c.cursor_properties.get(PIPELINE_PROPERTY)}
+        cursor_rows[name] = {
+            "markDeletePosition": str(c.mark_delete_position),
+            "backlog": c.backlog,
+            "backlogSize": c.backlog_size,
+            "pinsLedgers": pins.get(name, []),
+            "system": name in (DEDUP_CURSOR, COMPACTION_CURSOR),
+            # who owns the cursor, as its subscription properties say: a data
+            # pipeline (the Spark connector's) names itself in "pipeline"
+            "properties": c.cursor_properties,
+            "pipeline": c.cursor_properties.get(PIPELINE_PROPERTY),
+        }
     out: dict[str, Any] = {
-        "topic": str(topic.name), "nowMs": now_ms, "policies": policies.to_json(),
-        "totalSize": decision.total_size, "slowestCursor": decision.slowest_cursor,
-        "deletableNow": decision.deletable, "deletableBytes": decision.deletable_bytes,
-        "ledgers": rows, "cursors": cursor_rows, "lastRetentionCheck": last_check,
+        "topic": str(topic.name),
+        "nowMs": now_ms,
+        "policies": policies.to_json(),
+        "totalSize": decision.total_size,
+        "slowestCursor": decision.slowest_cursor,
+        "deletableNow": decision.deletable,
+        "deletableBytes": decision.deletable_bytes,
+        "ledgers": rows,
+        "cursors": cursor_rows,
+        "lastRetentionCheck": last_check,
         "bookieGc": None,
         # the compacted view lives in its own ledger, outside the list above: retention never
         # trims it; each compaction run deletes the one it replaces

@@ -101,7 +101,11 @@ def routes() -> list[Route]:
     """The routes of this module."""
     ns = "/admin/v2/namespaces/{tenant}/{namespace}/inactiveTopicPolicies"
     tp = "/admin/v2/persistent/{tenant}/{namespace}/{topic}/inactiveTopicPolicies"
-    return [Route(ns, ns_get, methods=["GET"]), Route(ns, ns_set, methods=["POST"]),
-            Route(ns, ns_delete, methods=["DELETE"]),
-            Route(tp, topic_get, methods=["GET"]), Route(tp, topic_set, methods=["POST"]),
-            Route(tp, topic_delete, methods=["DELETE"])]
+    return [
+        Route(ns, ns_get, methods=["GET"]),
+        Route(ns, ns_set, methods=["POST"]),
+        Route(ns, ns_delete, methods=["DELETE"]),
+        Route(tp, topic_get, methods=["GET"]),
+        Route(tp, topic_set, methods=["POST"]),
+        Route(tp, topic_delete, methods=["DELETE"]),
+    ]

@@ -96,8 +96,11 @@ def _ns_count(policy: str, key: str) -> list[Route]:
         return no_content()
 
     path = f"/admin/v2/namespaces/{{tenant}}/{{namespace}}/{policy}"
-    return [Route(path, get, methods=["GET"]), Route(path, set_, methods=["POST"]),
-            Route(path, delete, methods=["DELETE"])]
+    return [
+        Route(path, get, methods=["GET"]),
+        Route(path, set_, methods=["POST"]),
+        Route(path, delete, methods=["DELETE"]),
+    ]
 
 
 def _ns_rate(policy: str, key: str, kind: type) -> list[Route]:
@@ -129,8 +132,11 @@ def _ns_rate(policy: str, key: str, kind: type) -> list[Route]:
         return await _store(request, None)
 
     path = f"/admin/v2/namespaces/{{tenant}}/{{namespace}}/{policy}"
-    return [Route(path, get, methods=["GET"]), Route(path, set_, methods=["POST"]),
-            Route(path, delete, methods=["DELETE"])]
+    return [
+        Route(path, get, methods=["GET"]),
+        Route(path, set_, methods=["POST"]),
+        Route(path, delete, methods=["DELETE"]),
+    ]
 
 
 @endpoint
@@ -210,8 +216,11 @@ def _topic_policy(policy: str, key: str, kind: Any, domain: str = "persistent") 
         return no_content()
 
     path = f"/admin/v2/{domain}/{{tenant}}/{{namespace}}/{{topic}}/{policy}"
-    return [Route(path, get, methods=["GET"]), Route(path, set_, methods=["POST"]),
-            Route(path, delete, methods=["DELETE"])]
+    return [
+        Route(path, get, methods=["GET"]),
+        Route(path, set_, methods=["POST"]),
+        Route(path, delete, methods=["DELETE"]),
+    ]
 
 
 def routes() -> list[Route]:
@@ -222,8 +231,10 @@ def routes() -> list[Route]:
         out += _ns_count(policy, key)
     for policy, (key, kind) in NS_RATE_KEYS.items():
         out += _ns_rate(policy, key, kind)
-    out += [Route(f"{ns}/isAllowAutoUpdateSchema", ns_get_auto_update_schema, methods=["GET"]),
-            Route(f"{ns}/isAllowAutoUpdateSchema", ns_set_auto_update_schema, methods=["POST"])]
+    out += [
+        Route(f"{ns}/isAllowAutoUpdateSchema", ns_get_auto_update_schema, methods=["GET"]),
+        Route(f"{ns}/isAllowAutoUpdateSchema", ns_set_auto_update_schema, methods=["POST"]),
+    ]
     for policy, key in TOPIC_KEYS.items():
         out += _topic_policy(policy, key, int)
     for policy, (key, kind) in TOPIC_RATE_KEYS.items():

@@ -79,7 +79,7 @@ def entry_response(position: Position, data: bytes) -> Response:
     except ValueError:
         return _octets(data, headers)
     size = int.from_bytes(data[:4], "big")
-    payload = data[4 + size:]
+    payload = data[4 + size :]
     headers["X-Pulsar-publish-time"] = _iso(md.publish_time)
     headers["X-Pulsar-producer-name"] = md.producer_name
     headers["X-Pulsar-sequence-id"] = str(md.sequence_id)
@@ -130,7 +130,7 @@ def _segments(t: Topic) -> list[tuple[int, int]]:
 def _nth(t: Topic, n: int, *, from_end: bool) -> Position | None:
     """The n-th (1-based) stored entry from the oldest or from the newest; None past the ends."""
     segments = _segments(t)
-    for ledger_id, entries in (reversed(segments) if from_end else segments):
+    for ledger_id, entries in reversed(segments) if from_end else segments:
         if n <= entries:
             return Position(ledger_id, entries - n if from_end else n - 1)
         n -= entries

@@ -122,8 +122,7 @@ def _namespace_policies(request: Request, body: Any) -> dict[str, Any]:
     if override is not None:
         checked["autoTopicCreationOverride"] = _auto_topic_creation(request, override)
     clusters = checked.get("replication_clusters")
-    if clusters is not None and not (isinstance(clusters, list)
-                                     and all(isinstance(c, str) for c in clusters)):
+    if clusters is not None and not (isinstance(clusters, list) and all(isinstance(c, str) for c in clusters)):
         raise RestError(400, "replication_clusters must be a list of strings")
     policies.update(checked)
     check_stored_size(request, policies, "namespace policies")
@@ -157,8 +156,10 @@ async def delete_namespace(request: Request) -> Response:
     for name in partitioned:
         await delete_partitioned_topic(s, TopicName.parse(name), force=True)
     # just listed: each is loaded or stored, so none needs another listing to be found
-    await for_each_bounded([TopicName.parse(name) for name in await s.topics_of_namespace(ns)],
-                           lambda topic: delete_topic(s, topic, force=True, known_present=True))
+    await for_each_bounded(
+        [TopicName.parse(name) for name in await s.topics_of_namespace(ns)],
+        lambda topic: delete_topic(s, topic, force=True, known_present=True),
+    )
     for root in (PARTITIONED_ROOT, TOPIC_POLICIES_ROOT):
         try:
             await s.store.delete(f"{root}/{ns}", recursive=True)

@@ -74,8 +74,9 @@ def _policies(body: Any) -> OffloadPolicies:
 # ------------------------------------------------------------------ namespace level
 
 
-def _ns_long(path_name: str, key: str, policy_field: str, *, unset: Any, minimum: int = -1,
-             deletable: bool = False) -> list[Route]:
+def _ns_long(
+    path_name: str, key: str, policy_field: str, *, unset: Any, minimum: int = -1, deletable: bool = False
+) -> list[Route]:
     @endpoint
     async def get(request: Request) -> Response:
         policies = await require_namespace(service_of(request), namespace_of(request))
@@ -180,8 +181,11 @@ def _message_id(pos: Position | None, partition: int) -> dict[str, int]:
 def offload_status_json(ml: Any, partition: int = -1) -> dict[str, Any]:
     """Pulsar's ``OffloadProcessStatus`` of a managed ledger's last offload run."""
     st = ml.offload_status
-    return {"status": st.status.value, "lastError": st.error,
-            "firstUnoffloadedMessage": _message_id(st.first_unoffloaded, partition)}
+    return {
+        "status": st.status.value,
+        "lastError": st.error,
+        "firstUnoffloadedMessage": _message_id(st.first_unoffloaded, partition),
+    }
 
 
 @endpoint
@@ -189,7 +193,7 @@ async def trigger(request: Request) -> Response:
     s, name = service_of(request), topic_of(request)
     body = await json_body(request, what="MessageId")
     if not isinstance(body, dict) or "ledgerId" not in body or "entryId" not in body:
-        raise RestError(400, "the body must be a MessageId: {\"ledgerId\": ..., \"entryId\": ...}")
+        raise RestError(400, 'the body must be a MessageId: {"ledgerId": ..., "entryId": ...}')
     ledger = _long(body["ledgerId"], "ledgerId")
     entry = _long(body["entryId"], "entryId")
     if name.partition < 0 and await s.namespaces.get_partitions(name):
@@ -200,8 +204,11 @@ async def trigger(request: Request) -> Response:
         raise RestError(400, "tiered storage is not configured on this broker ([offload] driver)")
     policies = await resolve_offload_policies(s, name)
     if not policies.configured:
-        raise RestError(400, f"no offload driver is configured for {name} "
-                             "(managedLedgerOffloadDriver in the broker's [offload] or offloadPolicies)")
+        raise RestError(
+            400,
+            f"no offload driver is configured for {name} "
+            "(managedLedgerOffloadDriver in the broker's [offload] or offloadPolicies)",
+        )
     try:
         ml.start_offload(Position(ledger, entry))
     except OffloadInProgress as exc:
@@ -221,18 +228,26 @@ def routes() -> list[Route]:
     ns = "/admin/v2/namespaces/{tenant}/{namespace}"
     tp = "/admin/v2/persistent/{tenant}/{namespace}/{topic}"
     out = _ns_long("offloadThreshold", "offload_threshold", "managedLedgerOffloadThresholdInBytes", unset=-1)
-    out += _ns_long("offloadThresholdInSeconds", "offload_threshold_in_seconds",
-                    "managedLedgerOffloadThresholdInSeconds", unset=-1)
-    out += _ns_long("offloadDeletionLagMs", "offload_deletion_lag_ms", "managedLedgerOffloadDeletionLagInMillis",
-                    unset=None, minimum=0, deletable=True)
-    out += [Route(f"{ns}/offloadPolicies", ns_get_policies, methods=["GET"]),
-            Route(f"{ns}/offloadPolicies", ns_set_policies, methods=["POST"]),
-            Route(f"{ns}/removeOffloadPolicies", ns_remove_policies, methods=["DELETE"]),
-            Route(f"{tp}/offloadPolicies", topic_get_policies, methods=["GET"]),
-            Route(f"{tp}/offloadPolicies", topic_set_policies, methods=["POST"]),
-            Route(f"{tp}/offloadPolicies", topic_remove_policies, methods=["DELETE"]),
-            Route(f"{tp}/removeOffloadPolicies", topic_remove_policies, methods=["DELETE"]),
-            Route(f"{tp}/offload", trigger, methods=["PUT"]),
-            Route(f"{tp}/offload", status, methods=["GET"])]
+    out += _ns_long(
+        "offloadThresholdInSeconds", "offload_threshold_in_seconds", "managedLedgerOffloadThresholdInSeconds", unset=-1
+    )
+    out += _ns_long(
+        "offloadDeletionLagMs",
+        "offload_deletion_lag_ms",
+        "managedLedgerOffloadDeletionLagInMillis",
+        unset=None,
+        minimum=0,
+        deletable=True,
+    )
+    out += [
+        Route(f"{ns}/offloadPolicies", ns_get_policies, methods=["GET"]),
+        Route(f"{ns}/offloadPolicies", ns_set_policies, methods=["POST"]),
+        Route(f"{ns}/removeOffloadPolicies", ns_remove_policies, methods=["DELETE"]),
+        Route(f"{tp}/offloadPolicies", topic_get_policies, methods=["GET"]),
+        Route(f"{tp}/offloadPolicies", topic_set_policies, methods=["POST"]),
+        Route(f"{tp}/offloadPolicies", topic_remove_policies, methods=["DELETE"]),
+        Route(f"{tp}/removeOffloadPolicies", topic_remove_policies, methods=["DELETE"]),
+        Route(f"{tp}/offload", trigger, methods=["PUT"]),
+        Route(f"{tp}/offload", status, methods=["GET"]),
+    ]
     return out
-

@@ -100,7 +100,7 @@ async def revoke_topic_permission(request: Request) -> Response:
 
 def _roles(value: object) -> list[str]:
     if not isinstance(value, list) or not value or not all(isinstance(r, str) and r for r in value):
-        raise RestError(400, "the body must be a non-empty JSON list of roles, e.g. [\"app\"]")
+        raise RestError(400, 'the body must be a non-empty JSON list of roles, e.g. ["app"]')
     return sorted(set(value))
 
 

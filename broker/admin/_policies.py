@@ -67,8 +67,7 @@ def _minutes(body: Any) -> Any:
 
 def _strategy(body: Any) -> Any:
     if not isinstance(body, str) or body.upper() not in _STRATEGIES | {"UNDEFINED"}:
-        raise ValueError(f"unknown schema compatibility strategy {body!r}; one of "
-                         f"{', '.join(sorted(_STRATEGIES))}")
+        raise ValueError(f"unknown schema compatibility strategy {body!r}; one of {', '.join(sorted(_STRATEGIES))}")
     return body.upper()
 
 
@@ -120,6 +119,7 @@ def _ns_get(policy: str):
     async def handler(request: Request) -> Response:
         policies = await require_namespace(service_of(request), namespace_of(request))
         return json_response(policies.get(key))
+
     return handler
 
 
@@ -133,6 +133,7 @@ def _ns_set(policy: str):
         await s.namespaces.update_policies(ns, {key: await _value_from_request(request, policy)})
         await s.apply_namespace_policies(ns)  # loaded topics follow at once, as in Pulsar
         return no_content()
+
     return handler
 
 
@@ -146,6 +147,7 @@ def _ns_delete(policy: str):
         await s.namespaces.update_policies(ns, {key: None})
         await s.apply_namespace_policies(ns)
         return no_content()
+
     return handler
 
 
@@ -206,6 +208,7 @@ def _topic_get(policy: str):
             applied = await _applied(request, s, topic)
             return json_response(applied.retention.to_json() if policy == "retention" else applied.message_ttl_s)
         return json_response((await s.topic_policies.get(topic)).get(key))
+
     return handler
 
 
@@ -217,6 +220,7 @@ def _topic_set(policy: str):
         s, topic = await _existing_topic(request)
         await s.topic_policies.update(topic, key, await _value_from_request(request, policy))
         return no_content()
+
     return handler
 
 
@@ -228,6 +232,7 @@ def _topic_delete(policy: str):
         s, topic = await _existing_topic(request)
         await s.topic_policies.update(topic, key, None)
         return no_content()
+
     return handler
 
 
@@ -271,19 +276,27 @@ def routes() -> list[Route]:
     out = []
     for policy in POLICY_KEYS:
         set_methods = ["POST", "PUT"] if policy == "schemaCompatibilityStrategy" else ["POST"]
-        out += [Route(f"{ns}/{policy}", _ns_get(policy), methods=["GET"]),
-                Route(f"{ns}/{policy}", _ns_set(policy), methods=set_methods),
-                Route(f"{ns}/{policy}", _ns_delete(policy), methods=["DELETE"])]
-    out += [Route(f"{ns}/backlogQuotaMap", ns_get_quota_map, methods=["GET"]),
-            Route(f"{ns}/backlogQuota", ns_get_quota_map, methods=["GET"]),
-            Route(f"{ns}/backlogQuota", ns_set_quota, methods=["POST"]),
-            Route(f"{ns}/backlogQuota", ns_delete_quota, methods=["DELETE"])]
+        out += [
+            Route(f"{ns}/{policy}", _ns_get(policy), methods=["GET"]),
+            Route(f"{ns}/{policy}", _ns_set(policy), methods=set_methods),
+            Route(f"{ns}/{policy}", _ns_delete(policy), methods=["DELETE"]),
+        ]
+    out += [
+        Route(f"{ns}/backlogQuotaMap", ns_get_quota_map, methods=["GET"]),
+        Route(f"{ns}/backlogQuota", ns_get_quota_map, methods=["GET"]),
+        Route(f"{ns}/backlogQuota", ns_set_quota, methods=["POST"]),
+        Route(f"{ns}/backlogQuota", ns_delete_quota, methods=["DELETE"]),
+    ]
     for policy in _TOPIC_POLICIES:
-        out += [Route(f"{tp}/{policy}", _topic_get(policy), methods=["GET"]),
-                Route(f"{tp}/{policy}", _topic_set(policy), methods=["POST"]),
-                Route(f"{tp}/{policy}", _topic_delete(policy), methods=["DELETE"])]
-    out += [Route(f"{tp}/backlogQuotaMap", topic_get_quota_map, methods=["GET"]),
-            Route(f"{tp}/backlogQuota", topic_get_quota_map, methods=["GET"]),
-            Route(f"{tp}/backlogQuota", topic_set_quota, methods=["POST"]),
-            Route(f"{tp}/backlogQuota", topic_delete_quota, methods=["DELETE"])]
+        out += [
+            Route(f"{tp}/{policy}", _topic_get(policy), methods=["GET"]),
+            Route(f"{tp}/{policy}", _topic_set(policy), methods=["POST"]),
+            Route(f"{tp}/{policy}", _topic_delete(policy), methods=["DELETE"]),
+        ]
+    out += [
+        Route(f"{tp}/backlogQuotaMap", topic_get_quota_map, methods=["GET"]),
+        Route(f"{tp}/backlogQuota", topic_get_quota_map, methods=["GET"]),
+        Route(f"{tp}/backlogQuota", topic_set_quota, methods=["POST"]),
+        Route(f"{tp}/backlogQuota", topic_delete_quota, methods=["DELETE"]),
+    ]
     return out

@@ -50,9 +50,26 @@ from ._common import (
 __all__ = ["routes", "SCHEMA_TYPES", "schema_type_name", "schema_type_value"]
 
 SCHEMA_TYPES: dict[str, int] = {
-    "NONE": 0, "STRING": 1, "JSON": 2, "PROTOBUF": 3, "AVRO": 4, "BOOLEAN": 5, "INT8": 6, "INT16": 7,
-    "INT32": 8, "INT64": 9, "FLOAT": 10, "DOUBLE": 11, "DATE": 12, "TIME": 13, "TIMESTAMP": 14,
-    "KEY_VALUE": 15, "INSTANT": 16, "LOCAL_DATE": 17, "LOCAL_TIME": 18, "LOCAL_DATE_TIME": 19,
+    "NONE": 0,
+    "STRING": 1,
+    "JSON": 2,
+    "PROTOBUF": 3,
+    "AVRO": 4,
+    "BOOLEAN": 5,
+    "INT8": 6,
+    "INT16": 7,
+    "INT32": 8,
+    "INT64": 9,
+    "FLOAT": 10,
+    "DOUBLE": 11,
+    "DATE": 12,
+    "TIME": 13,
+    "TIMESTAMP": 14,
+    "KEY_VALUE": 15,
+    "INSTANT": 16,
+    "LOCAL_DATE": 17,
+    "LOCAL_TIME": 18,
+    "LOCAL_DATE_TIME": 19,
     "PROTOBUF_NATIVE": 20,
 }
 """Pulsar's SchemaType names -> the wire ``Schema.Type`` values (BYTES is stored as NONE)."""
@@ -108,9 +125,13 @@ def _kv_data(text: str) -> bytes | None:
 
 def _response(info: SchemaInfo, version: int) -> dict[str, Any]:
     data = _kv_text(info) if info.type == SCHEMA_TYPES["KEY_VALUE"] else None
-    return {"version": version, "type": schema_type_name(info.type), "timestamp": info.timestamp,
-            "data": data if data is not None else info.data.decode("utf-8", "replace"),
-            "properties": dict(info.properties)}
+    return {
+        "version": version,
+        "type": schema_type_name(info.type),
+        "timestamp": info.timestamp,
+        "data": data if data is not None else info.data.decode("utf-8", "replace"),
+        "properties": dict(info.properties),
+    }
 
 
 async def _topic(request: Request):
@@ -141,8 +162,12 @@ async def _payload(request: Request) -> SchemaInfo:
     props = body.get("properties") or {}
     if not isinstance(props, dict) or not all(isinstance(v, (str, int, float)) for v in props.values()):
         raise RestError(400, "properties must be an object of strings")
-    return SchemaInfo(type=type_value, data=raw, name=topic_of(request).local_name,
-                      properties=tuple(sorted((str(k), str(v)) for k, v in props.items())))
+    return SchemaInfo(
+        type=type_value,
+        data=raw,
+        name=topic_of(request).local_name,
+        properties=tuple(sorted((str(k), str(v)) for k, v in props.items())),
+    )
 
 
 @endpoint

@@ -98,8 +98,7 @@ async def _present_targets(request: Request) -> list[Topic]:
     topic, n = await _partitions(request)
     if not n:
         return [await existing_topic(s, topic)]
-    return await for_each_bounded(await present_partitions(s, topic, n),
-                                  lambda name: s.get_topic(name, create=False))
+    return await for_each_bounded(await present_partitions(s, topic, n), lambda name: s.get_topic(name, create=False))
 
 
 @endpoint
@@ -119,15 +118,19 @@ async def create_subscription(request: Request) -> Response:
     body = await json_body(request, default=None, what="message id")
     # Pulsar's ResetCursorData: a message id, optionally with the subscription's properties
     props = _properties(body["properties"]) if isinstance(body, dict) and body.get("properties") else {}
-    start = (InitialPosition.LATEST if body is None or (isinstance(body, dict) and "ledgerId" not in body)
-             else parse_message_id(body))
+    start = (
+        InitialPosition.LATEST
+        if body is None or (isinstance(body, dict) and "ledgerId" not in body)
+        else parse_message_id(body)
+    )
     topic = topic_of(request)
     await require_namespace(s, topic.namespace_name)
     # the partitioned metadata a lookup would get: a missing topic is auto-created here as there
     n = await s.partitioned_metadata(topic) if topic.partition < 0 else 0
     if n:
-        topics = await for_each_bounded([topic.partition_name(i) for i in range(n)],
-                                        lambda name: s.get_topic(name, create=True))
+        topics = await for_each_bounded(
+            [topic.partition_name(i) for i in range(n)], lambda name: s.get_topic(name, create=True)
+        )
     else:
         try:
             topics = [await s.get_topic(topic, create=True)]
@@ -188,8 +191,9 @@ async def skip_all(request: Request) -> Response:
 
 @endpoint
 async def reset_by_time(request: Request) -> Response:
-    ts = int_param(request, "timestamp", "timestamp (milliseconds since the epoch)",
-                   minimum=-INT64_MAX - 1, maximum=INT64_MAX)
+    ts = int_param(
+        request, "timestamp", "timestamp (milliseconds since the epoch)", minimum=-INT64_MAX - 1, maximum=INT64_MAX
+    )
     sub = await _subscription(request)
     await sub.seek(await sub.position_for_publish_time(ts))
     return no_content()
@@ -224,8 +228,11 @@ async def get_properties(request: Request) -> Response:
 async def update_properties(request: Request) -> Response:
     props = _properties(await json_body(request, default={}, what="subscription properties"))
     sub_name = subscription_of(request)
-    found = [t.subscriptions[sub_name] for t in await _present_targets(request)
-             if sub_name in t.subscriptions and not t.subscriptions[sub_name].closed]
+    found = [
+        t.subscriptions[sub_name]
+        for t in await _present_targets(request)
+        if sub_name in t.subscriptions and not t.subscriptions[sub_name].closed
+    ]
     if not found:
         raise RestError(404, f"Subscription {sub_name} not found on topic {topic_of(request)}")
     await for_each_bounded(found, lambda sub: sub.cursor.set_cursor_properties(props))

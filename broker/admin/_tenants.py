@@ -70,8 +70,7 @@ async def get_tenant(request: Request) -> Response:
     except NoNodeError:
         raise RestError(404, f"Tenant {tenant} does not exist") from None
     info = json.loads(data) if data else {}
-    return json_response({"adminRoles": info.get("adminRoles", []),
-                          "allowedClusters": info.get("allowedClusters", [])})
+    return json_response({"adminRoles": info.get("adminRoles", []), "allowedClusters": info.get("allowedClusters", [])})
 
 
 @endpoint
@@ -132,8 +131,15 @@ async def lookup_response(request: Request, topic: TopicName) -> Response:
     except ServiceNotReadyError as exc:
         raise RestError(500, exc.message) from None
     plain, tls = urls["brokerServiceUrl"], urls.get("brokerServiceUrlTls", "")
-    return json_response({"brokerUrl": plain if plain != tls else "", "httpUrl": s.web_service_url,
-                          "nativeUrl": plain, "brokerUrlTls": tls, "httpUrlTls": s.web_service_url_tls})
+    return json_response(
+        {
+            "brokerUrl": plain if plain != tls else "",
+            "httpUrl": s.web_service_url,
+            "nativeUrl": plain,
+            "brokerUrlTls": tls,
+            "httpUrlTls": s.web_service_url_tls,
+        }
+    )
 
 
 def routes() -> list[Route]:

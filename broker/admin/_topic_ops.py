@@ -39,8 +39,18 @@ if TYPE_CHECKING:
     from .._service import BrokerService
     from ..topics._subscription import Subscription
 
-__all__ = ["delete_topic", "delete_partitioned_topic", "truncate_topic", "existing_topic", "existing_subscription",
-           "topic_exists_any", "loaded_partitions", "present_partitions", "create_partitioned_topic"]
+__all__ = [
+    "delete_topic",
+    "delete_partitioned_topic",
+    "truncate_topic",
+    "existing_topic",
+    "existing_subscription",
+    "topic_exists_any",
+    "loaded_partitions",
+    "present_partitions",
+    "create_partitioned_topic",
+]
+
 
 class LoadedTopic(Protocol):
     """What `loaded_partitions` reads of a loaded topic of either kind."""
@@ -80,8 +90,7 @@ PARTITIONED_TOPIC_METADATA_TYPE = "application/vnd.partitioned-topic-metadata+js
 (``{"partitions": N, "properties": {...}}``) rather than a bare number of partitions."""
 
 
-async def create_partitioned_topic(request: Request, s: BrokerService, topic: TopicName, *,
-                                   exists: bool) -> None:
+async def create_partitioned_topic(request: Request, s: BrokerService, topic: TopicName, *, exists: bool) -> None:
     """``PUT .../partitions`` of either topic kind: stores the partitioned topic's metadata with the
     request body's number of partitions (a JSON number, or with `PARTITIONED_TOPIC_METADATA_TYPE`
     a PartitionedTopicMetadata object whose properties are stored too). 412 for a ``-partition-N``
@@ -96,8 +105,9 @@ async def create_partitioned_topic(request: Request, s: BrokerService, topic: To
         if not isinstance(body, dict):
             raise RestError(400, "a partitioned topic metadata body must be an object with partitions")
         properties = body.get("properties") or {}
-        if not isinstance(properties, dict) or not all(isinstance(k, str) and isinstance(v, str)
-                                                       for k, v in properties.items()):
+        if not isinstance(properties, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in properties.items()
+        ):
             raise RestError(400, "properties must be an object of strings")
         body = body.get("partitions")
     n = check_partitions(request, body)
@@ -126,8 +136,9 @@ async def existing_topic(s: BrokerService, topic: TopicName) -> Topic:
     for a partitioned topic's own name (its partitions are the topics)."""
     await require_namespace(s, topic.namespace_name)
     if topic.partition < 0 and await s.namespaces.get_partitions(topic):
-        raise RestError(404, f"Topic {topic} is a partitioned topic: use its partitions "
-                             f"({topic.partition_name(0)}, ...)")
+        raise RestError(
+            404, f"Topic {topic} is a partitioned topic: use its partitions ({topic.partition_name(0)}, ...)"
+        )
     if not await topic_exists_any(s, topic):
         raise RestError(404, f"Topic {topic} not found")
     return await s.get_topic(topic, create=False)
@@ -142,8 +153,7 @@ async def existing_subscription(s: BrokerService, topic: TopicName, name: str) -
     return t, sub
 
 
-async def delete_topic(s: BrokerService, topic: TopicName, *, force: bool,
-                       known_present: bool = False) -> None:
+async def delete_topic(s: BrokerService, topic: TopicName, *, force: bool, known_present: bool = False) -> None:
     """Delete a non-partitioned topic or one partition (Rule 2); 404 when it does not exist.
     ``known_present``: the caller has just listed it (skips the namespace listing that checks)."""
     await require_namespace(s, topic.namespace_name)
@@ -176,8 +186,9 @@ async def delete_partitioned_topic(s: BrokerService, topic: TopicName, *, force:
         for t in loaded_partitions(s.topics, topic, n).values():
             if t.producers or any(sub.consumers for sub in t.subscriptions.values()):
                 raise RestError(412, "Topic has active producers/subscriptions")
-    await for_each_bounded(await present_partitions(s, topic, n),
-                           lambda part: delete_topic(s, part, force=True, known_present=True))
+    await for_each_bounded(
+        await present_partitions(s, topic, n), lambda part: delete_topic(s, part, force=True, known_present=True)
+    )
     await s.schemas.delete(topic)
     await s.topic_policies.delete_all(topic)
     await s.namespaces.delete_partitioned_topic(topic)

@@ -185,8 +185,9 @@ async def truncate(request: Request) -> Response:
     await require_namespace(s, topic.namespace_name)
     n = await s.namespaces.get_partitions(topic) if topic.partition < 0 else 0
     if n:
-        targets = await for_each_bounded(await present_partitions(s, topic, n),
-                                         lambda name: s.get_topic(name, create=False))
+        targets = await for_each_bounded(
+            await present_partitions(s, topic, n), lambda name: s.get_topic(name, create=False)
+        )
     else:
         targets = [await existing_topic(s, topic)]
     await for_each_bounded(targets, truncate_topic)

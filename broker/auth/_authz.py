@@ -49,7 +49,7 @@ class AuthorizationError(BrokerServiceError):
 def check_actions(value: Any) -> list[str]:
     """A permission body (a JSON list of actions) as a sorted list; `ValueError` when malformed."""
     if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
-        raise ValueError("the body must be a JSON list of actions, e.g. [\"produce\", \"consume\"]")
+        raise ValueError('the body must be a JSON list of actions, e.g. ["produce", "consume"]')
     unknown = sorted({a for a in value} - set(ACTIONS))
     if unknown:
         raise ValueError(f"unknown actions {unknown} (known: {', '.join(ACTIONS)})")
@@ -114,7 +114,8 @@ class AuthorizationService:
         """Raise `AuthorizationError` unless ``role`` may do one of ``wanted`` on ``topic``."""
         if not await self.allowed(role, topic, *wanted):
             raise AuthorizationError(
-                f"Client with role {role!r} is not authorized to {' or '.join(wanted)} on topic {topic}")
+                f"Client with role {role!r} is not authorized to {' or '.join(wanted)} on topic {topic}"
+            )
 
     async def may_use_subscription(self, role: str | None, topic: TopicName, subscription: str) -> bool:
         """Whether ``role`` may use ``subscription`` on ``topic`` by its namespace's subscription
@@ -131,8 +132,9 @@ class AuthorizationService:
     async def check_subscription(self, role: str | None, topic: TopicName, subscription: str) -> None:
         """Raise `AuthorizationError` unless ``role`` may use ``subscription`` on ``topic``."""
         if not await self.may_use_subscription(role, topic, subscription):
-            raise AuthorizationError(f"Client with role {role!r} is not authorized to use subscription "
-                                     f"{subscription!r} on topic {topic}")
+            raise AuthorizationError(
+                f"Client with role {role!r} is not authorized to use subscription {subscription!r} on topic {topic}"
+            )
 
     async def check_namespace(self, role: str | None, ns: NamespaceName, *wanted: str) -> None:
         """Raise `AuthorizationError` unless ``role`` administers ``ns``'s tenant or was granted one of
@@ -146,7 +148,8 @@ class AuthorizationService:
             if granted & set(wanted):
                 return
         raise AuthorizationError(
-            f"Client with role {role!r} is not authorized to {' or '.join(wanted)} on namespace {ns}")
+            f"Client with role {role!r} is not authorized to {' or '.join(wanted)} on namespace {ns}"
+        )
 
     # ------------------------------------------------------------------ permissions (admin REST)
 

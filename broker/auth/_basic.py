@@ -54,7 +54,7 @@ def apr1_hash(password: str, salt: str) -> str:
     alternate = hashlib.md5(pw + salt_b + pw).digest()
     data = bytearray(pw + magic + salt_b)
     for left in range(len(pw), 0, -16):
-        data += alternate[:min(16, left)]
+        data += alternate[: min(16, left)]
     n = len(pw)
     while n:
         data += b"\0" if n & 1 else pw[:1]
@@ -68,8 +68,10 @@ def apr1_hash(password: str, salt: str) -> str:
             step += pw
         step += digest if i & 1 else pw
         digest = hashlib.md5(step).digest()
-    encoded = "".join(_to64((digest[a] << 16) | (digest[b] << 8) | digest[c], 4)
-                      for a, b, c in ((0, 6, 12), (1, 7, 13), (2, 8, 14), (3, 9, 15), (4, 10, 5)))
+    encoded = "".join(
+        _to64((digest[a] << 16) | (digest[b] << 8) | digest[c], 4)
+        for a, b, c in ((0, 6, 12), (1, 7, 13), (2, 8, 14), (3, 9, 15), (4, 10, 5))
+    )
     return f"{_APR1}{salt[:8]}${encoded}{_to64(digest[11], 2)}"
 
 
@@ -85,22 +87,28 @@ def _crypt_function() -> Callable[[str, str], str] | None:
 
 def _verifier(user: str, stored: str) -> Callable[[str], bool]:
     if stored.startswith(_APR1):
-        salt = stored[len(_APR1):].split("$", 1)[0]
+        salt = stored[len(_APR1) :].split("$", 1)[0]
         return lambda pw: hmac.compare_digest(apr1_hash(pw, salt), stored)
     if stored.startswith("{SHA}"):
         return lambda pw: hmac.compare_digest(
-            base64.b64encode(hashlib.sha1(pw.encode()).digest()).decode(), stored[len("{SHA}"):])
+            base64.b64encode(hashlib.sha1(pw.encode()).digest()).decode(), stored[len("{SHA}") :]
+        )
     if stored.startswith(("$2a$", "$2b$", "$2y$")):
-        raise ConfigError("basic_auth_conf", f"user {user!r}: bcrypt hashes are not supported "
-                                             "(use htpasswd -m for $apr1$ MD5)")
+        raise ConfigError(
+            "basic_auth_conf", f"user {user!r}: bcrypt hashes are not supported (use htpasswd -m for $apr1$ MD5)"
+        )
     if len(stored) == 13 and all(c in _ITOA64 for c in stored):
         crypt_fn = _crypt_function()
         if crypt_fn is None:
-            raise ConfigError("basic_auth_conf", f"user {user!r}: DES crypt hashes need Python's crypt module, "
-                                                 "which this Python lacks (use htpasswd -m for $apr1$ MD5)")
+            raise ConfigError(
+                "basic_auth_conf",
+                f"user {user!r}: DES crypt hashes need Python's crypt module, "
+                "which this Python lacks (use htpasswd -m for $apr1$ MD5)",
+            )
         return lambda pw: hmac.compare_digest(crypt_fn(pw, stored[:2]), stored)
-    raise ConfigError("basic_auth_conf", f"user {user!r}: unsupported password hash "
-                                         "(supported: $apr1$ MD5, {SHA}, DES crypt)")
+    raise ConfigError(
+        "basic_auth_conf", f"user {user!r}: unsupported password hash (supported: $apr1$ MD5, {{SHA}}, DES crypt)"
+    )
 
 
 def parse_htpasswd(text: str) -> dict[str, Callable[[str], bool]]:

@@ -27,8 +27,16 @@ import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-__all__ = ["read_key_bytes", "load_private_key", "load_public_key", "new_secret_key", "new_key_pair",
-           "create_token", "HMAC_ALGORITHMS", "ASYMMETRIC_ALGORITHMS"]
+__all__ = [
+    "read_key_bytes",
+    "load_private_key",
+    "load_public_key",
+    "new_secret_key",
+    "new_key_pair",
+    "create_token",
+    "HMAC_ALGORITHMS",
+    "ASYMMETRIC_ALGORITHMS",
+]
 
 HMAC_ALGORITHMS = ("HS256", "HS384", "HS512")
 ASYMMETRIC_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512")
@@ -99,16 +107,23 @@ def new_key_pair(algorithm: str = "RS256") -> tuple[bytes, bytes]:
         key = ec.generate_private_key(curve)
     else:
         raise ValueError(f"unsupported key pair algorithm {algorithm!r}")
-    private = key.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8,
-                                serialization.NoEncryption())
-    public = key.public_key().public_bytes(serialization.Encoding.DER,
-                                           serialization.PublicFormat.SubjectPublicKeyInfo)
+    private = key.private_bytes(
+        serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    public = key.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     return private, public
 
 
-def create_token(subject: str, *, secret_key: bytes | None = None, private_key: bytes | None = None,
-                 algorithm: str | None = None, expires_in_s: int | None = None,
-                 claims: dict[str, Any] | None = None, subject_claim: str = "sub") -> str:
+def create_token(
+    subject: str,
+    *,
+    secret_key: bytes | None = None,
+    private_key: bytes | None = None,
+    algorithm: str | None = None,
+    expires_in_s: int | None = None,
+    claims: dict[str, Any] | None = None,
+    subject_claim: str = "sub",
+) -> str:
     """A signed JWT whose ``subject_claim`` is ``subject`` (exactly one of the two keys)."""
     if (secret_key is None) == (private_key is None):
         raise ValueError("give exactly one of a secret key and a private key")

@@ -39,8 +39,15 @@ from ._keys import ASYMMETRIC_ALGORITHMS, HMAC_ALGORITHMS, load_public_key, read
 if TYPE_CHECKING:
     from .._config import BrokerConfig
 
-__all__ = ["AuthenticationError", "AuthenticationProvider", "Identity", "PeerCert", "TlsAuthenticationProvider",
-           "TokenAuthenticationProvider", "certificate_common_name"]
+__all__ = [
+    "AuthenticationError",
+    "AuthenticationProvider",
+    "Identity",
+    "PeerCert",
+    "TlsAuthenticationProvider",
+    "TokenAuthenticationProvider",
+    "certificate_common_name",
+]
 
 PeerCert = dict[str, Any]
 """A verified client certificate as `ssl.SSLSocket.getpeercert` returns it."""
@@ -80,9 +87,17 @@ class TokenAuthenticationProvider(AuthenticationProvider):
 
     name = "token"
 
-    def __init__(self, *, secret_key: bytes | None = None, public_key: bytes | None = None,
-                 public_alg: str = "RS256", role_claim: str = "sub", audience: str = "",
-                 audience_claim: str = "aud", clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        *,
+        secret_key: bytes | None = None,
+        public_key: bytes | None = None,
+        public_alg: str = "RS256",
+        role_claim: str = "sub",
+        audience: str = "",
+        audience_claim: str = "aud",
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         if (secret_key is None) == (public_key is None):
             raise ValueError("give exactly one of a secret key and a public key")
         self.role_claim = role_claim
@@ -112,15 +127,23 @@ class TokenAuthenticationProvider(AuthenticationProvider):
             raise ConfigError("token_secret_key", "give tokenSecretKey or tokenPublicKey, not both")
         if config.token_secret_key:
             try:
-                return cls(secret_key=read_key_bytes(config.token_secret_key), role_claim=config.token_auth_claim,
-                           audience=config.token_audience, audience_claim=config.token_audience_claim)
+                return cls(
+                    secret_key=read_key_bytes(config.token_secret_key),
+                    role_claim=config.token_auth_claim,
+                    audience=config.token_audience,
+                    audience_claim=config.token_audience_claim,
+                )
             except ValueError as exc:
                 raise ConfigError("token_secret_key", str(exc)) from None
         if config.token_public_key:
             try:
-                return cls(public_key=read_key_bytes(config.token_public_key), public_alg=config.token_public_alg,
-                           role_claim=config.token_auth_claim, audience=config.token_audience,
-                           audience_claim=config.token_audience_claim)
+                return cls(
+                    public_key=read_key_bytes(config.token_public_key),
+                    public_alg=config.token_public_alg,
+                    role_claim=config.token_auth_claim,
+                    audience=config.token_audience,
+                    audience_claim=config.token_audience_claim,
+                )
             except ValueError as exc:
                 raise ConfigError("token_public_key", str(exc)) from None
         raise ConfigError("token_secret_key", "the token provider needs tokenSecretKey or tokenPublicKey")
@@ -131,12 +154,13 @@ class TokenAuthenticationProvider(AuthenticationProvider):
         except UnicodeDecodeError:
             raise AuthenticationError("the token is not ASCII") from None
         if token.startswith("token:"):  # the form Pulsar's clients accept in auth params
-            token = token[len("token:"):]
+            token = token[len("token:") :]
         if not token:
             raise AuthenticationError("no token given")
         try:
-            claims = jwt.decode(token, self._key, algorithms=self.algorithms,
-                                options={"verify_exp": False, "verify_aud": False})
+            claims = jwt.decode(
+                token, self._key, algorithms=self.algorithms, options={"verify_exp": False, "verify_aud": False}
+            )
         except jwt.InvalidTokenError as exc:
             raise AuthenticationError(f"invalid token: {exc}") from None
         exp = claims.get("exp")
@@ -149,8 +173,9 @@ class TokenAuthenticationProvider(AuthenticationProvider):
             aud = claims.get(self.audience_claim)
             names = aud if isinstance(aud, list) else [aud]
             if self.audience not in names:
-                raise AuthenticationError(f"invalid token: its {self.audience_claim!r} claim does not name "
-                                          f"this broker's audience")
+                raise AuthenticationError(
+                    f"invalid token: its {self.audience_claim!r} claim does not name this broker's audience"
+                )
         role = claims.get(self.role_claim)
         if not isinstance(role, str) or not role:
             raise AuthenticationError(f"invalid token: no {self.role_claim!r} claim naming a role")
@@ -174,18 +199,23 @@ class TlsAuthenticationProvider(AuthenticationProvider):
     def from_config(cls, config: BrokerConfig) -> TlsAuthenticationProvider:
         """The provider; `ConfigError` when client certificates cannot be verified."""
         if not config.tls_trust_certs_file_path:
-            raise ConfigError("tls_trust_certs_file_path",
-                              "the tls provider needs tlsTrustCertsFilePath, the CA client certificates chain to")
+            raise ConfigError(
+                "tls_trust_certs_file_path",
+                "the tls provider needs tlsTrustCertsFilePath, the CA client certificates chain to",
+            )
         if config.tls_allow_insecure_connection:
-            raise ConfigError("tls_allow_insecure_connection",
-                              "the tls provider needs verified client certificates; "
-                              "tlsAllowInsecureConnection turns verification off")
+            raise ConfigError(
+                "tls_allow_insecure_connection",
+                "the tls provider needs verified client certificates; "
+                "tlsAllowInsecureConnection turns verification off",
+            )
         return cls()
 
     def authenticate(self, auth_data: bytes, *, peer_cert: PeerCert | None = None) -> Identity:
         if not peer_cert:
-            raise AuthenticationError("no verified client certificate (connect over TLS with a certificate "
-                                      "signed by the broker's trusted CA)")
+            raise AuthenticationError(
+                "no verified client certificate (connect over TLS with a certificate signed by the broker's trusted CA)"
+            )
         role = certificate_common_name(peer_cert)
         if not role:
             raise AuthenticationError("the client certificate has no common name (CN) to use as the role")

@@ -82,8 +82,10 @@ class AuthenticationService:
             raise AuthenticationError("authentication is required and the client sent no credentials")
         provider = self.providers.get(method)
         if provider is None:
-            raise AuthenticationError(f"authentication method {method!r} is not enabled on this broker "
-                                      f"(enabled: {', '.join(sorted(self.providers)) or 'none'})")
+            raise AuthenticationError(
+                f"authentication method {method!r} is not enabled on this broker "
+                f"(enabled: {', '.join(sorted(self.providers)) or 'none'})"
+            )
         return provider.authenticate(auth_data, peer_cert=peer_cert)
 
     def authenticate_http(self, authorization: str | None, *, peer_cert: PeerCert | None = None) -> Identity:

@@ -49,16 +49,23 @@ if TYPE_CHECKING:
 __all__ = ["BrokerClient", "own_role_problem", "parse_plugin"]
 
 _PLUGINS = {
-    "token": "token", "authenticationtoken": "token",
-    "tls": "tls", "authenticationtls": "tls",
-    "basic": "basic", "authenticationbasic": "basic",
+    "token": "token",
+    "authenticationtoken": "token",
+    "tls": "tls",
+    "authenticationtls": "tls",
+    "basic": "basic",
+    "authenticationbasic": "basic",
 }
 
 _KEYS = TlsKeys(
-    cert_file="brokerClientCertificateFilePath", key_file="brokerClientKeyFilePath",
-    trust_certs_file="brokerClientTrustCertsFilePath", require_client_cert=PULSAR_KEYS.require_client_cert,
-    allow_insecure="tlsAllowInsecureConnection", protocols="brokerClient_tlsProtocols",
-    ciphers="brokerClient_tlsCiphers")
+    cert_file="brokerClientCertificateFilePath",
+    key_file="brokerClientKeyFilePath",
+    trust_certs_file="brokerClientTrustCertsFilePath",
+    require_client_cert=PULSAR_KEYS.require_client_cert,
+    allow_insecure="tlsAllowInsecureConnection",
+    protocols="brokerClient_tlsProtocols",
+    ciphers="brokerClient_tlsCiphers",
+)
 
 _PLUGIN_KEY = "broker_client_authentication_plugin"
 _PARAMS_KEY = "broker_client_authentication_parameters"
@@ -70,9 +77,12 @@ def parse_plugin(plugin: str) -> str:
     if not name:
         return ""
     if name not in _PLUGINS:
-        raise ConfigError(_PLUGIN_KEY, f"unknown plugin {plugin!r}: use token, tls or basic "
-                                       "(or org.apache.pulsar.client.impl.auth.AuthenticationToken / "
-                                       "AuthenticationTls / AuthenticationBasic)")
+        raise ConfigError(
+            _PLUGIN_KEY,
+            f"unknown plugin {plugin!r}: use token, tls or basic "
+            "(or org.apache.pulsar.client.impl.auth.AuthenticationToken / "
+            "AuthenticationTls / AuthenticationBasic)",
+        )
     return _PLUGINS[name]
 
 
@@ -111,12 +121,12 @@ def _credentials(config: BrokerConfig) -> _Credentials:
     params = config.broker_client_authentication_parameters.strip()
     if method == "token":
         if params.startswith("token:"):
-            token = params[len("token:"):].strip()
+            token = params[len("token:") :].strip()
             if not token:
                 raise ConfigError(_PARAMS_KEY, "token: is empty")
             return _Credentials(method, token=token)
         if params.startswith("file:"):
-            path = params[len("file://"):] if params.startswith("file://") else params[len("file:"):]
+            path = params[len("file://") :] if params.startswith("file://") else params[len("file:") :]
             if not Path(path).is_file():
                 raise ConfigError(_PARAMS_KEY, f"token file {path} does not exist")
             return _Credentials(method, token_file=path)
@@ -132,15 +142,18 @@ def _credentials(config: BrokerConfig) -> _Credentials:
         else:
             user, _, password = params.partition(":")
         if not user or not password:
-            raise ConfigError(_PARAMS_KEY, "the basic plugin needs {\"userId\": ..., \"password\": ...}")
+            raise ConfigError(_PARAMS_KEY, 'the basic plugin needs {"userId": ..., "password": ...}')
         return _Credentials(method, basic=f"{user}:{password}")
     if method == "tls":
         m = _param_map(params)
         cert = m.get("tlsCertFile", "") or config.broker_client_certificate_file_path
         key = m.get("tlsKeyFile", "") or config.broker_client_key_file_path
         if not cert or not key:
-            raise ConfigError(_PARAMS_KEY, "the tls plugin needs tlsCertFile:/path,tlsKeyFile:/path "
-                                           "(or brokerClientCertificateFilePath and brokerClientKeyFilePath)")
+            raise ConfigError(
+                _PARAMS_KEY,
+                "the tls plugin needs tlsCertFile:/path,tlsKeyFile:/path "
+                "(or brokerClientCertificateFilePath and brokerClientKeyFilePath)",
+            )
         return _Credentials(method, cert_file=cert, key_file=key)
     if params:
         raise ConfigError(_PLUGIN_KEY, "brokerClientAuthenticationParameters is set but no plugin is")
@@ -161,13 +174,18 @@ class BrokerClient:
         cert = config.broker_client_certificate_file_path or self.credentials.cert_file
         key = config.broker_client_key_file_path or self.credentials.key_file
         self._settings = TlsSettings(
-            cert_file=cert, key_file=key,
+            cert_file=cert,
+            key_file=key,
             trust_certs_file=config.broker_client_trust_certs_file_path or config.tls_trust_certs_file_path,
-            allow_insecure=config.tls_allow_insecure_connection, protocols=config.broker_client_tls_protocols,
-            ciphers=config.broker_client_tls_ciphers, keys=_KEYS)
+            allow_insecure=config.tls_allow_insecure_connection,
+            protocols=config.broker_client_tls_protocols,
+            ciphers=config.broker_client_tls_ciphers,
+            keys=_KEYS,
+        )
         # built now: a missing or broken file is refused at start, naming its key
         self._ssl: ssl.SSLContext = client_context(
-            self._settings, verify_hostname=config.tls_hostname_verification_enabled)
+            self._settings, verify_hostname=config.tls_hostname_verification_enabled
+        )
         self._admin = AsyncAdminClient(verify=self._ssl)
 
     @property
@@ -208,8 +226,7 @@ class BrokerClient:
         return await self._admin.request(method, url, body, headers=self.headers(), timeout_s=timeout_s)
 
 
-def own_role_problem(client: BrokerClient, auth: AuthenticationService,
-                     authz: AuthorizationService) -> str | None:
+def own_role_problem(client: BrokerClient, auth: AuthenticationService, authz: AuthorizationService) -> str | None:
     """Why this broker's calls to the other brokers would be refused (None: they are accepted).
 
     Checked against this broker's own authentication and authorization settings, which a cluster's
@@ -219,8 +236,10 @@ def own_role_problem(client: BrokerClient, auth: AuthenticationService,
         return None
     cfg = client.config
     if not client.method:
-        return ("authentication is on but brokerClientAuthenticationPlugin is not set: the other brokers refuse "
-                "this broker's namespace-unload fan-out and the leader's unloads and splits (401)")
+        return (
+            "authentication is on but brokerClientAuthenticationPlugin is not set: the other brokers refuse "
+            "this broker's namespace-unload fan-out and the leader's unloads and splits (401)"
+        )
     try:
         if client.method == "tls":
             if "tls" not in auth.providers:
@@ -231,8 +250,10 @@ def own_role_problem(client: BrokerClient, auth: AuthenticationService,
     except (AuthenticationError, OSError, ValueError) as exc:
         return f"the broker client's credentials (brokerClientAuthenticationParameters) are refused: {exc}"
     if authz.enabled and not authz.is_super_user(role):
-        return (f"the broker client's role {role!r} is not in superUserRoles: the other brokers refuse "
-                "its unloads and splits (403); add it to superUserRoles")
+        return (
+            f"the broker client's role {role!r} is not in superUserRoles: the other brokers refuse "
+            "its unloads and splits (403); add it to superUserRoles"
+        )
     return None
 
 

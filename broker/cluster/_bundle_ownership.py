@@ -30,8 +30,16 @@ from ..resources._bundles import (
     split_boundaries,
 )
 
-__all__ = ["ADOPTED", "HEARTBEAT_TENANT", "OWNERSHIP_ROOT", "BundleHost", "BundleOwnership", "BundleState",
-           "MemberState", "NamespacePolicies"]
+__all__ = [
+    "ADOPTED",
+    "HEARTBEAT_TENANT",
+    "OWNERSHIP_ROOT",
+    "BundleHost",
+    "BundleOwnership",
+    "BundleState",
+    "MemberState",
+    "NamespacePolicies",
+]
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +73,9 @@ class NamespacePolicies(Protocol):
 
     async def get_policies(self, ns: NamespaceName) -> dict[str, Any] | None: ...
 
-    async def modify_policies(self, ns: NamespaceName,
-                              change: Callable[[dict[str, Any]], None]) -> dict[str, Any] | None: ...
+    async def modify_policies(
+        self, ns: NamespaceName, change: Callable[[dict[str, Any]], None]
+    ) -> dict[str, Any] | None: ...
 
 
 class BundleHost(Protocol):
@@ -132,15 +141,15 @@ class BundleOwnership:
             return True
         h = bundle_hash(str(topic))
         ns = str(topic.namespace_name)
-        return any(o.state is BundleState.OWNED and k[0] == ns and o.bundle.contains(h)
-                   for k, o in self.owned.items())
+        return any(o.state is BundleState.OWNED and k[0] == ns and o.bundle.contains(h) for k, o in self.owned.items())
 
     def check_serves(self, topic: TopicName) -> None:
         """Raise ServiceNotReady (Pulsar's message) unless this broker serves ``topic``."""
         if not self.owns_topic(topic):
             raise ServiceNotReadyError(
                 f"Namespace bundle for topic ({topic}) not served by this instance. Please redo the lookup. "
-                f"Request is denied: namespace={topic.namespace_name}")
+                f"Request is denied: namespace={topic.namespace_name}"
+            )
 
     def owner_path(self, ns: NamespaceName, bundle: BundleRange) -> str:
         """The path of the bundle's ownership node."""
@@ -170,8 +179,12 @@ class BundleOwnership:
         if self.member.closing or not self.member.registered:
             return False
         try:
-            await self.store.create(self.owner_path(ns, bundle), json.dumps(self.member.owner_info()).encode(),
-                                    ephemeral=True, make_parents=True)
+            await self.store.create(
+                self.owner_path(ns, bundle),
+                json.dumps(self.member.owner_info()).encode(),
+                ephemeral=True,
+                make_parents=True,
+            )
         except NodeExistsError:
             owner = await self.owner_of(ns, bundle)
             if owner is None or not owner.get("self"):
@@ -274,8 +287,9 @@ class BundleOwnership:
         halves = [BundleRange(bundle.lower, bundle.lower + (bundle.upper - bundle.lower) // 2)]
         halves.append(BundleRange(halves[0].upper, bundle.upper))
         for h in halves:
-            await self.store.create(self.owner_path(ns, h), json.dumps(self.member.owner_info()).encode(),
-                                    ephemeral=True, make_parents=True)
+            await self.store.create(
+                self.owner_path(ns, h), json.dumps(self.member.owner_info()).encode(), ephemeral=True, make_parents=True
+            )
             self.owned[(str(ns), h.name)] = Owned(ns, h)
         try:
             if await namespaces.modify_policies(ns, change) is None:
@@ -299,8 +313,13 @@ class BundleOwnership:
 
     def decide(self, action: str, ns: NamespaceName, bundle: BundleRange, reason: str) -> None:
         """Log a change of a bundle and keep it, with its reason, among the recent decisions."""
-        entry = {"time": int(time.time() * 1000), "action": action, "bundle": f"{ns}/{bundle.name}",
-                 "broker": self.member.broker_id, "reason": reason}
+        entry = {
+            "time": int(time.time() * 1000),
+            "action": action,
+            "bundle": f"{ns}/{bundle.name}",
+            "broker": self.member.broker_id,
+            "reason": reason,
+        }
         log.info("bundle %s/%s %s: %s", ns, bundle, action, reason)
         self.decisions.append(entry)
         del self.decisions[:-MAX_DECISIONS]

@@ -69,8 +69,12 @@ def _throughput(stats: Mapping[str, Any]) -> float:
     return float(stats.get("msgThroughputIn", 0.0)) + float(stats.get("msgThroughputOut", 0.0))
 
 
-def plan_shedding(loads: Mapping[str, float], reports: Mapping[str, Mapping[str, Any]], policy: ShedPolicy,
-                  recently_moved: Set[str] = frozenset()) -> list[Decision]:
+def plan_shedding(
+    loads: Mapping[str, float],
+    reports: Mapping[str, Mapping[str, Any]],
+    policy: ShedPolicy,
+    recently_moved: Set[str] = frozenset(),
+) -> list[Decision]:
     """The bundles to unload now (module header). ``loads`` are the brokers' smoothed loads."""
     if len(loads) < 2:
         return []
@@ -94,16 +98,23 @@ def plan_shedding(loads: Mapping[str, float], reports: Mapping[str, Mapping[str,
                 break
             if bundle in recently_moved or _throughput(s) <= 0:
                 continue
-            out.append(Decision("unload", broker, bundle,
-                                f"broker load {load:.0f}% > average {avg:.0f}% + threshold {policy.threshold_pct:.0f}%:"
-                                f" shedding {_throughput(s):.0f} B/s of {to_shed:.0f} B/s to offload"))
+            out.append(
+                Decision(
+                    "unload",
+                    broker,
+                    bundle,
+                    f"broker load {load:.0f}% > average {avg:.0f}% + threshold {policy.threshold_pct:.0f}%:"
+                    f" shedding {_throughput(s):.0f} B/s of {to_shed:.0f} B/s to offload",
+                )
+            )
             shed += _throughput(s)
             kept -= 1
     return out
 
 
-def plan_splits(reports: Mapping[str, Mapping[str, Any]], bundle_counts: Mapping[str, int],
-                policy: SplitPolicy) -> list[Decision]:
+def plan_splits(
+    reports: Mapping[str, Mapping[str, Any]], bundle_counts: Mapping[str, int], policy: SplitPolicy
+) -> list[Decision]:
     """The bundles to split now (module header); ``bundle_counts`` maps ``tenant/ns`` to its
     number of bundles."""
     out: list[Decision] = []

@@ -86,21 +86,39 @@ class LoadManagerLoop:
                 continue
             try:
                 reports = await self.member.brokers()
-                loads = {b: smoothed_load(loads.get(b), float((r.get("cpu") or {}).get("usage", 0.0)),
-                                          cfg.load_balancer_history_resource_percentage)
-                         for b, r in reports.items()}
+                loads = {
+                    b: smoothed_load(
+                        loads.get(b),
+                        float((r.get("cpu") or {}).get("usage", 0.0)),
+                        cfg.load_balancer_history_resource_percentage,
+                    )
+                    for b, r in reports.items()
+                }
                 now = time.monotonic()
                 moved = {k: t for k, t in moved.items() if now - t < 5 * interval}
                 decisions: list[Decision] = []
                 if cfg.load_balancer_shedding_enabled:
-                    decisions += plan_shedding(loads, reports, ShedPolicy(
-                        cfg.load_balancer_broker_threshold_shedder_percentage,
-                        cfg.load_balancer_history_resource_percentage), set(moved))
+                    decisions += plan_shedding(
+                        loads,
+                        reports,
+                        ShedPolicy(
+                            cfg.load_balancer_broker_threshold_shedder_percentage,
+                            cfg.load_balancer_history_resource_percentage,
+                        ),
+                        set(moved),
+                    )
                 if cfg.load_balancer_auto_bundle_split_enabled:
                     counts = await self._bundle_counts(reports)
-                    decisions += plan_splits(reports, counts, SplitPolicy(
-                        cfg.load_balancer_namespace_bundle_max_topics, cfg.load_balancer_namespace_bundle_max_sessions,
-                        cfg.load_balancer_namespace_bundle_max_msg_rate, cfg.load_balancer_namespace_maximum_bundles))
+                    decisions += plan_splits(
+                        reports,
+                        counts,
+                        SplitPolicy(
+                            cfg.load_balancer_namespace_bundle_max_topics,
+                            cfg.load_balancer_namespace_bundle_max_sessions,
+                            cfg.load_balancer_namespace_bundle_max_msg_rate,
+                            cfg.load_balancer_namespace_maximum_bundles,
+                        ),
+                    )
                 for d in decisions:
                     await self._carry_out(d, reports)
                     moved[d.bundle] = now
@@ -110,7 +128,7 @@ class LoadManagerLoop:
     async def _bundle_counts(self, reports: dict[str, dict[str, Any]]) -> dict[str, int]:
         out: dict[str, int] = {}
         for r in reports.values():
-            for key in (r.get("bundleStats") or {}):
+            for key in r.get("bundleStats") or {}:
                 ns = key.rsplit("/", 1)[0]
                 if ns not in out:
                     try:

@@ -117,8 +117,11 @@ class Lookups:
             # bundles assigned since the broker's last report count as one topic each
             bid, r = item
             pending = self.assigned_since_report.get(f"{bid}@{r.get('timestamp')}", 0)
-            return (int(r.get("numTopics", 0)) + pending, int(r.get("numBundles", 0)) + pending,
-                    zlib.crc32(f"{key}|{bid}".encode()))
+            return (
+                int(r.get("numTopics", 0)) + pending,
+                int(r.get("numBundles", 0)) + pending,
+                zlib.crc32(f"{key}|{bid}".encode()),
+            )
 
         bid, report = min(reports.items(), key=score)
         tag = f"{bid}@{report.get('timestamp')}"
@@ -151,8 +154,9 @@ class Lookups:
                     bundles.record_owned(ns, bundle, ADOPTED)
                     return None
                 if owner.get("brokerId") == member.broker_id:
-                    raise ServiceNotReadyError(f"bundle {ns}/{bundle} is held by this broker's previous "
-                                               "session until it expires")
+                    raise ServiceNotReadyError(
+                        f"bundle {ns}/{bundle} is held by this broker's previous session until it expires"
+                    )
                 return owner
             if authoritative:
                 bid, report = member.broker_id, None
@@ -169,8 +173,9 @@ class Lookups:
             return report
         raise ServiceNotReadyError(f"bundle {ns}/{bundle} is changing owner; retry")
 
-    async def lookup(self, topic: TopicName, listener_name: str, authoritative: bool,
-                     tls: bool = False) -> LookupAnswer:
+    async def lookup(
+        self, topic: TopicName, listener_name: str, authoritative: bool, tls: bool = False
+    ) -> LookupAnswer:
         """Rule 2 for LOOKUP. Raises ServiceNotReady while this broker is starting or stopping, or
         when the bundle's owner is this broker's previous session (it expires soon). ``tls``: the
         client connected over TLS; a Redirect then carries the owner's ``brokerServiceUrlTls``
@@ -181,8 +186,10 @@ class Lookups:
             return LookupAnswer(False, self.host.lookup_urls(listener_name))
         urls = _urls_of(target, listener_name)
         if tls and "brokerServiceUrlTls" not in urls:
-            raise ServiceNotReadyError(f"the owner of {topic} ({target.get('brokerId')}) has no TLS service URL "
-                                       "(brokerServicePortTls) for a client connected over TLS")
+            raise ServiceNotReadyError(
+                f"the owner of {topic} ({target.get('brokerId')}) has no TLS service URL "
+                "(brokerServicePortTls) for a client connected over TLS"
+            )
         return LookupAnswer(True, urls)
 
     async def admin_target(self, topic: TopicName, tls: bool = False, authoritative: bool = False) -> str | None:

@@ -78,9 +78,14 @@ class Membership:
     `register` returned, ``registered`` is False: nothing assigns bundles to a broker that is not
     registered. ``closing`` is set by `deregister` and never cleared."""
 
-    def __init__(self, host: MembershipHost, store: MetadataStore,
-                 owned: Callable[[], Iterable[tuple[NamespaceName, BundleRange]]], *,
-                 report_interval_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        host: MembershipHost,
+        store: MetadataStore,
+        owned: Callable[[], Iterable[tuple[NamespaceName, BundleRange]]],
+        *,
+        report_interval_s: float = 5.0,
+    ) -> None:
         self.host = host
         self.store = store
         self.owned = owned
@@ -104,11 +109,20 @@ class Membership:
     def owner_info(self) -> dict[str, Any]:
         """The JSON of this broker's ownership nodes (URLs per advertised listener)."""
         h = self.host
-        listeners = {name: {"brokerServiceUrl": lst.service_url, "brokerServiceUrlTls": lst.service_url_tls}
-                     for name, lst in h.advertised_listeners.items()}
-        return {"brokerId": self.broker_id, "nativeUrl": h.service_url, "nativeUrlTls": h.service_url_tls,
-                "httpUrl": h.web_service_url, "httpUrlTls": h.web_service_url_tls, "disabled": False,
-                "advertisedListeners": listeners, "internalListenerName": h.internal_listener_name}
+        listeners = {
+            name: {"brokerServiceUrl": lst.service_url, "brokerServiceUrlTls": lst.service_url_tls}
+            for name, lst in h.advertised_listeners.items()
+        }
+        return {
+            "brokerId": self.broker_id,
+            "nativeUrl": h.service_url,
+            "nativeUrlTls": h.service_url_tls,
+            "httpUrl": h.web_service_url,
+            "httpUrlTls": h.web_service_url_tls,
+            "disabled": False,
+            "advertisedListeners": listeners,
+            "internalListenerName": h.internal_listener_name,
+        }
 
     def load_report(self) -> dict[str, Any]:
         """This broker's load report (also its registration node's value)."""
@@ -118,9 +132,17 @@ class Membership:
         rate_in = rate_out = thr_in = thr_out = 0.0
         producers = consumers = 0
         bundle_stats: dict[str, dict[str, float]] = {
-            f"{ns}/{bundle.name}": {"topics": 0, "producers": 0, "consumers": 0, "msgRateIn": 0.0,
-                                    "msgRateOut": 0.0, "msgThroughputIn": 0.0, "msgThroughputOut": 0.0}
-            for ns, bundle in owned}
+            f"{ns}/{bundle.name}": {
+                "topics": 0,
+                "producers": 0,
+                "consumers": 0,
+                "msgRateIn": 0.0,
+                "msgRateOut": 0.0,
+                "msgThroughputIn": 0.0,
+                "msgThroughputOut": 0.0,
+            }
+            for ns, bundle in owned
+        }
         for t in topics:
             # the rates of the last stats period, as the topic stats report them (`_stats` Rule 3)
             t_rate_in, t_thr_in, t_rate_out, t_thr_out = topic_rates(t)
@@ -142,12 +164,22 @@ class Membership:
                 b["msgThroughputOut"] += t_thr_out
         return {
             **self.owner_info(),
-            "pulsarServiceUrl": h.service_url, "webServiceUrl": h.web_service_url,
-            "timestamp": int(time.time() * 1000), "numBundles": len(owned), "numTopics": len(topics),
-            "numProducers": producers, "numConsumers": consumers, "connections": len(h.connections),
-            "msgRateIn": rate_in, "msgRateOut": rate_out, "msgThroughputIn": thr_in, "msgThroughputOut": thr_out,
-            "cpu": {"usage": self._cpu_percent, "limit": 100.0}, "memory": {"usage": _rss_mb()},
-            "bundles": sorted(bundle_stats), "bundleStats": bundle_stats,
+            "pulsarServiceUrl": h.service_url,
+            "webServiceUrl": h.web_service_url,
+            "timestamp": int(time.time() * 1000),
+            "numBundles": len(owned),
+            "numTopics": len(topics),
+            "numProducers": producers,
+            "numConsumers": consumers,
+            "connections": len(h.connections),
+            "msgRateIn": rate_in,
+            "msgRateOut": rate_out,
+            "msgThroughputIn": thr_in,
+            "msgThroughputOut": thr_out,
+            "cpu": {"usage": self._cpu_percent, "limit": 100.0},
+            "memory": {"usage": _rss_mb()},
+            "bundles": sorted(bundle_stats),
+            "bundleStats": bundle_stats,
             "leader": self.is_leader,
         }
 
@@ -171,8 +203,7 @@ class Membership:
                 stat = await self.store.exists(self._path())
                 if stat is not None and stat.ephemeral_owner == self.store.session_id:
                     break
-                log.info("broker node %s of a previous session still exists; waiting for it to expire",
-                         self._path())
+                log.info("broker node %s of a previous session still exists; waiting for it to expire", self._path())
                 await trio.sleep(0.5)
         self.registered = True
         log.info("registered broker %s", self.broker_id)

@@ -233,8 +233,9 @@ class Ownership:
         """The least loaded registered broker for an unowned bundle (Rule 2) and its report."""
         return await self.lookups.pick_broker(ns, bundle)
 
-    async def lookup(self, topic: TopicName, listener_name: str, authoritative: bool,
-                     tls: bool = False) -> LookupAnswer:
+    async def lookup(
+        self, topic: TopicName, listener_name: str, authoritative: bool, tls: bool = False
+    ) -> LookupAnswer:
         """Rule 2 for LOOKUP (`Lookups.lookup`)."""
         return await self.lookups.lookup(topic, listener_name, authoritative, tls)
 

@@ -89,21 +89,32 @@ def _fmt_ms(ms: int | None) -> str:
 
 
 def _log_row(log: Mapping[str, Any], nbytes: int) -> dict[str, Any]:
-    return {"logId": log["log_id"], "logFile": log.get("log_file", f"{int(log['log_id']):x}.log"),
-            "directory": log.get("directory"), "bytes": nbytes, "logReason": log.get("reason"),
-            "logDetail": log.get("detail"),
-            # why GC rolled this log before logSizeLimit (None: it filled up, or is current)
-            "rolledForGc": log.get("rolled_for_gc")}
+    return {
+        "logId": log["log_id"],
+        "logFile": log.get("log_file", f"{int(log['log_id']):x}.log"),
+        "directory": log.get("directory"),
+        "bytes": nbytes,
+        "logReason": log.get("reason"),
+        "logDetail": log.get("detail"),
+        # why GC rolled this log before logSizeLimit (None: it filled up, or is current)
+        "rolledForGc": log.get("rolled_for_gc"),
+    }
 
 
-def _on_bookie(lid: int, live: bool, in_ensemble: bool, answer: BookieAnswer,
-               seen: Mapping[str, Mapping[int, int]]) -> dict[str, Any] | None:
+def _on_bookie(
+    lid: int, live: bool, in_ensemble: bool, answer: BookieAnswer, seen: Mapping[str, Mapping[int, int]]
+) -> dict[str, Any] | None:
     """The status of ledger ``lid`` on one bookie, None when the bookie has nothing to do with it."""
     remembered = seen.get(answer.bookie_id, {})
     if answer.doc is None:
         if in_ensemble or remembered or not live:  # a deleted ledger's ensemble is unknown
-            return {"status": "unreachable", "error": answer.error, "bytes": None, "entryLogs": [],
-                    "detail": answer.error or "bookie unreachable"}
+            return {
+                "status": "unreachable",
+                "error": answer.error,
+                "bytes": None,
+                "entryLogs": [],
+                "detail": answer.error or "bookie unreachable",
+            }
         return None
     logs = {int(row["log_id"]): row for row in answer.doc.get("logs", ())}
     holding = []
@@ -116,24 +127,39 @@ def _on_bookie(lid: int, live: bool, in_ensemble: bool, answer: BookieAnswer,
         if live:
             detail = f"{n} bytes in {len(holding)} entry log(s)"
         else:
-            detail = (f"still holds {n} bytes in " + ", ".join(r["logFile"] for r in holding)
-                      + ": its index still stores the ledger; the bookie's next GC run deletes it "
-                      "(every gcWaitTime, or now with PUT /api/v1/bookie/gc)")
+            detail = (
+                f"still holds {n} bytes in "
+                + ", ".join(r["logFile"] for r in holding)
+                + ": its index still stores the ledger; the bookie's next GC run deletes it "
+                "(every gcWaitTime, or now with PUT /api/v1/bookie/gc)"
+            )
         return {"status": "holds", "bytes": n, "entryLogs": holding, "detail": detail}
     garbage = [_log_row(logs[log_id], nbytes) for log_id, nbytes in sorted(remembered.items()) if log_id in logs]
     if garbage and not live:
         n = sum(r["bytes"] for r in garbage)
         why = "; ".join(f"{r['logFile']}: {r['logReason']} ({r['logDetail']})" for r in garbage)
-        return {"status": "garbage", "bytes": n, "entryLogs": garbage,
-                "detail": f"deleted from the bookie's index; {n} bytes stay on disk until the log is "
-                          f"compacted or deleted - {why}"}
+        return {
+            "status": "garbage",
+            "bytes": n,
+            "entryLogs": garbage,
+            "detail": f"deleted from the bookie's index; {n} bytes stay on disk until the log is "
+            f"compacted or deleted - {why}",
+        }
     if live and in_ensemble:
-        return {"status": "not_flushed", "bytes": 0, "entryLogs": [],
-                "detail": "no entry log holds it yet (entries, if any, are in the journal and write "
-                          "cache until the next checkpoint)"}
+        return {
+            "status": "not_flushed",
+            "bytes": 0,
+            "entryLogs": [],
+            "detail": "no entry log holds it yet (entries, if any, are in the journal and write "
+            "cache until the next checkpoint)",
+        }
     if remembered or (in_ensemble and not live):
-        return {"status": "reclaimed", "bytes": 0, "entryLogs": [],
-                "detail": "no entry log of this bookie holds it any more"}
+        return {
+            "status": "reclaimed",
+            "bytes": 0,
+            "entryLogs": [],
+            "detail": "no entry log of this bookie holds it any more",
+        }
     return None
 
 
@@ -170,11 +196,16 @@ def join_gc_explain(
         statuses = {s["status"] for s in per_bookie.values()}
         on_disk = sum(s["bytes"] or 0 for s in per_bookie.values())
         trim = trims.get(lid)
-        row: dict[str, Any] = {"ledgerId": lid, "metadata": "present" if live else "deleted",
-                               "metadataState": state_md, "ensemble": list(ensemble),
-                               "deletedAtMs": trim.trimmed_at_ms if trim is not None and not live else None,
-                               "size": trim.size if trim is not None else (placement.length if placement else None),
-                               "bytesOnDisk": on_disk, "bookies": per_bookie}
+        row: dict[str, Any] = {
+            "ledgerId": lid,
+            "metadata": "present" if live else "deleted",
+            "metadataState": state_md,
+            "ensemble": list(ensemble),
+            "deletedAtMs": trim.trimmed_at_ms if trim is not None and not live else None,
+            "size": trim.size if trim is not None else (placement.length if placement else None),
+            "bytesOnDisk": on_disk,
+            "bookies": per_bookie,
+        }
         if live:
             row["state"] = "live"
             where = ", ".join(f"{b}: {s['detail']}" for b, s in per_bookie.items()) or "no bookie reports it"
@@ -197,8 +228,9 @@ def join_gc_explain(
                 else:
                     parts.append(f"bookie {b} {'reclaimed it' if s['status'] == 'reclaimed' else s['detail']}")
             if not parts:
-                parts.append("no bookie holds it" if not unreachable else
-                             f"bookies {', '.join(unreachable)} unreachable")
+                parts.append(
+                    "no bookie holds it" if not unreachable else f"bookies {', '.join(unreachable)} unreachable"
+                )
             row["summary"] = f"deleted from metadata at {when}; " + "; ".join(parts)
         rows.append(row)
     bookies = {}
@@ -213,5 +245,11 @@ def join_gc_explain(
             info["placement"] = a.doc.get("placement")  # "interleaved" or "per-ledger"
             info["bytesAwaitingGc"] = awaiting_gc_bytes(a.doc)
         bookies[bid] = info
-    return {"topic": topic, "nowMs": now_ms, "bookies": bookies, "unreachableBookies": unreachable,
-            "topicBytesAwaitingGc": topic_awaiting, "ledgers": rows}
+    return {
+        "topic": topic,
+        "nowMs": now_ms,
+        "bookies": bookies,
+        "unreachableBookies": unreachable,
+        "topicBytesAwaitingGc": topic_awaiting,
+        "ledgers": rows,
+    }

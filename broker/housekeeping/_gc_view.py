@@ -76,8 +76,7 @@ class TrimHistory:
         """How many topics are remembered."""
         return self._max_topics
 
-    def record(self, topic: str, ledger_ids: Iterable[int], at_ms: int,
-               sizes: Mapping[int, int] | None = None) -> None:
+    def record(self, topic: str, ledger_ids: Iterable[int], at_ms: int, sizes: Mapping[int, int] | None = None) -> None:
         """Remember that ``ledger_ids`` of ``topic`` were deleted from metadata at ``at_ms``; the
         topic is then due to be persisted (`take_dirty`)."""
         key = self._key(topic)
@@ -154,13 +153,22 @@ class BookieGcView:
     transport). Nothing here raises for one bookie or one ledger: failures become statuses.
     """
 
-    def __init__(self, store: MetadataStore, *, metadata_root: str = "", retention: RetentionService | None = None,
-                 timeout_s: float = 5.0, refresh_interval_s: float = 15.0, max_ledgers_per_log: int = 1000,
-                 max_remembered_ledgers: int = 100_000, history: TrimHistory | None = None,
-                 trim_history_path: str | None = TRIM_HISTORY_PATH,
-                 trim_history_max_age_ms: int = DEFAULT_MAX_AGE_MS,
-                 clock: Callable[[], float] = time.time,
-                 client_factory: Callable[[float], httpx.AsyncClient] | None = None) -> None:
+    def __init__(
+        self,
+        store: MetadataStore,
+        *,
+        metadata_root: str = "",
+        retention: RetentionService | None = None,
+        timeout_s: float = 5.0,
+        refresh_interval_s: float = 15.0,
+        max_ledgers_per_log: int = 1000,
+        max_remembered_ledgers: int = 100_000,
+        history: TrimHistory | None = None,
+        trim_history_path: str | None = TRIM_HISTORY_PATH,
+        trim_history_max_age_ms: int = DEFAULT_MAX_AGE_MS,
+        clock: Callable[[], float] = time.time,
+        client_factory: Callable[[float], httpx.AsyncClient] | None = None,
+    ) -> None:
         self.store = store
         self.root = metadata_root.rstrip("/")
         self.retention = retention
@@ -172,9 +180,13 @@ class BookieGcView:
             # the listener's int result is unused; trim_listeners is typed as returning None
             retention.trim_listeners.append(self.history.observe_report)
         self._clock = clock
-        self.trim_store = (TrimHistoryStore(store, self.history, path=trim_history_path,
-                                            max_age_ms=trim_history_max_age_ms, clock=clock)
-                           if trim_history_path is not None else None)
+        self.trim_store = (
+            TrimHistoryStore(
+                store, self.history, path=trim_history_path, max_age_ms=trim_history_max_age_ms, clock=clock
+            )
+            if trim_history_path is not None
+            else None
+        )
         self._loaded = self.trim_store is None
         self._load_lock = trio.Lock()
         self._client_factory = client_factory or _plain_client
@@ -218,8 +230,9 @@ class BookieGcView:
         error = "bookie unreachable: timed out"
         with trio.move_on_after(self.timeout_s):
             try:
-                resp = await client.get(f"{url.rstrip('/')}/api/v1/bookie/gc/explain",
-                                        params={"max_ledgers": str(self.max_ledgers_per_log)})
+                resp = await client.get(
+                    f"{url.rstrip('/')}/api/v1/bookie/gc/explain", params={"max_ledgers": str(self.max_ledgers_per_log)}
+                )
                 resp.raise_for_status()
                 doc = resp.json()
                 if not isinstance(doc, dict) or not isinstance(doc.get("logs"), list):
@@ -233,8 +246,10 @@ class BookieGcView:
         """Every registered bookie's GC explain (concurrently); ``extra`` ids that are not
         registered are answered as unreachable. Also updates the sightings memory."""
         bookies = await self.registered_bookies()
-        answers: dict[str, BookieAnswer] = {bid: BookieAnswer(bid, None, error="bookie not registered")
-                                            for bid in extra if bid not in bookies}
+        answers: dict[str, BookieAnswer] = {
+            bid: BookieAnswer(bid, None, error="bookie not registered") for bid in extra if bid not in bookies
+        }
+
         async def ask_all(client: httpx.AsyncClient) -> None:
             async def one(bid: str, url: str | None, ro: bool) -> None:
                 answers[bid] = await self._ask(client, bid, url, ro)
@@ -302,8 +317,15 @@ class BookieGcView:
         ensembles = {b for p in placements.values() for b in p.bookies}
         answers = await self.ask_bookies(ensembles)
         self._update_awaiting(answers)
-        return join_gc_explain(topic, ids, placements, trimmed, answers,
-                               {lid: self._seen.get(lid, {}) for lid in ids}, int(self._clock() * 1000))
+        return join_gc_explain(
+            topic,
+            ids,
+            placements,
+            trimmed,
+            answers,
+            {lid: self._seen.get(lid, {}) for lid in ids},
+            int(self._clock() * 1000),
+        )
 
     def _update_awaiting(self, answers: Mapping[str, BookieAnswer]) -> None:
         docs = [a.doc for a in answers.values() if a.doc is not None]

@@ -76,8 +76,11 @@ class InactiveTopicPolicies:
     @classmethod
     def from_config(cls, config: BrokerConfig) -> InactiveTopicPolicies:
         """The broker level (Rule 1)."""
-        return cls(config.broker_delete_inactive_topics_mode, config.inactive_topic_max_duration_s,
-                   config.broker_delete_inactive_topics_enabled)
+        return cls(
+            config.broker_delete_inactive_topics_mode,
+            config.inactive_topic_max_duration_s,
+            config.broker_delete_inactive_topics_enabled,
+        )
 
     @classmethod
     def from_json(cls, data: Any) -> InactiveTopicPolicies:
@@ -91,10 +94,11 @@ class InactiveTopicPolicies:
         mode = data.get("inactiveTopicDeleteMode")
         mode = NO_SUBSCRIPTIONS if mode is None else mode
         if mode not in INACTIVE_TOPIC_DELETE_MODES:
-            raise ValueError(f"inactiveTopicDeleteMode must be one of {', '.join(INACTIVE_TOPIC_DELETE_MODES)}, "
-                             f"not {mode!r}")
+            raise ValueError(
+                f"inactiveTopicDeleteMode must be one of {', '.join(INACTIVE_TOPIC_DELETE_MODES)}, not {mode!r}"
+            )
         duration = data.get("maxInactiveDurationSeconds", 0)
-        if isinstance(duration, bool) or not isinstance(duration, int) or not -2**31 <= duration < 2**31:
+        if isinstance(duration, bool) or not isinstance(duration, int) or not -(2**31) <= duration < 2**31:
             raise ValueError(f"maxInactiveDurationSeconds must be an integer, not {duration!r}")
         enabled = data.get("deleteWhileInactive", False)
         if not isinstance(enabled, bool):
@@ -103,8 +107,11 @@ class InactiveTopicPolicies:
 
     def to_json(self) -> dict[str, Any]:
         """Pulsar's JSON of these policies."""
-        return {"inactiveTopicDeleteMode": self.delete_mode, "maxInactiveDurationSeconds": self.max_inactive_duration_s,
-                "deleteWhileInactive": self.delete_while_inactive}
+        return {
+            "inactiveTopicDeleteMode": self.delete_mode,
+            "maxInactiveDurationSeconds": self.max_inactive_duration_s,
+            "deleteWhileInactive": self.delete_while_inactive,
+        }
 
 
 def _active(topic: Topic, mode: str) -> bool:
@@ -127,8 +134,9 @@ class InactiveTopics:
         self.service = service
         self._active_at: weakref.WeakKeyDictionary[Topic, float] = weakref.WeakKeyDictionary()  # Rule 3
 
-    async def policies(self, topic: TopicName, ns_policies: Mapping[str, Any] | None = None,
-                       own: Mapping[str, Any] | None = None) -> InactiveTopicPolicies:
+    async def policies(
+        self, topic: TopicName, ns_policies: Mapping[str, Any] | None = None, own: Mapping[str, Any] | None = None
+    ) -> InactiveTopicPolicies:
         """The policies in force for ``topic`` (Rule 1); ``ns_policies`` / ``own``: the namespace's
         policies / the topic's overrides when the caller has read them. A stored value that does
         not parse is skipped (logged) for the next level."""
@@ -151,8 +159,11 @@ class InactiveTopics:
         it is inactive, and retention does not keep it for ever (Rule 6: not to be unloaded for
         idleness). Reads its policies from the metadata store."""
         policies = await self.policies(topic.name)
-        return (policies.delete_while_inactive and not _active(topic, policies.delete_mode)
-                and not await self._kept_for_ever(topic))
+        return (
+            policies.delete_while_inactive
+            and not _active(topic, policies.delete_mode)
+            and not await self._kept_for_ever(topic)
+        )
 
     async def _kept_for_ever(self, t: Topic) -> bool:
         """Rule 3: the topic holds entries and its retention time is infinite."""
@@ -219,8 +230,9 @@ class InactiveTopics:
             except ManagedLedgerError as exc:
                 log.warning("deleting inactive topic %s failed: %s", t.name, exc)
                 return False
-        log.info("deleted topic %s: inactive for %d s (%s)", t.name, policies.max_inactive_duration_s,
-                 policies.delete_mode)
+        log.info(
+            "deleted topic %s: inactive for %d s (%s)", t.name, policies.max_inactive_duration_s, policies.delete_mode
+        )
         if t.name.partition >= 0 and s.config.broker_delete_inactive_partitioned_topic_metadata_enabled:
             await self._delete_partitioned_if_empty(t.name.partitioned_topic)
         return True

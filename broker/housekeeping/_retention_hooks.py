@@ -135,8 +135,9 @@ class StorePoliciesProvider:
     topic for that pass).
     """
 
-    def __init__(self, namespaces: NamespaceResources, topic_policies: TopicPolicyStore,
-                 config: RetentionConfig) -> None:
+    def __init__(
+        self, namespaces: NamespaceResources, topic_policies: TopicPolicyStore, config: RetentionConfig
+    ) -> None:
         self.namespaces = namespaces
         self.topic_policies_store = topic_policies
         self.config = config
@@ -147,8 +148,7 @@ class StorePoliciesProvider:
         raw = await self.topic_policies_store.get(topic)
         if not raw and topic.partition >= 0:
             raw = await self.topic_policies_store.get(topic.partitioned_topic)
-        return (None if ns is None else PolicyOverrides.from_json(ns),
-                PolicyOverrides.from_json(raw) if raw else None)
+        return (None if ns is None else PolicyOverrides.from_json(ns), PolicyOverrides.from_json(raw) if raw else None)
 
     async def topic_policies(self, topic: str) -> TopicPolicies:
         """The effective policies of ``topic`` (``persistent://...``)."""

@@ -73,16 +73,24 @@ class SubscriptionExpiry:
                 continue
             limit_s = minutes_of[ns] * 60.0
             for sub in list(topic.subscriptions.values()):
-                if (sub.closed or not sub.durable or sub.consumers or sub.name in (DEDUP_CURSOR, COMPACTION_CURSOR)
-                        or now - sub.last_active <= limit_s):
+                if (
+                    sub.closed
+                    or not sub.durable
+                    or sub.consumers
+                    or sub.name in (DEDUP_CURSOR, COMPACTION_CURSOR)
+                    or now - sub.last_active <= limit_s
+                ):
                     continue
                 try:
                     await topic.unsubscribe(sub)
                 except Exception as exc:
                     log.warning("deleting expired subscription %s failed: %s", sub.full_name, exc)
                     continue
-                log.info("deleted subscription %s: no consumer and no activity for %.0f minutes",
-                         sub.full_name, (now - sub.last_active) / 60)
+                log.info(
+                    "deleted subscription %s: no consumer and no activity for %.0f minutes",
+                    sub.full_name,
+                    (now - sub.last_active) / 60,
+                )
                 deleted.append(sub.full_name)
         return deleted
 

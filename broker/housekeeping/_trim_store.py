@@ -38,9 +38,13 @@ _CAS_ATTEMPTS = 5
 
 def encode_trims(topic: str, trims: Iterable[TrimmedLedger]) -> bytes:
     """The node value for ``topic``'s trims (pure)."""
-    return json.dumps({"topic": topic, "trims": [
-        {"ledgerId": t.ledger_id, "trimmedAtMs": t.trimmed_at_ms, "size": t.size} for t in trims]},
-        separators=(",", ":")).encode()
+    return json.dumps(
+        {
+            "topic": topic,
+            "trims": [{"ledgerId": t.ledger_id, "trimmedAtMs": t.trimmed_at_ms, "size": t.size} for t in trims],
+        },
+        separators=(",", ":"),
+    ).encode()
 
 
 def decode_trims(data: bytes) -> tuple[str, list[TrimmedLedger]]:
@@ -48,8 +52,10 @@ def decode_trims(data: bytes) -> tuple[str, list[TrimmedLedger]]:
     try:
         doc = json.loads(data)
         topic = doc["topic"]
-        trims = [TrimmedLedger(int(t["ledgerId"]), int(t["trimmedAtMs"]),
-                               None if t.get("size") is None else int(t["size"])) for t in doc["trims"]]
+        trims = [
+            TrimmedLedger(int(t["ledgerId"]), int(t["trimmedAtMs"]), None if t.get("size") is None else int(t["size"]))
+            for t in doc["trims"]
+        ]
     except (ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"not a trim-history record: {exc}") from exc
     if not isinstance(topic, str):
@@ -61,8 +67,9 @@ def _merge(a: Iterable[TrimmedLedger], b: Iterable[TrimmedLedger], *, limit: int
     """Union by ledger id (``b`` wins), without expired ones, the newest ``limit``, oldest first."""
     by_id = {t.ledger_id: t for t in a}
     by_id.update({t.ledger_id: t for t in b})
-    kept = sorted((t for t in by_id.values() if t.trimmed_at_ms >= min_ms),
-                  key=lambda t: (t.trimmed_at_ms, t.ledger_id))
+    kept = sorted(
+        (t for t in by_id.values() if t.trimmed_at_ms >= min_ms), key=lambda t: (t.trimmed_at_ms, t.ledger_id)
+    )
     return kept[-limit:] if limit > 0 else []
 
 
@@ -73,8 +80,15 @@ class TrimHistoryStore:
     did; topics whose write failed stay marked and are written at the next `persist`.
     """
 
-    def __init__(self, store: MetadataStore, history: TrimHistory, *, path: str = TRIM_HISTORY_PATH,
-                 max_age_ms: int = DEFAULT_MAX_AGE_MS, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        store: MetadataStore,
+        history: TrimHistory,
+        *,
+        path: str = TRIM_HISTORY_PATH,
+        max_age_ms: int = DEFAULT_MAX_AGE_MS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         if max_age_ms <= 0:
             raise ValueError(f"max_age_ms must be positive, got {max_age_ms}")
         self.store = store

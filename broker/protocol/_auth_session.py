@@ -68,8 +68,7 @@ class AuthSession:
         if not auth.enabled:
             return True
         try:
-            self.identity = auth.authenticate(connect.auth_method_name, connect.auth_data,
-                                              peer_cert=self.peer_cert())
+            self.identity = auth.authenticate(connect.auth_method_name, connect.auth_data, peer_cert=self.peer_cert())
         except AuthenticationError as exc:
             await self._refuse(str(exc))
             return False
@@ -81,9 +80,16 @@ class AuthSession:
         log.warning("connection %s: authentication failed: %s", conn.remote, reason)
         try:
             with trio.move_on_after(5):
-                await conn.stream.send_all(encode_command(make_command(
-                    "ERROR", request_id=_UINT64_MAX, error=pb.AuthenticationError,
-                    message=f"Unable to authenticate: {reason}")))
+                await conn.stream.send_all(
+                    encode_command(
+                        make_command(
+                            "ERROR",
+                            request_id=_UINT64_MAX,
+                            error=pb.AuthenticationError,
+                            message=f"Unable to authenticate: {reason}",
+                        )
+                    )
+                )
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
         conn.close(f"authentication failed: {reason}")
@@ -105,9 +111,14 @@ class AuthSession:
                 return
             self._challenge_pending = True
             log.info("connection %s: credentials of %r expired, sending AUTH_CHALLENGE", conn.remote, identity.role)
-            conn.send_command(make_command(
-                "AUTH_CHALLENGE", server_version=f"Magnetar-{VERSION}", protocol_version=conn.protocol_version,
-                challenge={"auth_method_name": identity.method, "auth_data": REFRESH_AUTH_DATA}))
+            conn.send_command(
+                make_command(
+                    "AUTH_CHALLENGE",
+                    server_version=f"Magnetar-{VERSION}",
+                    protocol_version=conn.protocol_version,
+                    challenge={"auth_method_name": identity.method, "auth_data": REFRESH_AUTH_DATA},
+                )
+            )
 
     def on_auth_response(self, response: pb.CommandAuthResponse) -> None:
         """AUTH_RESPONSE: new credentials for the same role (see the module rules)."""
@@ -116,8 +127,9 @@ class AuthSession:
             return
         data = response.response
         try:
-            identity = auth.authenticate(data.auth_method_name or self.identity.method, data.auth_data,
-                                         peer_cert=self.peer_cert())
+            identity = auth.authenticate(
+                data.auth_method_name or self.identity.method, data.auth_data, peer_cert=self.peer_cert()
+            )
         except AuthenticationError as exc:
             conn.close(f"authentication refresh failed: {exc}")
             return

@@ -206,7 +206,8 @@ class ServerConnection:
             now = trio.current_time()
             # prune on insert: the map holds only the producers closed within one interval
             self._recently_closed_producers = {
-                pid: until for pid, until in self._recently_closed_producers.items() if until > now}
+                pid: until for pid, until in self._recently_closed_producers.items() if until > now
+            }
             self._recently_closed_producers[producer_id] = now + self.config.keep_alive_interval_s
 
     def producer_recently_closed(self, producer_id: int) -> bool:
@@ -316,10 +317,13 @@ class ServerConnection:
 
     def statistics(self) -> dict[str, Any]:
         """A snapshot of the back-pressure state (for metrics and tests)."""
-        return {"queued_bytes": self.queued_bytes, "writable": self._writable,
-                "paused": None if self.paused is None else self.paused.value,
-                "pending_publish_bytes": self.pending_publish_bytes,
-                "pending_publish_count": self.pending_publish_count}
+        return {
+            "queued_bytes": self.queued_bytes,
+            "writable": self._writable,
+            "paused": None if self.paused is None else self.paused.value,
+            "pending_publish_bytes": self.pending_publish_bytes,
+            "pending_publish_count": self.pending_publish_count,
+        }
 
     # ------------------------------------------------------------------ watchdog
 
@@ -359,8 +363,10 @@ class ServerConnection:
         self._publish_signal.fire()
 
     def _publish_window_full(self) -> bool:
-        return (self.pending_publish_bytes > self.config.max_pending_publish_bytes
-                or self.pending_publish_count >= self.config.max_pending_publish_requests_per_connection)
+        return (
+            self.pending_publish_bytes > self.config.max_pending_publish_bytes
+            or self.pending_publish_count >= self.config.max_pending_publish_requests_per_connection
+        )
 
     async def _wait_readable(self) -> None:
         """Return once the connection may be read (Rules B1, B2); ``paused`` says why it waits."""
@@ -408,9 +414,15 @@ class ServerConnection:
         cmd = exc.command
         if cmd is None or cmd.type != pb.BaseCommand.SEND or self.state is not ConnectionState.OPEN:
             return False
-        self.send_command(make_command("SEND_ERROR", producer_id=cmd.send.producer_id,
-                                       sequence_id=cmd.send.sequence_id, error=pb.ChecksumError,
-                                       message="checksum mismatch"))
+        self.send_command(
+            make_command(
+                "SEND_ERROR",
+                producer_id=cmd.send.producer_id,
+                sequence_id=cmd.send.sequence_id,
+                error=pb.ChecksumError,
+                message="checksum mismatch",
+            )
+        )
         return True
 
     async def _handle(self, frame: Frame) -> None:
@@ -433,9 +445,14 @@ class ServerConnection:
         self.client_version = connect.client_version
         self.protocol_version = min(connect.protocol_version, 20)
 
-        self.send_command(make_command(
-            "CONNECTED", server_version=f"Magnetar-{VERSION}", protocol_version=self.protocol_version,
-            max_message_size=self.config.max_message_size))
+        self.send_command(
+            make_command(
+                "CONNECTED",
+                server_version=f"Magnetar-{VERSION}",
+                protocol_version=self.protocol_version,
+                max_message_size=self.config.max_message_size,
+            )
+        )
         self.state = ConnectionState.OPEN
         # the next frame (even one already buffered behind CONNECT) gets the full limit
         self._decoder.set_max_frame_size(self._max_frame_size())

@@ -74,21 +74,37 @@ def _answer_error(conn: ServerConnection, t: int, body: Message, code: int, mess
     if request_id is None:
         return False
     if t == T.PARTITIONED_METADATA:
-        cmd = make_command("PARTITIONED_METADATA_RESPONSE", request_id=request_id,
-                           response=pb.CommandPartitionedTopicMetadataResponse.Failed, error=code, message=message)
+        cmd = make_command(
+            "PARTITIONED_METADATA_RESPONSE",
+            request_id=request_id,
+            response=pb.CommandPartitionedTopicMetadataResponse.Failed,
+            error=code,
+            message=message,
+        )
     elif t == T.LOOKUP:
-        cmd = make_command("LOOKUP_RESPONSE", request_id=request_id,
-                           response=pb.CommandLookupTopicResponse.Failed, error=code, message=message)
+        cmd = make_command(
+            "LOOKUP_RESPONSE",
+            request_id=request_id,
+            response=pb.CommandLookupTopicResponse.Failed,
+            error=code,
+            message=message,
+        )
     elif t == T.GET_SCHEMA:
         cmd = make_command("GET_SCHEMA_RESPONSE", request_id=request_id, error_code=code, error_message=message)
     elif t == T.GET_OR_CREATE_SCHEMA:
-        cmd = make_command("GET_OR_CREATE_SCHEMA_RESPONSE", request_id=request_id, error_code=code,
-                           error_message=message)
+        cmd = make_command(
+            "GET_OR_CREATE_SCHEMA_RESPONSE", request_id=request_id, error_code=code, error_message=message
+        )
     elif t == T.CONSUMER_STATS:
         cmd = make_command("CONSUMER_STATS_RESPONSE", request_id=request_id, error_code=code, error_message=message)
     elif t == T.ACK:
-        cmd = make_command("ACK_RESPONSE", consumer_id=body.consumer_id,  # type: ignore[attr-defined]
-                           request_id=request_id, error=code, message=message)
+        cmd = make_command(
+            "ACK_RESPONSE",
+            consumer_id=body.consumer_id,  # type: ignore[attr-defined]
+            request_id=request_id,
+            error=code,
+            message=message,
+        )
     else:
         cmd = make_command("ERROR", request_id=request_id, error=code, message=message)
     conn.send_command(cmd)
@@ -146,37 +162,77 @@ async def _refuse(conn: ServerConnection, frame: Frame) -> None:
 # ---------------------------------------------------------------------------------- routes (Rule 1)
 
 _INLINE: dict[int, Handler] = {
-    T.PING: _ping, T.PONG: _ignore,
+    T.PING: _ping,
+    T.PONG: _ignore,
     T.SEND: hp.handle_send,
-    T.FLOW: hc.handle_flow, T.ACK: hc.handle_ack,
+    T.FLOW: hc.handle_flow,
+    T.ACK: hc.handle_ack,
     T.REDELIVER_UNACKNOWLEDGED_MESSAGES: hc.handle_redeliver,
 }
 _SPAWNED: dict[int, Handler] = {
-    T.PARTITIONED_METADATA: hl.handle_partitioned_metadata, T.LOOKUP: hl.handle_lookup,
+    T.PARTITIONED_METADATA: hl.handle_partitioned_metadata,
+    T.LOOKUP: hl.handle_lookup,
     T.GET_TOPICS_OF_NAMESPACE: hl.handle_topics_of_namespace,
-    T.GET_SCHEMA: hl.handle_get_schema, T.GET_OR_CREATE_SCHEMA: hl.handle_get_or_create_schema,
-    T.PRODUCER: hp.handle_producer, T.CLOSE_PRODUCER: hp.handle_close_producer,
-    T.SUBSCRIBE: hc.handle_subscribe, T.CLOSE_CONSUMER: hc.handle_close_consumer,
-    T.UNSUBSCRIBE: hc.handle_unsubscribe, T.SEEK: hc.handle_seek,
-    T.GET_LAST_MESSAGE_ID: hc.handle_get_last_message_id, T.CONSUMER_STATS: hc.handle_consumer_stats,
+    T.GET_SCHEMA: hl.handle_get_schema,
+    T.GET_OR_CREATE_SCHEMA: hl.handle_get_or_create_schema,
+    T.PRODUCER: hp.handle_producer,
+    T.CLOSE_PRODUCER: hp.handle_close_producer,
+    T.SUBSCRIBE: hc.handle_subscribe,
+    T.CLOSE_CONSUMER: hc.handle_close_consumer,
+    T.UNSUBSCRIBE: hc.handle_unsubscribe,
+    T.SEEK: hc.handle_seek,
+    T.GET_LAST_MESSAGE_ID: hc.handle_get_last_message_id,
+    T.CONSUMER_STATS: hc.handle_consumer_stats,
     T.AUTH_RESPONSE: _auth_response,
 }
 
-REFUSED_TYPES: frozenset[int] = frozenset({
-    T.NEW_TXN, T.ADD_PARTITION_TO_TXN, T.ADD_SUBSCRIPTION_TO_TXN, T.END_TXN, T.END_TXN_ON_PARTITION,
-    T.END_TXN_ON_SUBSCRIPTION, T.TC_CLIENT_CONNECT_REQUEST, T.WATCH_TOPIC_LIST, T.WATCH_TOPIC_LIST_CLOSE,
-})
+REFUSED_TYPES: frozenset[int] = frozenset(
+    {
+        T.NEW_TXN,
+        T.ADD_PARTITION_TO_TXN,
+        T.ADD_SUBSCRIPTION_TO_TXN,
+        T.END_TXN,
+        T.END_TXN_ON_PARTITION,
+        T.END_TXN_ON_SUBSCRIPTION,
+        T.TC_CLIENT_CONNECT_REQUEST,
+        T.WATCH_TOPIC_LIST,
+        T.WATCH_TOPIC_LIST_CLOSE,
+    }
+)
 """Client commands of features this broker lacks (Rule 1: ERROR NotAllowed)."""
 
-BROKER_ONLY_TYPES: frozenset[int] = frozenset({
-    T.CONNECTED, T.SEND_RECEIPT, T.SEND_ERROR, T.MESSAGE, T.SUCCESS, T.ERROR, T.PRODUCER_SUCCESS,
-    T.PARTITIONED_METADATA_RESPONSE, T.LOOKUP_RESPONSE, T.CONSUMER_STATS_RESPONSE, T.REACHED_END_OF_TOPIC,
-    T.GET_LAST_MESSAGE_ID_RESPONSE, T.ACTIVE_CONSUMER_CHANGE, T.GET_TOPICS_OF_NAMESPACE_RESPONSE,
-    T.GET_SCHEMA_RESPONSE, T.AUTH_CHALLENGE, T.ACK_RESPONSE, T.GET_OR_CREATE_SCHEMA_RESPONSE,
-    T.NEW_TXN_RESPONSE, T.ADD_PARTITION_TO_TXN_RESPONSE, T.ADD_SUBSCRIPTION_TO_TXN_RESPONSE,
-    T.END_TXN_RESPONSE, T.END_TXN_ON_PARTITION_RESPONSE, T.END_TXN_ON_SUBSCRIPTION_RESPONSE,
-    T.TC_CLIENT_CONNECT_RESPONSE, T.WATCH_TOPIC_LIST_SUCCESS, T.WATCH_TOPIC_UPDATE, T.TOPIC_MIGRATED,
-})
+BROKER_ONLY_TYPES: frozenset[int] = frozenset(
+    {
+        T.CONNECTED,
+        T.SEND_RECEIPT,
+        T.SEND_ERROR,
+        T.MESSAGE,
+        T.SUCCESS,
+        T.ERROR,
+        T.PRODUCER_SUCCESS,
+        T.PARTITIONED_METADATA_RESPONSE,
+        T.LOOKUP_RESPONSE,
+        T.CONSUMER_STATS_RESPONSE,
+        T.REACHED_END_OF_TOPIC,
+        T.GET_LAST_MESSAGE_ID_RESPONSE,
+        T.ACTIVE_CONSUMER_CHANGE,
+        T.GET_TOPICS_OF_NAMESPACE_RESPONSE,
+        T.GET_SCHEMA_RESPONSE,
+        T.AUTH_CHALLENGE,
+        T.ACK_RESPONSE,
+        T.GET_OR_CREATE_SCHEMA_RESPONSE,
+        T.NEW_TXN_RESPONSE,
+        T.ADD_PARTITION_TO_TXN_RESPONSE,
+        T.ADD_SUBSCRIPTION_TO_TXN_RESPONSE,
+        T.END_TXN_RESPONSE,
+        T.END_TXN_ON_PARTITION_RESPONSE,
+        T.END_TXN_ON_SUBSCRIPTION_RESPONSE,
+        T.TC_CLIENT_CONNECT_RESPONSE,
+        T.WATCH_TOPIC_LIST_SUCCESS,
+        T.WATCH_TOPIC_UPDATE,
+        T.TOPIC_MIGRATED,
+    }
+)
 """Types only a broker sends (Rule 1: a client sending one is closed)."""
 
 

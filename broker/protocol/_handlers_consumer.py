@@ -21,9 +21,18 @@ from ._handlers_lookup import schema_from_proto
 if TYPE_CHECKING:
     from ._connection import ServerConnection
 
-__all__ = ["handle_subscribe", "handle_flow", "handle_ack", "handle_redeliver", "handle_seek",
-           "handle_unsubscribe", "handle_close_consumer", "handle_get_last_message_id", "handle_consumer_stats",
-           "start_of"]
+__all__ = [
+    "handle_subscribe",
+    "handle_flow",
+    "handle_ack",
+    "handle_redeliver",
+    "handle_seek",
+    "handle_unsubscribe",
+    "handle_close_consumer",
+    "handle_get_last_message_id",
+    "handle_consumer_stats",
+    "start_of",
+]
 
 log = logging.getLogger(__name__)
 _INT64_MAX = (1 << 63) - 1
@@ -66,8 +75,10 @@ async def _check_schema(conn: ServerConnection, topic: Topic | NonPersistentTopi
         await conn.service.schemas.get_or_create(name, info, strategy)
     elif strategy != "ALWAYS_COMPATIBLE":
         # as Pulsar: data or clients without a schema are there, nothing says the consumer can read them
-        raise IncompatibleSchemaError(f"topic {name} has no schema to check the consumer's against (it has "
-                                      f"producers, consumers or data without one)")
+        raise IncompatibleSchemaError(
+            f"topic {name} has no schema to check the consumer's against (it has "
+            f"producers, consumers or data without one)"
+        )
 
 
 async def handle_subscribe(conn: ServerConnection, frame: Frame) -> None:
@@ -81,8 +92,7 @@ async def handle_subscribe(conn: ServerConnection, frame: Frame) -> None:
         raise NotAllowedError("Key_Shared subscriptions are disabled on this broker")
     if req.read_compacted and req.subType not in (SubType.EXCLUSIVE, SubType.FAILOVER):
         # as Pulsar: the compacted view has one reader position, so only single-active types
-        raise NotAllowedError("read compacted is only allowed on Exclusive and Failover subscriptions "
-                              "(and readers)")
+        raise NotAllowedError("read compacted is only allowed on Exclusive and Failover subscriptions (and readers)")
     name = TopicName.parse(req.topic)
     topic = await conn.service.get_any_topic(name, create=req.force_topic_creation)
     if isinstance(topic, Topic):
@@ -91,8 +101,9 @@ async def handle_subscribe(conn: ServerConnection, frame: Frame) -> None:
         raise NotAllowedError("read compacted is not allowed on non-persistent topics (nothing is stored)")
     if req.HasField("schema"):
         await _check_schema(conn, topic, req.schema)
-    initial = (InitialPosition.EARLIEST if req.initialPosition == pb.CommandSubscribe.Earliest
-               else InitialPosition.LATEST)
+    initial = (
+        InitialPosition.EARLIEST if req.initialPosition == pb.CommandSubscribe.Earliest else InitialPosition.LATEST
+    )
     start = start_of(req.start_message_id) if (not req.durable and req.HasField("start_message_id")) else None
     is_new = req.subscription not in topic.subscriptions or not req.durable
     sub = await topic.subscribe(req.subscription, durable=req.durable, initial_position=initial, start=start)
@@ -103,13 +114,21 @@ async def handle_subscribe(conn: ServerConnection, frame: Frame) -> None:
         if req.read_compacted and is_new and from_start:
             sub.compacted_next = Position(-1, -1)  # `Subscription` Rule 5: the whole view
     ranges = None
-    if (req.subType == SubType.KEY_SHARED and req.HasField("keySharedMeta")
-            and req.keySharedMeta.keySharedMode == pb.STICKY):
+    if (
+        req.subType == SubType.KEY_SHARED
+        and req.HasField("keySharedMeta")
+        and req.keySharedMeta.keySharedMode == pb.STICKY
+    ):
         ranges = [(r.start, r.end) for r in req.keySharedMeta.hashRanges]
     consumer = await sub.add_consumer(
-        consumer_id=req.consumer_id, name=req.consumer_name or f"consumer-{req.consumer_id}", connection=conn,
-        sub_type=req.subType, priority=req.priority_level, hash_ranges=ranges,
-        metadata={kv.key: kv.value for kv in req.metadata})
+        consumer_id=req.consumer_id,
+        name=req.consumer_name or f"consumer-{req.consumer_id}",
+        connection=conn,
+        sub_type=req.subType,
+        priority=req.priority_level,
+        hash_ranges=ranges,
+        metadata={kv.key: kv.value for kv in req.metadata},
+    )
     if conn.closed:
         await sub.remove_consumer(consumer)
         return
@@ -119,15 +138,15 @@ async def handle_subscribe(conn: ServerConnection, frame: Frame) -> None:
     if sub.dispatcher is not None:
         sub.dispatcher.notify_new_failover_consumer(consumer)
         sub.dispatcher.wake()  # messages it may be told now (REACHED_END_OF_TOPIC) waited for SUCCESS
-    log.info("consumer %s subscribed to %s/%s (%s)", consumer.name, name, req.subscription,
-             SubType.NAMES.get(req.subType))
+    log.info(
+        "consumer %s subscribed to %s/%s (%s)", consumer.name, name, req.subscription, SubType.NAMES.get(req.subType)
+    )
 
 
 def _gone(conn: ServerConnection, what: str, consumer_id: int) -> None:
     # The broker may have closed the consumer while the client was writing this (CLOSE_CONSUMER
     # crosses it on the wire), so this is routine: dropped quietly, as Pulsar does.
-    log.debug("connection %s: %s for consumer %d, which is not open here: dropped", conn.remote, what,
-              consumer_id)
+    log.debug("connection %s: %s for consumer %d, which is not open here: dropped", conn.remote, what, consumer_id)
 
 
 async def handle_flow(conn: ServerConnection, frame: Frame) -> None:
@@ -154,11 +173,13 @@ async def handle_ack(conn: ServerConnection, frame: Frame) -> None:
         return
     consumer = _consumer(conn, req.consumer_id)
     if req.HasField("validation_error"):
-        log.warning("consumer %s reports a corrupt message (%s)", consumer.name,
-                    pb.CommandAck.ValidationError.Name(req.validation_error))
+        log.warning(
+            "consumer %s reports a corrupt message (%s)",
+            consumer.name,
+            pb.CommandAck.ValidationError.Name(req.validation_error),
+        )
     sub = consumer.subscription
-    items = [(position_of(m), list(m.ack_set), m.batch_size if m.HasField("batch_size") else 0)
-             for m in req.message_id]
+    items = [(position_of(m), list(m.ack_set), m.batch_size if m.HasField("batch_size") else 0) for m in req.message_id]
     if req.ack_type == pb.CommandAck.Cumulative:
         if sub.dispatcher is not None and sub.dispatcher.sub_type in (SubType.SHARED, SubType.KEY_SHARED):
             raise NotAllowedError("cumulative ack is not allowed on Shared and Key_Shared subscriptions")
@@ -267,10 +288,14 @@ async def handle_get_last_message_id(conn: ServerConnection, frame: Frame) -> No
         info = entry_info(entry.data)
         if info.is_batch:
             batch_index = info.num_messages - 1
-    conn.send_command(make_command(
-        "GET_LAST_MESSAGE_ID_RESPONSE", request_id=req.request_id,
-        last_message_id=_mid(last, batch_index, sub.topic.name.partition),
-        consumer_mark_delete_position=_mid(sub.cursor.mark_delete_position, partition=sub.topic.name.partition)))
+    conn.send_command(
+        make_command(
+            "GET_LAST_MESSAGE_ID_RESPONSE",
+            request_id=req.request_id,
+            last_message_id=_mid(last, batch_index, sub.topic.name.partition),
+            consumer_mark_delete_position=_mid(sub.cursor.mark_delete_position, partition=sub.topic.name.partition),
+        )
+    )
 
 
 async def handle_consumer_stats(conn: ServerConnection, frame: Frame) -> None:
@@ -285,12 +310,25 @@ async def handle_consumer_stats(conn: ServerConnection, frame: Frame) -> None:
         backlog, expired_rate = sub.cursor.backlog, sub.rates.per_s[0]
     else:
         backlog, expired_rate = 0, 0.0
-    conn.send_command(make_command(
-        "CONSUMER_STATS_RESPONSE", request_id=req.request_id, msgRateOut=msg_rate, msgThroughputOut=byte_rate,
-        msgRateRedeliver=redeliver_rate, consumerName=consumer.name, availablePermits=max(0, consumer.permits),
-        unackedMessages=consumer.unacked_messages, blockedConsumerOnUnackedMsgs=sub.consumer_blocked(consumer),
-        address=_address(consumer), connectedSince=consumer.connected_since, msgBacklog=backlog,
-        msgRateExpired=expired_rate, messageAckRate=ack_rate, type=sub.type_name))
+    conn.send_command(
+        make_command(
+            "CONSUMER_STATS_RESPONSE",
+            request_id=req.request_id,
+            msgRateOut=msg_rate,
+            msgThroughputOut=byte_rate,
+            msgRateRedeliver=redeliver_rate,
+            consumerName=consumer.name,
+            availablePermits=max(0, consumer.permits),
+            unackedMessages=consumer.unacked_messages,
+            blockedConsumerOnUnackedMsgs=sub.consumer_blocked(consumer),
+            address=_address(consumer),
+            connectedSince=consumer.connected_since,
+            msgBacklog=backlog,
+            msgRateExpired=expired_rate,
+            messageAckRate=ack_rate,
+            type=sub.type_name,
+        )
+    )
 
 
 def _address(consumer: Consumer) -> str:

@@ -18,8 +18,16 @@ if TYPE_CHECKING:
 
     from ._connection import ServerConnection
 
-__all__ = ["handle_partitioned_metadata", "handle_lookup", "handle_topics_of_namespace", "filter_topics",
-           "handle_get_schema", "handle_get_or_create_schema", "schema_from_proto", "schema_to_proto"]
+__all__ = [
+    "handle_partitioned_metadata",
+    "handle_lookup",
+    "handle_topics_of_namespace",
+    "filter_topics",
+    "handle_get_schema",
+    "handle_get_or_create_schema",
+    "schema_from_proto",
+    "schema_to_proto",
+]
 
 
 async def handle_partitioned_metadata(conn: ServerConnection, frame: Frame) -> None:
@@ -27,9 +35,14 @@ async def handle_partitioned_metadata(conn: ServerConnection, frame: Frame) -> N
     req = frame.command.partitionMetadata
     topic = TopicName.parse(req.topic)
     n = await conn.service.partitioned_metadata(topic, auto_create=req.metadata_auto_creation_enabled)
-    conn.send_command(make_command(
-        "PARTITIONED_METADATA_RESPONSE", request_id=req.request_id, partitions=n,
-        response=pb.CommandPartitionedTopicMetadataResponse.Success))
+    conn.send_command(
+        make_command(
+            "PARTITIONED_METADATA_RESPONSE",
+            request_id=req.request_id,
+            partitions=n,
+            response=pb.CommandPartitionedTopicMetadataResponse.Success,
+        )
+    )
 
 
 async def handle_lookup(conn: ServerConnection, frame: Frame) -> None:
@@ -44,17 +57,32 @@ async def handle_lookup(conn: ServerConnection, frame: Frame) -> None:
     listener = req.advertised_listener_name if req.HasField("advertised_listener_name") else ""
     ownership = conn.service.ownership
     if ownership is not None:
-        answer = await ownership.lookup(topic, listener, bool(req.authoritative),
-                                        tls=isinstance(conn.stream, trio.SSLStream))
+        answer = await ownership.lookup(
+            topic, listener, bool(req.authoritative), tls=isinstance(conn.stream, trio.SSLStream)
+        )
         kind = pb.CommandLookupTopicResponse.Redirect if answer.redirect else pb.CommandLookupTopicResponse.Connect
-        conn.send_command(make_command(
-            "LOOKUP_RESPONSE", request_id=req.request_id, response=kind,
-            authoritative=answer.authoritative, proxy_through_service_url=False, **answer.urls))
+        conn.send_command(
+            make_command(
+                "LOOKUP_RESPONSE",
+                request_id=req.request_id,
+                response=kind,
+                authoritative=answer.authoritative,
+                proxy_through_service_url=False,
+                **answer.urls,
+            )
+        )
         return
     urls = conn.service.lookup_urls(listener)
-    conn.send_command(make_command(
-        "LOOKUP_RESPONSE", request_id=req.request_id, response=pb.CommandLookupTopicResponse.Connect,
-        authoritative=True, proxy_through_service_url=False, **urls))
+    conn.send_command(
+        make_command(
+            "LOOKUP_RESPONSE",
+            request_id=req.request_id,
+            response=pb.CommandLookupTopicResponse.Connect,
+            authoritative=True,
+            proxy_through_service_url=False,
+            **urls,
+        )
+    )
 
 
 _SCHEME = re.compile(r"^[a-z-]+://")
@@ -96,22 +124,37 @@ async def handle_topics_of_namespace(conn: ServerConnection, frame: Frame) -> No
         matching = filter_topics(topics, req.topics_pattern)
         if matching is not None:
             topics, filtered = matching, True
-    conn.send_command(make_command("GET_TOPICS_OF_NAMESPACE_RESPONSE", request_id=req.request_id,
-                                   topics=topics, filtered=filtered, changed=True))
+    conn.send_command(
+        make_command(
+            "GET_TOPICS_OF_NAMESPACE_RESPONSE",
+            request_id=req.request_id,
+            topics=topics,
+            filtered=filtered,
+            changed=True,
+        )
+    )
 
 
 def schema_from_proto(schema: pb.Schema) -> SchemaInfo:
     """Our `SchemaInfo` of a wire Schema."""
     # protoc's stub types this as a list of Schema.KeyValue, the enum value, not the KeyValue message
     properties: Iterable[pb.KeyValue] = schema.properties
-    return SchemaInfo(type=schema.type, data=schema.schema_data, name=schema.name,
-                      properties=tuple(sorted((kv.key, kv.value) for kv in properties)))
+    return SchemaInfo(
+        type=schema.type,
+        data=schema.schema_data,
+        name=schema.name,
+        properties=tuple(sorted((kv.key, kv.value) for kv in properties)),
+    )
 
 
 def schema_to_proto(info: SchemaInfo) -> dict:
     """Fields of a wire Schema for `make_command`."""
-    return {"name": info.name, "schema_data": info.data, "type": info.type,
-            "properties": [{"key": k, "value": v} for k, v in info.properties]}
+    return {
+        "name": info.name,
+        "schema_data": info.data,
+        "type": info.type,
+        "properties": [{"key": k, "value": v} for k, v in info.properties],
+    }
 
 
 async def handle_get_schema(conn: ServerConnection, frame: Frame) -> None:
@@ -129,8 +172,14 @@ async def handle_get_schema(conn: ServerConnection, frame: Frame) -> None:
         suffix = f" version {version}" if version is not None else ""
         raise TopicNotFoundError(f"topic {topic} has no schema{suffix}")
     info, v = found
-    conn.send_command(make_command("GET_SCHEMA_RESPONSE", request_id=req.request_id,
-                                   schema=schema_to_proto(info), schema_version=version_bytes(v)))
+    conn.send_command(
+        make_command(
+            "GET_SCHEMA_RESPONSE",
+            request_id=req.request_id,
+            schema=schema_to_proto(info),
+            schema_version=version_bytes(v),
+        )
+    )
 
 
 async def handle_get_or_create_schema(conn: ServerConnection, frame: Frame) -> None:
@@ -138,7 +187,7 @@ async def handle_get_or_create_schema(conn: ServerConnection, frame: Frame) -> N
     req = frame.command.getOrCreateSchema
     topic = TopicName.parse(req.topic)
     strategy, allow_new = await conn.service.schema_strategy(topic.namespace_name)
-    v = await conn.service.schemas.get_or_create(topic, schema_from_proto(req.schema), strategy,
-                                                 allow_new=allow_new)
-    conn.send_command(make_command("GET_OR_CREATE_SCHEMA_RESPONSE", request_id=req.request_id,
-                                   schema_version=version_bytes(v)))
+    v = await conn.service.schemas.get_or_create(topic, schema_from_proto(req.schema), strategy, allow_new=allow_new)
+    conn.send_command(
+        make_command("GET_OR_CREATE_SCHEMA_RESPONSE", request_id=req.request_id, schema_version=version_bytes(v))
+    )

@@ -43,8 +43,10 @@ async def _refuse_if_quota_rejects(conn: ServerConnection, name: TopicName) -> N
     await conn.service.recheck_quota(name)
     decision = conn.service.quota_rejects(name)
     if decision is not None:
-        raise BrokerServiceError(f"cannot create producer on topic {name}: backlog quota exceeded "
-                                 f"({decision.explanation})", pb.ProducerBlockedQuotaExceededException)
+        raise BrokerServiceError(
+            f"cannot create producer on topic {name}: backlog quota exceeded ({decision.explanation})",
+            pb.ProducerBlockedQuotaExceededException,
+        )
 
 
 async def _refuse_if_storage_unavailable(topic: Topic) -> None:
@@ -56,8 +58,10 @@ async def _refuse_if_storage_unavailable(topic: Topic) -> None:
     try:
         await topic.ml.ensure_writable()
     except StorageUnavailable as exc:
-        raise BrokerServiceError(f"cannot create producer on topic {topic.name}: storage is read-only or "
-                                 f"unavailable ({exc})", pb.ProducerBlockedQuotaExceededException) from None
+        raise BrokerServiceError(
+            f"cannot create producer on topic {topic.name}: storage is read-only or unavailable ({exc})",
+            pb.ProducerBlockedQuotaExceededException,
+        ) from None
 
 
 async def handle_producer(conn: ServerConnection, frame: Frame) -> None:
@@ -69,9 +73,15 @@ async def handle_producer(conn: ServerConnection, frame: Frame) -> None:
     existing = conn.producers.get(req.producer_id)
     if existing is not None and not existing.closed:
         # the client retried after a timeout: the producer exists, confirm it again
-        conn.send_command(make_command("PRODUCER_SUCCESS", request_id=req.request_id, producer_name=existing.name,
-                                       last_sequence_id=existing.topic.last_sequence_id(existing.name),
-                                       schema_version=existing.schema_version))
+        conn.send_command(
+            make_command(
+                "PRODUCER_SUCCESS",
+                request_id=req.request_id,
+                producer_name=existing.name,
+                last_sequence_id=existing.topic.last_sequence_id(existing.name),
+                schema_version=existing.schema_version,
+            )
+        )
         return
     name = TopicName.parse(req.topic)
     topic = await conn.service.get_any_topic(name, create=True)
@@ -87,24 +97,35 @@ async def handle_producer(conn: ServerConnection, frame: Frame) -> None:
         # Pulsar does; a non-persistent topic keeps nothing for an absent subscription
         existing_sub = topic.subscriptions.get(req.initial_subscription_name)
         if existing_sub is None or existing_sub.closed:
-            await topic.subscribe(req.initial_subscription_name, durable=True,
-                                  initial_position=InitialPosition.EARLIEST, start=None)
+            await topic.subscribe(
+                req.initial_subscription_name, durable=True, initial_position=InitialPosition.EARLIEST, start=None
+            )
     if req.HasField("producer_name") and req.producer_name:
         producer_name, user_provided = req.producer_name, req.user_provided_producer_name
     else:
         producer_name, user_provided = f"{conn.config.cluster_name}-{_NAME_PREFIX}-{next(_names)}", False
     if conn.closed:
         return
-    producer = Producer(topic=topic, producer_id=req.producer_id, name=producer_name, connection=conn,
-                        access_mode=req.producer_access_mode, user_provided_name=user_provided,
-                        requested_epoch=req.topic_epoch if req.HasField("topic_epoch") else None,
-                        schema_version=schema_version)
+    producer = Producer(
+        topic=topic,
+        producer_id=req.producer_id,
+        name=producer_name,
+        connection=conn,
+        access_mode=req.producer_access_mode,
+        user_provided_name=user_provided,
+        requested_epoch=req.topic_epoch if req.HasField("topic_epoch") else None,
+        schema_version=schema_version,
+    )
     producer.metadata = {kv.key: kv.value for kv in req.metadata}
 
     def success(ready: bool) -> None:
-        fields = {"request_id": req.request_id, "producer_name": producer_name,
-                  "last_sequence_id": topic.last_sequence_id(producer_name), "producer_ready": ready,
-                  "schema_version": schema_version}
+        fields = {
+            "request_id": req.request_id,
+            "producer_name": producer_name,
+            "last_sequence_id": topic.last_sequence_id(producer_name),
+            "producer_ready": ready,
+            "schema_version": schema_version,
+        }
         if producer.exclusive:
             fields["topic_epoch"] = producer.epoch
         conn.send_command(make_command("PRODUCER_SUCCESS", **fields))
@@ -143,7 +164,8 @@ async def handle_send(conn: ServerConnection, frame: Frame) -> None:
         return
     producer = conn.producers.get(req.producer_id)
     if (producer is None and conn.producer_recently_closed(req.producer_id)) or (
-            producer is not None and producer.closed):
+        producer is not None and producer.closed
+    ):
         # CLOSE_PRODUCER crossed this SEND on the wire: the client resends after reconnecting
         log.debug("SEND for producer %d that the broker closed, on %s: dropped", req.producer_id, conn.remote)
         return
@@ -153,8 +175,10 @@ async def handle_send(conn: ServerConnection, frame: Frame) -> None:
     if producer.topic.producers.get(producer.name) is not producer:
         # parked WaitForExclusive (PRODUCER_SUCCESS said producer_ready=false): storing this would
         # break the exclusive holder's guarantee
-        conn.close(f"SEND for producer {req.producer_id} ({producer.name}), which is not ready "
-                   f"(waiting for exclusive access to {producer.topic.name})")
+        conn.close(
+            f"SEND for producer {req.producer_id} ({producer.name}), which is not ready "
+            f"(waiting for exclusive access to {producer.topic.name})"
+        )
         return
     # maxMessageSize bounds the payload (a chunk's payload is exactly that big); the metadata gets
     # the frame padding on top, and the entry must fit in one bookie frame. The client checks
@@ -163,11 +187,20 @@ async def handle_send(conn: ServerConnection, frame: Frame) -> None:
     limit = conn.config.max_message_size + MESSAGE_SIZE_FRAME_PADDING
     storage_limit = producer.topic.ml.max_entry_size if isinstance(producer.topic, Topic) else limit
     if len(raw) > min(limit, storage_limit):
-        why = (f"maxMessageSize {conn.config.max_message_size}" if len(raw) > limit
-               else f"the largest entry storage accepts ({storage_limit} bytes)")
-        conn.send_command(make_command(
-            "SEND_ERROR", producer_id=req.producer_id, sequence_id=req.sequence_id, error=pb.NotAllowedError,
-            message=f"message of {len(raw)} bytes exceeds {why}"))
+        why = (
+            f"maxMessageSize {conn.config.max_message_size}"
+            if len(raw) > limit
+            else f"the largest entry storage accepts ({storage_limit} bytes)"
+        )
+        conn.send_command(
+            make_command(
+                "SEND_ERROR",
+                producer_id=req.producer_id,
+                sequence_id=req.sequence_id,
+                error=pb.NotAllowedError,
+                message=f"message of {len(raw)} bytes exceeds {why}",
+            )
+        )
         return
     if isinstance(producer.topic, Topic) and conn.service.quota_rejects(producer.topic.name) is not None:
         # the quota turned to reject while this producer was attached: close it; its reconnect is
@@ -181,8 +214,14 @@ async def handle_send(conn: ServerConnection, frame: Frame) -> None:
     if req.is_chunk or (frame.metadata is not None and frame.metadata.num_chunks_from_msg > 1):
         producer.chunk_in_counter += 1
         producer.topic.stats_state.chunks_seen = True
-    producer.topic.publish(producer, req.sequence_id, highest, raw, req.num_messages,
-                           partial_chunk=frame.metadata is not None and is_partial_chunk(frame.metadata))
+    producer.topic.publish(
+        producer,
+        req.sequence_id,
+        highest,
+        raw,
+        req.num_messages,
+        partial_chunk=frame.metadata is not None and is_partial_chunk(frame.metadata),
+    )
     # publish rate (`_rate_limit` Rule 3): over the topic's rate, stop reading this connection
     # until the window ends, as Pulsar disables auto-read; nothing is dropped or refused
     # on both kinds of topic (`_nonpersistent` Rule 7)

@@ -63,8 +63,9 @@ async def _refuse(stream: trio.abc.Stream, remote: str, reason: str, handshake_s
     try:
         with trio.move_on_after(handshake_s):
             # a few dozen bytes into a new socket's empty send buffer: this does not wait for the peer
-            await stream.send_all(encode_command(make_command(
-                "ERROR", request_id=UINT64_MAX, error=pb.NotAllowedError, message=reason)))
+            await stream.send_all(
+                encode_command(make_command("ERROR", request_id=UINT64_MAX, error=pb.NotAllowedError, message=reason))
+            )
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         pass
     finally:
@@ -84,8 +85,14 @@ async def _listen(port: int, host: str, key: str) -> list[trio.SocketListener]:
         raise OSError(exc.errno, f"cannot listen on {host or '*'}:{port} ({key}): {exc.strerror or exc}") from exc
 
 
-async def serve_broker(service: BrokerService, host: str | None = None, port: int | None = None, *,
-                       tls_port: int | None = None, task_status=trio.TASK_STATUS_IGNORED) -> None:
+async def serve_broker(
+    service: BrokerService,
+    host: str | None = None,
+    port: int | None = None,
+    *,
+    tls_port: int | None = None,
+    task_status=trio.TASK_STATUS_IGNORED,
+) -> None:
     """Serve the Pulsar protocol for ``service`` until cancelled.
 
     Starts the service (its topic nursery and idle-unload loop) and listens on ``host:port``
@@ -145,7 +152,12 @@ async def serve_broker(service: BrokerService, host: str | None = None, port: in
             finally:
                 limiter.release(ip)
 
-        log.info("broker listening on %s (%s%s%s)", host, service.service_url,
-                 " " if service.service_url and service.service_url_tls else "", service.service_url_tls)
+        log.info(
+            "broker listening on %s (%s%s%s)",
+            host,
+            service.service_url,
+            " " if service.service_url and service.service_url_tls else "",
+            service.service_url_tls,
+        )
         task_status.started(real_port if real_port is not None else real_tls_port)
         await trio.serve_listeners(handle, listeners, handler_nursery=nursery)

@@ -24,8 +24,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["FULL_UPPER", "MAX_BUNDLES", "BundleRange", "bundle_hash", "default_boundaries", "boundaries_of",
-           "bundles_of", "bundle_for", "parse_bundle", "split_boundaries", "policies_bundles"]
+__all__ = [
+    "FULL_UPPER",
+    "MAX_BUNDLES",
+    "BundleRange",
+    "bundle_hash",
+    "default_boundaries",
+    "boundaries_of",
+    "bundles_of",
+    "bundle_for",
+    "parse_bundle",
+    "split_boundaries",
+    "policies_bundles",
+]
 
 FULL_UPPER = 0xFFFFFFFF
 MAX_BUNDLES = 1024

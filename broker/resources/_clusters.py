@@ -20,11 +20,20 @@ CLUSTERS_ROOT = "/admin/clusters"
 _NAME = re.compile(r"[-=:.\w]{1,255}")  # Pulsar's named-entity rule
 
 
-def cluster_data(*, web_service_url: str = "", web_service_url_tls: str = "", broker_service_url: str = "",
-                 broker_service_url_tls: str = "") -> dict[str, Any]:
+def cluster_data(
+    *,
+    web_service_url: str = "",
+    web_service_url_tls: str = "",
+    broker_service_url: str = "",
+    broker_service_url_tls: str = "",
+) -> dict[str, Any]:
     """Pulsar's ClusterData JSON for these URLs (comma-separated host lists allowed, as Pulsar)."""
-    return {"serviceUrl": web_service_url, "serviceUrlTls": web_service_url_tls,
-            "brokerServiceUrl": broker_service_url, "brokerServiceUrlTls": broker_service_url_tls}
+    return {
+        "serviceUrl": web_service_url,
+        "serviceUrlTls": web_service_url_tls,
+        "brokerServiceUrl": broker_service_url,
+        "brokerServiceUrlTls": broker_service_url_tls,
+    }
 
 
 class ClusterResources:
@@ -52,8 +61,9 @@ class ClusterResources:
     async def create(self, name: str, data: dict[str, Any]) -> bool:
         """Create the cluster record; False (and nothing written) when it already exists."""
         try:
-            await self.store.create(f"{CLUSTERS_ROOT}/{self.check_name(name)}", json.dumps(data).encode(),
-                                    make_parents=True)
+            await self.store.create(
+                f"{CLUSTERS_ROOT}/{self.check_name(name)}", json.dumps(data).encode(), make_parents=True
+            )
         except NodeExistsError:
             return False
         return True

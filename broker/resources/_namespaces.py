@@ -114,8 +114,9 @@ class NamespaceResources:
             except BadVersionError:
                 continue
 
-    async def modify_policies(self, ns: NamespaceName,
-                              change: Callable[[dict[str, Any]], None]) -> dict[str, Any] | None:
+    async def modify_policies(
+        self, ns: NamespaceName, change: Callable[[dict[str, Any]], None]
+    ) -> dict[str, Any] | None:
         """Apply ``change`` (which edits the dict in place) to the Policies with compare-and-set,
         re-reading and re-applying on a concurrent change; None when the namespace does not exist."""
         path = f"{POLICIES_ROOT}/{ns}"
@@ -156,8 +157,9 @@ class NamespaceResources:
             return 0
         return int(json.loads(data).get("partitions", 0))
 
-    async def create_partitioned_topic(self, topic: TopicName, partitions: int,
-                                       properties: Mapping[str, str] | None = None) -> None:
+    async def create_partitioned_topic(
+        self, topic: TopicName, partitions: int, properties: Mapping[str, str] | None = None
+    ) -> None:
         """Record a partitioned topic (with its ``properties``, Pulsar's PartitionedTopicMetadata
         ``properties``, when there are any); ``NodeExistsError`` when it exists."""
         if partitions <= 0:
@@ -165,8 +167,7 @@ class NamespaceResources:
         record: dict[str, object] = {"partitions": partitions}
         if properties:
             record["properties"] = dict(properties)
-        await self.store.create(f"{PARTITIONED_ROOT}/{topic.rest_path}", json.dumps(record).encode(),
-                                make_parents=True)
+        await self.store.create(f"{PARTITIONED_ROOT}/{topic.rest_path}", json.dumps(record).encode(), make_parents=True)
 
     async def partitioned_topic_properties(self, topic: TopicName) -> dict[str, str]:
         """The properties a partitioned topic was created with (empty when none, or no such topic)."""

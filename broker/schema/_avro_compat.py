@@ -44,20 +44,28 @@ __all__ = ["AvroSchemaError", "AvroNode", "default_error", "parse_avro", "read_e
 PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
 NAMED = frozenset({"record", "enum", "fixed"})
 # writer type -> reader types it may be promoted to
-_PROMOTIONS = {"int": ("long", "float", "double"), "long": ("float", "double"), "float": ("double",),
-               "string": ("bytes",), "bytes": ("string",)}
+_PROMOTIONS = {
+    "int": ("long", "float", "double"),
+    "long": ("float", "double"),
+    "float": ("double",),
+    "string": ("bytes",),
+    "bytes": ("string",),
+}
 _MAX_DEPTH = 200  # nesting bound: a hostile definition must not exhaust the stack
-_INT32 = (-(2 ** 31), 2 ** 31 - 1)
+_INT32 = (-(2**31), 2**31 - 1)
 # attributes that are not properties of a type or a field (Avro's reserved names)
-_TYPE_RESERVED = frozenset({"doc", "fields", "items", "name", "namespace", "size", "symbols", "values", "type",
-                            "aliases"})
+_TYPE_RESERVED = frozenset(
+    {"doc", "fields", "items", "name", "namespace", "size", "symbols", "values", "type", "aliases"}
+)
 _FIELD_RESERVED = frozenset({"default", "doc", "name", "order", "type", "aliases"})
 
 
 def _props(obj: dict[str, Any], reserved: frozenset[str]) -> str:
     extra = {k: v for k, v in obj.items() if k not in reserved}
     return json.dumps(extra, sort_keys=True) if extra else ""
-_INT64 = (-(2 ** 63), 2 ** 63 - 1)
+
+
+_INT64 = (-(2**63), 2**63 - 1)
 
 
 class AvroSchemaError(ValueError):
@@ -235,8 +243,9 @@ class _Parser:
             if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
                 raise AvroSchemaError(f"{fwhere}: 'aliases' must be a list of names")
             ftype = self.parse(f["type"], inner_ns, fwhere, depth + 1)
-            if "order" in f and (not isinstance(f["order"], str)
-                                 or f["order"].upper() not in ("ASCENDING", "DESCENDING", "IGNORE")):
+            if "order" in f and (
+                not isinstance(f["order"], str) or f["order"].upper() not in ("ASCENDING", "DESCENDING", "IGNORE")
+            ):
                 raise AvroSchemaError(f"{fwhere}: 'order' must be ascending, descending or ignore")
             default = f.get("default")
             if isinstance(default, str) and ftype.kind in ("float", "double"):
@@ -245,8 +254,17 @@ class _Parser:
                     default = float(default)
                 except ValueError:
                     raise AvroSchemaError(f"{fwhere}: default {default!r} is not a number") from None
-            node.fields.append(AvroField(f["name"], ftype, "default" in f, frozenset(aliases), default,
-                                         f.get("order", "ascending").upper(), _props(f, _FIELD_RESERVED)))
+            node.fields.append(
+                AvroField(
+                    f["name"],
+                    ftype,
+                    "default" in f,
+                    frozenset(aliases),
+                    default,
+                    f.get("order", "ascending").upper(),
+                    _props(f, _FIELD_RESERVED),
+                )
+            )
         return node
 
     def _enum(self, obj: dict[str, Any], namespace: str, where: str) -> AvroNode:
@@ -344,8 +362,11 @@ def _valid_default(node: AvroNode, value: Any, has_value: bool = True) -> bool:
         return _valid_default(node.branches[0], value)
     if kind == "record":
         return isinstance(value, dict) and all(
-            _valid_default(f.type, value[f.name]) if f.name in value
-            else _valid_default(f.type, f.default, f.has_default) for f in node.fields)
+            _valid_default(f.type, value[f.name])
+            if f.name in value
+            else _valid_default(f.type, f.default, f.has_default)
+            for f in node.fields
+        )
     return False
 
 
@@ -398,9 +419,17 @@ def _encode_error(node: AvroNode, value: Any, depth: int = 0) -> str | None:
         return next((r for r in (_encode_error(child, v, depth + 1) for v in elements) if r), None)
     if kind == "union":
         return _encode_error(node.branches[0], value, depth + 1)
-    ok = {"fixed": isinstance(value, str), "string": isinstance(value, str), "bytes": isinstance(value, str),
-          "int": _is_number(value), "long": _is_number(value), "float": _is_number(value),
-          "double": _is_number(value), "boolean": isinstance(value, bool), "null": value is None}[kind]
+    ok = {
+        "fixed": isinstance(value, str),
+        "string": isinstance(value, str),
+        "bytes": isinstance(value, str),
+        "int": _is_number(value),
+        "long": _is_number(value),
+        "float": _is_number(value),
+        "double": _is_number(value),
+        "boolean": isinstance(value, bool),
+        "null": value is None,
+    }[kind]
     return None if ok else f"default {json.dumps(value)} is not a {kind}"
 
 
@@ -415,7 +444,7 @@ class _Abort(Exception):
 @dataclass
 class _RecordResult:
     reason: str | None = None
-    direct: bool = False        # the pair itself is an error (a reader field without data or default)
+    direct: bool = False  # the pair itself is an error (a reader field without data or default)
     field_direct: bool = False  # some field pair resolved so far is itself an error
 
 
@@ -496,8 +525,9 @@ class _Resolver:
         if r.kind == "union":
             i = self.first_matching_branch(w, r, path)
             if i < 0:
-                return (f"{path}: written type {w.describe()} matches no branch of the reader's union "
-                        f"{r.describe()}"), True
+                return (
+                    f"{path}: written type {w.describe()} matches no branch of the reader's union {r.describe()}"
+                ), True
             return self.resolve(w, r.branches[i], path)[0], False
         if r.kind in _PROMOTIONS.get(w.kind, ()):
             return None, False
@@ -542,8 +572,7 @@ class _Resolver:
                 return j
             if w.kind == "record":
                 probe = self.record(w, b, path)
-                if not (probe.direct or probe.field_direct) and (
-                        structure_match < 0 or self.wshort(w) == b.short_name):
+                if not (probe.direct or probe.field_direct) and (structure_match < 0 or self.wshort(w) == b.short_name):
                     structure_match = j
         if structure_match >= 0:
             return structure_match
@@ -573,14 +602,16 @@ class _Resolver:
             return w.symbols == r.symbols
         if w.kind == "union":
             return len(w.branches) == len(r.branches) and all(
-                self.union_equiv(a, b, seen) for a, b in zip(w.branches, r.branches, strict=True))
+                self.union_equiv(a, b, seen) for a, b in zip(w.branches, r.branches, strict=True)
+            )
         key = (id(w), id(r))
         if key not in seen:
             seen[key] = True  # optimistic inside itself
             written = self.writer_fields(w)
             seen[key] = len(written) == len(r.fields) and all(
                 name == rf.name and self.union_equiv(wf.type, rf.type, seen)
-                for (name, wf), rf in zip(written, r.fields, strict=True))
+                for (name, wf), rf in zip(written, r.fields, strict=True)
+            )
         return seen[key]
 
 
@@ -607,12 +638,18 @@ def _same(a: AvroNode, b: AvroNode, seen: set[tuple[int, int]]) -> bool:
         return _same(x, y, seen)
     if a.kind == "union":
         return len(a.branches) == len(b.branches) and all(
-            _same(x, y, seen) for x, y in zip(a.branches, b.branches, strict=True))
+            _same(x, y, seen) for x, y in zip(a.branches, b.branches, strict=True)
+        )
     if a.kind == "record" and (id(a), id(b)) not in seen:
         seen.add((id(a), id(b)))
         return len(a.fields) == len(b.fields) and all(
-            f.name == g.name and f.order == g.order and f.props == g.props and _same_default(f, g)
-            and _same(f.type, g.type, seen) for f, g in zip(a.fields, b.fields, strict=True))
+            f.name == g.name
+            and f.order == g.order
+            and f.props == g.props
+            and _same_default(f, g)
+            and _same(f.type, g.type, seen)
+            for f, g in zip(a.fields, b.fields, strict=True)
+        )
     return True
 
 

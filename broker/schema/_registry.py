@@ -59,9 +59,21 @@ from protocols.pulsar import schema_storage_pb2 as pulsar_storage
 from .._errors import BrokerServiceError, IncompatibleSchemaError
 from ._avro_compat import AvroNode, AvroSchemaError, default_error, parse_avro, read_error
 
-__all__ = ["InvalidSchemaError", "PulsarStoredSchemaError", "ReadEntry", "SchemaInfo", "SchemaRegistry",
-           "check_compatible", "check_consumer_compatible", "decode_pulsar_locator", "decode_pulsar_schema_entry",
-           "key_value_parts", "validate_schema", "version_bytes", "version_from_bytes"]
+__all__ = [
+    "InvalidSchemaError",
+    "PulsarStoredSchemaError",
+    "ReadEntry",
+    "SchemaInfo",
+    "SchemaRegistry",
+    "check_compatible",
+    "check_consumer_compatible",
+    "decode_pulsar_locator",
+    "decode_pulsar_schema_entry",
+    "key_value_parts",
+    "validate_schema",
+    "version_bytes",
+    "version_from_bytes",
+]
 
 SCHEMAS_ROOT = "/schemas"
 _JSON = 2
@@ -93,14 +105,24 @@ class SchemaInfo:
 
     def to_json(self) -> dict[str, Any]:
         """The stored form."""
-        return {"type": self.type, "name": self.name, "data": base64.b64encode(self.data).decode(),
-                "properties": dict(self.properties), "timestamp": self.timestamp}
+        return {
+            "type": self.type,
+            "name": self.name,
+            "data": base64.b64encode(self.data).decode(),
+            "properties": dict(self.properties),
+            "timestamp": self.timestamp,
+        }
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> SchemaInfo:
         """Inverse of `to_json`."""
-        return cls(int(obj["type"]), base64.b64decode(obj["data"]), obj.get("name", ""),
-                   tuple(sorted(obj.get("properties", {}).items())), int(obj.get("timestamp", 0)))
+        return cls(
+            int(obj["type"]),
+            base64.b64decode(obj["data"]),
+            obj.get("name", ""),
+            tuple(sorted(obj.get("properties", {}).items())),
+            int(obj.get("timestamp", 0)),
+        )
 
 
 def version_bytes(version: int) -> bytes:
@@ -124,8 +146,7 @@ def _avro_of(info: SchemaInfo) -> AvroNode:
     try:
         return parse_avro(info.data)
     except AvroSchemaError as exc:
-        raise InvalidSchemaError(f"invalid {_TYPE_NAMES.get(info.type, 'schema')} schema definition: {exc}") \
-            from None
+        raise InvalidSchemaError(f"invalid {_TYPE_NAMES.get(info.type, 'schema')} schema definition: {exc}") from None
 
 
 def validate_schema(info: SchemaInfo) -> None:
@@ -154,12 +175,12 @@ def key_value_parts(info: SchemaInfo) -> tuple[tuple[str, SchemaInfo], tuple[str
     key_len = int.from_bytes(data[:4], "big", signed=True)
     if key_len < 0 or 8 + key_len > len(data):
         return None
-    value_len = int.from_bytes(data[4 + key_len:8 + key_len], "big", signed=True)
+    value_len = int.from_bytes(data[4 + key_len : 8 + key_len], "big", signed=True)
     if value_len < 0 or 8 + key_len + value_len != len(data):
         return None
     props = dict(info.properties)
     parts = []
-    for side, part in (("key", data[4:4 + key_len]), ("value", data[8 + key_len:])):
+    for side, part in (("key", data[4 : 4 + key_len]), ("value", data[8 + key_len :])):
         name = props.get(f"{side}.schema.type", "BYTES").upper()
         parts.append((name, SchemaInfo(type=_AVRO_BASED_NAMES.get(name, -1), data=part)))
     return parts[0], parts[1]
@@ -190,14 +211,17 @@ def new_version_error(new: SchemaInfo) -> str | None:
 def _pair_compatible(new: SchemaInfo, old: SchemaInfo, strategy: str) -> str | None:
     """None when ``new`` may follow ``old`` under ``strategy``; else the reason it may not."""
     if new.type != old.type:
-        return (f"schema type {_TYPE_NAMES.get(new.type, new.type)} differs from the existing type "
-                f"{_TYPE_NAMES.get(old.type, old.type)}")
+        return (
+            f"schema type {_TYPE_NAMES.get(new.type, new.type)} differs from the existing type "
+            f"{_TYPE_NAMES.get(old.type, old.type)}"
+        )
     if new.type == _KEY_VALUE:
         new_parts, old_parts = key_value_parts(new), key_value_parts(old)
         if new_parts is not None and old_parts is not None:
             # as Pulsar: the key and value types stay, and each side is checked by its own type's rules
             for side, (new_name, new_part), (old_name, old_part) in zip(
-                    ("key", "value"), new_parts, old_parts, strict=True):
+                ("key", "value"), new_parts, old_parts, strict=True
+            ):
                 if new_name != old_name:
                     return f"the {side} schema type {new_name} differs from the existing {old_name}"
                 reason = _pair_compatible(new_part, old_part, strategy)
@@ -259,8 +283,10 @@ def check_consumer_compatible(new: SchemaInfo, existing: list[SchemaInfo], strat
     if strategy in ("BACKWARD", "FORWARD", "FORWARD_TRANSITIVE", "FULL"):
         _check_against(new, existing[-1:], "BACKWARD", len(existing) - 1)
     elif strategy == "ALWAYS_INCOMPATIBLE":
-        raise IncompatibleSchemaError("the namespace's schema strategy is ALWAYS_INCOMPATIBLE and the "
-                                      "consumer's schema is none of the topic's versions")
+        raise IncompatibleSchemaError(
+            "the namespace's schema strategy is ALWAYS_INCOMPATIBLE and the "
+            "consumer's schema is none of the topic's versions"
+        )
     else:
         _check_against(new, existing, strategy, 0)
 
@@ -374,8 +400,7 @@ class SchemaRegistry:
                 return i
         return None
 
-    async def check(self, topic: TopicName, schema: SchemaInfo, strategy: str, *,
-                    consumer: bool = False) -> int | None:
+    async def check(self, topic: TopicName, schema: SchemaInfo, strategy: str, *, consumer: bool = False) -> int | None:
         """Check without registering: the matching version, or None if new but compatible
         (as a new version, or with ``consumer`` as a consumer's schema: `check_consumer_compatible`).
 
@@ -391,8 +416,9 @@ class SchemaRegistry:
             check_compatible(schema, versions, strategy)
         return None
 
-    async def get_or_create(self, topic: TopicName, schema: SchemaInfo, strategy: str, *,
-                            allow_new: bool = True) -> int:
+    async def get_or_create(
+        self, topic: TopicName, schema: SchemaInfo, strategy: str, *, allow_new: bool = True
+    ) -> int:
         """The version of ``schema``, adding it as a new version if compatible.
 
         Raises `IncompatibleSchemaError` when it is incompatible, or when it is new and
@@ -404,8 +430,10 @@ class SchemaRegistry:
                 if v.same_as(schema):
                     return i
             if pulsars:
-                raise IncompatibleSchemaError("the topic's schema was stored by Apache Pulsar's broker: Magnetar "
-                                              "serves its versions but does not add to them")
+                raise IncompatibleSchemaError(
+                    "the topic's schema was stored by Apache Pulsar's broker: Magnetar "
+                    "serves its versions but does not add to them"
+                )
             if versions and not allow_new:
                 raise IncompatibleSchemaError("the namespace does not allow producers to add schema versions")
             check_compatible(schema, versions, strategy)

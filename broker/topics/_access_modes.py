@@ -48,8 +48,9 @@ def fenced(message: str) -> BrokerServiceError:
     return BrokerServiceError(message, pb.ProducerFenced)
 
 
-def admit(topic: str, producers: dict[str, Producer], waiting: Waiting, producer: Producer,
-          on_ready: OnReady) -> Admission:
+def admit(
+    topic: str, producers: dict[str, Producer], waiting: Waiting, producer: Producer, on_ready: OnReady
+) -> Admission:
     """Apply ``producer``'s access mode to the topic's ``producers`` and ``waiting`` (module
     docstring). ATTACHED and PARKED edit them; EXCLUSIVE leaves ``producer`` out for the caller to
     grant it an epoch and attach it, after the fencing of ExclusiveWithFencing has been done here.

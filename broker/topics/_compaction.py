@@ -79,9 +79,18 @@ if TYPE_CHECKING:
 
     from ._topic import Topic
 
-__all__ = ["COMPACTION_CURSOR", "COMPACTED_LEDGER_PROPERTY", "CompactionState", "CompactedView", "Compactor",
-           "CompactionInProgress", "MAX_KEYS", "THRESHOLD_POLICY", "compaction_threshold",
-           "delete_compacted_ledger"]
+__all__ = [
+    "COMPACTION_CURSOR",
+    "COMPACTED_LEDGER_PROPERTY",
+    "CompactionState",
+    "CompactedView",
+    "Compactor",
+    "CompactionInProgress",
+    "MAX_KEYS",
+    "THRESHOLD_POLICY",
+    "compaction_threshold",
+    "delete_compacted_ledger",
+]
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +156,7 @@ def _decompress(md: MessageMetadata, payload: bytes) -> bytes:
 def _split_entry(data: bytes) -> tuple[MessageMetadata, bytes]:
     md = entry_metadata(data)
     (size,) = struct.unpack_from(">I", data, 0)
-    return md, data[4 + size:]
+    return md, data[4 + size :]
 
 
 def entry_messages(data: bytes) -> list[_Message]:
@@ -163,8 +172,10 @@ def entry_messages(data: bytes) -> list[_Message]:
         singles = split_batch(_decompress(md, payload), md.num_messages_in_batch)
     except MalformedBatch as exc:
         raise ValueError(str(exc)) from exc
-    return [_Message(s.partition_key if s.HasField("partition_key") else None, s.null_value or not body)
-            for s, body in singles]
+    return [
+        _Message(s.partition_key if s.HasField("partition_key") else None, s.null_value or not body)
+        for s, body in singles
+    ]
 
 
 def rewrite_batch(data: bytes, keep: set[int]) -> bytes:
@@ -191,7 +202,7 @@ def decode_compacted(raw: bytes) -> Entry:
     if len(raw) < _HEADER.size:
         raise ValueError("compacted entry too short")
     ledger_id, entry_id = _HEADER.unpack_from(raw, 0)
-    return Entry(Position(ledger_id, entry_id), raw[_HEADER.size:])
+    return Entry(Position(ledger_id, entry_id), raw[_HEADER.size :])
 
 
 def _decode_read(raw: bytes, ledger_id: int) -> Entry:
@@ -360,13 +371,16 @@ class Compactor:
 
     def stats(self) -> dict[str, int]:
         """Pulsar's ``CompactionStats`` of the topic stats (``compaction``)."""
-        return {"lastCompactionRemovedEventCount": self.last_removed_events,
-                "lastCompactionSucceedTimestamp": self.last_succeed_ms,
-                "lastCompactionFailedTimestamp": self.last_failed_ms,
-                "lastCompactionDurationTimeInMills": self.last_duration_ms}
+        return {
+            "lastCompactionRemovedEventCount": self.last_removed_events,
+            "lastCompactionSucceedTimestamp": self.last_succeed_ms,
+            "lastCompactionFailedTimestamp": self.last_failed_ms,
+            "lastCompactionDurationTimeInMills": self.last_duration_ms,
+        }
 
-    async def _messages(self, old: CompactedView | None, start: Position | InitialPosition,
-                        horizon: Position) -> AsyncIterator[tuple[Entry, list[_Message]]]:
+    async def _messages(
+        self, old: CompactedView | None, start: Position | InitialPosition, horizon: Position
+    ) -> AsyncIterator[tuple[Entry, list[_Message]]]:
         """The entries of the previous view, then the topic's from ``start`` to ``horizon``."""
         if old is not None:
             i = 0
@@ -396,8 +410,9 @@ class Compactor:
         ml = self._ml
         horizon = ml.last_confirmed_entry
         old = self.view
-        start: Position | InitialPosition = (self.topic.next_position(old.horizon) if old is not None
-                                             else InitialPosition.EARLIEST)
+        start: Position | InitialPosition = (
+            self.topic.next_position(old.horizon) if old is not None else InitialPosition.EARLIEST
+        )
         if old is not None and horizon <= old.horizon:
             return 0  # nothing written since the last run: the view stands
         # The cursor exists from the first run on, so that retention cannot trim what the run
@@ -419,8 +434,11 @@ class Compactor:
         n = 0
         try:
             async for entry, messages in self._messages(old, start, horizon):
-                keep = {i for i, m in enumerate(messages)
-                        if m.key is not None and not m.tombstone and latest.get(m.key) == (entry.position, i)}
+                keep = {
+                    i
+                    for i, m in enumerate(messages)
+                    if m.key is not None and not m.tombstone and latest.get(m.key) == (entry.position, i)
+                }
                 n += len(messages)
                 kept += len(keep)
                 if not keep:
@@ -440,18 +458,28 @@ class Compactor:
                     try:
                         await side.delete(writer.ledger_id)
                     except ManagedLedgerError as exc:
-                        log.warning("compaction of %s: could not delete the unfinished ledger: %s",
-                                    self.topic.name, exc)
+                        log.warning(
+                            "compaction of %s: could not delete the unfinished ledger: %s", self.topic.name, exc
+                        )
         self.view = CompactedView(horizon, reader)
-        log.info("compacted %s up to %s into ledger %d (%d entries)", self.topic.name, horizon,
-                 writer.ledger_id, writer.entries)
+        log.info(
+            "compacted %s up to %s into ledger %d (%d entries)",
+            self.topic.name,
+            horizon,
+            writer.ledger_id,
+            writer.entries,
+        )
         if old is not None:
             await old.reader.close()
             try:
                 await side.delete(old.ledger_id)
             except ManagedLedgerError as exc:
-                log.warning("compaction of %s: could not delete the old compacted ledger %d: %s",
-                            self.topic.name, old.ledger_id, exc)
+                log.warning(
+                    "compaction of %s: could not delete the old compacted ledger %d: %s",
+                    self.topic.name,
+                    old.ledger_id,
+                    exc,
+                )
         return n - kept
 
     # ------------------------------------------------------------------ automatic (Rule 6)
@@ -469,8 +497,12 @@ class Compactor:
             return False
         if self.backlog_bytes() <= threshold:
             return False
-        log.info("topic %s: compaction backlog %d bytes over the threshold %d: compacting", self.topic.name,
-                 self.backlog_bytes(), threshold)
+        log.info(
+            "topic %s: compaction backlog %d bytes over the threshold %d: compacting",
+            self.topic.name,
+            self.backlog_bytes(),
+            threshold,
+        )
         self.start()
         return True
 

@@ -101,10 +101,18 @@ class Consumer:
     the last stats period (`_stats.StatsUpdater`).
     """
 
-    def __init__(self, *, consumer_id: int, name: str, connection: Any,
-                 subscription: Subscription | NonPersistentSubscription, priority: int, seq: int,
-                 hash_ranges: Sequence[tuple[int, int]] = (),
-                 metadata: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        consumer_id: int,
+        name: str,
+        connection: Any,
+        subscription: Subscription | NonPersistentSubscription,
+        priority: int,
+        seq: int,
+        hash_ranges: Sequence[tuple[int, int]] = (),
+        metadata: dict[str, str] | None = None,
+    ) -> None:
         self.consumer_id = consumer_id
         self.name = name
         self.connection = connection
@@ -163,8 +171,10 @@ class Consumer:
         chunks = topic.stats_state.chunks_seen
         msgs = size = chunk_count = 0
         for entry, redelivery, ack_set in items:
-            message_id: dict[str, int] = {"ledgerId": entry.position.ledger_id & UINT64_MAX,
-                                          "entryId": entry.position.entry_id & UINT64_MAX}
+            message_id: dict[str, int] = {
+                "ledgerId": entry.position.ledger_id & UINT64_MAX,
+                "entryId": entry.position.entry_id & UINT64_MAX,
+            }
             if partition >= 0:
                 message_id["partition"] = partition
             fields: dict[str, Any] = {"consumer_id": self.consumer_id, "message_id": message_id}
@@ -199,8 +209,11 @@ class Consumer:
     def notify_active(self, is_active: bool) -> None:
         """Tell a Failover consumer whether it is now the active one (ACTIVE_CONSUMER_CHANGE)."""
         if self.ready and not self.closed:
-            self.connection.send_nowait(encode_command(make_command(
-                "ACTIVE_CONSUMER_CHANGE", consumer_id=self.consumer_id, is_active=is_active)))
+            self.connection.send_nowait(
+                encode_command(
+                    make_command("ACTIVE_CONSUMER_CHANGE", consumer_id=self.consumer_id, is_active=is_active)
+                )
+            )
 
     def reached_end_of_topic(self) -> None:
         """Tell the client, once, that the terminated topic has no more messages for it
@@ -217,8 +230,7 @@ class Consumer:
         self.end_of_topic_sent = True
         if not understands_end_of_topic(str(getattr(self.connection, "client_version", ""))):
             return
-        self.connection.send_nowait(encode_command(make_command(
-            "REACHED_END_OF_TOPIC", consumer_id=self.consumer_id)))
+        self.connection.send_nowait(encode_command(make_command("REACHED_END_OF_TOPIC", consumer_id=self.consumer_id)))
 
     def close_from_broker(self) -> None:
         """Tell the client the broker closed this consumer (it will re-subscribe) and detach it."""
@@ -226,5 +238,6 @@ class Consumer:
             return
         self.closed = True
         self.connection.forget_consumer(self.consumer_id, self)
-        self.connection.send_nowait(encode_command(make_command(
-            "CLOSE_CONSUMER", consumer_id=self.consumer_id, request_id=UINT64_MAX)))
+        self.connection.send_nowait(
+            encode_command(make_command("CLOSE_CONSUMER", consumer_id=self.consumer_id, request_id=UINT64_MAX))
+        )

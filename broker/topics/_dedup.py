@@ -68,8 +68,14 @@ from metadata import MetadataStore, NoNodeError
 
 from ._entries import entry_metadata
 
-__all__ = ["Deduplication", "DedupVerdict", "DEDUP_CURSOR", "SNAPSHOT_MAX_BYTES", "highest_sequence_id",
-           "is_partial_chunk"]
+__all__ = [
+    "Deduplication",
+    "DedupVerdict",
+    "DEDUP_CURSOR",
+    "SNAPSHOT_MAX_BYTES",
+    "highest_sequence_id",
+    "is_partial_chunk",
+]
 
 log = logging.getLogger(__name__)
 DEDUP_ROOT = "/dedup"
@@ -115,8 +121,15 @@ class Deduplication:
     (Rule 4); ``snapshot_max_bytes``: the encoded size a snapshot may take.
     """
 
-    def __init__(self, store: MetadataStore, ml_name: str, snapshot_interval: int, *,
-                 max_producers: int = 10_000, snapshot_max_bytes: int = SNAPSHOT_MAX_BYTES) -> None:
+    def __init__(
+        self,
+        store: MetadataStore,
+        ml_name: str,
+        snapshot_interval: int,
+        *,
+        max_producers: int = 10_000,
+        snapshot_max_bytes: int = SNAPSHOT_MAX_BYTES,
+    ) -> None:
         self.store = store
         self.path = f"{DEDUP_ROOT}/{ml_name}"
         self.snapshot_interval = snapshot_interval
@@ -173,8 +186,17 @@ class Deduplication:
         if flight[0] <= 0:
             del self._in_flight[producer]
 
-    def on_persisted(self, producer: str, sequence_id: int, highest: int, position: Position, *,
-                     partial_chunk: bool = False, attached: bool = True, now: float = 0.0) -> bool:
+    def on_persisted(
+        self,
+        producer: str,
+        sequence_id: int,
+        highest: int,
+        position: Position,
+        *,
+        partial_chunk: bool = False,
+        attached: bool = True,
+        now: float = 0.0,
+    ) -> bool:
         """Record a stored entry (a chunk before the last records no sequence id, Rule 6); True when
         a snapshot is due (Rule 3). ``attached``: a producer of that name is connected; if not,
         the name counts as inactive from ``now`` on (Rule 4)."""

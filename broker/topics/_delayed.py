@@ -114,8 +114,18 @@ if TYPE_CHECKING:
     from .._config import BrokerConfig
 
 __all__ = [
-    "BUCKET_FACTORY", "IN_MEMORY_FACTORY", "TRACKER_FACTORIES", "MERGE_FAN_IN", "IndexSettings", "IndexState",
-    "BucketState", "BucketStore", "BucketWriter", "DelayedIndex", "SideLedgerBucketStore", "delete_bucket_ledgers",
+    "BUCKET_FACTORY",
+    "IN_MEMORY_FACTORY",
+    "TRACKER_FACTORIES",
+    "MERGE_FAN_IN",
+    "IndexSettings",
+    "IndexState",
+    "BucketState",
+    "BucketStore",
+    "BucketWriter",
+    "DelayedIndex",
+    "SideLedgerBucketStore",
+    "delete_bucket_ledgers",
     "delete_topic_bucket_ledgers",
 ]
 
@@ -205,11 +215,13 @@ class IndexSettings:
         mutable = self.min_index_count + self.read_batch
         segment = self.cutter().max_indexes
         buckets = self.max_num_buckets + MERGE_FAN_IN + 1
-        return (mutable * _MUTABLE_ENTRY_BYTES  # the mutable bucket
-                + mutable * _RUN_ENTRY_BYTES  # a bucket being persisted, all its segments
-                + buckets * segment * _RUN_ENTRY_BYTES  # one head per bucket
-                + (MERGE_FAN_IN + 2) * segment * _RUN_ENTRY_BYTES  # a merge: a segment per input, output
-                + buckets * _BUCKET_OVERHEAD)
+        return (
+            mutable * _MUTABLE_ENTRY_BYTES  # the mutable bucket
+            + mutable * _RUN_ENTRY_BYTES  # a bucket being persisted, all its segments
+            + buckets * segment * _RUN_ENTRY_BYTES  # one head per bucket
+            + (MERGE_FAN_IN + 2) * segment * _RUN_ENTRY_BYTES  # a merge: a segment per input, output
+            + buckets * _BUCKET_OVERHEAD
+        )
 
 
 # ---------------------------------------------------------------------------------------- storage
@@ -435,9 +447,17 @@ class DelayedIndex:
     poppable without a clock tick (recovered, a head loaded, a merge done) or the index has room
     for more again (a bucket stored)."""
 
-    def __init__(self, name: str, store: BucketStore, settings: IndexSettings, *,
-                 acked_up_to: Callable[[], Position], backoff: Backoff,
-                 clock_ms: Callable[[], float], idle_check_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        name: str,
+        store: BucketStore,
+        settings: IndexSettings,
+        *,
+        acked_up_to: Callable[[], Position],
+        backoff: Backoff,
+        clock_ms: Callable[[], float],
+        idle_check_s: float = 5.0,
+    ) -> None:
         self.name = name
         self.store = store
         self.settings = settings
@@ -602,8 +622,14 @@ class DelayedIndex:
         self._mutable = []
         self._mutable_bytes = 0
         runs = list(cut_keys(keys, self.settings.cutter()))
-        bucket = _Bucket(self._mutable_start, self._mutable_end, BucketState.PERSISTING, n_segments=len(runs),
-                         remaining=len(keys), pending=runs)
+        bucket = _Bucket(
+            self._mutable_start,
+            self._mutable_end,
+            BucketState.PERSISTING,
+            n_segments=len(runs),
+            remaining=len(keys),
+            pending=runs,
+        )
         self._mutable_start = self._mutable_end = None
         self._install(bucket)
         self._set_head(bucket, runs[0], 0)
@@ -611,8 +637,7 @@ class DelayedIndex:
         self._work.fire()
 
     def _maybe_seal(self) -> None:
-        if (self.settings.persistent and len(self._mutable) >= self.settings.min_index_count
-                and self._can_seal()):
+        if self.settings.persistent and len(self._mutable) >= self.settings.min_index_count and self._can_seal():
             self._seal()
 
     # ------------------------------------------------------------------ buckets in memory
@@ -760,8 +785,9 @@ class DelayedIndex:
                 await self.store.delete(ledger_id)
                 return
             except ManagedLedgerError as exc:
-                log.warning("delayed index %s: cannot delete abandoned bucket ledger %d now: %s", self.name,
-                            ledger_id, exc)
+                log.warning(
+                    "delayed index %s: cannot delete abandoned bucket ledger %d now: %s", self.name, ledger_id, exc
+                )
         self._doomed.append((None, ledger_id))
 
     async def _write(self, runs: Sequence[IndexRun], start: Position, end: Position) -> int:
@@ -842,8 +868,9 @@ class DelayedIndex:
                 other = kept[-1]
                 encloses = item[0] == other[0] and item[1] >= other[1]
                 loser = other if encloses else item
-                log.warning("delayed index %s: buckets %s and %s overlap; dropping %s", self.name, other[2],
-                            item[2], loser[2])
+                log.warning(
+                    "delayed index %s: buckets %s and %s overlap; dropping %s", self.name, other[2], item[2], loser[2]
+                )
                 self._doomed.append((loser[2], loser[3]))
                 if encloses:
                     kept[-1] = item
@@ -856,8 +883,9 @@ class DelayedIndex:
                 last = await self.store.last_entry_id(ledger_id)
                 footer = decode_footer(await self.store.read(ledger_id, last))
                 if (footer.start, footer.end) != (start, end) or last != len(footer.segments):
-                    raise DelayedIndexFormatError(f"footer covers {footer.start}..{footer.end} in "
-                                                  f"{len(footer.segments)} segments")
+                    raise DelayedIndexFormatError(
+                        f"footer covers {footer.start}..{footer.end} in {len(footer.segments)} segments"
+                    )
             except (SideLedgerMissing, DelayedIndexFormatError) as exc:
                 log.error("delayed index %s: bucket %s (ledger %d) is lost: %s", self.name, key, ledger_id, exc)
                 self._doomed.append((key, None))
@@ -866,8 +894,15 @@ class DelayedIndex:
             while skip < len(footer.segments) and footer.segments[skip].max_ts <= now:
                 skip += 1
             remaining = sum(s.count for s in footer.segments[skip:])
-            bucket = _Bucket(start, end, BucketState.STORED, n_segments=len(footer.segments), remaining=remaining,
-                             ledger_id=ledger_id, next_segment=skip)
+            bucket = _Bucket(
+                start,
+                end,
+                BucketState.STORED,
+                n_segments=len(footer.segments),
+                remaining=remaining,
+                ledger_id=ledger_id,
+                next_segment=skip,
+            )
             buckets.append(bucket)
         for key in bad:
             self._doomed.append((key, None))
@@ -875,8 +910,7 @@ class DelayedIndex:
             self._install(bucket)
             if bucket.next_segment >= bucket.n_segments:
                 self._retire(bucket, "due before the restart")
-        log.info("delayed index %s: recovered %d buckets holding %d entries", self.name, len(self._buckets),
-                 self.count)
+        log.info("delayed index %s: recovered %d buckets holding %d entries", self.name, len(self._buckets), self.count)
 
     # ------------------------------------------------------------------ merging (Rule 8)
 
@@ -891,7 +925,7 @@ class DelayedIndex:
             best: list[_Bucket] = []
             best_count = -1
             for i in range(len(buckets) - k + 1):
-                window = buckets[i:i + k]
+                window = buckets[i : i + k]
                 if any(b.state is not BucketState.STORED for b in window):
                     continue
                 if sum(b.n_segments - b.next_segment + 1 for b in window) > footer_room:
@@ -947,8 +981,15 @@ class DelayedIndex:
             start, end = group[0].start, group[-1].end
             await writer.add(encode_footer(BucketFooter(start, end, tuple(infos))))
             await writer.close()
-            merged = _Bucket(start, end, BucketState.STORED, n_segments=len(infos), remaining=total,
-                             ledger_id=writer.ledger_id, next_segment=1)
+            merged = _Bucket(
+                start,
+                end,
+                BucketState.STORED,
+                n_segments=len(infos),
+                remaining=total,
+                ledger_id=writer.ledger_id,
+                next_segment=1,
+            )
             await self.store.update_properties({merged.key: str(writer.ledger_id)}, [b.key for b in group])
         except BaseException:
             if writer is not None:

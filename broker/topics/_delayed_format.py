@@ -34,10 +34,23 @@ from dataclasses import dataclass
 from protocols.managed_ledger import Position
 
 __all__ = [
-    "BUCKET_KEY_PREFIX", "DelayedIndexFormatError", "IndexRun", "SegmentInfo", "BucketFooter",
-    "pack", "unpack", "MAX_FIELD", "INDEX_BYTES",
-    "encode_segment", "decode_segment", "encode_footer", "decode_footer",
-    "bucket_key", "parse_bucket_key", "SegmentCutter", "cut_keys",
+    "BUCKET_KEY_PREFIX",
+    "DelayedIndexFormatError",
+    "IndexRun",
+    "SegmentInfo",
+    "BucketFooter",
+    "pack",
+    "unpack",
+    "MAX_FIELD",
+    "INDEX_BYTES",
+    "encode_segment",
+    "decode_segment",
+    "encode_footer",
+    "decode_footer",
+    "bucket_key",
+    "parse_bucket_key",
+    "SegmentCutter",
+    "cut_keys",
 ]
 
 BUCKET_KEY_PREFIX = "#pulsar.internal.delayed.bucket"
@@ -104,8 +117,9 @@ class IndexRun:
 
     __slots__ = ("ts", "ledger", "entry")
 
-    def __init__(self, ts: array[int] | None = None, ledger: array[int] | None = None,
-                 entry: array[int] | None = None) -> None:
+    def __init__(
+        self, ts: array[int] | None = None, ledger: array[int] | None = None, entry: array[int] | None = None
+    ) -> None:
         self.ts: array[int] = ts if ts is not None else array("q")
         self.ledger: array[int] = ledger if ledger is not None else array("q")
         self.entry: array[int] = entry if entry is not None else array("q")
@@ -173,9 +187,9 @@ def decode_segment(data: bytes) -> IndexRun:
         raise DelayedIndexFormatError(f"not a delayed-index segment (magic {magic!r})")
     if len(data) != _SEG_HEAD.size + count * INDEX_BYTES:
         raise DelayedIndexFormatError(f"segment of {count} entries has {len(data)} bytes")
-    view = memoryview(data)[_SEG_HEAD.size:]
+    view = memoryview(data)[_SEG_HEAD.size :]
     width = count * 8
-    run = IndexRun(_be_array(view[:width]), _be_array(view[width:2 * width]), _be_array(view[2 * width:]))
+    run = IndexRun(_be_array(view[:width]), _be_array(view[width : 2 * width]), _be_array(view[2 * width :]))
     if count and (min(run.ts) < 0 or min(run.ledger) < 0 or min(run.entry) < 0):
         raise DelayedIndexFormatError("segment holds a negative field")
     return run
@@ -183,8 +197,16 @@ def decode_segment(data: bytes) -> IndexRun:
 
 def encode_footer(footer: BucketFooter) -> bytes:
     """The stored form of a bucket's footer."""
-    head = _FOOTER_HEAD.pack(_FOOTER_MAGIC, _FOOTER_VERSION, 0, footer.start.ledger_id, footer.start.entry_id,
-                             footer.end.ledger_id, footer.end.entry_id, len(footer.segments))
+    head = _FOOTER_HEAD.pack(
+        _FOOTER_MAGIC,
+        _FOOTER_VERSION,
+        0,
+        footer.start.ledger_id,
+        footer.start.entry_id,
+        footer.end.ledger_id,
+        footer.end.entry_id,
+        len(footer.segments),
+    )
     return head + b"".join(_SEG_INFO.pack(s.count, s.min_ts, s.max_ts) for s in footer.segments)
 
 
@@ -201,8 +223,9 @@ def decode_footer(data: bytes) -> BucketFooter:
         raise DelayedIndexFormatError(f"unknown delayed-index footer version {version}")
     if len(data) != _FOOTER_HEAD.size + n * _SEG_INFO.size:
         raise DelayedIndexFormatError(f"footer of {n} segments has {len(data)} bytes")
-    segments = tuple(SegmentInfo(*_SEG_INFO.unpack_from(data, _FOOTER_HEAD.size + i * _SEG_INFO.size))
-                     for i in range(n))
+    segments = tuple(
+        SegmentInfo(*_SEG_INFO.unpack_from(data, _FOOTER_HEAD.size + i * _SEG_INFO.size)) for i in range(n)
+    )
     for s in segments:
         if s.count < 1 or s.min_ts < 0 or s.max_ts < s.min_ts:
             raise DelayedIndexFormatError(f"footer has an invalid segment {s}")
@@ -226,7 +249,7 @@ def parse_bucket_key(key: str) -> tuple[Position, Position] | None:
     prefix = BUCKET_KEY_PREFIX + "_"
     if not key.startswith(prefix):
         return None
-    parts = key[len(prefix):].split("_")
+    parts = key[len(prefix) :].split("_")
     try:
         if len(parts) != 2:
             raise ValueError(key)

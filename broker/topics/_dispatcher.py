@@ -114,8 +114,11 @@ class Dispatcher:
         self.delayed: DelayedIndex | None = None  # Rule 5, set by `run` on Shared and Key_Shared
         self._last_release_ms = 0.0
         config = self.config
-        self._read_backoff = Backoff(config.dispatcher_read_failure_backoff_initial_time_ms / 1000,
-                                     config.dispatcher_read_failure_backoff_max_time_ms / 1000, jitter=0.1)
+        self._read_backoff = Backoff(
+            config.dispatcher_read_failure_backoff_initial_time_ms / 1000,
+            config.dispatcher_read_failure_backoff_max_time_ms / 1000,
+            jitter=0.1,
+        )
         self._read_failure: ManagedLedgerError | None = None
         self.changed = Signal()
         self.active: Consumer | None = None
@@ -315,8 +318,7 @@ class Dispatcher:
             return
         now_ms = self.clock() * 1000.0
         cursor = self.sub.cursor
-        due = index.pop_due(now_ms, room,
-                            lambda p: p in self.owner or p in self.replay or cursor.is_acked(p))
+        due = index.pop_due(now_ms, room, lambda p: p in self.owner or p in self.replay or cursor.is_acked(p))
         self._last_release_ms = now_ms
         self.replay.update(due)
 
@@ -328,8 +330,9 @@ class Dispatcher:
         limits = self.sub.topic.limits
         if limits.max_unacked_per_consumer > 0 and c.unacked_messages >= limits.max_unacked_per_consumer:
             return False
-        return not (limits.max_unacked_per_subscription > 0
-                    and self._sub_unacked >= limits.max_unacked_per_subscription)
+        return not (
+            limits.max_unacked_per_subscription > 0 and self._sub_unacked >= limits.max_unacked_per_subscription
+        )
 
     @property
     def unacked_messages(self) -> int:
@@ -342,8 +345,11 @@ class Dispatcher:
 
     def _rate_allows(self) -> int | None:
         """Rule 8: messages the dispatch rates still allow in their windows (None: unbounded)."""
-        allowed = [a for a in (self.sub.topic.dispatch_limiter.available_msgs(),
-                               self.sub.dispatch_limiter.available_msgs()) if a is not None]
+        allowed = [
+            a
+            for a in (self.sub.topic.dispatch_limiter.available_msgs(), self.sub.dispatch_limiter.available_msgs())
+            if a is not None
+        ]
         return min(allowed) if allowed else None
 
     def _notify_end_of_topic(self) -> None:
@@ -382,8 +388,12 @@ class Dispatcher:
         entries = await self._read_replay(batch, view)
         replayed = len(entries)
         read_new = 0
-        if (self._read_failure is None and self._replay_room() > 0 and len(entries) < batch
-                and (self.delayed is None or self.delayed.accepting)):
+        if (
+            self._read_failure is None
+            and self._replay_room() > 0
+            and len(entries) < batch
+            and (self.delayed is None or self.delayed.accepting)
+        ):
             permits = sum(max(0, c.permits) for c in self.consumers if self._can_take(c))
             want = min(batch - len(entries), max(1, permits))
             try:
@@ -424,8 +434,9 @@ class Dispatcher:
                     entries.append(await ml.read_entry(pos))
             except ManagedLedgerError as exc:
                 if not from_view and not ml.has_entry(pos):
-                    log.warning("dispatcher %s: %s is no longer stored (%s); not delivering it", self.sub.full_name,
-                                pos, exc)
+                    log.warning(
+                        "dispatcher %s: %s is no longer stored (%s); not delivering it", self.sub.full_name, pos, exc
+                    )
                     self.replay.discard(pos)
                     self.redelivery_counts.pop(pos, None)
                     continue
@@ -482,8 +493,7 @@ class Dispatcher:
             target.pending[pos] = info.num_messages
             self._sub_unacked += info.num_messages
             self.owner[pos] = target
-            out.setdefault(target, []).append(
-                (entry, self.redelivery_counts.get(pos, 0), self._ack_set(pos, info)))
+            out.setdefault(target, []).append((entry, self.redelivery_counts.get(pos, 0), self._ack_set(pos, info)))
             sent += 1
             sent_msgs += info.num_messages
             sent_bytes += len(entry.data)
@@ -519,4 +529,3 @@ class Dispatcher:
             elif pos >= c.join_barrier:
                 return None
         return c
-

@@ -18,8 +18,16 @@ from google.protobuf.message import DecodeError
 
 from protocols.pulsar import MessageMetadata, invalid_utf8_field, key_hash_slot, sticky_key
 
-__all__ = ["EntryInfo", "entry_info", "entry_metadata", "ack_set_words", "acked_indexes_from_ack_set",
-           "MAX_UNKNOWN_BATCH_SIZE", "Signal", "UINT64_MAX"]
+__all__ = [
+    "EntryInfo",
+    "entry_info",
+    "entry_metadata",
+    "ack_set_words",
+    "acked_indexes_from_ack_set",
+    "MAX_UNKNOWN_BATCH_SIZE",
+    "Signal",
+    "UINT64_MAX",
+]
 
 UINT64_MAX = (1 << 64) - 1
 _U32 = struct.Struct(">I")
@@ -38,7 +46,7 @@ def entry_metadata(data: bytes) -> MessageMetadata:
     if size > len(data) - 4:
         raise ValueError("entry metadata size overruns the entry")
     md = MessageMetadata()
-    raw = data[4:4 + size]
+    raw = data[4 : 4 + size]
     try:
         md.ParseFromString(raw)
     except DecodeError as exc:
@@ -96,7 +104,7 @@ def ack_set_words(batch_size: int, acked: Iterable[int]) -> list[int]:
     for i in acked:
         if 0 <= i < batch_size:
             bitmap[i >> 3] &= ~(1 << (i & 7)) & 0xFF
-    words = [int.from_bytes(bitmap[k:k + 8], "little") for k in range(0, len(bitmap), 8)]
+    words = [int.from_bytes(bitmap[k : k + 8], "little") for k in range(0, len(bitmap), 8)]
     return [w - (1 << 64) if w >= 1 << 63 else w for w in words]
 
 

@@ -68,9 +68,12 @@ __all__ = ["NonPersistentTopic", "NonPersistentSubscription"]
 
 log = logging.getLogger(__name__)
 
-_ACCESS_MODE_NAMES = {AccessMode.SHARED: "Shared", AccessMode.EXCLUSIVE: "Exclusive",
-                      AccessMode.WAIT_FOR_EXCLUSIVE: "WaitForExclusive",
-                      AccessMode.EXCLUSIVE_WITH_FENCING: "ExclusiveWithFencing"}
+_ACCESS_MODE_NAMES = {
+    AccessMode.SHARED: "Shared",
+    AccessMode.EXCLUSIVE: "Exclusive",
+    AccessMode.WAIT_FOR_EXCLUSIVE: "WaitForExclusive",
+    AccessMode.EXCLUSIVE_WITH_FENCING: "ExclusiveWithFencing",
+}
 
 
 class NonPersistentSubscription:
@@ -114,9 +117,17 @@ class NonPersistentSubscription:
 
     # ------------------------------------------------------------------ consumers
 
-    async def add_consumer(self, *, consumer_id: int, name: str, connection: Any, sub_type: int,
-                           priority: int, hash_ranges: list[tuple[int, int]] | None,
-                           metadata: dict[str, str]) -> Consumer:
+    async def add_consumer(
+        self,
+        *,
+        consumer_id: int,
+        name: str,
+        connection: Any,
+        sub_type: int,
+        priority: int,
+        hash_ranges: list[tuple[int, int]] | None,
+        metadata: dict[str, str],
+    ) -> Consumer:
         """Attach a consumer; raises `ConsumerBusyError` (another type, a second Exclusive consumer,
         mixed Key_Shared modes) or `BrokerServiceError` (overlapping sticky ranges)."""
         if self.closed:
@@ -131,7 +142,8 @@ class NonPersistentSubscription:
             if self.sub_type != sub_type:
                 raise ConsumerBusyError(
                     f"subscription {self.name!r} is of type {SubType.NAMES.get(self.sub_type or 0)}, "
-                    f"not {SubType.NAMES.get(sub_type, sub_type)}")
+                    f"not {SubType.NAMES.get(sub_type, sub_type)}"
+                )
             if sub_type == SubType.EXCLUSIVE:
                 raise ConsumerBusyError(f"exclusive consumer is already connected to subscription {self.name!r}")
             if sub_type == SubType.KEY_SHARED and self.sticky != bool(hash_ranges):
@@ -139,8 +151,16 @@ class NonPersistentSubscription:
         else:
             self.sub_type, self.sticky = sub_type, bool(hash_ranges)
         self._seq += 1
-        consumer = Consumer(consumer_id=consumer_id, name=name, connection=connection, subscription=self,
-                            priority=priority, seq=self._seq, hash_ranges=hash_ranges or (), metadata=metadata)
+        consumer = Consumer(
+            consumer_id=consumer_id,
+            name=name,
+            connection=connection,
+            subscription=self,
+            priority=priority,
+            seq=self._seq,
+            hash_ranges=hash_ranges or (),
+            metadata=metadata,
+        )
         if sub_type == SubType.KEY_SHARED:
             try:
                 if self.sticky:
@@ -264,7 +284,8 @@ class NonPersistentSubscription:
         if self.topic.name.partition >= 0:
             message_id["partition"] = self.topic.name.partition
         frame = encode_payload_command_raw(
-            make_command("MESSAGE", consumer_id=target.consumer_id, message_id=message_id), data)
+            make_command("MESSAGE", consumer_id=target.consumer_id, message_id=message_id), data
+        )
         target.note_sent(info.num_messages, len(data), 1)
         target.connection.send_nowait(frame)
 
@@ -367,8 +388,16 @@ class NonPersistentTopic:
         """What PRODUCER_SUCCESS reports: -1 (no deduplication without storage)."""
         return -1
 
-    def publish(self, producer: Producer, sequence_id: int, highest: int, raw: bytes, num_messages: int, *,
-                partial_chunk: bool = False) -> None:
+    def publish(
+        self,
+        producer: Producer,
+        sequence_id: int,
+        highest: int,
+        raw: bytes,
+        num_messages: int,
+        *,
+        partial_chunk: bool = False,
+    ) -> None:
         """Fan one SEND out to the subscriptions and answer its receipt at once (Rule 1)."""
         receipt = producer.new_receipt(sequence_id, highest, len(raw))
         if self.closed:

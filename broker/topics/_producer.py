@@ -64,10 +64,19 @@ class Receipt:
 class Producer:
     """One producer: its name, access mode and the receipts it still owes (Rule 1)."""
 
-    def __init__(self, *, topic: Topic | NonPersistentTopic, producer_id: int, name: str, connection: Any,
-                 access_mode: int,
-                 user_provided_name: bool, epoch: int = 0, requested_epoch: int | None = None,
-                 schema_version: bytes = b"") -> None:
+    def __init__(
+        self,
+        *,
+        topic: Topic | NonPersistentTopic,
+        producer_id: int,
+        name: str,
+        connection: Any,
+        access_mode: int,
+        user_provided_name: bool,
+        epoch: int = 0,
+        requested_epoch: int | None = None,
+        schema_version: bytes = b"",
+    ) -> None:
         self.topic = topic
         self.producer_id = producer_id
         self.name = name
@@ -111,13 +120,21 @@ class Producer:
                 self.connection.publish_done(s.size)  # no answer will be written
                 continue
             if s.error is not None:
-                cmd = make_command("SEND_ERROR", producer_id=self.producer_id, sequence_id=s.sequence_id,
-                                   error=pb.PersistenceError, message=s.error)
+                cmd = make_command(
+                    "SEND_ERROR",
+                    producer_id=self.producer_id,
+                    sequence_id=s.sequence_id,
+                    error=pb.PersistenceError,
+                    message=s.error,
+                )
             else:
                 cmd = make_command(
-                    "SEND_RECEIPT", producer_id=self.producer_id, sequence_id=s.sequence_id,
+                    "SEND_RECEIPT",
+                    producer_id=self.producer_id,
+                    sequence_id=s.sequence_id,
                     highest_sequence_id=s.highest_sequence_id,
-                    message_id={"ledgerId": s.ledger_id & UINT64_MAX, "entryId": s.entry_id & UINT64_MAX})
+                    message_id={"ledgerId": s.ledger_id & UINT64_MAX, "entryId": s.entry_id & UINT64_MAX},
+                )
             # the SEND's bytes leave the connection's publish window once this is written
             self.connection.send_receipt(encode_command(cmd), s.size)
 
@@ -127,5 +144,6 @@ class Producer:
             return
         self.closed = True
         self.connection.forget_producer(self.producer_id, self)
-        self.connection.send_nowait(encode_command(make_command(
-            "CLOSE_PRODUCER", producer_id=self.producer_id, request_id=UINT64_MAX)))
+        self.connection.send_nowait(
+            encode_command(make_command("CLOSE_PRODUCER", producer_id=self.producer_id, request_id=UINT64_MAX))
+        )

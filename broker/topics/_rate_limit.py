@@ -32,8 +32,14 @@ class RateLimiter:
     """See the module rules. ``clock`` defaults to trio's clock; the limits can change at any time
     (`configure`), taking effect in the current window."""
 
-    def __init__(self, max_msgs: int = 0, max_bytes: int = 0, period_s: float = 1.0, *,
-                 clock: Callable[[], float] = trio.current_time) -> None:
+    def __init__(
+        self,
+        max_msgs: int = 0,
+        max_bytes: int = 0,
+        period_s: float = 1.0,
+        *,
+        clock: Callable[[], float] = trio.current_time,
+    ) -> None:
         self._clock = clock
         self.max_msgs = 0
         self.max_bytes = 0
@@ -78,7 +84,8 @@ class RateLimiter:
             return False
         self._roll()
         return (self.max_msgs > 0 and self._msgs >= self.max_msgs) or (
-            self.max_bytes > 0 and self._bytes >= self.max_bytes)
+            self.max_bytes > 0 and self._bytes >= self.max_bytes
+        )
 
     def available_msgs(self) -> int | None:
         """Messages still allowed in this window (None: no message bound; 0 when exhausted)."""

@@ -18,8 +18,13 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 __all__ = [
-    "HASH_RANGE_SIZE", "ConsumerKey", "choose_active_consumer", "RoundRobin",
-    "AutoSplitRanges", "StickyRanges", "RangeConflictError",
+    "HASH_RANGE_SIZE",
+    "ConsumerKey",
+    "choose_active_consumer",
+    "RoundRobin",
+    "AutoSplitRanges",
+    "StickyRanges",
+    "RangeConflictError",
 ]
 
 HASH_RANGE_SIZE = 65536
@@ -71,7 +76,7 @@ class AutoSplitRanges(Generic[K]):
     """Key_Shared AUTO_SPLIT: inclusive range ends -> consumer; see the module rules."""
 
     def __init__(self) -> None:
-        self._ends: list[int] = []   # sorted inclusive range ends
+        self._ends: list[int] = []  # sorted inclusive range ends
         self._owners: list[K] = []
 
     def add(self, key: K) -> None:
@@ -137,10 +142,9 @@ class StickyRanges(Generic[K]):
                 raise RangeConflictError(f"invalid hash range [{start}, {end}]: must lie in 0..65535")
             for s, e, _other in self._ranges:
                 if start <= e and s <= end:
-                    raise RangeConflictError(
-                        f"hash range [{start}, {end}] overlaps [{s}, {e}] of another consumer")
+                    raise RangeConflictError(f"hash range [{start}, {end}] overlaps [{s}, {e}] of another consumer")
         for i, (start, end) in enumerate(ranges):
-            for s2, e2 in ranges[i + 1:]:
+            for s2, e2 in ranges[i + 1 :]:
                 if start <= e2 and s2 <= end:
                     raise RangeConflictError(f"hash ranges [{start}, {end}] and [{s2}, {e2}] overlap")
         self._ranges.extend((s, e, key) for s, e in ranges)

@@ -49,8 +49,19 @@ if TYPE_CHECKING:
     from ._subscription import Subscription
     from ._topic import Topic
 
-__all__ = ["Rates", "OutCounters", "TopicStatsState", "StatsUpdater", "java_date", "refresh_backlog_age",
-           "storage_numbers", "backlog_age_seconds", "topic_rates", "update_topic_rates", "INDIVIDUAL_ACK_TYPES"]
+__all__ = [
+    "Rates",
+    "OutCounters",
+    "TopicStatsState",
+    "StatsUpdater",
+    "java_date",
+    "refresh_backlog_age",
+    "storage_numbers",
+    "backlog_age_seconds",
+    "topic_rates",
+    "update_topic_rates",
+    "INDIVIDUAL_ACK_TYPES",
+]
 
 log = logging.getLogger(__name__)
 
@@ -168,8 +179,7 @@ class StatsUpdater:
     def update(self, now: float | None = None) -> None:
         """Compute the rates of every loaded topic at ``now`` (the updater's clock by default)."""
         at = self.clock() if now is None else now
-        topics: Iterable[Topic | NonPersistentTopic] = [*self.service.topics.values(),
-                                                        *self.service.np_topics.values()]
+        topics: Iterable[Topic | NonPersistentTopic] = [*self.service.topics.values(), *self.service.np_topics.values()]
         for topic in topics:
             if not topic.closed:
                 update_topic_rates(topic, at)
@@ -198,8 +208,14 @@ def update_topic_rates(topic: Topic | NonPersistentTopic, now: float) -> None:
     subs: list[Subscription | NonPersistentSubscription] = list(topic.subscriptions.values())
     for sub in subs:
         for c in list(sub.consumers):
-            c.rates.update(now, c.msg_out_counter, c.bytes_out_counter, c.msg_redeliver_counter,
-                           c.msg_ack_counter, c.chunk_out_counter)
+            c.rates.update(
+                now,
+                c.msg_out_counter,
+                c.bytes_out_counter,
+                c.msg_redeliver_counter,
+                c.msg_ack_counter,
+                c.chunk_out_counter,
+            )
         sub.update_rates(now)
 
 
@@ -224,8 +240,12 @@ def storage_numbers(topic: Topic) -> dict[str, int]:
     durable = [s for s in topic.subscriptions.values() if s.durable]
     backlogs = [s.cursor.backlog for s in durable]
     sizes = [s.cursor.backlog_size for s in durable]
-    return {"storageSize": ml.total_size, "msgBacklog": sum(backlogs),
-            "backlogSize": max(sizes, default=0), "numberOfEntries": ml.number_of_entries}
+    return {
+        "storageSize": ml.total_size,
+        "msgBacklog": sum(backlogs),
+        "backlogSize": max(sizes, default=0),
+        "numberOfEntries": ml.number_of_entries,
+    }
 
 
 async def refresh_backlog_age(topic: Topic, now_ms: int) -> int:

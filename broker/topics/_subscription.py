@@ -112,18 +112,32 @@ class Subscription:
         d = self.dispatcher
         return "None" if d is None else SubType.NAMES.get(d.sub_type, "None")
 
-    async def add_consumer(self, *, consumer_id: int, name: str, connection, sub_type: int,
-                           priority: int, hash_ranges: list[tuple[int, int]] | None,
-                           metadata: dict[str, str]) -> Consumer:
+    async def add_consumer(
+        self,
+        *,
+        consumer_id: int,
+        name: str,
+        connection,
+        sub_type: int,
+        priority: int,
+        hash_ranges: list[tuple[int, int]] | None,
+        metadata: dict[str, str],
+    ) -> Consumer:
         """Attach a consumer per Rule 1; raises `ConsumerBusyError` or `BrokerServiceError`. A
         non-durable subscription whose consumer is refused goes away (Rule 2: it exists only with
         its consumers), so refused readers leave nothing behind on a loaded topic."""
         self.last_active = self.topic.service.clock()  # Rule 6
         async with self._lock:
             try:
-                return await self._add_consumer(consumer_id=consumer_id, name=name, connection=connection,
-                                                sub_type=sub_type, priority=priority, hash_ranges=hash_ranges,
-                                                metadata=metadata)
+                return await self._add_consumer(
+                    consumer_id=consumer_id,
+                    name=name,
+                    connection=connection,
+                    sub_type=sub_type,
+                    priority=priority,
+                    hash_ranges=hash_ranges,
+                    metadata=metadata,
+                )
             except BaseException:
                 if not self.durable and not self.consumers:
                     with trio.CancelScope(shield=True):
@@ -132,9 +146,17 @@ class Subscription:
                         del self.topic.subscriptions[self.name]
                 raise
 
-    async def _add_consumer(self, *, consumer_id: int, name: str, connection, sub_type: int,
-                            priority: int, hash_ranges: list[tuple[int, int]] | None,
-                            metadata: dict[str, str]) -> Consumer:
+    async def _add_consumer(
+        self,
+        *,
+        consumer_id: int,
+        name: str,
+        connection,
+        sub_type: int,
+        priority: int,
+        hash_ranges: list[tuple[int, int]] | None,
+        metadata: dict[str, str],
+    ) -> Consumer:
         if self.closed:
             raise ServiceNotReadyError(f"subscription {self.full_name} is closed; retry")
 
@@ -145,7 +167,8 @@ class Subscription:
             if d.sub_type != sub_type:
                 raise ConsumerBusyError(
                     f"subscription {self.name!r} is of type {SubType.NAMES[d.sub_type]}, "
-                    f"not {SubType.NAMES.get(sub_type, sub_type)}")
+                    f"not {SubType.NAMES.get(sub_type, sub_type)}"
+                )
             if sub_type == SubType.EXCLUSIVE:
                 raise ConsumerBusyError(f"exclusive consumer is already connected to subscription {self.name!r}")
             if sub_type == SubType.KEY_SHARED and d.sticky != bool(hash_ranges):
@@ -159,9 +182,16 @@ class Subscription:
             d = self.dispatcher = Dispatcher(self, sub_type, sticky=bool(hash_ranges))
             await self.topic.start_task(self._run_dispatcher, d)
         self._seq += 1
-        consumer = Consumer(consumer_id=consumer_id, name=name, connection=connection, subscription=self,
-                            priority=priority, seq=self._seq, hash_ranges=hash_ranges or (),
-                            metadata=metadata)
+        consumer = Consumer(
+            consumer_id=consumer_id,
+            name=name,
+            connection=connection,
+            subscription=self,
+            priority=priority,
+            seq=self._seq,
+            hash_ranges=hash_ranges or (),
+            metadata=metadata,
+        )
         try:
             d.add_consumer(consumer)
         except RangeConflictError as exc:
@@ -201,18 +231,23 @@ class Subscription:
             config = service.config
             store = SideLedgerBucketStore(service.factory.side_ledgers, self.cursor, topic.ml.name)
             index = DelayedIndex(
-                self.full_name, store, IndexSettings.from_config(config, topic.ml.max_entry_size),
+                self.full_name,
+                store,
+                IndexSettings.from_config(config, topic.ml.max_entry_size),
                 acked_up_to=lambda: self.cursor.mark_delete_position,
-                backoff=Backoff(config.dispatcher_read_failure_backoff_initial_time_ms / 1000,
-                                config.dispatcher_read_failure_backoff_max_time_ms / 1000, jitter=0.1),
-                clock_ms=lambda: service.clock() * 1000.0)
+                backoff=Backoff(
+                    config.dispatcher_read_failure_backoff_initial_time_ms / 1000,
+                    config.dispatcher_read_failure_backoff_max_time_ms / 1000,
+                    jitter=0.1,
+                ),
+                clock_ms=lambda: service.clock() * 1000.0,
+            )
             self.delayed, self._delayed_store = index, store
             self._delayed_done = trio.Event()
             await topic.start_task(self._run_delayed, index, self._delayed_done)
         return self.delayed
 
-    async def _run_delayed(self, index: DelayedIndex, done: trio.Event,
-                           task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def _run_delayed(self, index: DelayedIndex, done: trio.Event, task_status=trio.TASK_STATUS_IGNORED) -> None:
         try:
             with trio.CancelScope() as scope:
                 self._delayed_scope = scope
@@ -324,8 +359,9 @@ class Subscription:
         if known:
             return known
         if claimed > MAX_UNKNOWN_BATCH_SIZE:
-            log.warning("%s: ignoring a partial ack of %s claiming %d messages in its batch", self.full_name,
-                        pos, claimed)
+            log.warning(
+                "%s: ignoring a partial ack of %s claiming %d messages in its batch", self.full_name, pos, claimed
+            )
             return None
         return claimed
 
@@ -373,6 +409,7 @@ class Subscription:
         """Acknowledge every message published before ``cutoff_ms`` (admin expire-messages):
         mark-delete up to the newest such entry after the mark-delete position; return it (None
         when nothing was older)."""
+
         def before(entry) -> bool:
             try:
                 return entry_metadata(entry.data).publish_time < cutoff_ms
@@ -406,6 +443,7 @@ class Subscription:
 
     async def position_for_publish_time(self, publish_time_ms: int) -> Position:
         """The first position whose message was published at or after ``publish_time_ms``."""
+
         def before(entry) -> bool:
             try:
                 return entry_metadata(entry.data).publish_time < publish_time_ms
@@ -446,5 +484,4 @@ class Subscription:
         """Whether the dispatcher holds the whole subscription back for its unacked messages
         (`_stats` Rule 4)."""
         limit = self.topic.limits.max_unacked_per_subscription
-        return (self._individual_ack() and limit > 0
-                and sum(c.unacked_messages for c in self.consumers) >= limit)
+        return self._individual_ack() and limit > 0 and sum(c.unacked_messages for c in self.consumers) >= limit

@@ -146,8 +146,7 @@ class _Send:
 class Topic:
     """See the module rules. Created and closed by `BrokerService`."""
 
-    def __init__(self, service: BrokerService, name: TopicName, ml: ManagedLedger,
-                 dedup: Deduplication | None) -> None:
+    def __init__(self, service: BrokerService, name: TopicName, ml: ManagedLedger, dedup: Deduplication | None) -> None:
         self.service = service
         self.name = name
         self.ml = ml
@@ -212,8 +211,12 @@ class Topic:
     @property
     def idle(self) -> bool:
         """No producer, no consumer, no add in flight, and no compaction running."""
-        return (not self.producers and not self._waiting and not any(s.consumers for s in self.subscriptions.values())
-                and not self.compactor.running)
+        return (
+            not self.producers
+            and not self._waiting
+            and not any(s.consumers for s in self.subscriptions.values())
+            and not self.compactor.running
+        )
 
     @property
     def waiting_producers(self) -> list[Producer]:
@@ -287,8 +290,10 @@ class Topic:
         current = -1 if self.topic_epoch is None else self.topic_epoch
         if producer.requested_epoch is not None and producer.requested_epoch < current:
             # a reconnecting exclusive producer that another one has fenced off
-            raise fenced(f"producer {producer.name!r}: the epoch of topic {self.name} has already moved "
-                          f"(current epoch {current}, producer epoch {producer.requested_epoch})")
+            raise fenced(
+                f"producer {producer.name!r}: the epoch of topic {self.name} has already moved "
+                f"(current epoch {current}, producer epoch {producer.requested_epoch})"
+            )
         self.producers[producer.name] = producer
         self._dedup_attached(producer.name)
         try:
@@ -414,8 +419,16 @@ class Topic:
             log.info("deduplication %s on loaded topic %s", "enabled" if enabled else "disabled", self.name)
             return True
 
-    def publish(self, producer: Producer, sequence_id: int, highest: int, raw: bytes, num_messages: int, *,
-                partial_chunk: bool = False) -> None:
+    def publish(
+        self,
+        producer: Producer,
+        sequence_id: int,
+        highest: int,
+        raw: bytes,
+        num_messages: int,
+        *,
+        partial_chunk: bool = False,
+    ) -> None:
         """Store one SEND's entry (Rule 1); the receipt goes out through the producer.
         ``partial_chunk``: a chunk of a chunked message before its last (see `_dedup` Rule 6)."""
         receipt = producer.new_receipt(sequence_id, highest, len(raw))
@@ -442,20 +455,32 @@ class Topic:
         self.bytes_in_counter += len(raw)
         producer.msg_in_counter += num_messages
         producer.bytes_in_counter += len(raw)
-        self._to_append.append(_Send(producer, receipt, raw, sequence_id, highest, time.monotonic(), partial_chunk,
-                                     counted))
+        self._to_append.append(
+            _Send(producer, receipt, raw, sequence_id, highest, time.monotonic(), partial_chunk, counted)
+        )
         if not self._appending:
             self._appending = True
             self._nursery.start_soon(self._append_loop)
 
     def _hold_duplicate(self, producer: Producer, receipt: Receipt, top: int) -> None:
         """Rule 8: hold a duplicate's receipt on its original, still in flight."""
-        original = next((s for s in self._in_flight() if s.producer.name == producer.name
-                         and not s.partial_chunk and s.highest >= top), None)
+        original = next(
+            (
+                s
+                for s in self._in_flight()
+                if s.producer.name == producer.name and not s.partial_chunk and s.highest >= top
+            ),
+            None,
+        )
         if original is None:
             producer.failed = True
-            producer.complete(receipt, -1, -1, error=f"[{self.name}][{producer.name}] cannot determine whether "
-                                                     f"the message is a duplicate at this time")
+            producer.complete(
+                receipt,
+                -1,
+                -1,
+                error=f"[{self.name}][{producer.name}] cannot determine whether "
+                f"the message is a duplicate at this time",
+            )
             return
         if original.followers is None:
             original.followers = []
@@ -481,8 +506,11 @@ class Topic:
                 producer = send.producer
                 last = producer.last_add
                 awaited = producer.awaits
-                if producer.failed or (last is not None and last.error is not None) or (
-                        awaited is not None and awaited.add is not None and awaited.add.error is not None):
+                if (
+                    producer.failed
+                    or (last is not None and last.error is not None)
+                    or (awaited is not None and awaited.add is not None and awaited.add.error is not None)
+                ):
                     # Rule 3 of `_producer`: nothing after a failed add is stored. ``last``
                     # catches a failure the completer has not answered yet (a later add admitted
                     # before that failure fails with it: `ManagedLedger.append`), ``awaited`` the
@@ -556,8 +584,15 @@ class Topic:
             attached = self.producers.get(producer.name) is producer
             now = self.service.clock()
             for state in self._dedup_states():
-                snapshot_due = state.on_persisted(producer.name, send.sequence_id, send.highest, pos,
-                                                  partial_chunk=send.partial_chunk, attached=attached, now=now)
+                snapshot_due = state.on_persisted(
+                    producer.name,
+                    send.sequence_id,
+                    send.highest,
+                    pos,
+                    partial_chunk=send.partial_chunk,
+                    attached=attached,
+                    now=now,
+                )
                 if state is self.dedup:
                     due = snapshot_due
         self._answer(send, pos.ledger_id, pos.entry_id)
@@ -629,8 +664,9 @@ class Topic:
 
     # ------------------------------------------------------------------ subscriptions
 
-    async def subscribe(self, name: str, *, durable: bool, initial_position: InitialPosition,
-                        start: Position | InitialPosition | None) -> Subscription:
+    async def subscribe(
+        self, name: str, *, durable: bool, initial_position: InitialPosition, start: Position | InitialPosition | None
+    ) -> Subscription:
         """The subscription ``name``, creating its cursor if needed (a reader gets a new one).
 
         Raises `BrokerServiceError` (NotAllowedError) for the dedup cursor's name (Rule 5) and for
@@ -652,8 +688,9 @@ class Topic:
             if durable:
                 cursor = await self.ml.open_cursor(name, initial_position=initial_position)
             else:
-                cursor = self.ml.new_non_durable_cursor(start if start is not None else initial_position,
-                                                        inclusive=True)
+                cursor = self.ml.new_non_durable_cursor(
+                    start if start is not None else initial_position, inclusive=True
+                )
             sub = Subscription(self, name, cursor, durable=durable)
             self.subscriptions[name] = sub
             return sub

@@ -42,9 +42,22 @@ if TYPE_CHECKING:
     from .._service import BrokerService
     from ._rate_limit import RateLimiter
 
-__all__ = ["DispatchRate", "LimitedTopic", "PublishRate", "SubscribeRate", "TopicLimits", "check_consumer_limits",
-           "check_producer_limit", "configure_rates", "parse_limit", "refresh_limits", "resolve_for", "topic_overrides",
-           "NS_KEYS", "TOPIC_KEYS"]
+__all__ = [
+    "DispatchRate",
+    "LimitedTopic",
+    "PublishRate",
+    "SubscribeRate",
+    "TopicLimits",
+    "check_consumer_limits",
+    "check_producer_limit",
+    "configure_rates",
+    "parse_limit",
+    "refresh_limits",
+    "resolve_for",
+    "topic_overrides",
+    "NS_KEYS",
+    "TOPIC_KEYS",
+]
 
 _I32_MAX = 2**31 - 1
 _I64_MAX = 2**63 - 1
@@ -78,8 +91,9 @@ class PublishRate:
         """Parse ``{"publishThrottlingRateInMsg": n, "publishThrottlingRateInByte": n}``; `ValueError`."""
         if not isinstance(obj, dict):
             raise ValueError(f"expected a PublishRate object, not {obj!r}")
-        return cls(_field(obj, "publishThrottlingRateInMsg", -1, _I32_MAX),
-                   _field(obj, "publishThrottlingRateInByte", -1))
+        return cls(
+            _field(obj, "publishThrottlingRateInMsg", -1, _I32_MAX), _field(obj, "publishThrottlingRateInByte", -1)
+        )
 
     def to_json(self) -> dict[str, Any]:
         """Pulsar's JSON form."""
@@ -106,13 +120,20 @@ class DispatchRate:
             raise ValueError(f"ratePeriodInSecond must be positive, not {period}")
         if obj.get("relativeToPublishRate"):
             raise ValueError("relativeToPublishRate is not supported")
-        return cls(_field(obj, "dispatchThrottlingRateInMsg", -1, _I32_MAX),
-                   _field(obj, "dispatchThrottlingRateInByte", -1), period)
+        return cls(
+            _field(obj, "dispatchThrottlingRateInMsg", -1, _I32_MAX),
+            _field(obj, "dispatchThrottlingRateInByte", -1),
+            period,
+        )
 
     def to_json(self) -> dict[str, Any]:
         """Pulsar's JSON form."""
-        return {"dispatchThrottlingRateInMsg": self.msgs, "dispatchThrottlingRateInByte": self.bytes,
-                "relativeToPublishRate": self.relative_to_publish_rate, "ratePeriodInSecond": self.period_s}
+        return {
+            "dispatchThrottlingRateInMsg": self.msgs,
+            "dispatchThrottlingRateInByte": self.bytes,
+            "relativeToPublishRate": self.relative_to_publish_rate,
+            "ratePeriodInSecond": self.period_s,
+        }
 
 
 @dataclass(frozen=True)
@@ -191,18 +212,26 @@ class TopicLimits:
     def from_config(cls, config: BrokerConfig) -> TopicLimits:
         """The broker-wide defaults."""
         return cls(
-            config.max_producers_per_topic, config.max_consumers_per_topic, config.max_consumers_per_subscription,
-            config.max_unacked_messages_per_consumer, config.max_unacked_messages_per_subscription,
+            config.max_producers_per_topic,
+            config.max_consumers_per_topic,
+            config.max_consumers_per_subscription,
+            config.max_unacked_messages_per_consumer,
+            config.max_unacked_messages_per_subscription,
             PublishRate(config.max_publish_rate_per_topic_in_messages, config.max_publish_rate_per_topic_in_bytes),
-            DispatchRate(config.dispatch_throttling_rate_per_topic_in_msg,
-                         config.dispatch_throttling_rate_per_topic_in_byte),
-            DispatchRate(config.dispatch_throttling_rate_per_subscription_in_msg,
-                         config.dispatch_throttling_rate_per_subscription_in_byte),
-            SubscribeRate(config.subscribe_throttling_rate_per_consumer, config.subscribe_rate_period_per_consumer_s))
+            DispatchRate(
+                config.dispatch_throttling_rate_per_topic_in_msg, config.dispatch_throttling_rate_per_topic_in_byte
+            ),
+            DispatchRate(
+                config.dispatch_throttling_rate_per_subscription_in_msg,
+                config.dispatch_throttling_rate_per_subscription_in_byte,
+            ),
+            SubscribeRate(config.subscribe_throttling_rate_per_consumer, config.subscribe_rate_period_per_consumer_s),
+        )
 
     @classmethod
-    def resolve(cls, config: BrokerConfig, ns_policies: Mapping[str, Any] | None,
-                topic_overrides: Mapping[str, Any] | None) -> TopicLimits:
+    def resolve(
+        cls, config: BrokerConfig, ns_policies: Mapping[str, Any] | None, topic_overrides: Mapping[str, Any] | None
+    ) -> TopicLimits:
         """Topic override > namespace policy > config (Rule 1). A stored value that does not parse
         is ignored (it could only come from a direct write to the metadata store)."""
         base = cls.from_config(config)
@@ -231,13 +260,16 @@ class TopicLimits:
             count("max_consumers_per_topic", "maxConsumerPerTopic", base.max_consumers),
             count("max_consumers_per_subscription", "maxConsumersPerSubscription", base.max_consumers_per_subscription),
             count("max_unacked_messages_per_consumer", "maxUnackedMessagesOnConsumer", base.max_unacked_per_consumer),
-            count("max_unacked_messages_per_subscription", "maxUnackedMessagesOnSubscription",
-                  base.max_unacked_per_subscription),
+            count(
+                "max_unacked_messages_per_subscription",
+                "maxUnackedMessagesOnSubscription",
+                base.max_unacked_per_subscription,
+            ),
             rate("publishMaxMessageRate", "publishRate", PublishRate, base.publish_rate),
             rate("topicDispatchRate", "dispatchRate", DispatchRate, base.dispatch_rate),
-            rate("subscriptionDispatchRate", "subscriptionDispatchRate", DispatchRate,
-                 base.subscription_dispatch_rate),
-            rate("clusterSubscribeRate", "subscribeRate", SubscribeRate, base.subscribe_rate))
+            rate("subscriptionDispatchRate", "subscriptionDispatchRate", DispatchRate, base.subscription_dispatch_rate),
+            rate("clusterSubscribeRate", "subscribeRate", SubscribeRate, base.subscribe_rate),
+        )
 
 
 class LimitedTopic(Protocol):
@@ -292,8 +324,9 @@ async def topic_overrides(service: BrokerService, name: TopicName) -> dict[str, 
     return own
 
 
-async def resolve_for(service: BrokerService, name: TopicName, ns: Mapping[str, Any] | None = None,
-                      own: Mapping[str, Any] | None = None) -> TopicLimits:
+async def resolve_for(
+    service: BrokerService, name: TopicName, ns: Mapping[str, Any] | None = None, own: Mapping[str, Any] | None = None
+) -> TopicLimits:
     """The limits of topic ``name`` from the metadata store. ``ns`` / ``own``: the namespace's
     policies / the topic's overrides when the caller has read them already."""
     if ns is None:
@@ -303,7 +336,11 @@ async def resolve_for(service: BrokerService, name: TopicName, ns: Mapping[str, 
     return TopicLimits.resolve(service.config, ns, own)
 
 
-async def refresh_limits(service: BrokerService, topic: LimitedTopic, ns: Mapping[str, Any] | None = None,
-                         own: Mapping[str, Any] | None = None) -> None:
+async def refresh_limits(
+    service: BrokerService,
+    topic: LimitedTopic,
+    ns: Mapping[str, Any] | None = None,
+    own: Mapping[str, Any] | None = None,
+) -> None:
     """Resolve and apply the limits of a loaded topic (Rule 3); ``ns`` and ``own`` as for `resolve_for`."""
     topic.apply_limits(await resolve_for(service, topic.name, ns, own))

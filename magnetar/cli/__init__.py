@@ -42,7 +42,6 @@ class _LazyGroup(HelpGroup):
         return module.command
 
 
-@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"],
-                                                "max_content_width": HELP_WIDTH})
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": HELP_WIDTH})
 def main() -> None:
     """Magnetar: Pulsar-protocol messaging over replicated ledgers."""

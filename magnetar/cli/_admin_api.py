@@ -27,11 +27,32 @@ from protocols.pulsar import InvalidTopicNameError, TopicName
 from . import _human as human
 
 __all__ = [
-    "DEFAULT_URL", "AdminApi", "admin_command", "emit", "done",
-    "topic_path", "ns", "ns_path", "topic_rest_path", "sub_path",
-    "message_id_json", "force_flag", "retention_mb", "size_bytes", "retention_minutes", "seconds",
-    "NS_ARG", "TOPIC_ARG", "SUB_OPT", "FORCE_OPT", "PARTS_OPT", "ROLE_OPT", "ACTIONS_OPT", "actions_list",
-    "INACTIVE_OPTS", "inactive_body",
+    "DEFAULT_URL",
+    "AdminApi",
+    "admin_command",
+    "emit",
+    "done",
+    "topic_path",
+    "ns",
+    "ns_path",
+    "topic_rest_path",
+    "sub_path",
+    "message_id_json",
+    "force_flag",
+    "retention_mb",
+    "size_bytes",
+    "retention_minutes",
+    "seconds",
+    "NS_ARG",
+    "TOPIC_ARG",
+    "SUB_OPT",
+    "FORCE_OPT",
+    "PARTS_OPT",
+    "ROLE_OPT",
+    "ACTIONS_OPT",
+    "actions_list",
+    "INACTIVE_OPTS",
+    "inactive_body",
 ]
 
 DEFAULT_URL = "http://localhost:8080"
@@ -45,8 +66,14 @@ class AdminApi:
     context, and whether to print JSON. A failed request raises `click.ClickException` with the
     server's reason (exit status 1)."""
 
-    def __init__(self, url: str, as_json: bool, verify: ssl.SSLContext | bool = True,
-                 token: str | None = None, authorization: str | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        as_json: bool,
+        verify: ssl.SSLContext | bool = True,
+        token: str | None = None,
+        authorization: str | None = None,
+    ) -> None:
         self.url = url.rstrip("/")
         self.as_json = as_json
         self.verify = verify  # for https:// URLs: the context of the --tls-* options
@@ -60,8 +87,7 @@ class AdminApi:
         """The decoded answer (JSON, text, or None when empty)."""
         return json_body(self.request(method, path, body, params))
 
-    def request(self, method: str, path: str, body: Any = None,
-                params: dict[str, Any] | None = None) -> httpx.Response:
+    def request(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None) -> httpx.Response:
         """The response of a successful request, 307s to the owning broker followed with the
         credentials (a failure raises `click.ClickException` with the reason)."""
         try:
@@ -76,8 +102,7 @@ class AdminApi:
         """GET ``path`` and print the answer (`emit`)."""
         emit(self, self.call("GET", path), title=title, columns=columns)
 
-    def do(self, method: str, path: str, what: str, body: Any = None,
-           params: dict[str, Any] | None = None) -> None:
+    def do(self, method: str, path: str, what: str, body: Any = None, params: dict[str, Any] | None = None) -> None:
         """Send a change and print ``what`` once it succeeded (`done`)."""
         self.call(method, path, body, params)
         done(self, what)
@@ -87,8 +112,13 @@ def _api(ctx: click.Context, as_json: bool) -> AdminApi:
     from ._pulsar_admin_names import QUERY_META
 
     obj = ctx.find_object(dict) or {}
-    api = AdminApi(obj.get("url", DEFAULT_URL), as_json or obj.get("json", False), obj.get("verify", True),
-                   obj.get("token"), obj.get("authorization"))
+    api = AdminApi(
+        obj.get("url", DEFAULT_URL),
+        as_json or obj.get("json", False),
+        obj.get("verify", True),
+        obj.get("token"),
+        obj.get("authorization"),
+    )
     api.query = dict(ctx.meta.get(QUERY_META) or {})
     return api
 
@@ -118,12 +148,14 @@ def done(api: AdminApi, what: str) -> None:
 _json_flag = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 
 
-def admin_command(group: click.Group, name: str, *params: Callable[[Any], Any]
-                  ) -> Callable[[Callable[..., None]], click.Command]:
+def admin_command(
+    group: click.Group, name: str, *params: Callable[[Any], Any]
+) -> Callable[[Callable[..., None]], click.Command]:
     """Register ``fn(api, **values)`` as ``group name``: ``params`` (click arguments and options, in
     the order given) then ``--json``; the docstring is the help. Every command has this shape, so
     the `AdminApi` built from the group options and ``--json`` is made here, once. Call it only in
     the module that owns ``group``, so that importing a module never adds commands elsewhere."""
+
     def deco(fn: Callable[..., None]) -> click.Command:
         @functools.wraps(fn)
         def command_body(ctx: click.Context, as_json: bool, **values: Any) -> None:
@@ -133,6 +165,7 @@ def admin_command(group: click.Group, name: str, *params: Callable[[Any], Any]
         for param in reversed(params):
             f = param(f)
         return group.command(name)(f)
+
     return deco
 
 
@@ -145,8 +178,7 @@ FORCE_OPT = click.option("--force", "-f", is_flag=True, help="Also when producer
 PARTS_OPT = click.option("--partitions", "-p", type=int, required=True, help="Number of partitions.")
 
 ROLE_OPT = click.option("--role", required=True, help="Role to grant to or revoke from.")
-ACTIONS_OPT = click.option("--actions", required=True,
-                            help="Comma-separated actions, e.g. produce,consume.")
+ACTIONS_OPT = click.option("--actions", required=True, help="Comma-separated actions, e.g. produce,consume.")
 
 
 def actions_list(text: str) -> list[str]:
@@ -158,20 +190,38 @@ def actions_list(text: str) -> list[str]:
 
 
 INACTIVE_OPTS = (
-    click.option("--enable-delete-while-inactive/--disable-delete-while-inactive", "-e/-d", "enable",
-                 required=True, help="Delete topics once inactive, or never."),
-    click.option("--max-inactive-duration", "-t", "duration", required=True,
-                 help="How long a topic must stay inactive: seconds, or 10m/2h/1d."),
-    click.option("--delete-mode", "-m", "mode", required=True,
-                 type=click.Choice(["delete_when_no_subscriptions", "delete_when_subscriptions_caught_up"]),
-                 help="Inactive means no subscriptions, or only caught-up ones (and no producers or consumers)."),
+    click.option(
+        "--enable-delete-while-inactive/--disable-delete-while-inactive",
+        "-e/-d",
+        "enable",
+        required=True,
+        help="Delete topics once inactive, or never.",
+    ),
+    click.option(
+        "--max-inactive-duration",
+        "-t",
+        "duration",
+        required=True,
+        help="How long a topic must stay inactive: seconds, or 10m/2h/1d.",
+    ),
+    click.option(
+        "--delete-mode",
+        "-m",
+        "mode",
+        required=True,
+        type=click.Choice(["delete_when_no_subscriptions", "delete_when_subscriptions_caught_up"]),
+        help="Inactive means no subscriptions, or only caught-up ones (and no producers or consumers).",
+    ),
 )
 
 
 def inactive_body(enable: bool, duration: str, mode: str) -> dict[str, Any]:
     """Pulsar's InactiveTopicPolicies JSON of the `INACTIVE_OPTS` values."""
-    return {"inactiveTopicDeleteMode": mode, "maxInactiveDurationSeconds": seconds(duration),
-            "deleteWhileInactive": enable}
+    return {
+        "inactiveTopicDeleteMode": mode,
+        "maxInactiveDurationSeconds": seconds(duration),
+        "deleteWhileInactive": enable,
+    }
 
 
 def topic_path(topic: str) -> str:
@@ -250,15 +300,23 @@ def _with_units(text: str, units: dict[str, float], what: str, usage: str) -> in
 def retention_mb(text: str) -> int:
     """pulsar-admin's retention size: ``-1`` (infinite), bytes, or a number with K/M/G/T -> whole MB
     (as Pulsar: under 1 MB is 0, no retention)."""
-    size = _with_units(text.strip().upper(), {"K": 1024, "M": 1024 ** 2, "G": 1024 ** 3, "T": 1024 ** 4},
-                       "size", f"{text!r}: use -1, bytes, or a number with K/M/G/T")
+    size = _with_units(
+        text.strip().upper(),
+        {"K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4},
+        "size",
+        f"{text!r}: use -1, bytes, or a number with K/M/G/T",
+    )
     return size if size < 0 else size // (1024 * 1024)
 
 
 def size_bytes(text: str) -> int:
     """``0``, ``1048576`` (bytes), ``100K``, ``10M``, ``2G``, ``1T`` -> bytes."""
-    value = _with_units(text.strip().upper(), {"K": 1024, "M": 1024 ** 2, "G": 1024 ** 3, "T": 1024 ** 4},
-                        "size", f"{text!r}: use bytes or a number with K/M/G/T")
+    value = _with_units(
+        text.strip().upper(),
+        {"K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4},
+        "size",
+        f"{text!r}: use bytes or a number with K/M/G/T",
+    )
     if value < 0:
         raise click.BadParameter(f"invalid size {text!r}: must not be negative")
     return value

@@ -17,9 +17,19 @@ broker_stats = HelpGroup("broker-stats", help="Statistics of the broker.")
 __all__ = ["broker_stats", "brokers"]
 
 
-@admin_command(brokers, "healthcheck",
-               click.option("--topic-version", "-tv", "topic_version", type=click.Choice(["V1", "V2"]), default="V2",
-                            show_default=True, help="Heartbeat topic naming (V2: pulsar/{broker}/healthcheck)."))
+@admin_command(
+    brokers,
+    "healthcheck",
+    click.option(
+        "--topic-version",
+        "-tv",
+        "topic_version",
+        type=click.Choice(["V1", "V2"]),
+        default="V2",
+        show_default=True,
+        help="Heartbeat topic naming (V2: pulsar/{broker}/healthcheck).",
+    ),
+)
 def brokers_healthcheck(api: AdminApi, topic_version: str) -> None:
     """Write and read back a heartbeat message on this broker (exit status 1 when unhealthy)."""
     answer = api.call("GET", "/admin/v2/brokers/health", params={"topicVersion": topic_version})
@@ -59,9 +69,19 @@ def brokers_load_decisions(api: AdminApi) -> None:
     api.show("/admin/v2/broker-stats/load-decisions", columns=["time", "action", "bundle", "broker", "reason"])
 
 
-@admin_command(brokers, "owned-namespaces", click.argument("cluster"), click.argument("broker", required=False),
-               click.option("--url", "-u", "broker_url", default=None,
-                            help="The broker, as pulsar-admin's brokers namespaces names it (instead of BROKER)."))
+@admin_command(
+    brokers,
+    "owned-namespaces",
+    click.argument("cluster"),
+    click.argument("broker", required=False),
+    click.option(
+        "--url",
+        "-u",
+        "broker_url",
+        default=None,
+        help="The broker, as pulsar-admin's brokers namespaces names it (instead of BROKER).",
+    ),
+)
 def brokers_owned(api: AdminApi, cluster: str, broker: str | None, broker_url: str | None) -> None:
     """Show the bundles BROKER (host:port of its admin service) owns."""
     if (broker is None) == (broker_url is None):
@@ -94,8 +114,9 @@ def brokers_get_runtime(api: AdminApi) -> None:
     api.show(f"{_CONFIG}/runtime", title="runtime configuration")
 
 
-@admin_command(brokers, "update-dynamic-config", _config_opt,
-               click.option("--value", "-v", required=True, help="New value."))
+@admin_command(
+    brokers, "update-dynamic-config", _config_opt, click.option("--value", "-v", required=True, help="New value.")
+)
 def brokers_update_dynamic(api: AdminApi, name: str, value: str) -> None:
     """Change a dynamic key on every broker of the cluster."""
     api.do("POST", f"{_CONFIG}/{quote(name, safe='')}/{quote(value, safe='')}", f"set {name} to {value}")
@@ -108,6 +129,7 @@ def brokers_delete_dynamic(api: AdminApi, name: str) -> None:
 
 
 # ------------------------------------------------------------------ broker-stats
+
 
 @admin_command(broker_stats, "topics")
 def broker_stats_topics(api: AdminApi) -> None:

@@ -22,14 +22,20 @@ _url_opts = (
     click.option("--broker-url-secure", default=None, help="Broker service TLS URL (pulsar+ssl://host:6651)."),
 )
 _domain_opt = click.option("--domain-name", "-d", "domain", required=True, help="Failure domain name.")
-_brokers_opt = click.option("--broker-list", "-b", "broker_list", required=True,
-                            help="Comma-separated brokers (host:port).")
+_brokers_opt = click.option(
+    "--broker-list", "-b", "broker_list", required=True, help="Comma-separated brokers (host:port)."
+)
 
 
-def _cluster_body(url: str | None, url_secure: str | None, broker_url: str | None,
-                  broker_url_secure: str | None) -> dict[str, str]:
-    pairs = (("serviceUrl", url), ("serviceUrlTls", url_secure), ("brokerServiceUrl", broker_url),
-             ("brokerServiceUrlTls", broker_url_secure))
+def _cluster_body(
+    url: str | None, url_secure: str | None, broker_url: str | None, broker_url_secure: str | None
+) -> dict[str, str]:
+    pairs = (
+        ("serviceUrl", url),
+        ("serviceUrlTls", url_secure),
+        ("brokerServiceUrl", broker_url),
+        ("brokerServiceUrlTls", broker_url_secure),
+    )
     return {k: v for k, v in pairs if v}
 
 
@@ -50,19 +56,36 @@ def clusters_get(api: AdminApi, cluster: str) -> None:
 
 
 @admin_command(clusters, "create", _cluster_arg, *_url_opts)
-def clusters_create(api: AdminApi, cluster: str, url: str | None, url_secure: str | None, broker_url: str | None,
-                    broker_url_secure: str | None) -> None:
+def clusters_create(
+    api: AdminApi,
+    cluster: str,
+    url: str | None,
+    url_secure: str | None,
+    broker_url: str | None,
+    broker_url_secure: str | None,
+) -> None:
     """Create a cluster."""
-    api.do("PUT", _cp(cluster), f"created cluster {cluster}", _cluster_body(url, url_secure, broker_url,
-                                                                             broker_url_secure))
+    api.do(
+        "PUT", _cp(cluster), f"created cluster {cluster}", _cluster_body(url, url_secure, broker_url, broker_url_secure)
+    )
 
 
 @admin_command(clusters, "update", _cluster_arg, *_url_opts)
-def clusters_update(api: AdminApi, cluster: str, url: str | None, url_secure: str | None, broker_url: str | None,
-                    broker_url_secure: str | None) -> None:
+def clusters_update(
+    api: AdminApi,
+    cluster: str,
+    url: str | None,
+    url_secure: str | None,
+    broker_url: str | None,
+    broker_url_secure: str | None,
+) -> None:
     """Update a cluster's URLs."""
-    api.do("POST", _cp(cluster), f"updated cluster {cluster}", _cluster_body(url, url_secure, broker_url,
-                                                                              broker_url_secure))
+    api.do(
+        "POST",
+        _cp(cluster),
+        f"updated cluster {cluster}",
+        _cluster_body(url, url_secure, broker_url, broker_url_secure),
+    )
 
 
 @admin_command(clusters, "delete", _cluster_arg)
@@ -85,8 +108,12 @@ def clusters_get_domain(api: AdminApi, cluster: str, domain: str) -> None:
 
 def _set_domain(api: AdminApi, cluster: str, domain: str, broker_list: str, verb: str) -> None:
     body = {"brokers": [b.strip() for b in broker_list.split(",") if b.strip()]}
-    api.do("POST", _cp(cluster, f"/failureDomains/{quote(domain, safe='')}"),
-           f"{verb} failure domain {domain} of {cluster}", body)
+    api.do(
+        "POST",
+        _cp(cluster, f"/failureDomains/{quote(domain, safe='')}"),
+        f"{verb} failure domain {domain} of {cluster}",
+        body,
+    )
 
 
 @admin_command(clusters, "create-failure-domain", _cluster_arg, _domain_opt, _brokers_opt)

@@ -12,10 +12,13 @@ from ._admin_api import AdminApi, admin_command
 
 __all__ = ["limit_commands", "rate_commands"]
 
+
 def limit_commands(group: click.Group, name: str, path: Any, arg: Any, flag: tuple[str, ...], what: str) -> None:
     """``set-X`` (an integer flag), ``get-X`` and ``remove-X`` of one count limit."""
-    @admin_command(group, f"set-{name}", arg,
-                   click.option(*flag, "value", type=int, required=True, help=f"{what} (0: none)."))
+
+    @admin_command(
+        group, f"set-{name}", arg, click.option(*flag, "value", type=int, required=True, help=f"{what} (0: none).")
+    )
     def set_(api: AdminApi, value: int, **target: str) -> None:
         (key,) = target.values()
         api.do("POST", path(key), f"set {name} of {key} to {value}", value)
@@ -41,18 +44,23 @@ def rate_commands(group: click.Group, name: str, path: Any, arg: Any, kind: str)
     """``set-X``, ``get-X`` and ``remove-X`` of one rate (publish, dispatch or subscribe)."""
     opts: tuple[Any, ...]
     if kind == "publish":
-        opts = (click.option("--msg-publish-rate", "-m", "msgs", type=int, default=-1, help="Messages per second."),
-                click.option("--byte-publish-rate", "-b", "nbytes", type=int, default=-1, help="Bytes per second."))
+        opts = (
+            click.option("--msg-publish-rate", "-m", "msgs", type=int, default=-1, help="Messages per second."),
+            click.option("--byte-publish-rate", "-b", "nbytes", type=int, default=-1, help="Bytes per second."),
+        )
     elif kind == "subscribe":
-        opts = (click.option("--subscribe-rate", "-sr", "msgs", type=int, default=-1,
-                             help="Subscribes per consumer per period."),
-                click.option("--subscribe-rate-period", "-st", "period", type=int, default=30,
-                             help="Period in seconds."))
+        opts = (
+            click.option(
+                "--subscribe-rate", "-sr", "msgs", type=int, default=-1, help="Subscribes per consumer per period."
+            ),
+            click.option("--subscribe-rate-period", "-st", "period", type=int, default=30, help="Period in seconds."),
+        )
     else:
-        opts = (click.option("--msg-dispatch-rate", "-md", "msgs", type=int, default=-1, help="Messages per period."),
-                click.option("--byte-dispatch-rate", "-bd", "nbytes", type=int, default=-1, help="Bytes per period."),
-                click.option("--dispatch-rate-period", "-dt", "period", type=int, default=1,
-                             help="Period in seconds."))
+        opts = (
+            click.option("--msg-dispatch-rate", "-md", "msgs", type=int, default=-1, help="Messages per period."),
+            click.option("--byte-dispatch-rate", "-bd", "nbytes", type=int, default=-1, help="Bytes per period."),
+            click.option("--dispatch-rate-period", "-dt", "period", type=int, default=1, help="Period in seconds."),
+        )
 
     @admin_command(group, f"set-{name}", arg, *opts)
     def set_(api: AdminApi, msgs: int, nbytes: int = -1, period: int = 1, **target: str) -> None:
@@ -62,8 +70,12 @@ def rate_commands(group: click.Group, name: str, path: Any, arg: Any, kind: str)
         elif kind == "subscribe":
             body = {"subscribeThrottlingRatePerConsumer": msgs, "ratePeriodInSecond": period}
         else:
-            body = {"dispatchThrottlingRateInMsg": msgs, "dispatchThrottlingRateInByte": nbytes,
-                    "relativeToPublishRate": False, "ratePeriodInSecond": period}
+            body = {
+                "dispatchThrottlingRateInMsg": msgs,
+                "dispatchThrottlingRateInByte": nbytes,
+                "relativeToPublishRate": False,
+                "ratePeriodInSecond": period,
+            }
         api.do("POST", path(key), f"set {name} of {key}", body)
 
     set_.help = f"Set the {name.replace('-', ' ')}."

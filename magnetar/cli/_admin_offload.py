@@ -26,8 +26,12 @@ from ._admin_topics import topics
 
 __all__: list[str] = []
 
-_STATUS_TEXT = {"NOT_RUN": "Offload has not been run", "RUNNING": "Offload is running",
-                "SUCCESS": "Offload was a success", "ERROR": "Error in offload"}
+_STATUS_TEXT = {
+    "NOT_RUN": "Offload has not been run",
+    "RUNNING": "Offload is running",
+    "SUCCESS": "Offload was a success",
+    "ERROR": "Error in offload",
+}
 
 
 def _millis(text: str) -> int:
@@ -57,10 +61,18 @@ def _threshold(text: str) -> int:
 # ------------------------------------------------------------------ namespaces
 
 
-@admin_command(namespaces, "set-offload-threshold", NS_ARG,
-      click.option("--size", "-s", required=True,
-                   help="Bytes a topic keeps on bookies before older ledgers are offloaded (bytes or "
-                        "K/M/G/T; 0 = offload every closed ledger; -1 = off)."))
+@admin_command(
+    namespaces,
+    "set-offload-threshold",
+    NS_ARG,
+    click.option(
+        "--size",
+        "-s",
+        required=True,
+        help="Bytes a topic keeps on bookies before older ledgers are offloaded (bytes or "
+        "K/M/G/T; 0 = offload every closed ledger; -1 = off).",
+    ),
+)
 def namespaces_set_offload_threshold(api: AdminApi, namespace: str, size: str) -> None:
     """Set the namespace's automatic offload threshold in bytes."""
     value = _threshold(size)
@@ -73,14 +85,27 @@ def namespaces_get_offload_threshold(api: AdminApi, namespace: str) -> None:
     emit(api, api.call("GET", ns_path(namespace, "/offloadThreshold")))
 
 
-@admin_command(namespaces, "set-offload-threshold-in-seconds", NS_ARG,
-      click.option("--time", "-t", "time_", required=True,
-                   help="Offload ledgers closed longer ago than this (seconds, or with s/m/h/d; -1 = off)."))
+@admin_command(
+    namespaces,
+    "set-offload-threshold-in-seconds",
+    NS_ARG,
+    click.option(
+        "--time",
+        "-t",
+        "time_",
+        required=True,
+        help="Offload ledgers closed longer ago than this (seconds, or with s/m/h/d; -1 = off).",
+    ),
+)
 def namespaces_set_offload_threshold_seconds(api: AdminApi, namespace: str, time_: str) -> None:
     """Set the namespace's age-based offload threshold."""
     value = _seconds(time_)
-    api.do("PUT", ns_path(namespace, "/offloadThresholdInSeconds"),
-           f"set offload threshold in seconds of {namespace} to {value}", value)
+    api.do(
+        "PUT",
+        ns_path(namespace, "/offloadThresholdInSeconds"),
+        f"set offload threshold in seconds of {namespace} to {value}",
+        value,
+    )
 
 
 @admin_command(namespaces, "get-offload-threshold-in-seconds", NS_ARG)
@@ -89,14 +114,23 @@ def namespaces_get_offload_threshold_seconds(api: AdminApi, namespace: str) -> N
     emit(api, api.call("GET", ns_path(namespace, "/offloadThresholdInSeconds")))
 
 
-@admin_command(namespaces, "set-offload-deletion-lag", NS_ARG,
-      click.option("--lag", "-l", required=True,
-                   help="How long an offloaded ledger keeps its bookie copy (ms, or with s/m/h/d)."))
+@admin_command(
+    namespaces,
+    "set-offload-deletion-lag",
+    NS_ARG,
+    click.option(
+        "--lag", "-l", required=True, help="How long an offloaded ledger keeps its bookie copy (ms, or with s/m/h/d)."
+    ),
+)
 def namespaces_set_offload_deletion_lag(api: AdminApi, namespace: str, lag: str) -> None:
     """Set how long offloaded ledgers stay on the bookies too."""
     value = _millis(lag)
-    api.do("PUT", ns_path(namespace, "/offloadDeletionLagMs"), f"set offload deletion lag of {namespace} to {value} ms",
-           value)
+    api.do(
+        "PUT",
+        ns_path(namespace, "/offloadDeletionLagMs"),
+        f"set offload deletion lag of {namespace} to {value} ms",
+        value,
+    )
 
 
 @admin_command(namespaces, "get-offload-deletion-lag", NS_ARG)
@@ -118,32 +152,77 @@ _POLICY_OPTIONS = (
     click.option("--endpoint", "-e", default=None, help="Endpoint of an S3-compatible service."),
     click.option("--aws-id", "-i", "aws_id", default=None, help="Access key id (aws-s3 / S3)."),
     click.option("--aws-secret", "-s", "aws_secret", default=None, help="Secret access key (aws-s3 / S3)."),
-    click.option("--fileSystemURI", "--file-system-uri", "file_system_uri", default=None,
-                 help="Directory of the filesystem driver (file:///path)."),
-    click.option("--maxBlockSizeInBytes", "-m", "max_block", default=None,
-                 help="Bytes per uploaded part (bytes or K/M/G)."),
-    click.option("--readBufferSizeInBytes", "-rb", "read_buffer", default=None,
-                 help="Bytes per block read back (bytes or K/M/G)."),
-    click.option("--offloadAfterThreshold", "-t", "threshold", default=None,
-                 help="Bytes kept on bookies before offloading (bytes or K/M/G/T; -1 = off)."),
-    click.option("--offloadAfterThresholdInSeconds", "-ts", "threshold_s", default=None,
-                 help="Offload ledgers closed longer ago (seconds or s/m/h/d; -1 = off)."),
-    click.option("--offloadAfterElapsed", "-oae", "lag", default=None,
-                 help="Deletion lag: how long offloaded ledgers stay on bookies (ms or s/m/h/d)."),
-    click.option("--offloadedReadPriority", "-orp", "priority", default=None,
-                 type=click.Choice(["tiered-storage-first", "bookkeeper-first"]),
-                 help="Where ledgers on both tiers are read from."),
+    click.option(
+        "--fileSystemURI",
+        "--file-system-uri",
+        "file_system_uri",
+        default=None,
+        help="Directory of the filesystem driver (file:///path).",
+    ),
+    click.option(
+        "--maxBlockSizeInBytes", "-m", "max_block", default=None, help="Bytes per uploaded part (bytes or K/M/G)."
+    ),
+    click.option(
+        "--readBufferSizeInBytes",
+        "-rb",
+        "read_buffer",
+        default=None,
+        help="Bytes per block read back (bytes or K/M/G).",
+    ),
+    click.option(
+        "--offloadAfterThreshold",
+        "-t",
+        "threshold",
+        default=None,
+        help="Bytes kept on bookies before offloading (bytes or K/M/G/T; -1 = off).",
+    ),
+    click.option(
+        "--offloadAfterThresholdInSeconds",
+        "-ts",
+        "threshold_s",
+        default=None,
+        help="Offload ledgers closed longer ago (seconds or s/m/h/d; -1 = off).",
+    ),
+    click.option(
+        "--offloadAfterElapsed",
+        "-oae",
+        "lag",
+        default=None,
+        help="Deletion lag: how long offloaded ledgers stay on bookies (ms or s/m/h/d).",
+    ),
+    click.option(
+        "--offloadedReadPriority",
+        "-orp",
+        "priority",
+        default=None,
+        type=click.Choice(["tiered-storage-first", "bookkeeper-first"]),
+        help="Where ledgers on both tiers are read from.",
+    ),
 )
 
 
-def _policies_body(driver: str, region: str | None, bucket: str | None, endpoint: str | None, aws_id: str | None,
-                   aws_secret: str | None, file_system_uri: str | None, max_block: str | None,
-                   read_buffer: str | None, threshold: str | None, threshold_s: str | None, lag: str | None,
-                   priority: str | None) -> dict[str, Any]:
+def _policies_body(
+    driver: str,
+    region: str | None,
+    bucket: str | None,
+    endpoint: str | None,
+    aws_id: str | None,
+    aws_secret: str | None,
+    file_system_uri: str | None,
+    max_block: str | None,
+    read_buffer: str | None,
+    threshold: str | None,
+    threshold_s: str | None,
+    lag: str | None,
+    priority: str | None,
+) -> dict[str, Any]:
     body: dict[str, Any] = {
-        "managedLedgerOffloadDriver": driver, "managedLedgerOffloadRegion": region,
-        "managedLedgerOffloadBucket": bucket, "managedLedgerOffloadServiceEndpoint": endpoint,
-        "s3ManagedLedgerOffloadCredentialId": aws_id, "s3ManagedLedgerOffloadCredentialSecret": aws_secret,
+        "managedLedgerOffloadDriver": driver,
+        "managedLedgerOffloadRegion": region,
+        "managedLedgerOffloadBucket": bucket,
+        "managedLedgerOffloadServiceEndpoint": endpoint,
+        "s3ManagedLedgerOffloadCredentialId": aws_id,
+        "s3ManagedLedgerOffloadCredentialSecret": aws_secret,
         "fileSystemURI": file_system_uri,
         "managedLedgerOffloadMaxBlockSizeInBytes": size_bytes(max_block) if max_block else None,
         "managedLedgerOffloadReadBufferSizeInBytes": size_bytes(read_buffer) if read_buffer else None,
@@ -158,8 +237,9 @@ def _policies_body(driver: str, region: str | None, bucket: str | None, endpoint
 @admin_command(namespaces, "set-offload-policies", NS_ARG, *_POLICY_OPTIONS)
 def namespaces_set_offload_policies(api: AdminApi, namespace: str, **opts: Any) -> None:
     """Set the namespace's offload policies (driver, location, thresholds)."""
-    api.do("POST", ns_path(namespace, "/offloadPolicies"), f"set offload policies of {namespace}",
-           _policies_body(**opts))
+    api.do(
+        "POST", ns_path(namespace, "/offloadPolicies"), f"set offload policies of {namespace}", _policies_body(**opts)
+    )
 
 
 @admin_command(namespaces, "get-offload-policies", NS_ARG)
@@ -198,10 +278,18 @@ def first_ledger_within_threshold(ledgers: list[dict[str, Any]], threshold: int)
     return None
 
 
-@admin_command(topics, "offload", TOPIC_ARG,
-      click.option("--size-threshold", "-s", "size", required=True,
-                   help="Keep this many bytes on the bookies and offload the ledgers before them "
-                        "(bytes or K/M/G/T)."))
+@admin_command(
+    topics,
+    "offload",
+    TOPIC_ARG,
+    click.option(
+        "--size-threshold",
+        "-s",
+        "size",
+        required=True,
+        help="Keep this many bytes on the bookies and offload the ledgers before them (bytes or K/M/G/T).",
+    ),
+)
 def topics_offload(api: AdminApi, topic: str, size: str) -> None:
     """Offload a topic's older ledgers to tiered storage (in the background: see offload-status)."""
     threshold = size_bytes(size)
@@ -210,12 +298,20 @@ def topics_offload(api: AdminApi, topic: str, size: str) -> None:
     if mid is None:
         click.echo("Nothing to offload")
         return
-    api.do("PUT", f"{topic_rest_path(topic)}/offload", f"Offload triggered for {topic} for messages before "
-                                            f"{mid['ledgerId']}:{mid['entryId']}", mid)
+    api.do(
+        "PUT",
+        f"{topic_rest_path(topic)}/offload",
+        f"Offload triggered for {topic} for messages before {mid['ledgerId']}:{mid['entryId']}",
+        mid,
+    )
 
 
-@admin_command(topics, "offload-status", TOPIC_ARG,
-      click.option("--wait-complete", "-w", "wait", is_flag=True, help="Wait while the offload is running."))
+@admin_command(
+    topics,
+    "offload-status",
+    TOPIC_ARG,
+    click.option("--wait-complete", "-w", "wait", is_flag=True, help="Wait while the offload is running."),
+)
 def topics_offload_status(api: AdminApi, topic: str, wait: bool) -> None:
     """Show the last offload's status (NOT_RUN, RUNNING, SUCCESS, ERROR and its reason) and the first
     message still only on bookies. Exits with an error when it failed."""
@@ -229,22 +325,30 @@ def topics_offload_status(api: AdminApi, topic: str, wait: bool) -> None:
     first = status.get("firstUnoffloadedMessage") or {}
     where = f"{first.get('ledgerId')}:{first.get('entryId')}"
     if state == "ERROR":
-        raise click.ClickException(f"{_STATUS_TEXT['ERROR']}: {status.get('lastError') or 'unknown reason'} "
-                                   f"(first message not offloaded: {where})")
+        raise click.ClickException(
+            f"{_STATUS_TEXT['ERROR']}: {status.get('lastError') or 'unknown reason'} "
+            f"(first message not offloaded: {where})"
+        )
     if not api.as_json:
-        click.echo(_STATUS_TEXT.get(state, state) + (f" (first message not offloaded: {where})"
-                                                     if state == "SUCCESS" else ""))
+        click.echo(
+            _STATUS_TEXT.get(state, state) + (f" (first message not offloaded: {where})" if state == "SUCCESS" else "")
+        )
 
 
 @admin_command(topics, "set-offload-policies", TOPIC_ARG, *_POLICY_OPTIONS)
 def topics_set_offload_policies(api: AdminApi, topic: str, **opts: Any) -> None:
     """Set a topic's own offload policies (they override the namespace's field by field)."""
-    api.do("POST", f"{topic_rest_path(topic)}/offloadPolicies", f"set offload policies of {topic}",
-           _policies_body(**opts))
+    api.do(
+        "POST", f"{topic_rest_path(topic)}/offloadPolicies", f"set offload policies of {topic}", _policies_body(**opts)
+    )
 
 
-@admin_command(topics, "get-offload-policies", TOPIC_ARG,
-      click.option("--applied", "-ap", is_flag=True, help="The policies in force (topic > namespace > broker)."))
+@admin_command(
+    topics,
+    "get-offload-policies",
+    TOPIC_ARG,
+    click.option("--applied", "-ap", is_flag=True, help="The policies in force (topic > namespace > broker)."),
+)
 def topics_get_offload_policies(api: AdminApi, topic: str, applied: bool) -> None:
     """Show a topic's offload policies."""
     doc = api.call("GET", f"{topic_rest_path(topic)}/offloadPolicies", params={"applied": str(applied).lower()})

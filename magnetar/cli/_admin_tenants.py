@@ -26,14 +26,19 @@ def tenants_get(api: AdminApi, tenant: str) -> None:
     api.show(f"/admin/v2/tenants/{tenant}", title=tenant)
 
 
-@admin_command(tenants, "create", TENANT_ARG,
-               click.option("--admin-roles", "-r", default="", help="Comma-separated admin roles."),
-               click.option("--allowed-clusters", "-c", default="",
-                            help="Comma-separated clusters (default: this one)."))
+@admin_command(
+    tenants,
+    "create",
+    TENANT_ARG,
+    click.option("--admin-roles", "-r", default="", help="Comma-separated admin roles."),
+    click.option("--allowed-clusters", "-c", default="", help="Comma-separated clusters (default: this one)."),
+)
 def tenants_create(api: AdminApi, tenant: str, admin_roles: str, allowed_clusters: str) -> None:
     """Create a tenant."""
-    body = {"adminRoles": [r for r in admin_roles.split(",") if r],
-            "allowedClusters": [c for c in allowed_clusters.split(",") if c]}
+    body = {
+        "adminRoles": [r for r in admin_roles.split(",") if r],
+        "allowedClusters": [c for c in allowed_clusters.split(",") if c],
+    }
     api.do("PUT", f"/admin/v2/tenants/{tenant}", f"created tenant {tenant}", body)
 
 

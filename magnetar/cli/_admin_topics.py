@@ -64,8 +64,12 @@ def topics_delete(api: AdminApi, topic: str, force: bool) -> None:
 @admin_command(topics, "create-partitioned-topic", TOPIC_ARG, PARTS_OPT)
 def topics_create_partitioned(api: AdminApi, topic: str, partitions: int) -> None:
     """Create a partitioned topic."""
-    api.do("PUT", topic_rest_path(topic) + "/partitions",
-           f"created partitioned topic {topic} with {partitions} partitions", partitions)
+    api.do(
+        "PUT",
+        topic_rest_path(topic) + "/partitions",
+        f"created partitioned topic {topic} with {partitions} partitions",
+        partitions,
+    )
 
 
 @admin_command(topics, "update-partitioned-topic", TOPIC_ARG, PARTS_OPT)
@@ -104,33 +108,73 @@ def topics_truncate(api: AdminApi, topic: str) -> None:
 
 # ------------------------------------------------------------------ stats
 
-@admin_command(topics, "stats", TOPIC_ARG,
-               click.option("--get-precise-backlog", "-gpb", "precise", is_flag=True,
-                            help="As pulsar-admin (Magnetar's backlog counts are always precise)."))
+
+@admin_command(
+    topics,
+    "stats",
+    TOPIC_ARG,
+    click.option(
+        "--get-precise-backlog",
+        "-gpb",
+        "precise",
+        is_flag=True,
+        help="As pulsar-admin (Magnetar's backlog counts are always precise).",
+    ),
+)
 def topics_stats(api: AdminApi, topic: str, precise: bool = False) -> None:
     """Show a topic's rates, counters, producers and subscriptions."""
-    stats = api.call("GET", topic_rest_path(topic) + "/stats",
-                     params={"getPreciseBacklog": "true"} if precise else None)
+    stats = api.call(
+        "GET", topic_rest_path(topic) + "/stats", params={"getPreciseBacklog": "true"} if precise else None
+    )
     if api.as_json:
         emit(api, stats)
         return
     emit(api, {k: v for k, v in stats.items() if not isinstance(v, (dict, list))}, title=topic)
-    emit(api, [{"name": n, **{k: s.get(k) for k in ("type", "msgBacklog", "backlogSize", "unackedMessages",
-                                                        "msgOutCounter", "msgRateOut")},
-                 "consumers": len(s.get("consumers", []))} for n, s in stats.get("subscriptions", {}).items()],
-          title="subscriptions", columns=["name", "type", "msgBacklog", "backlogSize", "unackedMessages",
-                                          "msgOutCounter", "msgRateOut", "consumers"])
+    emit(
+        api,
+        [
+            {
+                "name": n,
+                **{
+                    k: s.get(k)
+                    for k in ("type", "msgBacklog", "backlogSize", "unackedMessages", "msgOutCounter", "msgRateOut")
+                },
+                "consumers": len(s.get("consumers", [])),
+            }
+            for n, s in stats.get("subscriptions", {}).items()
+        ],
+        title="subscriptions",
+        columns=[
+            "name",
+            "type",
+            "msgBacklog",
+            "backlogSize",
+            "unackedMessages",
+            "msgOutCounter",
+            "msgRateOut",
+            "consumers",
+        ],
+    )
     if stats.get("publishers"):
-        emit(api, stats["publishers"], title="producers",
-              columns=["producerName", "accessMode", "msgRateIn", "msgThroughputIn", "address"])
+        emit(
+            api,
+            stats["publishers"],
+            title="producers",
+            columns=["producerName", "accessMode", "msgRateIn", "msgThroughputIn", "address"],
+        )
 
 
-@admin_command(topics, "partitioned-stats", TOPIC_ARG,
-               click.option("--per-partition", is_flag=True, help="Also the stats of each partition."))
+@admin_command(
+    topics,
+    "partitioned-stats",
+    TOPIC_ARG,
+    click.option("--per-partition", is_flag=True, help="Also the stats of each partition."),
+)
 def topics_partitioned_stats(api: AdminApi, topic: str, per_partition: bool) -> None:
     """Stats of a partitioned topic, summed over its partitions."""
-    stats = api.call("GET", topic_rest_path(topic) + "/partitioned-stats",
-                     params={"perPartition": str(per_partition).lower()})
+    stats = api.call(
+        "GET", topic_rest_path(topic) + "/partitioned-stats", params={"perPartition": str(per_partition).lower()}
+    )
     if api.as_json:
         emit(api, stats)
         return
@@ -156,11 +200,22 @@ def topics_stats_internal(api: AdminApi, topic: str) -> None:
     if api.as_json:
         emit(api, stats)
         return
-    emit(api, {k: (_readable_time(v) if k.endswith("Timestamp") else v)
-                for k, v in stats.items() if not isinstance(v, (dict, list))}, title=topic)
+    emit(
+        api,
+        {
+            k: (_readable_time(v) if k.endswith("Timestamp") else v)
+            for k, v in stats.items()
+            if not isinstance(v, (dict, list))
+        },
+        title=topic,
+    )
     emit(api, stats.get("ledgers", []), title="ledgers", columns=["ledgerId", "entries", "size"])
-    emit(api, [{"name": n, **c} for n, c in stats.get("cursors", {}).items()], title="cursors",
-          columns=["name", "markDeletePosition", "readPosition", "individuallyDeletedMessages", "state"])
+    emit(
+        api,
+        [{"name": n, **c} for n, c in stats.get("cursors", {}).items()],
+        title="cursors",
+        columns=["name", "markDeletePosition", "readPosition", "individuallyDeletedMessages", "state"],
+    )
 
 
 @admin_command(topics, "explain-storage", TOPIC_ARG)
@@ -177,19 +232,33 @@ def topics_explain_storage(api: AdminApi, topic: str) -> None:
 
 # ------------------------------------------------------------------ subscriptions
 
+
 @admin_command(topics, "subscriptions", TOPIC_ARG)
 def topics_subscriptions(api: AdminApi, topic: str) -> None:
     """List a topic's subscriptions."""
     api.show(topic_rest_path(topic) + "/subscriptions", columns=["subscription"])
 
 
-@admin_command(topics, "create-subscription", TOPIC_ARG, SUB_OPT,
-               click.option("--messageId", "-m", "message_id", default="latest", show_default=True,
-                            help="Start: earliest, latest or ledgerId:entryId."),
-               click.option("--property", "-p", "properties", multiple=True,
-                            help="A subscription property key=value (repeat for more)."))
-def topics_create_subscription(api: AdminApi, topic: str, subscription: str, message_id: str,
-                               properties: tuple[str, ...]) -> None:
+@admin_command(
+    topics,
+    "create-subscription",
+    TOPIC_ARG,
+    SUB_OPT,
+    click.option(
+        "--messageId",
+        "-m",
+        "message_id",
+        default="latest",
+        show_default=True,
+        help="Start: earliest, latest or ledgerId:entryId.",
+    ),
+    click.option(
+        "--property", "-p", "properties", multiple=True, help="A subscription property key=value (repeat for more)."
+    ),
+)
+def topics_create_subscription(
+    api: AdminApi, topic: str, subscription: str, message_id: str, properties: tuple[str, ...]
+) -> None:
     """Create a durable subscription."""
     body: dict[str, Any] = dict(message_id_json(message_id))
     if properties:
@@ -203,12 +272,17 @@ def topics_create_subscription(api: AdminApi, topic: str, subscription: str, mes
 @admin_command(topics, "unsubscribe", TOPIC_ARG, SUB_OPT, FORCE_OPT)
 def topics_unsubscribe(api: AdminApi, topic: str, subscription: str, force: bool) -> None:
     """Delete a subscription."""
-    api.do("DELETE", sub_path(topic, subscription), f"deleted subscription {subscription} of {topic}",
-           params=force_flag(force))
+    api.do(
+        "DELETE",
+        sub_path(topic, subscription),
+        f"deleted subscription {subscription} of {topic}",
+        params=force_flag(force),
+    )
 
 
-@admin_command(topics, "skip", TOPIC_ARG, SUB_OPT,
-               click.option("--count", "-n", type=int, required=True, help="Messages to skip."))
+@admin_command(
+    topics, "skip", TOPIC_ARG, SUB_OPT, click.option("--count", "-n", type=int, required=True, help="Messages to skip.")
+)
 def topics_skip(api: AdminApi, topic: str, subscription: str, count: int) -> None:
     """Skip messages of a subscription's backlog."""
     api.do("POST", f"{sub_path(topic, subscription)}/skip/{count}", f"skipped {count} messages of {subscription}")
@@ -220,16 +294,32 @@ def topics_clear_backlog(api: AdminApi, topic: str, subscription: str) -> None:
     api.do("POST", f"{sub_path(topic, subscription)}/skip_all", f"cleared the backlog of {subscription}")
 
 
-@admin_command(topics, "reset-cursor", TOPIC_ARG, SUB_OPT,
-               click.option("--time", "-t", "ago", help="To the messages published this long ago: seconds, or "
-                                                         "100m/3h/2d/5w (as pulsar-admin)."),
-               click.option("--publish-time-ms", "time_ms", type=int, help="To a publish time, in ms since the epoch."),
-               click.option("--messageId", "-m", "message_id",
-                            help="To a message: earliest, latest or ledgerId:entryId."),
-               click.option("--exclude-reset-position", "-e", "exclude", is_flag=True,
-                            help="With --messageId: from the message after it."))
-def topics_reset_cursor(api: AdminApi, topic: str, subscription: str, ago: str | None, time_ms: int | None,
-                        message_id: str | None, exclude: bool) -> None:
+@admin_command(
+    topics,
+    "reset-cursor",
+    TOPIC_ARG,
+    SUB_OPT,
+    click.option(
+        "--time",
+        "-t",
+        "ago",
+        help="To the messages published this long ago: seconds, or 100m/3h/2d/5w (as pulsar-admin).",
+    ),
+    click.option("--publish-time-ms", "time_ms", type=int, help="To a publish time, in ms since the epoch."),
+    click.option("--messageId", "-m", "message_id", help="To a message: earliest, latest or ledgerId:entryId."),
+    click.option(
+        "--exclude-reset-position", "-e", "exclude", is_flag=True, help="With --messageId: from the message after it."
+    ),
+)
+def topics_reset_cursor(
+    api: AdminApi,
+    topic: str,
+    subscription: str,
+    ago: str | None,
+    time_ms: int | None,
+    message_id: str | None,
+    exclude: bool,
+) -> None:
     """Move a subscription back or forth to a publish time or a message id."""
     if sum(x is not None for x in (ago, time_ms, message_id)) != 1:
         raise click.UsageError("give exactly one of --time, --publish-time-ms and --messageId")
@@ -249,49 +339,87 @@ def topics_skip_all(api: AdminApi, topic: str, subscription: str) -> None:
     api.do("POST", f"{sub_path(topic, subscription)}/skip_all", f"skipped all messages of {subscription}")
 
 
-@admin_command(topics, "expire-messages", TOPIC_ARG, SUB_OPT,
-               click.option("--expireTime", "-t", "expire_time", default=None,
-                            help="Acknowledge the messages published longer ago than this: seconds, or "
-                                 "100m/3h/2d/5w."),
-               click.option("--position", "-p", default=None,
-                            help="Or: acknowledge up to this message (ledgerId:entryId)."),
-               click.option("--exclude-reset-position", "-e", "exclude", is_flag=True,
-                            help="With --position: not the message itself."))
-def topics_expire_messages(api: AdminApi, topic: str, subscription: str, expire_time: str | None,
-                           position: str | None, exclude: bool) -> None:
+@admin_command(
+    topics,
+    "expire-messages",
+    TOPIC_ARG,
+    SUB_OPT,
+    click.option(
+        "--expireTime",
+        "-t",
+        "expire_time",
+        default=None,
+        help="Acknowledge the messages published longer ago than this: seconds, or 100m/3h/2d/5w.",
+    ),
+    click.option("--position", "-p", default=None, help="Or: acknowledge up to this message (ledgerId:entryId)."),
+    click.option(
+        "--exclude-reset-position", "-e", "exclude", is_flag=True, help="With --position: not the message itself."
+    ),
+)
+def topics_expire_messages(
+    api: AdminApi, topic: str, subscription: str, expire_time: str | None, position: str | None, exclude: bool
+) -> None:
     """Expire (acknowledge) a subscription's messages older than --expireTime, or up to --position."""
     if (expire_time is None) == (position is None):
         raise click.UsageError("give exactly one of --expireTime and --position")
     if position is not None:
-        api.do("POST", f"{sub_path(topic, subscription)}/expireMessages", f"expired {subscription} up to {position}",
-               {**message_id_json(position), "isExcluded": exclude})
+        api.do(
+            "POST",
+            f"{sub_path(topic, subscription)}/expireMessages",
+            f"expired {subscription} up to {position}",
+            {**message_id_json(position), "isExcluded": exclude},
+        )
         return
     value = seconds(expire_time or "")
-    api.do("POST", f"{sub_path(topic, subscription)}/expireMessages/{value}",
-           f"expired the messages of {subscription} older than {value} s")
+    api.do(
+        "POST",
+        f"{sub_path(topic, subscription)}/expireMessages/{value}",
+        f"expired the messages of {subscription} older than {value} s",
+    )
 
 
-@admin_command(topics, "expire-messages-all-subscriptions", TOPIC_ARG,
-               click.option("--expireTime", "-t", "expire_time", required=True,
-                            help="Acknowledge the messages published longer ago than this: seconds, or "
-                                 "100m/3h/2d/5w."))
+@admin_command(
+    topics,
+    "expire-messages-all-subscriptions",
+    TOPIC_ARG,
+    click.option(
+        "--expireTime",
+        "-t",
+        "expire_time",
+        required=True,
+        help="Acknowledge the messages published longer ago than this: seconds, or 100m/3h/2d/5w.",
+    ),
+)
 def topics_expire_all(api: AdminApi, topic: str, expire_time: str) -> None:
     """Expire (acknowledge) the old messages of every subscription of a topic."""
     value = seconds(expire_time)
-    api.do("POST", f"{topic_rest_path(topic)}/all_subscription/expireMessages/{value}",
-           f"expired the messages of every subscription of {topic} older than {value} s")
+    api.do(
+        "POST",
+        f"{topic_rest_path(topic)}/all_subscription/expireMessages/{value}",
+        f"expired the messages of every subscription of {topic} older than {value} s",
+    )
 
 
-@admin_command(topics, "expire-messages-to-position", TOPIC_ARG, SUB_OPT,
-               click.option("--position", "-p", required=True, help="ledgerId:entryId: expire up to this message."),
-               click.option("--exclude-reset-position", "-e", "exclude", is_flag=True, help="Keep the message itself."))
+@admin_command(
+    topics,
+    "expire-messages-to-position",
+    TOPIC_ARG,
+    SUB_OPT,
+    click.option("--position", "-p", required=True, help="ledgerId:entryId: expire up to this message."),
+    click.option("--exclude-reset-position", "-e", "exclude", is_flag=True, help="Keep the message itself."),
+)
 def topics_expire_to_position(api: AdminApi, topic: str, subscription: str, position: str, exclude: bool) -> None:
     """Expire (acknowledge) a subscription's messages up to a message id (pulsar-admin's -p)."""
-    api.do("POST", f"{sub_path(topic, subscription)}/expireMessages", f"expired {subscription} up to {position}",
-           {**message_id_json(position), "isExcluded": exclude})
+    api.do(
+        "POST",
+        f"{sub_path(topic, subscription)}/expireMessages",
+        f"expired {subscription} up to {position}",
+        {**message_id_json(position), "isExcluded": exclude},
+    )
 
 
 # ------------------------------------------------------------------ messages
+
 
 @admin_command(topics, "last-message-id", TOPIC_ARG)
 def topics_last_message_id(api: AdminApi, topic: str) -> None:
@@ -304,11 +432,15 @@ def _print_message(api: AdminApi, r: httpx.Response) -> dict[str, Any]:
     raw = ((k.decode("latin-1"), v.decode("utf-8", errors="replace")) for k, v in r.headers.raw)  # names as sent
     headers = {k: v for k, v in raw if k.lower().startswith("x-pulsar-")}
     message_id = r.headers.get("x-pulsar-message-id", "")
-    properties = {k[len("x-pulsar-property-"):]: v for k, v in headers.items()
-                  if k.lower().startswith("x-pulsar-property-")}
-    doc = {"messageId": message_id, "properties": properties,
-           "headers": {k: v for k, v in headers.items() if not k.lower().startswith("x-pulsar-property-")},
-           "payload": base64.b64encode(r.content).decode()}
+    properties = {
+        k[len("x-pulsar-property-") :]: v for k, v in headers.items() if k.lower().startswith("x-pulsar-property-")
+    }
+    doc = {
+        "messageId": message_id,
+        "properties": properties,
+        "headers": {k: v for k, v in headers.items() if not k.lower().startswith("x-pulsar-property-")},
+        "payload": base64.b64encode(r.content).decode(),
+    }
     if not api.as_json:
         click.echo(f"Message ID: {message_id}")
         for key, value in sorted(doc["headers"].items()):
@@ -320,8 +452,13 @@ def _print_message(api: AdminApi, r: httpx.Response) -> dict[str, Any]:
     return doc
 
 
-@admin_command(topics, "peek-messages", TOPIC_ARG, SUB_OPT,
-               click.option("--count", "-n", type=int, default=1, show_default=True, help="Messages to peek."))
+@admin_command(
+    topics,
+    "peek-messages",
+    TOPIC_ARG,
+    SUB_OPT,
+    click.option("--count", "-n", type=int, default=1, show_default=True, help="Messages to peek."),
+)
 def topics_peek_messages(api: AdminApi, topic: str, subscription: str, count: int) -> None:
     """Show the first --count unacknowledged messages of a subscription (without acknowledging them)."""
     if count < 1:
@@ -341,23 +478,48 @@ def topics_peek_messages(api: AdminApi, topic: str, subscription: str, count: in
         click.echo(json.dumps(docs, indent=2, sort_keys=True))
 
 
-@admin_command(topics, "examine-message", TOPIC_ARG,
-               click.option("--initialPosition", "-i", "initial_position", type=click.Choice(["latest", "earliest"]),
-                            default="latest", show_default=True, help="Count from the newest or the oldest message."),
-               click.option("--messagePosition", "-m", "message_position", type=int, default=1, show_default=True,
-                            help="Which message (1-based) from --initialPosition."))
+@admin_command(
+    topics,
+    "examine-message",
+    TOPIC_ARG,
+    click.option(
+        "--initialPosition",
+        "-i",
+        "initial_position",
+        type=click.Choice(["latest", "earliest"]),
+        default="latest",
+        show_default=True,
+        help="Count from the newest or the oldest message.",
+    ),
+    click.option(
+        "--messagePosition",
+        "-m",
+        "message_position",
+        type=int,
+        default=1,
+        show_default=True,
+        help="Which message (1-based) from --initialPosition.",
+    ),
+)
 def topics_examine_message(api: AdminApi, topic: str, initial_position: str, message_position: int) -> None:
     """Show the n-th message from the newest or the oldest stored one."""
-    r = api.request("GET", topic_rest_path(topic) + "/examinemessage",
-                    params={"initialPosition": initial_position, "messagePosition": message_position})
+    r = api.request(
+        "GET",
+        topic_rest_path(topic) + "/examinemessage",
+        params={"initialPosition": initial_position, "messagePosition": message_position},
+    )
     doc = _print_message(api, r)
     if api.as_json:
         click.echo(json.dumps(doc, indent=2, sort_keys=True))
 
 
-@admin_command(topics, "get-message-by-id", TOPIC_ARG,
-               click.option("--ledgerId", "-l", "ledger_id", type=int, required=True, help="Ledger id of the message."),
-               click.option("--entryId", "-e", "entry_id", type=int, required=True, help="Entry id of the message."))
+@admin_command(
+    topics,
+    "get-message-by-id",
+    TOPIC_ARG,
+    click.option("--ledgerId", "-l", "ledger_id", type=int, required=True, help="Ledger id of the message."),
+    click.option("--entryId", "-e", "entry_id", type=int, required=True, help="Entry id of the message."),
+)
 def topics_get_message_by_id(api: AdminApi, topic: str, ledger_id: int, entry_id: int) -> None:
     """Show the message stored at ledgerId:entryId."""
     doc = _print_message(api, api.request("GET", f"{topic_rest_path(topic)}/ledger/{ledger_id}/entry/{entry_id}"))
@@ -367,20 +529,32 @@ def topics_get_message_by_id(api: AdminApi, topic: str, ledger_id: int, entry_id
 
 # ------------------------------------------------------------------ policies
 
+
 @admin_command(topics, "set-inactive-topic-policies", TOPIC_ARG, *INACTIVE_OPTS)
 def topics_set_inactive(api: AdminApi, topic: str, enable: bool, duration: str, mode: str) -> None:
     """Set when this topic is deleted once inactive (over its namespace's and the broker's settings)."""
-    api.do("POST", f"{topic_rest_path(topic)}/inactiveTopicPolicies", f"set inactive topic policies of {topic}",
-           inactive_body(enable, duration, mode))
+    api.do(
+        "POST",
+        f"{topic_rest_path(topic)}/inactiveTopicPolicies",
+        f"set inactive topic policies of {topic}",
+        inactive_body(enable, duration, mode),
+    )
 
 
-@admin_command(topics, "get-inactive-topic-policies", TOPIC_ARG,
-               click.option("--applied", "-a", is_flag=True,
-                            help="The policies in force (topic, namespace or broker)."))
+@admin_command(
+    topics,
+    "get-inactive-topic-policies",
+    TOPIC_ARG,
+    click.option("--applied", "-a", is_flag=True, help="The policies in force (topic, namespace or broker)."),
+)
 def topics_get_inactive(api: AdminApi, topic: str, applied: bool) -> None:
     """Show the topic's inactive topic policies."""
-    emit(api, api.call("GET", f"{topic_rest_path(topic)}/inactiveTopicPolicies",
-                       params={"applied": "true"} if applied else None))
+    emit(
+        api,
+        api.call(
+            "GET", f"{topic_rest_path(topic)}/inactiveTopicPolicies", params={"applied": "true"} if applied else None
+        ),
+    )
 
 
 @admin_command(topics, "remove-inactive-topic-policies", TOPIC_ARG)
@@ -389,12 +563,20 @@ def topics_remove_inactive(api: AdminApi, topic: str) -> None:
     api.do("DELETE", f"{topic_rest_path(topic)}/inactiveTopicPolicies", f"removed inactive topic policies of {topic}")
 
 
-@admin_command(topics, "set-deduplication", TOPIC_ARG,
-               click.option("--enable/--disable", "-e/-d", required=True, help="Turn deduplication on or off."))
+@admin_command(
+    topics,
+    "set-deduplication",
+    TOPIC_ARG,
+    click.option("--enable/--disable", "-e/-d", required=True, help="Turn deduplication on or off."),
+)
 def topics_set_dedup(api: AdminApi, topic: str, enable: bool) -> None:
     """Turn deduplication on or off for one topic (over its namespace's policy)."""
-    api.do("POST", topic_rest_path(topic) + "/deduplicationEnabled",
-           f"{'enabled' if enable else 'disabled'} deduplication on {topic}", enable)
+    api.do(
+        "POST",
+        topic_rest_path(topic) + "/deduplicationEnabled",
+        f"{'enabled' if enable else 'disabled'} deduplication on {topic}",
+        enable,
+    )
 
 
 @admin_command(topics, "get-deduplication", TOPIC_ARG)
@@ -411,6 +593,7 @@ def topics_remove_dedup(api: AdminApi, topic: str) -> None:
 
 # ------------------------------------------------------------------ permissions
 
+
 @admin_command(topics, "permissions", TOPIC_ARG)
 def topics_permissions(api: AdminApi, topic: str) -> None:
     """Show the roles granted actions on a topic (its namespace's grants included)."""
@@ -420,22 +603,32 @@ def topics_permissions(api: AdminApi, topic: str) -> None:
 @admin_command(topics, "grant-permission", TOPIC_ARG, ROLE_OPT, ACTIONS_OPT)
 def topics_grant_permission(api: AdminApi, topic: str, role: str, actions: str) -> None:
     """Grant a role actions (produce, consume) on a topic."""
-    api.do("POST", f"{topic_rest_path(topic)}/permissions/{quote(role, safe='')}",
-           f"granted {actions} on {topic} to {role}",
-           body=actions_list(actions))
+    api.do(
+        "POST",
+        f"{topic_rest_path(topic)}/permissions/{quote(role, safe='')}",
+        f"granted {actions} on {topic} to {role}",
+        body=actions_list(actions),
+    )
 
 
 @admin_command(topics, "revoke-permission", TOPIC_ARG, ROLE_OPT)
 def topics_revoke_permission(api: AdminApi, topic: str, role: str) -> None:
     """Revoke a role's actions on a topic."""
-    api.do("DELETE", f"{topic_rest_path(topic)}/permissions/{quote(role, safe='')}",
-           f"revoked the permissions of {role} on {topic}")
+    api.do(
+        "DELETE",
+        f"{topic_rest_path(topic)}/permissions/{quote(role, safe='')}",
+        f"revoked the permissions of {role} on {topic}",
+    )
 
 
 # ------------------------------------------------------------------ compaction
 
-_COMPACTION_TEXT = {"NOT_RUN": "Compaction has not been run", "RUNNING": "Compaction is running",
-                    "SUCCESS": "Compaction was a success", "ERROR": "Error in compaction"}
+_COMPACTION_TEXT = {
+    "NOT_RUN": "Compaction has not been run",
+    "RUNNING": "Compaction is running",
+    "SUCCESS": "Compaction was a success",
+    "ERROR": "Error in compaction",
+}
 
 
 @admin_command(topics, "compact", TOPIC_ARG)
@@ -444,8 +637,12 @@ def topics_compact(api: AdminApi, topic: str) -> None:
     api.do("PUT", f"{topic_rest_path(topic)}/compaction", f"compaction triggered for {topic}")
 
 
-@admin_command(topics, "compaction-status", TOPIC_ARG,
-               click.option("--wait-complete", "-w", "wait", is_flag=True, help="Wait while compaction is running."))
+@admin_command(
+    topics,
+    "compaction-status",
+    TOPIC_ARG,
+    click.option("--wait-complete", "-w", "wait", is_flag=True, help="Wait while compaction is running."),
+)
 def topics_compaction_status(api: AdminApi, topic: str, wait: bool) -> None:
     """Show a topic's compaction status (NOT_RUN, RUNNING, SUCCESS, ERROR and its reason).
     Exits with an error when the last compaction failed."""
@@ -469,21 +666,34 @@ def _policy_path(suffix: str) -> Any:
     return lambda topic: topic_rest_path(topic) + suffix
 
 
-
-
 for _name, _suffix, _flags, _what in (
-        ("max-producers", "/maxProducers", ("--max-producers", "-p"), "Max producers of the topic"),
-        ("max-consumers", "/maxConsumers", ("--max-consumers", "-c"), "Max consumers of the topic"),
-        ("max-consumers-per-subscription", "/maxConsumersPerSubscription",
-         ("--max-consumers-per-subscription", "-c"), "Max consumers per subscription"),
-        ("max-unacked-messages-on-consumer", "/maxUnackedMessagesOnConsumer",
-         ("--max-unacked-messages", "-m"), "Max unacked messages per consumer"),
-        ("max-unacked-messages-on-subscription", "/maxUnackedMessagesOnSubscription",
-         ("--max-unacked-messages", "-m"), "Max unacked messages per subscription")):
+    ("max-producers", "/maxProducers", ("--max-producers", "-p"), "Max producers of the topic"),
+    ("max-consumers", "/maxConsumers", ("--max-consumers", "-c"), "Max consumers of the topic"),
+    (
+        "max-consumers-per-subscription",
+        "/maxConsumersPerSubscription",
+        ("--max-consumers-per-subscription", "-c"),
+        "Max consumers per subscription",
+    ),
+    (
+        "max-unacked-messages-on-consumer",
+        "/maxUnackedMessagesOnConsumer",
+        ("--max-unacked-messages", "-m"),
+        "Max unacked messages per consumer",
+    ),
+    (
+        "max-unacked-messages-on-subscription",
+        "/maxUnackedMessagesOnSubscription",
+        ("--max-unacked-messages", "-m"),
+        "Max unacked messages per subscription",
+    ),
+):
     limit_commands(topics, _name, _policy_path(_suffix), TOPIC_ARG, _flags, _what)
 
-for _name, _suffix, _kind in (("publish-rate", "/publishRate", "publish"),
-                              ("dispatch-rate", "/dispatchRate", "dispatch"),
-                              ("subscription-dispatch-rate", "/subscriptionDispatchRate", "dispatch"),
-                              ("subscribe-rate", "/subscribeRate", "subscribe")):
+for _name, _suffix, _kind in (
+    ("publish-rate", "/publishRate", "publish"),
+    ("dispatch-rate", "/dispatchRate", "dispatch"),
+    ("subscription-dispatch-rate", "/subscriptionDispatchRate", "dispatch"),
+    ("subscribe-rate", "/subscribeRate", "subscribe"),
+):
     rate_commands(topics, _name, _policy_path(_suffix), TOPIC_ARG, _kind)

@@ -54,10 +54,16 @@ def _metadata_json(ledger_id: int, meta: Any) -> dict[str, Any]:
     if meta.ctime_ms:
         created = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(meta.ctime_ms / 1000)) + " UTC"
     return {
-        "ledgerId": ledger_id, "state": meta.state.name, "ensembleSize": meta.ensemble_size,
-        "writeQuorumSize": meta.write_quorum, "ackQuorumSize": meta.ack_quorum,
-        "lastEntryId": meta.last_entry_id, "length": meta.length, "digestType": meta.digest_type.name,
-        "ctime": meta.ctime_ms, "ctimeUtc": created,
+        "ledgerId": ledger_id,
+        "state": meta.state.name,
+        "ensembleSize": meta.ensemble_size,
+        "writeQuorumSize": meta.write_quorum,
+        "ackQuorumSize": meta.ack_quorum,
+        "lastEntryId": meta.last_entry_id,
+        "length": meta.length,
+        "digestType": meta.digest_type.name,
+        "ctime": meta.ctime_ms,
+        "ctimeUtc": created,
         "ensembles": {str(s.first_entry_id): list(s.ensemble) for s in meta.segments},
         "customMetadata": {k: v.decode("utf-8", "replace") for k, v in meta.custom_metadata.items()},
     }
@@ -72,6 +78,7 @@ def config_of(ctx: click.Context) -> Any:
     """The ``BookieConfig`` the ``shell`` group loaded."""
     return ctx.obj["config"]
 
+
 def run_cluster(ctx: click.Context, body: Callable[[Any, Any], Any]) -> Any:
     """Run ``body(store, config)`` on the configured metadata store, with clear errors."""
     from metadata import MetadataError, open_metadata_store
@@ -82,8 +89,9 @@ def run_cluster(ctx: click.Context, body: Callable[[Any, Any], Any]) -> Any:
         raise SystemExit(EXIT_USAGE)
 
     async def main() -> Any:
-        async with open_metadata_store(config.metadata_url, security=config.zk_security(),
-                                       tls=config.zk_tls()) as store:
+        async with open_metadata_store(
+            config.metadata_url, security=config.zk_security(), tls=config.zk_tls()
+        ) as store:
             return await body(store, config)
 
     try:
@@ -100,7 +108,9 @@ def run_cluster(ctx: click.Context, body: Callable[[Any, Any], Any]) -> Any:
         click.echo(f"error: {config.metadata_url}: {type(exc).__name__}: {exc}", err=True)
         raise SystemExit(EXIT_UNREACHABLE) from None
 
+
 # ------------------------------------------------------------------ bookies
+
 
 @click.command(name="listbookies")
 @click.option("-rw", "--readwrite", is_flag=True, help="Writable bookies.")
@@ -130,12 +140,13 @@ def listbookies(ctx: click.Context, readwrite: bool, readonly: bool, all_: bool,
         if not bookies:
             click.echo("No bookie is available")
 
+
 # ------------------------------------------------------------------ ledgers
+
 
 @click.command(name="listledgers")
 @click.option("-m", "--meta", is_flag=True, help="Print each ledger's metadata.")
-@click.option("-bookieid", "--bookieid", "bookie_id", default=None,
-              help="Only ledgers with a fragment on this bookie.")
+@click.option("-bookieid", "--bookieid", "bookie_id", default=None, help="Only ledgers with a fragment on this bookie.")
 @click.pass_context
 def listledgers(ctx: click.Context, meta: bool, bookie_id: str | None) -> None:
     """List the ledgers in the metadata store (BookKeeper's listledgers)."""
@@ -159,6 +170,7 @@ def listledgers(ctx: click.Context, meta: bool, bookie_id: str | None) -> None:
 
     run_cluster(ctx, body)
 
+
 @click.command(name="ledgermetadata")
 @click.option("-ledgerid", "--ledgerid", "ledger_id", type=int, required=True, help="Ledger id.")
 @click.pass_context
@@ -179,11 +191,18 @@ def ledgermetadata(ctx: click.Context, ledger_id: int) -> None:
         raise SystemExit(EXIT_USAGE)
     click.echo(json.dumps(found, indent=2))
 
+
 @click.command(name="readledger")
 @click.option("-ledgerid", "--ledgerid", "ledger_id", type=int, required=True, help="Ledger id.")
 @click.option("-firstentryid", "--firstentryid", "first", type=int, default=0, show_default=True)
-@click.option("-lastentryid", "--lastentryid", "last", type=int, default=-1,
-              help="Last entry to read (-1: up to the last confirmed entry).")
+@click.option(
+    "-lastentryid",
+    "--lastentryid",
+    "last",
+    type=int,
+    default=-1,
+    help="Last entry to read (-1: up to the last confirmed entry).",
+)
 @click.option("-msg", "--msg", "show", is_flag=True, help="Print each entry's content.")
 @click.pass_context
 def readledger(ctx: click.Context, ledger_id: int, first: int, last: int, show: bool) -> None:
@@ -213,14 +232,14 @@ def readledger(ctx: click.Context, ledger_id: int, first: int, last: int, show: 
                     entry_id = batch_end + 1
             finally:
                 await handle.close()
-            click.echo(f"read entries {first}..{end} of ledger {ledger_id} "
-                       f"({'closed' if md.is_closed else 'open'})")
+            click.echo(f"read entries {first}..{end} of ledger {ledger_id} ({'closed' if md.is_closed else 'open'})")
 
     try:
         run_cluster(ctx, body)
     except BKError as exc:
         click.echo(f"error: reading ledger {ledger_id}: {type(exc).__name__}: {exc}", err=True)
         raise SystemExit(EXIT_UNREACHABLE) from None
+
 
 @click.command(name="simpletest")
 @click.option("-ensemble", "--ensemble", type=int, default=3, show_default=True)
@@ -266,7 +285,9 @@ def simpletest(ctx: click.Context, ensemble: int, write_quorum: int, ack_quorum:
         raise SystemExit(EXIT_CHECK_FAILED)
     click.echo(f"{num_entries} entries read back and verified; ledger {lid} deleted")
 
+
 # ------------------------------------------------------------------ recovery and decommission
+
 
 async def ledgers_on(lm: Any, bookies: set[str], only: int | None) -> list[int]:
     """The ledgers (all, or ``only``) with a fragment on one of ``bookies``."""
@@ -283,6 +304,7 @@ async def ledgers_on(lm: Any, bookies: set[str], only: int | None) -> list[int]:
             found.append(lid)
     return found
 
+
 async def remove_bookie(store: Any, root: str, bookie: str) -> list[str]:
     """Delete ``bookie``'s cookie and registrations; the paths that were there."""
     from metadata import NoNodeError
@@ -297,15 +319,20 @@ async def remove_bookie(store: Any, root: str, bookie: str) -> list[str]:
             pass
     return removed
 
+
 @click.command(name="recover")
 @click.argument("bookies", nargs=-1, required=True)
-@click.option("-deleteCookie", "--deleteCookie", "delete_cookie", is_flag=True,
-              help="Remove the bookies' cookies once their data is re-replicated.")
+@click.option(
+    "-deleteCookie",
+    "--deleteCookie",
+    "delete_cookie",
+    is_flag=True,
+    help="Remove the bookies' cookies once their data is re-replicated.",
+)
 @click.option("-l", "--ledger", "only", type=int, default=None, help="Recover only this ledger.")
 @click.option("-f", "--force", is_flag=True, help="Recover even while a bookie is registered as available.")
 @click.pass_context
-def recover(ctx: click.Context, bookies: tuple[str, ...], delete_cookie: bool, only: int | None,
-            force: bool) -> None:
+def recover(ctx: click.Context, bookies: tuple[str, ...], delete_cookie: bool, only: int | None, force: bool) -> None:
     """Re-replicate the fragments on dead BOOKIES to live bookies, in this process."""
     from autorecovery import ReplicationOutcome, ReplicationWorker, UnderReplicationManager
     from bk_client import BKError, BookKeeper, LedgerManager
@@ -317,8 +344,11 @@ def recover(ctx: click.Context, bookies: tuple[str, ...], delete_cookie: bool, o
         lm = LedgerManager(store, root)
         live = set(await lm.list_bookies(writable=True)) | set(await lm.list_bookies(writable=False))
         if targets & live and not force:
-            click.echo(f"error: {', '.join(sorted(targets & live))} still registered as available: stop the "
-                       "bookie first (or pass -f to copy its data anyway)", err=True)
+            click.echo(
+                f"error: {', '.join(sorted(targets & live))} still registered as available: stop the "
+                "bookie first (or pass -f to copy its data anyway)",
+                err=True,
+            )
             raise SystemExit(EXIT_USAGE)
         todo = await ledgers_on(lm, targets, only)
         click.echo(f"{len(todo)} ledger(s) have fragments on {', '.join(sorted(targets))}")
@@ -353,10 +383,17 @@ def recover(ctx: click.Context, bookies: tuple[str, ...], delete_cookie: bool, o
         raise SystemExit(EXIT_CHECK_FAILED)
     click.echo(f"recovered {len(todo)} ledger(s)")
 
+
 @click.command(name="decommissionbookie")
 @click.option("-bookieid", "--bookieid", "bookie_id", required=True, help="The (stopped) bookie to retire.")
-@click.option("--timeout", "timeout_s", type=float, default=3600.0, show_default=True,
-              help="Seconds to wait for AutoRecovery to move its data.")
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=float,
+    default=3600.0,
+    show_default=True,
+    help="Seconds to wait for AutoRecovery to move its data.",
+)
 @click.pass_context
 def decommissionbookie(ctx: click.Context, bookie_id: str, timeout_s: float) -> None:
     """Retire a stopped bookie: AutoRecovery re-replicates its ledgers, then its cookie goes."""
@@ -371,8 +408,10 @@ def decommissionbookie(ctx: click.Context, bookie_id: str, timeout_s: float) -> 
             click.echo(f"error: {bookie_id} is still registered as available: stop it first", err=True)
             raise SystemExit(EXIT_USAGE)
         if await current_auditor(store, root) is None:
-            click.echo("warning: no AutoRecovery auditor is running; the marked ledgers wait for "
-                       "`magnetar autorecovery`", err=True)
+            click.echo(
+                "warning: no AutoRecovery auditor is running; the marked ledgers wait for `magnetar autorecovery`",
+                err=True,
+            )
         urm = UnderReplicationManager(store, root)
         todo = await ledgers_on(lm, {bookie_id}, None)
         for lid in todo:
@@ -388,8 +427,10 @@ def decommissionbookie(ctx: click.Context, bookie_id: str, timeout_s: float) -> 
                     await urm.mark(lid, [bookie_id])
                 todo = left
         if todo:
-            click.echo(f"error: after {timeout_s:.0f}s {len(todo)} ledger(s) still have fragments on "
-                       f"{bookie_id}: {todo[:20]}", err=True)
+            click.echo(
+                f"error: after {timeout_s:.0f}s {len(todo)} ledger(s) still have fragments on {bookie_id}: {todo[:20]}",
+                err=True,
+            )
             return False
         for path in await remove_bookie(store, root, bookie_id):
             click.echo(f"  removed {path}")
@@ -399,7 +440,9 @@ def decommissionbookie(ctx: click.Context, bookie_id: str, timeout_s: float) -> 
         raise SystemExit(EXIT_CHECK_FAILED)
     click.echo(f"bookie {bookie_id} decommissioned")
 
+
 # ------------------------------------------------------------------ local files
+
 
 @click.command(name="lastmark")
 @click.pass_context
@@ -414,6 +457,7 @@ def lastmark(ctx: click.Context) -> None:
         mark = read_last_mark(config.ledger_dirs, last_mark_file(i))
         where = f" [{journal}]" if len(journals) > 1 else ""
         click.echo(f"LastLogMark{where} : Journal Id - {mark.file_id}({mark.file_id:x}.txn), Pos - {mark.offset}")
+
 
 @click.command(name="readlog")
 @click.argument("log")
@@ -458,8 +502,11 @@ def readlog(ctx: click.Context, log: str, show: bool, ledger_id: int | None, ent
     end = header.ledgers_map_offset or None
     count = 0
     for offset, lid, eid, payload in iter_records(data, HEADER_SIZE, end):
-        if lid == INVALID_LEDGER_ID or (ledger_id is not None and lid != ledger_id) \
-                or (entry_id is not None and eid != entry_id):
+        if (
+            lid == INVALID_LEDGER_ID
+            or (ledger_id is not None and lid != ledger_id)
+            or (entry_id is not None and eid != entry_id)
+        ):
             continue
         count += 1
         click.echo(f"--------- Lid={lid}, Eid={eid}, ByteOffset={offset}, EntrySize={len(payload)} ---------")
@@ -473,12 +520,22 @@ def readlog(ctx: click.Context, log: str, show: bool, ledger_id: int | None, ent
     click.echo(f"{count} entries")
 
 
-COMMANDS = (listbookies, listledgers, ledgermetadata, readledger, simpletest, recover, decommissionbookie, lastmark,
-            readlog)
+COMMANDS = (
+    listbookies,
+    listledgers,
+    ledgermetadata,
+    readledger,
+    simpletest,
+    recover,
+    decommissionbookie,
+    lastmark,
+    readlog,
+)
 
 
-def make_shell(config_options: Callable[[Callable[..., Any]], Callable[..., Any]],
-               load: Callable[..., Any]) -> click.Group:
+def make_shell(
+    config_options: Callable[[Callable[..., Any]], Callable[..., Any]], load: Callable[..., Any]
+) -> click.Group:
     """The ``shell`` group; ``config_options`` adds the bookie config flags and ``load`` turns
     them into a ``BookieConfig`` (both from ``cmd_bookie``, so flags and files mean the same).
     The commands are this module's; the group only loads the config they read (`config_of`)."""

@@ -33,8 +33,17 @@ from magnetar.common.config import ConfigError, key_names, load_config, parse_ov
 
 from ._conf_files import read_conf, route_properties, unimplemented_warning
 
-__all__ = ["EXIT_CONFIG", "EXIT_FATAL", "EXIT_START", "load_sections", "run_until_signal", "setup_logging", "fail",
-           "fail_cleanly_on", "log_stopped"]
+__all__ = [
+    "EXIT_CONFIG",
+    "EXIT_FATAL",
+    "EXIT_START",
+    "load_sections",
+    "run_until_signal",
+    "setup_logging",
+    "fail",
+    "fail_cleanly_on",
+    "log_stopped",
+]
 
 EXIT_BUG = 1
 EXIT_CONFIG = 2
@@ -44,9 +53,15 @@ EXIT_FATAL = 4
 log = logging.getLogger("magnetar")
 
 
-def load_sections(conf: Path | None, sections: Mapping[str, type], overrides: tuple[str, ...],
-                  flags: Mapping[str, Mapping[str, Any]] | None = None,
-                  defaults: Mapping[str, Mapping[str, Any]] | None = None, *, command: str = "") -> dict[str, Any]:
+def load_sections(
+    conf: Path | None,
+    sections: Mapping[str, type],
+    overrides: tuple[str, ...],
+    flags: Mapping[str, Mapping[str, Any]] | None = None,
+    defaults: Mapping[str, Mapping[str, Any]] | None = None,
+    *,
+    command: str = "",
+) -> dict[str, Any]:
     """Load one config object per table of ``conf``.
 
     ``conf`` is a TOML file with one table per section, or a Java-properties file in Pulsar's or
@@ -75,13 +90,17 @@ def load_sections(conf: Path | None, sections: Mapping[str, type], overrides: tu
     for key, value in parse_overrides(overrides).items():
         section, dot, rest = key.partition(".")
         if not dot or section not in sections:
-            raise ConfigError(key, f"an override must look like <table>.<key>=value, with a table among "
-                                   f"{', '.join(sections)}")
+            raise ConfigError(
+                key, f"an override must look like <table>.<key>=value, with a table among {', '.join(sections)}"
+            )
         per_section[section][rest] = value
-    tables = {name: _with_defaults(cls, data.get(name, {}), (defaults or {}).get(name, {}))
-              for name, cls in sections.items()}
-    return {name: load_config(cls, tables[name], per_section[name], section=name, properties=properties[name])
-            for name, cls in sections.items()}
+    tables = {
+        name: _with_defaults(cls, data.get(name, {}), (defaults or {}).get(name, {})) for name, cls in sections.items()
+    }
+    return {
+        name: load_config(cls, tables[name], per_section[name], section=name, properties=properties[name])
+        for name, cls in sections.items()
+    }
 
 
 def _with_defaults(cls: type, table: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
@@ -96,8 +115,9 @@ def _with_defaults(cls: type, table: Mapping[str, Any], defaults: Mapping[str, A
 
 def setup_logging(verbose: bool) -> None:
     """Log to stderr, INFO by default, DEBUG with ``-v``."""
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
 
 
 def fail(exc: BaseException, status: int = EXIT_CONFIG, name: str = "") -> None:
@@ -129,14 +149,16 @@ def _leaves(exc: BaseException) -> Iterator[BaseException]:
         yield exc
 
 
-def fail_cleanly_on(*expected: type[BaseException], name: str = "",
-                    fatal: tuple[type[BaseException], ...] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def fail_cleanly_on(
+    *expected: type[BaseException], name: str = "", fatal: tuple[type[BaseException], ...] = ()
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorate a command so that an ``expected`` error (a bad config, a port in use, a cookie
     mismatch) ends it with `fail` instead of a traceback, also when it comes out of a nursery
     wrapped in an exception group, with the module's exit status: `EXIT_CONFIG` for a
     ConfigError, `EXIT_FATAL` for the ``fatal`` types (errors that stop a running service), else
     `EXIT_START`. Any other exception is logged as the reason the process stops (``name`` names
     it), with its traceback, and exits with status 1; click's own exceptions pass."""
+
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -156,7 +178,9 @@ def fail_cleanly_on(*expected: type[BaseException], name: str = "",
                 raise
             except Exception as exc:
                 _stop_on_bug(name, exc)
+
         return wrapper
+
     return decorate
 
 

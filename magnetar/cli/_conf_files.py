@@ -79,8 +79,11 @@ def known_foreign_keys() -> dict[str, frozenset[str]]:
     BookKeeper 4.17 (``"bookkeeper"``) define (Rule 3)."""
     folder = resources.files("magnetar.cli").joinpath("known_keys")
     out = {}
-    for name, filename in (("pulsar", "pulsar-4.0.txt"), ("pulsar-retired", "pulsar-retired.txt"),
-                           ("bookkeeper", "bookkeeper-4.17.txt")):
+    for name, filename in (
+        ("pulsar", "pulsar-4.0.txt"),
+        ("pulsar-retired", "pulsar-retired.txt"),
+        ("bookkeeper", "bookkeeper-4.17.txt"),
+    ):
         text = folder.joinpath(filename).read_text(encoding="utf-8")
         out[name] = frozenset(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))
     return out
@@ -90,7 +93,7 @@ def _defined_elsewhere(key: str) -> bool:
     known = known_foreign_keys()
     if any(key in keys for keys in known.values()):
         return True
-    return key.startswith(BOOKKEEPER_PASS_THROUGH) and key[len(BOOKKEEPER_PASS_THROUGH):] in known["bookkeeper"]
+    return key.startswith(BOOKKEEPER_PASS_THROUGH) and key[len(BOOKKEEPER_PASS_THROUGH) :] in known["bookkeeper"]
 
 
 def _ledgers_root(value: str) -> str:
@@ -100,8 +103,10 @@ def _ledgers_root(value: str) -> str:
     if not path:
         return ""
     if path != "/ledgers" and not path.endswith("/ledgers"):
-        raise ConfigError("zkLedgersRootPath", f"{value!r}: Magnetar keeps a cluster's ledgers in a node named "
-                                               "ledgers (/ledgers, or /<root>/ledgers)")
+        raise ConfigError(
+            "zkLedgersRootPath",
+            f"{value!r}: Magnetar keeps a cluster's ledgers in a node named ledgers (/ledgers, or /<root>/ledgers)",
+        )
     return path[: -len("/ledgers")]
 
 
@@ -109,8 +114,9 @@ _TRANSLATIONS: dict[str, Callable[[str], str]] = {"zkLedgersRootPath": _ledgers_
 """Rule 2: keys whose value BookKeeper reads differently from the Magnetar field of that alias."""
 
 
-def route_properties(properties: Mapping[str, str], sections: Mapping[str, type]
-                     ) -> tuple[dict[str, dict[str, str]], list[str]]:
+def route_properties(
+    properties: Mapping[str, str], sections: Mapping[str, type]
+) -> tuple[dict[str, dict[str, str]], list[str]]:
     """Split a properties file's keys over the tables of a command (Rules 2 - 4).
 
     Returns the properties each table takes (by table name) and the keys Pulsar or BookKeeper
@@ -124,7 +130,7 @@ def route_properties(properties: Mapping[str, str], sections: Mapping[str, type]
         targets = [name for name, names in accepted.items() if key in names]
         own_key = key
         if not targets and key.startswith(BOOKKEEPER_PASS_THROUGH) and "bk_client" in accepted:
-            own_key = key[len(BOOKKEEPER_PASS_THROUGH):]
+            own_key = key[len(BOOKKEEPER_PASS_THROUGH) :]
             targets = ["bk_client"] if own_key in accepted["bk_client"] else []
         if targets:
             translate = _TRANSLATIONS.get(own_key)
@@ -133,12 +139,15 @@ def route_properties(properties: Mapping[str, str], sections: Mapping[str, type]
         elif _defined_elsewhere(key):
             unimplemented.append(key)
         else:
-            raise ConfigError(key, f"not a configuration key of Magnetar ({', '.join(sections)}), "
-                                   "Pulsar or BookKeeper 4.17")
+            raise ConfigError(
+                key, f"not a configuration key of Magnetar ({', '.join(sections)}), Pulsar or BookKeeper 4.17"
+            )
     return tables, sorted(unimplemented)
 
 
 def unimplemented_warning(command: str, path: Path, keys: list[str]) -> str:
     """The one start-up warning naming every key of ``path`` that ``command`` ignores (Rule 3)."""
-    return (f"magnetar {command}: {len(keys)} key(s) of {path} are defined by Pulsar or BookKeeper but not "
-            f"implemented by Magnetar's {command}, and are ignored: {', '.join(keys)}")
+    return (
+        f"magnetar {command}: {len(keys)} key(s) of {path} are defined by Pulsar or BookKeeper but not "
+        f"implemented by Magnetar's {command}, and are ignored: {', '.join(keys)}"
+    )

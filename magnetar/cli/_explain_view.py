@@ -77,29 +77,48 @@ def _ledger_rows(ex: Mapping[str, Any]) -> Any:
         pinned = row.get("pinnedBy") or []
         if pinned and not any(repr(name) in why for name in pinned):
             why += f"; pinned by {', '.join(pinned)}"
-        table.add_row(*(human.cell(v) for v in (row.get("ledgerId"), row.get("entries"), human.size(row.get("size")),
-                                                 age, row.get("decision"), why)))
+        table.add_row(
+            *(
+                human.cell(v)
+                for v in (
+                    row.get("ledgerId"),
+                    row.get("entries"),
+                    human.size(row.get("size")),
+                    age,
+                    row.get("decision"),
+                    why,
+                )
+            )
+        )
     return table
 
 
 def _cursor_rows(ex: Mapping[str, Any]) -> Any:
     cursors = ex.get("cursors") or {}
     pipelines = any(c.get("pipeline") for c in cursors.values())
-    table = human.new_table("subscriptions (cursors)", ["name", *(["pipeline"] if pipelines else []), "mark-delete",
-                                                         "backlog", "backlog size", "pins ledgers"])
+    table = human.new_table(
+        "subscriptions (cursors)",
+        ["name", *(["pipeline"] if pipelines else []), "mark-delete", "backlog", "backlog size", "pins ledgers"],
+    )
     for name, c in cursors.items():
         label = f"{name} (system)" if c.get("system") else name
-        row = [label, *([c.get("pipeline")] if pipelines else []), c.get("markDeletePosition"), c.get("backlog"),
-               human.size(c.get("backlogSize")), _ids(c.get("pinsLedgers") or [])]
+        row = [
+            label,
+            *([c.get("pipeline")] if pipelines else []),
+            c.get("markDeletePosition"),
+            c.get("backlog"),
+            human.size(c.get("backlogSize")),
+            _ids(c.get("pinsLedgers") or []),
+        ]
         table.add_row(*(human.cell(v) for v in row))
     return table
 
 
 def _last_check(last: Mapping[str, Any]) -> str:
     trimmed = last.get("trimmed") or []
-    text = (f"last retention check {human.when(last.get('checkedAtMs'))}: "
-            + (f"trimmed ledgers {_ids(trimmed)} ({human.size(last.get('trimmedBytes'))})" if trimmed
-               else "trimmed nothing"))
+    text = f"last retention check {human.when(last.get('checkedAtMs'))}: " + (
+        f"trimmed ledgers {_ids(trimmed)} ({human.size(last.get('trimmedBytes'))})" if trimmed else "trimmed nothing"
+    )
     for cursor, move in (last.get("ttl") or {}).items():
         text += f"; TTL moved {cursor} from {move.get('from')} to {move.get('to')}"
     for cursor, move in (last.get("evicted") or {}).items():
@@ -113,8 +132,11 @@ def _bookie_gc(gc: Mapping[str, Any]) -> list[Any]:
     if "error" in gc and "ledgers" not in gc:
         return [f"bookie GC: unknown ({gc['error']})"]
     waiting = gc.get("topicBytesAwaitingGc") or 0
-    head = (f"bookie GC: {human.size(waiting)} of this topic await GC" if waiting
-            else "bookie GC: nothing of this topic awaits GC")
+    head = (
+        f"bookie GC: {human.size(waiting)} of this topic await GC"
+        if waiting
+        else "bookie GC: nothing of this topic awaits GC"
+    )
     if gc.get("unreachableBookies"):
         head += f"; unreachable bookies: {', '.join(gc['unreachableBookies'])}"
     out: list[Any] = [head]
@@ -122,17 +144,38 @@ def _bookie_gc(gc: Mapping[str, Any]) -> list[Any]:
     if ledgers:
         table = human.new_table("ledgers on the bookies", ["ledger", "state", "on disk", "summary"])
         for row in ledgers:
-            table.add_row(*(human.cell(v) for v in (row.get("ledgerId"), str(row.get("state", "")).replace("_", " "),
-                                                     human.size(row.get("bytesOnDisk")), row.get("summary"))))
+            table.add_row(
+                *(
+                    human.cell(v)
+                    for v in (
+                        row.get("ledgerId"),
+                        str(row.get("state", "")).replace("_", " "),
+                        human.size(row.get("bytesOnDisk")),
+                        row.get("summary"),
+                    )
+                )
+            )
         out.append(table)
     bookies = gc.get("bookies") or {}
     if bookies:
-        table = human.new_table("bookies", ["bookie", "reachable", "read-only", "entry logs", "awaiting GC",
-                                            "last GC run", "error"])
+        table = human.new_table(
+            "bookies", ["bookie", "reachable", "read-only", "entry logs", "awaiting GC", "last GC run", "error"]
+        )
         for bookie, info in sorted(bookies.items()):
-            table.add_row(*(human.cell(v) for v in (
-                bookie, info.get("reachable"), info.get("readOnly"), info.get("entryLogs"),
-                human.size(info.get("bytesAwaitingGc")), human.ago(info.get("lastGcRunMs")), info.get("error"))))
+            table.add_row(
+                *(
+                    human.cell(v)
+                    for v in (
+                        bookie,
+                        info.get("reachable"),
+                        info.get("readOnly"),
+                        info.get("entryLogs"),
+                        human.size(info.get("bytesAwaitingGc")),
+                        human.ago(info.get("lastGcRunMs")),
+                        info.get("error"),
+                    )
+                )
+            )
         out.append(table)
     return out
 
@@ -143,9 +186,11 @@ def _tiered(ex: Mapping[str, Any]) -> list[Any]:
     off = ex.get("offload") or {}
     if all(t.get("state") in (None, "NONE") for _, t in rows) and off.get("status") in (None, "NOT_RUN"):
         return []
-    head = (f"offload: {str(off.get('status', '')).replace('_', ' ').lower()}"
-            + (f" ({off['lastError']})" if off.get("lastError") else "")
-            + f"; {human.size(ex.get('offloadedSize'))} offloaded")
+    head = (
+        f"offload: {str(off.get('status', '')).replace('_', ' ').lower()}"
+        + (f" ({off['lastError']})" if off.get("lastError") else "")
+        + f"; {human.size(ex.get('offloadedSize'))} offloaded"
+    )
     table = human.new_table("tiered storage", ["ledger", "lives on", "offload state", "bookie copy"])
     for ledger_id, t in rows:
         table.add_row(*(human.cell(v) for v in (ledger_id, t.get("location"), t.get("state"), t.get("bookieCopy"))))

@@ -32,16 +32,31 @@ def render_explain(doc: dict[str, Any], console: Any) -> None:
     from rich.text import Text
 
     sched = doc.get("schedule", {})
-    table = human.new_table("Entry logs and why their space is not reclaimed yet",
-                            ["log", "size", "usage", "reason", "detail", "pinned by"])
+    table = human.new_table(
+        "Entry logs and why their space is not reclaimed yet", ["log", "size", "usage", "reason", "detail", "pinned by"]
+    )
     for e in doc.get("logs", []):
-        table.add_row(*(Text(v) for v in (e.get("log_file", str(e["log_id"])), human.size(e["size_bytes"]),
-                                          f"{e['usage']:.1%}", e["reason"], e["detail"], _pins(e))))
+        table.add_row(
+            *(
+                Text(v)
+                for v in (
+                    e.get("log_file", str(e["log_id"])),
+                    human.size(e["size_bytes"]),
+                    f"{e['usage']:.1%}",
+                    e["reason"],
+                    e["detail"],
+                    _pins(e),
+                )
+            )
+        )
     console.print(table)
     last = doc.get("last_result")
-    console.print(f"thresholds: minor {sched.get('minor_threshold')} major {sched.get('major_threshold')}; "
-                  f"last run: {human.ago(doc.get('last_run_ms'))}{': ' + last if last else ''}",
-                  markup=False, highlight=False)
+    console.print(
+        f"thresholds: minor {sched.get('minor_threshold')} major {sched.get('major_threshold')}; "
+        f"last run: {human.ago(doc.get('last_run_ms'))}{': ' + last if last else ''}",
+        markup=False,
+        highlight=False,
+    )
 
 
 @click.command("gc-explain")

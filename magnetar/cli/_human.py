@@ -93,8 +93,13 @@ def _number(value: int | float, key: str) -> str:
         return size(value * 1024 * 1024)
     if "throughput" in low:
         return f"{size(value)}/s"
-    if (key.endswith(("Size", "Bytes", "SizeInBytes")) or low.startswith("bytes") or key == "size"
-            or "bytesawaiting" in low or low.endswith("bytesondisk")):
+    if (
+        key.endswith(("Size", "Bytes", "SizeInBytes"))
+        or low.startswith("bytes")
+        or key == "size"
+        or "bytesawaiting" in low
+        or low.endswith("bytesondisk")
+    ):
         return size(value)
     if isinstance(value, float):
         return f"{value:,.1f}" if "rate" in low else f"{value:g}"
@@ -140,8 +145,15 @@ def new_table(title: str | None, columns: list[str]) -> Any:
     from rich import box
     from rich.table import Table
 
-    table = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0),
-                  title_justify="left", title_style="bold")
+    table = Table(
+        title=title,
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, 1, 0, 0),
+        title_justify="left",
+        title_style="bold",
+    )
     for col in columns:
         table.add_column(col, overflow="fold")
     return table

@@ -16,9 +16,21 @@ import click
 
 from magnetar.common import durations
 
-__all__ = ["LatencyHistogram", "PerfCounters", "IntervalReport", "RateLimiter", "SUMMARY_PERCENTILES",
-           "validate_common", "format_rate_line", "parse_duration", "RunFigures", "limiting_factor",
-           "RATE_REACHED", "CPU_SATURATED", "PENDING_FULL"]
+__all__ = [
+    "LatencyHistogram",
+    "PerfCounters",
+    "IntervalReport",
+    "RateLimiter",
+    "SUMMARY_PERCENTILES",
+    "validate_common",
+    "format_rate_line",
+    "parse_duration",
+    "RunFigures",
+    "limiting_factor",
+    "RATE_REACHED",
+    "CPU_SATURATED",
+    "PENDING_FULL",
+]
 
 # Values below 2**_SUB_BITS microseconds are exact; above, each power-of-two range is split in
 # 2**(_SUB_BITS - 1) buckets, so a reported percentile is within 0.2% of the recorded value.
@@ -193,8 +205,9 @@ class PerfCounters:
 
     def summary(self) -> IntervalReport:
         """Totals since the start (call `interval` first to fold in the last partial interval)."""
-        return IntervalReport(self._clock() - self.started, self.total_messages, self.total_bytes,
-                              self.total_errors, self.total)
+        return IntervalReport(
+            self._clock() - self.started, self.total_messages, self.total_bytes, self.total_errors, self.total
+        )
 
 
 class RateLimiter:
@@ -235,8 +248,15 @@ def parse_duration(value: str) -> float:
     return seconds
 
 
-def validate_common(*, topics: tuple[str, ...], rate: float, size: int | None, num_messages: int,
-                    duration: float, max_size: int = 5 * 1024 * 1024) -> None:
+def validate_common(
+    *,
+    topics: tuple[str, ...],
+    rate: float,
+    size: int | None,
+    num_messages: int,
+    duration: float,
+    max_size: int = 5 * 1024 * 1024,
+) -> None:
     """Check options shared by produce and consume; raises ``click.UsageError`` naming the option."""
     if not topics:
         raise click.UsageError("give at least one topic")
@@ -253,9 +273,11 @@ def validate_common(*, topics: tuple[str, ...], rate: float, size: int | None, n
 def format_rate_line(kind: str, r: IntervalReport, pending: int | None = None) -> str:
     """One live line: rate, throughput, latency p50/p99/max of the interval (rich markup)."""
     lat = r.latency
-    line = (f"[bold]{kind}[/bold] {r.msg_rate:>11,.1f} msg/s  {r.mb_rate:>8.2f} MB/s  "
-            f"latency ms p50 {lat.percentile(50) / 1000:>7.2f}  p99 {lat.percentile(99) / 1000:>7.2f}  "
-            f"max {lat.max / 1000:>7.2f}")
+    line = (
+        f"[bold]{kind}[/bold] {r.msg_rate:>11,.1f} msg/s  {r.mb_rate:>8.2f} MB/s  "
+        f"latency ms p50 {lat.percentile(50) / 1000:>7.2f}  p99 {lat.percentile(99) / 1000:>7.2f}  "
+        f"max {lat.max / 1000:>7.2f}"
+    )
     if pending is not None:
         line += f"  pending {pending:,}"
     if r.errors:
@@ -323,13 +345,17 @@ def limiting_factor(f: RunFigures) -> str:
     elif f.client_cores is not None and f.client_cores >= CPU_SATURATED * f.client_cores_max:
         why = "the client's CPU (more producers in other processes, or --engine native, offer more)"
     elif f.pending_full is not None and f.pending_full >= PENDING_FULL:
-        why = (f"pending messages (--max-pending {f.pending_limit:,} reached in {f.pending_full:.0%} of the "
-               "samples: the sender waited for receipts)")
+        why = (
+            f"pending messages (--max-pending {f.pending_limit:,} reached in {f.pending_full:.0%} of the "
+            "samples: the sender waited for receipts)"
+        )
     elif f.load_per_core is not None and f.load_per_core >= 1.0:
         why = "a busy machine: other processes held the CPUs, so neither the client nor the broker got a core"
     elif f.pending_full is None and f.pending_limit:
-        why = (f"probably the messages in flight (--max-pending {f.pending_limit:,}) and the time each receipt "
-               "takes: neither CPU was saturated")
+        why = (
+            f"probably the messages in flight (--max-pending {f.pending_limit:,}) and the time each receipt "
+            "takes: neither CPU was saturated"
+        )
     else:
         why = "neither CPU nor a limit set here: the time each receipt takes, with the messages in flight"
     return f"limited by {why}; {figures}"

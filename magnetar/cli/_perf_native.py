@@ -58,8 +58,16 @@ from protocols.pulsar import (
 
 from ._perf import LatencyHistogram
 
-__all__ = ["SendTemplate", "NativeProduceOptions", "NativeConsumeOptions", "run_native_produce",
-           "run_native_consume", "read_broker_cpu_seconds", "padded_varint", "parse_service_url"]
+__all__ = [
+    "SendTemplate",
+    "NativeProduceOptions",
+    "NativeConsumeOptions",
+    "run_native_produce",
+    "run_native_consume",
+    "read_broker_cpu_seconds",
+    "padded_varint",
+    "parse_service_url",
+]
 
 _U32 = struct.Struct(">I")
 _VARINT_WIDTH = 10  # a uint64 varint never needs more than 10 bytes, so any value fits in place
@@ -82,8 +90,15 @@ def padded_varint(value: int) -> bytes:
         raise ValueError(f"{value} does not fit a 10-byte varint of a signed 64-bit value")
     pairs = _PAIRS
     top = value >> 56  # 7 bits: one byte with continuation, then a last byte of 0
-    return b"".join((pairs[value & 0x3FFF], pairs[(value >> 14) & 0x3FFF], pairs[(value >> 28) & 0x3FFF],
-                     pairs[(value >> 42) & 0x3FFF], bytes((top | 0x80, 0))))
+    return b"".join(
+        (
+            pairs[value & 0x3FFF],
+            pairs[(value >> 14) & 0x3FFF],
+            pairs[(value >> 28) & 0x3FFF],
+            pairs[(value >> 42) & 0x3FFF],
+            bytes((top | 0x80, 0)),
+        )
+    )
 
 
 def _varint(value: int) -> bytes:
@@ -136,8 +151,9 @@ class SendTemplate:
         else:
             payload = body
         # the command: fixed fields, then the two patched varints at the end of CommandSend
-        send_fixed = make_command("SEND", producer_id=self.producer_id, num_messages=self.messages).send \
-            .SerializePartialToString()
+        send_fixed = make_command(
+            "SEND", producer_id=self.producer_id, num_messages=self.messages
+        ).send.SerializePartialToString()
         send_tail_seq = _key(2, 0)
         send_tail_high = _key(6, 0)
         send_len = len(send_fixed) + len(send_tail_seq) + _VARINT_WIDTH + len(send_tail_high) + _VARINT_WIDTH
@@ -176,15 +192,16 @@ class SendTemplate:
         buf = self.buffer
         cmd_seq, cmd_high, meta_seq, pub, crc_at = self._offsets
         seq = padded_varint(first_sequence_id)
-        buf[cmd_seq:cmd_seq + _VARINT_WIDTH] = seq
-        buf[cmd_high:cmd_high + _VARINT_WIDTH] = seq if self.messages == 1 else \
-            padded_varint(first_sequence_id + self.messages - 1)
-        buf[meta_seq:meta_seq + _VARINT_WIDTH] = seq
+        buf[cmd_seq : cmd_seq + _VARINT_WIDTH] = seq
+        buf[cmd_high : cmd_high + _VARINT_WIDTH] = (
+            seq if self.messages == 1 else padded_varint(first_sequence_id + self.messages - 1)
+        )
+        buf[meta_seq : meta_seq + _VARINT_WIDTH] = seq
         if publish_time_ms != self._published:
             self._published = publish_time_ms
-            buf[pub:pub + _VARINT_WIDTH] = padded_varint(publish_time_ms)
+            buf[pub : pub + _VARINT_WIDTH] = padded_varint(publish_time_ms)
         view = memoryview(buf)
-        _U32.pack_into(buf, crc_at, crc32c(view[self._crc_from:]))
+        _U32.pack_into(buf, crc_at, crc32c(view[self._crc_from :]))
         return view
 
 
@@ -202,6 +219,7 @@ def parse_service_url(url: str) -> tuple[str, int, bool]:
 
 
 # ------------------------------------------------------------------------------ connection
+
 
 class ProtocolFailure(Exception):
     """The broker refused or broke the conversation (the message says what it answered)."""
@@ -265,8 +283,9 @@ async def _open(url: str, token: str | None, tls_trust: str | None) -> _Conn:
 
 
 async def _partitions(conn: _Conn, topic: str) -> int:
-    await conn.send(encode_command(make_command("PARTITIONED_METADATA", topic=topic,
-                                                request_id=conn.next_request_id())))
+    await conn.send(
+        encode_command(make_command("PARTITIONED_METADATA", topic=topic, request_id=conn.next_request_id()))
+    )
     frame = await conn.expect(BaseCommand.PARTITIONED_METADATA_RESPONSE)
     resp = frame.command.partitionMetadataResponse
     if resp.HasField("response") and resp.response != 0:
@@ -279,15 +298,22 @@ async def _connect_to_owner(url: str, topic: str, token: str | None, tls_trust: 
     authoritative = False
     for _ in range(20):
         conn = await _open(url, token, tls_trust)
-        await conn.send(encode_command(make_command("LOOKUP", topic=topic, request_id=conn.next_request_id(),
-                                                    authoritative=authoritative)))
+        await conn.send(
+            encode_command(
+                make_command("LOOKUP", topic=topic, request_id=conn.next_request_id(), authoritative=authoritative)
+            )
+        )
         resp = (await conn.expect(BaseCommand.LOOKUP_RESPONSE)).command.lookupTopicResponse
-        target = resp.brokerServiceUrlTls if parse_service_url(url)[2] and resp.brokerServiceUrlTls \
+        target = (
+            resp.brokerServiceUrlTls
+            if parse_service_url(url)[2] and resp.brokerServiceUrlTls
             else resp.brokerServiceUrl
+        )
         if resp.response == 2:
             raise ProtocolFailure(f"lookup of {topic} failed: {resp.error} {resp.message}")
-        if resp.response == 1 and (not target or resp.proxy_through_service_url
-                                   or parse_service_url(target)[:2] == parse_service_url(url)[:2]):
+        if resp.response == 1 and (
+            not target or resp.proxy_through_service_url or parse_service_url(target)[:2] == parse_service_url(url)[:2]
+        ):
             return conn
         await conn.stream.aclose()
         url, authoritative = target, bool(resp.authoritative)
@@ -296,6 +322,7 @@ async def _connect_to_owner(url: str, topic: str, token: str | None, tls_trust: 
 
 # ------------------------------------------------------------------------------- producing
 
+
 @dataclass(frozen=True)
 class NativeProduceOptions:
     """What ``perf produce --engine native`` was asked to do (all validated by the caller)."""
@@ -303,14 +330,14 @@ class NativeProduceOptions:
     service_url: str
     topics: tuple[str, ...]
     size: int
-    batch_messages: int            # 1 with batched=False: unbatched
+    batch_messages: int  # 1 with batched=False: unbatched
     batched: bool
-    rate: float                    # messages/s in total, 0 = as fast as possible
-    num_messages: int              # in total, 0 = no limit
-    duration: float                # seconds, 0 = no limit
+    rate: float  # messages/s in total, 0 = as fast as possible
+    num_messages: int  # in total, 0 = no limit
+    duration: float  # seconds, 0 = no limit
     workers: int
-    connections: int               # per worker
-    max_pending: int               # frames in flight per connection
+    connections: int  # per worker
+    max_pending: int  # frames in flight per connection
     token: str | None = None
     tls_trust_cert: str | None = None
 
@@ -333,14 +360,29 @@ class _Stats:
         return out
 
 
-async def _produce_connection(opts: NativeProduceOptions, topic: str, quota: int, rate: float,
-                              stats: _Stats, stopping: trio.Event, producer_name: str) -> None:
+async def _produce_connection(
+    opts: NativeProduceOptions,
+    topic: str,
+    quota: int,
+    rate: float,
+    stats: _Stats,
+    stopping: trio.Event,
+    producer_name: str,
+) -> None:
     """One producer on one connection: send ``quota`` messages (0 = until ``stopping``)."""
     conn = await _connect_to_owner(opts.service_url, topic, opts.token, opts.tls_trust_cert)
     async with conn.stream:
-        await conn.send(encode_command(make_command("PRODUCER", topic=topic, producer_id=1,
-                                                    request_id=conn.next_request_id(),
-                                                    producer_name=producer_name)))
+        await conn.send(
+            encode_command(
+                make_command(
+                    "PRODUCER",
+                    topic=topic,
+                    producer_id=1,
+                    request_id=conn.next_request_id(),
+                    producer_name=producer_name,
+                )
+            )
+        )
         ok = (await conn.expect(BaseCommand.PRODUCER_SUCCESS)).command.producer_success
         seq = ok.last_sequence_id + 1 if ok.last_sequence_id >= 0 else 0
         per_frame = opts.batch_messages
@@ -411,8 +453,13 @@ async def _produce_connection(opts: NativeProduceOptions, topic: str, quota: int
                         count += 1
                         if interval_ns:
                             next_due += interval_ns
-                        if count >= 64 or len(out) >= 1 << 20 or (quota and remaining <= 0) \
-                                or (interval_ns and next_due > now) or not window.value:
+                        if (
+                            count >= 64
+                            or len(out) >= 1 << 20
+                            or (quota and remaining <= 0)
+                            or (interval_ns and next_due > now)
+                            or not window.value
+                        ):
                             break
                         window.acquire_nowait()
                     await conn.send(out)
@@ -434,8 +481,14 @@ async def _produce_connection(opts: NativeProduceOptions, topic: str, quota: int
             raise
 
 
-def _start_producers(nursery: trio.Nursery, opts: NativeProduceOptions, index: int, topics: list[str],
-                     stats: _Stats, stopping: trio.Event) -> None:
+def _start_producers(
+    nursery: trio.Nursery,
+    opts: NativeProduceOptions,
+    index: int,
+    topics: list[str],
+    stats: _Stats,
+    stopping: trio.Event,
+) -> None:
     conns = opts.workers * opts.connections
     for c in range(opts.connections):
         g = index * opts.connections + c  # global connection number: topics and quotas go round-robin
@@ -444,8 +497,18 @@ def _start_producers(nursery: trio.Nursery, opts: NativeProduceOptions, index: i
             quota = opts.num_messages // conns + (1 if g < opts.num_messages % conns else 0)
             if quota == 0:
                 continue
-        nursery.start_soon(_guarded, _produce_connection, stats, opts, topics[g % len(topics)], quota,
-                           opts.rate / conns, stats, stopping, f"perf-{os.getpid()}-{c}")
+        nursery.start_soon(
+            _guarded,
+            _produce_connection,
+            stats,
+            opts,
+            topics[g % len(topics)],
+            quota,
+            opts.rate / conns,
+            stats,
+            stopping,
+            f"perf-{os.getpid()}-{c}",
+        )
 
 
 def _produce_worker(opts: NativeProduceOptions, index: int, reports: Any, stop: Any) -> None:
@@ -453,8 +516,9 @@ def _produce_worker(opts: NativeProduceOptions, index: int, reports: Any, stop: 
     _run_worker(opts, index, reports, stop, _start_producers)
 
 
-def _run_worker(opts: NativeProduceOptions | NativeConsumeOptions, index: int, reports: Any, stop: Any,
-                start: Callable[..., None]) -> None:
+def _run_worker(
+    opts: NativeProduceOptions | NativeConsumeOptions, index: int, reports: Any, stop: Any, start: Callable[..., None]
+) -> None:
     """The body of a worker process: resolve partitions, ``start`` the connections, put a
     ``("stats", ...)`` report on ``reports`` every 0.5 s and a last one plus ``("done", index)``
     at the end. The connections stop sending once the parent sets ``stop``."""
@@ -515,6 +579,7 @@ async def _resolve_partitions(opts: NativeProduceOptions | NativeConsumeOptions)
 
 # ------------------------------------------------------------------------------- consuming
 
+
 @dataclass(frozen=True)
 class NativeConsumeOptions:
     """What ``perf consume --engine native`` was asked to do."""
@@ -522,7 +587,7 @@ class NativeConsumeOptions:
     service_url: str
     topics: tuple[str, ...]
     subscription: str
-    subscription_type: int         # CommandSubscribe.SubType value
+    subscription_type: int  # CommandSubscribe.SubType value
     earliest: bool
     num_messages: int
     duration: float
@@ -533,15 +598,26 @@ class NativeConsumeOptions:
     tls_trust_cert: str | None = None
 
 
-async def _consume_connection(opts: NativeConsumeOptions, topic: str, stats: _Stats, stopping: trio.Event,
-                              name: str) -> None:
+async def _consume_connection(
+    opts: NativeConsumeOptions, topic: str, stats: _Stats, stopping: trio.Event, name: str
+) -> None:
     """One consumer: FLOW permits, count every message (batches by their size), ack every 100 ms."""
     conn = await _connect_to_owner(opts.service_url, topic, opts.token, opts.tls_trust_cert)
     async with conn.stream:
-        await conn.send(encode_command(make_command(
-            "SUBSCRIBE", topic=topic, subscription=opts.subscription, subType=opts.subscription_type,
-            consumer_id=1, request_id=conn.next_request_id(), consumer_name=name,
-            initialPosition=1 if opts.earliest else 0)))
+        await conn.send(
+            encode_command(
+                make_command(
+                    "SUBSCRIBE",
+                    topic=topic,
+                    subscription=opts.subscription,
+                    subType=opts.subscription_type,
+                    consumer_id=1,
+                    request_id=conn.next_request_id(),
+                    consumer_name=name,
+                    initialPosition=1 if opts.earliest else 0,
+                )
+            )
+        )
         await conn.expect(BaseCommand.SUCCESS)
         queue_size = opts.receiver_queue_size
         await conn.send(encode_command(make_command("FLOW", consumer_id=1, messagePermits=queue_size)))
@@ -556,9 +632,16 @@ async def _consume_connection(opts: NativeConsumeOptions, topic: str, stats: _St
                     continue
                 ids = [to_ack[-1]] if cumulative else list(to_ack)
                 to_ack.clear()
-                await conn.send(encode_command(make_command(
-                    "ACK", consumer_id=1, ack_type=1 if cumulative else 0,
-                    message_id=[{"ledgerId": lid, "entryId": eid} for lid, eid in ids])))
+                await conn.send(
+                    encode_command(
+                        make_command(
+                            "ACK",
+                            consumer_id=1,
+                            ack_type=1 if cumulative else 0,
+                            message_id=[{"ledgerId": lid, "entryId": eid} for lid, eid in ids],
+                        )
+                    )
+                )
 
         async def stop_when_asked(scope: trio.CancelScope) -> None:
             await stopping.wait()
@@ -589,14 +672,28 @@ async def _consume_connection(opts: NativeConsumeOptions, topic: str, stats: _St
                     raise ProtocolFailure("the broker closed the consumer (topic unloaded or moved)")
 
 
-def _start_consumers(nursery: trio.Nursery, opts: NativeConsumeOptions, index: int, topics: list[str],
-                     stats: _Stats, stopping: trio.Event) -> None:
+def _start_consumers(
+    nursery: trio.Nursery,
+    opts: NativeConsumeOptions,
+    index: int,
+    topics: list[str],
+    stats: _Stats,
+    stopping: trio.Event,
+) -> None:
     for c in range(opts.connections):
         g = index * opts.connections + c
         if opts.subscription_type == 0 and g >= len(topics):
             continue  # an Exclusive subscription takes one consumer per topic
-        nursery.start_soon(_guarded, _consume_connection, stats, opts, topics[g % len(topics)], stats, stopping,
-                           f"perf-{os.getpid()}-{c}")
+        nursery.start_soon(
+            _guarded,
+            _consume_connection,
+            stats,
+            opts,
+            topics[g % len(topics)],
+            stats,
+            stopping,
+            f"perf-{os.getpid()}-{c}",
+        )
 
 
 def _consume_worker(opts: NativeConsumeOptions, index: int, reports: Any, stop: Any) -> None:
@@ -605,6 +702,7 @@ def _consume_worker(opts: NativeConsumeOptions, index: int, reports: Any, stop: 
 
 
 # ---------------------------------------------------------------------------------- driver
+
 
 def read_broker_cpu_seconds(metrics_url: str | None, pid: int | None) -> float | None:
     """The broker process's CPU seconds so far: from ``/proc/<pid>/stat`` when ``pid`` is given,
@@ -627,8 +725,14 @@ def read_broker_cpu_seconds(metrics_url: str | None, pid: int | None) -> float |
     return float(m.group(1)) if m else None
 
 
-def _drive(target: Callable[..., None], opts: Any, workers: int, duration: float, num_messages: int,
-           add: Callable[[int, int, int, LatencyHistogram], None]) -> list[str]:
+def _drive(
+    target: Callable[..., None],
+    opts: Any,
+    workers: int,
+    duration: float,
+    num_messages: int,
+    add: Callable[[int, int, int, LatencyHistogram], None],
+) -> list[str]:
     ctx = multiprocessing.get_context("spawn")
     reports = ctx.Queue(maxsize=10_000)
     stop = ctx.Event()
@@ -669,14 +773,12 @@ def _drive(target: Callable[..., None], opts: Any, workers: int, duration: float
     return failures
 
 
-def run_native_produce(opts: NativeProduceOptions, add: Callable[[int, int, int, LatencyHistogram], None]) \
-        -> list[str]:
+def run_native_produce(opts: NativeProduceOptions, add: Callable[[int, int, int, LatencyHistogram], None]) -> list[str]:
     """Run the produce workers to completion; ``add`` receives each report (from this process).
     Returns the failures the workers reported (empty when every frame was receipted)."""
     return _drive(_produce_worker, opts, opts.workers, opts.duration, 0, add)
 
 
-def run_native_consume(opts: NativeConsumeOptions, add: Callable[[int, int, int, LatencyHistogram], None]) \
-        -> list[str]:
+def run_native_consume(opts: NativeConsumeOptions, add: Callable[[int, int, int, LatencyHistogram], None]) -> list[str]:
     """Run the consume workers until ``num_messages`` arrived in total or ``duration`` passed."""
     return _drive(_consume_worker, opts, opts.workers, opts.duration, opts.num_messages, add)

@@ -37,9 +37,14 @@ Key = tuple[str, str]
 
 ALIASES: Mapping[Key, Mapping[str, str]] = {
     ("namespaces", "clear-backlog"): {"-force": "force"},
-    ("namespaces", "set-offload-policies"): {"--maxBlockSize": "max_block", "-mbs": "max_block",
-                                             "--readBufferSize": "read_buffer", "-rbs": "read_buffer",
-                                             "-oat": "threshold", "-oats": "threshold_s"},
+    ("namespaces", "set-offload-policies"): {
+        "--maxBlockSize": "max_block",
+        "-mbs": "max_block",
+        "--readBufferSize": "read_buffer",
+        "-rbs": "read_buffer",
+        "-oat": "threshold",
+        "-oats": "threshold_s",
+    },
     ("namespaces", "grant-subscription-permission"): {"-rs": "roles", "-s": "subscription"},
     ("namespaces", "revoke-subscription-permission"): {"-r": "role", "-s": "subscription"},
     ("namespaces", "set-backlog-quota"): {"--limit": "limit_size", "--limitTime": "limit_time"},
@@ -55,13 +60,24 @@ ALIASES: Mapping[Key, Mapping[str, str]] = {
 OptionSpec = tuple[tuple[str, ...], bool, str]  # names, takes a value, why
 
 _APPLIED: dict[tuple[str, ...], str] = {("-ap", "--applied"): "applied"}
-_STATS: dict[tuple[str, ...], str] = {("-etb", "--get-earliest-time-in-backlog"): "getEarliestTimeInBacklog",
-          ("-sbs", "--get-subscription-backlog-size"): "subscriptionBacklogSize"}
+_STATS: dict[tuple[str, ...], str] = {
+    ("-etb", "--get-earliest-time-in-backlog"): "getEarliestTimeInBacklog",
+    ("-sbs", "--get-subscription-backlog-size"): "subscriptionBacklogSize",
+}
 
 QUERY_FLAGS: Mapping[Key, Mapping[tuple[str, ...], str]] = {
-    **{("topics", name): _APPLIED for name in (
-        "get-dispatch-rate", "get-max-consumers", "get-max-producers", "get-max-unacked-messages-on-consumer",
-        "get-max-unacked-messages-on-subscription", "get-subscribe-rate", "get-subscription-dispatch-rate")},
+    **{
+        ("topics", name): _APPLIED
+        for name in (
+            "get-dispatch-rate",
+            "get-max-consumers",
+            "get-max-producers",
+            "get-max-unacked-messages-on-consumer",
+            "get-max-unacked-messages-on-subscription",
+            "get-subscribe-rate",
+            "get-subscription-dispatch-rate",
+        )
+    },
     ("topics", "stats"): _STATS,
     ("topics", "partitioned-stats"): {**_STATS, ("-gpb", "--get-precise-backlog"): "getPreciseBacklog"},
 }
@@ -78,20 +94,37 @@ IGNORED: Mapping[Key, list[OptionSpec]] = {
     ("topics", "list"): [(("-ist", "--include-system-topic"), False, "Magnetar has no system topics")],
     ("namespaces", "create"): [(("-c", "--clusters"), True, "a namespace is served by the cluster it is created in")],
     ("topics", "update-partitioned-topic"): [
-        (("-ulo", "--update-local-only"), False, "without geo-replication every update is local")],
+        (("-ulo", "--update-local-only"), False, "without geo-replication every update is local")
+    ],
 }
 
 _NO_S3_ROLE = "S3 credentials are an access key (--aws-id, --aws-secret); assumed roles are not supported"
 _CLUSTER_URLS = "a cluster record holds its service and broker URLs only"
 _CLUSTER_OPTIONS: list[OptionSpec] = [
-    ((name,), value, _CLUSTER_URLS) for name, value in (
-        ("--auth-parameters", True), ("--auth-plugin", True), ("--cluster-config-file", True),
-        ("--listener-name", True), ("--proxy-protocol", True), ("--proxy-url", True), ("--tls-allow-insecure", False),
-        ("--tls-certs-filepath", True), ("--tls-enable", False), ("--tls-enable-keystore", False),
-        ("--tls-factory-plugin", True), ("--tls-factory-plugin-params", True), ("--tls-key-filepath", True),
-        ("--tls-key-store", True), ("--tls-key-store-pwd", True), ("--tls-key-store-type", True),
-        ("--tls-trust-certs-filepath", True), ("--tls-trust-store", True), ("--tls-trust-store-pwd", True),
-        ("--tls-trust-store-type", True))]
+    ((name,), value, _CLUSTER_URLS)
+    for name, value in (
+        ("--auth-parameters", True),
+        ("--auth-plugin", True),
+        ("--cluster-config-file", True),
+        ("--listener-name", True),
+        ("--proxy-protocol", True),
+        ("--proxy-url", True),
+        ("--tls-allow-insecure", False),
+        ("--tls-certs-filepath", True),
+        ("--tls-enable", False),
+        ("--tls-enable-keystore", False),
+        ("--tls-factory-plugin", True),
+        ("--tls-factory-plugin-params", True),
+        ("--tls-key-filepath", True),
+        ("--tls-key-store", True),
+        ("--tls-key-store-pwd", True),
+        ("--tls-key-store-type", True),
+        ("--tls-trust-certs-filepath", True),
+        ("--tls-trust-store", True),
+        ("--tls-trust-store-pwd", True),
+        ("--tls-trust-store-type", True),
+    )
+]
 _RELATIVE_RATE: list[OptionSpec] = [(("-rp", "--relative-to-publish-rate"), False, "dispatch rates are absolute")]
 
 UNSUPPORTED: Mapping[Key, list[OptionSpec]] = {
@@ -102,19 +135,24 @@ UNSUPPORTED: Mapping[Key, list[OptionSpec]] = {
     ("namespaces", "clear-backlog"): [(("-b", "--bundle"), True, "the backlog of a whole namespace only")],
     ("namespaces", "unsubscribe"): [(("-b", "--bundle"), True, "a whole namespace only")],
     ("namespaces", "create"): [
-        (("-b", "--bundles"), True, "a namespace starts with defaultNumberOfNamespaceBundles bundles")],
+        (("-b", "--bundles"), True, "a namespace starts with defaultNumberOfNamespaceBundles bundles")
+    ],
     ("namespaces", "set-dispatch-rate"): _RELATIVE_RATE,
     ("namespaces", "set-subscription-dispatch-rate"): _RELATIVE_RATE,
     ("topics", "set-dispatch-rate"): _RELATIVE_RATE,
     ("topics", "set-subscription-dispatch-rate"): _RELATIVE_RATE,
     ("namespaces", "set-offload-policies"): [
-        (("--s3-role", "-ro"), True, _NO_S3_ROLE), (("--s3-role-session-name", "-rsn"), True, _NO_S3_ROLE)],
+        (("--s3-role", "-ro"), True, _NO_S3_ROLE),
+        (("--s3-role-session-name", "-rsn"), True, _NO_S3_ROLE),
+    ],
     ("namespaces", "set-offload-threshold"): [
-        (("-t", "--time"), True, "a time threshold is set with set-offload-threshold-in-seconds")],
+        (("-t", "--time"), True, "a time threshold is set with set-offload-threshold-in-seconds")
+    ],
     ("namespaces", "split-bundle"): [
         (("-san", "--split-algorithm-name"), True, "a bundle is split at the middle of its range"),
         (("-sb", "--split-boundaries"), True, "a bundle is split at the middle of its range"),
-        (("-bt", "--bundle-type"), True, "a bundle is split at the middle of its range")],
+        (("-bt", "--bundle-type"), True, "a bundle is split at the middle of its range"),
+    ],
     ("namespaces", "unload"): [(("-d", "--destinationBroker"), True, "the load manager's leader places bundles")],
     ("tenants", "delete"): [(("-f", "--force"), False, "delete its namespaces first")],
     ("topics", "create"): [(("-m", "--metadata"), True, "topics carry no properties")],
@@ -122,11 +160,17 @@ UNSUPPORTED: Mapping[Key, list[OptionSpec]] = {
     ("topics", "create-subscription"): [(("-r", "--replicated"), False, "there is no geo-replication")],
     # pulsar-admin's other name of -r is "regex", without dashes: not an option name on this command line
     ("topics", "delete"): [(("-r",), False, "name the topic"), (("--from-file",), False, "name the topic")],
-    ("topics", "list"): [(("-b", "--bundle"), True, "the topics of a whole namespace only"),
-                         (("-td", "--topic-domain"), True,
-                          "persistent topics only here; GET /admin/v2/non-persistent/{tenant}/{ns} lists the others")],
+    ("topics", "list"): [
+        (("-b", "--bundle"), True, "the topics of a whole namespace only"),
+        (
+            ("-td", "--topic-domain"),
+            True,
+            "persistent topics only here; GET /admin/v2/non-persistent/{tenant}/{ns} lists the others",
+        ),
+    ],
     ("topics", "stats-internal"): [
-        (("-m", "--metadata"), False, "each ledger's metadata is in magnetar bookie shell ledgermetadata")],
+        (("-m", "--metadata"), False, "each ledger's metadata is in magnetar bookie shell ledgermetadata")
+    ],
     ("topics", "update-partitioned-topic"): [(("-f", "--force"), False, "partitions are only ever added")],
 }
 
@@ -135,8 +179,11 @@ COMMAND_ALIASES: Mapping[str, Mapping[str, str]] = {
     "brokers": {"namespaces": "owned-namespaces"},
     "topics": {
         "examine-messages": "examine-message",
-        **{f"{verb}-max-unacked-messages-per-{what}": f"{verb}-max-unacked-messages-on-{what}"
-           for verb in ("get", "set", "remove") for what in ("consumer", "subscription")},
+        **{
+            f"{verb}-max-unacked-messages-per-{what}": f"{verb}-max-unacked-messages-on-{what}"
+            for verb in ("get", "set", "remove")
+            for what in ("consumer", "subscription")
+        },
         **{f"{verb}-maxProducers": f"{verb}-max-producers" for verb in ("get", "set", "remove")},
     },
 }
@@ -164,13 +211,15 @@ def _query_flag(names: tuple[str, ...], query: str) -> click.Option:
         if value:
             ctx.meta.setdefault(QUERY_META, {})[query] = "true"
 
-    return click.Option(list(names), is_flag=True, expose_value=False, callback=remember,
-                        help=f"As pulsar-admin: sends {query}=true.")
+    return click.Option(
+        list(names), is_flag=True, expose_value=False, callback=remember, help=f"As pulsar-admin: sends {query}=true."
+    )
 
 
 def _ignored(names: tuple[str, ...], takes_value: bool, why: str) -> click.Option:
-    return click.Option(list(names), is_flag=not takes_value, expose_value=False,
-                        help=f"As pulsar-admin; changes nothing here: {why}.")
+    return click.Option(
+        list(names), is_flag=not takes_value, expose_value=False, help=f"As pulsar-admin; changes nothing here: {why}."
+    )
 
 
 def _unsupported(names: tuple[str, ...], takes_value: bool, why: str) -> click.Option:

@@ -30,8 +30,9 @@ _BANNER = "SECURITY: this {what} is reachable by anyone who can reach its ports:
 _ZK_KEYS = "[{table}] zkEnableSecurity = true and zkDigestCredentials (the same on every broker and bookie)"
 
 
-def broker_security_warning(metadata_url: str, broker: Any, managed_ledger: Any, *,
-                            zk_enable_security: bool) -> str | None:
+def broker_security_warning(
+    metadata_url: str, broker: Any, managed_ledger: Any, *, zk_enable_security: bool
+) -> str | None:
     """The warning for a broker with ``broker`` (`BrokerConfig`) and ``managed_ledger``
     (`ManagedLedgerConfig`) on ``metadata_url`` with ZooKeeper ACLs on or off
     (``zk_enable_security``), or None (see the module rules)."""
@@ -43,8 +44,10 @@ def broker_security_warning(metadata_url: str, broker: Any, managed_ledger: Any,
         keys.append(_ZK_KEYS.format(table="cluster"))
     if not broker.authentication_enabled:
         problems.append("authentication is off")
-        keys.append("[broker] authenticationEnabled = true, authenticationProviders (e.g. [\"token\"]) "
-                    "and its key (tokenSecretKey or tokenPublicKey)")
+        keys.append(
+            '[broker] authenticationEnabled = true, authenticationProviders (e.g. ["token"]) '
+            "and its key (tokenSecretKey or tokenPublicKey)"
+        )
     if not broker.authorization_enabled:
         problems.append("authorization is off")
         keys.append("[broker] authorizationEnabled = true and superUserRoles")
@@ -64,8 +67,10 @@ def bookie_security_warning(bookie: Any) -> str | None:
     if not (bookie.tls_enabled and bookie.tls_client_authentication):
         problem = "the bookie port is plain TCP" if not bookie.tls_enabled else "clients need no certificate"
         problems.append(f"{problem}, so anyone may read, fence or overwrite ledgers")
-        keys.append("[bookie] tls_enabled = true, tlsClientAuthentication = true, tlsTrustStore, tlsCertificatePath "
-                    "and tlsKeyStore (and [bk_client] certificates on the brokers and AutoRecovery)")
+        keys.append(
+            "[bookie] tls_enabled = true, tlsClientAuthentication = true, tlsTrustStore, tlsCertificatePath "
+            "and tlsKeyStore (and [bk_client] certificates on the brokers and AutoRecovery)"
+        )
     if not bookie.zk_enable_security:
         problems.append("ZooKeeper ACLs are off")
         keys.append(_ZK_KEYS.format(table="bookie"))

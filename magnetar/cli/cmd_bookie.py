@@ -28,8 +28,13 @@ from ._help import HelpGroup
 from ._security import bookie_security_warning
 
 _OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
-    click.option("--conf", "conf", type=click.Path(dir_okay=False, path_type=Path), default=None,
-                 help="TOML config file (see deploy/bookie.toml), or BookKeeper's bk_server.conf."),
+    click.option(
+        "--conf",
+        "conf",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="TOML config file (see deploy/bookie.toml), or BookKeeper's bk_server.conf.",
+    ),
     click.option("--journal-dir", default=None, help="Journal directory (journalDirectory)."),
     click.option("--ledger-dirs", default=None, help="Comma-separated ledger directories (ledgerDirectories)."),
     click.option("--port", type=int, default=None, help="Bookie protocol port (bookiePort)."),
@@ -42,6 +47,7 @@ _OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
 
 def _fail_cleanly(func: Callable[..., Any]) -> Callable[..., Any]:
     """`fail_cleanly_on` with the bookie's errors and exit statuses (see `magnetar.cli._common`)."""
+
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from bookie import BookieFatalError, CookieMismatchError  # the bookie package loads only when run
@@ -49,6 +55,7 @@ def _fail_cleanly(func: Callable[..., Any]) -> Callable[..., Any]:
 
         expected = (ConfigError, CookieMismatchError, BookieFatalError, OSError, MetadataError)
         return fail_cleanly_on(*expected, name="bookie", fatal=(BookieFatalError,))(func)(*args, **kwargs)
+
     return wrapper
 
 
@@ -58,9 +65,16 @@ def _config_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
-def _load(conf: Path | None, journal_dir: str | None, ledger_dirs: str | None, port: int | None,
-          http_port: int | None, metadata_url: str | None, bookie_id: str | None,
-          overrides: tuple[str, ...]) -> Any:
+def _load(
+    conf: Path | None,
+    journal_dir: str | None,
+    ledger_dirs: str | None,
+    port: int | None,
+    http_port: int | None,
+    metadata_url: str | None,
+    bookie_id: str | None,
+    overrides: tuple[str, ...],
+) -> Any:
     from bookie import BookieConfig
 
     table: dict[str, Any] = {}
@@ -76,8 +90,14 @@ def _load(conf: Path | None, journal_dir: str | None, ledger_dirs: str | None, p
             data = conf_file.toml
             table = data["bookie"] if isinstance(data.get("bookie"), dict) else data
     flags: dict[str, Any] = {}
-    for key, value in (("journal_dir", journal_dir), ("ledger_dirs", ledger_dirs), ("port", port),
-                       ("http_port", http_port), ("metadata_url", metadata_url), ("bookie_id", bookie_id)):
+    for key, value in (
+        ("journal_dir", journal_dir),
+        ("ledger_dirs", ledger_dirs),
+        ("port", port),
+        ("http_port", http_port),
+        ("metadata_url", metadata_url),
+        ("bookie_id", bookie_id),
+    ):
         if value is not None:
             flags[key] = value if not isinstance(value, int) else str(value)
     flags.update(parse_overrides(overrides))
@@ -113,6 +133,7 @@ def command(ctx: click.Context, log_level: str, **options: Any) -> None:
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:
+
             async def watch_signals() -> None:
                 with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
                     async for signum in signals:
@@ -124,8 +145,11 @@ def command(ctx: click.Context, log_level: str, **options: Any) -> None:
             nursery.start_soon(watch_signals)
             endpoints = await nursery.start(serve_bookie_process, config)
             http = ", ".join(endpoints.http_urls) or "disabled"
-            click.echo(f"bookie {endpoints.bookie_id} listening on {config.listen_address}:{endpoints.port} "
-                       f"(http: {http}; metadata: {endpoints.metadata_url or 'none'})", err=False)
+            click.echo(
+                f"bookie {endpoints.bookie_id} listening on {config.listen_address}:{endpoints.port} "
+                f"(http: {http}; metadata: {endpoints.metadata_url or 'none'})",
+                err=False,
+            )
             sys.stdout.flush()
 
     trio.run(main)
@@ -152,13 +176,15 @@ def format_command(ctx: click.Context, force: bool, **options: Any) -> None:
     async def main() -> Any:
         if not config.metadata_url:
             return await format_bookie(config, None, force=force)
-        async with open_metadata_store(config.metadata_url, security=config.zk_security(),
-                                       tls=config.zk_tls()) as store:
+        async with open_metadata_store(
+            config.metadata_url, security=config.zk_security(), tls=config.zk_tls()
+        ) as store:
             return await format_bookie(config, store, force=force)
 
     cookie = trio.run(main)
-    click.echo(f"formatted bookie {cookie.bookie_id}: journal {cookie.journal_dir}, "
-               f"ledgers {', '.join(cookie.ledger_dirs)}")
+    click.echo(
+        f"formatted bookie {cookie.bookie_id}: journal {cookie.journal_dir}, ledgers {', '.join(cookie.ledger_dirs)}"
+    )
 
 
 command.add_command(gc_explain)

@@ -27,23 +27,31 @@ if TYPE_CHECKING:
 class ClusterConfig:
     """Where the cluster's metadata lives (the ``[cluster]`` table of broker.toml)."""
 
-    metadata_url: str = config_field("zk://127.0.0.1:2181", alias="metadataStoreUrl",
-                                     help="Metadata store URL: zk://host:port[,host:port]/chroot.")
-    metadata_root: str = config_field("", alias="zkLedgersRootPath",
-                                      help="Cluster root of the bookies' ledgers in the store.")
+    metadata_url: str = config_field(
+        "zk://127.0.0.1:2181", alias="metadataStoreUrl", help="Metadata store URL: zk://host:port[,host:port]/chroot."
+    )
+    metadata_root: str = config_field(
+        "", alias="zkLedgersRootPath", help="Cluster root of the bookies' ledgers in the store."
+    )
     zk_enable_security: bool = config_field(
-        False, alias="zkEnableSecurity",
+        False,
+        alias="zkEnableSecurity",
         help="Authenticate to ZooKeeper with zkDigestCredentials and create every node with the ACL "
-             "CREATOR_ALL (only that credential may read, change or delete it); every component of "
-             "the cluster must use the same credential.")
+        "CREATOR_ALL (only that credential may read, change or delete it); every component of "
+        "the cluster must use the same credential.",
+    )
     zk_digest_credentials: str = config_field(
-        "", alias="zkDigestCredentials",
-        help="ZooKeeper digest credential user:password, or file:/path to a file holding it.")
+        "",
+        alias="zkDigestCredentials",
+        help="ZooKeeper digest credential user:password, or file:/path to a file holding it.",
+    )
     metadata_store_config_path: str = config_field(
-        "", alias="metadataStoreConfigPath",
+        "",
+        alias="metadataStoreConfigPath",
         help="ZooKeeper client configuration file, as Pulsar's metadataStoreConfigPath: with "
-             "zookeeper.client.secure=true the ZooKeeper session uses TLS (zookeeper.ssl.keyStore.location: this "
-             "client's key and certificate; zookeeper.ssl.trustStore.location: the CA; PEM files). '' = plain.")
+        "zookeeper.client.secure=true the ZooKeeper session uses TLS (zookeeper.ssl.keyStore.location: this "
+        "client's key and certificate; zookeeper.ssl.trustStore.location: the CA; PEM files). '' = plain.",
+    )
 
     def __post_init__(self) -> None:
         self.zk_security()  # a missing or malformed credential is refused at start, naming the key
@@ -70,20 +78,35 @@ def config_sections() -> dict[str, type]:
     from managed_ledger import ManagedLedgerConfig
     from tiered_storage import TieredStorageConfig
 
-    return {"cluster": ClusterConfig, "broker": BrokerConfig, "managed_ledger": ManagedLedgerConfig,
-            "bk_client": ClientConfig, "offload": TieredStorageConfig}
+    return {
+        "cluster": ClusterConfig,
+        "broker": BrokerConfig,
+        "managed_ledger": ManagedLedgerConfig,
+        "bk_client": ClientConfig,
+        "offload": TieredStorageConfig,
+    }
 
 
 @click.command(name="broker")
-@click.option("--conf", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="TOML config file (see deploy/broker.toml), or Pulsar's broker.conf.")
+@click.option(
+    "--conf",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="TOML config file (see deploy/broker.toml), or Pulsar's broker.conf.",
+)
 @click.option("--metadata-url", default=None, help="Metadata store URL (zk://host:port/chroot).")
 @click.option("--port", type=int, default=None, help="Pulsar protocol port (brokerServicePort).")
 @click.option("--web-port", type=int, default=None, help="Admin REST port (webServicePort).")
 @click.option("--set", "overrides", multiple=True, metavar="TABLE.KEY=VALUE", help="Override any config key.")
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
-def command(conf: Path | None, metadata_url: str | None, port: int | None, web_port: int | None,
-            overrides: tuple[str, ...], verbose: bool) -> None:
+def command(
+    conf: Path | None,
+    metadata_url: str | None,
+    port: int | None,
+    web_port: int | None,
+    overrides: tuple[str, ...],
+    verbose: bool,
+) -> None:
     """Run a broker over the bookies of a cluster."""
     from magnetar.stack import check_message_size, serve_broker_stack
     from metadata import MetadataError, open_metadata_store
@@ -102,17 +125,26 @@ def command(conf: Path | None, metadata_url: str | None, port: int | None, web_p
     except ConfigError as exc:
         fail(exc, name="broker")
     cluster: ClusterConfig = cfg["cluster"]
-    warning = broker_security_warning(cluster.metadata_url, cfg["broker"], cfg["managed_ledger"],
-                                      zk_enable_security=cluster.zk_enable_security)
+    warning = broker_security_warning(
+        cluster.metadata_url, cfg["broker"], cfg["managed_ledger"], zk_enable_security=cluster.zk_enable_security
+    )
     if warning:
         logging.getLogger("magnetar.broker").warning(warning)
 
     async def main(task_status: trio.TaskStatus[Any]) -> None:
-        async with open_metadata_store(cluster.metadata_url, security=cluster.zk_security(),
-                                       tls=cluster.zk_tls()) as store:
-            await serve_broker_stack(store, cfg["broker"], cfg["managed_ledger"], cfg["bk_client"],
-                                     metadata_root=cluster.metadata_root, multi_broker=True,
-                                     offload=cfg["offload"], task_status=task_status)
+        async with open_metadata_store(
+            cluster.metadata_url, security=cluster.zk_security(), tls=cluster.zk_tls()
+        ) as store:
+            await serve_broker_stack(
+                store,
+                cfg["broker"],
+                cfg["managed_ledger"],
+                cfg["bk_client"],
+                metadata_root=cluster.metadata_root,
+                multi_broker=True,
+                offload=cfg["offload"],
+                task_status=task_status,
+            )
 
     def started(ep: Any) -> None:
         click.echo(f"magnetar broker: {ep.service_url}  admin REST: {ep.web_url}  metadata {cluster.metadata_url}")
@@ -120,5 +152,6 @@ def command(conf: Path | None, metadata_url: str | None, port: int | None, web_p
             click.echo(f"  TLS: {ep.service_url_tls or 'off'}  admin REST TLS: {ep.web_url_tls or 'off'}")
 
     signal_name = fail_cleanly_on(ConfigError, OSError, MetadataError, name="broker")(trio.run)(
-        run_until_signal, main, started)
+        run_until_signal, main, started
+    )
     log_stopped("broker", signal_name or "its service ended")

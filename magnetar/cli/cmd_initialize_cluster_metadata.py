@@ -29,8 +29,9 @@ LAYOUT_VALUE = b"2\norg.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory:
 ``bookkeeper shell initnewcluster`` writes it by default."""
 
 
-async def initialize(url: str, cluster: str, *, web_url: str, web_url_tls: str, broker_url: str,
-                     broker_url_tls: str, metadata_root: str) -> list[str]:
+async def initialize(
+    url: str, cluster: str, *, web_url: str, web_url_tls: str, broker_url: str, broker_url_tls: str, metadata_root: str
+) -> list[str]:
     """Create what is missing; return one line per item saying whether it was created or found."""
     from broker import ClusterResources, NamespaceName, NamespaceResources, cluster_data
     from metadata import NodeExistsError, NoNodeError, open_metadata_store
@@ -39,16 +40,26 @@ async def initialize(url: str, cluster: str, *, web_url: str, web_url_tls: str, 
     report: list[str] = []
     async with open_metadata_store(url) as store:
         clusters = ClusterResources(store)
-        data = cluster_data(web_service_url=web_url, web_service_url_tls=web_url_tls,
-                            broker_service_url=broker_url, broker_service_url_tls=broker_url_tls)
+        data = cluster_data(
+            web_service_url=web_url,
+            web_service_url_tls=web_url_tls,
+            broker_service_url=broker_url,
+            broker_service_url_tls=broker_url_tls,
+        )
         if await clusters.create(cluster, data):
             report.append(f"created cluster {cluster} ({web_url or '-'}, {broker_url or '-'})")
         else:
             existing = await clusters.get(cluster) or {}
             same = all(existing.get(k) == v for k, v in data.items() if v)
-            report.append(f"cluster {cluster} exists" + ("" if same else
-                          f" with other URLs ({existing.get('serviceUrl')}, {existing.get('brokerServiceUrl')}): "
-                          "kept; change it with the admin API"))
+            report.append(
+                f"cluster {cluster} exists"
+                + (
+                    ""
+                    if same
+                    else f" with other URLs ({existing.get('serviceUrl')}, {existing.get('brokerServiceUrl')}): "
+                    "kept; change it with the admin API"
+                )
+            )
         namespaces = NamespaceResources(store, cluster)
         for tenant, ns in (("public", "public/default"), ("pulsar", "pulsar/system")):
             try:
@@ -92,20 +103,44 @@ async def initialize(url: str, cluster: str, *, web_url: str, web_url_tls: str, 
 
 @click.command(name="initialize-cluster-metadata")
 @click.option("-c", "--cluster", required=True, help="Cluster name.")
-@click.option("-md", "--metadata-store", "metadata_store", default=None,
-              help="Metadata store URL (zk://host:port[/chroot], embedded:///dir).")
-@click.option("-zk", "--zookeeper", "zookeeper", default=None,
-              help="ZooKeeper host:port[,host:port] (Pulsar's older flag; same as --metadata-store zk://...).")
-@click.option("-cms", "--configuration-metadata-store", "--configuration-store", "configuration_store",
-              default=None, help="Configuration store: Magnetar keeps one store, so it must equal --metadata-store.")
+@click.option(
+    "-md",
+    "--metadata-store",
+    "metadata_store",
+    default=None,
+    help="Metadata store URL (zk://host:port[/chroot], embedded:///dir).",
+)
+@click.option(
+    "-zk",
+    "--zookeeper",
+    "zookeeper",
+    default=None,
+    help="ZooKeeper host:port[,host:port] (Pulsar's older flag; same as --metadata-store zk://...).",
+)
+@click.option(
+    "-cms",
+    "--configuration-metadata-store",
+    "--configuration-store",
+    "configuration_store",
+    default=None,
+    help="Configuration store: Magnetar keeps one store, so it must equal --metadata-store.",
+)
 @click.option("-uw", "--web-service-url", default="", help="Brokers' admin REST URL (http://host:8080[,host:8080]).")
 @click.option("-tw", "--web-service-url-tls", default="", help="Brokers' admin REST URL over TLS.")
 @click.option("-ub", "--broker-service-url", default="", help="Brokers' service URL (pulsar://host:6650[,host:6650]).")
 @click.option("-tb", "--broker-service-url-tls", default="", help="Brokers' service URL over TLS.")
 @click.option("--metadata-root", default="", help="Cluster root of the ledgers in the store (zkLedgersRootPath).")
-def command(cluster: str, metadata_store: str | None, zookeeper: str | None, configuration_store: str | None,
-            web_service_url: str, web_service_url_tls: str, broker_service_url: str, broker_service_url_tls: str,
-            metadata_root: str) -> None:
+def command(
+    cluster: str,
+    metadata_store: str | None,
+    zookeeper: str | None,
+    configuration_store: str | None,
+    web_service_url: str,
+    web_service_url_tls: str,
+    broker_service_url: str,
+    broker_service_url_tls: str,
+    metadata_root: str,
+) -> None:
     """Create the cluster, tenant public, namespace public/default and the ledger layout (idempotent)."""
     from broker import ClusterResources
 
@@ -119,26 +154,39 @@ def command(cluster: str, metadata_store: str | None, zookeeper: str | None, con
     if not url:
         bad("--metadata-store (or --zookeeper) is required")
         return
+
     def bare(u: str) -> str:
         return u.removeprefix("zk:").lstrip("/")
 
     if configuration_store and bare(configuration_store) != bare(url):
-        bad("Magnetar keeps configuration and metadata in one store: --configuration-metadata-store must "
-            "equal --metadata-store")
+        bad(
+            "Magnetar keeps configuration and metadata in one store: --configuration-metadata-store must "
+            "equal --metadata-store"
+        )
     try:
         ClusterResources.check_name(cluster)
     except ValueError as exc:
         bad(str(exc))
-    for flag, value, schemes in (("--web-service-url", web_service_url, ("http://",)),
-                                 ("--web-service-url-tls", web_service_url_tls, ("https://",)),
-                                 ("--broker-service-url", broker_service_url, ("pulsar://",)),
-                                 ("--broker-service-url-tls", broker_service_url_tls, ("pulsar+ssl://",))):
+    for flag, value, schemes in (
+        ("--web-service-url", web_service_url, ("http://",)),
+        ("--web-service-url-tls", web_service_url_tls, ("https://",)),
+        ("--broker-service-url", broker_service_url, ("pulsar://",)),
+        ("--broker-service-url-tls", broker_service_url_tls, ("pulsar+ssl://",)),
+    ):
         if value and not value.startswith(schemes):
             bad(f"{flag} must start with {schemes[0]}, got {value!r}")
     try:
-        report = trio.run(lambda: initialize(url, cluster, web_url=web_service_url, web_url_tls=web_service_url_tls,
-                                             broker_url=broker_service_url, broker_url_tls=broker_service_url_tls,
-                                             metadata_root=metadata_root))
+        report = trio.run(
+            lambda: initialize(
+                url,
+                cluster,
+                web_url=web_service_url,
+                web_url_tls=web_service_url_tls,
+                broker_url=broker_service_url,
+                broker_url_tls=broker_service_url_tls,
+                metadata_root=metadata_root,
+            )
+        )
     except ValueError as exc:
         bad(str(exc))
         return
@@ -148,5 +196,7 @@ def command(cluster: str, metadata_store: str | None, zookeeper: str | None, con
     for line in report:
         click.echo(f"  {line}")
     created = any(line.startswith("created") for line in report)
-    click.echo(f"Cluster metadata for '{cluster}' " + ("initialized." if created else
-                                                      "was already initialized: nothing changed."))
+    click.echo(
+        f"Cluster metadata for '{cluster}' "
+        + ("initialized." if created else "was already initialized: nothing changed.")
+    )

@@ -53,15 +53,32 @@ from ._perf_native import (
     run_native_produce,
 )
 
-__all__ = ["command", "LatencyHistogram", "PerfCounters", "RateLimiter", "validate_produce", "validate_consume",
-           "summary_table"]
+__all__ = [
+    "command",
+    "LatencyHistogram",
+    "PerfCounters",
+    "RateLimiter",
+    "validate_produce",
+    "validate_consume",
+    "summary_table",
+]
 
 _SUB_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
 
 
-def validate_produce(*, topics: tuple[str, ...], rate: float, size: int, producers: int, batch_max_messages: int,
-                     batch_max_bytes: int, batch_delay_ms: float, max_pending: int, num_messages: int,
-                     duration: float) -> None:
+def validate_produce(
+    *,
+    topics: tuple[str, ...],
+    rate: float,
+    size: int,
+    producers: int,
+    batch_max_messages: int,
+    batch_max_bytes: int,
+    batch_delay_ms: float,
+    max_pending: int,
+    num_messages: int,
+    duration: float,
+) -> None:
     """Check ``perf produce`` options; raises ``click.UsageError`` naming the bad option."""
     validate_common(topics=topics, rate=rate, size=size, num_messages=num_messages, duration=duration)
     if producers < 1:
@@ -76,8 +93,16 @@ def validate_produce(*, topics: tuple[str, ...], rate: float, size: int, produce
         raise click.UsageError(f"--max-pending must be >= 0 (0 = no count limit), got {max_pending}")
 
 
-def validate_consume(*, topics: tuple[str, ...], rate: float, consumers: int, subscription_type: str,
-                     receiver_queue_size: int, num_messages: int, duration: float) -> None:
+def validate_consume(
+    *,
+    topics: tuple[str, ...],
+    rate: float,
+    consumers: int,
+    subscription_type: str,
+    receiver_queue_size: int,
+    num_messages: int,
+    duration: float,
+) -> None:
     """Check ``perf consume`` options; raises ``click.UsageError`` naming the bad option."""
     validate_common(topics=topics, rate=rate, size=None, num_messages=num_messages, duration=duration)
     if consumers < 1:
@@ -127,8 +152,9 @@ class _Reporter:
     def _run(self) -> None:
         while not self._stop.wait(1.0):
             r = self._counters.interval()
-            self._console.print(format_rate_line(self._kind, r, self._pending() if self._pending else None),
-                                soft_wrap=True)
+            self._console.print(
+                format_rate_line(self._kind, r, self._pending() if self._pending else None), soft_wrap=True
+            )
 
 
 def _sleep_until(deadline: float, stop: threading.Event) -> None:
@@ -148,8 +174,18 @@ def _validate_native(workers: int, connections: int, service_url: str) -> None:
         raise click.UsageError(f"--service-url: {exc}") from None
 
 
-def _run_native(console: Console, kind: str, opts: Any, run: Any, latency_name: str, what: str,
-                metrics_url: str | None, broker_pid: int | None, *, pending_limit: int = 0) -> None:
+def _run_native(
+    console: Console,
+    kind: str,
+    opts: Any,
+    run: Any,
+    latency_name: str,
+    what: str,
+    metrics_url: str | None,
+    broker_pid: int | None,
+    *,
+    pending_limit: int = 0,
+) -> None:
     counters = PerfCounters()
     cpu_before = read_broker_cpu_seconds(metrics_url, broker_pid)
     children_before = _cpu_seconds(resource.RUSAGE_CHILDREN)
@@ -162,10 +198,15 @@ def _run_native(console: Console, kind: str, opts: Any, run: Any, latency_name: 
     _native_summary(console, f"perf {kind} (native)", counters, latency_name, cpu_before, cpu_after, failures)
     if kind == "produce" and wall > 0:
         figures = RunFigures(
-            msg_rate=counters.total_messages / wall, asked_rate=opts.rate,
+            msg_rate=counters.total_messages / wall,
+            asked_rate=opts.rate,
             client_cores=(_cpu_seconds(resource.RUSAGE_CHILDREN) - children_before) / wall,
-            client_cores_max=opts.workers, broker_cores=_cores(cpu_before, cpu_after, wall),
-            pending_full=None, pending_limit=pending_limit, load_per_core=_load_per_core())
+            client_cores_max=opts.workers,
+            broker_cores=_cores(cpu_before, cpu_after, wall),
+            pending_full=None,
+            pending_limit=pending_limit,
+            load_per_core=_load_per_core(),
+        )
         console.print(limiting_factor(figures), soft_wrap=True, markup=False, highlight=False)
 
 
@@ -197,8 +238,13 @@ def _client(service_url: str, io_threads: int) -> Any:
     token = os.environ.get("MAGNETAR_TOKEN", "").strip()
     auth = pulsar.AuthenticationToken(token) if token else None
     # The C++ console logger: a Python logger would be called back for every log record.
-    return pulsar.Client(service_url, io_threads=io_threads, operation_timeout_seconds=30, authentication=auth,
-                         logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
+    return pulsar.Client(
+        service_url,
+        io_threads=io_threads,
+        operation_timeout_seconds=30,
+        authentication=auth,
+        logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn),
+    )
 
 
 def _fast_sender(producer: Any, payload: bytes) -> Any:
@@ -225,8 +271,15 @@ def _broker_cpu_source(service_url: str, metrics_url: str | None) -> str | None:
     return f"http://{host}:8080/metrics"
 
 
-def _native_summary(console: Console, title: str, counters: PerfCounters, latency_name: str,
-                    cpu_before: float | None, cpu_after: float | None, failures: list[str]) -> None:
+def _native_summary(
+    console: Console,
+    title: str,
+    counters: PerfCounters,
+    latency_name: str,
+    cpu_before: float | None,
+    cpu_after: float | None,
+    failures: list[str],
+) -> None:
     counters.interval()
     summary = counters.summary()
     table = summary_table(title, summary, latency_name)
@@ -245,18 +298,30 @@ def _native_summary(console: Console, title: str, counters: PerfCounters, latenc
 
 
 _native_options = [
-    click.option("--engine", type=click.Choice(["client", "native"]), default="client", show_default=True,
-                 help="client: the official pulsar-client; native: this tool's own protocol engine "
-                      "(pre-encoded frames, several processes), to load a broker past its limit."),
-    click.option("--workers", type=int, default=1, show_default=True,
-                 help="native: worker processes."),
-    click.option("--connections", type=int, default=2, show_default=True,
-                 help="native: connections (one producer or consumer each) per worker."),
-    click.option("--broker-metrics-url", default=None,
-                 help="Where to read the broker's process_cpu_seconds_total "
-                      "[default: http://<broker host>:8080/metrics]."),
-    click.option("--broker-pid", type=int, default=None,
-                 help="Read the broker's CPU time from /proc/<pid>/stat instead."),
+    click.option(
+        "--engine",
+        type=click.Choice(["client", "native"]),
+        default="client",
+        show_default=True,
+        help="client: the official pulsar-client; native: this tool's own protocol engine "
+        "(pre-encoded frames, several processes), to load a broker past its limit.",
+    ),
+    click.option("--workers", type=int, default=1, show_default=True, help="native: worker processes."),
+    click.option(
+        "--connections",
+        type=int,
+        default=2,
+        show_default=True,
+        help="native: connections (one producer or consumer each) per worker.",
+    ),
+    click.option(
+        "--broker-metrics-url",
+        default=None,
+        help="Where to read the broker's process_cpu_seconds_total [default: http://<broker host>:8080/metrics].",
+    ),
+    click.option(
+        "--broker-pid", type=int, default=None, help="Read the broker's CPU time from /proc/<pid>/stat instead."
+    ),
     click.option("--tls-trust-cert-path", default=None, help="native: CA file for pulsar+ssl:// URLs."),
 ]
 
@@ -269,12 +334,25 @@ def _with_native(fn: Any) -> Any:
 
 _common = [
     click.argument("topics", nargs=-1, required=True),
-    click.option("--service-url", "-u", default="pulsar://localhost:6650", show_default=True,
-                 help="The broker's pulsar:// URL."),
-    click.option("--num-messages", "-m", type=int, default=0, show_default=True,
-                 help="Stop after this many messages in total (0 = no limit)."),
-    click.option("--time", "-t", "duration", default="0", show_default=True,
-                 help="Stop after this long (30, 30s, 5m; 0 = no limit)."),
+    click.option(
+        "--service-url", "-u", default="pulsar://localhost:6650", show_default=True, help="The broker's pulsar:// URL."
+    ),
+    click.option(
+        "--num-messages",
+        "-m",
+        type=int,
+        default=0,
+        show_default=True,
+        help="Stop after this many messages in total (0 = no limit).",
+    ),
+    click.option(
+        "--time",
+        "-t",
+        "duration",
+        default="0",
+        show_default=True,
+        help="Stop after this long (30, 30s, 5m; 0 = no limit).",
+    ),
     click.option("--io-threads", type=int, default=1, show_default=True, help="Client I/O threads."),
 ]
 
@@ -300,39 +378,82 @@ CLIENT_DEFAULTS = {"rate": 100.0, "max_pending": 0, "batch_max_bytes": 4 * 1024 
 NATIVE_DEFAULTS = {"rate": 0.0, "max_pending": 5000, "batch_max_bytes": 128 * 1024}
 
 
-def _produce_defaults(engine: str, rate: float | None, max_pending: int | None,
-                      batch_max_bytes: int | None) -> tuple[float, int, int]:
+def _produce_defaults(
+    engine: str, rate: float | None, max_pending: int | None, batch_max_bytes: int | None
+) -> tuple[float, int, int]:
     """(rate, max pending, batch max bytes) as given, or the engine's defaults for those not given."""
     defaults = NATIVE_DEFAULTS if engine == "native" else CLIENT_DEFAULTS
-    return (defaults["rate"] if rate is None else rate,
-            int(defaults["max_pending"]) if max_pending is None else max_pending,
-            int(defaults["batch_max_bytes"]) if batch_max_bytes is None else batch_max_bytes)
+    return (
+        defaults["rate"] if rate is None else rate,
+        int(defaults["max_pending"]) if max_pending is None else max_pending,
+        int(defaults["batch_max_bytes"]) if batch_max_bytes is None else batch_max_bytes,
+    )
 
 
 @command.command(name="produce")
 @_with_common
-@click.option("--rate", "-r", type=float, default=None,
-              help="Messages per second in total; 0 = as fast as possible [default: 100 as pulsar-perf; "
-                   "native: 0].")
+@click.option(
+    "--rate",
+    "-r",
+    type=float,
+    default=None,
+    help="Messages per second in total; 0 = as fast as possible [default: 100 as pulsar-perf; native: 0].",
+)
 @click.option("--size", "-s", type=int, default=1024, show_default=True, help="Message size in bytes.")
-@click.option("--producers", "--num-producers", "-n", type=int, default=1, show_default=True,
-              help="Producers per topic.")
+@click.option(
+    "--producers", "--num-producers", "-n", type=int, default=1, show_default=True, help="Producers per topic."
+)
 @click.option("--batching/--no-batching", default=True, show_default=True, help="Client-side batching.")
-@click.option("--batch-max-messages", "-bm", type=int, default=1000, show_default=True,
-              help="Messages per batch at most.")
-@click.option("--batch-max-bytes", "-bb", type=int, default=None,
-              help="Bytes per batch at most [default: 4 MiB as pulsar-perf; native: 128 KiB].")
-@click.option("--batch-delay-ms", "--batch-time-window", "-b", type=float, default=1.0, show_default=True,
-              help="How long a batch may wait to fill up.")
-@click.option("--max-pending", "--max-outstanding", "-o", type=int, default=None,
-              help="Messages in flight per producer, the sender waiting when full; 0 = no count limit, "
-                   "only the client's memory limit [default: 0 as pulsar-perf; native: 5000 per connection].")
+@click.option(
+    "--batch-max-messages", "-bm", type=int, default=1000, show_default=True, help="Messages per batch at most."
+)
+@click.option(
+    "--batch-max-bytes",
+    "-bb",
+    type=int,
+    default=None,
+    help="Bytes per batch at most [default: 4 MiB as pulsar-perf; native: 128 KiB].",
+)
+@click.option(
+    "--batch-delay-ms",
+    "--batch-time-window",
+    "-b",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="How long a batch may wait to fill up.",
+)
+@click.option(
+    "--max-pending",
+    "--max-outstanding",
+    "-o",
+    type=int,
+    default=None,
+    help="Messages in flight per producer, the sender waiting when full; 0 = no count limit, "
+    "only the client's memory limit [default: 0 as pulsar-perf; native: 5000 per connection].",
+)
 @_with_native
-def produce(topics: tuple[str, ...], service_url: str, rate: float | None, num_messages: int, duration: str,
-            io_threads: int, size: int, producers: int, batching: bool, batch_max_messages: int,
-            batch_max_bytes: int | None, batch_delay_ms: float, max_pending: int | None, engine: str, workers: int,
-            connections: int, broker_metrics_url: str | None, broker_pid: int | None,
-            tls_trust_cert_path: str | None) -> None:
+def produce(
+    topics: tuple[str, ...],
+    service_url: str,
+    rate: float | None,
+    num_messages: int,
+    duration: str,
+    io_threads: int,
+    size: int,
+    producers: int,
+    batching: bool,
+    batch_max_messages: int,
+    batch_max_bytes: int | None,
+    batch_delay_ms: float,
+    max_pending: int | None,
+    engine: str,
+    workers: int,
+    connections: int,
+    broker_metrics_url: str | None,
+    broker_pid: int | None,
+    tls_trust_cert_path: str | None,
+) -> None:
     """Publish SIZE-byte messages to TOPICS; latency is send_async -> receipt.
 
     The defaults are pulsar-perf's: 100 msg/s of 1 KiB, batches of up to 1,000 messages or 4 MiB
@@ -348,42 +469,125 @@ def produce(topics: tuple[str, ...], service_url: str, rate: float | None, num_m
     """
     seconds = parse_duration(duration)
     rate, max_pending, batch_max_bytes = _produce_defaults(engine, rate, max_pending, batch_max_bytes)
-    validate_produce(topics=topics, rate=rate, size=size, producers=producers,
-                     batch_max_messages=batch_max_messages, batch_max_bytes=batch_max_bytes,
-                     batch_delay_ms=batch_delay_ms, max_pending=max_pending, num_messages=num_messages,
-                     duration=seconds)
+    validate_produce(
+        topics=topics,
+        rate=rate,
+        size=size,
+        producers=producers,
+        batch_max_messages=batch_max_messages,
+        batch_max_bytes=batch_max_bytes,
+        batch_delay_ms=batch_delay_ms,
+        max_pending=max_pending,
+        num_messages=num_messages,
+        duration=seconds,
+    )
     cpu_source = _broker_cpu_source(service_url, broker_metrics_url)
     if engine == "native":
-        _produce_native(topics, service_url, rate, size, batching, batch_max_messages, batch_max_bytes, max_pending,
-                        num_messages, seconds, workers, connections, tls_trust_cert_path, cpu_source, broker_pid)
+        _produce_native(
+            topics,
+            service_url,
+            rate,
+            size,
+            batching,
+            batch_max_messages,
+            batch_max_bytes,
+            max_pending,
+            num_messages,
+            seconds,
+            workers,
+            connections,
+            tls_trust_cert_path,
+            cpu_source,
+            broker_pid,
+        )
     else:
-        _produce_client(topics, service_url, io_threads, rate, size, producers, batching, batch_max_messages,
-                        batch_max_bytes, batch_delay_ms, max_pending, num_messages, seconds, cpu_source, broker_pid)
+        _produce_client(
+            topics,
+            service_url,
+            io_threads,
+            rate,
+            size,
+            producers,
+            batching,
+            batch_max_messages,
+            batch_max_bytes,
+            batch_delay_ms,
+            max_pending,
+            num_messages,
+            seconds,
+            cpu_source,
+            broker_pid,
+        )
 
 
-def _produce_native(topics: tuple[str, ...], service_url: str, rate: float, size: int, batching: bool,
-                    batch_max_messages: int, batch_max_bytes: int, max_pending: int, num_messages: int,
-                    seconds: float, workers: int, connections: int, tls_trust_cert_path: str | None,
-                    cpu_source: str | None, broker_pid: int | None) -> None:
+def _produce_native(
+    topics: tuple[str, ...],
+    service_url: str,
+    rate: float,
+    size: int,
+    batching: bool,
+    batch_max_messages: int,
+    batch_max_bytes: int,
+    max_pending: int,
+    num_messages: int,
+    seconds: float,
+    workers: int,
+    connections: int,
+    tls_trust_cert_path: str | None,
+    cpu_source: str | None,
+    broker_pid: int | None,
+) -> None:
     """`perf produce --engine native`: pre-encoded frames from worker processes."""
     _validate_native(workers, connections, service_url)
     if max_pending < 1:
         raise click.UsageError("--max-pending must be >= 1 with --engine native")
     per_frame = max(1, min(batch_max_messages, batch_max_bytes // max(1, size))) if batching else 1
     opts = NativeProduceOptions(
-        service_url=service_url, topics=topics, size=size, batch_messages=per_frame, batched=batching,
-        rate=rate, num_messages=num_messages, duration=seconds, workers=workers, connections=connections,
+        service_url=service_url,
+        topics=topics,
+        size=size,
+        batch_messages=per_frame,
+        batched=batching,
+        rate=rate,
+        num_messages=num_messages,
+        duration=seconds,
+        workers=workers,
+        connections=connections,
         max_pending=max(1, -(-max_pending // per_frame)),
-        token=os.environ.get("MAGNETAR_TOKEN", "").strip() or None, tls_trust_cert=tls_trust_cert_path)
-    _run_native(Console(), "produce", opts, run_native_produce, "publish latency",
-                f"{workers} worker(s) x {connections} connection(s), {size} B messages, "
-                f"{per_frame} per frame, rate {rate or 'max'}", cpu_source, broker_pid, pending_limit=max_pending)
+        token=os.environ.get("MAGNETAR_TOKEN", "").strip() or None,
+        tls_trust_cert=tls_trust_cert_path,
+    )
+    _run_native(
+        Console(),
+        "produce",
+        opts,
+        run_native_produce,
+        "publish latency",
+        f"{workers} worker(s) x {connections} connection(s), {size} B messages, "
+        f"{per_frame} per frame, rate {rate or 'max'}",
+        cpu_source,
+        broker_pid,
+        pending_limit=max_pending,
+    )
 
 
-def _produce_client(topics: tuple[str, ...], service_url: str, io_threads: int, rate: float, size: int,
-                    producers: int, batching: bool, batch_max_messages: int, batch_max_bytes: int,
-                    batch_delay_ms: float, max_pending: int, num_messages: int, seconds: float,
-                    cpu_source: str | None, broker_pid: int | None) -> None:
+def _produce_client(
+    topics: tuple[str, ...],
+    service_url: str,
+    io_threads: int,
+    rate: float,
+    size: int,
+    producers: int,
+    batching: bool,
+    batch_max_messages: int,
+    batch_max_bytes: int,
+    batch_delay_ms: float,
+    max_pending: int,
+    num_messages: int,
+    seconds: float,
+    cpu_source: str | None,
+    broker_pid: int | None,
+) -> None:
     """`perf produce` with the official Python client: send_async from this process."""
     import pulsar
 
@@ -391,12 +595,20 @@ def _produce_client(topics: tuple[str, ...], service_url: str, io_threads: int, 
     client = _client(service_url, io_threads)
     stop = threading.Event()
     try:
-        handles = [client.create_producer(
-            topic, batching_enabled=batching, batching_max_messages=batch_max_messages,
-            batching_max_allowed_size_in_bytes=batch_max_bytes,
-            batching_max_publish_delay_ms=max(1, int(batch_delay_ms)) if batching else 10,
-            max_pending_messages=max_pending, block_if_queue_full=True, send_timeout_millis=30_000)
-            for topic in topics for _ in range(producers)]
+        handles = [
+            client.create_producer(
+                topic,
+                batching_enabled=batching,
+                batching_max_messages=batch_max_messages,
+                batching_max_allowed_size_in_bytes=batch_max_bytes,
+                batching_max_publish_delay_ms=max(1, int(batch_delay_ms)) if batching else 10,
+                max_pending_messages=max_pending,
+                block_if_queue_full=True,
+                send_timeout_millis=30_000,
+            )
+            for topic in topics
+            for _ in range(producers)
+        ]
         payload = os.urandom(size)
         senders = [_fast_sender(p, payload) for p in handles]
         counters = PerfCounters()
@@ -420,9 +632,11 @@ def _produce_client(topics: tuple[str, ...], service_url: str, io_threads: int, 
         full_at = max(1, max_pending * len(handles) - group) if max_pending else 0
         samples = full = pending_sum = 0
         asked = f"{rate:g} msg/s" if rate else "max"
-        console.print(f"producing to {', '.join(topics)}: {len(handles)} producer(s), {size} B messages, batching "
-                      f"{'on' if batching else 'off'}, rate {asked}, max pending {max_pending or 'no limit'}",
-                      soft_wrap=True)
+        console.print(
+            f"producing to {', '.join(topics)}: {len(handles)} producer(s), {size} B messages, batching "
+            f"{'on' if batching else 'off'}, rate {asked}, max pending {max_pending or 'no limit'}",
+            soft_wrap=True,
+        )
         broker_before = read_broker_cpu_seconds(cpu_source, broker_pid)
         client_before = _cpu_seconds(resource.RUSAGE_SELF)
         started = time.monotonic()
@@ -459,10 +673,16 @@ def _produce_client(topics: tuple[str, ...], service_url: str, io_threads: int, 
         summary = counters.summary()
         console.print(summary_table("perf produce", summary, "publish latency"))
         figures = RunFigures(
-            msg_rate=counters.total_messages / wall, asked_rate=rate, client_cores=client_cores,
-            client_cores_max=1.0, broker_cores=broker_cores,
-            pending_full=full / samples if samples and full_at else None, pending_limit=max_pending * len(handles),
-            pending_mean=pending_sum / samples if samples else None, load_per_core=_load_per_core())
+            msg_rate=counters.total_messages / wall,
+            asked_rate=rate,
+            client_cores=client_cores,
+            client_cores_max=1.0,
+            broker_cores=broker_cores,
+            pending_full=full / samples if samples and full_at else None,
+            pending_limit=max_pending * len(handles),
+            pending_mean=pending_sum / samples if samples else None,
+            load_per_core=_load_per_core(),
+        )
         console.print(limiting_factor(figures), soft_wrap=True, markup=False, highlight=False)
     finally:
         client.close()
@@ -470,58 +690,152 @@ def _produce_client(topics: tuple[str, ...], service_url: str, io_threads: int, 
 
 @command.command(name="consume")
 @_with_common
-@click.option("--rate", "-r", type=float, default=0.0, show_default=True,
-              help="Messages per second in total (0 = as fast as they come).")
+@click.option(
+    "--rate",
+    "-r",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Messages per second in total (0 = as fast as they come).",
+)
 @click.option("--subscription", "-S", default="perf-sub", show_default=True, help="Subscription name.")
 @click.option("--subscription-type", "-st", type=click.Choice(_SUB_TYPES), default="Exclusive", show_default=True)
 @click.option("--consumers", "-n", type=int, default=1, show_default=True, help="Consumers on the subscription.")
 @click.option("--receiver-queue-size", "-q", type=int, default=1000, show_default=True)
-@click.option("--initial-position", type=click.Choice(["latest", "earliest"]), default="latest", show_default=True,
-              help="Where a new subscription starts.")
+@click.option(
+    "--initial-position",
+    type=click.Choice(["latest", "earliest"]),
+    default="latest",
+    show_default=True,
+    help="Where a new subscription starts.",
+)
 @_with_native
-def consume(topics: tuple[str, ...], service_url: str, rate: float, num_messages: int, duration: str,
-            io_threads: int, subscription: str, subscription_type: str, consumers: int, receiver_queue_size: int,
-            initial_position: str, engine: str, workers: int, connections: int, broker_metrics_url: str | None,
-            broker_pid: int | None, tls_trust_cert_path: str | None) -> None:
+def consume(
+    topics: tuple[str, ...],
+    service_url: str,
+    rate: float,
+    num_messages: int,
+    duration: str,
+    io_threads: int,
+    subscription: str,
+    subscription_type: str,
+    consumers: int,
+    receiver_queue_size: int,
+    initial_position: str,
+    engine: str,
+    workers: int,
+    connections: int,
+    broker_metrics_url: str | None,
+    broker_pid: int | None,
+    tls_trust_cert_path: str | None,
+) -> None:
     """Consume from TOPICS; latency is publish time -> arrival (same clock only on one host).
 
     With --engine native, --workers processes open --connections consumers each (an Exclusive
     subscription takes one per topic or partition); --rate is not supported there.
     """
     seconds = parse_duration(duration)
-    validate_consume(topics=topics, rate=rate, consumers=consumers, subscription_type=subscription_type,
-                     receiver_queue_size=receiver_queue_size, num_messages=num_messages, duration=seconds)
+    validate_consume(
+        topics=topics,
+        rate=rate,
+        consumers=consumers,
+        subscription_type=subscription_type,
+        receiver_queue_size=receiver_queue_size,
+        num_messages=num_messages,
+        duration=seconds,
+    )
     if engine == "native":
-        _consume_native(topics, service_url, subscription, subscription_type, initial_position, num_messages,
-                        seconds, workers, connections, receiver_queue_size, rate, broker_metrics_url, broker_pid,
-                        tls_trust_cert_path)
+        _consume_native(
+            topics,
+            service_url,
+            subscription,
+            subscription_type,
+            initial_position,
+            num_messages,
+            seconds,
+            workers,
+            connections,
+            receiver_queue_size,
+            rate,
+            broker_metrics_url,
+            broker_pid,
+            tls_trust_cert_path,
+        )
     else:
-        _consume_client(topics, service_url, io_threads, rate, subscription, subscription_type, consumers,
-                        receiver_queue_size, initial_position, num_messages, seconds)
+        _consume_client(
+            topics,
+            service_url,
+            io_threads,
+            rate,
+            subscription,
+            subscription_type,
+            consumers,
+            receiver_queue_size,
+            initial_position,
+            num_messages,
+            seconds,
+        )
 
 
-def _consume_native(topics: tuple[str, ...], service_url: str, subscription: str, subscription_type: str,
-                    initial_position: str, num_messages: int, seconds: float, workers: int, connections: int,
-                    receiver_queue_size: int, rate: float, broker_metrics_url: str | None, broker_pid: int | None,
-                    tls_trust_cert_path: str | None) -> None:
+def _consume_native(
+    topics: tuple[str, ...],
+    service_url: str,
+    subscription: str,
+    subscription_type: str,
+    initial_position: str,
+    num_messages: int,
+    seconds: float,
+    workers: int,
+    connections: int,
+    receiver_queue_size: int,
+    rate: float,
+    broker_metrics_url: str | None,
+    broker_pid: int | None,
+    tls_trust_cert_path: str | None,
+) -> None:
     """`perf consume --engine native`: consumers in worker processes."""
     _validate_native(workers, connections, service_url)
     if rate:
         raise click.UsageError("--rate is not supported with --engine native for consume")
     copts = NativeConsumeOptions(
-        service_url=service_url, topics=topics, subscription=subscription,
-        subscription_type=_SUB_TYPES.index(subscription_type), earliest=initial_position == "earliest",
-        num_messages=num_messages, duration=seconds, workers=workers, connections=connections,
-        receiver_queue_size=receiver_queue_size, token=os.environ.get("MAGNETAR_TOKEN", "").strip() or None,
-        tls_trust_cert=tls_trust_cert_path)
-    _run_native(Console(), "consume", copts, run_native_consume, "end-to-end latency",
-                f"subscription {subscription} ({subscription_type}), {workers} worker(s) x "
-                f"{connections} connection(s)", _broker_cpu_source(service_url, broker_metrics_url), broker_pid)
+        service_url=service_url,
+        topics=topics,
+        subscription=subscription,
+        subscription_type=_SUB_TYPES.index(subscription_type),
+        earliest=initial_position == "earliest",
+        num_messages=num_messages,
+        duration=seconds,
+        workers=workers,
+        connections=connections,
+        receiver_queue_size=receiver_queue_size,
+        token=os.environ.get("MAGNETAR_TOKEN", "").strip() or None,
+        tls_trust_cert=tls_trust_cert_path,
+    )
+    _run_native(
+        Console(),
+        "consume",
+        copts,
+        run_native_consume,
+        "end-to-end latency",
+        f"subscription {subscription} ({subscription_type}), {workers} worker(s) x {connections} connection(s)",
+        _broker_cpu_source(service_url, broker_metrics_url),
+        broker_pid,
+    )
 
 
-def _consume_client(topics: tuple[str, ...], service_url: str, io_threads: int, rate: float, subscription: str,
-                    subscription_type: str, consumers: int, receiver_queue_size: int, initial_position: str,
-                    num_messages: int, seconds: float) -> None:
+def _consume_client(
+    topics: tuple[str, ...],
+    service_url: str,
+    io_threads: int,
+    rate: float,
+    subscription: str,
+    subscription_type: str,
+    consumers: int,
+    receiver_queue_size: int,
+    initial_position: str,
+    num_messages: int,
+    seconds: float,
+) -> None:
     """`perf consume` with the official Python client: one receiving thread per consumer."""
     import pulsar
 
@@ -529,12 +843,18 @@ def _consume_client(topics: tuple[str, ...], service_url: str, io_threads: int, 
     client = _client(service_url, io_threads)
     stop = threading.Event()
     try:
-        subs = [client.subscribe(
-            list(topics), subscription, consumer_type=getattr(pulsar.ConsumerType, subscription_type.replace("_", "")),
-            receiver_queue_size=receiver_queue_size,
-            initial_position=(pulsar.InitialPosition.Earliest if initial_position == "earliest"
-                              else pulsar.InitialPosition.Latest))
-            for _ in range(consumers)]
+        subs = [
+            client.subscribe(
+                list(topics),
+                subscription,
+                consumer_type=getattr(pulsar.ConsumerType, subscription_type.replace("_", "")),
+                receiver_queue_size=receiver_queue_size,
+                initial_position=(
+                    pulsar.InitialPosition.Earliest if initial_position == "earliest" else pulsar.InitialPosition.Latest
+                ),
+            )
+            for _ in range(consumers)
+        ]
         counters = PerfCounters()
         received = [0]
         lock = threading.Lock()
@@ -561,10 +881,13 @@ def _consume_client(topics: tuple[str, ...], service_url: str, io_threads: int, 
                     if num_messages and received[0] >= num_messages:
                         stop.set()
 
-        console.print(f"consuming from {', '.join(topics)}: subscription {subscription} ({subscription_type}), "
-                      f"{consumers} consumer(s)")
-        threads = [threading.Thread(target=run, args=(c,), name=f"perf-consumer-{i}", daemon=True)
-                   for i, c in enumerate(subs)]
+        console.print(
+            f"consuming from {', '.join(topics)}: subscription {subscription} ({subscription_type}), "
+            f"{consumers} consumer(s)"
+        )
+        threads = [
+            threading.Thread(target=run, args=(c,), name=f"perf-consumer-{i}", daemon=True) for i, c in enumerate(subs)
+        ]
         with _Reporter(console, "consume", counters):
             for t in threads:
                 t.start()

@@ -19,14 +19,19 @@ from magnetar.common.config import ConfigError
 
 
 @click.command(name="standalone")
-@click.option("--conf", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="TOML config file (see deploy/standalone.toml), or Pulsar's standalone.conf.")
+@click.option(
+    "--conf",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="TOML config file (see deploy/standalone.toml), or Pulsar's standalone.conf.",
+)
 @click.option("--data-dir", default=None, help="Directory for all data (default ./data).")
 @click.option("--bookies", "num_bookies", type=int, default=None, help="Number of bookies (default 1).")
 @click.option("--set", "overrides", multiple=True, metavar="TABLE.KEY=VALUE", help="Override any config key.")
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
-def command(conf: Path | None, data_dir: str | None, num_bookies: int | None, overrides: tuple[str, ...],
-            verbose: bool) -> None:
+def command(
+    conf: Path | None, data_dir: str | None, num_bookies: int | None, overrides: tuple[str, ...], verbose: bool
+) -> None:
     """Run standalone Magnetar: Pulsar protocol on 6650, admin REST on 8080, bookie on 3181."""
     from bk_client import ClientConfig
     from bookie import BookieConfig, BookieFatalError, CookieMismatchError
@@ -43,18 +48,36 @@ def command(conf: Path | None, data_dir: str | None, num_bookies: int | None, ov
     if num_bookies is not None:
         flags["standalone"]["num_bookies"] = str(num_bookies)
     try:
-        cfg = load_sections(conf, {"standalone": StandaloneConfig, "broker": BrokerConfig, "bookie": BookieConfig,
-                                   "managed_ledger": ManagedLedgerConfig, "bk_client": ClientConfig,
-                                   "offload": TieredStorageConfig},
-                            overrides, flags, defaults=STANDALONE_DEFAULTS, command="standalone")
+        cfg = load_sections(
+            conf,
+            {
+                "standalone": StandaloneConfig,
+                "broker": BrokerConfig,
+                "bookie": BookieConfig,
+                "managed_ledger": ManagedLedgerConfig,
+                "bk_client": ClientConfig,
+                "offload": TieredStorageConfig,
+            },
+            overrides,
+            flags,
+            defaults=STANDALONE_DEFAULTS,
+            command="standalone",
+        )
         cfg["standalone"].validate()
         check_message_size(cfg["broker"], cfg["bk_client"], cfg["bookie"])
     except ConfigError as exc:
         fail(exc, name="standalone")
 
     async def main(task_status: trio.TaskStatus[Any]) -> None:
-        await serve_standalone(cfg["standalone"], cfg["broker"], cfg["bookie"], cfg["managed_ledger"],
-                               cfg["bk_client"], offload=cfg["offload"], task_status=task_status)
+        await serve_standalone(
+            cfg["standalone"],
+            cfg["broker"],
+            cfg["bookie"],
+            cfg["managed_ledger"],
+            cfg["bk_client"],
+            offload=cfg["offload"],
+            task_status=task_status,
+        )
 
     def started(ep: Any) -> None:
         click.echo(f"magnetar standalone: data in {ep.data_dir}, metadata {ep.metadata_url}")
@@ -62,10 +85,18 @@ def command(conf: Path | None, data_dir: str | None, num_bookies: int | None, ov
             click.echo(f"  bookie {b.bookie_id}: protocol {b.host}:{b.port}, http {', '.join(b.http_urls)}")
         click.echo(f"  broker: {ep.broker.service_url}  admin REST: {ep.broker.web_url}")
         if ep.broker.service_url_tls or ep.broker.web_url_tls:
-            click.echo(f"  broker TLS: {ep.broker.service_url_tls or 'off'}  admin REST TLS: "
-                       f"{ep.broker.web_url_tls or 'off'}")
+            click.echo(
+                f"  broker TLS: {ep.broker.service_url_tls or 'off'}  admin REST TLS: {ep.broker.web_url_tls or 'off'}"
+            )
         click.echo("ready (Ctrl-C to stop)")
 
-    run = fail_cleanly_on(ConfigError, CookieMismatchError, BookieFatalError, OSError, MetadataError,
-                          name="standalone", fatal=(BookieFatalError,))(trio.run)
+    run = fail_cleanly_on(
+        ConfigError,
+        CookieMismatchError,
+        BookieFatalError,
+        OSError,
+        MetadataError,
+        name="standalone",
+        fatal=(BookieFatalError,),
+    )(trio.run)
     log_stopped("standalone", run(run_until_signal, main, started) or "its services ended")

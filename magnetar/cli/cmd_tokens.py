@@ -60,12 +60,22 @@ def create_secret_key(output: str | None, as_base64: bool) -> None:
 
 
 @command.command(name="create-key-pair")
-@click.option("-a", "--signature-algorithm", default="RS256", show_default=True,
-              type=click.Choice(["RS256", "RS384", "RS512", "ES256", "ES384", "ES512"], case_sensitive=False))
-@click.option("--output-private-key", required=True, type=click.Path(dir_okay=False),
-              help="File for the private key (DER, PKCS#8).")
-@click.option("--output-public-key", required=True, type=click.Path(dir_okay=False),
-              help="File for the public key (DER, X.509).")
+@click.option(
+    "-a",
+    "--signature-algorithm",
+    default="RS256",
+    show_default=True,
+    type=click.Choice(["RS256", "RS384", "RS512", "ES256", "ES384", "ES512"], case_sensitive=False),
+)
+@click.option(
+    "--output-private-key",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="File for the private key (DER, PKCS#8).",
+)
+@click.option(
+    "--output-public-key", required=True, type=click.Path(dir_okay=False), help="File for the public key (DER, X.509)."
+)
 def create_key_pair(signature_algorithm: str, output_private_key: str, output_public_key: str) -> None:
     """A new key pair for RS256 / ES256 tokens."""
     private, public = new_key_pair(signature_algorithm.upper())
@@ -79,11 +89,21 @@ def create_key_pair(signature_algorithm: str, output_private_key: str, output_pu
 @click.option("-pk", "--private-key", help="Private key (RS256/ES256) to sign with.")
 @click.option("-s", "--subject", required=True, help="The role the token grants (its 'sub' claim).")
 @click.option("-e", "--expiry-time", help="Validity, e.g. 1y, 30d, 12h, 10m, 60s (default: no expiry).")
-@click.option("-a", "--signature-algorithm", default=None,
-              help="HS256 for a secret key; RS256 or ES256 for a private key (default: from the key).")
+@click.option(
+    "-a",
+    "--signature-algorithm",
+    default=None,
+    help="HS256 for a secret key; RS256 or ES256 for a private key (default: from the key).",
+)
 @click.option("--claim", "claims", multiple=True, metavar="NAME=VALUE", help="An extra string claim.")
-def create(secret_key: str | None, private_key: str | None, subject: str, expiry_time: str | None,
-           signature_algorithm: str | None, claims: tuple[str, ...]) -> None:
+def create(
+    secret_key: str | None,
+    private_key: str | None,
+    subject: str,
+    expiry_time: str | None,
+    signature_algorithm: str | None,
+    claims: tuple[str, ...],
+) -> None:
     """Print a new signed token for SUBJECT."""
     if (secret_key is None) == (private_key is None):
         raise click.UsageError("give exactly one of --secret-key and --private-key")
@@ -99,10 +119,13 @@ def create(secret_key: str | None, private_key: str | None, subject: str, expiry
         extra[name] = value
     try:
         token = create_token(
-            subject, secret_key=_key(secret_key, "--secret-key") if secret_key else None,
+            subject,
+            secret_key=_key(secret_key, "--secret-key") if secret_key else None,
             private_key=_key(private_key, "--private-key") if private_key else None,
             algorithm=signature_algorithm.upper() if signature_algorithm else None,
-            expires_in_s=expires, claims=extra)
+            expires_in_s=expires,
+            claims=extra,
+        )
     except (ValueError, jwt.PyJWTError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(token)
@@ -140,10 +163,21 @@ def show(token: str | None, stdin: bool, token_file: str | None) -> None:
 @click.option("-f", "--token-file", type=click.Path(exists=True, dir_okay=False), help="Read the token from a file.")
 @click.option("-sk", "--secret-key", help="Secret key (HS256) the token must be signed with.")
 @click.option("-pk", "--public-key", help="Public key (RS256/ES256) the token must be signed with.")
-@click.option("-a", "--signature-algorithm", default="RS256", show_default=True,
-              help="Algorithm of --public-key (RS256 or ES256).")
-def validate(token: str | None, stdin: bool, token_file: str | None, secret_key: str | None,
-             public_key: str | None, signature_algorithm: str) -> None:
+@click.option(
+    "-a",
+    "--signature-algorithm",
+    default="RS256",
+    show_default=True,
+    help="Algorithm of --public-key (RS256 or ES256).",
+)
+def validate(
+    token: str | None,
+    stdin: bool,
+    token_file: str | None,
+    secret_key: str | None,
+    public_key: str | None,
+    signature_algorithm: str,
+) -> None:
     """Check a token's signature and expiry as the broker would; print its claims, or fail."""
     if (secret_key is None) == (public_key is None):
         raise click.UsageError("give exactly one of --secret-key and --public-key")
@@ -152,8 +186,9 @@ def validate(token: str | None, stdin: bool, token_file: str | None, secret_key:
         if secret_key:
             provider = TokenAuthenticationProvider(secret_key=_key(secret_key, "--secret-key"))
         else:
-            provider = TokenAuthenticationProvider(public_key=_key(public_key or "", "--public-key"),
-                                                   public_alg=signature_algorithm)
+            provider = TokenAuthenticationProvider(
+                public_key=_key(public_key or "", "--public-key"), public_alg=signature_algorithm
+            )
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     try:

@@ -102,11 +102,17 @@ class AdminClient:
     """Blocking calls to the admin REST API at ``base_url`` (module rules). One connection pool for
     the client's life; `close` it (or use it as a context manager)."""
 
-    def __init__(self, base_url: str, *, headers: Mapping[str, str] | None = None, verify: Verify = True,
-                 timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, base_url: str, *, headers: Mapping[str, str] | None = None, verify: Verify = True, timeout_s: float = 30.0
+    ) -> None:
         self.base_url = base_url.rstrip("/")
-        self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s, verify=verify,
-                                  headers=dict(headers or {}), follow_redirects=False)
+        self._http = httpx.Client(
+            base_url=self.base_url,
+            timeout=timeout_s,
+            verify=verify,
+            headers=dict(headers or {}),
+            follow_redirects=False,
+        )
 
     def __enter__(self) -> AdminClient:
         return self
@@ -118,8 +124,15 @@ class AdminClient:
         """Release the connections."""
         self._http.close()
 
-    def request(self, method: str, path: str, body: Any = None, *, params: Mapping[str, Any] | None = None,
-                headers: Mapping[str, str] | None = None) -> httpx.Response:
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        params: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> httpx.Response:
         """The 2xx answer to ``method path`` (``body`` sent as JSON), redirects followed; raises
         `AdminError` otherwise."""
         kwargs = _kwargs(body, params, headers)
@@ -134,8 +147,9 @@ class AdminClient:
             raise AdminError(0, str(exc), method=method, target=f"{self.base_url}{path}") from exc
         return _checked(method, path, response)
 
-    def call(self, method: str, path: str, body: Any = None, *, params: Mapping[str, Any] | None = None,
-             ok404: bool = False) -> Any:
+    def call(
+        self, method: str, path: str, body: Any = None, *, params: Mapping[str, Any] | None = None, ok404: bool = False
+    ) -> Any:
         """The decoded answer of `request` (`json_body`); None for a 404 when ``ok404``."""
         try:
             return json_body(self.request(method, path, body, params=params))
@@ -154,8 +168,16 @@ class AsyncAdminClient:
         self._headers = dict(headers or {})
         self._verify = verify
 
-    async def request(self, method: str, url: str, body: Any = None, *, params: Mapping[str, Any] | None = None,
-                      headers: Mapping[str, str] | None = None, timeout_s: float = 60.0) -> httpx.Response:
+    async def request(
+        self,
+        method: str,
+        url: str,
+        body: Any = None,
+        *,
+        params: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout_s: float = 60.0,
+    ) -> httpx.Response:
         """The 2xx answer to ``method url``, redirects followed; raises `AdminError` otherwise."""
         kwargs = _kwargs(body, params, {**self._headers, **(headers or {})})
         try:

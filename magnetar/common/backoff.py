@@ -33,8 +33,9 @@ def doubled(previous_s: float | None, initial_s: float, max_s: float) -> float:
 class Backoff:
     """The delays of one retrying loop (module rules). Constant memory."""
 
-    def __init__(self, initial_s: float, max_s: float, *, jitter: float = 0.0,
-                 rng: random.Random | None = None) -> None:
+    def __init__(
+        self, initial_s: float, max_s: float, *, jitter: float = 0.0, rng: random.Random | None = None
+    ) -> None:
         if initial_s <= 0 or max_s < initial_s:
             raise ValueError("need 0 < initial_s <= max_s")
         if not 0.0 <= jitter < 1.0:

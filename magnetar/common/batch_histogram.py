@@ -27,8 +27,14 @@ class BatchHistogram:
     ``labels`` given, if any.
     """
 
-    def __init__(self, name: str, documentation: str, buckets: Sequence[float],
-                 registry: CollectorRegistry, labels: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        documentation: str,
+        buckets: Sequence[float],
+        registry: CollectorRegistry,
+        labels: Mapping[str, str] | None = None,
+    ) -> None:
         self._name = name
         self._doc = documentation
         self._bounds = sorted(float(b) for b in buckets)

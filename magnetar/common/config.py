@@ -81,8 +81,7 @@ def config_field(default: Any, *, alias: str | None = None, help: str = "") -> A
     return dataclasses.field(default=default, metadata=meta)
 
 
-def _require(config: object, keys: typing.Iterable[str], ok: typing.Callable[[Any], bool],
-             message: str) -> None:
+def _require(config: object, keys: typing.Iterable[str], ok: typing.Callable[[Any], bool], message: str) -> None:
     fields = {f.name: f for f in dataclasses.fields(config)} if dataclasses.is_dataclass(config) else {}
     for key in keys:
         value = getattr(config, key)
@@ -178,7 +177,7 @@ def _unescape(text: str) -> str:
         nxt = text[i + 1]
         if nxt == "u" and len(text) >= i + 6:
             try:
-                out.append(chr(int(text[i + 2:i + 6], 16)))
+                out.append(chr(int(text[i + 2 : i + 6], 16)))
                 i += 6
                 continue
             except ValueError:
@@ -254,8 +253,7 @@ def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
     return tp, False
 
 
-_BOOLEANS = {"true": True, "false": False, "yes": True, "no": False, "on": True, "off": False,
-             "1": True, "0": False}
+_BOOLEANS = {"true": True, "false": False, "yes": True, "no": False, "on": True, "off": False, "1": True, "0": False}
 
 
 def _convert(key: str, tp: Any, value: Any, from_string: bool) -> Any:
@@ -359,7 +357,10 @@ def load_config(
     hints = typing.get_type_hints(cls)
     values: dict[str, Any] = {}
     sources: tuple[tuple[Mapping[str, Any], bool, bool], ...] = (
-        (table or {}, False, False), (properties or {}, True, True), (overrides or {}, True, False))
+        (table or {}, False, False),
+        (properties or {}, True, True),
+        (overrides or {}, True, False),
+    )
     for source, from_string, blank_is_default in sources:
         source_keys: dict[str, str] = {}
         for key, raw in source.items():
@@ -369,8 +370,7 @@ def load_config(
             if f.name in source_keys:
                 raise ConfigError(prefix + key, f"given twice (also as {source_keys[f.name]!r})")
             source_keys[f.name] = key
-            if blank_is_default and isinstance(raw, str) and not raw.strip() and not _blank_has_meaning(
-                    hints[f.name]):
+            if blank_is_default and isinstance(raw, str) and not raw.strip() and not _blank_has_meaning(hints[f.name]):
                 continue
             is_string = from_string and isinstance(raw, str)
             values[f.name] = _convert(prefix + key, hints[f.name], raw, is_string)

@@ -19,8 +19,15 @@ import re
 
 __all__ = ["UNITS", "parse_duration"]
 
-UNITS: dict[str, float] = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0,
-                           "y": 365 * 86400.0}
+UNITS: dict[str, float] = {
+    "ms": 0.001,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+    "d": 86400.0,
+    "w": 7 * 86400.0,
+    "y": 365 * 86400.0,
+}
 """Seconds per unit."""
 
 _DURATION = re.compile(r"([+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*(ms|[smhdwy])?")

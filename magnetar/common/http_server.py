@@ -65,10 +65,18 @@ def _bind_error(exc: BaseException) -> OSError | None:
     return exc if isinstance(exc, OSError) else None
 
 
-async def serve_http(app: Any, *, plain: Sequence[tuple[str, int]] = (), secure: Sequence[tuple[str, int]] = (),
-                     ssl_context: ssl.SSLContext | None = None, keys: str, errorlog: logging.Logger,
-                     shutdown_trigger: Callable[[], Awaitable[None]] | None = None, graceful_timeout_s: float = 1.0,
-                     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
+async def serve_http(
+    app: Any,
+    *,
+    plain: Sequence[tuple[str, int]] = (),
+    secure: Sequence[tuple[str, int]] = (),
+    ssl_context: ssl.SSLContext | None = None,
+    keys: str,
+    errorlog: logging.Logger,
+    shutdown_trigger: Callable[[], Awaitable[None]] | None = None,
+    graceful_timeout_s: float = 1.0,
+    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
+) -> None:
     """Serve ``app`` on the ``plain`` (http) and ``secure`` (https) addresses until cancelled or
     until ``shutdown_trigger`` returns (module rules). Raises `ValueError` without an address or
     with ``secure`` addresses but no ``ssl_context``; `OSError` naming ``keys`` when binding fails."""

@@ -78,15 +78,25 @@ class TlsKeys:
 
 
 PULSAR_KEYS = TlsKeys(
-    cert_file="tlsCertificateFilePath", key_file="tlsKeyFilePath", trust_certs_file="tlsTrustCertsFilePath",
-    require_client_cert="tlsRequireTrustedClientCertOnConnect", allow_insecure="tlsAllowInsecureConnection",
-    protocols="tlsProtocols", ciphers="tlsCiphers")
+    cert_file="tlsCertificateFilePath",
+    key_file="tlsKeyFilePath",
+    trust_certs_file="tlsTrustCertsFilePath",
+    require_client_cert="tlsRequireTrustedClientCertOnConnect",
+    allow_insecure="tlsAllowInsecureConnection",
+    protocols="tlsProtocols",
+    ciphers="tlsCiphers",
+)
 """Pulsar's broker.conf key names."""
 
 BOOKKEEPER_KEYS = TlsKeys(
-    cert_file="tlsCertificatePath", key_file="tlsKeyStore", trust_certs_file="tlsTrustStore",
-    require_client_cert="tlsClientAuthentication", allow_insecure="tlsAllowInsecureConnection",
-    protocols="tlsEnabledProtocols", ciphers="tlsEnabledCipherSuites")
+    cert_file="tlsCertificatePath",
+    key_file="tlsKeyStore",
+    trust_certs_file="tlsTrustStore",
+    require_client_cert="tlsClientAuthentication",
+    allow_insecure="tlsAllowInsecureConnection",
+    protocols="tlsEnabledProtocols",
+    ciphers="tlsEnabledCipherSuites",
+)
 """BookKeeper's bk_server.conf key names (PEM files: ``tlsKeyStoreType=PEM``)."""
 
 _VERSIONS = {
@@ -122,10 +132,14 @@ def bookkeeper_settings(config: Any, *, client_auth: bool = False) -> TlsSetting
         if value.upper() != "PEM":
             raise ConfigError(key, f"only PEM files are supported, got {value!r}")
     return TlsSettings(
-        cert_file=config.tls_certificate_path, key_file=config.tls_key_store,
-        trust_certs_file=config.tls_trust_store, require_client_cert=client_auth,
-        protocols=tuple(config.tls_enabled_protocols), ciphers=tuple(config.tls_enabled_cipher_suites),
-        keys=BOOKKEEPER_KEYS)
+        cert_file=config.tls_certificate_path,
+        key_file=config.tls_key_store,
+        trust_certs_file=config.tls_trust_store,
+        require_client_cert=client_auth,
+        protocols=tuple(config.tls_enabled_protocols),
+        ciphers=tuple(config.tls_enabled_cipher_suites),
+        keys=BOOKKEEPER_KEYS,
+    )
 
 
 def _readable(key: str, path: str) -> str:
@@ -156,8 +170,10 @@ def _common(ctx: ssl.SSLContext, s: TlsSettings) -> None:
         try:
             ctx.set_ciphers(":".join(s.ciphers))
         except ssl.SSLError:
-            raise ConfigError(s.keys.ciphers, f"no usable cipher in {', '.join(s.ciphers)} "
-                                              "(OpenSSL cipher names, e.g. ECDHE-RSA-AES128-GCM-SHA256)") from None
+            raise ConfigError(
+                s.keys.ciphers,
+                f"no usable cipher in {', '.join(s.ciphers)} (OpenSSL cipher names, e.g. ECDHE-RSA-AES128-GCM-SHA256)",
+            ) from None
 
 
 def _load_chain(ctx: ssl.SSLContext, s: TlsSettings) -> None:
@@ -166,8 +182,11 @@ def _load_chain(ctx: ssl.SSLContext, s: TlsSettings) -> None:
     try:
         ctx.load_cert_chain(cert, key)
     except ssl.SSLError as exc:
-        raise ConfigError(s.keys.key_file, f"cannot load the certificate {cert!r} with the key {key!r} "
-                                           f"(PEM files of one key pair expected): {exc.reason or exc}") from None
+        raise ConfigError(
+            s.keys.key_file,
+            f"cannot load the certificate {cert!r} with the key {key!r} "
+            f"(PEM files of one key pair expected): {exc.reason or exc}",
+        ) from None
 
 
 def _load_trust(ctx: ssl.SSLContext, s: TlsSettings) -> None:
@@ -175,8 +194,7 @@ def _load_trust(ctx: ssl.SSLContext, s: TlsSettings) -> None:
     try:
         ctx.load_verify_locations(cafile=path)
     except ssl.SSLError as exc:
-        raise ConfigError(s.keys.trust_certs_file,
-                          f"{path!r} holds no PEM certificate: {exc.reason or exc}") from None
+        raise ConfigError(s.keys.trust_certs_file, f"{path!r} holds no PEM certificate: {exc.reason or exc}") from None
 
 
 class CoalescingSSLObject(ssl.SSLObject):
@@ -205,7 +223,7 @@ class CoalescingSSLObject(ssl.SSLObject):
             try:
                 more = super().read(room)
             except ssl.SSLError:  # no whole record left (SSLWantReadError), EOF or an error:
-                break             # the next read reports the last two
+                break  # the next read reports the last two
             if not more:
                 break
             chunks.append(more)
@@ -216,13 +234,16 @@ class CoalescingSSLObject(ssl.SSLObject):
 def server_context(s: TlsSettings) -> ssl.SSLContext:
     """An `ssl.SSLContext` for a server; raises `ConfigError` naming the key that is wrong."""
     if not s.cert_file:
-        raise ConfigError(s.keys.cert_file, "a TLS server needs a certificate file"
-                          + (f" (only {s.keys.key_file} is set)" if s.key_file else ""))
+        raise ConfigError(
+            s.keys.cert_file,
+            "a TLS server needs a certificate file" + (f" (only {s.keys.key_file} is set)" if s.key_file else ""),
+        )
     if not s.key_file:
         raise ConfigError(s.keys.key_file, f"a TLS server needs the private key of {s.keys.cert_file}")
     if s.require_client_cert and not s.trust_certs_file:
-        raise ConfigError(s.keys.trust_certs_file,
-                          f"{s.keys.require_client_cert} needs the CA file client certificates must chain to")
+        raise ConfigError(
+            s.keys.trust_certs_file, f"{s.keys.require_client_cert} needs the CA file client certificates must chain to"
+        )
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.sslobject_class = CoalescingSSLObject
     _common(ctx, s)
@@ -267,8 +288,9 @@ def wrap_server_stream(stream: trio.abc.Stream, ctx: ssl.SSLContext) -> trio.SSL
     return trio.SSLStream(stream, ctx, server_side=True, https_compatible=True)
 
 
-async def open_tls_stream(host: str, port: int, ctx: ssl.SSLContext, *,
-                          server_hostname: str | None = None) -> trio.SSLStream[trio.SocketStream]:
+async def open_tls_stream(
+    host: str, port: int, ctx: ssl.SSLContext, *, server_hostname: str | None = None
+) -> trio.SSLStream[trio.SocketStream]:
     """Connect to ``host:port`` and complete a TLS handshake (the server's name checked as
     ``server_hostname``, default ``host``, when the context checks host names). Raises
     `trio.BrokenResourceError` when the handshake fails (untrusted certificate, refused client)."""

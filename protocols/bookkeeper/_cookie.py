@@ -68,7 +68,7 @@ class Cookie:
         ``CookieFormatError`` on anything else."""
         data = bytes(data)
         if data.startswith(_LEGACY_HEADER):
-            return cls._from_format(cls._binary(data[len(_LEGACY_HEADER):]))
+            return cls._from_format(cls._binary(data[len(_LEGACY_HEADER) :]))
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
@@ -121,5 +121,8 @@ class Cookie:
 
     def mismatches(self, other: Cookie) -> list[str]:
         """The names of the fields that differ from ``other`` (empty when they match)."""
-        return [name for name in ("bookie_id", "journal_dir", "ledger_dirs", "instance_id")
-                if getattr(self, name) != getattr(other, name)]
+        return [
+            name
+            for name in ("bookie_id", "journal_dir", "ledger_dirs", "instance_id")
+            if getattr(self, name) != getattr(other, name)
+        ]

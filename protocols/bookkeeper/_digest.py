@@ -154,6 +154,7 @@ class EntryDigest:
                 mac = hmac.new(key, meta, hashlib.sha1)
                 mac.update(payload)
                 return mac.digest()
+
         self._code = code
 
     def __repr__(self) -> str:
@@ -167,8 +168,9 @@ class EntryDigest:
         meta = _META.pack(ledger_id, entry_id, lac, length)
         return b"".join((meta, self._code(meta, payload), payload))
 
-    def decode_entry(self, data: _Buffer, expected_ledger_id: int | None = None,
-                     expected_entry_id: int | None = None) -> DecodedEntry:
+    def decode_entry(
+        self, data: _Buffer, expected_ledger_id: int | None = None, expected_entry_id: int | None = None
+    ) -> DecodedEntry:
         """Verify and unpack an entry framed by this digest.
 
         Raises ``DigestMismatch`` when ``data`` is shorter than the header, the code does not
@@ -176,14 +178,17 @@ class EntryDigest:
         """
         view = memoryview(data)
         if len(view) < self.header_size:
-            raise DigestMismatch(f"entry of {len(view)} bytes is shorter than its "
-                                 f"{self.digest_type.name} header ({self.header_size} bytes)")
-        payload = view[self.header_size:]
+            raise DigestMismatch(
+                f"entry of {len(view)} bytes is shorter than its "
+                f"{self.digest_type.name} header ({self.header_size} bytes)"
+            )
+        payload = view[self.header_size :]
         computed = self._code(view[:ENTRY_METADATA_SIZE], payload)
-        stored = bytes(view[ENTRY_METADATA_SIZE:self.header_size])
+        stored = bytes(view[ENTRY_METADATA_SIZE : self.header_size])
         if not hmac.compare_digest(computed, stored):
-            raise DigestMismatch(f"entry {self.digest_type.name} digest mismatch: stored {stored.hex()}, "
-                                 f"computed {computed.hex()}")
+            raise DigestMismatch(
+                f"entry {self.digest_type.name} digest mismatch: stored {stored.hex()}, computed {computed.hex()}"
+            )
         ledger_id, entry_id, lac, length = _META.unpack_from(view, 0)
         if expected_ledger_id is not None and ledger_id != expected_ledger_id:
             raise DigestMismatch(f"entry belongs to ledger {ledger_id}, expected {expected_ledger_id}")
@@ -203,14 +208,14 @@ class EntryDigest:
         not match, or the ledger id differs from the expected one.
         """
         if len(data) != self.lac_size:
-            raise DigestMismatch(f"LAC body of {len(data)} bytes, expected {self.lac_size} "
-                                 f"({self.digest_type.name})")
+            raise DigestMismatch(f"LAC body of {len(data)} bytes, expected {self.lac_size} ({self.digest_type.name})")
         view = memoryview(data)
         computed = self._code(view[:LAC_METADATA_SIZE], b"")
         stored = bytes(view[LAC_METADATA_SIZE:])
         if not hmac.compare_digest(computed, stored):
-            raise DigestMismatch(f"LAC {self.digest_type.name} digest mismatch: stored {stored.hex()}, "
-                                 f"computed {computed.hex()}")
+            raise DigestMismatch(
+                f"LAC {self.digest_type.name} digest mismatch: stored {stored.hex()}, computed {computed.hex()}"
+            )
         ledger_id: int
         lac: int
         ledger_id, lac = _LAC_META.unpack_from(view, 0)
@@ -243,8 +248,9 @@ def peek_entry_header(data: _Buffer) -> EntryHeader:
     return EntryHeader(*_META.unpack_from(data, 0))
 
 
-def decode_entry(data: _Buffer, expected_ledger_id: int | None = None,
-                 expected_entry_id: int | None = None) -> DecodedEntry:
+def decode_entry(
+    data: _Buffer, expected_ledger_id: int | None = None, expected_entry_id: int | None = None
+) -> DecodedEntry:
     """Verify and unpack a CRC32C-framed entry (``EntryDigest.decode_entry``)."""
     return _CRC32C.decode_entry(data, expected_ledger_id, expected_entry_id)
 

@@ -35,8 +35,7 @@ class NoSuchEntry(LookupError):
 
     status: ClassVar[StatusCode] = StatusCode.ENOENTRY
 
-    def __init__(self, ledger_id: int | None = None, entry_id: int | None = None,
-                 message: str | None = None) -> None:
+    def __init__(self, ledger_id: int | None = None, entry_id: int | None = None, message: str | None = None) -> None:
         if message is None:
             message = "no such entry"
             if entry_id is not None:

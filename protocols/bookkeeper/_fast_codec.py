@@ -62,8 +62,20 @@ def encode_add_response(txn_id: int, status: int, ledger_id: int, entry_id: int)
     st = _SMALL[status] if 0 <= status < 0x80 else _varint(status)
     # header = _HEADER_PREFIX + txn (6-15 bytes); every length here is < 128: one byte each
     body_len = 11 + len(txn) + len(st) + len(add)
-    return b"".join((_LEN[body_len], b"\x0a", _SMALL[5 + len(txn)], _HEADER_PREFIX, txn,
-                     b"\x10", st, b"\xaa\x06", _SMALL[len(add)], add))
+    return b"".join(
+        (
+            _LEN[body_len],
+            b"\x0a",
+            _SMALL[5 + len(txn)],
+            _HEADER_PREFIX,
+            txn,
+            b"\x10",
+            st,
+            b"\xaa\x06",
+            _SMALL[len(add)],
+            add,
+        )
+    )
 
 
 class AddRequestEncoder:
@@ -87,14 +99,29 @@ class AddRequestEncoder:
         alen = _varint(add_len)
         header_len = len(_HEADER_PREFIX) + len(txn)
         size = 4 + header_len + len(alen) + add_len  # 0x0a, header length, header, 0xaa 0x06, ...
-        return b"".join((size.to_bytes(4, "big"), b"\x0a", _SMALL[header_len], _HEADER_PREFIX, txn,
-                         b"\xaa\x06", alen, self._ledger, b"\x10", eid, self._key, b"\x22", blen, body,
-                         self._flag))
+        return b"".join(
+            (
+                size.to_bytes(4, "big"),
+                b"\x0a",
+                _SMALL[header_len],
+                _HEADER_PREFIX,
+                txn,
+                b"\xaa\x06",
+                alen,
+                self._ledger,
+                b"\x10",
+                eid,
+                self._key,
+                b"\x22",
+                blen,
+                body,
+                self._flag,
+            )
+        )
 
 
 @functools.lru_cache(maxsize=64)  # asked per add on the write path; a few distinct limits per process
-def max_add_payload(max_frame_size: int, master_key_size: int = 20,
-                    header_size: int = ENTRY_HEADER_SIZE) -> int:
+def max_add_payload(max_frame_size: int, master_key_size: int = 20, header_size: int = ENTRY_HEADER_SIZE) -> int:
     """The largest entry payload whose ADD_ENTRY frame (length prefix, request, digest header of
     ``header_size`` bytes: ``EntryDigest.header_size``, CRC32C's by default) is at most
     ``max_frame_size`` bytes, whatever the txn, ledger and entry ids and with or without the

@@ -170,8 +170,10 @@ def parse_layout_name(name: str) -> LedgerLayout | None:
         return None
     layout = _LAYOUT_NAMES.get(name.strip().lower())
     if layout is None:
-        raise LayoutFormatError(f"unknown ledger manager {name!r}: use hierarchical, longhierarchical, flat or a "
-                                f"BookKeeper factory class ({', '.join(x.value for x in LedgerLayout)})")
+        raise LayoutFormatError(
+            f"unknown ledger manager {name!r}: use hierarchical, longhierarchical, flat or a "
+            f"BookKeeper factory class ({', '.join(x.value for x in LedgerLayout)})"
+        )
     return layout
 
 
@@ -212,9 +214,11 @@ def layout_conflict(recorded: LedgerLayout, configured: LedgerLayout | None) -> 
     records ``recorded``, or None when they agree (or nothing is configured)."""
     if configured is None or recorded is configured:
         return None
-    return (f"the cluster's ledger layout is {recorded.config_name} ({recorded.value}) but "
-            f"ledgerManagerFactoryClass is {configured.config_name}: set it to {recorded.config_name} or leave "
-            f"it empty (ledgers of one layout are invisible in the other)")
+    return (
+        f"the cluster's ledger layout is {recorded.config_name} ({recorded.value}) but "
+        f"ledgerManagerFactoryClass is {configured.config_name}: set it to {recorded.config_name} or leave "
+        f"it empty (ledgers of one layout are invisible in the other)"
+    )
 
 
 def _tree_path(root: str, ledger_id: int, levels: Sequence[int]) -> str:
@@ -278,7 +282,7 @@ def _relative(root: str, path: str) -> list[str]:
 def _flat_id(name: str) -> int | None:
     """The id a flat-layout child name stands for, or None when ``ledger_path`` would not write
     that name (not ``L`` + digits, fewer than 10 digits, extra leading zeros, above the max)."""
-    digits = name[len(_PREFIX):] if name.startswith(_PREFIX) else ""
+    digits = name[len(_PREFIX) :] if name.startswith(_PREFIX) else ""
     if len(digits) < 10 or not (digits.isascii() and digits.isdigit()):
         return None
     ledger_id = int(digits)

@@ -146,9 +146,20 @@ class LedgerMetadata:
         return hash(self._key())
 
     def _key(self) -> tuple[object, ...]:
-        return (self.ensemble_size, self.write_quorum, self.ack_quorum, self.segments, self.state,
-                self.last_entry_id, self.length, self.digest_type, self.password, self.ctime_ms,
-                tuple(sorted(self.custom_metadata.items())), self.ctoken)
+        return (
+            self.ensemble_size,
+            self.write_quorum,
+            self.ack_quorum,
+            self.segments,
+            self.state,
+            self.last_entry_id,
+            self.length,
+            self.digest_type,
+            self.password,
+            self.ctime_ms,
+            tuple(sorted(self.custom_metadata.items())),
+            self.ctoken,
+        )
 
     def _validate(self) -> None:
         e, qw, qa = self.ensemble_size, self.write_quorum, self.ack_quorum
@@ -167,8 +178,11 @@ class LedgerMetadata:
                 raise ValueError(f"segment at {seg.first_entry_id} must list {e} distinct bookies")
         if self.last_entry_id < -1 or self.length < 0:
             raise ValueError("last_entry_id must be >= -1 and length >= 0")
-        if self.state is LedgerState.CLOSED and len(self.segments) > 1 \
-                and self.segments[-1].first_entry_id > self.last_entry_id + 1:
+        if (
+            self.state is LedgerState.CLOSED
+            and len(self.segments) > 1
+            and self.segments[-1].first_entry_id > self.last_entry_id + 1
+        ):
             raise ValueError("a closed ledger's last segment starts after its last entry")
 
     # ------------------------------------------------------------ queries
@@ -303,15 +317,15 @@ class LedgerMetadata:
         if not version.isdigit():
             raise MetadataFormatError(f"ledger metadata version {version!r} is not a number")
         if int(version) == 2:
-            return cls._decode_text(data[end + 1:])
+            return cls._decode_text(data[end + 1 :])
         if int(version) != METADATA_FORMAT_VERSION:
             raise MetadataFormatError(
-                f"ledger metadata format version {int(version)} unsupported (2 and {METADATA_FORMAT_VERSION} are)")
+                f"ledger metadata format version {int(version)} unsupported (2 and {METADATA_FORMAT_VERSION} are)"
+            )
         pos = end + 1
         size, pos = _read_varint(data, pos)
         if pos + size != len(data):
-            raise MetadataFormatError(
-                f"ledger metadata body is {len(data) - pos} bytes, the prefix says {size}")
+            raise MetadataFormatError(f"ledger metadata body is {len(data) - pos} bytes, the prefix says {size}")
         fmt = pb.LedgerMetadataFormat()
         body = data[pos:]
         try:

@@ -68,8 +68,7 @@ def _header(header: pb.BKPacketHeader, op: OperationType, txn_id: int, priority:
         header.priority = priority
 
 
-def _request(op: OperationType, txn_id: int, priority: int,
-             context: Iterable[tuple[str, str]] = ()) -> pb.Request:
+def _request(op: OperationType, txn_id: int, priority: int, context: Iterable[tuple[str, str]] = ()) -> pb.Request:
     req = pb.Request()
     _header(req.header, op, txn_id, priority)
     for key, value in context:
@@ -88,9 +87,18 @@ def _response(op: OperationType, txn_id: int, status: int) -> pb.Response:
 # ---------------------------------------------------------------- requests
 
 
-def add_request(txn_id: int, ledger_id: int, entry_id: int, master_key: bytes, body: bytes, *,
-                recovery: bool = False, write_flags: int | None = None, priority: int = 0,
-                context: Iterable[tuple[str, str]] = ()) -> pb.Request:
+def add_request(
+    txn_id: int,
+    ledger_id: int,
+    entry_id: int,
+    master_key: bytes,
+    body: bytes,
+    *,
+    recovery: bool = False,
+    write_flags: int | None = None,
+    priority: int = 0,
+    context: Iterable[tuple[str, str]] = (),
+) -> pb.Request:
     """ADD_ENTRY of ``body`` (the digest-framed entry) to ``ledger_id``/``entry_id``.
 
     ``recovery=True`` sets RECOVERY_ADD, which a fenced ledger still accepts.
@@ -108,10 +116,19 @@ def add_request(txn_id: int, ledger_id: int, entry_id: int, master_key: bytes, b
     return req
 
 
-def read_request(txn_id: int, ledger_id: int, entry_id: int, *, fence: bool = False,
-                 master_key: bytes | None = None, piggyback: bool = False,
-                 previous_lac: int | None = None, timeout_ms: int | None = None,
-                 priority: int = 0, context: Iterable[tuple[str, str]] = ()) -> pb.Request:
+def read_request(
+    txn_id: int,
+    ledger_id: int,
+    entry_id: int,
+    *,
+    fence: bool = False,
+    master_key: bytes | None = None,
+    piggyback: bool = False,
+    previous_lac: int | None = None,
+    timeout_ms: int | None = None,
+    priority: int = 0,
+    context: Iterable[tuple[str, str]] = (),
+) -> pb.Request:
     """READ_ENTRY of ``entry_id`` (``-1`` reads the last add confirmed entry).
 
     ``fence=True`` sets FENCE_LEDGER and requires ``master_key`` (``ValueError`` otherwise).
@@ -149,8 +166,9 @@ def read_lac_request(txn_id: int, ledger_id: int, *, priority: int = 0) -> pb.Re
     return req
 
 
-def write_lac_request(txn_id: int, ledger_id: int, lac: int, master_key: bytes, body: bytes, *,
-                      priority: int = 0) -> pb.Request:
+def write_lac_request(
+    txn_id: int, ledger_id: int, lac: int, master_key: bytes, body: bytes, *, priority: int = 0
+) -> pb.Request:
     """WRITE_LAC of ``lac`` with ``body`` the digest-framed LAC (``encode_lac``)."""
     req = _request(OperationType.WRITE_LAC, txn_id, priority)
     w = req.writeLacRequest
@@ -171,7 +189,8 @@ def force_ledger_request(txn_id: int, ledger_id: int, *, priority: int = 0) -> p
 def get_bookie_info_request(
     txn_id: int,
     requested: int = BookieInfoFlag.TOTAL_DISK_CAPACITY | BookieInfoFlag.FREE_DISK_SPACE,
-    *, priority: int = 0,
+    *,
+    priority: int = 0,
 ) -> pb.Request:
     """GET_BOOKIE_INFO for the ``BookieInfoFlag`` bits in ``requested`` (both by default)."""
     req = _request(OperationType.GET_BOOKIE_INFO, txn_id, priority)
@@ -191,9 +210,16 @@ def add_response(txn_id: int, status: int, ledger_id: int, entry_id: int) -> pb.
     return resp
 
 
-def read_response(txn_id: int, status: int, ledger_id: int, entry_id: int, *,
-                  body: bytes | None = None, max_lac: int | None = None,
-                  lac_update_timestamp: int | None = None) -> pb.Response:
+def read_response(
+    txn_id: int,
+    status: int,
+    ledger_id: int,
+    entry_id: int,
+    *,
+    body: bytes | None = None,
+    max_lac: int | None = None,
+    lac_update_timestamp: int | None = None,
+) -> pb.Response:
     """Answer to READ_ENTRY: ``body`` is the stored entry, ``max_lac`` the piggybacked LAC."""
     resp = _response(OperationType.READ_ENTRY, txn_id, status)
     r = resp.readResponse
@@ -209,8 +235,9 @@ def read_response(txn_id: int, status: int, ledger_id: int, entry_id: int, *,
     return resp
 
 
-def read_lac_response(txn_id: int, status: int, ledger_id: int, *, lac_body: bytes | None = None,
-                      last_entry_body: bytes | None = None) -> pb.Response:
+def read_lac_response(
+    txn_id: int, status: int, ledger_id: int, *, lac_body: bytes | None = None, last_entry_body: bytes | None = None
+) -> pb.Response:
     """Answer to READ_LAC: the last WRITE_LAC body and/or the last stored entry."""
     resp = _response(OperationType.READ_LAC, txn_id, status)
     r = resp.readLacResponse
@@ -239,8 +266,9 @@ def force_ledger_response(txn_id: int, status: int, ledger_id: int) -> pb.Respon
     return resp
 
 
-def get_bookie_info_response(txn_id: int, status: int, *, total_disk_capacity: int | None = None,
-                             free_disk_space: int | None = None) -> pb.Response:
+def get_bookie_info_response(
+    txn_id: int, status: int, *, total_disk_capacity: int | None = None, free_disk_space: int | None = None
+) -> pb.Response:
     """Answer to GET_BOOKIE_INFO; sizes in bytes, omitted when not requested."""
     resp = _response(OperationType.GET_BOOKIE_INFO, txn_id, status)
     r = resp.getBookieInfoResponse
@@ -323,4 +351,3 @@ def response_body(response: pb.Response) -> Any:
     if fields is None or not response.HasField(fields[1]):
         return None
     return getattr(response, fields[1])
-

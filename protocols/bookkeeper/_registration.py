@@ -110,8 +110,9 @@ class BookieServiceInfo:
         """The registration node's data (rule 1)."""
         fmt = pb.BookieServiceInfoFormat()
         for e in self.endpoints:
-            fmt.endpoints.add(id=e.id, host=e.host, port=e.port, protocol=e.protocol, auth=list(e.auth),
-                              extensions=list(e.extensions))
+            fmt.endpoints.add(
+                id=e.id, host=e.host, port=e.port, protocol=e.protocol, auth=list(e.auth), extensions=list(e.extensions)
+            )
         for key in sorted(self.properties):
             fmt.properties.add(key=key, value=self.properties[key])
         try:
@@ -139,8 +140,12 @@ class BookieServiceInfo:
         bad = invalid_utf8_field(fmt, data)
         if bad is not None:
             raise RegistrationFormatError(f"bookie service info field {bad} is not UTF-8")
-        return cls(tuple(Endpoint(e.id, e.host, e.port, e.protocol, tuple(e.auth), tuple(e.extensions))
-                         for e in fmt.endpoints), {p.key: p.value for p in fmt.properties})
+        return cls(
+            tuple(
+                Endpoint(e.id, e.host, e.port, e.protocol, tuple(e.auth), tuple(e.extensions)) for e in fmt.endpoints
+            ),
+            {p.key: p.value for p in fmt.properties},
+        )
 
     @classmethod
     def _from_json(cls, data: bytes) -> BookieServiceInfo:
@@ -158,6 +163,7 @@ class BookieServiceInfo:
                 continue
             # a server bound to every address: reach it at the bookie's advertised host
             hostname = host if host and parts.hostname in ("0.0.0.0", "::") else parts.hostname
-            endpoints.append(Endpoint("httpserver" if i == 0 else f"httpserver-{i}", hostname, parts.port,
-                                      parts.scheme))
+            endpoints.append(
+                Endpoint("httpserver" if i == 0 else f"httpserver-{i}", hostname, parts.port, parts.scheme)
+            )
         return cls(tuple(endpoints))

@@ -32,8 +32,16 @@ from dataclasses import dataclass
 from .._errors import MalformedFrame
 from ._codes import StatusCode
 
-__all__ = ["MASTER_KEY_LENGTH", "V2Flag", "V2Op", "V2Request", "encode_v2_response", "is_v2_payload",
-           "parse_v2_request", "v2_status"]
+__all__ = [
+    "MASTER_KEY_LENGTH",
+    "V2Flag",
+    "V2Op",
+    "V2Request",
+    "encode_v2_response",
+    "is_v2_payload",
+    "parse_v2_request",
+    "v2_status",
+]
 
 MASTER_KEY_LENGTH = 20
 _HEADER = struct.Struct(">i")
@@ -63,9 +71,17 @@ class V2Flag(enum.IntFlag):
 
 
 _V2_STATUS: dict[int, int] = {
-    StatusCode.EOK: 0, StatusCode.ENOLEDGER: 1, StatusCode.ENOENTRY: 2, StatusCode.EBADREQ: 100,
-    StatusCode.EIO: 101, StatusCode.EUA: 102, StatusCode.EBADVERSION: 103, StatusCode.EFENCED: 104,
-    StatusCode.EREADONLY: 105, StatusCode.ETOOMANYREQUESTS: 106, StatusCode.EUNKNOWNLEDGERSTATE: 107,
+    StatusCode.EOK: 0,
+    StatusCode.ENOLEDGER: 1,
+    StatusCode.ENOENTRY: 2,
+    StatusCode.EBADREQ: 100,
+    StatusCode.EIO: 101,
+    StatusCode.EUA: 102,
+    StatusCode.EBADVERSION: 103,
+    StatusCode.EFENCED: 104,
+    StatusCode.EREADONLY: 105,
+    StatusCode.ETOOMANYREQUESTS: 106,
+    StatusCode.EUNKNOWNLEDGERSTATE: 107,
 }
 
 
@@ -105,8 +121,8 @@ def parse_v2_request(payload: bytes | bytearray | memoryview) -> V2Request:
     if op == V2Op.ADD_ENTRY:
         if len(data) < 4 + MASTER_KEY_LENGTH + 16:
             raise MalformedFrame("v2 add too short for its master key and entry ids")
-        key = data[4:4 + MASTER_KEY_LENGTH]
-        body = data[4 + MASTER_KEY_LENGTH:]
+        key = data[4 : 4 + MASTER_KEY_LENGTH]
+        body = data[4 + MASTER_KEY_LENGTH :]
         ledger_id, entry_id = _IDS.unpack_from(body, 0)
         return V2Request(version, V2Op.ADD_ENTRY, flags, ledger_id, entry_id, key, body)
     if op == V2Op.READ_ENTRY:
@@ -117,13 +133,14 @@ def parse_v2_request(payload: bytes | bytearray | memoryview) -> V2Request:
         if flags & V2Flag.DO_FENCING and version >= 2:
             if len(data) < 20 + MASTER_KEY_LENGTH:
                 raise MalformedFrame("v2 fencing read without its master key")
-            key = data[20:20 + MASTER_KEY_LENGTH]
+            key = data[20 : 20 + MASTER_KEY_LENGTH]
         return V2Request(version, V2Op.READ_ENTRY, flags, ledger_id, entry_id, key)
     raise MalformedFrame(f"v2 operation {op} is not served (only ADD_ENTRY and READ_ENTRY)")
 
 
-def encode_v2_response(version: int, op: int, status_v2: int, ledger_id: int, entry_id: int,
-                       body: bytes = b"") -> bytes:
+def encode_v2_response(
+    version: int, op: int, status_v2: int, ledger_id: int, entry_id: int, body: bytes = b""
+) -> bytes:
     """A framed v2 response; ``body`` only for a READ answered EOK (rule 3)."""
     header = (version & 0xFF) << 24 | (op & 0xFF) << 16 if version else op
     return _RESPONSE.pack(_RESPONSE.size - 4 + len(body), header, status_v2, ledger_id, entry_id) + body

@@ -107,8 +107,14 @@ class OffloadContext:
         return hash(self._key())
 
     def _key(self) -> tuple[object, ...]:
-        return (self.uid, self.complete, self.bookkeeper_deleted, self.timestamp_ms, self.driver,
-                tuple(sorted(self.driver_metadata.items())))
+        return (
+            self.uid,
+            self.complete,
+            self.bookkeeper_deleted,
+            self.timestamp_ms,
+            self.driver,
+            tuple(sorted(self.driver_metadata.items())),
+        )
 
     def completed(self, timestamp_ms: int) -> OffloadContext:
         """This context marked complete at ``timestamp_ms``."""
@@ -138,8 +144,7 @@ class OffloadContext:
         if msg.HasField("driverMetadata"):
             driver = msg.driverMetadata.name
             meta = {kv.key: kv.value for kv in msg.driverMetadata.properties}
-        return cls(uuid.UUID(int=n), msg.complete, msg.bookkeeperDeleted and msg.complete, msg.timestamp,
-                   driver, meta)
+        return cls(uuid.UUID(int=n), msg.complete, msg.bookkeeperDeleted and msg.complete, msg.timestamp, driver, meta)
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,7 +219,10 @@ class ManagedLedgerInfo:
         if not isinstance(other, ManagedLedgerInfo):
             return NotImplemented
         return (self.ledgers, self.terminated_position, dict(self.properties)) == (
-            other.ledgers, other.terminated_position, dict(other.properties))
+            other.ledgers,
+            other.terminated_position,
+            dict(other.properties),
+        )
 
     def __hash__(self) -> int:
         return hash((self.ledgers, self.terminated_position, tuple(sorted(self.properties.items()))))
@@ -223,8 +231,9 @@ class ManagedLedgerInfo:
         """The binary ``ManagedLedgerInfo`` protobuf (properties in key order)."""
         msg = pb.ManagedLedgerInfo()
         for info in self.ledgers:
-            li = msg.ledgerInfo.add(ledgerId=info.ledger_id, entries=info.entries, size=info.size,
-                                    timestamp=info.timestamp_ms)
+            li = msg.ledgerInfo.add(
+                ledgerId=info.ledger_id, entries=info.entries, size=info.size, timestamp=info.timestamp_ms
+            )
             if info.offload is not None:
                 info.offload._fill(li.offloadContext)
         if self.terminated_position is not None:
@@ -243,9 +252,16 @@ class ManagedLedgerInfo:
             term = Position(msg.terminatedPosition.ledgerId, msg.terminatedPosition.entryId)
         try:
             return cls(
-                ledgers=tuple(LedgerInfo(i.ledgerId, i.entries, i.size, i.timestamp,
-                                         OffloadContext._from(i.offloadContext) if i.HasField("offloadContext")
-                                         else None) for i in msg.ledgerInfo),
+                ledgers=tuple(
+                    LedgerInfo(
+                        i.ledgerId,
+                        i.entries,
+                        i.size,
+                        i.timestamp,
+                        OffloadContext._from(i.offloadContext) if i.HasField("offloadContext") else None,
+                    )
+                    for i in msg.ledgerInfo
+                ),
                 terminated_position=term,
                 properties={kv.key: kv.value for kv in msg.properties},
             )
@@ -287,8 +303,9 @@ class CursorInfo:
     def __post_init__(self) -> None:
         object.__setattr__(self, "individual_deleted", tuple(self.individual_deleted))
         object.__setattr__(self, "properties", _ro(self.properties))
-        object.__setattr__(self, "batch_deletes",
-                           MappingProxyType({p: tuple(w) for p, w in self.batch_deletes.items()}))
+        object.__setattr__(
+            self, "batch_deletes", MappingProxyType({p: tuple(w) for p, w in self.batch_deletes.items()})
+        )
         object.__setattr__(self, "cursor_properties", _ro(self.cursor_properties))
         _check_ranges(self.individual_deleted)
         for words in self.batch_deletes.values():
@@ -296,9 +313,14 @@ class CursorInfo:
                 raise ValueError("bitset words must be signed 64-bit integers")
 
     def _key(self) -> tuple[object, ...]:
-        return (self.mark_delete, self.individual_deleted, tuple(sorted(self.properties.items())),
-                self.last_active_ms, tuple(sorted(self.batch_deletes.items())),
-                tuple(sorted(self.cursor_properties.items())))
+        return (
+            self.mark_delete,
+            self.individual_deleted,
+            tuple(sorted(self.properties.items())),
+            self.last_active_ms,
+            tuple(sorted(self.batch_deletes.items())),
+            tuple(sorted(self.cursor_properties.items())),
+        )
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, CursorInfo):
@@ -324,8 +346,11 @@ class CursorInfo:
     def encode(self) -> bytes:
         """The binary ``ManagedCursorInfo`` protobuf (``cursorsLedgerId`` = -1: the state lives
         in this record, not in a cursor ledger)."""
-        msg = pb.ManagedCursorInfo(cursorsLedgerId=-1, markDeleteLedgerId=self.mark_delete.ledger_id,
-                                   markDeleteEntryId=self.mark_delete.entry_id)
+        msg = pb.ManagedCursorInfo(
+            cursorsLedgerId=-1,
+            markDeleteLedgerId=self.mark_delete.ledger_id,
+            markDeleteEntryId=self.mark_delete.entry_id,
+        )
         for r in self.individual_deleted:
             m = msg.individualDeletedMessages.add()
             m.lowerEndpoint.ledgerId, m.lowerEndpoint.entryId = r.lower.ledger_id, r.lower.entry_id
@@ -355,12 +380,12 @@ class CursorInfo:
         try:
             return cls(
                 mark_delete=mark,
-                individual_deleted=tuple(PositionRange(_pos(r.lowerEndpoint), _pos(r.upperEndpoint))
-                                         for r in msg.individualDeletedMessages),
+                individual_deleted=tuple(
+                    PositionRange(_pos(r.lowerEndpoint), _pos(r.upperEndpoint)) for r in msg.individualDeletedMessages
+                ),
                 properties={p.name: p.value for p in msg.properties},
                 last_active_ms=msg.lastActive if msg.HasField("lastActive") else None,
-                batch_deletes={_pos(b.position): tuple(b.deleteSet)
-                               for b in msg.batchedEntryDeletionIndexInfo},
+                batch_deletes={_pos(b.position): tuple(b.deleteSet) for b in msg.batchedEntryDeletionIndexInfo},
                 cursor_properties={p.name: p.value for p in msg.cursorProperties},
             )
         except ValueError as exc:

@@ -42,7 +42,7 @@ def split_batch(payload: bytes | memoryview, count: int | None = None) -> list[t
         if meta_size > len(view) - offset:
             raise MalformedBatch(f"message {index}: metadata size {meta_size} overruns the batch")
         meta = SingleMessageMetadata()
-        meta_bytes = view[offset:offset + meta_size]
+        meta_bytes = view[offset : offset + meta_size]
         try:
             meta.ParseFromString(meta_bytes)  # type: ignore[arg-type]  # stub says bytes; protobuf takes any buffer
         except DecodeError as exc:
@@ -55,9 +55,10 @@ def split_batch(payload: bytes | memoryview, count: int | None = None) -> list[t
         offset += meta_size
         size = meta.payload_size
         if size < 0 or size > len(view) - offset:
-            raise MalformedBatch(f"message {index}: payload_size {size} overruns the batch "
-                                 f"({len(view) - offset} bytes left)")
-        out.append((meta, bytes(view[offset:offset + size])))
+            raise MalformedBatch(
+                f"message {index}: payload_size {size} overruns the batch ({len(view) - offset} bytes left)"
+            )
+        out.append((meta, bytes(view[offset : offset + size])))
         offset += size
     if offset != len(view):
         raise MalformedBatch(f"{len(view) - offset} trailing bytes after {len(out)} messages")

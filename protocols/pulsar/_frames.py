@@ -87,7 +87,7 @@ class Frame:
         if raw is None:
             return b""
         (metadata_size,) = _U32.unpack_from(raw, 0)
-        return raw[4 + metadata_size:]
+        return raw[4 + metadata_size :]
 
 
 class FrameDecoder:
@@ -120,8 +120,7 @@ class FrameDecoder:
         the module docstring) and leaves the limit unchanged then.
         """
         if not 8 <= max_frame_size < _MAX_SUPPORTED_FRAME_SIZE:
-            raise ValueError(f"max_frame_size must be in [8, {_MAX_SUPPORTED_FRAME_SIZE}), "
-                             f"got {max_frame_size}")
+            raise ValueError(f"max_frame_size must be in [8, {_MAX_SUPPORTED_FRAME_SIZE}), got {max_frame_size}")
         self.max_frame_size = max_frame_size
 
     @property
@@ -161,15 +160,14 @@ class FrameDecoder:
         if available >= 8:
             (cmd_size,) = _U32.unpack_from(buf, pos + 4)
             if cmd_size > total - 4:
-                return self._fail(MalformedFrame(
-                    f"cmdSize {cmd_size} does not fit in totalSize {total}"))
+                return self._fail(MalformedFrame(f"cmdSize {cmd_size} does not fit in totalSize {total}"))
         if available < total + 4:
             return None
         end = pos + 4 + total
         self._pos = end  # consume first: a bad frame is skipped, never re-parsed
         # Parse a copy: a view into self._buf would pin it (no resize) for as long as an
         # exception traceback holding that view is alive.
-        return _parse_frame(memoryview(buf[pos + 4:end]), total + 4)
+        return _parse_frame(memoryview(buf[pos + 4 : end]), total + 4)
 
     def _fail(self, error: FrameError) -> NoReturn:
         self._failed = error
@@ -179,7 +177,7 @@ class FrameDecoder:
 def _parse_frame(body: memoryview, size: int) -> Frame:
     """Parse ``[cmdSize][BaseCommand][rest]`` (totalSize already stripped)."""
     (cmd_size,) = _U32.unpack_from(body, 0)
-    command = _parse_command(body[4:4 + cmd_size])
+    command = _parse_command(body[4 : 4 + cmd_size])
     offset = 4 + cmd_size
     if offset == len(body):
         return Frame(command=command, size=size)
@@ -191,10 +189,9 @@ def _parse_frame(body: memoryview, size: int) -> Frame:
         (bem_size,) = _U32.unpack_from(body, offset + 2)
         start = offset + 6
         if bem_size > len(body) - start:
-            raise MalformedFrame(f"broker entry metadata size {bem_size} overruns the frame",
-                                 command=command)
+            raise MalformedFrame(f"broker entry metadata size {bem_size} overruns the frame", command=command)
         broker_entry_metadata = BrokerEntryMetadata()
-        _parse_into(broker_entry_metadata, body[start:start + bem_size], "BrokerEntryMetadata", command)
+        _parse_into(broker_entry_metadata, body[start : start + bem_size], "BrokerEntryMetadata", command)
         offset = start + bem_size
 
     checksum = None
@@ -206,22 +203,29 @@ def _parse_frame(body: memoryview, size: int) -> Frame:
 
     raw_view = body[offset:]
     if len(raw_view) < 4:
-        raise MalformedFrame(f"payload section of {len(raw_view)} bytes has no metadata size",
-                             command=command)
+        raise MalformedFrame(f"payload section of {len(raw_view)} bytes has no metadata size", command=command)
     (metadata_size,) = _U32.unpack_from(raw_view, 0)
     if metadata_size > len(raw_view) - 4:
-        raise MalformedFrame(f"metadataSize {metadata_size} overruns the frame ({len(raw_view) - 4} "
-                             "bytes left)", command=command)
+        raise MalformedFrame(
+            f"metadataSize {metadata_size} overruns the frame ({len(raw_view) - 4} bytes left)", command=command
+        )
     if checksum is not None:
         actual = crc32c(raw_view)
         if actual != checksum:
-            raise ChecksumMismatch(f"checksum mismatch: frame says {checksum:#010x}, "
-                                   f"data has {actual:#010x}", command=command)
+            raise ChecksumMismatch(
+                f"checksum mismatch: frame says {checksum:#010x}, data has {actual:#010x}", command=command
+            )
     raw = bytes(raw_view)
     metadata = MessageMetadata()
-    _parse_into(metadata, memoryview(raw)[4:4 + metadata_size], "MessageMetadata", command)
-    return Frame(command=command, size=size, metadata=metadata, raw_metadata_and_payload=raw,
-                 broker_entry_metadata=broker_entry_metadata, checksum=checksum)
+    _parse_into(metadata, memoryview(raw)[4 : 4 + metadata_size], "MessageMetadata", command)
+    return Frame(
+        command=command,
+        size=size,
+        metadata=metadata,
+        raw_metadata_and_payload=raw,
+        broker_entry_metadata=broker_entry_metadata,
+        checksum=checksum,
+    )
 
 
 def _peek_u16(body: bytes | memoryview, offset: int) -> int | None:
@@ -279,21 +283,31 @@ def encode_metadata_and_payload(metadata: MessageMetadata, payload: bytes) -> by
     return b"".join((_U32.pack(len(meta)), meta, payload))
 
 
-def encode_payload_command(command: BaseCommand, metadata: MessageMetadata, payload: bytes, *,
-                           broker_entry_metadata: BrokerEntryMetadata | None = None,
-                           checksum: bool = True) -> bytes:
+def encode_payload_command(
+    command: BaseCommand,
+    metadata: MessageMetadata,
+    payload: bytes,
+    *,
+    broker_entry_metadata: BrokerEntryMetadata | None = None,
+    checksum: bool = True,
+) -> bytes:
     """Encode a payload frame (SEND, MESSAGE) from decoded metadata.
 
     ``checksum=False`` omits the 0x0e01 block, as for peers below protocol v6.
     Raises ``ValueError`` when the command or metadata lacks a required field.
     """
-    return encode_payload_command_raw(command, encode_metadata_and_payload(metadata, payload),
-                                      broker_entry_metadata, checksum=checksum)
+    return encode_payload_command_raw(
+        command, encode_metadata_and_payload(metadata, payload), broker_entry_metadata, checksum=checksum
+    )
 
 
-def encode_payload_command_raw(command: BaseCommand, raw_metadata_and_payload: bytes,
-                               broker_entry_metadata: BrokerEntryMetadata | None = None, *,
-                               checksum: bool = True) -> bytes:
+def encode_payload_command_raw(
+    command: BaseCommand,
+    raw_metadata_and_payload: bytes,
+    broker_entry_metadata: BrokerEntryMetadata | None = None,
+    *,
+    checksum: bool = True,
+) -> bytes:
     """Encode a payload frame around a stored ``[metadataSize][metadata][payload]`` block.
 
     The block is sent verbatim; the CRC32-C is recomputed over it. ``broker_entry_metadata``
@@ -355,7 +369,15 @@ def decode_frame(data: bytes, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> F
 
 
 __all__ = [
-    "DEFAULT_MAX_FRAME_SIZE", "MAGIC_BROKER_ENTRY_METADATA", "MAGIC_CRC32C", "Frame", "FrameDecoder",
-    "decode_frame", "encode_command", "encode_metadata_and_payload",
-    "encode_payload_command", "encode_payload_command_raw", "stored_entry_block",
+    "DEFAULT_MAX_FRAME_SIZE",
+    "MAGIC_BROKER_ENTRY_METADATA",
+    "MAGIC_CRC32C",
+    "Frame",
+    "FrameDecoder",
+    "decode_frame",
+    "encode_command",
+    "encode_metadata_and_payload",
+    "encode_payload_command",
+    "encode_payload_command_raw",
+    "stored_entry_block",
 ]

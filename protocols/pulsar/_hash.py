@@ -38,7 +38,7 @@ def murmur3_32(data: bytes, seed: int = 0) -> int:
         h ^= _scramble(k)
         h = ((h << 13) | (h >> 19)) & _M32
         h = (h * 5 + 0xE6546B64) & _M32
-    tail = data[blocks * 4:]
+    tail = data[blocks * 4 :]
     if tail:
         h ^= _scramble(int.from_bytes(tail, "little"))
     h ^= length

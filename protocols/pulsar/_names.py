@@ -79,7 +79,8 @@ class TopicName:
             rest = text if "/" in text else f"public/default/{text}"
             if rest.count("/") < 2:
                 raise InvalidTopicNameError(
-                    f"invalid short topic name {text!r}: use 'topic' or 'tenant/namespace/topic'")
+                    f"invalid short topic name {text!r}: use 'topic' or 'tenant/namespace/topic'"
+                )
         parts = rest.split("/", 2)
         if len(parts) != 3 or not parts[2]:
             raise InvalidTopicNameError(f"invalid topic name {text!r}: expected {domain}://tenant/namespace/topic")
@@ -100,7 +101,8 @@ class TopicName:
         parts = ml_name.split("/")
         if len(parts) != 4 or parts[2] not in ("persistent", "non-persistent") or not parts[3]:
             raise InvalidTopicNameError(
-                f"invalid managed ledger name {ml_name!r}: expected tenant/namespace/persistent/topic")
+                f"invalid managed ledger name {ml_name!r}: expected tenant/namespace/persistent/topic"
+            )
         tenant, ns, domain, encoded = parts
         return cls.parse(f"{domain}://{tenant}/{ns}/{unquote(encoded)}")
 

@@ -22,8 +22,12 @@ from ._security import ClientSecurity
 
 _admin_url = click.option("--admin-url", required=True, help="The broker's admin REST URL.")
 _namespace = click.option("--namespace", "namespaces", multiple=True, help="tenant/namespace (default: all).")
-_option = click.option("--option", "options", multiple=True,
-                       help="pulsar.client.* (or pulsar.admin.*) TLS/auth key=value for the admin REST.")
+_option = click.option(
+    "--option",
+    "options",
+    multiple=True,
+    help="pulsar.client.* (or pulsar.admin.*) TLS/auth key=value for the admin REST.",
+)
 
 
 def _admin(url: str, options: tuple[str, ...]) -> AdminClient:
@@ -54,8 +58,9 @@ def pipelines() -> None:
 @_option
 @click.option("--idle-for", help="Only those without a heartbeat for this long (90s, 30m, 2h, 7d).")
 @click.option("--json", "as_json", is_flag=True, help="JSON lines.")
-def list_(admin_url: str, namespaces: tuple[str, ...], options: tuple[str, ...], idle_for: str | None,
-          as_json: bool) -> None:
+def list_(
+    admin_url: str, namespaces: tuple[str, ...], options: tuple[str, ...], idle_for: str | None, as_json: bool
+) -> None:
     """List query subscriptions: name, pipeline, idle time, backlog, topics."""
     admin = _admin(admin_url, options)
     try:
@@ -69,8 +74,10 @@ def list_(admin_url: str, namespaces: tuple[str, ...], options: tuple[str, ...],
         if as_json:
             click.echo(json.dumps(p.to_json(), sort_keys=True))
         else:
-            click.echo(f"{p.name}\tidle {int(p.idle_s())}s\tbacklog {p.backlog}\t{p.pipeline}\t"
-                       f"{len(p.topics)} topic(s): {', '.join(p.topics[:3])}{' ...' if len(p.topics) > 3 else ''}")
+            click.echo(
+                f"{p.name}\tidle {int(p.idle_s())}s\tbacklog {p.backlog}\t{p.pipeline}\t"
+                f"{len(p.topics)} topic(s): {', '.join(p.topics[:3])}{' ...' if len(p.topics) > 3 else ''}"
+            )
 
 
 @pipelines.command("remove")
@@ -81,8 +88,15 @@ def list_(admin_url: str, namespaces: tuple[str, ...], options: tuple[str, ...],
 @click.option("--checkpoint", help="Remove the subscription this query checkpoint names.")
 @click.option("--subscription", help="Remove this subscription (it must be a query's).")
 @click.option("--dry-run", is_flag=True, help="Only say what would be removed.")
-def remove(admin_url: str, namespaces: tuple[str, ...], options: tuple[str, ...], idle_for: str | None,
-           checkpoint: str | None, subscription: str | None, dry_run: bool) -> None:
+def remove(
+    admin_url: str,
+    namespaces: tuple[str, ...],
+    options: tuple[str, ...],
+    idle_for: str | None,
+    checkpoint: str | None,
+    subscription: str | None,
+    dry_run: bool,
+) -> None:
     """Remove query subscriptions: by idleness, by checkpoint or by name (exactly one)."""
     if sum(x is not None for x in (idle_for, checkpoint, subscription)) != 1:
         raise click.UsageError("give exactly one of --idle-for, --checkpoint, --subscription")
@@ -97,8 +111,11 @@ def remove(admin_url: str, namespaces: tuple[str, ...], options: tuple[str, ...]
     limit = parse_duration(idle_for) if idle_for else None
     admin = _admin(admin_url, options)
     try:
-        chosen = [p for p in find_pipelines(admin, namespaces or None)
-                  if (limit is not None and p.idle_s() >= limit) or p.name == subscription]
+        chosen = [
+            p
+            for p in find_pipelines(admin, namespaces or None)
+            if (limit is not None and p.idle_s() >= limit) or p.name == subscription
+        ]
         for p in chosen:
             if dry_run:
                 click.echo(f"would remove {p.name} from {len(p.topics)} topic(s) (backlog {p.backlog})")

@@ -45,8 +45,9 @@ class AdminClient:
 
     def __init__(self, admin_url: str, timeout: float = 30.0, security: ClientSecurity | None = None) -> None:
         self.admin_url = admin_url.rstrip("/")
-        self._http = admin_client.AdminClient(self.admin_url, timeout_s=timeout,
-                                              **(security or ClientSecurity()).http_kwargs())
+        self._http = admin_client.AdminClient(
+            self.admin_url, timeout_s=timeout, **(security or ClientSecurity()).http_kwargs()
+        )
 
     def close(self) -> None:
         self._http.close()
@@ -82,8 +83,7 @@ class AdminClient:
         body = self._call("GET", f"{self._tp(topic)}/internalStats", ok404=True)
         if not body:
             return TopicStats((), None)
-        ledgers = tuple(LedgerSpan(int(x["ledgerId"]), int(x["entries"]), int(x["size"]))
-                        for x in body["ledgers"])
+        ledgers = tuple(LedgerSpan(int(x["ledgerId"]), int(x["entries"]), int(x["size"])) for x in body["ledgers"])
         lac = None
         text = str(body.get("lastConfirmedEntry", ""))
         if ":" in text:
@@ -101,8 +101,10 @@ class AdminClient:
         t = persistent_topic(topic)
         tenant, ns = t.tenant, t.namespace
         parts = []
-        for where, path in (("topic", f"{self._tp(str(t.partitioned_topic))}/retention"),
-                            ("namespace", f"/admin/v2/namespaces/{tenant}/{ns}/retention")):
+        for where, path in (
+            ("topic", f"{self._tp(str(t.partitioned_topic))}/retention"),
+            ("namespace", f"/admin/v2/namespaces/{tenant}/{ns}/retention"),
+        ):
             try:
                 body = self._call("GET", path, ok404=True)
             except AdminError:
@@ -125,14 +127,14 @@ class AdminClient:
 
     def subscription_properties(self, topic: str, subscription: str) -> dict[str, str] | None:
         """The subscription's properties; None when it does not exist."""
-        body = self._call("GET", f"{self._tp(topic)}/subscription/{quote(subscription, safe='')}/properties",
-                          ok404=True)
+        body = self._call(
+            "GET", f"{self._tp(topic)}/subscription/{quote(subscription, safe='')}/properties", ok404=True
+        )
         return None if body is None else {str(k): str(v) for k, v in body.items()}
 
     def set_subscription_properties(self, topic: str, subscription: str, properties: dict[str, str]) -> None:
         """Replace the subscription's properties."""
-        self._call("PUT", f"{self._tp(topic)}/subscription/{quote(subscription, safe='')}/properties",
-                   json=properties)
+        self._call("PUT", f"{self._tp(topic)}/subscription/{quote(subscription, safe='')}/properties", json=properties)
 
     def delete_subscription(self, topic: str, subscription: str) -> bool:
         """Delete the subscription (forcing its consumers off); False when it was not there."""
@@ -152,12 +154,14 @@ class AdminClient:
         """Every namespace of ``tenant`` (as ``tenant/ns``)."""
         return list(self._call("GET", f"/admin/v2/namespaces/{tenant}", ok404=True) or [])
 
-    def create_subscription(self, topic: str, subscription: str, start: Position | None,
-                            properties: dict[str, str] | None = None) -> bool:
+    def create_subscription(
+        self, topic: str, subscription: str, start: Position | None, properties: dict[str, str] | None = None
+    ) -> bool:
         """Create a durable subscription at ``start`` (None: earliest) with ``properties``; False if
         it already exists."""
-        body: dict[str, Any] = ({"ledgerId": -1, "entryId": -1} if start is None
-                                else {"ledgerId": start.ledger, "entryId": start.entry})
+        body: dict[str, Any] = (
+            {"ledgerId": -1, "entryId": -1} if start is None else {"ledgerId": start.ledger, "entryId": start.entry}
+        )
         if properties:
             body["properties"] = properties
         try:
@@ -170,14 +174,18 @@ class AdminClient:
 
     def reset_cursor(self, topic: str, subscription: str, position: Position) -> None:
         """Move the subscription's cursor so that ``position`` is the next message to deliver."""
-        self._call("POST", f"{self._tp(topic)}/subscription/{quote(subscription, safe='')}/resetcursor",
-                   json={"ledgerId": position.ledger, "entryId": position.entry})
+        self._call(
+            "POST",
+            f"{self._tp(topic)}/subscription/{quote(subscription, safe='')}/resetcursor",
+            json={"ledgerId": position.ledger, "entryId": position.entry},
+        )
 
     def schema(self, topic: str) -> dict[str, Any] | None:
         """The latest schema of ``topic`` (Pulsar's GetSchemaResponse JSON), None when it has none."""
         t = persistent_topic(topic)
-        return self._call("GET", f"/admin/v2/schemas/{t.tenant}/{t.namespace}/{t.encoded_local_name}/schema",
-                          ok404=True)
+        return self._call(
+            "GET", f"/admin/v2/schemas/{t.tenant}/{t.namespace}/{t.encoded_local_name}/schema", ok404=True
+        )
 
     def set_deduplication(self, namespace: str, enabled: bool = True) -> None:
         """Turn broker deduplication on (or off) for ``tenant/namespace``."""

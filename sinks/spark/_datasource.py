@@ -58,8 +58,7 @@ class MagnetarDataSource(DataSource):
         # Spark may build the reader on another instance than schema(): resolve again, unless the
         # query's schema is the raw one (a user-given schema with a binary value column)
         fields = {f.name: f for f in getattr(schema, "fields", [])}
-        if "value" in fields and type(fields["value"].dataType).__name__ == "BinaryType" \
-                and "key" not in fields:
+        if "value" in fields and type(fields["value"].dataType).__name__ == "BinaryType" and "key" not in fields:
             return None
         return resolve_value_schema(opts)
 
@@ -89,11 +88,13 @@ class MagnetarDataSource(DataSource):
 
 def _missing_modules(python: str) -> list[str] | None:
     """The `WORKER_MODULES` that ``python`` cannot import (None when it cannot run at all)."""
-    code = ("import importlib.util, sys\n"
-            "def ok(m):\n"
-            "    try:\n        return importlib.util.find_spec(m) is not None\n"
-            "    except ModuleNotFoundError:\n        return False\n"
-            "print(' '.join(m for m in sys.argv[1:] if not ok(m)))")
+    code = (
+        "import importlib.util, sys\n"
+        "def ok(m):\n"
+        "    try:\n        return importlib.util.find_spec(m) is not None\n"
+        "    except ModuleNotFoundError:\n        return False\n"
+        "print(' '.join(m for m in sys.argv[1:] if not ok(m)))"
+    )
     try:
         out = subprocess.run([python, "-c", code, *WORKER_MODULES], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
@@ -121,17 +122,22 @@ def register(spark: Any) -> None:
                 log.info("PYSPARK_PYTHON is not set: Spark's Python workers run %s", sys.executable)
             sc.pythonExec = sys.executable
         else:
-            log.warning("PYSPARK_PYTHON is not set: Spark's Python workers run %r, which must import %s "
-                        "(pip install 'magnetar[spark]' there, or set PYSPARK_PYTHON / spark.pyspark.python)",
-                        sc.pythonExec, ", ".join(WORKER_MODULES))
+            log.warning(
+                "PYSPARK_PYTHON is not set: Spark's Python workers run %r, which must import %s "
+                "(pip install 'magnetar[spark]' there, or set PYSPARK_PYTHON / spark.pyspark.python)",
+                sc.pythonExec,
+                ", ".join(WORKER_MODULES),
+            )
     elif local:
         python = shutil.which(sc.pythonExec) or sc.pythonExec
         missing = _missing_modules(python)
         if missing is None or missing:
             what = "cannot run" if missing is None else f"cannot import {', '.join(missing)}"
-            raise RuntimeError(f"Spark's Python workers run {sc.pythonExec!r} (PYSPARK_PYTHON or "
-                               f"spark.pyspark.python), which {what}: set PYSPARK_PYTHON to a Python with "
-                               f"magnetar[spark] installed, e.g. PYSPARK_PYTHON={sys.executable}")
+            raise RuntimeError(
+                f"Spark's Python workers run {sc.pythonExec!r} (PYSPARK_PYTHON or "
+                f"spark.pyspark.python), which {what}: set PYSPARK_PYTHON to a Python with "
+                f"magnetar[spark] installed, e.g. PYSPARK_PYTHON={sys.executable}"
+            )
     if importlib.util.find_spec("pulsar") is None:
         raise RuntimeError("the official Pulsar client is missing: pip install 'magnetar[spark]'")
     spark.dataSource.register(MagnetarDataSource)

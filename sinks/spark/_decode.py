@@ -42,11 +42,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["META_DDL", "Type", "ValueSchema", "value_schema_from_info", "decoder", "arrow_type", "ddl_type",
-           "schema_fingerprint"]
+__all__ = [
+    "META_DDL",
+    "Type",
+    "ValueSchema",
+    "value_schema_from_info",
+    "decoder",
+    "arrow_type",
+    "ddl_type",
+    "schema_fingerprint",
+]
 
-META_DDL = ("__key STRING, __topic STRING, __messageId BINARY, __publishTime TIMESTAMP, "
-            "__eventTime TIMESTAMP, __messageProperties MAP<STRING, STRING>")
+META_DDL = (
+    "__key STRING, __topic STRING, __messageId BINARY, __publishTime TIMESTAMP, "
+    "__eventTime TIMESTAMP, __messageProperties MAP<STRING, STRING>"
+)
 """The columns every row has besides the value (or the decoded fields)."""
 
 Type = tuple[Any, ...]
@@ -72,9 +82,17 @@ _PRIMITIVE_SCHEMAS: dict[str, tuple[Type, Callable[[bytes], Any]]] = {
     "TIMESTAMP": (("timestamp", "ms"), lambda b: _EPOCH + dt.timedelta(milliseconds=struct.unpack(">q", b)[0])),
 }
 _RAW = ("NONE", "BYTES", "")
-_AVRO_PRIMITIVES: dict[str, Type] = {"boolean": ("boolean",), "int": ("int",), "long": ("long",),
-                                     "float": ("float",), "double": ("double",), "string": ("string",),
-                                     "bytes": ("binary",), "enum": ("string",), "fixed": ("binary",)}
+_AVRO_PRIMITIVES: dict[str, Type] = {
+    "boolean": ("boolean",),
+    "int": ("int",),
+    "long": ("long",),
+    "float": ("float",),
+    "double": ("double",),
+    "string": ("string",),
+    "bytes": ("binary",),
+    "enum": ("string",),
+    "fixed": ("binary",),
+}
 
 
 class RecursiveSchemaError(ValueError):
@@ -148,9 +166,19 @@ def _full_name(schema: dict[str, Any]) -> str:
 def ddl_type(t: Type) -> str:
     """Spark DDL of a column type."""
     kind = t[0]
-    simple = {"boolean": "BOOLEAN", "byte": "TINYINT", "short": "SMALLINT", "int": "INT", "long": "BIGINT",
-              "float": "FLOAT", "double": "DOUBLE", "string": "STRING", "binary": "BINARY", "date": "DATE",
-              "timestamp": "TIMESTAMP"}
+    simple = {
+        "boolean": "BOOLEAN",
+        "byte": "TINYINT",
+        "short": "SMALLINT",
+        "int": "INT",
+        "long": "BIGINT",
+        "float": "FLOAT",
+        "double": "DOUBLE",
+        "string": "STRING",
+        "binary": "BINARY",
+        "date": "DATE",
+        "timestamp": "TIMESTAMP",
+    }
     if kind in simple:
         return simple[kind]
     if kind == "decimal":
@@ -173,10 +201,21 @@ def _quote(name: str) -> str:
 def arrow_type(t: Type) -> Any:
     """The pyarrow type of a column type (imports pyarrow)."""
     import pyarrow as pa
+
     kind = t[0]
-    simple = {"boolean": pa.bool_(), "byte": pa.int8(), "short": pa.int16(), "int": pa.int32(),
-              "long": pa.int64(), "float": pa.float32(), "double": pa.float64(), "string": pa.string(),
-              "binary": pa.binary(), "date": pa.date32(), "timestamp": pa.timestamp("us", tz="UTC")}
+    simple = {
+        "boolean": pa.bool_(),
+        "byte": pa.int8(),
+        "short": pa.int16(),
+        "int": pa.int32(),
+        "long": pa.int64(),
+        "float": pa.float32(),
+        "double": pa.float64(),
+        "string": pa.string(),
+        "binary": pa.binary(),
+        "date": pa.date32(),
+        "timestamp": pa.timestamp("us", tz="UTC"),
+    }
     if kind in simple:
         return simple[kind]
     if kind == "decimal":
@@ -362,8 +401,9 @@ def _side(type_name: str, definition: Any, what: str) -> Side:
     if name in ("AVRO", "JSON"):
         parsed = json.loads(definition) if isinstance(definition, str) else definition
         return Side(name.lower(), avro_type(parsed), name, json.dumps(parsed))
-    raise ValueError(f"{what}: schema type {name} is not decoded into columns; set decodeSchema=false to read "
-                     f"the raw value")
+    raise ValueError(
+        f"{what}: schema type {name} is not decoded into columns; set decodeSchema=false to read the raw value"
+    )
 
 
 def _kv_parts(info: dict[str, Any]) -> tuple[Any, Any]:
@@ -378,9 +418,9 @@ def _kv_parts(info: dict[str, Any]) -> tuple[Any, Any]:
         pass
     raw = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else bytes(data)
     n = int.from_bytes(raw[:4], "big")
-    key = raw[4:4 + n]
-    m = int.from_bytes(raw[4 + n:8 + n], "big")
-    value = raw[8 + n:8 + n + m]
+    key = raw[4 : 4 + n]
+    m = int.from_bytes(raw[4 + n : 8 + n], "big")
+    value = raw[8 + n : 8 + n + m]
     return key.decode() if key else "", value.decode() if value else ""
 
 
@@ -419,6 +459,7 @@ def _side_decoder(side: Side) -> Callable[[bytes], Any]:
     if side.kind == "json":
         return lambda b: convert(t, json.loads(b))
     import fastavro
+
     parsed = fastavro.parse_schema(json.loads(side.definition))
     return lambda b: convert(t, fastavro.schemaless_reader(io.BytesIO(b), parsed))
 
@@ -442,12 +483,13 @@ def decoder(schema: ValueSchema) -> Callable[..., tuple[Any, ...]]:
                     k = key_of(base64.b64decode(key)) if key else None
                     return (k, value_of(value))
                 n = int.from_bytes(value[:4], "big", signed=True)
-                kb = value[4:4 + n] if n >= 0 else None
-                m = int.from_bytes(value[4 + max(n, 0):8 + max(n, 0)], "big", signed=True)
-                vb = value[8 + max(n, 0):8 + max(n, 0) + m] if m >= 0 else None
+                kb = value[4 : 4 + n] if n >= 0 else None
+                m = int.from_bytes(value[4 + max(n, 0) : 8 + max(n, 0)], "big", signed=True)
+                vb = value[8 + max(n, 0) : 8 + max(n, 0) + m] if m >= 0 else None
                 return (None if kb is None else key_of(kb), None if vb is None else value_of(vb))
             except Exception:
                 return empty
+
         return decode_kv
 
     def decode(value: bytes, _key: str | None = None) -> tuple[Any, ...]:
@@ -460,4 +502,5 @@ def decoder(schema: ValueSchema) -> Callable[..., tuple[Any, ...]]:
         if record:
             return tuple(got.get(n) for n in names)
         return (got,)
+
     return decode

@@ -82,8 +82,7 @@ class Position:
                 return cls(*(int(v) for v in value))
         except (KeyError, TypeError, ValueError):
             pass
-        raise ValueError(f"not a message position: {value!r} "
-                         '(want {"ledger": L, "entry": E, "batch": B})')
+        raise ValueError(f'not a message position: {value!r} (want {{"ledger": L, "entry": E, "batch": B}})')
 
     def __str__(self) -> str:
         return f"{self.ledger}:{self.entry}:{self.batch}"
@@ -126,13 +125,21 @@ class PartitionPlan:
     segments: tuple[Segment, ...]
 
     def to_json(self) -> dict[str, Any]:
-        return {"topic": self.topic, "start": self.start.to_json(), "end": self.end.to_json(),
-                "segments": [[s.ledger_id, s.first, s.last] for s in self.segments]}
+        return {
+            "topic": self.topic,
+            "start": self.start.to_json(),
+            "end": self.end.to_json(),
+            "segments": [[s.ledger_id, s.first, s.last] for s in self.segments],
+        }
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any]) -> PartitionPlan:
-        return cls(value["topic"], Position.from_json(value["start"]), Position.from_json(value["end"]),
-                   tuple(Segment(*s) for s in value["segments"]))
+        return cls(
+            value["topic"],
+            Position.from_json(value["start"]),
+            Position.from_json(value["end"]),
+            tuple(Segment(*s) for s in value["segments"]),
+        )
 
     @property
     def entries(self) -> int:
@@ -200,8 +207,9 @@ def _entries_from(start: Position, end: Position, ledgers: Sequence[LedgerSpan])
     return out
 
 
-def plan_partition(topic: str, start: Position, end: Position, ledgers: Sequence[LedgerSpan],
-                   *, fail_on_data_loss: bool = True) -> tuple[PartitionPlan, DataLoss | None]:
+def plan_partition(
+    topic: str, start: Position, end: Position, ledgers: Sequence[LedgerSpan], *, fail_on_data_loss: bool = True
+) -> tuple[PartitionPlan, DataLoss | None]:
     """Plan reading ``[start, end)`` of one partition. Returns the plan and, when the start was
     deleted and ``fail_on_data_loss`` is false, the `DataLoss` that was skipped (the plan then
     starts at the first stored message). Raises `DataLoss` when ``fail_on_data_loss``."""
@@ -254,8 +262,9 @@ def _normalize(pos: Position, ledgers: Sequence[LedgerSpan]) -> Position:
     return pos
 
 
-def allocate(backlogs: Mapping[str, list[tuple[Segment, float]]], max_entries: int | None,
-             max_bytes: int | None) -> dict[str, int]:
+def allocate(
+    backlogs: Mapping[str, list[tuple[Segment, float]]], max_entries: int | None, max_bytes: int | None
+) -> dict[str, int]:
     """How many backlog entries each partition may take this trigger (Rule 3)."""
     counts = {t: sum(s.count for s, _ in segs) for t, segs in backlogs.items()}
     total = sum(counts.values())

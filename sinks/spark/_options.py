@@ -19,21 +19,62 @@ from ._passthrough import admin_timeout, client_kwargs, hashing_scheme, producer
 from ._read import ReadConfig
 from ._security import ClientSecurity
 
-__all__ = ["SinkOptions", "SourceOptions", "parse_bool", "DEDUP_CURSOR", "SOURCE_OPTIONS", "SINK_OPTIONS",
-           "check_names"]
+__all__ = [
+    "SinkOptions",
+    "SourceOptions",
+    "parse_bool",
+    "DEDUP_CURSOR",
+    "SOURCE_OPTIONS",
+    "SINK_OPTIONS",
+    "check_names",
+]
 
 SOURCE_OPTIONS = (
-    "service.url", "admin.url", "topic", "topics", "topicsPattern", "startingOffsets", "endingOffsets",
-    "startingTime", "endingTime", "failOnDataLoss", "maxEntriesPerTrigger", "maxBytesPerTrigger",
-    "maxEntriesPerTask", "readTimeoutMs", "pollTimeoutMs", "subscriptionName", "predefinedSubscription",
-    "subscriptionPrefix", "durableSubscription", "pipelineName", "readMode", "metadata.url", "metadata.root",
-    "metadata.zkDigestCredentials", "managedLedgerPassword", "decodeSchema", "allowDifferentTopicSchemas",
-    "waitingForNonExistedTopic", "s3ManagedLedgerOffloadCredentialId", "s3ManagedLedgerOffloadCredentialSecret")
+    "service.url",
+    "admin.url",
+    "topic",
+    "topics",
+    "topicsPattern",
+    "startingOffsets",
+    "endingOffsets",
+    "startingTime",
+    "endingTime",
+    "failOnDataLoss",
+    "maxEntriesPerTrigger",
+    "maxBytesPerTrigger",
+    "maxEntriesPerTask",
+    "readTimeoutMs",
+    "pollTimeoutMs",
+    "subscriptionName",
+    "predefinedSubscription",
+    "subscriptionPrefix",
+    "durableSubscription",
+    "pipelineName",
+    "readMode",
+    "metadata.url",
+    "metadata.root",
+    "metadata.zkDigestCredentials",
+    "managedLedgerPassword",
+    "decodeSchema",
+    "allowDifferentTopicSchemas",
+    "waitingForNonExistedTopic",
+    "s3ManagedLedgerOffloadCredentialId",
+    "s3ManagedLedgerOffloadCredentialSecret",
+)
 """Every option of the source besides the ``pulsar.client.``, ``pulsar.reader.``, ``pulsar.admin.``
 and ``bookkeeper.`` keys."""
 
-SINK_OPTIONS = ("service.url", "admin.url", "topic", "enableDeduplication", "producerNamePrefix", "valueSchema",
-                "failOnceAfterRows", "checkpointLocation", "path")
+SINK_OPTIONS = (
+    "service.url",
+    "admin.url",
+    "topic",
+    "enableDeduplication",
+    "producerNamePrefix",
+    "valueSchema",
+    "failOnceAfterRows",
+    "checkpointLocation",
+    "path",
+)
 """Every option of the sink besides the ``pulsar.client.``, ``pulsar.producer.`` and ``pulsar.admin.``
 keys (``checkpointLocation`` and ``path`` are Spark's own)."""
 
@@ -51,8 +92,7 @@ def check_names(opts: Mapping[str, str], names: tuple[str, ...], prefixes: tuple
             continue
         close = difflib.get_close_matches(lowered, list(by_lower), n=3, cutoff=0.6)
         hint = f"; did you mean {' or '.join(by_lower[c] for c in close)}?" if close else ""
-        raise ValueError(f"option {key}: not an option of the magnetar {what}{hint} "
-                         f"(see sinks/spark/README.md)")
+        raise ValueError(f"option {key}: not an option of the magnetar {what}{hint} (see sinks/spark/README.md)")
 
 
 def _times(key: str, text: str | None) -> tuple[int | None, tuple[tuple[str, int], ...]]:
@@ -75,8 +115,10 @@ def _times(key: str, text: str | None) -> tuple[int | None, tuple[tuple[str, int
     try:
         return int(text), ()
     except ValueError:
-        raise ValueError(f"option {key}: milliseconds since the epoch or a JSON object of topic -> "
-                         f"milliseconds, not {text!r}") from None
+        raise ValueError(
+            f"option {key}: milliseconds since the epoch or a JSON object of topic -> milliseconds, not {text!r}"
+        ) from None
+
 
 DEDUP_CURSOR = "pulsar.dedup"
 """The broker's internal deduplication cursor: never a subscription of the source."""
@@ -107,7 +149,7 @@ def _positive(key: str, value: str | None) -> int | None:
 def _bookkeeper_options(opts: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     """``bookkeeper.<key>`` options (any case, as Spark hands them over) as the BookKeeper client's
     keys, checked now so that a typo fails on the driver; ValueError naming the option."""
-    given = {k[len("bookkeeper."):]: v for k, v in opts.items() if k.startswith("bookkeeper.")}
+    given = {k[len("bookkeeper.") :]: v for k, v in opts.items() if k.startswith("bookkeeper.")}
     if not given:
         return ()
     import dataclasses
@@ -197,13 +239,13 @@ class SourceOptions:
         opts = {k.lower(): v for k, v in options.items()}
         if any(k.startswith("pulsar.producer.") for k in opts):
             raise ValueError("options pulsar.producer.* apply to the sink, not the source")
-        check_names(options, SOURCE_OPTIONS, ("pulsar.client.", "pulsar.reader.", "pulsar.admin.", "bookkeeper."),
-                    "source")
+        check_names(
+            options, SOURCE_OPTIONS, ("pulsar.client.", "pulsar.reader.", "pulsar.admin.", "bookkeeper."), "source"
+        )
         service_url = opts.get("service.url", "")
         admin_url = opts.get("admin.url", "")
         if not admin_url:
-            raise ValueError("option admin.url is required (the broker's admin REST, "
-                             "e.g. http://127.0.0.1:8080)")
+            raise ValueError("option admin.url is required (the broker's admin REST, e.g. http://127.0.0.1:8080)")
         if not service_url:
             raise ValueError("option service.url is required (e.g. pulsar://127.0.0.1:6650)")
         given = [k for k in ("topic", "topics", "topicspattern") if opts.get(k)]
@@ -222,12 +264,17 @@ class SourceOptions:
                 raise ValueError('option topic names one topic: use "topics" for several')
             topics = tuple(t.strip() for t in opts[given[0]].split(",") if t.strip())
         named = opts.get("subscriptionname") or opts.get("predefinedsubscription") or ""
-        if opts.get("subscriptionname") and opts.get("predefinedsubscription") and \
-                opts["subscriptionname"] != opts["predefinedsubscription"]:
+        if (
+            opts.get("subscriptionname")
+            and opts.get("predefinedsubscription")
+            and opts["subscriptionname"] != opts["predefinedsubscription"]
+        ):
             raise ValueError("options subscriptionName and predefinedSubscription name the same thing: set one")
         if named == DEDUP_CURSOR:
-            raise ValueError(f"option subscriptionName: {DEDUP_CURSOR!r} is the broker's deduplication "
-                             "cursor, not a subscription; choose another name")
+            raise ValueError(
+                f"option subscriptionName: {DEDUP_CURSOR!r} is the broker's deduplication "
+                "cursor, not a subscription; choose another name"
+            )
         durable = parse_bool("durableSubscription", opts.get("durablesubscription", "true"))
         if not durable and named:
             raise ValueError("option durableSubscription=false contradicts subscriptionName")
@@ -236,8 +283,7 @@ class SourceOptions:
         if read_mode not in ("broker", "bookies"):
             raise ValueError(f"option readMode: broker or bookies, not {read_mode!r}")
         if read_mode == "bookies" and not opts.get("metadata.url"):
-            raise ValueError("option readMode=bookies needs metadata.url "
-                             "(a zk:// URL the executors can reach)")
+            raise ValueError("option readMode=bookies needs metadata.url (a zk:// URL the executors can reach)")
         if opts.get("startingoffsets") and opts.get("startingtime"):
             raise ValueError("set startingOffsets or startingTime, not both")
         if opts.get("endingoffsets") and opts.get("endingtime"):
@@ -248,8 +294,11 @@ class SourceOptions:
         ending_time, ending_times = _times("endingTime", opts.get("endingtime"))
         timeout = opts.get("readtimeoutms") or opts.get("polltimeoutms")
         security = ClientSecurity.parse(opts)
-        admin_given = any(k.startswith("pulsar.admin.") and k[len("pulsar.admin."):] not in
-                          ("requesttimeoutms", "connectiontimeoutms") for k in opts)
+        admin_given = any(
+            k.startswith("pulsar.admin.")
+            and k[len("pulsar.admin.") :] not in ("requesttimeoutms", "connectiontimeoutms")
+            for k in opts
+        )
         return cls(
             service_url=service_url,
             admin_url=admin_url,
@@ -274,8 +323,9 @@ class SourceOptions:
             read_timeout_ms=_positive("readTimeoutMs", timeout) or 30_000,
             max_entries_per_task=_positive("maxEntriesPerTask", opts.get("maxentriespertask")),
             decode_schema=parse_bool("decodeSchema", opts.get("decodeschema", "true")),
-            allow_different_topic_schemas=parse_bool("allowDifferentTopicSchemas",
-                                                     opts.get("allowdifferenttopicschemas", "false")),
+            allow_different_topic_schemas=parse_bool(
+                "allowDifferentTopicSchemas", opts.get("allowdifferenttopicschemas", "false")
+            ),
             wait_for_topics=parse_bool("waitingForNonExistedTopic", opts.get("waitingfornonexistedtopic", "false")),
             ledger_password=opts.get("managedledgerpassword", ""),
             security=security,
@@ -288,17 +338,29 @@ class SourceOptions:
             zk_credentials=_zk_credentials(opts),
             # readMode=bookies reads offloaded ledgers from the tier itself: S3 credentials when the
             # executors have none of their own (AWS_ACCESS_KEY_ID, ~/.aws, an instance role)
-            offload_credentials=(opts.get("s3managedledgeroffloadcredentialid", ""),
-                                 opts.get("s3managedledgeroffloadcredentialsecret", "")),
+            offload_credentials=(
+                opts.get("s3managedledgeroffloadcredentialid", ""),
+                opts.get("s3managedledgeroffloadcredentialsecret", ""),
+            ),
         )
 
     def read_config(self) -> ReadConfig:
         """What executors need to read."""
-        return ReadConfig(self.service_url, self.read_mode, self.metadata_url, self.metadata_root,
-                          self.fail_on_data_loss, self.read_timeout_ms, ledger_password=self.ledger_password,
-                          security=self.security, bookkeeper_options=self.bookkeeper_options,
-                          zk_credentials=self.zk_credentials, client_kwargs=self.client_kwargs,
-                          reader_kwargs=self.reader_kwargs, offload_credentials=self.offload_credentials)
+        return ReadConfig(
+            self.service_url,
+            self.read_mode,
+            self.metadata_url,
+            self.metadata_root,
+            self.fail_on_data_loss,
+            self.read_timeout_ms,
+            ledger_password=self.ledger_password,
+            security=self.security,
+            bookkeeper_options=self.bookkeeper_options,
+            zk_credentials=self.zk_credentials,
+            client_kwargs=self.client_kwargs,
+            reader_kwargs=self.reader_kwargs,
+            offload_credentials=self.offload_credentials,
+        )
 
     def source_description(self) -> str:
         """What the source reads, as its options say (for the subscription's ``pipeline`` property)."""

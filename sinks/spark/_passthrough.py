@@ -26,34 +26,50 @@ PREFIXES = ("pulsar.client.", "pulsar.reader.", "pulsar.producer.", "pulsar.admi
 
 # The keys of Pulsar's Java ClientConfigurationData, ReaderConfigurationData and
 # ProducerConfigurationData (the names the Pulsar Spark connector accepts after each prefix).
-_CLIENT_KEYS = tuple((  # noqa: SIM905 (Pulsar's field list, as one text)
-    "serviceUrl authPluginClassName authParams authParamMap operationTimeoutMs lookupTimeoutMs "
-    "statsIntervalSeconds numIoThreads numListenerThreads connectionsPerBroker connectionMaxIdleSeconds "
-    "useTcpNoDelay useTls tlsKeyFilePath tlsCertificateFilePath tlsTrustCertsFilePath "
-    "tlsAllowInsecureConnection tlsHostnameVerificationEnable concurrentLookupRequest maxLookupRequest "
-    "maxLookupRedirects maxNumberOfRejectedRequestPerConnection keepAliveIntervalSeconds connectionTimeoutMs "
-    "requestTimeoutMs readTimeoutMs autoCertRefreshSeconds initialBackoffIntervalNanos maxBackoffIntervalNanos "
-    "enableBusyWait listenerName useKeyStoreTls sslProvider tlsKeyStoreType tlsKeyStorePath tlsKeyStorePassword "
-    "tlsTrustStoreType tlsTrustStorePath tlsTrustStorePassword tlsCiphers tlsProtocols memoryLimitBytes "
-    "proxyServiceUrl proxyProtocol enableTransaction dnsLookupBindAddress dnsLookupBindPort socks5ProxyAddress "
-    "socks5ProxyUsername socks5ProxyPassword description").split())
-_READER_KEYS = tuple((  # noqa: SIM905 (Pulsar's field list, as one text)
-    "topicNames startMessageId startMessageFromRollbackDurationInSec receiverQueueSize readerListener readerName "
-    "subscriptionRolePrefix subscriptionName cryptoKeyReader cryptoFailureAction readCompacted resetIncludeHead "
-    "keyHashRanges poolMessages autoUpdatePartitions autoUpdatePartitionsIntervalSeconds "
-    "expireTimeOfIncompleteChunkedMessageMillis maxPendingChunkedMessage "
-    "autoAckOldestChunkedMessageOnQueueFull").split())
-_PRODUCER_KEYS = tuple((  # noqa: SIM905 (Pulsar's field list, as one text)
-    "topicName producerName sendTimeoutMs blockIfQueueFull maxPendingMessages maxPendingMessagesAcrossPartitions "
-    "messageRoutingMode hashingScheme cryptoFailureAction customMessageRouter batchingMaxPublishDelayMicros "
-    "batchingPartitionSwitchFrequencyByPublishDelay batchingMaxMessages batchingMaxBytes batchingEnabled "
-    "batcherBuilder chunkingEnabled chunkMaxMessageSize cryptoKeyReader messageCrypto encryptionKeys "
-    "compressionType initialSequenceId autoUpdatePartitions autoUpdatePartitionsIntervalSeconds multiSchema "
-    "accessMode lazyStartPartitionedProducers properties initialSubscriptionName").split())
+_CLIENT_KEYS = tuple(
+    (  # noqa: SIM905 (Pulsar's field list, as one text)
+        "serviceUrl authPluginClassName authParams authParamMap operationTimeoutMs lookupTimeoutMs "
+        "statsIntervalSeconds numIoThreads numListenerThreads connectionsPerBroker connectionMaxIdleSeconds "
+        "useTcpNoDelay useTls tlsKeyFilePath tlsCertificateFilePath tlsTrustCertsFilePath "
+        "tlsAllowInsecureConnection tlsHostnameVerificationEnable concurrentLookupRequest maxLookupRequest "
+        "maxLookupRedirects maxNumberOfRejectedRequestPerConnection keepAliveIntervalSeconds connectionTimeoutMs "
+        "requestTimeoutMs readTimeoutMs autoCertRefreshSeconds initialBackoffIntervalNanos maxBackoffIntervalNanos "
+        "enableBusyWait listenerName useKeyStoreTls sslProvider tlsKeyStoreType tlsKeyStorePath tlsKeyStorePassword "
+        "tlsTrustStoreType tlsTrustStorePath tlsTrustStorePassword tlsCiphers tlsProtocols memoryLimitBytes "
+        "proxyServiceUrl proxyProtocol enableTransaction dnsLookupBindAddress dnsLookupBindPort socks5ProxyAddress "
+        "socks5ProxyUsername socks5ProxyPassword description"
+    ).split()
+)
+_READER_KEYS = tuple(
+    (  # noqa: SIM905 (Pulsar's field list, as one text)
+        "topicNames startMessageId startMessageFromRollbackDurationInSec receiverQueueSize readerListener readerName "
+        "subscriptionRolePrefix subscriptionName cryptoKeyReader cryptoFailureAction readCompacted resetIncludeHead "
+        "keyHashRanges poolMessages autoUpdatePartitions autoUpdatePartitionsIntervalSeconds "
+        "expireTimeOfIncompleteChunkedMessageMillis maxPendingChunkedMessage "
+        "autoAckOldestChunkedMessageOnQueueFull"
+    ).split()
+)
+_PRODUCER_KEYS = tuple(
+    (  # noqa: SIM905 (Pulsar's field list, as one text)
+        "topicName producerName sendTimeoutMs blockIfQueueFull maxPendingMessages maxPendingMessagesAcrossPartitions "
+        "messageRoutingMode hashingScheme cryptoFailureAction customMessageRouter batchingMaxPublishDelayMicros "
+        "batchingPartitionSwitchFrequencyByPublishDelay batchingMaxMessages batchingMaxBytes batchingEnabled "
+        "batcherBuilder chunkingEnabled chunkMaxMessageSize cryptoKeyReader messageCrypto encryptionKeys "
+        "compressionType initialSequenceId autoUpdatePartitions autoUpdatePartitionsIntervalSeconds multiSchema "
+        "accessMode lazyStartPartitionedProducers properties initialSubscriptionName"
+    ).split()
+)
 
 # handled by ClientSecurity (see _security), for pulsar.client.* and pulsar.admin.*
-SECURITY_KEYS = ("authPluginClassName", "authParams", "tlsTrustCertsFilePath", "tlsAllowInsecureConnection",
-                 "tlsHostnameVerificationEnable", "tlsCertificateFilePath", "tlsKeyFilePath")
+SECURITY_KEYS = (
+    "authPluginClassName",
+    "authParams",
+    "tlsTrustCertsFilePath",
+    "tlsAllowInsecureConnection",
+    "tlsHostnameVerificationEnable",
+    "tlsCertificateFilePath",
+    "tlsKeyFilePath",
+)
 
 
 def _int(lo: int, hi: int = 2**31 - 1) -> Callable[[str, str], int]:
@@ -65,6 +81,7 @@ def _int(lo: int, hi: int = 2**31 - 1) -> Callable[[str, str], int]:
         if not lo <= n <= hi:
             raise ValueError(f"option {key}: must be between {lo} and {hi}, not {n}")
         return n
+
     return parse
 
 
@@ -121,7 +138,7 @@ _PRODUCER_MAP: dict[str, tuple[str, Callable[[str, str], Any]]] = {
 _REFUSED: dict[str, str] = {
     "pulsar.client.serviceUrl": "use the service.url option",
     "pulsar.reader.subscriptionName": "readers are non-durable; name the durable subscription with "
-                                      "subscriptionName (or predefinedSubscription)",
+    "subscriptionName (or predefinedSubscription)",
     "pulsar.reader.readCompacted": "a compacted view cannot be replayed exactly; read the topic itself",
     "pulsar.reader.startMessageId": "use startingOffsets",
     "pulsar.reader.topicNames": "use topic, topics or topicsPattern",
@@ -131,14 +148,18 @@ _REFUSED: dict[str, str] = {
     "pulsar.producer.batchingMaxPublishDelayMicros": "exactly-once writes never cut a batch by time",
     "pulsar.producer.blockIfQueueFull": "the sink always blocks when its queue is full",
     "pulsar.producer.messageRoutingMode": "keyed messages go where the official clients send them; unkeyed "
-                                          "ones by a hash of the value, so a re-sent message meets its duplicate",
+    "ones by a hash of the value, so a re-sent message meets its duplicate",
     "pulsar.producer.chunkingEnabled": "chunked messages cannot be deduplicated by batch",
 }
 
 
 def _known(prefix: str) -> tuple[str, ...]:
-    return {"pulsar.client.": _CLIENT_KEYS, "pulsar.admin.": _CLIENT_KEYS, "pulsar.reader.": _READER_KEYS,
-            "pulsar.producer.": _PRODUCER_KEYS}[prefix]
+    return {
+        "pulsar.client.": _CLIENT_KEYS,
+        "pulsar.admin.": _CLIENT_KEYS,
+        "pulsar.reader.": _READER_KEYS,
+        "pulsar.producer.": _PRODUCER_KEYS,
+    }[prefix]
 
 
 def _canonical(prefix: str, key: str) -> str:
@@ -151,22 +172,28 @@ def _canonical(prefix: str, key: str) -> str:
     raise ValueError(f"option {prefix}{key}: not a key of Pulsar's {prefix[7:-1]} configuration{hint}")
 
 
-def _collect(opts: Mapping[str, str], prefix: str, mapping: dict[str, tuple[str, Callable[[str, str], Any]]],
-             also_ok: tuple[str, ...] = ()) -> dict[str, Any]:
+def _collect(
+    opts: Mapping[str, str],
+    prefix: str,
+    mapping: dict[str, tuple[str, Callable[[str, str], Any]]],
+    also_ok: tuple[str, ...] = (),
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for raw, value in opts.items():
         if not raw.lower().startswith(prefix):
             continue
-        key = _canonical(prefix, raw[len(prefix):])
+        key = _canonical(prefix, raw[len(prefix) :])
         full = prefix + key
         if key in also_ok:
             continue
         if full in _REFUSED:
             raise ValueError(f"option {full} is not accepted: {_REFUSED[full]}")
         if key not in mapping:
-            raise ValueError(f"option {full}: the Python client this connector runs cannot apply it "
-                             f"(it applies {', '.join(prefix + k for k in sorted(mapping))}"
-                             f"{' and the TLS and authentication keys' if also_ok else ''})")
+            raise ValueError(
+                f"option {full}: the Python client this connector runs cannot apply it "
+                f"(it applies {', '.join(prefix + k for k in sorted(mapping))}"
+                f"{' and the TLS and authentication keys' if also_ok else ''})"
+            )
         kwarg, parse = mapping[key]
         out[kwarg] = parse(full, value)
     return out
@@ -197,8 +224,9 @@ def hashing_scheme(opts: Mapping[str, str]) -> str:
         if raw.lower() == "pulsar.producer.hashingscheme":
             name = {"javastringhash": "JavaStringHash", "murmur3_32hash": "Murmur3_32Hash"}.get(str(value).lower())
             if name is None:
-                raise ValueError(f"option pulsar.producer.hashingScheme: JavaStringHash or Murmur3_32Hash, "
-                                 f"not {value!r}")
+                raise ValueError(
+                    f"option pulsar.producer.hashingScheme: JavaStringHash or Murmur3_32Hash, not {value!r}"
+                )
             return name
     return "JavaStringHash"
 

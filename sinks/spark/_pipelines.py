@@ -27,8 +27,14 @@ from typing import Any
 from ._admin import AdminClient
 from ._offsets import SUBSCRIPTION_KEY
 
-__all__ = ["PipelineSubscription", "find_pipelines", "remove_pipeline", "checkpoint_subscription",
-           "parse_duration", "HEARTBEAT_PROPERTY"]
+__all__ = [
+    "PipelineSubscription",
+    "find_pipelines",
+    "remove_pipeline",
+    "checkpoint_subscription",
+    "parse_duration",
+    "HEARTBEAT_PROPERTY",
+]
 
 HEARTBEAT_PROPERTY = "spark.heartbeatMs"
 
@@ -51,9 +57,16 @@ class PipelineSubscription:
         return max(0.0, (now - self.heartbeat_ms) / 1000)
 
     def to_json(self) -> dict[str, Any]:
-        return {"subscription": self.name, "pipeline": self.pipeline, "source": self.source, "mode": self.mode,
-                "heartbeatMs": self.heartbeat_ms, "idleSeconds": round(self.idle_s()), "backlog": self.backlog,
-                "topics": self.topics}
+        return {
+            "subscription": self.name,
+            "pipeline": self.pipeline,
+            "source": self.source,
+            "mode": self.mode,
+            "heartbeatMs": self.heartbeat_ms,
+            "idleSeconds": round(self.idle_s()),
+            "backlog": self.backlog,
+            "topics": self.topics,
+        }
 
 
 def parse_duration(text: str) -> float:
@@ -87,9 +100,16 @@ def find_pipelines(admin: AdminClient, namespaces: Iterable[str] | None = None) 
                 props = admin.subscription_properties(topic, sub) or {}
                 if HEARTBEAT_PROPERTY not in props:
                     continue
-                entry = found.setdefault(sub, PipelineSubscription(
-                    sub, props.get("pipeline", ""), props.get("spark.source", ""),
-                    props.get("spark.subscription", ""), 0))
+                entry = found.setdefault(
+                    sub,
+                    PipelineSubscription(
+                        sub,
+                        props.get("pipeline", ""),
+                        props.get("spark.source", ""),
+                        props.get("spark.subscription", ""),
+                        0,
+                    ),
+                )
                 entry.heartbeat_ms = max(entry.heartbeat_ms, int(props[HEARTBEAT_PROPERTY] or 0))
                 entry.topics.append(topic)
                 entry.backlog += int((stats.get("subscriptions") or {}).get(sub, {}).get("msgBacklog", 0))

@@ -73,8 +73,11 @@ class ReadConfig:
         """An official client with this config's security and ``pulsar.client.*`` settings."""
         import pulsar
 
-        kwargs: dict[str, Any] = {"operation_timeout_seconds": max(1, self.read_timeout_ms // 1000),
-                                  **self.security.pulsar_client_kwargs(), **dict(self.client_kwargs)}
+        kwargs: dict[str, Any] = {
+            "operation_timeout_seconds": max(1, self.read_timeout_ms // 1000),
+            **self.security.pulsar_client_kwargs(),
+            **dict(self.client_kwargs),
+        }
         return pulsar.Client(self.service_url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn), **kwargs)
 
 
@@ -84,8 +87,10 @@ def _partition_of(topic: str) -> int:
 
 
 def _lost(cfg: ReadConfig, plan: PartitionPlan, detail: str) -> None:
-    msg = (f"topic {plan.topic}: messages of [{plan.start}, {plan.end}) are no longer stored ({detail}); "
-           f"they were deleted after the batch was planned, probably by retention")
+    msg = (
+        f"topic {plan.topic}: messages of [{plan.start}, {plan.end}) are no longer stored ({detail}); "
+        f"they were deleted after the batch was planned, probably by retention"
+    )
     if cfg.fail_on_data_loss:
         raise DataLossError(msg + ". Set failOnDataLoss=false to skip lost messages.")
     log.warning("%s; continuing (failOnDataLoss=false)", msg)
@@ -118,8 +123,12 @@ def read_via_broker(plan: PartitionPlan, cfg: ReadConfig) -> Iterator[Row]:
     client = cfg.new_client()
     try:
         start_id = pulsar.MessageId(partition, first.ledger_id, first.first, batch)
-        reader = client.create_reader(plan.topic, start_id, start_message_id_inclusive=True,
-                                      **{"receiver_queue_size": 1000, **dict(cfg.reader_kwargs)})
+        reader = client.create_reader(
+            plan.topic,
+            start_id,
+            start_message_id_inclusive=True,
+            **{"receiver_queue_size": 1000, **dict(cfg.reader_kwargs)},
+        )
         seen_first = at_last = False
         while True:
             if at_last and not reader.has_message_available():
@@ -130,8 +139,10 @@ def read_via_broker(plan: PartitionPlan, cfg: ReadConfig) -> Iterator[Row]:
                 if not seen_first:
                     _lost(cfg, plan, "the broker delivered nothing from the planned start")
                     return
-                raise TimeoutError(f"topic {plan.topic}: no message after {cfg.read_timeout_ms} ms while "
-                                   f"reading [{plan.start}, {plan.end})") from None
+                raise TimeoutError(
+                    f"topic {plan.topic}: no message after {cfg.read_timeout_ms} ms while "
+                    f"reading [{plan.start}, {plan.end})"
+                ) from None
             mid = msg.message_id()
             key = (mid.ledger_id(), mid.entry_id(), max(mid.batch_index(), 0))
             if not seen_first:
@@ -145,9 +156,16 @@ def read_via_broker(plan: PartitionPlan, cfg: ReadConfig) -> Iterator[Row]:
             if key < start_t:
                 continue
             props = msg.properties()
-            yield (key, msg.data(), msg.partition_key() or None, plan.topic,
-                   message_id_bytes(key[0], key[1], partition, mid.batch_index()),
-                   msg.publish_timestamp(), msg.event_timestamp() or None, dict(props))
+            yield (
+                key,
+                msg.data(),
+                msg.partition_key() or None,
+                plan.topic,
+                message_id_bytes(key[0], key[1], partition, mid.batch_index()),
+                msg.publish_timestamp(),
+                msg.event_timestamp() or None,
+                dict(props),
+            )
     finally:
         client.close()
 
@@ -157,14 +175,17 @@ def read_via_bookies(plan: PartitionPlan, cfg: ReadConfig) -> Iterator[Row]:
     from the broker. Raises `DataLossError`, ``ValueError`` for entries it cannot decode (e.g.
     LZ4-compressed: use the broker mode) and the BookKeeper client's errors."""
     if not cfg.metadata_url:
-        raise ValueError("readMode=bookies needs the metadata.url option "
-                         "(a zk:// URL the executors can reach)")
+        raise ValueError("readMode=bookies needs the metadata.url option (a zk:// URL the executors can reach)")
     start_t, end_t = _bounds(plan)
     partition = _partition_of(plan.topic)
     items: queue.Queue = queue.Queue(maxsize=_QUEUE_CHUNKS)
     control: dict = {}
-    thread = threading.Thread(target=_bookie_thread, args=(plan.segments, cfg, items, control, plan.topic),
-                              name=f"magnetar-bookie-read-{plan.topic}", daemon=True)
+    thread = threading.Thread(
+        target=_bookie_thread,
+        args=(plan.segments, cfg, items, control, plan.topic),
+        name=f"magnetar-bookie-read-{plan.topic}",
+        daemon=True,
+    )
     thread.start()
     expected_first = True
     try:
@@ -206,6 +227,7 @@ def _rest_of_plan(plan: PartitionPlan, ledger: int, entry: int) -> PartitionPlan
 
 def _stop_bookie_thread(control: dict, items: queue.Queue, thread: threading.Thread) -> None:
     import trio
+
     token, scope = control.get("token"), control.get("scope")
     if thread.is_alive() and token is not None and scope is not None:
         try:
@@ -220,9 +242,11 @@ def _stop_bookie_thread(control: dict, items: queue.Queue, thread: threading.Thr
     thread.join(timeout=10)
 
 
-def _bookie_thread(segments: tuple[Segment, ...], cfg: ReadConfig, items: queue.Queue, control: dict,
-                   topic: str) -> None:
+def _bookie_thread(
+    segments: tuple[Segment, ...], cfg: ReadConfig, items: queue.Queue, control: dict, topic: str
+) -> None:
     import trio
+
     try:
         trio.run(_bookie_read, segments, cfg, items, control, topic)
     except BaseException as exc:
@@ -234,8 +258,9 @@ def _client_config(factory: type[ClientConfig], cfg: ReadConfig) -> ClientConfig
 
     # A Spark worker shares a small machine with the JVM and other tasks: allow slow answers
     # rather than failing the task (the BookKeeper default is 5 s).
-    return load_config(factory, None, {"read_entry_timeout_s": max(5.0, cfg.read_timeout_ms / 1000),
-                                       **dict(cfg.bookkeeper_options)})
+    return load_config(
+        factory, None, {"read_entry_timeout_s": max(5.0, cfg.read_timeout_ms / 1000), **dict(cfg.bookkeeper_options)}
+    )
 
 
 class _Tier:
@@ -246,8 +271,12 @@ class _Tier:
 
         key_id, secret = cfg.offload_credentials
         self.storage = TieredStorage(TieredStorageConfig(read_cache_size_mb=8.0))
-        self.policies = OffloadPolicies({"s3ManagedLedgerOffloadCredentialId": key_id or None,
-                                         "s3ManagedLedgerOffloadCredentialSecret": secret or None})
+        self.policies = OffloadPolicies(
+            {
+                "s3ManagedLedgerOffloadCredentialId": key_id or None,
+                "s3ManagedLedgerOffloadCredentialSecret": secret or None,
+            }
+        )
 
 
 async def _offloaded_ledgers(store: Any, topic: str) -> dict[int, Any]:
@@ -278,8 +307,9 @@ async def _read_tier(tier: _Tier, seg: Segment, ctx: Any, put: Any) -> None:
         entry = got[-1][0] + 1
 
 
-async def _bookie_read(segments: tuple[Segment, ...], cfg: ReadConfig, items: queue.Queue,
-                       control: dict, topic: str = "") -> None:
+async def _bookie_read(
+    segments: tuple[Segment, ...], cfg: ReadConfig, items: queue.Queue, control: dict, topic: str = ""
+) -> None:
     import trio
 
     from bk_client import BookKeeper, ClientConfig, NoSuchEntry, NoSuchLedger, Unauthorized
@@ -293,8 +323,10 @@ async def _bookie_read(segments: tuple[Segment, ...], cfg: ReadConfig, items: qu
         control["scope"] = scope
         config = _client_config(ClientConfig, cfg)
         security = ZkSecurity(cfg.zk_credentials) if cfg.zk_credentials else None
-        async with open_metadata_store(cfg.metadata_url, security=security) as store, \
-                BookKeeper.open(store, root=cfg.metadata_root, config=config) as bk:
+        async with (
+            open_metadata_store(cfg.metadata_url, security=security) as store,
+            BookKeeper.open(store, root=cfg.metadata_root, config=config) as bk,
+        ):
             offloaded = await _offloaded_ledgers(store, topic)
             tier = _Tier(cfg) if offloaded else None
             for seg in segments:
@@ -304,8 +336,9 @@ async def _bookie_read(segments: tuple[Segment, ...], cfg: ReadConfig, items: qu
                     continue
                 try:
                     try:
-                        handle = await bk.open_ledger(seg.ledger_id, password=cfg.ledger_password.encode(),
-                                                      recovery=False)
+                        handle = await bk.open_ledger(
+                            seg.ledger_id, password=cfg.ledger_password.encode(), recovery=False
+                        )
                     except Unauthorized:
                         if not cfg.ledger_password:
                             raise

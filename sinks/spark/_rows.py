@@ -30,8 +30,10 @@ __all__ = [
     "spark_schema",
 ]
 
-SCHEMA_DDL = ("value BINARY, __key STRING, __topic STRING, __messageId BINARY, __publishTime TIMESTAMP, "
-              "__eventTime TIMESTAMP, __messageProperties MAP<STRING, STRING>")
+SCHEMA_DDL = (
+    "value BINARY, __key STRING, __topic STRING, __messageId BINARY, __publishTime TIMESTAMP, "
+    "__eventTime TIMESTAMP, __messageProperties MAP<STRING, STRING>"
+)
 """The row schema, as Spark DDL."""
 
 _U32 = struct.Struct(">I")
@@ -49,16 +51,26 @@ Row = tuple[tuple[int, int, int], bytes, "str | None", str, bytes, int, "int | N
 def spark_schema() -> Any:
     """The row schema as a Spark ``StructType`` (imports pyspark lazily)."""
     from pyspark.sql.types import StructType
+
     return StructType.fromDDL(SCHEMA_DDL)
 
 
 def arrow_schema() -> Any:
     """The row schema as a pyarrow schema (imports pyarrow lazily)."""
     import pyarrow as pa
+
     ts = pa.timestamp("us", tz="UTC")
-    return pa.schema([("value", pa.binary()), ("__key", pa.string()), ("__topic", pa.string()),
-                      ("__messageId", pa.binary()), ("__publishTime", ts), ("__eventTime", ts),
-                      ("__messageProperties", pa.map_(pa.string(), pa.string()))])
+    return pa.schema(
+        [
+            ("value", pa.binary()),
+            ("__key", pa.string()),
+            ("__topic", pa.string()),
+            ("__messageId", pa.binary()),
+            ("__publishTime", ts),
+            ("__eventTime", ts),
+            ("__messageProperties", pa.map_(pa.string(), pa.string())),
+        ]
+    )
 
 
 def message_id_bytes(ledger: int, entry: int, partition: int, batch_index: int) -> bytes:
@@ -97,8 +109,10 @@ def _decompress(codec: int, data: bytes, size: int, where: str) -> bytes:
     try:
         import cramjam
     except ImportError as exc:
-        raise ValueError(f"{where}: {name} payloads need the cramjam package (pip install cramjam, or the "
-                         f"spark extra) with readMode=bookies") from exc
+        raise ValueError(
+            f"{where}: {name} payloads need the cramjam package (pip install cramjam, or the "
+            f"spark extra) with readMode=bookies"
+        ) from exc
     try:
         if codec == _COMPRESSION_LZ4:
             out = bytes(cramjam.lz4.decompress_block(data, output_len=size)) if size else b""
@@ -131,7 +145,7 @@ def rows_from_entry(topic: str, partition: int, ledger: int, entry: int, data: b
     if size > len(data) - 4:
         raise ValueError(f"{where}: metadata size {size} overruns the {len(data)}-byte entry")
     meta = MessageMetadata()
-    raw = data[4:4 + size]
+    raw = data[4 : 4 + size]
     try:
         meta.ParseFromString(raw)
     except DecodeError as exc:
@@ -143,7 +157,7 @@ def rows_from_entry(topic: str, partition: int, ledger: int, entry: int, data: b
         return []
     if meta.encryption_keys:
         raise ValueError(f"{topic} {ledger}:{entry}: encrypted messages cannot be read from bookies")
-    payload = data[4 + size:]
+    payload = data[4 + size :]
     if meta.compression == _COMPRESSION_ZLIB:
         payload = _inflate(payload, meta.uncompressed_size, where)
     elif meta.compression in _CODEC_NAMES:
@@ -156,16 +170,36 @@ def rows_from_entry(topic: str, partition: int, ledger: int, entry: int, data: b
         key = meta.partition_key if meta.HasField("partition_key") and meta.partition_key else None
         event = meta.event_time or None
         value = b"" if meta.null_value else payload
-        return [((ledger, entry, 0), value, key, topic, message_id_bytes(ledger, entry, partition, -1),
-                 publish, event, props)]
+        return [
+            (
+                (ledger, entry, 0),
+                value,
+                key,
+                topic,
+                message_id_bytes(ledger, entry, partition, -1),
+                publish,
+                event,
+                props,
+            )
+        ]
     out: list[Row] = []
     for i, (single, body) in enumerate(split_batch(payload, meta.num_messages_in_batch)):
         if single.compacted_out:
             continue
         key = single.partition_key if single.HasField("partition_key") and single.partition_key else None
         event = single.event_time or meta.event_time or None
-        out.append(((ledger, entry, i), body, key, topic, message_id_bytes(ledger, entry, partition, i),
-                    publish, event, {**props, **_props(single.properties)}))
+        out.append(
+            (
+                (ledger, entry, i),
+                body,
+                key,
+                topic,
+                message_id_bytes(ledger, entry, partition, i),
+                publish,
+                event,
+                {**props, **_props(single.properties)},
+            )
+        )
     return out
 
 
@@ -178,8 +212,7 @@ class RowBatcher:
     ``max_bytes`` of values (the memory bound of one task's output buffer). With a ``value_schema``
     the batches carry its decoded field columns instead of ``value`` (see `_decode`)."""
 
-    def __init__(self, max_rows: int = 4096, max_bytes: int = 8 << 20,
-                 value_schema: ValueSchema | None = None) -> None:
+    def __init__(self, max_rows: int = 4096, max_bytes: int = 8 << 20, value_schema: ValueSchema | None = None) -> None:
         self.max_rows, self.max_bytes = max_rows, max_bytes
         self.value_schema = value_schema
         self._decode = decoder(value_schema) if value_schema is not None else None
@@ -198,6 +231,7 @@ class RowBatcher:
     def flush(self) -> Any:
         """The buffered rows as a ``pyarrow.RecordBatch`` (possibly empty); empties the buffer."""
         import pyarrow as pa
+
         rows, self._rows, self._bytes = self._rows, [], 0
         cols = list(zip(*rows, strict=True)) if rows else [()] * 8
         meta = [

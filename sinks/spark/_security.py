@@ -35,9 +35,12 @@ from typing import Any
 __all__ = ["ClientSecurity"]
 
 _PLUGINS = {
-    "token": "token", "org.apache.pulsar.client.impl.auth.authenticationtoken": "token",
-    "tls": "tls", "org.apache.pulsar.client.impl.auth.authenticationtls": "tls",
-    "basic": "basic", "org.apache.pulsar.client.impl.auth.authenticationbasic": "basic",
+    "token": "token",
+    "org.apache.pulsar.client.impl.auth.authenticationtoken": "token",
+    "tls": "tls",
+    "org.apache.pulsar.client.impl.auth.authenticationtls": "tls",
+    "basic": "basic",
+    "org.apache.pulsar.client.impl.auth.authenticationbasic": "basic",
 }
 _PREFIX = "pulsar.client."
 
@@ -95,6 +98,7 @@ class ClientSecurity:
     def parse(cls, opts: Mapping[str, str], prefix: str = _PREFIX) -> ClientSecurity:
         """From lower-cased options under ``prefix`` (``pulsar.client.``, or ``pulsar.admin.`` for
         the admin REST); ValueError naming the offending option."""
+
         def get(name: str) -> str:
             return str(opts.get((prefix + name).lower(), "")).strip()
 
@@ -104,15 +108,17 @@ class ClientSecurity:
         if plugin:
             method = _PLUGINS.get(plugin.lower())
             if method is None:
-                raise ValueError(f"option {plugin_key}: {plugin!r} is not supported (AuthenticationToken, "
-                                 f"AuthenticationTls or AuthenticationBasic)")
+                raise ValueError(
+                    f"option {plugin_key}: {plugin!r} is not supported (AuthenticationToken, "
+                    f"AuthenticationTls or AuthenticationBasic)"
+                )
             if not params:
                 raise ValueError(f"option {params_key}: {plugin} needs its parameters")
             fields["auth_method"] = method
             if method == "token":
-                token = params[len("token:"):] if params.startswith("token:") else params
+                token = params[len("token:") :] if params.startswith("token:") else params
                 if token.startswith("file://"):
-                    _readable(params_key, token[len("file://"):])
+                    _readable(params_key, token[len("file://") :])
                 fields["token"] = token
             elif method == "tls":
                 m = _params_map(params_key, params)
@@ -147,7 +153,7 @@ class ClientSecurity:
 
     def _token(self) -> str:
         if self.token.startswith("file://"):
-            return Path(self.token[len("file://"):]).read_text().strip()
+            return Path(self.token[len("file://") :]).read_text().strip()
         return self.token
 
     def _client_cert(self) -> tuple[str, str] | None:
@@ -201,5 +207,7 @@ class ClientSecurity:
         return kwargs
 
     def __repr__(self) -> str:  # never print a secret
-        return (f"ClientSecurity(auth_method={self.auth_method!r}, trust_certs_file={self.trust_certs_file!r}, "
-                f"allow_insecure={self.allow_insecure}, cert_file={self.cert_file!r})")
+        return (
+            f"ClientSecurity(auth_method={self.auth_method!r}, trust_certs_file={self.trust_certs_file!r}, "
+            f"allow_insecure={self.allow_insecure}, cert_file={self.cert_file!r})"
+        )

@@ -62,8 +62,18 @@ from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, Wri
 from ._admin import AdminClient, AdminError, persistent_topic
 from ._options import SinkOptions
 
-__all__ = ["MagnetarBatchWriter", "MagnetarStreamWriter", "SinkCommit", "SinkPlan", "enable_deduplication",
-           "sequence_id", "BATCH_MESSAGES", "java_string_hash", "murmur3_hash", "plan_sink"]
+__all__ = [
+    "MagnetarBatchWriter",
+    "MagnetarStreamWriter",
+    "SinkCommit",
+    "SinkPlan",
+    "enable_deduplication",
+    "sequence_id",
+    "BATCH_MESSAGES",
+    "java_string_hash",
+    "murmur3_hash",
+    "plan_sink",
+]
 
 log = logging.getLogger("sinks.spark")
 
@@ -97,6 +107,7 @@ def java_string_hash(key: str) -> int:
 def murmur3_hash(key: str) -> int:
     """Pulsar's ``Murmur3_32Hash``: Murmur3 (32 bit, seed 0) of the key's UTF-8, ``& MAX_VALUE``."""
     import mmh3
+
     return mmh3.hash(key.encode(), 0, signed=True) & 0x7FFFFFFF
 
 
@@ -122,16 +133,34 @@ class SinkPlan:
     name_base: str = ""  # a batch write's producer name part (Rule 1); "" for streaming
 
 
-_PRIMITIVE_OF = {"StringType": "STRING", "BooleanType": "BOOLEAN", "ByteType": "INT8", "ShortType": "INT16",
-                 "IntegerType": "INT32", "LongType": "INT64", "FloatType": "FLOAT", "DoubleType": "DOUBLE",
-                 "DateType": "DATE", "TimestampType": "TIMESTAMP", "TimestampNTZType": "TIMESTAMP"}
+_PRIMITIVE_OF = {
+    "StringType": "STRING",
+    "BooleanType": "BOOLEAN",
+    "ByteType": "INT8",
+    "ShortType": "INT16",
+    "IntegerType": "INT32",
+    "LongType": "INT64",
+    "FloatType": "FLOAT",
+    "DoubleType": "DOUBLE",
+    "DateType": "DATE",
+    "TimestampType": "TIMESTAMP",
+    "TimestampNTZType": "TIMESTAMP",
+}
 
 
 def _avro_of(t: Any, name: str, namespace: str, nullable: bool) -> Any:
     kind = type(t).__name__
-    simple = {"BooleanType": "boolean", "ByteType": "int", "ShortType": "int", "IntegerType": "int",
-              "LongType": "long", "FloatType": "float", "DoubleType": "double", "StringType": "string",
-              "BinaryType": "bytes"}
+    simple = {
+        "BooleanType": "boolean",
+        "ByteType": "int",
+        "ShortType": "int",
+        "IntegerType": "int",
+        "LongType": "long",
+        "FloatType": "float",
+        "DoubleType": "double",
+        "StringType": "string",
+        "BinaryType": "bytes",
+    }
     out: Any
     if kind in simple:
         out = simple[kind]
@@ -149,8 +178,12 @@ def _avro_of(t: Any, name: str, namespace: str, nullable: bool) -> Any:
         out = {"type": "map", "values": _avro_of(t.valueType, name, namespace, t.valueContainsNull)}
     elif kind == "StructType":
         child = f"{namespace}.{name}" if namespace else name
-        out = {"type": "record", "name": name, "namespace": namespace,
-               "fields": [{"name": f.name, "type": _avro_of(f.dataType, f.name, child, f.nullable)} for f in t.fields]}
+        out = {
+            "type": "record",
+            "name": name,
+            "namespace": namespace,
+            "fields": [{"name": f.name, "type": _avro_of(f.dataType, f.name, child, f.nullable)} for f in t.fields],
+        }
     else:
         raise ValueError(f"column {name}: Spark type {t.simpleString()} cannot be written to a topic")
     return [out, "null"] if nullable else out
@@ -163,15 +196,17 @@ def plan_sink(schema: Any, options: SinkOptions, *, batch: bool = False) -> Sink
     topic_col = fields.get("__topic")
     if not options.topic and topic_col is None:
         raise ValueError("the magnetar sink needs the topic option or a __topic column")
-    for name, allowed in (("__topic", ("StringType",)), ("__key", ("StringType", "BinaryType")),
-                          ("__eventTime", ("TimestampType", "TimestampNTZType", "LongType"))):
+    for name, allowed in (
+        ("__topic", ("StringType",)),
+        ("__key", ("StringType", "BinaryType")),
+        ("__eventTime", ("TimestampType", "TimestampNTZType", "LongType")),
+    ):
         f = fields.get(name)
         if f is not None and type(f.dataType).__name__ not in allowed:
             raise ValueError(f"column {name} must be {' or '.join(allowed)}, not {f.dataType.simpleString()}")
     props = fields.get("__messageProperties")
     if props is not None and props.dataType.simpleString() != "map<string,string>":
-        raise ValueError(f"column __messageProperties must be map<string,string>, "
-                         f"not {props.dataType.simpleString()}")
+        raise ValueError(f"column __messageProperties must be map<string,string>, not {props.dataType.simpleString()}")
     for name in ("__messageId", "__publishTime"):
         if name in fields:
             log.warning("column %s is set by the broker for every message; the sink ignores it", name)
@@ -180,25 +215,37 @@ def plan_sink(schema: Any, options: SinkOptions, *, batch: bool = False) -> Sink
         raise ValueError("the magnetar sink needs a value column besides the __ columns (__key, __topic, ...)")
     hashing = options.hashing_scheme
     name_base = f"{options.producer_name_prefix}-batch-{uuid.uuid4().hex[:12]}" if batch else ""
-    common: dict[str, Any] = {"has_topic_column": topic_col is not None and not options.topic,
-                              "hashing": hashing, "name_base": name_base}
+    common: dict[str, Any] = {
+        "has_topic_column": topic_col is not None and not options.topic,
+        "hashing": hashing,
+        "name_base": name_base,
+    }
     if len(values) == 1 and type(values[0].dataType).__name__ != "StructType":
         kind = type(values[0].dataType).__name__
         if kind == "BinaryType":
             return SinkPlan((values[0].name,), "raw", **common)
         if kind in _PRIMITIVE_OF:
             return SinkPlan((values[0].name,), "primitive", _PRIMITIVE_OF[kind], **common)
-        raise ValueError(f"column {values[0].name}: a value of Spark type {values[0].dataType.simpleString()} "
-                         f"cannot be written alone; put it in a struct")
+        raise ValueError(
+            f"column {values[0].name}: a value of Spark type {values[0].dataType.simpleString()} "
+            f"cannot be written alone; put it in a struct"
+        )
     record = len(values) > 1
     if record:
         from pyspark.sql.types import StructType
+
         struct_type = StructType(values)
     else:
         struct_type = values[0].dataType
     definition = _avro_of(struct_type, "topLevelRecord", "", False)
-    return SinkPlan(tuple(f.name for f in values), options.value_schema, options.value_schema.upper(),
-                    json.dumps(definition), record, **common)
+    return SinkPlan(
+        tuple(f.name for f in values),
+        options.value_schema,
+        options.value_schema.upper(),
+        json.dumps(definition),
+        record,
+        **common,
+    )
 
 
 # --------------------------------------------------------------------------- encoding (executors)
@@ -271,12 +318,14 @@ def value_encoder(plan: SinkPlan) -> Callable[[dict[str, Any]], bytes]:
     if plan.mode == "json":
         return lambda row: json.dumps(record_of(row), default=_json_default).encode()
     import fastavro
+
     parsed = fastavro.parse_schema(json.loads(plan.definition))
 
     def encode_avro(row: dict[str, Any]) -> bytes:
         buf = io.BytesIO()
         fastavro.schemaless_writer(buf, parsed, record_of(row))
         return buf.getvalue()
+
     return encode_avro
 
 
@@ -311,8 +360,11 @@ def register_schema(admin: AdminClient, topic: str, plan: SinkPlan) -> None:
     Raises `AdminError` (409: the topic refuses it)."""
     if plan.mode == "primitive":
         t = persistent_topic(topic)
-        admin._call("POST", f"/admin/v2/schemas/{t.tenant}/{t.namespace}/{t.encoded_local_name}/schema",
-                    json={"type": plan.schema_type, "schema": "", "properties": {}})
+        admin._call(
+            "POST",
+            f"/admin/v2/schemas/{t.tenant}/{t.namespace}/{t.encoded_local_name}/schema",
+            json={"type": plan.schema_type, "schema": "", "properties": {}},
+        )
 
 
 def enable_deduplication(admin: AdminClient, topic: str) -> bool:
@@ -349,8 +401,7 @@ def prepare_topic(options: SinkOptions, plan: SinkPlan, topic: str) -> None:
             return
     if not options.admin_url:
         if options.enable_deduplication:
-            log.warning("no admin.url: make sure deduplication is enabled on %s, or writes are at-least-once",
-                        topic)
+            log.warning("no admin.url: make sure deduplication is enabled on %s, or writes are at-least-once", topic)
         if plan.mode == "primitive":
             log.warning("no admin.url: the %s schema of the values is not registered on %s", plan.schema_type, topic)
     else:
@@ -388,6 +439,7 @@ def _router(hashing: str) -> Callable[[Any, int], int]:
         if key:
             return key_hash(key) % num_partitions
         return zlib.crc32(msg.data()) % num_partitions
+
     return route
 
 
@@ -424,8 +476,12 @@ def write_rows(options: SinkOptions, plan: SinkPlan, rows: Iterator[Any]) -> Sin
             if result != pulsar.Result.Ok:
                 failures.append(str(result))
 
-    client = pulsar.Client(options.service_url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn),
-                           **options.security.pulsar_client_kwargs(), **dict(options.client_kwargs))
+    client = pulsar.Client(
+        options.service_url,
+        logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn),
+        **options.security.pulsar_client_kwargs(),
+        **dict(options.client_kwargs),
+    )
     producers: dict[str, Any] = {}
     counts: dict[str, int] = {}
     total = 0
@@ -435,19 +491,28 @@ def write_rows(options: SinkOptions, plan: SinkPlan, rows: Iterator[Any]) -> Sin
             if plan.has_topic_column:
                 prepare_topic(options, plan, topic)
             kwargs: dict[str, Any] = {
-                "batching_enabled": True, "batching_max_messages": BATCH_MESSAGES,
-                "max_pending_messages": 5 * BATCH_MESSAGES, "send_timeout_millis": 60_000,
-                **dict(options.producer_kwargs)}
+                "batching_enabled": True,
+                "batching_max_messages": BATCH_MESSAGES,
+                "max_pending_messages": 5 * BATCH_MESSAGES,
+                "send_timeout_millis": 60_000,
+                **dict(options.producer_kwargs),
+            }
             schema = _producer_schema(plan)
             if schema is not None:
                 kwargs["schema"] = schema
             try:
                 producers[topic] = client.create_producer(
-                    topic, producer_name=name, batching_max_publish_delay_ms=_NO_TIMER_MS,
-                    block_if_queue_full=True, message_router=_router(plan.hashing), **kwargs)
+                    topic,
+                    producer_name=name,
+                    batching_max_publish_delay_ms=_NO_TIMER_MS,
+                    block_if_queue_full=True,
+                    message_router=_router(plan.hashing),
+                    **kwargs,
+                )
             except pulsar.IncompatibleSchema as exc:
-                raise RuntimeError(f"topic {topic} refuses the schema of the rows written "
-                                   f"({plan.schema_type}): {exc}") from exc
+                raise RuntimeError(
+                    f"topic {topic} refuses the schema of the rows written ({plan.schema_type}): {exc}"
+                ) from exc
         return producers[topic]
 
     try:
@@ -471,8 +536,7 @@ def write_rows(options: SinkOptions, plan: SinkPlan, rows: Iterator[Any]) -> Sin
             producer.send_async(encode(fields), on_sent, **kwargs)
             counts[topic] = n + 1
             total += 1
-            if options.fail_once_after_rows and total == options.fail_once_after_rows \
-                    and ctx.attemptNumber() == 0:
+            if options.fail_once_after_rows and total == options.fail_once_after_rows and ctx.attemptNumber() == 0:
                 # like a crash: the whole batches already sent get their receipts (so the
                 # re-run meets duplicates), the open batch is dropped unsent (Rule 4)
                 _settle(lambda: acked[0])

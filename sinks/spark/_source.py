@@ -90,8 +90,10 @@ class _Planner:
                     out += parts
                     break
                 if not self.opts.wait_for_topics:
-                    raise ValueError(f"topic {t} does not exist; create it, or set waitingForNonExistedTopic=true "
-                                     f"to read it once it does")
+                    raise ValueError(
+                        f"topic {t} does not exist; create it, or set waitingForNonExistedTopic=true "
+                        f"to read it once it does"
+                    )
                 if not wait:
                     break
                 log.info("waiting for topic %s to exist (waitingForNonExistedTopic)", t)
@@ -129,8 +131,9 @@ class _Planner:
     def ledgers(self, topic: str) -> tuple[LedgerSpan, ...]:
         return self.admin.topic_stats(topic).ledgers
 
-    def positions(self, parts: Sequence[str], spec: str, time_ms: int | None,
-                  time_map: tuple[tuple[str, int], ...], default: str) -> dict[str, Position]:
+    def positions(
+        self, parts: Sequence[str], spec: str, time_ms: int | None, time_map: tuple[tuple[str, int], ...], default: str
+    ) -> dict[str, Position]:
         """Each partition's position from an offsets spec (``earliest``, ``latest``, JSON) or, when
         given, a time (one for all, or a map of topic or partition -> ms; a partition not in the map
         takes ``default``)."""
@@ -142,8 +145,9 @@ class _Planner:
                 out[p] = self._position_of(p, default) if ts is None else self._position_at_time(p, ts)
             return out
         parsed = parse_starting_offsets(spec)
-        return {p: self._position_of(p, parsed if isinstance(parsed, str) else _lookup(parsed, p, default))
-                for p in parts}
+        return {
+            p: self._position_of(p, parsed if isinstance(parsed, str) else _lookup(parsed, p, default)) for p in parts
+        }
 
     def _position_of(self, p: str, want: Position | str) -> Position:
         if want == "latest":
@@ -170,14 +174,21 @@ class _Planner:
 
     def plan(self, topic: str, start: Position, end: Position) -> list[PartitionPlan]:
         try:
-            plan, loss = plan_partition(topic, start, end, self.ledgers(topic),
-                                        fail_on_data_loss=self.opts.fail_on_data_loss)
+            plan, loss = plan_partition(
+                topic, start, end, self.ledgers(topic), fail_on_data_loss=self.opts.fail_on_data_loss
+            )
         except DataLoss as exc:
-            raise DataLossError(f"{exc}; retention policy: {self.admin.retention(topic)}. Set "
-                                f"failOnDataLoss=false to continue from the first stored message.") from None
+            raise DataLossError(
+                f"{exc}; retention policy: {self.admin.retention(topic)}. Set "
+                f"failOnDataLoss=false to continue from the first stored message."
+            ) from None
         if loss is not None:
-            log.warning("%s; retention policy: %s; continuing from %s (failOnDataLoss=false)",
-                        loss, self.admin.retention(topic), plan.start)
+            log.warning(
+                "%s; retention policy: %s; continuing from %s (failOnDataLoss=false)",
+                loss,
+                self.admin.retention(topic),
+                plan.start,
+            )
         if not plan.segments:
             return []
         if self.opts.max_entries_per_task:
@@ -194,12 +205,16 @@ class _Planner:
             found.setdefault(schema_fingerprint(self.admin.schema(t)), []).append(t)
         if expected is not None and found and set(found) != {expected}:
             others = [t for fp, ts in found.items() if fp != expected for t in ts]
-            raise ValueError(f"topics {others} have a schema that differs from the one this query reads with; "
-                             f"set allowDifferentTopicSchemas=true to read raw values")
+            raise ValueError(
+                f"topics {others} have a schema that differs from the one this query reads with; "
+                f"set allowDifferentTopicSchemas=true to read raw values"
+            )
         if len(found) > 1:
             described = "; ".join(f"{', '.join(ts)}: {_describe(fp)}" for fp, ts in sorted(found.items()))
-            raise ValueError(f"the topics read have different schemas ({described}); set "
-                             f"allowDifferentTopicSchemas=true to read their raw values, or read them apart")
+            raise ValueError(
+                f"the topics read have different schemas ({described}); set "
+                f"allowDifferentTopicSchemas=true to read their raw values, or read them apart"
+            )
         return next(iter(found), expected)
 
 
@@ -220,6 +235,7 @@ def _base(partition: str) -> str:
 def pulsar_earliest() -> Any:
     """``pulsar.MessageId.earliest`` (imports the client lazily)."""
     import pulsar
+
     return pulsar.MessageId.earliest
 
 
@@ -350,8 +366,7 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         opts = self.options
         parts = self.planner.partitions()
         self._check_schemas(parts)
-        start = self.planner.positions(parts, opts.starting_offsets, opts.starting_time, opts.starting_times,
-                                       "latest")
+        start = self.planner.positions(parts, opts.starting_offsets, opts.starting_time, opts.starting_times, "latest")
         return offsets_to_json(start, self._new_subscription())
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -449,13 +464,17 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _properties(self, name: str) -> dict[str, str]:
         opts = self.options
         label = opts.pipeline_name or f"spark {opts.source_description()}"
-        return {"pipeline": label, "spark.source": opts.source_description(),
-                "spark.subscription": opts.subscription_mode,
-                "spark.heartbeatMs": str(int(time.time() * 1000))}
+        return {
+            "pipeline": label,
+            "spark.source": opts.source_description(),
+            "spark.subscription": opts.subscription_mode,
+            "spark.heartbeatMs": str(int(time.time() * 1000)),
+        }
 
     def _create(self, name: str, partition: str, pos: Position) -> None:
-        self.planner.admin.create_subscription(partition, name, None if pos == EARLIEST else pos,
-                                               self._properties(name))
+        self.planner.admin.create_subscription(
+            partition, name, None if pos == EARLIEST else pos, self._properties(name)
+        )
         self._subscribed.add((name, partition))
         self._heartbeat[partition] = time.monotonic()
 
@@ -514,8 +533,9 @@ class MagnetarBatchReader(DataSourceReader):
         planner = _Planner(opts)
         try:
             parts = planner.partitions(wait=True)
-            starts = planner.positions(parts, opts.starting_offsets, opts.starting_time, opts.starting_times,
-                                       "earliest")
+            starts = planner.positions(
+                parts, opts.starting_offsets, opts.starting_time, opts.starting_times, "earliest"
+            )
             ends = planner.positions(parts, opts.ending_offsets, opts.ending_time, opts.ending_times, "latest")
             config = replace(opts.read_config(), value_schema=self.value_schema)
             out: list[InputPartition] = []

@@ -33,18 +33,25 @@ async def register(store: MetadataStore, bookie: str, *, readonly: bool = False)
     return path
 
 
-def metadata(*segments: tuple[int, tuple[str, ...]], e: int = 3, qw: int = 2, qa: int = 2,
-             closed_at: int | None = None) -> LedgerMetadata:
+def metadata(
+    *segments: tuple[int, tuple[str, ...]], e: int = 3, qw: int = 2, qa: int = 2, closed_at: int | None = None
+) -> LedgerMetadata:
     """Ledger metadata with the given (first entry, ensemble) segments."""
-    meta = LedgerMetadata(ensemble_size=e, write_quorum=qw, ack_quorum=qa,
-                          segments=tuple(Segment(f, ens) for f, ens in segments), password=b"pw")
+    meta = LedgerMetadata(
+        ensemble_size=e,
+        write_quorum=qw,
+        ack_quorum=qa,
+        segments=tuple(Segment(f, ens) for f, ens in segments),
+        password=b"pw",
+    )
     if closed_at is not None:
         meta = meta.closed(closed_at, closed_at + 1)
     return meta
 
 
-async def make_ledger(lm: LedgerManager, ledger_id: int, *segments: tuple[int, tuple[str, ...]],
-                      closed_at: int | None = 10) -> None:
+async def make_ledger(
+    lm: LedgerManager, ledger_id: int, *segments: tuple[int, tuple[str, ...]], closed_at: int | None = 10
+) -> None:
     """Create ledger ``ledger_id`` with the given segments (closed at ``closed_at`` by default)."""
     await lm.create(ledger_id, metadata(*segments, closed_at=closed_at))
 

@@ -35,6 +35,7 @@ async def test_election_one_leader_and_take_over(url: str) -> None:
             async def lead() -> None:
                 led.append(name)
                 await trio.sleep_forever()
+
             return lead
 
         async with trio.open_nursery() as nursery:
@@ -198,8 +199,7 @@ async def test_two_autorecovery_processes_one_auditor_acts(url: str) -> None:
     async with open_metadata_store(url) as bookies:
         lm = LedgerManager(bookies, ROOT)
         await _cluster(bookies, lm)
-        async with open_metadata_store(url) as s1, open_metadata_store(url) as s2, \
-                trio.open_nursery() as nursery:
+        async with open_metadata_store(url) as s1, open_metadata_store(url) as s2, trio.open_nursery() as nursery:
             scope1 = trio.CancelScope()
             started: list[AutoRecovery] = []
 

@@ -13,8 +13,11 @@ from magnetar.common.config import ConfigError, load_config
 
 
 def test_config_aliases_and_validation() -> None:
-    cfg = load_config(AutoRecoveryConfig, {"lostBookieRecoveryDelay": 60.0},
-                      {"auditorPeriodicCheckInterval": "0", "replication_workers": "3"})
+    cfg = load_config(
+        AutoRecoveryConfig,
+        {"lostBookieRecoveryDelay": 60.0},
+        {"auditorPeriodicCheckInterval": "0", "replication_workers": "3"},
+    )
     assert cfg.lost_bookie_recovery_delay_s == 60 and cfg.auditor_periodic_check_interval_s == 0
     assert cfg.replication_workers == 3
     with pytest.raises(ConfigError) as err:

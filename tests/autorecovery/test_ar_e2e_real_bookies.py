@@ -42,8 +42,20 @@ async def test_autorecovery_restores_replication_with_real_bookies(zk_url: str, 
             shutil.rmtree(base / "journal")
             shutil.rmtree(base / "ledgers")
 
-            ar = MagnetarProcess(["autorecovery", "--metadata-url", zk_url, "--set", "lostBookieRecoveryDelay=0",
-                       "--set", "poll_interval_s=0.2", "--set", "replication_workers=2"], tmp_path / "ar.log")
+            ar = MagnetarProcess(
+                [
+                    "autorecovery",
+                    "--metadata-url",
+                    zk_url,
+                    "--set",
+                    "lostBookieRecoveryDelay=0",
+                    "--set",
+                    "poll_interval_s=0.2",
+                    "--set",
+                    "replication_workers=2",
+                ],
+                tmp_path / "ar.log",
+            )
             procs.append(ar)
             assert "autorecovery" in await trio.to_thread.run_sync(ar.first_line)
             urm = UnderReplicationManager(store)

@@ -17,8 +17,7 @@ from tests.autorecovery.ar_helpers import ROOT
 from tests.support.fake_bookie import Cluster, fake_cluster
 from tests.support.waiting import wait_until_async
 
-FAST = dict(poll_interval_s=0.05, retry_backoff_min_s=0.05, retry_backoff_max_s=0.2,
-            lost_bookie_recovery_delay_s=0)
+FAST = dict(poll_interval_s=0.05, retry_backoff_min_s=0.05, retry_backoff_max_s=0.2, lost_bookie_recovery_delay_s=0)
 
 
 @asynccontextmanager
@@ -106,12 +105,14 @@ async def test_open_ledger_last_fragment_waits_for_the_grace_period_then_is_reco
         victim = c.bookie(lh._metadata.last_segment.ensemble[0])
         await victim.kill()
         async with autorecovery(c, open_ledger_rereplication_grace_period_s=0.6) as ar:
-            await wait_until_async(lambda: sum(w.statistics().ledgers_deferred for w in ar.workers) >= 1,
-                                   "the open ledger deferred")
+            await wait_until_async(
+                lambda: sum(w.statistics().ledgers_deferred for w in ar.workers) >= 1, "the open ledger deferred"
+            )
             meta, _ = await c.bk.ledger_manager.read(lh.ledger_id)
             assert meta.state is LedgerState.OPEN  # the writer still owns it during the grace period
-            await wait_until_async(lambda: fully_repaired(c, [lh.ledger_id], {victim.bookie_id}),
-                                   "open ledger recovered and repaired")
+            await wait_until_async(
+                lambda: fully_repaired(c, [lh.ledger_id], {victim.bookie_id}), "open ledger recovered and repaired"
+            )
             assert sum(w.statistics().open_ledgers_recovered for w in ar.workers) == 1
         meta, _ = await c.bk.ledger_manager.read(lh.ledger_id)
         assert meta.state is LedgerState.CLOSED and meta.last_entry_id == 11
@@ -131,8 +132,9 @@ async def test_no_replacement_bookie_fails_then_retries_with_backoff() -> None:
             assert await urm.list() == [lh.ledger_id]  # the mark stays
             assert not await urm.is_locked(lh.ledger_id)  # and the lock was released
             await c.add_bookie()
-            await wait_until_async(lambda: fully_repaired(c, [lh.ledger_id], {victim.bookie_id}),
-                                   "repaired once a bookie is available")
+            await wait_until_async(
+                lambda: fully_repaired(c, [lh.ledger_id], {victim.bookie_id}), "repaired once a bookie is available"
+            )
         meta, _ = await c.bk.ledger_manager.read(lh.ledger_id)
         assert_fully_replicated(c, lh.ledger_id, meta, {victim.bookie_id})
 
@@ -163,12 +165,15 @@ async def test_disabled_autorecovery_leaves_marks_alone() -> None:
             await trio.sleep(0.3)
             assert await urm.list() == []  # the auditor waits too
             await urm.enable()
-            await wait_until_async(lambda: fully_repaired(c, [lh.ledger_id], {victim.bookie_id}),
-                                   "repaired after enable")
+            await wait_until_async(
+                lambda: fully_repaired(c, [lh.ledger_id], {victim.bookie_id}), "repaired after enable"
+            )
             # a worker counts the ledger once its rereplication has returned, a moment after the
             # metadata shows it repaired
-            await wait_until_async(lambda: sum(w.statistics().ledgers_replicated for w in ar.workers) >= 1,
-                                   "the worker to count its rereplicated ledger")
+            await wait_until_async(
+                lambda: sum(w.statistics().ledgers_replicated for w in ar.workers) >= 1,
+                "the worker to count its rereplicated ledger",
+            )
             assert sum(w.statistics().ledgers_replicated for w in ar.workers) == 1
 
 

@@ -20,7 +20,8 @@ def url(request: pytest.FixtureRequest) -> str:
 
 def test_layout_matches_bookkeeper() -> None:
     assert ur_ledger_path(ROOT, 0xCAFEBEEF0000FEED & (2**63 - 1)) == (
-        f"{ROOT}/ledgers/underreplication/ledgers/4afe/beef/0000/feed/urL{0x4AFEBEEF0000FEED:010d}")
+        f"{ROOT}/ledgers/underreplication/ledgers/4afe/beef/0000/feed/urL{0x4AFEBEEF0000FEED:010d}"
+    )
     assert ur_ledger_path("", 7) == "/ledgers/underreplication/ledgers/0000/0000/0000/0007/urL0000000007"
     assert ur_lock_path(ROOT, 7) == f"{ROOT}/ledgers/underreplication/locks/urL0000000007"
     with pytest.raises(ValueError):
@@ -36,8 +37,10 @@ def test_record_is_protobuf_text() -> None:
         decode_ur_record(b"garbage without colon")
 
 
-@given(st.sets(st.text(min_size=1).filter(lambda s: "\n" not in s and "\r" not in s and s.strip() == s)),
-       st.none() | st.integers(0, 2**62))
+@given(
+    st.sets(st.text(min_size=1).filter(lambda s: "\n" not in s and "\r" not in s and s.strip() == s)),
+    st.none() | st.integers(0, 2**62),
+)
 def test_record_round_trip(missing: set[str], ctime: int | None) -> None:
     assert decode_ur_record(encode_ur_record(missing, ctime)) == (tuple(sorted(missing)), ctime)
 
@@ -47,8 +50,8 @@ async def test_mark_merge_list_and_clear(url: str) -> None:
         urm = UnderReplicationManager(store, ROOT, identity="w1")
         assert await urm.list() == []
         await urm.mark(5, ["b1"])
-        await urm.mark(5, ["b2"])           # merged (rule 1)
-        await urm.mark(5, ["b1"])           # already there: no change
+        await urm.mark(5, ["b2"])  # merged (rule 1)
+        await urm.mark(5, ["b1"])  # already there: no change
         await urm.mark(2**40 + 3, ["b3"])
         await urm.mark(1, ["b1"])
         assert await urm.list() == [1, 5, 2**40 + 3]
@@ -91,10 +94,10 @@ async def test_locks_are_exclusive_and_die_with_the_session(url: str) -> None:
             other = UnderReplicationManager(other_store, ROOT, identity="doomed")
             got = await other.acquire_next()
             assert got is not None and got.ledger_id == 1
-            assert await urm.try_lock(1) is None          # held elsewhere
+            assert await urm.try_lock(1) is None  # held elsewhere
             mine = await urm.acquire_next()
             assert mine is not None and mine.ledger_id == 2  # skips the locked one
-            assert await other.acquire_next() is None        # nothing free left
+            assert await other.acquire_next() is None  # nothing free left
         # the other session ended: its ephemeral lock went with it
         assert await urm.try_lock(1) is not None
         assert urm.held_locks == {1, 2}

@@ -27,8 +27,11 @@ from protocols import bookkeeper as protocol
 
 
 def test_every_error_is_a_bkerror_with_a_distinct_code() -> None:
-    kinds = [getattr(bk_client, n) for n in bk_client.__all__
-             if isinstance(getattr(bk_client, n), type) and issubclass(getattr(bk_client, n), Exception)]
+    kinds = [
+        getattr(bk_client, n)
+        for n in bk_client.__all__
+        if isinstance(getattr(bk_client, n), type) and issubclass(getattr(bk_client, n), Exception)
+    ]
     assert len(kinds) >= 18
     assert all(issubclass(k, BKError) for k in kinds)
     codes = [k.code for k in kinds]
@@ -55,10 +58,18 @@ def test_digest_mismatch_is_both_kinds() -> None:
     assert issubclass(DigestMismatch, BKError)
 
 
-@pytest.mark.parametrize(("status", "kind"), [
-    (402, NoSuchLedger), (403, NoSuchEntry), (501, WriteError), (502, Unauthorized),
-    (504, LedgerFenced), (505, ReadOnlyBookie), (506, TooManyRequests),
-])
+@pytest.mark.parametrize(
+    ("status", "kind"),
+    [
+        (402, NoSuchLedger),
+        (403, NoSuchEntry),
+        (501, WriteError),
+        (502, Unauthorized),
+        (504, LedgerFenced),
+        (505, ReadOnlyBookie),
+        (506, TooManyRequests),
+    ],
+)
 def test_bookie_status_mapping(status: int, kind: type[BKError]) -> None:
     err = error_for_bookie_status(status, ledger_id=1, entry_id=2, bookie_id="b1:3181")
     assert type(err) is kind

@@ -29,15 +29,16 @@ ROOT = "/magnetar"
 
 
 def _meta(ensemble: tuple[str, ...] = ("b1", "b2", "b3"), **kw: object) -> LedgerMetadata:
-    return LedgerMetadata(ensemble_size=3, write_quorum=2, ack_quorum=2,
-                          segments=(Segment(0, ensemble),), **kw)  # type: ignore[arg-type]
+    return LedgerMetadata(ensemble_size=3, write_quorum=2, ack_quorum=2, segments=(Segment(0, ensemble),), **kw)  # type: ignore[arg-type]
 
 
-@pytest.fixture(params=[
-    pytest.param("memory", id="memory"),
-    pytest.param("embedded", id="embedded"),
-    pytest.param("zk", id="zk", marks=pytest.mark.slow),
-])
+@pytest.fixture(
+    params=[
+        pytest.param("memory", id="memory"),
+        pytest.param("embedded", id="embedded"),
+        pytest.param("zk", id="zk", marks=pytest.mark.slow),
+    ]
+)
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "memory":
         return f"memory://bkcore-{uuid.uuid4().hex}"
@@ -198,8 +199,19 @@ class CountingStore:
         return await self.inner.children(path)  # type: ignore[attr-defined]
 
 
-SPREAD = [0, 1, 9_999, 10_000, 10**8 + 5, 10**12, 10**12 + 1, 5 * 10**15, 10**16 + 3,
-          123_456_789_012_345_678, MAX_LEDGER_ID]
+SPREAD = [
+    0,
+    1,
+    9_999,
+    10_000,
+    10**8 + 5,
+    10**12,
+    10**12 + 1,
+    5 * 10**15,
+    10**16 + 3,
+    123_456_789_012_345_678,
+    MAX_LEDGER_ID,
+]
 
 
 async def test_iterate_ids_in_order_across_hierarchy_nodes(store: object) -> None:
@@ -208,8 +220,11 @@ async def test_iterate_ids_in_order_across_hierarchy_nodes(store: object) -> Non
     for ledger_id in reversed(SPREAD):
         await lm.create(ledger_id, _meta())
     await lm.generate_ledger_id()  # idgen nodes live under the ledgers root: must be skipped
-    await store.create(f"{ROOT}/ledgers/available/bookie-1:3181", make_parents=True,  # type: ignore[attr-defined]
-                       ephemeral=True)
+    await store.create(
+        f"{ROOT}/ledgers/available/bookie-1:3181",
+        make_parents=True,  # type: ignore[attr-defined]
+        ephemeral=True,
+    )
     assert [i async for i in lm.iterate_ledger_ids()] == SPREAD
     assert [i async for i in lm.iterate_ledger_ids(10_000, 10**12 + 1)] == [10_000, 10**8 + 5, 10**12]
     assert [i async for i in lm.iterate_ledger_ids(start=10**16)] == SPREAD[-3:]
@@ -276,6 +291,7 @@ async def test_ids_never_repeat_across_store_restarts(store_url: str) -> None:
 
 # ------------------------------------------------------------ flat layout
 
+
 async def test_flat_layout_create_read_iterate_delete(store: object) -> None:
     lm = LedgerManager(store, ROOT, layout=LedgerLayout.FLAT)
     await lm.ensure_layout()
@@ -309,12 +325,18 @@ async def test_the_layout_node_is_written_once_and_enforced(store: object) -> No
 
 
 async def test_a_client_of_the_other_layout_refuses_to_open(store: object) -> None:
-    async with BookKeeper.open(store, root=ROOT,  # type: ignore[arg-type]
-                               config=ClientConfig(ledger_manager_factory_class="flat")) as bk:
+    async with BookKeeper.open(
+        store,
+        root=ROOT,  # type: ignore[arg-type]
+        config=ClientConfig(ledger_manager_factory_class="flat"),
+    ) as bk:
         assert bk.ledger_manager.layout is LedgerLayout.FLAT
     with pytest.raises(MetadataStoreError, match="flat"):
-        async with BookKeeper.open(store, root=ROOT,  # type: ignore[arg-type]
-                                   config=ClientConfig(ledger_manager_factory_class="longhierarchical")):
+        async with BookKeeper.open(
+            store,
+            root=ROOT,  # type: ignore[arg-type]
+            config=ClientConfig(ledger_manager_factory_class="longhierarchical"),
+        ):
             pass
     async with BookKeeper.open(store, root=ROOT) as bk:  # type: ignore[arg-type]
         assert bk.ledger_manager.layout is LedgerLayout.FLAT

@@ -29,8 +29,7 @@ def test_rejects_bad_quorums() -> None:
 
 def test_seed_example_e4_qw3() -> None:
     s = DistributionSchedule(4, 3, 2)
-    assert [s.write_set(e) for e in range(6)] == [
-        (0, 1, 2), (1, 2, 3), (2, 3, 0), (3, 0, 1), (0, 1, 2), (1, 2, 3)]
+    assert [s.write_set(e) for e in range(6)] == [(0, 1, 2), (1, 2, 3), (2, 3, 0), (3, 0, 1), (0, 1, 2), (1, 2, 3)]
 
 
 @given(schedules(), st.integers(0, 2**63 - 1))
@@ -53,8 +52,9 @@ def test_each_bookie_in_exactly_qw_of_e_consecutive_write_sets(s: DistributionSc
 
 
 @given(schedules(), st.integers(0, 1000), st.data())
-def test_ack_set_completes_exactly_at_qa_distinct_members(s: DistributionSchedule, entry: int,
-                                                          data: st.DataObject) -> None:
+def test_ack_set_completes_exactly_at_qa_distinct_members(
+    s: DistributionSchedule, entry: int, data: st.DataObject
+) -> None:
     acks = s.ack_set(entry)
     ws = s.write_set(entry)
     order = data.draw(st.lists(st.sampled_from(ws), max_size=3 * len(ws)))
@@ -72,8 +72,7 @@ def test_ack_set_fail_and_remove(s: DistributionSchedule, entry: int, data: st.D
     ws = s.write_set(entry)
     model_ok: set[int] = set()
     model_failed: set[int] = set()
-    ops = data.draw(st.lists(st.tuples(st.sampled_from(["ack", "fail", "remove"]), st.sampled_from(ws)),
-                             max_size=20))
+    ops = data.draw(st.lists(st.tuples(st.sampled_from(["ack", "fail", "remove"]), st.sampled_from(ws)), max_size=20))
     for op, i in ops:
         if op == "ack":
             model_ok.add(i)
@@ -111,8 +110,9 @@ def _some_write_set_escapes(s: DistributionSchedule, responders: set[int]) -> bo
 
 @given(schedules(), st.data())
 @settings(max_examples=300)
-def test_coverage_exactly_when_no_write_set_can_ack_without_a_responder(s: DistributionSchedule,
-                                                                       data: st.DataObject) -> None:
+def test_coverage_exactly_when_no_write_set_can_ack_without_a_responder(
+    s: DistributionSchedule, data: st.DataObject
+) -> None:
     cov = s.coverage_set(CoverageRule.FENCE)
     responders: set[int] = set()
     order = data.draw(st.permutations(range(s.ensemble_size)))
@@ -122,14 +122,16 @@ def test_coverage_exactly_when_no_write_set_can_ack_without_a_responder(s: Distr
         assert cov.add(i, BookieResponse.OK) == (not _some_write_set_escapes(s, responders))
     assert cov.covered == (not _some_write_set_escapes(s, responders))
     # The same statement as in the papers: every write set has >= Qw - Qa + 1 responders.
-    assert cov.covered == all(sum(1 for i in ws if i in responders) >= s.write_quorum - s.ack_quorum + 1
-                              for ws in s.write_sets())
+    assert cov.covered == all(
+        sum(1 for i in ws if i in responders) >= s.write_quorum - s.ack_quorum + 1 for ws in s.write_sets()
+    )
 
 
 @given(schedules(), st.data())
 def test_coverage_rules_for_each_response(s: DistributionSchedule, data: st.DataObject) -> None:
-    answers = data.draw(st.lists(st.sampled_from(list(BookieResponse)), min_size=s.ensemble_size,
-                                 max_size=s.ensemble_size))
+    answers = data.draw(
+        st.lists(st.sampled_from(list(BookieResponse)), min_size=s.ensemble_size, max_size=s.ensemble_size)
+    )
     fence = s.coverage_set(CoverageRule.FENCE)
     lac = s.coverage_set(CoverageRule.READ_LAC)
     for i, a in enumerate(answers):
@@ -153,7 +155,7 @@ def test_coverage_is_sticky_and_impossible_early() -> None:
     assert cov.covered_bookies == {0}
     assert not cov.impossible
     cov.add(1, BookieResponse.ERROR)
-    assert not cov.impossible          # bookie 2 could still answer
+    assert not cov.impossible  # bookie 2 could still answer
     cov.add(2, BookieResponse.NO_LEDGER)
     assert cov.impossible and not cov.covered
     with pytest.raises(ValueError):

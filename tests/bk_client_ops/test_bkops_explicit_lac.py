@@ -14,10 +14,21 @@ from bk_client import ClientConfig, HandleState, LedgerFenced
 from magnetar.common.config import ConfigError, load_config
 from tests.support.fake_bookie import fake_cluster
 
-FAST = ClientConfig(read_entry_timeout_s=1.0, speculative_read_timeout_s=0.05, reconnect_backoff_min_s=0.05,
-                    reconnect_backoff_max_s=0.2, add_entry_timeout_s=1.0)
-EXPLICIT = ClientConfig(read_entry_timeout_s=1.0, speculative_read_timeout_s=0.05, reconnect_backoff_min_s=0.05,
-                        reconnect_backoff_max_s=0.2, add_entry_timeout_s=1.0, explicit_lac_interval_ms=20)
+FAST = ClientConfig(
+    read_entry_timeout_s=1.0,
+    speculative_read_timeout_s=0.05,
+    reconnect_backoff_min_s=0.05,
+    reconnect_backoff_max_s=0.2,
+    add_entry_timeout_s=1.0,
+)
+EXPLICIT = ClientConfig(
+    read_entry_timeout_s=1.0,
+    speculative_read_timeout_s=0.05,
+    reconnect_backoff_min_s=0.05,
+    reconnect_backoff_max_s=0.2,
+    add_entry_timeout_s=1.0,
+    explicit_lac_interval_ms=20,
+)
 
 
 async def _wait(pred: Callable[[], bool], timeout: float = 5.0) -> None:  # noqa: ASYNC109 - a test poller's limit
@@ -98,13 +109,13 @@ async def test_a_piggybacked_lac_is_not_sent_again() -> None:
     async with fake_cluster(3, FAST) as c:  # loop off: drive the rules by hand
         lh = await c.bk.create_ledger(3, 2, 2)
         await lh.add_entry(b"a")
-        await lh.add_entry(b"b")   # carried LAC 0
+        await lh.add_entry(b"b")  # carried LAC 0
         assert lh.piggybacked_lac == 0
-        assert lh.explicit_lac.flush()   # LAC 1 was never piggybacked
+        assert lh.explicit_lac.flush()  # LAC 1 was never piggybacked
         await _wait(lambda: lh.explicit_lac.published_lac == 1)
-        await lh.add_entry(b"c")   # carries LAC 1
+        await lh.add_entry(b"c")  # carries LAC 1
         assert lh.piggybacked_lac == 1
-        assert lh.explicit_lac.flush()   # LAC 2 is news again
+        assert lh.explicit_lac.flush()  # LAC 2 is news again
         await _wait(lambda: lh.explicit_lac.published_lac == 2)
         await lh.close()
         assert not lh.explicit_lac.flush()  # rule 1: closed handles say nothing
@@ -133,7 +144,7 @@ async def test_a_dead_bookie_does_not_fail_the_idle_writer() -> None:
         await _wait(lambda: lh.explicit_lac.published_lac == 0)
         await lh.add_entry(b"b")
         await c.bookie(lh.metadata.last_segment.ensemble[0]).kill()
-        await trio.sleep(0.2)   # WRITE_LAC rounds fail on the dead bookie: best effort only
+        await trio.sleep(0.2)  # WRITE_LAC rounds fail on the dead bookie: best effort only
         assert lh.state is HandleState.OPEN
         await lh.add_entry(b"c")  # the next add replaces the bookie
         await _wait(lambda: lh.explicit_lac.published_lac == 2)

@@ -11,8 +11,9 @@ from bk_client import BookieUnavailable, ClientConfig, DigestMismatch, NoSuchEnt
 from protocols.bookkeeper import encode_entry
 from tests.support.fake_bookie import fake_cluster
 
-FAST = ClientConfig(read_entry_timeout_s=1.0, speculative_read_timeout_s=0.05, reconnect_backoff_min_s=0.05,
-                    reconnect_backoff_max_s=0.2)
+FAST = ClientConfig(
+    read_entry_timeout_s=1.0, speculative_read_timeout_s=0.05, reconnect_backoff_min_s=0.05, reconnect_backoff_max_s=0.2
+)
 
 
 async def _ledger(c, n: int, e: int = 3, qw: int = 2, qa: int = 2):  # type: ignore[no-untyped-def]
@@ -138,6 +139,7 @@ async def test_writer_handle_wait_for_lac() -> None:
         lh = await _ledger(c, 1)
         got: list[int] = []
         async with trio.open_nursery() as n:
+
             async def tail() -> None:
                 got.append(await lh.wait_for_lac(0, 30))
 

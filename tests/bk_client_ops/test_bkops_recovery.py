@@ -10,8 +10,13 @@ from bk_client import ClientConfig, LedgerFenced, LedgerRecoveryError, Unauthori
 from protocols.bookkeeper import LedgerState
 from tests.support.fake_bookie import fake_cluster
 
-FAST = ClientConfig(add_entry_timeout_s=0.5, read_entry_timeout_s=0.5, recovery_timeout_s=1.0,
-                    reconnect_backoff_min_s=0.05, reconnect_backoff_max_s=0.2)
+FAST = ClientConfig(
+    add_entry_timeout_s=0.5,
+    read_entry_timeout_s=0.5,
+    recovery_timeout_s=1.0,
+    reconnect_backoff_min_s=0.05,
+    reconnect_backoff_max_s=0.2,
+)
 
 
 async def test_recovery_closes_at_the_last_acknowledged_entry_and_fences_the_writer() -> None:
@@ -105,6 +110,7 @@ async def test_concurrent_recoveries_agree() -> None:
             await lh.add_entry(b"e%d" % i)
         results: list[int] = []
         async with c.client() as a, c.client() as b:
+
             async def recover(client) -> None:  # type: ignore[no-untyped-def]
                 rh = await client.open_ledger(lh.ledger_id)
                 results.append(rh.last_add_confirmed)

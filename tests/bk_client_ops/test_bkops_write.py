@@ -19,8 +19,9 @@ from bk_client import (
 from protocols.bookkeeper import MAX_ENTRY_HEADER_SIZE, StatusCode, max_add_payload
 from tests.support.fake_bookie import fake_cluster
 
-FAST = ClientConfig(add_entry_timeout_s=0.5, reconnect_backoff_min_s=0.05, reconnect_backoff_max_s=0.2,
-                    read_entry_timeout_s=1.0)
+FAST = ClientConfig(
+    add_entry_timeout_s=0.5, reconnect_backoff_min_s=0.05, reconnect_backoff_max_s=0.2, read_entry_timeout_s=1.0
+)
 
 
 async def test_handles_implement_the_contract() -> None:
@@ -105,6 +106,7 @@ async def _ensemble_change(fail: str) -> None:
         victim = c.bookie(ensemble[1])
         acked: list[int] = []
         async with trio.open_nursery() as n:
+
             async def writer() -> None:
                 for i in range(60):
                     acked.append(await lh.add_entry(b"e%d" % i))

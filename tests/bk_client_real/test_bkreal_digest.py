@@ -30,10 +30,11 @@ pytestmark = pytest.mark.slow
 
 PASSWORD = b"digest-pw"
 ENTRIES = 12
-ONE_COPY = 5     # corrupted on the first bookie of its write set only
-ALL_COPIES = 7   # corrupted on every bookie
-CFG = ClientConfig(read_entry_timeout_s=5.0, speculative_read_timeout_s=0, reconnect_backoff_min_s=0.05,
-                   reconnect_backoff_max_s=0.5)
+ONE_COPY = 5  # corrupted on the first bookie of its write set only
+ALL_COPIES = 7  # corrupted on every bookie
+CFG = ClientConfig(
+    read_entry_timeout_s=5.0, speculative_read_timeout_s=0, reconnect_backoff_min_s=0.05, reconnect_backoff_max_s=0.5
+)
 
 
 def payload(dtype: DigestType, entry_id: int) -> bytes:
@@ -51,8 +52,12 @@ def bookies(zookeeper: ZooKeeperServer, tmp_path: Path) -> Iterator[list[RealBoo
     url = zookeeper.url(f"/digest-{uuid.uuid4().hex[:10]}", session_timeout_ms=4000)
     # fixed ports: a bookie's id is its address, the ensembles name it, and it restarts
     ports = [free_port() for _ in range(3)]
-    procs = [RealBookie(tmp_path / f"b{i}", url, ["--set", "flushInterval=200", "--port", str(port)],
-                        bookie_id=f"127.0.0.1:{port}") for i, port in enumerate(ports)]
+    procs = [
+        RealBookie(
+            tmp_path / f"b{i}", url, ["--set", "flushInterval=200", "--port", str(port)], bookie_id=f"127.0.0.1:{port}"
+        )
+        for i, port in enumerate(ports)
+    ]
     try:
         for b in procs:
             b.launch()
@@ -93,8 +98,7 @@ async def wait_registered(bk: BookKeeper, ids: set[str]) -> None:
             await trio.sleep(0.1)
 
 
-async def test_each_digest_type_catches_corruption_on_disk_and_reads_fail_over(
-        bookies: list[RealBookie]) -> None:
+async def test_each_digest_type_catches_corruption_on_disk_and_reads_fail_over(bookies: list[RealBookie]) -> None:
     url = bookies[0].metadata_url
     ids = {b.bookie_id for b in bookies}
     ledgers: dict[DigestType, int] = {}

@@ -29,8 +29,13 @@ from .bkreal_writer import PASSWORD, payload
 pytestmark = pytest.mark.slow
 
 N_BOOKIES = 4
-CFG = ClientConfig(add_entry_timeout_s=5.0, reconnect_backoff_min_s=0.05, reconnect_backoff_max_s=0.5,
-                   speculative_read_timeout_s=0.3, read_entry_timeout_s=3.0)
+CFG = ClientConfig(
+    add_entry_timeout_s=5.0,
+    reconnect_backoff_min_s=0.05,
+    reconnect_backoff_max_s=0.5,
+    speculative_read_timeout_s=0.3,
+    read_entry_timeout_s=3.0,
+)
 
 
 @pytest.fixture(scope="module")
@@ -97,10 +102,14 @@ async def test_kill_a_bookie_mid_write_ensemble_change_loses_nothing(cluster: Re
             assert rh.metadata.last_entry_id == 599
 
 
-@pytest.mark.parametrize(("delay", "window"), [(0.05, 50), (0.3, 50), (0.8, 200), (0.3, 1)],
-                         ids=["early", "mid", "late-wide", "mid-sequential"])
-async def test_racing_writers_recovery_keeps_every_acknowledged_entry(cluster: RealCluster, delay: float,
-                                                                      window: int) -> None:
+@pytest.mark.parametrize(
+    ("delay", "window"),
+    [(0.05, 50), (0.3, 50), (0.8, 200), (0.3, 1)],
+    ids=["early", "mid", "late-wide", "mid-sequential"],
+)
+async def test_racing_writers_recovery_keeps_every_acknowledged_entry(
+    cluster: RealCluster, delay: float, window: int
+) -> None:
     old_cfg = ClientConfig(add_entry_timeout_s=5.0, max_in_flight_adds=window)
     async with client(cluster, old_cfg) as old_bk, client(cluster) as new_bk:
         await ready(cluster, new_bk)
@@ -146,9 +155,22 @@ async def test_recovery_after_the_writer_died_with_entries_on_only_qa_bookies(cl
     count = 40
     async with client(cluster) as bk:
         await ready(cluster, bk)
-        writer = subprocess.Popen([sys.executable, "-m", "tests.bk_client_real.bkreal_writer", cluster.metadata_url,
-                                   "3", "3", "2", str(count)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  text=True, cwd=REPO)
+        writer = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.bk_client_real.bkreal_writer",
+                cluster.metadata_url,
+                "3",
+                "3",
+                "2",
+                str(count),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+        )
         stopped = None
         try:
             assert writer.stdout is not None and writer.stdin is not None

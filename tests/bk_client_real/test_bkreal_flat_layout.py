@@ -22,8 +22,12 @@ from tests.support.zookeeper import ZooKeeperServer
 
 pytestmark = pytest.mark.slow
 
-FLAT = ClientConfig(ledger_manager_factory_class="flat", read_entry_timeout_s=5.0,
-                    reconnect_backoff_min_s=0.05, reconnect_backoff_max_s=0.5)
+FLAT = ClientConfig(
+    ledger_manager_factory_class="flat",
+    read_entry_timeout_s=5.0,
+    reconnect_backoff_min_s=0.05,
+    reconnect_backoff_max_s=0.5,
+)
 PASSWORD = b"flat"
 
 
@@ -49,9 +53,22 @@ async def wait_registered(bk: BookKeeper, bookie_id: str) -> None:
 async def test_flat_layout_end_to_end(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
     url = zookeeper.url(f"/flat-{uuid.uuid4().hex[:10]}", session_timeout_ms=4000)
     port = free_port()
-    bookie = RealBookie(tmp_path / "b0", url, ["--port", str(port), "--set", "ledgerManagerFactoryClass=flat",
-                                              "--set", "flushInterval=200", "--set", "gcWaitTime=600000"],
-                        bookie_id=f"127.0.0.1:{port}", http=True)
+    bookie = RealBookie(
+        tmp_path / "b0",
+        url,
+        [
+            "--port",
+            str(port),
+            "--set",
+            "ledgerManagerFactoryClass=flat",
+            "--set",
+            "flushInterval=200",
+            "--set",
+            "gcWaitTime=600000",
+        ],
+        bookie_id=f"127.0.0.1:{port}",
+        http=True,
+    )
     await trio.to_thread.run_sync(bookie.start)
     try:
         async with open_metadata_store(url) as store, BookKeeper.open(store, config=FLAT) as bk:
@@ -91,9 +108,12 @@ async def test_flat_layout_end_to_end(zookeeper: ZooKeeperServer, tmp_path: Path
             async with BookKeeper.open(store) as bk:  # none configured: the recorded layout
                 assert bk.ledger_manager.layout is LedgerLayout.FLAT
         other = free_port()
-        hier = RealBookie(tmp_path / "b1", url,
-                          ["--port", str(other), "--set", "ledgerManagerFactoryClass=hierarchical"],
-                          bookie_id=f"127.0.0.1:{other}")
+        hier = RealBookie(
+            tmp_path / "b1",
+            url,
+            ["--port", str(other), "--set", "ledgerManagerFactoryClass=hierarchical"],
+            bookie_id=f"127.0.0.1:{other}",
+        )
         with pytest.raises(RuntimeError, match="ledger_manager_factory_class"):
             await trio.to_thread.run_sync(hier.start)
     finally:

@@ -44,8 +44,13 @@ from protocols.bookkeeper import bookie_protocol_pb2 as pb
 from tests.support.bookie_server import make_config
 
 PASSWORD = b"transport-pw"
-CFG = ClientConfig(add_entry_timeout_s=5.0, read_entry_timeout_s=3.0, reconnect_backoff_min_s=0.05,
-                   reconnect_backoff_max_s=0.5, speculative_read_timeout_s=0.3)
+CFG = ClientConfig(
+    add_entry_timeout_s=5.0,
+    read_entry_timeout_s=3.0,
+    reconnect_backoff_min_s=0.05,
+    reconnect_backoff_max_s=0.5,
+    speculative_read_timeout_s=0.3,
+)
 
 pytestmark = pytest.mark.parametrize("kind", ["network", "in-process"])
 
@@ -97,8 +102,10 @@ async def bookies(tmp: Path, n: int, **overrides: object) -> AsyncIterator[Booki
 
 @asynccontextmanager
 async def client(b: Bookies, kind: str, config: ClientConfig = CFG) -> AsyncIterator[BookKeeper]:
-    async with open_metadata_store(b.url) as store, \
-            BookKeeper.open(store, config=config, transport=b.transport(kind)) as bk:  # type: ignore[arg-type]
+    async with (
+        open_metadata_store(b.url) as store,
+        BookKeeper.open(store, config=config, transport=b.transport(kind)) as bk,
+    ):  # type: ignore[arg-type]
         with trio.fail_after(20):
             while len(await bk.ledger_manager.list_bookies()) < len(b.endpoints):
                 await trio.sleep(0.05)
@@ -134,8 +141,11 @@ async def test_recovery_fences_the_old_writer(kind: str, tmp_path: Path) -> None
 
 
 async def test_tailing_reader_long_polls_with_explicit_lac(kind: str, tmp_path: Path) -> None:
-    async with bookies(tmp_path, 3) as b, client(b, kind, ClientConfig(explicit_lac_interval_ms=50)) as bk, \
-            client(b, kind) as reader_bk:
+    async with (
+        bookies(tmp_path, 3) as b,
+        client(b, kind, ClientConfig(explicit_lac_interval_ms=50)) as bk,
+        client(b, kind) as reader_bk,
+    ):
         lh = await bk.create_ledger(3, 2, 2, password=PASSWORD)
         rh = await reader_bk.open_ledger(lh.ledger_id, password=PASSWORD, recovery=False)
         seen: list[bytes] = []
@@ -179,8 +189,7 @@ async def test_bookie_errors_surface_as_client_errors(kind: str, tmp_path: Path)
             await lh.add_entry(payload(1))
 
 
-async def test_the_bookies_in_flight_bound_holds_requests_back_without_losing_any(kind: str,
-                                                                                  tmp_path: Path) -> None:
+async def test_the_bookies_in_flight_bound_holds_requests_back_without_losing_any(kind: str, tmp_path: Path) -> None:
     config = ClientConfig(max_in_flight_adds=500, max_pending_requests_per_bookie=1000)
     async with bookies(tmp_path, 1, max_in_flight_requests=4) as b, client(b, kind, config) as bk:
         lh = await bk.create_ledger(1, 1, 1, password=PASSWORD)
@@ -212,9 +221,11 @@ async def test_the_pending_bound_answers_and_close_follow_the_transport_contract
     async with bookies(tmp_path, 1) as b, trio.open_nursery() as nursery:
         bookie_id = b.endpoints[0].bookie_id
         metrics = ClientMetrics()
-        transport: BookieTransport = (ConnectionPool(nursery, config, metrics) if kind == "network" else
-                                      InProcessTransport(nursery, config, metrics,
-                                                         local={bookie_id: b.endpoints[0].core}))  # type: ignore[dict-item]
+        transport: BookieTransport = (
+            ConnectionPool(nursery, config, metrics)
+            if kind == "network"
+            else InProcessTransport(nursery, config, metrics, local={bookie_id: b.endpoints[0].core})
+        )  # type: ignore[dict-item]
         answers: list[tuple[int, int]] = []
 
         def on_answer(txn: int, response: pb.Response | None, error: BKError | None) -> None:

@@ -51,11 +51,15 @@ from tests.support.zookeeper import ZooKeeperServer
 
 pytestmark = pytest.mark.slow
 
-DIGESTS = {"CRC32": DigestType.CRC32, "CRC32C": DigestType.CRC32C, "MAC": DigestType.HMAC,
-           "DUMMY": DigestType.DUMMY}
+DIGESTS = {"CRC32": DigestType.CRC32, "CRC32C": DigestType.CRC32C, "MAC": DigestType.HMAC, "DUMMY": DigestType.DUMMY}
 PASSWORD = b"interop-pw"
-CFG = ClientConfig(add_entry_timeout_s=10.0, read_entry_timeout_s=10.0, reconnect_backoff_min_s=0.05,
-                   reconnect_backoff_max_s=0.5, speculative_read_timeout_s=0)
+CFG = ClientConfig(
+    add_entry_timeout_s=10.0,
+    read_entry_timeout_s=10.0,
+    reconnect_backoff_min_s=0.05,
+    reconnect_backoff_max_s=0.5,
+    speculative_read_timeout_s=0,
+)
 
 
 def payload(ledger_tag: str, entry_id: int) -> bytes:
@@ -95,8 +99,13 @@ def java(bk_java: BkJava, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 
 @pytest.fixture(scope="module", params=["magnetar", "bookkeeper", "mixed"])
-def cluster(request: pytest.FixtureRequest, zookeeper: ZooKeeperServer, bk_java: BkJava, java: JavaClient,
-            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+def cluster(
+    request: pytest.FixtureRequest,
+    zookeeper: ZooKeeperServer,
+    bk_java: BkJava,
+    java: JavaClient,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Cluster]:
     kind = request.param
     base = tmp_path_factory.mktemp(f"bkinterop-{kind}")
     chroot = f"/bki-{kind}-{uuid.uuid4().hex[:8]}"
@@ -158,8 +167,11 @@ async def test_layout_instance_id_and_cookies_read_by_both(cluster: Cluster) -> 
         assert decode_layout(layout) is LedgerLayout.HIERARCHICAL
         parsed = cluster.java.ok("parseLayout", data=b64(layout))
         assert (parsed["factory"], parsed["managerVersion"]) == (LedgerLayout.HIERARCHICAL.value, 1)
-        instance = (await store.get(f"{ledgers_root('')}/INSTANCEID"))[0].decode() \
-            if await store.exists(f"{ledgers_root('')}/INSTANCEID") else ""
+        instance = (
+            (await store.get(f"{ledgers_root('')}/INSTANCEID"))[0].decode()
+            if await store.exists(f"{ledgers_root('')}/INSTANCEID")
+            else ""
+        )
         for bid in cluster.bookie_ids:
             data, _ = await store.get(cookie_path("", bid))
             cookie = Cookie.decode(data)  # Magnetar reads BookKeeper's cookies ...
@@ -197,8 +209,9 @@ async def test_magnetar_writes_java_reads(cluster: Cluster, digest: str) -> None
     tag = f"magnetar-{digest}"
     entries = [payload(tag, i) for i in range(12)]
     async with cluster.client() as bk:
-        lh = await bk.create_ledger(3, 2, 2, password=PASSWORD, digest_type=DIGESTS[digest],
-                                    custom_metadata={"application": b"interop"})
+        lh = await bk.create_ledger(
+            3, 2, 2, password=PASSWORD, digest_type=DIGESTS[digest], custom_metadata={"application": b"interop"}
+        )
         for data in entries:
             await lh.add_entry(data)
         await lh.close()
@@ -207,8 +220,14 @@ async def test_magnetar_writes_java_reads(cluster: Cluster, digest: str) -> None
     opened = java.ok("open", ledgerId=lid, digest=digest, password=b64(PASSWORD), recovery=False)
     md = opened["metadata"]
     assert (opened["closed"], opened["lac"], opened["length"]) == (True, 11, sum(map(len, entries)))
-    assert (md["formatVersion"], md["digest"], md["state"], md["ensembleSize"], md["writeQuorum"],
-            md["ackQuorum"]) == (3, digest, "CLOSED", 3, 2, 2)
+    assert (md["formatVersion"], md["digest"], md["state"], md["ensembleSize"], md["writeQuorum"], md["ackQuorum"]) == (
+        3,
+        digest,
+        "CLOSED",
+        3,
+        2,
+        2,
+    )
     assert unb64(md["custom"]["application"]) == b"interop" and unb64(md["password"]) == PASSWORD
     assert [unb64(e) for e in java.ok("read", ledgerId=lid, first=0, last=11)["entries"]] == entries
     # BookKeeper's serializer writes the metadata Magnetar stored byte for byte
@@ -264,7 +283,8 @@ async def test_magnetar_long_polls_the_lac_of_a_java_writer(cluster: Cluster) ->
                 nursery.start_soon(wait)
                 await trio.sleep(0.5)  # the long poll reaches the bookie before the Java client appends
                 await trio.to_thread.run_sync(
-                    lambda: java.ok("append", ledgerId=lid, entries=[b64(payload("jpoll", 3))]))
+                    lambda: java.ok("append", ledgerId=lid, entries=[b64(payload("jpoll", 3))])
+                )
         assert result == [2]
         assert [e.data for e in await reader.read(0, 2)] == [payload("jpoll", i) for i in range(3)]
         await reader.close()
@@ -298,9 +318,14 @@ async def test_fencing_stops_the_other_clients_writer(cluster: Cluster) -> None:
 
 async def test_java_recovers_after_a_killed_magnetar_writer(cluster: Cluster) -> None:
     count = 20
-    writer = subprocess.Popen([sys.executable, "-m", "tests.bk_client_real.bkreal_writer", cluster.url, "3", "2", "2",
-                               str(count)], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                              stderr=open(cluster.base / "writer.log", "ab"))  # noqa: SIM115 - closed by the child
+    writer = subprocess.Popen(
+        [sys.executable, "-m", "tests.bk_client_real.bkreal_writer", cluster.url, "3", "2", "2", str(count)],
+        cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        stderr=open(cluster.base / "writer.log", "ab"),  # noqa: SIM115 - closed by the child
+    )
     try:
         assert writer.stdin is not None and writer.stdout is not None
         lid = int(writer.stdout.readline().split()[1])

@@ -15,8 +15,9 @@ from tests.bookie_gc.gc_helpers import open_storage
 
 async def main(directory: str, rate: int) -> None:
     storage = await open_storage(Path(directory))
-    gc = GarbageCollector(storage, GcConfig(compaction_free_space_reserve_bytes=0, throttle_by_bytes=True,
-                                            compaction_rate_by_bytes=rate))
+    gc = GarbageCollector(
+        storage, GcConfig(compaction_free_space_reserve_bytes=0, throttle_by_bytes=True, compaction_rate_by_bytes=rate)
+    )
     print("START", flush=True)
     res = await gc.run_once(force=True)
     print("DONE", res.result, res.compacted_logs, flush=True)

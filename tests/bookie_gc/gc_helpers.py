@@ -28,17 +28,24 @@ def payload(ledger_id: int, entry_id: int, size: int) -> bytes:
     return (seed * (size // len(seed) + 1))[:size]
 
 
-async def open_storage(tmp: Path, *, log_size_limit: int = 32 * 1024, dirs: int = 1,
-                       read_cache_bytes: int = 1 << 20) -> DbLedgerStorage:
+async def open_storage(
+    tmp: Path, *, log_size_limit: int = 32 * 1024, dirs: int = 1, read_cache_bytes: int = 1 << 20
+) -> DbLedgerStorage:
     """A storage on ``tmp/ledgers{i}`` with the index outside the ledger dirs (so `du` of the ledger
     dirs counts entry logs only) and no background flush."""
-    return await DbLedgerStorage.open([tmp / f"ledgers{i}" for i in range(dirs)], log_size_limit=log_size_limit,
-                                      index_path=tmp / "index.sqlite", flush_interval_ms=0,
-                                      write_cache_max_bytes=8 << 20, read_cache_max_bytes=read_cache_bytes)
+    return await DbLedgerStorage.open(
+        [tmp / f"ledgers{i}" for i in range(dirs)],
+        log_size_limit=log_size_limit,
+        index_path=tmp / "index.sqlite",
+        flush_interval_ms=0,
+        write_cache_max_bytes=8 << 20,
+        read_cache_max_bytes=read_cache_bytes,
+    )
 
 
-async def write_interleaved(storage: DbLedgerStorage, ledgers: Sequence[int], entries: int, size: int, *,
-                            first_entry: int = 0) -> None:
+async def write_interleaved(
+    storage: DbLedgerStorage, ledgers: Sequence[int], entries: int, size: int, *, first_entry: int = 0
+) -> None:
     """Add ``entries`` entries to each ledger round-robin, flushing after every round, so each
     entry log holds records of many ledgers."""
     for eid in range(first_entry, first_entry + entries):
@@ -56,8 +63,9 @@ def du(tmp: Path) -> int:
     return total
 
 
-def metadata_for(ensemble: Iterable[str] = (BOOKIE,), *, closed: bool = True,
-                 custom: dict[str, bytes] | None = None) -> LedgerMetadata:
+def metadata_for(
+    ensemble: Iterable[str] = (BOOKIE,), *, closed: bool = True, custom: dict[str, bytes] | None = None
+) -> LedgerMetadata:
     """A ledger's metadata with one segment on ``ensemble``."""
     ens = tuple(ensemble)
     md = LedgerMetadata(len(ens), len(ens), 1, (Segment(0, ens),), custom_metadata=custom or {})
@@ -108,8 +116,21 @@ async def check_entries(storage: DbLedgerStorage, ledgers: Iterable[int], entrie
             assert await storage.get_entry(lid, eid) == payload(lid, eid, size), (lid, eid)
 
 
-__all__ = ["ROOT", "BOOKIE", "payload", "open_storage", "write_interleaved", "du", "metadata_for",
-           "create_metadata", "delete_metadata", "FlakyStore", "live_bytes", "check_entries", "LedgerState"]
+__all__ = [
+    "ROOT",
+    "BOOKIE",
+    "payload",
+    "open_storage",
+    "write_interleaved",
+    "du",
+    "metadata_for",
+    "create_metadata",
+    "delete_metadata",
+    "FlakyStore",
+    "live_bytes",
+    "check_entries",
+    "LedgerState",
+]
 
 
 # ------------------------------------------------------------------ real bookie processes

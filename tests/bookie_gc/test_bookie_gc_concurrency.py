@@ -22,8 +22,10 @@ async def test_reads_adds_and_flushes_during_compaction(tmp_path: Path) -> None:
     await write_interleaved(storage, list(range(1, 9)), 60, SIZE)
     for lid in (1, 3, 5, 7):
         await storage.delete_ledger(lid)
-    gc = GarbageCollector(storage, GcConfig(compaction_free_space_reserve_bytes=0, throttle_by_bytes=True,
-                                            compaction_rate_by_bytes=200_000))
+    gc = GarbageCollector(
+        storage,
+        GcConfig(compaction_free_space_reserve_bytes=0, throttle_by_bytes=True, compaction_rate_by_bytes=200_000),
+    )
     rng = random.Random(7)
     reads = 0
     added: dict[int, int] = {2: 60, 4: 60, 100: 0}

@@ -44,7 +44,10 @@ async def _run_child(work: Path, rate: int, kill_at: str | None, delay: float | 
         env[KILL_AT_GC_ENV] = kill_at
     proc = await trio.lowlevel.open_process(
         [sys.executable, "-m", "tests.bookie_gc.gc_crash_child", str(work), str(rate)],
-        cwd=REPO, env=env, stdout=subprocess.PIPE)
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+    )
     assert proc.stdout is not None
     try:
         with trio.fail_after(60):
@@ -69,8 +72,7 @@ async def _run_child(work: Path, rate: int, kill_at: str | None, delay: float | 
 async def _verify(work: Path) -> None:
     storage = await open_storage(work, log_size_limit=LIMIT)
     await check_entries(storage, LIVE, ENTRIES, SIZE)
-    gc = GarbageCollector(storage, GcConfig(compaction_free_space_reserve_bytes=0,
-                                            compaction_rate_by_entries=10**9))
+    gc = GarbageCollector(storage, GcConfig(compaction_free_space_reserve_bytes=0, compaction_rate_by_entries=10**9))
     res = await gc.run_once(force=True)
     assert res.result == "ok", res.errors
     await check_entries(storage, LIVE, ENTRIES, SIZE)
@@ -87,8 +89,11 @@ async def test_compaction_survives_sigkill(tmp_path: Path) -> None:
     base = tmp_path / "base"
     await _prepare(base)
     rng = random.Random(20240605)
-    cases: list[tuple[str | None, float | None]] = [("after_sync", None), ("after_index", None),
-                                                    ("before_remove", None)]
+    cases: list[tuple[str | None, float | None]] = [
+        ("after_sync", None),
+        ("after_index", None),
+        ("before_remove", None),
+    ]
     cases += [(None, rng.uniform(0.05, 1.2)) for _ in range(3)]
     for i, (kill_at, delay) in enumerate(cases):
         work = tmp_path / f"run{i}"

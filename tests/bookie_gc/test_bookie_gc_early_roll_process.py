@@ -32,10 +32,16 @@ pytestmark = pytest.mark.slow
 
 def _bookie(base: Path, metadata_url: str, flush_interval_ms: int, *more: str) -> RealBookie:
     """Default logSizeLimit, GC only when forced (its timer is 10 min away)."""
-    sets = ["gcWaitTime=600000", f"flushInterval={flush_interval_ms}", "compaction_free_space_reserve_bytes=0",
-            "compactionRateByEntries=1000000", *more]
-    return RealBookie(base, metadata_url, [a for s in sets for a in ("--set", s)], bookie_id=BOOKIE_ID,
-                      http=True, log_level="INFO")
+    sets = [
+        "gcWaitTime=600000",
+        f"flushInterval={flush_interval_ms}",
+        "compaction_free_space_reserve_bytes=0",
+        "compactionRateByEntries=1000000",
+        *more,
+    ]
+    return RealBookie(
+        base, metadata_url, [a for s in sets for a in ("--set", s)], bookie_id=BOOKIE_ID, http=True, log_level="INFO"
+    )
 
 
 def _body(lid: int, eid: int) -> bytes:

@@ -42,19 +42,28 @@ async def test_explain_reasons(tmp_path: Path) -> None:
     now = [5_000_000.0]
     async with open_metadata_store(f"memory://gc-explain-{next(_names)}") as store:
         storage = await open_storage(tmp_path, log_size_limit=LIMIT)
-        ml = {"application": b"magnetar", "component": b"managed-ledger",
-              "pulsar/managed-ledger": b"public/default/persistent/orders"}
+        ml = {
+            "application": b"magnetar",
+            "component": b"managed-ledger",
+            "pulsar/managed-ledger": b"public/default/persistent/orders",
+        }
         await create_metadata(store, [1, 2, 3, 4, 5], custom=ml)
-        await write_interleaved(storage, [1], 80, SIZE)           # logs of ledger 1 only
-        await write_interleaved(storage, [2, 3], 60, SIZE)        # mixed logs of 2 and 3
-        await write_interleaved(storage, [4], 150, SIZE)          # logs of ledger 4 only (usage 1.0)
-        await write_interleaved(storage, [5], 2, SIZE)            # a current log
+        await write_interleaved(storage, [1], 80, SIZE)  # logs of ledger 1 only
+        await write_interleaved(storage, [2, 3], 60, SIZE)  # mixed logs of 2 and 3
+        await write_interleaved(storage, [4], 150, SIZE)  # logs of ledger 4 only (usage 1.0)
+        await write_interleaved(storage, [5], 2, SIZE)  # a current log
         free = [10**12]
-        gc = GarbageCollector(storage, GcConfig(compaction_free_space_reserve_bytes=0), store=store,
-                              metadata_root=ROOT, clock=lambda: now[0], free_space=lambda d: free[0])
+        gc = GarbageCollector(
+            storage,
+            GcConfig(compaction_free_space_reserve_bytes=0),
+            store=store,
+            metadata_root=ROOT,
+            clock=lambda: now[0],
+            free_space=lambda d: free[0],
+        )
         await gc.run_once()
-        await storage.delete_ledger(1)                            # dead, not yet collected
-        await delete_metadata(store, [3])                         # mixed logs drop to ~50%
+        await storage.delete_ledger(1)  # dead, not yet collected
+        await delete_metadata(store, [3])  # mixed logs drop to ~50%
         await storage.delete_ledger(3)
         doc = await gc.explain()
         by_reason = _reasons(doc)
@@ -119,16 +128,26 @@ async def test_rest_trigger_details_and_explain(tmp_path: Path) -> None:
     storage = await open_storage(tmp_path, log_size_limit=LIMIT)
     await write_interleaved(storage, [1, 2], 40, SIZE)
     await storage.delete_ledger(1)
-    gc = GarbageCollector(storage, GcConfig(compaction_free_space_reserve_bytes=0,
-                                            compaction_rate_by_entries=10**9, gc_wait_time_ms=3_600_000))
+    gc = GarbageCollector(
+        storage,
+        GcConfig(compaction_free_space_reserve_bytes=0, compaction_rate_by_entries=10**9, gc_wait_time_ms=3_600_000),
+    )
     async with trio.open_nursery() as nursery:
         await nursery.start(gc.run)
         async with await _client_for(gc) as client:
             details = (await client.get("/api/v1/bookie/gc_details")).json()
             assert isinstance(details, list) and len(details) == 1
-            for key in ("forceCompacting", "majorCompacting", "minorCompacting", "lastMajorCompactionTime",
-                        "lastMinorCompactionTime", "majorCompactionCounter", "minorCompactionCounter",
-                        "reclaimedSpaceViaDeletion", "reclaimedSpaceViaCompaction"):
+            for key in (
+                "forceCompacting",
+                "majorCompacting",
+                "minorCompacting",
+                "lastMajorCompactionTime",
+                "lastMinorCompactionTime",
+                "majorCompactionCounter",
+                "minorCompactionCounter",
+                "reclaimedSpaceViaDeletion",
+                "reclaimedSpaceViaCompaction",
+            ):
                 assert key in details[0], key
             assert details[0]["majorCompactionCounter"] == 0
 
@@ -139,8 +158,10 @@ async def test_rest_trigger_details_and_explain(tmp_path: Path) -> None:
             bad = await client.put("/api/v1/bookie/gc", json={"surprise": True})
             assert bad.status_code == 400 and "surprise" in bad.json()["error"]
 
-            ok = await client.put("/api/v1/bookie/gc", json={"is_in_force_gc": "true", "is_force_major_gc": False,
-                                                              "is_force_minor_gc": "true"})
+            ok = await client.put(
+                "/api/v1/bookie/gc",
+                json={"is_in_force_gc": "true", "is_force_major_gc": False, "is_force_minor_gc": "true"},
+            )
             assert ok.status_code == 200
             while (await client.get("/api/v1/bookie/gc_details")).json()[0]["minorCompactionCounter"] < 1:
                 await trio.sleep(0.01)
@@ -164,7 +185,10 @@ async def test_rest_trigger_details_and_explain(tmp_path: Path) -> None:
 def test_parse_gc_request() -> None:
     assert parse_gc_request(b"") == {"force": True, "allow_major": True, "allow_minor": True}
     assert parse_gc_request(b'{"forceMajor": false, "forceMinor": true}') == {
-        "force": True, "allow_major": False, "allow_minor": True}
+        "force": True,
+        "allow_major": False,
+        "allow_minor": True,
+    }
     assert parse_gc_request(b'{"is_in_force_gc": "false"}')["force"] is False
     for body in (b"[1]", b'{"is_in_force_gc": 1}', b"\xff"):
         with pytest.raises(ValueError):
@@ -172,10 +196,22 @@ def test_parse_gc_request() -> None:
 
 
 def test_cli_json(monkeypatch: pytest.MonkeyPatch) -> None:
-    doc = {"schedule": {"minor_threshold": 0.2, "major_threshold": 0.8}, "last_result": "ok",
-           "logs": [{"log_id": 10, "log_file": "a.log", "size_bytes": 2048, "usage": 0.5, "reason": "dead",
-                     "detail": "d", "ledgers": [{"ledger_id": 7, "bytes": 100, "belongs_to": None,
-                                                 "metadata": "absent"}], "other_ledgers": 2}]}
+    doc = {
+        "schedule": {"minor_threshold": 0.2, "major_threshold": 0.8},
+        "last_result": "ok",
+        "logs": [
+            {
+                "log_id": 10,
+                "log_file": "a.log",
+                "size_bytes": 2048,
+                "usage": 0.5,
+                "reason": "dead",
+                "detail": "d",
+                "ledgers": [{"ledger_id": 7, "bytes": 100, "belongs_to": None, "metadata": "absent"}],
+                "other_ledgers": 2,
+            }
+        ],
+    }
     seen = {}
 
     def fake_get(url, params=None, timeout=None):  # type: ignore[no-untyped-def]
@@ -191,8 +227,15 @@ def test_cli_json(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_config_validation() -> None:
-    cfg = load_config(GcConfig, {"gcWaitTime": 1000, "minorCompactionThreshold": 0.1,
-                                 "majorCompactionThreshold": 0.5, "isThrottleByBytes": True})
+    cfg = load_config(
+        GcConfig,
+        {
+            "gcWaitTime": 1000,
+            "minorCompactionThreshold": 0.1,
+            "majorCompactionThreshold": 0.5,
+            "isThrottleByBytes": True,
+        },
+    )
     assert cfg.gc_wait_time_ms == 1000 and cfg.throttle_by_bytes
     d = GcConfig()
     assert (d.minor_compaction_interval_s, d.minor_compaction_threshold) == (3600, 0.2)
@@ -231,8 +274,15 @@ async def test_time_bound_stops_compaction(tmp_path: Path) -> None:
     storage = await open_storage(tmp_path, log_size_limit=LIMIT)
     await write_interleaved(storage, [1, 2], 200, SIZE)
     await storage.delete_ledger(1)
-    gc = GarbageCollector(storage, GcConfig(compaction_free_space_reserve_bytes=0, major_compaction_max_time_ms=1,
-                                            throttle_by_bytes=True, compaction_rate_by_bytes=100_000))
+    gc = GarbageCollector(
+        storage,
+        GcConfig(
+            compaction_free_space_reserve_bytes=0,
+            major_compaction_max_time_ms=1,
+            throttle_by_bytes=True,
+            compaction_rate_by_bytes=100_000,
+        ),
+    )
     candidates = len(storage.entry_logger.list_logs()) - 1
     assert candidates >= 5
     res = await gc.run_once(force=True)

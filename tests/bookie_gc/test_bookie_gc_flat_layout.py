@@ -29,14 +29,19 @@ async def test_gc_deletes_ledgers_whose_flat_node_is_gone(tmp_path: Path) -> Non
     async with open_metadata_store(f"memory://gc-flat-{uuid.uuid4().hex}") as store:
         for lid in ledgers:
             ensemble = ["other:3181"] if lid in elsewhere else [BOOKIE]
-            await store.create(ledger_path(ROOT, lid, LedgerLayout.FLAT), metadata_for(ensemble).encode(),
-                               make_parents=True)
+            await store.create(
+                ledger_path(ROOT, lid, LedgerLayout.FLAT), metadata_for(ensemble).encode(), make_parents=True
+            )
         storage = await open_storage(tmp_path)
         await write_interleaved(storage, ledgers, 6, SIZE)
         for lid in dead:
             await store.delete(ledger_path(ROOT, lid, LedgerLayout.FLAT))
-        cfg = GcConfig(ledger_manager_factory_class="flat", delete_overreplicated_ledgers=True,
-                       gc_overreplicated_ledger_wait_time_ms=0, compaction_free_space_reserve_bytes=0)
+        cfg = GcConfig(
+            ledger_manager_factory_class="flat",
+            delete_overreplicated_ledgers=True,
+            gc_overreplicated_ledger_wait_time_ms=0,
+            compaction_free_space_reserve_bytes=0,
+        )
         gc = GarbageCollector(storage, cfg, store=store, metadata_root=ROOT, bookie_id=BOOKIE)
         result = await gc.run_once(force=True)
         assert result.result == "ok", result.errors
@@ -47,10 +52,18 @@ async def test_gc_deletes_ledgers_whose_flat_node_is_gone(tmp_path: Path) -> Non
 
 
 async def test_bookie_start_check_records_and_enforces_the_layout(tmp_path: Path) -> None:
-    flat = BookieConfig(journal_dir=str(tmp_path / "j"), ledger_dirs=(str(tmp_path / "l"),),
-                        metadata_root=ROOT, ledger_manager_factory_class="flat")
-    hier = BookieConfig(journal_dir=str(tmp_path / "j"), ledger_dirs=(str(tmp_path / "l"),), metadata_root=ROOT,
-                        ledger_manager_factory_class="hierarchical")
+    flat = BookieConfig(
+        journal_dir=str(tmp_path / "j"),
+        ledger_dirs=(str(tmp_path / "l"),),
+        metadata_root=ROOT,
+        ledger_manager_factory_class="flat",
+    )
+    hier = BookieConfig(
+        journal_dir=str(tmp_path / "j"),
+        ledger_dirs=(str(tmp_path / "l"),),
+        metadata_root=ROOT,
+        ledger_manager_factory_class="hierarchical",
+    )
     unset = BookieConfig(journal_dir=str(tmp_path / "j"), ledger_dirs=(str(tmp_path / "l"),), metadata_root=ROOT)
     async with open_metadata_store(f"memory://gc-flat-{uuid.uuid4().hex}") as store:
         assert await check_ledger_layout(flat, store) is LedgerLayout.FLAT

@@ -26,15 +26,23 @@ async def test_deleted_ledgers_go_without_copying_when_placed_apart(tmp_path: Pa
     dead, live = ledgers[::2], ledgers[1::2]
     async with open_metadata_store(f"memory://placement-{uuid.uuid4().hex}") as store:
         await create_metadata(store, ledgers)
-        storage = await DbLedgerStorage.open([tmp_path / "ledgers0"], log_size_limit=64 * 1024,
-                                             index_path=tmp_path / "index.sqlite", flush_interval_ms=0,
-                                             entry_log_per_ledger=per_ledger)
+        storage = await DbLedgerStorage.open(
+            [tmp_path / "ledgers0"],
+            log_size_limit=64 * 1024,
+            index_path=tmp_path / "index.sqlite",
+            flush_interval_ms=0,
+            entry_log_per_ledger=per_ledger,
+        )
         await write_interleaved(storage, ledgers, ENTRIES, SIZE)
         before = du(tmp_path)
         await delete_metadata(store, dead)
-        gc = GarbageCollector(storage, GcConfig(compaction_free_space_reserve_bytes=0,
-                                                compaction_rate_by_entries=10**9),
-                              store=store, metadata_root=ROOT, bookie_id=BOOKIE)
+        gc = GarbageCollector(
+            storage,
+            GcConfig(compaction_free_space_reserve_bytes=0, compaction_rate_by_entries=10**9),
+            store=store,
+            metadata_root=ROOT,
+            bookie_id=BOOKIE,
+        )
         explained = (await gc.explain()).to_json()
         assert explained["placement"] == ("per-ledger" if per_ledger else "interleaved")
         if per_ledger:  # every log (current ones included) holds one ledger

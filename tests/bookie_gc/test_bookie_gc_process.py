@@ -29,11 +29,18 @@ pytestmark = pytest.mark.slow
 
 def _bookie(base: Path, metadata_url: str) -> RealBookie:
     """``magnetar bookie`` with HTTP, GC every second and compaction due every few seconds."""
-    sets = [f"logSizeLimit={LOG_LIMIT}", "gcWaitTime=1000", "minorCompactionInterval=2",
-            "majorCompactionInterval=3", "flushInterval=200", "compaction_free_space_reserve_bytes=0",
-            "compactionRateByEntries=1000000"]
-    return RealBookie(base, metadata_url, [a for s in sets for a in ("--set", s)], bookie_id=BOOKIE_ID,
-                      http=True, log_level="INFO")
+    sets = [
+        f"logSizeLimit={LOG_LIMIT}",
+        "gcWaitTime=1000",
+        "minorCompactionInterval=2",
+        "majorCompactionInterval=3",
+        "flushInterval=200",
+        "compaction_free_space_reserve_bytes=0",
+        "compactionRateByEntries=1000000",
+    ]
+    return RealBookie(
+        base, metadata_url, [a for s in sets for a in ("--set", s)], bookie_id=BOOKIE_ID, http=True, log_level="INFO"
+    )
 
 
 def _body(lid: int, eid: int) -> bytes:
@@ -48,8 +55,8 @@ async def _get_json(http: httpx.AsyncClient, path: str):  # type: ignore[no-unty
 
 async def test_bookie_process_gives_deleted_ledgers_space_back(tmp_path: Path, zk_url: str) -> None:
     # a checkpoint writes entries sorted by ledger, so consecutive ledgers share logs:
-    alone = list(range(1, 9))             # the first half deleted: its logs die whole
-    mixed = list(range(20, 36))           # every other one deleted: half-used logs for compaction
+    alone = list(range(1, 9))  # the first half deleted: its logs die whole
+    mixed = list(range(20, 36))  # every other one deleted: half-used logs for compaction
     deleted = alone[:4] + mixed[::2]
     live = sorted(set(alone + mixed) - set(deleted))
     bookie = _bookie(tmp_path, zk_url)
@@ -81,8 +88,14 @@ async def test_bookie_process_gives_deleted_ledgers_space_back(tmp_path: Path, z
                             break
                         await trio.sleep(0.2)
                 assert details["majorCompactionCounter"] >= 1
-                assert {"forceCompacting", "majorCompacting", "minorCompacting", "lastMajorCompactionTime",
-                        "lastMinorCompactionTime", "minorCompactionCounter"} <= set(details)
+                assert {
+                    "forceCompacting",
+                    "majorCompacting",
+                    "minorCompacting",
+                    "lastMajorCompactionTime",
+                    "lastMinorCompactionTime",
+                    "minorCompactionCounter",
+                } <= set(details)
                 after = log_bytes(tmp_path)
                 live_bytes = len(live) * ENTRIES * SIZE
                 assert after < before
@@ -98,7 +111,8 @@ async def test_bookie_process_gives_deleted_ledgers_space_back(tmp_path: Path, z
                 assert "bookie_RECLAIMED_DELETION_SPACE_BYTES_total" in metrics
 
             cli_result = await trio.to_thread.run_sync(
-                lambda: CliRunner().invoke(cli, ["bookie", "gc-explain", "--http-url", bookie.http_url]))
+                lambda: CliRunner().invoke(cli, ["bookie", "gc-explain", "--http-url", bookie.http_url])
+            )
             assert cli_result.exit_code == 0, cli_result.output
             assert "Entry logs" in cli_result.output
 

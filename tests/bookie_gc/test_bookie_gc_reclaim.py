@@ -43,8 +43,8 @@ def _gc(storage, store=None, **cfg) -> GarbageCollector:  # type: ignore[no-unty
 
 
 async def test_deleted_ledgers_space_comes_back(tmp_path: Path) -> None:
-    phase_a = list(range(1, 11))          # alone in their logs: those logs die whole
-    phase_b = list(range(100, 120))       # interleaved: half of them deleted -> logs ~50% used
+    phase_a = list(range(1, 11))  # alone in their logs: those logs die whole
+    phase_b = list(range(100, 120))  # interleaved: half of them deleted -> logs ~50% used
     dead_b = phase_b[::2]
     live_b = phase_b[1::2]
     async with open_metadata_store(_store_url()) as store:
@@ -109,9 +109,13 @@ async def test_scheduled_compaction_runs_when_due(tmp_path: Path) -> None:
         await create_metadata(store, [1, 2])
         await write_interleaved(storage, [1, 2], 40, SIZE)
         await delete_metadata(store, [1])
-        gc = GarbageCollector(storage, GcConfig(compaction_free_space_reserve_bytes=0,
-                                                compaction_rate_by_entries=10**9),
-                              store=store, metadata_root=ROOT, clock=lambda: now[0])
+        gc = GarbageCollector(
+            storage,
+            GcConfig(compaction_free_space_reserve_bytes=0, compaction_rate_by_entries=10**9),
+            store=store,
+            metadata_root=ROOT,
+            clock=lambda: now[0],
+        )
         assert (await gc.run_once()).compaction is None
         now[0] += 3600 * 1000  # the minor interval passed; usage ~0.5 is above minor 0.2
         res = await gc.run_once()
@@ -175,8 +179,8 @@ async def test_ledgers_not_in_any_ensemble(tmp_path: Path) -> None:
     async with open_metadata_store(_store_url()) as store:
         storage = await open_storage(tmp_path)
         await create_metadata(store, [1], ensemble=("other-1:3181", "other-2:3181"))  # closed, not us
-        await create_metadata(store, [2], ensemble=("other-1:3181",), closed=False)   # open: kept
-        await create_metadata(store, [3], ensemble=(BOOKIE, "other-1:3181"))          # ours
+        await create_metadata(store, [2], ensemble=("other-1:3181",), closed=False)  # open: kept
+        await create_metadata(store, [3], ensemble=(BOOKIE, "other-1:3181"))  # ours
         await write_interleaved(storage, [1, 2, 3], 3, SIZE)
         kept = _gc(storage, store)
         assert (await kept.run_once()).deleted_ledgers == 0  # the switch is off by default
@@ -240,8 +244,7 @@ async def test_several_ledger_directories(tmp_path: Path, dirs: int) -> None:
     dead, live = [1, 2, 5, 6], [3, 4, 7, 8]  # half of each directory's ledgers (ledger % 2)
     for lid in dead:
         await storage.delete_ledger(lid)
-    gc = GarbageCollector(storage, GcConfig(compaction_free_space_reserve_bytes=0,
-                                            compaction_rate_by_entries=10**9))
+    gc = GarbageCollector(storage, GcConfig(compaction_free_space_reserve_bytes=0, compaction_rate_by_entries=10**9))
     res = await gc.run_once(force=True)
     assert res.compacted_logs > 0
     await check_entries(storage, live, 20, SIZE)

@@ -50,8 +50,7 @@ async def test_compaction_yields_to_journal_syncs_and_loses_nothing(tmp_path: Pa
         assert rolled
         gate = storage.sync_priority
         with gate.foreground():  # a journal sync that stays in flight throughout
-            res = await compact_log(storage, rolled[0], limiter=RateLimiter(math.inf), by_bytes=True,
-                                    chunk_bytes=4096)
+            res = await compact_log(storage, rolled[0], limiter=RateLimiter(math.inf), by_bytes=True, chunk_bytes=4096)
         assert res.removed and res.entries_copied > 0
         assert gate.background_waits >= 2  # at least the sync and the index commit of one chunk
         for eid in range(40):

@@ -38,8 +38,13 @@ SIZE = 900
 
 
 def _config(tmp: Path, **kw: object) -> BookieConfig:
-    values: dict[str, object] = dict(bookie_id=BOOKIE, metadata_root=ROOT, log_size_limit=4096,
-                                     compaction_free_space_reserve_bytes=0, compaction_rate_by_entries=10**6)
+    values: dict[str, object] = dict(
+        bookie_id=BOOKIE,
+        metadata_root=ROOT,
+        log_size_limit=4096,
+        compaction_free_space_reserve_bytes=0,
+        compaction_rate_by_entries=10**6,
+    )
     values.update(kw)
     return make_config(tmp, **values)
 
@@ -54,6 +59,7 @@ async def _write(bookie, ledgers: list[int], entries: int) -> None:  # type: ign
 
 # ---------------------------------------------------------------------------------------------- config
 
+
 def test_bookie_config_gc_keys_match_gc_config() -> None:
     mine = {name: (alias, default) for name, alias, default, _ in describe(BookieConfig)}
     for name, alias, default, _ in describe(GcConfig):
@@ -62,21 +68,31 @@ def test_bookie_config_gc_keys_match_gc_config() -> None:
 
 
 def test_gc_keys_load_by_alias_and_build_the_gc_config() -> None:
-    cfg = load_config(BookieConfig, {"gcWaitTime": 1000, "minorCompactionThreshold": 0.1,
-                                     "majorCompactionInterval": 7200, "isThrottleByBytes": True,
-                                     "compactionRateByBytes": 5_000_000})
+    cfg = load_config(
+        BookieConfig,
+        {
+            "gcWaitTime": 1000,
+            "minorCompactionThreshold": 0.1,
+            "majorCompactionInterval": 7200,
+            "isThrottleByBytes": True,
+            "compactionRateByBytes": 5_000_000,
+        },
+    )
     gc = cfg.gc_config()
     assert (gc.gc_wait_time_ms, gc.minor_compaction_threshold, gc.major_compaction_interval_s) == (1000, 0.1, 7200)
     assert gc.throttle_by_bytes and gc.compaction_rate_by_bytes == 5_000_000
 
 
-@pytest.mark.parametrize(("values", "key"), [
-    ({"minorCompactionThreshold": 0.8, "majorCompactionThreshold": 0.8}, "minor_compaction_threshold"),
-    ({"minorCompactionThreshold": 0.9}, "minor_compaction_threshold"),
-    ({"majorCompactionThreshold": 1.5}, "major_compaction_threshold"),
-    ({"minorCompactionInterval": 90000}, "minor_compaction_interval_s"),
-    ({"gcWaitTime": 0}, "gc_wait_time_ms"),
-])
+@pytest.mark.parametrize(
+    ("values", "key"),
+    [
+        ({"minorCompactionThreshold": 0.8, "majorCompactionThreshold": 0.8}, "minor_compaction_threshold"),
+        ({"minorCompactionThreshold": 0.9}, "minor_compaction_threshold"),
+        ({"majorCompactionThreshold": 1.5}, "major_compaction_threshold"),
+        ({"minorCompactionInterval": 90000}, "minor_compaction_interval_s"),
+        ({"gcWaitTime": 0}, "gc_wait_time_ms"),
+    ],
+)
 def test_gc_config_errors_name_the_key(values: dict, key: str) -> None:
     with pytest.raises(ConfigError) as err:
         load_config(BookieConfig, values)
@@ -86,13 +102,24 @@ def test_gc_config_errors_name_the_key(values: dict, key: str) -> None:
 
 
 def test_cli_refuses_minor_threshold_above_major(tmp_path: Path) -> None:
-    result = CliRunner().invoke(cli, ["bookie", "--journal-dir", str(tmp_path / "j"), "--ledger-dirs",
-                                      str(tmp_path / "l"), "--set", "minorCompactionThreshold=0.9"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "bookie",
+            "--journal-dir",
+            str(tmp_path / "j"),
+            "--ledger-dirs",
+            str(tmp_path / "l"),
+            "--set",
+            "minorCompactionThreshold=0.9",
+        ],
+    )
     assert result.exit_code == 2
     assert "minor_compaction_threshold" in result.output and "majorCompactionThreshold" in result.output
 
 
 # ---------------------------------------------------------------------------------------------- bookie
+
 
 async def test_bookie_runs_gc_that_deletes_ledgers_and_forgets_them(tmp_path: Path) -> None:
     doomed, kept = [1, 2, 3], [4, 5]
@@ -154,9 +181,15 @@ async def test_bookie_http_app_serves_the_gc_routes(tmp_path: Path) -> None:
             assert resp.status_code == 200 and resp.json()["allow_major"] is False
             assert (await client.put("/api/v1/bookie/gc", content=b"{not json")).status_code == 400
             details = (await client.get("/api/v1/bookie/gc_details")).json()
-            assert set(details[0]) >= {"forceCompacting", "majorCompacting", "minorCompacting",
-                                       "lastMajorCompactionTime", "lastMinorCompactionTime",
-                                       "majorCompactionCounter", "minorCompactionCounter"}
+            assert set(details[0]) >= {
+                "forceCompacting",
+                "majorCompacting",
+                "minorCompacting",
+                "lastMajorCompactionTime",
+                "lastMinorCompactionTime",
+                "majorCompactionCounter",
+                "minorCompactionCounter",
+            }
             explain = (await client.get("/api/v1/bookie/gc/explain")).json()
             assert explain["logs"] and all("reason" in e for e in explain["logs"])
             text = (await client.get("/metrics")).text
@@ -165,6 +198,7 @@ async def test_bookie_http_app_serves_the_gc_routes(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------------------------------- metrics
 
+
 def test_all_bookie_metrics_share_one_registry_per_bookie() -> None:
     registries = [CollectorRegistry(), CollectorRegistry()]
     for r in registries:  # two bookies in one process, as in standalone: no duplicate names
@@ -172,8 +206,14 @@ def test_all_bookie_metrics_share_one_registry_per_bookie() -> None:
     GcMetrics().runs.labels("ok").inc()  # a private registry when none is given
     texts = [generate_latest(r).decode() for r in registries]
     for text in texts:
-        for name in ("bookie_journal_JOURNAL_ADD_ENTRY", "bookie_write_cache_size", "bookie_server_ADD_ENTRY_REQUEST",
-                     "bookie_SERVER_STATUS", "bookie_RECLAIMED_DELETION_SPACE_BYTES", "bookie_gc_runs_total"):
+        for name in (
+            "bookie_journal_JOURNAL_ADD_ENTRY",
+            "bookie_write_cache_size",
+            "bookie_server_ADD_ENTRY_REQUEST",
+            "bookie_SERVER_STATUS",
+            "bookie_RECLAIMED_DELETION_SPACE_BYTES",
+            "bookie_gc_runs_total",
+        ):
             assert name in text, name
     assert 'bookie_gc_runs_total{result="ok"} 0.0' in texts[0]
 

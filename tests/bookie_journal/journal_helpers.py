@@ -24,8 +24,9 @@ async def open_journal(tmp: Path, **cfg) -> Journal:
 _JOURNAL_START = LogMark(0, 0)  # frozen, so sharing it as a default is safe
 
 
-def replay_all(tmp: Path, from_mark: LogMark = _JOURNAL_START) -> tuple[list[tuple[LogMark, JournalRecord]],
-                                                                         ReplayReport]:
+def replay_all(
+    tmp: Path, from_mark: LogMark = _JOURNAL_START
+) -> tuple[list[tuple[LogMark, JournalRecord]], ReplayReport]:
     report = ReplayReport()
     return list(iter_journal(tmp / "journal", from_mark, report)), report
 

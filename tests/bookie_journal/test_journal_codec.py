@@ -111,7 +111,7 @@ def test_zeroed_preallocated_tail_is_a_clean_end() -> None:
 def test_zeroed_hole_followed_by_data_is_corruption() -> None:
     raw, ends = _buf()
     bad = bytearray(raw)
-    bad[ends[2]:ends[3]] = bytes(ends[3] - ends[2])
+    bad[ends[2] : ends[3]] = bytes(ends[3] - ends[2])
     res = scan_records(bad)
     assert len(res.records) == 3
     assert res.stop.reason is StopReason.BAD_LENGTH and res.stop.offset == ends[2]
@@ -120,8 +120,8 @@ def test_zeroed_hole_followed_by_data_is_corruption() -> None:
 def test_zeroed_record_in_the_middle_of_a_zero_tail_start() -> None:
     # a torn write that zeroed the last record's start: a clean end (nothing after it)
     raw, ends = _buf()
-    bad = bytearray(raw[:ends[-1]])
-    bad[ends[-2]:] = bytes(len(bad) - ends[-2])
+    bad = bytearray(raw[: ends[-1]])
+    bad[ends[-2] :] = bytes(len(bad) - ends[-2])
     res = scan_records(bad)
     assert len(res.records) == len(SAMPLES) - 1 and res.stop.reason is StopReason.ZERO_TAIL
 
@@ -135,6 +135,7 @@ def test_garbage_length_is_rejected_without_waiting() -> None:
 
 def test_unknown_kind_with_valid_crc_is_bad_record() -> None:
     from crc32c import crc32c
+
     body = bytes([99]) + b"abc"
     ln = len(body).to_bytes(4, "big")
     raw = crc32c(body, crc32c(ln)).to_bytes(4, "big") + ln + body
@@ -142,14 +143,16 @@ def test_unknown_kind_with_valid_crc_is_bad_record() -> None:
     assert isinstance(got, DecodeStop) and got.reason is StopReason.BAD_RECORD
 
 
-@given(st.lists(st.tuples(st.integers(0, 2**63 - 1), st.integers(-1, 2**63 - 1), st.binary(max_size=300)),
-                max_size=20), st.integers(0, 4000))
+@given(
+    st.lists(st.tuples(st.integers(0, 2**63 - 1), st.integers(-1, 2**63 - 1), st.binary(max_size=300)), max_size=20),
+    st.integers(0, 4000),
+)
 def test_property_prefix_of_records(entries, cut) -> None:
     records = [AddEntry(*e) for e in entries]
     raw = b"".join(encode_record(r) for r in records)
     res = scan_records(raw[:cut])
     got = [r for _, r in res.records]
-    assert got == records[:len(got)]
+    assert got == records[: len(got)]
     if cut >= len(raw):
         assert got == records and res.stop.reason is StopReason.END_OF_DATA
 

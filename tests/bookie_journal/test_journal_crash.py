@@ -18,10 +18,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run_and_kill(base: Path, run_for: float, first_ledger: int) -> set[tuple[int, int]]:
-    proc = subprocess.Popen([sys.executable, "-m", "tests.bookie_journal.journal_crash_child", str(base),
-                             str(first_ledger)],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.bookie_journal.journal_crash_child", str(base), str(first_ledger)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     try:
         assert proc.stdout is not None
         first = proc.stdout.readline()

@@ -77,8 +77,12 @@ class _ZeroLog(JournalDisk):
 
 async def test_files_are_reserved_in_chunks_and_zeroed_a_step_at_a_time(tmp_path) -> None:
     disk = _ZeroLog()
-    journal = await Journal.open(tmp_path / "journal", [tmp_path / "ledgers"],
-                                 JournalConfig(prealloc_size=4 * ZERO_STEP, flush_when_queue_empty=True), disk=disk)
+    journal = await Journal.open(
+        tmp_path / "journal",
+        [tmp_path / "ledgers"],
+        JournalConfig(prealloc_size=4 * ZERO_STEP, flush_when_queue_empty=True),
+        disk=disk,
+    )
     marks = {}
     async with journal.running():
         for i in range(90):  # 90 x 64 KiB: into the second 4 MiB chunk
@@ -110,8 +114,9 @@ async def test_last_mark_is_written_to_every_ledger_dir_and_read_as_max(tmp_path
 
 
 async def test_persist_last_mark_deletes_old_files_beyond_backups(tmp_path) -> None:
-    journal = await open_journal(tmp_path, max_file_size=4 * KiB, prealloc_size=4 * KiB, max_backups=2,
-                                 flush_when_queue_empty=True)
+    journal = await open_journal(
+        tmp_path, max_file_size=4 * KiB, prealloc_size=4 * KiB, max_backups=2, flush_when_queue_empty=True
+    )
     async with journal.running():
         for i in range(40):
             await journal.log_add_entry(1, i, bytes(1000))

@@ -104,8 +104,9 @@ async def test_a_full_disk_while_closing_still_fails_for_good(tmp_path: Path) ->
     assert journal.state is JournalState.CLOSED
 
 
-def _write_file(directory: Path, file_id: int, records: list[bytes], prev: LogMark | None = None,
-                tail: bytes = b"", size: int = 0) -> int:
+def _write_file(
+    directory: Path, file_id: int, records: list[bytes], prev: LogMark | None = None, tail: bytes = b"", size: int = 0
+) -> int:
     """A journal file by hand; returns the offset where its records end."""
     data = encode_file_header(file_id, prev) + b"".join(records)
     end = len(data)
@@ -120,15 +121,16 @@ def test_replay_keeps_both_files_across_a_damaged_tail(tmp_path: Path, tail: str
     jdir = tmp_path / "journal"
     jdir.mkdir()
     first = [_record(1, i, payload(1, i)) for i in range(5)]
-    damage = {"garbage": os.urandom(3000),
-              "torn record": _record(1, 5, payload(1, 5))[:40],
-              "zeros then garbage": bytes(500) + os.urandom(100)}[tail]
+    damage = {
+        "garbage": os.urandom(3000),
+        "torn record": _record(1, 5, payload(1, 5))[:40],
+        "zeros then garbage": bytes(500) + os.urandom(100),
+    }[tail]
     end = _write_file(jdir, 0x100, first, tail=damage, size=8 * KiB)
     _write_file(jdir, 0x200, [_record(2, i, payload(2, i)) for i in range(3)], prev=LogMark(0x100, end))
     records, report = replay_all(tmp_path)
     assert report.stop is None and len(report.bridged) == 1 and report.bridged[0].offset == end
-    assert adds(records) == {**{(1, i): payload(1, i) for i in range(5)},
-                             **{(2, i): payload(2, i) for i in range(3)}}
+    assert adds(records) == {**{(1, i): payload(1, i) for i in range(5)}, **{(2, i): payload(2, i) for i in range(3)}}
 
 
 def test_replay_without_a_declaration_still_stops_at_damage_in_an_earlier_file(tmp_path: Path) -> None:
@@ -146,8 +148,9 @@ def test_replay_passes_over_dead_files_a_later_file_declares(tmp_path: Path) -> 
     jdir = tmp_path / "journal"
     jdir.mkdir()
     end = _write_file(jdir, 0x100, [_record(1, 0, b"a")], tail=os.urandom(200))
-    _write_file(jdir, 0x180, [_record(9, 9, b"never acknowledged")], prev=LogMark(0x100, end + 500),
-                tail=os.urandom(50))
+    _write_file(
+        jdir, 0x180, [_record(9, 9, b"never acknowledged")], prev=LogMark(0x100, end + 500), tail=os.urandom(50)
+    )
     _write_file(jdir, 0x200, [_record(2, 0, b"b")], prev=LogMark(0x100, end))
     records, report = replay_all(tmp_path)
     assert adds(records) == {(1, 0): b"a", (2, 0): b"b"}
@@ -165,8 +168,7 @@ def test_header_declaration_round_trip_and_old_headers(tmp_path: Path) -> None:
 
 
 async def test_each_new_file_declares_where_the_journal_was(tmp_path: Path) -> None:
-    journal = await open_journal(tmp_path, max_file_size=8 * KiB, prealloc_size=8 * KiB,
-                                 flush_when_queue_empty=True)
+    journal = await open_journal(tmp_path, max_file_size=8 * KiB, prealloc_size=8 * KiB, flush_when_queue_empty=True)
     async with journal.running():
         for i in range(30):
             await journal.log_add_entry(1, i, payload(1, i, 1000))
@@ -198,9 +200,12 @@ async def test_guard_shrinks_preallocation_then_reports_full(tmp_path: Path) -> 
     usage = _Usage(100 * MiB)
     reports: list[str] = []
     guard = SpaceGuard(0.95, measure=usage, on_full=reports.append)
-    journal = await Journal.open(tmp_path / "journal", [tmp_path / "l"],
-                                 JournalConfig(prealloc_size=1 * MiB, flush_when_queue_empty=True),
-                                 space_guard=guard)
+    journal = await Journal.open(
+        tmp_path / "journal",
+        [tmp_path / "l"],
+        JournalConfig(prealloc_size=1 * MiB, flush_when_queue_empty=True),
+        space_guard=guard,
+    )
     async with journal.running():
         path = list_journal_files(tmp_path / "journal")[-1][1]
         assert os.path.getsize(path) == 1 * MiB  # room: a whole chunk
@@ -239,8 +244,7 @@ async def test_start_without_room_for_a_file_spends_the_reserve(tmp_path: Path) 
     assert (jdir / RESERVE_FILE).stat().st_size > 0  # made at the first start
     reports: list[str] = []
     guard = SpaceGuard(0.95, measure=_Usage(-1), on_full=reports.append)  # past the threshold
-    journal = await Journal.open(jdir, [tmp_path / "ledgers0"], disk=_NoRoomWhileReserved(jdir),
-                                 space_guard=guard)
+    journal = await Journal.open(jdir, [tmp_path / "ledgers0"], disk=_NoRoomWhileReserved(jdir), space_guard=guard)
     await journal.replay()
     async with journal.running():
         assert journal.state is JournalState.SERVING  # the reserve made room for a small file
@@ -279,9 +283,12 @@ async def test_start_with_no_room_at_all_waits_in_no_space(tmp_path: Path) -> No
 async def test_no_backups_are_kept_while_the_disk_is_past_the_threshold(tmp_path: Path) -> None:
     usage = _Usage(100 * MiB)
     guard = SpaceGuard(0.95, measure=usage)
-    journal = await Journal.open(tmp_path / "journal", [tmp_path / "l"],
-                                 JournalConfig(max_file_size=8 * KiB, prealloc_size=8 * KiB, max_backups=5,
-                                               flush_when_queue_empty=True), space_guard=guard)
+    journal = await Journal.open(
+        tmp_path / "journal",
+        [tmp_path / "l"],
+        JournalConfig(max_file_size=8 * KiB, prealloc_size=8 * KiB, max_backups=5, flush_when_queue_empty=True),
+        space_guard=guard,
+    )
     async with journal.running():
         for i in range(80):
             await journal.log_add_entry(1, i, payload(1, i, 1000))

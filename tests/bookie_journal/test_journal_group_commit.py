@@ -136,21 +136,30 @@ async def test_add_latency_and_sync_metrics_are_recorded(tmp_path) -> None:
     assert m.add_entry.count() == 30
     assert m.num_force_writes._value.get() >= 1
     names = {s.name for fam in m.registry.collect() for s in fam.samples}
-    for name in ("bookie_journal_JOURNAL_ADD_ENTRY_count", "bookie_journal_JOURNAL_SYNC_count",
-                 "bookie_journal_JOURNAL_FORCE_WRITE_BATCH_ENTRIES_sum",
-                 "bookie_journal_JOURNAL_FORCE_WRITE_BATCH_BYTES_sum", "bookie_journal_JOURNAL_QUEUE_SIZE",
-                 "bookie_journal_JOURNAL_FORCE_WRITE_QUEUE_SIZE", "bookie_journal_JOURNAL_FLUSH_LATENCY_count",
-                 "bookie_journal_JOURNAL_NUM_FLUSH_MAX_WAIT_total"):
+    for name in (
+        "bookie_journal_JOURNAL_ADD_ENTRY_count",
+        "bookie_journal_JOURNAL_SYNC_count",
+        "bookie_journal_JOURNAL_FORCE_WRITE_BATCH_ENTRIES_sum",
+        "bookie_journal_JOURNAL_FORCE_WRITE_BATCH_BYTES_sum",
+        "bookie_journal_JOURNAL_QUEUE_SIZE",
+        "bookie_journal_JOURNAL_FORCE_WRITE_QUEUE_SIZE",
+        "bookie_journal_JOURNAL_FLUSH_LATENCY_count",
+        "bookie_journal_JOURNAL_NUM_FLUSH_MAX_WAIT_total",
+    ):
         assert name in names
 
 
 async def test_backpressure_adds_wait_when_queue_is_full(tmp_path) -> None:
     disk = FailingDisk()
     disk.token = trio.lowlevel.current_trio_token()
-    journal = await Journal.open(tmp_path / "journal", [tmp_path / "l"],
-                                 JournalConfig(queue_max_entries=4, queue_max_bytes=1024 * 1024,
-                                               force_write_queue_max=1, flush_when_queue_empty=True),
-                                 disk=disk)
+    journal = await Journal.open(
+        tmp_path / "journal",
+        [tmp_path / "l"],
+        JournalConfig(
+            queue_max_entries=4, queue_max_bytes=1024 * 1024, force_write_queue_max=1, flush_when_queue_empty=True
+        ),
+        disk=disk,
+    )
     done = []
     async with journal.running():
         disk.sync_gate = trio.Event()  # hold every sync from now on
@@ -175,10 +184,14 @@ async def _add_and_record(journal: Journal, i: int, done: list[int]) -> None:
 async def test_queue_bytes_bound(tmp_path) -> None:
     disk = FailingDisk()
     disk.token = trio.lowlevel.current_trio_token()
-    journal = await Journal.open(tmp_path / "journal", [tmp_path / "l"],
-                                 JournalConfig(queue_max_bytes=4096, buffered_writes_threshold=2048,
-                                               force_write_queue_max=1, flush_when_queue_empty=True),
-                                 disk=disk)
+    journal = await Journal.open(
+        tmp_path / "journal",
+        [tmp_path / "l"],
+        JournalConfig(
+            queue_max_bytes=4096, buffered_writes_threshold=2048, force_write_queue_max=1, flush_when_queue_empty=True
+        ),
+        disk=disk,
+    )
     async with journal.running():
         disk.sync_gate = trio.Event()
         async with trio.open_nursery() as nursery:
@@ -191,8 +204,9 @@ async def test_queue_bytes_bound(tmp_path) -> None:
 
 async def test_fsync_failure_fails_pending_and_nothing_later_is_acked(tmp_path) -> None:
     disk = FailingDisk()
-    journal = await Journal.open(tmp_path / "journal", [tmp_path / "l"],
-                                 JournalConfig(flush_when_queue_empty=True), disk=disk)
+    journal = await Journal.open(
+        tmp_path / "journal", [tmp_path / "l"], JournalConfig(flush_when_queue_empty=True), disk=disk
+    )
     acked, failed = [], []
 
     async def adder(i: int) -> None:
@@ -234,8 +248,9 @@ async def test_write_failure_fails_the_batch(tmp_path) -> None:
 
 async def test_no_sync_data_acks_before_fsync_and_close_syncs(tmp_path) -> None:
     disk = FailingDisk()
-    journal = await Journal.open(tmp_path / "journal", [tmp_path / "l"],
-                                 JournalConfig(sync_data=False, flush_when_queue_empty=True), disk=disk)
+    journal = await Journal.open(
+        tmp_path / "journal", [tmp_path / "l"], JournalConfig(sync_data=False, flush_when_queue_empty=True), disk=disk
+    )
     async with journal.running():
         syncs_at_start = disk.syncs
         for i in range(5):

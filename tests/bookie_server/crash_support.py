@@ -24,8 +24,9 @@ class BookieProcess(RealBookie):
     data under ``base``, logging at INFO (tests look for the recovery messages in ``log``)."""
 
     def __init__(self, base: Path, *extra: str, env: dict[str, str] | None = None) -> None:
-        super().__init__(base, f"embedded://{base / 'meta'}", extra, bookie_id="crash-bookie",
-                         log_level="INFO", env=env)
+        super().__init__(
+            base, f"embedded://{base / 'meta'}", extra, bookie_id="crash-bookie", log_level="INFO", env=env
+        )
 
 
 @dataclass
@@ -92,7 +93,7 @@ def read_back(port: int, ledger: int, entries: range) -> dict[int, tuple[int, by
     try:
         ids = list(entries)
         for i in range(0, len(ids), 500):
-            chunk = ids[i:i + 500]
+            chunk = ids[i : i + 500]
             client.send(*[read_request(e + 1, ledger, e) for e in chunk])
             for _ in chunk:
                 resp = client.next_response()
@@ -112,7 +113,6 @@ def check_round(port: int, ledger: int, writer: Writer) -> None:
             assert status == StatusCode.EOK, f"acknowledged entry {ledger}/{e} lost: status {status}"
             assert body == payload(ledger, e, writer.size), f"acknowledged entry {ledger}/{e} differs"
         elif status == StatusCode.EOK:
-            assert body == payload(ledger, e, writer.size), \
-                f"unacknowledged entry {ledger}/{e} is half-visible"
+            assert body == payload(ledger, e, writer.size), f"unacknowledged entry {ledger}/{e} is half-visible"
         else:
             assert status in (StatusCode.ENOENTRY, StatusCode.ENOLEDGER), status

@@ -82,6 +82,7 @@ class _FullLedgerDisk(FailingFileOps):
 def _usage(fraction: float):
     def measure(paths: Sequence[str]) -> list[DiskUsage]:
         return [DiskUsage(p, 1000, int(1000 * (1 - fraction))) for p in paths]
+
     return measure
 
 
@@ -116,12 +117,10 @@ async def test_allocation_past_the_threshold_turns_read_only_before_the_disk_che
         assert b.metrics.disk_full_early._value.get() == 1
         assert await _status(b.add_entry(1, added, KEY, entry(1, added, b"x"))) is StatusCode.EREADONLY
         await b.storage.flush()  # the flush still runs (it fits): the journal's data moves on
-        assert [await b.read_entry(1, i) for i in range(added)] == [entry(1, i, bytes(60 * KiB))
-                                                                   for i in range(added)]
+        assert [await b.read_entry(1, i) for i in range(added)] == [entry(1, i, bytes(60 * KiB)) for i in range(added)]
         fs["headroom"] = 500 * MiB
         async with trio.open_nursery() as nursery:  # only the disk checker clears DISK_FULL
-            await nursery.start(lambda task_status: run_disk_checker(b, measure=_usage(0.5),
-                                                                     task_status=task_status))
+            await nursery.start(lambda task_status: run_disk_checker(b, measure=_usage(0.5), task_status=task_status))
             assert b.state is BookieState.WRITABLE
             nursery.cancel_scope.cancel()
         await b.add_entry(1, added, KEY, entry(1, added, b"again"))
@@ -150,8 +149,7 @@ async def test_journal_out_of_space_turns_read_only_and_resumes_by_itself(tmp_pa
         assert [await b.read_entry(1, i) for i in range(10)] == [entry(1, i, b"ok") for i in range(10)]
         assert await b.lac(1) == 8
         async with trio.open_nursery() as nursery:
-            await nursery.start(lambda task_status: run_disk_checker(b, measure=measure,
-                                                                     task_status=task_status))
+            await nursery.start(lambda task_status: run_disk_checker(b, measure=measure, task_status=task_status))
             assert b.read_only_reasons == {ReadOnlyReason.JOURNAL_NO_SPACE, ReadOnlyReason.DISK_FULL}
             usage["fraction"] = 0.5  # below the LWM, but the journal still cannot create a file
             with trio.fail_after(10):
@@ -235,7 +233,6 @@ async def test_open_on_a_full_disk_comes_up_read_only_then_turns_writable(tmp_pa
 async def test_disk_checker_judges_before_it_reports_started(tmp_path: Path) -> None:
     async with open_bookie(make_config(tmp_path)) as b:
         async with trio.open_nursery() as nursery:
-            await nursery.start(lambda task_status: run_disk_checker(b, measure=_usage(0.99),
-                                                                     task_status=task_status))
+            await nursery.start(lambda task_status: run_disk_checker(b, measure=_usage(0.99), task_status=task_status))
             assert b.read_only_reasons == {ReadOnlyReason.DISK_FULL}  # before registration would run
             nursery.cancel_scope.cancel()

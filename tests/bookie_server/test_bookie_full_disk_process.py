@@ -46,8 +46,14 @@ def tmpfs(tmp_path: Path) -> Iterator[Path]:
 
 
 def _bookie(disk: Path, tmp_path: Path, metadata_url: str, *extra: str) -> RealBookie:
-    bk = RealBookie(disk, metadata_url, ["--set", "write_cache_max_mb=4", "--set", "flush_interval_ms=500",
-                                         *extra], bookie_id=BOOKIE_ID, http=True, log_level="INFO")
+    bk = RealBookie(
+        disk,
+        metadata_url,
+        ["--set", "write_cache_max_mb=4", "--set", "flush_interval_ms=500", *extra],
+        bookie_id=BOOKIE_ID,
+        http=True,
+        log_level="INFO",
+    )
     bk.log = tmp_path / "bookie.log"  # not on the full disk
     return bk
 
@@ -99,13 +105,21 @@ def _registered(metadata_url: str) -> str:
             if await store.exists(available_path("", BOOKIE_ID)) is not None:
                 return "writable"
             return ""
+
     return trio.run(look)
 
 
 def test_turns_read_only_before_the_disk_is_full(tmpfs: Path, tmp_path: Path) -> None:
     # whole 16 MiB journal chunks on a 48 MiB disk, and no disk check after the first one
-    bk = _bookie(tmpfs, tmp_path, f"embedded://{tmp_path / 'meta'}", "--set", "journal_prealloc_size_mb=16",
-                 "--set", "disk_check_interval_ms=600000")
+    bk = _bookie(
+        tmpfs,
+        tmp_path,
+        f"embedded://{tmp_path / 'meta'}",
+        "--set",
+        "journal_prealloc_size_mb=16",
+        "--set",
+        "disk_check_interval_ms=600000",
+    )
     try:
         bk.start()
         writer = _fill_until_refused(bk, 1)
@@ -123,10 +137,8 @@ def test_turns_read_only_before_the_disk_is_full(tmpfs: Path, tmp_path: Path) ->
         bk.kill()
 
 
-def test_restart_on_a_full_disk_then_writable_once_space_is_freed(tmpfs: Path, tmp_path: Path,
-                                                                   zk_url: str) -> None:
-    bk = _bookie(tmpfs, tmp_path, zk_url, "--set", "disk_check_interval_ms=200",
-                 "--set", "journal_prealloc_size_mb=4")
+def test_restart_on_a_full_disk_then_writable_once_space_is_freed(tmpfs: Path, tmp_path: Path, zk_url: str) -> None:
+    bk = _bookie(tmpfs, tmp_path, zk_url, "--set", "disk_check_interval_ms=200", "--set", "journal_prealloc_size_mb=4")
     try:
         bk.start()
         writer = _fill_until_refused(bk, 1)

@@ -30,8 +30,12 @@ def txn_bytes(d: Path) -> int:
 async def test_sigkill_and_replay_over_three_journals(tmp_path: Path) -> None:
     jdirs = [tmp_path / f"journal{i}" for i in range(3)]
     # no metadata store (the bookie protocol alone); a fixed id: the cookies name it
-    bookie = RealBookie(tmp_path, "", ["--set", "journalDirectories=" + ",".join(map(str, jdirs)),
-                                       "--set", "flushInterval=600000"], bookie_id="journal-dirs-bookie")
+    bookie = RealBookie(
+        tmp_path,
+        "",
+        ["--set", "journalDirectories=" + ",".join(map(str, jdirs)), "--set", "flushInterval=600000"],
+        bookie_id="journal-dirs-bookie",
+    )
     await trio.to_thread.run_sync(bookie.start)
     try:
         await write_entries(bookie.port, LEDGERS, ENTRIES, body)
@@ -50,4 +54,3 @@ async def test_sigkill_and_replay_over_three_journals(tmp_path: Path) -> None:
         assert {p.name for p in ledgers.glob("lastMark*")} >= {"lastMark", "lastMark.1", "lastMark.2"}
     finally:
         await trio.to_thread.run_sync(bookie.stop)
-

@@ -100,7 +100,7 @@ def test_no_module_level_import_cycle() -> None:
         path.append(m)
         for n in sorted(graph.get(m, ())):
             if state.get(n) == 1:
-                cycle = [*path[path.index(n):], n]
+                cycle = [*path[path.index(n) :], n]
                 raise AssertionError("import cycle: " + " -> ".join(cycle))
             if n not in state:
                 visit(n)

@@ -37,8 +37,12 @@ def wait_checkpointed(dirs: list[Path], at_least: int) -> None:
 
 async def test_sigkill_and_restart_over_three_ledger_directories(tmp_path: Path) -> None:
     ldirs = [tmp_path / f"ledgers{i}" for i in range(3)]
-    bookie = RealBookie(tmp_path, "", ["--ledger-dirs", ",".join(map(str, ldirs)), "--set", "flushInterval=200"],
-                        bookie_id="ledger-dirs-bookie")
+    bookie = RealBookie(
+        tmp_path,
+        "",
+        ["--ledger-dirs", ",".join(map(str, ldirs)), "--set", "flushInterval=200"],
+        bookie_id="ledger-dirs-bookie",
+    )
     await trio.to_thread.run_sync(bookie.start)
     try:
         await write_entries(bookie.port, LEDGERS, ENTRIES, body)

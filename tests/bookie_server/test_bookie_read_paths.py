@@ -77,8 +77,9 @@ async def test_a_long_poll_holds_no_read_thread(tmp_path: Path) -> None:
         await c.send(*polls)
         with trio.fail_after(30):  # the waiting polls leave the single ordinary thread free
             assert (await c.call(read_request(2, 7, 0))).readResponse.body == entry(7, 0, b"zero")
-            await c.send(add_request(3, 7, 1, KEY, entry(7, 1, b"one")),
-                         add_request(4, 7, 2, KEY, entry(7, 2, b"two")))  # LAC of entry 2 is 1
+            await c.send(
+                add_request(3, 7, 1, KEY, entry(7, 1, b"one")), add_request(4, 7, 2, KEY, entry(7, 2, b"two"))
+            )  # LAC of entry 2 is 1
             for p in polls:
                 resp = await c.receive(p.header.txnId)
                 assert resp.status == StatusCode.EOK and resp.readResponse.body == entry(7, 1, b"one")

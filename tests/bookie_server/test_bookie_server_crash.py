@@ -26,8 +26,9 @@ from .crash_support import BookieProcess, Writer, check_round, read_back
 pytestmark = pytest.mark.slow
 
 
-def _rounds(bk: BookieProcess, rounds: int, rnd: random.Random, *, first_ledger: int,
-            self_kill: bool = False) -> list[Writer]:
+def _rounds(
+    bk: BookieProcess, rounds: int, rnd: random.Random, *, first_ledger: int, self_kill: bool = False
+) -> list[Writer]:
     """Start, write, crash, restart and check ``rounds`` times; return the writers."""
     writers: list[Writer] = []
     bk.start()
@@ -65,8 +66,7 @@ def test_sigkill_during_journal_writes(tmp_path: Path) -> None:
 
 def test_sigkill_between_flush_and_last_log_mark(tmp_path: Path) -> None:
     rnd = random.Random(2)
-    bk = BookieProcess(tmp_path, "--set", "flush_interval_ms=100",
-                       env={KILL_AT_ENV: "before_last_mark:3"})
+    bk = BookieProcess(tmp_path, "--set", "flush_interval_ms=100", env={KILL_AT_ENV: "before_last_mark:3"})
     try:
         writers = _rounds(bk, 6, rnd, first_ledger=200, self_kill=True)
         for i, w in enumerate(writers):
@@ -77,8 +77,9 @@ def test_sigkill_between_flush_and_last_log_mark(tmp_path: Path) -> None:
 
 def test_sigkill_during_entry_log_rolls(tmp_path: Path) -> None:
     rnd = random.Random(3)
-    bk = BookieProcess(tmp_path, "--set", "log_size_limit=65536", "--set", "write_cache_max_mb=1",
-                       "--set", "flush_interval_ms=20")
+    bk = BookieProcess(
+        tmp_path, "--set", "log_size_limit=65536", "--set", "write_cache_max_mb=1", "--set", "flush_interval_ms=20"
+    )
     try:
         writers = _rounds(bk, 6, rnd, first_ledger=300)
         for i, w in enumerate(writers):
@@ -134,9 +135,19 @@ def test_torn_or_corrupted_journal_tail(tmp_path: Path, damage: str) -> None:
 
 def test_full_disk_turns_read_only_without_losing_data(tmp_path: Path) -> None:
     with mounted_tmpfs(tmp_path / "disk", "16m") as disk:
-        bk = BookieProcess(disk, "--set", "disk_check_interval_ms=100", "--set", "write_cache_max_mb=2",
-                           "--set", "flush_interval_ms=200", "--set", "journal_max_size_mb=4",
-                           "--set", "journal_max_backups=0")
+        bk = BookieProcess(
+            disk,
+            "--set",
+            "disk_check_interval_ms=100",
+            "--set",
+            "write_cache_max_mb=2",
+            "--set",
+            "flush_interval_ms=200",
+            "--set",
+            "journal_max_size_mb=4",
+            "--set",
+            "journal_max_backups=0",
+        )
         bk.log = tmp_path / "bookie.log"
         try:
             bk.start()
@@ -146,8 +157,9 @@ def test_full_disk_turns_read_only_without_losing_data(tmp_path: Path) -> None:
                 time.sleep(0.05)
             writer.stop()
             assert writer.errors, "the disk never filled"
-            assert set(writer.errors.values()) <= {StatusCode.EREADONLY, StatusCode.EIO,
-                                                   StatusCode.ETOOMANYREQUESTS}, writer.errors
+            assert set(writer.errors.values()) <= {StatusCode.EREADONLY, StatusCode.EIO, StatusCode.ETOOMANYREQUESTS}, (
+                writer.errors
+            )
             got = read_back(bk.port, 9, range(writer.sent))  # reads are still served
             for e in writer.acked:
                 assert got[e][0] == StatusCode.EOK and got[e][1]

@@ -29,18 +29,21 @@ from protocols.bookkeeper import Cookie, cookie_path
 from tests.support.bookie_server import make_config
 
 
-@pytest.mark.parametrize(("values", "key"), [
-    ({"diskUsageLwmThreshold": 0.97}, "disk_usage_lwm_threshold"),
-    ({"diskUsageWarnThreshold": 0.99}, "disk_usage_warn_threshold"),
-    ({"diskUsageThreshold": 1.5}, "disk_usage_threshold"),
-    ({"bookiePort": 70000}, "port"),
-    ({"bookiePort": "3181"}, "bookiePort"),
-    ({"ledgerDirectories": []}, "ledger_dirs"),
-    ({"journalMaxSizeMB": 0}, "journal_max_size_mb"),
-    ({"logSizeLimit": 10}, "log_size_limit"),
-    ({"metadataServiceUri": "localhost"}, "metadata_url"),
-    ({"nosuchKey": 1}, "nosuchKey"),
-])
+@pytest.mark.parametrize(
+    ("values", "key"),
+    [
+        ({"diskUsageLwmThreshold": 0.97}, "disk_usage_lwm_threshold"),
+        ({"diskUsageWarnThreshold": 0.99}, "disk_usage_warn_threshold"),
+        ({"diskUsageThreshold": 1.5}, "disk_usage_threshold"),
+        ({"bookiePort": 70000}, "port"),
+        ({"bookiePort": "3181"}, "bookiePort"),
+        ({"ledgerDirectories": []}, "ledger_dirs"),
+        ({"journalMaxSizeMB": 0}, "journal_max_size_mb"),
+        ({"logSizeLimit": 10}, "log_size_limit"),
+        ({"metadataServiceUri": "localhost"}, "metadata_url"),
+        ({"nosuchKey": 1}, "nosuchKey"),
+    ],
+)
 def test_config_errors_name_the_key(values: dict, key: str) -> None:
     with pytest.raises(ConfigError) as err:
         load_config(BookieConfig, values)
@@ -48,8 +51,16 @@ def test_config_errors_name_the_key(values: dict, key: str) -> None:
 
 
 def test_config_aliases_and_journal_units() -> None:
-    cfg = load_config(BookieConfig, {"bookiePort": 3999, "journalMaxSizeMB": 64, "journalSyncData": False,
-                                     "ledgerDirectories": ["/a", "/b"], "advertisedAddress": "h"})
+    cfg = load_config(
+        BookieConfig,
+        {
+            "bookiePort": 3999,
+            "journalMaxSizeMB": 64,
+            "journalSyncData": False,
+            "ledgerDirectories": ["/a", "/b"],
+            "advertisedAddress": "h",
+        },
+    )
     assert cfg.effective_bookie_id == "h:3999"
     jc = cfg.journal_config()
     assert jc.max_file_size == 64 * 1024 * 1024 and jc.sync_data is False
@@ -140,8 +151,7 @@ async def test_disk_checker_turns_read_only_and_back(tmp_path: Path) -> None:
 
     async with open_bookie(make_config(tmp_path, disk_check_interval_ms=10)) as bookie:
         async with trio.open_nursery() as nursery:
-            await nursery.start(lambda task_status: run_disk_checker(bookie, measure=measure,
-                                                                     task_status=task_status))
+            await nursery.start(lambda task_status: run_disk_checker(bookie, measure=measure, task_status=task_status))
             with trio.fail_after(5):
                 usage["frac"] = 0.97
                 while bookie.state is BookieState.WRITABLE:
@@ -157,8 +167,14 @@ async def test_disk_checker_turns_read_only_and_back(tmp_path: Path) -> None:
 
 def test_cli_format_and_config_errors(tmp_path: Path) -> None:
     runner = CliRunner()
-    args = ["--journal-dir", str(tmp_path / "j"), "--ledger-dirs", f"{tmp_path / 'l1'},{tmp_path / 'l2'}",
-            "--bookie-id", "cli-b"]
+    args = [
+        "--journal-dir",
+        str(tmp_path / "j"),
+        "--ledger-dirs",
+        f"{tmp_path / 'l1'},{tmp_path / 'l2'}",
+        "--bookie-id",
+        "cli-b",
+    ]
     result = runner.invoke(cli, ["bookie", "format", *args])
     assert result.exit_code == 0, result.output
     assert "formatted bookie cli-b" in result.output
@@ -166,7 +182,7 @@ def test_cli_format_and_config_errors(tmp_path: Path) -> None:
     result = runner.invoke(cli, ["bookie", "format", *args])
     assert result.exit_code == 3 and "already has a cookie" in result.output  # could not start
     conf = tmp_path / "bookie.toml"
-    conf.write_text('diskUsageThreshold = 0.5\ndiskUsageWarnThreshold = 0.9\n')
+    conf.write_text("diskUsageThreshold = 0.5\ndiskUsageWarnThreshold = 0.9\n")
     result = runner.invoke(cli, ["bookie", "--conf", str(conf), *args])
     assert result.exit_code == 2 and "disk_usage_warn_threshold" in result.output
 

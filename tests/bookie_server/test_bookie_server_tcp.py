@@ -108,8 +108,7 @@ async def test_lac_operations_and_long_poll(tmp_path: Path) -> None:
         # a waiting long poll is answered once an add advances the LAC
         await c.send(read_request(14, 4, -1, piggyback=True, previous_lac=2, timeout_ms=30_000))
         await wait_until_async(lambda: bookie.statistics().long_poll_waiters == 1, "the long poll to wait")
-        await c.send(add_request(15, 4, 3, KEY, entry(4, 3, b"y")),
-                     add_request(16, 4, 4, KEY, entry(4, 4, b"z")))
+        await c.send(add_request(15, 4, 3, KEY, entry(4, 3, b"y")), add_request(16, 4, 4, KEY, entry(4, 4, b"z")))
         with trio.fail_after(10):
             woke = await c.receive(14)
         assert woke.status == StatusCode.EOK and woke.readResponse.maxLAC == 3
@@ -142,8 +141,7 @@ async def test_in_flight_requests_are_bounded_per_connection(tmp_path: Path) -> 
         c = await Client.connect(port)
         await bookie.add_entry(6, 0, KEY, entry(6, 0, b"x", lac=-1))
         # long polls hold their in-flight slot until they are answered
-        polls = [read_request(100 + i, 6, 1, piggyback=True, previous_lac=-1, timeout_ms=30_000)
-                 for i in range(10)]
+        polls = [read_request(100 + i, 6, 1, piggyback=True, previous_lac=-1, timeout_ms=30_000) for i in range(10)]
         await c.send(*polls)
         await wait_until_async(lambda: bookie.statistics().long_poll_waiters == 4, "four long polls to wait")
         await trio.testing.wait_all_tasks_blocked(0.05)  # and nothing more is read meanwhile
@@ -163,8 +161,9 @@ def test_fast_add_response_encoder_matches_protobuf() -> None:
         for status in (0, 402, 505):
             for ledger in (0, 5, 2**40, 2**63 - 1):
                 for eid in (-1, 0, 1, 200, 2**35, 2**63 - 1):
-                    assert encode_add_response(txn, status, ledger, eid) == \
-                        encode_response(add_response(txn, status, ledger, eid))
+                    assert encode_add_response(txn, status, ledger, eid) == encode_response(
+                        add_response(txn, status, ledger, eid)
+                    )
 
 
 def test_add_request_encoder_matches_protobuf() -> None:
@@ -178,17 +177,20 @@ def test_add_request_encoder_matches_protobuf() -> None:
                     for eid in (-1, 0, 1, 200, 2**35, 2**63 - 1):
                         for body in (b"", b"b" * 100, b"z" * 20000):
                             assert enc.encode(txn, eid, body) == encode_request(
-                                add_request(txn, ledger, eid, key, body, recovery=recovery))
+                                add_request(txn, ledger, eid, key, body, recovery=recovery)
+                            )
 
 
 async def test_client_vanishing_with_responses_pending_does_not_hurt_the_server(tmp_path: Path) -> None:
     async with running(tmp_path) as (bookie, port):
         for round_ in range(3):
             rude = await Client.connect(port)
-            await rude.send(*[add_request(i + 1, 10 + round_, i, KEY, entry(10 + round_, i, b"r" * 4000))
-                              for i in range(500)])
-            rude.stream.socket.setsockopt(__import__("socket").SOL_SOCKET, __import__("socket").SO_LINGER,
-                                          struct.pack("ii", 1, 0))  # close with a reset
+            await rude.send(
+                *[add_request(i + 1, 10 + round_, i, KEY, entry(10 + round_, i, b"r" * 4000)) for i in range(500)]
+            )
+            rude.stream.socket.setsockopt(
+                __import__("socket").SOL_SOCKET, __import__("socket").SO_LINGER, struct.pack("ii", 1, 0)
+            )  # close with a reset
             await rude.stream.aclose()
         await trio.testing.wait_all_tasks_blocked(0.05)  # the server has seen the resets
         good = await Client.connect(port)

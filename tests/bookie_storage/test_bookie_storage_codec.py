@@ -56,8 +56,10 @@ def test_record_layout() -> None:
     assert decode_record_at(rec, 0) == (5, 9, 20, len(rec))
 
 
-@given(st.lists(st.tuples(st.integers(0, 2**63 - 1), st.integers(0, 2**63 - 1), st.binary(max_size=300)),
-                max_size=20), st.integers(0, 50))
+@given(
+    st.lists(st.tuples(st.integers(0, 2**63 - 1), st.integers(0, 2**63 - 1), st.binary(max_size=300)), max_size=20),
+    st.integers(0, 50),
+)
 def test_iter_records_roundtrip_and_torn_tail(records: list[tuple[int, int, bytes]], cut: int) -> None:
     buf = bytearray(HEADER_SIZE)
     for lid, eid, p in records:

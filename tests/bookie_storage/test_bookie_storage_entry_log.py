@@ -94,8 +94,10 @@ def test_a_scan_in_small_reads_yields_what_a_whole_scan_does(tmp_path: Path, rea
     """Compaction scans in reads of its chunk size: records larger than a read, records split
     across reads and the ledgers map at the end come out exactly as with the default reads."""
     el = EntryLogger([tmp_path])
-    entries = [(lid, eid, os.urandom(size)) for lid, eid, size in
-               [(1, 0, 10), (2, 0, 5000), (1, 1, 100_000), (3, 0, 1), (2, 1, 4096), (1, 2, 70_000)]]
+    entries = [
+        (lid, eid, os.urandom(size))
+        for lid, eid, size in [(1, 0, 10), (2, 0, 5000), (1, 1, 100_000), (3, 0, 1), (2, 1, 4096), (1, 2, 70_000)]
+    ]
     el.append(entries)
     el.roll_all()  # the ledgers map follows the records: a scan must stop before it
     (log_id,) = el.list_logs()
@@ -275,7 +277,8 @@ def test_a_failed_incremental_sync_abandons_the_log_and_raises(tmp_path: Path) -
     locs = el.append(entries)  # a fresh log takes the retry
     el.sync()
     assert [el.read(loc, lid, eid) for (lid, eid, _), loc in zip(entries, locs, strict=True)] == [
-        p for _, _, p in entries]
+        p for _, _, p in entries
+    ]
     el.close()
 
 
@@ -285,6 +288,7 @@ def test_negative_flush_entrylog_bytes_is_refused(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------ per-ledger placement (rule 9)
+
 
 def test_per_ledger_placement_gives_each_ledger_its_own_logs(tmp_path: Path) -> None:
     el = EntryLogger([tmp_path / "a", tmp_path / "b"], per_ledger=True)

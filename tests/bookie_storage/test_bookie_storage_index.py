@@ -42,8 +42,8 @@ def test_update_locations_only_if_still_in_old_log(tmp_path: Path) -> None:
     old, other, new = 5, 6, 9
     idx.put_batch([(1, 0, (old << 32) | 100), (1, 1, (other << 32) | 200), (1, 2, (old << 32) | 300)], {})
     changed = idx.update_locations(
-        [(1, 0, (new << 32) | 1), (1, 1, (new << 32) | 2), (1, 3, (new << 32) | 3), (1, 2, (new << 32) | 4)],
-        old)
+        [(1, 0, (new << 32) | 1), (1, 1, (new << 32) | 2), (1, 3, (new << 32) | 3), (1, 2, (new << 32) | 4)], old
+    )
     assert changed == 2
     assert idx.get_location(1, 0) == (new << 32) | 1
     assert idx.get_location(1, 1) == (other << 32) | 200  # moved elsewhere since: untouched

@@ -132,16 +132,16 @@ async def test_two_read_aheads_of_one_ledger_each_wake_their_waiters() -> None:
 
 def test_in_order_readers_are_told_apart_per_ledger() -> None:
     seen = InOrderReaders(3, streams=2, max_ledgers=2)
-    assert not seen.miss(1, 0)          # the first miss of a ledger starts a run
-    assert seen.miss(1, 2)              # within the window after it
-    assert not seen.miss(1, 100)        # far away: a second reader of the ledger
+    assert not seen.miss(1, 0)  # the first miss of a ledger starts a run
+    assert seen.miss(1, 2)  # within the window after it
+    assert not seen.miss(1, 100)  # far away: a second reader of the ledger
     # the two readers take turns; each continues its own run
     assert [seen.miss(1, e) for e in (4, 102, 6, 104)] == [True, True, True, True]
-    assert not seen.miss(1, 5)          # backwards is not in order (and starts a run of its own,
-    assert seen.miss(1, 106)            # in place of the least recently continued one: 6's)
+    assert not seen.miss(1, 5)  # backwards is not in order (and starts a run of its own,
+    assert seen.miss(1, 106)  # in place of the least recently continued one: 6's)
     assert not seen.miss(1, 10)
     assert not seen.miss(2, 0) and seen.miss(2, 1)  # ledgers are separate
-    assert not seen.miss(3, 1)          # a third ledger forgets the other two (bounded)
+    assert not seen.miss(3, 1)  # a third ledger forgets the other two (bounded)
     assert not seen.miss(1, 107)
     with pytest.raises(ValueError):
         InOrderReaders(0)

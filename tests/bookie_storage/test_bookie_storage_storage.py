@@ -155,8 +155,12 @@ def _reason(st: DbLedgerStorage, reason: FlushReason) -> float:
 
 async def test_flush_loop_runs_on_full_cache_and_periodically(tmp_path: Path) -> None:
     events: list[str] = []
-    st = _open(tmp_path, write_cache_max_bytes=20_000, flush_interval_ms=50,
-               checkpoint_source=RecordingCheckpointSource(events))
+    st = _open(
+        tmp_path,
+        write_cache_max_bytes=20_000,
+        flush_interval_ms=50,
+        checkpoint_source=RecordingCheckpointSource(events),
+    )
     async with trio.open_nursery() as nursery:
         await nursery.start(st.run)
         for eid in range(100):  # 100 KB through a 20 KB cache: needs flushes when halves fill
@@ -174,8 +178,9 @@ async def test_flush_loop_runs_on_full_cache_and_periodically(tmp_path: Path) ->
 async def test_blocked_flush_gives_write_cache_full_then_recovers(tmp_path: Path) -> None:
     ops = BlockingFileOps()
     errors: list[StorageIOError] = []
-    st = _open(tmp_path, file_ops=ops, write_cache_max_bytes=20_000, max_throttle_time_ms=100,
-               on_flush_error=errors.append)
+    st = _open(
+        tmp_path, file_ops=ops, write_cache_max_bytes=20_000, max_throttle_time_ms=100, on_flush_error=errors.append
+    )
     await st.add_entry(1, 0, b"warm")  # create the log before blocking writes
     await st.flush()
     ops.gate.clear()
@@ -278,7 +283,7 @@ async def test_open_in_thread(tmp_path: Path) -> None:
 
 
 def _big(lid: int, eid: int) -> bytes:
-    return (_payload(lid, eid)[:50] * 2700)[:128 * 1024]
+    return (_payload(lid, eid)[:50] * 2700)[: 128 * 1024]
 
 
 async def _fill(st: DbLedgerStorage, mib: int) -> list[tuple[int, int, bytes]]:
@@ -329,8 +334,14 @@ async def test_a_cache_full_checkpoint_is_spread_over_the_time_its_half_took_to_
 @pytest.mark.parametrize("sooner", ["explicit flush", "ledger deletion", "write lock", "cache full"])
 async def test_a_paced_checkpoint_wanted_sooner_goes_at_full_speed(tmp_path: Path, sooner: str) -> None:
     # paced over 60 s: only being wanted sooner lets it finish within the test
-    st = _open(tmp_path, write_cache_max_bytes=16 << 20, flush_interval_ms=60_000, flush_pace_fraction=1.0,
-               max_throttle_time_ms=30_000, log_size_limit=64 << 20)
+    st = _open(
+        tmp_path,
+        write_cache_max_bytes=16 << 20,
+        flush_interval_ms=60_000,
+        flush_pace_fraction=1.0,
+        max_throttle_time_ms=30_000,
+        log_size_limit=64 << 20,
+    )
     added = await _fill(st, 3)
     syncs = st.statistics().entry_logs.syncs
     with trio.fail_after(20):

@@ -108,8 +108,9 @@ def test_a_failed_directory_fails_the_append_and_a_retry_succeeds(tmp_path: Path
         ops.fail_fds.clear()
         locations = logger.append(entries)  # the retry opens a new log in directory 1
         logger.sync()
-        for (lid, eid, data), loc in zip([(1, 0, body(1, 0)), (2, 0, body(2, 0)), *entries],
-                                         [*first, *locations], strict=True):
+        for (lid, eid, data), loc in zip(
+            [(1, 0, body(1, 0)), (2, 0, body(2, 0)), *entries], [*first, *locations], strict=True
+        ):
             assert logger.read(loc, lid, eid) == data
     finally:
         logger.close()

@@ -31,15 +31,25 @@ def htpasswd_file(tmp: Path) -> Path:
 def basic_auth_config(htpasswd: Path, **extra: object) -> BrokerConfig:
     """A broker config with the basic provider on ``htpasswd``, authorization on, superuser a super user."""
     keys: dict[str, object] = dict(
-        advertised_address="127.0.0.1", bind_address="127.0.0.1", broker_service_port=0, web_service_port=0,
+        advertised_address="127.0.0.1",
+        bind_address="127.0.0.1",
+        broker_service_port=0,
+        web_service_port=0,
         authentication_enabled=True,
         authentication_providers=("org.apache.pulsar.broker.authentication.AuthenticationProviderBasic",),
-        basic_auth_conf=f"file://{htpasswd}", authorization_enabled=True, super_user_roles=("superuser",))
+        basic_auth_conf=f"file://{htpasswd}",
+        authorization_enabled=True,
+        super_user_roles=("superuser",),
+    )
     keys.update(extra)
     return BrokerConfig(**keys)  # type: ignore[arg-type]
 
 
 def basic_client(b: BrokerThread, user: str, password: str, timeout_s: int = 10) -> pulsar.Client:
     """An official client on ``b`` authenticated as ``user``."""
-    return pulsar.Client(b.url, authentication=pulsar.AuthenticationBasic(user, password),
-                         operation_timeout_seconds=timeout_s, logger=logging.getLogger("pulsar-client"))
+    return pulsar.Client(
+        b.url,
+        authentication=pulsar.AuthenticationBasic(user, password),
+        operation_timeout_seconds=timeout_s,
+        logger=logging.getLogger("pulsar-client"),
+    )

@@ -19,15 +19,21 @@ _ids = itertools.count()
 
 def inproc_config(**overrides: object) -> BrokerConfig:
     """A broker config on loopback, free ports, no retention loop (tests call it), plus ``overrides``."""
-    base: dict[str, object] = {"advertised_address": "127.0.0.1", "bind_address": "127.0.0.1",
-                               "broker_service_port": 0, "web_service_port": 0, "retention_enabled": False}
+    base: dict[str, object] = {
+        "advertised_address": "127.0.0.1",
+        "bind_address": "127.0.0.1",
+        "broker_service_port": 0,
+        "web_service_port": 0,
+        "retention_enabled": False,
+    }
     base.update(overrides)
     return BrokerConfig(**base)  # type: ignore[arg-type]
 
 
 @contextlib.asynccontextmanager
-async def running_service(config: BrokerConfig, ml_config: ManagedLedgerConfig | None = None
-                          ) -> AsyncIterator[tuple[BrokerService, trio.Nursery]]:
+async def running_service(
+    config: BrokerConfig, ml_config: ManagedLedgerConfig | None = None
+) -> AsyncIterator[tuple[BrokerService, trio.Nursery]]:
     """The service (started: default namespace, background loops) and a nursery for the test's
     own tasks; both stop when the block exits."""
     ml_config = ml_config or ManagedLedgerConfig(ensemble_size=1, write_quorum=1, ack_quorum=1)

@@ -23,8 +23,10 @@ from broker.schema._avro_compat import AvroSchemaError, default_error, parse_avr
 from .avro_cases import PARSES, READS
 
 _BUILD = Path(__file__).resolve().parents[1] / "resources" / "avro_oracle" / "build.sh"
-_SKIP_REASONS = {3: "Maven Central could not be reached to fetch org.apache.avro:avro",
-                 4: "java, javac or mvn is not installed"}
+_SKIP_REASONS = {
+    3: "Maven Central could not be reached to fetch org.apache.avro:avro",
+    4: "java, javac or mvn is not installed",
+}
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +66,10 @@ def _python_parses(schema: Any) -> tuple[bool, bool]:
 def test_recorded_table_is_avros(oracle: Any) -> None:
     questions = [{"op": "can_read", "reader": json.dumps(r), "writer": json.dumps(w)} for _, r, w, _ in READS]
     for _, schema, _, _ in PARSES:
-        questions += [{"op": "parse", "schema": json.dumps(schema)},
-                      {"op": "parse_defaults", "schema": json.dumps(schema)}]
+        questions += [
+            {"op": "parse", "schema": json.dumps(schema)},
+            {"op": "parse_defaults", "schema": json.dumps(schema)},
+        ]
     answers = iter(oracle(questions))
     wrong = [case for case, *_r, expected in READS if (next(answers)["result"] == "ok") != expected]
     for case, _, valid, valid_defaults in PARSES:
@@ -145,8 +149,11 @@ class _Gen:
         if kind == "map":
             return {"type": "map", "values": self.type(depth + 1)}
         if kind in ("nullable", "union"):
-            branches = ["null", self.type(depth + 1)] if kind == "nullable" else \
-                [self.type(depth + 1) for _ in range(self.pick([2, 3]))]
+            branches = (
+                ["null", self.type(depth + 1)]
+                if kind == "nullable"
+                else [self.type(depth + 1) for _ in range(self.pick([2, 3]))]
+            )
             if self.chance(0.3):
                 branches.reverse()
             return self._distinct(branches) or "null"
@@ -220,10 +227,13 @@ def test_generated_pairs_agree_with_avro(oracle: Any) -> None:
     pairs = _pairs(400)
     questions = []
     for a, b in pairs:
-        questions += [{"op": "parse", "schema": json.dumps(a)}, {"op": "parse_defaults", "schema": json.dumps(a)},
-                      {"op": "parse", "schema": json.dumps(b)},
-                      {"op": "can_read", "reader": json.dumps(a), "writer": json.dumps(b)},
-                      {"op": "can_read", "reader": json.dumps(b), "writer": json.dumps(a)}]
+        questions += [
+            {"op": "parse", "schema": json.dumps(a)},
+            {"op": "parse_defaults", "schema": json.dumps(a)},
+            {"op": "parse", "schema": json.dumps(b)},
+            {"op": "can_read", "reader": json.dumps(a), "writer": json.dumps(b)},
+            {"op": "can_read", "reader": json.dumps(b), "writer": json.dumps(a)},
+        ]
     answers = iter(oracle(questions))
     disagreements, checked, readable = [], 0, 0
     for a, b in pairs:

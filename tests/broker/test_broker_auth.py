@@ -23,9 +23,14 @@ SECRET = new_secret_key()
 
 def _config(**extra: object) -> BrokerConfig:
     keys: dict[str, object] = dict(
-        advertised_address="127.0.0.1", bind_address="127.0.0.1", broker_service_port=0, web_service_port=0,
-        authentication_enabled=True, authentication_providers=("token",),
-        token_secret_key="data:;base64," + base64.b64encode(SECRET).decode())
+        advertised_address="127.0.0.1",
+        bind_address="127.0.0.1",
+        broker_service_port=0,
+        web_service_port=0,
+        authentication_enabled=True,
+        authentication_providers=("token",),
+        token_secret_key="data:;base64," + base64.b64encode(SECRET).decode(),
+    )
     keys.update(extra)
     return BrokerConfig(**keys)  # type: ignore[arg-type]
 
@@ -38,8 +43,13 @@ def secured() -> Iterator[BrokerThread]:
 
 def _client(url: str, token: object = None, timeout_s: int = 5) -> pulsar.Client:
     auth = pulsar.AuthenticationToken(token) if token is not None else None
-    return pulsar.Client(url, authentication=auth, operation_timeout_seconds=timeout_s,
-                         connection_timeout_ms=5000, logger=logging.getLogger("pulsar-client"))
+    return pulsar.Client(
+        url,
+        authentication=auth,
+        operation_timeout_seconds=timeout_s,
+        connection_timeout_ms=5000,
+        logger=logging.getLogger("pulsar-client"),
+    )
 
 
 def test_valid_token_produces_and_consumes(secured: BrokerThread) -> None:
@@ -56,12 +66,15 @@ def test_valid_token_produces_and_consumes(secured: BrokerThread) -> None:
     assert roles <= {"alice"}
 
 
-@pytest.mark.parametrize("token", [
-    pytest.param(create_token("alice", secret_key=SECRET, expires_in_s=-10), id="expired"),
-    pytest.param(create_token("alice", secret_key=new_secret_key()), id="forged"),
-    pytest.param("not-a-jwt", id="garbage"),
-    pytest.param(None, id="missing"),
-])
+@pytest.mark.parametrize(
+    "token",
+    [
+        pytest.param(create_token("alice", secret_key=SECRET, expires_in_s=-10), id="expired"),
+        pytest.param(create_token("alice", secret_key=new_secret_key()), id="forged"),
+        pytest.param("not-a-jwt", id="garbage"),
+        pytest.param(None, id="missing"),
+    ],
+)
 def test_bad_credentials_are_refused(secured: BrokerThread, token: str | None) -> None:
     # the official client retries a refused connection until its operation timeout
     c = _client(secured.url, token, timeout_s=2)
@@ -99,8 +112,11 @@ def test_expiring_token_is_refreshed_on_an_open_connection(secured: BrokerThread
         for i in range(8):
             producer.send(f"m{i}".encode())
             time.sleep(0.5)
-        bobs = [conn for conn in secured.service.connections  # type: ignore[union-attr]
-                if conn.auth_session.role == "bob"]
+        bobs = [
+            conn
+            for conn in secured.service.connections  # type: ignore[union-attr]
+            if conn.auth_session.role == "bob"
+        ]
         assert len(bobs) == 1
         assert bobs[0].auth_session.identity.expires_at > time.time()
         assert len(issued) > first  # the client was asked for a new token, on the same connection
@@ -111,8 +127,13 @@ def test_expiring_token_is_refreshed_on_an_open_connection(secured: BrokerThread
 def test_rs256_and_es256_public_keys() -> None:
     for alg in ("RS256", "ES256"):
         private, public = new_key_pair(alg)
-        svc = AuthenticationService(_config(token_secret_key="", token_public_alg=alg,
-                                            token_public_key="data:;base64," + base64.b64encode(public).decode()))
+        svc = AuthenticationService(
+            _config(
+                token_secret_key="",
+                token_public_alg=alg,
+                token_public_key="data:;base64," + base64.b64encode(public).decode(),
+            )
+        )
         assert svc.authenticate("token", create_token("carol", private_key=private).encode()).role == "carol"
         other, _ = new_key_pair(alg)
         with pytest.raises(AuthenticationError):
@@ -147,8 +168,14 @@ def test_anonymous_role() -> None:
 
 def _raw_connect(port: int, token: str, refresh: bool) -> RawPeer:
     peer = RawPeer(port)
-    peer.send("CONNECT", client_version="raw", protocol_version=20, auth_method_name="token",
-              auth_data=token.encode(), feature_flags={"supports_auth_refresh": refresh})
+    peer.send(
+        "CONNECT",
+        client_version="raw",
+        protocol_version=20,
+        auth_method_name="token",
+        auth_data=token.encode(),
+        feature_flags={"supports_auth_refresh": refresh},
+    )
     answer = peer.recv()
     assert answer is not None and answer.type == pb.BaseCommand.CONNECTED, answer
     return peer
@@ -170,18 +197,23 @@ def test_auth_challenge_answers(secured: BrokerThread, answer: str) -> None:
         assert challenge is not None and challenge.type == pb.BaseCommand.AUTH_CHALLENGE, challenge
         assert challenge.authChallenge.challenge.auth_method_name == "token"
         assert challenge.authChallenge.challenge.auth_data == b"PulsarAuthRefresh"
-        tokens = {"valid": create_token("frank", secret_key=SECRET, expires_in_s=60),
-                  "other-role": create_token("mallory", secret_key=SECRET, expires_in_s=60),
-                  "forged": create_token("frank", secret_key=new_secret_key(), expires_in_s=60)}
+        tokens = {
+            "valid": create_token("frank", secret_key=SECRET, expires_in_s=60),
+            "other-role": create_token("mallory", secret_key=SECRET, expires_in_s=60),
+            "forged": create_token("frank", secret_key=new_secret_key(), expires_in_s=60),
+        }
         if answer in tokens:
-            peer.send("AUTH_RESPONSE", protocol_version=20, client_version="raw",
-                      response={"auth_method_name": "token", "auth_data": tokens[answer].encode()})
+            peer.send(
+                "AUTH_RESPONSE",
+                protocol_version=20,
+                client_version="raw",
+                response={"auth_method_name": "token", "auth_data": tokens[answer].encode()},
+            )
         if answer == "valid":
             time.sleep(2.5)  # two more refresh checks: no new challenge, no close
             peer.assert_alive()
         else:
-            assert all(c.type in (pb.BaseCommand.PING, pb.BaseCommand.AUTH_CHALLENGE)
-                       for c in peer.recv_until_closed())
+            assert all(c.type in (pb.BaseCommand.PING, pb.BaseCommand.AUTH_CHALLENGE) for c in peer.recv_until_closed())
     finally:
         peer.close()
 

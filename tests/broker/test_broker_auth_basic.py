@@ -33,8 +33,9 @@ def test_apr1_matches_the_documented_hash_and_openssl() -> None:
     assert apr1_hash("admin", "GBIYZYFZ") == DOC_LINE.split(":", 1)[1]
     if shutil.which("openssl"):
         for password, salt in (("", "abc"), ("a" * 40, "saltsalt"), ("pässwörd", "Zz./09")):
-            out = subprocess.run(["openssl", "passwd", "-apr1", "-salt", salt, password],
-                                 capture_output=True, text=True, check=True).stdout.strip()
+            out = subprocess.run(
+                ["openssl", "passwd", "-apr1", "-salt", salt, password], capture_output=True, text=True, check=True
+            ).stdout.strip()
             assert apr1_hash(password, salt) == out
 
 
@@ -69,8 +70,10 @@ def test_provider_checks_passwords(tmp_path: Path) -> None:
 
 def test_protocol_basic_auth_with_the_official_client(broker: BrokerThread) -> None:
     admin = httpx.Client(base_url=broker.http, auth=("superuser", "admin"), timeout=10)
-    assert admin.post("/admin/v2/namespaces/public/default/permissions/app", json=["produce", "consume"]
-                      ).status_code == 204
+    assert (
+        admin.post("/admin/v2/namespaces/public/default/permissions/app", json=["produce", "consume"]).status_code
+        == 204
+    )
     topic = "persistent://public/default/basic-auth"
     c = basic_client(broker, "app", "app-secret")
     try:
@@ -93,8 +96,9 @@ def test_protocol_basic_auth_with_the_official_client(broker: BrokerThread) -> N
         c.close()
     peer = RawPeer(broker.port)  # on the wire: ERROR AuthenticationError, then closed
     try:
-        peer.send("CONNECT", client_version="raw", protocol_version=20, auth_method_name="basic",
-                  auth_data=b"app:wrong")
+        peer.send(
+            "CONNECT", client_version="raw", protocol_version=20, auth_method_name="basic", auth_data=b"app:wrong"
+        )
         answers = peer.recv_until_closed()
     finally:
         peer.close()
@@ -117,8 +121,13 @@ def test_admin_cli_with_pulsar_admins_basic_plugin(broker: BrokerThread) -> None
     from magnetar.cli import main
 
     runner = CliRunner()
-    base = ["admin", "--admin-url", broker.http, "--auth-plugin",
-            "org.apache.pulsar.client.impl.auth.AuthenticationBasic"]
+    base = [
+        "admin",
+        "--admin-url",
+        broker.http,
+        "--auth-plugin",
+        "org.apache.pulsar.client.impl.auth.AuthenticationBasic",
+    ]
     r = runner.invoke(main, [*base, "--auth-params", '{"userId":"superuser","password":"admin"}', "tenants", "list"])
     assert r.exit_code == 0 and "public" in r.output, r.output
     r = runner.invoke(main, [*base, "--auth-params", '{"userId":"superuser","password":"nope"}', "tenants", "list"])

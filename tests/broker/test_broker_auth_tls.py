@@ -28,12 +28,20 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
 
 def _config(certs: Certs, **kw: object) -> BrokerConfig:
     keys: dict[str, object] = dict(
-        advertised_address="127.0.0.1", bind_address="127.0.0.1", broker_service_port=None,
-        web_service_port=None, broker_service_port_tls=0, web_service_port_tls=0,
-        tls_certificate_file_path=certs.server_cert, tls_key_file_path=certs.server_key,
-        tls_trust_certs_file_path=certs.ca, authentication_enabled=True,
+        advertised_address="127.0.0.1",
+        bind_address="127.0.0.1",
+        broker_service_port=None,
+        web_service_port=None,
+        broker_service_port_tls=0,
+        web_service_port_tls=0,
+        tls_certificate_file_path=certs.server_cert,
+        tls_key_file_path=certs.server_key,
+        tls_trust_certs_file_path=certs.ca,
+        authentication_enabled=True,
         authentication_providers=("org.apache.pulsar.broker.authentication.AuthenticationProviderTls",),
-        authorization_enabled=True, super_user_roles=("admin",))
+        authorization_enabled=True,
+        super_user_roles=("admin",),
+    )
     keys.update(kw)
     return BrokerConfig(**keys)  # type: ignore[arg-type]
 
@@ -47,8 +55,13 @@ def broker(certs: Certs) -> Iterator[BrokerThread]:
 def _client(b: BrokerThread, certs: Certs, role: str | None, timeout_s: int = 10) -> pulsar.Client:
     assert b.service is not None
     auth = pulsar.AuthenticationTLS(*certs.clients[role]) if role is not None else None
-    return pulsar.Client(b.service.service_url_tls, tls_trust_certs_file_path=certs.ca, authentication=auth,
-                         operation_timeout_seconds=timeout_s, logger=logging.getLogger("pulsar-client"))
+    return pulsar.Client(
+        b.service.service_url_tls,
+        tls_trust_certs_file_path=certs.ca,
+        authentication=auth,
+        operation_timeout_seconds=timeout_s,
+        logger=logging.getLogger("pulsar-client"),
+    )
 
 
 def _http(certs: Certs, role: str | None) -> httpx.Client:
@@ -77,8 +90,10 @@ def test_admin_rest_role_is_the_certificate_cn(broker: BrokerThread, certs: Cert
 def test_protocol_role_is_the_certificate_cn(broker: BrokerThread, certs: Certs) -> None:
     assert broker.service is not None
     with _http(certs, "admin") as admin:
-        r = admin.post(f"{broker.service.web_service_url_tls}/admin/v2/namespaces/public/default/permissions/app",
-                       json=["produce", "consume"])
+        r = admin.post(
+            f"{broker.service.web_service_url_tls}/admin/v2/namespaces/public/default/permissions/app",
+            json=["produce", "consume"],
+        )
         assert r.status_code == 204, r.text
     topic = "persistent://public/default/mtls-role"
     c = _client(broker, certs, "app")

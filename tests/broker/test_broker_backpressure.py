@@ -41,8 +41,9 @@ class Client:
 
     async def send_message(self, producer_id: int, sequence_id: int, payload: bytes) -> None:
         md = pb.MessageMetadata(producer_name="bp", sequence_id=sequence_id, publish_time=1)
-        await self.stream.send_all(encode_payload_command(
-            make_command("SEND", producer_id=producer_id, sequence_id=sequence_id), md, payload))
+        await self.stream.send_all(
+            encode_payload_command(make_command("SEND", producer_id=producer_id, sequence_id=sequence_id), md, payload)
+        )
         self.sent += 1
 
     async def recv(self) -> pb.BaseCommand:
@@ -100,8 +101,7 @@ async def broker(broker_overrides: dict[str, object]) -> AsyncIterator[Broker]:
         yield Broker(service, nursery)
 
 
-async def test_pipelined_sends_never_read_hold_the_publish_window_then_every_receipt_arrives(
-        broker: Broker) -> None:
+async def test_pipelined_sends_never_read_hold_the_publish_window_then_every_receipt_arrives(broker: Broker) -> None:
     limit = broker.service.config.max_pending_publish_requests_per_connection
     total = 3 * limit
     client, conn = await broker.connect()
@@ -120,9 +120,17 @@ async def test_pipelined_sends_never_read_hold_the_publish_window_then_every_rec
         stats = conn.statistics()
         assert stats["pending_publish_count"] == limit
         assert client.sent == 2 + limit  # CONNECT, PRODUCER, then the SENDs of one window
-        receipt_size = len(encode_command(make_command(
-            "SEND_RECEIPT", producer_id=1, sequence_id=total, highest_sequence_id=total,
-            message_id={"ledgerId": 2 ** 32, "entryId": total})))
+        receipt_size = len(
+            encode_command(
+                make_command(
+                    "SEND_RECEIPT",
+                    producer_id=1,
+                    sequence_id=total,
+                    highest_sequence_id=total,
+                    message_id={"ledgerId": 2**32, "entryId": total},
+                )
+            )
+        )
         assert stats["queued_bytes"] <= limit * receipt_size  # the receipts, nothing more
 
         # the broker serves another client meanwhile
@@ -175,8 +183,9 @@ async def test_requests_whose_answers_are_not_read_make_the_connection_unwritabl
 
 
 @pytest.mark.parametrize("broker_overrides", [{"keep_alive_interval_s": 1}])
-async def test_a_paused_connection_is_not_closed_by_the_keep_alive(broker: Broker,
-                                                                   autojump_clock: trio.testing.MockClock) -> None:
+async def test_a_paused_connection_is_not_closed_by_the_keep_alive(
+    broker: Broker, autojump_clock: trio.testing.MockClock
+) -> None:
     client, conn = await broker.connect()
 
     async def pipeline() -> None:
@@ -195,8 +204,14 @@ async def test_a_consumer_that_does_not_read_holds_one_round_not_its_permits(bro
     config = broker.service.config
     topic = "persistent://public/default/bp-dispatch"
     consumer, cconn = await broker.connect()
-    await consumer.send("SUBSCRIBE", topic=topic, subscription="s", subType=pb.CommandSubscribe.Exclusive,
-                        consumer_id=1, request_id=next(_ids))
+    await consumer.send(
+        "SUBSCRIBE",
+        topic=topic,
+        subscription="s",
+        subType=pb.CommandSubscribe.Exclusive,
+        consumer_id=1,
+        request_id=next(_ids),
+    )
     await consumer.expect(pb.BaseCommand.SUCCESS)
     total, size = 2000, 10_000
     await consumer.send("FLOW", consumer_id=1, messagePermits=total)

@@ -50,8 +50,9 @@ def test_single_messages_keys_and_tombstones() -> None:
     null = _entry(MessageMetadata(sequence_id=1, partition_key="a", null_value=True), b"")
     assert entry_messages(null)[0].tombstone
     # compressed: an empty value compresses to some bytes; its uncompressed size says it is empty
-    zipped = _entry(MessageMetadata(sequence_id=1, partition_key="a", compression=pb.ZLIB, uncompressed_size=0),
-                    zlib.compress(b""))
+    zipped = _entry(
+        MessageMetadata(sequence_id=1, partition_key="a", compression=pb.ZLIB, uncompressed_size=0), zlib.compress(b"")
+    )
     assert entry_messages(zipped)[0].tombstone
 
 
@@ -67,9 +68,9 @@ def test_rewrite_batch_keeps_only_the_kept_messages_uncompressed() -> None:
     out = rewrite_batch(_batch(messages, zlib_compressed=True), {1, 2})
     (size,) = struct.unpack_from(">I", out, 0)
     md = MessageMetadata()
-    md.ParseFromString(out[4:4 + size])
+    md.ParseFromString(out[4 : 4 + size])
     assert md.num_messages_in_batch == 2 and md.compression == pb.NONE and not md.HasField("uncompressed_size")
-    assert [(s.partition_key, body) for s, body in split_batch(out[4 + size:], 2)] == [("b", b"2"), ("a", b"3")]
+    assert [(s.partition_key, body) for s, body in split_batch(out[4 + size :], 2)] == [("b", b"2"), ("a", b"3")]
 
 
 def test_unreadable_entries_are_refused_with_value_error() -> None:

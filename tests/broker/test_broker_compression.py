@@ -37,19 +37,21 @@ def _stored_entries(broker: BrokerThread, topic: str) -> list[tuple[int, int, by
 def _metadata(data: bytes) -> MessageMetadata:
     size = int.from_bytes(data[:4], "big")
     meta = MessageMetadata()
-    meta.ParseFromString(data[4:4 + size])
+    meta.ParseFromString(data[4 : 4 + size])
     return meta
 
 
 @pytest.mark.parametrize("batched", [False, True], ids=["unbatched", "batched"])
 @pytest.mark.parametrize("codec", sorted(CODECS))
 def test_compressed_messages_pass_through_and_decode_from_storage(
-        broker: BrokerThread, client: pulsar.Client, topic: str, codec: str, batched: bool) -> None:
+    broker: BrokerThread, client: pulsar.Client, topic: str, codec: str, batched: bool
+) -> None:
     client_codec, wire_codec = CODECS[codec]
     payloads = [(f"{codec} message {i} " * 40).encode() for i in range(6)]
     consumer = client.subscribe(topic, "c")
-    producer = client.create_producer(topic, compression_type=client_codec, batching_enabled=batched,
-                                      batching_max_publish_delay_ms=100)
+    producer = client.create_producer(
+        topic, compression_type=client_codec, batching_enabled=batched, batching_max_publish_delay_ms=100
+    )
     for i, payload in enumerate(payloads):
         producer.send_async(payload, None, properties={"i": str(i)}, partition_key=f"k{i}")
     producer.flush()
@@ -76,18 +78,21 @@ def test_compressed_messages_pass_through_and_decode_from_storage(
 
 
 @pytest.mark.parametrize("codec", ["LZ4", "ZSTD", "SNAPPY"])
-def test_a_corrupt_compressed_entry_is_a_value_error(broker: BrokerThread, client: pulsar.Client, topic: str,
-                                                     codec: str) -> None:
+def test_a_corrupt_compressed_entry_is_a_value_error(
+    broker: BrokerThread, client: pulsar.Client, topic: str, codec: str
+) -> None:
     producer = client.create_producer(topic, compression_type=CODECS[codec][0], batching_enabled=False)
     producer.send(b"x" * 2000)
     producer.close()
-    (ledger, entry, data), = _stored_entries(broker, topic)
+    ((ledger, entry, data),) = _stored_entries(broker, topic)
     size = int.from_bytes(data[:4], "big")
     meta = _metadata(data)
-    for bad in (data[:4 + size] + b"\x00" * 7,                                   # garbage payload
-                data[:-3],                                                       # truncated
-                _with_size(meta, data[4 + size:], meta.uncompressed_size - 1),   # grows past its size
-                _with_size(meta, data[4 + size:], 1 << 30)):                     # a bomb by its metadata
+    for bad in (
+        data[: 4 + size] + b"\x00" * 7,  # garbage payload
+        data[:-3],  # truncated
+        _with_size(meta, data[4 + size :], meta.uncompressed_size - 1),  # grows past its size
+        _with_size(meta, data[4 + size :], 1 << 30),
+    ):  # a bomb by its metadata
         with pytest.raises(ValueError):
             rows_from_entry(topic, -1, ledger, entry, bad)
 

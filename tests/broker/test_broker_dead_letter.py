@@ -32,11 +32,13 @@ class Payment(Record):
 
 def _create_partitioned(broker: BrokerThread, topic: str, n: int) -> None:
     from broker import TopicName
+
     broker.call(broker.service.namespaces.create_partitioned_topic, TopicName.parse(topic), n)
 
 
-def _until_dead(consumer: pulsar.Consumer, dead: pulsar.Consumer, want: set[str], *,
-                acked: set[str]) -> tuple[list[pulsar.Message], list[tuple[str, int]]]:
+def _until_dead(
+    consumer: pulsar.Consumer, dead: pulsar.Consumer, want: set[str], *, acked: set[str]
+) -> tuple[list[pulsar.Message], list[tuple[str, int]]]:
     """Receive and nack (ack those in ``acked``) until the dead-letter consumer has received every
     message whose property ``i`` is in ``want``; returns what it received and every
     (i, redelivery count) the consumer saw."""
@@ -116,17 +118,31 @@ def test_dead_letter_payloads(broker: BrokerThread, client: pulsar.Client, topic
     if opts.get("partitions"):
         _create_partitioned(broker, topic, opts["partitions"])
     dlq = f"{topic}-my-DLQ"
-    schema = (AvroSchema(Payment) if opts.get("schema") == "avro" else JsonSchema(Payment) if opts.get("schema")
-              else pulsar.schema.BytesSchema())
+    schema = (
+        AvroSchema(Payment)
+        if opts.get("schema") == "avro"
+        else JsonSchema(Payment)
+        if opts.get("schema")
+        else pulsar.schema.BytesSchema()
+    )
     ctype = pulsar.ConsumerType.KeyShared if opts.get("key_shared") else pulsar.ConsumerType.Shared
     dead = client.subscribe(dlq, "dead", schema=schema, initial_position=pulsar.InitialPosition.Earliest)
-    consumer = client.subscribe(topic, "my", consumer_type=ctype, schema=schema,
-                                negative_ack_redelivery_delay_ms=100,
-                                batch_index_ack_enabled=bool(opts.get("partial")),
-                                dead_letter_policy=pulsar.ConsumerDeadLetterPolicy(2, dlq))
-    producer = client.create_producer(topic, schema=schema, batching_enabled=bool(opts.get("batched")),
-                                      batching_max_publish_delay_ms=50,
-                                      compression_type=opts.get("compression", pulsar.CompressionType.NONE))
+    consumer = client.subscribe(
+        topic,
+        "my",
+        consumer_type=ctype,
+        schema=schema,
+        negative_ack_redelivery_delay_ms=100,
+        batch_index_ack_enabled=bool(opts.get("partial")),
+        dead_letter_policy=pulsar.ConsumerDeadLetterPolicy(2, dlq),
+    )
+    producer = client.create_producer(
+        topic,
+        schema=schema,
+        batching_enabled=bool(opts.get("batched")),
+        batching_max_publish_delay_ms=50,
+        compression_type=opts.get("compression", pulsar.CompressionType.NONE),
+    )
     n = 6
     sent = []
     for i in range(n):
@@ -158,9 +174,12 @@ def test_dead_letter_payloads(broker: BrokerThread, client: pulsar.Client, topic
             assert (m.value().who, m.value().cents) == (f"p{i}", i)
         else:
             if m.data() != f"payload-{i}".encode() * 3 and _from_client_memory(
-                        m.data(), [topic, dlq, *(f"{topic}-partition-{k}" for k in range(4))], ["my", "dead"]):
-                pytest.xfail(f"the official client moved {m.data()[:40]!r} to the dead-letter topic: bytes of "
-                             "its own library, so it read freed memory (a client bug; no broker can send them)")
+                m.data(), [topic, dlq, *(f"{topic}-partition-{k}" for k in range(4))], ["my", "dead"]
+            ):
+                pytest.xfail(
+                    f"the official client moved {m.data()[:40]!r} to the dead-letter topic: bytes of "
+                    "its own library, so it read freed memory (a client bug; no broker can send them)"
+                )
             assert m.data() == f"payload-{i}".encode() * 3
         assert m.partition_key() == f"key-{i}"
         assert m.properties()["i"] == str(i)

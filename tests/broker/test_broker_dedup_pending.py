@@ -92,8 +92,14 @@ class Harness:
     async def producer(self, name: str = "p") -> tuple[Producer, Conn]:
         """A producer named ``name`` attached over a new connection."""
         conn = Conn()
-        p = Producer(topic=self.topic, producer_id=next(self._ids), name=name, connection=conn,
-                     access_mode=AccessMode.SHARED, user_provided_name=True)
+        p = Producer(
+            topic=self.topic,
+            producer_id=next(self._ids),
+            name=name,
+            connection=conn,
+            access_mode=AccessMode.SHARED,
+            user_provided_name=True,
+        )
         assert await self.topic.add_producer(p, lambda _e: None)
         return p, conn
 
@@ -121,8 +127,9 @@ class Harness:
 async def h() -> AsyncIterator[Harness]:
     config = BrokerConfig(broker_deduplication_enabled=True, advertised_address="127.0.0.1")
     async with open_metadata_store("memory://dedup-pending") as store, trio.open_nursery() as nursery:
-        factory = ManagedLedgerFactory(MockBookKeeper(), store,
-                                       ManagedLedgerConfig(ensemble_size=1, write_quorum=1, ack_quorum=1))
+        factory = ManagedLedgerFactory(
+            MockBookKeeper(), store, ManagedLedgerConfig(ensemble_size=1, write_quorum=1, ack_quorum=1)
+        )
         await nursery.start(factory.run)
         service = BrokerService(factory, store, config)
         await nursery.start(service.run)

@@ -25,8 +25,12 @@ from protocols.pulsar import pulsar_api_pb2 as pb
 
 
 def _state(**kwargs: Any) -> Deduplication:
-    return Deduplication(store=None, ml_name="x", snapshot_interval=kwargs.pop("snapshot_interval", 1000),  # type: ignore[arg-type]
-                         **kwargs)
+    return Deduplication(
+        store=None,
+        ml_name="x",
+        snapshot_interval=kwargs.pop("snapshot_interval", 1000),  # type: ignore[arg-type]
+        **kwargs,
+    )
 
 
 def _stored(d: Deduplication, name: str, seq: int, entry: int, *, attached: bool = True, now: float = 0.0) -> bool:
@@ -138,12 +142,17 @@ def test_snapshots_every_entries_interval() -> None:
 
 @pytest.fixture
 async def service() -> AsyncIterator[BrokerService]:
-    config = BrokerConfig(broker_deduplication_enabled=True, advertised_address="127.0.0.1",
-                          deduplication_producer_inactivity_timeout_minutes=1,
-                          deduplication_snapshot_frequency_s=1, deduplication_snapshot_interval_s=5)
+    config = BrokerConfig(
+        broker_deduplication_enabled=True,
+        advertised_address="127.0.0.1",
+        deduplication_producer_inactivity_timeout_minutes=1,
+        deduplication_snapshot_frequency_s=1,
+        deduplication_snapshot_interval_s=5,
+    )
     async with open_metadata_store("memory://dedup-state") as store, trio.open_nursery() as nursery:
-        factory = ManagedLedgerFactory(MockBookKeeper(), store,
-                                       ManagedLedgerConfig(ensemble_size=1, write_quorum=1, ack_quorum=1))
+        factory = ManagedLedgerFactory(
+            MockBookKeeper(), store, ManagedLedgerConfig(ensemble_size=1, write_quorum=1, ack_quorum=1)
+        )
         await nursery.start(factory.run)
         svc = BrokerService(factory, store, config, clock=trio.current_time)
         await nursery.start(svc.run)
@@ -156,7 +165,8 @@ def _entry(name: str, seq: int) -> bytes:
 
 
 async def test_a_loaded_topic_purges_inactive_names_and_snapshots_by_time(
-        service: BrokerService, autojump_clock: trio.testing.MockClock) -> None:
+    service: BrokerService, autojump_clock: trio.testing.MockClock
+) -> None:
     from broker.topics._producer import AccessMode, Producer
 
     class Conn:
@@ -177,8 +187,14 @@ async def test_a_loaded_topic_purges_inactive_names_and_snapshots_by_time(
     cursor = topic.ml.cursors[DEDUP_CURSOR]
     producers = {}
     for i, name in enumerate(["gone", "stays"]):
-        p = producers[name] = Producer(topic=topic, producer_id=i, name=name, connection=Conn(),
-                                       access_mode=AccessMode.SHARED, user_provided_name=True)
+        p = producers[name] = Producer(
+            topic=topic,
+            producer_id=i,
+            name=name,
+            connection=Conn(),
+            access_mode=AccessMode.SHARED,
+            user_provided_name=True,
+        )
         assert await topic.add_producer(p, lambda _e: None)
         topic.publish(p, 0, 0, _entry(name, 0), 1)
     await trio.testing.wait_all_tasks_blocked()
@@ -198,8 +214,9 @@ async def test_a_loaded_topic_purges_inactive_names_and_snapshots_by_time(
 
 async def test_recovery_replays_after_the_snapshot_and_snapshots_when_it_read_an_interval() -> None:
     async with open_metadata_store("memory://dedup-recover") as store, trio.open_nursery() as nursery:
-        factory = ManagedLedgerFactory(MockBookKeeper(), store,
-                                       ManagedLedgerConfig(ensemble_size=1, write_quorum=1, ack_quorum=1))
+        factory = ManagedLedgerFactory(
+            MockBookKeeper(), store, ManagedLedgerConfig(ensemble_size=1, write_quorum=1, ack_quorum=1)
+        )
         await nursery.start(factory.run)
         ml = await factory.open("public/default/persistent/recover")
         for i in range(5):

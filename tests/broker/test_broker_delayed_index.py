@@ -21,14 +21,18 @@ from tests.support.clients import pulsar_client
 
 
 def _broker(*, admin: bool = False, **kw: Any) -> BrokerThread:
-    settings: dict[str, Any] = dict(delayed_delivery_min_index_count_per_bucket=100,
-                                    delayed_delivery_max_indexes_per_bucket_snapshot_segment=20,
-                                    delayed_delivery_max_num_buckets=3, delayed_delivery_tick_time_ms=100,
-                                    dispatcher_read_failure_backoff_initial_time_ms=100,
-                                    dispatcher_read_failure_backoff_max_time_ms=500)
+    settings: dict[str, Any] = dict(
+        delayed_delivery_min_index_count_per_bucket=100,
+        delayed_delivery_max_indexes_per_bucket_snapshot_segment=20,
+        delayed_delivery_max_num_buckets=3,
+        delayed_delivery_tick_time_ms=100,
+        dispatcher_read_failure_backoff_initial_time_ms=100,
+        dispatcher_read_failure_backoff_max_time_ms=500,
+    )
     settings.update(kw)
-    config = BrokerConfig(advertised_address="127.0.0.1", bind_address="127.0.0.1", broker_service_port=0,
-                          web_service_port=0, **settings)
+    config = BrokerConfig(
+        advertised_address="127.0.0.1", bind_address="127.0.0.1", broker_service_port=0, web_service_port=0, **settings
+    )
     return BrokerThread(config, ManagedLedgerConfig(ensemble_size=1, write_quorum=1, ack_quorum=1), admin=admin)
 
 
@@ -37,13 +41,17 @@ def _state(b: BrokerThread, topic: str, sub: str) -> dict[str, Any]:
         s = b.service.topics[topic].subscriptions[sub]  # type: ignore[union-attr]
         index = s.delayed
         return {
-            "read": s.cursor.read_position, "last": s.topic.ml.last_confirmed_entry,
-            "count": index.count if index else 0, "loaded": index.loaded if index else 0,
+            "read": s.cursor.read_position,
+            "last": s.topic.ml.last_confirmed_entry,
+            "count": index.count if index else 0,
+            "loaded": index.loaded if index else 0,
             "memory": index.memory_bytes() if index else 0,
             "bound": index.settings.memory_bound if index else None,
-            "buckets": index.buckets if index else 0, "merges": index.counters["merge"] if index else 0,
+            "buckets": index.buckets if index else 0,
+            "merges": index.counters["merge"] if index else 0,
             "keys": [k for k in s.cursor.cursor_properties if k.startswith("#pulsar.internal.delayed.bucket")],
         }
+
     return b.call(read)
 
 
@@ -73,6 +81,7 @@ def test_the_index_holds_a_delayed_backlog_within_its_memory_bound(topic: str) -
             st = _state(b, topic, "s")
             peak = max(peak, st["memory"])
             return st["count"] == 3000 and st["read"] > st["last"]
+
         _wait(indexed, "every delayed message to be indexed")
         st = _state(b, topic, "s")
         assert st["bound"] is not None and peak <= st["bound"], (peak, st["bound"])
@@ -93,6 +102,7 @@ def test_reading_stops_while_the_index_cannot_store_a_bucket(topic: str) -> None
 
         async def no_new_ledgers() -> None:
             b.bk.fail_now(NotEnoughBookies(1, 0), count=10**9, ops={"create"})
+
         b.call(no_new_ledgers)
         _send_delayed(producer, 1000, int(time.time() * 1000) + 3_600_000)
         producer.send(b"plain")
@@ -117,10 +127,12 @@ def test_seek_unsubscribe_and_topic_deletion_delete_the_bucket_ledgers(topic: st
     import httpx
 
     with _broker(admin=True, delayed_delivery_max_num_buckets=-1) as b, pulsar_client(b.url) as client:
+
         def stored(sub: str) -> dict[str, int]:
             async def read() -> dict[str, int]:
                 props = b.service.topics[topic].subscriptions[sub].cursor.cursor_properties  # type: ignore[union-attr]
                 return {k: int(v) for k, v in props.items() if k.startswith("#pulsar.internal.delayed.bucket")}
+
             return b.call(read)
 
         def deleted() -> set[int]:
@@ -141,8 +153,11 @@ def test_seek_unsubscribe_and_topic_deletion_delete_the_bucket_ledgers(topic: st
         _wait(lambda: again <= deleted(), "the buckets of s to be deleted on unsubscribe")
         of_t = set(stored("t").values())
         t.close()
-        r = httpx.delete(f"{b.http}/admin/v2/persistent/public/default/{topic.rsplit('/', 1)[1]}",
-                         params={"force": "true"}, timeout=30)
+        r = httpx.delete(
+            f"{b.http}/admin/v2/persistent/public/default/{topic.rsplit('/', 1)[1]}",
+            params={"force": "true"},
+            timeout=30,
+        )
         assert r.status_code in (200, 204), r.text
         assert of_t <= deleted()
 
@@ -170,4 +185,5 @@ def test_subscription_properties_leave_the_bucket_keys_alone(topic: str) -> None
 def _async(fn):  # type: ignore[no-untyped-def]
     async def run() -> None:
         fn()
+
     return run

@@ -19,8 +19,7 @@ RECEIVE_MS = 10_000
 
 
 def _key_shared(client: pulsar.Client, topic: str, name: str, **kw: object) -> pulsar.Consumer:
-    return client.subscribe(topic, "ks", consumer_type=pulsar.ConsumerType.KeyShared, consumer_name=name,
-                            **kw)  # type: ignore[arg-type]
+    return client.subscribe(topic, "ks", consumer_type=pulsar.ConsumerType.KeyShared, consumer_name=name, **kw)  # type: ignore[arg-type]
 
 
 def _drain(consumers: dict[str, pulsar.Consumer], want: int, bound_s: float = 30.0) -> list[tuple[str, pulsar.Message]]:
@@ -64,8 +63,9 @@ def test_delayed_messages_on_key_shared_go_to_the_keys_consumer_when_due(client:
     assert set(owner.values()) <= {"a", "b"}
 
 
-def test_delayed_message_on_key_shared_is_kept_until_due_across_consumer_restarts(client: pulsar.Client,
-                                                                                  topic: str) -> None:
+def test_delayed_message_on_key_shared_is_kept_until_due_across_consumer_restarts(
+    client: pulsar.Client, topic: str
+) -> None:
     consumer = _key_shared(client, topic, "a")
     producer = client.create_producer(topic, batching_enabled=False)
     due = int(time.time() * 1000) + 2000

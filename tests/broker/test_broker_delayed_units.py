@@ -48,11 +48,13 @@ def test_segments_and_footers_round_trip_and_garbage_is_refused() -> None:
         with pytest.raises(DelayedIndexFormatError):
             decode_segment(bad)
     raw = encode_footer(footer)
-    for bad in (raw[:-1], b"MDXS" + raw[4:],
-                encode_footer(BucketFooter(Position(7, 9), Position(3, 0), footer.segments)),
-                encode_footer(BucketFooter(Position(3, 0), Position(7, 9), (SegmentInfo(0, 1, 2),))),
-                encode_footer(BucketFooter(Position(3, 0), Position(7, 9),
-                                           (SegmentInfo(1, 10, 20), SegmentInfo(1, 5, 30))))):
+    for bad in (
+        raw[:-1],
+        b"MDXS" + raw[4:],
+        encode_footer(BucketFooter(Position(7, 9), Position(3, 0), footer.segments)),
+        encode_footer(BucketFooter(Position(3, 0), Position(7, 9), (SegmentInfo(0, 1, 2),))),
+        encode_footer(BucketFooter(Position(3, 0), Position(7, 9), (SegmentInfo(1, 10, 20), SegmentInfo(1, 5, 30)))),
+    ):
         with pytest.raises(DelayedIndexFormatError):
             decode_footer(bad)
 
@@ -62,8 +64,11 @@ def test_bucket_keys_and_packed_keys() -> None:
     assert key == "#pulsar.internal.delayed.bucket_12:0_15:99"
     assert parse_bucket_key(key) == (Position(12, 0), Position(15, 99))
     assert parse_bucket_key("some.other.property") is None
-    for bad in ("#pulsar.internal.delayed.bucket_1_2", "#pulsar.internal.delayed.bucket_1:x_2:3",
-                "#pulsar.internal.delayed.bucket_5:0_1:0"):
+    for bad in (
+        "#pulsar.internal.delayed.bucket_1_2",
+        "#pulsar.internal.delayed.bucket_1:x_2:3",
+        "#pulsar.internal.delayed.bucket_5:0_1:0",
+    ):
         with pytest.raises(DelayedIndexFormatError):
             parse_bucket_key(bad)
     big = (1 << 63) - 1
@@ -176,18 +181,26 @@ class WallClock:
 
 
 def settings(**kw: object) -> IndexSettings:
-    base: dict[str, object] = dict(persistent=True, min_index_count=50, time_step_ms=10_000,
-                                   max_indexes_per_segment=10, max_num_buckets=-1, max_segment_bytes=1 << 20,
-                                   read_batch=10)
+    base: dict[str, object] = dict(
+        persistent=True,
+        min_index_count=50,
+        time_step_ms=10_000,
+        max_indexes_per_segment=10,
+        max_num_buckets=-1,
+        max_segment_bytes=1 << 20,
+        read_batch=10,
+    )
     base.update(kw)
     return IndexSettings(**base)  # type: ignore[arg-type]
 
 
-def new_index(store: FakeStore, clock: WallClock, cfg: IndexSettings, acked: list[Position] | None = None
-              ) -> DelayedIndex:
+def new_index(
+    store: FakeStore, clock: WallClock, cfg: IndexSettings, acked: list[Position] | None = None
+) -> DelayedIndex:
     mark = acked if acked is not None else [Position(-1, -1)]
-    return DelayedIndex("t/s", store, cfg, acked_up_to=lambda: mark[0], backoff=Backoff(0.05, 1.0, jitter=0.1),
-                        clock_ms=clock)
+    return DelayedIndex(
+        "t/s", store, cfg, acked_up_to=lambda: mark[0], backoff=Backoff(0.05, 1.0, jitter=0.1), clock_ms=clock
+    )
 
 
 async def settle() -> None:
@@ -211,8 +224,9 @@ async def offer_all(index: DelayedIndex, items: Iterable[tuple[Position, int]], 
         assert index.offer(p, t, now)
 
 
-async def drain(index: DelayedIndex, clock: WallClock, until_ms: float, acked: set[Position] | None = None
-                ) -> list[tuple[float, Position]]:
+async def drain(
+    index: DelayedIndex, clock: WallClock, until_ms: float, acked: set[Position] | None = None
+) -> list[tuple[float, Position]]:
     """Pop everything due up to ``until_ms``, moving the clock 1 s at a time and letting the
     worker load heads in between: ``(time, pos)``."""
     out = []

@@ -30,8 +30,7 @@ def test_produce_consume(client: pulsar.Client, topic: str, batching: bool) -> N
 
 def test_many_messages_in_order_with_flow_control(client: pulsar.Client, topic: str) -> None:
     consumer = client.subscribe(topic, "sub", receiver_queue_size=50)
-    producer = client.create_producer(topic, batching_enabled=False, max_pending_messages=500,
-                                      block_if_queue_full=True)
+    producer = client.create_producer(topic, batching_enabled=False, max_pending_messages=500, block_if_queue_full=True)
     n = 1500
     for i in range(n):
         producer.send_async(str(i).encode(), None)

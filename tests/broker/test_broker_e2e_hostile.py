@@ -23,12 +23,18 @@ T = pb.BaseCommand
 
 
 def _broker(**config) -> BrokerThread:
-    return BrokerThread(BrokerConfig(advertised_address="127.0.0.1", bind_address="127.0.0.1",
-                                     broker_service_port=0, web_service_port=0, **config))
+    return BrokerThread(
+        BrokerConfig(
+            advertised_address="127.0.0.1",
+            bind_address="127.0.0.1",
+            broker_service_port=0,
+            web_service_port=0,
+            **config,
+        )
+    )
 
 
-def _producer(raw: RawPeer, topic: str, producer_id: int,
-              **fields) -> pb.CommandProducerSuccess:
+def _producer(raw: RawPeer, topic: str, producer_id: int, **fields) -> pb.CommandProducerSuccess:
     raw.send("PRODUCER", topic=topic, producer_id=producer_id, request_id=1000 + producer_id, **fields)
     answer = raw.recv()
     assert answer is not None and answer.type == T.PRODUCER_SUCCESS, answer
@@ -91,8 +97,15 @@ def test_send_for_producer_waiting_for_exclusive_access_closes_connection(broker
     holder.send_message(producer_id=1, sequence_id=0, payload=b"holder")
     receipt = holder.recv()
     assert receipt.type == T.SEND_RECEIPT
-    holder.send("SUBSCRIBE", topic=topic, subscription="check", subType=pb.CommandSubscribe.Exclusive,
-                consumer_id=1, request_id=2, initialPosition=pb.CommandSubscribe.Earliest)
+    holder.send(
+        "SUBSCRIBE",
+        topic=topic,
+        subscription="check",
+        subType=pb.CommandSubscribe.Exclusive,
+        consumer_id=1,
+        request_id=2,
+        initialPosition=pb.CommandSubscribe.Earliest,
+    )
     assert holder.recv().type == T.SUCCESS
     holder.send("FLOW", consumer_id=1, messagePermits=10)
     message = holder.recv()
@@ -100,8 +113,7 @@ def test_send_for_producer_waiting_for_exclusive_access_closes_connection(broker
     assert message.message.message_id.entryId == receipt.send_receipt.message_id.entryId
     holder.send("GET_LAST_MESSAGE_ID", consumer_id=1, request_id=3)
     last = holder.recv().getLastMessageIdResponse.last_message_id
-    assert (last.ledgerId, last.entryId) == (message.message.message_id.ledgerId,
-                                             message.message.message_id.entryId)
+    assert (last.ledgerId, last.entryId) == (message.message.message_id.ledgerId, message.message.message_id.entryId)
     holder.close()
     client_round_trip(broker.url)
 
@@ -143,9 +155,17 @@ def _misplaced(type_: int, body_type: str, **fields) -> pb.BaseCommand:
 def test_wrong_body_with_request_id_is_answered_for_the_request_it_holds(broker: BrokerThread) -> None:
     raw = RawPeer(broker.port)
     raw.connect()
-    raw.send_command(_misplaced(T.PRODUCER, "SUBSCRIBE", topic="persistent://public/default/x",
-                                subscription="s", subType=pb.CommandSubscribe.Shared, consumer_id=1,
-                                request_id=7))
+    raw.send_command(
+        _misplaced(
+            T.PRODUCER,
+            "SUBSCRIBE",
+            topic="persistent://public/default/x",
+            subscription="s",
+            subType=pb.CommandSubscribe.Shared,
+            consumer_id=1,
+            request_id=7,
+        )
+    )
     error = raw.recv()
     assert error.type == T.ERROR
     assert error.error.request_id == 7 and error.error.error == pb.NotAllowedError
@@ -187,8 +207,7 @@ def test_large_frame_before_connect_closes_at_its_header(broker: BrokerThread) -
 def test_connect_with_large_credentials_fits_the_handshake_limit(broker: BrokerThread) -> None:
     raw = RawPeer(broker.port)
     token = b"k" * 48_000  # Windows' Kerberos MaxTokenSize
-    raw.send("CONNECT", client_version="raw-test", protocol_version=20, auth_method_name="sasl",
-             auth_data=token)
+    raw.send("CONNECT", client_version="raw-test", protocol_version=20, auth_method_name="sasl", auth_data=token)
     assert raw.recv().type == T.CONNECTED
     raw.close()
 
@@ -197,8 +216,10 @@ def test_full_frame_limit_applies_from_the_frame_after_connect(broker: BrokerThr
     # a simple command four times the handshake limit, written in one go behind the CONNECT
     topic = "persistent://public/default/" + "x" * (4 * HANDSHAKE_MAX_FRAME_SIZE)
     raw = RawPeer(broker.port)
-    raw.send_bytes(encode_command(make_command("CONNECT", client_version="raw-test", protocol_version=20))
-                   + encode_command(make_command("LOOKUP", topic=topic, request_id=1)))
+    raw.send_bytes(
+        encode_command(make_command("CONNECT", client_version="raw-test", protocol_version=20))
+        + encode_command(make_command("LOOKUP", topic=topic, request_id=1))
+    )
     assert raw.recv().type == T.CONNECTED
     lookup = raw.recv()
     assert lookup.type == T.LOOKUP_RESPONSE and lookup.lookupTopicResponse.request_id == 1
@@ -272,8 +293,9 @@ def test_connections_over_the_per_ip_cap_are_refused(per_ip_capped: BrokerThread
         raw.assert_alive()
     # a slot is free again once its connection is gone
     held.pop().close()
-    wait_until(lambda: len(per_ip_capped.call(_connections, per_ip_capped)) == 1, "the closed connection to go",
-               timeout_s=20.0)
+    wait_until(
+        lambda: len(per_ip_capped.call(_connections, per_ip_capped)) == 1, "the closed connection to go", timeout_s=20.0
+    )
     again = RawPeer(per_ip_capped.port, source_ip="127.0.0.2")
     again.connect()
     for raw in [*held, again]:
@@ -323,8 +345,13 @@ def test_flow_ack_redeliver_for_unknown_consumer_are_dropped(broker: BrokerThrea
 def test_requests_for_unknown_consumer_are_answered(broker: BrokerThread) -> None:
     raw = RawPeer(broker.port)
     raw.connect()
-    raw.send("ACK", consumer_id=9, ack_type=pb.CommandAck.Individual,
-             message_id=[{"ledgerId": 1, "entryId": 1}], request_id=1)
+    raw.send(
+        "ACK",
+        consumer_id=9,
+        ack_type=pb.CommandAck.Individual,
+        message_id=[{"ledgerId": 1, "entryId": 1}],
+        request_id=1,
+    )
     ack = raw.recv()
     assert ack.type == T.ACK_RESPONSE and ack.ackResponse.request_id == 1
     assert ack.ackResponse.error == pb.ConsumerNotFound
@@ -352,8 +379,7 @@ def test_unsupported_request_is_refused_and_connection_kept(broker: BrokerThread
 
 
 @pytest.mark.parametrize("name", ["..", ".", "a/b"])
-def test_a_subscription_name_that_cannot_name_a_cursor_is_refused(client: pulsar.Client, topic: str,
-                                                                  name: str) -> None:
+def test_a_subscription_name_that_cannot_name_a_cursor_is_refused(client: pulsar.Client, topic: str, name: str) -> None:
     # Each subscription is one metadata node under its topic: ".." or "a/b" would name another.
     with pytest.raises(pulsar.NotAllowedError):
         client.subscribe(topic, name)
@@ -374,12 +400,23 @@ def test_an_ack_claiming_a_huge_batch_is_refused_not_looped_over(broker: BrokerT
     raw.send_message(producer_id=1, sequence_id=0, payload=b"x")
     receipt = raw.recv()
     assert receipt.type == T.SEND_RECEIPT
-    raw.send("SUBSCRIBE", topic=topic, subscription="s", subType=pb.CommandSubscribe.Shared, consumer_id=1,
-             request_id=2, initialPosition=pb.CommandSubscribe.Earliest)
+    raw.send(
+        "SUBSCRIBE",
+        topic=topic,
+        subscription="s",
+        subType=pb.CommandSubscribe.Shared,
+        consumer_id=1,
+        request_id=2,
+        initialPosition=pb.CommandSubscribe.Earliest,
+    )
     assert raw.recv().type == T.SUCCESS
     mid = receipt.send_receipt.message_id
-    raw.send("ACK", consumer_id=1, ack_type=pb.CommandAck.Individual,
-             message_id=[{"ledgerId": mid.ledgerId, "entryId": mid.entryId, "ack_set": [0], "batch_size": 2**31 - 1}])
+    raw.send(
+        "ACK",
+        consumer_id=1,
+        ack_type=pb.CommandAck.Individual,
+        message_id=[{"ledgerId": mid.ledgerId, "entryId": mid.entryId, "ack_set": [0], "batch_size": 2**31 - 1}],
+    )
     raw.assert_alive()  # answered at once: the ack was refused, not looped over
     raw.close()
     client_round_trip(broker.url)
@@ -394,11 +431,23 @@ def test_a_cumulative_ack_before_a_ledgers_first_entry_is_accepted(broker: Broke
     _producer(raw, topic, 1)
     raw.send_message(producer_id=1, sequence_id=0, payload=b"x")
     mid = raw.recv().send_receipt.message_id
-    raw.send("SUBSCRIBE", topic=topic, subscription="s", subType=pb.CommandSubscribe.Exclusive, consumer_id=1,
-             request_id=2, initialPosition=pb.CommandSubscribe.Earliest)
+    raw.send(
+        "SUBSCRIBE",
+        topic=topic,
+        subscription="s",
+        subType=pb.CommandSubscribe.Exclusive,
+        consumer_id=1,
+        request_id=2,
+        initialPosition=pb.CommandSubscribe.Earliest,
+    )
     assert raw.recv().type == T.SUCCESS
-    raw.send("ACK", consumer_id=1, ack_type=pb.CommandAck.Cumulative, request_id=3,
-             message_id=[{"ledgerId": mid.ledgerId, "entryId": (1 << 64) - 1}])
+    raw.send(
+        "ACK",
+        consumer_id=1,
+        ack_type=pb.CommandAck.Cumulative,
+        request_id=3,
+        message_id=[{"ledgerId": mid.ledgerId, "entryId": (1 << 64) - 1}],
+    )
     answer = raw.recv()
     assert answer.type == T.ACK_RESPONSE and not answer.ackResponse.HasField("error"), answer
     raw.close()

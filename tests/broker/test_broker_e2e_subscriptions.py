@@ -60,8 +60,10 @@ def _drain_after_switch(consumer: pulsar.Consumer) -> list[pulsar.Message]:
 
 
 def test_key_shared_keeps_per_key_order(client: pulsar.Client, topic: str) -> None:
-    consumers = [client.subscribe(topic, "ks", consumer_type=pulsar.ConsumerType.KeyShared,
-                                  receiver_queue_size=20) for _ in range(3)]
+    consumers = [
+        client.subscribe(topic, "ks", consumer_type=pulsar.ConsumerType.KeyShared, receiver_queue_size=20)
+        for _ in range(3)
+    ]
     producer = client.create_producer(topic, batching_enabled=False)
     for i in range(90):
         producer.send_async(f"{i % 9}:{i}".encode(), None, partition_key=f"key-{i % 9}")
@@ -87,12 +89,18 @@ def test_key_shared_keeps_per_key_order(client: pulsar.Client, topic: str) -> No
 
 
 def test_key_shared_sticky_ranges(client: pulsar.Client, topic: str) -> None:
-    c1 = client.subscribe(topic, "sticky", consumer_type=pulsar.ConsumerType.KeyShared,
-                          key_shared_policy=pulsar.ConsumerKeySharedPolicy(
-                              pulsar.KeySharedMode.Sticky, sticky_ranges=[(0, 32767)]))
-    c2 = client.subscribe(topic, "sticky", consumer_type=pulsar.ConsumerType.KeyShared,
-                          key_shared_policy=pulsar.ConsumerKeySharedPolicy(
-                              pulsar.KeySharedMode.Sticky, sticky_ranges=[(32768, 65535)]))
+    c1 = client.subscribe(
+        topic,
+        "sticky",
+        consumer_type=pulsar.ConsumerType.KeyShared,
+        key_shared_policy=pulsar.ConsumerKeySharedPolicy(pulsar.KeySharedMode.Sticky, sticky_ranges=[(0, 32767)]),
+    )
+    c2 = client.subscribe(
+        topic,
+        "sticky",
+        consumer_type=pulsar.ConsumerType.KeyShared,
+        key_shared_policy=pulsar.ConsumerKeySharedPolicy(pulsar.KeySharedMode.Sticky, sticky_ranges=[(32768, 65535)]),
+    )
     produce(client, topic, 30, key=lambda i: f"k{i}")
     got = drain(c1, wait_ms=300) + drain(c2, wait_ms=300)
     assert len(got) == 30
@@ -101,8 +109,7 @@ def test_key_shared_sticky_ranges(client: pulsar.Client, topic: str) -> None:
 
 
 def test_negative_ack_redelivers_with_count(client: pulsar.Client, topic: str) -> None:
-    c = client.subscribe(topic, "nack", consumer_type=pulsar.ConsumerType.Shared,
-                         negative_ack_redelivery_delay_ms=100)
+    c = client.subscribe(topic, "nack", consumer_type=pulsar.ConsumerType.Shared, negative_ack_redelivery_delay_ms=100)
     produce(client, topic, 1)
     m = c.receive(RECEIVE_MS)
     assert m.redelivery_count() == 0
@@ -117,8 +124,7 @@ def test_negative_ack_redelivers_with_count(client: pulsar.Client, topic: str) -
 @pytest.mark.slow
 def test_ack_timeout_redelivers(client: pulsar.Client, topic: str) -> None:
     # the client's smallest ack timeout is 10 s
-    c = client.subscribe(topic, "ackto", consumer_type=pulsar.ConsumerType.Shared,
-                         unacked_messages_timeout_ms=10000)
+    c = client.subscribe(topic, "ackto", consumer_type=pulsar.ConsumerType.Shared, unacked_messages_timeout_ms=10000)
     produce(client, topic, 2)
     first = [c.receive(RECEIVE_MS), c.receive(RECEIVE_MS)]
     c.acknowledge(first[0])
@@ -209,7 +215,7 @@ def test_key_shared_joining_consumer_waits_for_older_messages(client: pulsar.Cli
     producer = client.create_producer(topic, batching_enabled=False)
     for i in range(20):
         producer.send(f"a{i}".encode(), partition_key=f"k{i}")
-    first = [c1.receive(RECEIVE_MS) for _ in range(20)]   # held, not acked
+    first = [c1.receive(RECEIVE_MS) for _ in range(20)]  # held, not acked
     c2 = client.subscribe(topic, "join", consumer_type=pulsar.ConsumerType.KeyShared)
     for i in range(20):
         producer.send(f"b{i}".encode(), partition_key=f"k{i}")

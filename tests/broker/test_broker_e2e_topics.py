@@ -49,8 +49,9 @@ def test_partitioned_topic(broker: BrokerThread, client: pulsar.Client, topic: s
     broker.call(broker.service.namespaces.create_partitioned_topic, TopicName.parse(topic), 3)
     assert client.get_topic_partitions(topic) == [f"{topic}-partition-{i}" for i in range(3)]
     consumer = client.subscribe(topic, "p", initial_position=pulsar.InitialPosition.Earliest)
-    producer = client.create_producer(topic, batching_enabled=False,
-                                      message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution)
+    producer = client.create_producer(
+        topic, batching_enabled=False, message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution
+    )
     for i in range(30):
         producer.send(f"m{i}".encode(), partition_key=f"k{i}")
     got = drain(consumer, wait_ms=300)
@@ -71,11 +72,14 @@ def test_pattern_subscription(broker: BrokerThread, client: pulsar.Client) -> No
     _create_namespace(broker, "public/pattern")
     for name in ("orders-a", "orders-b", "other"):
         produce(client, f"persistent://public/pattern/{name}", 1)
-    consumer = client.subscribe(re.compile("persistent://public/pattern/orders-.*"), "pat",
-                                initial_position=pulsar.InitialPosition.Earliest)
+    consumer = client.subscribe(
+        re.compile("persistent://public/pattern/orders-.*"), "pat", initial_position=pulsar.InitialPosition.Earliest
+    )
     got = drain(consumer, wait_ms=1000)
-    assert sorted(m.topic_name() for m in got) == ["persistent://public/pattern/orders-a",
-                                                    "persistent://public/pattern/orders-b"]
+    assert sorted(m.topic_name() for m in got) == [
+        "persistent://public/pattern/orders-a",
+        "persistent://public/pattern/orders-b",
+    ]
     consumer.close()
 
 
@@ -89,8 +93,9 @@ UserV2 = type("User", (Record,), {"name": String()})  # the client names the rec
 
 def test_json_schema(client: pulsar.Client, topic: str) -> None:
     producer = client.create_producer(topic, schema=JsonSchema(User))
-    consumer = client.subscribe(topic, "schema", schema=JsonSchema(User),
-                                initial_position=pulsar.InitialPosition.Earliest)
+    consumer = client.subscribe(
+        topic, "schema", schema=JsonSchema(User), initial_position=pulsar.InitialPosition.Earliest
+    )
     producer.send(User(name="ann", age=3))
     msg = consumer.receive(RECEIVE_MS)
     assert msg.value().name == "ann" and msg.value().age == 3
@@ -123,8 +128,7 @@ def test_deduplication(broker: BrokerThread, client: pulsar.Client) -> None:
 def test_access_modes(client: pulsar.Client, topic: str) -> None:
     """As Pulsar's broker: a Shared or Exclusive producer next to an exclusive holder gets
     ProducerBusy / ProducerFenced; ExclusiveWithFencing takes over and the old holder is fenced."""
-    exclusive = client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive,
-                                       send_timeout_millis=3000)
+    exclusive = client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive, send_timeout_millis=3000)
     with pytest.raises(pulsar.ProducerBusy):
         client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Shared)
     with pytest.raises(pulsar.ProducerFenced):
@@ -144,8 +148,11 @@ def test_access_modes(client: pulsar.Client, topic: str) -> None:
 def test_wait_for_exclusive_is_queued_until_the_holder_leaves(client: pulsar.Client, topic: str) -> None:
     holder = client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive)
     created: list[pulsar.Producer] = []
-    waiter = threading.Thread(target=lambda: created.append(client.create_producer(
-        topic, access_mode=pulsar.ProducerAccessMode.WaitForExclusive)))
+    waiter = threading.Thread(
+        target=lambda: created.append(
+            client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.WaitForExclusive)
+        )
+    )
     waiter.start()
     time.sleep(1.0)  # nothing should happen: a bounded chance for the waiter to be (wrongly) created
     assert not created  # parked while the holder is connected
@@ -225,16 +232,14 @@ def test_delayed_delivery_shared(client: pulsar.Client, topic: str) -> None:
 
 
 def test_batch_messages_consumed_and_acked(client: pulsar.Client, topic: str) -> None:
-    consumer = client.subscribe(topic, "batch", consumer_type=pulsar.ConsumerType.Shared,
-                                batch_index_ack_enabled=True)
+    consumer = client.subscribe(topic, "batch", consumer_type=pulsar.ConsumerType.Shared, batch_index_ack_enabled=True)
     produce(client, topic, 10, batching=True)
     got = [consumer.receive(RECEIVE_MS) for _ in range(10)]
     assert [m.data() for m in got] == [f"m{i}".encode() for i in range(10)]
     for m in got[:5]:
         consumer.acknowledge(m)
     consumer.close()
-    consumer = client.subscribe(topic, "batch", consumer_type=pulsar.ConsumerType.Shared,
-                                batch_index_ack_enabled=True)
+    consumer = client.subscribe(topic, "batch", consumer_type=pulsar.ConsumerType.Shared, batch_index_ack_enabled=True)
     rest = drain(consumer, wait_ms=300)
     assert [m.data() for m in rest] == [f"m{i}".encode() for i in range(5, 10)]
     consumer.close()
@@ -243,15 +248,24 @@ def test_batch_messages_consumed_and_acked(client: pulsar.Client, topic: str) ->
 def test_malformed_frame_closes_only_its_connection(broker: BrokerThread, client: pulsar.Client, topic: str) -> None:
     producer = client.create_producer(topic)
     with socket.create_connection(("127.0.0.1", broker.port), timeout=5) as sock:
-        sock.sendall(struct.pack(">II", 12, 8) + b"\xff" * 8)   # cmdSize fits, BaseCommand is garbage
-        assert sock.recv(100) == b""                             # the broker closed it
+        sock.sendall(struct.pack(">II", 12, 8) + b"\xff" * 8)  # cmdSize fits, BaseCommand is garbage
+        assert sock.recv(100) == b""  # the broker closed it
     producer.send(b"still fine")
     producer.close()
 
 
 def test_auto_created_partitioned_topic(broker: BrokerThread, client: pulsar.Client) -> None:
-    _create_namespace(broker, "public/autopart", {"autoTopicCreationOverride": {
-        "allowAutoTopicCreation": True, "topicType": "partitioned", "defaultNumPartitions": 2}})
+    _create_namespace(
+        broker,
+        "public/autopart",
+        {
+            "autoTopicCreationOverride": {
+                "allowAutoTopicCreation": True,
+                "topicType": "partitioned",
+                "defaultNumPartitions": 2,
+            }
+        },
+    )
     topic = "persistent://public/autopart/t"
     producer = client.create_producer(topic)
     assert client.get_topic_partitions(topic) == [f"{topic}-partition-0", f"{topic}-partition-1"]
@@ -298,7 +312,6 @@ def test_unload_and_reload_keeps_data_subscriptions_and_dedup(broker: BrokerThre
 
 def test_topics_of_namespace_lists_partitions(broker: BrokerThread) -> None:
     _create_namespace(broker, "public/listing")
-    broker.call(broker.service.namespaces.create_partitioned_topic,
-                TopicName.parse("persistent://public/listing/p"), 2)
+    broker.call(broker.service.namespaces.create_partitioned_topic, TopicName.parse("persistent://public/listing/p"), 2)
     names = broker.call(broker.service.topics_of_namespace, NamespaceName.parse("public/listing"))
     assert names == ["persistent://public/listing/p-partition-0", "persistent://public/listing/p-partition-1"]

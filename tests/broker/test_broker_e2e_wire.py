@@ -17,9 +17,16 @@ from tests.support.broker_thread import BrokerThread
 
 @pytest.fixture(scope="module")
 def fast_broker() -> Iterator[BrokerThread]:
-    b = BrokerThread(BrokerConfig(advertised_address="127.0.0.1", bind_address="127.0.0.1", broker_service_port=0,
-                                  keep_alive_interval_s=1, topic_unload_idle_s=0.5,
-                                  max_pending_publish_requests_per_connection=2)).start()
+    b = BrokerThread(
+        BrokerConfig(
+            advertised_address="127.0.0.1",
+            bind_address="127.0.0.1",
+            broker_service_port=0,
+            keep_alive_interval_s=1,
+            topic_unload_idle_s=0.5,
+            max_pending_publish_requests_per_connection=2,
+        )
+    ).start()
     try:
         yield b
     finally:
@@ -174,8 +181,15 @@ def test_consumer_requests_over_raw_socket(fast_broker: BrokerThread) -> None:
     raw.connect()
     raw.send("PRODUCER", topic=topic, producer_id=1, request_id=1)
     assert raw.recv().type == pb.BaseCommand.PRODUCER_SUCCESS
-    raw.send("SUBSCRIBE", topic=topic, subscription="s", subType=pb.CommandSubscribe.Shared, consumer_id=1,
-             request_id=2, initialPosition=pb.CommandSubscribe.Earliest)
+    raw.send(
+        "SUBSCRIBE",
+        topic=topic,
+        subscription="s",
+        subType=pb.CommandSubscribe.Shared,
+        consumer_id=1,
+        request_id=2,
+        initialPosition=pb.CommandSubscribe.Earliest,
+    )
     assert raw.recv().type == pb.BaseCommand.SUCCESS
     md = pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1, num_messages_in_batch=1)
     raw.sock.sendall(encode_payload_command(make_command("SEND", producer_id=1, sequence_id=0), md, b"x"))
@@ -191,15 +205,20 @@ def test_consumer_requests_over_raw_socket(fast_broker: BrokerThread) -> None:
     raw.send("CONSUMER_STATS", consumer_id=1, request_id=4)
     stats = raw.recv().consumerStatsResponse
     assert stats.request_id == 4 and stats.unackedMessages == 1 and stats.type == "Shared"
-    raw.send("ACK", consumer_id=1, ack_type=pb.CommandAck.Individual, message_id=[message.message.message_id],
-             request_id=5)
+    raw.send(
+        "ACK", consumer_id=1, ack_type=pb.CommandAck.Individual, message_id=[message.message.message_id], request_id=5
+    )
     ack = raw.recv()
     assert ack.type == pb.BaseCommand.ACK_RESPONSE and ack.ackResponse.request_id == 5
     raw.send("CONSUMER_STATS", consumer_id=99, request_id=6)
     missing = raw.recv().consumerStatsResponse
     assert missing.error_code == pb.ConsumerNotFound
-    raw.send("GET_OR_CREATE_SCHEMA", topic=topic, request_id=7,
-             schema={"name": "s", "schema_data": b"", "type": pb.Schema.String})
+    raw.send(
+        "GET_OR_CREATE_SCHEMA",
+        topic=topic,
+        request_id=7,
+        schema={"name": "s", "schema_data": b"", "type": pb.Schema.String},
+    )
     created = raw.recv().getOrCreateSchemaResponse
     assert created.schema_version == (0).to_bytes(8, "big")
     raw.send("GET_SCHEMA", topic=topic, request_id=8)
@@ -235,8 +254,9 @@ def test_producer_success_always_carries_schema_version(fast_broker: BrokerThrea
     raw = Raw(fast_broker.port)
     raw.connect()
     for request_id in (1, 2):  # the second is a retry of the same producer id
-        raw.send("PRODUCER", topic="persistent://public/default/wire-schema-version", producer_id=1,
-                 request_id=request_id)
+        raw.send(
+            "PRODUCER", topic="persistent://public/default/wire-schema-version", producer_id=1, request_id=request_id
+        )
         ok = raw.recv()
         assert ok.type == pb.BaseCommand.PRODUCER_SUCCESS and ok.producer_success.request_id == request_id
         assert ok.producer_success.HasField("schema_version") and ok.producer_success.schema_version == b""

@@ -22,8 +22,11 @@ def test_topics_of_a_namespace_that_does_not_exist_is_an_empty_list(broker: Brok
     peer = RawPeer(broker.port)
     try:
         peer.connect()
-        for mode in (pb.CommandGetTopicsOfNamespace.PERSISTENT, pb.CommandGetTopicsOfNamespace.NON_PERSISTENT,
-                     pb.CommandGetTopicsOfNamespace.ALL):
+        for mode in (
+            pb.CommandGetTopicsOfNamespace.PERSISTENT,
+            pb.CommandGetTopicsOfNamespace.NON_PERSISTENT,
+            pb.CommandGetTopicsOfNamespace.ALL,
+        ):
             peer.send("GET_TOPICS_OF_NAMESPACE", request_id=7 + mode, namespace="public/no-such-ns", mode=mode)
             answer = peer.recv()
             assert answer is not None and answer.type == pb.BaseCommand.GET_TOPICS_OF_NAMESPACE_RESPONSE, answer
@@ -60,15 +63,29 @@ def test_producer_creates_its_initial_subscription(broker: BrokerThread, client:
 
 @pytest.fixture(scope="module")
 def slow_failover_broker() -> Iterator[BrokerThread]:
-    with BrokerThread(BrokerConfig(advertised_address="127.0.0.1", bind_address="127.0.0.1", broker_service_port=0,
-                                   active_consumer_failover_delay_ms=600_000)) as b:
+    with BrokerThread(
+        BrokerConfig(
+            advertised_address="127.0.0.1",
+            bind_address="127.0.0.1",
+            broker_service_port=0,
+            active_consumer_failover_delay_ms=600_000,
+        )
+    ) as b:
         yield b
 
 
 def _failover_consumer(peer: RawPeer, topic: str) -> None:
     peer.connect()
-    peer.send("SUBSCRIBE", topic=topic, subscription="fo", subType=pb.CommandSubscribe.Failover, consumer_id=1,
-              request_id=1, consumer_name="c1", initialPosition=pb.CommandSubscribe.Earliest)
+    peer.send(
+        "SUBSCRIBE",
+        topic=topic,
+        subscription="fo",
+        subType=pb.CommandSubscribe.Failover,
+        consumer_id=1,
+        request_id=1,
+        consumer_name="c1",
+        initialPosition=pb.CommandSubscribe.Earliest,
+    )
     answer = peer.recv()
     assert answer is not None and answer.type == pb.BaseCommand.SUCCESS, answer
     peer.send("FLOW", consumer_id=1, messagePermits=100)

@@ -40,11 +40,15 @@ def test_rate_limiter_bytes_and_off() -> None:
 def test_limits_resolve_topic_over_namespace_over_config() -> None:
     config = BrokerConfig(max_producers_per_topic=5, dispatch_throttling_rate_per_topic_in_msg=50)
     assert TopicLimits.resolve(config, None, None) == TopicLimits.from_config(config)
-    ns = {"max_producers_per_topic": 3, "max_consumers_per_topic": 7,
-          "publishMaxMessageRate": {"standalone": {"publishThrottlingRateInMsg": 10,
-                                                   "publishThrottlingRateInByte": -1},
-                                    "other": {"publishThrottlingRateInMsg": 99}},
-          "topicDispatchRate": {"other": {"dispatchThrottlingRateInMsg": 1}}}
+    ns = {
+        "max_producers_per_topic": 3,
+        "max_consumers_per_topic": 7,
+        "publishMaxMessageRate": {
+            "standalone": {"publishThrottlingRateInMsg": 10, "publishThrottlingRateInByte": -1},
+            "other": {"publishThrottlingRateInMsg": 99},
+        },
+        "topicDispatchRate": {"other": {"dispatchThrottlingRateInMsg": 1}},
+    }
     limits = TopicLimits.resolve(config, ns, None)
     assert (limits.max_producers, limits.max_consumers) == (3, 7)
     assert limits.publish_rate == PublishRate(10, -1)
@@ -68,5 +72,4 @@ def test_policy_json_validation() -> None:
         DispatchRate.from_json({"relativeToPublishRate": True})
     with pytest.raises(ValueError):
         PublishRate.from_json([])
-    assert SubscribeRate.from_json({}).to_json() == {"subscribeThrottlingRatePerConsumer": -1,
-                                                     "ratePeriodInSecond": 30}
+    assert SubscribeRate.from_json({}).to_json() == {"subscribeThrottlingRatePerConsumer": -1, "ratePeriodInSecond": 30}

@@ -21,8 +21,10 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerThread]:
 
 def test_non_persistent_topics_need_the_same_permissions(broker: BrokerThread) -> None:
     admin = httpx.Client(base_url=broker.http, auth=("superuser", "admin"), timeout=10)
-    assert admin.post("/admin/v2/namespaces/public/default/permissions/app", json=["produce", "consume"]
-                      ).status_code == 204
+    assert (
+        admin.post("/admin/v2/namespaces/public/default/permissions/app", json=["produce", "consume"]).status_code
+        == 204
+    )
     topic = "non-persistent://public/default/np-authz"
     c = basic_client(broker, "app", "app-secret")
     try:

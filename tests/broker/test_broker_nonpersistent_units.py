@@ -50,8 +50,9 @@ class _Conn:
 def _entry(payload: bytes) -> bytes:
     """A stored-entry-shaped SEND body (metadata + payload) as the client sends it."""
     metadata = pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1)
-    raw = decode_frame(encode_payload_command(make_command("SEND", producer_id=0, sequence_id=0), metadata,
-                                              payload)).raw_metadata_and_payload
+    raw = decode_frame(
+        encode_payload_command(make_command("SEND", producer_id=0, sequence_id=0), metadata, payload)
+    ).raw_metadata_and_payload
     assert raw is not None
     return raw
 
@@ -59,15 +60,17 @@ def _entry(payload: bytes) -> bytes:
 async def _setup(sub_type: int = SubType.SHARED) -> tuple[NonPersistentTopic, Producer, list[Any], list[_Conn]]:
     topic = NonPersistentTopic(_Service(), TopicName.parse("non-persistent://t/ns/x"))  # type: ignore[arg-type]
     pconn = _Conn()
-    producer = Producer(topic=topic, producer_id=0, name="p", connection=pconn, access_mode=AccessMode.SHARED,
-                        user_provided_name=False)
+    producer = Producer(
+        topic=topic, producer_id=0, name="p", connection=pconn, access_mode=AccessMode.SHARED, user_provided_name=False
+    )
     assert await topic.add_producer(producer, lambda _e: None)
     sub = await topic.subscribe("s")
     conns = [_Conn(), _Conn()]
     consumers = []
     for i, conn in enumerate(conns):
-        c = await sub.add_consumer(consumer_id=i, name=f"c{i}", connection=conn, sub_type=sub_type, priority=0,
-                                   hash_ranges=None, metadata={})
+        c = await sub.add_consumer(
+            consumer_id=i, name=f"c{i}", connection=conn, sub_type=sub_type, priority=0, hash_ranges=None, metadata={}
+        )
         c.ready = True
         consumers.append(c)
     return topic, producer, consumers, conns
@@ -114,6 +117,7 @@ def test_subscription_disappears_with_its_last_consumer() -> None:
 def test_dispatch_rates_drop_over_the_window_and_deliver_again_in_the_next() -> None:
     """`_nonpersistent` Rule 7: over the topic's or the subscription's dispatch rate a message is
     dropped for the subscription and counted; the next window delivers again."""
+
     async def main() -> None:
         topic, producer, (c0, c1), (conn0, conn1) = await _setup(SubType.SHARED)
         sub = topic.subscriptions["s"]
@@ -142,21 +146,48 @@ def test_count_limits_refuse_with_the_persistent_errors() -> None:
     async def main() -> None:
         topic, _producer, _consumers, _ = await _setup(SubType.SHARED)
         topic.apply_limits(TopicLimits(max_producers=1, max_consumers=3, max_consumers_per_subscription=2))
-        extra = Producer(topic=topic, producer_id=1, name="p2", connection=_Conn(), access_mode=AccessMode.SHARED,
-                         user_provided_name=False)
+        extra = Producer(
+            topic=topic,
+            producer_id=1,
+            name="p2",
+            connection=_Conn(),
+            access_mode=AccessMode.SHARED,
+            user_provided_name=False,
+        )
         with pytest.raises(ProducerBusyError, match="Topic reached max producers limit"):
             await topic.add_producer(extra, lambda _e: None)
         sub = topic.subscriptions["s"]
         with pytest.raises(ConsumerBusyError, match="Subscription reached max consumers limit"):
-            await sub.add_consumer(consumer_id=9, name="c9", connection=_Conn(), sub_type=SubType.SHARED,
-                                   priority=0, hash_ranges=None, metadata={})
+            await sub.add_consumer(
+                consumer_id=9,
+                name="c9",
+                connection=_Conn(),
+                sub_type=SubType.SHARED,
+                priority=0,
+                hash_ranges=None,
+                metadata={},
+            )
         other = await topic.subscribe("other")
-        await other.add_consumer(consumer_id=10, name="c10", connection=_Conn(), sub_type=SubType.SHARED,
-                                 priority=0, hash_ranges=None, metadata={})
+        await other.add_consumer(
+            consumer_id=10,
+            name="c10",
+            connection=_Conn(),
+            sub_type=SubType.SHARED,
+            priority=0,
+            hash_ranges=None,
+            metadata={},
+        )
         late = await topic.subscribe("late")
         with pytest.raises(ConsumerBusyError, match="Topic reached max consumers limit"):
-            await late.add_consumer(consumer_id=11, name="c11", connection=_Conn(), sub_type=SubType.SHARED,
-                                    priority=0, hash_ranges=None, metadata={})
+            await late.add_consumer(
+                consumer_id=11,
+                name="c11",
+                connection=_Conn(),
+                sub_type=SubType.SHARED,
+                priority=0,
+                hash_ranges=None,
+                metadata={},
+            )
         assert "late" not in topic.subscriptions  # it existed only for the refused consumer
 
     trio.run(main)

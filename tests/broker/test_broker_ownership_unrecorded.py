@@ -28,9 +28,16 @@ class _Namespaces:
 
 
 def _service() -> Any:
-    return SimpleNamespace(web_service_url="http://127.0.0.1:8080", web_service_url_tls="", service_url=URL,
-                           service_url_tls="", advertised_listeners={}, internal_listener_name="",
-                           namespaces=_Namespaces(), lookup_urls=lambda listener: {"brokerServiceUrl": URL})
+    return SimpleNamespace(
+        web_service_url="http://127.0.0.1:8080",
+        web_service_url_tls="",
+        service_url=URL,
+        service_url_tls="",
+        advertised_listeners={},
+        internal_listener_name="",
+        namespaces=_Namespaces(),
+        lookup_urls=lambda listener: {"brokerServiceUrl": URL},
+    )
 
 
 async def test_a_node_of_this_session_that_was_never_recorded_is_served() -> None:
@@ -40,8 +47,12 @@ async def test_a_node_of_this_session_that_was_never_recorded_is_served() -> Non
         bundle = bundle_for(await own.namespace_boundaries(TOPIC.namespace_name), str(TOPIC))
         # the store created the node, but the acquire that asked for it was cancelled before it
         # recorded the bundle
-        await store.create(own.bundles.owner_path(TOPIC.namespace_name, bundle),
-                           json.dumps(own.owner_info()).encode(), ephemeral=True, make_parents=True)
+        await store.create(
+            own.bundles.owner_path(TOPIC.namespace_name, bundle),
+            json.dumps(own.owner_info()).encode(),
+            ephemeral=True,
+            make_parents=True,
+        )
         assert own.owned == {}
         answer = await own.lookup(TOPIC, "", authoritative=False)
         assert not answer.redirect and answer.urls == {"brokerServiceUrl": URL}
@@ -59,8 +70,12 @@ async def test_a_node_of_another_session_of_this_broker_is_still_waited_out() ->
         own.registered = True
         bundle = bundle_for(await own.namespace_boundaries(TOPIC.namespace_name), str(TOPIC))
         async with open_metadata_store("memory://ownership-previous") as previous:  # an earlier session
-            await previous.create(own.bundles.owner_path(TOPIC.namespace_name, bundle),
-                                  json.dumps(own.owner_info()).encode(), ephemeral=True, make_parents=True)
+            await previous.create(
+                own.bundles.owner_path(TOPIC.namespace_name, bundle),
+                json.dumps(own.owner_info()).encode(),
+                ephemeral=True,
+                make_parents=True,
+            )
             with pytest.raises(ServiceNotReadyError, match="previous session"):  # the client retries
                 await own.lookup(TOPIC, "", authoritative=False)
             assert not await own.acquire(TOPIC.namespace_name, bundle, "taken")

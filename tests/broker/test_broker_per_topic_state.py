@@ -108,14 +108,23 @@ async def test_a_refused_reader_leaves_no_subscription() -> None:
         topic = await service.get_topic(name("readers"))
         conn = SimpleNamespace(remote="test", client_version="test", writable=True)
         first = await topic.subscribe("keep", durable=True, initial_position=InitialPosition.EARLIEST, start=None)
-        await first.add_consumer(consumer_id=1, name="c1", connection=conn, sub_type=0, priority=0,
-                                 hash_ranges=None, metadata={})
+        await first.add_consumer(
+            consumer_id=1, name="c1", connection=conn, sub_type=0, priority=0, hash_ranges=None, metadata={}
+        )
         for i in range(5):
-            reader = await topic.subscribe(f"reader-{i}", durable=False, initial_position=InitialPosition.LATEST,
-                                           start=None)
+            reader = await topic.subscribe(
+                f"reader-{i}", durable=False, initial_position=InitialPosition.LATEST, start=None
+            )
             with pytest.raises(BrokerServiceError):
-                await reader.add_consumer(consumer_id=10 + i, name=f"r{i}", connection=conn, sub_type=0,
-                                          priority=0, hash_ranges=None, metadata={})
+                await reader.add_consumer(
+                    consumer_id=10 + i,
+                    name=f"r{i}",
+                    connection=conn,
+                    sub_type=0,
+                    priority=0,
+                    hash_ranges=None,
+                    metadata={},
+                )
             assert reader.closed
         assert set(topic.subscriptions) == {"keep"}
 
@@ -126,8 +135,10 @@ async def test_assignment_counts_keep_the_current_report_of_each_broker() -> Non
 
     async def brokers() -> dict[str, dict[str, Any]]:
         t = next(reports) // 3  # a new load report every third lookup
-        return {"a:8080": {"timestamp": t, "numTopics": 0, "numBundles": 0},
-                "b:8080": {"timestamp": t, "numTopics": 1, "numBundles": 1}}
+        return {
+            "a:8080": {"timestamp": t, "numTopics": 0, "numBundles": 0},
+            "b:8080": {"timestamp": t, "numTopics": 1, "numBundles": 1},
+        }
 
     ownership.membership.brokers = brokers  # type: ignore[method-assign]
     picked = [(await ownership.pick_broker(NS, BundleRange(i, i + 1)))[0] for i in range(300)]

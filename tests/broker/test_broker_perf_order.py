@@ -13,8 +13,10 @@ from managed_ledger import Position
 def test_many_async_sends_are_stored_and_acknowledged_in_order(client: pulsar.Client, topic: str) -> None:
     n = 3000
     consumer = client.subscribe(topic, "order", consumer_type=pulsar.ConsumerType.Shared)
-    producers = [client.create_producer(topic, batching_enabled=False, max_pending_messages=n,
-                                        block_if_queue_full=True) for _ in range(2)]
+    producers = [
+        client.create_producer(topic, batching_enabled=False, max_pending_messages=n, block_if_queue_full=True)
+        for _ in range(2)
+    ]
     ids: dict[int, list[tuple[int, int]]] = {0: [], 1: []}
     lock = threading.Lock()
     done = threading.Event()

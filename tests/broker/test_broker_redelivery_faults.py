@@ -23,34 +23,44 @@ FAILED_READS = 4
 
 
 def _broker() -> BrokerThread:
-    config = BrokerConfig(advertised_address="127.0.0.1", bind_address="127.0.0.1", broker_service_port=0,
-                          web_service_port=0, dispatcher_read_failure_backoff_initial_time_ms=100,
-                          dispatcher_read_failure_backoff_max_time_ms=400, delayed_delivery_tick_time_ms=100)
+    config = BrokerConfig(
+        advertised_address="127.0.0.1",
+        bind_address="127.0.0.1",
+        broker_service_port=0,
+        web_service_port=0,
+        dispatcher_read_failure_backoff_initial_time_ms=100,
+        dispatcher_read_failure_backoff_max_time_ms=400,
+        delayed_delivery_tick_time_ms=100,
+    )
     return BrokerThread(config, ManagedLedgerConfig(ensemble_size=1, write_quorum=1, ack_quorum=1, cache_size_mb=0))
 
 
 def _fail_reads(b: BrokerThread, count: int) -> None:
     async def program() -> None:
         b.bk.fail_now(Timeout(), count=count, ops={"read"})
+
     b.call(program)
 
 
 def _pending_read_failures(b: BrokerThread) -> int:
     async def count() -> int:
         return sum(p.count for p in b.bk._programmed)
+
     return b.call(count)
 
 
 def _consumers(b: BrokerThread, topic: str, sub: str) -> int:
     async def count() -> int:
         return len(b.service.topics[topic].subscriptions[sub].consumers)  # type: ignore[union-attr]
+
     return b.call(count)
 
 
 def test_a_negatively_acked_message_is_redelivered_after_failed_reads(topic: str) -> None:
     with _broker() as b, pulsar_client(b.url) as client:
-        consumer = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared,
-                                    negative_ack_redelivery_delay_ms=100)
+        consumer = client.subscribe(
+            topic, "s", consumer_type=pulsar.ConsumerType.Shared, negative_ack_redelivery_delay_ms=100
+        )
         producer = client.create_producer(topic, batching_enabled=False)
         producer.send(b"again")
         first = consumer.receive(10_000)

@@ -25,6 +25,7 @@ def _set_storage(b: BrokerThread, writable: bool) -> None:
             b.bk.clear_failures()
         else:
             b.bk.fail_now(NotEnoughBookies(1, 0), count=10**9, ops={"add", "create"})
+
     b.call(apply)
 
 
@@ -68,16 +69,23 @@ def test_a_failed_add_loses_reorders_and_duplicates_nothing(topic: str, dedup: b
     # with dedup, was taken for a duplicate and lost.
     from broker import BrokerConfig
 
-    config = BrokerConfig(advertised_address="127.0.0.1", bind_address="127.0.0.1", broker_service_port=0,
-                          web_service_port=0, broker_deduplication_enabled=dedup)
+    config = BrokerConfig(
+        advertised_address="127.0.0.1",
+        bind_address="127.0.0.1",
+        broker_service_port=0,
+        web_service_port=0,
+        broker_deduplication_enabled=dedup,
+    )
     with BrokerThread(config) as b, pulsar_client(b.url) as client:
         reader = client.subscribe(topic, "check")
-        producer = client.create_producer(topic, producer_name="p", batching_enabled=False,
-                                          send_timeout_millis=600_000, block_if_queue_full=True)
+        producer = client.create_producer(
+            topic, producer_name="p", batching_enabled=False, send_timeout_millis=600_000, block_if_queue_full=True
+        )
         producer.send(b"0")
 
         async def fail_three_ledgers() -> None:
             b.bk.fail_now(NotEnoughBookies(1, 0), count=3, ops={"add"})
+
         b.call(fail_three_ledgers)
         for i in range(1, 60):
             producer.send_async(str(i).encode(), None)

@@ -34,11 +34,17 @@ def other(tmp_path_factory: pytest.TempPathFactory) -> Certs:
 
 
 def _tls_config(certs: Certs, **kw: object) -> BrokerConfig:
-    return BrokerConfig(advertised_address="127.0.0.1", bind_address="127.0.0.1",
-                        broker_service_port=None, web_service_port=None,
-                        broker_service_port_tls=0, web_service_port_tls=0,
-                        tls_certificate_file_path=certs.server_cert, tls_key_file_path=certs.server_key,
-                        **kw)  # type: ignore[arg-type]
+    return BrokerConfig(
+        advertised_address="127.0.0.1",
+        bind_address="127.0.0.1",
+        broker_service_port=None,
+        web_service_port=None,
+        broker_service_port_tls=0,
+        web_service_port_tls=0,
+        tls_certificate_file_path=certs.server_cert,
+        tls_key_file_path=certs.server_key,
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")
@@ -76,8 +82,12 @@ def _roundtrip(client: pulsar.Client, topic: str) -> None:
 @pytest.mark.parametrize("validate_hostname", [False, True])
 def test_produce_and_consume_over_tls_only(tls_broker: BrokerThread, certs: Certs, validate_hostname: bool) -> None:
     assert tls_broker.service is not None and tls_broker.service.service_url == ""  # plain port off
-    client = pulsar.Client(_url(tls_broker), tls_trust_certs_file_path=certs.ca,
-                           tls_validate_hostname=validate_hostname, operation_timeout_seconds=10)
+    client = pulsar.Client(
+        _url(tls_broker),
+        tls_trust_certs_file_path=certs.ca,
+        tls_validate_hostname=validate_hostname,
+        operation_timeout_seconds=10,
+    )
     try:
         _roundtrip(client, f"persistent://public/default/tls-{validate_hostname}")
     finally:
@@ -115,8 +125,12 @@ def test_mutual_tls_refuses_a_client_without_a_certificate(mtls_broker: BrokerTh
             anonymous.create_producer("persistent://public/default/mtls-anonymous")
     finally:
         anonymous.close()
-    client = pulsar.Client(_url(mtls_broker), tls_trust_certs_file_path=certs.ca, operation_timeout_seconds=10,
-                           authentication=pulsar.AuthenticationTLS(certs.client_cert, certs.client_key))
+    client = pulsar.Client(
+        _url(mtls_broker),
+        tls_trust_certs_file_path=certs.ca,
+        operation_timeout_seconds=10,
+        authentication=pulsar.AuthenticationTLS(certs.client_cert, certs.client_key),
+    )
     try:
         _roundtrip(client, "persistent://public/default/mtls-ok")
     finally:
@@ -128,15 +142,28 @@ def test_tls_config_errors_name_the_key(certs: Certs, tmp_path: Path) -> None:
         load_config(BrokerConfig, {"brokerServicePortTls": 6651})
     assert e.value.key == "tlsCertificateFilePath"
     with pytest.raises(ConfigError) as e:
-        load_config(BrokerConfig, {"brokerServicePortTls": 6651, "tlsCertificateFilePath": certs.server_cert,
-                                   "tlsKeyFilePath": str(tmp_path / "missing.pem")})
+        load_config(
+            BrokerConfig,
+            {
+                "brokerServicePortTls": 6651,
+                "tlsCertificateFilePath": certs.server_cert,
+                "tlsKeyFilePath": str(tmp_path / "missing.pem"),
+            },
+        )
     assert e.value.key == "tlsKeyFilePath"
     with pytest.raises(ConfigError) as e:
         load_config(BrokerConfig, {"brokerServicePort": "", "webServicePort": ""})
     assert e.value.key == "broker_service_port"
-    cfg = load_config(BrokerConfig, {"brokerServicePort": "", "brokerServicePortTls": 6651,
-                                     "tlsCertificateFilePath": certs.server_cert,
-                                     "tlsKeyFilePath": certs.server_key, "tlsProtocols": ["TLSv1.3"]})
+    cfg = load_config(
+        BrokerConfig,
+        {
+            "brokerServicePort": "",
+            "brokerServicePortTls": 6651,
+            "tlsCertificateFilePath": certs.server_cert,
+            "tlsKeyFilePath": certs.server_key,
+            "tlsProtocols": ["TLSv1.3"],
+        },
+    )
     assert cfg.broker_service_port is None and cfg.tls_enabled
 
 

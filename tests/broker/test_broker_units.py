@@ -28,12 +28,15 @@ from magnetar.common.config import ConfigError, load_config
 # ---------------------------------------------------------------------------------------- names
 
 
-@pytest.mark.parametrize(("text", "full"), [
-    ("my-topic", "persistent://public/default/my-topic"),
-    ("t1/ns1/topic", "persistent://t1/ns1/topic"),
-    ("persistent://t1/ns1/a/b", "persistent://t1/ns1/a/b"),
-    ("non-persistent://t1/ns1/x", "non-persistent://t1/ns1/x"),
-])
+@pytest.mark.parametrize(
+    ("text", "full"),
+    [
+        ("my-topic", "persistent://public/default/my-topic"),
+        ("t1/ns1/topic", "persistent://t1/ns1/topic"),
+        ("persistent://t1/ns1/a/b", "persistent://t1/ns1/a/b"),
+        ("non-persistent://t1/ns1/x", "non-persistent://t1/ns1/x"),
+    ],
+)
 def test_topic_name_forms(text: str, full: str) -> None:
     assert str(TopicName.parse(text)) == full
 
@@ -53,8 +56,9 @@ def test_managed_ledger_name_encodes_local_name() -> None:
     assert t.namespace_name == NamespaceName("t", "ns")
 
 
-@pytest.mark.parametrize("bad", ["", "a/b", "http://t/ns/x", "persistent://t/ns", "persistent://t//x",
-                                 "persistent:///ns/x"])
+@pytest.mark.parametrize(
+    "bad", ["", "a/b", "http://t/ns/x", "persistent://t/ns", "persistent://t//x", "persistent:///ns/x"]
+)
 def test_invalid_topic_names(bad: str) -> None:
     with pytest.raises(InvalidTopicNameError):
         TopicName.parse(bad)
@@ -64,6 +68,7 @@ def test_namespace_name() -> None:
     assert str(NamespaceName.parse("public/default")) == "public/default"
     with pytest.raises(InvalidTopicNameError):
         NamespaceName.parse("public")
+
 
 # ---------------------------------------------------------------------------------------- selection
 
@@ -125,12 +130,16 @@ def test_sticky_ranges() -> None:
     r.remove("a")
     assert r.select(50) is None
 
+
 # ---------------------------------------------------------------------------------------- schemas
 
 
 def _record(*fields: tuple[str, bool]) -> SchemaInfo:
-    body = {"type": "record", "name": "R",
-            "fields": [dict({"name": n, "type": "string"}, **({"default": ""} if d else {})) for n, d in fields]}
+    body = {
+        "type": "record",
+        "name": "R",
+        "fields": [dict({"name": n, "type": "string"}, **({"default": ""} if d else {})) for n, d in fields],
+    }
     return SchemaInfo(type=2, data=json.dumps(body).encode())
 
 
@@ -138,16 +147,17 @@ def test_schema_compatibility_full() -> None:
     v1 = _record(("a", False))
     check_compatible(_record(("a", False), ("b", True)), [v1], "FULL")
     with pytest.raises(IncompatibleSchemaError):
-        check_compatible(_record(("a", False), ("b", False)), [v1], "FULL")   # added without default
+        check_compatible(_record(("a", False), ("b", False)), [v1], "FULL")  # added without default
     with pytest.raises(IncompatibleSchemaError):
-        check_compatible(_record(("b", True)), [v1], "FULL")                  # dropped a field with no default
+        check_compatible(_record(("b", True)), [v1], "FULL")  # dropped a field with no default
     check_compatible(_record(("b", True)), [v1], "BACKWARD")
     check_compatible(_record(("a", False), ("b", False)), [v1], "FORWARD")
-    check_compatible(SchemaInfo(type=4, data=b"\"string\""), [v1], "ALWAYS_COMPATIBLE")
+    check_compatible(SchemaInfo(type=4, data=b'"string"'), [v1], "ALWAYS_COMPATIBLE")
     with pytest.raises(IncompatibleSchemaError):
-        check_compatible(SchemaInfo(type=4, data=v1.data), [v1], "FULL")       # type change
+        check_compatible(SchemaInfo(type=4, data=v1.data), [v1], "FULL")  # type change
     with pytest.raises(IncompatibleSchemaError):
         check_compatible(v1, [v1], "ALWAYS_INCOMPATIBLE")
+
 
 # ---------------------------------------------------------------------------------------- ack sets
 
@@ -189,12 +199,15 @@ def test_a_producer_cannot_claim_more_messages_than_its_entry_holds() -> None:
     data = encode_metadata_and_payload(md, b"x" * 600)
     assert entry_info(data).num_messages <= len(data) // 6
 
+
 # ---------------------------------------------------------------------------------------- config
 
 
 def test_config_aliases_and_validation() -> None:
-    cfg = load_config(BrokerConfig, {"brokerServicePort": 7000, "allowAutoTopicCreationType": "partitioned",
-                                     "defaultNumPartitions": 3})
+    cfg = load_config(
+        BrokerConfig,
+        {"brokerServicePort": 7000, "allowAutoTopicCreationType": "partitioned", "defaultNumPartitions": 3},
+    )
     assert cfg.broker_service_port == 7000 and cfg.default_num_partitions == 3
     assert BrokerConfig().max_message_size == 5 * 1024 * 1024
     assert BrokerConfig().keep_alive_interval_s == 30

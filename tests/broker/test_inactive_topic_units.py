@@ -11,36 +11,56 @@ from magnetar.common.config import ConfigError, load_config
 
 def test_broker_defaults_are_pulsars() -> None:
     config = BrokerConfig()
-    assert InactiveTopicPolicies.from_config(config) == InactiveTopicPolicies(
-        "delete_when_no_subscriptions", 60, True)
+    assert InactiveTopicPolicies.from_config(config) == InactiveTopicPolicies("delete_when_no_subscriptions", 60, True)
     # the inactive duration defaults to the check frequency, as in Pulsar
     config = load_config(BrokerConfig, properties={"brokerDeleteInactiveTopicsFrequencySeconds": "30"})
     assert config.inactive_topic_max_duration_s == 30
-    config = load_config(BrokerConfig, properties={"brokerDeleteInactiveTopicsMaxInactiveDurationSeconds": "600",
-                                                   "brokerDeleteInactiveTopicsMode":
-                                                       "delete_when_subscriptions_caught_up"})
+    config = load_config(
+        BrokerConfig,
+        properties={
+            "brokerDeleteInactiveTopicsMaxInactiveDurationSeconds": "600",
+            "brokerDeleteInactiveTopicsMode": "delete_when_subscriptions_caught_up",
+        },
+    )
     assert InactiveTopicPolicies.from_config(config) == InactiveTopicPolicies(
-        "delete_when_subscriptions_caught_up", 600, True)
+        "delete_when_subscriptions_caught_up", 600, True
+    )
 
 
-@pytest.mark.parametrize(("key", "value"), [("brokerDeleteInactiveTopicsMode", "delete_sometimes"),
-                                            ("brokerDeleteInactiveTopicsFrequencySeconds", "0"),
-                                            ("brokerDeleteInactiveTopicsMaxInactiveDurationSeconds", "-1")])
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("brokerDeleteInactiveTopicsMode", "delete_sometimes"),
+        ("brokerDeleteInactiveTopicsFrequencySeconds", "0"),
+        ("brokerDeleteInactiveTopicsMaxInactiveDurationSeconds", "-1"),
+    ],
+)
 def test_bad_broker_keys_are_refused(key: str, value: str) -> None:
     with pytest.raises(ConfigError):
         load_config(BrokerConfig, properties={key: value})
 
 
 def test_policies_json_round_trip_and_java_defaults() -> None:
-    body = {"inactiveTopicDeleteMode": "delete_when_subscriptions_caught_up", "maxInactiveDurationSeconds": 10,
-            "deleteWhileInactive": True}
+    body = {
+        "inactiveTopicDeleteMode": "delete_when_subscriptions_caught_up",
+        "maxInactiveDurationSeconds": 10,
+        "deleteWhileInactive": True,
+    }
     assert InactiveTopicPolicies.from_json(body).to_json() == body
     assert InactiveTopicPolicies.from_json({}) == InactiveTopicPolicies("delete_when_no_subscriptions", 0, False)
 
 
-@pytest.mark.parametrize("body", [[], {"inactiveTopicDeleteMode": "never"}, {"maxInactiveDurationSeconds": "10"},
-                                  {"maxInactiveDurationSeconds": True}, {"deleteWhileInactive": "yes"},
-                                  {"deleteWhileInactve": True}])
+@pytest.mark.parametrize(
+    "body",
+    [
+        [],
+        {"inactiveTopicDeleteMode": "never"},
+        {"maxInactiveDurationSeconds": "10"},
+        {"maxInactiveDurationSeconds": True},
+        {"deleteWhileInactive": "yes"},
+        {"deleteWhileInactve": True},
+    ],
+)
 def test_bad_policies_json_is_refused(body: object) -> None:
     with pytest.raises(ValueError):
         InactiveTopicPolicies.from_json(body)

@@ -45,8 +45,16 @@ def _info(schema: Any, type_: int = _JSON) -> SchemaInfo:
 
 # ------------------------------------------------------------------ resolution rules
 
-_PROMOTES = {("int", "long"), ("int", "float"), ("int", "double"), ("long", "float"), ("long", "double"),
-             ("float", "double"), ("string", "bytes"), ("bytes", "string")}
+_PROMOTES = {
+    ("int", "long"),
+    ("int", "float"),
+    ("int", "double"),
+    ("long", "float"),
+    ("long", "double"),
+    ("float", "double"),
+    ("string", "bytes"),
+    ("bytes", "string"),
+}
 
 
 @pytest.mark.parametrize("writer", sorted(PRIMITIVES))
@@ -90,15 +98,22 @@ def test_a_record_that_holds_itself_is_refused() -> None:
 
 
 def test_error_names_the_field() -> None:
-    reason = read_error(parse_avro(json.dumps(_rec(_f("inner", _rec(_f("n", "string"), name="In"))))),
-                        parse_avro(json.dumps(_rec(_f("inner", _rec(_f("n", "int"), name="In"))))))
+    reason = read_error(
+        parse_avro(json.dumps(_rec(_f("inner", _rec(_f("n", "string"), name="In"))))),
+        parse_avro(json.dumps(_rec(_f("inner", _rec(_f("n", "int"), name="In"))))),
+    )
     assert reason is not None and "R.inner.n" in reason and "int" in reason
 
 
 def test_nested_and_named_references() -> None:
     point = _rec(_f("x", "int"), _f("y", "int"), name="Point", namespace="geo")
-    old = _rec(_f("a", point), _f("b", "geo.Point"), _f("c", {"type": "array", "items": "geo.Point"}), name="Line",
-               namespace="geo")
+    old = _rec(
+        _f("a", point),
+        _f("b", "geo.Point"),
+        _f("c", {"type": "array", "items": "geo.Point"}),
+        name="Line",
+        namespace="geo",
+    )
     wider = json.loads(json.dumps(old).replace('"int"', '"long"'))
     assert _readable(wider, old) and not _readable(old, wider)
 
@@ -109,13 +124,28 @@ def test_recursive_records() -> None:
     assert _readable(node, node) and _readable(longer, node) and not _readable(node, longer)
 
 
-@pytest.mark.parametrize("bad", [
-    b"not json", b"\xff", "nosuchtype", {"type": "record", "name": "R"}, {"type": "record", "fields": []},
-    _rec(_f("a", "int"), _f("a", "int")), {"type": "enum", "name": "E", "symbols": ["A", "A"]},
-    {"type": "enum", "name": "E", "symbols": ["A"], "default": "B"}, {"type": "fixed", "name": "F"},
-    {"type": "array"}, {"type": "map"}, ["int", "int"], ["null", ["int"]],
-    {"type": "record", "name": "1x", "fields": []},
-    _rec(_f("a", _rec(name="R"))), 17, {"type": "fixed", "name": "F", "size": -1}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        b"not json",
+        b"\xff",
+        "nosuchtype",
+        {"type": "record", "name": "R"},
+        {"type": "record", "fields": []},
+        _rec(_f("a", "int"), _f("a", "int")),
+        {"type": "enum", "name": "E", "symbols": ["A", "A"]},
+        {"type": "enum", "name": "E", "symbols": ["A"], "default": "B"},
+        {"type": "fixed", "name": "F"},
+        {"type": "array"},
+        {"type": "map"},
+        ["int", "int"],
+        ["null", ["int"]],
+        {"type": "record", "name": "1x", "fields": []},
+        _rec(_f("a", _rec(name="R"))),
+        17,
+        {"type": "fixed", "name": "F", "size": -1},
+    ],
+)
 def test_invalid_definitions_are_refused(bad: Any) -> None:
     data = bad if isinstance(bad, bytes) else json.dumps(bad).encode()
     with pytest.raises(AvroSchemaError):
@@ -150,8 +180,14 @@ def test_strategies_against_latest() -> None:
     check_compatible(dropped, old, "BACKWARD")
     check_compatible(widened, old, "BACKWARD")
     check_compatible(added_required, old, "FORWARD")
-    for new, strategy in ((added_required, "BACKWARD"), (dropped, "FORWARD"), (widened, "FORWARD"),
-                          (added_required, "FULL"), (dropped, "FULL"), (widened, "FULL")):
+    for new, strategy in (
+        (added_required, "BACKWARD"),
+        (dropped, "FORWARD"),
+        (widened, "FORWARD"),
+        (added_required, "FULL"),
+        (dropped, "FULL"),
+        (widened, "FULL"),
+    ):
         with pytest.raises(IncompatibleSchemaError):
             check_compatible(new, old, strategy)
     check_compatible(retyped, old, "ALWAYS_COMPATIBLE")
@@ -236,10 +272,16 @@ def test_types_without_an_avro_check() -> None:
         check_compatible(SchemaInfo(type=3, data=b"not avro"), [proto_old], "FULL")
     with pytest.raises(IncompatibleSchemaError):
         check_compatible(_info(_rec(name="Other"), 3), [proto_old], "ALWAYS_INCOMPATIBLE")
+
     # PROTOBUF_NATIVE: only the root message's name is checked
     def native(root: str, files: str) -> SchemaInfo:
-        return SchemaInfo(type=20, data=json.dumps({"fileDescriptorSet": files, "rootMessageTypeName": root,
-                                                    "rootFileDescriptorName": "m.proto"}).encode())
+        return SchemaInfo(
+            type=20,
+            data=json.dumps(
+                {"fileDescriptorSet": files, "rootMessageTypeName": root, "rootFileDescriptorName": "m.proto"}
+            ).encode(),
+        )
+
     check_compatible(native("pkg.Msg", "AAAA"), [native("pkg.Msg", "BBBB")], "FULL_TRANSITIVE")
     with pytest.raises(IncompatibleSchemaError, match="root message"):
         check_compatible(native("pkg.Other", "AAAA"), [native("pkg.Msg", "BBBB")], "BACKWARD")
@@ -268,8 +310,9 @@ async def test_a_new_version_needs_valid_defaults_once_the_topic_has_versions() 
         assert await registry.get_or_create(topic, bad_default, "FULL") == 0
         assert await registry.get_or_create(topic, bad_default, "FULL") == 0  # the same version
         with pytest.raises(InvalidSchemaError, match="default"):
-            await registry.get_or_create(topic, _info(_rec(_f("a", "int"), _f("b", "string", default=1))),
-                                         "ALWAYS_COMPATIBLE")
+            await registry.get_or_create(
+                topic, _info(_rec(_f("a", "int"), _f("b", "string", default=1))), "ALWAYS_COMPATIBLE"
+            )
         good = _info(_rec(_f("a", "int"), _f("b", ["null", "string"], default=None)))
         assert await registry.get_or_create(topic, good, "FULL") == 1
 
@@ -283,14 +326,17 @@ def _types(depth: int) -> st.SearchStrategy[Any]:
     if depth == 0:
         return _PRIM
     inner = _types(depth - 1)
-    return st.one_of(_PRIM, st.builds(lambda t: {"type": "array", "items": t}, inner),
-                     st.builds(lambda t: {"type": "map", "values": t}, inner),
-                     st.builds(lambda t: ["null", t], _PRIM))
+    return st.one_of(
+        _PRIM,
+        st.builds(lambda t: {"type": "array", "items": t}, inner),
+        st.builds(lambda t: {"type": "map", "values": t}, inner),
+        st.builds(lambda t: ["null", t], _PRIM),
+    )
 
 
-_RECORDS = st.lists(st.tuples(st.from_regex(r"[a-z][a-z0-9_]{0,6}", fullmatch=True), _types(2)),
-                    max_size=6, unique_by=lambda t: t[0]).map(
-    lambda fs: _rec(*(_f(n, t) for n, t in fs)))
+_RECORDS = st.lists(
+    st.tuples(st.from_regex(r"[a-z][a-z0-9_]{0,6}", fullmatch=True), _types(2)), max_size=6, unique_by=lambda t: t[0]
+).map(lambda fs: _rec(*(_f(n, t) for n, t in fs)))
 
 
 @settings(max_examples=150, deadline=None)
@@ -315,8 +361,9 @@ def _kv(key: Any, value: Any, key_type: str = "AVRO", value_type: str = "JSON") 
 
 def test_key_value_schemas_check_each_side() -> None:
     old = [_kv(_rec(_f("k", "int"), name="K"), _V1)]
-    check_compatible(_kv(_rec(_f("k", "int"), name="K"), _rec(_f("a", "int"), _f("b", "string", default=""))),
-                     old, "FULL")
+    check_compatible(
+        _kv(_rec(_f("k", "int"), name="K"), _rec(_f("a", "int"), _f("b", "string", default=""))), old, "FULL"
+    )
     with pytest.raises(IncompatibleSchemaError, match="key schema"):
         check_compatible(_kv(_rec(_f("k", "string"), name="K"), _V1), old, "FULL")
     with pytest.raises(IncompatibleSchemaError, match="value schema"):

@@ -27,16 +27,28 @@ _STRING, _JSON = 1, 2  # wire Schema.Type values; Pulsar stores each plus one
 
 
 def _entry(wire_type: int, data: bytes, *, deleted: bool = False, props: dict[str, str] | None = None) -> bytes:
-    info = stored.StoredSchemaInfo(schema_id="public/default/from-pulsar", user="", type=wire_type + 1, schema=data,
-                                   timestamp=1234, deleted=deleted)
+    info = stored.StoredSchemaInfo(
+        schema_id="public/default/from-pulsar",
+        user="",
+        type=wire_type + 1,
+        schema=data,
+        timestamp=1234,
+        deleted=deleted,
+    )
     for k, v in (props or {}).items():
         info.props.add(key=k, value=v)
     return stored.SchemaEntry(schema_data=info.SerializeToString()).SerializeToString()
 
 
 def _locator(positions: list[tuple[int, int]]) -> bytes:
-    index = [stored.IndexEntry(version=v, position=stored.StoredPosition(ledgerId=lid, entryId=eid),
-                               hash=hashlib.sha256(b"%d" % v).digest()) for v, (lid, eid) in enumerate(positions)]
+    index = [
+        stored.IndexEntry(
+            version=v,
+            position=stored.StoredPosition(ledgerId=lid, entryId=eid),
+            hash=hashlib.sha256(b"%d" % v).digest(),
+        )
+        for v, (lid, eid) in enumerate(positions)
+    ]
     return stored.SchemaLocator(info=index[-1], index=index).SerializeToString()
 
 

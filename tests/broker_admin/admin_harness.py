@@ -19,6 +19,7 @@ class AdminBroker(BrokerThread):
     """A `BrokerThread` that also serves the admin REST API. Start with `start()` (or ``with``),
     stop with `stop()`."""
 
-    def __init__(self, config: BrokerConfig | None = None, ml_config: ManagedLedgerConfig | None = None, *,
-                 tier: Any = None) -> None:
+    def __init__(
+        self, config: BrokerConfig | None = None, ml_config: ManagedLedgerConfig | None = None, *, tier: Any = None
+    ) -> None:
         super().__init__(config, ml_config, admin=True, tier=tier)

@@ -22,10 +22,18 @@ def _topic(name: str) -> str:
     return f"non-persistent://{NS}/{name}"
 
 
-@pytest.mark.parametrize("sub_type", [pulsar.ConsumerType.Exclusive, pulsar.ConsumerType.Shared,
-                                      pulsar.ConsumerType.Failover, pulsar.ConsumerType.KeyShared])
-def test_fan_out_to_connected_consumers_of_every_subscription_type(client: pulsar.Client, name: str,
-                                                                   sub_type: pulsar.ConsumerType) -> None:
+@pytest.mark.parametrize(
+    "sub_type",
+    [
+        pulsar.ConsumerType.Exclusive,
+        pulsar.ConsumerType.Shared,
+        pulsar.ConsumerType.Failover,
+        pulsar.ConsumerType.KeyShared,
+    ],
+)
+def test_fan_out_to_connected_consumers_of_every_subscription_type(
+    client: pulsar.Client, name: str, sub_type: pulsar.ConsumerType
+) -> None:
     topic = _topic(name)
     producer = client.create_producer(topic, batching_enabled=False)
     producer.send(b"before")  # no subscription yet: nobody gets it
@@ -42,8 +50,9 @@ def test_fan_out_to_connected_consumers_of_every_subscription_type(client: pulsa
     producer.close()
 
 
-def test_subscription_exists_only_while_consumers_are_connected(client: pulsar.Client, http: httpx.Client,
-                                                                 name: str) -> None:
+def test_subscription_exists_only_while_consumers_are_connected(
+    client: pulsar.Client, http: httpx.Client, name: str
+) -> None:
     topic = _topic(name)
     producer = client.create_producer(topic, batching_enabled=False)
     consumer = client.subscribe(topic, "sub", consumer_type=pulsar.ConsumerType.Shared)
@@ -60,8 +69,7 @@ def test_subscription_exists_only_while_consumers_are_connected(client: pulsar.C
     producer.close()
 
 
-def test_slow_consumer_has_messages_dropped_and_counted(client: pulsar.Client, http: httpx.Client,
-                                                        name: str) -> None:
+def test_slow_consumer_has_messages_dropped_and_counted(client: pulsar.Client, http: httpx.Client, name: str) -> None:
     topic = _topic(name)
     slow = client.subscribe(topic, "slow", receiver_queue_size=10)
     fast = client.subscribe(topic, "fast")
@@ -93,8 +101,9 @@ def test_partitioned_non_persistent_topic(client: pulsar.Client, http: httpx.Cli
     assert http.get(f"/admin/v2/non-persistent/{NS}/{name}/partitions").json() == {"partitions": 3}
     assert client.get_topic_partitions(topic) == [f"{topic}-partition-{i}" for i in range(3)]
     consumer = client.subscribe(topic, "sub", consumer_type=pulsar.ConsumerType.Shared)
-    producer = client.create_producer(topic, batching_enabled=False,
-                                      message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution)
+    producer = client.create_producer(
+        topic, batching_enabled=False, message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution
+    )
     for i in range(30):
         producer.send(f"m{i}".encode())
     got = drain(consumer)
@@ -105,8 +114,7 @@ def test_partitioned_non_persistent_topic(client: pulsar.Client, http: httpx.Cli
     listed = http.get(f"/admin/v2/non-persistent/{NS}").json()
     assert {f"{topic}-partition-{i}" for i in range(3)} <= set(listed)
     assert topic in http.get(f"/admin/v2/non-persistent/{NS}/partitioned").json()
-    stats = http.get(f"/admin/v2/non-persistent/{NS}/{name}/partitioned-stats",
-                     params={"perPartition": "true"}).json()
+    stats = http.get(f"/admin/v2/non-persistent/{NS}/{name}/partitioned-stats", params={"perPartition": "true"}).json()
     assert stats["metadata"] == {"partitions": 3, "deleted": False}
     assert stats["msgInCounter"] == 30
     assert set(stats["partitions"]) == {f"{topic}-partition-{i}" for i in range(3)}
@@ -167,8 +175,13 @@ def _receive_one_while_sending(producer: pulsar.Producer, consumer: pulsar.Consu
 def test_pattern_subscription_over_non_persistent_topics(client: pulsar.Client, name: str) -> None:
     first = client.create_producer(_topic(f"{name}-a"))
     # the wrapper drops pattern_auto_discovery_period: the helper sets it (see its docstring)
-    pattern = subscribe_pattern(client, f"non-persistent://{NS}/{name}-.*", "pat", discovery_period_s=1,
-                                regex_subscription_mode=pulsar.RegexSubscriptionMode.NonPersistentOnly)
+    pattern = subscribe_pattern(
+        client,
+        f"non-persistent://{NS}/{name}-.*",
+        "pat",
+        discovery_period_s=1,
+        regex_subscription_mode=pulsar.RegexSubscriptionMode.NonPersistentOnly,
+    )
     assert _receive_one_while_sending(first, pattern) == b"p"
     later = client.create_producer(_topic(f"{name}-b"))  # created after subscribing: discovered
     deadline = time.monotonic() + 30
@@ -198,8 +211,9 @@ def test_admin_cli_reads_non_persistent_stats(broker: AdminBroker, client: pulsa
     producer.close()
 
 
-def test_delete_and_unload_close_the_clients_who_then_recreate_the_topic(client: pulsar.Client, http: httpx.Client,
-                                                                        name: str) -> None:
+def test_delete_and_unload_close_the_clients_who_then_recreate_the_topic(
+    client: pulsar.Client, http: httpx.Client, name: str
+) -> None:
     topic, path = _topic(name), f"/admin/v2/non-persistent/{NS}/{name}"
     producer = client.create_producer(topic)
     consumer = client.subscribe(topic, "sub")

@@ -53,7 +53,8 @@ def _value(samples: list[tuple[str, dict[str, str], float]], name: str, **labels
 
 
 def test_namespace_max_producers_and_consumers_refused_as_on_persistent_topics(
-        broker: AdminBroker, client: pulsar.Client, http: httpx.Client, name: str) -> None:
+    broker: AdminBroker, client: pulsar.Client, http: httpx.Client, name: str
+) -> None:
     ns = new_tenant_ns(http, name)
     _post(http, f"namespaces/{ns}/maxProducersPerTopic", 2)
     _post(http, f"namespaces/{ns}/maxConsumersPerTopic", 3)
@@ -66,8 +67,10 @@ def test_namespace_max_producers_and_consumers_refused_as_on_persistent_topics(
         producers.pop().close()
         producers.append(client.create_producer(topic))  # a freed slot is usable again
         shared = pulsar.ConsumerType.Shared
-        consumers = [client.subscribe(topic, "a", consumer_type=shared),
-                     client.subscribe(topic, "a", consumer_type=shared)]
+        consumers = [
+            client.subscribe(topic, "a", consumer_type=shared),
+            client.subscribe(topic, "a", consumer_type=shared),
+        ]
         with pytest.raises(pulsar.ConsumerBusy):
             client.subscribe(topic, "a", consumer_type=shared)  # the subscription's limit
         consumers.append(client.subscribe(topic, "b", consumer_type=shared))
@@ -80,8 +83,9 @@ def test_namespace_max_producers_and_consumers_refused_as_on_persistent_topics(
             x.close()
 
 
-def test_limits_changed_while_a_non_persistent_topic_is_loaded(broker: AdminBroker, client: pulsar.Client,
-                                                              http: httpx.Client, name: str) -> None:
+def test_limits_changed_while_a_non_persistent_topic_is_loaded(
+    broker: AdminBroker, client: pulsar.Client, http: httpx.Client, name: str
+) -> None:
     ns = new_tenant_ns(http, name)
     topic = f"non-persistent://{ns}/t"
     first = client.create_producer(topic)  # loaded with no limit
@@ -95,8 +99,9 @@ def test_limits_changed_while_a_non_persistent_topic_is_loaded(broker: AdminBrok
         p.close()
 
 
-def test_topic_level_policies_of_a_non_persistent_topic(broker: AdminBroker, client: pulsar.Client,
-                                                      http: httpx.Client, name: str) -> None:
+def test_topic_level_policies_of_a_non_persistent_topic(
+    broker: AdminBroker, client: pulsar.Client, http: httpx.Client, name: str
+) -> None:
     ns = new_tenant_ns(http, name)
     topic = f"non-persistent://{ns}/t"
     tp = f"{V2}/non-persistent/{ns}/t"
@@ -113,8 +118,12 @@ def test_topic_level_policies_of_a_non_persistent_topic(broker: AdminBroker, cli
     with pytest.raises(pulsar.ProducerBusy):
         client.create_producer(topic)
     assert http.post(f"{tp}/maxProducers", json="x").status_code == 400
-    rate = {"dispatchThrottlingRateInMsg": 2, "dispatchThrottlingRateInByte": -1,
-            "relativeToPublishRate": False, "ratePeriodInSecond": 600}
+    rate = {
+        "dispatchThrottlingRateInMsg": 2,
+        "dispatchThrottlingRateInByte": -1,
+        "relativeToPublishRate": False,
+        "ratePeriodInSecond": 600,
+    }
     assert http.post(f"{tp}/dispatchRate", json=rate).status_code == 204
     assert http.get(f"{tp}/dispatchRate", params={"applied": "true"}).json() == rate
     consumer = client.subscribe(topic, "s", receiver_queue_size=1000)
@@ -129,7 +138,8 @@ def test_topic_level_policies_of_a_non_persistent_topic(broker: AdminBroker, cli
 
 
 def test_deleting_a_non_persistent_topic_drops_its_topic_level_policies(
-        broker: AdminBroker, client: pulsar.Client, http: httpx.Client, name: str) -> None:
+    broker: AdminBroker, client: pulsar.Client, http: httpx.Client, name: str
+) -> None:
     ns = new_tenant_ns(http, name)
     topic, tp = f"non-persistent://{ns}/t", f"{V2}/non-persistent/{ns}/t"
     producer = client.create_producer(topic)
@@ -161,8 +171,14 @@ def test_deleting_a_non_persistent_topic_drops_its_topic_level_policies(
 
 
 def test_broker_config_limits_apply_to_non_persistent_topics() -> None:
-    config = BrokerConfig(advertised_address="127.0.0.1", bind_address="127.0.0.1", broker_service_port=0,
-                          web_service_port=0, max_producers_per_topic=1, max_consumers_per_subscription=1)
+    config = BrokerConfig(
+        advertised_address="127.0.0.1",
+        bind_address="127.0.0.1",
+        broker_service_port=0,
+        web_service_port=0,
+        max_producers_per_topic=1,
+        max_consumers_per_subscription=1,
+    )
     with AdminBroker(config) as b, pulsar_client(b.url) as client:
         topic = "non-persistent://public/default/cfg"
         producer = client.create_producer(topic)
@@ -178,16 +194,17 @@ def test_broker_config_limits_apply_to_non_persistent_topics() -> None:
 # ------------------------------------------------------------------ rates
 
 
-def test_publish_rate_pauses_the_producer_and_loses_nothing(broker: AdminBroker, client: pulsar.Client,
-                                                            http: httpx.Client, name: str) -> None:
+def test_publish_rate_pauses_the_producer_and_loses_nothing(
+    broker: AdminBroker, client: pulsar.Client, http: httpx.Client, name: str
+) -> None:
     ns = new_tenant_ns(http, name)
     rate, total = 5, 20
-    _post(http, f"namespaces/{ns}/publishRate", {"publishThrottlingRateInMsg": rate,
-                                                 "publishThrottlingRateInByte": -1})
+    _post(http, f"namespaces/{ns}/publishRate", {"publishThrottlingRateInMsg": rate, "publishThrottlingRateInByte": -1})
     topic = f"non-persistent://{ns}/t"
     consumer = client.subscribe(topic, "s", receiver_queue_size=1000)
-    producer = client.create_producer(topic, batching_enabled=False, max_pending_messages=total,
-                                      block_if_queue_full=True)
+    producer = client.create_producer(
+        topic, batching_enabled=False, max_pending_messages=total, block_if_queue_full=True
+    )
     np_topic = broker.service.np_topics[topic]  # type: ignore[union-attr]
     assert np_topic.publish_limiter.max_msgs == rate
     results: list[pulsar.Result] = []
@@ -209,12 +226,21 @@ def test_publish_rate_pauses_the_producer_and_loses_nothing(broker: AdminBroker,
     consumer.close()
 
 
-def test_topic_dispatch_rate_drops_and_counts_the_excess(broker: AdminBroker, client: pulsar.Client,
-                                                         http: httpx.Client, name: str) -> None:
+def test_topic_dispatch_rate_drops_and_counts_the_excess(
+    broker: AdminBroker, client: pulsar.Client, http: httpx.Client, name: str
+) -> None:
     ns = new_tenant_ns(http, name)
     # a window far longer than the test: the counts below are exact
-    _post(http, f"namespaces/{ns}/dispatchRate", {"dispatchThrottlingRateInMsg": 5, "dispatchThrottlingRateInByte": -1,
-                                                  "relativeToPublishRate": False, "ratePeriodInSecond": 600})
+    _post(
+        http,
+        f"namespaces/{ns}/dispatchRate",
+        {
+            "dispatchThrottlingRateInMsg": 5,
+            "dispatchThrottlingRateInByte": -1,
+            "relativeToPublishRate": False,
+            "ratePeriodInSecond": 600,
+        },
+    )
     topic = f"non-persistent://{ns}/t"
     a = client.subscribe(topic, "a", receiver_queue_size=1000)
     b = client.subscribe(topic, "b", receiver_queue_size=1000)
@@ -235,16 +261,24 @@ def test_topic_dispatch_rate_drops_and_counts_the_excess(broker: AdminBroker, cl
         x.close()
 
 
-def test_subscription_dispatch_rate_applies_per_subscription(broker: AdminBroker, client: pulsar.Client,
-                                                             http: httpx.Client, name: str) -> None:
+def test_subscription_dispatch_rate_applies_per_subscription(
+    broker: AdminBroker, client: pulsar.Client, http: httpx.Client, name: str
+) -> None:
     ns = new_tenant_ns(http, name)
     topic = f"non-persistent://{ns}/t"
     a = client.subscribe(topic, "a", receiver_queue_size=1000)
     b = client.subscribe(topic, "b", receiver_queue_size=1000)
     # set while the topic and its subscriptions are loaded: they take it at once
-    _post(http, f"namespaces/{ns}/subscriptionDispatchRate",
-          {"dispatchThrottlingRateInMsg": 3, "dispatchThrottlingRateInByte": -1,
-           "relativeToPublishRate": False, "ratePeriodInSecond": 600})
+    _post(
+        http,
+        f"namespaces/{ns}/subscriptionDispatchRate",
+        {
+            "dispatchThrottlingRateInMsg": 3,
+            "dispatchThrottlingRateInByte": -1,
+            "relativeToPublishRate": False,
+            "ratePeriodInSecond": 600,
+        },
+    )
     producer = client.create_producer(topic, batching_enabled=False)
     for i in range(8):
         producer.send(f"m{i}".encode())
@@ -259,8 +293,9 @@ def test_subscription_dispatch_rate_applies_per_subscription(broker: AdminBroker
 # ------------------------------------------------------------------ metrics
 
 
-def test_topic_metrics_of_non_persistent_topics(broker: AdminBroker, client: pulsar.Client, http: httpx.Client,
-                                                name: str) -> None:
+def test_topic_metrics_of_non_persistent_topics(
+    broker: AdminBroker, client: pulsar.Client, http: httpx.Client, name: str
+) -> None:
     ns = new_tenant_ns(http, name)
     topic = f"non-persistent://{ns}/t"
     a = client.subscribe(topic, "a", receiver_queue_size=1000)
@@ -295,8 +330,11 @@ def test_topic_metrics_of_non_persistent_topics(broker: AdminBroker, client: pul
     # the closed consumer's subscription is gone, and its series with it; the topic's total stays
     b.close()
     wait_until(lambda: _value(_samples(http), "pulsar_subscriptions_count", **labels) == 1, "b to go")
-    assert not [lab for n, lab, _ in _samples(http) if n == "pulsar_out_messages_total" and lab.get("subscription")
-                == "b" and lab.get("topic") == topic]
+    assert not [
+        lab
+        for n, lab, _ in _samples(http)
+        if n == "pulsar_out_messages_total" and lab.get("subscription") == "b" and lab.get("topic") == topic
+    ]
     assert _value(_samples(http), "pulsar_out_messages_total", **labels, subscription="a") == 7
     assert _stats(http, topic)["msgOutCounter"] == 14
     producer.close()
@@ -304,10 +342,14 @@ def test_topic_metrics_of_non_persistent_topics(broker: AdminBroker, client: pul
 
 
 def test_namespace_level_metrics_sum_both_kinds_of_topic() -> None:
-    config = BrokerConfig(advertised_address="127.0.0.1", bind_address="127.0.0.1", broker_service_port=0,
-                          web_service_port=0, expose_topic_level_metrics_in_prometheus=False)
-    with AdminBroker(config) as b, pulsar_client(b.url) as client, httpx.Client(base_url=b.http,
-                                                                                 timeout=10) as http:
+    config = BrokerConfig(
+        advertised_address="127.0.0.1",
+        bind_address="127.0.0.1",
+        broker_service_port=0,
+        web_service_port=0,
+        expose_topic_level_metrics_in_prometheus=False,
+    )
+    with AdminBroker(config) as b, pulsar_client(b.url) as client, httpx.Client(base_url=b.http, timeout=10) as http:
         for topic, n in (("non-persistent://public/default/np", 4), ("persistent://public/default/p", 3)):
             producer = client.create_producer(topic, batching_enabled=False)
             for i in range(n):
@@ -326,11 +368,15 @@ async def _update_rates(b: AdminBroker) -> None:
 
 
 def test_consumer_and_producer_level_metrics_of_non_persistent_topics() -> None:
-    config = BrokerConfig(advertised_address="127.0.0.1", bind_address="127.0.0.1", broker_service_port=0,
-                          web_service_port=0, expose_consumer_level_metrics_in_prometheus=True,
-                          expose_producer_level_metrics_in_prometheus=True)
-    with AdminBroker(config) as b, pulsar_client(b.url) as client, httpx.Client(base_url=b.http,
-                                                                                 timeout=10) as http:
+    config = BrokerConfig(
+        advertised_address="127.0.0.1",
+        bind_address="127.0.0.1",
+        broker_service_port=0,
+        web_service_port=0,
+        expose_consumer_level_metrics_in_prometheus=True,
+        expose_producer_level_metrics_in_prometheus=True,
+    )
+    with AdminBroker(config) as b, pulsar_client(b.url) as client, httpx.Client(base_url=b.http, timeout=10) as http:
         topic = "non-persistent://public/default/levels"
         consumer = client.subscribe(topic, "s", consumer_name="c1", receiver_queue_size=1000)
         producer = client.create_producer(topic, producer_name="p1", batching_enabled=False)

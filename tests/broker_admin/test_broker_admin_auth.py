@@ -23,9 +23,14 @@ def _token(role: str, **kw: object) -> str:
 
 def _config(**extra: object) -> BrokerConfig:
     keys: dict[str, object] = dict(
-        advertised_address="127.0.0.1", bind_address="127.0.0.1", broker_service_port=0, web_service_port=0,
-        authentication_enabled=True, authentication_providers=("token",),
-        token_secret_key="data:;base64," + base64.b64encode(SECRET).decode())
+        advertised_address="127.0.0.1",
+        bind_address="127.0.0.1",
+        broker_service_port=0,
+        web_service_port=0,
+        authentication_enabled=True,
+        authentication_providers=("token",),
+        token_secret_key="data:;base64," + base64.b64encode(SECRET).decode(),
+    )
     keys.update(extra)
     return BrokerConfig(**keys)  # type: ignore[arg-type]
 
@@ -41,11 +46,14 @@ def _get(b: AdminBroker, path: str, token: str | None = None) -> httpx.Response:
     return httpx.get(b.http + path, headers=headers, timeout=10)
 
 
-@pytest.mark.parametrize("token", [
-    pytest.param(None, id="missing"),
-    pytest.param(_token("alice", expires_in_s=-5), id="expired"),
-    pytest.param(create_token("alice", secret_key=new_secret_key()), id="forged"),
-])
+@pytest.mark.parametrize(
+    "token",
+    [
+        pytest.param(None, id="missing"),
+        pytest.param(_token("alice", expires_in_s=-5), id="expired"),
+        pytest.param(create_token("alice", secret_key=new_secret_key()), id="forged"),
+    ],
+)
 def test_requests_without_a_valid_token_get_401(authn: AdminBroker, token: str | None) -> None:
     r = _get(authn, "/admin/v2/tenants", token)
     assert r.status_code == 401
@@ -81,8 +89,18 @@ def test_admin_cli_sends_the_token(authn: AdminBroker, tmp_path) -> None:  # typ
     assert r.exit_code == 0 and "public" in r.output
     token_file = tmp_path / "token"
     token_file.write_text(_token("alice") + "\n")
-    r = runner.invoke(main, [*base, "--auth-plugin", "org.apache.pulsar.client.impl.auth.AuthenticationToken",
-                             "--auth-params", f"file://{token_file}", "tenants", "list"])
+    r = runner.invoke(
+        main,
+        [
+            *base,
+            "--auth-plugin",
+            "org.apache.pulsar.client.impl.auth.AuthenticationToken",
+            "--auth-params",
+            f"file://{token_file}",
+            "tenants",
+            "list",
+        ],
+    )
     assert r.exit_code == 0 and "public" in r.output
     r = runner.invoke(main, [*base, "--auth-params", "token:" + _token("alice"), "tenants", "list"])
     assert r.exit_code == 0

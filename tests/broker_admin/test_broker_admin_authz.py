@@ -20,20 +20,30 @@ from tests.broker_admin.admin_harness import AdminBroker
 from tests.support.raw_pulsar import RawPeer
 
 SECRET = new_secret_key()
-TOKENS = {role: create_token(role, secret_key=SECRET) for role in
-          ("root", "acme-admin", "writer", "reader", "nobody")}
+TOKENS = {role: create_token(role, secret_key=SECRET) for role in ("root", "acme-admin", "writer", "reader", "nobody")}
 
 
 @pytest.fixture(scope="module")
 def b() -> Iterator[AdminBroker]:
     config = BrokerConfig(
-        advertised_address="127.0.0.1", bind_address="127.0.0.1", broker_service_port=0, web_service_port=0,
-        authentication_enabled=True, authentication_providers=("token",), authorization_enabled=True,
-        super_user_roles=("root",), token_secret_key="data:;base64," + base64.b64encode(SECRET).decode())
+        advertised_address="127.0.0.1",
+        bind_address="127.0.0.1",
+        broker_service_port=0,
+        web_service_port=0,
+        authentication_enabled=True,
+        authentication_providers=("token",),
+        authorization_enabled=True,
+        super_user_roles=("root",),
+        token_secret_key="data:;base64," + base64.b64encode(SECRET).decode(),
+    )
     with AdminBroker(config) as broker:
         root = _http(broker, "root")
-        assert root.put("/admin/v2/tenants/acme", json={"adminRoles": ["acme-admin"],
-                                                         "allowedClusters": ["standalone"]}).status_code == 204
+        assert (
+            root.put(
+                "/admin/v2/tenants/acme", json={"adminRoles": ["acme-admin"], "allowedClusters": ["standalone"]}
+            ).status_code
+            == 204
+        )
         assert root.put("/admin/v2/namespaces/acme/ns").status_code == 204
         yield broker
 
@@ -43,8 +53,12 @@ def _http(b: AdminBroker, role: str) -> httpx.Client:
 
 
 def _client(b: AdminBroker, role: str) -> pulsar.Client:
-    return pulsar.Client(b.url, authentication=pulsar.AuthenticationToken(TOKENS[role]),
-                         operation_timeout_seconds=5, logger=logging.getLogger("pulsar-client"))
+    return pulsar.Client(
+        b.url,
+        authentication=pulsar.AuthenticationToken(TOKENS[role]),
+        operation_timeout_seconds=5,
+        logger=logging.getLogger("pulsar-client"),
+    )
 
 
 def test_required_access_table() -> None:
@@ -54,15 +68,19 @@ def test_required_access_table() -> None:
     assert required_access("GET", "/admin/v2/tenants/acme") == Access("tenant", "acme")
     assert required_access("POST", "/admin/v2/namespaces/acme/ns/permissions/r") == Access("tenant", "acme")
     assert required_access("GET", "/admin/v2/persistent/acme/ns/t%2Fx/stats") == Access("tenant", "acme")
-    assert required_access("GET", "/lookup/v2/topic/persistent/acme/ns/t") == \
-        Access("topic", "acme", "persistent://acme/ns/t")
-    assert required_access("GET", "/admin/v2/schemas/acme/ns/t/schema") == \
-        Access("topic", "acme", "persistent://acme/ns/t")
+    assert required_access("GET", "/lookup/v2/topic/persistent/acme/ns/t") == Access(
+        "topic", "acme", "persistent://acme/ns/t"
+    )
+    assert required_access("GET", "/admin/v2/schemas/acme/ns/t/schema") == Access(
+        "topic", "acme", "persistent://acme/ns/t"
+    )
     assert required_access("GET", "/admin/v2/brokers") == Access("super")
-    assert required_access("GET", "/admin/v2/persistent/acme/ns/t/partitions") == \
-        Access("topic", "acme", "persistent://acme/ns/t")
-    assert required_access("GET", "/admin/v2/non-persistent/acme/ns/t/partitions") == \
-        Access("topic", "acme", "non-persistent://acme/ns/t")
+    assert required_access("GET", "/admin/v2/persistent/acme/ns/t/partitions") == Access(
+        "topic", "acme", "persistent://acme/ns/t"
+    )
+    assert required_access("GET", "/admin/v2/non-persistent/acme/ns/t/partitions") == Access(
+        "topic", "acme", "non-persistent://acme/ns/t"
+    )
     assert required_access("PUT", "/admin/v2/persistent/acme/ns/t/partitions") == Access("tenant", "acme")
 
 
@@ -101,8 +119,10 @@ def test_permission_endpoints(b: AdminBroker) -> None:
 
 
 def test_produce_without_consume_on_the_protocol(b: AdminBroker) -> None:
-    assert _http(b, "acme-admin").post("/admin/v2/namespaces/acme/ns/permissions/writer",
-                                       json=["produce"]).status_code == 204
+    assert (
+        _http(b, "acme-admin").post("/admin/v2/namespaces/acme/ns/permissions/writer", json=["produce"]).status_code
+        == 204
+    )
     topic = "persistent://acme/ns/only-produce"
     c = _client(b, "writer")
     try:
@@ -134,8 +154,9 @@ def test_topic_grant_and_revoke_take_effect(b: AdminBroker) -> None:
     try:
         with pytest.raises(pulsar.PulsarException):
             c.subscribe(topic, "s")
-        assert admin.post("/admin/v2/persistent/acme/ns/granted/permissions/reader",
-                          json=["consume"]).status_code == 204
+        assert (
+            admin.post("/admin/v2/persistent/acme/ns/granted/permissions/reader", json=["consume"]).status_code == 204
+        )
         c.subscribe(topic, "s").close()
         assert admin.delete("/admin/v2/persistent/acme/ns/granted/permissions/reader").status_code == 204
         with pytest.raises(pulsar.PulsarException):
@@ -153,36 +174,66 @@ def test_topic_grant_and_revoke_take_effect(b: AdminBroker) -> None:
 def test_admin_cli_permissions(b: AdminBroker) -> None:
     runner = CliRunner()
     base = ["admin", "--admin-url", b.http, "--token", TOKENS["acme-admin"]]
-    r = runner.invoke(main, [*base, "namespaces", "grant-permission", "acme/ns", "--role", "cli-role",
-                             "--actions", "produce,consume"])
+    r = runner.invoke(
+        main, [*base, "namespaces", "grant-permission", "acme/ns", "--role", "cli-role", "--actions", "produce,consume"]
+    )
     assert r.exit_code == 0, r.output
     r = runner.invoke(main, [*base, "--json", "namespaces", "permissions", "acme/ns"])
     assert r.exit_code == 0 and '"cli-role"' in r.output
-    r = runner.invoke(main, [*base, "topics", "grant-permission", "persistent://acme/ns/t1", "--role", "t-role",
-                             "--actions", "consume"])
+    r = runner.invoke(
+        main,
+        [*base, "topics", "grant-permission", "persistent://acme/ns/t1", "--role", "t-role", "--actions", "consume"],
+    )
     assert r.exit_code == 0, r.output
     r = runner.invoke(main, [*base, "--json", "topics", "permissions", "persistent://acme/ns/t1"])
     assert r.exit_code == 0 and '"t-role"' in r.output and '"cli-role"' in r.output
-    assert runner.invoke(main, [*base, "topics", "revoke-permission", "persistent://acme/ns/t1",
-                                "--role", "t-role"]).exit_code == 0
-    assert runner.invoke(main, [*base, "namespaces", "revoke-permission", "acme/ns",
-                                "--role", "cli-role"]).exit_code == 0
-    r = runner.invoke(main, ["admin", "--admin-url", b.http, "--token", TOKENS["nobody"], "namespaces",
-                             "grant-permission", "acme/ns", "--role", "x", "--actions", "produce"])
+    assert (
+        runner.invoke(
+            main, [*base, "topics", "revoke-permission", "persistent://acme/ns/t1", "--role", "t-role"]
+        ).exit_code
+        == 0
+    )
+    assert (
+        runner.invoke(main, [*base, "namespaces", "revoke-permission", "acme/ns", "--role", "cli-role"]).exit_code == 0
+    )
+    r = runner.invoke(
+        main,
+        [
+            "admin",
+            "--admin-url",
+            b.http,
+            "--token",
+            TOKENS["nobody"],
+            "namespaces",
+            "grant-permission",
+            "acme/ns",
+            "--role",
+            "x",
+            "--actions",
+            "produce",
+        ],
+    )
     assert r.exit_code == 1 and "403" in r.output
 
 
 def test_http_lookup_and_topic_listing_need_permissions(b: AdminBroker) -> None:
-    assert _http(b, "acme-admin").post("/admin/v2/namespaces/acme/ns/permissions/writer",
-                                       json=["produce"]).status_code == 204
+    assert (
+        _http(b, "acme-admin").post("/admin/v2/namespaces/acme/ns/permissions/writer", json=["produce"]).status_code
+        == 204
+    )
     path = "/lookup/v2/topic/persistent/acme/ns/looked-up"
     assert _http(b, "writer").get(path).status_code == 200
     assert _http(b, "nobody").get(path).status_code == 403
     for role, allowed in (("writer", False), ("acme-admin", True)):
         peer = RawPeer(b.port)
         try:
-            peer.send("CONNECT", client_version="raw", protocol_version=20, auth_method_name="token",
-                      auth_data=TOKENS[role].encode())
+            peer.send(
+                "CONNECT",
+                client_version="raw",
+                protocol_version=20,
+                auth_method_name="token",
+                auth_data=TOKENS[role].encode(),
+            )
             assert peer.recv().type == pb.BaseCommand.CONNECTED  # type: ignore[union-attr]
             peer.send("GET_TOPICS_OF_NAMESPACE", request_id=7, namespace="acme/ns")
             answer = peer.recv()
@@ -200,11 +251,15 @@ def test_http_lookup_and_topic_listing_need_permissions(b: AdminBroker) -> None:
 def test_partitioned_metadata_is_a_lookup(b: AdminBroker) -> None:
     # clients with an http:// service URL (the Go and Java clients) read a topic's partitions
     # before they produce or consume: Pulsar checks it as a lookup (produce or consume permission)
-    assert _http(b, "acme-admin").post("/admin/v2/namespaces/acme/ns/permissions/reader",
-                                       json=["consume"]).status_code == 204
+    assert (
+        _http(b, "acme-admin").post("/admin/v2/namespaces/acme/ns/permissions/reader", json=["consume"]).status_code
+        == 204
+    )
     assert _http(b, "acme-admin").put("/admin/v2/persistent/acme/ns/parted/partitions", json=2).status_code == 204
-    for path, partitions in (("/admin/v2/persistent/acme/ns/parted/partitions", 2),
-                             ("/admin/v2/persistent/acme/ns/plain/partitions", 0)):
+    for path, partitions in (
+        ("/admin/v2/persistent/acme/ns/parted/partitions", 2),
+        ("/admin/v2/persistent/acme/ns/plain/partitions", 0),
+    ):
         for role in ("reader", "acme-admin"):
             r = _http(b, role).get(path)
             assert r.status_code == 200 and r.json()["partitions"] == partitions, (role, r.text)
@@ -215,15 +270,23 @@ def test_partitioned_metadata_is_a_lookup(b: AdminBroker) -> None:
 
 
 def test_initial_subscription_of_a_producer_needs_consume(b: AdminBroker) -> None:
-    assert _http(b, "acme-admin").post("/admin/v2/namespaces/acme/ns/permissions/writer",
-                                       json=["produce"]).status_code == 204
+    assert (
+        _http(b, "acme-admin").post("/admin/v2/namespaces/acme/ns/permissions/writer", json=["produce"]).status_code
+        == 204
+    )
     peer = RawPeer(b.port)
     try:
-        peer.send("CONNECT", client_version="raw", protocol_version=20, auth_method_name="token",
-                  auth_data=TOKENS["writer"].encode())
+        peer.send(
+            "CONNECT",
+            client_version="raw",
+            protocol_version=20,
+            auth_method_name="token",
+            auth_data=TOKENS["writer"].encode(),
+        )
         assert peer.recv().type == pb.BaseCommand.CONNECTED  # type: ignore[union-attr]
-        peer.send("PRODUCER", topic="persistent://acme/ns/dlq", producer_id=1, request_id=1,
-                  initial_subscription_name="init")
+        peer.send(
+            "PRODUCER", topic="persistent://acme/ns/dlq", producer_id=1, request_id=1, initial_subscription_name="init"
+        )
         answer = peer.recv()
         assert answer is not None and answer.type == pb.BaseCommand.ERROR, answer
         assert answer.error.error == pb.AuthorizationError and answer.error.request_id == 1
@@ -319,14 +382,36 @@ def test_subscription_permissions(b: AdminBroker) -> None:
 def test_admin_cli_subscription_permissions(b: AdminBroker) -> None:
     runner = CliRunner()
     base = ["admin", "--admin-url", b.http, "--token", TOKENS["acme-admin"]]
-    r = runner.invoke(main, [*base, "namespaces", "grant-subscription-permission", "acme/ns",
-                             "--subscription", "cli-sub", "--roles", "r1,r2"])
+    r = runner.invoke(
+        main,
+        [
+            *base,
+            "namespaces",
+            "grant-subscription-permission",
+            "acme/ns",
+            "--subscription",
+            "cli-sub",
+            "--roles",
+            "r1,r2",
+        ],
+    )
     assert r.exit_code == 0, r.output
     r = runner.invoke(main, [*base, "--json", "namespaces", "subscription-permission", "acme/ns"])
     assert r.exit_code == 0 and '"cli-sub"' in r.output and '"r2"' in r.output, r.output
     for role in ("r1", "r2"):
-        r = runner.invoke(main, [*base, "namespaces", "revoke-subscription-permission", "acme/ns",
-                                 "--subscription", "cli-sub", "--role", role])
+        r = runner.invoke(
+            main,
+            [
+                *base,
+                "namespaces",
+                "revoke-subscription-permission",
+                "acme/ns",
+                "--subscription",
+                "cli-sub",
+                "--role",
+                role,
+            ],
+        )
         assert r.exit_code == 0, r.output
     r = runner.invoke(main, [*base, "--json", "namespaces", "subscription-permission", "acme/ns"])
     assert r.exit_code == 0 and "cli-sub" not in r.output

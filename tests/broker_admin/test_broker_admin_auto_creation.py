@@ -17,15 +17,19 @@ from tests.support.admin import V2, new_namespace
 
 
 def test_rest_round_trip_and_bad_input(http: httpx.Client, name: str) -> None:
-    ns = new_namespace(str(http.base_url).rstrip('/'), name)
+    ns = new_namespace(str(http.base_url).rstrip("/"), name)
     path = f"{V2}/namespaces/{ns}/autoTopicCreation"
     assert http.get(path).status_code == 204  # no override: the broker's settings apply
     override = {"allowAutoTopicCreation": True, "topicType": "partitioned", "defaultNumPartitions": 2}
     assert http.post(path, json=override).status_code == 204
     assert http.get(path).json() == override
     assert http.get(f"{V2}/namespaces/{ns}").json()["autoTopicCreationOverride"] == override
-    for bad in ({"allowAutoTopicCreation": "yes"}, {"allowAutoTopicCreation": True, "topicType": "sideways"},
-                {"allowAutoTopicCreation": True, "topicType": "partitioned"}, [1]):
+    for bad in (
+        {"allowAutoTopicCreation": "yes"},
+        {"allowAutoTopicCreation": True, "topicType": "sideways"},
+        {"allowAutoTopicCreation": True, "topicType": "partitioned"},
+        [1],
+    ):
         r = http.post(path, json=bad)
         assert r.status_code == 412, (bad, r.text)
     r = http.post(path, json={"allowAutoTopicCreation": True, "topicType": "partitioned", "defaultNumPartitions": 0})
@@ -39,7 +43,7 @@ def test_rest_round_trip_and_bad_input(http: httpx.Client, name: str) -> None:
 
 
 def test_disabled_refuses_missing_topics(http: httpx.Client, client: pulsar.Client, name: str) -> None:
-    ns = new_namespace(str(http.base_url).rstrip('/'), name)
+    ns = new_namespace(str(http.base_url).rstrip("/"), name)
     path = f"{V2}/namespaces/{ns}/autoTopicCreation"
     assert http.post(path, json={"allowAutoTopicCreation": False}).status_code == 204
     with pytest.raises(pulsar.TopicNotFound):
@@ -65,15 +69,21 @@ def test_disabled_refuses_missing_topics(http: httpx.Client, client: pulsar.Clie
 
 
 def test_partitioned_auto_creation(http: httpx.Client, client: pulsar.Client, name: str) -> None:
-    ns = new_namespace(str(http.base_url).rstrip('/'), name)
-    assert http.post(f"{V2}/namespaces/{ns}/autoTopicCreation", json={
-        "allowAutoTopicCreation": True, "topicType": "partitioned", "defaultNumPartitions": 3}).status_code == 204
+    ns = new_namespace(str(http.base_url).rstrip("/"), name)
+    assert (
+        http.post(
+            f"{V2}/namespaces/{ns}/autoTopicCreation",
+            json={"allowAutoTopicCreation": True, "topicType": "partitioned", "defaultNumPartitions": 3},
+        ).status_code
+        == 204
+    )
     topic = f"persistent://{ns}/auto-part"
     consumer = client.subscribe(topic, "s")
     assert client.get_topic_partitions(topic) == [f"{topic}-partition-{i}" for i in range(3)]
     assert http.get(f"{V2}/persistent/{ns}/auto-part/partitions").json() == {"partitions": 3}
-    producer = client.create_producer(topic, batching_enabled=False,
-                                      message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution)
+    producer = client.create_producer(
+        topic, batching_enabled=False, message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution
+    )
     for i in range(6):
         producer.send(f"m{i}".encode())
     got = sorted(consumer.receive(10_000).data() for _ in range(6))
@@ -88,15 +98,19 @@ def test_partitioned_auto_creation(http: httpx.Client, client: pulsar.Client, na
 
 def test_cli(broker: AdminBroker, http: httpx.Client, client: pulsar.Client, name: str) -> None:
     """``magnetar admin namespaces set-/get-/remove-auto-topic-creation`` (pulsar-admin's names)."""
+
     def run(*args: str, ok: bool = True) -> str:
         result = CliRunner().invoke(main, ["admin", "--admin-url", broker.http, *args])
         assert (result.exit_code == 0) is ok, result.output
         return result.output
 
-    ns = new_namespace(str(http.base_url).rstrip('/'), name)
+    ns = new_namespace(str(http.base_url).rstrip("/"), name)
     run("namespaces", "set-auto-topic-creation", ns, "--enable", "--type", "partitioned", "-n", "2")
     assert json.loads(run("--json", "namespaces", "get-auto-topic-creation", ns)) == {
-        "allowAutoTopicCreation": True, "topicType": "partitioned", "defaultNumPartitions": 2}
+        "allowAutoTopicCreation": True,
+        "topicType": "partitioned",
+        "defaultNumPartitions": 2,
+    }
     assert len(client.get_topic_partitions(f"persistent://{ns}/via-cli")) == 2
     assert "412" in run("namespaces", "set-auto-topic-creation", ns, "--enable", "--type", "partitioned", ok=False)
     run("namespaces", "set-auto-topic-creation", ns, "--disable")

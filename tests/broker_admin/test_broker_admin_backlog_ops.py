@@ -30,8 +30,9 @@ def _subscribe(client: pulsar.Client, topic: str, *subs: str) -> None:
         client.subscribe(topic, sub, initial_position=pulsar.InitialPosition.Earliest).close()
 
 
-def test_expire_all_subscriptions_and_up_to_id(broker: AdminBroker, client: pulsar.Client, http: httpx.Client,
-                                               name: str) -> None:
+def test_expire_all_subscriptions_and_up_to_id(
+    broker: AdminBroker, client: pulsar.Client, http: httpx.Client, name: str
+) -> None:
     path = f"public/default/{name}"
     _subscribe(client, name, "a", "b")
     ids = _produce(client, name, 5)
@@ -56,12 +57,14 @@ def test_expire_all_subscriptions_and_up_to_id(broker: AdminBroker, client: puls
     assert http.post(f"{V2}/persistent/{path}/subscription/nosub/expireMessages", json=body).status_code == 404
     assert http.post(f"{V2}/persistent/{path}/subscription/a/expireMessages", json={"x": 1}).status_code == 400
     assert http.post(f"{V2}/persistent/{path}/all_subscription/expireMessages/-1").status_code == 400
-    assert http.post(f"{V2}/persistent/public/default/{name}-missing/all_subscription/expireMessages/1") \
-        .status_code == 404
+    assert (
+        http.post(f"{V2}/persistent/public/default/{name}-missing/all_subscription/expireMessages/1").status_code == 404
+    )
 
 
-def test_expire_all_subscriptions_of_a_partitioned_topic(broker: AdminBroker, client: pulsar.Client,
-                                                         http: httpx.Client, name: str) -> None:
+def test_expire_all_subscriptions_of_a_partitioned_topic(
+    broker: AdminBroker, client: pulsar.Client, http: httpx.Client, name: str
+) -> None:
     assert http.put(f"{V2}/persistent/public/default/{name}/partitions", json=2).status_code == 204
     _subscribe(client, name, "s")
     producer = client.create_producer(name, batching_enabled=False)
@@ -74,8 +77,9 @@ def test_expire_all_subscriptions_of_a_partitioned_topic(broker: AdminBroker, cl
     assert stats["subscriptions"]["s"]["msgBacklog"] == 0
 
 
-def test_namespace_clear_backlog_and_unsubscribe(broker: AdminBroker, client: pulsar.Client, http: httpx.Client,
-                                                 name: str) -> None:
+def test_namespace_clear_backlog_and_unsubscribe(
+    broker: AdminBroker, client: pulsar.Client, http: httpx.Client, name: str
+) -> None:
     ns = new_tenant_ns(http, name)
     for t in ("t1", "t2"):
         _subscribe(client, f"persistent://{ns}/{t}", "keep", "drop")

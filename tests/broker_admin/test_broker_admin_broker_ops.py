@@ -23,8 +23,13 @@ V2 = "/admin/v2"
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[AdminBroker]:
-    config = BrokerConfig(advertised_address="127.0.0.1", bind_address="127.0.0.1", broker_service_port=0,
-                          web_service_port=0, policy_recheck_interval_s=0.2)
+    config = BrokerConfig(
+        advertised_address="127.0.0.1",
+        bind_address="127.0.0.1",
+        broker_service_port=0,
+        web_service_port=0,
+        policy_recheck_interval_s=0.2,
+    )
     with AdminBroker(config) as b:
         yield b
 
@@ -62,12 +67,18 @@ def test_dynamic_configuration(broker: AdminBroker, http: httpx.Client, name: st
         data, stat = await broker.service.store.get(DYNAMIC_CONFIG_PATH)  # type: ignore[union-attr]
         values = json.loads(data)
         values["dispatcherMaxReadBatchSize"] = "7"
-        await broker.service.store.set(DYNAMIC_CONFIG_PATH, json.dumps(values).encode(),  # type: ignore[union-attr]
-                                       version=stat.version)
+        await broker.service.store.set(
+            DYNAMIC_CONFIG_PATH,
+            json.dumps(values).encode(),  # type: ignore[union-attr]
+            version=stat.version,
+        )
 
     broker.call(write_override)
-    wait_until(lambda: http.get(f"{base}/runtime").json()["dispatcherMaxReadBatchSize"] == "7",
-               "the stored override to be applied by the recheck", timeout_s=20.0)
+    wait_until(
+        lambda: http.get(f"{base}/runtime").json()["dispatcherMaxReadBatchSize"] == "7",
+        "the stored override to be applied by the recheck",
+        timeout_s=20.0,
+    )
     for key in ("dispatcherMaxReadBatchSize", "dispatchThrottlingRatePerTopicInMsg"):
         assert http.delete(f"{base}/{key}").status_code == 204
     assert http.get(f"{base}/values").json() == {}

@@ -32,7 +32,9 @@ def test_cli_tenants_namespaces_topics(broker: AdminBroker, client: pulsar.Clien
     assert ns in _run(broker, "namespaces", "list", name)
     _run(broker, "namespaces", "set-retention", ns, "--time", "2h", "--size", "1G")
     assert json.loads(_run(broker, "--json", "namespaces", "get-retention", ns)) == {
-        "retentionTimeInMinutes": 120, "retentionSizeInMB": 1024}
+        "retentionTimeInMinutes": 120,
+        "retentionSizeInMB": 1024,
+    }
     _run(broker, "namespaces", "set-message-ttl", ns, "--ttl", "60")
     assert json.loads(_run(broker, "--json", "namespaces", "get-message-ttl", ns)) == 60
     _run(broker, "namespaces", "set-backlog-quota", ns, "-l", "1000000", "-p", "producer_exception")
@@ -49,7 +51,8 @@ def test_cli_tenants_namespaces_topics(broker: AdminBroker, client: pulsar.Clien
     _run(broker, "topics", "create-partitioned-topic", f"{ns}/parts", "-p", "2")
     _run(broker, "topics", "update-partitioned-topic", f"{ns}/parts", "-p", "3")
     assert json.loads(_run(broker, "--json", "topics", "get-partitioned-topic-metadata", f"{ns}/parts")) == {
-        "partitions": 3}
+        "partitions": 3
+    }
     err = _run(broker, "topics", "update-partitioned-topic", f"{ns}/parts", "-p", "1", ok=False)
     assert "422" in err
 
@@ -102,21 +105,47 @@ def test_cli_inactive_topic_policies(broker: AdminBroker, client: pulsar.Client,
     ns = f"{name}/ns"
     _run(broker, "namespaces", "create", ns)
     assert _run(broker, "--json", "namespaces", "get-inactive-topic-policies", ns).strip() == "null"
-    _run(broker, "namespaces", "set-inactive-topic-policies", ns, "-e", "-t", "10m",
-         "-m", "delete_when_subscriptions_caught_up")
-    expected = {"inactiveTopicDeleteMode": "delete_when_subscriptions_caught_up", "maxInactiveDurationSeconds": 600,
-                "deleteWhileInactive": True}
+    _run(
+        broker,
+        "namespaces",
+        "set-inactive-topic-policies",
+        ns,
+        "-e",
+        "-t",
+        "10m",
+        "-m",
+        "delete_when_subscriptions_caught_up",
+    )
+    expected = {
+        "inactiveTopicDeleteMode": "delete_when_subscriptions_caught_up",
+        "maxInactiveDurationSeconds": 600,
+        "deleteWhileInactive": True,
+    }
     assert json.loads(_run(broker, "--json", "namespaces", "get-inactive-topic-policies", ns)) == expected
     topic = f"persistent://{ns}/t"
     _run(broker, "topics", "create", topic)
     assert json.loads(_run(broker, "--json", "topics", "get-inactive-topic-policies", topic, "--applied")) == expected
     _run(broker, "topics", "set-inactive-topic-policies", topic, "-d", "-t", "90", "-m", "delete_when_no_subscriptions")
     assert json.loads(_run(broker, "--json", "topics", "get-inactive-topic-policies", topic)) == {
-        "inactiveTopicDeleteMode": "delete_when_no_subscriptions", "maxInactiveDurationSeconds": 90,
-        "deleteWhileInactive": False}
+        "inactiveTopicDeleteMode": "delete_when_no_subscriptions",
+        "maxInactiveDurationSeconds": 90,
+        "deleteWhileInactive": False,
+    }
     _run(broker, "topics", "remove-inactive-topic-policies", topic)
     _run(broker, "namespaces", "remove-inactive-topic-policies", ns)
-    assert json.loads(_run(broker, "--json", "topics", "get-inactive-topic-policies", topic, "-a"))[
-        "deleteWhileInactive"] is True  # the broker's default, as Pulsar's
-    assert "duration" in _run(broker, "topics", "set-inactive-topic-policies", topic, "-e", "-t", "soon",
-                              "-m", "delete_when_no_subscriptions", ok=False)
+    assert (
+        json.loads(_run(broker, "--json", "topics", "get-inactive-topic-policies", topic, "-a"))["deleteWhileInactive"]
+        is True
+    )  # the broker's default, as Pulsar's
+    assert "duration" in _run(
+        broker,
+        "topics",
+        "set-inactive-topic-policies",
+        topic,
+        "-e",
+        "-t",
+        "soon",
+        "-m",
+        "delete_when_no_subscriptions",
+        ok=False,
+    )

@@ -31,8 +31,10 @@ def _json(broker: AdminBroker, *args: str) -> object:
 def test_cli_clusters_and_failure_domains(broker: AdminBroker, name: str) -> None:
     cluster = f"c-{name}"
     _run(broker, "clusters", "create", cluster, "--url", "http://h:8080", "--broker-url", "pulsar://h:6650")
-    assert _json(broker, "clusters", "get", cluster) == {"serviceUrl": "http://h:8080",
-                                                         "brokerServiceUrl": "pulsar://h:6650"}
+    assert _json(broker, "clusters", "get", cluster) == {
+        "serviceUrl": "http://h:8080",
+        "brokerServiceUrl": "pulsar://h:6650",
+    }
     _run(broker, "clusters", "update", cluster, "--url", "http://h2:8080", "--broker-url", "pulsar://h2:6650")
     assert _json(broker, "clusters", "get", cluster)["serviceUrl"] == "http://h2:8080"  # type: ignore[index]
     _run(broker, "clusters", "create-failure-domain", cluster, "--domain-name", "r1", "--broker-list", "b1:1,b2:1")
@@ -79,19 +81,27 @@ def test_cli_namespace_limits_and_operations(broker: AdminBroker, client: pulsar
     p.close()
     _run(broker, "namespaces", "remove-max-producers-per-topic", ns)
     assert "not set" in _run(broker, "namespaces", "get-max-producers-per-topic", ns)
-    for limit in ("max-consumers-per-topic", "max-consumers-per-subscription", "max-unacked-messages-per-consumer",
-                  "max-unacked-messages-per-subscription"):
+    for limit in (
+        "max-consumers-per-topic",
+        "max-consumers-per-subscription",
+        "max-unacked-messages-per-consumer",
+        "max-unacked-messages-per-subscription",
+    ):
         _run(broker, "namespaces", f"set-{limit}", ns, "-c", "5")
         assert _json(broker, "namespaces", f"get-{limit}", ns) == 5
     _run(broker, "namespaces", "set-publish-rate", ns, "-m", "10", "-b", "1000")
-    assert _json(broker, "namespaces", "get-publish-rate", ns) == {"publishThrottlingRateInMsg": 10,
-                                                                    "publishThrottlingRateInByte": 1000}
+    assert _json(broker, "namespaces", "get-publish-rate", ns) == {
+        "publishThrottlingRateInMsg": 10,
+        "publishThrottlingRateInByte": 1000,
+    }
     _run(broker, "namespaces", "set-dispatch-rate", ns, "-md", "7", "-dt", "2")
     assert _json(broker, "namespaces", "get-dispatch-rate", ns)["ratePeriodInSecond"] == 2  # type: ignore[index]
     _run(broker, "namespaces", "set-subscription-dispatch-rate", ns, "-md", "3")
     _run(broker, "namespaces", "set-subscribe-rate", ns, "-sr", "4", "-st", "10")
-    assert _json(broker, "namespaces", "get-subscribe-rate", ns) == {"subscribeThrottlingRatePerConsumer": 4,
-                                                                      "ratePeriodInSecond": 10}
+    assert _json(broker, "namespaces", "get-subscribe-rate", ns) == {
+        "subscribeThrottlingRatePerConsumer": 4,
+        "ratePeriodInSecond": 10,
+    }
     for rate in ("publish-rate", "dispatch-rate", "subscription-dispatch-rate", "subscribe-rate"):
         _run(broker, "namespaces", f"remove-{rate}", ns)
     _run(broker, "namespaces", "set-is-allow-auto-update-schema", ns, "--disable")
@@ -120,8 +130,13 @@ def test_cli_topic_limits_and_operations(broker: AdminBroker, client: pulsar.Cli
     producer = client.create_producer(topic, batching_enabled=False)
     ids = [producer.send(f"m{i}".encode()) for i in range(4)]
     producer.close()
-    for limit, flag in (("max-producers", "-p"), ("max-consumers", "-c"), ("max-consumers-per-subscription", "-c"),
-                        ("max-unacked-messages-on-consumer", "-m"), ("max-unacked-messages-on-subscription", "-m")):
+    for limit, flag in (
+        ("max-producers", "-p"),
+        ("max-consumers", "-c"),
+        ("max-consumers-per-subscription", "-c"),
+        ("max-unacked-messages-on-consumer", "-m"),
+        ("max-unacked-messages-on-subscription", "-m"),
+    ):
         _run(broker, "topics", f"set-{limit}", topic, flag, "9")
         assert _json(broker, "topics", f"get-{limit}", topic) == 9
         _run(broker, "topics", f"remove-{limit}", topic)

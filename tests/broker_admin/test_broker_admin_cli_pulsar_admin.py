@@ -31,10 +31,19 @@ def test_namespace_policies_in_pulsar_admin_spelling(broker: AdminBroker, http: 
     _run(broker, "namespaces", "set-message-ttl", ns, "-ttl", "2h")
     assert _json(broker, "namespaces", "get-message-ttl", ns) == 7200
     _run(broker, "namespaces", "set-retention", ns, "-t", "120", "-s", "100M")  # seconds, as pulsar-admin 4.0
-    assert _json(broker, "namespaces", "get-retention", ns) == {"retentionTimeInMinutes": 2,
-                                                               "retentionSizeInMB": 100}
-    _run(broker, "namespaces", "set-backlog-quota", ns, "--limit", "10M", "--limitTime", "1h",
-         "-p", "producer_request_hold")
+    assert _json(broker, "namespaces", "get-retention", ns) == {"retentionTimeInMinutes": 2, "retentionSizeInMB": 100}
+    _run(
+        broker,
+        "namespaces",
+        "set-backlog-quota",
+        ns,
+        "--limit",
+        "10M",
+        "--limitTime",
+        "1h",
+        "-p",
+        "producer_request_hold",
+    )
     quota = _json(broker, "namespaces", "get-backlog-quotas", ns)["destination_storage"]  # type: ignore[index]
     assert (quota["limitSize"], quota["limitTime"]) == (10 * 1024 * 1024, 3600)
     _run(broker, "namespaces", "set-max-unacked-messages-per-consumer", ns, "--max-unacked-messages-per-topic", "7")
@@ -43,10 +52,25 @@ def test_namespace_policies_in_pulsar_admin_spelling(broker: AdminBroker, http: 
 
 def test_topic_commands_in_pulsar_admin_spelling(broker: AdminBroker, client: pulsar.Client, name: str) -> None:
     topic = f"persistent://public/default/{name}-habits"
-    _run(broker, "topics", "create-subscription", topic, "-s", "sub", "-m", "earliest", "-p", "owner=etl",
-         "--property", "team=data")
-    props = json.loads(CliRunner().invoke(main, ["admin", "--admin-url", broker.http, "--json", "topics",
-                                                 "explain-storage", topic]).output)["cursors"]["sub"]["properties"]
+    _run(
+        broker,
+        "topics",
+        "create-subscription",
+        topic,
+        "-s",
+        "sub",
+        "-m",
+        "earliest",
+        "-p",
+        "owner=etl",
+        "--property",
+        "team=data",
+    )
+    props = json.loads(
+        CliRunner()
+        .invoke(main, ["admin", "--admin-url", broker.http, "--json", "topics", "explain-storage", topic])
+        .output
+    )["cursors"]["sub"]["properties"]
     assert props == {"owner": "etl", "team": "data"}
     producer = client.create_producer(topic, batching_enabled=False)
     ids = [producer.send(str(i).encode()) for i in range(3)]
@@ -62,8 +86,7 @@ def test_topic_commands_in_pulsar_admin_spelling(broker: AdminBroker, client: pu
     assert backlog() == 1
     _run(broker, "topics", "reset-cursor", topic, "-s", "sub", "-t", "1h")  # back an hour: everything again
     assert backlog() == 3
-    _run(broker, "topics", "reset-cursor", topic, "-s", "sub", "-m", f"{ids[0].ledger_id()}:{ids[0].entry_id()}",
-         "-e")
+    _run(broker, "topics", "reset-cursor", topic, "-s", "sub", "-m", f"{ids[0].ledger_id()}:{ids[0].entry_id()}", "-e")
     assert backlog() == 2  # from the message after the first
     _run(broker, "topics", "expire-messages", topic, "-s", "sub", "--expireTime", "0")
     assert backlog() == 0
@@ -80,6 +103,7 @@ def test_brokers_namespaces_with_url_as_pulsar_admin(broker: AdminBroker) -> Non
     owned = _json(broker, "brokers", "namespaces", "standalone", "--url", broker_id)
     assert owned == _json(broker, "brokers", "owned-namespaces", "standalone", broker_id)
     assert any(bundle.startswith("public/default/") for bundle in owned), owned  # type: ignore[union-attr]
-    both = CliRunner().invoke(main, ["admin", "--admin-url", broker.http, "brokers", "namespaces", "standalone",
-                                     broker_id, "-u", broker_id])
+    both = CliRunner().invoke(
+        main, ["admin", "--admin-url", broker.http, "brokers", "namespaces", "standalone", broker_id, "-u", broker_id]
+    )
     assert both.exit_code == 2 and "name the broker once" in both.output

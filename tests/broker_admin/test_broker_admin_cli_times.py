@@ -29,8 +29,9 @@ def test_duration_and_when() -> None:
     assert when(0) == "never" and when(None) == "never"
 
 
-def test_stats_internal_and_explain_storage_print_readable_times(broker: AdminBroker, client: pulsar.Client,
-                                                                  name: str) -> None:
+def test_stats_internal_and_explain_storage_print_readable_times(
+    broker: AdminBroker, client: pulsar.Client, name: str
+) -> None:
     topic = f"persistent://public/default/{name}-times"
     client.subscribe(topic, "s")
     producer = client.create_producer(topic, batching_enabled=False)
@@ -48,14 +49,18 @@ def test_stats_internal_and_explain_storage_print_readable_times(broker: AdminBr
     assert all("ageSeconds" in row for row in raw_explain["ledgers"])
 
 
-def test_human_output_fits_100_columns_in_words_and_units(broker: AdminBroker, client: pulsar.Client,
-                                                         name: str) -> None:
+def test_human_output_fits_100_columns_in_words_and_units(
+    broker: AdminBroker, client: pulsar.Client, name: str
+) -> None:
     topic = f"persistent://public/default/{name}-words"
     consumer = client.subscribe(topic, "sub", consumer_type=pulsar.ConsumerType.Shared)
     client.create_producer(topic).send(b"x" * 100)
     consumer.acknowledge(consumer.receive(10_000))
-    for command in (["topics", "stats", topic], ["topics", "explain-storage", topic],
-                    ["namespaces", "policies", "public/default"]):
+    for command in (
+        ["topics", "stats", topic],
+        ["topics", "explain-storage", topic],
+        ["namespaces", "policies", "public/default"],
+    ):
         out = _run(broker, *command)
         assert max(len(line) for line in out.splitlines()) <= 100, out
         assert not re.search(r"\{'|\[\]|\bNone\b|\bTrue\b|\bFalse\b", out), out

@@ -7,8 +7,12 @@ import httpx
 from tests.broker_admin.admin_harness import AdminBroker
 
 V2 = "/admin/v2"
-DATA = {"serviceUrl": "http://east:8080", "serviceUrlTls": "https://east:8443",
-        "brokerServiceUrl": "pulsar://east:6650", "brokerServiceUrlTls": "pulsar+ssl://east:6651"}
+DATA = {
+    "serviceUrl": "http://east:8080",
+    "serviceUrlTls": "https://east:8443",
+    "brokerServiceUrl": "pulsar://east:6650",
+    "brokerServiceUrlTls": "pulsar+ssl://east:6651",
+}
 
 
 def test_cluster_crud(broker: AdminBroker, http: httpx.Client) -> None:

@@ -44,13 +44,22 @@ def _read_compacted(client: pulsar.Client, topic: str) -> list[tuple[str, bytes]
         reader.close()
 
 
-@pytest.mark.parametrize("codec", [pulsar.CompressionType.LZ4, pulsar.CompressionType.ZLib,
-                                   pulsar.CompressionType.ZSTD, pulsar.CompressionType.SNAPPY])
-def test_compressed_batches_are_compacted_per_message(broker: AdminBroker, http: httpx.Client,
-                                                      client: pulsar.Client, name: str, codec) -> None:
+@pytest.mark.parametrize(
+    "codec",
+    [
+        pulsar.CompressionType.LZ4,
+        pulsar.CompressionType.ZLib,
+        pulsar.CompressionType.ZSTD,
+        pulsar.CompressionType.SNAPPY,
+    ],
+)
+def test_compressed_batches_are_compacted_per_message(
+    broker: AdminBroker, http: httpx.Client, client: pulsar.Client, name: str, codec
+) -> None:
     topic = f"cmp-{name}"
-    producer = client.create_producer(topic, compression_type=codec, batching_enabled=True,
-                                      batching_max_messages=8, batching_max_publish_delay_ms=20)
+    producer = client.create_producer(
+        topic, compression_type=codec, batching_enabled=True, batching_max_messages=8, batching_max_publish_delay_ms=20
+    )
     latest = {}
     for i in range(50):
         key, value = f"k{i % 6}", (f"value-{i}-" * 20).encode()
@@ -63,8 +72,9 @@ def test_compressed_batches_are_compacted_per_message(broker: AdminBroker, http:
     assert dict(got) == latest and len(got) == len(latest)
 
 
-def test_failover_consumer_reads_compacted_and_shared_is_refused(broker: AdminBroker, http: httpx.Client,
-                                                                 client: pulsar.Client, name: str) -> None:
+def test_failover_consumer_reads_compacted_and_shared_is_refused(
+    broker: AdminBroker, http: httpx.Client, client: pulsar.Client, name: str
+) -> None:
     topic = f"fo-{name}"
     producer = client.create_producer(topic, batching_enabled=False)
     for i in range(20):
@@ -72,8 +82,13 @@ def test_failover_consumer_reads_compacted_and_shared_is_refused(broker: AdminBr
     assert http.put(f"/admin/v2/persistent/public/default/{topic}/compaction").status_code == 204
     assert _wait_done(http, topic)["status"] == "SUCCESS"
     producer.send(b"tail", partition_key="k0")
-    consumer = client.subscribe(topic, "fo", consumer_type=pulsar.ConsumerType.Failover, is_read_compacted=True,
-                                initial_position=pulsar.InitialPosition.Earliest)
+    consumer = client.subscribe(
+        topic,
+        "fo",
+        consumer_type=pulsar.ConsumerType.Failover,
+        is_read_compacted=True,
+        initial_position=pulsar.InitialPosition.Earliest,
+    )
     got = []
     while True:
         try:
@@ -89,8 +104,9 @@ def test_failover_consumer_reads_compacted_and_shared_is_refused(broker: AdminBr
         client.subscribe(topic, "sh", consumer_type=pulsar.ConsumerType.Shared, is_read_compacted=True)
 
 
-def test_compaction_of_an_empty_topic_and_twice_in_a_row(broker: AdminBroker, http: httpx.Client,
-                                                         client: pulsar.Client, name: str) -> None:
+def test_compaction_of_an_empty_topic_and_twice_in_a_row(
+    broker: AdminBroker, http: httpx.Client, client: pulsar.Client, name: str
+) -> None:
     topic = f"empty-{name}"
     assert http.put(f"/admin/v2/persistent/public/default/{topic}").status_code == 204
     base = f"/admin/v2/persistent/public/default/{topic}/compaction"
@@ -109,13 +125,15 @@ def test_compaction_of_an_empty_topic_and_twice_in_a_row(broker: AdminBroker, ht
     assert stats["lastCompactionSucceedTimestamp"] > 0 and stats["lastCompactionFailedTimestamp"] == 0
     assert stats["lastCompactionRemovedEventCount"] == 0
     metrics = http.get("/metrics").text
-    line = next(x for x in metrics.splitlines()
-                if x.startswith("pulsar_compaction_succeed_count") and f"/{topic}\"" in x)
+    line = next(
+        x for x in metrics.splitlines() if x.startswith("pulsar_compaction_succeed_count") and f'/{topic}"' in x
+    )
     assert float(line.rsplit(" ", 1)[1]) == 2
 
 
-def test_partitioned_topic_compacts_every_partition(broker: AdminBroker, http: httpx.Client,
-                                                    client: pulsar.Client, name: str) -> None:
+def test_partitioned_topic_compacts_every_partition(
+    broker: AdminBroker, http: httpx.Client, client: pulsar.Client, name: str
+) -> None:
     topic = f"parts-{name}"
     assert http.put(f"/admin/v2/persistent/public/default/{topic}/partitions", json=3).status_code == 204
     producer = client.create_producer(topic, batching_enabled=False)
@@ -138,17 +156,19 @@ def test_cli_compact_and_threshold(broker: AdminBroker, client: pulsar.Client, n
     assert "triggered" in _cli(broker, "topics", "compact", topic)
     assert "success" in _cli(broker, "topics", "compaction-status", "-w", topic)
     assert json.loads(_cli(broker, "--json", "topics", "compaction-status", topic)) == {
-        "status": "SUCCESS", "lastError": ""}
+        "status": "SUCCESS",
+        "lastError": "",
+    }
     _cli(broker, "namespaces", "set-compaction-threshold", "public/default", "-t", "10M")
     assert json.loads(_cli(broker, "--json", "namespaces", "get-compaction-threshold", "public/default")) == 10485760
-    assert "invalid" in _cli(broker, "namespaces", "set-compaction-threshold", "public/default", "-t", "lots",
-                             ok=False)
+    assert "invalid" in _cli(broker, "namespaces", "set-compaction-threshold", "public/default", "-t", "lots", ok=False)
     _cli(broker, "namespaces", "remove-compaction-threshold", "public/default")
     assert "404" in _cli(broker, "topics", "compact", f"persistent://public/default/none-{name}", ok=False)
 
 
-def test_new_run_and_topic_deletion_delete_the_compacted_ledgers(broker: AdminBroker, http: httpx.Client,
-                                                                  client: pulsar.Client, name: str) -> None:
+def test_new_run_and_topic_deletion_delete_the_compacted_ledgers(
+    broker: AdminBroker, http: httpx.Client, client: pulsar.Client, name: str
+) -> None:
     from managed_ledger import ManagedLedgerError
 
     topic = f"del-{name}"
@@ -186,21 +206,35 @@ def test_broker_refuses_read_compacted_on_shared_and_the_reserved_name(broker: A
     try:
         peer.connect()
         topic = f"persistent://public/default/raw-{name}"
-        peer.send("SUBSCRIBE", topic=topic, subscription="s", subType=pb.CommandSubscribe.Shared, consumer_id=1,
-                  request_id=1, read_compacted=True)
+        peer.send(
+            "SUBSCRIBE",
+            topic=topic,
+            subscription="s",
+            subType=pb.CommandSubscribe.Shared,
+            consumer_id=1,
+            request_id=1,
+            read_compacted=True,
+        )
         reply = peer.recv()
         assert reply is not None and reply.type == pb.BaseCommand.ERROR
         assert reply.error.error == pb.NotAllowedError and "compacted" in reply.error.message
-        peer.send("SUBSCRIBE", topic=topic, subscription="__compaction", subType=pb.CommandSubscribe.Exclusive,
-                  consumer_id=2, request_id=2)
+        peer.send(
+            "SUBSCRIBE",
+            topic=topic,
+            subscription="__compaction",
+            subType=pb.CommandSubscribe.Exclusive,
+            consumer_id=2,
+            request_id=2,
+        )
         reply = peer.recv()
         assert reply is not None and reply.type == pb.BaseCommand.ERROR and reply.error.error == pb.NotAllowedError
     finally:
         peer.close()
 
 
-def test_a_failed_run_reports_error_and_keeps_the_previous_view(broker: AdminBroker, http: httpx.Client,
-                                                                client: pulsar.Client, name: str) -> None:
+def test_a_failed_run_reports_error_and_keeps_the_previous_view(
+    broker: AdminBroker, http: httpx.Client, client: pulsar.Client, name: str
+) -> None:
     from bk_client import NotEnoughBookies
 
     topic = f"fail-{name}"
@@ -228,8 +262,9 @@ def test_a_failed_run_reports_error_and_keeps_the_previous_view(broker: AdminBro
     assert _read_compacted(client, topic) == [("k", b"new")]
 
 
-def test_message_ttl_moves_subscriptions_but_not_the_compaction_horizon(broker: AdminBroker, http: httpx.Client,
-                                                                         client: pulsar.Client, name: str) -> None:
+def test_message_ttl_moves_subscriptions_but_not_the_compaction_horizon(
+    broker: AdminBroker, http: httpx.Client, client: pulsar.Client, name: str
+) -> None:
     import functools
 
     topic = f"ttl-{name}"
@@ -259,8 +294,9 @@ def test_message_ttl_moves_subscriptions_but_not_the_compaction_horizon(broker: 
     consumer.close()
 
 
-def test_a_topic_ending_in_a_tombstone_reads_to_its_end(broker: AdminBroker, http: httpx.Client,
-                                                        client: pulsar.Client, name: str) -> None:
+def test_a_topic_ending_in_a_tombstone_reads_to_its_end(
+    broker: AdminBroker, http: httpx.Client, client: pulsar.Client, name: str
+) -> None:
     # the last message id a read-compacted reader is told is the view's last one when the topic
     # ends at or before the horizon (else hasMessageAvailable waits for a compacted-out message)
     topic = f"tomb-{name}"

@@ -38,8 +38,13 @@ def _send_batches(producer: pulsar.Producer, ids: range, prefix: str = "m") -> l
 
 def _batching_producer(client: pulsar.Client, topic: str, name: str) -> pulsar.Producer:
     # batches cut every 5 messages and never by time: the same sends make the same batches
-    return client.create_producer(topic, producer_name=name, batching_enabled=True, batching_max_messages=5,
-                                  batching_max_publish_delay_ms=3_600_000)
+    return client.create_producer(
+        topic,
+        producer_name=name,
+        batching_enabled=True,
+        batching_max_messages=5,
+        batching_max_publish_delay_ms=3_600_000,
+    )
 
 
 # ---------------------------------------------------------------------------------- units
@@ -189,15 +194,13 @@ def test_chunked_messages_with_deduplication_on(name: str) -> None:
     from tests.support.clients import pulsar_client
 
     # a small maxMessageSize so that a 150 KiB message travels as 3 chunks
-    with AdminBroker(BrokerConfig(max_message_size=64 * 1024, web_service_port=0)) as b, \
-            pulsar_client(b.url) as client:
+    with AdminBroker(BrokerConfig(max_message_size=64 * 1024, web_service_port=0)) as b, pulsar_client(b.url) as client:
         import httpx
 
         with httpx.Client(base_url=b.http, timeout=10) as http:
             ns = new_tenant_ns(http, name, dedup=True)
         topic = f"persistent://{ns}/chunky"
-        producer = client.create_producer(topic, producer_name="cp", chunking_enabled=True,
-                                          batching_enabled=False)
+        producer = client.create_producer(topic, producer_name="cp", chunking_enabled=True, batching_enabled=False)
         big = [bytes([i]) * (150 * 1024) for i in range(1, 4)]
         for i, payload in enumerate(big, start=1):
             producer.send(payload, sequence_id=i)

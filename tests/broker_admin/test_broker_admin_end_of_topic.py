@@ -35,16 +35,24 @@ def test_client_versions() -> None:
     assert not understands_end_of_topic("Pulsar-CPP-v3.13.0")
 
 
-def test_raw_java_client_is_told_end_of_topic(broker: AdminBroker, client: pulsar.Client, http: httpx.Client,
-                                              name: str) -> None:
+def test_raw_java_client_is_told_end_of_topic(
+    broker: AdminBroker, client: pulsar.Client, http: httpx.Client, name: str
+) -> None:
     producer = client.create_producer(name, batching_enabled=False)
     producer.send(b"m0")
     peer = RawPeer(broker.port)
     try:
         peer.send("CONNECT", client_version="Pulsar-Java-v3.3.0", protocol_version=20)
         assert peer.recv().type == pb.BaseCommand.CONNECTED  # type: ignore[union-attr]
-        peer.send("SUBSCRIBE", topic=f"persistent://public/default/{name}", subscription="s", subType=0,
-                  consumer_id=7, request_id=1, initialPosition=1)
+        peer.send(
+            "SUBSCRIBE",
+            topic=f"persistent://public/default/{name}",
+            subscription="s",
+            subType=0,
+            consumer_id=7,
+            request_id=1,
+            initialPosition=1,
+        )
         assert peer.recv().type == pb.BaseCommand.SUCCESS  # type: ignore[union-attr]
         peer.send("FLOW", consumer_id=7, messagePermits=10)
         msg = peer.recv()
@@ -57,16 +65,24 @@ def test_raw_java_client_is_told_end_of_topic(broker: AdminBroker, client: pulsa
         assert end.reachedEndOfTopic.consumer_id == 7
         peer.assert_alive()
         # a consumer subscribing after the end is told at once
-        peer.send("SUBSCRIBE", topic=f"persistent://public/default/{name}", subscription="s2", subType=0,
-                  consumer_id=8, request_id=2, initialPosition=0)  # Latest: nothing to read
+        peer.send(
+            "SUBSCRIBE",
+            topic=f"persistent://public/default/{name}",
+            subscription="s2",
+            subType=0,
+            consumer_id=8,
+            request_id=2,
+            initialPosition=0,
+        )  # Latest: nothing to read
         got = [peer.recv(), peer.recv()]
         assert [c.type for c in got if c is not None] == [pb.BaseCommand.SUCCESS, pb.BaseCommand.REACHED_END_OF_TOPIC]
     finally:
         peer.close()
 
 
-def test_official_client_keeps_its_connection(broker: AdminBroker, client: pulsar.Client, http: httpx.Client,
-                                              name: str) -> None:
+def test_official_client_keeps_its_connection(
+    broker: AdminBroker, client: pulsar.Client, http: httpx.Client, name: str
+) -> None:
     consumer = client.subscribe(name, "sub", initial_position=pulsar.InitialPosition.Earliest)
     producer = client.create_producer(name, batching_enabled=False)
     for i in range(3):
@@ -78,8 +94,14 @@ def test_official_client_keeps_its_connection(broker: AdminBroker, client: pulsa
         got.append(msg.data())
         consumer.acknowledge(msg)
     assert got == [b"m0", b"m1", b"m2"]
-    wait_until(lambda: http.get(f"/admin/v2/persistent/public/default/{name}/stats").json()
-              ["subscriptions"]["sub"]["msgBacklog"] == 0, "the acks to reach the broker", timeout_s=20.0)
+    wait_until(
+        lambda: (
+            http.get(f"/admin/v2/persistent/public/default/{name}/stats").json()["subscriptions"]["sub"]["msgBacklog"]
+            == 0
+        ),
+        "the acks to reach the broker",
+        timeout_s=20.0,
+    )
     before = _connections(broker)
     with pytest.raises(pulsar.Timeout):
         consumer.receive(timeout_millis=1500)

@@ -34,14 +34,21 @@ HANG_GUARD_S = 20.0  # only a broken server gets near it: a response that never 
 def broker() -> Iterator[AdminBroker]:
     """A broker with small limits; retention off, so that nothing but the requests under test opens
     managed ledgers."""
-    with AdminBroker(_config(http_max_request_size=BODY_LIMIT,
-                             max_num_partitions_per_partitioned_topic=MAX_PARTITIONS)) as b:
+    with AdminBroker(
+        _config(http_max_request_size=BODY_LIMIT, max_num_partitions_per_partitioned_topic=MAX_PARTITIONS)
+    ) as b:
         yield b
 
 
 def _config(**values: object) -> BrokerConfig:
-    return BrokerConfig(advertised_address="127.0.0.1", bind_address="127.0.0.1", broker_service_port=0,
-                        web_service_port=0, retention_enabled=False, **values)  # type: ignore[arg-type]
+    return BrokerConfig(
+        advertised_address="127.0.0.1",
+        bind_address="127.0.0.1",
+        broker_service_port=0,
+        web_service_port=0,
+        retention_enabled=False,
+        **values,
+    )  # type: ignore[arg-type]
 
 
 def _serves(http: httpx.Client) -> None:
@@ -105,14 +112,14 @@ def _raw_request(port: int, head: str, chunks: Iterable[bytes] = ()) -> RawAnswe
     lines = head_part.decode("latin-1").split("\r\n")
     answer.status = int(lines[0].split()[1]) if lines and lines[0] else 0
     answer.headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
-    answer.body = body[:int(answer.headers.get("content-length", len(body)))]
+    answer.body = body[: int(answer.headers.get("content-length", len(body)))]
     return answer
 
 
 def _chunked(total: int, size: int = 64 * 1024) -> Iterator[bytes]:
     """``total`` bytes of a JSON-looking body in HTTP/1.1 chunked framing (never terminated: the
     server must answer before the end)."""
-    yield b"2\r\n[\"\r\n"
+    yield b'2\r\n["\r\n'
     piece = b"a" * size
     for _ in range(total // size):
         yield b"%x\r\n%s\r\n" % (len(piece), piece)
@@ -123,8 +130,10 @@ def _chunked(total: int, size: int = 64 * 1024) -> Iterator[bytes]:
 
 def test_content_length_over_the_limit_is_refused_before_the_body_is_read(broker: AdminBroker, http) -> None:
     # only the headers are sent: an answer proves the server did not wait for the body
-    answer = _raw_request(broker.http_port, f"PUT {V2}/tenants/huge HTTP/1.1\r\nHost: x\r\n"
-                                            f"Content-Type: application/json\r\nContent-Length: {50 * 2**20}")
+    answer = _raw_request(
+        broker.http_port,
+        f"PUT {V2}/tenants/huge HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {50 * 2**20}",
+    )
     assert answer.status == 413
     assert "httpMaxRequestSize" in answer.json()["reason"]
     assert answer.headers.get("connection") == "close" and answer.closed_by_server
@@ -134,9 +143,12 @@ def test_content_length_over_the_limit_is_refused_before_the_body_is_read(broker
 
 def test_streamed_body_over_the_limit_is_cut_off_without_reading_the_rest(broker: AdminBroker, http) -> None:
     total = 64 * 2**20
-    answer = _raw_request(broker.http_port, f"PUT {V2}/tenants/streamed HTTP/1.1\r\nHost: x\r\n"
-                                            "Content-Type: application/json\r\nTransfer-Encoding: chunked",
-                          _chunked(total))
+    answer = _raw_request(
+        broker.http_port,
+        f"PUT {V2}/tenants/streamed HTTP/1.1\r\nHost: x\r\n"
+        "Content-Type: application/json\r\nTransfer-Encoding: chunked",
+        _chunked(total),
+    )
     assert answer.status == 413
     assert "httpMaxRequestSize" in answer.json()["reason"]
     # the server closed the connection (it does not hang on the queued rest of the body) long
@@ -156,12 +168,16 @@ def test_body_under_the_limit_is_still_served_on_a_kept_alive_connection(broker:
 
 def test_what_would_be_stored_is_bounded() -> None:
     stored_limit = 16 * 1024
-    with AdminBroker(_config(admin_max_stored_value_bytes=stored_limit)) as b, \
-            httpx.Client(base_url=b.http, timeout=HANG_GUARD_S) as http:
+    with (
+        AdminBroker(_config(admin_max_stored_value_bytes=stored_limit)) as b,
+        httpx.Client(base_url=b.http, timeout=HANG_GUARD_S) as http,
+    ):
         # a body under httpMaxRequestSize but over what the admin parses, cut off at the bound
-        answer = _raw_request(b.http_port, f"PUT {V2}/tenants/t HTTP/1.1\r\nHost: x\r\n"
-                                           "Content-Type: application/json\r\nTransfer-Encoding: chunked",
-                              _chunked(4 * 2**20))
+        answer = _raw_request(
+            b.http_port,
+            f"PUT {V2}/tenants/t HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked",
+            _chunked(4 * 2**20),
+        )
         assert answer.status == 413 and "admin_max_stored_value_bytes" in answer.json()["reason"]
         assert answer.closed_by_server
         assert http.get(f"{V2}/tenants/t").status_code == 404
@@ -200,8 +216,7 @@ def test_partition_count_is_bounded_as_in_pulsar(http, name: str) -> None:
     assert r.status_code == 406 and http.get(f"{tp}/p/partitions").json() == {"partitions": 2}
     assert http.post(f"{tp}/p/partitions", json=MAX_PARTITIONS).status_code == 204
     # an auto-creation override may not ask for more either
-    override = {"allowAutoTopicCreation": True, "topicType": "partitioned",
-                "defaultNumPartitions": MAX_PARTITIONS + 1}
+    override = {"allowAutoTopicCreation": True, "topicType": "partitioned", "defaultNumPartitions": MAX_PARTITIONS + 1}
     r = http.put(f"{V2}/namespaces/{name}/auto", json={"autoTopicCreationOverride": override})
     assert r.status_code == 406 and http.get(f"{V2}/namespaces/{name}/auto").status_code == 404
     r = http.put(f"{V2}/namespaces/{name}/auto", json={"autoTopicCreationOverride": {"topicType": "sideways"}})
@@ -263,6 +278,7 @@ def _install(broker: AdminBroker, gate: OpenGate) -> Callable[[], None]:
 def _loaded(broker: AdminBroker, prefix: str) -> list[str]:
     async def names() -> list[str]:
         return [k for k, t in broker.service.topics.items() if k.startswith(prefix) and not t.closed]
+
     return broker.call(names)
 
 
@@ -338,10 +354,16 @@ def test_bodies_of_the_wrong_json_type_are_refused_and_store_nothing(http, name:
         ("POST", f"{V2}/tenants/{name}", lambda: http.get(f"{V2}/tenants/{name}").json()["adminRoles"] == []),
         ("PUT", f"{V2}/namespaces/{name}/other", lambda: http.get(f"{V2}/namespaces/{name}/other").status_code == 404),
         ("PUT", f"{tp}/p/partitions", lambda: http.get(f"{tp}/p/partitions").json() == {"partitions": 0}),
-        ("POST", f"{V2}/namespaces/{ns}/retention",
-         lambda: http.get(f"{V2}/namespaces/{ns}/retention").status_code == 204),
-        ("POST", f"{V2}/namespaces/{ns}/backlogQuota",
-         lambda: http.get(f"{V2}/namespaces/{ns}/backlogQuotaMap").json() == {}),
+        (
+            "POST",
+            f"{V2}/namespaces/{ns}/retention",
+            lambda: http.get(f"{V2}/namespaces/{ns}/retention").status_code == 204,
+        ),
+        (
+            "POST",
+            f"{V2}/namespaces/{ns}/backlogQuota",
+            lambda: http.get(f"{V2}/namespaces/{ns}/backlogQuotaMap").json() == {},
+        ),
         ("POST", f"{tp}/t/messageTTL", lambda: http.get(f"{tp}/t/messageTTL").status_code == 204),
         ("PUT", f"{tp}/t/subscription/s", lambda: http.get(f"{tp}/t/subscriptions").json() == []),
         ("POST", f"{V2}/schemas/{ns}/t/schema", lambda: http.get(f"{V2}/schemas/{ns}/t/schema").status_code == 404),
@@ -362,15 +384,23 @@ def test_wrong_types_inside_bodies_are_refused(http, name: str) -> None:
     assert http.put(tp).status_code == 204
     assert http.put(f"{V2}/tenants/{name}2", json={"adminRoles": [{"role": 1}]}).status_code == 400
     assert http.put(f"{V2}/tenants/{name}2", json={"allowedClusters": "standalone"}).status_code == 400
-    for policies in ({"deduplicationEnabled": "yes"}, {"schema_compatibility_strategy": 5},
-                     {"is_allow_auto_update_schema": "no"}, {"replication_clusters": [1]},
-                     {"retention_policies": {"retentionTimeInMinutes": "ten", "retentionSizeInMB": 1}}):
+    for policies in (
+        {"deduplicationEnabled": "yes"},
+        {"schema_compatibility_strategy": 5},
+        {"is_allow_auto_update_schema": "no"},
+        {"replication_clusters": [1]},
+        {"retention_policies": {"retentionTimeInMinutes": "ten", "retentionSizeInMB": 1}},
+    ):
         r = http.put(f"{V2}/namespaces/{name}/bad", json=policies)
         assert r.status_code == 400, policies
     assert http.get(f"{V2}/namespaces/{name}/bad").status_code == 404
-    for message_id in ({"ledgerId": 1.5, "entryId": 0}, {"ledgerId": "1", "entryId": 0},
-                       {"ledgerId": True, "entryId": 0}, {"ledgerId": 2**64, "entryId": 0},
-                       {"ledgerId": 1, "entryId": -2**70}):
+    for message_id in (
+        {"ledgerId": 1.5, "entryId": 0},
+        {"ledgerId": "1", "entryId": 0},
+        {"ledgerId": True, "entryId": 0},
+        {"ledgerId": 2**64, "entryId": 0},
+        {"ledgerId": 1, "entryId": -(2**70)},
+    ):
         r = http.put(f"{tp}/subscription/bad", json=message_id)
         assert r.status_code == 400 and "ledgerId" in r.json()["reason"], message_id
     assert http.get(f"{tp}/subscriptions").json() == []
@@ -413,8 +443,14 @@ def test_dot_names_are_invalid_names_as_in_pulsar(broker: AdminBroker, http, nam
 @pytest.mark.parametrize("local", ["-partition-0", ".-partition-1", "..-partition-2", "a%00b"])
 def test_topic_names_that_would_be_no_path_are_invalid(http, name: str, local: str) -> None:
     ns = new_tenant_ns(http, name)
-    for method, suffix in (("PUT", ""), ("GET", "/stats"), ("GET", "/internalStats"), ("PUT", "/unload"),
-                           ("GET", "/explain-storage"), ("GET", "/subscriptions")):
+    for method, suffix in (
+        ("PUT", ""),
+        ("GET", "/stats"),
+        ("GET", "/internalStats"),
+        ("PUT", "/unload"),
+        ("GET", "/explain-storage"),
+        ("GET", "/subscriptions"),
+    ):
         r = http.request(method, f"{V2}/persistent/{ns}/{local}{suffix}")
         assert r.status_code == 412 and r.json()["reason"].startswith("Topic name is not valid"), (method, suffix)
 
@@ -427,8 +463,14 @@ def test_path_parameters_out_of_range_are_400(http, name: str) -> None:
     sub = f"{V2}/persistent/{ns}/t/subscription/s"
     assert http.put(f"{V2}/persistent/{ns}/t").status_code == 204
     assert http.put(sub).status_code == 204
-    for path in (f"{sub}/skip/-1", f"{sub}/skip/{2**31}", f"{sub}/skip/1e3", f"{sub}/resetcursor/{2**63}",
-                 f"{sub}/resetcursor/-{2**63 + 1}", f"{sub}/resetcursor/now"):
+    for path in (
+        f"{sub}/skip/-1",
+        f"{sub}/skip/{2**31}",
+        f"{sub}/skip/1e3",
+        f"{sub}/resetcursor/{2**63}",
+        f"{sub}/resetcursor/-{2**63 + 1}",
+        f"{sub}/resetcursor/now",
+    ):
         r = http.post(path)
         assert r.status_code == 400 and r.json()["reason"], path
     r = http.get(f"{V2}/schemas/{ns}/t/schema/{2**64}")

@@ -14,8 +14,7 @@ from tests.broker_admin.admin_harness import AdminBroker
 
 def _produce(client: pulsar.Client, topic: str, n: int, **kwargs) -> list[pulsar.MessageId]:
     producer = client.create_producer(topic, batching_enabled=False, producer_name="p1")
-    ids = [producer.send(f"m{i}".encode(), properties={"i": str(i)}, partition_key=f"k{i}", **kwargs)
-           for i in range(n)]
+    ids = [producer.send(f"m{i}".encode(), properties={"i": str(i)}, partition_key=f"k{i}", **kwargs) for i in range(n)]
     producer.close()
     return ids
 
@@ -24,8 +23,9 @@ def _id(mid: pulsar.MessageId) -> str:
     return f"{mid.ledger_id()}:{mid.entry_id()}"
 
 
-def test_last_message_id_and_get_message_by_id(broker: AdminBroker, client: pulsar.Client, http: httpx.Client,
-                                               name: str) -> None:
+def test_last_message_id_and_get_message_by_id(
+    broker: AdminBroker, client: pulsar.Client, http: httpx.Client, name: str
+) -> None:
     path = f"/admin/v2/persistent/public/default/{name}"
     ids = _produce(client, name, 3)
     last = http.get(f"{path}/lastMessageId").json()
@@ -74,8 +74,9 @@ def test_peek_examine_and_expire(broker: AdminBroker, client: pulsar.Client, htt
     assert http.get(f"{path}/examinemessage").content == b"m4"  # latest, position 1
     r = http.get(f"{path}/examinemessage", params={"initialPosition": "earliest", "messagePosition": 2})
     assert r.content == b"m1" and r.headers["X-Pulsar-Message-ID"] == _id(ids[1])
-    assert http.get(f"{path}/examinemessage", params={"initialPosition": "latest", "messagePosition": 5}).content \
-        == b"m0"
+    assert (
+        http.get(f"{path}/examinemessage", params={"initialPosition": "latest", "messagePosition": 5}).content == b"m0"
+    )
     assert http.get(f"{path}/examinemessage", params={"messagePosition": 6}).status_code == 404
     assert http.get(f"{path}/examinemessage", params={"messagePosition": 0}).status_code == 412
     assert http.get(f"{path}/examinemessage", params={"initialPosition": "middle"}).status_code == 412
@@ -91,16 +92,20 @@ def test_peek_examine_and_expire(broker: AdminBroker, client: pulsar.Client, htt
     consumer.close()
 
 
-def test_batched_entry_is_answered_whole(broker: AdminBroker, client: pulsar.Client, http: httpx.Client,
-                                         name: str) -> None:
-    producer = client.create_producer(name, batching_enabled=True, batching_max_messages=3,
-                                      batching_max_publish_delay_ms=1000)
+def test_batched_entry_is_answered_whole(
+    broker: AdminBroker, client: pulsar.Client, http: httpx.Client, name: str
+) -> None:
+    producer = client.create_producer(
+        name, batching_enabled=True, batching_max_messages=3, batching_max_publish_delay_ms=1000
+    )
     for i in range(3):
         producer.send_async(f"b{i}".encode(), None)
     producer.flush()
     producer.close()
-    r = http.get(f"/admin/v2/persistent/public/default/{name}/examinemessage",
-                 params={"initialPosition": "earliest", "messagePosition": 1})
+    r = http.get(
+        f"/admin/v2/persistent/public/default/{name}/examinemessage",
+        params={"initialPosition": "earliest", "messagePosition": 1},
+    )
     assert r.status_code == 200 and r.headers["X-Pulsar-num-batch-message"] == "3"
     assert int(r.headers["X-Pulsar-batch-size"]) == len(r.content) and b"b2" in r.content
 
@@ -127,8 +132,9 @@ def test_cli_message_commands(broker: AdminBroker, client: pulsar.Client, name: 
     assert [d["messageId"] for d in docs] == [_id(i) for i in ids]  # fewer than asked: all there are
     assert "m2" in run("topics", "examine-message", topic)
     assert "m0" in run("topics", "examine-message", topic, "-i", "earliest", "-m", "1")
-    assert "m1" in run("topics", "get-message-by-id", topic, "-l", str(ids[1].ledger_id()),
-                       "-e", str(ids[1].entry_id()))
+    assert "m1" in run(
+        "topics", "get-message-by-id", topic, "-l", str(ids[1].ledger_id()), "-e", str(ids[1].entry_id())
+    )
     assert json.loads(run("--json", "topics", "last-message-id", topic))["entryId"] == ids[-1].entry_id()
     run("topics", "skip", topic, "-s", "sub", "-n", "1")
     assert "m1" in run("topics", "peek-messages", topic, "-s", "sub")
@@ -138,8 +144,9 @@ def test_cli_message_commands(broker: AdminBroker, client: pulsar.Client, name: 
     assert "404" in run("topics", "peek-messages", topic, "-s", "sub", ok=False)
 
 
-def test_property_names_keep_their_case_and_odd_values_stay_headers(broker: AdminBroker, client: pulsar.Client,
-                                                                    http: httpx.Client, name: str) -> None:
+def test_property_names_keep_their_case_and_odd_values_stay_headers(
+    broker: AdminBroker, client: pulsar.Client, http: httpx.Client, name: str
+) -> None:
     producer = client.create_producer(name, batching_enabled=False)
     mid = producer.send(b"odd", properties={"MyKey": "a\r\nInjected: yes", "k y": "é"})
     r = http.get(f"/admin/v2/persistent/public/default/{name}/ledger/{mid.ledger_id()}/entry/{mid.entry_id()}")
@@ -150,7 +157,8 @@ def test_property_names_keep_their_case_and_odd_values_stay_headers(broker: Admi
 
 
 def test_truncate_moves_subscriptions_to_the_end_and_deletes_closed_ledgers(
-        broker: AdminBroker, client: pulsar.Client, http: httpx.Client, name: str) -> None:
+    broker: AdminBroker, client: pulsar.Client, http: httpx.Client, name: str
+) -> None:
     from click.testing import CliRunner
 
     from magnetar.cli import main
@@ -185,7 +193,8 @@ def test_truncate_moves_subscriptions_to_the_end_and_deletes_closed_ledgers(
 
 
 def test_terminate_refuses_producers_and_ends_the_topic_for_consumers(
-        broker: AdminBroker, client: pulsar.Client, http: httpx.Client, name: str) -> None:
+    broker: AdminBroker, client: pulsar.Client, http: httpx.Client, name: str
+) -> None:
     path = f"/admin/v2/persistent/public/default/{name}"
     consumer = client.subscribe(name, "sub", initial_position=pulsar.InitialPosition.Earliest)
     producer = client.create_producer(name, batching_enabled=False)

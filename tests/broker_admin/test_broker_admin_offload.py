@@ -41,10 +41,16 @@ def tier_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def broker(tier_dir: Path) -> Iterator[AdminBroker]:
-    config = BrokerConfig(advertised_address="127.0.0.1", bind_address="127.0.0.1", broker_service_port=0,
-                          web_service_port=0, retention_check_interval_s=3600.0)
-    ml = ManagedLedgerConfig(ensemble_size=1, write_quorum=1, ack_quorum=1, max_entries_per_ledger=10,
-                             min_ledger_rollover_time_minutes=0.0)
+    config = BrokerConfig(
+        advertised_address="127.0.0.1",
+        bind_address="127.0.0.1",
+        broker_service_port=0,
+        web_service_port=0,
+        retention_check_interval_s=3600.0,
+    )
+    ml = ManagedLedgerConfig(
+        ensemble_size=1, write_quorum=1, ack_quorum=1, max_entries_per_ledger=10, min_ledger_rollover_time_minutes=0.0
+    )
     tier = TieredStorage(TieredStorageConfig(read_buffer_size=512))  # no broker-level driver
     with AdminBroker(config, ml, tier=tier) as b:
         yield b
@@ -62,8 +68,9 @@ def client(broker: AdminBroker) -> Iterator[pulsar.Client]:
         yield c
 
 
-def test_namespace_offload_policies_round_trip(broker: AdminBroker, http: httpx.Client, name: str,
-                                               tier_dir: Path) -> None:
+def test_namespace_offload_policies_round_trip(
+    broker: AdminBroker, http: httpx.Client, name: str, tier_dir: Path
+) -> None:
     base = f"{V2}/namespaces/{new_tenant_ns(http, name)}"
     assert http.get(f"{base}/offloadThreshold").json() == -1
     assert http.put(f"{base}/offloadThreshold", json=1000).status_code == 204
@@ -80,13 +87,19 @@ def test_namespace_offload_policies_round_trip(broker: AdminBroker, http: httpx.
     assert http.delete(f"{base}/offloadDeletionLagMs").status_code == 204
     assert http.get(f"{base}/offloadDeletionLagMs").status_code == 204
     assert http.get(f"{base}/offloadPolicies").status_code == 204
-    bad = http.post(f"{base}/offloadPolicies", json={"managedLedgerOffloadDriver": "google-cloud-storage",
-                                                      "managedLedgerOffloadBucket": "b"})
+    bad = http.post(
+        f"{base}/offloadPolicies",
+        json={"managedLedgerOffloadDriver": "google-cloud-storage", "managedLedgerOffloadBucket": "b"},
+    )
     assert bad.status_code == 400 and "not supported" in bad.json()["reason"]
     no_bucket = http.post(f"{base}/offloadPolicies", json={"managedLedgerOffloadDriver": "aws-s3"})
     assert no_bucket.status_code == 400 and "bucket" in no_bucket.json()["reason"]
-    s3 = {"managedLedgerOffloadDriver": "aws-s3", "managedLedgerOffloadBucket": "b",
-          "s3ManagedLedgerOffloadCredentialSecret": "hush", "managedLedgerOffloadThresholdInBytes": 77}
+    s3 = {
+        "managedLedgerOffloadDriver": "aws-s3",
+        "managedLedgerOffloadBucket": "b",
+        "s3ManagedLedgerOffloadCredentialSecret": "hush",
+        "managedLedgerOffloadThresholdInBytes": 77,
+    }
     assert http.post(f"{base}/offloadPolicies", json=s3).status_code == 204
     got = http.get(f"{base}/offloadPolicies").json()
     assert got["managedLedgerOffloadBucket"] == "b" and got["s3Driver"] is True
@@ -100,7 +113,8 @@ def test_namespace_offload_policies_round_trip(broker: AdminBroker, http: httpx.
 
 
 def test_manual_offload_stats_explain_and_reads_after_bookie_deletion(
-        broker: AdminBroker, client: pulsar.Client, http: httpx.Client, name: str, tier_dir: Path) -> None:
+    broker: AdminBroker, client: pulsar.Client, http: httpx.Client, name: str, tier_dir: Path
+) -> None:
     ns = new_tenant_ns(http, name)
     topic = f"persistent://{ns}/t"
     tp = f"{V2}/persistent/{ns}/t"
@@ -113,8 +127,18 @@ def test_manual_offload_stats_explain_and_reads_after_bookie_deletion(
     refused = http.put(f"{tp}/offload", json={"ledgerId": 2**62, "entryId": 0, "partitionIndex": -1})
     assert refused.status_code == 400 and "no offload driver" in refused.json()["reason"]
     # the namespace names the filesystem driver; then the CLI offloads all but the last ~100 bytes
-    _run(broker, "namespaces", "set-offload-policies", ns, "-d", "filesystem", "--fileSystemURI",
-         f"file://{tier_dir}", "-rb", "256")
+    _run(
+        broker,
+        "namespaces",
+        "set-offload-policies",
+        ns,
+        "-d",
+        "filesystem",
+        "--fileSystemURI",
+        f"file://{tier_dir}",
+        "-rb",
+        "256",
+    )
     _run(broker, "namespaces", "set-offload-deletion-lag", ns, "-l", "1h")
     out = _run(broker, "topics", "offload", topic, "-s", "100")
     assert "Offload triggered" in out
@@ -156,24 +180,45 @@ def test_manual_offload_stats_explain_and_reads_after_bookie_deletion(
     assert f'magnetar_offload_ledgers_total{{namespace="{ns}"}} {float(len(offloaded))}' in metrics
 
 
-def test_topic_offload_policies_override_the_namespace(broker: AdminBroker, client: pulsar.Client,
-                                                       http: httpx.Client, name: str, tier_dir: Path) -> None:
+def test_topic_offload_policies_override_the_namespace(
+    broker: AdminBroker, client: pulsar.Client, http: httpx.Client, name: str, tier_dir: Path
+) -> None:
     ns = new_tenant_ns(http, name)
     client.create_producer(f"persistent://{ns}/t").close()
     tp = f"{V2}/persistent/{ns}/t"
-    assert http.post(f"{V2}/namespaces/{ns}/offloadPolicies",
-                     json={"managedLedgerOffloadDriver": "filesystem", "fileSystemURI": str(tier_dir),
-                           "managedLedgerOffloadThresholdInBytes": 5}).status_code == 204
+    assert (
+        http.post(
+            f"{V2}/namespaces/{ns}/offloadPolicies",
+            json={
+                "managedLedgerOffloadDriver": "filesystem",
+                "fileSystemURI": str(tier_dir),
+                "managedLedgerOffloadThresholdInBytes": 5,
+            },
+        ).status_code
+        == 204
+    )
     assert http.get(f"{tp}/offloadPolicies").status_code == 204
-    assert http.post(f"{tp}/offloadPolicies", json={"managedLedgerOffloadDriver": "S3",
-                                                     "s3ManagedLedgerOffloadBucket": "topic-bucket",
-                                                     "s3ManagedLedgerOffloadServiceEndpoint": "http://x"}
-                     ).status_code == 204
+    assert (
+        http.post(
+            f"{tp}/offloadPolicies",
+            json={
+                "managedLedgerOffloadDriver": "S3",
+                "s3ManagedLedgerOffloadBucket": "topic-bucket",
+                "s3ManagedLedgerOffloadServiceEndpoint": "http://x",
+            },
+        ).status_code
+        == 204
+    )
     applied = http.get(f"{tp}/offloadPolicies", params={"applied": "true"}).json()
-    assert (applied["managedLedgerOffloadDriver"], applied["s3ManagedLedgerOffloadBucket"],
-            applied["managedLedgerOffloadThresholdInBytes"]) == ("S3", "topic-bucket", 5)
-    assert _json(broker, "topics", "get-offload-policies", f"persistent://{ns}/t")["s3ManagedLedgerOffloadBucket"] \
+    assert (
+        applied["managedLedgerOffloadDriver"],
+        applied["s3ManagedLedgerOffloadBucket"],
+        applied["managedLedgerOffloadThresholdInBytes"],
+    ) == ("S3", "topic-bucket", 5)
+    assert (
+        _json(broker, "topics", "get-offload-policies", f"persistent://{ns}/t")["s3ManagedLedgerOffloadBucket"]
         == "topic-bucket"
+    )
     _run(broker, "topics", "remove-offload-policies", f"persistent://{ns}/t")
     assert http.get(f"{tp}/offloadPolicies").status_code == 204
     applied = http.get(f"{tp}/offloadPolicies", params={"applied": "true"}).json()

@@ -184,20 +184,26 @@ def test_partitioned_topic_created_with_its_metadata_object(http, name: str) -> 
     ns = new_tenant_ns(http, name)
     tp = f"{V2}/persistent/{ns}"
     meta = {"Content-Type": "application/vnd.partitioned-topic-metadata+json"}
-    assert http.put(f"{tp}/plain/partitions", json={"properties": None, "partitions": 2},
-                    headers=meta).status_code == 204
+    assert (
+        http.put(f"{tp}/plain/partitions", json={"properties": None, "partitions": 2}, headers=meta).status_code == 204
+    )
     assert http.get(f"{tp}/plain/partitions").json() == {"partitions": 2}
-    assert http.put(f"{tp}/tagged/partitions", json={"partitions": 3, "properties": {"owner": "team-a"}},
-                    headers=meta).status_code == 204
+    assert (
+        http.put(
+            f"{tp}/tagged/partitions", json={"partitions": 3, "properties": {"owner": "team-a"}}, headers=meta
+        ).status_code
+        == 204
+    )
     assert http.get(f"{tp}/tagged/partitions").json() == {"partitions": 3, "properties": {"owner": "team-a"}}
     assert http.post(f"{tp}/tagged/partitions", json=4).status_code == 204  # the properties stay
     assert http.get(f"{tp}/tagged/partitions").json() == {"partitions": 4, "properties": {"owner": "team-a"}}
-    assert http.put(f"{V2}/non-persistent/{ns}/np/partitions", json={"partitions": 2},
-                    headers=meta).status_code == 204
+    assert http.put(f"{V2}/non-persistent/{ns}/np/partitions", json={"partitions": 2}, headers=meta).status_code == 204
     assert http.get(f"{V2}/non-persistent/{ns}/np/partitions").json()["partitions"] == 2
     assert http.put(f"{tp}/bad/partitions", json={"partitions": 0}, headers=meta).status_code == 406
-    assert http.put(f"{tp}/bad/partitions", json={"partitions": 2, "properties": {"n": 1}},
-                    headers=meta).status_code == 400
+    assert (
+        http.put(f"{tp}/bad/partitions", json={"partitions": 2, "properties": {"n": 1}}, headers=meta).status_code
+        == 400
+    )
     assert http.put(f"{tp}/bad/partitions", json=[2], headers=meta).status_code == 400
     assert http.put(f"{tp}/bad/partitions", json={"partitions": 2}).status_code == 400  # plain JSON: a number
 

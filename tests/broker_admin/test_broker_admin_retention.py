@@ -23,11 +23,24 @@ from tests.support.admin import V2, new_tenant_ns
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[AdminBroker]:
-    config = BrokerConfig(advertised_address="127.0.0.1", bind_address="127.0.0.1", broker_service_port=0,
-                          web_service_port=0, retention_check_interval_s=0.3, backlog_quota_check_interval_s=0.3,
-                          idle_ledger_rollover_s=0.5, backlog_quota_hold_timeout_s=20)
-    ml = ManagedLedgerConfig(ensemble_size=1, write_quorum=1, ack_quorum=1, max_entries_per_ledger=5,
-                             min_ledger_rollover_time_minutes=0, cursor_persist_interval_s=0.2)
+    config = BrokerConfig(
+        advertised_address="127.0.0.1",
+        bind_address="127.0.0.1",
+        broker_service_port=0,
+        web_service_port=0,
+        retention_check_interval_s=0.3,
+        backlog_quota_check_interval_s=0.3,
+        idle_ledger_rollover_s=0.5,
+        backlog_quota_hold_timeout_s=20,
+    )
+    ml = ManagedLedgerConfig(
+        ensemble_size=1,
+        write_quorum=1,
+        ack_quorum=1,
+        max_entries_per_ledger=5,
+        min_ledger_rollover_time_minutes=0,
+        cursor_persist_interval_s=0.2,
+    )
     b = AdminBroker(config, ml).start()
     try:
         yield b
@@ -81,16 +94,19 @@ def test_metrics_after_produce_and_consume(http: httpx.Client, client: pulsar.Cl
     ns = new_tenant_ns(http, name)
     topic = f"persistent://{ns}/m"
     consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
-    lagging = client.subscribe(topic, "lagging", initial_position=pulsar.InitialPosition.Earliest,
-                               receiver_queue_size=1)
+    lagging = client.subscribe(
+        topic, "lagging", initial_position=pulsar.InitialPosition.Earliest, receiver_queue_size=1
+    )
     producer = client.create_producer(topic, batching_enabled=False)
     for i in range(10):
         producer.send(b"x" * 100 + str(i).encode())
     for _ in range(10):
         consumer.acknowledge(consumer.receive(timeout_millis=5000))
     # acks are grouped by the client: wait until only the lagging subscription has a backlog
-    m = _wait("the acks", lambda: (lambda m: m if _topic_value(m, "pulsar_msg_backlog", topic) == 10 else None)(
-        _metrics(http)))
+    m = _wait(
+        "the acks",
+        lambda: (lambda m: m if _topic_value(m, "pulsar_msg_backlog", topic) == 10 else None)(_metrics(http)),
+    )
     assert _topic_value(m, "pulsar_in_messages_total", topic) == 10
     assert _topic_value(m, "pulsar_in_bytes_total", topic) > 1000
     assert _sub_value(m, "pulsar_out_messages_total", topic, "s") == 10
@@ -115,11 +131,16 @@ def test_metrics_after_produce_and_consume(http: httpx.Client, client: pulsar.Cl
     lagging.close()
 
 
-def test_retention_trims_consumed_ledgers(broker: AdminBroker, http: httpx.Client, client: pulsar.Client,
-                                          name: str) -> None:
+def test_retention_trims_consumed_ledgers(
+    broker: AdminBroker, http: httpx.Client, client: pulsar.Client, name: str
+) -> None:
     ns = new_tenant_ns(http, name)
-    assert http.post(f"{V2}/namespaces/{ns}/retention",
-                     json={"retentionTimeInMinutes": 0, "retentionSizeInMB": 0}).status_code == 204
+    assert (
+        http.post(
+            f"{V2}/namespaces/{ns}/retention", json={"retentionTimeInMinutes": 0, "retentionSizeInMB": 0}
+        ).status_code
+        == 204
+    )
     topic = f"persistent://{ns}/r"
     tp = f"{V2}/persistent/{ns}/r"
     consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
@@ -155,8 +176,9 @@ def test_retention_trims_consumed_ledgers(broker: AdminBroker, http: httpx.Clien
     consumer.close()
 
 
-def test_backlog_quota_producer_exception_refuses_producers(http: httpx.Client, client: pulsar.Client,
-                                                            name: str) -> None:
+def test_backlog_quota_producer_exception_refuses_producers(
+    http: httpx.Client, client: pulsar.Client, name: str
+) -> None:
     ns = new_tenant_ns(http, name)
     quota = {"limitSize": 200, "limitTime": -1, "policy": "producer_exception"}
     assert http.post(f"{V2}/namespaces/{ns}/backlogQuota", json=quota).status_code == 204
@@ -182,8 +204,9 @@ def test_backlog_quota_producer_exception_refuses_producers(http: httpx.Client, 
     _wait("producers to be accepted again", lambda: not refused())
 
 
-def test_backlog_quota_hold_delays_sends_until_the_backlog_shrinks(http: httpx.Client, client: pulsar.Client,
-                                                                   name: str) -> None:
+def test_backlog_quota_hold_delays_sends_until_the_backlog_shrinks(
+    http: httpx.Client, client: pulsar.Client, name: str
+) -> None:
     ns = new_tenant_ns(http, name)
     quota = {"limitSize": 200, "limitTime": -1, "policy": "producer_request_hold"}
     assert http.post(f"{V2}/namespaces/{ns}/backlogQuota", json=quota).status_code == 204
@@ -193,8 +216,10 @@ def test_backlog_quota_hold_delays_sends_until_the_backlog_shrinks(http: httpx.C
     producer = client.create_producer(topic, batching_enabled=False, send_timeout_millis=30000)
     for _ in range(5):
         producer.send(b"y" * 100)
-    _wait("the hold to be decided", lambda: (http.get(f"{tp}/explain-storage").json()["lastRetentionCheck"] or {})
-          .get("backlogQuota"))
+    _wait(
+        "the hold to be decided",
+        lambda: (http.get(f"{tp}/explain-storage").json()["lastRetentionCheck"] or {}).get("backlogQuota"),
+    )
     results: list[Any] = []
     producer.send_async(b"held", lambda res, msg_id: results.append(res))
     time.sleep(1.5)  # nothing should happen: a bounded chance for a (wrong) receipt to arrive
@@ -210,8 +235,14 @@ def test_backlog_quota_hold_delays_sends_until_the_backlog_shrinks(http: httpx.C
 
 @pytest.fixture(scope="module")
 def slow_retention_broker() -> Iterator[AdminBroker]:
-    config = BrokerConfig(advertised_address="127.0.0.1", bind_address="127.0.0.1", broker_service_port=0,
-                          web_service_port=0, retention_check_interval_s=3600, backlog_quota_check_interval_s=0.3)
+    config = BrokerConfig(
+        advertised_address="127.0.0.1",
+        bind_address="127.0.0.1",
+        broker_service_port=0,
+        web_service_port=0,
+        retention_check_interval_s=3600,
+        backlog_quota_check_interval_s=0.3,
+    )
     b = AdminBroker(config).start()
     try:
         yield b
@@ -233,9 +264,13 @@ def test_backlog_quotas_are_checked_on_their_own_interval(slow_retention_broker:
         producer = c.create_producer(topic, batching_enabled=False)
         for _ in range(5):
             producer.send(b"y" * 100)
-        check = _wait("a quota check after the backlog grew", lambda: (http.get(
-            f"{V2}/persistent/public/default/paced-quota/explain-storage").json()["lastRetentionCheck"] or {})
-            .get("backlogQuota"))
+        check = _wait(
+            "a quota check after the backlog grew",
+            lambda: (
+                http.get(f"{V2}/persistent/public/default/paced-quota/explain-storage").json()["lastRetentionCheck"]
+                or {}
+            ).get("backlogQuota"),
+        )
         assert check[0]["action"] == "reject_producers"
     finally:
         c.close()

@@ -13,8 +13,11 @@ from protocols.pulsar import TopicName
 from tests.support.admin import V2, new_tenant_ns
 
 AVRO_V0 = {"type": "record", "name": "User", "fields": [{"name": "name", "type": "string"}]}
-AVRO_V1 = {"type": "record", "name": "User",
-           "fields": [{"name": "name", "type": "string"}, {"name": "age", "type": "int", "default": 0}]}
+AVRO_V1 = {
+    "type": "record",
+    "name": "User",
+    "fields": [{"name": "name", "type": "string"}, {"name": "age", "type": "int", "default": 0}],
+}
 AVRO_BAD = {"type": "record", "name": "User", "fields": [{"name": "id", "type": "long"}]}
 
 
@@ -86,8 +89,9 @@ def test_client_schemas_are_visible_and_round_trip(http, client: pulsar.Client, 
         again = http.post(f"{V2}/schemas/{ns}/{topic}/schema", json={"type": kind, "schema": got["data"]})
         assert again.json() == {"version": {"version": 0}}
     # a consumer with the schema uploaded by the admin API reads what a producer wrote
-    consumer = client.subscribe(f"persistent://{ns}/avro", "s", schema=AvroSchema(Point),
-                                initial_position=pulsar.InitialPosition.Earliest)
+    consumer = client.subscribe(
+        f"persistent://{ns}/avro", "s", schema=AvroSchema(Point), initial_position=pulsar.InitialPosition.Earliest
+    )
     assert consumer.receive(5000).value().x == 1
     consumer.close()
 
@@ -111,8 +115,9 @@ def test_key_value_schema_in_pulsars_rest_form(http, broker, name: str) -> None:
     assert got["type"] == "KEY_VALUE" and got["properties"] == props
     assert json.loads(got["data"]) == {"key": "", "value": AVRO_V0}
     stored = json.dumps(AVRO_V0, separators=(",", ":")).encode()
-    info, _version = broker.call(functools.partial(broker.service.schemas.get,
-                                                   TopicName.parse(f"persistent://{ns}/kv")))
+    info, _version = broker.call(
+        functools.partial(broker.service.schemas.get, TopicName.parse(f"persistent://{ns}/kv"))
+    )
     assert info.data == b"\0\0\0\0" + len(stored).to_bytes(4, "big") + stored
     bad = {**body, "schema": json.dumps({"key": "", "value": {"type": "record", "name": "X", "fields": 3}})}
     assert http.post(f"{base}/schema", json=bad).status_code == 422

@@ -12,8 +12,9 @@ from tests.broker_admin.admin_harness import AdminBroker
 V2 = "/admin/v2"
 
 
-def test_properties_at_creation_update_and_explain(broker: AdminBroker, client: pulsar.Client, http: httpx.Client,
-                                                   name: str) -> None:
+def test_properties_at_creation_update_and_explain(
+    broker: AdminBroker, client: pulsar.Client, http: httpx.Client, name: str
+) -> None:
     tp = f"{V2}/persistent/public/default/{name}"
     producer = client.create_producer(name, batching_enabled=False)
     first = producer.send(b"m0")
@@ -21,8 +22,11 @@ def test_properties_at_creation_update_and_explain(broker: AdminBroker, client: 
         producer.send(f"m{i}".encode())
     producer.close()
 
-    body = {"ledgerId": first.ledger_id(), "entryId": first.entry_id(),
-            "properties": {"pipeline": "spark job A", "owner": "etl"}}
+    body = {
+        "ledgerId": first.ledger_id(),
+        "entryId": first.entry_id(),
+        "properties": {"pipeline": "spark job A", "owner": "etl"},
+    }
     assert http.put(f"{tp}/subscription/pipe", json=body).status_code == 204
     assert http.get(f"{tp}/subscription/pipe/properties").json() == {"pipeline": "spark job A", "owner": "etl"}
     # a body with properties only starts at the latest position, as a body-less create does
@@ -50,8 +54,12 @@ def test_properties_at_creation_update_and_explain(broker: AdminBroker, client: 
 def test_properties_of_a_partitioned_topic(broker: AdminBroker, http: httpx.Client, name: str) -> None:
     tp = f"{V2}/persistent/public/default/{name}"
     assert http.put(f"{tp}/partitions", json=2).status_code == 204
-    assert http.put(f"{tp}/subscription/s", json={"ledgerId": -1, "entryId": -1,
-                                                  "properties": {"pipeline": "p"}}).status_code == 204
+    assert (
+        http.put(
+            f"{tp}/subscription/s", json={"ledgerId": -1, "entryId": -1, "properties": {"pipeline": "p"}}
+        ).status_code
+        == 204
+    )
     assert http.get(f"{tp}/subscription/s/properties").json() == {"pipeline": "p"}
     assert http.put(f"{tp}/subscription/s/properties", json={"pipeline": "q"}).status_code == 204
     for i in range(2):

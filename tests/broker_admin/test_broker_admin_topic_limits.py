@@ -17,11 +17,13 @@ from tests.support.admin import V2, new_tenant_ns
 def test_namespace_limit_policies_round_trip(broker: AdminBroker, http: httpx.Client, name: str) -> None:
     ns = new_tenant_ns(http, name)
     base = f"{V2}/namespaces/{ns}"
-    for policy, key in [("maxProducersPerTopic", "max_producers_per_topic"),
-                        ("maxConsumersPerTopic", "max_consumers_per_topic"),
-                        ("maxConsumersPerSubscription", "max_consumers_per_subscription"),
-                        ("maxUnackedMessagesPerConsumer", "max_unacked_messages_per_consumer"),
-                        ("maxUnackedMessagesPerSubscription", "max_unacked_messages_per_subscription")]:
+    for policy, key in [
+        ("maxProducersPerTopic", "max_producers_per_topic"),
+        ("maxConsumersPerTopic", "max_consumers_per_topic"),
+        ("maxConsumersPerSubscription", "max_consumers_per_subscription"),
+        ("maxUnackedMessagesPerConsumer", "max_unacked_messages_per_consumer"),
+        ("maxUnackedMessagesPerSubscription", "max_unacked_messages_per_subscription"),
+    ]:
         assert http.get(f"{base}/{policy}").status_code == 204  # unset
         assert http.post(f"{base}/{policy}", json=7).status_code == 204
         assert http.get(f"{base}/{policy}").json() == 7
@@ -35,10 +37,16 @@ def test_namespace_limit_policies_round_trip(broker: AdminBroker, http: httpx.Cl
     assert http.post(f"{base}/publishRate", json=publish).status_code == 204
     assert http.get(f"{base}/publishRate").json() == publish
     assert http.get(base).json()["publishMaxMessageRate"] == {"standalone": publish}
-    dispatch = {"dispatchThrottlingRateInMsg": 5, "dispatchThrottlingRateInByte": -1,
-                "relativeToPublishRate": False, "ratePeriodInSecond": 2}
-    for policy, key in [("dispatchRate", "topicDispatchRate"),
-                        ("subscriptionDispatchRate", "subscriptionDispatchRate")]:
+    dispatch = {
+        "dispatchThrottlingRateInMsg": 5,
+        "dispatchThrottlingRateInByte": -1,
+        "relativeToPublishRate": False,
+        "ratePeriodInSecond": 2,
+    }
+    for policy, key in [
+        ("dispatchRate", "topicDispatchRate"),
+        ("subscriptionDispatchRate", "subscriptionDispatchRate"),
+    ]:
         assert http.post(f"{base}/{policy}", json=dispatch).status_code == 204
         assert http.get(f"{base}/{policy}").json() == dispatch
         assert http.get(base).json()[key] == {"standalone": dispatch}
@@ -59,12 +67,18 @@ def test_namespace_limit_policies_round_trip(broker: AdminBroker, http: httpx.Cl
     assert http.get(f"{V2}/namespaces/{name}/missing/maxProducersPerTopic").status_code == 404
 
 
-def test_topic_limit_policies_round_trip(broker: AdminBroker, client: pulsar.Client, http: httpx.Client,
-                                         name: str) -> None:
+def test_topic_limit_policies_round_trip(
+    broker: AdminBroker, client: pulsar.Client, http: httpx.Client, name: str
+) -> None:
     client.create_producer(name).close()
     tp = f"{V2}/persistent/public/default/{name}"
-    for policy in ("maxProducers", "maxConsumers", "maxConsumersPerSubscription", "maxUnackedMessagesOnConsumer",
-                   "maxUnackedMessagesOnSubscription"):
+    for policy in (
+        "maxProducers",
+        "maxConsumers",
+        "maxConsumersPerSubscription",
+        "maxUnackedMessagesOnConsumer",
+        "maxUnackedMessagesOnSubscription",
+    ):
         assert http.get(f"{tp}/{policy}").status_code == 204  # unset
         assert http.post(f"{tp}/{policy}", json=3).status_code == 204
         assert http.get(f"{tp}/{policy}").json() == 3
@@ -76,8 +90,12 @@ def test_topic_limit_policies_round_trip(broker: AdminBroker, client: pulsar.Cli
     rate = {"publishThrottlingRateInMsg": 100, "publishThrottlingRateInByte": -1}
     assert http.post(f"{tp}/publishRate", json=rate).status_code == 204
     assert http.get(f"{tp}/publishRate").json() == rate
-    dispatch = {"dispatchThrottlingRateInMsg": 50, "dispatchThrottlingRateInByte": 0,
-                "relativeToPublishRate": False, "ratePeriodInSecond": 1}
+    dispatch = {
+        "dispatchThrottlingRateInMsg": 50,
+        "dispatchThrottlingRateInByte": 0,
+        "relativeToPublishRate": False,
+        "ratePeriodInSecond": 1,
+    }
     assert http.post(f"{tp}/dispatchRate", json=dispatch).status_code == 204
     assert http.get(f"{tp}/dispatchRate", params={"applied": "true"}).json() == dispatch
     assert http.post(f"{tp}/subscriptionDispatchRate", json=dispatch).status_code == 204
@@ -87,8 +105,9 @@ def test_topic_limit_policies_round_trip(broker: AdminBroker, client: pulsar.Cli
         assert http.delete(f"{tp}/{policy}").status_code == 204
 
 
-def test_max_producers_and_consumers_are_enforced(broker: AdminBroker, client: pulsar.Client, http: httpx.Client,
-                                                  name: str) -> None:
+def test_max_producers_and_consumers_are_enforced(
+    broker: AdminBroker, client: pulsar.Client, http: httpx.Client, name: str
+) -> None:
     ns = new_tenant_ns(http, name)
     topic = f"persistent://{ns}/t"
     assert http.post(f"{V2}/namespaces/{ns}/maxProducersPerTopic", json=2).status_code == 204
@@ -118,8 +137,9 @@ def test_max_producers_and_consumers_are_enforced(broker: AdminBroker, client: p
     c1.close()
 
 
-def test_max_unacked_messages_per_consumer_blocks_dispatch(broker: AdminBroker, client: pulsar.Client,
-                                                           http: httpx.Client, name: str) -> None:
+def test_max_unacked_messages_per_consumer_blocks_dispatch(
+    broker: AdminBroker, client: pulsar.Client, http: httpx.Client, name: str
+) -> None:
     client.create_producer(name).close()
     tp = f"{V2}/persistent/public/default/{name}"
     assert http.post(f"{tp}/maxUnackedMessagesOnConsumer", json=3).status_code == 204
@@ -160,8 +180,7 @@ def test_topic_level_deduplication(broker: AdminBroker, client: pulsar.Client, h
     assert http.delete(f"{tp}/deduplicationEnabled").status_code == 204
 
 
-def test_subscribe_rate_per_consumer(broker: AdminBroker, client: pulsar.Client, http: httpx.Client,
-                                     name: str) -> None:
+def test_subscribe_rate_per_consumer(broker: AdminBroker, client: pulsar.Client, http: httpx.Client, name: str) -> None:
     from protocols.pulsar import pulsar_api_pb2 as pb
     from tests.support.raw_pulsar import RawPeer
 
@@ -176,13 +195,23 @@ def test_subscribe_rate_per_consumer(broker: AdminBroker, client: pulsar.Client,
         topic = f"persistent://public/default/{name}"
         answers = []
         for request_id in range(1, 4):  # the same consumer (host, name, id) subscribing again and again
-            peer.send("SUBSCRIBE", topic=topic, subscription="s", subType=0, consumer_id=1,
-                      request_id=2 * request_id, consumer_name="c1")
+            peer.send(
+                "SUBSCRIBE",
+                topic=topic,
+                subscription="s",
+                subType=0,
+                consumer_id=1,
+                request_id=2 * request_id,
+                consumer_name="c1",
+            )
             answers.append(peer.recv())
             peer.send("CLOSE_CONSUMER", consumer_id=1, request_id=2 * request_id + 1)
             assert peer.recv().type == pb.BaseCommand.SUCCESS  # type: ignore[union-attr]
-        assert [a.type for a in answers if a is not None] == [pb.BaseCommand.SUCCESS, pb.BaseCommand.SUCCESS,
-                                                               pb.BaseCommand.ERROR]
+        assert [a.type for a in answers if a is not None] == [
+            pb.BaseCommand.SUCCESS,
+            pb.BaseCommand.SUCCESS,
+            pb.BaseCommand.ERROR,
+        ]
         error = answers[2].error  # type: ignore[union-attr]
         assert error.error == pb.NotAllowedError and "subscribe rate" in error.message
         # another consumer id is another consumer: the official client's new consumers subscribe freely
@@ -194,8 +223,9 @@ def test_subscribe_rate_per_consumer(broker: AdminBroker, client: pulsar.Client,
     assert http.delete(f"{tp}/subscribeRate").status_code == 204
 
 
-def test_max_unacked_messages_per_subscription_blocks_dispatch(broker: AdminBroker, client: pulsar.Client,
-                                                               http: httpx.Client, name: str) -> None:
+def test_max_unacked_messages_per_subscription_blocks_dispatch(
+    broker: AdminBroker, client: pulsar.Client, http: httpx.Client, name: str
+) -> None:
     client.create_producer(name).close()
     tp = f"{V2}/persistent/public/default/{name}"
     assert http.post(f"{tp}/maxUnackedMessagesOnSubscription", json=4).status_code == 204

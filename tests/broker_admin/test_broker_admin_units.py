@@ -28,11 +28,13 @@ def test_broker_config_has_every_retention_key_with_the_same_alias() -> None:
         assert f.name in broker_fields
         assert broker_fields[f.name].metadata.get("alias") == f.metadata.get("alias")
         assert broker_fields[f.name].default == f.default
-    cfg = load_config(BrokerConfig, {"retentionCheckIntervalInSeconds": 5.0, "defaultRetentionTimeInMinutes": -1,
-                                     "defaultRetentionSizeInMB": 100})
-    assert cfg.retention_config() == RetentionConfig(retention_check_interval_s=5.0,
-                                                     default_retention_time_minutes=-1,
-                                                     default_retention_size_mb=100)
+    cfg = load_config(
+        BrokerConfig,
+        {"retentionCheckIntervalInSeconds": 5.0, "defaultRetentionTimeInMinutes": -1, "defaultRetentionSizeInMB": 100},
+    )
+    assert cfg.retention_config() == RetentionConfig(
+        retention_check_interval_s=5.0, default_retention_time_minutes=-1, default_retention_size_mb=100
+    )
     with pytest.raises(ConfigError):
         load_config(BrokerConfig, {"defaultRetentionTimeInMinutes": 0, "defaultRetentionSizeInMB": 5})
     with pytest.raises(ConfigError):
@@ -67,9 +69,18 @@ def test_cli_topic_path() -> None:
             topic_path(bad)
 
 
-@pytest.mark.parametrize("text", ["persistent://t/../x", "persistent://./ns/x", "persistent://t/ns/..",
-                                  "persistent://t/ns/.", "persistent://t/ns/-partition-0",
-                                  "persistent://t/ns/..-partition-3", "t/ns/.-partition-1"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "persistent://t/../x",
+        "persistent://./ns/x",
+        "persistent://t/ns/..",
+        "persistent://t/ns/.",
+        "persistent://t/ns/-partition-0",
+        "persistent://t/ns/..-partition-3",
+        "t/ns/.-partition-1",
+    ],
+)
 def test_dot_names_are_invalid(text: str) -> None:
     with pytest.raises(InvalidTopicNameError):
         TopicName.parse(text)

@@ -36,10 +36,16 @@ _names = itertools.count()
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[AdminBroker]:
-    config = BrokerConfig(advertised_address="127.0.0.1", bind_address="127.0.0.1", broker_service_port=0,
-                          web_service_port=0, stats_update_initial_delay_s=10**9,
-                          expose_consumer_level_metrics_in_prometheus=True,
-                          expose_producer_level_metrics_in_prometheus=True, max_message_size=64 * 1024)
+    config = BrokerConfig(
+        advertised_address="127.0.0.1",
+        bind_address="127.0.0.1",
+        broker_service_port=0,
+        web_service_port=0,
+        stats_update_initial_delay_s=10**9,
+        expose_consumer_level_metrics_in_prometheus=True,
+        expose_producer_level_metrics_in_prometheus=True,
+        max_message_size=64 * 1024,
+    )
     with AdminBroker(config) as b:
         yield b
 
@@ -60,6 +66,7 @@ def _update(broker: AdminBroker, now: float) -> None:
     async def update() -> None:
         assert broker.service is not None
         broker.service.stats.update(now)
+
     broker.call(update)
 
 
@@ -98,15 +105,21 @@ def _send(producer: pulsar.Producer, payloads: list[bytes]) -> None:
 
 
 def test_out_counters_count_messages_of_batches_and_keep_what_departed_consumers_received(
-        broker: AdminBroker, http: httpx.Client) -> None:
+    broker: AdminBroker, http: httpx.Client
+) -> None:
     ns, topic, path = _topic(http)
     labels = {"namespace": ns, "topic": topic}
     before_ms = int(time.time() * 1000)
     with pulsar_client(broker.url) as client:
         consumer = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared, receiver_queue_size=2000)
         other = client.subscribe(topic, "other", consumer_type=pulsar.ConsumerType.Shared)
-        producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=100,
-                                          batching_max_publish_delay_ms=100, block_if_queue_full=True)
+        producer = client.create_producer(
+            topic,
+            batching_enabled=True,
+            batching_max_messages=100,
+            batching_max_publish_delay_ms=100,
+            block_if_queue_full=True,
+        )
         _send(producer, [b"0123456789"] * 1000)
         assert len(drain(consumer)) == 1000
         assert len(drain(other)) == 1000
@@ -127,13 +140,18 @@ def test_out_counters_count_messages_of_batches_and_keep_what_departed_consumers
         assert before_ms <= live["lastConsumedFlowTimestamp"] <= after_ms
         assert before_ms <= sub["lastMarkDeleteAdvancedTimestamp"] <= after_ms
         assert datetime.datetime.fromisoformat(live["lastAckedTime"]).timestamp() * 1000 == pytest.approx(
-            live["lastAckedTimestamp"], abs=1)
+            live["lastAckedTimestamp"], abs=1
+        )
         m = _metrics(http)
         assert _metric(m, "pulsar_in_messages_total", **labels) == 1000
         assert _metric(m, "pulsar_out_messages_total", **labels, subscription="s") == 1000
         assert _metric(m, "pulsar_out_bytes_total", **labels, subscription="s") == stats["bytesInCounter"]
-        consumer_labels = {**labels, "subscription": "s", "consumer_name": consumer.consumer_name(),
-                           "consumer_id": str(broker.service.topics[topic].subscriptions["s"].consumers[0].consumer_id)}
+        consumer_labels = {
+            **labels,
+            "subscription": "s",
+            "consumer_name": consumer.consumer_name(),
+            "consumer_id": str(broker.service.topics[topic].subscriptions["s"].consumers[0].consumer_id),
+        }
         assert _metric(m, "pulsar_out_messages_total", **consumer_labels) == 1000
 
         consumer.close()
@@ -171,8 +189,7 @@ def test_rates_are_what_the_counters_gained_over_the_stats_period(broker: AdminB
         stats = _stats(http, path)
         pub = stats["publishers"][0]
         assert (pub["msgRateIn"], pub["msgThroughputIn"], pub["averageMsgSize"]) == (5.0, 5.0 * size, float(size))
-        assert (stats["msgRateIn"], stats["msgThroughputIn"], stats["averageMsgSize"]) == (5.0, 5.0 * size,
-                                                                                          float(size))
+        assert (stats["msgRateIn"], stats["msgThroughputIn"], stats["averageMsgSize"]) == (5.0, 5.0 * size, float(size))
         sub = stats["subscriptions"]["s"]
         con = sub["consumers"][0]
         for figures in (stats, sub, con):
@@ -181,8 +198,9 @@ def test_rates_are_what_the_counters_gained_over_the_stats_period(broker: AdminB
         assert con["msgRateRedeliver"] == 0.0
         m = _metrics(http)
         assert (_metric(m, "pulsar_rate_in", **labels), _metric(m, "pulsar_rate_out", **labels)) == (5.0, 5.0)
-        assert _metric(m, "pulsar_throughput_in", **labels) == _metric(m, "pulsar_throughput_out", **labels) \
-            == 5.0 * size
+        assert (
+            _metric(m, "pulsar_throughput_in", **labels) == _metric(m, "pulsar_throughput_out", **labels) == 5.0 * size
+        )
         assert _metric(m, "pulsar_average_msg_size", **labels) == size
         assert _metric(m, "pulsar_subscription_msg_rate_out", **labels, subscription="s") == 5.0
         assert _metric(m, "pulsar_subscription_msg_ack_rate", **labels, subscription="s") == 5.0
@@ -197,8 +215,9 @@ def test_rates_are_what_the_counters_gained_over_the_stats_period(broker: AdminB
         wait_until(lambda: _stats(http, path)["subscriptions"]["s"]["unackedMessages"] == 10, "10 unacked")
         clock.tick()
         consumer.redeliver_unacknowledged_messages()
-        wait_until(lambda: _stats(http, path)["subscriptions"]["s"]["consumers"][0]["msgOutCounter"] == 70,
-                   "the redelivery")
+        wait_until(
+            lambda: _stats(http, path)["subscriptions"]["s"]["consumers"][0]["msgOutCounter"] == 70, "the redelivery"
+        )
         clock.tick()
         con = _stats(http, path)["subscriptions"]["s"]["consumers"][0]
         assert con["msgRateRedeliver"] == 1.0 and con["msgRateOut"] == 1.0
@@ -238,7 +257,8 @@ def test_a_departed_consumer_takes_its_rate_with_it(broker: AdminBroker, http: h
 
 
 def test_consumer_stats_command_reports_rates_and_the_topic_policys_unacked_block(
-        broker: AdminBroker, http: httpx.Client) -> None:
+    broker: AdminBroker, http: httpx.Client
+) -> None:
     ns, topic, path = _topic(http)
     clock = Clock(broker)
     with pulsar_client(broker.url) as client:
@@ -247,8 +267,15 @@ def test_consumer_stats_command_reports_rates_and_the_topic_policys_unacked_bloc
         assert http.post(f"{path}/maxUnackedMessagesOnConsumer", json=5).status_code == 204
         peer = RawPeer(broker.port)
         peer.connect()
-        peer.send("SUBSCRIBE", topic=topic, subscription="s", subType=pb.CommandSubscribe.Shared, consumer_id=1,
-                  request_id=1, consumer_name="raw")
+        peer.send(
+            "SUBSCRIBE",
+            topic=topic,
+            subscription="s",
+            subType=pb.CommandSubscribe.Shared,
+            consumer_id=1,
+            request_id=1,
+            consumer_name="raw",
+        )
         answer = peer.recv()
         assert answer is not None and answer.type == pb.BaseCommand.SUCCESS, answer
         clock.tick()
@@ -274,8 +301,13 @@ def test_consumer_stats_command_reports_rates_and_the_topic_policys_unacked_bloc
         con = _stats(http, path)["subscriptions"]["s"]["consumers"][0]
         assert con["blockedConsumerOnUnackedMsgs"] is True and con["unackedMessages"] == 5
         m = _metrics(http)
-        consumer_labels = {"namespace": ns, "topic": topic, "subscription": "s", "consumer_name": "raw",
-                           "consumer_id": "1"}
+        consumer_labels = {
+            "namespace": ns,
+            "topic": topic,
+            "subscription": "s",
+            "consumer_name": "raw",
+            "consumer_id": "1",
+        }
         assert _metric(m, "pulsar_consumer_blocked_on_unacked_messages", **consumer_labels) == 1
         assert _metric(m, "pulsar_consumer_msg_rate_out", **consumer_labels) == 0.5
         peer.close()
@@ -294,8 +326,10 @@ def test_subscription_blocked_follows_the_namespace_policy(broker: AdminBroker, 
         assert sub["blockedSubscriptionOnUnackedMsgs"] is True and sub["msgBacklog"] == 10
         assert sub["consumers"][0]["blockedConsumerOnUnackedMsgs"] is False  # 4 < 50,000 per consumer
         m = _metrics(http)
-        assert _metric(m, "pulsar_subscription_blocked_on_unacked_messages", namespace=ns, topic=topic,
-                       subscription="s") == 1
+        assert (
+            _metric(m, "pulsar_subscription_blocked_on_unacked_messages", namespace=ns, topic=topic, subscription="s")
+            == 1
+        )
         assert _metric(m, "pulsar_subscription_unacked_messages", namespace=ns, topic=topic, subscription="s") == 4
         consumer.close()
         producer.close()
@@ -310,8 +344,12 @@ def test_backlog_ranges_age_quota_and_earliest_publish_time(broker: AdminBroker,
     quota = {"limitSize": 1_000_000, "limitTime": -1, "policy": "producer_request_hold"}
     assert http.post(f"{V2}/namespaces/{ns}/backlogQuota", json=quota).status_code == 204
     quota = {"limitSize": -1, "limitTime": 3600, "policy": "producer_request_hold"}
-    assert http.post(f"{V2}/namespaces/{ns}/backlogQuota", json=quota,
-                     params={"backlogQuotaType": "message_age"}).status_code == 204
+    assert (
+        http.post(
+            f"{V2}/namespaces/{ns}/backlogQuota", json=quota, params={"backlogQuotaType": "message_age"}
+        ).status_code
+        == 204
+    )
     with pulsar_client(broker.url) as client:
         consumer = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
         producer = client.create_producer(topic, batching_enabled=False)
@@ -411,8 +449,11 @@ def test_partitioned_stats_add_up_the_partitions(broker: AdminBroker, http: http
     assert http.put(f"{path}/partitions", json=2).status_code == 204
     with pulsar_client(broker.url) as client:
         consumer = client.subscribe(f"persistent://{ns}/p", "s")
-        producer = client.create_producer(f"persistent://{ns}/p", batching_enabled=False,
-                                          message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution)
+        producer = client.create_producer(
+            f"persistent://{ns}/p",
+            batching_enabled=False,
+            message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution,
+        )
         _send(producer, [b"p"] * 10)
         assert len(drain(consumer)) == 10
         stats = http.get(f"{path}/partitioned-stats").json()
@@ -453,8 +494,7 @@ def test_internal_stats_figures(broker: AdminBroker, http: httpx.Client) -> None
         consumer.close()
 
 
-def test_broker_stats_and_load_report_put_each_topic_under_its_bundle(broker: AdminBroker,
-                                                                      http: httpx.Client) -> None:
+def test_broker_stats_and_load_report_put_each_topic_under_its_bundle(broker: AdminBroker, http: httpx.Client) -> None:
     ns = new_tenant_ns(http, f"fig{next(_names)}")
     boundaries = default_boundaries(4)  # a new namespace's bundles
     names: dict[str, str] = {}
@@ -467,7 +507,8 @@ def test_broker_stats_and_load_report_put_each_topic_under_its_bundle(broker: Ad
         producers = [client.create_producer(t) for t in names.values()]
         tree = http.get(f"{V2}/broker-stats/topics").json()[ns]
         assert {bundle: set(kinds["persistent"]) for bundle, kinds in tree.items()} == {
-            bundle: {name} for bundle, name in names.items()}
+            bundle: {name} for bundle, name in names.items()
+        }
         report = http.get(f"{V2}/broker-stats/load-report").json()
         expected = {f"{ns}/{bundle}" for bundle in names}
         assert expected <= set(report["bundles"]) and expected <= set(report["lastStats"])
@@ -519,8 +560,10 @@ def test_delayed_messages_are_counted_apart_from_the_backlog(broker: AdminBroker
         labels = {"namespace": ns, "topic": topic, "subscription": "s"}
         assert _metric(m, "pulsar_subscription_delayed", **labels) == 1
         assert _metric(m, "pulsar_subscription_back_log_no_delayed", **labels) == 0
-        assert _metric(m, "pulsar_delayed_message_index_size_bytes", namespace=ns, topic=topic) == \
-            stats["delayedMessageIndexSizeInBytes"]
+        assert (
+            _metric(m, "pulsar_delayed_message_index_size_bytes", namespace=ns, topic=topic)
+            == stats["delayedMessageIndexSizeInBytes"]
+        )
         producer.close()
         consumer.close()
 
@@ -537,6 +580,7 @@ def test_message_ttl_expiry_is_counted_on_the_subscription(broker: AdminBroker, 
         async def ttl_pass() -> None:
             assert broker.service is not None
             await broker.service.retention.check_topic(topic, quota=False, trim=False)
+
         broker.call(ttl_pass)
         sub = _stats(http, path)["subscriptions"]["s"]
         assert (sub["msgBacklog"], sub["totalMsgExpired"]) == (0, 4) and sub["lastExpireTimestamp"] > 0

@@ -28,9 +28,11 @@ def _get(http: httpx.Client, path: str, **params: str) -> Any:
 
 def _update(broker: AdminBroker) -> None:
     """Take the rates now, on the broker's loop."""
+
     async def update() -> None:
         assert broker.service is not None
         broker.service.stats.update()
+
     broker.call(update)
 
 
@@ -38,13 +40,16 @@ def _traffic(client: pulsar.Client, topic: str) -> list[pulsar.Consumer]:
     """A producer, an Exclusive, a Shared (with a departed consumer) and a two-consumer
     Key_Shared subscription, each having received something."""
     consumers = [
-        client.subscribe(topic, "excl", consumer_type=pulsar.ConsumerType.Exclusive,
-                         initial_position=pulsar.InitialPosition.Earliest),
-        client.subscribe(topic, "ks", consumer_type=pulsar.ConsumerType.KeyShared,
-                         initial_position=pulsar.InitialPosition.Earliest),
+        client.subscribe(
+            topic, "excl", consumer_type=pulsar.ConsumerType.Exclusive, initial_position=pulsar.InitialPosition.Earliest
+        ),
+        client.subscribe(
+            topic, "ks", consumer_type=pulsar.ConsumerType.KeyShared, initial_position=pulsar.InitialPosition.Earliest
+        ),
     ]
-    gone = client.subscribe(topic, "shared", consumer_type=pulsar.ConsumerType.Shared,
-                            initial_position=pulsar.InitialPosition.Earliest)
+    gone = client.subscribe(
+        topic, "shared", consumer_type=pulsar.ConsumerType.Shared, initial_position=pulsar.InitialPosition.Earliest
+    )
     producer = client.create_producer(topic, properties={"app": "stats-test"})
     for i in range(6):
         producer.send(f"m{i}".encode(), partition_key=f"k{i}")
@@ -57,7 +62,8 @@ def _traffic(client: pulsar.Client, topic: str) -> list[pulsar.Consumer]:
 
 
 def test_topic_subscription_consumer_publisher_and_internal_stats_have_pulsars_fields(
-        broker: AdminBroker, http: httpx.Client, client: pulsar.Client, name: str) -> None:
+    broker: AdminBroker, http: httpx.Client, client: pulsar.Client, name: str
+) -> None:
     ns = new_tenant_ns(http, name)
     topic = f"persistent://{ns}/t"
     consumers = _traffic(client, topic)
@@ -81,8 +87,9 @@ def test_topic_subscription_consumer_publisher_and_internal_stats_have_pulsars_f
         c.close()
 
 
-def test_partitioned_stats_have_pulsars_fields(broker: AdminBroker, http: httpx.Client, client: pulsar.Client,
-                                               name: str) -> None:
+def test_partitioned_stats_have_pulsars_fields(
+    broker: AdminBroker, http: httpx.Client, client: pulsar.Client, name: str
+) -> None:
     ns = new_tenant_ns(http, name)
     assert http.put(f"{V2}/persistent/{ns}/p/partitions", json=2).status_code == 204
     consumers = _traffic(client, f"persistent://{ns}/p")
@@ -102,8 +109,9 @@ def test_partitioned_stats_have_pulsars_fields(broker: AdminBroker, http: httpx.
         c.close()
 
 
-def test_non_persistent_stats_have_pulsars_fields(broker: AdminBroker, http: httpx.Client, client: pulsar.Client,
-                                                  name: str) -> None:
+def test_non_persistent_stats_have_pulsars_fields(
+    broker: AdminBroker, http: httpx.Client, client: pulsar.Client, name: str
+) -> None:
     ns = new_tenant_ns(http, name)
     assert http.put(f"{V2}/non-persistent/{ns}/p/partitions", json=2).status_code == 204
     opened = []
@@ -125,18 +133,20 @@ def test_non_persistent_stats_have_pulsars_fields(broker: AdminBroker, http: htt
 
 
 def test_the_field_check_fails_on_a_missing_field_a_wrong_type_and_a_foreign_field(
-        broker: AdminBroker, http: httpx.Client, client: pulsar.Client, name: str) -> None:
+    broker: AdminBroker, http: httpx.Client, client: pulsar.Client, name: str
+) -> None:
     ns = new_tenant_ns(http, name)
     consumers = _traffic(client, f"persistent://{ns}/t")
     good = _get(http, f"{V2}/persistent/{ns}/t/stats")
     assert problems(good, "TopicStatsImpl") == []
     sub = next(iter(good["subscriptions"]))
     for mutate, expected in (
-            (lambda d: d.pop("msgChunkPublished"), "$.msgChunkPublished: missing"),
-            (lambda d: d.update(msgRateIn=0), "$.msgRateIn: 0 is not"),
-            (lambda d: d["subscriptions"][sub].update(msgBacklog=1.5), f"$.subscriptions.{sub}.msgBacklog: 1.5"),
-            (lambda d: d["publishers"][0].update(msgInCounter=1), "$.publishers[0].msgInCounter: not a field"),
-            (lambda d: d.update(topicEpoch=None), "$.topicEpoch: null")):
+        (lambda d: d.pop("msgChunkPublished"), "$.msgChunkPublished: missing"),
+        (lambda d: d.update(msgRateIn=0), "$.msgRateIn: 0 is not"),
+        (lambda d: d["subscriptions"][sub].update(msgBacklog=1.5), f"$.subscriptions.{sub}.msgBacklog: 1.5"),
+        (lambda d: d["publishers"][0].update(msgInCounter=1), "$.publishers[0].msgInCounter: not a field"),
+        (lambda d: d.update(topicEpoch=None), "$.topicEpoch: null"),
+    ):
         doc = copy.deepcopy(good)
         mutate(doc)
         assert any(p.startswith(expected) for p in problems(doc, "TopicStatsImpl")), expected
@@ -146,11 +156,23 @@ def test_the_field_check_fails_on_a_missing_field_a_wrong_type_and_a_foreign_fie
 
 def test_the_field_list_names_the_pulsar_classes_it_comes_from() -> None:
     classes = schema()["classes"]
-    for cls in ("TopicStatsImpl", "PartitionedTopicStatsImpl", "SubscriptionStatsImpl", "ConsumerStatsImpl",
-                "PublisherStatsImpl", "PersistentTopicInternalStats", "NonPersistentTopicStatsImpl",
-                "NonPersistentSubscriptionStatsImpl", "NonPersistentPublisherStatsImpl"):
+    for cls in (
+        "TopicStatsImpl",
+        "PartitionedTopicStatsImpl",
+        "SubscriptionStatsImpl",
+        "ConsumerStatsImpl",
+        "PublisherStatsImpl",
+        "PersistentTopicInternalStats",
+        "NonPersistentTopicStatsImpl",
+        "NonPersistentSubscriptionStatsImpl",
+        "NonPersistentPublisherStatsImpl",
+    ):
         assert cls in classes and classes[cls]["java"].startswith("org.apache.pulsar."), cls
     # the fields the issue names
     topic = classes["TopicStatsImpl"]["fields"]
-    assert {"msgChunkPublished", "offloadedStorageSize", "nonContiguousDeletedMessagesRanges",
-            "nonContiguousDeletedMessagesRangesSerializedSize"} <= set(topic)
+    assert {
+        "msgChunkPublished",
+        "offloadedStorageSize",
+        "nonContiguousDeletedMessagesRanges",
+        "nonContiguousDeletedMessagesRangesSerializedSize",
+    } <= set(topic)

@@ -27,8 +27,9 @@ def test_namespace_policy_over_rest(http: httpx.Client, name: str) -> None:
     assert http.post(f"{V2}/namespaces/{name}/no-such-ns/subscriptionExpirationTime", json=1).status_code == 404
 
 
-def test_inactive_subscriptions_without_consumers_expire(broker: AdminBroker, http: httpx.Client,
-                                                         client: pulsar.Client, name: str) -> None:
+def test_inactive_subscriptions_without_consumers_expire(
+    broker: AdminBroker, http: httpx.Client, client: pulsar.Client, name: str
+) -> None:
     ns = new_tenant_ns(http, name)
     other = new_tenant_ns(http, f"{name}x")  # no policy: the broker's default, 0, never expires
     assert http.post(f"{V2}/namespaces/{ns}/subscriptionExpirationTime", json=1).status_code == 204

@@ -110,9 +110,16 @@ async def test_view_loads_the_history_before_explaining() -> None:
 
 
 def test_join_shows_the_bookies_placement_and_logs_rolled_for_gc() -> None:
-    log = {"log_id": 10, "directory": "/d", "total_bytes": 100, "live_bytes": 0, "reason": "dead",
-           "detail": "no live data", "rolled_for_gc": "dead: none of its data is live any more",
-           "ledgers": [{"ledger_id": 3, "bytes": 100, "metadata": "absent"}]}
+    log = {
+        "log_id": 10,
+        "directory": "/d",
+        "total_bytes": 100,
+        "live_bytes": 0,
+        "reason": "dead",
+        "detail": "no live data",
+        "rolled_for_gc": "dead: none of its data is live any more",
+        "ledgers": [{"ledger_id": 3, "bytes": 100, "metadata": "absent"}],
+    }
     doc = {"last_run_ms": 1, "last_result": "ok", "placement": "per-ledger", "logs": [log]}
     out = join_gc_explain(T1, [], {}, [TrimmedLedger(3, 5, 100)], {"b1": BookieAnswer("b1", "http://b1", doc)}, {}, 9)
     assert out["bookies"]["b1"]["placement"] == "per-ledger"

@@ -29,12 +29,15 @@ def test_topic_epoch_and_access_modes_across_restart(tmp_path: Path) -> None:
     try:
         ns = new_namespace(sa.admin_url, "access")
         # keep the data without subscriptions (retention 0 would let the broker trim it)
-        rest("POST", sa.admin_url, f"/admin/v2/namespaces/{ns}/retention",
-             json={"retentionTimeInMinutes": -1, "retentionSizeInMB": -1})
+        rest(
+            "POST",
+            sa.admin_url,
+            f"/admin/v2/namespaces/{ns}/retention",
+            json={"retentionTimeInMinutes": -1, "retentionSizeInMB": -1},
+        )
         topic = f"persistent://{ns}/single-writer"
         client = pulsar.Client(sa.service_url, operation_timeout_seconds=15)
-        first = client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive,
-                                       send_timeout_millis=5000)
+        first = client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive, send_timeout_millis=5000)
         first.send(b"one")
         assert _epoch(sa.admin_url, topic) == 0
         with pytest.raises(pulsar.ProducerFenced):
@@ -54,8 +57,11 @@ def test_topic_epoch_and_access_modes_across_restart(tmp_path: Path) -> None:
         holder = client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive)
         assert _epoch(sa.admin_url, topic) == 2  # goes on from the stored epoch
         created: list[pulsar.Producer] = []
-        waiter = threading.Thread(target=lambda: created.append(client.create_producer(
-            topic, access_mode=pulsar.ProducerAccessMode.WaitForExclusive)))
+        waiter = threading.Thread(
+            target=lambda: created.append(
+                client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.WaitForExclusive)
+            )
+        )
         waiter.start()
         time.sleep(1.0)  # nothing should happen: a bounded chance for the waiter to be (wrongly) created
         assert not created

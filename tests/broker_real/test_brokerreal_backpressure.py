@@ -98,8 +98,9 @@ def test_pipelined_sends_whose_receipts_are_never_read(sa: Standalone) -> None:
             frames = []
             for i in range(first, first + per_write):
                 md = pb.MessageMetadata(producer_name="slow-reader", sequence_id=i, publish_time=1)
-                frames.append(encode_payload_command(
-                    make_command("SEND", producer_id=1, sequence_id=i), md, b"r" * 100))
+                frames.append(
+                    encode_payload_command(make_command("SEND", producer_id=1, sequence_id=i), md, b"r" * 100)
+                )
             peer.sock.sendall(b"".join(frames))
             sent += per_write
 
@@ -108,8 +109,11 @@ def test_pipelined_sends_whose_receipts_are_never_read(sa: Standalone) -> None:
     try:
         # once the kernel's buffers are full, receipts stay queued in the broker: its publish
         # window fills and it stops reading the connection
-        wait_until(lambda: metric(sa, "pulsar_broker_throttled_connections") >= 1,
-                   "the broker stops reading the connection", timeout_s=60)
+        wait_until(
+            lambda: metric(sa, "pulsar_broker_throttled_connections") >= 1,
+            "the broker stops reading the connection",
+            timeout_s=60,
+        )
         queued = metric(sa, "magnetar_broker_outbound_queued_bytes_max")
         assert queued <= HIGH + limit * RECEIPT_MAX, queued
         assert writer.is_alive() and sent < total  # the client's writes are not taken any more
@@ -135,8 +139,9 @@ def test_a_consumer_that_grants_permits_but_does_not_read(sa: Standalone) -> Non
     topic = "persistent://public/default/bp-slow-consumer"
     total, size = 2_000, 10_000
     peer = SlowReader(sa)
-    peer.send("SUBSCRIBE", topic=topic, subscription="s", subType=pb.CommandSubscribe.Exclusive,
-              consumer_id=1, request_id=1)
+    peer.send(
+        "SUBSCRIBE", topic=topic, subscription="s", subType=pb.CommandSubscribe.Exclusive, consumer_id=1, request_id=1
+    )
     assert peer.recv().type == pb.BaseCommand.SUCCESS
     peer.send("FLOW", consumer_id=1, messagePermits=total)
 
@@ -146,8 +151,11 @@ def test_a_consumer_that_grants_permits_but_does_not_read(sa: Standalone) -> Non
         for i in range(total):
             producer.send_async(bytes([i % 256]) * size, None)
         producer.flush()
-        wait_until(lambda: metric(sa, "magnetar_broker_unwritable_connections") >= 1,
-                   "the consumer's connection turns unwritable", timeout_s=60)
+        wait_until(
+            lambda: metric(sa, "magnetar_broker_unwritable_connections") >= 1,
+            "the consumer's connection turns unwritable",
+            timeout_s=60,
+        )
         # the high water mark plus one dispatch round, not the 20 MB the permits allow
         one_round = CONFIG.dispatcher_max_read_batch_size * (size + 200)
         queued = metric(sa, "magnetar_broker_outbound_queued_bytes_max")
@@ -160,8 +168,9 @@ def test_a_consumer_that_grants_permits_but_does_not_read(sa: Standalone) -> Non
             assert cmd.type == pb.BaseCommand.MESSAGE, cmd
             got.append((cmd.message.message_id.ledgerId, cmd.message.message_id.entryId))
         assert got == sorted(got) and len(set(got)) == total
-        stats = httpx.get(f"{sa.admin_url}/admin/v2/persistent/public/default/bp-slow-consumer/stats",
-                          timeout=10).json()
+        stats = httpx.get(
+            f"{sa.admin_url}/admin/v2/persistent/public/default/bp-slow-consumer/stats", timeout=10
+        ).json()
         assert stats["subscriptions"]["s"]["msgOutCounter"] == total
     finally:
         client.close()

@@ -30,11 +30,15 @@ pytestmark = pytest.mark.slow
 
 N_BOOKIES = 4
 BROKER_ARGS = (
-    "--set", "managed_ledger.managedLedgerDefaultEnsembleSize=3",
-    "--set", "managed_ledger.managedLedgerDefaultWriteQuorum=2",
-    "--set", "managed_ledger.managedLedgerDefaultAckQuorum=2",
+    "--set",
+    "managed_ledger.managedLedgerDefaultEnsembleSize=3",
+    "--set",
+    "managed_ledger.managedLedgerDefaultWriteQuorum=2",
+    "--set",
+    "managed_ledger.managedLedgerDefaultAckQuorum=2",
     # a dead bookie is given up on (ensemble change) after 2 s instead of 5
-    "--set", "bk_client.add_entry_timeout_s=2",
+    "--set",
+    "bk_client.add_entry_timeout_s=2",
 )
 TOPIC = "persistent://public/default/cluster-topic"
 
@@ -47,21 +51,27 @@ def test_cluster_survives_bookie_and_broker_kill(zookeeper: ZooKeeperServer, tmp
         bookies.start(N_BOOKIES)
         wait_bookies(url, set(bookies.live_ids))
         broker.start()
-        rest("POST", broker.admin_url, "/admin/v2/namespaces/public/default/retention",
-             json={"retentionTimeInMinutes": -1, "retentionSizeInMB": -1})
+        rest(
+            "POST",
+            broker.admin_url,
+            "/admin/v2/namespaces/public/default/retention",
+            json={"retentionTimeInMinutes": -1, "retentionSizeInMB": -1},
+        )
 
         # 1. produce and consume
         client = pulsar.Client(broker.service_url, operation_timeout_seconds=20)
         live = client.subscribe(TOPIC, "live", initial_position=pulsar.InitialPosition.Earliest)
-        producer = client.create_producer(TOPIC, batching_enabled=False, block_if_queue_full=True,
-                                          max_pending_messages=200, send_timeout_millis=30000)
+        producer = client.create_producer(
+            TOPIC, batching_enabled=False, block_if_queue_full=True, max_pending_messages=200, send_timeout_millis=30000
+        )
         for i in range(50):
             producer.send(f"warm-{i}".encode())
         assert [m.data() for m in drain(live)] == [f"warm-{i}".encode() for i in range(50)]
 
         # 2. a bookie of the current ensemble dies while messages are being sent
-        ledger_id = rest("GET", broker.admin_url,
-                         "/admin/v2/persistent/public/default/cluster-topic/internalStats").json()["ledgers"][-1]["ledgerId"]
+        ledger_id = rest(
+            "GET", broker.admin_url, "/admin/v2/persistent/public/default/cluster-topic/internalStats"
+        ).json()["ledgers"][-1]["ledgerId"]
         victim = ledger_ensembles(url, ledger_id)[-1][1][0]
         log = ReceiptLog()
         produce_until(producer, log, "a", 200)

@@ -35,8 +35,12 @@ def test_dedup_across_restart(tmp_path: Path, restart: str) -> None:
         ns = new_namespace(sa.admin_url, "dedup")
         rest("POST", sa.admin_url, f"/admin/v2/namespaces/{ns}/deduplication", json=True)
         # keep the data without subscriptions (retention 0 would let the broker trim it)
-        rest("POST", sa.admin_url, f"/admin/v2/namespaces/{ns}/retention",
-             json={"retentionTimeInMinutes": -1, "retentionSizeInMB": -1})
+        rest(
+            "POST",
+            sa.admin_url,
+            f"/admin/v2/namespaces/{ns}/retention",
+            json={"retentionTimeInMinutes": -1, "retentionSizeInMB": -1},
+        )
         topic = f"persistent://{ns}/once"
         client = pulsar.Client(sa.service_url, operation_timeout_seconds=15)
         producer = client.create_producer(topic, producer_name="fixed-name", batching_enabled=False)
@@ -89,8 +93,11 @@ def test_dedup_survives_a_crash_after_the_consumed_ledger_could_be_trimmed(tmp_p
         # the dedup cursor is not a subscription
         assert rest("GET", sa.admin_url, f"/admin/v2/persistent/{ns}/once/subscriptions").json() == ["s"]
         # the client sends its grouped acks up to 100 ms later
-        wait_until(lambda: rest("GET", sa.admin_url, internal).json()["cursors"]["s"]["markDeletePosition"]
-                 .endswith(":29"), "the mark-delete position to reach the last message", timeout_s=20.0)
+        wait_until(
+            lambda: rest("GET", sa.admin_url, internal).json()["cursors"]["s"]["markDeletePosition"].endswith(":29"),
+            "the mark-delete position to reach the last message",
+            timeout_s=20.0,
+        )
     finally:
         sa.kill()
     client.close()

@@ -38,11 +38,15 @@ from tests.support.zookeeper import ZooKeeperServer
 pytestmark = pytest.mark.slow
 
 BROKER_ARGS = (
-    "--set", "managed_ledger.managedLedgerDefaultEnsembleSize=2",
-    "--set", "managed_ledger.managedLedgerDefaultWriteQuorum=2",
-    "--set", "managed_ledger.managedLedgerDefaultAckQuorum=2",
+    "--set",
+    "managed_ledger.managedLedgerDefaultEnsembleSize=2",
+    "--set",
+    "managed_ledger.managedLedgerDefaultWriteQuorum=2",
+    "--set",
+    "managed_ledger.managedLedgerDefaultAckQuorum=2",
     # the stopped bookie fails the add when it is killed, not by a timeout before that
-    "--set", "bk_client.add_entry_timeout_s=120",
+    "--set",
+    "bk_client.add_entry_timeout_s=120",
 )
 _requests = itertools.count(1)
 
@@ -55,8 +59,14 @@ class RawProducer:
         while True:  # ProducerBusy until the broker saw the old connection go, refused while storage is down
             self.peer = RawPeer(port)
             self.peer.connect()
-            self.peer.send("PRODUCER", topic=topic, producer_id=1, request_id=next(_requests), producer_name=name,
-                           user_provided_producer_name=True)
+            self.peer.send(
+                "PRODUCER",
+                topic=topic,
+                producer_id=1,
+                request_id=next(_requests),
+                producer_name=name,
+                user_provided_producer_name=True,
+            )
             answer = self.peer.recv()
             if answer is not None and answer.type == pb.BaseCommand.PRODUCER_SUCCESS:
                 break
@@ -67,8 +77,9 @@ class RawProducer:
 
     def send(self, seq: int) -> None:
         md = pb.MessageMetadata(producer_name=self.name, sequence_id=seq, publish_time=int(time.time() * 1000))
-        self.peer.send_bytes(encode_payload_command(make_command("SEND", producer_id=1, sequence_id=seq), md,
-                                                    f"m{seq}".encode()))
+        self.peer.send_bytes(
+            encode_payload_command(make_command("SEND", producer_id=1, sequence_id=seq), md, f"m{seq}".encode())
+        )
 
     def answers_until_pong(self) -> list[pb.BaseCommand]:
         """Every command up to the PONG for a PING sent now: the SENDs before it were handled."""
@@ -95,8 +106,9 @@ def _receipted(commands: list[pb.BaseCommand]) -> set[int]:
     return {c.send_receipt.sequence_id for c in commands if c.type == pb.BaseCommand.SEND_RECEIPT}
 
 
-def test_a_resend_is_stored_once_when_its_original_fails_after_it_arrived(zookeeper: ZooKeeperServer,
-                                                                         tmp_path: Path) -> None:
+def test_a_resend_is_stored_once_when_its_original_fails_after_it_arrived(
+    zookeeper: ZooKeeperServer, tmp_path: Path
+) -> None:
     url = zookeeper.url(f"/dedup-pending-{uuid.uuid4().hex[:10]}", session_timeout_ms=4000)
     bookies = RealCluster(tmp_path / "bookies", url)
     broker = BrokerProcess(tmp_path / "broker", url, *BROKER_ARGS)
@@ -106,8 +118,12 @@ def test_a_resend_is_stored_once_when_its_original_fails_after_it_arrived(zookee
         broker.start()
         ns = new_namespace(broker.admin_url, "dedup-pending")
         rest("POST", broker.admin_url, f"/admin/v2/namespaces/{ns}/deduplication", json=True)
-        rest("POST", broker.admin_url, f"/admin/v2/namespaces/{ns}/retention",
-             json={"retentionTimeInMinutes": -1, "retentionSizeInMB": -1})
+        rest(
+            "POST",
+            broker.admin_url,
+            f"/admin/v2/namespaces/{ns}/retention",
+            json={"retentionTimeInMinutes": -1, "retentionSizeInMB": -1},
+        )
         topic = f"persistent://{ns}/t"
         port = int(broker.service_url.rsplit(":", 1)[1])
         # the official client's lookup makes this broker own the topic's bundle (raw peers do no lookup)

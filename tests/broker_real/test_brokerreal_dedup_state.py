@@ -35,8 +35,12 @@ pytestmark = pytest.mark.slow
 def _dedup_namespace(sa: Standalone, prefix: str) -> str:
     ns = new_namespace(sa.admin_url, prefix)
     rest("POST", sa.admin_url, f"/admin/v2/namespaces/{ns}/deduplication", json=True)
-    rest("POST", sa.admin_url, f"/admin/v2/namespaces/{ns}/retention",
-         json={"retentionTimeInMinutes": -1, "retentionSizeInMB": -1})
+    rest(
+        "POST",
+        sa.admin_url,
+        f"/admin/v2/namespaces/{ns}/retention",
+        json={"retentionTimeInMinutes": -1, "retentionSizeInMB": -1},
+    )
     return ns
 
 
@@ -67,8 +71,12 @@ def _last_sequence_ids(sa: Standalone, topic: str, names: list[str]) -> dict[str
 
 def test_only_the_most_recent_producers_past_the_cap_survive_a_crash(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    args = ("--set", "broker.brokerDeduplicationMaxNumberOfProducers=5",
-            "--set", "broker.brokerDeduplicationEntriesInterval=1")
+    args = (
+        "--set",
+        "broker.brokerDeduplicationMaxNumberOfProducers=5",
+        "--set",
+        "broker.brokerDeduplicationEntriesInterval=1",
+    )
     names = [f"p{i:02d}" for i in range(12)]
     sa = start_standalone(data, *args)
     try:
@@ -93,7 +101,10 @@ def test_only_the_most_recent_producers_past_the_cap_survive_a_crash(tmp_path: P
 def test_inactive_producers_are_forgotten_and_stay_forgotten_after_a_restart(tmp_path: Path) -> None:
     data = tmp_path / "data"
     # 0.05 minutes = 3 s, checked every second
-    args = ("--set", "broker.brokerDeduplicationProducerInactivityTimeoutMinutes=0.05",)
+    args = (
+        "--set",
+        "broker.brokerDeduplicationProducerInactivityTimeoutMinutes=0.05",
+    )
     sa = start_standalone(data, *args)
     try:
         topic = f"persistent://{_dedup_namespace(sa, 'dedup-purge')}/t"
@@ -101,8 +112,9 @@ def test_inactive_producers_are_forgotten_and_stay_forgotten_after_a_restart(tmp
         _send_once(client, topic, "gone", 5)
         stays = client.create_producer(topic, producer_name="stays", batching_enabled=False)
         stays.send(b"stays-7", sequence_id=7)
-        wait_until(lambda: _snapshot(sa, topic) == {"stays": 7}, "a snapshot without the inactive producer",
-                   timeout_s=20.0)
+        wait_until(
+            lambda: _snapshot(sa, topic) == {"stays": 7}, "a snapshot without the inactive producer", timeout_s=20.0
+        )
         client.close()
     finally:
         assert sa.stop() == 0, sa.log()[-3000:]
@@ -118,9 +130,15 @@ def test_inactive_producers_are_forgotten_and_stay_forgotten_after_a_restart(tmp
 def test_producers_with_long_names_never_stop_the_dedup_cursor(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
     # 300 producers with 4000-character names: 1.2 MB of names, over ZooKeeper's 1 MiB node limit
     url = zookeeper.url(f"/dedup-long-names-{uuid.uuid4().hex[:10]}", session_timeout_ms=10000)
-    sa = start_standalone(tmp_path / "data", "--set", f"standalone.metadata_url={url}",
-                          "--set", "broker.brokerDeduplicationEntriesInterval=50",
-                          "--set", "managed_ledger.managedLedgerCursorPositionFlushSeconds=0.5")
+    sa = start_standalone(
+        tmp_path / "data",
+        "--set",
+        f"standalone.metadata_url={url}",
+        "--set",
+        "broker.brokerDeduplicationEntriesInterval=50",
+        "--set",
+        "managed_ledger.managedLedgerCursorPositionFlushSeconds=0.5",
+    )
     try:
         topic = f"persistent://{_dedup_namespace(sa, 'dedup-long')}/t"
         client = pulsar.Client(sa.service_url, operation_timeout_seconds=15)
@@ -139,6 +157,7 @@ def test_producers_with_long_names_never_stop_the_dedup_cursor(zookeeper: ZooKee
             size, info = trio.run(persisted)
             assert size < 1024 * 1024
             return info.mark_delete.entry_id >= 299
+
         # the snapshot after the 300th entry is persisted: the cursor did not stop
         wait_until(caught_up, "the dedup cursor's node to be persisted at the last snapshot", timeout_s=20.0)
         _, info = trio.run(persisted)

@@ -31,9 +31,12 @@ from tests.support.zookeeper import ZooKeeperServer, free_port
 pytestmark = pytest.mark.slow
 
 SINGLE_COPY = (
-    "--set", "managed_ledger.managedLedgerDefaultEnsembleSize=1",
-    "--set", "managed_ledger.managedLedgerDefaultWriteQuorum=1",
-    "--set", "managed_ledger.managedLedgerDefaultAckQuorum=1",
+    "--set",
+    "managed_ledger.managedLedgerDefaultEnsembleSize=1",
+    "--set",
+    "managed_ledger.managedLedgerDefaultWriteQuorum=1",
+    "--set",
+    "managed_ledger.managedLedgerDefaultAckQuorum=1",
 )
 
 
@@ -46,13 +49,22 @@ def test_redelivery_waits_for_a_stopped_bookie(zookeeper: ZooKeeperServer, tmp_p
     url = zookeeper.url(f"/brokerreal-redeliver-{uuid.uuid4().hex[:10]}", session_timeout_ms=4000)
     port = free_port()
     bookie = RealBookie(tmp_path / "bookie", url, ["--port", str(port)], bookie_id=f"127.0.0.1:{port}")
-    broker = BrokerProcess(tmp_path / "broker", url, *SINGLE_COPY,
-                           # every redelivery reads the bookie (no entry cache to answer it)
-                           "--set", "managed_ledger.managedLedgerCacheSizeMB=0",
-                           "--set", "broker.dispatcherReadFailureBackoffInitialTimeInMs=200",
-                           "--set", "broker.dispatcherReadFailureBackoffMaxTimeInMs=1000",
-                           "--set", "broker.delayedDeliveryTickTimeMillis=100",
-                           "--set", "bk_client.read_entry_timeout_s=2")
+    broker = BrokerProcess(
+        tmp_path / "broker",
+        url,
+        *SINGLE_COPY,
+        # every redelivery reads the bookie (no entry cache to answer it)
+        "--set",
+        "managed_ledger.managedLedgerCacheSizeMB=0",
+        "--set",
+        "broker.dispatcherReadFailureBackoffInitialTimeInMs=200",
+        "--set",
+        "broker.dispatcherReadFailureBackoffMaxTimeInMs=1000",
+        "--set",
+        "broker.delayedDeliveryTickTimeMillis=100",
+        "--set",
+        "bk_client.read_entry_timeout_s=2",
+    )
     topic = "redeliver"
     full = f"persistent://public/default/{topic}"
     try:
@@ -60,8 +72,9 @@ def test_redelivery_waits_for_a_stopped_bookie(zookeeper: ZooKeeperServer, tmp_p
         wait_bookies(url, {bookie.bookie_id})
         broker.start()
         client = pulsar.Client(broker.service_url, operation_timeout_seconds=30)
-        consumer = client.subscribe(full, "s", consumer_type=pulsar.ConsumerType.Shared,
-                                    negative_ack_redelivery_delay_ms=300)
+        consumer = client.subscribe(
+            full, "s", consumer_type=pulsar.ConsumerType.Shared, negative_ack_redelivery_delay_ms=300
+        )
         producer = client.create_producer(full, batching_enabled=False)
 
         # 1. a negative ack while the bookie is down
@@ -70,8 +83,9 @@ def test_redelivery_waits_for_a_stopped_bookie(zookeeper: ZooKeeperServer, tmp_p
         bookie.stop()
         failures = broker.log().count("read failed")
         consumer.negative_acknowledge(first)
-        wait_until(lambda: broker.log().count("read failed") >= failures + 2, "the broker to retry its read",
-                   timeout_s=30)
+        wait_until(
+            lambda: broker.log().count("read failed") >= failures + 2, "the broker to retry its read", timeout_s=30
+        )
         with pytest.raises(pulsar.Timeout):
             consumer.receive(500)
         assert _consumer_count(broker, topic, "s") == 1
@@ -87,8 +101,9 @@ def test_redelivery_waits_for_a_stopped_bookie(zookeeper: ZooKeeperServer, tmp_p
         assert consumer.receive(10_000).data() == b"plain"
         bookie.stop()
         failures = broker.log().count("read failed")
-        wait_until(lambda: broker.log().count("read failed") >= failures + 2, "the due read to fail and retry",
-                   timeout_s=30)
+        wait_until(
+            lambda: broker.log().count("read failed") >= failures + 2, "the due read to fail and retry", timeout_s=30
+        )
         assert _consumer_count(broker, topic, "s") == 1
         bookie.start()
         later = consumer.receive(60_000)
@@ -111,14 +126,20 @@ def _bucket_keys(url: str, topic: str, sub: str) -> dict[str, str]:
     return trio.run(read)
 
 
-def test_delayed_messages_survive_a_broker_sigkill_and_come_no_earlier(zookeeper: ZooKeeperServer,
-                                                                     tmp_path: Path) -> None:
+def test_delayed_messages_survive_a_broker_sigkill_and_come_no_earlier(
+    zookeeper: ZooKeeperServer, tmp_path: Path
+) -> None:
     url = zookeeper.url(f"/brokerreal-delayed-{uuid.uuid4().hex[:10]}", session_timeout_ms=4000)
     bookies = RealCluster(tmp_path / "bookies", url)
-    args = (*SINGLE_COPY,
-            "--set", "broker.delayedDeliveryMinIndexCountPerBucket=20",
-            "--set", "broker.delayedDeliveryMaxIndexesPerBucketSnapshotSegment=5",
-            "--set", "broker.delayedDeliveryTickTimeMillis=100")
+    args = (
+        *SINGLE_COPY,
+        "--set",
+        "broker.delayedDeliveryMinIndexCountPerBucket=20",
+        "--set",
+        "broker.delayedDeliveryMaxIndexesPerBucketSnapshotSegment=5",
+        "--set",
+        "broker.delayedDeliveryTickTimeMillis=100",
+    )
     broker = BrokerProcess(tmp_path / "broker", url, *args)
     topic = "delayed-kill"
     full = f"persistent://public/default/{topic}"

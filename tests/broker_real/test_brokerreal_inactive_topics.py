@@ -29,10 +29,15 @@ POLICY = "inactiveTopicPolicies"
 
 @pytest.fixture(scope="module")
 def sa(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
-    proc = start_standalone(tmp_path_factory.mktemp("inactive") / "data",
-                            "--set", "broker.brokerDeleteInactiveTopicsFrequencySeconds=1",
-                            "--set", "broker.brokerDeleteInactiveTopicsMaxInactiveDurationSeconds=2",
-                            "--set", "broker.topic_unload_idle_s=1")
+    proc = start_standalone(
+        tmp_path_factory.mktemp("inactive") / "data",
+        "--set",
+        "broker.brokerDeleteInactiveTopicsFrequencySeconds=1",
+        "--set",
+        "broker.brokerDeleteInactiveTopicsMaxInactiveDurationSeconds=2",
+        "--set",
+        "broker.topic_unload_idle_s=1",
+    )
     try:
         yield proc
     finally:
@@ -75,7 +80,8 @@ def _after_two_witnesses(sa: Standalone, client: pulsar.Client) -> None:
 
 
 def test_a_topic_without_subscriptions_is_deleted_one_with_a_subscription_kept(
-        sa: Standalone, client: pulsar.Client) -> None:
+    sa: Standalone, client: pulsar.Client
+) -> None:
     ns = new_namespace(sa.admin_url, "nosubs")
     kept, gone = f"persistent://{ns}/subscribed", f"persistent://{ns}/unsubscribed"
     client.subscribe(kept, "sub").close()  # a durable subscription, no consumer left
@@ -92,11 +98,19 @@ def test_a_topic_without_subscriptions_is_deleted_one_with_a_subscription_kept(
 
 
 def test_caught_up_mode_deletes_topics_whose_subscriptions_have_no_backlog(
-        sa: Standalone, client: pulsar.Client) -> None:
+    sa: Standalone, client: pulsar.Client
+) -> None:
     ns = new_namespace(sa.admin_url, "caughtup")
-    rest("POST", sa.admin_url, f"/admin/v2/namespaces/{ns}/{POLICY}",
-         json={"inactiveTopicDeleteMode": "delete_when_subscriptions_caught_up", "maxInactiveDurationSeconds": 2,
-               "deleteWhileInactive": True})
+    rest(
+        "POST",
+        sa.admin_url,
+        f"/admin/v2/namespaces/{ns}/{POLICY}",
+        json={
+            "inactiveTopicDeleteMode": "delete_when_subscriptions_caught_up",
+            "maxInactiveDurationSeconds": 2,
+            "deleteWhileInactive": True,
+        },
+    )
     caught_up, behind = f"persistent://{ns}/caught-up", f"persistent://{ns}/behind"
     for topic in (caught_up, behind):
         consumer = client.subscribe(topic, "sub")
@@ -112,16 +126,30 @@ def test_caught_up_mode_deletes_topics_whose_subscriptions_have_no_backlog(
 
 def test_namespace_and_topic_policies_switch_deletion_off(sa: Standalone, client: pulsar.Client) -> None:
     off_ns = new_namespace(sa.admin_url, "off")
-    rest("POST", sa.admin_url, f"/admin/v2/namespaces/{off_ns}/{POLICY}",
-         json={"inactiveTopicDeleteMode": "delete_when_no_subscriptions", "maxInactiveDurationSeconds": 2,
-               "deleteWhileInactive": False})
+    rest(
+        "POST",
+        sa.admin_url,
+        f"/admin/v2/namespaces/{off_ns}/{POLICY}",
+        json={
+            "inactiveTopicDeleteMode": "delete_when_no_subscriptions",
+            "maxInactiveDurationSeconds": 2,
+            "deleteWhileInactive": False,
+        },
+    )
     on_ns = new_namespace(sa.admin_url, "on")
     kept_by_ns, kept_by_topic = f"persistent://{off_ns}/t", f"persistent://{on_ns}/kept"
     _produce(client, kept_by_ns)
     _produce(client, kept_by_topic)
-    rest("POST", sa.admin_url, f"/admin/v2/persistent/{on_ns}/kept/{POLICY}",
-         json={"inactiveTopicDeleteMode": "delete_when_no_subscriptions", "maxInactiveDurationSeconds": 2,
-               "deleteWhileInactive": False})
+    rest(
+        "POST",
+        sa.admin_url,
+        f"/admin/v2/persistent/{on_ns}/kept/{POLICY}",
+        json={
+            "inactiveTopicDeleteMode": "delete_when_no_subscriptions",
+            "maxInactiveDurationSeconds": 2,
+            "deleteWhileInactive": False,
+        },
+    )
     _after_two_witnesses(sa, client)
     assert kept_by_ns in _topics(sa, off_ns) and kept_by_topic in _topics(sa, on_ns)
     # removing the topic's policy brings the broker's back: once loaded again (a topic whose policies
@@ -133,8 +161,12 @@ def test_namespace_and_topic_policies_switch_deletion_off(sa: Standalone, client
 
 def test_infinite_retention_keeps_a_topic_with_data(sa: Standalone, client: pulsar.Client) -> None:
     ns = new_namespace(sa.admin_url, "retained")
-    rest("POST", sa.admin_url, f"/admin/v2/namespaces/{ns}/retention",
-         json={"retentionTimeInMinutes": -1, "retentionSizeInMB": -1})
+    rest(
+        "POST",
+        sa.admin_url,
+        f"/admin/v2/namespaces/{ns}/retention",
+        json={"retentionTimeInMinutes": -1, "retentionSizeInMB": -1},
+    )
     with_data = f"persistent://{ns}/with-data"
     _produce(client, with_data)
     _after_two_witnesses(sa, client)
@@ -145,14 +177,21 @@ def test_partitioned_topic_metadata_goes_with_its_last_partition(sa: Standalone,
     key = "brokerDeleteInactivePartitionedTopicMetadataEnabled"
     rest("POST", sa.admin_url, f"/admin/v2/brokers/configuration/{key}/true")  # a dynamic key
     try:
-        wait_until(lambda: rest("GET", sa.admin_url, "/admin/v2/brokers/configuration/runtime").json()[key] == "true",
-                   "the dynamic key to apply", timeout_s=20.0)
+        wait_until(
+            lambda: rest("GET", sa.admin_url, "/admin/v2/brokers/configuration/runtime").json()[key] == "true",
+            "the dynamic key to apply",
+            timeout_s=20.0,
+        )
         ns = new_namespace(sa.admin_url, "parts")
         rest("PUT", sa.admin_url, f"/admin/v2/persistent/{ns}/p/partitions", json=2)
         _produce(client, f"persistent://{ns}/p", 4)
-        wait_until(lambda: f"persistent://{ns}/p" not in rest(
-            "GET", sa.admin_url, f"/admin/v2/persistent/{ns}/partitioned").json(),
-            "the partitioned topic to be deleted", timeout_s=30)
+        wait_until(
+            lambda: (
+                f"persistent://{ns}/p" not in rest("GET", sa.admin_url, f"/admin/v2/persistent/{ns}/partitioned").json()
+            ),
+            "the partitioned topic to be deleted",
+            timeout_s=30,
+        )
         assert _topics(sa, ns) == []
     finally:
         rest("DELETE", sa.admin_url, f"/admin/v2/brokers/configuration/{key}")
@@ -162,8 +201,11 @@ def test_inactive_topic_policies_endpoints(sa: Standalone, client: pulsar.Client
     ns = new_namespace(sa.admin_url, "endpoints")
     base = f"/admin/v2/namespaces/{ns}/{POLICY}"
     assert rest("GET", sa.admin_url, base).status_code == 204  # not set
-    body = {"inactiveTopicDeleteMode": "delete_when_subscriptions_caught_up", "maxInactiveDurationSeconds": 600,
-            "deleteWhileInactive": True}
+    body = {
+        "inactiveTopicDeleteMode": "delete_when_subscriptions_caught_up",
+        "maxInactiveDurationSeconds": 600,
+        "deleteWhileInactive": True,
+    }
     rest("POST", sa.admin_url, base, json=body)
     assert rest("GET", sa.admin_url, base).json() == body
     rest("POST", sa.admin_url, base, json={"inactiveTopicDeleteMode": "sometimes"}, ok=(400,))
@@ -177,7 +219,10 @@ def test_inactive_topic_policies_endpoints(sa: Standalone, client: pulsar.Client
     assert rest("GET", sa.admin_url, f"{topic_path}?applied=true").json() == own
     rest("DELETE", sa.admin_url, topic_path)
     rest("DELETE", sa.admin_url, base)
-    broker = {"inactiveTopicDeleteMode": "delete_when_no_subscriptions", "maxInactiveDurationSeconds": 2,
-              "deleteWhileInactive": True}
+    broker = {
+        "inactiveTopicDeleteMode": "delete_when_no_subscriptions",
+        "maxInactiveDurationSeconds": 2,
+        "deleteWhileInactive": True,
+    }
     assert rest("GET", sa.admin_url, f"{topic_path}?applied=true").json() == broker
     rest("GET", sa.admin_url, f"/admin/v2/persistent/{ns}/missing/{POLICY}", ok=(404,))

@@ -33,12 +33,19 @@ _requests = itertools.count(1)
 @pytest.fixture(scope="module")
 def sa(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Standalone, int, int]]:
     port, unreachable = free_port(), free_port()
-    listeners = (f"internal:pulsar://127.0.0.1:{unreachable},external:pulsar://127.0.0.1:{port},"
-                 f"external:pulsar+ssl://127.0.0.1:{unreachable + 1}")
-    proc = start_standalone(Path(tmp_path_factory.mktemp("sa")) / "data",
-                            "--set", f"broker.broker_service_port={port}",
-                            "--set", f"broker.advertisedListeners={listeners}",
-                            "--set", "broker.internalListenerName=internal")
+    listeners = (
+        f"internal:pulsar://127.0.0.1:{unreachable},external:pulsar://127.0.0.1:{port},"
+        f"external:pulsar+ssl://127.0.0.1:{unreachable + 1}"
+    )
+    proc = start_standalone(
+        Path(tmp_path_factory.mktemp("sa")) / "data",
+        "--set",
+        f"broker.broker_service_port={port}",
+        "--set",
+        f"broker.advertisedListeners={listeners}",
+        "--set",
+        "broker.internalListenerName=internal",
+    )
     try:
         yield proc, port, unreachable
     finally:
@@ -98,10 +105,17 @@ def test_http_lookup_answers_by_listener_name(sa: tuple[Standalone, int, int]) -
     by_header = httpx.get(f"{proc.admin_url}{path}", headers={"X-Pulsar-ListenerName": "external"}, timeout=10)
     assert by_header.json()["brokerUrl"] == f"pulsar://127.0.0.1:{port}"
     # the parameter wins over the header, and no name means the internal listener
-    both = httpx.get(f"{proc.admin_url}{path}", params={"listenerName": "internal"},
-                     headers={"X-Pulsar-ListenerName": "external"}, timeout=10).json()
-    assert both["brokerUrl"] == httpx.get(f"{proc.admin_url}{path}", timeout=10).json()["brokerUrl"] == \
-        f"pulsar://127.0.0.1:{unreachable}"
+    both = httpx.get(
+        f"{proc.admin_url}{path}",
+        params={"listenerName": "internal"},
+        headers={"X-Pulsar-ListenerName": "external"},
+        timeout=10,
+    ).json()
+    assert (
+        both["brokerUrl"]
+        == httpx.get(f"{proc.admin_url}{path}", timeout=10).json()["brokerUrl"]
+        == f"pulsar://127.0.0.1:{unreachable}"
+    )
     unknown = httpx.get(f"{proc.admin_url}{path}", params={"listenerName": "nope"}, timeout=10)
     assert unknown.status_code == 500 and "the broker do not have nope listener" in unknown.json()["reason"]
 
@@ -124,8 +138,13 @@ def test_listener_config_is_validated() -> None:
     ok = BrokerConfig(advertised_listeners="a:pulsar://h:1,a:pulsar+ssl://h:2,b:pulsar://g:1")
     listeners, internal = ok.listeners()
     assert internal == "a" and listeners["a"].service_url_tls == "pulsar+ssl://h:2"
-    for bad in ("a:http://h:1", "a:pulsar://h:1,a:pulsar://h:2", "a:pulsar://h:1,b:pulsar://h:1",
-                "pulsar://h:1", "a:pulsar://h"):
+    for bad in (
+        "a:http://h:1",
+        "a:pulsar://h:1,a:pulsar://h:2",
+        "a:pulsar://h:1,b:pulsar://h:1",
+        "pulsar://h:1",
+        "a:pulsar://h",
+    ):
         with pytest.raises(ConfigError, match="advertised_listeners"):
             BrokerConfig(advertised_listeners=bad).validate()
     with pytest.raises(ConfigError, match="internal_listener_name"):

@@ -34,8 +34,9 @@ def sa(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
 
 @pytest.fixture
 def client(sa: Standalone) -> Iterator[pulsar.Client]:
-    c = pulsar.Client(sa.service_url, operation_timeout_seconds=30,
-                      logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
+    c = pulsar.Client(
+        sa.service_url, operation_timeout_seconds=30, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn)
+    )
     try:
         yield c
     finally:
@@ -70,8 +71,7 @@ def test_a_message_just_under_max_message_size_round_trips(client: pulsar.Client
 def test_chunked_messages_round_trip(client: pulsar.Client, size: int) -> None:
     topic = f"size-chunked-{size}"
     consumer = client.subscribe(topic, "s")
-    producer = client.create_producer(topic, chunking_enabled=True, batching_enabled=False,
-                                      send_timeout_millis=120_000)
+    producer = client.create_producer(topic, chunking_enabled=True, batching_enabled=False, send_timeout_millis=120_000)
     payload = os.urandom(size)
     send_within(producer, payload, 120.0)
     send_within(producer, b"small")

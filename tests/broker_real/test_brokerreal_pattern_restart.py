@@ -30,8 +30,13 @@ def _topics_answer(sa: Standalone, ns: str, pattern: str) -> list[str]:
     peer = RawPeer(int(sa.service_url.rsplit(":", 1)[1]))
     try:
         peer.connect()
-        peer.send("GET_TOPICS_OF_NAMESPACE", request_id=1, namespace=ns, topics_pattern=pattern,
-                  mode=pb.CommandGetTopicsOfNamespace.PERSISTENT)
+        peer.send(
+            "GET_TOPICS_OF_NAMESPACE",
+            request_id=1,
+            namespace=ns,
+            topics_pattern=pattern,
+            mode=pb.CommandGetTopicsOfNamespace.PERSISTENT,
+        )
         while True:
             cmd = peer.recv()
             assert cmd is not None, "the broker closed the connection"
@@ -71,15 +76,19 @@ def test_pattern_consumer_follows_created_and_deleted_topics_across_restart(tmp_
     client = pulsar.Client(sa.service_url, operation_timeout_seconds=15)
     try:
         ns = new_namespace(sa.admin_url, "pattern")
-        rest("POST", sa.admin_url, f"/admin/v2/namespaces/{ns}/autoTopicCreation",
-             json={"allowAutoTopicCreation": False})
+        rest(
+            "POST", sa.admin_url, f"/admin/v2/namespaces/{ns}/autoTopicCreation", json={"allowAutoTopicCreation": False}
+        )
         for name in ("pat-a", "pat-b", "other"):
             rest("PUT", sa.admin_url, f"/admin/v2/persistent/{ns}/{name}")
         pattern = f"persistent://{ns}/pat-.*"
         assert _topics_answer(sa, ns, pattern) == [f"persistent://{ns}/pat-a", f"persistent://{ns}/pat-b"]
         assert _topics_answer(sa, ns, f"{ns}/pat-a") == [f"persistent://{ns}/pat-a"]  # without the scheme too
-        collector = _Collector(subscribe_pattern(client, pattern, "p", discovery_period_s=1,
-                                                 initial_position=pulsar.InitialPosition.Earliest))
+        collector = _Collector(
+            subscribe_pattern(
+                client, pattern, "p", discovery_period_s=1, initial_position=pulsar.InitialPosition.Earliest
+            )
+        )
         with pytest.raises(pulsar.TopicNotFound):  # auto-creation is off in this namespace
             client.create_producer(f"persistent://{ns}/pat-missing")
         for name in ("pat-a", "pat-b", "other"):
@@ -87,8 +96,16 @@ def test_pattern_consumer_follows_created_and_deleted_topics_across_restart(tmp_
         wait_until(lambda: collector.has(b"pat-a-1", b"pat-b-1"), "the first messages", timeout_s=30)
         # created after subscribing: picked up within a few discovery periods
         rest("PUT", sa.admin_url, f"/admin/v2/persistent/{ns}/pat-c")
-        wait_until(lambda: rest("GET", sa.admin_url, f"/admin/v2/persistent/{ns}/pat-c/stats").json()
-                 ["subscriptions"].get("p", {}).get("consumers"), "discovery of pat-c", timeout_s=30)
+        wait_until(
+            lambda: (
+                rest("GET", sa.admin_url, f"/admin/v2/persistent/{ns}/pat-c/stats")
+                .json()["subscriptions"]
+                .get("p", {})
+                .get("consumers")
+            ),
+            "discovery of pat-c",
+            timeout_s=30,
+        )
         _send(client, f"persistent://{ns}/pat-c", b"pat-c-1")
         wait_until(lambda: collector.has(b"pat-c-1"), "pat-c's message", timeout_s=30)
 
@@ -96,12 +113,17 @@ def test_pattern_consumer_follows_created_and_deleted_topics_across_restart(tmp_
         sa = start_standalone(data, "--set", port)
         # the policy and the topics survived; the consumer reconnects to each topic by itself
         assert rest("GET", sa.admin_url, f"/admin/v2/namespaces/{ns}/autoTopicCreation").json() == {
-            "allowAutoTopicCreation": False, "topicType": "non-partitioned"}
+            "allowAutoTopicCreation": False,
+            "topicType": "non-partitioned",
+        }
         rest("PUT", sa.admin_url, f"/admin/v2/persistent/{ns}/pat-d")
         for name in ("pat-a", "pat-d"):
             _send(client, f"persistent://{ns}/{name}", f"{name}-2".encode())
-        wait_until(lambda: collector.has(b"pat-a-2", b"pat-d-2"),
-                   "messages after the restart, from an old and a newly created topic", timeout_s=60)
+        wait_until(
+            lambda: collector.has(b"pat-a-2", b"pat-d-2"),
+            "messages after the restart, from an old and a newly created topic",
+            timeout_s=60,
+        )
 
         # deleted: gone from the answer; the consumer goes on with the others
         rest("DELETE", sa.admin_url, f"/admin/v2/persistent/{ns}/pat-b?force=true")
@@ -110,8 +132,16 @@ def test_pattern_consumer_follows_created_and_deleted_topics_across_restart(tmp_
         wait_until(lambda: collector.has(b"pat-c-2"), "pat-c's message after the delete", timeout_s=30)
         # ... and a topic of that name made again later is a new topic to discover
         rest("PUT", sa.admin_url, f"/admin/v2/persistent/{ns}/pat-b")
-        wait_until(lambda: rest("GET", sa.admin_url, f"/admin/v2/persistent/{ns}/pat-b/stats").json()
-                 ["subscriptions"].get("p", {}).get("consumers"), "rediscovery of pat-b", timeout_s=30)
+        wait_until(
+            lambda: (
+                rest("GET", sa.admin_url, f"/admin/v2/persistent/{ns}/pat-b/stats")
+                .json()["subscriptions"]
+                .get("p", {})
+                .get("consumers")
+            ),
+            "rediscovery of pat-b",
+            timeout_s=30,
+        )
         _send(client, f"persistent://{ns}/pat-b", b"pat-b-2")
         wait_until(lambda: collector.has(b"pat-b-2"), "the re-created pat-b's message", timeout_s=30)
         assert not any(p.startswith(b"other") for p in collector.seen)
@@ -125,8 +155,13 @@ def test_pattern_consumer_follows_created_and_deleted_topics_across_restart(tmp_
 def test_partitioned_auto_creation_from_the_broker_config(tmp_path: Path) -> None:
     """allowAutoTopicCreationType=partitioned with defaultNumPartitions in broker config: a new
     topic's PARTITIONED_METADATA creates it with that many partitions; a namespace override wins."""
-    sa = start_standalone(tmp_path / "data", "--set", "broker.allowAutoTopicCreationType=partitioned",
-                          "--set", "broker.defaultNumPartitions=4")
+    sa = start_standalone(
+        tmp_path / "data",
+        "--set",
+        "broker.allowAutoTopicCreationType=partitioned",
+        "--set",
+        "broker.defaultNumPartitions=4",
+    )
     client = pulsar.Client(sa.service_url, operation_timeout_seconds=15)
     try:
         topic = "persistent://public/default/auto-partitioned"
@@ -136,8 +171,12 @@ def test_partitioned_auto_creation_from_the_broker_config(tmp_path: Path) -> Non
         assert consumer.receive(10_000).data() == b"x"
         consumer.close()
         ns = new_namespace(sa.admin_url, "plain")
-        rest("POST", sa.admin_url, f"/admin/v2/namespaces/{ns}/autoTopicCreation",
-             json={"allowAutoTopicCreation": True, "topicType": "non-partitioned"})
+        rest(
+            "POST",
+            sa.admin_url,
+            f"/admin/v2/namespaces/{ns}/autoTopicCreation",
+            json={"allowAutoTopicCreation": True, "topicType": "non-partitioned"},
+        )
         plain = f"persistent://{ns}/t"
         _send(client, plain, b"y")
         assert client.get_topic_partitions(plain) == [plain]

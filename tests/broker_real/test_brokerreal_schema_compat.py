@@ -61,22 +61,31 @@ def test_consumer_with_a_retyped_field_is_refused_and_leaves_no_trace(sa: Standa
     producer = client.create_producer(topic, schema=JsonSchema(Order))
     producer.send(Order(id="o1", amount=5))
     with pytest.raises(pulsar.IncompatibleSchema):
-        client.subscribe(topic, "exclusive", schema=JsonSchema(OrderAmountText),
-                         consumer_type=pulsar.ConsumerType.Exclusive,
-                         initial_position=pulsar.InitialPosition.Earliest)
+        client.subscribe(
+            topic,
+            "exclusive",
+            schema=JsonSchema(OrderAmountText),
+            consumer_type=pulsar.ConsumerType.Exclusive,
+            initial_position=pulsar.InitialPosition.Earliest,
+        )
     stats = rest("GET", sa.admin_url, f"/admin/v2/{topic.replace('://', '/')}/stats").json()
     assert "exclusive" not in stats["subscriptions"]  # no cursor was created
     # the correct consumer gets the subscription (no ConsumerBusy) and reads from the start
-    consumer = client.subscribe(topic, "exclusive", schema=JsonSchema(Order),
-                                consumer_type=pulsar.ConsumerType.Exclusive,
-                                initial_position=pulsar.InitialPosition.Earliest)
+    consumer = client.subscribe(
+        topic,
+        "exclusive",
+        schema=JsonSchema(Order),
+        consumer_type=pulsar.ConsumerType.Exclusive,
+        initial_position=pulsar.InitialPosition.Earliest,
+    )
     msg = consumer.receive(10_000)
     assert (msg.value().id, msg.value().amount) == ("o1", 5)
     consumer.acknowledge(msg)
     # a refused consumer on an existing subscription does not disturb it either
     with pytest.raises(pulsar.IncompatibleSchema):
-        client.subscribe(topic, "exclusive", schema=JsonSchema(OrderAmountText),
-                         consumer_type=pulsar.ConsumerType.Exclusive)
+        client.subscribe(
+            topic, "exclusive", schema=JsonSchema(OrderAmountText), consumer_type=pulsar.ConsumerType.Exclusive
+        )
     producer.send(Order(id="o2", amount=6))
     assert consumer.receive(10_000).value().id == "o2"
     # the versions stayed as they were: only the producer's
@@ -89,8 +98,15 @@ def test_consumer_with_a_retyped_field_is_refused_and_leaves_no_trace(sa: Standa
 @pytest.mark.parametrize("kind", [JsonSchema, AvroSchema])
 def test_producer_type_changes_per_strategy(sa: Standalone, client: pulsar.Client, kind: type) -> None:
     # int -> long: new readers read old data (BACKWARD); old readers cannot read longs (FORWARD)
-    expectations = {"BACKWARD": True, "BACKWARD_TRANSITIVE": True, "FORWARD": False, "FULL": False,
-                    "FULL_TRANSITIVE": False, "ALWAYS_COMPATIBLE": True, "ALWAYS_INCOMPATIBLE": False}
+    expectations = {
+        "BACKWARD": True,
+        "BACKWARD_TRANSITIVE": True,
+        "FORWARD": False,
+        "FULL": False,
+        "FULL_TRANSITIVE": False,
+        "ALWAYS_COMPATIBLE": True,
+        "ALWAYS_INCOMPATIBLE": False,
+    }
     for strategy, widening_ok in expectations.items():
         ns = new_namespace(sa.admin_url, "types")
         _strategy(sa, ns, strategy)

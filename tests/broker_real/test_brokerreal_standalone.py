@@ -29,8 +29,9 @@ MAX_MESSAGE_SIZE = 64 * 1024
 
 @pytest.fixture(scope="module")
 def sa(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
-    proc = start_standalone(tmp_path_factory.mktemp("sa") / "data",
-                            "--set", f"broker.maxMessageSize={MAX_MESSAGE_SIZE}")
+    proc = start_standalone(
+        tmp_path_factory.mktemp("sa") / "data", "--set", f"broker.maxMessageSize={MAX_MESSAGE_SIZE}"
+    )
     try:
         yield proc
     finally:
@@ -80,8 +81,9 @@ def test_avro_schema_round_trip_and_compatibility(sa: Standalone, client: pulsar
     slim.send(UserNameOnly(name="slim"))
     # BACKWARD promises that a reader of the new version reads everything written before it
     # (the client fetches each message's writer schema by version with GET_SCHEMA)
-    reader = client.subscribe(topic, "new-reader", schema=AvroSchema(UserNameOnly),
-                              initial_position=pulsar.InitialPosition.Earliest)
+    reader = client.subscribe(
+        topic, "new-reader", schema=AvroSchema(UserNameOnly), initial_position=pulsar.InitialPosition.Earliest
+    )
     assert [m.value().name for m in drain(reader)] == [f"u{i}" for i in range(5)] + ["slim"]
     reader.close()
     producer.close()
@@ -178,11 +180,20 @@ def test_key_shared_keeps_order_per_key_with_three_consumers(sa: Standalone, cli
                 seen[m.partition_key()].append(int(m.data()))
                 owner[m.partition_key()].add(idx)
             consumer.acknowledge(m)
+
         return on_message
 
-    consumers = [client.subscribe(topic, "ks", consumer_type=pulsar.ConsumerType.KeyShared,
-                                  consumer_name=f"c{i}", receiver_queue_size=50, message_listener=listener(i))
-                 for i in range(3)]
+    consumers = [
+        client.subscribe(
+            topic,
+            "ks",
+            consumer_type=pulsar.ConsumerType.KeyShared,
+            consumer_name=f"c{i}",
+            receiver_queue_size=50,
+            message_listener=listener(i),
+        )
+        for i in range(3)
+    ]
     producer = client.create_producer(topic, batching_enabled=False)
     for i in range(n):
         producer.send_async(f"{i}".encode(), None, partition_key=keys[i % len(keys)])
@@ -205,8 +216,9 @@ def test_key_shared_keeps_order_per_key_with_three_consumers(sa: Standalone, cli
 
 def test_nack_redelivery(sa: Standalone, client: pulsar.Client) -> None:
     topic = "nacks"
-    consumer = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared,
-                                negative_ack_redelivery_delay_ms=200)
+    consumer = client.subscribe(
+        topic, "s", consumer_type=pulsar.ConsumerType.Shared, negative_ack_redelivery_delay_ms=200
+    )
     producer = client.create_producer(topic)
     for i in range(3):
         producer.send(f"n{i}".encode())
@@ -253,8 +265,9 @@ def test_pattern_subscription_picks_up_a_new_topic(sa: Standalone, client: pulsa
     ns = new_namespace(sa.admin_url, "pat")
     before = client.create_producer(f"persistent://{ns}/pat-a")
     other = client.create_producer(f"persistent://{ns}/other")
-    consumer = subscribe_pattern(client, f"persistent://{ns}/pat-.*", "p", discovery_period_s=1,
-                                 initial_position=pulsar.InitialPosition.Earliest)
+    consumer = subscribe_pattern(
+        client, f"persistent://{ns}/pat-.*", "p", discovery_period_s=1, initial_position=pulsar.InitialPosition.Earliest
+    )
     before.send(b"from-a")
     other.send(b"not-matching")
     assert consumer.receive(5000).data() == b"from-a"

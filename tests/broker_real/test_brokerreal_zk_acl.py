@@ -51,25 +51,33 @@ def _tree(client: KazooClient, path: str) -> list[str]:
 
 
 def test_cluster_runs_with_digest_acls_and_strangers_cannot_touch_its_nodes(
-        zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+    zookeeper: ZooKeeperServer, tmp_path: Path
+) -> None:
     chroot = f"/zkacl-{uuid.uuid4().hex[:10]}"
     url = zookeeper.url(chroot, session_timeout_ms=4000)
     secure = ["--set", "zkEnableSecurity=true", "--set", f"zkDigestCredentials={CREDENTIAL}"]
     bookies = RealCluster(tmp_path / "bookies", url, secure)
-    broker = BrokerProcess(tmp_path / "broker", url,
-                           "--set", "cluster.zkEnableSecurity=true",
-                           "--set", f"cluster.zkDigestCredentials={CREDENTIAL}",
-                           "--set", "managed_ledger.managedLedgerDefaultEnsembleSize=1",
-                           "--set", "managed_ledger.managedLedgerDefaultWriteQuorum=1",
-                           "--set", "managed_ledger.managedLedgerDefaultAckQuorum=1")
+    broker = BrokerProcess(
+        tmp_path / "broker",
+        url,
+        "--set",
+        "cluster.zkEnableSecurity=true",
+        "--set",
+        f"cluster.zkDigestCredentials={CREDENTIAL}",
+        "--set",
+        "managed_ledger.managedLedgerDefaultEnsembleSize=1",
+        "--set",
+        "managed_ledger.managedLedgerDefaultWriteQuorum=1",
+        "--set",
+        "managed_ledger.managedLedgerDefaultAckQuorum=1",
+    )
     autorecovery: MagnetarProcess | None = None
     client: pulsar.Client | None = None
     try:
         bookies.start(1)
         (bookie_id,) = _wait_bookies(url, 1)
         broker.start()
-        autorecovery = MagnetarProcess(["autorecovery", "--metadata-url", url, *secure],
-                                       tmp_path / "autorecovery.log")
+        autorecovery = MagnetarProcess(["autorecovery", "--metadata-url", url, *secure], tmp_path / "autorecovery.log")
         line = autorecovery.first_line()
         assert "running" in line, (line, (tmp_path / "autorecovery.log").read_text())
 
@@ -83,8 +91,10 @@ def test_cluster_runs_with_digest_acls_and_strangers_cannot_touch_its_nodes(
 
         owner = KazooClient(hosts=zookeeper.hosts, auth_data=[("digest", CREDENTIAL)])
         owner.start(timeout=10)
-        strangers = [KazooClient(hosts=zookeeper.hosts),
-                     KazooClient(hosts=zookeeper.hosts, auth_data=[("digest", "magnetar:wrong")])]
+        strangers = [
+            KazooClient(hosts=zookeeper.hosts),
+            KazooClient(hosts=zookeeper.hosts, auth_data=[("digest", "magnetar:wrong")]),
+        ]
         try:
             nodes = _tree(owner, chroot)
             # the cluster wrote its bookie, ledger, managed-ledger and auditor nodes...
@@ -96,8 +106,9 @@ def test_cluster_runs_with_digest_acls_and_strangers_cannot_touch_its_nodes(
             # ...each with the credential's identity alone, holding every permission
             for path in nodes:
                 acls, _ = owner.get_acls(path)
-                assert [(a.id.scheme, a.id.id.split(":")[0], a.perms) for a in acls] == \
-                    [("digest", "magnetar", Permissions.ALL)], path
+                assert [(a.id.scheme, a.id.id.split(":")[0], a.perms) for a in acls] == [
+                    ("digest", "magnetar", Permissions.ALL)
+                ], path
             for stranger in strangers:
                 stranger.start(timeout=10)
                 for path in (registration, managed[0], f"{chroot}/ledgers"):
@@ -154,20 +165,32 @@ async def test_standalone_on_zookeeper_uses_one_credential(zookeeper: ZooKeeperS
     chroot = f"/zkacl-sa-{uuid.uuid4().hex[:10]}"
     url = zookeeper.url(chroot)
     broker = load_config(BrokerConfig, {"bindAddress": "127.0.0.1", "brokerServicePort": 0, "webServicePort": 0})
-    bookie = load_config(BookieConfig, {
-        "listen_address": "127.0.0.1", "http_address": "127.0.0.1", "journal_prealloc_size_mb": 1,
-        "write_cache_max_mb": 4, "read_cache_max_mb": 4,
-        "zkEnableSecurity": True, "zkDigestCredentials": CREDENTIAL})
-    standalone = StandaloneConfig(data_dir=str(tmp_path / "data"), bookie_port=0, bookie_http_port=0,
-                                  metadata_url=url)
+    bookie = load_config(
+        BookieConfig,
+        {
+            "listen_address": "127.0.0.1",
+            "http_address": "127.0.0.1",
+            "journal_prealloc_size_mb": 1,
+            "write_cache_max_mb": 4,
+            "read_cache_max_mb": 4,
+            "zkEnableSecurity": True,
+            "zkDigestCredentials": CREDENTIAL,
+        },
+    )
+    standalone = StandaloneConfig(data_dir=str(tmp_path / "data"), bookie_port=0, bookie_http_port=0, metadata_url=url)
     async with trio.open_nursery() as nursery:
-        ep = await nursery.start(lambda task_status: serve_standalone(
-            standalone, broker, bookie, ManagedLedgerConfig(), ClientConfig(), task_status=task_status))
-        got = await trio.to_thread.run_sync(_produce_consume, ep.broker.service_url,
-                                            "persistent://public/default/zk-acl-standalone")
+        ep = await nursery.start(
+            lambda task_status: serve_standalone(
+                standalone, broker, bookie, ManagedLedgerConfig(), ClientConfig(), task_status=task_status
+            )
+        )
+        got = await trio.to_thread.run_sync(
+            _produce_consume, ep.broker.service_url, "persistent://public/default/zk-acl-standalone"
+        )
         assert got == [f"s{i}".encode() for i in range(5)]
         async with open_metadata_store(url) as stranger:
             from metadata import NoAuthError as StoreNoAuth
+
             with pytest.raises(StoreNoAuth):
                 await stranger.children("/ledgers/available")
             with pytest.raises(StoreNoAuth):

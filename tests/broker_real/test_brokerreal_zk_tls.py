@@ -44,20 +44,28 @@ def test_cluster_runs_over_a_tls_zookeeper(zookeeper_tls: ZooKeeperServer, tmp_p
     assert tls is not None
     url = f"zk://127.0.0.1:{zookeeper_tls.port}/zktls-{uuid.uuid4().hex[:10]}?session_timeout_ms=4000"
     bookies = RealCluster(tmp_path / "bookies", url, ["--set", f"metadataStoreConfigPath={client_conf}"])
-    broker = BrokerProcess(tmp_path / "broker", url,
-                           "--set", f"cluster.metadataStoreConfigPath={client_conf}",
-                           "--set", "managed_ledger.managedLedgerDefaultEnsembleSize=1",
-                           "--set", "managed_ledger.managedLedgerDefaultWriteQuorum=1",
-                           "--set", "managed_ledger.managedLedgerDefaultAckQuorum=1")
+    broker = BrokerProcess(
+        tmp_path / "broker",
+        url,
+        "--set",
+        f"cluster.metadataStoreConfigPath={client_conf}",
+        "--set",
+        "managed_ledger.managedLedgerDefaultEnsembleSize=1",
+        "--set",
+        "managed_ledger.managedLedgerDefaultWriteQuorum=1",
+        "--set",
+        "managed_ledger.managedLedgerDefaultAckQuorum=1",
+    )
     autorecovery: MagnetarProcess | None = None
     client: pulsar.Client | None = None
     try:
         bookies.start(1)
         _wait_bookies(url, tls, 1)
         broker.start()
-        autorecovery = MagnetarProcess(["autorecovery", "--metadata-url", url,
-                                        "--set", f"metadataStoreConfigPath={client_conf}"],
-                                       tmp_path / "autorecovery.log")
+        autorecovery = MagnetarProcess(
+            ["autorecovery", "--metadata-url", url, "--set", f"metadataStoreConfigPath={client_conf}"],
+            tmp_path / "autorecovery.log",
+        )
         line = autorecovery.first_line()
         assert "running" in line, (line, (tmp_path / "autorecovery.log").read_text())
 

@@ -165,8 +165,7 @@ def test_scan_finds_loss_disorder_and_duplicates() -> None:
     scan = ScanResult(T, [(pos(0), ("p", 0)), (pos(1), ("p", 2)), (pos(2), ("p", 1)), (pos(3), ("p", 2))])
     found, notes = check_scan(h, scan, dedup=True, batch_sizes={"p": 1})
     assert sorted(v.invariant for v in found) == ["duplicate", "loss", "order"]
-    assert {v.invariant: v.keys for v in found} == {"loss": (("p", 3),), "order": (("p", 1),),
-                                                    "duplicate": (("p", 2),)}
+    assert {v.invariant: v.keys for v in found} == {"loss": (("p", 3),), "order": (("p", 1),), "duplicate": (("p", 2),)}
     assert notes == []
     assert [v.invariant for v in check_scan(h, scan, dedup=False, batch_sizes={})[0]] == ["loss", "order"]
 

@@ -48,13 +48,19 @@ def test_hosts_reach_each_other_and_faults_cut_them(tmp_path: Path) -> None:
     try:
         net.add_host("a")
         b = net.add_host("b")
-        server = subprocess.Popen([*b.wrap(), sys.executable, "-c",
-                                   "import socket,sys\ns=socket.socket()\ns.bind((sys.argv[1],9000))\ns.listen()\n"
-                                   "while True:\n c,_=s.accept()\n c.sendall(b'hi')\n c.close()", b.address])
+        server = subprocess.Popen(
+            [
+                *b.wrap(),
+                sys.executable,
+                "-c",
+                "import socket,sys\ns=socket.socket()\ns.bind((sys.argv[1],9000))\ns.listen()\n"
+                "while True:\n c,_=s.accept()\n c.sendall(b'hi')\n c.close()",
+                b.address,
+            ]
+        )
 
         def reaches(src: str) -> bool:
-            code = (f"import socket\ns=socket.create_connection(('{b.address}',9000),timeout=1)\n"
-                    "assert s.recv(2)==b'hi'")
+            code = f"import socket\ns=socket.create_connection(('{b.address}',9000),timeout=1)\nassert s.recv(2)==b'hi'"
             cmd = [*net.hosts[src].wrap(), sys.executable, "-c", code] if src else [sys.executable, "-c", code]
             return subprocess.run(cmd, capture_output=True).returncode == 0
 
@@ -87,10 +93,12 @@ def test_hosts_reach_each_other_and_faults_cut_them(tmp_path: Path) -> None:
 def test_a_sigkilled_harness_leaves_nothing_behind() -> None:
     # a harness that makes hosts, starts a process in one and is SIGKILLed: its reaper removes
     # the process, the namespaces and the bridge
-    code = ("import sys,subprocess,time\nfrom tests.support.chaos.netns import TestNetwork\n"
-            "n=TestNetwork(); n.create(); h=n.add_host('x')\n"
-            "p=subprocess.Popen(h.wrap()+['sleep','600'])\n"
-            "print(n.run, p.pid, flush=True)\ntime.sleep(600)\n")
+    code = (
+        "import sys,subprocess,time\nfrom tests.support.chaos.netns import TestNetwork\n"
+        "n=TestNetwork(); n.create(); h=n.add_host('x')\n"
+        "p=subprocess.Popen(h.wrap()+['sleep','600'])\n"
+        "print(n.run, p.pid, flush=True)\ntime.sleep(600)\n"
+    )
     harness = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, text=True)
     assert harness.stdout is not None
     run, pid = harness.stdout.readline().split()
@@ -144,9 +152,22 @@ def test_faults_on_standalone_in_test_hosts(tmp_path: Path) -> None:
     # server, the server paused, its disk filled; every invariant checked (the runs with every
     # fault kind, clocks and clusters included, are bench/chaos.py --netns)
     schedule = (("partition", "pause", "disk-full"),)
-    options = RunOptions(deploy="standalone", netns=True, cycles=1, seed=6, duration_s=9.0, schedule=schedule,
-                         rate=30.0, dedup="on", batching="off", trim_topic=False, drain_timeout_s=30.0,
-                         session_timeout_ms=2000, disk_mb=64, workdir=tmp_path)
+    options = RunOptions(
+        deploy="standalone",
+        netns=True,
+        cycles=1,
+        seed=6,
+        duration_s=9.0,
+        schedule=schedule,
+        rate=30.0,
+        dedup="on",
+        batching="off",
+        trim_topic=False,
+        drain_timeout_s=30.0,
+        session_timeout_ms=2000,
+        disk_mb=64,
+        workdir=tmp_path,
+    )
     report = ChaosRun(options).run()
     kinds = {label.split()[0] for label in report.kills}
     assert kinds == {"partition", "pause", "disk-full"}, report.kills

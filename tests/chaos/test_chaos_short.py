@@ -17,8 +17,9 @@ from tests.support.zookeeper import zookeeper_available
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
-needs_zk = pytest.mark.skipif(not zookeeper_available(),
-                              reason="ZooKeeper (Debian's zookeeper package) or java missing")
+needs_zk = pytest.mark.skipif(
+    not zookeeper_available(), reason="ZooKeeper (Debian's zookeeper package) or java missing"
+)
 
 
 @pytest.mark.parametrize("deploy", ["standalone", pytest.param("cluster", marks=needs_zk)])
@@ -29,9 +30,16 @@ def test_holes_after_restart(deploy: str, tmp_path: Path) -> None:
 
 @needs_zk
 def test_chaos_short_broker_and_producer_kills(tmp_path: Path) -> None:
-    options = RunOptions(deploy="cluster", cycles=3, seed=11, duration_s=8.0,
-                         targets=("broker", "broker-clean", "producer"), rate=40.0, drain_timeout_s=60.0,
-                         workdir=tmp_path)
+    options = RunOptions(
+        deploy="cluster",
+        cycles=3,
+        seed=11,
+        duration_s=8.0,
+        targets=("broker", "broker-clean", "producer"),
+        rate=40.0,
+        drain_timeout_s=60.0,
+        workdir=tmp_path,
+    )
     report = ChaosRun(options).run()
     assert report.cycles_done == 3
     assert report.totals["receipted"] > 1000 and report.owed_checked > 0
@@ -45,7 +53,17 @@ def test_chaos_short_bookie_kills(tmp_path: Path) -> None:
     # SENDs were stored on a new ledger while the failed one was answered with an error, so a
     # producer's entries were stored out of order and, with deduplication, its re-send was taken
     # for a duplicate and lost. The managed ledger now fails every add after one it gave up on.
-    options = RunOptions(deploy="cluster", cycles=2, seed=2, duration_s=10.0, targets=("bookie",),
-                         dedup="on", batching="off", trim_topic=False, drain_timeout_s=30.0, workdir=tmp_path)
+    options = RunOptions(
+        deploy="cluster",
+        cycles=2,
+        seed=2,
+        duration_s=10.0,
+        targets=("bookie",),
+        dedup="on",
+        batching="off",
+        trim_topic=False,
+        drain_timeout_s=30.0,
+        workdir=tmp_path,
+    )
     report = ChaosRun(options).run()
     assert report.ok, [str(v) for v in report.violations]

@@ -55,8 +55,11 @@ def perf_classpath(target: Path) -> str:
     target.mkdir(parents=True, exist_ok=True)
     log = target / "pulsar-perf-resolve.log"
     with open(log, "w") as f:
-        rc = subprocess.call(_mvn("-q", "-f", str(PERF_POM), "dependency:build-classpath",
-                                  f"-Dmdep.outputFile={out}"), stdout=f, stderr=subprocess.STDOUT)
+        rc = subprocess.call(
+            _mvn("-q", "-f", str(PERF_POM), "dependency:build-classpath", f"-Dmdep.outputFile={out}"),
+            stdout=f,
+            stderr=subprocess.STDOUT,
+        )
     if rc != 0:
         print(f"could not resolve pulsar-perf (see {log})", file=sys.stderr)
         return ""
@@ -82,24 +85,37 @@ class Standalone:
             "forged": create_token("admin", secret_key=other),
         }
         sets = {
-            "standalone.bookie_port": _free_port(), "standalone.bookie_http_port": 0,
-            "broker.broker_service_port": 0, "broker.web_service_port": 0,
-            "broker.broker_service_port_tls": 0, "broker.web_service_port_tls": 0,
-            "broker.tlsCertificateFilePath": certs.server_cert, "broker.tlsKeyFilePath": certs.server_key,
-            "broker.authenticationEnabled": "true", "broker.authenticationProviders": "token",
-            "broker.tokenSecretKey": f"file://{key}", "broker.authorizationEnabled": "true",
+            "standalone.bookie_port": _free_port(),
+            "standalone.bookie_http_port": 0,
+            "broker.broker_service_port": 0,
+            "broker.web_service_port": 0,
+            "broker.broker_service_port_tls": 0,
+            "broker.web_service_port_tls": 0,
+            "broker.tlsCertificateFilePath": certs.server_cert,
+            "broker.tlsKeyFilePath": certs.server_key,
+            "broker.authenticationEnabled": "true",
+            "broker.authenticationProviders": "token",
+            "broker.tokenSecretKey": f"file://{key}",
+            "broker.authorizationEnabled": "true",
             "broker.superUserRoles": "admin",
             # rates and msgChunkPublished are taken once per stats period (60 s by default, in
             # Pulsar too): a short one lets tests see them without waiting a minute
-            "broker.statsUpdateFrequencyInSecs": 1, "broker.statsUpdateInitialDelayInSecs": 1,
+            "broker.statsUpdateFrequencyInSecs": 1,
+            "broker.statsUpdateInitialDelayInSecs": 1,
         }
         cmd = [sys.executable, "-m", "magnetar", "standalone", "--data-dir", str(data)]
         for k, v in sets.items():
             cmd += ["--set", f"{k}={v}"]
         cmd += extra
         self._log = open(log_path, "w")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, cwd=ROOT,
-                                     start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self.proc = subprocess.Popen(
+            cmd,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            start_new_session=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
 
     def wait_ready(self, timeout: float = 120.0) -> dict[str, str]:
         """The URLs standalone printed once ready; raises if it exits or takes too long."""
@@ -108,8 +124,12 @@ class Standalone:
             text = self.log_path.read_text(errors="replace")
             plain, tls = PLAIN.search(text), TLS.search(text)
             if plain and tls and "ready" in text:
-                return {"MAGNETAR_SERVICE_URL": plain.group(1), "MAGNETAR_HTTP_URL": plain.group(2),
-                        "MAGNETAR_SERVICE_URL_TLS": tls.group(1), "MAGNETAR_HTTP_URL_TLS": tls.group(2)}
+                return {
+                    "MAGNETAR_SERVICE_URL": plain.group(1),
+                    "MAGNETAR_HTTP_URL": plain.group(2),
+                    "MAGNETAR_SERVICE_URL_TLS": tls.group(1),
+                    "MAGNETAR_HTTP_URL_TLS": tls.group(2),
+                }
             if self.proc.poll() is not None:
                 raise RuntimeError(f"standalone exited with {self.proc.returncode}; see {self.log_path}")
             time.sleep(0.2)
@@ -130,11 +150,15 @@ class Standalone:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--set", action="append", default=[], metavar="TABLE.KEY=VALUE",
-                        help="extra standalone config override")
-    parser.add_argument("--prepare", action="store_true",
-                        help="only compile the suite and resolve pulsar-perf's class path (downloads "
-                             "included), so that a later run starts at once")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="TABLE.KEY=VALUE", help="extra standalone config override"
+    )
+    parser.add_argument(
+        "--prepare",
+        action="store_true",
+        help="only compile the suite and resolve pulsar-perf's class path (downloads "
+        "included), so that a later run starts at once",
+    )
     args, mvn_args = parser.parse_known_args()  # the rest go to Maven, e.g. -Dtest='SchemaTest'
 
     for tool in ("java", "mvn"):
@@ -154,12 +178,17 @@ def main() -> int:
     standalone = Standalone(work, target / "magnetar-standalone.log", extra)
     rc = 1
     try:
-        env = {**os.environ, **standalone.wait_ready(),
-               "MAGNETAR_TLS_TRUST_CERTS": standalone.ca,
-               "MAGNETAR_ADMIN_TOKEN": standalone.tokens["admin"],
-               "MAGNETAR_USER_TOKEN": standalone.tokens["user"], "MAGNETAR_USER_ROLE": "app-user",
-               "MAGNETAR_FORGED_TOKEN": standalone.tokens["forged"],
-               "MAGNETAR_PERF_CLASSPATH": perf_cp, "MAGNETAR_WORK_DIR": str(work)}
+        env = {
+            **os.environ,
+            **standalone.wait_ready(),
+            "MAGNETAR_TLS_TRUST_CERTS": standalone.ca,
+            "MAGNETAR_ADMIN_TOKEN": standalone.tokens["admin"],
+            "MAGNETAR_USER_TOKEN": standalone.tokens["user"],
+            "MAGNETAR_USER_ROLE": "app-user",
+            "MAGNETAR_FORGED_TOKEN": standalone.tokens["forged"],
+            "MAGNETAR_PERF_CLASSPATH": perf_cp,
+            "MAGNETAR_WORK_DIR": str(work),
+        }
         started = time.monotonic()
         rc = subprocess.call(_mvn("-f", str(HERE / "pom.xml"), "surefire:test", *mvn_args), env=env)
         print(f"java client suite: mvn exited {rc} after {time.monotonic() - started:.0f} s")

@@ -35,7 +35,8 @@ def transitions_follow_the_rules(monkeypatch: pytest.MonkeyPatch) -> Iterator[No
     from managed_ledger import _ledger
 
     seen: list[str] = []
-    monkeypatch.setattr(_ledger, "_illegal_transition",
-                        lambda name, old, new: seen.append(f"{name}: {old.name} -> {new.name}"))
+    monkeypatch.setattr(
+        _ledger, "_illegal_transition", lambda name, old, new: seen.append(f"{name}: {old.name} -> {new.name}")
+    )
     yield
     assert not seen, f"state changes outside the transition table: {seen}"

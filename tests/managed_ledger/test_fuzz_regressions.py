@@ -17,7 +17,7 @@ BAD = b"\xff\xfe"
 def _corrupt(encoded: bytes, text: str) -> bytes:
     raw = text.encode()
     assert encoded.count(raw) == 1
-    return encoded.replace(raw, (BAD * len(raw))[:len(raw)])
+    return encoded.replace(raw, (BAD * len(raw))[: len(raw)])
 
 
 @pytest.mark.parametrize("text", ["prop-key", "prop-value"])
@@ -30,8 +30,7 @@ def test_ledger_list_property_not_utf8_is_a_format_error(text: str) -> None:
 
 @pytest.mark.parametrize("text", ["mark-prop", "cursor-prop", "cursor-value"])
 def test_cursor_property_not_utf8_is_a_format_error(text: str) -> None:
-    info = CursorInfo(Position(3, 4), properties={"mark-prop": 7},
-                      cursor_properties={"cursor-prop": "cursor-value"})
+    info = CursorInfo(Position(3, 4), properties={"mark-prop": 7}, cursor_properties={"cursor-prop": "cursor-value"})
     with pytest.raises(MLFormatError, match="not UTF-8"):
         CursorInfo.decode(_corrupt(info.encode(), text))
     assert CursorInfo.decode(info.encode()) == info

@@ -131,8 +131,10 @@ async def test_cancelling_the_wait_for_room_admits_nothing(store, clock) -> None
 
 async def test_fencing_fails_the_pending_adds(store, clock) -> None:
     bk = MockBookKeeper(add_delay=0.2)
-    async with ManagedLedgerFactory(bk, store, config(), clock) as f1, \
-            ManagedLedgerFactory(bk, store, config(), clock) as f2:
+    async with (
+        ManagedLedgerFactory(bk, store, config(), clock) as f1,
+        ManagedLedgerFactory(bk, store, config(), clock) as f2,
+    ):
         ml1 = await f1.open(NAME)
         pendings = [await ml1.append(b"%d" % i) for i in range(3)]
         await f2.open(NAME)  # the new owner fences the ledger: the adds in flight fail

@@ -30,10 +30,13 @@ ops = st.lists(
 
 
 def _state(cursor, positions):
-    return (cursor.mark_delete_position, cursor.individually_deleted_ranges,
-            [cursor.is_acked(p) for p in positions],
-            {p: cursor.batch_acked_indexes(p) for p in positions if cursor.batch_acked_indexes(p)},
-            cursor.backlog)
+    return (
+        cursor.mark_delete_position,
+        cursor.individually_deleted_ranges,
+        [cursor.is_acked(p) for p in positions],
+        {p: cursor.batch_acked_indexes(p) for p in positions if cursor.batch_acked_indexes(p)},
+        cursor.backlog,
+    )
 
 
 async def _scenario(steps, crash: bool, max_ranges: int) -> None:
@@ -133,8 +136,10 @@ async def test_flush_loop_persists_dirty_cursors(store, bk, autojump_clock) -> N
 
 _life = st.tuples(
     st.integers(0, 12),  # entries added in this life
-    st.lists(st.tuples(st.sampled_from(["ack", "md", "persist", "roll", "trim"]),
-                       st.integers(0, 10**6), st.integers(1, 6)), max_size=10),
+    st.lists(
+        st.tuples(st.sampled_from(["ack", "md", "persist", "roll", "trim"]), st.integers(0, 10**6), st.integers(1, 6)),
+        max_size=10,
+    ),
     st.sampled_from(["crash", "close"]),
 )
 

@@ -10,9 +10,16 @@ from protocols.bookkeeper import DigestType
 from tests.support.managed_ledger import NAME, config
 
 
-@pytest.mark.parametrize(("name", "dtype"), [("CRC32C", DigestType.CRC32C), ("crc32", DigestType.CRC32),
-                                             ("MAC", DigestType.HMAC), ("HMAC", DigestType.HMAC),
-                                             ("DUMMY", DigestType.DUMMY)])
+@pytest.mark.parametrize(
+    ("name", "dtype"),
+    [
+        ("CRC32C", DigestType.CRC32C),
+        ("crc32", DigestType.CRC32),
+        ("MAC", DigestType.HMAC),
+        ("HMAC", DigestType.HMAC),
+        ("DUMMY", DigestType.DUMMY),
+    ],
+)
 def test_pulsar_key_and_names(name: str, dtype: DigestType) -> None:
     cfg = load_config(ManagedLedgerConfig, {"managedLedgerDigestType": name})
     assert cfg.ledger_digest_type is dtype

@@ -82,8 +82,10 @@ async def test_create_failure_fails_queued_adds_then_recovers(store, bk, clock, 
 
 async def test_owner_change_fences_the_old_owner(store, clock) -> None:
     bk = MockBookKeeper(add_delay=0.001)
-    async with ManagedLedgerFactory(bk, store, config(max_entries_per_ledger=7), clock) as f1, \
-            ManagedLedgerFactory(bk, store, config(max_entries_per_ledger=7), clock) as f2:
+    async with (
+        ManagedLedgerFactory(bk, store, config(max_entries_per_ledger=7), clock) as f1,
+        ManagedLedgerFactory(bk, store, config(max_entries_per_ledger=7), clock) as f2,
+    ):
         ml1 = await f1.open(NAME)
         acked: list[tuple[Position, bytes]] = []
         for i in range(10):
@@ -184,8 +186,10 @@ async def test_adds_behind_an_add_given_up_on_fail_too_and_none_is_stored_after_
 
 
 async def test_old_owner_cursor_persist_is_fenced(store, bk, clock) -> None:
-    async with ManagedLedgerFactory(bk, store, config(), clock) as f1, \
-            ManagedLedgerFactory(bk, store, config(), clock) as f2:
+    async with (
+        ManagedLedgerFactory(bk, store, config(), clock) as f1,
+        ManagedLedgerFactory(bk, store, config(), clock) as f2,
+    ):
         ml1 = await f1.open(NAME)
         pos = [await ml1.add_entry(b"%d" % i) for i in range(3)]
         c1 = await ml1.open_cursor("sub", InitialPosition.EARLIEST)

@@ -23,8 +23,9 @@ from tiered_storage import OffloadPolicies, TieredStorage, TieredStorageConfig, 
 
 
 def tier(path: Path, **cfg: Any) -> TieredStorage:
-    base: dict[str, Any] = dict(driver="filesystem", file_system_uri=str(path), read_buffer_size=256,
-                                deletion_lag_ms=0, offload_retries=1)
+    base: dict[str, Any] = dict(
+        driver="filesystem", file_system_uri=str(path), read_buffer_size=256, deletion_lag_ms=0, offload_retries=1
+    )
     base.update(cfg)
     return TieredStorage(TieredStorageConfig(**base))
 
@@ -73,12 +74,12 @@ async def test_manual_offload_then_reads_come_from_the_tier(store, bk, clock, tm
 
 async def test_threshold_offload_and_zero_lag(store, bk, clock, tmp_path: Path) -> None:
     async def policies(_name: str) -> OffloadPolicies:
-        return OffloadPolicies.merge(OffloadPolicies({"managedLedgerOffloadThresholdInBytes": 60}),
-                                     t.broker_policies)
+        return OffloadPolicies.merge(OffloadPolicies({"managedLedgerOffloadThresholdInBytes": 60}), t.broker_policies)
 
     t = tier(tmp_path)
-    async with ManagedLedgerFactory(bk, store, config(max_entries_per_ledger=10), clock, tier=t,
-                                    offload_policies=policies) as f:
+    async with ManagedLedgerFactory(
+        bk, store, config(max_entries_per_ledger=10), clock, tier=t, offload_policies=policies
+    ) as f:
         ml = await f.open(NAME)
         await ml.open_cursor("sub", InitialPosition.EARLIEST)
         await fill(ml, 45)  # 5 ledgers of 60 bytes (the last, current one holds 5 entries)

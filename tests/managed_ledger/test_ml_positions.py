@@ -15,8 +15,15 @@ def _list() -> tuple[LedgerList, list[Position]]:
     ll.append_current(9)
     ll.current_entries = 2
     ll.current_size = 2
-    pos = [Position(3, 0), Position(3, 1), Position(5, 0), Position(5, 1), Position(5, 2),
-           Position(9, 0), Position(9, 1)]
+    pos = [
+        Position(3, 0),
+        Position(3, 1),
+        Position(5, 0),
+        Position(5, 1),
+        Position(5, 2),
+        Position(9, 0),
+        Position(9, 1),
+    ]
     return ll, pos
 
 

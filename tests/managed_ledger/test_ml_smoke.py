@@ -12,8 +12,10 @@ async def test_add_read_reopen(store, bk, clock) -> None:
         c = await ml.open_cursor("sub", InitialPosition.EARLIEST)
         position_of: dict[bytes, Position] = {}
         async with trio.open_nursery() as n:
+
             async def add(i: int) -> None:
                 position_of[b"m%d" % i] = await ml.add_entry(b"m%d" % i)
+
             for i in range(20):
                 n.start_soon(add, i)
         assert len(set(position_of.values())) == 20

@@ -34,6 +34,9 @@ def test_the_table_says_what_the_rules_say() -> None:
 
 def test_state_changes_only_through_set_state() -> None:
     tree = ast.parse(Path(ledger_module.__file__).read_text())
-    direct = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Assign)
-              and any(ast.unparse(t) == "self.state" for t in node.targets)]
+    direct = [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and any(ast.unparse(t) == "self.state" for t in node.targets)
+    ]
     assert len(direct) == 2  # the initial state, and _set_state itself

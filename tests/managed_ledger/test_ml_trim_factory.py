@@ -67,10 +67,11 @@ async def test_factory_list_and_delete(store, bk, clock) -> None:
             await ml.open_cursor("sub")
             await ml.add_entry(b"x")
         await f.open("other/ns/persistent/c")
-        assert await f.list("public/default") == ["public/default/persistent/a",
-                                                   "public/default/persistent/b"]
-        assert await f.list("public/default/persistent/") == ["public/default/persistent/a",
-                                                              "public/default/persistent/b"]
+        assert await f.list("public/default") == ["public/default/persistent/a", "public/default/persistent/b"]
+        assert await f.list("public/default/persistent/") == [
+            "public/default/persistent/a",
+            "public/default/persistent/b",
+        ]
         assert len(await f.list()) == 3
         ledger_ids = [i.ledger_id for i in f.get("public/default/persistent/a").ledgers]
         await f.delete("public/default/persistent/a")
@@ -83,16 +84,20 @@ async def test_factory_list_and_delete(store, bk, clock) -> None:
 
 
 def test_config_aliases_and_validation() -> None:
-    cfg = load_config(ManagedLedgerConfig, {"managedLedgerMaxEntriesPerLedger": 10,
-                                            "managedLedgerMinLedgerRolloverTimeMinutes": 2,
-                                            "managedLedgerCursorPositionFlushSeconds": 5})
+    cfg = load_config(
+        ManagedLedgerConfig,
+        {
+            "managedLedgerMaxEntriesPerLedger": 10,
+            "managedLedgerMinLedgerRolloverTimeMinutes": 2,
+            "managedLedgerCursorPositionFlushSeconds": 5,
+        },
+    )
     assert cfg.max_entries_per_ledger == 10 and cfg.minimum_rollover_time_s == 120.0
     assert cfg.cursor_persist_interval_s == 5.0
     d = ManagedLedgerConfig()
     assert (d.max_entries_per_ledger, d.max_size_per_ledger_mb, d.maximum_rollover_time_s) == (50000, 2048, 14400.0)
     assert d.max_unacked_ranges_to_persist == 10000 and d.inactive_ledger_rollover_time_s == 0
     with pytest.raises(ConfigError, match="write_quorum"):
-        load_config(ManagedLedgerConfig, {"managedLedgerDefaultWriteQuorum": 1,
-                                          "managedLedgerDefaultAckQuorum": 2})
+        load_config(ManagedLedgerConfig, {"managedLedgerDefaultWriteQuorum": 1, "managedLedgerDefaultAckQuorum": 2})
     with pytest.raises(ConfigError, match="min_ledger_rollover"):
         dataclasses.replace(d, min_ledger_rollover_time_minutes=500).validate()

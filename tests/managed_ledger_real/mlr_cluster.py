@@ -58,8 +58,13 @@ class Worker:
         with open(log, "a") as err:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "tests.managed_ledger_real.mlr_worker", *args],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, cwd=REPO,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
+                cwd=REPO,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
 
     def read(self) -> dict[str, Any] | None:
         """The next JSON line, or None at end of output."""

@@ -55,9 +55,14 @@ def seq_of(data: bytes) -> int:
 
 def ml_config(args: argparse.Namespace) -> ManagedLedgerConfig:
     return ManagedLedgerConfig(
-        ensemble_size=args.e, write_quorum=args.qw, ack_quorum=args.qa,
-        max_entries_per_ledger=args.max_entries, min_ledger_rollover_time_minutes=0.0,
-        cursor_persist_interval_s=args.persist_interval, cache_size_mb=4.0)
+        ensemble_size=args.e,
+        write_quorum=args.qw,
+        ack_quorum=args.qa,
+        max_entries_per_ledger=args.max_entries,
+        min_ledger_rollover_time_minutes=0.0,
+        cursor_persist_interval_s=args.persist_interval,
+        cache_size_mb=4.0,
+    )
 
 
 async def read_all(ml: ManagedLedger) -> list[list[int]]:
@@ -123,8 +128,10 @@ async def apply_acks(ml: ManagedLedger, positions: list[Position], ops: list[lis
 
 def cursor_state(ml: ManagedLedger) -> dict[str, Any]:
     c = ml.cursors[CURSOR]
-    return {"md": pos_list(c.mark_delete_position),
-            "ranges": [[pos_list(a), pos_list(b)] for a, b in c.individually_deleted_ranges]}
+    return {
+        "md": pos_list(c.mark_delete_position),
+        "ranges": [[pos_list(a), pos_list(b)] for a, b in c.individually_deleted_ranges],
+    }
 
 
 async def cursor_owner(ml: ManagedLedger, args: argparse.Namespace) -> None:
@@ -201,8 +208,7 @@ async def main(args: argparse.Namespace) -> None:
         async with ManagedLedgerFactory(bk, store, ml_config(args)) as factory:
             started = trio.current_time()
             ml = await factory.open(args.name)
-            emit("opened", open_ms=(trio.current_time() - started) * 1000,
-                 ledgers=[i.ledger_id for i in ml.ledgers])
+            emit("opened", open_ms=(trio.current_time() - started) * 1000, ledgers=[i.ledger_id for i in ml.ledgers])
             if args.command == "append":
                 await append(ml, args)
             elif args.command == "takeover":

@@ -17,8 +17,14 @@ from managed_ledger import ManagedLedgerConfig, ManagedLedgerFactory
 from metadata import open_metadata_store
 
 NAME = "t/ns/persistent/pipeline"
-CONFIG = ManagedLedgerConfig(ensemble_size=1, write_quorum=1, ack_quorum=1, max_entries_per_ledger=10_000,
-                             min_ledger_rollover_time_minutes=0.0, cache_size_mb=1.0)
+CONFIG = ManagedLedgerConfig(
+    ensemble_size=1,
+    write_quorum=1,
+    ack_quorum=1,
+    max_entries_per_ledger=10_000,
+    min_ledger_rollover_time_minutes=0.0,
+    cache_size_mb=1.0,
+)
 
 
 class FakePending:
@@ -123,8 +129,11 @@ async def test_add_failure_mid_burst_rolls_and_reissues_in_order() -> None:
             ledgers = [info.ledger_id for info in ml.ledgers]
             assert len(ledgers) >= 2
             # the log, ledger by ledger as listed, is the adds in the order they got positions
-            log = [int(e) for lid in ledgers for e in bk.ledger_entries(lid)[: next(
-                i.entries for i in ml.ledgers if i.ledger_id == lid)]]
+            log = [
+                int(e)
+                for lid in ledgers
+                for e in bk.ledger_entries(lid)[: next(i.entries for i in ml.ledgers if i.ledger_id == lid)]
+            ]
             assert log == [i for _, i in by_pos]
             assert sorted(log) == list(range(200))
         nursery.cancel_scope.cancel()

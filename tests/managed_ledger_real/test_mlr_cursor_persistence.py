@@ -53,10 +53,23 @@ def random_plan(rng: random.Random) -> tuple[dict[str, list[list[Any]]], set[int
     return phases, after[0], after[1]
 
 
-async def run_owner(url: str, name: str, tmp_path: Path, plan: dict[str, Any], quorum: list[str],
-                    *extra: str) -> tuple[Worker, dict[str, Any]]:
-    owner = Worker(tmp_path / "owner.log", "cursor-owner", url, name, *quorum, "--entries", str(ENTRIES),
-                   "--max-entries", str(PER_LEDGER), "--plan", json.dumps(plan), *extra)
+async def run_owner(
+    url: str, name: str, tmp_path: Path, plan: dict[str, Any], quorum: list[str], *extra: str
+) -> tuple[Worker, dict[str, Any]]:
+    owner = Worker(
+        tmp_path / "owner.log",
+        "cursor-owner",
+        url,
+        name,
+        *quorum,
+        "--entries",
+        str(ENTRIES),
+        "--max-entries",
+        str(PER_LEDGER),
+        "--plan",
+        json.dumps(plan),
+        *extra,
+    )
     persisted = (await trio.to_thread.run_sync(owner.read_until, "persisted"))[-1]
     return owner, persisted
 
@@ -73,8 +86,9 @@ async def reopen(url: str, name: str, tmp_path: Path, quorum: list[str]) -> dict
 
 @pytest.mark.parametrize("how", ["close", "kill"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-async def test_cursor_restored_after_close_or_kill(cluster3: BookieCluster, tmp_path: Path,
-                                                   how: str, seed: int) -> None:
+async def test_cursor_restored_after_close_or_kill(
+    cluster3: BookieCluster, tmp_path: Path, how: str, seed: int
+) -> None:
     quorum = ["--e", "3", "--qw", "2", "--qa", "2"]
     plan, acked1, acked2 = random_plan(random.Random(seed))
     name = f"t/ns/persistent/cursor-{uuid.uuid4().hex[:8]}"
@@ -99,7 +113,8 @@ async def test_cursor_restored_after_close_or_kill(cluster3: BookieCluster, tmp_
 
 
 async def test_kill_during_throttled_persists_redelivers_at_most_recent_acks(
-        cluster1: BookieCluster, tmp_path: Path) -> None:
+    cluster1: BookieCluster, tmp_path: Path
+) -> None:
     """Acks keep coming while the cursor is flushed every 50 ms; a SIGKILL at an arbitrary moment
     delivers every unacknowledged entry plus at most what was acknowledged since phase 1."""
     quorum = ["--e", "1", "--qw", "1", "--qa", "1"]
@@ -121,8 +136,8 @@ async def test_kill_during_throttled_persists_redelivers_at_most_recent_acks(
         owner.stop()
     got = await reopen(cluster1.url, name, tmp_path, quorum)
     delivered = set(got["delivered"])
-    assert delivered <= set(range(ENTRIES)) - acked1          # acked and persisted: never again
-    assert never <= delivered                                 # never acked: always delivered
+    assert delivered <= set(range(ENTRIES)) - acked1  # acked and persisted: never again
+    assert never <= delivered  # never acked: always delivered
     assert len(got["delivered"]) == len(delivered)
     assert got["delivered"] == sorted(delivered)
-    assert len(delivered) < ENTRIES - len(acked1)             # some phase-2 acks were persisted
+    assert len(delivered) < ENTRIES - len(acked1)  # some phase-2 acks were persisted

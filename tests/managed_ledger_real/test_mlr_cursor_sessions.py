@@ -61,16 +61,28 @@ def acked_by(op: list[Any]) -> set[int]:
 async def run_scenario(cluster: BookieCluster, tmp_path: Path, seed: int, quorum: list[str]) -> None:
     rng = random.Random(seed)
     name = f"t/ns/persistent/sessions-{seed}-{uuid.uuid4().hex[:8]}"
-    announced: set[int] = set()   # every ack the test asked for (maybe lost in a crash)
-    durable: set[int] = set()     # acks announced in a life before its completed persist or close
+    announced: set[int] = set()  # every ack the test asked for (maybe lost in a crash)
+    durable: set[int] = set()  # acks announced in a life before its completed persist or close
     total = 0
     for life in range(rng.randint(3, 5)):
         adds = rng.choice([0, 5, 12, 30])
         plan = session_plan(rng, total, total + adds)
         end = rng.choice(["close", "kill", "kill"])
-        w = Worker(tmp_path / f"life{life}.log", "cursor-session", cluster.url, name, *quorum,
-                   "--max-entries", str(PER_LEDGER), "--persist-interval", "0.05", "--add", str(adds),
-                   "--plan", json.dumps({"ops": plan}))
+        w = Worker(
+            tmp_path / f"life{life}.log",
+            "cursor-session",
+            cluster.url,
+            name,
+            *quorum,
+            "--max-entries",
+            str(PER_LEDGER),
+            "--persist-interval",
+            "0.05",
+            "--add",
+            str(adds),
+            "--plan",
+            json.dumps({"ops": plan}),
+        )
         try:
             reopened = (await trio.to_thread.run_sync(w.read_until, "reopened"))[-1]
             delivered = reopened["delivered"]

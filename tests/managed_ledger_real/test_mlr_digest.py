@@ -18,10 +18,21 @@ from tests.managed_ledger_real.mlr_cluster import ROOT, BookieCluster
 pytestmark = pytest.mark.slow
 
 NAME = "t/ns/persistent/digests"
-BASE = ManagedLedgerConfig(ensemble_size=1, write_quorum=1, ack_quorum=1, max_entries_per_ledger=3,
-                           min_ledger_rollover_time_minutes=0.0, cache_size_mb=1.0, password="pw")
-TYPES = [("CRC32C", DigestType.CRC32C), ("MAC", DigestType.HMAC), ("CRC32", DigestType.CRC32),
-         ("DUMMY", DigestType.DUMMY)]
+BASE = ManagedLedgerConfig(
+    ensemble_size=1,
+    write_quorum=1,
+    ack_quorum=1,
+    max_entries_per_ledger=3,
+    min_ledger_rollover_time_minutes=0.0,
+    cache_size_mb=1.0,
+    password="pw",
+)
+TYPES = [
+    ("CRC32C", DigestType.CRC32C),
+    ("MAC", DigestType.HMAC),
+    ("CRC32", DigestType.CRC32),
+    ("DUMMY", DigestType.DUMMY),
+]
 
 
 async def test_ledgers_of_every_digest_type_in_one_managed_ledger(cluster1: BookieCluster) -> None:

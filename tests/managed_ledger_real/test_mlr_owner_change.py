@@ -41,12 +41,28 @@ def _drain(worker: Worker) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("acks_before, inflight, delay_ms, per_ledger", TIMINGS)
 async def test_takeover_keeps_every_acknowledged_entry(
-        cluster_and_quorum: tuple[BookieCluster, list[str]], tmp_path: Path,
-        acks_before: int, inflight: int, delay_ms: float, per_ledger: int) -> None:
+    cluster_and_quorum: tuple[BookieCluster, list[str]],
+    tmp_path: Path,
+    acks_before: int,
+    inflight: int,
+    delay_ms: float,
+    per_ledger: int,
+) -> None:
     cluster, quorum = cluster_and_quorum
     name = f"t/ns/persistent/owner-{uuid.uuid4().hex[:8]}"
-    a = Worker(tmp_path / "a.log", "append", cluster.url, name, *quorum, "--inflight", str(inflight),
-               "--delay-ms", str(delay_ms), "--max-entries", str(per_ledger))
+    a = Worker(
+        tmp_path / "a.log",
+        "append",
+        cluster.url,
+        name,
+        *quorum,
+        "--inflight",
+        str(inflight),
+        "--delay-ms",
+        str(delay_ms),
+        "--max-entries",
+        str(per_ledger),
+    )
     b: Worker | None = None
     try:
         lines = await trio.to_thread.run_sync(a.read_until, "opened")

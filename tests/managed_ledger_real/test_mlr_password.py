@@ -16,8 +16,14 @@ from tests.managed_ledger_real.mlr_cluster import ROOT, BookieCluster
 pytestmark = pytest.mark.slow
 
 NAME = "t/ns/persistent/password"
-OLD = ManagedLedgerConfig(ensemble_size=1, write_quorum=1, ack_quorum=1, max_entries_per_ledger=4,
-                          min_ledger_rollover_time_minutes=0.0, cache_size_mb=1.0)
+OLD = ManagedLedgerConfig(
+    ensemble_size=1,
+    write_quorum=1,
+    ack_quorum=1,
+    max_entries_per_ledger=4,
+    min_ledger_rollover_time_minutes=0.0,
+    cache_size_mb=1.0,
+)
 NEW = dataclasses.replace(OLD, password="s3cret")
 
 

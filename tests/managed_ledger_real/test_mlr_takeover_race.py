@@ -16,8 +16,14 @@ from managed_ledger import InitialPosition, ManagedLedgerConfig, ManagedLedgerFa
 from metadata import open_metadata_store
 
 NAME = "t/ns/persistent/race"
-CONFIG = ManagedLedgerConfig(ensemble_size=1, write_quorum=1, ack_quorum=1, max_entries_per_ledger=20,
-                             min_ledger_rollover_time_minutes=0.0, cache_size_mb=1.0)
+CONFIG = ManagedLedgerConfig(
+    ensemble_size=1,
+    write_quorum=1,
+    ack_quorum=1,
+    max_entries_per_ledger=20,
+    min_ledger_rollover_time_minutes=0.0,
+    cache_size_mb=1.0,
+)
 
 
 class SlowRecoveryBookKeeper(MockBookKeeper):

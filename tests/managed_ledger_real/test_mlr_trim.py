@@ -20,8 +20,14 @@ from tests.managed_ledger_real.mlr_cluster import ROOT, BookieCluster
 pytestmark = pytest.mark.slow
 
 NAME = "t/ns/persistent/trim"
-CONFIG = ManagedLedgerConfig(ensemble_size=3, write_quorum=2, ack_quorum=2, max_entries_per_ledger=10,
-                             min_ledger_rollover_time_minutes=0.0, cache_size_mb=1.0)
+CONFIG = ManagedLedgerConfig(
+    ensemble_size=3,
+    write_quorum=2,
+    ack_quorum=2,
+    max_entries_per_ledger=10,
+    min_ledger_rollover_time_minutes=0.0,
+    cache_size_mb=1.0,
+)
 
 
 def zk_exists(url: str, paths: list[str]) -> list[bool]:

@@ -174,11 +174,13 @@ async def test_transaction_is_all_or_nothing(store_url: str) -> None:
     async with open_metadata_store(store_url) as store:
         await store.create("/t", b"v0")
         with pytest.raises(TransactionFailedError) as info:
-            await store.transaction([
-                Create("/t/new", b"n"),
-                SetData("/t", b"v1", version=0),
-                Check("/t", version=5),
-            ])
+            await store.transaction(
+                [
+                    Create("/t/new", b"n"),
+                    SetData("/t", b"v1", version=0),
+                    Check("/t", version=5),
+                ]
+            )
         assert info.value.index == 2
         assert isinstance(info.value.cause, BadVersionError)
         assert "/t" in str(info.value)
@@ -191,14 +193,16 @@ async def test_transaction_is_all_or_nothing(store_url: str) -> None:
         assert info.value.index == 1 and isinstance(info.value.cause, NoNodeError)
         assert await store.children("/t") == []
 
-        results = await store.transaction([
-            Check("/t", 0),
-            Create("/t/s-", b"1", sequential=True),
-            Create("/t/e", ephemeral=True),
-            SetData("/t", b"v1", version=0),
-            Create("/t/gone"),
-            Delete("/t/gone"),
-        ])
+        results = await store.transaction(
+            [
+                Check("/t", 0),
+                Create("/t/s-", b"1", sequential=True),
+                Create("/t/e", ephemeral=True),
+                SetData("/t", b"v1", version=0),
+                Create("/t/gone"),
+                Delete("/t/gone"),
+            ]
+        )
         assert re.fullmatch(r"/t/s-\d{10}", results[1].path)
         assert results[3].stat is not None and results[3].stat.version == 1
         assert sorted(await store.children("/t")) == sorted(["e", results[1].path.rsplit("/", 1)[1]])

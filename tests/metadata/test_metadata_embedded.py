@@ -37,7 +37,10 @@ trio.run(main, sys.argv[1])
 async def test_kill_9_loses_no_acknowledged_write_and_drops_ephemerals(tmp_path: Path) -> None:
     url = f"embedded://{tmp_path / 'meta'}"
     proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, url], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [sys.executable, "-c", CHILD, url],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     try:
         line = await trio.to_thread.run_sync(proc.stdout.readline)  # type: ignore[union-attr]

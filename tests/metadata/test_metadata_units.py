@@ -23,14 +23,19 @@ from metadata._tree import MemoryStorage, Tree
 
 def test_parse_store_urls() -> None:
     zk = parse_store_url("zk://h1:2181,h2:2182/magnetar/c1?session_timeout_ms=4000")
-    assert (zk.scheme, zk.location, zk.chroot, zk.session_timeout_s) == ("zk", "h1:2181,h2:2182",
-                                                                          "/magnetar/c1", 4.0)
+    assert (zk.scheme, zk.location, zk.chroot, zk.session_timeout_s) == ("zk", "h1:2181,h2:2182", "/magnetar/c1", 4.0)
     assert parse_store_url("zk://h:1").chroot == ""
     emb = parse_store_url("embedded:///var/lib/magnetar/meta")
     assert (emb.scheme, emb.location) == ("embedded", "/var/lib/magnetar/meta")
     assert parse_store_url("memory://unit").location == "unit"
-    for bad in ("embedded://relative/dir", "http://x", "zk:///only-chroot", "zk://h:1?bogus=1",
-                "memory://", "zk://h:1?session_timeout_ms=soon"):
+    for bad in (
+        "embedded://relative/dir",
+        "http://x",
+        "zk:///only-chroot",
+        "zk://h:1?bogus=1",
+        "memory://",
+        "zk://h:1?session_timeout_ms=soon",
+    ):
         with pytest.raises(ValueError):
             parse_store_url(bad)
 
@@ -63,8 +68,13 @@ def test_paths() -> None:
 
 async def test_channel_coalesces_and_keeps_the_latest_last() -> None:
     ch: CoalescingChannel[SessionState] = CoalescingChannel()
-    for state in (SessionState.SUSPENDED, SessionState.CONNECTED, SessionState.SUSPENDED,
-                  SessionState.CONNECTED, SessionState.SUSPENDED):
+    for state in (
+        SessionState.SUSPENDED,
+        SessionState.CONNECTED,
+        SessionState.SUSPENDED,
+        SessionState.CONNECTED,
+        SessionState.SUSPENDED,
+    ):
         ch.push(state)
     assert ch.pending() == 2  # bounded by the number of distinct items
     assert await ch.receive() is SessionState.CONNECTED
@@ -92,8 +102,14 @@ async def test_channel_receive_waits_for_a_push() -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["create", "delete", "set"]),
-                          st.sampled_from(["/a", "/a/b", "/a/c", "/d", "/a/b/e"])), max_size=30))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["create", "delete", "set"]), st.sampled_from(["/a", "/a/b", "/a/c", "/d", "/a/b/e"])
+        ),
+        max_size=30,
+    )
+)
 def test_tree_counters_stay_consistent(ops: list[tuple[str, str]]) -> None:
     """Whatever sequence of ops, each succeeds or fails as a model of the tree says (with the
     error that says why), the tree holds the model's nodes, and num_children matches the child

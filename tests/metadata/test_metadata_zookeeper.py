@@ -34,15 +34,18 @@ def expire_session(hosts: str, client: KazooClient) -> None:
     twin.close()
 
 
-async def test_session_expiry_drops_ephemerals_and_reconnects(zookeeper: ZooKeeperServer,
-                                                                zk_url: str) -> None:
+async def test_session_expiry_drops_ephemerals_and_reconnects(zookeeper: ZooKeeperServer, zk_url: str) -> None:
     async with open_metadata_store(zk_url) as owner, open_metadata_store(zk_url) as observer:
         chroot = zk_url.split("/", 3)[3].split("?")[0]
         await owner.create("/members/m1", b"me", ephemeral=True, make_parents=True)
         await owner.create("/kept", b"persistent")
         old_session = owner.session_id
-        async with owner.watch_session() as states, observer.watch_data("/members/m1") as events, \
-                owner.watch_data("/kept") as own_kept, owner.watch_children("/members") as own_members:
+        async with (
+            owner.watch_session() as states,
+            observer.watch_data("/members/m1") as events,
+            owner.watch_data("/kept") as own_kept,
+            owner.watch_children("/members") as own_members,
+        ):
             client = owner._client  # type: ignore[attr-defined]  # the test reaches into the backend
             await trio.to_thread.run_sync(expire_session, f"{zookeeper.hosts}/{chroot}", client)
             with trio.fail_after(30):

@@ -24,16 +24,20 @@ def _url(server: ZooKeeperServer, host: str = "127.0.0.1") -> str:
 
 def test_properties_without_secure_mean_plain(tmp_path: Path) -> None:
     assert ZkTls.from_properties({}, "x") is None
-    assert ZkTls.from_properties({"zookeeper.client.secure": "false",
-                                  "zookeeper.ssl.keyStore.location": "/nowhere"}, "x") is None
+    assert (
+        ZkTls.from_properties({"zookeeper.client.secure": "false", "zookeeper.ssl.keyStore.location": "/nowhere"}, "x")
+        is None
+    )
     assert ZkTls.from_config_file("") is None
 
 
 def test_properties_errors_name_the_property(tmp_path: Path) -> None:
     files = ZkTlsFiles.create(tmp_path / "certs")
     base = {"zookeeper.client.secure": "true", "zookeeper.ssl.trustStore.location": str(files.ca)}
-    tls = ZkTls.from_properties({**base, "zookeeper.ssl.keyStore.location": str(files.client),
-                                 "zookeeper.ssl.hostnameVerification": "false"}, "zk.conf")
+    tls = ZkTls.from_properties(
+        {**base, "zookeeper.ssl.keyStore.location": str(files.client), "zookeeper.ssl.hostnameVerification": "false"},
+        "zk.conf",
+    )
     assert tls == ZkTls(keystore=str(files.client), truststore=str(files.ca), hostname_verification=False)
     cases = [
         ({"zookeeper.ssl.keyStore.type": "JKS"}, "zookeeper.ssl.keyStore.type"),
@@ -81,8 +85,9 @@ async def test_a_store_over_tls_reads_and_writes(zookeeper_tls: ZooKeeperServer,
 
 
 @pytest.mark.slow
-async def test_tls_zookeeper_refuses_plain_and_certificateless_sessions(zookeeper_tls: ZooKeeperServer,
-                                                                        tmp_path: Path) -> None:
+async def test_tls_zookeeper_refuses_plain_and_certificateless_sessions(
+    zookeeper_tls: ZooKeeperServer, tmp_path: Path
+) -> None:
     files = zookeeper_tls.tls
     assert files is not None
     no_cert = ZkTls.from_config_file(str(files.client_config(tmp_path / "no-cert.conf", with_certificate=False)))

@@ -18,13 +18,15 @@ from metadata import NoNodeError, open_metadata_store
 from tests.support.bookies import REPO, RealCluster, wait_registered
 from tests.support.brokers import BrokerProcess
 
-__all__ = ["BROKER_ARGS", "MultiBrokerCluster", "owners", "run_magnetar", "terminate", "sigstop",
-           "sigcont"]
+__all__ = ["BROKER_ARGS", "MultiBrokerCluster", "owners", "run_magnetar", "terminate", "sigstop", "sigcont"]
 
 BROKER_ARGS = (
-    "--set", "managed_ledger.managedLedgerDefaultEnsembleSize=2",
-    "--set", "managed_ledger.managedLedgerDefaultWriteQuorum=2",
-    "--set", "managed_ledger.managedLedgerDefaultAckQuorum=2",
+    "--set",
+    "managed_ledger.managedLedgerDefaultEnsembleSize=2",
+    "--set",
+    "managed_ledger.managedLedgerDefaultWriteQuorum=2",
+    "--set",
+    "managed_ledger.managedLedgerDefaultAckQuorum=2",
 )
 
 
@@ -34,8 +36,9 @@ class MultiBrokerCluster:
     def __init__(self, base: Path, metadata_url: str, n_brokers: int, *extra: str) -> None:
         self.url = metadata_url
         self.bookies = RealCluster(base / "bookies", metadata_url)
-        self.brokers = [BrokerProcess(base / f"broker{i}", metadata_url, *BROKER_ARGS, *extra)
-                        for i in range(n_brokers)]
+        self.brokers = [
+            BrokerProcess(base / f"broker{i}", metadata_url, *BROKER_ARGS, *extra) for i in range(n_brokers)
+        ]
 
     def start(self) -> MultiBrokerCluster:
         """Start the bookies, wait for their registration, then start the brokers."""
@@ -57,8 +60,9 @@ class MultiBrokerCluster:
 def run_magnetar(*args: str, timeout: float = 240) -> str:
     """Run ``magnetar ARGS`` from the repository and return its stdout; AssertionError with its
     output when it exits non-zero."""
-    r = subprocess.run([sys.executable, "-m", "magnetar", *args], cwd=REPO, capture_output=True, text=True,
-                       timeout=timeout)
+    r = subprocess.run(
+        [sys.executable, "-m", "magnetar", *args], cwd=REPO, capture_output=True, text=True, timeout=timeout
+    )
     assert r.returncode == 0, f"magnetar {' '.join(args)} failed:\n{r.stdout}\n{r.stderr}"
     return r.stdout
 

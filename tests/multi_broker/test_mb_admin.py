@@ -39,8 +39,11 @@ def test_admin_unload_and_split_under_load(zookeeper: ZooKeeperServer, tmp_path:
         ids = rest("GET", a.admin_url, "/admin/v2/brokers").json()
         assert sorted(ids) == sorted(x.admin_url.split("://")[1] for x in (a, b))
         assert rest("GET", b.admin_url, "/admin/v2/brokers/standalone").json() == ids
-        wait_until(lambda: httpx.get(f"{a.admin_url}/admin/v2/brokers/leaderBroker").status_code == 200, "a leader",
-                   timeout_s=30)
+        wait_until(
+            lambda: httpx.get(f"{a.admin_url}/admin/v2/brokers/leaderBroker").status_code == 200,
+            "a leader",
+            timeout_s=30,
+        )
         leader = rest("GET", b.admin_url, "/admin/v2/brokers/leaderBroker").json()
         assert leader["brokerId"] in ids
         # each broker serves its own heartbeat namespace, whoever owns what
@@ -54,8 +57,9 @@ def test_admin_unload_and_split_under_load(zookeeper: ZooKeeperServer, tmp_path:
         topic = f"persistent://{ns}/moved"
         client = pulsar.Client(a.service_url, operation_timeout_seconds=30)
         consumer = client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
-        producer = client.create_producer(topic, batching_enabled=False, block_if_queue_full=True,
-                                          max_pending_messages=300, send_timeout_millis=60000)
+        producer = client.create_producer(
+            topic, batching_enabled=False, block_if_queue_full=True, max_pending_messages=300, send_timeout_millis=60000
+        )
         log = ReceiptLog()
         produce_until(producer, log, "one", 100)
         bundle, owner_url = _bundle_of(url, ns, topic)
@@ -66,8 +70,7 @@ def test_admin_unload_and_split_under_load(zookeeper: ZooKeeperServer, tmp_path:
         r = httpx.get(f"{other.admin_url}/admin/v2/persistent/{ns}/moved/stats?x=1", timeout=30)
         assert r.status_code == 307 and r.headers["location"].startswith(owner.admin_url)
         assert r.headers["location"].endswith("/stats?x=1&authoritative=true")  # as Pulsar's redirects
-        stats = httpx.get(f"{other.admin_url}/admin/v2/persistent/{ns}/moved/stats", timeout=30,
-                          follow_redirects=True)
+        stats = httpx.get(f"{other.admin_url}/admin/v2/persistent/{ns}/moved/stats", timeout=30, follow_redirects=True)
         assert stats.status_code == 200 and stats.json()["publishers"]
 
         # HTTP lookups of topics in unowned bundles: a broker picked for a bundle takes it when the
@@ -75,8 +78,7 @@ def test_admin_unload_and_split_under_load(zookeeper: ZooKeeperServer, tmp_path:
         fresh = new_namespace(a.admin_url, "lkp")
         redirected = 0
         for name in (f"t{i}" for i in range(16)):  # 16 topics over the namespace's 4 unowned bundles
-            r = httpx.get(f"{a.admin_url}/lookup/v2/topic/persistent/{fresh}/{name}", timeout=30,
-                          follow_redirects=True)
+            r = httpx.get(f"{a.admin_url}/lookup/v2/topic/persistent/{fresh}/{name}", timeout=30, follow_redirects=True)
             assert r.status_code == 200 and len(r.history) <= 1, (r.status_code, [h.url for h in r.history])
             if r.history:  # redirected: the target took the bundle because the redirect said so
                 assert r.json()["brokerUrl"] == b.service_url
@@ -84,18 +86,22 @@ def test_admin_unload_and_split_under_load(zookeeper: ZooKeeperServer, tmp_path:
             else:
                 assert r.json()["brokerUrl"] == a.service_url
         if redirected:
-            taken = [d for d in rest("GET", b.admin_url, "/admin/v2/broker-stats/load-decisions").json()
-                     if d["bundle"].startswith(f"{fresh}/")]
+            taken = [
+                d
+                for d in rest("GET", b.admin_url, "/admin/v2/broker-stats/load-decisions").json()
+                if d["bundle"].startswith(f"{fresh}/")
+            ]
             assert taken and all("authoritative lookup" in d["reason"] for d in taken), taken
 
         # unload through the broker that does not own it (307 to the owner); clients move
-        r = httpx.put(f"{other.admin_url}/admin/v2/namespaces/{ns}/{bundle}/unload", timeout=60,
-                      follow_redirects=True)
+        r = httpx.put(f"{other.admin_url}/admin/v2/namespaces/{ns}/{bundle}/unload", timeout=60, follow_redirects=True)
         assert r.status_code == 204, r.text
         produce_until(producer, log, "two", log.count() + 100)
         decisions = rest("GET", owner.admin_url, "/admin/v2/broker-stats/load-decisions").json()
-        assert any(d["action"] == "unloaded" and d["bundle"] == f"{ns}/{bundle}" and d["reason"] == "admin unload"
-                   for d in decisions)
+        assert any(
+            d["action"] == "unloaded" and d["bundle"] == f"{ns}/{bundle}" and d["reason"] == "admin unload"
+            for d in decisions
+        )
 
         # split the topic's bundle (wherever it went) under load: 5 bundles, the topic keeps working
         bundle, owner_url = _bundle_of(url, ns, topic)

@@ -21,8 +21,10 @@ from broker.resources._bundles import (
 
 
 def test_default_four_bundles_match_pulsar() -> None:
-    assert policies_bundles(4) == {"boundaries": ["0x00000000", "0x40000000", "0x80000000", "0xc0000000",
-                                                  "0xffffffff"], "numBundles": 4}
+    assert policies_bundles(4) == {
+        "boundaries": ["0x00000000", "0x40000000", "0x80000000", "0xc0000000", "0xffffffff"],
+        "numBundles": 4,
+    }
     assert default_boundaries(1) == [0, FULL_UPPER]
     with pytest.raises(ValueError, match="between 1"):
         default_boundaries(0)

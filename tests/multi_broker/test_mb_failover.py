@@ -82,15 +82,21 @@ def test_sigterm_moves_the_topic_without_a_failed_send(zookeeper: ZooKeeperServe
         # the client looks up through the broker that stays (its service URL must outlive the other)
         client = pulsar.Client(cluster.brokers[0].service_url, operation_timeout_seconds=30)
         consumer = client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
-        producer = client.create_producer(topic, batching_enabled=False, block_if_queue_full=True,
-                                          max_pending_messages=500, send_timeout_millis=60000)
+        producer = client.create_producer(
+            topic, batching_enabled=False, block_if_queue_full=True, max_pending_messages=500, send_timeout_millis=60000
+        )
         owner, other = _owner_of(url, ns, topic, cluster)
         if owner is cluster.brokers[0]:  # swap the client over to the survivor's URL
             client.close()
             client = pulsar.Client(other.service_url, operation_timeout_seconds=30)
             consumer = client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
-            producer = client.create_producer(topic, batching_enabled=False, block_if_queue_full=True,
-                                              max_pending_messages=500, send_timeout_millis=60000)
+            producer = client.create_producer(
+                topic,
+                batching_enabled=False,
+                block_if_queue_full=True,
+                max_pending_messages=500,
+                send_timeout_millis=60000,
+            )
         warm = [f"warm-{i}".encode() for i in range(50)]
         for w in warm:
             producer.send(w)
@@ -145,8 +151,9 @@ def _wait_cursor_settled(url: str, topic: str, cursor: str, quiet_s: float = 2.5
 def test_sigkill_bundle_reassigned_after_session_expiry(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
     # cursors persist every second (Pulsar's default is 60 s), so the test can wait for a persist
     url = zookeeper.url(f"/mb-kill-{uuid.uuid4().hex[:8]}", session_timeout_ms=SESSION_MS)
-    cluster = MultiBrokerCluster(tmp_path, url, 2, "--set",
-                                 "managed_ledger.managedLedgerCursorPositionFlushSeconds=1").start()
+    cluster = MultiBrokerCluster(
+        tmp_path, url, 2, "--set", "managed_ledger.managedLedgerCursorPositionFlushSeconds=1"
+    ).start()
     try:
         a, _b = cluster.brokers
         ns = new_namespace(a.admin_url, "kill")
@@ -159,8 +166,13 @@ def test_sigkill_bundle_reassigned_after_session_expiry(zookeeper: ZooKeeperServ
         victim, survivor = _owner_of(url, ns, topics[0], cluster)
         client = pulsar.Client(survivor.service_url, operation_timeout_seconds=30)
         consumer = client.subscribe(topics[0], "sub", initial_position=pulsar.InitialPosition.Earliest)
-        producer = client.create_producer(topics[0], batching_enabled=False, block_if_queue_full=True,
-                                          max_pending_messages=500, send_timeout_millis=120000)
+        producer = client.create_producer(
+            topics[0],
+            batching_enabled=False,
+            block_if_queue_full=True,
+            max_pending_messages=500,
+            send_timeout_millis=120000,
+        )
         log = ReceiptLog()
         produce_until(producer, log, "before", 300)
         first = [m.data() for m in drain(consumer)]
@@ -205,8 +217,9 @@ def test_sigstopped_owner_past_its_session_does_not_write(zookeeper: ZooKeeperSe
         old, new = _owner_of(url, ns, topic, cluster)
         # client 1 talks to the owner that will be paused
         c1 = pulsar.Client(new.service_url, operation_timeout_seconds=30)
-        p1 = c1.create_producer(topic, producer_name="p1", batching_enabled=False, block_if_queue_full=True,
-                                send_timeout_millis=120000)
+        p1 = c1.create_producer(
+            topic, producer_name="p1", batching_enabled=False, block_if_queue_full=True, send_timeout_millis=120000
+        )
         log1 = ReceiptLog()
         produce_until(p1, log1, "p1-before", 50)
         sigstop(old)

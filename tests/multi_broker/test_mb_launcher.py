@@ -26,10 +26,28 @@ def test_cluster_launcher_starts_uses_and_stops(tmp_path: Path) -> None:
     d = tmp_path / "cluster"
     started = False
     try:
-        run_magnetar("cluster", "start", "--dir", str(d), "--brokers", "2", "--zk-port", str(free_port()),
-                  "--broker-port", "0", "--web-port", "0", "--bookie-port", "0", "--bookie-http-port", "0",
-                  "--broker-conf", str(REPO / "deploy" / "broker.toml"),
-                  "--bookie-conf", str(REPO / "deploy" / "bookie.toml"))
+        run_magnetar(
+            "cluster",
+            "start",
+            "--dir",
+            str(d),
+            "--brokers",
+            "2",
+            "--zk-port",
+            str(free_port()),
+            "--broker-port",
+            "0",
+            "--web-port",
+            "0",
+            "--bookie-port",
+            "0",
+            "--bookie-http-port",
+            "0",
+            "--broker-conf",
+            str(REPO / "deploy" / "broker.toml"),
+            "--bookie-conf",
+            str(REPO / "deploy" / "bookie.toml"),
+        )
         started = True
         status = json.loads(run_magnetar("cluster", "status", "--dir", str(d), "--json"))
         names = sorted(p["name"] for p in status["processes"])

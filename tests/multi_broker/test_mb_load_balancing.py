@@ -24,9 +24,14 @@ from .mb_support import MultiBrokerCluster
 
 pytestmark = pytest.mark.slow
 
-LB_ARGS = ("--set", "broker.loadBalancerSheddingIntervalMinutes=0.05",
-           "--set", "broker.loadBalancerNamespaceBundleMaxTopics=3",
-           "--set", "broker.loadBalancerBrokerThresholdShedderPercentage=-1000")
+LB_ARGS = (
+    "--set",
+    "broker.loadBalancerSheddingIntervalMinutes=0.05",
+    "--set",
+    "broker.loadBalancerNamespaceBundleMaxTopics=3",
+    "--set",
+    "broker.loadBalancerBrokerThresholdShedderPercentage=-1000",
+)
 
 
 def _decisions(cluster: MultiBrokerCluster) -> list[dict]:
@@ -48,8 +53,12 @@ def test_leader_splits_and_sheds_under_load(zookeeper: ZooKeeperServer, tmp_path
         topics = [f"persistent://{ns}/t{i}" for i in range(8)]
         client = pulsar.Client(a.service_url, operation_timeout_seconds=60)
         consumers = [client.subscribe(t, "s", initial_position=pulsar.InitialPosition.Earliest) for t in topics]
-        producers = [client.create_producer(t, batching_enabled=False, block_if_queue_full=True,
-                                            max_pending_messages=200, send_timeout_millis=60000) for t in topics]
+        producers = [
+            client.create_producer(
+                t, batching_enabled=False, block_if_queue_full=True, max_pending_messages=200, send_timeout_millis=60000
+            )
+            for t in topics
+        ]
         log = ReceiptLog()
         stop = threading.Event()
 
@@ -65,10 +74,14 @@ def test_leader_splits_and_sheds_under_load(zookeeper: ZooKeeperServer, tmp_path
         thread = threading.Thread(target=run, daemon=True)
         thread.start()
         try:
-            wait_until(lambda: rest("GET", a.admin_url, f"/admin/v2/namespaces/{ns}/bundles").json()["numBundles"] > 1,
-                       "an automatic bundle split", timeout_s=90)
-            wait_until(lambda: any(d["action"] == "shed" for d in _decisions(cluster)), "a shedding decision",
-                       timeout_s=90)
+            wait_until(
+                lambda: rest("GET", a.admin_url, f"/admin/v2/namespaces/{ns}/bundles").json()["numBundles"] > 1,
+                "an automatic bundle split",
+                timeout_s=90,
+            )
+            wait_until(
+                lambda: any(d["action"] == "shed" for d in _decisions(cluster)), "a shedding decision", timeout_s=90
+            )
         finally:
             stop.set()
             thread.join(30)

@@ -39,12 +39,18 @@ def test_smoothing_weights_history() -> None:
 
 
 def test_hot_bundles_split_within_the_namespace_limit() -> None:
-    reports = {"a:1": {"bundleStats": {
-        "t/ns/0x00000000_0x80000000": {"topics": 5, "msgRateIn": 40000.0},
-        "t/ns/0x80000000_0xffffffff": {"topics": 1, "msgRateIn": 90000.0},   # one topic: cannot split
-        "t/other/0x00000000_0xffffffff": {"topics": 2000},
-    }}}
+    reports = {
+        "a:1": {
+            "bundleStats": {
+                "t/ns/0x00000000_0x80000000": {"topics": 5, "msgRateIn": 40000.0},
+                "t/ns/0x80000000_0xffffffff": {"topics": 1, "msgRateIn": 90000.0},  # one topic: cannot split
+                "t/other/0x00000000_0xffffffff": {"topics": 2000},
+            }
+        }
+    }
     d = plan_splits(reports, {"t/ns": 2, "t/other": 1}, SplitPolicy())
-    assert [(x.bundle, x.reason) for x in d] == [("t/ns/0x00000000_0x80000000", "40000 msg/s > 30000"),
-                                                 ("t/other/0x00000000_0xffffffff", "2000 topics > 1000")]
+    assert [(x.bundle, x.reason) for x in d] == [
+        ("t/ns/0x00000000_0x80000000", "40000 msg/s > 30000"),
+        ("t/other/0x00000000_0xffffffff", "2000 topics > 1000"),
+    ]
     assert plan_splits(reports, {"t/ns": 128, "t/other": 128}, SplitPolicy()) == []

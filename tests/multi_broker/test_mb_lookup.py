@@ -31,8 +31,7 @@ def test_topics_spread_and_redirect_works(zookeeper: ZooKeeperServer, tmp_path: 
         topics = [f"persistent://{ns}/t{i}" for i in range(16)]
         client = pulsar.Client(a.service_url, operation_timeout_seconds=30)
         try:
-            consumers = {t: client.subscribe(t, "s", initial_position=pulsar.InitialPosition.Earliest)
-                         for t in topics}
+            consumers = {t: client.subscribe(t, "s", initial_position=pulsar.InitialPosition.Earliest) for t in topics}
             producers = {t: client.create_producer(t, batching_enabled=False) for t in topics}
             for t, p in producers.items():
                 for i in range(5):

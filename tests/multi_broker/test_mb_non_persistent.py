@@ -39,8 +39,7 @@ def test_non_persistent_topics_are_served_by_their_bundles_owner(zookeeper: ZooK
             owned = owners(url, ns)
             assert set(owned.values()) == {x.service_url for x in cluster.brokers}, owned
             # each broker lists (and reports stats of) only the non-persistent topics it serves
-            listed = [set(rest("GET", b.admin_url, f"/admin/v2/non-persistent/{ns}").json())
-                      for b in cluster.brokers]
+            listed = [set(rest("GET", b.admin_url, f"/admin/v2/non-persistent/{ns}").json()) for b in cluster.brokers]
             assert listed[0] | listed[1] == set(topics) and not listed[0] & listed[1], listed
         finally:
             client.close()

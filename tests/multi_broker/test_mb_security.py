@@ -87,30 +87,50 @@ def _secured(tmp_path: Path, *, client_cert: bool = False, **more: str) -> _Secu
     broker_token = tmp_path / "broker.token"
     broker_token.write_text(create_token(subject="broker", secret_key=SECRET))
     keys = {
-        "authenticationEnabled": "true", "authenticationProviders": "token",
-        "tokenSecretKey": f"file://{tmp_path / 'secret.key'}", "authorizationEnabled": "true",
+        "authenticationEnabled": "true",
+        "authenticationProviders": "token",
+        "tokenSecretKey": f"file://{tmp_path / 'secret.key'}",
+        "authorizationEnabled": "true",
         "superUserRoles": "admin,broker",
-        "brokerServicePortTls": "0", "webServicePortTls": "0", "tlsCertificateFilePath": certs.server_cert,
-        "tlsKeyFilePath": certs.server_key, "tlsTrustCertsFilePath": certs.ca,
+        "brokerServicePortTls": "0",
+        "webServicePortTls": "0",
+        "tlsCertificateFilePath": certs.server_cert,
+        "tlsKeyFilePath": certs.server_key,
+        "tlsTrustCertsFilePath": certs.ca,
         # the broker's own credentials for the other brokers (its role "broker" is a super user)
         "brokerClientAuthenticationPlugin": "org.apache.pulsar.client.impl.auth.AuthenticationToken",
         "brokerClientAuthenticationParameters": f"file://{broker_token}",
-        "brokerClientTlsEnabled": "true", "brokerClientTrustCertsFilePath": certs.ca,
+        "brokerClientTlsEnabled": "true",
+        "brokerClientTrustCertsFilePath": certs.ca,
         **more,
     }
     if client_cert:
         cert, key = certs.clients["broker"]
-        keys.update({"authenticationProviders": "token,tls",
-                     "brokerClientAuthenticationPlugin": "org.apache.pulsar.client.impl.auth.AuthenticationTls",
-                     "brokerClientAuthenticationParameters": f"tlsCertFile:{cert},tlsKeyFile:{key}"})
-    return _Secured(certs, create_token(subject="admin", secret_key=SECRET),
-                    create_token(subject="app", secret_key=SECRET), broker_token, keys)
+        keys.update(
+            {
+                "authenticationProviders": "token,tls",
+                "brokerClientAuthenticationPlugin": "org.apache.pulsar.client.impl.auth.AuthenticationTls",
+                "brokerClientAuthenticationParameters": f"tlsCertFile:{cert},tlsKeyFile:{key}",
+            }
+        )
+    return _Secured(
+        certs,
+        create_token(subject="admin", secret_key=SECRET),
+        create_token(subject="app", secret_key=SECRET),
+        broker_token,
+        keys,
+    )
 
 
 def test_secured_cluster_redirects_unloads_and_splits(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
     sec = _secured(tmp_path)
-    certs, admin_token, app_token, broker_token, args = sec.certs, sec.admin_token, sec.app_token, \
-        sec.broker_token, sec.args
+    certs, admin_token, app_token, broker_token, args = (
+        sec.certs,
+        sec.admin_token,
+        sec.app_token,
+        sec.broker_token,
+        sec.args,
+    )
     ca = ssl.create_default_context(cafile=certs.ca)
     url = zookeeper.url(f"/mb-sec-{uuid.uuid4().hex[:8]}", session_timeout_ms=4000)
     cluster = MultiBrokerCluster(tmp_path, url, 2, *args).start()
@@ -124,17 +144,25 @@ def test_secured_cluster_redirects_unloads_and_splits(zookeeper: ZooKeeperServer
             assert "superUserRoles: the other brokers refuse" not in log and "is not set" not in log
 
         assert httpx.put(f"{a.admin_url}/admin/v2/namespaces/public/anon", timeout=15).status_code == 401
-        wait_until(lambda: len(httpx.get(f"{a.admin_url}/admin/v2/brokers", headers=admin, timeout=15).json()) == 2,
-                   "both brokers registered", timeout_s=30)
+        wait_until(
+            lambda: len(httpx.get(f"{a.admin_url}/admin/v2/brokers", headers=admin, timeout=15).json()) == 2,
+            "both brokers registered",
+            timeout_s=30,
+        )
         ns = f"public/sec-{uuid.uuid4().hex[:6]}"
         r = httpx.put(f"{a.admin_url}/admin/v2/namespaces/{ns}", headers=admin, timeout=15)
         assert r.status_code == 204, r.text
-        r = httpx.post(f"{a.admin_url}/admin/v2/namespaces/{ns}/permissions/app", json=["produce", "consume"],
-                       headers=admin, timeout=15)
+        r = httpx.post(
+            f"{a.admin_url}/admin/v2/namespaces/{ns}/permissions/app",
+            json=["produce", "consume"],
+            headers=admin,
+            timeout=15,
+        )
         assert r.status_code == 204, r.text
 
-        looker = pulsar.Client(a.service_url, authentication=pulsar.AuthenticationToken(admin_token),
-                               operation_timeout_seconds=30)
+        looker = pulsar.Client(
+            a.service_url, authentication=pulsar.AuthenticationToken(admin_token), operation_timeout_seconds=30
+        )
 
         def owned_by_b() -> tuple[str, str]:
             """A topic of ``ns`` whose bundle broker B owns, and that bundle: lookups through A
@@ -152,11 +180,13 @@ def test_secured_cluster_redirects_unloads_and_splits(zookeeper: ZooKeeperServer
         short = topic.rsplit("/", 1)[1]
 
         # a client of broker A (plain text, app token) produces to and consumes from B's topic
-        client = pulsar.Client(a.service_url, authentication=pulsar.AuthenticationToken(app_token),
-                               operation_timeout_seconds=30)
+        client = pulsar.Client(
+            a.service_url, authentication=pulsar.AuthenticationToken(app_token), operation_timeout_seconds=30
+        )
         consumer = client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
-        producer = client.create_producer(topic, batching_enabled=False, block_if_queue_full=True,
-                                          max_pending_messages=300, send_timeout_millis=60000)
+        producer = client.create_producer(
+            topic, batching_enabled=False, block_if_queue_full=True, max_pending_messages=300, send_timeout_millis=60000
+        )
         receipts = ReceiptLog()
         produce_until(producer, receipts, "plain", 50)
         assert owners(url, ns)[bundle] == b.service_url  # served by B, reached through A
@@ -166,9 +196,13 @@ def test_secured_cluster_redirects_unloads_and_splits(zookeeper: ZooKeeperServer
         tls_logger = logging.getLogger(f"pulsar-tls-{uuid.uuid4().hex[:6]}")
         tls_logger.addHandler(client_log)
         tls_logger.setLevel(logging.INFO)
-        tls_client = pulsar.Client(a_tls, authentication=pulsar.AuthenticationToken(app_token),
-                                   tls_trust_certs_file_path=certs.ca, operation_timeout_seconds=30,
-                                   logger=tls_logger)
+        tls_client = pulsar.Client(
+            a_tls,
+            authentication=pulsar.AuthenticationToken(app_token),
+            tls_trust_certs_file_path=certs.ca,
+            operation_timeout_seconds=30,
+            logger=tls_logger,
+        )
         try:
             tls_producer = tls_client.create_producer(topic, batching_enabled=False, send_timeout_millis=60000)
             for i in range(10):
@@ -194,13 +228,16 @@ def test_secured_cluster_redirects_unloads_and_splits(zookeeper: ZooKeeperServer
         # broker to broker: no credentials -> 401, a non-admin role -> 403, the broker's own -> done
         unload = f"/admin/v2/namespaces/{ns}/{bundle}/unload"
         assert httpx.put(f"{b_https}{unload}", verify=ca, timeout=30).status_code == 401
-        r = httpx.put(f"{b_https}{unload}", headers={"Authorization": f"Bearer {app_token}"}, verify=ca,
-                      timeout=30)
+        r = httpx.put(f"{b_https}{unload}", headers={"Authorization": f"Bearer {app_token}"}, verify=ca, timeout=30)
         assert r.status_code == 403, r.text
-        as_broker = BrokerClient(BrokerConfig(
-            broker_client_authentication_plugin="token",
-            broker_client_authentication_parameters=f"file://{broker_token}", broker_client_tls_enabled=True,
-            broker_client_trust_certs_file_path=certs.ca))
+        as_broker = BrokerClient(
+            BrokerConfig(
+                broker_client_authentication_plugin="token",
+                broker_client_authentication_parameters=f"file://{broker_token}",
+                broker_client_tls_enabled=True,
+                broker_client_trust_certs_file_path=certs.ca,
+            )
+        )
         r = trio.run(as_broker.request, "PUT", f"{b_https}{unload}")
         assert r.status_code == 204, r.text
         decisions = httpx.get(f"{b.admin_url}/admin/v2/broker-stats/load-decisions", headers=admin, timeout=15).json()
@@ -210,28 +247,52 @@ def test_secured_cluster_redirects_unloads_and_splits(zookeeper: ZooKeeperServer
         # namespace unload asked of A: A unloads B's bundles through B with its own credentials
         _, bundle2 = owned_by_b()
         assert httpx.put(f"{a.admin_url}/admin/v2/namespaces/{ns}/unload", timeout=30).status_code == 401
-        r = httpx.put(f"{a.admin_url}/admin/v2/namespaces/{ns}/unload",
-                      headers={"Authorization": f"Bearer {app_token}"}, timeout=30)
+        r = httpx.put(
+            f"{a.admin_url}/admin/v2/namespaces/{ns}/unload",
+            headers={"Authorization": f"Bearer {app_token}"},
+            timeout=30,
+        )
         assert r.status_code == 403, r.text
         r = httpx.put(f"{a.admin_url}/admin/v2/namespaces/{ns}/unload", headers=admin, timeout=60)
         assert r.status_code == 204, r.text
         decisions = httpx.get(f"{b.admin_url}/admin/v2/broker-stats/load-decisions", headers=admin, timeout=15).json()
-        assert any(d["action"] == "unloaded" and d["bundle"] == f"{ns}/{bundle2}" and d["reason"] == "admin unload"
-                   for d in decisions), decisions
+        assert any(
+            d["action"] == "unloaded" and d["bundle"] == f"{ns}/{bundle2}" and d["reason"] == "admin unload"
+            for d in decisions
+        ), decisions
         produce_until(producer, receipts, "after-ns-unload", receipts.count() + 50)
 
         # bundle split with `magnetar admin` on A's https port: 307 to B, the token kept across it
         _, bundle3 = owned_by_b()
-        res = CliRunner().invoke(main, ["admin", "--admin-url", a_https, "--tls-trust-cert-path", certs.ca,
-                                        "--token", admin_token, "namespaces", "split-bundle", ns, "-b", bundle3])
+        res = CliRunner().invoke(
+            main,
+            [
+                "admin",
+                "--admin-url",
+                a_https,
+                "--tls-trust-cert-path",
+                certs.ca,
+                "--token",
+                admin_token,
+                "namespaces",
+                "split-bundle",
+                ns,
+                "-b",
+                bundle3,
+            ],
+        )
         assert res.exit_code == 0, res.output
         bundles = httpx.get(f"{a.admin_url}/admin/v2/namespaces/{ns}/bundles", headers=admin, timeout=15).json()
         assert bundles["numBundles"] == 5, bundles
-        res = CliRunner().invoke(main, ["admin", "--admin-url", a.admin_url, "--token", admin_token, "--json",
-                                        "namespaces", "bundles", ns])
+        res = CliRunner().invoke(
+            main, ["admin", "--admin-url", a.admin_url, "--token", admin_token, "--json", "namespaces", "bundles", ns]
+        )
         assert res.exit_code == 0 and json.loads(res.output)["numBundles"] == 5, res.output
-        wait_until(lambda: not any(parse_bundle(n) == parse_bundle(bundle3) for n in owners(url, ns)),
-                   "the split bundle's node released", timeout_s=30)
+        wait_until(
+            lambda: not any(parse_bundle(n) == parse_bundle(bundle3) for n in owners(url, ns)),
+            "the split bundle's node released",
+            timeout_s=30,
+        )
 
         produce_until(producer, receipts, "after-split", receipts.count() + 50)
         producer.flush()
@@ -249,8 +310,13 @@ def test_leader_splits_a_bundle_of_the_other_broker(zookeeper: ZooKeeperServer, 
     """The load-manager leader's split request to the other broker carries the broker's own
     credentials, here its client certificate over https: the owner accepts it and splits its hot
     bundle."""
-    sec = _secured(tmp_path, client_cert=True, loadBalancerSheddingIntervalMinutes="0.05",
-                   loadBalancerSheddingEnabled="false", loadBalancerNamespaceBundleMaxTopics="1")
+    sec = _secured(
+        tmp_path,
+        client_cert=True,
+        loadBalancerSheddingIntervalMinutes="0.05",
+        loadBalancerSheddingEnabled="false",
+        loadBalancerNamespaceBundleMaxTopics="1",
+    )
     admin = {"Authorization": f"Bearer {sec.admin_token}"}
     url = zookeeper.url(f"/mb-sec-lead-{uuid.uuid4().hex[:8]}", session_timeout_ms=4000)
     cluster = MultiBrokerCluster(tmp_path, url, 2, *sec.args).start()
@@ -261,8 +327,14 @@ def test_leader_splits_a_bundle_of_the_other_broker(zookeeper: ZooKeeperServer, 
             r = httpx.get(f"{a.admin_url}/admin/v2/brokers/leaderBroker", headers=admin, timeout=15)
             return str(r.json()["brokerId"]) if r.status_code == 200 else ""
 
-        wait_until(lambda: len(httpx.get(f"{a.admin_url}/admin/v2/brokers", headers=admin, timeout=15).json()) == 2
-                 and leader_id() != "", "both brokers registered and a leader", timeout_s=30)
+        wait_until(
+            lambda: (
+                len(httpx.get(f"{a.admin_url}/admin/v2/brokers", headers=admin, timeout=15).json()) == 2
+                and leader_id() != ""
+            ),
+            "both brokers registered and a leader",
+            timeout_s=30,
+        )
         for x in (a, b):  # its own certificate is accepted and a super user: no SECURITY line about it
             assert "the broker client" not in x.log() and "brokerClientAuthenticationPlugin" not in x.log()
         leader = a if leader_id() == a.admin_url.split("://")[1] else b
@@ -272,8 +344,9 @@ def test_leader_splits_a_bundle_of_the_other_broker(zookeeper: ZooKeeperServer, 
         assert r.status_code == 204, r.text
 
         # load topics until one of the other broker's bundles holds two of them (> max topics 1)
-        client = pulsar.Client(leader.service_url, authentication=pulsar.AuthenticationToken(sec.admin_token),
-                               operation_timeout_seconds=30)
+        client = pulsar.Client(
+            leader.service_url, authentication=pulsar.AuthenticationToken(sec.admin_token), operation_timeout_seconds=30
+        )
         producers = []
         per_bundle: dict[str, int] = {}
         hot = ""
@@ -281,8 +354,9 @@ def test_leader_splits_a_bundle_of_the_other_broker(zookeeper: ZooKeeperServer, 
             topic = f"persistent://{ns}/t{i}"
             producers.append(client.create_producer(topic))
             h = bundle_hash(topic)
-            name = next((n for n, o in owners(url, ns).items() if parse_bundle(n).contains(h)
-                         and o == other.service_url), None)
+            name = next(
+                (n for n, o in owners(url, ns).items() if parse_bundle(n).contains(h) and o == other.service_url), None
+            )
             if name is not None:
                 per_bundle[name] = per_bundle.get(name, 0) + 1
                 if per_bundle[name] >= 2:
@@ -291,13 +365,15 @@ def test_leader_splits_a_bundle_of_the_other_broker(zookeeper: ZooKeeperServer, 
         assert hot, f"no bundle of the other broker got two topics: {owners(url, ns)}"
 
         def split_by_leader() -> bool:
-            mine = httpx.get(f"{other.admin_url}/admin/v2/broker-stats/load-decisions", headers=admin,
-                             timeout=15).json()
+            mine = httpx.get(
+                f"{other.admin_url}/admin/v2/broker-stats/load-decisions", headers=admin, timeout=15
+            ).json()
             return any(d["action"] == "split" and d["bundle"] == f"{ns}/{hot}" for d in mine)
 
         wait_until(split_by_leader, f"the leader's split of {ns}/{hot} done on the other broker", timeout_s=90)
-        decisions = httpx.get(f"{leader.admin_url}/admin/v2/broker-stats/load-decisions", headers=admin,
-                              timeout=15).json()
+        decisions = httpx.get(
+            f"{leader.admin_url}/admin/v2/broker-stats/load-decisions", headers=admin, timeout=15
+        ).json()
         assert any(d["action"] == "auto-split" and d["bundle"] == f"{ns}/{hot}" for d in decisions), decisions
         assert "leader's split of" not in leader.log()  # no refused (401/403) request
         for p in producers:
@@ -317,17 +393,38 @@ def test_cluster_launcher_with_security(tmp_path: Path) -> None:
     keys = {k: v for k, v in sec.keys.items() if k not in ("brokerServicePortTls", "webServicePortTls")}
     sets = [x for k, v in keys.items() for x in ("--broker-set", f"broker.{k}={v}")]
     zk_acl = ("zkEnableSecurity=true", f"zkDigestCredentials={ZK_CREDENTIAL}")
-    sets += [x for kv in zk_acl for x in ("--broker-set", f"cluster.{kv}", "--bookie-set", kv,
-                                           "--autorecovery-set", kv)]
+    sets += [
+        x for kv in zk_acl for x in ("--broker-set", f"cluster.{kv}", "--bookie-set", kv, "--autorecovery-set", kv)
+    ]
     zk_port = free_port()
     ca = ssl.create_default_context(cafile=sec.certs.ca)
     admin = {"Authorization": f"Bearer {sec.admin_token}"}
     d = tmp_path / "cluster"
     started = False
     try:
-        run_magnetar("cluster", "start", "--dir", str(d), "--brokers", "2", "--zk-port", str(zk_port),
-                  "--broker-port", "0", "--web-port", "0", "--broker-tls-port", "0", "--web-tls-port", "0",
-                  "--bookie-port", "0", "--bookie-http-port", "0", *sets)
+        run_magnetar(
+            "cluster",
+            "start",
+            "--dir",
+            str(d),
+            "--brokers",
+            "2",
+            "--zk-port",
+            str(zk_port),
+            "--broker-port",
+            "0",
+            "--web-port",
+            "0",
+            "--broker-tls-port",
+            "0",
+            "--web-tls-port",
+            "0",
+            "--bookie-port",
+            "0",
+            "--bookie-http-port",
+            "0",
+            *sets,
+        )
         started = True
         status = json.loads(run_magnetar("cluster", "status", "--dir", str(d), "--json"))
         assert all(p["running"] for p in status["processes"]), status  # AutoRecovery too
@@ -341,21 +438,35 @@ def test_cluster_launcher_with_security(tmp_path: Path) -> None:
             stranger.stop()
             stranger.close()
         brokers = status["brokers"]
-        assert all(b["service_url_tls"].startswith("pulsar+ssl://") and b["admin_url_tls"].startswith("https://")
-                   for b in brokers), brokers
+        assert all(
+            b["service_url_tls"].startswith("pulsar+ssl://") and b["admin_url_tls"].startswith("https://")
+            for b in brokers
+        ), brokers
         https = brokers[0]["admin_url_tls"]
         assert httpx.get(f"{https}/admin/v2/brokers", verify=ca, timeout=15).status_code == 401
-        wait_until(lambda: len(httpx.get(f"{https}/admin/v2/brokers", headers=admin, verify=ca,
-                                       timeout=15).json()) == 2, "both brokers registered", timeout_s=30)
+        wait_until(
+            lambda: len(httpx.get(f"{https}/admin/v2/brokers", headers=admin, verify=ca, timeout=15).json()) == 2,
+            "both brokers registered",
+            timeout_s=30,
+        )
         ns = f"public/launch-{uuid.uuid4().hex[:6]}"
         assert httpx.put(f"{https}/admin/v2/namespaces/{ns}", headers=admin, verify=ca, timeout=15).status_code == 204
-        r = httpx.post(f"{https}/admin/v2/namespaces/{ns}/permissions/app", json=["produce", "consume"],
-                       headers=admin, verify=ca, timeout=15)
+        r = httpx.post(
+            f"{https}/admin/v2/namespaces/{ns}/permissions/app",
+            json=["produce", "consume"],
+            headers=admin,
+            verify=ca,
+            timeout=15,
+        )
         assert r.status_code == 204, r.text
 
         service_url = "pulsar+ssl://" + ",".join(b["service_url_tls"].split("://")[1] for b in brokers)
-        client = pulsar.Client(service_url, authentication=pulsar.AuthenticationToken(sec.app_token),
-                               tls_trust_certs_file_path=sec.certs.ca, operation_timeout_seconds=30)
+        client = pulsar.Client(
+            service_url,
+            authentication=pulsar.AuthenticationToken(sec.app_token),
+            tls_trust_certs_file_path=sec.certs.ca,
+            operation_timeout_seconds=30,
+        )
         topics = [f"persistent://{ns}/t{i}" for i in range(8)]
         consumers = [client.subscribe(t, "s", initial_position=pulsar.InitialPosition.Earliest) for t in topics]
         producers = [client.create_producer(t, batching_enabled=False, send_timeout_millis=60000) for t in topics]

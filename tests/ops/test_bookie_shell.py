@@ -82,8 +82,9 @@ def test_bookie_shell_commands(zk_url: str, tmp_path: Path) -> None:
         assert "No bookie is available" in _ok(_shell(zk_url, "listbookies", "-ro"))
         assert _shell(zk_url, "listbookies").returncode == 2  # which list: a usage error
 
-        out = _ok(_shell(zk_url, "simpletest", "-ensemble", "3", "-writeQuorum", "2", "-ackQuorum", "2",
-                         "-numEntries", "30"))
+        out = _ok(
+            _shell(zk_url, "simpletest", "-ensemble", "3", "-writeQuorum", "2", "-ackQuorum", "2", "-numEntries", "30")
+        )
         assert "30 entries read back and verified" in out
 
         lid, ensemble = _write_ledger(zk_url, 20)
@@ -105,8 +106,9 @@ def test_bookie_shell_commands(zk_url: str, tmp_path: Path) -> None:
         assert "LastLogMark : Journal Id - " in _ok(_shell(zk_url, "lastmark", bookie=local))
         logs = sorted((first.base / "ledgers").glob("*.log"))
         assert logs
-        found = "".join(_ok(_shell(zk_url, "readlog", str(p), "-ledgerid", str(lid), "-msg", bookie=local))
-                        for p in logs)
+        found = "".join(
+            _ok(_shell(zk_url, "readlog", str(p), "-ledgerid", str(lid), "-msg", bookie=local)) for p in logs
+        )
         assert found.count(f"Lid={lid},") == 20 and "Data: payload-7" in found
 
         # decommission the stopped bookie through a real AutoRecovery process

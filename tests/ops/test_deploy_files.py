@@ -85,8 +85,12 @@ def _unit(path: Path) -> dict[str, dict[str, list[str]]]:
 
 def test_every_component_has_a_unit() -> None:
     names = {p.name for p in UNITS}
-    assert names == {"magnetar-zookeeper.service", "magnetar-bookie.service", "magnetar-broker.service",
-                     "magnetar-autorecovery.service"}
+    assert names == {
+        "magnetar-zookeeper.service",
+        "magnetar-bookie.service",
+        "magnetar-broker.service",
+        "magnetar-autorecovery.service",
+    }
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed")
@@ -127,8 +131,11 @@ def test_unit_command_lines_parse_and_load_their_config(unit: Path) -> None:
 
 
 def test_zookeeper_config_has_what_the_checks_need() -> None:
-    entries = dict(line.split("=", 1) for line in (DEPLOY / "zookeeper" / "zoo.cfg").read_text().splitlines()
-                   if line.strip() and not line.startswith("#"))
+    entries = dict(
+        line.split("=", 1)
+        for line in (DEPLOY / "zookeeper" / "zoo.cfg").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    )
     assert entries["clientPort"] == "2181"
     assert entries["dataDir"].startswith("/var/lib/magnetar/")  # the unit's StateDirectory
     assert "ruok" in entries["4lw.commands.whitelist"].split(",")
@@ -182,16 +189,18 @@ def _probe_port_and_path(test: list[str]) -> tuple[int, str]:
 
 def test_compose_topology_and_references() -> None:
     if shutil.which("docker") and subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
-        result = subprocess.run(["docker", "compose", "-f", str(COMPOSE), "config", "-q"], capture_output=True,
-                                text=True, timeout=120)
+        result = subprocess.run(
+            ["docker", "compose", "-f", str(COMPOSE), "config", "-q"], capture_output=True, text=True, timeout=120
+        )
         assert result.returncode == 0, result.stderr
     doc = yaml.safe_load(COMPOSE.read_text())
     services: dict[str, Any] = doc["services"]
     roles: dict[str, list[str]] = {}
     for name, svc in services.items():
         command = svc.get("command")
-        roles.setdefault(command[0] if command and svc.get("image", "").startswith("magnetar") else name,
-                         []).append(name)
+        roles.setdefault(command[0] if command and svc.get("image", "").startswith("magnetar") else name, []).append(
+            name
+        )
     assert len(roles["bookie"]) == 3 and len(roles["broker"]) == 2, roles
     assert "zookeeper" in services and "autorecovery" in roles and "initialize-cluster-metadata" in roles
     conf_files = _image_conf_files()
@@ -252,8 +261,13 @@ def _configmap(docs: list[dict[str, Any]], name: str) -> dict[str, Any]:
 def test_kustomize_base_references_and_probes(tmp_path: Path) -> None:
     docs = _rendered()
     kinds = {(d["kind"], d["metadata"]["name"]) for d in docs}
-    for workload in (("StatefulSet", "zookeeper"), ("StatefulSet", "bookie"), ("Deployment", "broker"),
-                     ("Deployment", "autorecovery"), ("Job", "initialize-cluster-metadata")):
+    for workload in (
+        ("StatefulSet", "zookeeper"),
+        ("StatefulSet", "bookie"),
+        ("Deployment", "broker"),
+        ("Deployment", "autorecovery"),
+        ("Job", "initialize-cluster-metadata"),
+    ):
         assert workload in kinds, f"{workload} missing from the base"
     pods = {(d["kind"], d["metadata"]["name"]): d for d in docs if d["kind"] in ("StatefulSet", "Deployment", "Job")}
     checked_probes = set()
@@ -301,12 +315,19 @@ def test_kustomize_base_references_and_probes(tmp_path: Path) -> None:
                     checked_probes.add(path)
     assert {"/api/v1/bookie/is_ready", "/heartbeat", "/admin/v2/brokers/ready", "/status.html"} <= checked_probes
     for svc in (d for d in docs if d["kind"] == "Service"):
-        selected = [w for w in pods.values()
-                    if svc["spec"]["selector"].items() <= w["spec"]["template"]["metadata"]["labels"].items()]
+        selected = [
+            w
+            for w in pods.values()
+            if svc["spec"]["selector"].items() <= w["spec"]["template"]["metadata"]["labels"].items()
+        ]
         assert selected, f"Service {svc['metadata']['name']} selects no pod"
         for port in svc["spec"]["ports"]:
-            names = {p["name"] for w in selected for c in w["spec"]["template"]["spec"]["containers"]
-                     for p in c.get("ports", [])}
+            names = {
+                p["name"]
+                for w in selected
+                for c in w["spec"]["template"]["spec"]["containers"]
+                for p in c.get("ports", [])
+            }
             assert port["targetPort"] in names, f"Service {svc['metadata']['name']}: no port {port['targetPort']}"
 
 
@@ -325,8 +346,23 @@ def test_dockerfile_sources_build_a_complete_package(tmp_path: Path) -> None:
                 shutil.copytree(REPO / s, src / s, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
             else:
                 shutil.copy(REPO / s, target)
-    result = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                             "-w", str(tmp_path / "dist"), str(src)], capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path / "dist"),
+            str(src),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     import zipfile
 

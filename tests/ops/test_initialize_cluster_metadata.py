@@ -19,8 +19,13 @@ from tests.support.brokers import BrokerProcess
 
 
 def _init(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "magnetar", "initialize-cluster-metadata", *args],
-                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "magnetar", "initialize-cluster-metadata", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
 
 
 def _node(url: str, path: str) -> bytes | None:
@@ -33,14 +38,19 @@ def _node(url: str, path: str) -> bytes | None:
     return trio.run(read)
 
 
-@pytest.mark.parametrize("args, message", [
-    (["-c", "bad name", "--metadata-store", "memory://x"], "invalid cluster name"),
-    (["-c", "c1"], "--metadata-store (or --zookeeper) is required"),
-    (["-c", "c1", "--metadata-store", "memory://x", "--zookeeper", "h:1"], "not both"),
-    (["-c", "c1", "--metadata-store", "memory://x", "--broker-service-url", "http://b:6650"], "pulsar://"),
-    (["-c", "c1", "--metadata-store", "memory://x", "--configuration-metadata-store", "zk://other:2181"],
-     "one store"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["-c", "bad name", "--metadata-store", "memory://x"], "invalid cluster name"),
+        (["-c", "c1"], "--metadata-store (or --zookeeper) is required"),
+        (["-c", "c1", "--metadata-store", "memory://x", "--zookeeper", "h:1"], "not both"),
+        (["-c", "c1", "--metadata-store", "memory://x", "--broker-service-url", "http://b:6650"], "pulsar://"),
+        (
+            ["-c", "c1", "--metadata-store", "memory://x", "--configuration-metadata-store", "zk://other:2181"],
+            "one store",
+        ),
+    ],
+)
 def test_bad_arguments_exit_2_with_the_reason(args: list[str], message: str) -> None:
     result = _init(*args)
     assert result.returncode == 2, result
@@ -49,8 +59,16 @@ def test_bad_arguments_exit_2_with_the_reason(args: list[str], message: str) -> 
 
 @pytest.mark.slow
 def test_initialize_then_run_bookies_and_a_broker_on_it(zk_url: str, tmp_path: Path) -> None:
-    args = ["--cluster", "east", "--metadata-store", zk_url, "--web-service-url", "http://broker-1:8080",
-            "--broker-service-url", "pulsar://broker-1:6650"]
+    args = [
+        "--cluster",
+        "east",
+        "--metadata-store",
+        zk_url,
+        "--web-service-url",
+        "http://broker-1:8080",
+        "--broker-service-url",
+        "pulsar://broker-1:6650",
+    ]
     first = _init(*args)
     assert first.returncode == 0, first.stderr
     assert "Cluster metadata for 'east' initialized." in first.stdout

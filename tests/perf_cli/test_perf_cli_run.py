@@ -33,17 +33,50 @@ def _row(output: str, name: str) -> str:
 def test_produce_then_consume_reports_every_message(standalone: Standalone) -> None:
     topic = "persistent://public/default/perf-run"
     runner = CliRunner()
-    produced = runner.invoke(main, ["perf", "produce", "-u", standalone.service_url, topic, "--size", "200",
-                                    "--num-messages", "3000", "--rate", "3000", "--producers", "2",
-                                    "--no-batching"])
+    produced = runner.invoke(
+        main,
+        [
+            "perf",
+            "produce",
+            "-u",
+            standalone.service_url,
+            topic,
+            "--size",
+            "200",
+            "--num-messages",
+            "3000",
+            "--rate",
+            "3000",
+            "--producers",
+            "2",
+            "--no-batching",
+        ],
+    )
     assert produced.exit_code == 0, produced.output
     assert _row(produced.output, "messages") == "3,000"
     assert _row(produced.output, "errors") == "0"
     assert float(_row(produced.output, "publish latency p99 ms").replace(",", "")) > 0
 
-    consumed = runner.invoke(main, ["perf", "consume", "-u", standalone.service_url, topic, "--initial-position",
-                                    "earliest", "--subscription-type", "Shared", "--consumers", "2",
-                                    "--num-messages", "3000", "--time", "60"])
+    consumed = runner.invoke(
+        main,
+        [
+            "perf",
+            "consume",
+            "-u",
+            standalone.service_url,
+            topic,
+            "--initial-position",
+            "earliest",
+            "--subscription-type",
+            "Shared",
+            "--consumers",
+            "2",
+            "--num-messages",
+            "3000",
+            "--time",
+            "60",
+        ],
+    )
     assert consumed.exit_code == 0, consumed.output
     assert _row(consumed.output, "messages") == "3,000"
     assert "end-to-end latency p99.9 ms" in consumed.output
@@ -52,8 +85,7 @@ def test_produce_then_consume_reports_every_message(standalone: Standalone) -> N
 def test_produce_defaults_are_pulsar_perfs_and_the_run_says_what_limited_it(standalone: Standalone) -> None:
     topic = "persistent://public/default/perf-defaults"
     metrics = ["--broker-metrics-url", f"{standalone.admin_url}/metrics"]
-    produced = CliRunner().invoke(main, ["perf", "produce", "-u", standalone.service_url, topic, "-m", "200",
-                                         *metrics])
+    produced = CliRunner().invoke(main, ["perf", "produce", "-u", standalone.service_url, topic, "-m", "200", *metrics])
     assert produced.exit_code == 0, produced.output
     assert "1024 B messages, batching on, rate 100 msg/s, max pending no limit" in produced.output
     assert _row(produced.output, "messages") == "200"
@@ -61,8 +93,23 @@ def test_produce_defaults_are_pulsar_perfs_and_the_run_says_what_limited_it(stan
     assert last.startswith("limited by the rate asked for (100 msg/s"), produced.output
     assert "broker CPU" in last and "not measured" not in last
 
-    one_at_a_time = CliRunner().invoke(main, ["perf", "produce", "-u", standalone.service_url, topic, "-m", "300",
-                                              "--rate", "0", "--max-outstanding", "1", *metrics])
+    one_at_a_time = CliRunner().invoke(
+        main,
+        [
+            "perf",
+            "produce",
+            "-u",
+            standalone.service_url,
+            topic,
+            "-m",
+            "300",
+            "--rate",
+            "0",
+            "--max-outstanding",
+            "1",
+            *metrics,
+        ],
+    )
     assert one_at_a_time.exit_code == 0, one_at_a_time.output
     last = one_at_a_time.output.strip().splitlines()[-1]
     assert last.startswith("limited by pending messages (--max-pending 1 "), one_at_a_time.output
@@ -78,10 +125,30 @@ def test_native_engine_produces_what_the_official_client_reads(standalone: Stand
     r = httpx.put(f"{standalone.admin_url}/admin/v2/persistent/public/default/perf-native/partitions", json=2)
     assert r.status_code in (200, 204), r.text
     runner = CliRunner()
-    produced = runner.invoke(main, ["perf", "produce", "--engine", "native", "-u", standalone.service_url, topic,
-                                    "--size", "200", "--num-messages", "20000", "--batch-max-messages", "100",
-                                    "--workers", "2", "--connections", "2",
-                                    "--broker-metrics-url", f"{standalone.admin_url}/metrics"])
+    produced = runner.invoke(
+        main,
+        [
+            "perf",
+            "produce",
+            "--engine",
+            "native",
+            "-u",
+            standalone.service_url,
+            topic,
+            "--size",
+            "200",
+            "--num-messages",
+            "20000",
+            "--batch-max-messages",
+            "100",
+            "--workers",
+            "2",
+            "--connections",
+            "2",
+            "--broker-metrics-url",
+            f"{standalone.admin_url}/metrics",
+        ],
+    )
     assert produced.exit_code == 0, produced.output
     assert _row(produced.output, "messages") == "20,000"
     assert _row(produced.output, "errors") == "0"
@@ -105,25 +172,70 @@ def test_native_engine_produces_what_the_official_client_reads(standalone: Stand
     finally:
         client.close()
 
-    consumed = runner.invoke(main, ["perf", "consume", "--engine", "native", "-u", standalone.service_url, topic,
-                                    "--initial-position", "earliest", "--subscription", "native-sub",
-                                    "--num-messages", "20000", "--time", "60"])
+    consumed = runner.invoke(
+        main,
+        [
+            "perf",
+            "consume",
+            "--engine",
+            "native",
+            "-u",
+            standalone.service_url,
+            topic,
+            "--initial-position",
+            "earliest",
+            "--subscription",
+            "native-sub",
+            "--num-messages",
+            "20000",
+            "--time",
+            "60",
+        ],
+    )
     assert consumed.exit_code == 0, consumed.output
     assert _row(consumed.output, "messages") == "20,000"
 
 
 def test_native_engine_unbatched_at_a_fixed_rate(standalone: Standalone) -> None:
     topic = "persistent://public/default/perf-native-rate"
-    produced = CliRunner().invoke(main, ["perf", "produce", "--engine", "native", "-u", standalone.service_url,
-                                         topic, "--no-batching", "--num-messages", "600", "--rate", "300",
-                                         "--connections", "3"])
+    produced = CliRunner().invoke(
+        main,
+        [
+            "perf",
+            "produce",
+            "--engine",
+            "native",
+            "-u",
+            standalone.service_url,
+            topic,
+            "--no-batching",
+            "--num-messages",
+            "600",
+            "--rate",
+            "300",
+            "--connections",
+            "3",
+        ],
+    )
     assert produced.exit_code == 0, produced.output
     assert _row(produced.output, "messages") == "600"
     assert _row(produced.output, "errors") == "0"
 
 
 def test_native_engine_reports_a_refused_connection() -> None:
-    produced = CliRunner().invoke(main, ["perf", "produce", "--engine", "native", "-u", "pulsar://127.0.0.1:1",
-                                         "persistent://public/default/x", "--num-messages", "10"])
+    produced = CliRunner().invoke(
+        main,
+        [
+            "perf",
+            "produce",
+            "--engine",
+            "native",
+            "-u",
+            "pulsar://127.0.0.1:1",
+            "persistent://public/default/x",
+            "--num-messages",
+            "10",
+        ],
+    )
     assert produced.exit_code == 1, produced.output
     assert "failure" in produced.output

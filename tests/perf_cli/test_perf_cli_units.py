@@ -20,8 +20,10 @@ def _exact(values: list[int], q: float) -> int:
     return ordered[max(1, math.ceil(len(ordered) * q / 100)) - 1]
 
 
-@given(st.lists(st.integers(min_value=0, max_value=10**9), min_size=1, max_size=300),
-       st.sampled_from([1.0, 50.0, 95.0, 99.0, 99.9, 100.0]))
+@given(
+    st.lists(st.integers(min_value=0, max_value=10**9), min_size=1, max_size=300),
+    st.sampled_from([1.0, 50.0, 95.0, 99.0, 99.9, 100.0]),
+)
 def test_percentile_is_within_a_bucket_above_the_exact_value(values: list[int], q: float) -> None:
     h = LatencyHistogram()
     for v in values:
@@ -88,16 +90,35 @@ def test_rate_limiter_paces_and_does_not_burst_after_a_stall() -> None:
         RateLimiter(-1)
 
 
-_PRODUCE_OK = dict(topics=("t",), rate=0.0, size=100, producers=1, batch_max_messages=1000,
-                   batch_max_bytes=131072, batch_delay_ms=1.0, max_pending=1000, num_messages=0, duration=0.0)
+_PRODUCE_OK = dict(
+    topics=("t",),
+    rate=0.0,
+    size=100,
+    producers=1,
+    batch_max_messages=1000,
+    batch_max_bytes=131072,
+    batch_delay_ms=1.0,
+    max_pending=1000,
+    num_messages=0,
+    duration=0.0,
+)
 
 
-@pytest.mark.parametrize("change, option", [
-    ({"topics": ()}, "topic"), ({"rate": -1.0}, "--rate"), ({"size": 0}, "--size"),
-    ({"size": 6 * 1024 * 1024, "batch_max_bytes": 10**8}, "--size"), ({"producers": 0}, "--producers"),
-    ({"batch_max_messages": 0}, "--batch-max-messages"), ({"batch_max_bytes": 10}, "--batch-max-bytes"),
-    ({"max_pending": -1}, "--max-pending"), ({"num_messages": -1}, "--num-messages"), ({"duration": -1.0}, "--time"),
-])
+@pytest.mark.parametrize(
+    "change, option",
+    [
+        ({"topics": ()}, "topic"),
+        ({"rate": -1.0}, "--rate"),
+        ({"size": 0}, "--size"),
+        ({"size": 6 * 1024 * 1024, "batch_max_bytes": 10**8}, "--size"),
+        ({"producers": 0}, "--producers"),
+        ({"batch_max_messages": 0}, "--batch-max-messages"),
+        ({"batch_max_bytes": 10}, "--batch-max-bytes"),
+        ({"max_pending": -1}, "--max-pending"),
+        ({"num_messages": -1}, "--num-messages"),
+        ({"duration": -1.0}, "--time"),
+    ],
+)
 def test_produce_validation_names_the_option(change: dict, option: str) -> None:
     validate_produce(**_PRODUCE_OK)
     with pytest.raises(click.UsageError, match=option):
@@ -105,12 +126,22 @@ def test_produce_validation_names_the_option(change: dict, option: str) -> None:
 
 
 def test_consume_validation() -> None:
-    ok = dict(topics=("t",), rate=0.0, consumers=1, subscription_type="Shared", receiver_queue_size=1000,
-              num_messages=0, duration=0.0)
+    ok = dict(
+        topics=("t",),
+        rate=0.0,
+        consumers=1,
+        subscription_type="Shared",
+        receiver_queue_size=1000,
+        num_messages=0,
+        duration=0.0,
+    )
     validate_consume(**ok)
     validate_consume(**{**ok, "consumers": 3})
-    for change, option in (({"consumers": 2, "subscription_type": "Exclusive"}, "Exclusive"),
-                           ({"receiver_queue_size": 0}, "--receiver-queue-size"), ({"consumers": 0}, "--consumers")):
+    for change, option in (
+        ({"consumers": 2, "subscription_type": "Exclusive"}, "Exclusive"),
+        ({"receiver_queue_size": 0}, "--receiver-queue-size"),
+        ({"consumers": 0}, "--consumers"),
+    ):
         with pytest.raises(click.UsageError, match=option):
             validate_consume(**{**ok, **change})
 
@@ -127,24 +158,35 @@ def test_cli_rejects_bad_options_before_connecting() -> None:
 
 
 def _figures(**change: object) -> RunFigures:
-    base: dict[str, object] = dict(msg_rate=5000.0, asked_rate=0.0, client_cores=0.3, client_cores_max=1.0,
-                                   broker_cores=0.4, pending_full=0.0, pending_limit=1000, pending_mean=10.0,
-                                   load_per_core=0.5)
+    base: dict[str, object] = dict(
+        msg_rate=5000.0,
+        asked_rate=0.0,
+        client_cores=0.3,
+        client_cores_max=1.0,
+        broker_cores=0.4,
+        pending_full=0.0,
+        pending_limit=1000,
+        pending_mean=10.0,
+        load_per_core=0.5,
+    )
     return RunFigures(**{**base, **change})  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("change, cause", [
-    ({"asked_rate": 100.0, "msg_rate": 99.0}, "the rate asked for (100 msg/s"),
-    ({"asked_rate": 100.0, "msg_rate": 99.0, "broker_cores": 1.0}, "the rate asked for"),
-    ({"broker_cores": 0.95, "pending_full": 1.0}, "the broker's CPU"),
-    ({"client_cores": 0.97, "pending_full": 1.0}, "the client's CPU"),
-    ({"client_cores": 3.7, "client_cores_max": 4.0}, "the client's CPU"),
-    ({"client_cores": 1.0, "client_cores_max": 4.0}, "neither CPU"),
-    ({"pending_full": 0.8}, "pending messages (--max-pending 1,000 reached in 80% of the samples"),
-    ({"load_per_core": 7.0}, "a busy machine"),
-    ({"pending_full": None}, "probably the messages in flight (--max-pending 1,000)"),
-    ({"pending_full": None, "pending_limit": 0}, "neither CPU nor a limit set here"),
-])
+@pytest.mark.parametrize(
+    "change, cause",
+    [
+        ({"asked_rate": 100.0, "msg_rate": 99.0}, "the rate asked for (100 msg/s"),
+        ({"asked_rate": 100.0, "msg_rate": 99.0, "broker_cores": 1.0}, "the rate asked for"),
+        ({"broker_cores": 0.95, "pending_full": 1.0}, "the broker's CPU"),
+        ({"client_cores": 0.97, "pending_full": 1.0}, "the client's CPU"),
+        ({"client_cores": 3.7, "client_cores_max": 4.0}, "the client's CPU"),
+        ({"client_cores": 1.0, "client_cores_max": 4.0}, "neither CPU"),
+        ({"pending_full": 0.8}, "pending messages (--max-pending 1,000 reached in 80% of the samples"),
+        ({"load_per_core": 7.0}, "a busy machine"),
+        ({"pending_full": None}, "probably the messages in flight (--max-pending 1,000)"),
+        ({"pending_full": None, "pending_limit": 0}, "neither CPU nor a limit set here"),
+    ],
+)
 def test_limiting_factor_names_the_first_limit_that_held(change: dict, cause: str) -> None:
     line = limiting_factor(_figures(**change))
     assert line.startswith(f"limited by {cause}"), line

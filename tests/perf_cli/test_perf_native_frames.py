@@ -30,8 +30,9 @@ def test_padded_varint_refuses_what_does_not_fit() -> None:
 
 @pytest.mark.parametrize(("messages", "batched"), [(1, False), (1, True), (7, True), (1000, True)])
 @given(first=st.integers(min_value=0, max_value=2**62), publish=st.integers(min_value=0, max_value=2**45))
-def test_template_frames_decode_with_their_patched_fields(messages: int, batched: bool, first: int,
-                                                          publish: int) -> None:
+def test_template_frames_decode_with_their_patched_fields(
+    messages: int, batched: bool, first: int, publish: int
+) -> None:
     template = SendTemplate(3, "perf-x", messages, 100, batched=batched)
     frame = decode_frame(bytes(template.frame(first, publish)))  # checksum verified by the decoder
     assert frame.type == BaseCommand.SEND

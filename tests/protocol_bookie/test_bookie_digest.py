@@ -52,8 +52,7 @@ def test_round_trip() -> None:
 @given(i64, i64, i64, i64, st.binary(max_size=300))
 def test_round_trip_property(ledger, entry, lac, length, payload) -> None:
     e = decode_entry(encode_entry(ledger, entry, lac, length, payload), ledger, entry)
-    assert (e.ledger_id, e.entry_id, e.last_add_confirmed, e.length, e.payload) == (
-        ledger, entry, lac, length, payload)
+    assert (e.ledger_id, e.entry_id, e.last_add_confirmed, e.length, e.payload) == (ledger, entry, lac, length, payload)
 
 
 def test_every_single_bit_flip_is_detected() -> None:
@@ -74,7 +73,7 @@ def test_truncation_and_extension_detected() -> None:
     with pytest.raises(DigestMismatch):
         decode_entry(data + b"\x00")
     with pytest.raises(DigestMismatch):
-        peek_entry_header(data[:ENTRY_METADATA_SIZE - 1])
+        peek_entry_header(data[: ENTRY_METADATA_SIZE - 1])
 
 
 def test_wrong_ledger_or_entry_detected() -> None:

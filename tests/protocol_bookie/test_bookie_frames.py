@@ -67,9 +67,12 @@ RESPONSES = [
 ]
 
 EXPECTED_OPS = {
-    "addRequest": OperationType.ADD_ENTRY, "readRequest": OperationType.READ_ENTRY,
-    "readLacRequest": OperationType.READ_LAC, "writeLacRequest": OperationType.WRITE_LAC,
-    "forceLedgerRequest": OperationType.FORCE_LEDGER, "getBookieInfoRequest": OperationType.GET_BOOKIE_INFO,
+    "addRequest": OperationType.ADD_ENTRY,
+    "readRequest": OperationType.READ_ENTRY,
+    "readLacRequest": OperationType.READ_LAC,
+    "writeLacRequest": OperationType.WRITE_LAC,
+    "forceLedgerRequest": OperationType.FORCE_LEDGER,
+    "getBookieInfoRequest": OperationType.GET_BOOKIE_INFO,
 }
 
 
@@ -114,11 +117,14 @@ def test_request_fields() -> None:
     assert info.freeDiskSpace == 5 and not info.HasField("totalDiskCapacity")
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"fence": True},                                   # fencing needs the master key
-    {"fence": True, "master_key": b"k", "piggyback": True},
-    {"previous_lac": 3},                               # long poll needs piggyback
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"fence": True},  # fencing needs the master key
+        {"fence": True, "master_key": b"k", "piggyback": True},
+        {"previous_lac": 3},  # long poll needs piggyback
+    ],
+)
 def test_read_request_rejects_bad_flag_combinations(kwargs) -> None:
     with pytest.raises(ValueError):
         read_request(1, 7, 0, **kwargs)
@@ -283,8 +289,14 @@ def test_any_chunking_yields_the_same_frames(reqs: list[pb.Request], chunks: lis
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.integers(0, 2**64 - 1), st.integers(-(2**63), 2**63 - 1), st.integers(-1, 2**63 - 1),
-       st.binary(max_size=64), st.binary(max_size=256), st.booleans())
+@given(
+    st.integers(0, 2**64 - 1),
+    st.integers(-(2**63), 2**63 - 1),
+    st.integers(-1, 2**63 - 1),
+    st.binary(max_size=64),
+    st.binary(max_size=256),
+    st.booleans(),
+)
 def test_add_round_trip_property(txn, ledger, entry, key, body, recovery) -> None:
     req = add_request(txn, ledger, entry, key, body, recovery=recovery)
     assert parse_request(encode_request(req)[4:]) == req

@@ -43,12 +43,16 @@ def test_long_hierarchical_both_ways(ledger_id: int, path: str) -> None:
     assert ledger_id_from_path("/m", path, LONG) == ledger_id
 
 
-@pytest.mark.parametrize(("ledger_id", "path"), [
-    (0, "/m/ledgers/00/0000/L0000"), (1, "/m/ledgers/00/0000/L0001"),
-    (HYBRID_SPLIT - 1, "/m/ledgers/21/4748/L3646"),
-    (HYBRID_SPLIT, "/m/ledgers/000/0000/0021/4748/L3647"),  # Integer.MAX_VALUE takes the long tree
-    (2**32 + 5, "/m/ledgers/000/0000/0042/9496/L7301"),
-])
+@pytest.mark.parametrize(
+    ("ledger_id", "path"),
+    [
+        (0, "/m/ledgers/00/0000/L0000"),
+        (1, "/m/ledgers/00/0000/L0001"),
+        (HYBRID_SPLIT - 1, "/m/ledgers/21/4748/L3646"),
+        (HYBRID_SPLIT, "/m/ledgers/000/0000/0021/4748/L3647"),  # Integer.MAX_VALUE takes the long tree
+        (2**32 + 5, "/m/ledgers/000/0000/0042/9496/L7301"),
+    ],
+)
 def test_hierarchical_is_bookkeepers_hybrid(ledger_id: int, path: str) -> None:
     # StringUtils.getHybridHierarchicalLedgerPath: ids below Integer.MAX_VALUE 2/4/4, others 3/4/4/4/4
     assert ledger_path("/m", ledger_id) == ledger_path("/m", ledger_id, LedgerLayout.HIERARCHICAL) == path
@@ -64,10 +68,15 @@ def test_hybrid_refuses_an_id_in_the_other_tree() -> None:
     assert trees(LedgerLayout.FLAT) == []
 
 
-@pytest.mark.parametrize(("ledger_id", "path"), [
-    (0, "/ledgers/00/0000/L0000"), (1, "/ledgers/00/0000/L0001"), (9999, "/ledgers/00/0000/L9999"),
-    (10**10 - 1, "/ledgers/99/9999/L9999"),
-])
+@pytest.mark.parametrize(
+    ("ledger_id", "path"),
+    [
+        (0, "/ledgers/00/0000/L0000"),
+        (1, "/ledgers/00/0000/L0001"),
+        (9999, "/ledgers/00/0000/L9999"),
+        (10**10 - 1, "/ledgers/99/9999/L9999"),
+    ],
+)
 def test_short_hierarchical_both_ways(ledger_id: int, path: str) -> None:
     assert short_ledger_path("", ledger_id) == path
     assert short_ledger_id("", path) == ledger_id
@@ -85,15 +94,18 @@ def test_short_rejects_ids_it_cannot_hold(bad: int) -> None:
         short_ledger_path("/m", bad)
 
 
-@pytest.mark.parametrize("path", [
-    "/m/ledgers/000/0000/0000/0000/0001",      # leaf without L
-    "/m/ledgers/000/0000/0000/L0000",          # too few levels
-    "/m/ledgers/000/0000/0000/0000/L00001",    # wrong width
-    "/m/ledgers/00a/0000/0000/0000/L0000",     # not digits
-    "/m/ledgers/999/9999/9999/9999/L9999",     # above 2**63 - 1
-    "/x/ledgers/000/0000/0000/0000/L0000",     # other root
-    "/m/ledgers/available",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/m/ledgers/000/0000/0000/0000/0001",  # leaf without L
+        "/m/ledgers/000/0000/0000/L0000",  # too few levels
+        "/m/ledgers/000/0000/0000/0000/L00001",  # wrong width
+        "/m/ledgers/00a/0000/0000/0000/L0000",  # not digits
+        "/m/ledgers/999/9999/9999/9999/L9999",  # above 2**63 - 1
+        "/x/ledgers/000/0000/0000/0000/L0000",  # other root
+        "/m/ledgers/available",
+    ],
+)
 def test_bad_paths_rejected(path: str) -> None:
     for layout in (LONG, LedgerLayout.HIERARCHICAL):
         with pytest.raises(ValueError):
@@ -122,8 +134,20 @@ def test_bookie_nodes() -> None:
 
 
 def test_level_children_filters_and_orders() -> None:
-    top = ["available", "cookies", "idgen-long", "LAYOUT", "INSTANCEID", "underreplication",
-           "922", "010", "000", "923", "12", "1234"]
+    top = [
+        "available",
+        "cookies",
+        "idgen-long",
+        "LAYOUT",
+        "INSTANCEID",
+        "underreplication",
+        "922",
+        "010",
+        "000",
+        "923",
+        "12",
+        "1234",
+    ]
     assert ledger_level_children(0, top) == ["000", "010", "922"]
     assert ledger_level_children(2, ["0010", "0002", "x", "00001"]) == ["0002", "0010"]
     assert ledger_level_children(4, ["L0010", "L0002", "0003", "Lxxxx", "L1"]) == ["L0002", "L0010"]

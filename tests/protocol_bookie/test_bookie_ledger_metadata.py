@@ -21,8 +21,15 @@ E3 = ("b1:3181", "b2:3181", "b3:3181")
 
 
 def meta(**kw) -> LedgerMetadata:
-    base = dict(ensemble_size=3, write_quorum=2, ack_quorum=2, segments=(Segment(0, E3),),
-                password=b"pw", ctime_ms=1700000000000, custom_metadata={"component": b"ml"})
+    base = dict(
+        ensemble_size=3,
+        write_quorum=2,
+        ack_quorum=2,
+        segments=(Segment(0, E3),),
+        password=b"pw",
+        ctime_ms=1700000000000,
+        custom_metadata={"component": b"ml"},
+    )
     base.update(kw)
     return LedgerMetadata(**base)
 
@@ -40,7 +47,7 @@ def test_round_trip_and_header() -> None:
 
 def test_body_is_length_delimited_ledger_metadata_format() -> None:
     data = meta().encode()
-    body = data[len(b"BookieMetadataFormatVersion\t3\n"):]
+    body = data[len(b"BookieMetadataFormatVersion\t3\n") :]
     assert body[0] == len(body) - 1  # a one-byte varint for a small record
     fmt = ledger_metadata_pb2.LedgerMetadataFormat.FromString(body[1:])
     assert (fmt.quorumSize, fmt.ensembleSize, fmt.ackQuorumSize) == (2, 3, 2)
@@ -84,40 +91,46 @@ def test_many_segments_lookup() -> None:
     assert m.ensemble_for(499)[0] == "x495"
 
 
-@pytest.mark.parametrize("kw", [
-    {"ack_quorum": 3},                                # Qa > Qw
-    {"write_quorum": 4, "ack_quorum": 2},             # Qw > E
-    {"ack_quorum": 0},
-    {"segments": ()},
-    {"segments": (Segment(1, E3),)},                  # must start at 0
-    {"segments": (Segment(0, E3), Segment(0, E3))},   # not increasing
-    {"segments": (Segment(0, E3), Segment(5, E3), Segment(3, E3))},
-    {"segments": (Segment(0, ("a", "b")),)},          # not E bookies
-    {"segments": (Segment(0, ("a", "a", "b")),)},     # duplicate bookie
-    {"last_entry_id": -2},
-    {"length": -1},
-    {"state": LedgerState.CLOSED, "last_entry_id": 3, "segments": (Segment(0, E3), Segment(9, E3))},
-])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"ack_quorum": 3},  # Qa > Qw
+        {"write_quorum": 4, "ack_quorum": 2},  # Qw > E
+        {"ack_quorum": 0},
+        {"segments": ()},
+        {"segments": (Segment(1, E3),)},  # must start at 0
+        {"segments": (Segment(0, E3), Segment(0, E3))},  # not increasing
+        {"segments": (Segment(0, E3), Segment(5, E3), Segment(3, E3))},
+        {"segments": (Segment(0, ("a", "b")),)},  # not E bookies
+        {"segments": (Segment(0, ("a", "a", "b")),)},  # duplicate bookie
+        {"last_entry_id": -2},
+        {"length": -1},
+        {"state": LedgerState.CLOSED, "last_entry_id": 3, "segments": (Segment(0, E3), Segment(9, E3))},
+    ],
+)
 def test_validation(kw) -> None:
     with pytest.raises(ValueError):
         meta(**kw)
 
 
-@pytest.mark.parametrize("data", [
-    b"",
-    b"garbage",
-    b"BookieMetadataFormatVersion\t",
-    b"BookieMetadataFormatVersion\t2\nquorumSize: 2\n",            # text format (v2) lacking fields
-    b"BookieMetadataFormatVersion\t2\nquorumSize: two\n",          # v2 text unparsable
-    b"BookieMetadataFormatVersion\t1\n2\n3\n0\n0\tb1:3181\n",      # the 4.0 text format: unsupported
-    b"BookieMetadataFormatVersion\tx\n\x00",
-    b"BookieMetadataFormatVersion\t3",
-    b"BookieMetadataFormatVersion\t3\n",                           # no length
-    b"BookieMetadataFormatVersion\t3\n\x80",                        # truncated varint
-    b"BookieMetadataFormatVersion\t3\n\x05\x08",                    # body shorter than its length
-    b"BookieMetadataFormatVersion\t3\n\x02\xff\xff",                # unparsable body
-    b"BookieMetadataFormatVersion\t3\n\x00",                        # required fields missing
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"garbage",
+        b"BookieMetadataFormatVersion\t",
+        b"BookieMetadataFormatVersion\t2\nquorumSize: 2\n",  # text format (v2) lacking fields
+        b"BookieMetadataFormatVersion\t2\nquorumSize: two\n",  # v2 text unparsable
+        b"BookieMetadataFormatVersion\t1\n2\n3\n0\n0\tb1:3181\n",  # the 4.0 text format: unsupported
+        b"BookieMetadataFormatVersion\tx\n\x00",
+        b"BookieMetadataFormatVersion\t3",
+        b"BookieMetadataFormatVersion\t3\n",  # no length
+        b"BookieMetadataFormatVersion\t3\n\x80",  # truncated varint
+        b"BookieMetadataFormatVersion\t3\n\x05\x08",  # body shorter than its length
+        b"BookieMetadataFormatVersion\t3\n\x02\xff\xff",  # unparsable body
+        b"BookieMetadataFormatVersion\t3\n\x00",  # required fields missing
+    ],
+)
 def test_garbage_rejected(data: bytes) -> None:
     with pytest.raises(MetadataFormatError):
         LedgerMetadata.decode(data)
@@ -173,10 +186,14 @@ def test_absent_optional_fields_take_bookkeeper_defaults() -> None:
 
 @settings(max_examples=50, deadline=None)
 @given(
-    st.integers(1, 5).flatmap(lambda e: st.tuples(st.just(e), st.integers(1, e)).flatmap(
-        lambda t: st.tuples(st.just(t[0]), st.just(t[1]), st.integers(1, t[1])))),
+    st.integers(1, 5).flatmap(
+        lambda e: st.tuples(st.just(e), st.integers(1, e)).flatmap(
+            lambda t: st.tuples(st.just(t[0]), st.just(t[1]), st.integers(1, t[1]))
+        )
+    ),
     st.lists(st.integers(1, 10**6), max_size=5, unique=True),
-    st.sampled_from(list(LedgerState)), st.binary(max_size=20),
+    st.sampled_from(list(LedgerState)),
+    st.binary(max_size=20),
     st.dictionaries(st.text(max_size=5), st.binary(max_size=5), max_size=3),
     st.one_of(st.none(), st.integers(0, 2**62)),
 )

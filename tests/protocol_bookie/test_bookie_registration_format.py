@@ -11,8 +11,13 @@ import pytest
 from protocols.bookkeeper import BOOKIE_RPC, BookieServiceInfo, Endpoint, RegistrationFormatError
 from protocols.bookkeeper import ledger_metadata_pb2 as pb
 
-INFO = BookieServiceInfo((Endpoint("bookie", "10.0.0.7", 3181, BOOKIE_RPC, extensions=("tls",)),
-                          Endpoint("httpserver", "10.0.0.7", 8000, "http")), {"b": "2", "a": "1"})
+INFO = BookieServiceInfo(
+    (
+        Endpoint("bookie", "10.0.0.7", 3181, BOOKIE_RPC, extensions=("tls",)),
+        Endpoint("httpserver", "10.0.0.7", 8000, "http"),
+    ),
+    {"b": "2", "a": "1"},
+)
 
 
 def test_round_trip_and_queries() -> None:
@@ -26,7 +31,9 @@ def test_wire_form_is_bookkeepers_message() -> None:
     # field numbers as BookKeeper's DataFormats.proto: endpoints = 6, properties (a map) = 7
     fmt = pb.BookieServiceInfoFormat.FromString(INFO.encode())
     assert [(e.id, e.host, e.port, e.protocol, list(e.extensions)) for e in fmt.endpoints] == [
-        ("bookie", "10.0.0.7", 3181, "bookie-rpc", ["tls"]), ("httpserver", "10.0.0.7", 8000, "http", [])]
+        ("bookie", "10.0.0.7", 3181, "bookie-rpc", ["tls"]),
+        ("httpserver", "10.0.0.7", 8000, "http", []),
+    ]
     assert [(p.key, p.value) for p in fmt.properties] == [("a", "1"), ("b", "2")]  # sorted: stable bytes
     assert INFO.encode()[:1] == b"\x32"  # field 6, length-delimited
 
@@ -45,8 +52,7 @@ def test_earlier_magnetar_json_is_read() -> None:
     assert only_http.rpc_address() is None and only_http.http_urls() == ["http://h2:82"]
 
 
-@pytest.mark.parametrize("data", [b"\x32\x02\x0a", b"{not json", b'{"host": "h", "port": "x"}', b"[1]",
-                                  b"\x32\x00"])
+@pytest.mark.parametrize("data", [b"\x32\x02\x0a", b"{not json", b'{"host": "h", "port": "x"}', b"[1]", b"\x32\x00"])
 def test_garbage_is_refused(data: bytes) -> None:
     with pytest.raises(RegistrationFormatError):
         BookieServiceInfo.decode(data, "b:1")

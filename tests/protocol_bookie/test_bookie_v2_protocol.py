@@ -45,9 +45,17 @@ def test_read_and_fencing_read_packets() -> None:
     assert (old.version, old.op, old.flags) == (0, V2Op.READ_ENTRY, V2Flag.NONE)
 
 
-@pytest.mark.parametrize("payload", [b"\x02", header(2) + b"\x00" * 8, header(1) + KEY,
-                                     header(2, V2Flag.DO_FENCING) + b"\x00" * 16 + b"k",
-                                     header(3) + b"auth", header(7) + b"\x00" * 36])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"\x02",
+        header(2) + b"\x00" * 8,
+        header(1) + KEY,
+        header(2, V2Flag.DO_FENCING) + b"\x00" * 16 + b"k",
+        header(3) + b"auth",
+        header(7) + b"\x00" * 36,
+    ],
+)
 def test_what_is_not_served_or_too_short_is_malformed(payload: bytes) -> None:
     with pytest.raises(MalformedFrame):
         parse_v2_request(payload)
@@ -63,5 +71,7 @@ def test_response_bytes() -> None:
     assert encode_v2_response(2, 1, 0, 7, 3) == struct.pack(">Iiiqq", 24, 2 << 24 | 1 << 16, 0, 7, 3)
     read = encode_v2_response(2, 2, v2_status(StatusCode.EOK), 7, -1, b"entry")
     assert read == struct.pack(">Iiiqq", 29, 2 << 24 | 2 << 16, 0, 7, -1) + b"entry"
-    assert [v2_status(s) for s in (StatusCode.ENOLEDGER, StatusCode.ENOENTRY, StatusCode.EFENCED,
-                                   StatusCode.EUA, StatusCode.EBADREQ)] == [1, 2, 104, 102, 100]
+    assert [
+        v2_status(s)
+        for s in (StatusCode.ENOLEDGER, StatusCode.ENOENTRY, StatusCode.EFENCED, StatusCode.EUA, StatusCode.EBADREQ)
+    ] == [1, 2, 104, 102, 100]

@@ -41,7 +41,7 @@ BAD = b"\xff\xfe"
 def _corrupt(encoded: bytes, text: str) -> bytes:
     raw = text.encode()
     assert encoded.count(raw) == 1
-    return encoded.replace(raw, (BAD * len(raw))[:len(raw)])
+    return encoded.replace(raw, (BAD * len(raw))[: len(raw)])
 
 
 def _auth_request(plugin: str) -> pb.Request:
@@ -100,8 +100,12 @@ def test_cookie_dir_count_in_non_ascii_digits_is_a_format_error() -> None:
 @pytest.mark.parametrize("field", ["bookieHost", "journalDir", "ledgerDirs", "instanceId"])
 def test_cookie_field_not_utf8_is_a_format_error(field: str) -> None:
     # Before: ledgerDirs raised TypeError (bytes.split("\t")); the others came back as bytes.
-    fields = {"bookieHost": "bookie-a", "journalDir": "/journal", "ledgerDirs": "1\t/ledger-dir",
-              "instanceId": "instance"}
+    fields = {
+        "bookieHost": "bookie-a",
+        "journalDir": "/journal",
+        "ledgerDirs": "1\t/ledger-dir",
+        "instanceId": "instance",
+    }
     data = _cookie_bytes(**fields)
     with pytest.raises(CookieFormatError, match=f"CookieFormat.{field} is not UTF-8"):
         Cookie.decode(_corrupt(data, fields[field].split("\t")[-1]))
@@ -117,8 +121,7 @@ def test_valid_cookie_still_round_trips() -> None:
 
 def test_ledger_metadata_with_a_bookie_id_not_utf8_is_a_format_error() -> None:
     # Before: it decoded with a bytes bookie id, and re-encoding it raised UnicodeDecodeError.
-    md = LedgerMetadata(2, 2, 1, (Segment(0, ("bookie-one:3181", "b2:3181")),),
-                        custom_metadata={"k": b"\xff"})
+    md = LedgerMetadata(2, 2, 1, (Segment(0, ("bookie-one:3181", "b2:3181")),), custom_metadata={"k": b"\xff"})
     with pytest.raises(MetadataFormatError, match="ensembleMember is not UTF-8"):
         LedgerMetadata.decode(_corrupt(md.encode(), "bookie-one"))
     assert LedgerMetadata.decode(md.encode()) == md  # bytes values stay bytes: only strings are checked

@@ -53,11 +53,14 @@ def test_managed_ledger_info_field_numbers() -> None:
     assert (li.ledgerId, li.entries, li.size, li.timestamp) == (3, 10, 1000, 5)
 
 
-@pytest.mark.parametrize("ledgers", [
-    (LedgerInfo(3), LedgerInfo(3)),
-    (LedgerInfo(5), LedgerInfo(3)),
-    (LedgerInfo(5, entries=-1),),
-])
+@pytest.mark.parametrize(
+    "ledgers",
+    [
+        (LedgerInfo(3), LedgerInfo(3)),
+        (LedgerInfo(5), LedgerInfo(3)),
+        (LedgerInfo(5, entries=-1),),
+    ],
+)
 def test_managed_ledger_info_validation(ledgers) -> None:
     with pytest.raises(ValueError):
         ManagedLedgerInfo(ledgers=ledgers)
@@ -94,11 +97,14 @@ def test_is_deleted() -> None:
     assert deleted == {P(1, e) for e in range(5)} | {P(1, 6), P(1, 7), P(2, 1), P(2, 2), P(2, 3)}
 
 
-@pytest.mark.parametrize("ranges", [
-    (PositionRange(P(1, 5), P(1, 5)),),                                     # empty
-    (PositionRange(P(1, 5), P(1, 9)), PositionRange(P(1, 6), P(1, 10))),    # overlapping
-    (PositionRange(P(2, 5), P(2, 9)), PositionRange(P(1, 6), P(1, 10))),    # unsorted
-])
+@pytest.mark.parametrize(
+    "ranges",
+    [
+        (PositionRange(P(1, 5), P(1, 5)),),  # empty
+        (PositionRange(P(1, 5), P(1, 9)), PositionRange(P(1, 6), P(1, 10))),  # overlapping
+        (PositionRange(P(2, 5), P(2, 9)), PositionRange(P(1, 6), P(1, 10))),  # unsorted
+    ],
+)
 def test_cursor_range_validation(ranges) -> None:
     with pytest.raises(ValueError):
         CursorInfo(P(1, 0), ranges)
@@ -148,9 +154,12 @@ positions = st.builds(P, st.integers(0, 2**40), st.integers(0, 2**40))
 
 
 @settings(max_examples=50, deadline=None)
-@given(positions, st.lists(positions, max_size=10, unique=True),
-       st.dictionaries(st.text(max_size=4), st.integers(-(2**63), 2**63 - 1), max_size=3),
-       st.one_of(st.none(), st.integers(0, 2**62)))
+@given(
+    positions,
+    st.lists(positions, max_size=10, unique=True),
+    st.dictionaries(st.text(max_size=4), st.integers(-(2**63), 2**63 - 1), max_size=3),
+    st.one_of(st.none(), st.integers(0, 2**62)),
+)
 def test_cursor_round_trip_property(mark, points, props, last_active) -> None:
     pts = sorted(points)
     ranges = tuple(PositionRange(pts[i], pts[i + 1]) for i in range(0, len(pts) - 1, 2))

@@ -53,9 +53,12 @@ class FakeBroker:
         if cmd.type == T.FLOW:
             # Deliver every stored entry once per FLOW, verbatim, as MESSAGE frames.
             out = []
-            for entry_id, raw in enumerate(self.entries[conn.get("delivered", 0):], conn.get("delivered", 0)):
-                message = make_command(T.MESSAGE, consumer_id=cmd.flow.consumer_id,
-                                       message_id=pb.MessageIdData(ledgerId=7, entryId=entry_id))
+            for entry_id, raw in enumerate(self.entries[conn.get("delivered", 0) :], conn.get("delivered", 0)):
+                message = make_command(
+                    T.MESSAGE,
+                    consumer_id=cmd.flow.consumer_id,
+                    message_id=pb.MessageIdData(ledgerId=7, entryId=entry_id),
+                )
                 bem = None
                 if conn.get("entry_metadata") and self.broker_entry_metadata:
                     bem = pb.BrokerEntryMetadata(broker_timestamp=1_700_000_000_000 + entry_id, index=entry_id)
@@ -70,25 +73,49 @@ class FakeBroker:
         cmd = frame.command
         if cmd.type == T.CONNECT:
             version = min(cmd.connect.protocol_version, 20)
-            return [make_command(T.CONNECTED, server_version=SERVER_VERSION, protocol_version=version,
-                                 max_message_size=MAX_MESSAGE_SIZE)]
+            return [
+                make_command(
+                    T.CONNECTED,
+                    server_version=SERVER_VERSION,
+                    protocol_version=version,
+                    max_message_size=MAX_MESSAGE_SIZE,
+                )
+            ]
         if cmd.type == T.PARTITIONED_METADATA:
-            return [make_command(T.PARTITIONED_METADATA_RESPONSE, partitions=0,
-                                 request_id=cmd.partitionMetadata.request_id,
-                                 response=pb.CommandPartitionedTopicMetadataResponse.Success)]
+            return [
+                make_command(
+                    T.PARTITIONED_METADATA_RESPONSE,
+                    partitions=0,
+                    request_id=cmd.partitionMetadata.request_id,
+                    response=pb.CommandPartitionedTopicMetadataResponse.Success,
+                )
+            ]
         if cmd.type == T.LOOKUP:
-            return [make_command(T.LOOKUP_RESPONSE, brokerServiceUrl=f"pulsar://127.0.0.1:{self.port}",
-                                 response=pb.CommandLookupTopicResponse.Connect,
-                                 request_id=cmd.lookupTopic.request_id, authoritative=True)]
+            return [
+                make_command(
+                    T.LOOKUP_RESPONSE,
+                    brokerServiceUrl=f"pulsar://127.0.0.1:{self.port}",
+                    response=pb.CommandLookupTopicResponse.Connect,
+                    request_id=cmd.lookupTopic.request_id,
+                    authoritative=True,
+                )
+            ]
         if cmd.type == T.PRODUCER:
             name = cmd.producer.producer_name or f"magnetar-test-{next(self._producer_names)}"
-            return [make_command(T.PRODUCER_SUCCESS, request_id=cmd.producer.request_id,
-                                 producer_name=name, last_sequence_id=-1)]
+            return [
+                make_command(
+                    T.PRODUCER_SUCCESS, request_id=cmd.producer.request_id, producer_name=name, last_sequence_id=-1
+                )
+            ]
         if cmd.type == T.SEND:
             send = cmd.send
             self.entries.append(frame.raw_metadata_and_payload)
-            receipt = make_command(T.SEND_RECEIPT, producer_id=send.producer_id, sequence_id=send.sequence_id,
-                                   message_id=pb.MessageIdData(ledgerId=7, entryId=next(self._entry_ids)))
+            receipt = make_command(
+                T.SEND_RECEIPT,
+                producer_id=send.producer_id,
+                sequence_id=send.sequence_id,
+                message_id=pb.MessageIdData(ledgerId=7, entryId=next(self._entry_ids)),
+            )
             if send.HasField("highest_sequence_id"):
                 receipt.send_receipt.highest_sequence_id = send.highest_sequence_id
             return [receipt]

@@ -43,7 +43,7 @@ def _corrupt(encoded: bytes, text: str) -> bytes:
     """``encoded`` with the (unique) UTF-8 string ``text`` replaced by invalid bytes of its length."""
     raw = text.encode()
     assert encoded.count(raw) == 1
-    return encoded.replace(raw, (BAD * len(raw))[:len(raw)])
+    return encoded.replace(raw, (BAD * len(raw))[: len(raw)])
 
 
 def _meta(**fields: object) -> MessageMetadata:
@@ -54,8 +54,7 @@ def _meta(**fields: object) -> MessageMetadata:
 
 
 def test_command_string_that_is_not_utf8_is_a_malformed_frame_and_the_stream_goes_on() -> None:
-    producer = make_command("PRODUCER", topic="persistent://public/default/topic-name", producer_id=1,
-                            request_id=2)
+    producer = make_command("PRODUCER", topic="persistent://public/default/topic-name", producer_id=1, request_id=2)
     bad = _corrupt(encode_command(producer), "topic-name")
     decoder = FrameDecoder()
     decoder.feed(bad + encode_command(make_command("PING")))
@@ -66,8 +65,9 @@ def test_command_string_that_is_not_utf8_is_a_malformed_frame_and_the_stream_goe
 
 
 def test_nested_command_string_is_checked_too() -> None:
-    producer = make_command("PRODUCER", topic="t", producer_id=1, request_id=2,
-                            metadata=[{"key": "meta-key", "value": "v"}])
+    producer = make_command(
+        "PRODUCER", topic="t", producer_id=1, request_id=2, metadata=[{"key": "meta-key", "value": "v"}]
+    )
     with pytest.raises(MalformedFrame, match=r"KeyValue\.key is not UTF-8"):
         decode_frame(_corrupt(encode_command(producer), "meta-key"))
 
@@ -122,16 +122,23 @@ def test_entry_info_never_raises_on_a_poisoned_entry() -> None:
 
 
 def test_invalid_utf8_field_finds_strings_at_any_depth() -> None:
-    good = make_command("SUBSCRIBE", topic="t", subscription="s", subType=0, consumer_id=1, request_id=2,
-                        metadata=[{"key": "k", "value": "v"}], start_message_id={"ledgerId": 1, "entryId": 2})
+    good = make_command(
+        "SUBSCRIBE",
+        topic="t",
+        subscription="s",
+        subType=0,
+        consumer_id=1,
+        request_id=2,
+        metadata=[{"key": "k", "value": "v"}],
+        start_message_id={"ledgerId": 1, "entryId": 2},
+    )
     assert invalid_utf8_field(good, good.SerializeToString()) is None
     data = _corrupt(good.SerializeToString(), "k")
     bad = pb.BaseCommand.FromString(data)
     assert isinstance(bad.subscribe.metadata[0].key, bytes)  # what upb does
     assert invalid_utf8_field(bad, data) == "magnetar.pulsar.KeyValue.key"
     data = _corrupt(_meta(replicate_to=["east"]).SerializeToString(), "east")
-    assert invalid_utf8_field(MessageMetadata.FromString(data), data) == \
-        "magnetar.pulsar.MessageMetadata.replicate_to"
+    assert invalid_utf8_field(MessageMetadata.FromString(data), data) == "magnetar.pulsar.MessageMetadata.replicate_to"
     meta = _meta(partition_key="ok", properties=[pb.KeyValue(key="ключ", value="値")])  # valid non-ASCII
     assert invalid_utf8_field(meta, memoryview(meta.SerializeToString())) is None
 

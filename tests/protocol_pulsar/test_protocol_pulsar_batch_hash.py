@@ -42,8 +42,8 @@ def test_batch_layout() -> None:
     data = build_batch([(_single(), b"xy")])
     (size,) = struct.unpack_from(">I", data)
     meta = SingleMessageMetadata()
-    meta.ParseFromString(data[4:4 + size])
-    assert meta.payload_size == 2 and data[4 + size:] == b"xy"
+    meta.ParseFromString(data[4 : 4 + size])
+    assert meta.payload_size == 2 and data[4 + size :] == b"xy"
 
 
 @given(st.lists(st.tuples(st.text(max_size=10), st.binary(max_size=50)), max_size=20))
@@ -53,12 +53,15 @@ def test_round_trip_property(items: list[tuple[str, bytes]]) -> None:
     assert [(m.partition_key, p) for m, p in out] == items
 
 
-@pytest.mark.parametrize(("data", "count", "match"), [
-    (b"\x00\x00", None, "truncated metadata size"),
-    (struct.pack(">I", 100) + b"abc", None, "metadata size 100 overruns"),
-    (struct.pack(">I", 2) + b"\xff\xff", None, "unparsable"),
-    (struct.pack(">I", 0), None, "lacks payload_size"),
-])
+@pytest.mark.parametrize(
+    ("data", "count", "match"),
+    [
+        (b"\x00\x00", None, "truncated metadata size"),
+        (struct.pack(">I", 100) + b"abc", None, "metadata size 100 overruns"),
+        (struct.pack(">I", 2) + b"\xff\xff", None, "unparsable"),
+        (struct.pack(">I", 0), None, "lacks payload_size"),
+    ],
+)
 def test_malformed_batches(data: bytes, count: int | None, match: str) -> None:
     with pytest.raises(MalformedBatch, match=match):
         split_batch(data, count)
@@ -90,11 +93,19 @@ def test_split_random_bytes_only_raises_malformed_batch(data: bytes, count: int 
 
 # -------------------------------------------------------------------------------- hashing
 
+
 # Expected values from the Pulsar C++ client's own hash test ("same value as Java client").
-@pytest.mark.parametrize(("key", "expected"), [
-    ("k1", 2110152746), ("k2", 1479966664), ("key1", 462881061),
-    ("key2", 1936800180), ("key01", 39696932), ("key02", 751761803),
-])
+@pytest.mark.parametrize(
+    ("key", "expected"),
+    [
+        ("k1", 2110152746),
+        ("k2", 1479966664),
+        ("key1", 462881061),
+        ("key2", 1936800180),
+        ("key01", 39696932),
+        ("key02", 751761803),
+    ],
+)
 def test_key_hash_matches_pulsar(key: str, expected: int) -> None:
     assert key_hash(key) == expected
     assert key_hash(key.encode()) == expected

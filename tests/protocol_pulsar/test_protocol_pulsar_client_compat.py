@@ -26,16 +26,24 @@ TOPIC = "persistent://public/default/wire-compat"
 
 
 def _publish(port: int) -> None:
-    client = pulsar.Client(f"pulsar://127.0.0.1:{port}", operation_timeout_seconds=10,
-                           logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    client = pulsar.Client(
+        f"pulsar://127.0.0.1:{port}",
+        operation_timeout_seconds=10,
+        logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
+    )
     try:
         plain = client.create_producer(TOPIC, producer_name="plain-producer", batching_enabled=False)
         for i in range(3):
             plain.send(f"plain-{i}".encode(), properties={"i": str(i)}, partition_key=f"key-{i}")
         plain.close()
 
-        batched = client.create_producer(TOPIC, producer_name="batch-producer", batching_enabled=True,
-                                         batching_max_messages=4, batching_max_publish_delay_ms=1000)
+        batched = client.create_producer(
+            TOPIC,
+            producer_name="batch-producer",
+            batching_enabled=True,
+            batching_max_messages=4,
+            batching_max_publish_delay_ms=1000,
+        )
         for i in range(4):
             batched.send_async(f"batch-{i}".encode(), None, properties={"n": str(i)})
         batched.flush()
@@ -83,7 +91,7 @@ async def test_official_client_publishes_through_our_codec() -> None:
         # The raw block round-trips: [metadataSize][metadata][payload].
         again = MessageMetadata()
         size = int.from_bytes(frame.raw_metadata_and_payload[:4], "big")
-        again.ParseFromString(frame.raw_metadata_and_payload[4:4 + size])
+        again.ParseFromString(frame.raw_metadata_and_payload[4 : 4 + size])
         assert again == meta
 
     # Batched: all four messages in one entry, split back with their own metadata.
@@ -100,8 +108,11 @@ async def test_official_client_publishes_through_our_codec() -> None:
 
 
 def _consume(port: int, count: int) -> list[tuple[bytes, dict, str, int]]:
-    client = pulsar.Client(f"pulsar://127.0.0.1:{port}", operation_timeout_seconds=10,
-                           logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    client = pulsar.Client(
+        f"pulsar://127.0.0.1:{port}",
+        operation_timeout_seconds=10,
+        logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
+    )
     try:
         consumer = client.subscribe(TOPIC, "wire-sub", initial_position=pulsar.InitialPosition.Earliest)
         got = []
@@ -127,13 +138,14 @@ async def test_official_client_consumes_stored_entries_sent_back_raw(entry_metad
 
     assert broker.errors == []
     assert [data for data, *_ in received] == [f"plain-{i}".encode() for i in range(3)] + [
-        f"batch-{i}".encode() for i in range(4)]
-    assert [props for _, props, *_ in received] == [{"i": str(i)} for i in range(3)] + [
-        {"n": str(i)} for i in range(4)]
+        f"batch-{i}".encode() for i in range(4)
+    ]
+    assert [props for _, props, *_ in received] == [{"i": str(i)} for i in range(3)] + [{"n": str(i)} for i in range(4)]
     assert [key for _, _, key, _ in received[:3]] == ["key-0", "key-1", "key-2"]
     assert [index for *_, index in received[3:]] == [0, 1, 2, 3]
     # The 4.x client asks for BrokerEntryMetadata, so with it on the MESSAGE frames carried it.
-    assert all(f.command.connect.feature_flags.supports_broker_entry_metadata
-               for f in broker.frames if f.type == T.CONNECT)
+    assert all(
+        f.command.connect.feature_flags.supports_broker_entry_metadata for f in broker.frames if f.type == T.CONNECT
+    )
     types = [f.type for f in broker.frames]
     assert T.SUBSCRIBE in types and T.FLOW in types and T.ACK in types

@@ -40,8 +40,9 @@ def _send(seq: int = 1) -> pb.BaseCommand:
 
 
 def _meta(seq: int = 1) -> MessageMetadata:
-    return MessageMetadata(producer_name="p", sequence_id=seq, publish_time=1_700_000_000_000,
-                           properties=[pb.KeyValue(key="a", value="b")])
+    return MessageMetadata(
+        producer_name="p", sequence_id=seq, publish_time=1_700_000_000_000, properties=[pb.KeyValue(key="a", value="b")]
+    )
 
 
 def _decode_all(decoder: FrameDecoder) -> list:
@@ -53,9 +54,9 @@ def _decode_all(decoder: FrameDecoder) -> list:
 
 # ------------------------------------------------------------------------------- commands
 
+
 def test_make_command_sets_type_and_matching_sub_message() -> None:
-    cmd = make_command(T.PRODUCER, topic="t", producer_id=1, request_id=2,
-                       metadata=[{"key": "k", "value": "v"}])
+    cmd = make_command(T.PRODUCER, topic="t", producer_id=1, request_id=2, metadata=[{"key": "k", "value": "v"}])
     assert cmd.type == T.PRODUCER and cmd.HasField("producer")
     assert command_body(cmd).metadata[0].key == "k"
     assert make_command("PING").HasField("ping")
@@ -81,6 +82,7 @@ def test_encoding_a_command_missing_required_fields_is_a_value_error() -> None:
 
 # ---------------------------------------------------------------------------- round trips
 
+
 def test_simple_frame_layout_and_round_trip() -> None:
     cmd = make_command(T.CONNECTED, server_version="x", protocol_version=20, max_message_size=5 << 20)
     data = encode_command(cmd)
@@ -96,7 +98,7 @@ def test_payload_frame_layout_checksum_and_round_trip() -> None:
     cmd_size = struct.unpack_from(">I", data, 4)[0]
     offset = 8 + cmd_size
     magic, crc = struct.unpack_from(">HI", data, offset)
-    assert magic == 0x0E01 and crc == crc32c.crc32c(data[offset + 6:])
+    assert magic == 0x0E01 and crc == crc32c.crc32c(data[offset + 6 :])
     frame = decode_frame(data)
     assert frame.command == _send() and frame.metadata == _meta()
     assert frame.payload == b"hello" and frame.checksum == crc
@@ -140,6 +142,7 @@ def test_raw_encoder_rejects_a_block_with_a_bad_metadata_size() -> None:
 
 # ----------------------------------------------------------------------- partial input
 
+
 def test_truncated_input_returns_none_until_complete() -> None:
     data = encode_payload_command(_send(), _meta(), b"x" * 100)
     for cut in range(len(data)):
@@ -152,12 +155,14 @@ def test_truncated_input_returns_none_until_complete() -> None:
 
 
 def test_many_frames_split_byte_by_byte() -> None:
-    stream = b"".join([encode_command(make_command("PING"))]
-                      + [encode_payload_command(_send(i), _meta(i), bytes([i]) * i) for i in range(20)])
+    stream = b"".join(
+        [encode_command(make_command("PING"))]
+        + [encode_payload_command(_send(i), _meta(i), bytes([i]) * i) for i in range(20)]
+    )
     decoder = FrameDecoder()
     frames = []
     for i in range(len(stream)):
-        decoder.feed(stream[i:i + 1])
+        decoder.feed(stream[i : i + 1])
         frames += _decode_all(decoder)
     assert frames[0].type == T.PING
     assert [f.metadata.sequence_id for f in frames[1:]] == list(range(20))
@@ -176,6 +181,7 @@ def test_hundreds_of_frames_in_one_read() -> None:
 
 
 # ------------------------------------------------------------------------- bad input
+
 
 def test_oversized_frame_fails_from_its_header_and_stays_failed() -> None:
     decoder = FrameDecoder(max_frame_size=1024)
@@ -293,6 +299,7 @@ def test_max_frame_size_is_validated() -> None:
 
 # -------------------------------------------------------------------------------- fuzz
 
+
 def _drain(decoder: FrameDecoder) -> int:
     """Pull frames until more bytes are needed or the decoder stays failed."""
     seen = 0
@@ -328,8 +335,11 @@ def test_fuzz_well_framed_random_contents(cmd_size: int, body: bytes) -> None:
     _drain(decoder)
 
 
-_valid = st.builds(lambda seq, payload: encode_payload_command(_send(seq), _meta(seq), payload),
-                   st.integers(0, 2**64 - 1), st.binary(max_size=64))
+_valid = st.builds(
+    lambda seq, payload: encode_payload_command(_send(seq), _meta(seq), payload),
+    st.integers(0, 2**64 - 1),
+    st.binary(max_size=64),
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -349,7 +359,7 @@ def test_fuzz_any_split_yields_the_same_frames(frames: list[bytes], cuts: list[i
     decoder = FrameDecoder()
     got, pos = [], 0
     for cut in [*cuts, len(stream)]:
-        decoder.feed(stream[pos:pos + cut])
+        decoder.feed(stream[pos : pos + cut])
         pos += cut
         got += _decode_all(decoder)
     decoder.feed(stream[pos:])

@@ -13,8 +13,9 @@ from retention import ml_name_of, topic_of
 from sinks.spark._admin import persistent_topic
 
 # local names as users write them: may hold '/', '%', spaces and non-ASCII, never NUL or newline
-local_names = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00\n"),
-                      min_size=1, max_size=40).filter(lambda s: s not in (".", "..") and not s.startswith("/"))
+local_names = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00\n"), min_size=1, max_size=40
+).filter(lambda s: s not in (".", "..") and not s.startswith("/"))
 
 
 @given(local_names)
@@ -41,8 +42,10 @@ def test_cli_and_spark_paths_agree_with_the_broker() -> None:
         persistent_topic("non-persistent://t/ns/x")
 
 
-@pytest.mark.parametrize("bad", ["t/ns/x", "t/ns/persistent/", "t/ns/queue/x", "t/ns/persistent/a/b",
-                                 "t/ns/persistent/..", "t//persistent/x"])
+@pytest.mark.parametrize(
+    "bad",
+    ["t/ns/x", "t/ns/persistent/", "t/ns/queue/x", "t/ns/persistent/a/b", "t/ns/persistent/..", "t//persistent/x"],
+)
 def test_invalid_managed_ledger_names(bad: str) -> None:
     with pytest.raises(InvalidTopicNameError):
         TopicName.from_managed_ledger_name(bad)

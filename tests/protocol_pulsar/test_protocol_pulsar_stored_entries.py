@@ -53,7 +53,7 @@ def test_what_follows_the_command_of_a_send_frame_is_read_as_its_block() -> None
     send = make_command("SEND", producer_id=1, sequence_id=1)
     frame = encode_payload_command(send, md, b"payload")
     cmd_size = struct.unpack_from(">I", frame, 4)[0]
-    headers_and_payload = frame[8 + cmd_size:]
+    headers_and_payload = frame[8 + cmd_size :]
     assert headers_and_payload[:2] == b"\x0e\x01"
     assert stored_entry_block(headers_and_payload) == encode_metadata_and_payload(md, b"payload")
 

@@ -78,6 +78,7 @@ def _stats(web_url: str) -> dict[str, Any]:
 
 def _wait_backlogs(web_url: str, expected: dict[str, int]) -> None:
     """Wait until each subscription's backlog is as expected (the broker has taken every ack)."""
+
     def seen() -> dict[str, int]:
         subs = _stats(web_url)["subscriptions"]
         return {name: subs[name]["msgBacklog"] for name in expected}
@@ -116,10 +117,17 @@ def _read_node(url: str, path: str) -> bytes:
 
 def test_pulsar_to_magnetar_and_back(zookeeper: ZooKeeperServer, cluster: tuple[str, str], tmp_path: Path) -> None:
     chroot, url = cluster
-    pulsar_broker = PulsarBroker(tmp_path / "pulsar", zookeeper.hosts, chroot, CLUSTER, ensemble=2,
-                                 write_quorum=2, ack_quorum=2)
-    initialize_cluster(tmp_path / "pulsar-init", zookeeper.hosts, chroot, CLUSTER,
-                       broker_port=pulsar_broker.broker_port, web_port=pulsar_broker.web_port)
+    pulsar_broker = PulsarBroker(
+        tmp_path / "pulsar", zookeeper.hosts, chroot, CLUSTER, ensemble=2, write_quorum=2, ack_quorum=2
+    )
+    initialize_cluster(
+        tmp_path / "pulsar-init",
+        zookeeper.hosts,
+        chroot,
+        CLUSTER,
+        broker_port=pulsar_broker.broker_port,
+        web_port=pulsar_broker.web_port,
+    )
     first = [f"m{i}".encode() for i in range(12)]
 
     # 1. Pulsar writes, with a schema, and leaves holes in one subscription, a cumulative ack in another
@@ -127,10 +135,12 @@ def test_pulsar_to_magnetar_and_back(zookeeper: ZooKeeperServer, cluster: tuple[
         pulsar_broker.start()
         client = pulsar.Client(pulsar_broker.service_url, operation_timeout_seconds=30)
         try:
-            holes = client.subscribe(TOPIC, "holes", consumer_type=pulsar.ConsumerType.Shared,
-                                     schema=pulsar.schema.StringSchema())
-            upto = client.subscribe(TOPIC, "upto", consumer_type=pulsar.ConsumerType.Exclusive,
-                                    schema=pulsar.schema.StringSchema())
+            holes = client.subscribe(
+                TOPIC, "holes", consumer_type=pulsar.ConsumerType.Shared, schema=pulsar.schema.StringSchema()
+            )
+            upto = client.subscribe(
+                TOPIC, "upto", consumer_type=pulsar.ConsumerType.Exclusive, schema=pulsar.schema.StringSchema()
+            )
             producer = client.create_producer(TOPIC, schema=pulsar.schema.StringSchema(), batching_enabled=False)
             for m in first:
                 producer.send(m.decode())
@@ -139,8 +149,9 @@ def test_pulsar_to_magnetar_and_back(zookeeper: ZooKeeperServer, cluster: tuple[
             cumulative = [upto.receive(timeout_millis=30_000) for _ in range(5)]
             upto.acknowledge_cumulative(cumulative[-1])
             _wait_backlogs(pulsar_broker.web_url, {"holes": 8, "upto": 7})
-            schema = httpx.get(f"{pulsar_broker.web_url}/admin/v2/schemas/public/default/handover/schema",
-                               timeout=10).json()
+            schema = httpx.get(
+                f"{pulsar_broker.web_url}/admin/v2/schemas/public/default/handover/schema", timeout=10
+            ).json()
             assert schema["type"] == "STRING"
         finally:
             client.close()
@@ -155,9 +166,17 @@ def test_pulsar_to_magnetar_and_back(zookeeper: ZooKeeperServer, cluster: tuple[
     assert CursorInfo.decode(_read_node(url, f"{ML_PATH}/upto")).mark_delete == Position(pulsar_ledger, 4)
 
     # 2. Magnetar serves the same topic from the same ledgers and cursors
-    magnetar = BrokerProcess(tmp_path / "magnetar", url, "--set", f"broker.clusterName={CLUSTER}",
-                             *[a for q, v in zip(("EnsembleSize", "WriteQuorum", "AckQuorum"), QUORUM, strict=True)
-                               for a in ("--set", f"managed_ledger.managedLedgerDefault{q}={v}")])
+    magnetar = BrokerProcess(
+        tmp_path / "magnetar",
+        url,
+        "--set",
+        f"broker.clusterName={CLUSTER}",
+        *[
+            a
+            for q, v in zip(("EnsembleSize", "WriteQuorum", "AckQuorum"), QUORUM, strict=True)
+            for a in ("--set", f"managed_ledger.managedLedgerDefault{q}={v}")
+        ],
+    )
     magnetar.start()
     unacked = [m for i, m in enumerate(first) if i % 3 != 0]
     added = [f"mag-{i}".encode() for i in range(6)]
@@ -170,8 +189,9 @@ def test_pulsar_to_magnetar_and_back(zookeeper: ZooKeeperServer, cluster: tuple[
             assert _receive(holes, len(unacked)) == unacked
             assert _receive(upto, 7) == first[5:]
             # Pulsar's schema, read from its SchemaLocator and ledger, is the topic's version 0
-            schema = httpx.get(f"{magnetar.admin_url}/admin/v2/schemas/public/default/handover/schema",
-                               timeout=10).json()
+            schema = httpx.get(
+                f"{magnetar.admin_url}/admin/v2/schemas/public/default/handover/schema", timeout=10
+            ).json()
             assert (schema["type"], schema["version"]) == ("STRING", 0)
             producer = client.create_producer(TOPIC, schema=string, batching_enabled=False)
             for m in added:
@@ -200,8 +220,9 @@ def test_pulsar_to_magnetar_and_back(zookeeper: ZooKeeperServer, cluster: tuple[
             upto = client.subscribe(TOPIC, "upto", consumer_type=pulsar.ConsumerType.Exclusive)
             assert _receive(holes, len(left_holes)) == left_holes
             assert _receive(upto, 3) == added[3:]
-            schema = httpx.get(f"{pulsar_broker.web_url}/admin/v2/schemas/public/default/handover/schema",
-                               timeout=10).json()
+            schema = httpx.get(
+                f"{pulsar_broker.web_url}/admin/v2/schemas/public/default/handover/schema", timeout=10
+            ).json()
             assert schema["type"] == "STRING" and schema["version"] == 0
             producer = client.create_producer(TOPIC, schema=pulsar.schema.StringSchema())
             producer.send("after")

@@ -24,10 +24,13 @@ def publish_time_of(entry: Entry) -> int:
     return struct.unpack(">q", entry.data[:8])[0]
 
 
-def provider(retention: RetentionPolicies | None = None, ttl: int | None = None,
-             quotas: dict | None = None) -> StaticPoliciesProvider:
-    return StaticPoliciesProvider(RetentionConfig(), namespaces={
-        "public/default": PolicyOverrides(retention or RetentionPolicies(0, 0), ttl, quotas or {})})
+def provider(
+    retention: RetentionPolicies | None = None, ttl: int | None = None, quotas: dict | None = None
+) -> StaticPoliciesProvider:
+    return StaticPoliciesProvider(
+        RetentionConfig(),
+        namespaces={"public/default": PolicyOverrides(retention or RetentionPolicies(0, 0), ttl, quotas or {})},
+    )
 
 
 async def fill(ml, clock: FakeClock, n: int) -> list[Position]:

@@ -114,8 +114,7 @@ def test_both_either_limit_deletes() -> None:
 def test_infinite_keeps_everything() -> None:
     d = decide_retention(chain((MB, 10_000), (MB, 10_000)), ALL_READ, RetentionPolicies(-1, -1), NOW)
     assert d.deletable == []
-    assert [r for _, r in reasons(d)] == [Reason.INFINITE_RETENTION, Reason.INFINITE_RETENTION,
-                                         Reason.OPEN_LEDGER]
+    assert [r for _, r in reasons(d)] == [Reason.INFINITE_RETENTION, Reason.INFINITE_RETENTION, Reason.OPEN_LEDGER]
     assert d.ledgers[1].blocked_by == 1
 
 
@@ -139,8 +138,7 @@ def test_cursor_at_last_entry_consumes_ledger() -> None:
 
 def test_never_a_hole_after_a_kept_ledger() -> None:
     # Ledger 2 has an older close time than ledger 1 (clock step): it must not go before 1.
-    ledgers = [LedgerInfo(1, 10, MB, NOW - 5 * MIN), LedgerInfo(2, 10, MB, NOW - 60 * MIN),
-               LedgerInfo(3, 0, 0, 0)]
+    ledgers = [LedgerInfo(1, 10, MB, NOW - 5 * MIN), LedgerInfo(2, 10, MB, NOW - 60 * MIN), LedgerInfo(3, 0, 0, 0)]
     d = decide_retention(ledgers, ALL_READ, RetentionPolicies(10, -1), NOW)
     assert d.deletable == []
     assert d.ledgers[1].blocked_by == 1 and d.ledgers[1].verdict is Verdict.KEEP
@@ -181,11 +179,13 @@ async def test_expired_ttl_position_with_and_without_lookup() -> None:
     async def finder(cutoff: int) -> Position | None:
         asked.append(cutoff)
         return Position(3, 2)
+
     assert await expired_ttl_position(ledgers, md, 600, NOW, finder) == Position(3, 2)
     assert asked == [NOW - 600_000]
 
     async def finds_old(cutoff: int) -> Position | None:
         return Position(1, 5)  # behind the ledger floor: the floor wins
+
     assert await expired_ttl_position(ledgers, md, 600, NOW, finds_old) == Position(1, 9)
     assert await expired_ttl_position(ledgers, md, 0, NOW, finder) is None
 
@@ -216,8 +216,10 @@ AGE = BacklogQuotaType.MESSAGE_AGE
 
 
 def backlogs() -> list[CursorBacklog]:
-    return [CursorBacklog("fast", Position(5, 0), 10, 1_000, NOW - 10_000),
-            CursorBacklog("slow", Position(1, 0), 100, 10_000, NOW - 600_000)]
+    return [
+        CursorBacklog("fast", Position(5, 0), 10, 1_000, NOW - 10_000),
+        CursorBacklog("slow", Position(1, 0), 100, 10_000, NOW - 600_000),
+    ]
 
 
 def test_quota_within_limits() -> None:
@@ -227,11 +229,14 @@ def test_quota_within_limits() -> None:
     assert evaluate_backlog_quota(backlogs(), {}, NOW) == []
 
 
-@pytest.mark.parametrize("policy,action", [
-    (BacklogQuotaPolicy.PRODUCER_REQUEST_HOLD, QuotaAction.HOLD_PRODUCERS),
-    (BacklogQuotaPolicy.PRODUCER_EXCEPTION, QuotaAction.REJECT_PRODUCERS),
-    (BacklogQuotaPolicy.CONSUMER_BACKLOG_EVICTION, QuotaAction.EVICT),
-])
+@pytest.mark.parametrize(
+    "policy,action",
+    [
+        (BacklogQuotaPolicy.PRODUCER_REQUEST_HOLD, QuotaAction.HOLD_PRODUCERS),
+        (BacklogQuotaPolicy.PRODUCER_EXCEPTION, QuotaAction.REJECT_PRODUCERS),
+        (BacklogQuotaPolicy.CONSUMER_BACKLOG_EVICTION, QuotaAction.EVICT),
+    ],
+)
 def test_quota_size_policies(policy: BacklogQuotaPolicy, action: QuotaAction) -> None:
     [d] = evaluate_backlog_quota(backlogs(), {SIZE: BacklogQuota(5_000, -1, policy)}, NOW)
     assert d.action is action and d.cursor == "slow" and d.quota_type is SIZE
@@ -240,11 +245,14 @@ def test_quota_size_policies(policy: BacklogQuotaPolicy, action: QuotaAction) ->
     assert "slow" in d.explanation and d.to_json()["action"] == action.value
 
 
-@pytest.mark.parametrize("policy,action", [
-    (BacklogQuotaPolicy.PRODUCER_REQUEST_HOLD, QuotaAction.HOLD_PRODUCERS),
-    (BacklogQuotaPolicy.PRODUCER_EXCEPTION, QuotaAction.REJECT_PRODUCERS),
-    (BacklogQuotaPolicy.CONSUMER_BACKLOG_EVICTION, QuotaAction.EVICT),
-])
+@pytest.mark.parametrize(
+    "policy,action",
+    [
+        (BacklogQuotaPolicy.PRODUCER_REQUEST_HOLD, QuotaAction.HOLD_PRODUCERS),
+        (BacklogQuotaPolicy.PRODUCER_EXCEPTION, QuotaAction.REJECT_PRODUCERS),
+        (BacklogQuotaPolicy.CONSUMER_BACKLOG_EVICTION, QuotaAction.EVICT),
+    ],
+)
 def test_quota_age_policies(policy: BacklogQuotaPolicy, action: QuotaAction) -> None:
     [d] = evaluate_backlog_quota(backlogs(), {AGE: BacklogQuota(-1, 300, policy)}, NOW)
     assert d.action is action and d.cursor == "slow" and d.quota_type is AGE

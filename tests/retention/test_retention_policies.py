@@ -36,16 +36,19 @@ def test_retention_properties() -> None:
     assert RetentionPolicies(-1, 3).time_ms is None
 
 
-@pytest.mark.parametrize("data,needle", [
-    ({"retentionTimeInMinutes": 0, "retentionSizeInMB": 10}, "single time or size limit of 0"),
-    ({"retentionTimeInMinutes": 5, "retentionSizeInMB": 0}, "single time or size limit of 0"),
-    ({"retentionTimeInMinutes": -2, "retentionSizeInMB": -1}, "retentionTimeInMinutes"),
-    ({"retentionTimeInMinutes": "5.5", "retentionSizeInMB": -1}, "must be an integer"),
-    ({"retentionTimeInMinutes": "five", "retentionSizeInMB": -1}, "must be an integer"),
-    ({"retentionTimeInMinutes": True, "retentionSizeInMB": -1}, "must be an integer"),
-    ({"retentionSizeInMB": -1}, "'retentionTimeInMinutes' is required"),
-    ([1, 2], "JSON object"),
-])
+@pytest.mark.parametrize(
+    "data,needle",
+    [
+        ({"retentionTimeInMinutes": 0, "retentionSizeInMB": 10}, "single time or size limit of 0"),
+        ({"retentionTimeInMinutes": 5, "retentionSizeInMB": 0}, "single time or size limit of 0"),
+        ({"retentionTimeInMinutes": -2, "retentionSizeInMB": -1}, "retentionTimeInMinutes"),
+        ({"retentionTimeInMinutes": "5.5", "retentionSizeInMB": -1}, "must be an integer"),
+        ({"retentionTimeInMinutes": "five", "retentionSizeInMB": -1}, "must be an integer"),
+        ({"retentionTimeInMinutes": True, "retentionSizeInMB": -1}, "must be an integer"),
+        ({"retentionSizeInMB": -1}, "'retentionTimeInMinutes' is required"),
+        ([1, 2], "JSON object"),
+    ],
+)
 def test_retention_bad_input(data: object, needle: str) -> None:
     with pytest.raises(ValueError, match=needle):
         RetentionPolicies.from_json(data)
@@ -66,18 +69,22 @@ def test_numbers_in_strings_are_read_as_pulsar_reads_them() -> None:
     # client's tests set quotas so ({"limit": "10240"})
     assert BacklogQuota.from_json({"limit": "10240", "policy": "producer_request_hold"}) == BacklogQuota(10240)
     assert BacklogQuota.from_json({"limitSize": "-1", "limitTime": " 60 "}) == BacklogQuota(-1, 60)
-    assert RetentionPolicies.from_json({"retentionTimeInMinutes": "5", "retentionSizeInMB": "-1"}) == \
-        RetentionPolicies(5, -1)
+    assert RetentionPolicies.from_json({"retentionTimeInMinutes": "5", "retentionSizeInMB": "-1"}) == RetentionPolicies(
+        5, -1
+    )
     with pytest.raises(ValueError, match="limitSize"):
         BacklogQuota.from_json({"limitSize": "-2"})
 
 
-@pytest.mark.parametrize("data,needle", [
-    ({"limitSize": 10, "policy": "drop_everything"}, "policy must be one of"),
-    ({"limitSize": -5}, "limitSize"),
-    ({"limitTime": 1.5}, "must be an integer"),
-    ("x", "JSON object"),
-])
+@pytest.mark.parametrize(
+    "data,needle",
+    [
+        ({"limitSize": 10, "policy": "drop_everything"}, "policy must be one of"),
+        ({"limitSize": -5}, "limitSize"),
+        ({"limitTime": 1.5}, "must be an integer"),
+        ("x", "JSON object"),
+    ],
+)
 def test_backlog_quota_bad_input(data: object, needle: str) -> None:
     with pytest.raises(ValueError, match=needle):
         BacklogQuota.from_json(data)
@@ -93,13 +100,13 @@ def test_message_ttl() -> None:
 
 
 def test_overrides_round_trip_and_bad_type() -> None:
-    o = PolicyOverrides(RetentionPolicies(10, -1), 30,
-                        {BacklogQuotaType.MESSAGE_AGE: BacklogQuota(-1, 60)})
+    o = PolicyOverrides(RetentionPolicies(10, -1), 30, {BacklogQuotaType.MESSAGE_AGE: BacklogQuota(-1, 60)})
     j = o.to_json()
-    assert j == {"retention_policies": {"retentionTimeInMinutes": 10, "retentionSizeInMB": -1},
-                 "message_ttl_in_seconds": 30,
-                 "backlog_quota_map": {"message_age": {"limitSize": -1, "limitTime": 60,
-                                                       "policy": "producer_request_hold"}}}
+    assert j == {
+        "retention_policies": {"retentionTimeInMinutes": 10, "retentionSizeInMB": -1},
+        "message_ttl_in_seconds": 30,
+        "backlog_quota_map": {"message_age": {"limitSize": -1, "limitTime": 60, "policy": "producer_request_hold"}},
+    }
     assert PolicyOverrides.from_json(j) == o
     assert PolicyOverrides.from_json({}) == PolicyOverrides()
     with pytest.raises(ValueError, match="backlog quota type"):
@@ -107,16 +114,19 @@ def test_overrides_round_trip_and_bad_type() -> None:
 
 
 def test_resolution_topic_over_namespace_over_broker() -> None:
-    cfg = RetentionConfig(default_retention_time_minutes=5, default_retention_size_mb=-1,
-                          ttl_duration_default_s=100, backlog_quota_default_limit_bytes=1000)
+    cfg = RetentionConfig(
+        default_retention_time_minutes=5,
+        default_retention_size_mb=-1,
+        ttl_duration_default_s=100,
+        backlog_quota_default_limit_bytes=1000,
+    )
     broker_only = TopicPolicies.resolve(cfg)
     assert broker_only.retention == RetentionPolicies(5, -1)
     assert broker_only.message_ttl_s == 100
     assert broker_only.backlog_quotas == {BacklogQuotaType.DESTINATION_STORAGE: BacklogQuota(1000, -1)}
     assert set(broker_only.sources.values()) == {"broker"}
 
-    ns = PolicyOverrides(RetentionPolicies(60, 10), 0,
-                         {BacklogQuotaType.MESSAGE_AGE: BacklogQuota(-1, 30)})
+    ns = PolicyOverrides(RetentionPolicies(60, 10), 0, {BacklogQuotaType.MESSAGE_AGE: BacklogQuota(-1, 30)})
     topic = PolicyOverrides(RetentionPolicies(-1, -1))
     p = TopicPolicies.resolve(cfg, ns, topic)
     assert p.retention.infinite and p.sources["retention"] == "topic"
@@ -149,9 +159,10 @@ def test_names() -> None:
 
 
 def test_config_aliases_and_validation() -> None:
-    cfg = load_config(RetentionConfig, {"retentionCheckIntervalInSeconds": 5.0,
-                                        "defaultRetentionTimeInMinutes": -1,
-                                        "defaultRetentionSizeInMB": -1})
+    cfg = load_config(
+        RetentionConfig,
+        {"retentionCheckIntervalInSeconds": 5.0, "defaultRetentionTimeInMinutes": -1, "defaultRetentionSizeInMB": -1},
+    )
     assert cfg.retention_check_interval_s == 5.0
     with pytest.raises(ConfigError, match="default_retention_time_minutes"):
         RetentionConfig(default_retention_time_minutes=0, default_retention_size_mb=3).validate()
@@ -162,8 +173,9 @@ def test_config_aliases_and_validation() -> None:
 def test_backlog_quota_default_limit_gb_wins_over_bytes_as_in_pulsar() -> None:
     cfg = RetentionConfig(backlog_quota_default_limit_bytes=1000, backlog_quota_default_limit_gb=10.0)
     assert TopicPolicies.resolve(cfg).backlog_quotas == {
-        BacklogQuotaType.DESTINATION_STORAGE: BacklogQuota(10 * 1024 ** 3, -1)}
+        BacklogQuotaType.DESTINATION_STORAGE: BacklogQuota(10 * 1024**3, -1)
+    }
     half = RetentionConfig(backlog_quota_default_limit_gb=0.5)
     storage = TopicPolicies.resolve(half).backlog_quotas[BacklogQuotaType.DESTINATION_STORAGE]
-    assert storage.limit_size == 512 * 1024 ** 2
+    assert storage.limit_size == 512 * 1024**2
     assert TopicPolicies.resolve(RetentionConfig()).backlog_quotas == {}  # -1 (unset) in both

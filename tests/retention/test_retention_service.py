@@ -103,8 +103,7 @@ async def test_ttl_acks_old_messages_for_every_subscription(store, bk, clock) ->
         old = await fill(ml, clock, 6)
         clock.advance(120)
         new = await fill(ml, clock, 3)
-        svc = RetentionService(f, provider(RetentionPolicies(-1, -1), ttl=60), clock,
-                               publish_time_of=publish_time_of)
+        svc = RetentionService(f, provider(RetentionPolicies(-1, -1), ttl=60), clock, publish_time_of=publish_time_of)
         report = await svc.check_topic(NAME)
         assert a.mark_delete_position == old[-1] and b.mark_delete_position == old[-1]
         assert set(report.ttl_moves) == {"a", "b"}
@@ -137,8 +136,9 @@ async def test_backlog_quota_hold_and_evict(store, bk, clock) -> None:
         assert action is not None and action.action is QuotaAction.HOLD_PRODUCERS
         assert slow.backlog == 20
 
-        evict = {BacklogQuotaType.DESTINATION_STORAGE:
-                 BacklogQuota(1000, -1, BacklogQuotaPolicy.CONSUMER_BACKLOG_EVICTION)}
+        evict = {
+            BacklogQuotaType.DESTINATION_STORAGE: BacklogQuota(1000, -1, BacklogQuotaPolicy.CONSUMER_BACKLOG_EVICTION)
+        }
         svc2 = RetentionService(f, provider(quotas=evict), clock)
         report = await svc2.check_topic(NAME)
         assert "slow" in report.evicted
@@ -154,10 +154,10 @@ async def test_age_quota_eviction(store, bk, clock) -> None:
         old = await fill(ml, clock, 3)
         clock.advance(600)
         await fill(ml, clock, 3)
-        quotas = {BacklogQuotaType.MESSAGE_AGE:
-                  BacklogQuota(-1, 300, BacklogQuotaPolicy.CONSUMER_BACKLOG_EVICTION)}
-        svc = RetentionService(f, provider(RetentionPolicies(-1, -1), quotas=quotas), clock,
-                               publish_time_of=publish_time_of)
+        quotas = {BacklogQuotaType.MESSAGE_AGE: BacklogQuota(-1, 300, BacklogQuotaPolicy.CONSUMER_BACKLOG_EVICTION)}
+        svc = RetentionService(
+            f, provider(RetentionPolicies(-1, -1), quotas=quotas), clock, publish_time_of=publish_time_of
+        )
         report = await svc.check_topic(NAME)
         assert report.quota and report.quota[0].quota_type is BacklogQuotaType.MESSAGE_AGE
         assert slow.mark_delete_position == old[-1]

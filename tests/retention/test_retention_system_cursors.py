@@ -35,8 +35,7 @@ def test_system_cursor_pins_but_is_never_the_slowest() -> None:
 
 
 def test_system_cursor_alone_pins_only_up_to_its_snapshot() -> None:
-    d = decide_retention(_ledgers(), {DEDUP: Position(1, 9)}, RetentionPolicies(0, 0), 10_000,
-                         system_cursors=SYSTEM)
+    d = decide_retention(_ledgers(), {DEDUP: Position(1, 9)}, RetentionPolicies(0, 0), 10_000, system_cursors=SYSTEM)
     assert d.slowest_cursor is None
     assert d.deletable == [1]
     assert d.ledgers[1].cursor == DEDUP
@@ -50,10 +49,16 @@ async def test_ttl_and_quota_skip_the_dedup_cursor(store, bk: MockBookKeeper, cl
         pos = await fill(ml, clock, 20)
         await dedup.mark_delete(pos[9])  # last snapshot after 10 entries
         clock.advance(600)
-        quotas = {BacklogQuotaType.DESTINATION_STORAGE:
-                  BacklogQuota(500, -1, BacklogQuotaPolicy.CONSUMER_BACKLOG_EVICTION)}
-        svc = RetentionService(f, provider(RetentionPolicies(0, 0), ttl=60, quotas=quotas), clock,
-                               publish_time_of=publish_time_of, system_cursors=SYSTEM)
+        quotas = {
+            BacklogQuotaType.DESTINATION_STORAGE: BacklogQuota(500, -1, BacklogQuotaPolicy.CONSUMER_BACKLOG_EVICTION)
+        }
+        svc = RetentionService(
+            f,
+            provider(RetentionPolicies(0, 0), ttl=60, quotas=quotas),
+            clock,
+            publish_time_of=publish_time_of,
+            system_cursors=SYSTEM,
+        )
         report = await svc.check_topic(NAME)
         assert DEDUP not in report.ttl_moves and "sub" in report.ttl_moves
         assert DEDUP not in report.evicted

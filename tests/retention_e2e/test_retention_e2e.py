@@ -37,13 +37,20 @@ pytestmark = pytest.mark.slow
 T = TypeVar("T")
 
 ARGS = (
-    "--set", "bookie.gcWaitTime=600000",  # GC runs when the test triggers it (PUT /api/v1/bookie/gc)
-    "--set", "bookie.logSizeLimit=131072",  # entry logs roll often, so whole logs can die
-    "--set", "bookie.flushInterval=300",
-    "--set", "broker.retentionCheckIntervalInSeconds=1",
-    "--set", "broker.messageExpiryCheckIntervalInMinutes=0.02",
-    "--set", "managed_ledger.managedLedgerMaxEntriesPerLedger=50",
-    "--set", "managed_ledger.managedLedgerMinLedgerRolloverTimeMinutes=0",
+    "--set",
+    "bookie.gcWaitTime=600000",  # GC runs when the test triggers it (PUT /api/v1/bookie/gc)
+    "--set",
+    "bookie.logSizeLimit=131072",  # entry logs roll often, so whole logs can die
+    "--set",
+    "bookie.flushInterval=300",
+    "--set",
+    "broker.retentionCheckIntervalInSeconds=1",
+    "--set",
+    "broker.messageExpiryCheckIntervalInMinutes=0.02",
+    "--set",
+    "managed_ledger.managedLedgerMaxEntriesPerLedger=50",
+    "--set",
+    "managed_ledger.managedLedgerMinLedgerRolloverTimeMinutes=0",
 )
 PAYLOAD = 1000
 
@@ -128,11 +135,15 @@ def trigger_gc(admin: httpx.Client, ex: dict[str, Any]) -> None:
 
 
 def test_retention_deletes_ledgers_and_bookie_gc_reclaims_the_disk(
-        standalone: Standalone, admin: httpx.Client, client: pulsar.Client) -> None:
+    standalone: Standalone, admin: httpx.Client, client: pulsar.Client
+) -> None:
     topic = "persistent://public/ret/sized"
     ok(admin.put("/admin/v2/namespaces/public/ret"))
-    ok(admin.post("/admin/v2/namespaces/public/ret/retention",
-                  json={"retentionTimeInMinutes": -1, "retentionSizeInMB": 1}))
+    ok(
+        admin.post(
+            "/admin/v2/namespaces/public/ret/retention", json={"retentionTimeInMinutes": -1, "retentionSizeInMB": 1}
+        )
+    )
     consumer = client.subscribe(topic, "s1")
     produce(client, topic, 1500)
     consume_all(consumer, 1500, admin, topic, "s1")
@@ -174,8 +185,7 @@ def test_retention_deletes_ledgers_and_bookie_gc_reclaims_the_disk(
         age = metric(text, "pulsar_storage_backlog_age_seconds", topic)
         return text if value is not None and value >= awaiting_topic * 0.9 and age == -1 else None
 
-    text = wait_until(scraped, "bytes awaiting GC and a backlog age of -1 in /metrics", timeout_s=30.0,
-                      interval_s=0.2)
+    text = wait_until(scraped, "bytes awaiting GC and a backlog age of -1 in /metrics", timeout_s=30.0, interval_s=0.2)
     size = metric(text, "pulsar_storage_size", topic)
     assert size is not None and abs(size - stats["totalSize"]) < 200_000
     assert metric(text, "pulsar_storage_backlog_size", topic) == 0
@@ -186,15 +196,24 @@ def test_retention_deletes_ledgers_and_bookie_gc_reclaims_the_disk(
     disk_before = ledger_dir_bytes(standalone, ".log")
 
     # 2. retention 0/0: everything consumed goes except the open ledger
-    ok(admin.post("/admin/v2/namespaces/public/ret/retention",
-                  json={"retentionTimeInMinutes": 0, "retentionSizeInMB": 0}))
+    ok(
+        admin.post(
+            "/admin/v2/namespaces/public/ret/retention", json={"retentionTimeInMinutes": 0, "retentionSizeInMB": 0}
+        )
+    )
     # the ledger list shrinks when the trim starts; the trimmed ledgers' rows come from the trim
     # report, told once their deletion finished (seconds later on a loaded machine): wait for both
-    ex = wait_until(lambda: (
-        e := ok(admin.get(rest(topic) + "/explain-storage")).json())["ledgers"]
-        and all(r["reason"] == "open_ledger" for r in e["ledgers"])
-        and set(kept) <= {lid for lid, r in gc_rows(e).items() if r["metadata"] == "deleted"} and e,
-        "the rest to be trimmed and reported", timeout_s=20.0, interval_s=0.2)
+    ex = wait_until(
+        lambda: (
+            (e := ok(admin.get(rest(topic) + "/explain-storage")).json())["ledgers"]
+            and all(r["reason"] == "open_ledger" for r in e["ledgers"])
+            and set(kept) <= {lid for lid, r in gc_rows(e).items() if r["metadata"] == "deleted"}
+            and e
+        ),
+        "the rest to be trimmed and reported",
+        timeout_s=20.0,
+        interval_s=0.2,
+    )
     deleted = sorted(lid for lid, r in gc_rows(ex).items() if r["metadata"] == "deleted")
     assert set(kept) <= set(deleted)
 
@@ -217,22 +236,38 @@ def test_retention_deletes_ledgers_and_bookie_gc_reclaims_the_disk(
             assert r["bytesOnDisk"] == 0 and "reclaimed it" in r["summary"], r
         else:  # bytes left as garbage in a log the compaction thresholds keep: says which and why
             assert on_bookie["status"] == "garbage" and on_bookie["entryLogs"][0]["logReason"], r
-    live = sum(metric(ok(admin.get("/metrics")).text, "pulsar_storage_size", t) or 0
-               for t in (topic,))
+    live = sum(metric(ok(admin.get("/metrics")).text, "pulsar_storage_size", t) or 0 for t in (topic,))
     logs_after = ledger_dir_bytes(standalone, ".log")
-    print(f"entry logs: {disk_before} bytes before GC, {logs_after} after; live {live}; "
-          f"ledger dirs in all {ledger_dir_bytes(standalone)}")
+    print(
+        f"entry logs: {disk_before} bytes before GC, {logs_after} after; live {live}; "
+        f"ledger dirs in all {ledger_dir_bytes(standalone)}"
+    )
     # the other tests' topics and the current logs' garbage are at most a few small logs
     assert logs_after < disk_before / 2 and logs_after <= live + 4 * 131072, (disk_before, logs_after, live)
 
     def metric_drops() -> float | None:
         value = metric(ok(admin.get("/metrics")).text, "magnetar_retention_bytes_awaiting_gc")
         return value is not None and value < awaiting_topic / 2 and value + 1
+
     wait_until(metric_drops, "bytes awaiting GC to drop", timeout_s=20.0, interval_s=0.2)
 
     # 4. the CLI shows the same chain
-    out = subprocess.run([sys.executable, "-m", "magnetar", "admin", "--admin-url", standalone.admin_url,
-                          "topics", "explain-storage", topic], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "magnetar",
+            "admin",
+            "--admin-url",
+            standalone.admin_url,
+            "topics",
+            "explain-storage",
+            topic,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     print(out.stdout)
     assert topic in out.stdout and "(open)" in out.stdout
@@ -286,10 +321,16 @@ def test_unacked_subscription_keeps_backlog_until_ttl_expires_it(admin: httpx.Cl
         return st if st["subscriptions"]["slow"]["msgBacklog"] == 0 else None
 
     wait_until(expired, "TTL to expire the backlog", timeout_s=20.0, interval_s=0.2)
-    ex = wait_until(lambda: (
-        e := ok(admin.get(rest(topic) + "/explain-storage")).json())
-        and all(r["reason"] == "open_ledger" for r in e["ledgers"]) and e,
-        "the expired ledgers to be trimmed", timeout_s=20.0, interval_s=0.2)
+    ex = wait_until(
+        lambda: (
+            (e := ok(admin.get(rest(topic) + "/explain-storage")).json())
+            and all(r["reason"] == "open_ledger" for r in e["ledgers"])
+            and e
+        ),
+        "the expired ledgers to be trimmed",
+        timeout_s=20.0,
+        interval_s=0.2,
+    )
     assert ex["lastRetentionCheck"]["policies"]["messageTTLInSeconds"] == 1
     closed_ids = {c["ledgerId"] for c in closed}
     assert all(r["metadata"] == "deleted" for r in gc_rows(ex).values() if r["ledgerId"] in closed_ids)

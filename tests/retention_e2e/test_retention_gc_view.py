@@ -20,14 +20,29 @@ from retention import RetentionDecision, RetentionPolicies, TopicReport
 TOPIC = "persistent://public/default/t"
 
 
-def log_row(log_id: int, pins: list[tuple[int, int, str]], total: int, reason: str = "usage_above_threshold",
-            ) -> dict[str, Any]:
+def log_row(
+    log_id: int,
+    pins: list[tuple[int, int, str]],
+    total: int,
+    reason: str = "usage_above_threshold",
+) -> dict[str, Any]:
     live = sum(b for _, b, _ in pins)
-    return {"log_id": log_id, "log_file": f"{log_id:x}.log", "directory": "/d", "size_bytes": total + 1024,
-            "total_bytes": total, "live_bytes": live, "usage": live / total, "reason": reason,
-            "detail": f"because {reason}", "next_attempt_ms": None, "other_ledgers": 0,
-            "ledgers": [{"ledger_id": lid, "bytes": b, "metadata": md, "belongs_to": None, "state": None}
-                        for lid, b, md in pins]}
+    return {
+        "log_id": log_id,
+        "log_file": f"{log_id:x}.log",
+        "directory": "/d",
+        "size_bytes": total + 1024,
+        "total_bytes": total,
+        "live_bytes": live,
+        "usage": live / total,
+        "reason": reason,
+        "detail": f"because {reason}",
+        "next_attempt_ms": None,
+        "other_ledgers": 0,
+        "ledgers": [
+            {"ledger_id": lid, "bytes": b, "metadata": md, "belongs_to": None, "state": None} for lid, b, md in pins
+        ],
+    }
 
 
 def doc(*logs: dict[str, Any]) -> dict[str, Any]:
@@ -37,10 +52,16 @@ def doc(*logs: dict[str, Any]) -> dict[str, Any]:
 def test_join_tells_each_step_of_a_deleted_ledger() -> None:
     placements = {1: LedgerPlacement(1, "CLOSED", ("b1",), 100, 9), 5: LedgerPlacement(5, "OPEN", ("b1",))}
     trimmed = [TrimmedLedger(2, 1000, 300), TrimmedLedger(3, 1000, 400), TrimmedLedger(4, 2000, 50)]
-    answers = {"b1": BookieAnswer("b1", "http://b1", doc(
-        log_row(10, [(1, 100, "present"), (2, 300, "absent")], 1000),  # 2: index still has it
-        log_row(11, [(9, 10, "present")], 500, "next_compaction_due"),  # 3 left garbage here
-    ))}
+    answers = {
+        "b1": BookieAnswer(
+            "b1",
+            "http://b1",
+            doc(
+                log_row(10, [(1, 100, "present"), (2, 300, "absent")], 1000),  # 2: index still has it
+                log_row(11, [(9, 10, "present")], 500, "next_compaction_due"),  # 3 left garbage here
+            ),
+        )
+    }
     seen = {3: {"b1": {11: 400}}, 4: {"b1": {12: 50}}}  # log 12 is gone: 4 is reclaimed
     out = join_gc_explain(TOPIC, [1, 5], placements, trimmed, answers, seen, 3000)
     rows = {r["ledgerId"]: r for r in out["ledgers"]}
@@ -59,8 +80,10 @@ def test_join_tells_each_step_of_a_deleted_ledger() -> None:
 
 
 def test_join_with_an_unreachable_bookie_says_so() -> None:
-    answers = {"b1": BookieAnswer("b1", "http://b1", doc()),
-               "b2": BookieAnswer("b2", "http://b2", error="bookie unreachable: timed out")}
+    answers = {
+        "b1": BookieAnswer("b1", "http://b1", doc()),
+        "b2": BookieAnswer("b2", "http://b2", error="bookie unreachable: timed out"),
+    }
     placements = {1: LedgerPlacement(1, "CLOSED", ("b2",), 10, 0)}
     out = join_gc_explain(TOPIC, [1], placements, [TrimmedLedger(7, 1, None)], answers, {}, 2)
     rows = {r["ledgerId"]: r for r in out["ledgers"]}
@@ -77,8 +100,9 @@ def test_trim_history_is_bounded_and_reads_each_report_once() -> None:
     h.record("persistent://public/default/u", [1], 10)
     h.record("persistent://public/default/v", [1], 10)
     assert h.of(TOPIC) == []  # least recently trimmed topic forgotten
-    decision = RetentionDecision(ledgers=(), now_ms=0, retention=RetentionPolicies(0, 0), total_size=0,
-                                 slowest_cursor=None)
+    decision = RetentionDecision(
+        ledgers=(), now_ms=0, retention=RetentionPolicies(0, 0), total_size=0, slowest_cursor=None
+    )
     report = TopicReport("persistent://public/default/w", 50, True, decision=decision, trimmed=[8])
     assert h.observe({report.topic: report}) == 1
     assert h.observe({report.topic: report}) == 0
@@ -88,8 +112,9 @@ def test_trim_history_is_bounded_and_reads_each_report_once() -> None:
 async def test_view_joins_registered_bookies_and_ledger_metadata() -> None:
     async with open_metadata_store("memory://gc-view") as store:
         lm = LedgerManager(store, "/m")
-        await lm.create(1, LedgerMetadata(1, 1, 1, (Segment(0, ("b1",)),), state=LedgerState.CLOSED,
-                                          last_entry_id=9, length=100))
+        await lm.create(
+            1, LedgerMetadata(1, 1, 1, (Segment(0, ("b1",)),), state=LedgerState.CLOSED, last_entry_id=9, length=100)
+        )
         for bid, read_only, urls in (("b1", False, ["http://0.0.0.0:81"]), ("b2", True, ["http://h2:82"])):
             path = f"/m/ledgers/available/{'readonly/' if read_only else ''}{bid}"
             await store.create(path, json.dumps({"host": bid, "httpUrls": urls}).encode(), make_parents=True)
@@ -101,8 +126,12 @@ async def test_view_joins_registered_bookies_and_ledger_metadata() -> None:
                 raise httpx.ConnectError("refused", request=request)
             return httpx.Response(200, json=doc(log_row(10, [(1, 100, "present"), (2, 30, "absent")], 200)))
 
-        view = BookieGcView(store, metadata_root="/m", timeout_s=2,
-                            client_factory=lambda t: httpx.AsyncClient(transport=httpx.MockTransport(handler)))
+        view = BookieGcView(
+            store,
+            metadata_root="/m",
+            timeout_s=2,
+            client_factory=lambda t: httpx.AsyncClient(transport=httpx.MockTransport(handler)),
+        )
         assert view.bytes_awaiting_gc() is None
         view.history.record(TOPIC, [2], 1234, {2: 30})
         placements = await ledger_placements(store, [1, 2], root="/m")
@@ -118,8 +147,9 @@ async def test_view_joins_registered_bookies_and_ledger_metadata() -> None:
 
 async def test_view_times_out_a_silent_bookie() -> None:
     async with open_metadata_store("memory://gc-view-2") as store:
-        await store.create("/ledgers/available/b1", json.dumps({"httpUrls": ["http://b1:1"]}).encode(),
-                           make_parents=True)
+        await store.create(
+            "/ledgers/available/b1", json.dumps({"httpUrls": ["http://b1:1"]}).encode(), make_parents=True
+        )
 
         class Hang(httpx.AsyncBaseTransport):
             async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -128,5 +158,9 @@ async def test_view_times_out_a_silent_bookie() -> None:
 
         view = BookieGcView(store, timeout_s=0.2, client_factory=lambda t: httpx.AsyncClient(transport=Hang()))
         out = await view.explain(TOPIC, [])
-        assert out["bookies"]["b1"] == {"httpUrl": "http://b1:1", "reachable": False, "readOnly": False,
-                                        "error": "bookie unreachable: timed out"}
+        assert out["bookies"]["b1"] == {
+            "httpUrl": "http://b1:1",
+            "reachable": False,
+            "readOnly": False,
+            "error": "bookie unreachable: timed out",
+        }

@@ -15,19 +15,39 @@ def main() -> None:
     os.environ.pop("PYSPARK_PYTHON", None)  # register() points local workers at this interpreter
     from pyspark.sql import SparkSession
 
-    spark = (SparkSession.builder.master("local[2]").appName("magnetar-killed-driver")
-             .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-             .config("spark.local.dir", local_dir).getOrCreate())
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("magnetar-killed-driver")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.local.dir", local_dir)
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     from sinks.spark import register
+
     register(spark)
-    df = (spark.readStream.format("magnetar").option("service.url", service_url).option("admin.url", admin_url)
-          .option("topic", source).option("startingOffsets", "earliest").option("maxEntriesPerTrigger", "5")
-          .load())
-    query = (df.select("value", "__key", "__eventTime", "__messageProperties").writeStream.format("magnetar")
-             .option("service.url", service_url).option("admin.url", admin_url).option("topic", sink)
-             .option("checkpointLocation", checkpoint).trigger(processingTime="300 milliseconds").start())
+    df = (
+        spark.readStream.format("magnetar")
+        .option("service.url", service_url)
+        .option("admin.url", admin_url)
+        .option("topic", source)
+        .option("startingOffsets", "earliest")
+        .option("maxEntriesPerTrigger", "5")
+        .load()
+    )
+    query = (
+        df.select("value", "__key", "__eventTime", "__messageProperties")
+        .writeStream.format("magnetar")
+        .option("service.url", service_url)
+        .option("admin.url", admin_url)
+        .option("topic", sink)
+        .option("checkpointLocation", checkpoint)
+        .trigger(processingTime="300 milliseconds")
+        .start()
+    )
     print("query started", flush=True)
     query.awaitTermination()
 

@@ -47,8 +47,7 @@ class SparkEnv:
 
     def source(self, reader: Any, **options: Any) -> Any:
         """``reader.format("magnetar")`` with the URLs set, plus ``options``."""
-        r = (reader.format("magnetar").option("service.url", self.service_url)
-             .option("admin.url", self.admin_url))
+        r = reader.format("magnetar").option("service.url", self.service_url).option("admin.url", self.admin_url)
         if options.get("readMode") == "bookies":
             r = r.option("metadata.url", self.metadata_url)
         for k, v in options.items():
@@ -68,16 +67,24 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def produce(service_url: str, topic: str, values: list[bytes], *, batch: bool = False,
-            keys: Callable[[int], str | None] | None = None) -> list[tuple[int, int]]:
+def produce(
+    service_url: str,
+    topic: str,
+    values: list[bytes],
+    *,
+    batch: bool = False,
+    keys: Callable[[int], str | None] | None = None,
+) -> list[tuple[int, int]]:
     """Publish ``values`` in order (synchronously unless batched), waiting for every ack; returns
     the (ledger, entry) of each message when not batched."""
     import pulsar
+
     client = pulsar.Client(service_url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
     ids = []
     try:
-        producer = client.create_producer(topic, batching_enabled=batch, batching_max_messages=5,
-                                          batching_max_publish_delay_ms=10)
+        producer = client.create_producer(
+            topic, batching_enabled=batch, batching_max_messages=5, batching_max_publish_delay_ms=10
+        )
         for i, v in enumerate(values):
             key = keys(i) if keys else None
             kwargs = {"partition_key": key} if key else {}
@@ -96,23 +103,26 @@ def _spark_session(tmp: Path) -> Any:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
-    spark = (SparkSession.builder.master("local[2,3]")  # 2 threads; a task may be tried 3 times
-             .appName("magnetar-spark-tests")
-             .config("spark.driver.bindAddress", "127.0.0.1")
-             .config("spark.driver.host", "127.0.0.1")
-             .config("spark.ui.enabled", "false")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
-             .config("spark.local.dir", str(tmp / "spark-local"))
-             .getOrCreate())
+
+    spark = (
+        SparkSession.builder.master("local[2,3]")  # 2 threads; a task may be tried 3 times
+        .appName("magnetar-spark-tests")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
+        .config("spark.local.dir", str(tmp / "spark-local"))
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     from sinks.spark import register
+
     register(spark)
     return spark
 
 
-def spark_env_fixture(zookeeper: ZooKeeperServer,
-                      tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkEnv]:
+def spark_env_fixture(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkEnv]:
     """Body of the session-scoped ``spark_env`` fixture (see conftest)."""
     pytest.importorskip("pyspark")
     pytest.importorskip("pyarrow")
@@ -120,17 +130,29 @@ def spark_env_fixture(zookeeper: ZooKeeperServer,
     url = zookeeper.url(f"/spark-{uuid.uuid4().hex[:8]}")
     standalone = start_standalone(
         tmp / "standalone",
-        "--set", f"standalone.metadata_url={url}",
-        "--set", "broker.default_retention_time_minutes=-1", "--set", "broker.default_retention_size_mb=-1",
-        "--set", "broker.retention_check_interval_s=1", "--set", "broker.idle_ledger_rollover_s=3600",
-        "--set", f"managed_ledger.max_entries_per_ledger={LEDGER_ENTRIES}",
-        "--set", "managed_ledger.min_ledger_rollover_time_minutes=0",
+        "--set",
+        f"standalone.metadata_url={url}",
+        "--set",
+        "broker.default_retention_time_minutes=-1",
+        "--set",
+        "broker.default_retention_size_mb=-1",
+        "--set",
+        "broker.retention_check_interval_s=1",
+        "--set",
+        "broker.idle_ledger_rollover_s=3600",
+        "--set",
+        f"managed_ledger.max_entries_per_ledger={LEDGER_ENTRIES}",
+        "--set",
+        "managed_ledger.min_ledger_rollover_time_minutes=0",
     )
     try:
         env = SparkEnv(standalone, url, None, tmp)
         env.admin("PUT", f"/admin/v2/namespaces/{LOSSY_NAMESPACE}", {})
-        env.admin("POST", f"/admin/v2/namespaces/{LOSSY_NAMESPACE}/retention",
-                  {"retentionTimeInMinutes": 0, "retentionSizeInMB": 0})
+        env.admin(
+            "POST",
+            f"/admin/v2/namespaces/{LOSSY_NAMESPACE}/retention",
+            {"retentionTimeInMinutes": 0, "retentionSizeInMB": 0},
+        )
         env.admin("PUT", f"/admin/v2/namespaces/{SINK_NAMESPACE}", {})
         env.spark = _spark_session(tmp)
         try:

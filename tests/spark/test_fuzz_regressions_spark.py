@@ -28,8 +28,11 @@ def _meta(**fields: object) -> MessageMetadata:
     return MessageMetadata(producer_name="p", sequence_id=1, publish_time=1_700_000_000_000, **fields)
 
 
-@pytest.mark.parametrize("data", [b"", b"\x00\x00", b"\x00\x00\x00\x05abc", b"\x00\x00\x00\x02\xff\xff"],
-                         ids=["empty", "short", "size-overruns", "unparsable"])
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"\x00\x00", b"\x00\x00\x00\x05abc", b"\x00\x00\x00\x02\xff\xff"],
+    ids=["empty", "short", "size-overruns", "unparsable"],
+)
 def test_entries_that_are_not_messages_raise_value_error(data: bytes) -> None:
     with pytest.raises(ValueError):
         _rows(data)
@@ -59,8 +62,9 @@ def test_zlib_payload_larger_than_declared_is_refused_without_inflating_it() -> 
         _rows(_zlib_entry(b"", 1000, compressed=bomb))
 
 
-@pytest.mark.parametrize("compressed", [b"not zlib at all", zlib.compress(b"x" * 100)[:-6]],
-                         ids=["corrupt", "truncated"])
+@pytest.mark.parametrize(
+    "compressed", [b"not zlib at all", zlib.compress(b"x" * 100)[:-6]], ids=["corrupt", "truncated"]
+)
 def test_bad_zlib_payload_raises_value_error(compressed: bytes) -> None:
     with pytest.raises(ValueError, match="ZLIB"):
         _rows(_zlib_entry(b"", 100, compressed=compressed))

@@ -81,40 +81,59 @@ def test_errors_instead_of_silence(spark_env: SparkEnv) -> None:
     topic = unique("err")
     produce(spark_env.service_url, topic, [b"x"])
     assert "maxEntriesPerTrigger" in _error_of(
-        lambda: spark_env.source(spark_env.spark.readStream, topic=topic, maxEntriesPerTriger=5).load())
+        lambda: spark_env.source(spark_env.spark.readStream, topic=topic, maxEntriesPerTriger=5).load()
+    )
     assert "not a key of Pulsar's client configuration" in _error_of(
-        lambda: spark_env.source(spark_env.spark.read, topic=topic,
-                                 **{"pulsar.client.operationTimeout": "1000"}).load())
+        lambda: spark_env.source(spark_env.spark.read, topic=topic, **{"pulsar.client.operationTimeout": "1000"}).load()
+    )
     assert "cannot apply" in _error_of(
-        lambda: spark_env.source(spark_env.spark.read, topic=topic,
-                                 **{"pulsar.client.maxLookupRedirects": "3"}).load())
+        lambda: spark_env.source(spark_env.spark.read, topic=topic, **{"pulsar.client.maxLookupRedirects": "3"}).load()
+    )
     # keys the client applies pass through
-    ok = spark_env.source(spark_env.spark.read, topic=topic, **{"pulsar.client.operationTimeoutMs": "20000",
-                                                                "pulsar.reader.receiverQueueSize": "10"}).load()
+    ok = spark_env.source(
+        spark_env.spark.read,
+        topic=topic,
+        **{"pulsar.client.operationTimeoutMs": "20000", "pulsar.reader.receiverQueueSize": "10"},
+    ).load()
     assert values_of(ok.collect()) == [b"x"]
     missing = unique("missing")
     assert "does not exist" in _error_of(lambda: spark_env.source(spark_env.spark.read, topic=missing).load())
     assert "does not exist" in _error_of(
-        lambda: spark_env.source(spark_env.spark.readStream, topics=f"{topic},{missing}").load())
+        lambda: spark_env.source(spark_env.spark.readStream, topics=f"{topic},{missing}").load()
+    )
     sink = spark_env.spark.createDataFrame([(b"v",)], "value BINARY")
     assert "producerNamePrefix" in _error_of(
-        lambda: sink.write.format("magnetar").option("service.url", spark_env.service_url).option("topic", topic)
-        .option("producerNamePrefx", "p").mode("append").save())
+        lambda: (
+            sink.write.format("magnetar")
+            .option("service.url", spark_env.service_url)
+            .option("topic", topic)
+            .option("producerNamePrefx", "p")
+            .mode("append")
+            .save()
+        )
+    )
     # Python data sources take append (or overwrite, refused here), not Spark's default errorifexists
     assert "Append" in _error_of(
-        lambda: sink.write.format("magnetar").option("service.url", spark_env.service_url).option("topic", topic)
-        .save())
+        lambda: sink.write.format("magnetar").option("service.url", spark_env.service_url).option("topic", topic).save()
+    )
 
 
 @pytest.mark.timeout(600)
 def test_waiting_for_a_topic_that_does_not_exist_yet(spark_env: SparkEnv) -> None:
     topic = unique("later")
     name = topic.replace("-", "_")
+
     def start() -> Any:
-        df = spark_env.source(spark_env.spark.readStream, topic=topic, startingOffsets="earliest",
-                              waitingForNonExistedTopic="true").load()
-        return (df.writeStream.format("memory").queryName(name).option("checkpointLocation", spark_env.checkpoint())
-                .trigger(processingTime="300 milliseconds").start())
+        df = spark_env.source(
+            spark_env.spark.readStream, topic=topic, startingOffsets="earliest", waitingForNonExistedTopic="true"
+        ).load()
+        return (
+            df.writeStream.format("memory")
+            .queryName(name)
+            .option("checkpointLocation", spark_env.checkpoint())
+            .trigger(processingTime="300 milliseconds")
+            .start()
+        )
 
     q = start()
     try:
@@ -126,8 +145,11 @@ def test_waiting_for_a_topic_that_does_not_exist_yet(spark_env: SparkEnv) -> Non
             wait_until(lambda: len(q.recentProgress) >= 2 or q.exception() is not None, "two triggers", timeout_s=60.0)
         assert q.exception() is None
         produce(spark_env.service_url, topic, [b"first", b"second"])
-        wait_until(lambda: spark_env.spark.sql(f"select count(*) from {name}").collect()[0][0] == 2,
-                   "the rows of the topic created after the query started", timeout_s=60.0)
+        wait_until(
+            lambda: spark_env.spark.sql(f"select count(*) from {name}").collect()[0][0] == 2,
+            "the rows of the topic created after the query started",
+            timeout_s=60.0,
+        )
     finally:
         q.stop()
     # a batch read waits for the topic, as pulsar-spark's does
@@ -159,8 +181,9 @@ def test_topics_with_different_schemas_and_patterns(spark_env: SparkEnv) -> None
 
 
 def _mid_json(mid: pulsar.MessageId, batch: int = -1) -> list[int]:
-    raw = MessageIdData(ledgerId=mid.ledger_id(), entryId=mid.entry_id(), partition=-1,
-                        batch_index=batch).SerializeToString()
+    raw = MessageIdData(
+        ledgerId=mid.ledger_id(), entryId=mid.entry_id(), partition=-1, batch_index=batch
+    ).SerializeToString()
     return [x - 256 if x > 127 else x for x in raw]
 
 
@@ -182,12 +205,17 @@ def test_pulsar_spark_offsets_and_times(spark_env: SparkEnv) -> None:
     start, end = json.dumps({a: _mid_json(ids[2])}), json.dumps({a: _mid_json(ids[6])})
     got = spark_env.source(spark_env.spark.read, topic=a, startingOffsets=start, endingOffsets=end).load().collect()
     assert sorted(values_of(got)) == [f"a{i}".encode() for i in range(2, 6)]
-    published = {bytes(r["value"]): int(r["__publishTime"].timestamp() * 1000)
-                 for r in spark_env.source(spark_env.spark.read, topic=a).load().collect()}
+    published = {
+        bytes(r["value"]): int(r["__publishTime"].timestamp() * 1000)
+        for r in spark_env.source(spark_env.spark.read, topic=a).load().collect()
+    }
     # endingTime: the messages published before it
     got = spark_env.source(spark_env.spark.read, topic=a, endingTime=str(published[b"a5"])).load().collect()
     assert sorted(values_of(got)) == [f"a{i}".encode() for i in range(5)]
     # a startingTime per topic (topics not named start at the default, earliest for a batch read)
-    got = spark_env.source(spark_env.spark.read, topics=f"{a},{b}",
-                           startingTime=json.dumps({a: published[b"a7"]})).load().collect()
+    got = (
+        spark_env.source(spark_env.spark.read, topics=f"{a},{b}", startingTime=json.dumps({a: published[b"a7"]}))
+        .load()
+        .collect()
+    )
     assert sorted(values_of(got)) == [b"a7", b"a8", b"a9", b"b0", b"b1", b"b2", b"b3"]

@@ -20,9 +20,15 @@ def test_offloaded_ledgers_read_in_both_modes(spark_env: SparkEnv) -> None:
     tier = spark_env.tmp / unique("tier")
     tier.mkdir()
     # this topic only: the filesystem driver, bookie copies deleted as soon as the copy is verified
-    spark_env.admin("POST", f"{tp}/offloadPolicies", {"managedLedgerOffloadDriver": "filesystem",
-                                                        "fileSystemURI": f"file://{tier}",
-                                                        "managedLedgerOffloadDeletionLagInMillis": 0})
+    spark_env.admin(
+        "POST",
+        f"{tp}/offloadPolicies",
+        {
+            "managedLedgerOffloadDriver": "filesystem",
+            "fileSystemURI": f"file://{tier}",
+            "managedLedgerOffloadDeletionLagInMillis": 0,
+        },
+    )
     spark_env.admin("PUT", f"{tp}/offload", {"ledgerId": 2**62, "entryId": 0, "partitionIndex": -1})
     wait_until(lambda: spark_env.admin("GET", f"{tp}/offload")["status"] != "RUNNING", "the offload", timeout_s=60)
     assert spark_env.admin("GET", f"{tp}/offload")["status"] == "SUCCESS"

@@ -39,20 +39,28 @@ def _cursors(env: SparkEnv, topic: str) -> dict[str, Any]:
 
 def _retention_passes(env: SparkEnv, topic: str, n: int) -> None:
     """Wait until the retention service has checked ``topic`` ``n`` more times."""
+
     def checked() -> int:
         last = env.admin("GET", _tp(topic) + "/explain-storage").get("lastRetentionCheck") or {}
         return int(last.get("checkedAtMs") or 0)
+
     seen: set[int] = set()
 
     def enough() -> bool:
         seen.add(checked())
         return len(seen) > n
+
     wait_until(enough, f"{n} retention passes", timeout_s=60)
 
 
 def _pipelines(env: SparkEnv, *args: str) -> str:
-    out = subprocess.run([sys.executable, "-m", "sinks.spark", "pipelines", *args, "--admin-url", env.admin_url],
-                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "sinks.spark", "pipelines", *args, "--admin-url", env.admin_url],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     return out.stdout
 
@@ -67,19 +75,40 @@ def test_unread_data_survives_a_killed_driver_and_retention(spark_env: SparkEnv)
     env = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
     log_path = spark_env.tmp / unique("child-driver.log")
     with open(log_path, "w") as log:
-        child = subprocess.Popen([sys.executable, "-m", "tests.spark.driver_child", spark_env.service_url,
-                                  spark_env.admin_url, src, dst, ck, str(spark_env.tmp / unique("child-local"))],
-                                 cwd=ROOT, env=env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
+        child = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.spark.driver_child",
+                spark_env.service_url,
+                spark_env.admin_url,
+                src,
+                dst,
+                ck,
+                str(spark_env.tmp / unique("child-local")),
+            ],
+            cwd=ROOT,
+            env=env,
+            start_new_session=True,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     try:
-        wait_until(lambda: bool(_cursors(spark_env, src)) or child.poll() is not None,
-                   "the child driver's query to subscribe", timeout_s=480)
+        wait_until(
+            lambda: bool(_cursors(spark_env, src)) or child.poll() is not None,
+            "the child driver's query to subscribe",
+            timeout_s=480,
+        )
         produce(spark_env.service_url, src, expected, keys=lambda i: f"key{i % 5}")
         first_ledger = ledgers_of(spark_env, src)[0]["ledgerId"]
         last_ledger = ledgers_of(spark_env, src)[-1]["ledgerId"]
         # two micro-batches of 5 entries committed: most of the topic is still unread
         try:
-            wait_until(lambda: Path(ck, "commits", "1").exists() or child.poll() is not None,
-                       "the child driver to commit two micro-batches", timeout_s=480)
+            wait_until(
+                lambda: Path(ck, "commits", "1").exists() or child.poll() is not None,
+                "the child driver to commit two micro-batches",
+                timeout_s=480,
+            )
         except AssertionError:
             raise AssertionError("the child driver committed nothing:\n" + log_path.read_text()[-3000:]) from None
         assert child.poll() is None, "the child driver died on its own:\n" + log_path.read_text()[-3000:]
@@ -103,11 +132,19 @@ def test_unread_data_survives_a_killed_driver_and_retention(spark_env: SparkEnv)
     assert any(p["subscription"] == name and src in p["topics"] and p["backlog"] > 0 for p in listed)
 
     # restarted from its checkpoint (here, in another driver): every message once, in the sink too
-    df = (spark_env.source(spark_env.spark.readStream, topic=src, startingOffsets="earliest",
-                           maxEntriesPerTrigger=40).load())
-    q = (df.select("value", "__key", "__eventTime", "__messageProperties").writeStream.format("magnetar")
-         .option("service.url", spark_env.service_url).option("admin.url", spark_env.admin_url)
-         .option("topic", dst).option("checkpointLocation", ck).trigger(availableNow=True).start())
+    df = spark_env.source(
+        spark_env.spark.readStream, topic=src, startingOffsets="earliest", maxEntriesPerTrigger=40
+    ).load()
+    q = (
+        df.select("value", "__key", "__eventTime", "__messageProperties")
+        .writeStream.format("magnetar")
+        .option("service.url", spark_env.service_url)
+        .option("admin.url", spark_env.admin_url)
+        .option("topic", dst)
+        .option("checkpointLocation", ck)
+        .trigger(availableNow=True)
+        .start()
+    )
     q.awaitTermination(300)
     assert q.exception() is None
     rows = spark_env.source(spark_env.spark.read, topic=dst).load().collect()
@@ -120,8 +157,11 @@ def test_unread_data_survives_a_killed_driver_and_retention(spark_env: SparkEnv)
     assert spark_env.admin("GET", f"/admin/v2/namespaces/{SINK_NAMESPACE}/deduplication") is None
 
     # processed data is released: the subscription moved on and retention trims what it read
-    wait_until(lambda: ledgers_of(spark_env, src)[0]["ledgerId"] not in (first_ledger, md_ledger),
-               "retention to trim the processed ledgers", timeout_s=120)
+    wait_until(
+        lambda: ledgers_of(spark_env, src)[0]["ledgerId"] not in (first_ledger, md_ledger),
+        "retention to trim the processed ledgers",
+        timeout_s=120,
+    )
     assert ledgers_of(spark_env, src)[0]["ledgerId"] <= last_ledger
 
     # the pipeline is retired: its checkpoint names the subscription to remove
@@ -134,11 +174,17 @@ def test_named_subscription_opt_out_and_idle_removal(spark_env: SparkEnv) -> Non
 
     def run(topic: str, **options: Any) -> None:
         produce(spark_env.service_url, topic, _msgs("n", 8))
-        df = spark_env.source(spark_env.spark.readStream, topic=topic, startingOffsets="earliest",
-                              maxEntriesPerTrigger=3, **options).load()
+        df = spark_env.source(
+            spark_env.spark.readStream, topic=topic, startingOffsets="earliest", maxEntriesPerTrigger=3, **options
+        ).load()
         name = unique("q").replace("-", "_")
-        q = (df.writeStream.format("memory").queryName(name).option("checkpointLocation", spark_env.checkpoint())
-             .trigger(availableNow=True).start())
+        q = (
+            df.writeStream.format("memory")
+            .queryName(name)
+            .option("checkpointLocation", spark_env.checkpoint())
+            .trigger(availableNow=True)
+            .start()
+        )
         q.awaitTermination(120)
         assert q.exception() is None
         assert spark_env.spark.sql(f"select count(*) from {name}").collect()[0][0] == 8
@@ -152,6 +198,7 @@ def test_named_subscription_opt_out_and_idle_removal(spark_env: SparkEnv) -> Non
     # a pipeline gone quiet: listed as idle, then removed by idleness (and only it)
     listed = _pipelines(spark_env, "list", "--namespace", LOSSY_NAMESPACE, "--idle-for", "0s")
     assert "etl-orders" in listed
-    assert "etl-orders" in _pipelines(spark_env, "remove", "--namespace", LOSSY_NAMESPACE, "--subscription",
-                                      "etl-orders")
+    assert "etl-orders" in _pipelines(
+        spark_env, "remove", "--namespace", LOSSY_NAMESPACE, "--subscription", "etl-orders"
+    )
     assert "etl-orders" not in _cursors(spark_env, topics["named"])

@@ -33,11 +33,15 @@ class Reading(Record):
 def _produce(env: SparkEnv, topic: str, schema, n: int) -> None:
     client = pulsar.Client(env.service_url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
     try:
-        producer = client.create_producer(topic, schema=schema, batching_enabled=True,
-                                          batching_max_messages=4, batching_max_publish_delay_ms=10)
+        producer = client.create_producer(
+            topic, schema=schema, batching_enabled=True, batching_max_messages=4, batching_max_publish_delay_ms=10
+        )
         for i in range(n):
-            producer.send_async(Reading(sensor=f"s{i % 2}", count=i, total=i * 10**10, level=i / 2, ok=i % 2 == 0),
-                                None, partition_key=f"k{i}")
+            producer.send_async(
+                Reading(sensor=f"s{i % 2}", count=i, total=i * 10**10, level=i / 2, ok=i % 2 == 0),
+                None,
+                partition_key=f"k{i}",
+            )
         producer.flush()
         producer.close()
     finally:
@@ -53,8 +57,13 @@ def test_schema_topic_reads_as_typed_columns(spark_env: SparkEnv, kind: str) -> 
     df = spark_env.source(spark_env.spark.read, topic=topic).load()
     types = dict(df.dtypes)
     assert "value" not in types
-    assert (types["sensor"], types["count"], types["total"], types["level"], types["ok"]) == \
-        ("string", "int", "bigint", "double", "boolean")
+    assert (types["sensor"], types["count"], types["total"], types["level"], types["ok"]) == (
+        "string",
+        "int",
+        "bigint",
+        "double",
+        "boolean",
+    )
     assert types["__key"] == "string" and "__messageId" in types
     rows = sorted(df.collect(), key=lambda r: r["count"])
     assert [r["count"] for r in rows] == list(range(10))
@@ -63,9 +72,15 @@ def test_schema_topic_reads_as_typed_columns(spark_env: SparkEnv, kind: str) -> 
 
     # streaming gives the same columns; decodeSchema=false keeps the raw value
     name = f"schema_{kind}_{unique('q').replace('-', '_')}"
-    q = (spark_env.source(spark_env.spark.readStream, topic=topic, startingOffsets="earliest").load()
-         .writeStream.format("memory").queryName(name).option("checkpointLocation", spark_env.checkpoint())
-         .trigger(availableNow=True).start())
+    q = (
+        spark_env.source(spark_env.spark.readStream, topic=topic, startingOffsets="earliest")
+        .load()
+        .writeStream.format("memory")
+        .queryName(name)
+        .option("checkpointLocation", spark_env.checkpoint())
+        .trigger(availableNow=True)
+        .start()
+    )
     q.awaitTermination(120)
     assert q.exception() is None
     streamed = spark_env.spark.sql(f"select sensor, count from {name}").collect()
@@ -104,8 +119,11 @@ def _send(env: SparkEnv, topic: str, values: list[bytes], schema: Any = None) ->
 
 
 def _upload(env: SparkEnv, topic: str, type_name: str, definition: str = "", **props: str) -> None:
-    env.admin("POST", f"/admin/v2/schemas/public/default/{topic}/schema",
-              {"type": type_name, "schema": definition, "properties": props})
+    env.admin(
+        "POST",
+        f"/admin/v2/schemas/public/default/{topic}/schema",
+        {"type": type_name, "schema": definition, "properties": props},
+    )
 
 
 def test_primitive_schemas_read_as_typed_values(spark_env: SparkEnv) -> None:
@@ -120,8 +138,12 @@ def test_primitive_schemas_read_as_typed_values(spark_env: SparkEnv) -> None:
         ("DOUBLE", "double", [struct.pack(">d", v) for v in (1.5, -0.25)], [-0.25, 1.5]),
         ("INT16", "smallint", [struct.pack(">h", -7)], [-7]),
         ("BOOLEAN", "boolean", [b"\x01"], [True]),
-        ("TIMESTAMP", "timestamp", [struct.pack(">q", 1_709_254_800_000)],
-         [dt.datetime(2024, 3, 1, 1, 0, tzinfo=dt.UTC)]),
+        (
+            "TIMESTAMP",
+            "timestamp",
+            [struct.pack(">q", 1_709_254_800_000)],
+            [dt.datetime(2024, 3, 1, 1, 0, tzinfo=dt.UTC)],
+        ),
         ("DATE", "date", [struct.pack(">q", 1_709_251_200_000)], [dt.date(2024, 3, 1)]),
     ]
     for type_name, spark_type, payloads, expected in cases:
@@ -136,24 +158,53 @@ def test_primitive_schemas_read_as_typed_values(spark_env: SparkEnv) -> None:
 
 
 ORDER = {
-    "type": "record", "name": "Order", "namespace": "shop", "fields": [
+    "type": "record",
+    "name": "Order",
+    "namespace": "shop",
+    "fields": [
         {"name": "id", "type": {"type": "string", "logicalType": "uuid"}},
         {"name": "price", "type": {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}},
         {"name": "day", "type": {"type": "int", "logicalType": "date"}},
         {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
-        {"name": "lines", "type": {"type": "array", "items": {"type": "record", "name": "Line", "fields": [
-            {"name": "sku", "type": "string"}, {"name": "qty", "type": "int"}]}}},
+        {
+            "name": "lines",
+            "type": {
+                "type": "array",
+                "items": {
+                    "type": "record",
+                    "name": "Line",
+                    "fields": [{"name": "sku", "type": "string"}, {"name": "qty", "type": "int"}],
+                },
+            },
+        },
         {"name": "attrs", "type": {"type": "map", "values": "string"}},
-        {"name": "buyer", "type": ["null", {"type": "record", "name": "Buyer", "fields": [
-            {"name": "name", "type": "string"}, {"name": "vip", "type": "boolean"}]}], "default": None},
-    ]}
+        {
+            "name": "buyer",
+            "type": [
+                "null",
+                {
+                    "type": "record",
+                    "name": "Buyer",
+                    "fields": [{"name": "name", "type": "string"}, {"name": "vip", "type": "boolean"}],
+                },
+            ],
+            "default": None,
+        },
+    ],
+}
 
 
 def test_nested_avro_and_json_records_and_logical_types(spark_env: SparkEnv) -> None:
     at = dt.datetime(2024, 3, 1, 1, 0, tzinfo=dt.UTC)
-    record = {"id": "5b7c6d2e-0000-4000-8000-000000000001", "price": decimal.Decimal("12.34"),
-              "day": dt.date(2024, 3, 1), "at": at, "lines": [{"sku": "a", "qty": 2}, {"sku": "b", "qty": 1}],
-              "attrs": {"gift": "yes"}, "buyer": {"name": "ann", "vip": True}}
+    record = {
+        "id": "5b7c6d2e-0000-4000-8000-000000000001",
+        "price": decimal.Decimal("12.34"),
+        "day": dt.date(2024, 3, 1),
+        "at": at,
+        "lines": [{"sku": "a", "qty": 2}, {"sku": "b", "qty": 1}],
+        "attrs": {"gift": "yes"},
+        "buyer": {"name": "ann", "vip": True},
+    }
     topic = unique("avro-nested")
     client = pulsar.Client(spark_env.service_url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
     try:
@@ -180,8 +231,13 @@ def test_nested_avro_and_json_records_and_logical_types(spark_env: SparkEnv) -> 
 def test_key_value_schema_reads_as_key_and_value_columns(spark_env: SparkEnv) -> None:
     buyer = ORDER["fields"][6]["type"][1]  # type: ignore[index]
     topic = unique("kv")
-    _upload(spark_env, topic, "KEY_VALUE", json.dumps({"key": "", "value": buyer}),
-            **{"key.schema.type": "STRING", "value.schema.type": "AVRO", "kv.encoding.type": "INLINE"})
+    _upload(
+        spark_env,
+        topic,
+        "KEY_VALUE",
+        json.dumps({"key": "", "value": buyer}),
+        **{"key.schema.type": "STRING", "value.schema.type": "AVRO", "kv.encoding.type": "INLINE"},
+    )
     value = io.BytesIO()
     fastavro.schemaless_writer(value, fastavro.parse_schema(buyer), {"name": "bo", "vip": False})
     payload = struct.pack(">i", 3) + b"k-1" + struct.pack(">i", len(value.getvalue())) + value.getvalue()

@@ -43,25 +43,35 @@ class SecureStandalone:
 
     def client_options(self, *, token: bool = True) -> dict[str, str]:
         """The Spark options of a client of this standalone (``pulsar.client.*``)."""
-        opts = {"service.url": self.service_url, "admin.url": self.admin_url,
-                "pulsar.client.tlsTrustCertsFilePath": self.certs.ca,
-                "pulsar.client.tlsHostnameVerificationEnable": "true"}
+        opts = {
+            "service.url": self.service_url,
+            "admin.url": self.admin_url,
+            "pulsar.client.tlsTrustCertsFilePath": self.certs.ca,
+            "pulsar.client.tlsHostnameVerificationEnable": "true",
+        }
         if token:
-            opts |= {"pulsar.client.authPluginClassName": "org.apache.pulsar.client.impl.auth.AuthenticationToken",
-                     "pulsar.client.authParams": f"file://{self.token_file}"}
+            opts |= {
+                "pulsar.client.authPluginClassName": "org.apache.pulsar.client.impl.auth.AuthenticationToken",
+                "pulsar.client.authParams": f"file://{self.token_file}",
+            }
         return opts
 
     def bookie_options(self) -> dict[str, str]:
         """``readMode=bookies`` over TLS with the client certificate the bookies require."""
-        return {"readMode": "bookies", "metadata.url": self.metadata_url,
-                "bookkeeper.tls_enabled": "true", "bookkeeper.tlsTrustStore": self.certs.ca,
-                "bookkeeper.tlsCertificatePath": self.certs.client_cert,
-                "bookkeeper.tlsKeyStore": self.certs.client_key}
+        return {
+            "readMode": "bookies",
+            "metadata.url": self.metadata_url,
+            "bookkeeper.tls_enabled": "true",
+            "bookkeeper.tlsTrustStore": self.certs.ca,
+            "bookkeeper.tlsCertificatePath": self.certs.client_cert,
+            "bookkeeper.tlsKeyStore": self.certs.client_key,
+        }
 
 
 @pytest.fixture(scope="module")
-def secure(spark_env: SparkEnv, zookeeper: ZooKeeperServer,
-           tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureStandalone]:
+def secure(
+    spark_env: SparkEnv, zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SecureStandalone]:
     from broker.auth import create_token, new_secret_key
 
     tmp = tmp_path_factory.mktemp("spark-secure")
@@ -72,26 +82,53 @@ def secure(spark_env: SparkEnv, zookeeper: ZooKeeperServer,
     token_file.write_text(create_token("spark-admin", secret_key=secret.read_bytes()))
     url = zookeeper.url(f"/spark-secure-{uuid.uuid4().hex[:8]}")
     conf = tmp / "secure.toml"
-    conf.write_text("\n".join([
-        "[standalone]", "bookie_port = 0", "bookie_http_port = 0", f'metadata_url = "{url}"',
-        "[broker]", 'brokerServicePort = ""', 'webServicePort = ""',
-        "brokerServicePortTls = 0", "webServicePortTls = 0",
-        f'tlsCertificateFilePath = "{certs.server_cert}"', f'tlsKeyFilePath = "{certs.server_key}"',
-        f'tlsTrustCertsFilePath = "{certs.ca}"',
-        "authenticationEnabled = true", 'authenticationProviders = ["token"]',
-        f'tokenSecretKey = "file://{secret}"', "authorizationEnabled = true", 'superUserRoles = ["spark-admin"]',
-        "[bookie]", "tls_enabled = true", "tlsClientAuthentication = true",
-        f'tlsCertificatePath = "{certs.server_cert}"', f'tlsKeyStore = "{certs.server_key}"',
-        f'tlsTrustStore = "{certs.ca}"',
-        "[bk_client]", "tls_enabled = true", f'tlsTrustStore = "{certs.ca}"',
-        f'tlsCertificatePath = "{certs.client_cert}"', f'tlsKeyStore = "{certs.client_key}"',
-        "[managed_ledger]", "max_entries_per_ledger = 20", "min_ledger_rollover_time_minutes = 0",
-    ]) + "\n")
+    conf.write_text(
+        "\n".join(
+            [
+                "[standalone]",
+                "bookie_port = 0",
+                "bookie_http_port = 0",
+                f'metadata_url = "{url}"',
+                "[broker]",
+                'brokerServicePort = ""',
+                'webServicePort = ""',
+                "brokerServicePortTls = 0",
+                "webServicePortTls = 0",
+                f'tlsCertificateFilePath = "{certs.server_cert}"',
+                f'tlsKeyFilePath = "{certs.server_key}"',
+                f'tlsTrustCertsFilePath = "{certs.ca}"',
+                "authenticationEnabled = true",
+                'authenticationProviders = ["token"]',
+                f'tokenSecretKey = "file://{secret}"',
+                "authorizationEnabled = true",
+                'superUserRoles = ["spark-admin"]',
+                "[bookie]",
+                "tls_enabled = true",
+                "tlsClientAuthentication = true",
+                f'tlsCertificatePath = "{certs.server_cert}"',
+                f'tlsKeyStore = "{certs.server_key}"',
+                f'tlsTrustStore = "{certs.ca}"',
+                "[bk_client]",
+                "tls_enabled = true",
+                f'tlsTrustStore = "{certs.ca}"',
+                f'tlsCertificatePath = "{certs.client_cert}"',
+                f'tlsKeyStore = "{certs.client_key}"',
+                "[managed_ledger]",
+                "max_entries_per_ledger = 20",
+                "min_ledger_rollover_time_minutes = 0",
+            ]
+        )
+        + "\n"
+    )
     log = tmp / "standalone.log"
     with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "magnetar", "standalone", "--conf", str(conf),
-                                 "--data-dir", str(tmp / "data")], cwd=REPO, stdout=out,
-                                stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "magnetar", "standalone", "--conf", str(conf), "--data-dir", str(tmp / "data")],
+            cwd=REPO,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
     try:
         deadline = time.monotonic() + 90
         while not (match := _READY.search(log.read_text(errors="replace"))):
@@ -109,9 +146,13 @@ def secure(spark_env: SparkEnv, zookeeper: ZooKeeperServer,
 
 
 def _produce(s: SecureStandalone, topic: str, values: list[bytes]) -> None:
-    client = pulsar.Client(s.service_url, tls_trust_certs_file_path=s.certs.ca, tls_validate_hostname=True,
-                           authentication=pulsar.AuthenticationToken(Path(s.token_file).read_text()),
-                           logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
+    client = pulsar.Client(
+        s.service_url,
+        tls_trust_certs_file_path=s.certs.ca,
+        tls_validate_hostname=True,
+        authentication=pulsar.AuthenticationToken(Path(s.token_file).read_text()),
+        logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn),
+    )
     try:
         producer = client.create_producer(topic)
         for v in values:
@@ -160,8 +201,9 @@ def test_source_without_the_token_is_refused(spark_env: SparkEnv, secure: Secure
 def test_security_options_are_checked(tmp_path: Path) -> None:
     base = {"service.url": "pulsar+ssl://h:6651", "admin.url": "https://h:8443", "topic": "t"}
     with pytest.raises(ValueError, match=r"pulsar\.client\.authPluginClassName"):
-        SourceOptions.parse({**base, "pulsar.client.authPluginClassName": "org.example.Kerberos",
-                             "pulsar.client.authParams": "x"})
+        SourceOptions.parse(
+            {**base, "pulsar.client.authPluginClassName": "org.example.Kerberos", "pulsar.client.authParams": "x"}
+        )
     with pytest.raises(ValueError, match=r"pulsar\.client\.authParams"):
         SourceOptions.parse({**base, "pulsar.client.authPluginClassName": "token"})
     with pytest.raises(ValueError, match="tlsTrustCertsFilePath"):
@@ -171,9 +213,15 @@ def test_security_options_are_checked(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"metadata\.zkDigestCredentials"):
         SourceOptions.parse({**base, "metadata.zkDigestCredentials": "no-colon"})
     ca = str(make_certs(tmp_path / "certs").ca)
-    opts = SourceOptions.parse({**base, "pulsar.client.authPluginClassName": "basic",
-                                "pulsar.client.authParams": '{"userId": "u", "password": "s3cret"}',
-                                "bookkeeper.tlsTrustStore": ca, "bookkeeper.TLS_ENABLED": "true"})
+    opts = SourceOptions.parse(
+        {
+            **base,
+            "pulsar.client.authPluginClassName": "basic",
+            "pulsar.client.authParams": '{"userId": "u", "password": "s3cret"}',
+            "bookkeeper.tlsTrustStore": ca,
+            "bookkeeper.TLS_ENABLED": "true",
+        }
+    )
     assert opts.security.auth_method == "basic" and "s3cret" not in repr(opts.security)
     assert dict(opts.read_config().bookkeeper_options) == {"tls_trust_store": ca, "tls_enabled": "true"}
     assert opts.security.http_kwargs()["headers"]["Authorization"] == "Basic dTpzM2NyZXQ="

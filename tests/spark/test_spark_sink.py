@@ -26,13 +26,20 @@ def test_sink_exactly_once_with_task_failure_and_rerun(spark_env: SparkEnv) -> N
     ck = spark_env.checkpoint()
 
     def run() -> None:
-        df = spark_env.source(spark_env.spark.readStream, topic=src, startingOffsets="earliest",
-                              maxEntriesPerTrigger=20).load()
-        q = (df.select("value", "__key", "__messageProperties").writeStream.format("magnetar")
-             .option("service.url", spark_env.service_url).option("admin.url", spark_env.admin_url)
-             .option("topic", dst)
-             .option("failOnceAfterRows", "7")  # the first attempt of every task dies after 7 sent rows
-             .option("checkpointLocation", ck).trigger(availableNow=True).start())
+        df = spark_env.source(
+            spark_env.spark.readStream, topic=src, startingOffsets="earliest", maxEntriesPerTrigger=20
+        ).load()
+        q = (
+            df.select("value", "__key", "__messageProperties")
+            .writeStream.format("magnetar")
+            .option("service.url", spark_env.service_url)
+            .option("admin.url", spark_env.admin_url)
+            .option("topic", dst)
+            .option("failOnceAfterRows", "7")  # the first attempt of every task dies after 7 sent rows
+            .option("checkpointLocation", ck)
+            .trigger(availableNow=True)
+            .start()
+        )
         q.awaitTermination(180)
         assert q.exception() is None
 
@@ -58,11 +65,21 @@ def test_sink_exactly_once_with_task_failure_and_rerun(spark_env: SparkEnv) -> N
 def test_durable_subscription_follows_commits(spark_env: SparkEnv) -> None:
     topic = unique("sub")
     produce(spark_env.service_url, topic, _msgs("d", 30))
-    df = spark_env.source(spark_env.spark.readStream, topic=topic, startingOffsets="earliest",
-                          subscriptionName="spark-sub", maxEntriesPerTrigger=10).load()
+    df = spark_env.source(
+        spark_env.spark.readStream,
+        topic=topic,
+        startingOffsets="earliest",
+        subscriptionName="spark-sub",
+        maxEntriesPerTrigger=10,
+    ).load()
     name = topic.replace("-", "_")
-    q = (df.writeStream.format("memory").queryName(name).option("checkpointLocation", spark_env.checkpoint())
-         .trigger(processingTime="100 milliseconds").start())
+    q = (
+        df.writeStream.format("memory")
+        .queryName(name)
+        .option("checkpointLocation", spark_env.checkpoint())
+        .trigger(processingTime="100 milliseconds")
+        .start()
+    )
     try:
         q.processAllAvailable()
         # commit(end) of a batch runs when the next one is planned: let one more trigger pass
@@ -82,10 +99,18 @@ def test_batch_write_with_metadata_topic_column_and_registered_schemas(spark_env
     b = f"persistent://{SINK_NAMESPACE}/{unique('route-b')}"
     at = dt.datetime(2024, 3, 1, 1, 0, tzinfo=dt.UTC)
     rows = [(a if i % 2 else b, f"k{i}", at + dt.timedelta(seconds=i), {"p": str(i)}, i, f"n{i}") for i in range(10)]
-    df = spark_env.spark.createDataFrame(rows, "__topic STRING, __key STRING, __eventTime TIMESTAMP, "
-                                               "__messageProperties MAP<STRING, STRING>, id BIGINT, name STRING")
-    (df.write.format("magnetar").option("service.url", spark_env.service_url)
-     .option("admin.url", spark_env.admin_url).mode("append").save())
+    df = spark_env.spark.createDataFrame(
+        rows,
+        "__topic STRING, __key STRING, __eventTime TIMESTAMP, "
+        "__messageProperties MAP<STRING, STRING>, id BIGINT, name STRING",
+    )
+    (
+        df.write.format("magnetar")
+        .option("service.url", spark_env.service_url)
+        .option("admin.url", spark_env.admin_url)
+        .mode("append")
+        .save()
+    )
     schema = spark_env.admin("GET", f"/admin/v2/schemas/{SINK_NAMESPACE}/{a.rsplit('/', 1)[1]}/schema")
     assert schema["type"] == "AVRO" and json.loads(schema["data"])["name"] == "topLevelRecord"
     got = spark_env.source(spark_env.spark.read, topic=a).load().collect()
@@ -99,18 +124,31 @@ def test_batch_write_with_metadata_topic_column_and_registered_schemas(spark_env
 
     # a struct value as JSON, and a string value with Pulsar's STRING schema
     c = f"persistent://{SINK_NAMESPACE}/{unique('json')}"
-    structs = spark_env.spark.createDataFrame([((i, [f"t{i}"]),) for i in range(3)],
-                                              "value STRUCT<n: INT, tags: ARRAY<STRING>>")
-    (structs.write.format("magnetar").option("service.url", spark_env.service_url)
-     .option("admin.url", spark_env.admin_url).option("topic", c).option("valueSchema", "json")
-     .mode("append").save())
+    structs = spark_env.spark.createDataFrame(
+        [((i, [f"t{i}"]),) for i in range(3)], "value STRUCT<n: INT, tags: ARRAY<STRING>>"
+    )
+    (
+        structs.write.format("magnetar")
+        .option("service.url", spark_env.service_url)
+        .option("admin.url", spark_env.admin_url)
+        .option("topic", c)
+        .option("valueSchema", "json")
+        .mode("append")
+        .save()
+    )
     assert spark_env.admin("GET", f"/admin/v2/schemas/{SINK_NAMESPACE}/{c.rsplit('/', 1)[1]}/schema")["type"] == "JSON"
     back = spark_env.source(spark_env.spark.read, topic=c).load()
     assert sorted((r["n"], list(r["tags"])) for r in back.collect()) == [(i, [f"t{i}"]) for i in range(3)]
     d = f"persistent://{SINK_NAMESPACE}/{unique('str')}"
-    (spark_env.spark.createDataFrame([("hi",)], "value STRING").write.format("magnetar")
-     .option("service.url", spark_env.service_url).option("admin.url", spark_env.admin_url).option("topic", d)
-     .mode("append").save())
+    (
+        spark_env.spark.createDataFrame([("hi",)], "value STRING")
+        .write.format("magnetar")
+        .option("service.url", spark_env.service_url)
+        .option("admin.url", spark_env.admin_url)
+        .option("topic", d)
+        .mode("append")
+        .save()
+    )
     back = spark_env.source(spark_env.spark.read, topic=d).load()
     assert dict(back.dtypes)["value"] == "string" and back.collect()[0]["value"] == "hi"
 
@@ -119,10 +157,17 @@ def test_keyed_rows_go_to_the_partition_the_java_client_picks(spark_env: SparkEn
     name = unique("keys")
     topic = f"persistent://{SINK_NAMESPACE}/{name}"
     spark_env.admin("PUT", f"/admin/v2/persistent/{SINK_NAMESPACE}/{name}/partitions", 4)
-    df = spark_env.spark.createDataFrame([(f"key-{i}", f"v{i}".encode()) for i in range(32)],
-                                         "__key STRING, value BINARY")
-    (df.write.format("magnetar").option("service.url", spark_env.service_url)
-     .option("admin.url", spark_env.admin_url).option("topic", topic).mode("append").save())
+    df = spark_env.spark.createDataFrame(
+        [(f"key-{i}", f"v{i}".encode()) for i in range(32)], "__key STRING, value BINARY"
+    )
+    (
+        df.write.format("magnetar")
+        .option("service.url", spark_env.service_url)
+        .option("admin.url", spark_env.admin_url)
+        .option("topic", topic)
+        .mode("append")
+        .save()
+    )
     rows = spark_env.source(spark_env.spark.read, topic=topic).load().collect()
     assert len(rows) == 32
     placed = {r["__key"]: int(r["__topic"].rsplit("-partition-", 1)[1]) for r in rows}

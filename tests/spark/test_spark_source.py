@@ -23,14 +23,22 @@ def test_exactly_once_across_stop_and_restart(spark_env: SparkEnv, mode: str) ->
     out, ck = str(spark_env.tmp / unique("out")), spark_env.checkpoint()
 
     def start(trigger: dict) -> object:
-        df = spark_env.source(spark_env.spark.readStream, topic=topic, startingOffsets="earliest",
-                              maxEntriesPerTrigger=10, readMode=mode).load()
-        return (df.select("value", "__messageId").writeStream.format("parquet")
-                .option("path", out).option("checkpointLocation", ck).trigger(**trigger).start())
+        df = spark_env.source(
+            spark_env.spark.readStream, topic=topic, startingOffsets="earliest", maxEntriesPerTrigger=10, readMode=mode
+        ).load()
+        return (
+            df.select("value", "__messageId")
+            .writeStream.format("parquet")
+            .option("path", out)
+            .option("checkpointLocation", ck)
+            .trigger(**trigger)
+            .start()
+        )
 
     q = start({"processingTime": "200 milliseconds"})
-    wait_until(lambda: q.lastProgress is not None and q.lastProgress["batchId"] >= 2, "three micro-batches",
-               timeout_s=60.0)
+    wait_until(
+        lambda: q.lastProgress is not None and q.lastProgress["batchId"] >= 2, "three micro-batches", timeout_s=60.0
+    )
     q.stop()  # mid-stream: most of the topic is still unread
     produce(spark_env.service_url, topic, second)
     q = start({"availableNow": True})
@@ -58,17 +66,26 @@ def test_both_read_modes_give_identical_rows(spark_env: SparkEnv) -> None:
 
     # startingTime: exactly the messages published at or after it
     at = row["__publishTime"]
-    since = spark_env.source(spark_env.spark.read, topic=topic,
-                             startingTime=str(int(at.timestamp() * 1000))).load().collect()
+    since = (
+        spark_env.source(spark_env.spark.read, topic=topic, startingTime=str(int(at.timestamp() * 1000)))
+        .load()
+        .collect()
+    )
     expected = sorted(bytes(r["value"]) for r in by_broker if r["__publishTime"] >= at)
     assert sorted(values_of(since)) == expected
 
     # a batch read between explicit offsets
     first = ledgers_of(spark_env, topic)[0]["ledgerId"]
-    ranged = spark_env.source(
-        spark_env.spark.read, topic=topic,
-        startingOffsets=f'{{"{topic}": {{"ledger": {first}, "entry": 3, "batch": 0}}}}',
-        endingOffsets=f'{{"{topic}": {{"ledger": {first}, "entry": 8, "batch": 0}}}}').load().collect()
+    ranged = (
+        spark_env.source(
+            spark_env.spark.read,
+            topic=topic,
+            startingOffsets=f'{{"{topic}": {{"ledger": {first}, "entry": 3, "batch": 0}}}}',
+            endingOffsets=f'{{"{topic}": {{"ledger": {first}, "entry": 8, "batch": 0}}}}',
+        )
+        .load()
+        .collect()
+    )
     assert sorted(values_of(ranged)) == _msgs("x", 8)[3:]
 
 
@@ -77,11 +94,15 @@ def test_admission_control(spark_env: SparkEnv) -> None:
     produce(spark_env.service_url, topic, _msgs("m", 30, size=1000))
 
     def run(**limits: int) -> list[int]:
-        df = spark_env.source(spark_env.spark.readStream, topic=topic, startingOffsets="earliest",
-                              **limits).load()
+        df = spark_env.source(spark_env.spark.readStream, topic=topic, startingOffsets="earliest", **limits).load()
         name = unique("adm").replace("-", "_")
-        q = (df.writeStream.format("memory").queryName(name)
-             .option("checkpointLocation", spark_env.checkpoint()).trigger(availableNow=True).start())
+        q = (
+            df.writeStream.format("memory")
+            .queryName(name)
+            .option("checkpointLocation", spark_env.checkpoint())
+            .trigger(availableNow=True)
+            .start()
+        )
         q.awaitTermination(120)
         assert q.exception() is None
         assert spark_env.spark.sql(f"select count(distinct value) from {name}").collect()[0][0] == 30
@@ -99,16 +120,24 @@ def test_partitioned_topic_with_a_partition_added(spark_env: SparkEnv) -> None:
     produce(spark_env.service_url, topic, _msgs("p", 20), keys=lambda i: f"key{i}")
     name = unique("parts").replace("-", "_")
     df = spark_env.source(spark_env.spark.readStream, topic=topic, startingOffsets="earliest").load()
-    q = (df.writeStream.format("memory").queryName(name).option("checkpointLocation", spark_env.checkpoint())
-         .trigger(processingTime="200 milliseconds").start())
+    q = (
+        df.writeStream.format("memory")
+        .queryName(name)
+        .option("checkpointLocation", spark_env.checkpoint())
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
     try:
         q.processAllAvailable()
         assert spark_env.spark.sql(f"select count(*) from {name}").collect()[0][0] == 20
         spark_env.admin("POST", f"/admin/v2/persistent/public/default/{topic}/partitions", 3)
         produce(spark_env.service_url, f"persistent://public/default/{topic}-partition-2", _msgs("new", 6))
         produce(spark_env.service_url, topic, _msgs("q", 10), keys=lambda i: f"key{i}")
-        wait_until(lambda: spark_env.spark.sql(f"select count(*) from {name}").collect()[0][0] >= 36,
-                   "rows of the new partition", timeout_s=60.0)
+        wait_until(
+            lambda: spark_env.spark.sql(f"select count(*) from {name}").collect()[0][0] >= 36,
+            "rows of the new partition",
+            timeout_s=60.0,
+        )
         rows = spark_env.spark.sql(f"select value, __topic from {name}").collect()
     finally:
         q.stop()
@@ -124,17 +153,25 @@ def test_topics_pattern_picks_up_new_topics(spark_env: SparkEnv) -> None:
     produce(spark_env.service_url, f"{prefix}-a", _msgs("a", 5))
     produce(spark_env.service_url, unique("other"), _msgs("o", 3))
     name = prefix.replace("-", "_")
-    df = spark_env.source(spark_env.spark.readStream,
-                          topicsPattern=f"persistent://public/default/{prefix}-.*",
-                          startingOffsets="earliest").load()
-    q = (df.writeStream.format("memory").queryName(name).option("checkpointLocation", spark_env.checkpoint())
-         .trigger(processingTime="200 milliseconds").start())
+    df = spark_env.source(
+        spark_env.spark.readStream, topicsPattern=f"persistent://public/default/{prefix}-.*", startingOffsets="earliest"
+    ).load()
+    q = (
+        df.writeStream.format("memory")
+        .queryName(name)
+        .option("checkpointLocation", spark_env.checkpoint())
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
     try:
         q.processAllAvailable()
         assert spark_env.spark.sql(f"select count(*) from {name}").collect()[0][0] == 13
         produce(spark_env.service_url, f"{prefix}-b", _msgs("b", 4))
-        wait_until(lambda: spark_env.spark.sql(f"select count(*) from {name}").collect()[0][0] >= 17,
-                   "rows of the new topic", timeout_s=60.0)
+        wait_until(
+            lambda: spark_env.spark.sql(f"select count(*) from {name}").collect()[0][0] >= 17,
+            "rows of the new topic",
+            timeout_s=60.0,
+        )
         rows = spark_env.spark.sql(f"select value from {name}").collect()
     finally:
         q.stop()
@@ -149,11 +186,17 @@ def test_fail_on_data_loss(spark_env: SparkEnv, fail: bool) -> None:
     first_ledger = ids[0][0]
     wait_until(lambda: ledgers_of(spark_env, topic)[0]["ledgerId"] == ids[-1][0], "retention to trim", timeout_s=60.0)
     start = f'{{"{topic}": {{"ledger": {first_ledger}, "entry": 5, "batch": 0}}}}'
-    df = spark_env.source(spark_env.spark.readStream, topic=topic, startingOffsets=start,
-                          failOnDataLoss=str(fail).lower()).load()
+    df = spark_env.source(
+        spark_env.spark.readStream, topic=topic, startingOffsets=start, failOnDataLoss=str(fail).lower()
+    ).load()
     name = unique("loss").replace("-", "_")
-    q = (df.writeStream.format("memory").queryName(name).option("checkpointLocation", spark_env.checkpoint())
-         .trigger(availableNow=True).start())
+    q = (
+        df.writeStream.format("memory")
+        .queryName(name)
+        .option("checkpointLocation", spark_env.checkpoint())
+        .trigger(availableNow=True)
+        .start()
+    )
     if fail:
         with pytest.raises(Exception) as info:
             q.awaitTermination(120)

@@ -44,9 +44,15 @@ def test_misspelt_and_unknown_options_fail_naming_the_right_one() -> None:
 
 
 def test_pulsar_keys_are_applied_or_refused_never_dropped() -> None:
-    opts = SourceOptions.parse({**BASE, "pulsar.client.operationTimeoutMs": "15000",
-                                "pulsar.client.numIoThreads": "2", "pulsar.reader.receiverQueueSize": "50",
-                                "pulsar.admin.requestTimeoutMs": "9000"})
+    opts = SourceOptions.parse(
+        {
+            **BASE,
+            "pulsar.client.operationTimeoutMs": "15000",
+            "pulsar.client.numIoThreads": "2",
+            "pulsar.reader.receiverQueueSize": "50",
+            "pulsar.admin.requestTimeoutMs": "9000",
+        }
+    )
     assert dict(opts.client_kwargs) == {"operation_timeout_seconds": 15, "io_threads": 2}
     assert dict(opts.reader_kwargs) == {"receiver_queue_size": 50}
     assert opts.admin_timeout_s == 9.0
@@ -60,8 +66,14 @@ def test_pulsar_keys_are_applied_or_refused_never_dropped() -> None:
         SourceOptions.parse({**BASE, "pulsar.reader.receiverQueueSize": "many"})
     with pytest.raises(ValueError, match="apply to the sink"):
         SourceOptions.parse({**BASE, "pulsar.producer.sendTimeoutMs": "1"})
-    sink = SinkOptions.parse({"service.url": "pulsar://x:1", "topic": "t", "pulsar.producer.compressionType": "lz4",
-                              "pulsar.producer.hashingScheme": "Murmur3_32Hash"})
+    sink = SinkOptions.parse(
+        {
+            "service.url": "pulsar://x:1",
+            "topic": "t",
+            "pulsar.producer.compressionType": "lz4",
+            "pulsar.producer.hashingScheme": "Murmur3_32Hash",
+        }
+    )
     assert dict(sink.producer_kwargs) == {"compression_type": "LZ4"} and sink.hashing_scheme == "Murmur3_32Hash"
     with pytest.raises(ValueError, match="producerNamePrefix"):
         SinkOptions.parse({"service.url": "pulsar://x:1", "topic": "t", "pulsar.producer.producerName": "p"})
@@ -91,8 +103,10 @@ def test_pulsar_spark_offsets_and_times() -> None:
     latest = _mid_bytes(2**63 - 1, 2**63 - 1)
     assert message_id_position(earliest) == EARLIEST and message_id_position(latest) == "latest"
     text = json.dumps({"persistent://public/default/a": _mid_bytes(300, 2**40), "b": {"ledger": 1, "entry": 2}})
-    assert parse_starting_offsets(text) == {"persistent://public/default/a": Position(300, 2**40, 0),
-                                            "b": Position(1, 2, 0)}
+    assert parse_starting_offsets(text) == {
+        "persistent://public/default/a": Position(300, 2**40, 0),
+        "b": Position(1, 2, 0),
+    }
     with pytest.raises(ValueError, match="MessageId"):
         message_id_position([1, 2, 3, 4])
     opts = SourceOptions.parse({**BASE, "startingTime": '{"t": 1000}', "endingTime": "2000"}, batch=True)
@@ -103,7 +117,7 @@ def test_key_hashes_match_the_java_client() -> None:
     # String.hashCode(): "hello" is 99162322; "polygenelubricants" overflows to Integer.MIN_VALUE
     assert java_string_hash("hello") == 99162322
     assert java_string_hash("polygenelubricants") == 0  # MIN_VALUE & MAX_VALUE
-    assert java_string_hash("\U0001F600") == (0xD83D * 31 + 0xDE00) & 0x7FFFFFFF  # a surrogate pair
+    assert java_string_hash("\U0001f600") == (0xD83D * 31 + 0xDE00) & 0x7FFFFFFF  # a surrogate pair
     # Murmur3 32 (seed 0) of "hello": 0x248bfa47
     assert murmur3_hash("hello") == 0x248BFA47 & 0x7FFFFFFF
 
@@ -115,32 +129,60 @@ def _avro(definition: dict, record: dict) -> bytes:
 
 
 NESTED = {
-    "type": "record", "name": "Order", "namespace": "shop", "fields": [
+    "type": "record",
+    "name": "Order",
+    "namespace": "shop",
+    "fields": [
         {"name": "id", "type": {"type": "string", "logicalType": "uuid"}},
         {"name": "price", "type": {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}},
         {"name": "day", "type": {"type": "int", "logicalType": "date"}},
         {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
         {"name": "tags", "type": {"type": "array", "items": "string"}},
         {"name": "attrs", "type": {"type": "map", "values": "long"}},
-        {"name": "buyer", "type": ["null", {"type": "record", "name": "Buyer", "fields": [
-            {"name": "name", "type": "string"}, {"name": "vip", "type": "boolean"}]}]},
+        {
+            "name": "buyer",
+            "type": [
+                "null",
+                {
+                    "type": "record",
+                    "name": "Buyer",
+                    "fields": [{"name": "name", "type": "string"}, {"name": "vip", "type": "boolean"}],
+                },
+            ],
+        },
         {"name": "n", "type": ["int", "long"]},
         {"name": "either", "type": ["null", "string", "long"]},
-    ]}
+    ],
+}
 
 
 def test_avro_records_map_to_nested_spark_types_and_decode() -> None:
     vs = value_schema_from_info({"type": "AVRO", "data": json.dumps(NESTED), "properties": {}})
     assert isinstance(vs, ValueSchema)
     types = {n: ddl_type(t) for n, t in vs.columns}
-    assert types == {"id": "STRING", "price": "DECIMAL(10, 2)", "day": "DATE", "at": "TIMESTAMP",
-                     "tags": "ARRAY<STRING>", "attrs": "MAP<STRING, BIGINT>",
-                     "buyer": "STRUCT<`name`: STRING, `vip`: BOOLEAN>", "n": "BIGINT",
-                     "either": "STRUCT<member0: STRING, member1: BIGINT>"}
+    assert types == {
+        "id": "STRING",
+        "price": "DECIMAL(10, 2)",
+        "day": "DATE",
+        "at": "TIMESTAMP",
+        "tags": "ARRAY<STRING>",
+        "attrs": "MAP<STRING, BIGINT>",
+        "buyer": "STRUCT<`name`: STRING, `vip`: BOOLEAN>",
+        "n": "BIGINT",
+        "either": "STRUCT<member0: STRING, member1: BIGINT>",
+    }
     at = dt.datetime(2024, 3, 1, 1, 0, tzinfo=dt.UTC)
-    record = {"id": "5b7c6d2e-0000-4000-8000-000000000001", "price": decimal.Decimal("12.34"),
-              "day": dt.date(2024, 3, 1), "at": at, "tags": ["a", "b"], "attrs": {"x": 1},
-              "buyer": {"name": "ann", "vip": True}, "n": 7, "either": 5}
+    record = {
+        "id": "5b7c6d2e-0000-4000-8000-000000000001",
+        "price": decimal.Decimal("12.34"),
+        "day": dt.date(2024, 3, 1),
+        "at": at,
+        "tags": ["a", "b"],
+        "attrs": {"x": 1},
+        "buyer": {"name": "ann", "vip": True},
+        "n": 7,
+        "either": 5,
+    }
     row = decoder(vs)(_avro(NESTED, record), None)
     got = dict(zip([n for n, _ in vs.columns], row, strict=True))
     assert got["id"] == record["id"] and got["price"] == decimal.Decimal("12.34")
@@ -156,11 +198,15 @@ def test_primitive_key_value_and_refused_schemas() -> None:
     assert vs is not None and [ddl_type(t) for _, t in vs.columns] == ["BIGINT"]
     assert decoder(vs)(struct.pack(">q", -5), None) == (-5,)
     ts = value_schema_from_info({"type": "TIMESTAMP", "data": "", "properties": {}})
-    assert ts is not None and decoder(ts)(struct.pack(">q", 1000), None)[0] == dt.datetime(1970, 1, 1, 0, 0, 1,
-                                                                                         tzinfo=dt.UTC)
+    assert ts is not None and decoder(ts)(struct.pack(">q", 1000), None)[0] == dt.datetime(
+        1970, 1, 1, 0, 0, 1, tzinfo=dt.UTC
+    )
     assert value_schema_from_info({"type": "BYTES", "data": "", "properties": {}}) is None
-    kv_info = {"type": "KEY_VALUE", "data": json.dumps({"key": "", "value": NESTED["fields"][6]["type"][1]}),
-               "properties": {"key.schema.type": "STRING", "value.schema.type": "AVRO", "kv.encoding.type": "INLINE"}}
+    kv_info = {
+        "type": "KEY_VALUE",
+        "data": json.dumps({"key": "", "value": NESTED["fields"][6]["type"][1]}),
+        "properties": {"key.schema.type": "STRING", "value.schema.type": "AVRO", "kv.encoding.type": "INLINE"},
+    }
     kv = value_schema_from_info(kv_info)
     assert kv is not None and [n for n, _ in kv.columns] == ["key", "value"]
     buyer = _avro(NESTED["fields"][6]["type"][1], {"name": "bo", "vip": False})
@@ -176,8 +222,10 @@ def test_primitive_key_value_and_refused_schemas() -> None:
 def test_checkpoint_subscription_and_durations(tmp_path) -> None:
     offsets = tmp_path / "offsets"
     offsets.mkdir()
-    (offsets / "0").write_text('v1\n{"batchWatermarkMs":0}\n{"t": {"ledger": 1, "entry": 0, "batch": 0}, '
-                               '"__subscription": "magnetar-spark-abc"}\n')
+    (offsets / "0").write_text(
+        'v1\n{"batchWatermarkMs":0}\n{"t": {"ledger": 1, "entry": 0, "batch": 0}, '
+        '"__subscription": "magnetar-spark-abc"}\n'
+    )
     assert checkpoint_subscription(tmp_path) == "magnetar-spark-abc"
     with pytest.raises(ValueError, match="not a streaming checkpoint"):
         checkpoint_subscription(tmp_path / "nope")

@@ -40,8 +40,11 @@ def _section(title: str) -> str:
 
 def _commands(section: str) -> list[str]:
     """The indented command lines of a README section, comments dropped."""
-    return [line.split("#")[0].strip() for line in section.splitlines()
-            if line.startswith("    ") and line.strip() and not line.strip().startswith("#")]
+    return [
+        line.split("#")[0].strip()
+        for line in section.splitlines()
+        if line.startswith("    ") and line.strip() and not line.strip().startswith("#")
+    ]
 
 
 def _fresh_clone(dest: Path) -> None:
@@ -59,15 +62,30 @@ class _Standalone:
 
     def __init__(self, clone: Path, bookie_port: int, log: Path) -> None:
         self.log_path = log
-        ports = ["--set", f"standalone.bookie_port={bookie_port}", "--set", "standalone.bookie_http_port=0",
-                 "--set", "broker.broker_service_port=0", "--set", "broker.web_service_port=0"]
+        ports = [
+            "--set",
+            f"standalone.bookie_port={bookie_port}",
+            "--set",
+            "standalone.bookie_http_port=0",
+            "--set",
+            "broker.broker_service_port=0",
+            "--set",
+            "broker.web_service_port=0",
+        ]
         env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
         with open(log, "w") as out:
-            self.proc = subprocess.Popen(["scripts/standalone", *ports], cwd=clone, stdout=out,
-                                         stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            self.proc = subprocess.Popen(
+                ["scripts/standalone", *ports],
+                cwd=clone,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
 
     def wait_ready(self, timeout: float) -> tuple[str, str, str]:
         """(bookie http URL, broker service URL, admin URL) once standalone is ready."""
+
         def ready() -> re.Match[str] | None:
             assert self.proc.poll() is None, f"scripts/standalone exited:\n{self.output()}"
             return READY.search(self.output())
@@ -150,7 +168,7 @@ def test_readme_set_up_and_first_contact_on_a_fresh_clone(tmp_path: Path) -> Non
 
         broker_metrics = httpx.get(urls[0].replace("localhost:8080", admin_url), timeout=30).text
         bookie_metrics = httpx.get(urls[1].replace("localhost:8000", bookie_http), timeout=30).text
-        assert 'pulsar_in_messages_total{' in broker_metrics
+        assert "pulsar_in_messages_total{" in broker_metrics
         for text in (broker_metrics, bookie_metrics):
             assert not re.search(r"^\w+_created\b", text, re.M), "epoch-valued *_created series"
     finally:
@@ -161,8 +179,11 @@ def test_readme_set_up_and_first_contact_on_a_fresh_clone(tmp_path: Path) -> Non
     try:
         _, _, admin_url = again.wait_ready(timeout=120)
         assert "installing" not in again.output() and "pip" not in again.output(), again.output()
-        topics = _run([".venv/bin/magnetar", "admin", "--json", "topics", "list", "public/default"], clone,
-                      {**env, "MAGNETAR_ADMIN_URL": admin_url}).stdout
+        topics = _run(
+            [".venv/bin/magnetar", "admin", "--json", "topics", "list", "public/default"],
+            clone,
+            {**env, "MAGNETAR_ADMIN_URL": admin_url},
+        ).stdout
         assert "persistent://public/default/my-topic" in topics
     finally:
         assert again.stop() == 0, again.output()

@@ -44,16 +44,21 @@ def _ports(sa: Standalone) -> dict[str, tuple[str, int]]:
     assert match, sa.log()[-2000:]
     pulsar_host, pulsar_port = sa.service_url.removeprefix("pulsar://").rsplit(":", 1)
     admin_host, admin_port = sa.admin_url.removeprefix("http://").rsplit(":", 1)
-    return {"pulsar": (pulsar_host, int(pulsar_port)), "admin": (admin_host, int(admin_port)),
-            "bookie": (match.group(1), int(match.group(2))), "bookie-http": ("127.0.0.1", int(match.group(3)))}
+    return {
+        "pulsar": (pulsar_host, int(pulsar_port)),
+        "admin": (admin_host, int(admin_port)),
+        "bookie": (match.group(1), int(match.group(2))),
+        "bookie-http": ("127.0.0.1", int(match.group(3))),
+    }
 
 
 def _still_serving(sa: Standalone) -> None:
     """The server is alive and the official client round-trips a message on a new topic."""
     assert sa.proc.poll() is None, sa.log()[-3000:]
     topic = f"after-bad-input-{next(_round)}"
-    client = pulsar.Client(sa.service_url, operation_timeout_seconds=20,
-                           logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    client = pulsar.Client(
+        sa.service_url, operation_timeout_seconds=20, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
+    )
     try:
         consumer = client.subscribe(topic, "s")
         producer = client.create_producer(topic)
@@ -89,7 +94,7 @@ def _random_payloads(seed: int) -> list[bytes]:
     rng = random.Random(seed)
     out = [rng.randbytes(n) for n in (1, 7, 64, 4096, 70_000)]
     out.append(struct.pack(">I", 0xFFFFFFF0) + rng.randbytes(100))  # a length no frame may have
-    out.append(struct.pack(">II", 50, 200) + rng.randbytes(40))     # cmdSize past the frame
+    out.append(struct.pack(">II", 50, 200) + rng.randbytes(40))  # cmdSize past the frame
     return out
 
 
@@ -105,11 +110,11 @@ def test_malformed_pulsar_frames_after_connect(sa: Standalone) -> None:
     addr = _ports(sa)["pulsar"]
     connect = encode_command(make_command("CONNECT", client_version="bad-input-test", protocol_version=20))
     cases = [
-        connect + struct.pack(">II", 12, 8) + b"\x08\x06\x32\x04garb",         # a SEND whose body does not parse
+        connect + struct.pack(">II", 12, 8) + b"\x08\x06\x32\x04garb",  # a SEND whose body does not parse
         connect + encode_command(make_command("PRODUCER", topic="x", producer_id=1, request_id=1))[:-3],  # truncated
         connect + encode_command(make_command("SEND", producer_id=77, sequence_id=0)),  # no such producer, no payload
-        connect + struct.pack(">I", 6 * 1024 * 1024) + b"\x00" * 1024,          # over maxMessageSize + padding
-        connect + connect,                                                       # a second CONNECT
+        connect + struct.pack(">I", 6 * 1024 * 1024) + b"\x00" * 1024,  # over maxMessageSize + padding
+        connect + connect,  # a second CONNECT
     ]
     for data in cases:
         _blast(addr, data)
@@ -142,10 +147,12 @@ def test_malformed_bookie_rest_requests(sa: Standalone) -> None:
     host, port = _ports(sa)["bookie-http"]
     base = f"http://{host}:{port}"
     with httpx.Client(timeout=30) as http:
-        for method, path, body in [("PUT", "/api/v1/bookie/gc", b"{not json"),
-                                   ("PUT", "/api/v1/bookie/state/readonly", b"[1, 2"),
-                                   ("GET", "/api/v1/bookie/no-such-endpoint", b""),
-                                   ("PUT", "/api/v1/bookie/gc", b'{"forceMajor": "maybe"}')]:
+        for method, path, body in [
+            ("PUT", "/api/v1/bookie/gc", b"{not json"),
+            ("PUT", "/api/v1/bookie/state/readonly", b"[1, 2"),
+            ("GET", "/api/v1/bookie/no-such-endpoint", b""),
+            ("PUT", "/api/v1/bookie/gc", b'{"forceMajor": "maybe"}'),
+        ]:
             r = http.request(method, f"{base}{path}", content=body)
             assert 400 <= r.status_code < 500, (method, path, r.status_code, r.text)
         # the bookie stayed writable: nothing above turned it read-only

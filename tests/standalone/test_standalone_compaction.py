@@ -103,8 +103,9 @@ def test_compaction_survives_restart_and_serves_compacted_readers(tmp_path: Path
         client = pulsar.Client(sa.service_url, operation_timeout_seconds=30)
         p1 = client.create_producer(topic, batching_enabled=False)
         _send_all(p1, single)
-        p2 = client.create_producer(topic, batching_enabled=True, batching_max_messages=10,
-                                    batching_max_publish_delay_ms=50)
+        p2 = client.create_producer(
+            topic, batching_enabled=True, batching_max_messages=10, batching_max_publish_delay_ms=50
+        )
         _send_all(p2, batched)
         assert _status(sa, topic) == {"status": "NOT_RUN", "lastError": ""}
         _compact(sa, topic)
@@ -134,12 +135,13 @@ def test_compaction_survives_restart_and_serves_compacted_readers(tmp_path: Path
         producer = client.create_producer(topic, batching_enabled=False)
         _send_all(producer, later)
         got = _read_all(client, topic, compacted=True)
-        assert got[:len(expected)] and dict(got[:len(expected)]) == expected
-        assert got[len(expected):] == later
+        assert got[: len(expected)] and dict(got[: len(expected)]) == expected
+        assert got[len(expected) :] == later
 
         # an exclusive consumer with read_compacted gets the same, and acks it
-        consumer = client.subscribe(topic, "compacted-sub", is_read_compacted=True,
-                                    initial_position=pulsar.InitialPosition.Earliest)
+        consumer = client.subscribe(
+            topic, "compacted-sub", is_read_compacted=True, initial_position=pulsar.InitialPosition.Earliest
+        )
         seen = []
         while True:
             try:
@@ -165,11 +167,13 @@ def test_compaction_survives_restart_and_serves_compacted_readers(tmp_path: Path
             return out
 
         def subscribe_again() -> pulsar.Consumer:
-            return client.subscribe(topic, "no-acks", is_read_compacted=True,
-                                    initial_position=pulsar.InitialPosition.Earliest)
+            return client.subscribe(
+                topic, "no-acks", is_read_compacted=True, initial_position=pulsar.InitialPosition.Earliest
+            )
 
-        stored = [row["ledgerId"] for row in _admin(sa, "GET", f"persistent/{_NS}/{topic}/explain-storage").json()[
-            "ledgers"]]
+        stored = [
+            row["ledgerId"] for row in _admin(sa, "GET", f"persistent/{_NS}/{topic}/explain-storage").json()["ledgers"]
+        ]
         reader = client.create_reader(topic, pulsar.MessageId.earliest, is_read_compacted=True)
         first_id = reader.read_next(timeout_millis=10000).message_id()
         reader.close()
@@ -184,13 +188,15 @@ def test_compaction_survives_restart_and_serves_compacted_readers(tmp_path: Path
         c2.close()
 
         # compacting again folds the later messages in and replaces the ledger
-        old_ledger = _admin(sa, "GET", f"persistent/{_NS}/{topic}/explain-storage").json()[
-            "compaction"]["compactedLedger"]["ledgerId"]
+        old_ledger = _admin(sa, "GET", f"persistent/{_NS}/{topic}/explain-storage").json()["compaction"][
+            "compactedLedger"
+        ]["ledgerId"]
         _compact(sa, topic)
         again = dict(_read_all(client, topic, compacted=True))
         assert again == {**expected, "k0": b"after-1", "new": b"fresh"}
-        new_ledger = _admin(sa, "GET", f"persistent/{_NS}/{topic}/explain-storage").json()[
-            "compaction"]["compactedLedger"]["ledgerId"]
+        new_ledger = _admin(sa, "GET", f"persistent/{_NS}/{topic}/explain-storage").json()["compaction"][
+            "compactedLedger"
+        ]["ledgerId"]
         assert new_ledger != old_ledger
 
         # TableView of the official client works on top

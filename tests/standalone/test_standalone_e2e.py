@@ -20,8 +20,11 @@ pytestmark = pytest.mark.slow
 
 
 def _set_infinite_retention(admin_url: str) -> None:
-    r = httpx.post(f"{admin_url}/admin/v2/namespaces/public/default/retention",
-                   json={"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}, timeout=10)
+    r = httpx.post(
+        f"{admin_url}/admin/v2/namespaces/public/default/retention",
+        json={"retentionTimeInMinutes": -1, "retentionSizeInMB": -1},
+        timeout=10,
+    )
     assert r.status_code in (200, 204), r.text
 
 
@@ -75,8 +78,13 @@ def test_sigkill_during_produce_loses_no_receipted_message(tmp_path: Path, batch
     try:
         _set_infinite_retention(sa.admin_url)
         client = pulsar.Client(sa.service_url, operation_timeout_seconds=5)
-        producer = client.create_producer("kill-topic", batching_enabled=batching, block_if_queue_full=True,
-                                          max_pending_messages=500, send_timeout_millis=5000)
+        producer = client.create_producer(
+            "kill-topic",
+            batching_enabled=batching,
+            block_if_queue_full=True,
+            max_pending_messages=500,
+            send_timeout_millis=5000,
+        )
 
         def on_sent(res: pulsar.Result, _msg_id: object, payload: bytes) -> None:
             if res == pulsar.Result.Ok:

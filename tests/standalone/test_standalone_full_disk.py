@@ -24,8 +24,16 @@ from tests.support.tmpfs import mounted_tmpfs
 
 pytestmark = pytest.mark.slow
 
-_SETTINGS = ("--set", "bookie.disk_check_interval_ms=200", "--set", "bookie.journal_max_size_mb=8",
-             "--set", "bookie.journal_prealloc_size_mb=4", "--set", "bookie.write_cache_max_mb=8")
+_SETTINGS = (
+    "--set",
+    "bookie.disk_check_interval_ms=200",
+    "--set",
+    "bookie.journal_max_size_mb=8",
+    "--set",
+    "bookie.journal_prealloc_size_mb=4",
+    "--set",
+    "bookie.write_cache_max_mb=8",
+)
 
 
 @pytest.fixture
@@ -35,8 +43,9 @@ def disk(tmp_path: Path) -> Iterator[Path]:
 
 
 def _client(sa: Standalone) -> pulsar.Client:
-    return pulsar.Client(sa.service_url, operation_timeout_seconds=20,
-                         logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    return pulsar.Client(
+        sa.service_url, operation_timeout_seconds=20, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
+    )
 
 
 def _fill(path: Path) -> None:
@@ -61,8 +70,13 @@ def _produce_until_refused(producer: pulsar.Producer) -> tuple[list[int], pulsar
         done = threading.Event()
         outcome: list[pulsar.Result] = []
 
-        def callback(result: pulsar.Result, _id: object, seq: int = seq, outcome: list[pulsar.Result] = outcome,
-                     done: threading.Event = done) -> None:
+        def callback(
+            result: pulsar.Result,
+            _id: object,
+            seq: int = seq,
+            outcome: list[pulsar.Result] = outcome,
+            done: threading.Event = done,
+        ) -> None:
             outcome.append(result)
             if result == pulsar.Result.Ok:
                 receipted.append(seq)

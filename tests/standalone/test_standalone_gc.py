@@ -49,8 +49,11 @@ def test_deleted_topic_leaves_the_disk_after_one_forced_gc(tmp_path: Path) -> No
     sa = start_standalone(data, "--set", "bookie.flush_interval_ms=200")
     try:
         (bookie_http,) = re.findall(r"bookie \S+: protocol \S+ http (http://\S+)", sa.log())
-        r = httpx.post(f"{sa.admin_url}/admin/v2/namespaces/public/default/retention",
-                       json={"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}, timeout=10)
+        r = httpx.post(
+            f"{sa.admin_url}/admin/v2/namespaces/public/default/retention",
+            json={"retentionTimeInMinutes": -1, "retentionSizeInMB": -1},
+            timeout=10,
+        )
         assert r.status_code in (200, 204), r.text  # "kept" has no subscription: keep it by retention
         client = pulsar.Client(sa.service_url, operation_timeout_seconds=30)
         _produce(client, "doomed", DOOMED)
@@ -64,8 +67,9 @@ def test_deleted_topic_leaves_the_disk_after_one_forced_gc(tmp_path: Path) -> No
         assert before >= (DOOMED + KEPT) * SIZE
         r = httpx.delete(f"{sa.admin_url}/admin/v2/persistent/public/default/doomed", timeout=30)
         assert r.status_code in (200, 204), r.text
-        r = httpx.put(f"{bookie_http}/api/v1/bookie/gc", json={"is_in_force_gc": True, "is_force_major_gc": True},
-                      timeout=30)
+        r = httpx.put(
+            f"{bookie_http}/api/v1/bookie/gc", json={"is_in_force_gc": True, "is_force_major_gc": True}, timeout=30
+        )
         assert r.status_code == 200, r.text
         deadline = time.monotonic() + 60
         while httpx.get(f"{bookie_http}/api/v1/bookie/gc", timeout=10).json()["is_in_force_gc"] == "true":

@@ -56,12 +56,20 @@ def _sub_value(samples: list[tuple[str, dict[str, str], float]], name: str, topi
 
 def test_dashboards_query_only_exported_metrics_and_subscription_series_are_right(tmp_path: Path) -> None:
     # at most 10 unacked per Shared consumer: the 10 the consumer prefetched block it
-    sa = start_standalone(tmp_path / "data", "--set", "broker.exposeConsumerLevelMetricsInPrometheus=true",
-                          "--set", "broker.exposeProducerLevelMetricsInPrometheus=true",
-                          "--set", "broker.maxUnackedMessagesPerConsumer=10",
-                          # rates every second (Pulsar's default period is a minute)
-                          "--set", "broker.statsUpdateFrequencyInSecs=1",
-                          "--set", "broker.statsUpdateInitialDelayInSecs=1")
+    sa = start_standalone(
+        tmp_path / "data",
+        "--set",
+        "broker.exposeConsumerLevelMetricsInPrometheus=true",
+        "--set",
+        "broker.exposeProducerLevelMetricsInPrometheus=true",
+        "--set",
+        "broker.maxUnackedMessagesPerConsumer=10",
+        # rates every second (Pulsar's default period is a minute)
+        "--set",
+        "broker.statsUpdateFrequencyInSecs=1",
+        "--set",
+        "broker.statsUpdateInitialDelayInSecs=1",
+    )
     try:
         topic = "persistent://public/default/dash-topic"
         consumer = _traffic(sa, topic)
@@ -71,8 +79,10 @@ def test_dashboards_query_only_exported_metrics_and_subscription_series_are_righ
 
         def acked_state() -> list[tuple[str, dict[str, str], float]] | None:
             s = _samples(sa.admin_url)
-            ok = (_sub_value(s, "pulsar_subscription_back_log", topic) == 10
-                  and _sub_value(s, "pulsar_subscription_unacked_messages", topic) == 10)
+            ok = (
+                _sub_value(s, "pulsar_subscription_back_log", topic) == 10
+                and _sub_value(s, "pulsar_subscription_unacked_messages", topic) == 10
+            )
             return s if ok else None
 
         broker = wait_until(acked_state, "backlog 10 and 10 unacked on /metrics", timeout_s=60.0)
@@ -83,12 +93,18 @@ def test_dashboards_query_only_exported_metrics_and_subscription_series_are_righ
         assert _sub_value(broker, "pulsar_subscription_blocked_on_unacked_messages", topic) == 0
         # a redelivery shows as a rate once the stats updater has taken the next period
         consumer.redeliver_unacknowledged_messages()
-        wait_until(lambda: (_sub_value(_samples(sa.admin_url), "pulsar_subscription_msg_rate_redeliver", topic)
-                           or 0) > 0, "a redelivery rate on /metrics", timeout_s=60.0)
+        wait_until(
+            lambda: (_sub_value(_samples(sa.admin_url), "pulsar_subscription_msg_rate_redeliver", topic) or 0) > 0,
+            "a redelivery rate on /metrics",
+            timeout_s=60.0,
+        )
         names = {n for n, _, _ in broker}
         assert {"pulsar_consumer_unacked_messages", "pulsar_producer_msg_rate_in"} <= names
-        ns_backlog = [v for n, labels, v in broker if n == "pulsar_ml_NumberOfMessagesInBacklog"
-                      and labels["namespace"] == "public/default"]
+        ns_backlog = [
+            v
+            for n, labels, v in broker
+            if n == "pulsar_ml_NumberOfMessagesInBacklog" and labels["namespace"] == "public/default"
+        ]
         assert ns_backlog == [10]
         assert "bookkeeper_client_ADD_ENTRY_count" in names
         conns = {n: v for n, _, v in broker if n.startswith(("pulsar_active_connections", "pulsar_connection_"))}

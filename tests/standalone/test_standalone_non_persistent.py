@@ -43,8 +43,7 @@ def test_non_persistent_topic_on_standalone_survives_a_broker_restart(tmp_path: 
         for i in range(20):
             producer.send(f"a{i}".encode())
         assert _receive_all(consumer) == [f"a{i}".encode() for i in range(20)]
-        stats = httpx.get(f"{sa.admin_url}/admin/v2/non-persistent/public/default/np-restart/stats",
-                          timeout=10).json()
+        stats = httpx.get(f"{sa.admin_url}/admin/v2/non-persistent/public/default/np-restart/stats", timeout=10).json()
         assert stats["msgInCounter"] == 20 and stats["storageSize"] == 0
         # nothing of it is stored: the persistent listing does not know it
         persistent = httpx.get(f"{sa.admin_url}/admin/v2/persistent/public/default", timeout=10).json()

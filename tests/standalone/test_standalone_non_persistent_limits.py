@@ -28,8 +28,12 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]
 
 def _metric(sa: Standalone, name: str, topic: str) -> float:
     text = httpx.get(f"{sa.admin_url}/metrics", timeout=10).text
-    found = [s.value for fam in text_string_to_metric_families(text) for s in fam.samples
-             if s.name == name and s.labels.get("topic") == topic]
+    found = [
+        s.value
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+        if s.name == name and s.labels.get("topic") == topic
+    ]
     assert len(found) == 1, (name, found)
     return found[0]
 
@@ -40,16 +44,19 @@ def test_limits_rates_and_metrics_of_a_non_persistent_topic(standalone: Standalo
     assert httpx.put(f"{v2}/tenants/npl", timeout=10).status_code == 204
     assert httpx.put(f"{v2}/namespaces/npl/ns", timeout=10).status_code == 204
     rate, total = 5, 15
-    for policy, body in (("maxProducersPerTopic", 1),
-                         ("publishRate", {"publishThrottlingRateInMsg": rate, "publishThrottlingRateInByte": -1})):
+    for policy, body in (
+        ("maxProducersPerTopic", 1),
+        ("publishRate", {"publishThrottlingRateInMsg": rate, "publishThrottlingRateInByte": -1}),
+    ):
         r = httpx.post(f"{v2}/namespaces/npl/ns/{policy}", json=body, timeout=10)
         assert r.status_code == 204, r.text
     topic = "non-persistent://npl/ns/t"
     client = pulsar.Client(sa.service_url, operation_timeout_seconds=30)
     try:
         consumer = client.subscribe(topic, "s", receiver_queue_size=1000)
-        producer = client.create_producer(topic, batching_enabled=False, max_pending_messages=total,
-                                          block_if_queue_full=True)
+        producer = client.create_producer(
+            topic, batching_enabled=False, max_pending_messages=total, block_if_queue_full=True
+        )
         with pytest.raises(pulsar.ProducerBusy):
             client.create_producer(topic)
         results: list[pulsar.Result] = []

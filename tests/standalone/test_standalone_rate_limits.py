@@ -42,12 +42,14 @@ def test_publish_rate_bounds_what_producers_store(standalone: Standalone) -> Non
     sa = standalone
     assert httpx.put(f"{sa.admin_url}/admin/v2/tenants/rate", timeout=10).status_code == 204
     assert httpx.put(f"{sa.admin_url}/admin/v2/namespaces/rate/pub", timeout=10).status_code == 204
-    _post(sa, "namespaces/rate/pub/publishRate", {"publishThrottlingRateInMsg": RATE,
-                                                  "publishThrottlingRateInByte": -1})
+    _post(
+        sa, "namespaces/rate/pub/publishRate", {"publishThrottlingRateInMsg": RATE, "publishThrottlingRateInByte": -1}
+    )
     client = pulsar.Client(sa.service_url, operation_timeout_seconds=30)
     try:
-        producer = client.create_producer("persistent://rate/pub/t", batching_enabled=False,
-                                          max_pending_messages=200, block_if_queue_full=True)
+        producer = client.create_producer(
+            "persistent://rate/pub/t", batching_enabled=False, max_pending_messages=200, block_if_queue_full=True
+        )
         acked = 0
         lock = threading.Lock()
 
@@ -95,9 +97,16 @@ def test_dispatch_rate_bounds_what_consumers_receive(standalone: Standalone) -> 
         for i in range(total):
             producer.send_async(f"m{i}".encode(), None)
         producer.flush()
-        _post(sa, "persistent/public/default/dispatch-rate/dispatchRate",
-              {"dispatchThrottlingRateInMsg": RATE, "dispatchThrottlingRateInByte": -1,
-               "relativeToPublishRate": False, "ratePeriodInSecond": 1})
+        _post(
+            sa,
+            "persistent/public/default/dispatch-rate/dispatchRate",
+            {
+                "dispatchThrottlingRateInMsg": RATE,
+                "dispatchThrottlingRateInByte": -1,
+                "relativeToPublishRate": False,
+                "ratePeriodInSecond": 1,
+            },
+        )
         consumer = client.subscribe(topic, "s")
         got = 0
         deadline = time.monotonic() + WINDOW_S

@@ -23,8 +23,12 @@ TOPIC = "persistent://public/default/my-topic"
 
 
 def _admin(admin_url: str, *argv: str) -> str:
-    run = subprocess.run([sys.executable, "-m", "magnetar", "admin", "--admin-url", admin_url, *argv],
-                         capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [sys.executable, "-m", "magnetar", "admin", "--admin-url", admin_url, *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 0, run.stderr
     return run.stdout
 

@@ -17,12 +17,20 @@ from tests.support.standalone import start_standalone
 
 pytestmark = pytest.mark.slow
 
-OPTIONS = ("--set", "managed_ledger.managedLedgerDigestType=MAC",
-           "--set", "managed_ledger.managedLedgerPassword=s3cret",
-           "--set", "bookie.ledgerManagerFactoryClass=flat",
-           "--set", "bk_client.ledgerManagerFactoryClass=flat",
-           "--set", "bookie.entryLogPerLedgerEnabled=true",
-           "--set", "bookie.flushEntrylogBytes=65536")
+OPTIONS = (
+    "--set",
+    "managed_ledger.managedLedgerDigestType=MAC",
+    "--set",
+    "managed_ledger.managedLedgerPassword=s3cret",
+    "--set",
+    "bookie.ledgerManagerFactoryClass=flat",
+    "--set",
+    "bk_client.ledgerManagerFactoryClass=flat",
+    "--set",
+    "bookie.entryLogPerLedgerEnabled=true",
+    "--set",
+    "bookie.flushEntrylogBytes=65536",
+)
 
 
 def test_storage_options_end_to_end(tmp_path: Path) -> None:

@@ -21,9 +21,12 @@ T = TypeVar("T")
 TOPIC = "persistent://public/default/trim-history"
 EXPLAIN = "/admin/v2/persistent/public/default/trim-history/explain-storage"
 ARGS = (
-    "--set", "broker.retentionCheckIntervalInSeconds=1",
-    "--set", "managed_ledger.managedLedgerMaxEntriesPerLedger=20",
-    "--set", "managed_ledger.managedLedgerMinLedgerRolloverTimeMinutes=0",
+    "--set",
+    "broker.retentionCheckIntervalInSeconds=1",
+    "--set",
+    "managed_ledger.managedLedgerMaxEntriesPerLedger=20",
+    "--set",
+    "managed_ledger.managedLedgerMinLedgerRolloverTimeMinutes=0",
 )
 
 
@@ -41,16 +44,20 @@ def test_explain_storage_remembers_trims_across_a_restart(tmp_path: Path) -> Non
     try:
         client = pulsar.Client(sa.service_url, operation_timeout_seconds=30)
         consumer = client.subscribe(TOPIC, "s")
-        producer = client.create_producer(TOPIC, batching_enabled=False, max_pending_messages=10,
-                                          block_if_queue_full=True)
+        producer = client.create_producer(
+            TOPIC, batching_enabled=False, max_pending_messages=10, block_if_queue_full=True
+        )
         for i in range(100):
             producer.send_async(i.to_bytes(4, "big") * 100, None)
         producer.flush()
         for _ in range(100):
             consumer.acknowledge(consumer.receive(timeout_millis=10_000))
         # retention 0/0 on public/default: the consumed, closed ledgers are trimmed
-        before = wait_until(lambda: (rows := _deleted_rows(sa.admin_url)) and len(rows) >= 3
-                           and rows, "retention to trim", timeout_s=60.0)
+        before = wait_until(
+            lambda: (rows := _deleted_rows(sa.admin_url)) and len(rows) >= 3 and rows,
+            "retention to trim",
+            timeout_s=60.0,
+        )
         consumer.close()
         producer.close()
         client.close()

@@ -44,10 +44,26 @@ class Bookie:
         if self.profile:  # only the first start: the restart for the catch-up read would overwrite it
             cmd += ["-m", "cProfile", "-o", self.profile]
             self.profile = None
-        cmd += ["-m", "magnetar", "bookie", "--journal-dir", str(self.base / "journal"),
-                "--ledger-dirs", str(self.base / "ledgers"), "--port", "0", "--log-level", "WARNING",
-                "--bookie-id", "bench-bookie",
-                "--set", "http_enabled=false", "--set", "listen_address=127.0.0.1", *self.extra]
+        cmd += [
+            "-m",
+            "magnetar",
+            "bookie",
+            "--journal-dir",
+            str(self.base / "journal"),
+            "--ledger-dirs",
+            str(self.base / "ledgers"),
+            "--port",
+            "0",
+            "--log-level",
+            "WARNING",
+            "--bookie-id",
+            "bench-bookie",
+            "--set",
+            "http_enabled=false",
+            "--set",
+            "listen_address=127.0.0.1",
+            *self.extra,
+        ]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
@@ -77,8 +93,9 @@ class Bookie:
             self.proc = None
 
 
-async def pipelined(port: int, frames: list[bytes], window: int, rate: float | None = None
-                    ) -> tuple[float, list[float], int, dict[int, bytes]]:
+async def pipelined(
+    port: int, frames: list[bytes], window: int, rate: float | None = None
+) -> tuple[float, list[float], int, dict[int, bytes]]:
     """Send pre-encoded request frames keeping ``window`` in flight (or at ``rate`` per second).
 
     Returns (seconds, latencies in ms, bytes of response bodies, {txn: status != 0}).
@@ -148,8 +165,10 @@ async def pipelined(port: int, frames: list[bytes], window: int, rate: float | N
 def add_frames(ledger: int, count: int, size: int) -> list[bytes]:
     """Pre-encoded ADD requests of ``count`` random entries of ``size`` bytes to ``ledger``."""
     payload = os.urandom(size)
-    return [encode_request(add_request(i + 1, ledger, i, KEY, encode_entry(ledger, i, i - 1, 0, payload)))
-            for i in range(count)]
+    return [
+        encode_request(add_request(i + 1, ledger, i, KEY, encode_entry(ledger, i, i - 1, 0, payload)))
+        for i in range(count)
+    ]
 
 
 def read_frames(ledger: int, count: int) -> list[bytes]:

@@ -22,9 +22,17 @@ KEY = b"master-key"
 def make_config(tmp: Path, **overrides: Any) -> BookieConfig:
     """A small, fast config in ``tmp`` (tiny preallocation, caches and checks); ``overrides`` win."""
     values: dict[str, Any] = dict(
-        journal_dir=str(tmp / "journal"), ledger_dirs=(str(tmp / "ledgers"),), port=0, http_port=0,
-        listen_address="127.0.0.1", http_address="127.0.0.1", journal_prealloc_size_mb=1,
-        write_cache_max_mb=4, read_cache_max_mb=4, flush_interval_ms=60_000, disk_check_interval_ms=60_000,
+        journal_dir=str(tmp / "journal"),
+        ledger_dirs=(str(tmp / "ledgers"),),
+        port=0,
+        http_port=0,
+        listen_address="127.0.0.1",
+        http_address="127.0.0.1",
+        journal_prealloc_size_mb=1,
+        write_cache_max_mb=4,
+        read_cache_max_mb=4,
+        flush_interval_ms=60_000,
+        disk_check_interval_ms=60_000,
     )
     values.update(overrides)
     return load_config(BookieConfig, values)
@@ -112,8 +120,9 @@ async def write_entries(port: int, ledgers: Iterable[int], entries: int, body: C
         await client.aclose()
 
 
-async def check_reads(port: int, live: Iterable[int], deleted: Iterable[int], entries: int,
-                      body: Callable[[int, int], bytes]) -> None:
+async def check_reads(
+    port: int, live: Iterable[int], deleted: Iterable[int], entries: int, body: Callable[[int, int], bytes]
+) -> None:
     """Every entry of ``live`` reads back as written; ``deleted`` ledgers answer ENOLEDGER."""
     client = await Client.connect(port)
     try:

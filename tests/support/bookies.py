@@ -34,13 +34,19 @@ class MagnetarProcess:
     appended to ``log``; stopped by its pid. ``wrap`` prefixes the command with one that execs
     it (``ip netns exec NS``, ``env ...``), so the pid stays the program's."""
 
-    def __init__(self, args: Sequence[str], log: Path, env: Mapping[str, str] | None = None,
-                 wrap: Sequence[str] = ()) -> None:
+    def __init__(
+        self, args: Sequence[str], log: Path, env: Mapping[str, str] | None = None, wrap: Sequence[str] = ()
+    ) -> None:
         self.log = log
         with open(log, "a") as err:
             self.proc: subprocess.Popen[str] = subprocess.Popen(
-                [*wrap, sys.executable, "-m", "magnetar", *args], stdout=subprocess.PIPE, stderr=err, text=True,
-                cwd=REPO, env={**os.environ, **(env or {})})
+                [*wrap, sys.executable, "-m", "magnetar", *args],
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
+                cwd=REPO,
+                env={**os.environ, **(env or {})},
+            )
 
     def first_line(self) -> str:
         """The next line the child prints ('' once its stdout is closed)."""
@@ -90,10 +96,20 @@ class RealBookie:
     where it listens and what it advertises (loopback by default); ``wrap`` as `MagnetarProcess`.
     """
 
-    def __init__(self, base: Path, metadata_url: str, extra: Sequence[str] = (), *, bookie_id: str = "",
-                 http: bool = False, small_journal: bool = True, log_level: str = "WARNING",
-                 env: Mapping[str, str] | None = None, address: str = "127.0.0.1",
-                 wrap: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        base: Path,
+        metadata_url: str,
+        extra: Sequence[str] = (),
+        *,
+        bookie_id: str = "",
+        http: bool = False,
+        small_journal: bool = True,
+        log_level: str = "WARNING",
+        env: Mapping[str, str] | None = None,
+        address: str = "127.0.0.1",
+        wrap: Sequence[str] = (),
+    ) -> None:
         self.base = base
         self.address = address
         self.wrap = list(wrap)
@@ -112,9 +128,21 @@ class RealBookie:
 
     def command(self, *more: str) -> list[str]:
         """The ``magnetar`` arguments this bookie is started with."""
-        args = ["bookie", "--journal-dir", str(self.base / "journal"), "--ledger-dirs", str(self.base / "ledgers"),
-                "--port", "0", "--metadata-url", self.metadata_url, "--log-level", self.log_level,
-                "--set", f"listen_address={self.address}"]
+        args = [
+            "bookie",
+            "--journal-dir",
+            str(self.base / "journal"),
+            "--ledger-dirs",
+            str(self.base / "ledgers"),
+            "--port",
+            "0",
+            "--metadata-url",
+            self.metadata_url,
+            "--log-level",
+            self.log_level,
+            "--set",
+            f"listen_address={self.address}",
+        ]
         if self.address != "127.0.0.1":
             args += ["--set", f"advertised_address={self.address}"]
         if self.fixed_id:
@@ -188,8 +216,7 @@ class RealCluster:
     """Bookies on one metadata store (``metadata_url``), data under ``base/b<i>``; ``extra`` and
     ``small_journal`` are passed to each `RealBookie`."""
 
-    def __init__(self, base: Path, metadata_url: str, extra: Sequence[str] = (), *,
-                 small_journal: bool = True) -> None:
+    def __init__(self, base: Path, metadata_url: str, extra: Sequence[str] = (), *, small_journal: bool = True) -> None:
         self.base = base
         self.metadata_url = metadata_url
         self.extra = list(extra)
@@ -200,8 +227,12 @@ class RealCluster:
         """Start ``n`` more bookies in parallel and wait until each listens (registration in the
         metadata store follows within moments: `wait_registered`). On a failure every bookie of
         the cluster is stopped and the RuntimeError raised."""
-        new = [RealBookie(self.base / f"b{len(self.bookies) + i}", self.metadata_url, self.extra,
-                          small_journal=self.small_journal) for i in range(n)]
+        new = [
+            RealBookie(
+                self.base / f"b{len(self.bookies) + i}", self.metadata_url, self.extra, small_journal=self.small_journal
+            )
+            for i in range(n)
+        ]
         self.bookies += new
         for b in new:
             b.launch()

@@ -40,8 +40,14 @@ BK_VERSION = "4.17.3"
 """The newest 4.17 release Maven Central serves (4.17.4 is tagged but not published there)."""
 BOOKIE_MAIN = "org.apache.bookkeeper.server.Main"
 _BUILD = Path(__file__).resolve().parents[1] / "resources" / "bk_interop" / "build.sh"
-_JVM = ["-Xms64m", "-Xmx256m", "-XX:MaxDirectMemorySize=256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-        "-Djava.net.preferIPv4Stack=true"]
+_JVM = [
+    "-Xms64m",
+    "-Xmx256m",
+    "-XX:MaxDirectMemorySize=256m",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-Djava.net.preferIPv4Stack=true",
+]
 
 
 def b64(data: bytes) -> str:
@@ -88,8 +94,9 @@ def bk_java() -> BkJava:
     try:
         return build_bk_java()
     except MavenUnreachable as exc:
-        pytest.skip(f"Maven Central could not be reached to fetch org.apache.bookkeeper:bookkeeper-server:"
-                    f"{BK_VERSION}: {exc}")
+        pytest.skip(
+            f"Maven Central could not be reached to fetch org.apache.bookkeeper:bookkeeper-server:{BK_VERSION}: {exc}"
+        )
 
 
 class JavaError(AssertionError):
@@ -108,8 +115,14 @@ class JavaClient:
         self.log = log
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as err:
-            self.proc = subprocess.Popen(java.command("BkInterop"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=err, text=True, env={**os.environ, **(env or {})})
+            self.proc = subprocess.Popen(
+                java.command("BkInterop"),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
+                env={**os.environ, **(env or {})},
+            )
         self._lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
 
@@ -130,8 +143,9 @@ class JavaClient:
             line = self._lines.get(timeout=timeout)
         except queue.Empty:
             self.kill()
-            raise RuntimeError(f"the Java client did not answer {op} within {timeout} s; log tail:\n"
-                               f"{self.log_tail()}") from None
+            raise RuntimeError(
+                f"the Java client did not answer {op} within {timeout} s; log tail:\n{self.log_tail()}"
+            ) from None
         if not line:
             raise RuntimeError(f"the Java client exited ({self.proc.poll()}); log tail:\n{self.log_tail()}")
         answer: dict[str, Any] = json.loads(line)
@@ -174,8 +188,9 @@ class JavaBookie:
     """BookKeeper's own bookie process on a free loopback port, data under ``base``; its id is
     ``127.0.0.1:PORT``. ``extra`` adds or overrides ``bk_server.conf`` settings."""
 
-    def __init__(self, java: BkJava, base: Path, metadata_uri: str, *, port: int = 0,
-                 extra: Mapping[str, object] | None = None) -> None:
+    def __init__(
+        self, java: BkJava, base: Path, metadata_uri: str, *, port: int = 0, extra: Mapping[str, object] | None = None
+    ) -> None:
         self.java = java
         self.base = base
         self.port = port or free_port()
@@ -210,8 +225,12 @@ class JavaBookie:
         self.base.mkdir(parents=True, exist_ok=True)
         self.conf.write_text(_conf_text(self.settings))
         with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(self.java.command(BOOKIE_MAIN, "--conf", str(self.conf)),
-                                         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            self.proc = subprocess.Popen(
+                self.java.command(BOOKIE_MAIN, "--conf", str(self.conf)),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
 
     def wait_listening(self, timeout: float = 60.0) -> None:
         """Block until the bookie accepts connections; RuntimeError (with its log) if it exits or
@@ -258,8 +277,9 @@ class JavaBookie:
         self.kill()
 
 
-def start_java_bookies(java: BkJava, base: Path, metadata_uri: str, n: int,
-                       extra: Mapping[str, object] | None = None) -> list[JavaBookie]:
+def start_java_bookies(
+    java: BkJava, base: Path, metadata_uri: str, n: int, extra: Mapping[str, object] | None = None
+) -> list[JavaBookie]:
     """``n`` BookKeeper bookies started together; each listens when this returns (all are
     stopped and RuntimeError raised if one does not)."""
     bookies = [JavaBookie(java, base / f"bk{i}", metadata_uri, extra=extra) for i in range(n)]

@@ -34,10 +34,17 @@ class BrokerThread:
     has no real bookies). ``admin=True`` also serves the admin REST API.
     """
 
-    def __init__(self, config: BrokerConfig | None = None, ml_config: ManagedLedgerConfig | None = None, *,
-                 admin: bool = False, tier: Any = None) -> None:
-        self.config = config or BrokerConfig(advertised_address="127.0.0.1", bind_address="127.0.0.1",
-                                             broker_service_port=0, web_service_port=0)
+    def __init__(
+        self,
+        config: BrokerConfig | None = None,
+        ml_config: ManagedLedgerConfig | None = None,
+        *,
+        admin: bool = False,
+        tier: Any = None,
+    ) -> None:
+        self.config = config or BrokerConfig(
+            advertised_address="127.0.0.1", bind_address="127.0.0.1", broker_service_port=0, web_service_port=0
+        )
         self.ml_config = ml_config or ManagedLedgerConfig(ensemble_size=1, write_quorum=1, ack_quorum=1)
         self.admin = admin
         self.tier = tier  # a tiered_storage.TieredStorage for the factory (None: no offloading)
@@ -49,8 +56,7 @@ class BrokerThread:
         self._scope: trio.CancelScope | None = None
         self._ready = threading.Event()
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._main, name="admin-broker" if admin else "broker",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._main, name="admin-broker" if admin else "broker", daemon=True)
 
     @property
     def url(self) -> str:

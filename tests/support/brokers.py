@@ -1,8 +1,8 @@
 """A ``magnetar broker`` process joining a cluster through ZooKeeper, for the cluster tests.
 
-    broker = BrokerProcess(base, zk_url, "--set", "managed_ledger.managedLedgerDefaultEnsembleSize=3")
-    broker.start()           # waits for the "magnetar broker: pulsar://..." line
-    broker.kill()            # SIGKILL, by pid
+broker = BrokerProcess(base, zk_url, "--set", "managed_ledger.managedLedgerDefaultEnsembleSize=3")
+broker.start()           # waits for the "magnetar broker: pulsar://..." line
+broker.kill()            # SIGKILL, by pid
 """
 
 from __future__ import annotations
@@ -44,11 +44,29 @@ class BrokerProcess:
         """Start and wait until both listeners are up; RuntimeError (with the log) if not."""
         self.base.mkdir(parents=True, exist_ok=True)
         self.log_path = self.base / f"broker-{time.monotonic_ns()}.log"
-        cmd = [*self.wrap, sys.executable, "-m", "magnetar", "broker", "--metadata-url", self.metadata_url,
-               "--port", "0", "--web-port", "0", *self.extra]
+        cmd = [
+            *self.wrap,
+            sys.executable,
+            "-m",
+            "magnetar",
+            "broker",
+            "--metadata-url",
+            self.metadata_url,
+            "--port",
+            "0",
+            "--web-port",
+            "0",
+            *self.extra,
+        ]
         with open(self.log_path, "w") as out:
-            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True, cwd=REPO,
-                                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            self.proc = subprocess.Popen(
+                cmd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                text=True,
+                cwd=REPO,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             match = _READY.search(self.log())

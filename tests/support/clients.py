@@ -44,8 +44,9 @@ def drain(consumer: pulsar.Consumer, *, ack: bool = True, wait_ms: int = 1500) -
             consumer.acknowledge(msg)
 
 
-def produce(client: pulsar.Client, topic: str, n: int, *, key: Any = None, batching: bool = False,
-            **kwargs: Any) -> None:
+def produce(
+    client: pulsar.Client, topic: str, n: int, *, key: Any = None, batching: bool = False, **kwargs: Any
+) -> None:
     """Send ``m0`` .. ``m{n-1}`` to ``topic`` (with partition key ``key``, or ``key(i)`` when it
     is callable) and wait until all are acknowledged."""
     producer = client.create_producer(topic, batching_enabled=batching, batching_max_publish_delay_ms=5, **kwargs)
@@ -59,8 +60,9 @@ def produce(client: pulsar.Client, topic: str, n: int, *, key: Any = None, batch
     producer.close()
 
 
-def subscribe_pattern(client: pulsar.Client, pattern: str, subscription: str, *, discovery_period_s: int,
-                      **kwargs: Any) -> pulsar.Consumer:
+def subscribe_pattern(
+    client: pulsar.Client, pattern: str, subscription: str, *, discovery_period_s: int, **kwargs: Any
+) -> pulsar.Consumer:
     """``client.subscribe(re.compile(pattern), ...)`` with a real discovery period.
 
     pulsar-client 3.13's Python wrapper checks ``pattern_auto_discovery_period`` but never passes
@@ -81,5 +83,3 @@ def subscribe_pattern(client: pulsar.Client, pattern: str, subscription: str, *,
         return client.subscribe(re.compile(pattern), subscription, **kwargs)
     finally:
         pulsar._pulsar.ConsumerConfiguration = original  # type: ignore[attr-defined]
-
-

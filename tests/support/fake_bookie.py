@@ -176,8 +176,9 @@ class FakeBookie:
 
     def _swallowed(self, req: pb.Request) -> bool:
         op = req.header.operation
-        return (op == OperationType.ADD_ENTRY and self.silent_adds) or \
-            (op in (OperationType.READ_ENTRY, OperationType.READ_LAC) and self.silent_reads)
+        return (op == OperationType.ADD_ENTRY and self.silent_adds) or (
+            op in (OperationType.READ_ENTRY, OperationType.READ_LAC) and self.silent_reads
+        )
 
     def _needs_wait(self, req: pb.Request) -> bool:
         op = req.header.operation

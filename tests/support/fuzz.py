@@ -52,11 +52,60 @@ def _check(ok: object, what: str) -> None:
 _BYTES = (0x00, 0x01, 0x7F, 0x80, 0xFF, 0x0E, 0x02, 0x08, 0x0A, 0x10, 0x12, 0x1A)
 # Tokens that text and number parsers trip on: non-ASCII digits ("²".isdigit() is True, int() of
 # it fails), surrogates and overlong forms (not UTF-8), separators of the text formats.
-_TOKENS = ("²".encode(), "٣".encode(), "１".encode(), b"\xed\xa0\x80", b"\xc0\x80", b"\xff", b"\t", b"\n",
-           b"\r\n", b'"', b"\\", b":", b"/", b"-1", b"9" * 20, b" ", b"\x00", b"1_0", b"0x10", b"NaN")
-_INTS = (0, 1, 2, 3, 4, 7, 8, 15, 16, 17, 20, 36, 0x7F, 0x80, 0xFF, 0x100, 0x3FF, 0x400, 0x7FFF,
-         0x8000, 0xFFFF, 0x10000, 0x0E01_0000, 0x7FFF_FFFF, 0x8000_0000, 0xFFFF_FFFE, 0xFFFF_FFFF,
-         0x7FFF_FFFF_FFFF_FFFF, 0x8000_0000_0000_0000, 0xFFFF_FFFF_FFFF_FFFF)
+_TOKENS = (
+    "²".encode(),
+    "٣".encode(),
+    "１".encode(),
+    b"\xed\xa0\x80",
+    b"\xc0\x80",
+    b"\xff",
+    b"\t",
+    b"\n",
+    b"\r\n",
+    b'"',
+    b"\\",
+    b":",
+    b"/",
+    b"-1",
+    b"9" * 20,
+    b" ",
+    b"\x00",
+    b"1_0",
+    b"0x10",
+    b"NaN",
+)
+_INTS = (
+    0,
+    1,
+    2,
+    3,
+    4,
+    7,
+    8,
+    15,
+    16,
+    17,
+    20,
+    36,
+    0x7F,
+    0x80,
+    0xFF,
+    0x100,
+    0x3FF,
+    0x400,
+    0x7FFF,
+    0x8000,
+    0xFFFF,
+    0x10000,
+    0x0E01_0000,
+    0x7FFF_FFFF,
+    0x8000_0000,
+    0xFFFF_FFFE,
+    0xFFFF_FFFF,
+    0x7FFF_FFFF_FFFF_FFFF,
+    0x8000_0000_0000_0000,
+    0xFFFF_FFFF_FFFF_FFFF,
+)
 
 
 class Gen:
@@ -100,14 +149,14 @@ class Gen:
         else:
             value = rng.getrandbits(width * 8)
         value &= (1 << (width * 8)) - 1
-        buf[off:off + width] = value.to_bytes(width, "big")
+        buf[off : off + width] = value.to_bytes(width, "big")
 
     def _truncate(self, buf: bytearray, bounds: Sequence[int]) -> None:
-        del buf[self.rng.randrange(len(buf) + 1):]
+        del buf[self.rng.randrange(len(buf) + 1) :]
 
     def _delete(self, buf: bytearray, bounds: Sequence[int]) -> None:
         a = self._pos(buf, bounds)
-        del buf[a:a + self.rng.choice((1, 2, 4, 8, self.rng.randint(1, 256)))]
+        del buf[a : a + self.rng.choice((1, 2, 4, 8, self.rng.randint(1, 256)))]
 
     def _insert(self, buf: bytearray, bounds: Sequence[int]) -> None:
         a = self._pos(buf, bounds)
@@ -123,7 +172,7 @@ class Gen:
     def _splice(self, buf: bytearray, bounds: Sequence[int]) -> None:
         other = self.rng.choice(self.seeds)
         a = self._pos(buf, bounds)
-        buf[a:] = other[self.rng.randrange(len(other) + 1):]
+        buf[a:] = other[self.rng.randrange(len(other) + 1) :]
 
     def _varint(self, buf: bytearray, bounds: Sequence[int]) -> None:
         a = self._pos(buf, bounds)
@@ -135,7 +184,7 @@ class Gen:
         a = self._pos(buf, bounds)
         n = self.rng.choice((1, 4, 8, 64, 4096))
         if self.rng.random() < 0.5:
-            buf[a:a + n] = bytes(len(buf[a:a + n]))
+            buf[a : a + n] = bytes(len(buf[a : a + n]))
         else:
             buf[a:] = bytes(min(n, _MAX_INPUT - a) if a < _MAX_INPUT else 0)
 
@@ -145,14 +194,30 @@ class Gen:
         if self.rng.random() < 0.5:
             buf[a:a] = token
         else:
-            buf[a:a + len(token)] = token
+            buf[a : a + len(token)] = token
 
     def _extend(self, buf: bytearray, bounds: Sequence[int]) -> None:
         n = self.rng.randint(1, 64)
         buf += self.rng.randbytes(n) if self.rng.random() < 0.6 else bytes(n)
 
-    _OPS = ("_flip", "_flip", "_set_byte", "_set_int", "_set_int", "_set_int", "_truncate", "_delete",
-            "_insert", "_duplicate", "_splice", "_varint", "_zero", "_extend", "_token", "_token")
+    _OPS = (
+        "_flip",
+        "_flip",
+        "_set_byte",
+        "_set_int",
+        "_set_int",
+        "_set_int",
+        "_truncate",
+        "_delete",
+        "_insert",
+        "_duplicate",
+        "_splice",
+        "_varint",
+        "_zero",
+        "_extend",
+        "_token",
+        "_token",
+    )
 
     # -------------------------------------------------------------- composite
 
@@ -170,8 +235,9 @@ class Gen:
 
     def random_bytes(self) -> bytes:
         rng = self.rng
-        return rng.randbytes(rng.choice((rng.randrange(16), rng.randrange(64), rng.randrange(512),
-                                         rng.randrange(4096))))
+        return rng.randbytes(
+            rng.choice((rng.randrange(16), rng.randrange(64), rng.randrange(512), rng.randrange(4096)))
+        )
 
 
 def chunk_plan(rng: random.Random, n: int) -> list[int]:
@@ -267,13 +333,25 @@ def _pulsar_common() -> SimpleNamespace:
     commands = [
         make_command("CONNECT", client_version="fuzz-1.0", protocol_version=21),
         make_command("CONNECTED", server_version="magnetar", protocol_version=21, max_message_size=5 << 20),
-        make_command("PING"), make_command("PONG"),
+        make_command("PING"),
+        make_command("PONG"),
         make_command("PRODUCER", topic=topic, producer_id=1, request_id=2, metadata=kv),
-        make_command("SUBSCRIBE", topic=topic, subscription="s", subType=pb.CommandSubscribe.Key_Shared,
-                     consumer_id=3, request_id=4, keySharedMeta={"keySharedMode": 0}),
+        make_command(
+            "SUBSCRIBE",
+            topic=topic,
+            subscription="s",
+            subType=pb.CommandSubscribe.Key_Shared,
+            consumer_id=3,
+            request_id=4,
+            keySharedMeta={"keySharedMode": 0},
+        ),
         make_command("FLOW", consumer_id=3, messagePermits=1000),
-        make_command("ACK", consumer_id=3, ack_type=pb.CommandAck.Individual,
-                     message_id=[{"ledgerId": 5, "entryId": 6, "ack_set": [-2, 7], "batch_size": 10}]),
+        make_command(
+            "ACK",
+            consumer_id=3,
+            ack_type=pb.CommandAck.Individual,
+            message_id=[{"ledgerId": 5, "entryId": 6, "ack_set": [-2, 7], "batch_size": 10}],
+        ),
         make_command("LOOKUP", topic=topic, request_id=9, authoritative=True),
         make_command("SEND_RECEIPT", producer_id=1, sequence_id=2, message_id={"ledgerId": 5, "entryId": 6}),
         make_command("ERROR", request_id=1, error=pb.ServiceNotReady, message="not ready"),
@@ -281,30 +359,68 @@ def _pulsar_common() -> SimpleNamespace:
     ]
     send = make_command("SEND", producer_id=1, sequence_id=7, num_messages=1)
     send3 = make_command("SEND", producer_id=1, sequence_id=8, num_messages=3, highest_sequence_id=10)
-    message = make_command("MESSAGE", consumer_id=3, message_id={"ledgerId": 5, "entryId": 6},
-                           redelivery_count=1)
+    message = make_command("MESSAGE", consumer_id=3, message_id={"ledgerId": 5, "entryId": 6}, redelivery_count=1)
     singles = [
-        pb.SingleMessageMetadata(properties=[pb.KeyValue(key="a", value="b")], partition_key="key-a",
-                                 payload_size=3),
+        pb.SingleMessageMetadata(properties=[pb.KeyValue(key="a", value="b")], partition_key="key-a", payload_size=3),
         pb.SingleMessageMetadata(payload_size=4, event_time=17, sequence_id=9),
         pb.SingleMessageMetadata(payload_size=0, compacted_out=True, null_value=True, ordering_key=b"o"),
     ]
     batch = build_batch([(singles[0], b"one"), (singles[1], b"two!"), (singles[2], b"")])
-    md = MessageMetadata(producer_name="p", sequence_id=7, publish_time=1_700_000_000_000,
-                         properties=[pb.KeyValue(key="a", value="b")], partition_key="k", event_time=5)
-    bmd = MessageMetadata(producer_name="p", sequence_id=8, publish_time=1_700_000_000_001,
-                          num_messages_in_batch=3, highest_sequence_id=10)
-    zmd = MessageMetadata(producer_name="p", sequence_id=9, publish_time=1_700_000_000_002,
-                          num_messages_in_batch=3, compression=pb.ZLIB, uncompressed_size=len(batch))
+    md = MessageMetadata(
+        producer_name="p",
+        sequence_id=7,
+        publish_time=1_700_000_000_000,
+        properties=[pb.KeyValue(key="a", value="b")],
+        partition_key="k",
+        event_time=5,
+    )
+    bmd = MessageMetadata(
+        producer_name="p",
+        sequence_id=8,
+        publish_time=1_700_000_000_001,
+        num_messages_in_batch=3,
+        highest_sequence_id=10,
+    )
+    zmd = MessageMetadata(
+        producer_name="p",
+        sequence_id=9,
+        publish_time=1_700_000_000_002,
+        num_messages_in_batch=3,
+        compression=pb.ZLIB,
+        uncompressed_size=len(batch),
+    )
     marker = MessageMetadata(producer_name="p", sequence_id=1, publish_time=1, marker_type=3)
-    delayed = MessageMetadata(producer_name="p", sequence_id=2, publish_time=2, deliver_at_time=10**13,
-                              ordering_key=b"ok", schema_version=b"\0\0\0\0\0\0\0\1")
-    encrypted = MessageMetadata(producer_name="p", sequence_id=3, publish_time=3, encryption_algo="RSA",
-                                encryption_keys=[pb.EncryptionKeys(key="k", value=b"v")])
-    lz4 = MessageMetadata(producer_name="p", sequence_id=4, publish_time=4, compression=pb.LZ4,
-                          uncompressed_size=len(batch), num_messages_in_batch=3)
-    huge = MessageMetadata(producer_name="p", sequence_id=5, publish_time=5, compression=pb.ZLIB,
-                           uncompressed_size=2**32 - 1, num_messages_in_batch=3)
+    delayed = MessageMetadata(
+        producer_name="p",
+        sequence_id=2,
+        publish_time=2,
+        deliver_at_time=10**13,
+        ordering_key=b"ok",
+        schema_version=b"\0\0\0\0\0\0\0\1",
+    )
+    encrypted = MessageMetadata(
+        producer_name="p",
+        sequence_id=3,
+        publish_time=3,
+        encryption_algo="RSA",
+        encryption_keys=[pb.EncryptionKeys(key="k", value=b"v")],
+    )
+    lz4 = MessageMetadata(
+        producer_name="p",
+        sequence_id=4,
+        publish_time=4,
+        compression=pb.LZ4,
+        uncompressed_size=len(batch),
+        num_messages_in_batch=3,
+    )
+    huge = MessageMetadata(
+        producer_name="p",
+        sequence_id=5,
+        publish_time=5,
+        compression=pb.ZLIB,
+        uncompressed_size=2**32 - 1,
+        num_messages_in_batch=3,
+    )
     bem = BrokerEntryMetadata(broker_timestamp=1_700_000_000_003, index=42)
     entries = [  # stored entries: [metadataSize][MessageMetadata][payload], with their kind
         ("plain", encode_metadata_and_payload(md, b"hello")),
@@ -323,12 +439,22 @@ def _pulsar_common() -> SimpleNamespace:
     return SimpleNamespace(
         seeds=frames,
         commands=[c.SerializeToString() for c in [*commands, send, send3, message]],
-        metadatas=[md.SerializeToString(), bmd.SerializeToString(), zmd.SerializeToString(),
-                   marker.SerializeToString(), delayed.SerializeToString(), encrypted.SerializeToString(),
-                   lz4.SerializeToString(), huge.SerializeToString()],
+        metadatas=[
+            md.SerializeToString(),
+            bmd.SerializeToString(),
+            zmd.SerializeToString(),
+            marker.SerializeToString(),
+            delayed.SerializeToString(),
+            encrypted.SerializeToString(),
+            lz4.SerializeToString(),
+            huge.SerializeToString(),
+        ],
         singles=[s.SerializeToString() for s in singles],
-        batch_parts=[(singles[0].SerializeToString(), b"one"), (singles[1].SerializeToString(), b"two!"),
-                     (singles[2].SerializeToString(), b"")],
+        batch_parts=[
+            (singles[0].SerializeToString(), b"one"),
+            (singles[1].SerializeToString(), b"two!"),
+            (singles[2].SerializeToString(), b""),
+        ],
         entries=entries,
         bem=bem.SerializeToString(),
         plain_md=md.SerializeToString(),
@@ -382,9 +508,17 @@ def _pulsar_wrap(cmd: bytes, raw: bytes | None, bem: bytes | None, checksum: boo
 
 # what can follow a command when the frame ends early: part of a broker-entry-metadata header, of
 # a checksum field, of a metadata size
-_PULSAR_TAILS = (b"\x0e\x02", b"\x0e\x02\x00\x00", b"\x0e\x02\x00\x00\x00\x00", b"\x0e\x01",
-                 b"\x0e\x01\x00\x00", b"\x0e\x01\x00\x00\x00\x00", b"\x00", b"\x00\x00\x00",
-                 b"\x0e\x02\x00\x00\x00\x00\x0e\x01\x00")
+_PULSAR_TAILS = (
+    b"\x0e\x02",
+    b"\x0e\x02\x00\x00",
+    b"\x0e\x02\x00\x00\x00\x00",
+    b"\x0e\x01",
+    b"\x0e\x01\x00\x00",
+    b"\x0e\x01\x00\x00\x00\x00",
+    b"\x00",
+    b"\x00\x00\x00",
+    b"\x0e\x02\x00\x00\x00\x00\x0e\x01\x00",
+)
 
 
 def _pulsar_build(ctx: Any, gen: Gen) -> bytes:
@@ -418,7 +552,7 @@ def _pulsar_events(data: bytes, chunks: list[int], limit: int, notes: list[str] 
     events: list[tuple] = []
     at = 0
     for n in chunks:
-        dec.feed(data[at:at + n])
+        dec.feed(data[at : at + n])
         at += n
         while True:
             try:
@@ -437,8 +571,16 @@ def _pulsar_events(data: bytes, chunks: list[int], limit: int, notes: list[str] 
                 continue
             if frame is None:
                 break
-            events.append(("F", frame.size, frame.command.SerializeToString(), frame.raw_metadata_and_payload,
-                           frame.checksum, frame.broker_entry_metadata is not None))
+            events.append(
+                (
+                    "F",
+                    frame.size,
+                    frame.command.SerializeToString(),
+                    frame.raw_metadata_and_payload,
+                    frame.checksum,
+                    frame.broker_entry_metadata is not None,
+                )
+            )
             if notes is not None:
                 notes.append(_use_pulsar_frame(frame))
     events.append(("end", dec.buffered))
@@ -478,10 +620,15 @@ def _use_pulsar_frame(frame: Any) -> str:
             note += "+batch"
         except MalformedBatch as exc:
             note += "+" + _err_key(exc)
-    again = decode_frame(encode_payload_command_raw(frame.command, raw, frame.broker_entry_metadata,
-                                                    checksum=frame.checksum is not None))
-    _check(again.command == frame.command and again.raw_metadata_and_payload == raw
-           and again.broker_entry_metadata == frame.broker_entry_metadata, "payload frame round trip")
+    again = decode_frame(
+        encode_payload_command_raw(frame.command, raw, frame.broker_entry_metadata, checksum=frame.checksum is not None)
+    )
+    _check(
+        again.command == frame.command
+        and again.raw_metadata_and_payload == raw
+        and again.broker_entry_metadata == frame.broker_entry_metadata,
+        "payload frame round trip",
+    )
     return note
 
 
@@ -498,8 +645,9 @@ def _run_pulsar_frames(ctx: Any, data: bytes, rng: random.Random) -> str:
 def _summary(events: list[tuple], notes: list[str]) -> str:
     parts = []
     for ev in events[:4]:
-        parts.append("F" if ev[0] == "F" else f"{ev[1]}:{_norm(ev[2], 40)}" if ev[0] == "E" else
-                     f"end{'+' if ev[1] else ''}")
+        parts.append(
+            "F" if ev[0] == "F" else f"{ev[1]}:{_norm(ev[2], 40)}" if ev[0] == "E" else f"end{'+' if ev[1] else ''}"
+        )
     tail = "/" + ",".join(sorted(set(notes))) if notes else ""
     return "|".join(parts) + ("|..." if len(events) > 4 else "") + tail
 
@@ -525,8 +673,11 @@ def _pulsar_batch_setup() -> SimpleNamespace:
     ctx = _pulsar_common()
     batch = b"".join(_U32.pack(len(m)) + m + p for m, p in ctx.batch_parts)
     one_meta = ctx.batch_parts[1][0]
-    ctx.seeds = [struct.pack(">i", 3) + batch, struct.pack(">i", -1) + batch,
-                 struct.pack(">i", 1) + _U32.pack(len(one_meta)) + one_meta + b"two!"]
+    ctx.seeds = [
+        struct.pack(">i", 3) + batch,
+        struct.pack(">i", -1) + batch,
+        struct.pack(">i", 1) + _U32.pack(len(one_meta)) + one_meta + b"two!",
+    ]
     return ctx
 
 
@@ -570,24 +721,46 @@ def _spark_values_setup() -> SimpleNamespace:
 
     from sinks.spark._decode import decoder, value_schema_from_info
 
-    definition = {"type": "record", "name": "Event", "fields": [
-        {"name": "name", "type": "string"}, {"name": "age", "type": "int"},
-        {"name": "score", "type": "double"}, {"name": "tags", "type": {"type": "array", "items": "string"}},
-        {"name": "attrs", "type": {"type": "map", "values": "long"}},
-        {"name": "nick", "type": ["null", "string"]},
-        {"name": "kind", "type": {"type": "enum", "name": "Kind", "symbols": ["A", "B"]}},
-        {"name": "raw", "type": {"type": "fixed", "name": "Raw", "size": 4}}]}
-    record = {"name": "ann", "age": 41, "score": 2.5, "tags": ["x", "yy"], "attrs": {"a": 1, "b": -7},
-              "nick": None, "kind": "B", "raw": b"\0\1\2\3"}
+    definition = {
+        "type": "record",
+        "name": "Event",
+        "fields": [
+            {"name": "name", "type": "string"},
+            {"name": "age", "type": "int"},
+            {"name": "score", "type": "double"},
+            {"name": "tags", "type": {"type": "array", "items": "string"}},
+            {"name": "attrs", "type": {"type": "map", "values": "long"}},
+            {"name": "nick", "type": ["null", "string"]},
+            {"name": "kind", "type": {"type": "enum", "name": "Kind", "symbols": ["A", "B"]}},
+            {"name": "raw", "type": {"type": "fixed", "name": "Raw", "size": 4}},
+        ],
+    }
+    record = {
+        "name": "ann",
+        "age": 41,
+        "score": 2.5,
+        "tags": ["x", "yy"],
+        "attrs": {"a": 1, "b": -7},
+        "nick": None,
+        "kind": "B",
+        "raw": b"\0\1\2\3",
+    }
     json_schema = value_schema_from_info({"type": "JSON", "data": json.dumps(definition)})
     avro_schema = value_schema_from_info({"type": "AVRO", "data": json.dumps(definition)})
     out = io.BytesIO()
     fastavro.schemaless_writer(out, fastavro.parse_schema(definition), record)
     jrec = dict(record, raw="AAECAw==")
     return SimpleNamespace(
-        seeds=[json.dumps(jrec).encode(), out.getvalue(), json.dumps({"name": "x", "tags": [[[1]]]}).encode(),
-               b"[" * 10 + b"]" * 10],
-        json=decoder(json_schema), avro=decoder(avro_schema), width=len(json_schema.columns))
+        seeds=[
+            json.dumps(jrec).encode(),
+            out.getvalue(),
+            json.dumps({"name": "x", "tags": [[[1]]]}).encode(),
+            b"[" * 10 + b"]" * 10,
+        ],
+        json=decoder(json_schema),
+        avro=decoder(avro_schema),
+        width=len(json_schema.columns),
+    )
 
 
 def _spark_values_build(ctx: Any, gen: Gen) -> bytes:
@@ -652,19 +825,28 @@ def _bookie_common() -> SimpleNamespace:
     requests = [
         add_request(1, 5, 6, key, entry, context=[("k", "v")]),
         add_request(2, 5, 7, key, entry, recovery=True, write_flags=1, priority=1),
-        read_request(3, 5, 6), read_request(4, 5, -1, fence=True, master_key=key),
+        read_request(3, 5, 6),
+        read_request(4, 5, -1, fence=True, master_key=key),
         read_request(5, 5, 7, piggyback=True, previous_lac=6, timeout_ms=100),
-        read_lac_request(6, 5), write_lac_request(7, 5, 6, key, lac), force_ledger_request(8, 5),
-        get_bookie_info_request(9), auth, tls, entries_of,
+        read_lac_request(6, 5),
+        write_lac_request(7, 5, 6, key, lac),
+        force_ledger_request(8, 5),
+        get_bookie_info_request(9),
+        auth,
+        tls,
+        entries_of,
     ]
     responses = [
-        add_response(1, StatusCode.EOK, 5, 6), add_response(2, StatusCode.EFENCED, 5, 7),
+        add_response(1, StatusCode.EOK, 5, 6),
+        add_response(2, StatusCode.EFENCED, 5, 7),
         read_response(3, StatusCode.EOK, 5, 6, body=entry, max_lac=6, lac_update_timestamp=1),
         read_response(4, StatusCode.ENOENTRY, 5, 9),
         read_lac_response(6, StatusCode.EOK, 5, lac_body=lac, last_entry_body=entry),
-        write_lac_response(7, StatusCode.EOK, 5), force_ledger_response(8, StatusCode.EOK, 5),
+        write_lac_response(7, StatusCode.EOK, 5),
+        force_ledger_response(8, StatusCode.EOK, 5),
         get_bookie_info_response(9, StatusCode.EOK, total_disk_capacity=1 << 40, free_disk_space=1 << 39),
-        error_response(auth, StatusCode.EBADREQ), error_response(entries_of, StatusCode.EBADREQ),
+        error_response(auth, StatusCode.EBADREQ),
+        error_response(entries_of, StatusCode.EBADREQ),
     ]
     return SimpleNamespace(
         request_bytes=[r.SerializeToString() for r in requests],
@@ -708,7 +890,7 @@ def _bookie_frames(data: bytes, chunks: list[int], limit: int) -> list[tuple]:
     at = 0
     try:
         for n in chunks:
-            dec.feed(data[at:at + n])
+            dec.feed(data[at : at + n])
             at += n
             while (payload := dec.next_frame()) is not None:
                 events.append(("F", payload))
@@ -754,8 +936,10 @@ def _run_bookie(ctx: Any, data: bytes, rng: random.Random, parse: Callable[[byte
     _check(split == whole, "bookie frames depend on chunking")
     notes = [parse(ev[1]) for ev in whole if ev[0] == "F"]
     parsed = _bookie_messages(data, limit, parse is _parse_request)
-    _check([n if n.startswith("MalformedFrame") else "ok" for n in notes] == parsed,
-           "next_request/next_response differ from next_frame + parse")
+    _check(
+        [n if n.startswith("MalformedFrame") else "ok" for n in notes] == parsed,
+        "next_request/next_response differ from next_frame + parse",
+    )
     return _summary([ev if ev[0] != "F" else ("F",) for ev in whole], notes)
 
 
@@ -783,6 +967,7 @@ def _parse_request(payload: bytes) -> str:
     note = f"op{int(op)}:{'body' if body is not None else 'nobody'}"
     if isinstance(body, pb.AddRequest):
         from protocols.bookkeeper import decode_entry
+
         try:
             decode_entry(body.body, body.ledgerId, body.entryId)
         except DigestMismatch as exc:
@@ -828,8 +1013,12 @@ def _parse_response(payload: bytes) -> str:
 def _digest_setup() -> SimpleNamespace:
     from protocols.bookkeeper import encode_entry, encode_lac
 
-    entries = [encode_entry(1, 0, -1, 5, b"hello"), encode_entry(2**40, 7, 6, 100, b"x" * 64),
-               encode_entry(0, 0, -1, 0, b""), encode_entry(-1, -1, -1, -1, b"\0" * 20)]
+    entries = [
+        encode_entry(1, 0, -1, 5, b"hello"),
+        encode_entry(2**40, 7, 6, 100, b"x" * 64),
+        encode_entry(0, 0, -1, 0, b""),
+        encode_entry(-1, -1, -1, -1, b"\0" * 20),
+    ]
     return SimpleNamespace(seeds=[*entries, encode_lac(5, 4), encode_lac(2**62, -1)])
 
 
@@ -860,8 +1049,9 @@ def _run_digest(ctx: Any, data: bytes, rng: random.Random) -> str:
     try:
         d = decode_entry(data)
         _check(h is not None and (d.ledger_id, d.entry_id) == (h.ledger_id, h.entry_id), "decode vs peek")
-        _check(encode_entry(d.ledger_id, d.entry_id, d.last_add_confirmed, d.length, d.payload) == data,
-               "entry round trip")
+        _check(
+            encode_entry(d.ledger_id, d.entry_id, d.last_add_confirmed, d.length, d.payload) == data, "entry round trip"
+        )
         for ledger_id, entry_id in ((d.ledger_id, d.entry_id + 1), (d.ledger_id ^ 1, d.entry_id)):
             try:
                 decode_entry(data, ledger_id, entry_id)
@@ -892,14 +1082,19 @@ def _run_digest(ctx: Any, data: bytes, rng: random.Random) -> str:
 def _ledger_metadata_setup() -> SimpleNamespace:
     from protocols.bookkeeper import DigestType, LedgerMetadata, LedgerState, Segment
 
-    a = LedgerMetadata(3, 2, 2, (Segment(0, ("b1:3181", "b2:3181", "b3:3181")),), password=b"pw",
-                       ctime_ms=1_700_000_000_000,
-                       custom_metadata={"application": b"pulsar", "component": b"ml"})
+    a = LedgerMetadata(
+        3,
+        2,
+        2,
+        (Segment(0, ("b1:3181", "b2:3181", "b3:3181")),),
+        password=b"pw",
+        ctime_ms=1_700_000_000_000,
+        custom_metadata={"application": b"pulsar", "component": b"ml"},
+    )
     b = a.with_segment(10, ("b1:3181", "b4:3181", "b3:3181")).closed(20, 4096)
-    c = LedgerMetadata(1, 1, 1, (Segment(0, ("b1:3181",)),), state=LedgerState.IN_RECOVERY,
-                       digest_type=DigestType.HMAC)
+    c = LedgerMetadata(1, 1, 1, (Segment(0, ("b1:3181",)),), state=LedgerState.IN_RECOVERY, digest_type=DigestType.HMAC)
     seeds = [m.encode() for m in (a, b, c)]
-    return SimpleNamespace(seeds=seeds, bodies=[s[s.index(b"\n") + 1:] for s in seeds])
+    return SimpleNamespace(seeds=seeds, bodies=[s[s.index(b"\n") + 1 :] for s in seeds])
 
 
 _LM_VERSIONS = (*(b"3\n",) * 6, b"2\n", b"03\n", b"x\n", b"12345678901\n", b"3")
@@ -911,9 +1106,14 @@ def _random_ledger_metadata(rng: random.Random) -> bytes:
     from protocols.bookkeeper import ledger_metadata_pb2 as lpb
 
     pick = rng.choice
-    fmt = lpb.LedgerMetadataFormat(quorumSize=pick((0, 1, 2, 3)), ensembleSize=pick((0, 1, 2, 3)),
-                                   length=pick((0, 0, 100, -1)), state=pick((1, 2, 3, 3)),
-                                   lastEntryId=pick((-2, -1, -1, 0, 5, 100)), password=b"pw")
+    fmt = lpb.LedgerMetadataFormat(
+        quorumSize=pick((0, 1, 2, 3)),
+        ensembleSize=pick((0, 1, 2, 3)),
+        length=pick((0, 0, 100, -1)),
+        state=pick((1, 2, 3, 3)),
+        lastEntryId=pick((-2, -1, -1, 0, 5, 100)),
+        password=b"pw",
+    )
     if rng.random() < 0.7:
         fmt.ackQuorumSize = pick((0, 1, 2, 3))
     if rng.random() < 0.5:
@@ -961,9 +1161,14 @@ def _cookie_setup() -> SimpleNamespace:
 
     cookies = [Cookie("bookie-1:3181", "/data/journal", ("/data/l1", "/data/l2"), "inst-1"), Cookie("b", "/j", ())]
     seeds = [c.encode() for c in cookies]  # BookKeeper's text form
-    bodies = [lpb.CookieFormat(bookieHost=c.bookie_id, journalDir=c.journal_dir,
-                               ledgerDirs="\t".join([str(len(c.ledger_dirs)), *c.ledger_dirs])).SerializeToString()
-              for c in cookies]  # earlier Magnetar's binary form
+    bodies = [
+        lpb.CookieFormat(
+            bookieHost=c.bookie_id,
+            journalDir=c.journal_dir,
+            ledgerDirs="\t".join([str(len(c.ledger_dirs)), *c.ledger_dirs]),
+        ).SerializeToString()
+        for c in cookies
+    ]  # earlier Magnetar's binary form
     seeds += [b"MagnetarCookieVersion\t1\n" + b for b in bodies] + [b"3\nb:1\n/j\n1\t/l\n"]
     return SimpleNamespace(seeds=seeds, bodies=bodies, texts=[s[2:] for s in seeds[:2]])
 
@@ -975,8 +1180,13 @@ _COUNTS = ("0", "1", "2", "01", "-1", "+1", " 1", "1 ", "", "²", "٣", "１", "
 def _registration_setup() -> SimpleNamespace:
     from protocols.bookkeeper import BOOKIE_RPC, BookieServiceInfo, Endpoint
 
-    info = BookieServiceInfo((Endpoint("bookie", "10.0.0.1", 3181, BOOKIE_RPC, ("a",), ("tls",)),
-                              Endpoint("httpserver", "10.0.0.1", 8000, "http")), {"k": "v"})
+    info = BookieServiceInfo(
+        (
+            Endpoint("bookie", "10.0.0.1", 3181, BOOKIE_RPC, ("a",), ("tls",)),
+            Endpoint("httpserver", "10.0.0.1", 8000, "http"),
+        ),
+        {"k": "v"},
+    )
     return SimpleNamespace(seeds=[info.encode(), b"", b'{"host": "h", "port": 1, "httpUrls": ["http://0.0.0.0:8"]}'])
 
 
@@ -998,9 +1208,13 @@ def _v2_setup() -> SimpleNamespace:
         return struct.pack(">i", 2 << 24 | op << 16 | flags)
 
     key = bytes(20)
-    return SimpleNamespace(seeds=[header(1, 2) + key + encode_entry(1, 2, 1, 9, b"p"),
-                                  header(2, 0) + struct.pack(">qq", 1, -1),
-                                  header(2, 1) + struct.pack(">qq", 1, -1) + key])
+    return SimpleNamespace(
+        seeds=[
+            header(1, 2) + key + encode_entry(1, 2, 1, 9, b"p"),
+            header(2, 0) + struct.pack(">qq", 1, -1),
+            header(2, 1) + struct.pack(">qq", 1, -1) + key,
+        ]
+    )
 
 
 def _run_v2(ctx: Any, data: bytes, rng: random.Random) -> str:
@@ -1015,7 +1229,7 @@ def _cookie_build(ctx: Any, gen: Gen) -> bytes:
 
     rng = gen.rng
     if rng.random() < 0.5:  # the ledger dirs field: "<count>\t<dir>\t<dir>..."
-        dirs = ["/d1", "/d2", "", "/d\t3"][:rng.choice((0, 1, 2, 4))]
+        dirs = ["/d1", "/d2", "", "/d\t3"][: rng.choice((0, 1, 2, 4))]
         ledger_dirs = "\t".join([rng.choice(_COUNTS), *dirs])
         fmt = lpb.CookieFormat(bookieHost="b:1", journalDir="/j", ledgerDirs=ledger_dirs)
         if rng.random() < 0.5:
@@ -1043,8 +1257,16 @@ def _journal_setup() -> SimpleNamespace:
     from bookie.journal import AddEntry, ExplicitLac, FenceLedger, MasterKey, Padding
     from bookie.journal._codec import encode_record
 
-    recs = [AddEntry(5, 6, b"entry-bytes" * 3), AddEntry(5, 7, b""), FenceLedger(5),
-            ExplicitLac(5, 6, b"lac-body"), ExplicitLac(9, -1), MasterKey(5, b"key"), Padding(9), Padding(40)]
+    recs = [
+        AddEntry(5, 6, b"entry-bytes" * 3),
+        AddEntry(5, 7, b""),
+        FenceLedger(5),
+        ExplicitLac(5, 6, b"lac-body"),
+        ExplicitLac(9, -1),
+        MasterKey(5, b"key"),
+        Padding(9),
+        Padding(40),
+    ]
     return SimpleNamespace(seeds=[encode_record(r) for r in recs] + [bytes(24)])
 
 
@@ -1074,7 +1296,7 @@ def _journal_fixup(buf: bytearray) -> None:
         if not 1 <= length <= len(buf) - pos - 8:
             return
         end = pos + 8 + length
-        buf[pos:pos + 4] = _U32.pack(crc32c(bytes(buf[pos + 8:end]), crc32c(bytes(buf[pos + 4:pos + 8]))))
+        buf[pos : pos + 4] = _U32.pack(crc32c(bytes(buf[pos + 8 : end]), crc32c(bytes(buf[pos + 4 : pos + 8]))))
         pos = end
 
 
@@ -1100,7 +1322,7 @@ def _journal_stream(data: bytes, chunks: list[int]) -> tuple[list, Any]:
             pos = 0
             n = next(sizes, 0)
             if n:
-                buf += data[at:at + n]
+                buf += data[at : at + n]
                 at += n
             else:
                 eof = True
@@ -1116,8 +1338,10 @@ def _run_journal(ctx: Any, data: bytes, rng: random.Random) -> str:
 
     whole = scan_records(data)
     records, stop = _journal_stream(data, chunk_plan(rng, len(data)))
-    _check(records == whole.records and stop == (whole.stop.reason, whole.stop.offset),
-           "streaming replay differs from scan_records")
+    _check(
+        records == whole.records and stop == (whole.stop.reason, whole.stop.offset),
+        "streaming replay differs from scan_records",
+    )
     start = 0
     for end, record in whole.records:
         _check(start < end <= len(data), "record offsets out of order")
@@ -1133,10 +1357,15 @@ def _journal_headers_setup() -> SimpleNamespace:
     from bookie.journal import LogMark
     from bookie.journal._codec import encode_file_header, encode_last_mark
 
-    return SimpleNamespace(seeds=[encode_file_header(0x18F0_0000_0001), encode_file_header(0),
-                                  encode_file_header(0x18F0_0000_0002, LogMark(0x18F0_0000_0001, 4096)),
-                                  encode_last_mark(LogMark(0x18F0_0000_0001, 4096)),
-                                  encode_last_mark(LogMark(0, 0))])
+    return SimpleNamespace(
+        seeds=[
+            encode_file_header(0x18F0_0000_0001),
+            encode_file_header(0),
+            encode_file_header(0x18F0_0000_0002, LogMark(0x18F0_0000_0001, 4096)),
+            encode_last_mark(LogMark(0x18F0_0000_0001, 4096)),
+            encode_last_mark(LogMark(0, 0)),
+        ]
+    )
 
 
 def _journal_headers_fixup(buf: bytearray) -> None:
@@ -1176,12 +1405,12 @@ def _entry_log_setup() -> SimpleNamespace:
 
     records = encode_record(5, 0, b"a" * 30) + encode_record(5, 1, b"") + encode_record(7, 0, b"bb" * 9)
     ledgers = {5: 20 + 30 + 20, 7: 20 + 18}
-    rolled = encode_header(LogHeader(1, HEADER_SIZE + len(records), len(ledgers))) + records \
-        + encode_ledgers_map(ledgers)
+    rolled = (
+        encode_header(LogHeader(1, HEADER_SIZE + len(records), len(ledgers))) + records + encode_ledgers_map(ledgers)
+    )
     crashed = encode_header(LogHeader()) + records + encode_record(9, 3, b"torn")[:-2]
     empty_map = encode_header(LogHeader(1, HEADER_SIZE, 0))
-    return SimpleNamespace(seeds=[rolled, crashed, empty_map, records,
-                                  encode_ledgers_map({1: 2, 3: 4, 5: 6})])
+    return SimpleNamespace(seeds=[rolled, crashed, empty_map, records, encode_ledgers_map({1: 2, 3: 4, 5: 6})])
 
 
 def _entry_log_build(ctx: Any, gen: Gen) -> bytes:
@@ -1205,7 +1434,7 @@ def _entry_log_build(ctx: Any, gen: Gen) -> bytes:
         payload += b"".join(struct.pack(">QQ", rng.randrange(1, 50), rng.randrange(100)) for _ in range(n))
         total += n
         if rng.random() < 0.3:
-            payload = payload[:rng.randrange(len(payload) + 1)]
+            payload = payload[: rng.randrange(len(payload) + 1)]
         maps.append(encode_record(INVALID_LEDGER_ID, LEDGERS_MAP_ENTRY_ID, payload))
     count = total if rng.random() < 0.7 else rng.choice((0, 1, total + 1, 2**32 - 1))
     offset = HEADER_SIZE + len(records) + (0 if rng.random() < 0.8 else rng.randint(-30, 30))
@@ -1224,7 +1453,7 @@ def _entry_log_scan(data: bytes, end: int | None, chunks: list[int]) -> list[tup
     sizes = iter(chunks)
     while True:
         n = next(sizes, 0)
-        piece = data[at:at + n]
+        piece = data[at : at + n]
         at += n
         if not piece:
             return out
@@ -1279,14 +1508,18 @@ def _run_entry_log(ctx: Any, data: bytes, rng: random.Random) -> str:
     scanned = _entry_log_scan(data, end, chunk_plan(rng, max(0, len(data) - HEADER_SIZE)))
     # The bookie's scan checks the map offset only where a record starts, so with a header whose
     # map offset cuts a record it also yields that record; iter_records stops before it.
-    straddles = end is not None and len(scanned) == len(recs) + 1 and scanned[-1][0] < end \
+    straddles = (
+        end is not None
+        and len(scanned) == len(recs) + 1
+        and scanned[-1][0] < end
         and scanned[-1][0] + 20 + len(scanned[-1][3]) > end
+    )
     _check(recs == (scanned[:-1] if straddles else scanned), "chunked log scan differs from iter_records")
     if straddles:
         notes.append("straddles-map-offset")
     if header.ledgers_map_offset:
         try:
-            ledgers = decode_ledgers_map(data[header.ledgers_map_offset:], header.ledgers_count)
+            ledgers = decode_ledgers_map(data[header.ledgers_map_offset :], header.ledgers_count)
             _check(len(ledgers) == header.ledgers_count, "ledgers map count")
             notes.append("map")
         except CorruptLogError as exc:
@@ -1300,9 +1533,15 @@ def _run_entry_log(ctx: Any, data: bytes, rng: random.Random) -> str:
 def _ml_info_setup() -> SimpleNamespace:
     from protocols.managed_ledger import LedgerInfo, ManagedLedgerInfo, Position
 
-    seeds = [ManagedLedgerInfo((LedgerInfo(3, 100, 4096, 1_700_000_000_000), LedgerInfo(9, 0, 0, 0)),
-                               Position(9, 5), {"a": "b", "pulsar.dedup": "on"}).encode(),
-             ManagedLedgerInfo().encode(), ManagedLedgerInfo((LedgerInfo(1),)).encode()]
+    seeds = [
+        ManagedLedgerInfo(
+            (LedgerInfo(3, 100, 4096, 1_700_000_000_000), LedgerInfo(9, 0, 0, 0)),
+            Position(9, 5),
+            {"a": "b", "pulsar.dedup": "on"},
+        ).encode(),
+        ManagedLedgerInfo().encode(),
+        ManagedLedgerInfo((LedgerInfo(1),)).encode(),
+    ]
     return SimpleNamespace(seeds=seeds)
 
 
@@ -1313,8 +1552,12 @@ def _ml_info_build(ctx: Any, gen: Gen) -> bytes:
     rng = gen.rng
     msg = mpb.ManagedLedgerInfo()
     for _ in range(rng.choice((0, 1, 2, 3))):
-        msg.ledgerInfo.add(ledgerId=rng.choice((1, 2, 2, 5, -1)), entries=rng.choice((0, 3, -1)),
-                           size=rng.choice((0, 10, -5)), timestamp=rng.choice((0, 1)))
+        msg.ledgerInfo.add(
+            ledgerId=rng.choice((1, 2, 2, 5, -1)),
+            entries=rng.choice((0, 3, -1)),
+            size=rng.choice((0, 10, -5)),
+            timestamp=rng.choice((0, 1)),
+        )
     if rng.random() < 0.3:
         msg.terminatedPosition.ledgerId = rng.choice((1, 5))
         msg.terminatedPosition.entryId = rng.choice((-1, 3))
@@ -1334,8 +1577,14 @@ def _ml_cursor_setup() -> SimpleNamespace:
     from protocols.managed_ledger import CursorInfo, Position, PositionRange, indexes_to_words
 
     ranges = (PositionRange(Position(3, 12), Position(3, 15)), PositionRange(Position(4, 0), Position(4, 9)))
-    full = CursorInfo(Position(3, 10), ranges, {"pulsar.seq": 41}, 1_700_000_000_000,
-                      {Position(3, 11): indexes_to_words([0, 2, 63, 64])}, {"owner": "b1"})
+    full = CursorInfo(
+        Position(3, 10),
+        ranges,
+        {"pulsar.seq": 41},
+        1_700_000_000_000,
+        {Position(3, 11): indexes_to_words([0, 2, 63, 64])},
+        {"owner": "b1"},
+    )
     return SimpleNamespace(seeds=[full.encode(), CursorInfo(Position(-1, -1)).encode()])
 
 
@@ -1355,7 +1604,7 @@ def _ml_cursor_build(ctx: Any, gen: Gen) -> bytes:
     for _ in range(pick((0, 1, 2))):
         b = msg.batchedEntryDeletionIndexInfo.add()
         b.position.ledgerId, b.position.entryId = pick((3, 4)), pick((1, 2))
-        b.deleteSet.extend(pick((-1, 0, 1, 2**63 - 1, -2**63)) for _ in range(pick((0, 1, 3))))
+        b.deleteSet.extend(pick((-1, 0, 1, 2**63 - 1, -(2**63))) for _ in range(pick((0, 1, 3))))
     data = msg.SerializePartialToString()
     return gen.mutate(data) if rng.random() < 0.2 else data
 
@@ -1378,8 +1627,13 @@ def _run_ml_cursor(ctx: Any, data: bytes, rng: random.Random) -> str:
 def _ur_setup() -> SimpleNamespace:
     from autorecovery._underreplication import encode_ur_record
 
-    return SimpleNamespace(seeds=[encode_ur_record(["b1:3181", 'q"uo\\te'], 1_700_000_000_000),
-                                  encode_ur_record(["b2:3181"]), b"replica: \"x\"\nunknown: 7\n"])
+    return SimpleNamespace(
+        seeds=[
+            encode_ur_record(["b1:3181", 'q"uo\\te'], 1_700_000_000_000),
+            encode_ur_record(["b2:3181"]),
+            b'replica: "x"\nunknown: 7\n',
+        ]
+    )
 
 
 def _ur_build(ctx: Any, gen: Gen) -> bytes:
@@ -1405,8 +1659,13 @@ def _run_ur(ctx: Any, data: bytes, rng: random.Random) -> str:
 def _paths_setup() -> SimpleNamespace:
     from protocols.bookkeeper import ledger_path, short_ledger_path
 
-    paths = [ledger_path("", 0), ledger_path("/bk", 1234567890123), ledger_path("", 2**63 - 1),
-             short_ledger_path("", 1234567890), short_ledger_path("/bk", 0)]
+    paths = [
+        ledger_path("", 0),
+        ledger_path("/bk", 1234567890123),
+        ledger_path("", 2**63 - 1),
+        short_ledger_path("", 1234567890),
+        short_ledger_path("/bk", 0),
+    ]
     return SimpleNamespace(seeds=[p.encode() for p in paths])
 
 
@@ -1464,15 +1723,18 @@ def _utf8_setup() -> SimpleNamespace:
     samples += [(pulsar_api_pb2.SingleMessageMetadata, m) for m in pulsar.singles]
     samples += [(bookie_protocol_pb2.Request, r) for r in bookie.request_bytes]
     samples += [(bookie_protocol_pb2.Response, r) for r in bookie.response_bytes]
-    samples += [(ledger_metadata_pb2.LedgerMetadataFormat, b[1 if b[0] < 0x80 else 2:])  # past the size
-                for b in ledger_md.bodies]
-    samples += [(ledger_metadata_pb2.CookieFormat, c.encode()[24:]) for c in
-                (Cookie("bookie-1:3181", "/data/journal", ("/l1", "/l2"), "inst"),)]
+    samples += [
+        (ledger_metadata_pb2.LedgerMetadataFormat, b[1 if b[0] < 0x80 else 2 :])  # past the size
+        for b in ledger_md.bodies
+    ]
+    samples += [
+        (ledger_metadata_pb2.CookieFormat, c.encode()[24:])
+        for c in (Cookie("bookie-1:3181", "/data/journal", ("/l1", "/l2"), "inst"),)
+    ]
     samples += [(managed_ledger_pb2.ManagedLedgerInfo, s) for s in _ml_info_setup().seeds]
     samples += [(managed_ledger_pb2.ManagedCursorInfo, s) for s in _ml_cursor_setup().seeds]
     classes = sorted({cls for cls, _ in samples}, key=lambda c: c.DESCRIPTOR.full_name)
-    return SimpleNamespace(classes=classes,
-                           seeds=[bytes([classes.index(cls)]) + data for cls, data in samples])
+    return SimpleNamespace(classes=classes, seeds=[bytes([classes.index(cls)]) + data for cls, data in samples])
 
 
 def _wire_varint(n: int) -> bytes:
@@ -1486,8 +1748,18 @@ def _wire_varint(n: int) -> bytes:
 
 # valid (empty, ASCII, 2-4 byte sequences, NUL) and invalid: a lone byte, a surrogate, an overlong
 # NUL, past U+10FFFF, truncated, a 5-byte form
-_TEXTS = (b"", b"plain", "clé ключ 値 😀".encode(), b"\x00", b"\xff", b"\xed\xa0\x80", b"\xc0\x80",
-          b"\xf4\x90\x80\x80", b"\xe2\x82", b"ok\xf8\x88\x80\x80\x80")
+_TEXTS = (
+    b"",
+    b"plain",
+    "clé ключ 値 😀".encode(),
+    b"\x00",
+    b"\xff",
+    b"\xed\xa0\x80",
+    b"\xc0\x80",
+    b"\xf4\x90\x80\x80",
+    b"\xe2\x82",
+    b"ok\xf8\x88\x80\x80\x80",
+)
 
 
 def _wire_occurrence(desc: Any, rng: random.Random, depth: int) -> bytes:
@@ -1558,15 +1830,14 @@ def _wire_oracle(desc: Any, data: bytes) -> bool:
             pos += 4
         elif wire_type == 2:
             size, pos = _varint(data, pos)
-            chunk, pos = data[pos:pos + size], pos + size
+            chunk, pos = data[pos : pos + size], pos + size
             field_ = desc.fields_by_number.get(number)
             if field_ is not None and field_.type == field_.TYPE_STRING:
                 try:
                     chunk.decode("utf-8")
                 except UnicodeDecodeError:
                     return True
-            elif (field_ is not None and field_.type == field_.TYPE_MESSAGE
-                  and _wire_oracle(field_.message_type, chunk)):
+            elif field_ is not None and field_.type == field_.TYPE_MESSAGE and _wire_oracle(field_.message_type, chunk):
                 return True
         elif wire_type == 3:  # an unknown group: skip to its end
             depth = 1
@@ -1606,8 +1877,10 @@ def _run_utf8(ctx: Any, data: bytes, rng: random.Random) -> str:
     verdict = utf8.invalid_utf8_field(msg, body)
     reads_bytes = _bytes_string_oracle(msg)
     _check(verdict is not None or not reads_bytes, f"a {cls.__name__} field reads as bytes, the twin passes")
-    _check((verdict is not None) == _wire_oracle(cls.DESCRIPTOR, body),
-           f"UTF-8 twin says {verdict!r} for a {cls.__name__}, the wire walk disagrees")
+    _check(
+        (verdict is not None) == _wire_oracle(cls.DESCRIPTOR, body),
+        f"UTF-8 twin says {verdict!r} for a {cls.__name__}, the wire walk disagrees",
+    )
     return f"{cls.__name__}:{'ok' if verdict is None else 'bytes' if reads_bytes else 'overridden'}"
 
 
@@ -1623,8 +1896,9 @@ def all_targets() -> dict[str, Target]:
     from protocols.managed_ledger import MLFormatError
     from protocols.pulsar import FrameError, MalformedBatch
 
-    def with_run(f: Callable[[Any, bytes, random.Random, Callable[[bytes], str]], str],
-                 parse: Callable[[bytes], str]) -> Callable[[Any, bytes, random.Random], str]:
+    def with_run(
+        f: Callable[[Any, bytes, random.Random, Callable[[bytes], str]], str], parse: Callable[[bytes], str]
+    ) -> Callable[[Any, bytes, random.Random], str]:
         return lambda ctx, data, rng: f(ctx, data, rng, parse)
 
     def pulsar_fixup(buf: bytearray) -> None:
@@ -1634,59 +1908,181 @@ def all_targets() -> dict[str, Target]:
             (cmd,) = _U32.unpack_from(buf, 4)
             end = min(len(buf), 4 + total)
             at = 8 + cmd
-            if at + 6 <= end and buf[at:at + 2] == b"\x0e\x02":
+            if at + 6 <= end and buf[at : at + 2] == b"\x0e\x02":
                 at += 6 + _U32.unpack_from(buf, at + 2)[0]
-            if at + 6 <= end and buf[at:at + 2] == b"\x0e\x01":
-                buf[at + 2:at + 6] = _U32.pack(crc32c(bytes(buf[at + 6:end])))
+            if at + 6 <= end and buf[at : at + 2] == b"\x0e\x01":
+                buf[at + 2 : at + 6] = _U32.pack(crc32c(bytes(buf[at + 6 : end])))
 
     targets = [
-        Target("pulsar_frames", "protocols.pulsar FrameDecoder + decode_frame, then command_body, "
-               "Frame.payload, entry_metadata, split_batch, re-encode", (FrameError,), _pulsar_common,
-               _run_pulsar_frames, stream=True, build=_pulsar_build, fixup=pulsar_fixup),
-        Target("pulsar_batch", "protocols.pulsar split_batch (SingleMessageMetadata)", (MalformedBatch,),
-               _pulsar_batch_setup, _run_pulsar_batch, build=_pulsar_batch_build),
-        Target("pulsar_entry", "broker.topics._entries entry_metadata / entry_info of stored entries", (ValueError,),
-               _entry_setup, _run_pulsar_entry, build=_build_entry),
-        Target("bookie_requests", "protocols.bookkeeper FrameDecoder + parse_request, request_body, "
-               "error_response, decode_entry of add bodies", (BookieFrameError,), _bookie_requests_setup,
-               with_run(_run_bookie, _parse_request), stream=True, build=_bookie_build),
-        Target("bookie_responses", "protocols.bookkeeper FrameDecoder + parse_response, response_body, "
-               "decode_entry / decode_lac of read bodies", (BookieFrameError,), _bookie_responses_setup,
-               with_run(_run_bookie, _parse_response), stream=True, build=_bookie_build),
-        Target("bookie_digest", "protocols.bookkeeper decode_entry, decode_lac, peek_entry_header",
-               (DigestMismatch,), _digest_setup, _run_digest, fixup=_digest_fixup),
-        Target("ledger_metadata", "protocols.bookkeeper LedgerMetadata.decode", (MetadataFormatError,),
-               _ledger_metadata_setup, _run_ledger_metadata, build=_ledger_metadata_build),
-        Target("cookie", "protocols.bookkeeper Cookie.decode", (CookieFormatError,), _cookie_setup, _run_cookie,
-               build=_cookie_build),
-        Target("journal_records", "bookie.journal._codec decode_record (streaming replay) + scan_records",
-               (), _journal_setup, _run_journal, stream=True, build=_journal_build, fixup=_journal_fixup),
-        Target("journal_headers", "bookie.journal._codec decode_file_header, decode_file_prev, "
-               "decode_last_mark",
-               (JournalFormatError,), _journal_headers_setup, _run_journal_headers,
-               fixup=_journal_headers_fixup),
-        Target("entry_log", "bookie.storage._entry_log_codec decode_header, decode_record_at, iter_records "
-               "(chunked scan), decode_ledgers_map", (CorruptLogError,), _entry_log_setup, _run_entry_log,
-               build=_entry_log_build),
-        Target("ml_ledger_info", "protocols.managed_ledger ManagedLedgerInfo.decode", (MLFormatError,),
-               _ml_info_setup, _run_ml_info, build=_ml_info_build),
-        Target("ml_cursor_info", "protocols.managed_ledger CursorInfo.decode", (MLFormatError,),
-               _ml_cursor_setup, _run_ml_cursor, build=_ml_cursor_build),
-        Target("spark_rows", "sinks.spark._rows rows_from_entry (readMode=bookies)", (ValueError,),
-               _entry_setup, _run_spark_rows, build=_build_entry),
-        Target("spark_values", "sinks.spark._decode JSON and Avro value decoders (never raise)", (),
-               _spark_values_setup, _run_spark_values, build=_spark_values_build),
-        Target("ur_record", "autorecovery._underreplication decode_ur_record, ledger id of a lock name",
-               (ValueError,), _ur_setup, _run_ur, build=_ur_build),
-        Target("utf8_check", "the UTF-8 twins of protocols._utf8 (the "
-               "string check of every protobuf decoder) against a wire walk and a message walk", (),
-               _utf8_setup, _run_utf8, build=_utf8_build),
-        Target("bookie_registration", "protocols.bookkeeper BookieServiceInfo.decode (service info, JSON)",
-               (RegistrationFormatError,), _registration_setup, _run_registration),
-        Target("bookie_v2_requests", "protocols.bookkeeper parse_v2_request (BookKeeper's v2 packets)",
-               (BookieFrameError,), _v2_setup, _run_v2),
-        Target("ledger_paths", "protocols.bookkeeper ledger_id_from_path, short_ledger_id, id_range_of, "
-               "ledger_level_children, ledger_ids_in", (ValueError,), _paths_setup, _run_paths),
+        Target(
+            "pulsar_frames",
+            "protocols.pulsar FrameDecoder + decode_frame, then command_body, "
+            "Frame.payload, entry_metadata, split_batch, re-encode",
+            (FrameError,),
+            _pulsar_common,
+            _run_pulsar_frames,
+            stream=True,
+            build=_pulsar_build,
+            fixup=pulsar_fixup,
+        ),
+        Target(
+            "pulsar_batch",
+            "protocols.pulsar split_batch (SingleMessageMetadata)",
+            (MalformedBatch,),
+            _pulsar_batch_setup,
+            _run_pulsar_batch,
+            build=_pulsar_batch_build,
+        ),
+        Target(
+            "pulsar_entry",
+            "broker.topics._entries entry_metadata / entry_info of stored entries",
+            (ValueError,),
+            _entry_setup,
+            _run_pulsar_entry,
+            build=_build_entry,
+        ),
+        Target(
+            "bookie_requests",
+            "protocols.bookkeeper FrameDecoder + parse_request, request_body, "
+            "error_response, decode_entry of add bodies",
+            (BookieFrameError,),
+            _bookie_requests_setup,
+            with_run(_run_bookie, _parse_request),
+            stream=True,
+            build=_bookie_build,
+        ),
+        Target(
+            "bookie_responses",
+            "protocols.bookkeeper FrameDecoder + parse_response, response_body, "
+            "decode_entry / decode_lac of read bodies",
+            (BookieFrameError,),
+            _bookie_responses_setup,
+            with_run(_run_bookie, _parse_response),
+            stream=True,
+            build=_bookie_build,
+        ),
+        Target(
+            "bookie_digest",
+            "protocols.bookkeeper decode_entry, decode_lac, peek_entry_header",
+            (DigestMismatch,),
+            _digest_setup,
+            _run_digest,
+            fixup=_digest_fixup,
+        ),
+        Target(
+            "ledger_metadata",
+            "protocols.bookkeeper LedgerMetadata.decode",
+            (MetadataFormatError,),
+            _ledger_metadata_setup,
+            _run_ledger_metadata,
+            build=_ledger_metadata_build,
+        ),
+        Target(
+            "cookie",
+            "protocols.bookkeeper Cookie.decode",
+            (CookieFormatError,),
+            _cookie_setup,
+            _run_cookie,
+            build=_cookie_build,
+        ),
+        Target(
+            "journal_records",
+            "bookie.journal._codec decode_record (streaming replay) + scan_records",
+            (),
+            _journal_setup,
+            _run_journal,
+            stream=True,
+            build=_journal_build,
+            fixup=_journal_fixup,
+        ),
+        Target(
+            "journal_headers",
+            "bookie.journal._codec decode_file_header, decode_file_prev, decode_last_mark",
+            (JournalFormatError,),
+            _journal_headers_setup,
+            _run_journal_headers,
+            fixup=_journal_headers_fixup,
+        ),
+        Target(
+            "entry_log",
+            "bookie.storage._entry_log_codec decode_header, decode_record_at, iter_records "
+            "(chunked scan), decode_ledgers_map",
+            (CorruptLogError,),
+            _entry_log_setup,
+            _run_entry_log,
+            build=_entry_log_build,
+        ),
+        Target(
+            "ml_ledger_info",
+            "protocols.managed_ledger ManagedLedgerInfo.decode",
+            (MLFormatError,),
+            _ml_info_setup,
+            _run_ml_info,
+            build=_ml_info_build,
+        ),
+        Target(
+            "ml_cursor_info",
+            "protocols.managed_ledger CursorInfo.decode",
+            (MLFormatError,),
+            _ml_cursor_setup,
+            _run_ml_cursor,
+            build=_ml_cursor_build,
+        ),
+        Target(
+            "spark_rows",
+            "sinks.spark._rows rows_from_entry (readMode=bookies)",
+            (ValueError,),
+            _entry_setup,
+            _run_spark_rows,
+            build=_build_entry,
+        ),
+        Target(
+            "spark_values",
+            "sinks.spark._decode JSON and Avro value decoders (never raise)",
+            (),
+            _spark_values_setup,
+            _run_spark_values,
+            build=_spark_values_build,
+        ),
+        Target(
+            "ur_record",
+            "autorecovery._underreplication decode_ur_record, ledger id of a lock name",
+            (ValueError,),
+            _ur_setup,
+            _run_ur,
+            build=_ur_build,
+        ),
+        Target(
+            "utf8_check",
+            "the UTF-8 twins of protocols._utf8 (the "
+            "string check of every protobuf decoder) against a wire walk and a message walk",
+            (),
+            _utf8_setup,
+            _run_utf8,
+            build=_utf8_build,
+        ),
+        Target(
+            "bookie_registration",
+            "protocols.bookkeeper BookieServiceInfo.decode (service info, JSON)",
+            (RegistrationFormatError,),
+            _registration_setup,
+            _run_registration,
+        ),
+        Target(
+            "bookie_v2_requests",
+            "protocols.bookkeeper parse_v2_request (BookKeeper's v2 packets)",
+            (BookieFrameError,),
+            _v2_setup,
+            _run_v2,
+        ),
+        Target(
+            "ledger_paths",
+            "protocols.bookkeeper ledger_id_from_path, short_ledger_id, id_range_of, "
+            "ledger_level_children, ledger_ids_in",
+            (ValueError,),
+            _paths_setup,
+            _run_paths,
+        ),
     ]
     return {t.name: t for t in targets}
 
@@ -1728,16 +2124,16 @@ def _signature(exc: BaseException) -> str:
     if isinstance(exc, PropertyViolation):
         return f"property: {_norm(str(exc), 80)}"
     tb = traceback.extract_tb(exc.__traceback__)
-    where = next((f"{Path(f.filename).name}:{f.lineno}" for f in reversed(tb)
-                  if "fuzz_decoders" not in f.filename), "?")
+    where = next(
+        (f"{Path(f.filename).name}:{f.lineno}" for f in reversed(tb) if "fuzz_decoders" not in f.filename), "?"
+    )
     return f"{type(exc).__name__} at {where}"
 
 
 class Runner:
     """Feeds inputs of one target in this process; saves crashing inputs under ``crash_dir``."""
 
-    def __init__(self, target: Target, seed: int, hang_s: float, crash_dir: Path | None,
-                 ctx: Any = None) -> None:
+    def __init__(self, target: Target, seed: int, hang_s: float, crash_dir: Path | None, ctx: Any = None) -> None:
         self.target = target
         self.seed = seed
         self.hang_s = hang_s
@@ -1776,11 +2172,19 @@ class Runner:
             f"target: {self.target.name}\nkind: {kind}\nsignature: {signature}\n"
             f"seed: {self.seed}\nindex: {index}\n"
             f"replay: .venv/bin/python bench/fuzz_decoders.py --seed {self.seed} "
-            f"--replay {self.target.name}:{index}\n\n{detail}\n")
+            f"--replay {self.target.name}:{index}\n\n{detail}\n"
+        )
         return str(path)
 
-    def run(self, start: int, stop: int, stats: Stats, progress: Any = None,
-            report: Callable[[Stats], None] | None = None, every: int = 2000) -> Stats:
+    def run(
+        self,
+        start: int,
+        stop: int,
+        stats: Stats,
+        progress: Any = None,
+        report: Callable[[Stats], None] | None = None,
+        every: int = 2000,
+    ) -> Stats:
         t_start = time.perf_counter()
         for index in range(start, stop):
             if progress is not None:
@@ -1807,8 +2211,9 @@ class Runner:
             if crash is not None:
                 sig = _signature(crash)
                 detail = "".join(traceback.format_exception(crash))
-                path = self.save("property" if isinstance(crash, PropertyViolation) else "crash",
-                                 sig, index, data, detail)
+                path = self.save(
+                    "property" if isinstance(crash, PropertyViolation) else "crash", sig, index, data, detail
+                )
                 stats.crashes.append((sig, index, path, detail))
             if key in stats.outcomes or len(stats.outcomes) < _MAX_OUTCOMES:
                 stats.outcomes[key] += 1
@@ -1820,8 +2225,9 @@ class Runner:
         return stats
 
 
-def fuzz_inline(name: str, count: int, seed: int = 1, start: int = 0, hang_s: float = 1.0,
-                crash_dir: Path | None = None) -> Stats:
+def fuzz_inline(
+    name: str, count: int, seed: int = 1, start: int = 0, hang_s: float = 1.0, crash_dir: Path | None = None
+) -> Stats:
     """Fuzz ``name`` for ``count`` inputs in this process (no watchdog): for tests and replays."""
     target = all_targets()[name]
     return Runner(target, seed, hang_s, crash_dir).run(start, start + count, Stats(name))

@@ -11,7 +11,8 @@ NAME = "public/default/persistent/t1"
 
 def config(**overrides: Any) -> ManagedLedgerConfig:
     """A config for tests: no minimum roll-over age, small limits unless overridden."""
-    base: dict[str, Any] = dict(ensemble_size=1, write_quorum=1, ack_quorum=1,
-                                min_ledger_rollover_time_minutes=0.0, cache_size_mb=1.0)
+    base: dict[str, Any] = dict(
+        ensemble_size=1, write_quorum=1, ack_quorum=1, min_ledger_rollover_time_minutes=0.0, cache_size_mb=1.0
+    )
     base.update(overrides)
     return ManagedLedgerConfig(**base)

@@ -53,9 +53,22 @@ def _java_command(java: Path, lib: Path, work: Path, main: str, *args: str) -> l
     log4j = work / "log4j2.xml"
     if not log4j.exists():
         pulsar_dist.write_config(work, {})
-    return [str(java), f"-Xms{HEAP_MB}m", f"-Xmx{HEAP_MB}m", f"-XX:MaxDirectMemorySize={DIRECT_MB}m",
-            "-XX:+UseG1GC", "-XX:TieredStopAtLevel=1", *pulsar_dist.OPEN_FLAGS, *pulsar_dist.version_flags(java),
-            f"-Dlog4j2.configurationFile={log4j}", f"-Dpulsar.log.dir={work}", "-cp", f"{lib}/*", main, *args]
+    return [
+        str(java),
+        f"-Xms{HEAP_MB}m",
+        f"-Xmx{HEAP_MB}m",
+        f"-XX:MaxDirectMemorySize={DIRECT_MB}m",
+        "-XX:+UseG1GC",
+        "-XX:TieredStopAtLevel=1",
+        *pulsar_dist.OPEN_FLAGS,
+        *pulsar_dist.version_flags(java),
+        f"-Dlog4j2.configurationFile={log4j}",
+        f"-Dpulsar.log.dir={work}",
+        "-cp",
+        f"{lib}/*",
+        main,
+        *args,
+    ]
 
 
 def zk_store_url(hosts: str, chroot: str) -> str:
@@ -68,18 +81,32 @@ def bk_service_uri(hosts: str, chroot: str) -> str:
     return f"zk+hierarchical://{hosts}{chroot}/ledgers"
 
 
-def initialize_cluster(work: Path, hosts: str, chroot: str, cluster: str, *, broker_port: int,
-                       web_port: int, timeout: float = 300.0) -> str:
+def initialize_cluster(
+    work: Path, hosts: str, chroot: str, cluster: str, *, broker_port: int, web_port: int, timeout: float = 300.0
+) -> str:
     """Run Pulsar's ``PulsarClusterMetadataSetup`` for ``cluster`` on an existing BookKeeper
     cluster; return its output. RuntimeError with that output when it fails."""
     java, lib = pulsar_jars()
     work.mkdir(parents=True, exist_ok=True)
     store = zk_store_url(hosts, chroot)
-    cmd = _java_command(java, lib, work, "org.apache.pulsar.PulsarClusterMetadataSetup",
-                        "--cluster", cluster, "--metadata-store", store, "--configuration-metadata-store", store,
-                        "--web-service-url", f"http://127.0.0.1:{web_port}",
-                        "--broker-service-url", f"pulsar://127.0.0.1:{broker_port}",
-                        "--existing-bk-metadata-service-uri", bk_service_uri(hosts, chroot))
+    cmd = _java_command(
+        java,
+        lib,
+        work,
+        "org.apache.pulsar.PulsarClusterMetadataSetup",
+        "--cluster",
+        cluster,
+        "--metadata-store",
+        store,
+        "--configuration-metadata-store",
+        store,
+        "--web-service-url",
+        f"http://127.0.0.1:{web_port}",
+        "--broker-service-url",
+        f"pulsar://127.0.0.1:{broker_port}",
+        "--existing-bk-metadata-service-uri",
+        bk_service_uri(hosts, chroot),
+    )
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=work)
     out = done.stdout + done.stderr
     if done.returncode != 0:
@@ -93,8 +120,9 @@ class PulsarBroker:
     fresh free ports (a port free at construction may be taken by then; clients look the broker
     up by its advertised address, not by the cluster record's URLs)."""
 
-    def __init__(self, work: Path, hosts: str, chroot: str, cluster: str, *, ensemble: int, write_quorum: int,
-                 ack_quorum: int) -> None:
+    def __init__(
+        self, work: Path, hosts: str, chroot: str, cluster: str, *, ensemble: int, write_quorum: int, ack_quorum: int
+    ) -> None:
         self.work = work
         self.hosts, self.chroot, self.cluster = hosts, chroot, cluster
         self.broker_port, self.web_port = free_port(), free_port()
@@ -155,11 +183,21 @@ class PulsarBroker:
         conf.write_text("".join(f"{k}={v}\n" for k, v in self.config().items()))
         cmd = _java_command(java, lib, self.work, "org.apache.pulsar.PulsarBrokerStarter", "--broker-conf", str(conf))
         with open(self.work / "stdout.log", "ab") as out:
-            self.proc = subprocess.Popen(cmd, cwd=self.work, stdout=out, stderr=subprocess.STDOUT,
-                                         start_new_session=True, preexec_fn=pulsar_dist.die_with_parent)
+            self.proc = subprocess.Popen(
+                cmd,
+                cwd=self.work,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=pulsar_dist.die_with_parent,
+            )
         try:
-            pulsar_dist.wait_first_ack(self.service_url, "persistent://public/default/pulsar-ready", timeout,
-                                       alive=lambda: self.proc is not None and self.proc.poll() is None)
+            pulsar_dist.wait_first_ack(
+                self.service_url,
+                "persistent://public/default/pulsar-ready",
+                timeout,
+                alive=lambda: self.proc is not None and self.proc.poll() is None,
+            )
         except RuntimeError as exc:
             self.stop()
             raise RuntimeError(f"{exc}\n{self.log_tail()}") from None
@@ -193,4 +231,3 @@ class PulsarBroker:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-

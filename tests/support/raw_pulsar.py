@@ -30,8 +30,7 @@ class RawPeer:
     """One TCP connection speaking frames; ``source_ip`` picks the local address (any 127.x.y.z)."""
 
     def __init__(self, port: int, source_ip: str = "127.0.0.1") -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=HANG_GUARD_S,
-                                             source_address=(source_ip, 0))
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=HANG_GUARD_S, source_address=(source_ip, 0))
         self.decoder = FrameDecoder()
 
     def send_bytes(self, data: bytes) -> None:
@@ -49,8 +48,9 @@ class RawPeer:
     def send_message(self, producer_id: int, sequence_id: int, payload: bytes) -> None:
         """Write a SEND of one unbatched message."""
         md = pb.MessageMetadata(producer_name="raw", sequence_id=sequence_id, publish_time=1)
-        self.sock.sendall(encode_payload_command(
-            make_command("SEND", producer_id=producer_id, sequence_id=sequence_id), md, payload))
+        self.sock.sendall(
+            encode_payload_command(make_command("SEND", producer_id=producer_id, sequence_id=sequence_id), md, payload)
+        )
 
     def recv(self, timeout: float = HANG_GUARD_S) -> pb.BaseCommand | None:
         """The next command, or None once the broker closed (or reset) the connection."""

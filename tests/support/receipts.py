@@ -26,6 +26,7 @@ class ReceiptLog:
                     self.ok.append(payload)
                 else:
                     self.failed.append(f"{payload!r}: {res}")
+
         return done
 
     def count(self) -> int:
@@ -34,8 +35,9 @@ class ReceiptLog:
             return len(self.ok)
 
 
-def produce_until(producer: pulsar.Producer, log: ReceiptLog, prefix: str, receipts: int,
-                  deadline_s: float = 60.0) -> int:
+def produce_until(
+    producer: pulsar.Producer, log: ReceiptLog, prefix: str, receipts: int, deadline_s: float = 60.0
+) -> int:
     """Send ``prefix-i`` asynchronously until ``receipts`` receipts arrived; the number sent."""
     i = 0
     deadline = time.monotonic() + deadline_s

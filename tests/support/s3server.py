@@ -76,9 +76,22 @@ class S3Server:
         """Start (again) on the same port and data; returns once it accepts connections."""
         with open(self.log, "a") as out:
             self.proc = subprocess.Popen(
-                [str(self.binary), "--access", ACCESS_KEY, "--secret", SECRET_KEY, "--port",
-                 f"127.0.0.1:{self.port}", "--quiet", "posix", str(self.data)],
-                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+                [
+                    str(self.binary),
+                    "--access",
+                    ACCESS_KEY,
+                    "--secret",
+                    SECRET_KEY,
+                    "--port",
+                    f"127.0.0.1:{self.port}",
+                    "--quiet",
+                    "posix",
+                    str(self.data),
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -120,11 +133,19 @@ class S3Server:
         import boto3
         from botocore.config import Config
 
-        return boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=ACCESS_KEY,
-                            aws_secret_access_key=SECRET_KEY, region_name="us-east-1",
-                            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 2},
-                                          request_checksum_calculation="when_required",
-                                          response_checksum_validation="when_required"))
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id=ACCESS_KEY,
+            aws_secret_access_key=SECRET_KEY,
+            region_name="us-east-1",
+            config=Config(
+                s3={"addressing_style": "path"},
+                retries={"max_attempts": 2},
+                request_checksum_calculation="when_required",
+                response_checksum_validation="when_required",
+            ),
+        )
 
     def create_bucket(self, name: str) -> None:
         """Create ``name`` (an existing one is fine)."""

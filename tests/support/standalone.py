@@ -52,12 +52,28 @@ def start_standalone(data_dir: Path, *extra: str, timeout: float = 60.0, wrap: t
     ``wrap`` prefixes the command with one that execs it (``ip netns exec NS``), keeping the pid."""
     data_dir.mkdir(parents=True, exist_ok=True)
     log_path = data_dir.parent / f"{data_dir.name}-{time.monotonic_ns()}.log"
-    cmd = [*wrap, sys.executable, "-m", "magnetar", "standalone", "--data-dir", str(data_dir),
-           "--set", f"standalone.bookie_port={_bookie_port(data_dir)}", "--set", "standalone.bookie_http_port=0",
-           "--set", "broker.broker_service_port=0", "--set", "broker.web_service_port=0", *extra]
+    cmd = [
+        *wrap,
+        sys.executable,
+        "-m",
+        "magnetar",
+        "standalone",
+        "--data-dir",
+        str(data_dir),
+        "--set",
+        f"standalone.bookie_port={_bookie_port(data_dir)}",
+        "--set",
+        "standalone.bookie_http_port=0",
+        "--set",
+        "broker.broker_service_port=0",
+        "--set",
+        "broker.web_service_port=0",
+        *extra,
+    ]
     out = open(log_path, "w")  # noqa: SIM115 - closed with the process
-    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    proc = subprocess.Popen(
+        cmd, stdout=out, stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+    )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         match = READY.search(log_path.read_text(errors="replace"))

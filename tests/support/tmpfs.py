@@ -19,8 +19,9 @@ def mounted_tmpfs(path: Path, size: str) -> Iterator[Path]:
     path.mkdir(parents=True, exist_ok=True)
     if os.geteuid() != 0:
         pytest.skip(f"full-disk test: mounting a {size} tmpfs needs root (running as uid {os.geteuid()})")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True, text=True
+    )
     if done.returncode != 0:
         pytest.skip(f"full-disk test: mount -t tmpfs failed ({done.stderr.strip() or done.returncode})")
     try:

@@ -36,8 +36,9 @@ def wait_until(check: Callable[[], T], what: str, *, timeout_s: float = 30.0, in
         time.sleep(interval_s)
 
 
-async def wait_until_async(check: Callable[[], Any | Awaitable[Any]], what: str, *, timeout_s: float = 10.0,
-                           interval_s: float = 0.02) -> Any:
+async def wait_until_async(
+    check: Callable[[], Any | Awaitable[Any]], what: str, *, timeout_s: float = 10.0, interval_s: float = 0.02
+) -> Any:
     """`wait_until` for trio code: ``check`` may be a plain or an async function; sleeps with
     ``trio.sleep``. Raises AssertionError naming ``what`` after ``timeout_s``."""
     value: Any = None

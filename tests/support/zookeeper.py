@@ -36,8 +36,9 @@ ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 # slf4j-simple only makes the server log somewhere.
 LOGGING_JAR = Path("/usr/share/java/slf4j-simple.jar")
 # The TLS port (secureClientPort) runs on Netty: the manifest lacks these of Netty's own dependencies.
-NETTY_JARS = tuple(Path(f"/usr/share/java/netty-{name}.jar") for name in ("codec", "resolver",
-                                                                          "transport-native-unix-common"))
+NETTY_JARS = tuple(
+    Path(f"/usr/share/java/netty-{name}.jar") for name in ("codec", "resolver", "transport-native-unix-common")
+)
 MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 START_TIMEOUT_S = 30.0
 
@@ -74,20 +75,26 @@ class ZkTlsFiles:
         ca = trustme.CA()
         files = cls(directory / "ca.pem", directory / "server.pem", directory / "client.pem")
         ca.cert_pem.write_to_path(str(files.ca))
-        for path, cert in ((files.server, ca.issue_cert("localhost", "127.0.0.1")),
-                           (files.client, ca.issue_cert("zk-client.example"))):
+        for path, cert in (
+            (files.server, ca.issue_cert("localhost", "127.0.0.1")),
+            (files.client, ca.issue_cert("zk-client.example")),
+        ):
             key = serialization.load_pem_private_key(cert.private_key_pem.bytes(), None)
-            pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                    serialization.NoEncryption())
+            pem = key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
             path.write_bytes(pem + b"".join(c.bytes() for c in cert.cert_chain_pems))
         return files
 
     def client_config(self, path: Path, *, with_certificate: bool = True, trust: Path | None = None) -> Path:
         """Write a ZooKeeper client configuration file (as Pulsar's metadataStoreConfigPath names)
         for TLS to this server; return its path."""
-        lines = ["zookeeper.client.secure=true",
-                 "zookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty",
-                 f"zookeeper.ssl.trustStore.location={trust or self.ca}", "zookeeper.ssl.trustStore.type=PEM"]
+        lines = [
+            "zookeeper.client.secure=true",
+            "zookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty",
+            f"zookeeper.ssl.trustStore.location={trust or self.ca}",
+            "zookeeper.ssl.trustStore.type=PEM",
+        ]
         if with_certificate:
             lines += [f"zookeeper.ssl.keyStore.location={self.client}", "zookeeper.ssl.keyStore.type=PEM"]
         path.write_text("\n".join(lines) + "\n")
@@ -146,8 +153,10 @@ def _tls_answers(port: int, tls: ZkTlsFiles) -> bool:
     ctx = ssl.create_default_context(cafile=str(tls.ca))
     ctx.load_cert_chain(str(tls.client))
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=2) as raw, \
-                ctx.wrap_socket(raw, server_hostname="127.0.0.1"):
+        with (
+            socket.create_connection(("127.0.0.1", port), timeout=2) as raw,
+            ctx.wrap_socket(raw, server_hostname="127.0.0.1"),
+        ):
             return True
     except (OSError, ssl.SSLError):
         return False
@@ -162,8 +171,14 @@ def zookeeper_tls_available() -> bool:
     return zookeeper_available() and all(jar.exists() for jar in NETTY_JARS)
 
 
-def start_zookeeper(directory: Path | None = None, tls: ZkTlsFiles | None = None, *, address: str = "127.0.0.1",
-                    port: int = 0, wrap: tuple[str, ...] = ()) -> ZooKeeperServer:
+def start_zookeeper(
+    directory: Path | None = None,
+    tls: ZkTlsFiles | None = None,
+    *,
+    address: str = "127.0.0.1",
+    port: int = 0,
+    wrap: tuple[str, ...] = (),
+) -> ZooKeeperServer:
     """Start a standalone ZooKeeper on a free loopback port; returns once it answers ``imok`` (with
     ``tls``: once its TLS port, the only one, completes a handshake). ``address`` and ``port``
     (0: a free one) say where it listens; ``wrap`` prefixes the command with one that execs it
@@ -179,10 +194,12 @@ def start_zookeeper(directory: Path | None = None, tls: ZkTlsFiles | None = None
         if tls is None:
             listener = f"clientPort={port}\nclientPortAddress={address}\n"
         else:
-            listener = (f"secureClientPort={port}\nsecureClientPortAddress=127.0.0.1\n"
-                        "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n"
-                        f"ssl.keyStore.location={tls.server}\nssl.keyStore.type=PEM\n"
-                        f"ssl.trustStore.location={tls.ca}\nssl.trustStore.type=PEM\nssl.clientAuth=need\n")
+            listener = (
+                f"secureClientPort={port}\nsecureClientPortAddress=127.0.0.1\n"
+                "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n"
+                f"ssl.keyStore.location={tls.server}\nssl.keyStore.type=PEM\n"
+                f"ssl.trustStore.location={tls.ca}\nssl.trustStore.type=PEM\nssl.clientAuth=need\n"
+            )
         cfg.write_text(
             "tickTime=2000\n"
             "minSessionTimeout=2000\n"
@@ -198,7 +215,10 @@ def start_zookeeper(directory: Path | None = None, tls: ZkTlsFiles | None = None
         with open(directory / "zookeeper.log", "ab") as log:
             process = subprocess.Popen(
                 [*wrap, "java", "-Xmx256m", "-cp", ":".join(classpath), MAIN_CLASS, str(cfg)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=directory,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=directory,
             )
         server = ZooKeeperServer(port, directory, process, tls, address)
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -236,8 +256,10 @@ def zk_url(zookeeper: ZooKeeperServer) -> str:
 def zookeeper_tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
     """One real ZooKeeper serving only TLS (client certificates required), for the whole run."""
     if not zookeeper_tls_available():
-        pytest.skip("ZooKeeper's TLS port needs Debian's zookeeper package, java and Netty's jars "
-                    f"({', '.join(str(j) for j in NETTY_JARS)})")
+        pytest.skip(
+            "ZooKeeper's TLS port needs Debian's zookeeper package, java and Netty's jars "
+            f"({', '.join(str(j) for j in NETTY_JARS)})"
+        )
     server = start_zookeeper(tls=ZkTlsFiles.create(tmp_path_factory.mktemp("zk-tls-certs")))
     try:
         yield server

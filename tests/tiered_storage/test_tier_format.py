@@ -29,8 +29,8 @@ def test_any_range_reads_back_exactly(entries: list[bytes], block_size: int, dat
     last = data.draw(st.integers(first, len(entries) - 1))
     i, j = blocks_for_range(index, first, last)
     refs = index.blocks[i:j]
-    got = [e for _ref, es in decode_blocks(blob[refs[0].offset:refs[-1].end], refs) for e in es]
-    assert [d for eid, d in got if first <= eid <= last] == entries[first:last + 1]
+    got = [e for _ref, es in decode_blocks(blob[refs[0].offset : refs[-1].end], refs) for e in es]
+    assert [d for eid, d in got if first <= eid <= last] == entries[first : last + 1]
     assert got[0][0] <= first and got[-1][0] >= last  # only the blocks needed, no fewer
 
 
@@ -53,14 +53,14 @@ def test_index_damage_is_refused() -> None:
 def test_block_damage_and_a_wrong_block_are_refused() -> None:
     blob, index = build([b"one", b"two", b"three"], 4)
     first, second = index.blocks[0], index.blocks[1]
-    flipped = bytearray(blob[first.offset:first.end])
+    flipped = bytearray(blob[first.offset : first.end])
     flipped[-1] ^= 0x40
     with pytest.raises(OffloadFormatError, match="payload checksum"):
         decode_block(bytes(flipped), first)
     with pytest.raises(OffloadFormatError):  # a read that returned another block's bytes
-        decode_block(blob[second.offset:second.end], first)
+        decode_block(blob[second.offset : second.end], first)
     with pytest.raises(OffloadFormatError):
-        decode_block(blob[first.offset:first.end - 1], first)
+        decode_block(blob[first.offset : first.end - 1], first)
 
 
 def test_an_index_whose_blocks_leave_a_gap_is_refused() -> None:

@@ -37,12 +37,11 @@ class Source:
     async def read(self, first: int, last: int) -> Sequence[bytes]:
         if self.fail_at is not None and first <= self.fail_at <= last:
             raise RuntimeError("bookies unavailable")
-        return self.entries[first:last + 1]
+        return self.entries[first : last + 1]
 
 
 def tier_for(tmp_path: Path, **cfg: object) -> TieredStorage:
-    return TieredStorage(TieredStorageConfig(driver="filesystem", file_system_uri=f"file://{tmp_path}",
-                                             **cfg))  # type: ignore[arg-type]
+    return TieredStorage(TieredStorageConfig(driver="filesystem", file_system_uri=f"file://{tmp_path}", **cfg))  # type: ignore[arg-type]
 
 
 async def test_offload_verify_and_read_ranges(tmp_path: Path) -> None:
@@ -50,8 +49,9 @@ async def test_offload_verify_and_read_ranges(tmp_path: Path) -> None:
     offloader = tier.offloader_for(tier.broker_policies)
     entries = [bytes([i % 256]) * (50 + i) for i in range(200)]
     uid = uuid.uuid4()
-    result = await offloader.offload(Source(9, entries), uid, {"ManagedLedgerName": "a/b/persistent/c"},
-                                     namespace="a/b")
+    result = await offloader.offload(
+        Source(9, entries), uid, {"ManagedLedgerName": "a/b/persistent/c"}, namespace="a/b"
+    )
     assert result.entries == 200 and result.ledger_bytes == sum(map(len, entries)) and result.blocks > 10
     assert (tmp_path / data_key(uid, 9)).stat().st_size == result.data_bytes
     assert not list(tmp_path.glob("*.partial-*"))
@@ -115,8 +115,9 @@ async def test_cancelled_offload_leaves_no_partial_file(tmp_path: Path) -> None:
 
 def test_policies_merge_validate_and_round_trip() -> None:
     broker = TieredStorageConfig(driver="aws-s3", s3_bucket="b", s3_region="eu").policies()
-    ns = OffloadPolicies.from_json({"managedLedgerOffloadThresholdInBytes": 10, "s3Driver": True,
-                                    "managedLedgerOffloadDriver": None})
+    ns = OffloadPolicies.from_json(
+        {"managedLedgerOffloadThresholdInBytes": 10, "s3Driver": True, "managedLedgerOffloadDriver": None}
+    )
     topic = OffloadPolicies({"managedLedgerOffloadBucket": "topic-bucket"})
     eff = OffloadPolicies.merge(topic, ns, broker)
     assert (eff.driver, eff.bucket, eff.region, eff.threshold_bytes) == ("aws-s3", "topic-bucket", "eu", 10)

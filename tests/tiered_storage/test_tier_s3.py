@@ -25,13 +25,19 @@ class Source:
         return len(self.entries) - 1
 
     async def read(self, first: int, last: int) -> Sequence[bytes]:
-        return self.entries[first:last + 1]
+        return self.entries[first : last + 1]
 
 
 def s3_tier(server: S3Server, bucket: str) -> TieredStorage:
-    cfg = TieredStorageConfig(driver="S3", s3_bucket=bucket, s3_service_endpoint=server.endpoint,
-                              s3_credential_id=ACCESS_KEY, s3_credential_secret=SECRET_KEY,
-                              s3_max_block_size=5 * 1024 * 1024, s3_read_buffer_size=64 * 1024)
+    cfg = TieredStorageConfig(
+        driver="S3",
+        s3_bucket=bucket,
+        s3_service_endpoint=server.endpoint,
+        s3_credential_id=ACCESS_KEY,
+        s3_credential_secret=SECRET_KEY,
+        s3_max_block_size=5 * 1024 * 1024,
+        s3_read_buffer_size=64 * 1024,
+    )
     return TieredStorage(cfg, connect_timeout_s=1.0, read_timeout_s=5.0)
 
 

@@ -46,19 +46,32 @@ TP = "/admin/v2/persistent/tier/s3/t"
 
 def broker_args(s3: S3Server) -> tuple[str, ...]:
     return (
-        "--set", "managed_ledger.managedLedgerDefaultEnsembleSize=2",
-        "--set", "managed_ledger.managedLedgerDefaultWriteQuorum=2",
-        "--set", "managed_ledger.managedLedgerDefaultAckQuorum=2",
-        "--set", "managed_ledger.managedLedgerMaxEntriesPerLedger=20",
-        "--set", "managed_ledger.managedLedgerMinLedgerRolloverTimeMinutes=0",
-        "--set", "broker.retentionCheckIntervalInSeconds=1",
-        "--set", "offload.managedLedgerOffloadDriver=S3",
-        "--set", f"offload.s3ManagedLedgerOffloadBucket={BUCKET}",
-        "--set", f"offload.s3ManagedLedgerOffloadServiceEndpoint={s3.endpoint}",
-        "--set", f"offload.s3ManagedLedgerOffloadCredentialId={ACCESS_KEY}",
-        "--set", f"offload.s3ManagedLedgerOffloadCredentialSecret={SECRET_KEY}",
-        "--set", "offload.s3ManagedLedgerOffloadReadBufferSizeInBytes=4096",
-        "--set", f"offload.managedLedgerOffloadDeletionLagMs={LAG_MS}",
+        "--set",
+        "managed_ledger.managedLedgerDefaultEnsembleSize=2",
+        "--set",
+        "managed_ledger.managedLedgerDefaultWriteQuorum=2",
+        "--set",
+        "managed_ledger.managedLedgerDefaultAckQuorum=2",
+        "--set",
+        "managed_ledger.managedLedgerMaxEntriesPerLedger=20",
+        "--set",
+        "managed_ledger.managedLedgerMinLedgerRolloverTimeMinutes=0",
+        "--set",
+        "broker.retentionCheckIntervalInSeconds=1",
+        "--set",
+        "offload.managedLedgerOffloadDriver=S3",
+        "--set",
+        f"offload.s3ManagedLedgerOffloadBucket={BUCKET}",
+        "--set",
+        f"offload.s3ManagedLedgerOffloadServiceEndpoint={s3.endpoint}",
+        "--set",
+        f"offload.s3ManagedLedgerOffloadCredentialId={ACCESS_KEY}",
+        "--set",
+        f"offload.s3ManagedLedgerOffloadCredentialSecret={SECRET_KEY}",
+        "--set",
+        "offload.s3ManagedLedgerOffloadReadBufferSizeInBytes=4096",
+        "--set",
+        f"offload.managedLedgerOffloadDeletionLagMs={LAG_MS}",
     )
 
 
@@ -92,8 +105,9 @@ def produce(client: pulsar.Client, prefix: str, n: int) -> list[bytes]:
 def consume_from_earliest(client: pulsar.Client, expected: int) -> list[bytes]:
     """Every message a new subscription at the earliest position gets: ``expected`` of them, then
     a quiet second (a duplicate or an extra message would arrive in it)."""
-    consumer = client.subscribe(TOPIC, f"check-{uuid.uuid4().hex[:8]}",
-                                initial_position=pulsar.InitialPosition.Earliest)
+    consumer = client.subscribe(
+        TOPIC, f"check-{uuid.uuid4().hex[:8]}", initial_position=pulsar.InitialPosition.Earliest
+    )
     out = []
     try:
         while len(out) < expected:
@@ -139,8 +153,9 @@ def watch_bookie_deletions(broker: BrokerProcess, ledger_ids: set[int]) -> dict[
     return seen
 
 
-def test_offload_over_real_bookies_and_sigkill_mid_offload(zookeeper: ZooKeeperServer, s3_server: S3Server,
-                                                          tmp_path: Path) -> None:
+def test_offload_over_real_bookies_and_sigkill_mid_offload(
+    zookeeper: ZooKeeperServer, s3_server: S3Server, tmp_path: Path
+) -> None:
     s3_server.create_bucket(BUCKET)
     url = zookeeper.url(f"/tier-{uuid.uuid4().hex[:10]}", session_timeout_ms=4000)
     bookies = RealCluster(tmp_path / "bookies", url)
@@ -151,8 +166,12 @@ def test_offload_over_real_bookies_and_sigkill_mid_offload(zookeeper: ZooKeeperS
         broker.start()
         rest("PUT", broker.admin_url, "/admin/v2/tenants/tier", json={"allowedClusters": ["standalone"]})
         rest("PUT", broker.admin_url, "/admin/v2/namespaces/tier/s3")
-        rest("POST", broker.admin_url, "/admin/v2/namespaces/tier/s3/retention",
-             json={"retentionTimeInMinutes": -1, "retentionSizeInMB": -1})
+        rest(
+            "POST",
+            broker.admin_url,
+            "/admin/v2/namespaces/tier/s3/retention",
+            json={"retentionTimeInMinutes": -1, "retentionSizeInMB": -1},
+        )
 
         # 1. manual offload; the bookie copies go once the deletion lag has passed
         with_client = pulsar.Client(broker.service_url, operation_timeout_seconds=30)
@@ -181,6 +200,7 @@ def test_offload_over_real_bookies_and_sigkill_mid_offload(zookeeper: ZooKeeperS
 
             def started() -> list[dict[str, Any]]:
                 return [r for r in explain(broker) if r["tieredStorage"]["state"] == "STARTED"]
+
             interrupted = wait_until(started, "a ledger recorded STARTED", timeout_s=30)[0]
             broker.kill()
         finally:
@@ -219,15 +239,22 @@ def test_offload_over_real_bookies_and_sigkill_mid_offload(zookeeper: ZooKeeperS
         finally:
             with_client.close()
         metrics = rest("GET", broker.admin_url, "/metrics").text
-        assert 'pulsar_storage_offloaded_size{' in metrics
+        assert "pulsar_storage_offloaded_size{" in metrics
 
         # 3. retention (no subscription left, nothing retained) deletes the trimmed ledgers' objects
         uids = [r["tieredStorage"]["uid"] for r in explain(broker) if r["tieredStorage"].get("uid")]
         assert uids and all(any(u in key for key in s3_server.keys(BUCKET)) for u in uids)
-        rest("POST", broker.admin_url, "/admin/v2/namespaces/tier/s3/retention",
-             json={"retentionTimeInMinutes": 0, "retentionSizeInMB": 0})
-        wait_until(lambda: not [key for key in s3_server.keys(BUCKET) for u in uids if u in key],
-                   "retention to delete the trimmed ledgers from the bucket", timeout_s=60)
+        rest(
+            "POST",
+            broker.admin_url,
+            "/admin/v2/namespaces/tier/s3/retention",
+            json={"retentionTimeInMinutes": 0, "retentionSizeInMB": 0},
+        )
+        wait_until(
+            lambda: not [key for key in s3_server.keys(BUCKET) for u in uids if u in key],
+            "retention to delete the trimmed ledgers from the bucket",
+            timeout_s=60,
+        )
     finally:
         s3_server.resume()
         broker.kill()

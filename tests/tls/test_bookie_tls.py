@@ -43,13 +43,23 @@ def other(tmp_path_factory: pytest.TempPathFactory) -> Certs:
 
 
 def _bookie_tls(certs: Certs, **kw: Any) -> dict[str, Any]:
-    return dict(tls_enabled=True, tlsCertificatePath=certs.server_cert, tlsKeyStore=certs.server_key,
-                tlsTrustStore=certs.ca, **kw)
+    return dict(
+        tls_enabled=True,
+        tlsCertificatePath=certs.server_cert,
+        tlsKeyStore=certs.server_key,
+        tlsTrustStore=certs.ca,
+        **kw,
+    )
 
 
 def _client(certs: Certs | None, *, with_cert: bool = True, ca: str | None = None) -> ClientConfig:
-    fast: dict[str, Any] = dict(add_entry_timeout_s=2.0, connect_timeout_s=2.0, reconnect_backoff_min_s=0.05,
-                                reconnect_backoff_max_s=0.2, bookie_quarantine_time_s=0.0)
+    fast: dict[str, Any] = dict(
+        add_entry_timeout_s=2.0,
+        connect_timeout_s=2.0,
+        reconnect_backoff_min_s=0.05,
+        reconnect_backoff_max_s=0.2,
+        bookie_quarantine_time_s=0.0,
+    )
     if certs is None:
         return load_config(ClientConfig, fast)
     tls: dict[str, Any] = dict(tls_enabled=True, tlsTrustStore=ca or certs.ca)
@@ -88,8 +98,11 @@ async def test_client_writes_and_reads_over_tls(tmp_path: Path, certs: Certs) ->
 async def test_client_authentication_refuses_strangers(tmp_path: Path, certs: Certs, other: Certs, who: str) -> None:
     async with _bookie(tmp_path, **_bookie_tls(certs, tlsClientAuthentication=True)) as (url, _):
         assert await _write_and_read(url, _client(certs)) == [b"e0", b"e1", b"e2"]
-        stranger = {"no certificate": _client(certs, with_cert=False), "plain text": _client(None),
-                    "untrusted CA": _client(other, ca=certs.ca)}[who]
+        stranger = {
+            "no certificate": _client(certs, with_cert=False),
+            "plain text": _client(None),
+            "untrusted CA": _client(other, ca=certs.ca),
+        }[who]
         with pytest.raises(BaseExceptionGroup) as e, trio.fail_after(30):
             await _write_and_read(url, stranger)
         # its add was refused with the connection, and the one bookie cannot be replaced
@@ -104,7 +117,7 @@ def _only_tls_alerts(data: bytes) -> bool:
         length = int.from_bytes(data[3:5], "big")
         if len(data) < 5 + length:
             return False
-        data = data[5 + length:]
+        data = data[5 + length :]
     return True
 
 
@@ -150,8 +163,13 @@ def test_bookkeeper_key_names_in_errors(tmp_path: Path, certs: Certs) -> None:
         make_config(tmp_path, **_bookie_tls(certs, tlsKeyStoreType="JKS"))
     assert e.value.key == "tlsKeyStoreType"
     with pytest.raises(ConfigError) as e:
-        make_config(tmp_path, tls_enabled=True, tlsCertificatePath=certs.server_cert, tlsKeyStore=certs.server_key,
-                    tlsClientAuthentication=True)
+        make_config(
+            tmp_path,
+            tls_enabled=True,
+            tlsCertificatePath=certs.server_cert,
+            tlsKeyStore=certs.server_key,
+            tlsClientAuthentication=True,
+        )
     assert e.value.key == "tlsTrustStore"
     with pytest.raises(ConfigError) as e:
         load_config(ClientConfig, {"tls_enabled": True, "tlsTrustStore": str(tmp_path / "missing.pem")})
@@ -165,16 +183,29 @@ _AUTHZ = dict(bookieAuthProviderFactoryClass=BOOKIE_AUTHZ_FACTORY, authorizedRol
 
 @pytest.fixture(scope="module")
 def role_certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
-    return make_certs(tmp_path_factory.mktemp("roles"), clients=("broker", "intruder"),
-                      units={"broker": "0:other-role,pulsar-broker;1:cluster-a", "intruder": "0:pulsar-proxy"})
+    return make_certs(
+        tmp_path_factory.mktemp("roles"),
+        clients=("broker", "intruder"),
+        units={"broker": "0:other-role,pulsar-broker;1:cluster-a", "intruder": "0:pulsar-proxy"},
+    )
 
 
 def _role_client(certs: Certs, cn: str) -> ClientConfig:
     cert, key = certs.clients[cn]
-    return load_config(ClientConfig, dict(tls_enabled=True, tlsTrustStore=certs.ca, tlsCertificatePath=cert,
-                                          tlsKeyStore=key, add_entry_timeout_s=2.0, connect_timeout_s=2.0,
-                                          reconnect_backoff_min_s=0.05, reconnect_backoff_max_s=0.2,
-                                          bookie_quarantine_time_s=0.0))
+    return load_config(
+        ClientConfig,
+        dict(
+            tls_enabled=True,
+            tlsTrustStore=certs.ca,
+            tlsCertificatePath=cert,
+            tlsKeyStore=key,
+            add_entry_timeout_s=2.0,
+            connect_timeout_s=2.0,
+            reconnect_backoff_min_s=0.05,
+            reconnect_backoff_max_s=0.2,
+            bookie_quarantine_time_s=0.0,
+        ),
+    )
 
 
 async def _raw_tls_requests(port: int, certs: Certs, cn: str, requests: list[bytes]) -> bytes:
@@ -200,7 +231,8 @@ async def _raw_tls_requests(port: int, certs: Certs, cn: str, requests: list[byt
 
 
 async def test_trusted_certificate_without_an_authorized_role_cannot_read_fence_or_overwrite(
-        tmp_path: Path, role_certs: Certs) -> None:
+    tmp_path: Path, role_certs: Certs
+) -> None:
     """The issue's attack: a client with a trusted certificate but another role knows the ledger
     id and password and tries to read, fence and overwrite entry 0; the bookie closes its
     connection before answering anything, and the entries stay as the broker wrote them."""
@@ -216,8 +248,7 @@ async def test_trusted_certificate_without_an_authorized_role_cannot_read_fence_
             requests = [
                 encode_request(read_request(1, ledger_id, 0)),
                 encode_request(read_request(2, ledger_id, 1, fence=True, master_key=master_key)),
-                encode_request(add_request(3, ledger_id, 0, master_key,
-                                           encode_entry(ledger_id, 0, -1, 6, b"forged"))),
+                encode_request(add_request(3, ledger_id, 0, master_key, encode_entry(ledger_id, 0, -1, 6, b"forged"))),
             ]
             assert await _raw_tls_requests(ep.port, role_certs, "intruder", requests) == b""
             # nothing changed: the ledger is still open for its writer, its entries intact
@@ -235,22 +266,36 @@ def test_role_authorization_needs_client_authentication_and_roles(tmp_path: Path
         make_config(tmp_path, **_bookie_tls(role_certs, **_AUTHZ))
     assert e.value.key == "bookieAuthProviderFactoryClass"
     with pytest.raises(ConfigError) as e:
-        make_config(tmp_path, **_bookie_tls(role_certs, tlsClientAuthentication=True,
-                                            bookieAuthProviderFactoryClass=BOOKIE_AUTHZ_FACTORY))
+        make_config(
+            tmp_path,
+            **_bookie_tls(
+                role_certs, tlsClientAuthentication=True, bookieAuthProviderFactoryClass=BOOKIE_AUTHZ_FACTORY
+            ),
+        )
     assert e.value.key == "authorizedRoles"
     with pytest.raises(ConfigError) as e:
-        make_config(tmp_path, **_bookie_tls(role_certs, tlsClientAuthentication=True, authorizedRoles=["x"],
-                                            bookieAuthProviderFactoryClass="org.example.Other"))
+        make_config(
+            tmp_path,
+            **_bookie_tls(
+                role_certs,
+                tlsClientAuthentication=True,
+                authorizedRoles=["x"],
+                bookieAuthProviderFactoryClass="org.example.Other",
+            ),
+        )
     assert e.value.key == "bookieAuthProviderFactoryClass"
 
 
-@pytest.mark.parametrize(("unit", "roles"), [
-    ("0:pulsar-broker;1:cluster-a", {"pulsar-broker"}),
-    ("0:a, b ,c", {"a", "b", "c"}),
-    ("1:cluster-a", set()),
-    ("pulsar-broker", set()),  # not BookKeeper's layout: no role
-    ("", set()),
-])
+@pytest.mark.parametrize(
+    ("unit", "roles"),
+    [
+        ("0:pulsar-broker;1:cluster-a", {"pulsar-broker"}),
+        ("0:a, b ,c", {"a", "b", "c"}),
+        ("1:cluster-a", set()),
+        ("pulsar-broker", set()),  # not BookKeeper's layout: no role
+        ("", set()),
+    ],
+)
 def test_certificate_roles_from_the_ou(unit: str, roles: set[str]) -> None:
     cert = {"subject": ((("commonName", "x"),), (("organizationalUnitName", unit),))}
     assert certificate_roles(cert) == roles

@@ -28,9 +28,13 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
 
 
 def _produce_consume(url: str, certs: Certs, topic: str) -> list[bytes]:
-    client = pulsar.Client(url, tls_trust_certs_file_path=certs.ca, tls_validate_hostname=True,
-                           authentication=pulsar.AuthenticationTLS(certs.client_cert, certs.client_key),
-                           operation_timeout_seconds=15)
+    client = pulsar.Client(
+        url,
+        tls_trust_certs_file_path=certs.ca,
+        tls_validate_hostname=True,
+        authentication=pulsar.AuthenticationTLS(certs.client_cert, certs.client_key),
+        operation_timeout_seconds=15,
+    )
     try:
         consumer = client.subscribe(topic, "sub")
         producer = client.create_producer(topic)
@@ -47,34 +51,69 @@ def _produce_consume(url: str, certs: Certs, topic: str) -> list[bytes]:
 
 
 async def test_tls_only_standalone(tmp_path: Path, certs: Certs) -> None:
-    broker = load_config(BrokerConfig, {
-        "bindAddress": "127.0.0.1", "brokerServicePort": "", "webServicePort": "", "brokerServicePortTls": 0,
-        "webServicePortTls": 0, "tlsCertificateFilePath": certs.server_cert, "tlsKeyFilePath": certs.server_key,
-        "tlsTrustCertsFilePath": certs.ca, "tlsRequireTrustedClientCertOnConnect": True})
-    tls: dict[str, Any] = {"tlsCertificatePath": certs.server_cert, "tlsKeyStore": certs.server_key,
-                           "tlsTrustStore": certs.ca}
-    bookie = load_config(BookieConfig, {
-        "listen_address": "127.0.0.1", "http_address": "127.0.0.1", "journal_prealloc_size_mb": 1,
-        "write_cache_max_mb": 4, "read_cache_max_mb": 4, "tls_enabled": True, "tlsClientAuthentication": True,
-        "httpServerTlsEnable": True, **tls})
-    client = load_config(ClientConfig, {"tls_enabled": True, "tlsTrustStore": certs.ca,
-                                        "tlsCertificatePath": certs.client_cert, "tlsKeyStore": certs.client_key})
+    broker = load_config(
+        BrokerConfig,
+        {
+            "bindAddress": "127.0.0.1",
+            "brokerServicePort": "",
+            "webServicePort": "",
+            "brokerServicePortTls": 0,
+            "webServicePortTls": 0,
+            "tlsCertificateFilePath": certs.server_cert,
+            "tlsKeyFilePath": certs.server_key,
+            "tlsTrustCertsFilePath": certs.ca,
+            "tlsRequireTrustedClientCertOnConnect": True,
+        },
+    )
+    tls: dict[str, Any] = {
+        "tlsCertificatePath": certs.server_cert,
+        "tlsKeyStore": certs.server_key,
+        "tlsTrustStore": certs.ca,
+    }
+    bookie = load_config(
+        BookieConfig,
+        {
+            "listen_address": "127.0.0.1",
+            "http_address": "127.0.0.1",
+            "journal_prealloc_size_mb": 1,
+            "write_cache_max_mb": 4,
+            "read_cache_max_mb": 4,
+            "tls_enabled": True,
+            "tlsClientAuthentication": True,
+            "httpServerTlsEnable": True,
+            **tls,
+        },
+    )
+    client = load_config(
+        ClientConfig,
+        {
+            "tls_enabled": True,
+            "tlsTrustStore": certs.ca,
+            "tlsCertificatePath": certs.client_cert,
+            "tlsKeyStore": certs.client_key,
+        },
+    )
     standalone = StandaloneConfig(data_dir=str(tmp_path / "data"), bookie_port=0, bookie_http_port=0)
     async with trio.open_nursery() as nursery:
-        ep = await nursery.start(lambda task_status: serve_standalone(
-            standalone, broker, bookie, ManagedLedgerConfig(), client, task_status=task_status))
+        ep = await nursery.start(
+            lambda task_status: serve_standalone(
+                standalone, broker, bookie, ManagedLedgerConfig(), client, task_status=task_status
+            )
+        )
         assert ep.broker.service_url == "" and ep.broker.web_url == ""
         assert ep.broker.service_url_tls.startswith("pulsar+ssl://127.0.0.1:")
-        got = await trio.to_thread.run_sync(_produce_consume, ep.broker.service_url_tls, certs,
-                                            "persistent://public/default/tls-standalone")
+        got = await trio.to_thread.run_sync(
+            _produce_consume, ep.broker.service_url_tls, certs, "persistent://public/default/tls-standalone"
+        )
         assert got == [f"m{i}".encode() for i in range(5)]
         (bookie_http,) = ep.bookies[0].http_urls
         assert bookie_http.startswith("https://")
         ctx = ssl.create_default_context(cafile=certs.ca)
         ctx.load_cert_chain(certs.client_cert, certs.client_key)
         async with httpx.AsyncClient(verify=ctx, timeout=10) as http:
-            r = await http.get(f"{ep.broker.web_url_tls}/admin/v2/persistent/public/default/tls-standalone"
-                               "/explain-storage")
+            r = await http.get(
+                f"{ep.broker.web_url_tls}/admin/v2/persistent/public/default/tls-standalone/explain-storage"
+            )
             assert r.status_code == 200, r.text
             # the broker reached the bookie's https REST with the BookKeeper client's CA and certificate
             gc = r.json()["bookieGc"]

@@ -125,5 +125,3 @@ async def test_sslstream_receive_some_gets_a_burst_of_small_writes(certs: Certs)
     # memory_stream_pair hands over what was written in chunks; without coalescing there would
     # be one read per record (50)
     assert len(reads) < 10, [len(r) for r in reads]
-
-

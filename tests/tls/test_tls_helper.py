@@ -116,13 +116,17 @@ async def test_handshake_hostname_and_wrong_ca(certs: Certs, other: Certs) -> No
 
 async def test_mutual_tls_refuses_a_client_without_a_trusted_certificate(certs: Certs, other: Certs) -> None:
     async with trio.open_nursery() as nursery:
-        port = await _echo_server(server_context(_server(certs, trust_certs_file=certs.ca,
-                                                         require_client_cert=True)), nursery)
-        ok = client_context(TlsSettings(trust_certs_file=certs.ca, cert_file=certs.client_cert,
-                                        key_file=certs.client_key))
+        port = await _echo_server(
+            server_context(_server(certs, trust_certs_file=certs.ca, require_client_cert=True)), nursery
+        )
+        ok = client_context(
+            TlsSettings(trust_certs_file=certs.ca, cert_file=certs.client_cert, key_file=certs.client_key)
+        )
         assert await _echo(port, ok) == b"ping"
-        for bad in (TlsSettings(trust_certs_file=certs.ca),
-                    TlsSettings(trust_certs_file=certs.ca, cert_file=other.client_cert, key_file=other.client_key)):
+        for bad in (
+            TlsSettings(trust_certs_file=certs.ca),
+            TlsSettings(trust_certs_file=certs.ca, cert_file=other.client_cert, key_file=other.client_key),
+        ):
             # TLS 1.3: the client may finish its handshake before the server refuses its certificate,
             # so the refusal shows as a broken stream or an end of stream, never as the echo
             try:

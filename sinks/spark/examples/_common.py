@@ -15,10 +15,16 @@ def local_spark(app: str) -> Any:
     from pyspark.sql import SparkSession
 
     from sinks.spark import register
-    spark = (SparkSession.builder.master("local[2]").appName(app)
-             .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-             .getOrCreate())
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName(app)
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("WARN")
     register(spark)
     return spark
@@ -28,6 +34,7 @@ def produce_sample(service_url: str, topic: str, n: int) -> None:
     """Publish ``n`` JSON click events ``{"user": ..., "page": ..., "ms": ...}`` keyed by user, with
     event times one second apart ending now (so event-time windows close as the events go by)."""
     import pulsar
+
     client = pulsar.Client(service_url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
     try:
         producer = client.create_producer(topic)

@@ -41,21 +41,36 @@ def main(argv: list[str] | None = None) -> None:
     spark = local_spark("magnetar-topic-enrichment")
     sections = spark.createDataFrame(
         [(f"/page/{i}", section) for i, section in enumerate(["home", "news", "sport", "news", "shop"])],
-        "page STRING, section STRING")
-    events = (spark.readStream.format("magnetar")
-              .option("service.url", args.service_url).option("admin.url", args.admin_url)
-              .option("topic", args.topic).option("startingOffsets", "earliest").load())
+        "page STRING, section STRING",
+    )
+    events = (
+        spark.readStream.format("magnetar")
+        .option("service.url", args.service_url)
+        .option("admin.url", args.admin_url)
+        .option("topic", args.topic)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
     parsed = events.select(
-        "__key", "__messageId", "__eventTime",
+        "__key",
+        "__messageId",
+        "__eventTime",
         F.get_json_object(F.col("value").cast("string"), "$.user").alias("user"),
-        F.get_json_object(F.col("value").cast("string"), "$.page").alias("page"))
-    enriched = (parsed.join(F.broadcast(sections), "page", "left")
-                .select(F.to_json(F.struct("user", "page", "section")).alias("value"),
-                        F.col("user").alias("__key"), "__eventTime",
-                        F.create_map(F.lit("source"), F.hex("__messageId")).alias("__messageProperties")))
-    writer = (enriched.writeStream.format("magnetar")
-              .option("service.url", args.service_url).option("admin.url", args.admin_url)
-              .option("topic", args.output_topic).option("checkpointLocation", args.checkpoint))
+        F.get_json_object(F.col("value").cast("string"), "$.page").alias("page"),
+    )
+    enriched = parsed.join(F.broadcast(sections), "page", "left").select(
+        F.to_json(F.struct("user", "page", "section")).alias("value"),
+        F.col("user").alias("__key"),
+        "__eventTime",
+        F.create_map(F.lit("source"), F.hex("__messageId")).alias("__messageProperties"),
+    )
+    writer = (
+        enriched.writeStream.format("magnetar")
+        .option("service.url", args.service_url)
+        .option("admin.url", args.admin_url)
+        .option("topic", args.output_topic)
+        .option("checkpointLocation", args.checkpoint)
+    )
     query = writer.trigger(availableNow=True).start() if args.available_now else writer.start()
     query.awaitTermination()
     print("done")

@@ -94,8 +94,9 @@ class SqliteView:
     """The embedded store's database (``{dir}/metadata.sqlite``), opened read-only."""
 
     def __init__(self, directory: str) -> None:
-        self.db = sqlite3.connect(f"file:{directory}/metadata.sqlite?mode=ro", uri=True, check_same_thread=False,
-                                  timeout=10)
+        self.db = sqlite3.connect(
+            f"file:{directory}/metadata.sqlite?mode=ro", uri=True, check_same_thread=False, timeout=10
+        )
         self.lock = threading.Lock()
 
     def get(self, path: str) -> bytes | None:
@@ -130,8 +131,14 @@ class StorageAudit:
     """Receipts against storage (module header). ``retained``: the topics whose ledgers are never
     trimmed (a ledger missing from their list is a violation, not a trim)."""
 
-    def __init__(self, view: MetadataView, retained: set[str], read_timeout_s: float = 5.0,
-                 max_reads: int = 2000, budget_s: float = 90.0) -> None:
+    def __init__(
+        self,
+        view: MetadataView,
+        retained: set[str],
+        read_timeout_s: float = 5.0,
+        max_reads: int = 2000,
+        budget_s: float = 90.0,
+    ) -> None:
         self.view = view
         self.retained = retained
         self.read_timeout_s = read_timeout_s
@@ -161,23 +168,43 @@ class StorageAudit:
             keys = tuple(k for ks in entries.values() for k in ks)
             if md is None:
                 if topic in self.retained:
-                    result.violations.append(Violation(
-                        "two-writers", topic, "", f"{len(keys)} receipts on ledger {lid}, which has no metadata", keys))
+                    result.violations.append(
+                        Violation(
+                            "two-writers",
+                            topic,
+                            "",
+                            f"{len(keys)} receipts on ledger {lid}, which has no metadata",
+                            keys,
+                        )
+                    )
                 continue
             if topic in self.retained:
                 if topic not in lists:
                     lists[topic] = self.ledger_list(topic)
                 listed = lists[topic]
                 if listed is not None and lid not in listed:
-                    result.violations.append(Violation(
-                        "two-writers", topic, "", f"{len(keys)} receipts on ledger {lid}, which the topic's ledger "
-                        f"list does not hold ({sorted(listed)[-5:]} ...)", keys))
+                    result.violations.append(
+                        Violation(
+                            "two-writers",
+                            topic,
+                            "",
+                            f"{len(keys)} receipts on ledger {lid}, which the topic's ledger "
+                            f"list does not hold ({sorted(listed)[-5:]} ...)",
+                            keys,
+                        )
+                    )
             if md.state is LedgerState.CLOSED:
                 past = sorted(e for e in entries if e > md.last_entry_id)
                 if past:
-                    result.violations.append(Violation(
-                        "two-writers", topic, "", f"receipts for entries {past[:10]} of ledger {lid}, closed at "
-                        f"entry {md.last_entry_id}", tuple(k for e in past for k in entries[e])))
+                    result.violations.append(
+                        Violation(
+                            "two-writers",
+                            topic,
+                            "",
+                            f"receipts for entries {past[:10]} of ledger {lid}, closed at entry {md.last_entry_id}",
+                            tuple(k for e in past for k in entries[e]),
+                        )
+                    )
             for entry, ks in sorted(entries.items()):
                 reads.append((topic, lid, md, entry, ks))
         reads = self._pick(reads)
@@ -186,8 +213,9 @@ class StorageAudit:
             trio.run(self._read_all, reads, result)
         return result
 
-    def _pick(self, reads: list[tuple[str, int, LedgerMetadata, int, list[tuple[str, int]]]]
-              ) -> list[tuple[str, int, LedgerMetadata, int, list[tuple[str, int]]]]:
+    def _pick(
+        self, reads: list[tuple[str, int, LedgerMetadata, int, list[tuple[str, int]]]]
+    ) -> list[tuple[str, int, LedgerMetadata, int, list[tuple[str, int]]]]:
         # every entry when they are few; else each ledger's first and last receipted entries (where
         # a fence, a close or an ensemble change lands) and an even spread of the rest, up to
         # max_reads (the metadata checks above cover every receipt regardless)
@@ -206,8 +234,9 @@ class StorageAudit:
             chosen.update(rest[::step][:room])
         return [reads[i] for i in sorted(chosen)]
 
-    async def _read_all(self, reads: list[tuple[str, int, LedgerMetadata, int, list[tuple[str, int]]]],
-                        result: AuditResult) -> None:
+    async def _read_all(
+        self, reads: list[tuple[str, int, LedgerMetadata, int, list[tuple[str, int]]]], result: AuditResult
+    ) -> None:
         limit = trio.Semaphore(32)
         short: dict[tuple[str, int], list[tuple[int, list[tuple[str, int]], str]]] = defaultdict(list)
         done = 0
@@ -250,13 +279,21 @@ class StorageAudit:
                         nursery.start_soon(check, *r)
             if scope.cancelled_caught:
                 result.inconclusive += len(reads) - done
-                result.notes.append(f"audit stopped after {self.budget_s:g}s with {len(reads) - done} of "
-                                    f"{len(reads)} entries unread")
+                result.notes.append(
+                    f"audit stopped after {self.budget_s:g}s with {len(reads) - done} of {len(reads)} entries unread"
+                )
         for (topic, lid), items in sorted(short.items()):
             items.sort()
-            result.violations.append(Violation(
-                "quorum", topic, "", f"{len(items)} receipted entries of ledger {lid} on fewer than Qa bookies "
-                f"(first: entry {items[0][0]}, {items[0][2]})", tuple(k for _, ks, _ in items for k in ks)))
+            result.violations.append(
+                Violation(
+                    "quorum",
+                    topic,
+                    "",
+                    f"{len(items)} receipted entries of ledger {lid} on fewer than Qa bookies "
+                    f"(first: entry {items[0][0]}, {items[0][2]})",
+                    tuple(k for _, ks, _ in items for k in ks),
+                )
+            )
 
 
 class CursorWatch:
@@ -298,9 +335,15 @@ class CursorWatch:
                 with self._lock:
                     top = self.highest.get((topic, cursor))
                     if top is not None and pos < top:
-                        self._found.append(Violation(
-                            "cursor", topic, cursor, f"persisted mark-delete position moved back from "
-                            f"{top[0]}:{top[1]} to {pos[0]}:{pos[1]}"))
+                        self._found.append(
+                            Violation(
+                                "cursor",
+                                topic,
+                                cursor,
+                                f"persisted mark-delete position moved back from "
+                                f"{top[0]}:{top[1]} to {pos[0]}:{pos[1]}",
+                            )
+                        )
                     if top is None or pos > top:
                         self.highest[(topic, cursor)] = pos
         self.polls += 1

@@ -65,8 +65,18 @@ from typing import TextIO
 
 from sortedcontainers import SortedDict
 
-__all__ = ["INVARIANTS", "Key", "Pos", "SeqSet", "Violation", "History", "SubscriptionRecord", "ScanResult",
-           "check_scan", "resolve_order"]
+__all__ = [
+    "INVARIANTS",
+    "Key",
+    "Pos",
+    "SeqSet",
+    "Violation",
+    "History",
+    "SubscriptionRecord",
+    "ScanResult",
+    "check_scan",
+    "resolve_order",
+]
 
 Key = tuple[str, int]
 Pos = tuple[int, int, int]
@@ -109,7 +119,6 @@ class Violation:
     detail: str
     keys: tuple[Key, ...] = ()
     positions: tuple[Pos, ...] = ()
-
 
     def __str__(self) -> str:
         where = f"{self.topic}" + (f" sub={self.subscription}" if self.subscription else "")
@@ -165,9 +174,9 @@ class SubscriptionRecord:
         self.delivered: dict[str, SeqSet] = defaultdict(SeqSet)
         self.acked_keys: dict[str, SeqSet] = defaultdict(SeqSet)
         self.cumulative_mark: Pos = (-1, -1, -1)
-        self.awaiting: set[Key] = set()          # receipted, never delivered here
+        self.awaiting: set[Key] = set()  # receipted, never delivered here
         self.outstanding: SortedDict = SortedDict()  # Pos -> (Key, delivery time, consumer): received, not acked
-        self.owed: dict[Pos, tuple[Key, str]] = {}   # Pos -> (Key, crash label): owed a redelivery
+        self.owed: dict[Pos, tuple[Key, str]] = {}  # Pos -> (Key, crash label): owed a redelivery
         self.marked: dict[str, dict[Pos, tuple[Key, str]]] = {}  # mark label -> Pos -> (Key, consumer)
         self.consumers: dict[str, _ConsumerOrder] = defaultdict(_ConsumerOrder)
         self.deliveries = 0
@@ -188,7 +197,7 @@ class History:
         self.trace = trace  # one line per delivery, ack and crash, for diagnosis
         self.subs: dict[tuple[str, str], SubscriptionRecord] = {}
         self.receipted: dict[tuple[str, str], SeqSet] = defaultdict(SeqSet)  # (topic, producer)
-        self.producers: dict[str, str] = {}   # producer -> topic
+        self.producers: dict[str, str] = {}  # producer -> topic
         self.crash_epoch = 0
         self.crashes: list[tuple[float, str]] = []
         self.owed_total = 0  # redeliveries owed by crashes, over the run
@@ -238,9 +247,17 @@ class History:
                 self.receipt_log.append((topic, producer, seq, pos))
                 last = self.last_ledger.get(producer)
                 if last is not None and pos[0] < last[0]:
-                    self.writer_findings.append(Violation(
-                        "two-writers", topic, "", f"producer {producer} got a receipt on ledger {pos[0]} after one on "
-                        f"the newer ledger {last[0]} (for sequence id {last[1]})", ((producer, seq),), (pos,)))
+                    self.writer_findings.append(
+                        Violation(
+                            "two-writers",
+                            topic,
+                            "",
+                            f"producer {producer} got a receipt on ledger {pos[0]} after one on "
+                            f"the newer ledger {last[0]} (for sequence id {last[1]})",
+                            ((producer, seq),),
+                            (pos,),
+                        )
+                    )
                 else:
                     self.last_ledger[producer] = (pos[0], seq)
             if not self.receipted[(topic, producer)].add(seq):
@@ -284,8 +301,10 @@ class History:
         """Record an ack the consumer is about to issue (individual, or cumulative up to ``pos``)."""
         rec = self.subs[(topic, sub)]
         if self.trace is not None:
-            self.trace.write(f"{self.clock():.3f} {'C' if cumulative else 'A'} {topic} {sub} - {key[0]}:{key[1]} "
-                             f"{pos[0]}:{pos[1]}:{pos[2]}\n")
+            self.trace.write(
+                f"{self.clock():.3f} {'C' if cumulative else 'A'} {topic} {sub} - {key[0]}:{key[1]} "
+                f"{pos[0]}:{pos[1]}:{pos[2]}\n"
+            )
         rec.acks += 1
         if cumulative:
             if pos > rec.cumulative_mark:
@@ -340,8 +359,11 @@ class History:
         """A tentative crash now (module header): remember what every consumer has received and
         not acknowledged, to be owed by `settle` if its connection closes after this."""
         for rec in self.subs.values():
-            rec.marked[label] = {pos: (key, consumer) for pos, (key, _, consumer) in rec.outstanding.items()
-                                 if not rec.is_acked(key, pos)}
+            rec.marked[label] = {
+                pos: (key, consumer)
+                for pos, (key, _, consumer) in rec.outstanding.items()
+                if not rec.is_acked(key, pos)
+            }
         if self.trace is not None:
             self.trace.write(f"{self.clock():.3f} M {label}\n")
 
@@ -378,8 +400,10 @@ class History:
     def pending(self) -> dict[str, int]:
         """How much is still expected: receipted keys not yet delivered, redeliveries owed."""
         with self.lock:
-            return {"awaiting": sum(len(s.awaiting) for s in self.subs.values()),
-                    "owed": sum(len(s.owed) for s in self.subs.values())}
+            return {
+                "awaiting": sum(len(s.awaiting) for s in self.subs.values()),
+                "owed": sum(len(s.owed) for s in self.subs.values()),
+            }
 
     def check(self, *, consume: bool = True) -> list[Violation]:
         """Loss, skip and order violations found so far. With ``consume`` the reported keys and
@@ -388,20 +412,34 @@ class History:
         with self.lock:
             for (topic, name), rec in sorted(self.subs.items()):
                 if rec.awaiting:
-                    out.append(Violation("loss", topic, name, f"{len(rec.awaiting)} receipted messages never delivered",
-                                         tuple(sorted(rec.awaiting))))
+                    out.append(
+                        Violation(
+                            "loss",
+                            topic,
+                            name,
+                            f"{len(rec.awaiting)} receipted messages never delivered",
+                            tuple(sorted(rec.awaiting)),
+                        )
+                    )
                 if rec.owed:
                     by_label: dict[str, list[tuple[Pos, Key]]] = defaultdict(list)
                     for pos, (key, label) in rec.owed.items():
                         by_label[label].append((pos, key))
                     for label, items in sorted(by_label.items()):
                         items.sort()
-                        positions = ", ".join(f"{p[0]}:{p[1]}" + (f":{p[2]}" if p[2] >= 0 else "")
-                                              for p, _ in items[:10])
-                        out.append(Violation("skip", topic, name,
-                                             f"{len(items)} unacknowledged messages not redelivered after {label} "
-                                             f"(positions {positions}{', ...' if len(items) > 10 else ''})",
-                                             tuple(k for _, k in items)))
+                        positions = ", ".join(
+                            f"{p[0]}:{p[1]}" + (f":{p[2]}" if p[2] >= 0 else "") for p, _ in items[:10]
+                        )
+                        out.append(
+                            Violation(
+                                "skip",
+                                topic,
+                                name,
+                                f"{len(items)} unacknowledged messages not redelivered after {label} "
+                                f"(positions {positions}{', ...' if len(items) > 10 else ''})",
+                                tuple(k for _, k in items),
+                            )
+                        )
                 if consume:
                     rec.awaiting.clear()
                     rec.owed.clear()
@@ -410,11 +448,18 @@ class History:
                 grouped[(c.topic, c.subscription, c.consumer)].append(c)
             for (topic, name, consumer), cands in sorted(grouped.items()):
                 c = cands[0]
-                out.append(Violation("order", topic, name,
-                                     f"consumer {consumer}: {len(cands)} first deliveries after a higher sequence id "
-                                     f"of the same producer (first: {c.key[0]}:{c.key[1]} at {c.pos} after "
-                                     f"{c.after_seq} at {c.after_pos})",
-                                     tuple(x.key for x in cands), tuple(x.pos for x in cands)))
+                out.append(
+                    Violation(
+                        "order",
+                        topic,
+                        name,
+                        f"consumer {consumer}: {len(cands)} first deliveries after a higher sequence id "
+                        f"of the same producer (first: {c.key[0]}:{c.key[1]} at {c.pos} after "
+                        f"{c.after_seq} at {c.after_pos})",
+                        tuple(x.key for x in cands),
+                        tuple(x.pos for x in cands),
+                    )
+                )
             if consume:
                 self.order_candidates.clear()
             out += self.writer_findings
@@ -424,12 +469,16 @@ class History:
 
     def totals(self) -> dict[str, int]:
         with self.lock:
-            return {"sent": self.sent, "receipted": self.receipts, "failed": self.failed,
-                    "delivered": sum(s.deliveries for s in self.subs.values()),
-                    "redelivered": sum(s.redeliveries for s in self.subs.values()),
-                    "acks": sum(s.acks for s in self.subs.values()),
-                    "outstanding": sum(len(s.outstanding) for s in self.subs.values()),
-                    "crashes": len(self.crashes)}
+            return {
+                "sent": self.sent,
+                "receipted": self.receipts,
+                "failed": self.failed,
+                "delivered": sum(s.deliveries for s in self.subs.values()),
+                "redelivered": sum(s.redeliveries for s in self.subs.values()),
+                "acks": sum(s.acks for s in self.subs.values()),
+                "outstanding": sum(len(s.outstanding) for s in self.subs.values()),
+                "crashes": len(self.crashes),
+            }
 
 
 # --- a reader's scan of a retained topic ------------------------------------------------------
@@ -443,8 +492,9 @@ class ScanResult:
     messages: list[tuple[Pos, Key]]
 
 
-def check_scan(history: History, scan: ScanResult, *, dedup: bool,
-               batch_sizes: dict[str, int]) -> tuple[list[Violation], list[str]]:
+def check_scan(
+    history: History, scan: ScanResult, *, dedup: bool, batch_sizes: dict[str, int]
+) -> tuple[list[Violation], list[str]]:
     """Topic-level checks on a full scan: every receipted key stored (loss), first copies stored
     in increasing sequence id per producer (order), and with ``dedup`` no key stored twice
     (duplicate). Returns the violations and notes (duplicates explained by batch boundaries, see
@@ -473,11 +523,19 @@ def check_scan(history: History, scan: ScanResult, *, dedup: bool,
             have = stored[producer]
             missing = tuple((producer, s) for s in receipted if s not in have)
             if missing:
-                violations.append(Violation("loss", topic, "", f"{len(missing)} receipted messages not stored "
-                                            "(reader from the earliest position)", missing))
+                violations.append(
+                    Violation(
+                        "loss",
+                        topic,
+                        "",
+                        f"{len(missing)} receipted messages not stored (reader from the earliest position)",
+                        missing,
+                    )
+                )
     if disorder:
-        violations.append(Violation("order", scan.topic, "", "first stored copies out of sequence-id order",
-                                    tuple(disorder)))
+        violations.append(
+            Violation("order", scan.topic, "", "first stored copies out of sequence-id order", tuple(disorder))
+        )
     if dedup and copies:
         # a duplicate copy inside a batch that does not have the producer's own boundaries was
         # re-sent in a different batch shape: stored whole by design (module header)
@@ -492,9 +550,15 @@ def check_scan(history: History, scan: ScanResult, *, dedup: bool,
                     odd = True
             (explained if odd else unexplained).append(key)
         if unexplained:
-            violations.append(Violation("duplicate", scan.topic, "",
-                                        f"{len(unexplained)} keys stored more than once with deduplication on",
-                                        tuple(sorted(unexplained))))
+            violations.append(
+                Violation(
+                    "duplicate",
+                    scan.topic,
+                    "",
+                    f"{len(unexplained)} keys stored more than once with deduplication on",
+                    tuple(sorted(unexplained)),
+                )
+            )
         if explained:
             notes.append(f"{scan.topic}: {len(explained)} keys stored twice inside re-sent batches of another shape")
     return violations, notes
@@ -513,10 +577,16 @@ def resolve_order(violations: list[Violation], scans: dict[str, ScanResult]) -> 
         if v.invariant != "order" or not v.subscription or len(v.positions) != len(v.keys):
             kept.append(v)
             continue
-        left = [(k, p) for k, p in zip(v.keys, v.positions, strict=False)
-                if (first := first_pos.get((v.topic, k))) is None or not first < p]
+        left = [
+            (k, p)
+            for k, p in zip(v.keys, v.positions, strict=False)
+            if (first := first_pos.get((v.topic, k))) is None or not first < p
+        ]
         explained += len(v.keys) - len(left)
         if left:
-            kept.append(Violation(v.invariant, v.topic, v.subscription, v.detail,
-                                  tuple(k for k, _ in left), tuple(p for _, p in left)))
+            kept.append(
+                Violation(
+                    v.invariant, v.topic, v.subscription, v.detail, tuple(k for k, _ in left), tuple(p for _, p in left)
+                )
+            )
     return kept, explained

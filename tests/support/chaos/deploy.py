@@ -41,8 +41,7 @@ from .netns import ClockFile, Host, TestNetwork
 # fixed ports inside test hosts (each host has an address of its own, so they never collide)
 ZK_PORT, BOOKIE_PORT, BROKER_PORT, WEB_PORT = 12181, 13181, 16650, 18080
 
-__all__ = ["DeployOptions", "Node", "Deployment", "ClusterDeployment", "StandaloneDeployment",
-           "make_deployment"]
+__all__ = ["DeployOptions", "Node", "Deployment", "ClusterDeployment", "StandaloneDeployment", "make_deployment"]
 
 
 @dataclass(frozen=True)
@@ -71,11 +70,19 @@ class DeployOptions:
 
     def broker_settings(self) -> list[str]:
         """``--set`` arguments shared by brokers and standalone."""
-        out = ["--set", f"managed_ledger.cursor_persist_interval_s={self.persist_interval_s}",
-               "--set", "broker.retention_check_interval_s=10"]
+        out = [
+            "--set",
+            f"managed_ledger.cursor_persist_interval_s={self.persist_interval_s}",
+            "--set",
+            "broker.retention_check_interval_s=10",
+        ]
         if self.ledger_entries:
-            out += ["--set", f"managed_ledger.max_entries_per_ledger={self.ledger_entries}",
-                    "--set", "managed_ledger.min_ledger_rollover_time_minutes=0"]
+            out += [
+                "--set",
+                f"managed_ledger.max_entries_per_ledger={self.ledger_entries}",
+                "--set",
+                "managed_ledger.min_ledger_rollover_time_minutes=0",
+            ]
         return out + list(self.extra)
 
 
@@ -125,8 +132,9 @@ class BookieNode:
     kind = "bookie"
     serves_topics = False
 
-    def __init__(self, name: str, base: Path, metadata_url: str, host: Host | None = None,
-                 clock: ClockFile | None = None) -> None:
+    def __init__(
+        self, name: str, base: Path, metadata_url: str, host: Host | None = None, clock: ClockFile | None = None
+    ) -> None:
         self.name = name
         self.host = host
         self.clock = clock
@@ -167,19 +175,35 @@ class BrokerNode:
     kind = "broker"
     serves_topics = True
 
-    def __init__(self, name: str, base: Path, metadata_url: str, settings: list[str], host: Host | None = None,
-                 clock: ClockFile | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        base: Path,
+        metadata_url: str,
+        settings: list[str],
+        host: Host | None = None,
+        clock: ClockFile | None = None,
+    ) -> None:
         self.name = name
         self.host = host
         self.clock = clock
         address = host.address if host is not None else "127.0.0.1"
         self.port = BROKER_PORT if host is not None else free_port()
         self.web_port = WEB_PORT if host is not None else free_port()
-        self.process = BrokerProcess(base, metadata_url, *settings,
-                                     "--set", f"broker.broker_service_port={self.port}",
-                                     "--set", f"broker.web_service_port={self.web_port}",
-                                     "--set", f"broker.bind_address={address}",
-                                     "--set", f"broker.advertised_address={address}", wrap=_wrap(host, clock))
+        self.process = BrokerProcess(
+            base,
+            metadata_url,
+            *settings,
+            "--set",
+            f"broker.broker_service_port={self.port}",
+            "--set",
+            f"broker.web_service_port={self.web_port}",
+            "--set",
+            f"broker.bind_address={address}",
+            "--set",
+            f"broker.advertised_address={address}",
+            wrap=_wrap(host, clock),
+        )
         self.service_url = f"pulsar://{address}:{self.port}"
         self.admin_url = f"http://{address}:{self.web_port}"
 
@@ -213,8 +237,9 @@ class StandaloneNode:
     kind = "standalone"
     serves_topics = True
 
-    def __init__(self, name: str, data_dir: Path, settings: list[str], host: Host | None = None,
-                 clock: ClockFile | None = None) -> None:
+    def __init__(
+        self, name: str, data_dir: Path, settings: list[str], host: Host | None = None, clock: ClockFile | None = None
+    ) -> None:
         self.name = name
         self.host = host
         self.clock = clock
@@ -222,14 +247,26 @@ class StandaloneNode:
         address = host.address if host is not None else "127.0.0.1"
         self.port = BROKER_PORT if host is not None else free_port()
         self.web_port = WEB_PORT if host is not None else free_port()
-        self.settings = [*settings, "--set", f"broker.broker_service_port={self.port}",
-                         "--set", f"broker.web_service_port={self.web_port}",
-                         "--set", f"broker.bind_address={address}"]
+        self.settings = [
+            *settings,
+            "--set",
+            f"broker.broker_service_port={self.port}",
+            "--set",
+            f"broker.web_service_port={self.web_port}",
+            "--set",
+            f"broker.bind_address={address}",
+        ]
         if host is not None:
-            self.settings += ["--set", f"broker.advertised_address={address}",
-                              "--set", f"bookie.advertised_address={address}",
-                              "--set", f"bookie.listen_address={address}",
-                              "--set", f"standalone.bookie_port={BOOKIE_PORT}"]
+            self.settings += [
+                "--set",
+                f"broker.advertised_address={address}",
+                "--set",
+                f"bookie.advertised_address={address}",
+                "--set",
+                f"bookie.listen_address={address}",
+                "--set",
+                f"standalone.bookie_port={BOOKIE_PORT}",
+            ]
         self.bookie_id = f"{address}:{BOOKIE_PORT}" if host is not None else ""
         self.service_url = f"pulsar://{address}:{self.port}"
         self.admin_url = f"http://{address}:{self.web_port}"
@@ -324,8 +361,9 @@ class Deployment:
                 started.append(node.name)
         return started
 
-    def admin(self, method: str, path: str, json: object = None, ok: tuple[int, ...] = (200, 204),
-              timeout: float = 15.0) -> object:
+    def admin(
+        self, method: str, path: str, json: object = None, ok: tuple[int, ...] = (200, 204), timeout: float = 15.0
+    ) -> object:
         """One admin REST call, redirects followed; the decoded JSON ('' when empty). Tried on each
         running serving node in turn until one answers with a status in ``ok``; the last failure
         (AssertionError with the body, or the connection error) when none does."""
@@ -334,8 +372,7 @@ class Deployment:
             if not node.alive:
                 continue
             try:
-                r = httpx.request(method, f"{node.admin_url}{path}", json=json, timeout=timeout,
-                                  follow_redirects=True)
+                r = httpx.request(method, f"{node.admin_url}{path}", json=json, timeout=timeout, follow_redirects=True)
             except httpx.HTTPError as exc:
                 failure = exc
                 continue
@@ -379,25 +416,50 @@ class ClusterDeployment(Deployment):
         o = self.options
         self.zk_host = self._host("zk")
         if self.zk_host is not None:
-            self.zk = start_zookeeper(self.base / "zk", address=self.zk_host.address, port=ZK_PORT,
-                                      wrap=tuple(self.zk_host.wrap()))
+            self.zk = start_zookeeper(
+                self.base / "zk", address=self.zk_host.address, port=ZK_PORT, wrap=tuple(self.zk_host.wrap())
+            )
         else:
             self.zk = start_zookeeper(self.base / "zk")
         self._metadata_url = self.zk.url(f"/chaos-{uuid.uuid4().hex[:8]}", session_timeout_ms=o.session_timeout_ms)
-        bookies = [BookieNode(f"bookie-{i}", self._data_dir(f"bookie-{i}"), self.metadata_url,
-                              self._host(f"bookie-{i}"), self._clock(f"bookie-{i}")) for i in range(o.bookies)]
+        bookies = [
+            BookieNode(
+                f"bookie-{i}",
+                self._data_dir(f"bookie-{i}"),
+                self.metadata_url,
+                self._host(f"bookie-{i}"),
+                self._clock(f"bookie-{i}"),
+            )
+            for i in range(o.bookies)
+        ]
         for b in bookies:
             b.launch()
         for b in bookies:
             b.bookie.wait_started()
             b.port = b.bookie.port
         wait_bookies(self.metadata_url, {b.bookie.bookie_id for b in bookies})
-        settings = ["--set", f"managed_ledger.ensemble_size={o.ensemble}",
-                    "--set", f"managed_ledger.write_quorum={o.write_quorum}",
-                    "--set", f"managed_ledger.ack_quorum={o.ack_quorum}",
-                    "--set", "bk_client.add_entry_timeout_s=2", *o.broker_settings()]
-        brokers = [BrokerNode(f"broker-{i}", self.base / f"broker-{i}", self.metadata_url, settings,
-                              self._host(f"broker-{i}"), self._clock(f"broker-{i}")) for i in range(o.brokers)]
+        settings = [
+            "--set",
+            f"managed_ledger.ensemble_size={o.ensemble}",
+            "--set",
+            f"managed_ledger.write_quorum={o.write_quorum}",
+            "--set",
+            f"managed_ledger.ack_quorum={o.ack_quorum}",
+            "--set",
+            "bk_client.add_entry_timeout_s=2",
+            *o.broker_settings(),
+        ]
+        brokers = [
+            BrokerNode(
+                f"broker-{i}",
+                self.base / f"broker-{i}",
+                self.metadata_url,
+                settings,
+                self._host(f"broker-{i}"),
+                self._clock(f"broker-{i}"),
+            )
+            for i in range(o.brokers)
+        ]
         self.nodes = [*bookies, *brokers]
         for b in brokers:
             b.start()
@@ -455,4 +517,3 @@ def make_deployment(kind: str, base: Path, options: DeployOptions, network: Test
     if kind == "standalone":
         return StandaloneDeployment(base, options, network)
     raise ValueError(f"unknown deployment {kind!r}: expected cluster or standalone")
-

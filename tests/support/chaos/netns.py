@@ -40,12 +40,23 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["PREFIX", "Host", "TestNetwork", "ClockFile", "netns_problem", "faketime_problem",
-           "cleanup_leftovers", "cleanup_run", "FAKETIME_LIB"]
+__all__ = [
+    "PREFIX",
+    "Host",
+    "TestNetwork",
+    "ClockFile",
+    "netns_problem",
+    "faketime_problem",
+    "cleanup_leftovers",
+    "cleanup_run",
+    "FAKETIME_LIB",
+]
 
 PREFIX = "mgc"
-FAKETIME_LIB = next(iter(sorted(Path("/usr/lib").glob("*/faketime/libfaketimeMT.so.1"))),
-                    Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"))
+FAKETIME_LIB = next(
+    iter(sorted(Path("/usr/lib").glob("*/faketime/libfaketimeMT.so.1"))),
+    Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"),
+)
 _SHIM = Path(__file__).resolve().parent / "faketime_shim"
 _NFT_TABLE = "magnetar_chaos"
 _RUN_RE = re.compile(rf"^{PREFIX}(\d+[a-z])(?:-|br$|v\d+$)")
@@ -212,9 +223,13 @@ class ClockFile:
         # the monotonic clock is not faked; the shim's sitecustomize gives Python a time.sleep
         # that waits on select instead (kazoo's reconnect loop sleeps with it)
         path = os.environ.get("PYTHONPATH", "")
-        return {"LD_PRELOAD": str(FAKETIME_LIB), "FAKETIME_TIMESTAMP_FILE": str(self.path),
-                "FAKETIME_DONT_FAKE_MONOTONIC": "1", "FAKETIME_CACHE_DURATION": "1",
-                "PYTHONPATH": f"{_SHIM}{os.pathsep}{path}" if path else str(_SHIM)}
+        return {
+            "LD_PRELOAD": str(FAKETIME_LIB),
+            "FAKETIME_TIMESTAMP_FILE": str(self.path),
+            "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+            "FAKETIME_CACHE_DURATION": "1",
+            "PYTHONPATH": f"{_SHIM}{os.pathsep}{path}" if path else str(_SHIM),
+        }
 
 
 class TestNetwork:
@@ -229,7 +244,7 @@ class TestNetwork:
         self.subnet = ""
         self.harness_address = ""
         self.hosts: dict[str, Host] = {}
-        self.blocked: dict[str, set[str]] = {}   # host name -> names of hosts it cannot send to
+        self.blocked: dict[str, set[str]] = {}  # host name -> names of hosts it cannot send to
         self.down: set[str] = set()
         self.disks: dict[str, Path] = {}
         self.reaper: subprocess.Popen[bytes] | None = None
@@ -252,9 +267,14 @@ class TestNetwork:
         if problem:
             raise RuntimeError(problem)
         cleanup_leftovers()
-        self.reaper = subprocess.Popen([sys.executable, "-m", "tests.support.chaos.netns", "reap", self.run],
-                                       stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                       cwd=Path(__file__).resolve().parents[3], start_new_session=True)
+        self.reaper = subprocess.Popen(
+            [sys.executable, "-m", "tests.support.chaos.netns", "reap", self.run],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            cwd=Path(__file__).resolve().parents[3],
+            start_new_session=True,
+        )
         self.subnet = self._free_subnet()
         self.harness_address = f"{self.subnet}.1"
         _run("ip", "link", "add", self.bridge, "type", "bridge")
@@ -304,9 +324,11 @@ class TestNetwork:
         host = self.hosts[name]
         targets = sorted(self.hosts[d].address for d in self.blocked[name])
         rule = f"ip daddr {{ {', '.join(targets)} }} drop" if targets else ""
-        script = (f"table inet {_NFT_TABLE} {{}}\ndelete table inet {_NFT_TABLE}\n"
-                  f"table inet {_NFT_TABLE} {{\n chain out {{\n  type filter hook output priority 0; policy accept;\n"
-                  f"  {rule}\n }}\n}}\n")
+        script = (
+            f"table inet {_NFT_TABLE} {{}}\ndelete table inet {_NFT_TABLE}\n"
+            f"table inet {_NFT_TABLE} {{\n chain out {{\n  type filter hook output priority 0; policy accept;\n"
+            f"  {rule}\n }}\n}}\n"
+        )
         _run("ip", "netns", "exec", host.ns, "nft", "-f", "-", input=script)
 
     def heal(self) -> None:

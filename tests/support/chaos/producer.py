@@ -71,17 +71,28 @@ def _main(argv: list[str]) -> int:
             sys.stdout.flush()
 
     # the client's own log must not share stdout with the event lines
-    client = pulsar.Client(args.url, operation_timeout_seconds=30,
-                           logger=pulsar.FileLogger(pulsar.LoggerLevel.Warn, args.client_log))
+    client = pulsar.Client(
+        args.url, operation_timeout_seconds=30, logger=pulsar.FileLogger(pulsar.LoggerLevel.Warn, args.client_log)
+    )
     conf: dict[str, object] = {"batching_enabled": False}
     if args.batch > 1:
-        conf = {"batching_enabled": True, "batching_max_messages": args.batch, "batching_max_publish_delay_ms": 1000,
-                "batching_max_allowed_size_in_bytes": 4 * 1024 * 1024}
+        conf = {
+            "batching_enabled": True,
+            "batching_max_messages": args.batch,
+            "batching_max_publish_delay_ms": 1000,
+            "batching_max_allowed_size_in_bytes": 4 * 1024 * 1024,
+        }
     producer = None
     while producer is None:  # the broker may be down when the process starts
         try:
-            producer = client.create_producer(args.topic, producer_name=args.name, send_timeout_millis=0,
-                                              block_if_queue_full=True, max_pending_messages=2000, **conf)
+            producer = client.create_producer(
+                args.topic,
+                producer_name=args.name,
+                send_timeout_millis=0,
+                block_if_queue_full=True,
+                max_pending_messages=2000,
+                **conf,
+            )
         except pulsar.PulsarException as exc:
             emit(f"# create_producer: {exc}")
             time.sleep(0.5)
@@ -114,6 +125,7 @@ def _main(argv: list[str]) -> int:
                 emit(f"R {seq} {msg_id.ledger_id()}:{msg_id.entry_id()}:{msg_id.batch_index()}")  # type: ignore[attr-defined]
             else:
                 emit(f"F {seq} {res}")
+
         return done
 
     def flush() -> None:
@@ -185,10 +197,15 @@ class ProducerAgent:
     ``wrap`` prefixes the command with one that execs it (``ip netns exec NS``: a test host).
     """
 
-    def __init__(self, spec: ProducerSpec, service_url: str, log_dir: Path,
-                 on_receipt: Callable[[str, int, tuple[int, int, int]], None],
-                 on_event: Callable[[str, str, int], None],
-                 wrap: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        spec: ProducerSpec,
+        service_url: str,
+        log_dir: Path,
+        on_receipt: Callable[[str, int, tuple[int, int, int]], None],
+        on_event: Callable[[str, str, int], None],
+        wrap: tuple[str, ...] = (),
+    ) -> None:
         self.spec = spec
         self.wrap = list(wrap)
         self.service_url = service_url
@@ -197,8 +214,8 @@ class ProducerAgent:
         self.on_event = on_event
         self.proc: subprocess.Popen[str] | None = None
         self.reader: threading.Thread | None = None
-        self.receipted_top = -1     # highest receipted seq (receipts come in order)
-        self.next_seq = 0           # where the next process starts
+        self.receipted_top = -1  # highest receipted seq (receipts come in order)
+        self.next_seq = 0  # where the next process starts
         self.paused = threading.Event()
         self._ended_by_us = False
 
@@ -228,18 +245,43 @@ class ProducerAgent:
         self._ended_by_us = False
         self.paused.clear()
         s = self.spec
-        cmd = [*self.wrap, sys.executable, "-m", "tests.support.chaos.producer", "--url", self.service_url,
-               "--topic", s.topic, "--name", s.name, "--start", str(self.next_seq), "--batch", str(s.batch),
-               "--rate", str(s.rate),
-               "--size", str(s.size), "--client-log", str(self.log_dir / f"producer-{s.name}.client.log")]
+        cmd = [
+            *self.wrap,
+            sys.executable,
+            "-m",
+            "tests.support.chaos.producer",
+            "--url",
+            self.service_url,
+            "--topic",
+            s.topic,
+            "--name",
+            s.name,
+            "--start",
+            str(self.next_seq),
+            "--batch",
+            str(s.batch),
+            "--rate",
+            str(s.rate),
+            "--size",
+            str(s.size),
+            "--client-log",
+            str(self.log_dir / f"producer-{s.name}.client.log"),
+        ]
         cmd += ["--paused"] if paused else []
         repo = Path(__file__).resolve().parents[3]
         err = open(self.log_dir / f"producer-{s.name}.log", "a")  # noqa: SIM115 - closed when the process ends
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
-                                     cwd=repo, env={**os.environ, "PYTHONUNBUFFERED": "1"}, bufsize=1)
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            cwd=repo,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            bufsize=1,
+        )
         err.close()
-        self.reader = threading.Thread(target=self._read, args=(self.proc,), daemon=True,
-                                       name=f"producer-{s.name}")
+        self.reader = threading.Thread(target=self._read, args=(self.proc,), daemon=True, name=f"producer-{s.name}")
         self.reader.start()
 
     def _read(self, proc: subprocess.Popen[str]) -> None:

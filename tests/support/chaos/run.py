@@ -64,12 +64,26 @@ from .workload import AckPolicy, SubSpec, TopicSpec, Workload, scan_topic
 
 __all__ = ["RunOptions", "RunReport", "ChaosRun", "DEFAULT_TARGETS", "NETNS_TARGETS", "build_topics"]
 
-DEFAULT_TARGETS = {"cluster": ("bookie", "broker", "broker-clean", "producer"),
-                   "standalone": ("standalone", "standalone-clean", "producer")}
+DEFAULT_TARGETS = {
+    "cluster": ("bookie", "broker", "broker-clean", "producer"),
+    "standalone": ("standalone", "standalone-clean", "producer"),
+}
 NETWORK_FAULTS = ("isolate", "cut", "partition", "pause", "clock", "disk-full")
 NETNS_TARGETS = {kind: (*kills, *NETWORK_FAULTS) for kind, kills in DEFAULT_TARGETS.items()}
-_WEIGHTS = {"bookie": 4, "broker": 4, "standalone": 4, "broker-clean": 1, "standalone-clean": 1, "producer": 2,
-            "isolate": 3, "cut": 3, "partition": 3, "pause": 3, "clock": 2, "disk-full": 2}
+_WEIGHTS = {
+    "bookie": 4,
+    "broker": 4,
+    "standalone": 4,
+    "broker-clean": 1,
+    "standalone-clean": 1,
+    "producer": 2,
+    "isolate": 3,
+    "cut": 3,
+    "partition": 3,
+    "pause": 3,
+    "clock": 2,
+    "disk-full": 2,
+}
 _SERVING = {"broker", "broker-clean", "standalone", "standalone-clean"}
 _KILLS = {"bookie", "broker", "broker-clean", "standalone", "standalone-clean", "producer"}
 
@@ -85,8 +99,8 @@ class RunOptions:
     targets: tuple[str, ...] = ()
     max_kills: int = 2
     persist_interval_s: float = 1.0
-    batching: str = "mixed"       # off | on | mixed
-    dedup: str = "both"           # off | on | both
+    batching: str = "mixed"  # off | on | mixed
+    dedup: str = "both"  # off | on | both
     trim_topic: bool = True
     rate: float = 50.0
     size: int = 100
@@ -98,10 +112,10 @@ class RunOptions:
     stop_on_violation: bool = True
     workdir: Path | None = None
     keep: bool = False
-    netns: bool = False           # every server and producer in a test host of its own
-    brokers: int = 0              # cluster brokers (0: 2 with test hosts, else 1)
+    netns: bool = False  # every server and producer in a test host of its own
+    brokers: int = 0  # cluster brokers (0: 2 with test hosts, else 1)
     session_timeout_ms: int = 6000
-    disk_mb: int = 512            # per bookie (standalone) tmpfs, with the disk-full fault
+    disk_mb: int = 512  # per bookie (standalone) tmpfs, with the disk-full fault
     schedule: tuple[tuple[str, ...], ...] = ()  # fixed fault kinds per cycle (cycled), instead of random ones
 
     def kill_targets(self) -> tuple[str, ...]:
@@ -111,8 +125,9 @@ class RunOptions:
         bad = [t for t in targets if t not in allowed]
         if bad:
             more = "" if self.netns else f" ({', '.join(NETWORK_FAULTS)} need --netns)"
-            raise ValueError(f"fault kinds {bad} do not exist in a {self.deploy} deployment "
-                             f"(choose from {sorted(allowed)}){more}")
+            raise ValueError(
+                f"fault kinds {bad} do not exist in a {self.deploy} deployment (choose from {sorted(allowed)}){more}"
+            )
         return tuple(targets)
 
     @property
@@ -149,8 +164,15 @@ class RunReport:
         rows = []
         for label in sorted(set(self.recovery) | set(self.recovery_overlapped)):
             xs = self.recovery.get(label, [])
-            rows.append((label, len(xs), statistics.median(xs) if xs else float("nan"),
-                         max(xs) if xs else float("nan"), len(self.recovery_overlapped.get(label, []))))
+            rows.append(
+                (
+                    label,
+                    len(xs),
+                    statistics.median(xs) if xs else float("nan"),
+                    max(xs) if xs else float("nan"),
+                    len(self.recovery_overlapped.get(label, [])),
+                )
+            )
         return rows
 
 
@@ -161,8 +183,11 @@ def build_topics(options: RunOptions) -> list[TopicSpec]:
     default retention (consumed ledgers are trimmed) and an unbatched producer."""
     modes = {"off": [False], "on": [True], "both": [False, True]}[options.dedup]
     batches = {"off": [1], "on": [options.batch_size], "mixed": [1, options.batch_size]}[options.batching]
-    subs = [SubSpec("shared", "shared", 2, batch_index_ack=True), SubSpec("excl", "exclusive", 1),
-            SubSpec("fail", "failover", 2)]
+    subs = [
+        SubSpec("shared", "shared", 2, batch_index_ack=True),
+        SubSpec("excl", "exclusive", 1),
+        SubSpec("fail", "failover", 2),
+    ]
     topics = []
     for dedup in modes:
         label = "dedup" if dedup else "plain"
@@ -172,8 +197,12 @@ def build_topics(options: RunOptions) -> list[TopicSpec]:
             t.producers.append(ProducerSpec(t.topic, f"{label}-{kind}", batch=b, rate=options.rate, size=options.size))
         topics.append(t)
     if options.trim_topic:
-        t = TopicSpec("persistent://public/chaos-trim/trim", dedup=False, retained=False,
-                      subs=[SubSpec("shared", "shared", 2), SubSpec("excl", "exclusive", 1)])
+        t = TopicSpec(
+            "persistent://public/chaos-trim/trim",
+            dedup=False,
+            retained=False,
+            subs=[SubSpec("shared", "shared", 2), SubSpec("excl", "exclusive", 1)],
+        )
         t.producers.append(ProducerSpec(t.topic, "trim-u", batch=1, rate=options.rate, size=options.size))
         topics.append(t)
     return topics
@@ -195,8 +224,8 @@ class _Event:
 class _Fault:
     """A fault in effect: what it holds (node and host names), how to heal it, when."""
 
-    label: str          # the fault kind and what it hit, for the recovery table ("cut broker->zk")
-    what: str           # the line printed
+    label: str  # the fault kind and what it hit, for the recovery table ("cut broker->zk")
+    what: str  # the line printed
     holds: set[str]
     heal: Callable[[], None]
     heal_at: float
@@ -223,10 +252,13 @@ class ChaosRun:
         self.report.workdir = self.workdir
         self.network: TestNetwork | None = TestNetwork() if options.netns else None
         self.deploy_options = DeployOptions(
-            persist_interval_s=options.persist_interval_s, ledger_entries=options.ledger_entries,
+            persist_interval_s=options.persist_interval_s,
+            ledger_entries=options.ledger_entries,
             brokers=options.broker_count if options.deploy == "cluster" else 1,
-            session_timeout_ms=options.session_timeout_ms, clock="clock" in self.targets,
-            disk_mb=options.disk_mb if "disk-full" in self.targets else 0)
+            session_timeout_ms=options.session_timeout_ms,
+            clock="clock" in self.targets,
+            disk_mb=options.disk_mb if "disk-full" in self.targets else 0,
+        )
         self.deployment: Deployment | None = None
         self.topics = build_topics(options)
         self.workload: Workload | None = None
@@ -331,8 +363,10 @@ class ChaosRun:
             conns = {}
             for sub, s in (stats.get("subscriptions") or {}).items():
                 for c in s.get("consumers") or []:
-                    conns[(t.topic, sub, c.get("consumerName", ""))] = (str(c.get("address")),
-                                                                        str(c.get("connectedSince")))
+                    conns[(t.topic, sub, c.get("consumerName", ""))] = (
+                        str(c.get("address")),
+                        str(c.get("connectedSince")),
+                    )
             return conns
 
         with ThreadPoolExecutor(max_workers=len(self.topics)) as pool:
@@ -343,8 +377,12 @@ class ChaosRun:
         final = ("", self.consumer_connections())
         snaps = [*self.marks, final]
         closed: dict[str, set[tuple[str, str, str]]] = defaultdict(set)
-        consumers = {(t.topic, s.name, f"{t.topic.rsplit('/', 1)[1]}-{s.name}-{i}")
-                     for t in self.topics for s in t.subs for i in range(s.consumers)}
+        consumers = {
+            (t.topic, s.name, f"{t.topic.rsplit('/', 1)[1]}-{s.name}-{i}")
+            for t in self.topics
+            for s in t.subs
+            for i in range(s.consumers)
+        }
         for c in consumers:
             last_label, last_conn = "", None
             for label, snap in snaps:
@@ -381,17 +419,33 @@ class ChaosRun:
             def heal() -> None:
                 for v in victims:
                     self._restart(v)
-            return _Fault(f"kill bookie{' x2' if len(victims) > 1 else ''}",
-                          f"SIGKILL {'+'.join(v.name for v in victims)}", {v.name for v in victims}, heal, heal_at, now)
+
+            return _Fault(
+                f"kill bookie{' x2' if len(victims) > 1 else ''}",
+                f"SIGKILL {'+'.join(v.name for v in victims)}",
+                {v.name for v in victims},
+                heal,
+                heal_at,
+                now,
+            )
         if event.kind == "producer":
-            agents = [a for a in sorted(self.workload.producers.values(), key=lambda a: a.spec.name)
-                      if f"p-{a.spec.name}" not in self.busy]
+            agents = [
+                a
+                for a in sorted(self.workload.producers.values(), key=lambda a: a.spec.name)
+                if f"p-{a.spec.name}" not in self.busy
+            ]
             if not agents:
                 return None
             agent = rng.choice(agents)
             agent.kill()
-            return _Fault("kill producer", f"SIGKILL producer {agent.spec.name}", {f"p-{agent.spec.name}"},
-                          agent.start, heal_at, now)
+            return _Fault(
+                "kill producer",
+                f"SIGKILL producer {agent.spec.name}",
+                {f"p-{agent.spec.name}"},
+                agent.start,
+                heal_at,
+                now,
+            )
         if event.kind in _SERVING:
             nodes = self._free([n.name for n in self.dep.serving() if n.alive])
             if not nodes:
@@ -409,35 +463,49 @@ class ChaosRun:
                 with self.history.lock:
                     self.history.crash_locked(f"{label}: SIGKILL {node.name}")
                     node.kill()
-            return _Fault(f"{'clean restart' if clean else 'kill'} {node.kind}",
-                          f"{'clean restart' if clean else 'SIGKILL'} {node.name}", {node.name},
-                          lambda: self._restart(node), heal_at, now)
+            return _Fault(
+                f"{'clean restart' if clean else 'kill'} {node.kind}",
+                f"{'clean restart' if clean else 'SIGKILL'} {node.name}",
+                {node.name},
+                lambda: self._restart(node),
+                heal_at,
+                now,
+            )
         assert net is not None
         return self._inject_network(event, rng, mark, heal_at, now)
 
-    def _inject_network(self, event: _Event, rng: random.Random, mark: str, heal_at: float,
-                        now: float) -> _Fault | None:
+    def _inject_network(
+        self, event: _Event, rng: random.Random, mark: str, heal_at: float, now: float
+    ) -> _Fault | None:
         net = self.network
         assert net is not None
         cluster = not isinstance(self.dep, StandaloneDeployment)
 
         def role(name: str) -> str:
             return "producer" if name.startswith("p-") else name.split("-")[0]
+
         if event.kind == "isolate":
             choices = self._free(list(net.hosts))
             if not choices:
                 return None
-            weights = [0.5 if n.startswith("p-") else 2.0 if role(n) in ("broker", "standalone") else 1.0
-                       for n in choices]
+            weights = [
+                0.5 if n.startswith("p-") else 2.0 if role(n) in ("broker", "standalone") else 1.0 for n in choices
+            ]
             host = rng.choices(choices, weights=weights)[0]
             self.mark(mark)
             net.set_link(host, False)
-            return _Fault(f"isolate {role(host)}", f"isolate {host}", {host},
-                          lambda: net.set_link(host, True), heal_at, now)
+            return _Fault(
+                f"isolate {role(host)}", f"isolate {host}", {host}, lambda: net.set_link(host, True), heal_at, now
+            )
         if event.kind in ("cut", "partition"):
             if cluster:
-                pairs = [("broker", "zk"), ("broker", "bookie"), ("bookie", "zk"), ("broker", "broker"),
-                         ("producer", "broker")]
+                pairs = [
+                    ("broker", "zk"),
+                    ("broker", "bookie"),
+                    ("bookie", "zk"),
+                    ("broker", "broker"),
+                    ("producer", "broker"),
+                ]
                 if event.kind == "cut":
                     pairs += [(b, a) for a, b in pairs if a != b]
             else:
@@ -460,9 +528,16 @@ class ChaosRun:
                 def heal(src: str = src, dst: str = dst) -> None:
                     net.block(src, dst, False)
                     net.block(dst, src, False)
+
                 arrow = "->" if event.kind == "cut" else "|"
-                return _Fault(f"{event.kind} {a_role}{arrow}{b_role}", f"{event.kind} {src}{arrow}{dst}",
-                              {src, dst}, heal, heal_at, now)
+                return _Fault(
+                    f"{event.kind} {a_role}{arrow}{b_role}",
+                    f"{event.kind} {src}{arrow}{dst}",
+                    {src, dst},
+                    heal,
+                    heal_at,
+                    now,
+                )
             return None
         if event.kind == "pause":
             names = [n.name for n in self.dep.nodes if n.alive and n.kind in ("broker", "bookie", "standalone")]
@@ -472,8 +547,9 @@ class ChaosRun:
                 names.append("zk")
             if not names:
                 return None
-            name = rng.choices(names, weights=[0.5 if n == "zk" else 2.0 if n.startswith("broker") else 1.0
-                                               for n in names])[0]
+            name = rng.choices(
+                names, weights=[0.5 if n == "zk" else 2.0 if n.startswith("broker") else 1.0 for n in names]
+            )[0]
             self.mark(mark)
             if name == "zk":
                 pid = zk.process.pid
@@ -481,14 +557,23 @@ class ChaosRun:
                 def stop_zk(sig: int) -> None:
                     if zk.process.poll() is None:
                         import os
+
                         os.kill(pid, sig)
+
                 stop_zk(signal.SIGSTOP)
-                return _Fault("pause zk", f"SIGSTOP zk ({event.down_s:.1f}s)", {"zk"},
-                              lambda: stop_zk(signal.SIGCONT), heal_at, now)
+                return _Fault(
+                    "pause zk",
+                    f"SIGSTOP zk ({event.down_s:.1f}s)",
+                    {"zk"},
+                    lambda: stop_zk(signal.SIGCONT),
+                    heal_at,
+                    now,
+                )
             node = self.dep.by_name(name)
             signal_node(node, signal.SIGSTOP)
-            return _Fault(f"pause {node.kind}", f"SIGSTOP {name}", {name},
-                          lambda: signal_node(node, signal.SIGCONT), heal_at, now)
+            return _Fault(
+                f"pause {node.kind}", f"SIGSTOP {name}", {name}, lambda: signal_node(node, signal.SIGCONT), heal_at, now
+            )
         if event.kind == "clock":
             names = self._free([n.name for n in self.dep.nodes if n.clock is not None])
             if not names:
@@ -499,8 +584,14 @@ class ChaosRun:
             offset = int(rng.choice([-1, 1]) * rng.uniform(30, 900))
             self.mark(mark)
             clock.set(offset)
-            return _Fault(f"clock {'forward' if offset > 0 else 'back'} {node.kind}",
-                          f"clock of {node.name} {offset:+d}s", {node.name}, lambda: clock.set(0), heal_at, now)
+            return _Fault(
+                f"clock {'forward' if offset > 0 else 'back'} {node.kind}",
+                f"clock of {node.name} {offset:+d}s",
+                {node.name},
+                lambda: clock.set(0),
+                heal_at,
+                now,
+            )
         if event.kind == "disk-full":
             names = self._free([n for n in net.disks])
             if not names:
@@ -508,8 +599,14 @@ class ChaosRun:
             name = rng.choice(names)
             self.mark(mark)
             filled = net.fill_disk(name)
-            return _Fault(f"disk-full {name.split('-')[0]}", f"disk of {name} full (+{filled >> 20} MiB)", {name},
-                          lambda: net.free_disk(name), heal_at, now)
+            return _Fault(
+                f"disk-full {name.split('-')[0]}",
+                f"disk of {name} full (+{filled >> 20} MiB)",
+                {name},
+                lambda: net.free_disk(name),
+                heal_at,
+                now,
+            )
         raise ValueError(f"unknown fault kind {event.kind}")
 
     # --- run ----------------------------------------------------------------------------------
@@ -517,16 +614,20 @@ class ChaosRun:
     def run(self) -> RunReport:
         started = time.monotonic()
         o = self.options
-        self.say(f"chaos: {o.deploy}{' in test hosts' if o.netns else ''}"
-                 + (f" ({o.broker_count} brokers)" if o.deploy == "cluster" else "")
-                 + f", {o.cycles} cycles of {o.duration_s:g}s, seed {o.seed}, faults "
-                 f"{','.join(self.targets)}, cursor persist every {o.persist_interval_s:g}s, batching {o.batching}, "
-                 f"dedup {o.dedup}, workdir {self.workdir}")
+        self.say(
+            f"chaos: {o.deploy}{' in test hosts' if o.netns else ''}"
+            + (f" ({o.broker_count} brokers)" if o.deploy == "cluster" else "")
+            + f", {o.cycles} cycles of {o.duration_s:g}s, seed {o.seed}, faults "
+            f"{','.join(self.targets)}, cursor persist every {o.persist_interval_s:g}s, batching {o.batching}, "
+            f"dedup {o.dedup}, workdir {self.workdir}"
+        )
         try:
             if self.network is not None:
                 self.network.create()
-                self.say(f"  test hosts on {self.network.subnet}.0/24 (harness {self.network.harness_address}), "
-                         f"run {self.network.run}")
+                self.say(
+                    f"  test hosts on {self.network.subnet}.0/24 (harness {self.network.harness_address}), "
+                    f"run {self.network.run}"
+                )
             self.deployment = make_deployment(o.deploy, self.workdir / "servers", self.deploy_options, self.network)
             self.dep.start()
             wraps: dict[str, tuple[str, ...]] = {}
@@ -534,16 +635,25 @@ class ChaosRun:
                 for t in self.topics:
                     for p in t.producers:
                         wraps[p.name] = tuple(self.network.add_host(f"p-{p.name}").wrap())
-            self.workload = Workload(self.history, self.topics, self.dep.service_url, self.dep.admin,
-                                     self.workdir, AckPolicy(), random.Random(o.seed),
-                                     producer_wrap=lambda name: wraps.get(name, ()))
+            self.workload = Workload(
+                self.history,
+                self.topics,
+                self.dep.service_url,
+                self.dep.admin,
+                self.workdir,
+                AckPolicy(),
+                random.Random(o.seed),
+                producer_wrap=lambda name: wraps.get(name, ()),
+            )
             self.workload.open()
             self.open_audits()
             for t in self.topics:
-                self.say(f"  topic {t.topic}: dedup {'on' if t.dedup else 'off'}, "
-                         f"{'retained' if t.retained else 'default retention'}; producers "
-                         f"{', '.join(p.describe() for p in t.producers)}; subscriptions "
-                         f"{', '.join(f'{s.name} ({s.kind} x{s.consumers})' for s in t.subs)}")
+                self.say(
+                    f"  topic {t.topic}: dedup {'on' if t.dedup else 'off'}, "
+                    f"{'retained' if t.retained else 'default retention'}; producers "
+                    f"{', '.join(p.describe() for p in t.producers)}; subscriptions "
+                    f"{', '.join(f'{s.name} ({s.kind} x{s.consumers})' for s in t.subs)}"
+                )
             for cycle in range(1, o.cycles + 1):
                 found = self.cycle(cycle)
                 self.report.cycles_done = cycle
@@ -579,8 +689,9 @@ class ChaosRun:
             if self.network is not None:
                 if keep:
                     for name, disk in self.network.disks.items():
-                        shutil.copytree(disk, self.workdir / f"disk-{name}", dirs_exist_ok=True,
-                                        ignore_dangling_symlinks=True)
+                        shutil.copytree(
+                            disk, self.workdir / f"disk-{name}", dirs_exist_ok=True, ignore_dangling_symlinks=True
+                        )
                 self.network.destroy()
             self.summary()
             if self.report.ok and not self.report.stalls and not o.keep:
@@ -644,6 +755,7 @@ class ChaosRun:
                     finally:
                         f.done = time.monotonic()
                         self.busy -= f.holds
+
                 fault.thread = threading.Thread(target=heal, daemon=True, name=f"heal-{fault.label}")
                 fault.thread.start()
                 fault.what += f" (healed after {fault.healed - fault.injected:.1f}s)"
@@ -676,8 +788,11 @@ class ChaosRun:
         owners: dict[str, str] = {}
         for n in nodes:
             try:
-                r = httpx.get(f"{n.admin_url}/lookup/v2/topic/{topic.rest_path.removeprefix('/admin/v2/')}",
-                              timeout=10, follow_redirects=True)
+                r = httpx.get(
+                    f"{n.admin_url}/lookup/v2/topic/{topic.rest_path.removeprefix('/admin/v2/')}",
+                    timeout=10,
+                    follow_redirects=True,
+                )
             except httpx.HTTPError as exc:
                 return f"{topic.topic}: lookup on {n.name} failed: {exc!r}"
             if r.status_code != 200:
@@ -752,18 +867,37 @@ class ChaosRun:
         if self.network is not None:
             converged = self.converge(last_heal)
             if converged is None:
-                extra.append(Violation("ownership", "*", "", f"ownership did not converge within "
-                                       f"{o.converge_timeout_s:g}s of the last heal: {'; '.join(self.unconverged)}"))
+                extra.append(
+                    Violation(
+                        "ownership",
+                        "*",
+                        "",
+                        f"ownership did not converge within "
+                        f"{o.converge_timeout_s:g}s of the last heal: {'; '.join(self.unconverged)}",
+                    )
+                )
             else:
                 self.report.converge.append(converged)
         stuck = self.await_receipts(last_heal, o.pause_timeout_s) if self.network is not None else []
         if stuck:
-            extra.append(Violation("unavailable", "*", "", f"producers {stuck} had no receipt within "
-                                   f"{o.pause_timeout_s:g}s of the last heal"))
+            extra.append(
+                Violation(
+                    "unavailable",
+                    "*",
+                    "",
+                    f"producers {stuck} had no receipt within {o.pause_timeout_s:g}s of the last heal",
+                )
+            )
         late = self.workload.pause_producers(o.pause_timeout_s)
         if late:
-            extra.append(Violation("unavailable", "*", "", f"producers {late} still had unanswered sends "
-                                   f"{o.pause_timeout_s:g}s after every fault was healed"))
+            extra.append(
+                Violation(
+                    "unavailable",
+                    "*",
+                    "",
+                    f"producers {late} still had unanswered sends {o.pause_timeout_s:g}s after every fault was healed",
+                )
+            )
         restarted += self.dep.ensure_up()
         owed_now = self.settle_marks() if self.network is not None else 0
         drained = self.workload.drain(o.drain_timeout_s)
@@ -778,7 +912,8 @@ class ChaosRun:
             self.report.notes += [f"cycle {cycle}: {n}" for n in result.notes]
             self.report.inconclusive_entries += result.inconclusive
             audit_line = f" | audit {result.entries} entries" + (
-                f" ({result.inconclusive} inconclusive)" if result.inconclusive else "")
+                f" ({result.inconclusive} inconclusive)" if result.inconclusive else ""
+            )
         if self.cursors is not None:
             try:
                 self.cursors.poll()
@@ -791,18 +926,21 @@ class ChaosRun:
         after = self.history.totals()
         diff = {k: after[k] - before.get(k, 0) for k in after}
         counts = Counter(v.invariant for v in violations)
-        self.say(f"cycle {cycle}/{o.cycles}: {'; '.join(f.what for f in faults) or 'no faults'}"
-                 + (f"; restarted {restarted}" if restarted else "")
-                 + f" | sent {diff['sent']} receipted {diff['receipted']} delivered {diff['delivered']} "
-                   f"(redelivered {diff['redelivered']}) acks {diff['acks']}, owed after crashes "
-                   f"{self.history.owed_total - owed_before}" + (f" ({owed_now} after reconnects)" if owed_now else "")
-                 + (f" | recovered: {', '.join(recovered)}" if recovered else "")
-                 + (f" | converged {converged:.1f}s" if converged is not None else "")
-                 + audit_line
-                 + " | " + " ".join(f"{k} {counts[k]}" for k in INVARIANTS
-                                    if counts[k] or k in ("loss", "skip", "order"))
-                 + ("" if drained else " (drain timed out)")
-                 + f" | {time.monotonic() - t0:.0f}s")
+        self.say(
+            f"cycle {cycle}/{o.cycles}: {'; '.join(f.what for f in faults) or 'no faults'}"
+            + (f"; restarted {restarted}" if restarted else "")
+            + f" | sent {diff['sent']} receipted {diff['receipted']} delivered {diff['delivered']} "
+            f"(redelivered {diff['redelivered']}) acks {diff['acks']}, owed after crashes "
+            f"{self.history.owed_total - owed_before}"
+            + (f" ({owed_now} after reconnects)" if owed_now else "")
+            + (f" | recovered: {', '.join(recovered)}" if recovered else "")
+            + (f" | converged {converged:.1f}s" if converged is not None else "")
+            + audit_line
+            + " | "
+            + " ".join(f"{k} {counts[k]}" for k in INVARIANTS if counts[k] or k in ("loss", "skip", "order"))
+            + ("" if drained else " (drain timed out)")
+            + f" | {time.monotonic() - t0:.0f}s"
+        )
         if violations:
             self.report.violations += violations
             for v in violations:
@@ -824,12 +962,15 @@ class ChaosRun:
                 continue
             scan = scan_topic(self.workload.client, t.topic)
             scans[t.topic] = scan
-            found, notes = check_scan(self.history, scan, dedup=t.dedup,
-                                      batch_sizes={p.name: p.batch for p in t.producers})
+            found, notes = check_scan(
+                self.history, scan, dedup=t.dedup, batch_sizes={p.name: p.batch for p in t.producers}
+            )
             violations += found
             self.report.notes += notes
-            self.say(f"scan {t.topic}: {len(scan.messages)} stored messages, "
-                     f"{len({k for _, k in scan.messages})} distinct keys; {len(found)} violations")
+            self.say(
+                f"scan {t.topic}: {len(scan.messages)} stored messages, "
+                f"{len({k for _, k in scan.messages})} distinct keys; {len(found)} violations"
+            )
         # an earlier order candidate may be explained by a copy at a lower position
         self.report.violations, explained = resolve_order(self.report.violations + violations, scans)
         if explained:
@@ -859,8 +1000,10 @@ class ChaosRun:
             self.say(f"  internalStats of {t.topic} -> {path}")
             for name, cursor in sorted((stats.get("cursors") or {}).items()):
                 ranges = str(cursor.get("individuallyDeletedMessages", ""))
-                self.say(f"    cursor {name}: markDelete {cursor.get('markDeletePosition')} read "
-                         f"{cursor.get('readPosition')} ranges {ranges[:300]}{'...' if len(ranges) > 300 else ''}")
+                self.say(
+                    f"    cursor {name}: markDelete {cursor.get('markDeletePosition')} read "
+                    f"{cursor.get('readPosition')} ranges {ranges[:300]}{'...' if len(ranges) > 300 else ''}"
+                )
             if not t.retained:
                 continue
             try:
@@ -882,23 +1025,34 @@ class ChaosRun:
         r = self.report
         t = r.totals
         kills = ", ".join(f"{k} {n}" for k, n in sorted(r.kills.items())) or "none"
-        self.say(f"summary: {r.cycles_done} cycles in {r.seconds:.0f}s; faults: {kills}; sent {t.get('sent', 0)}, "
-                 f"receipted {t.get('receipted', 0)}, send failures {t.get('failed', 0)}, delivered "
-                 f"{t.get('delivered', 0)} (redelivered {t.get('redelivered', 0)}), acks {t.get('acks', 0)}, "
-                 f"unacked positions owed a redelivery after crashes {r.owed_checked}")
+        self.say(
+            f"summary: {r.cycles_done} cycles in {r.seconds:.0f}s; faults: {kills}; sent {t.get('sent', 0)}, "
+            f"receipted {t.get('receipted', 0)}, send failures {t.get('failed', 0)}, delivered "
+            f"{t.get('delivered', 0)} (redelivered {t.get('redelivered', 0)}), acks {t.get('acks', 0)}, "
+            f"unacked positions owed a redelivery after crashes {r.owed_checked}"
+        )
         if r.audited_entries:
-            self.say(f"storage audit: {r.audited_entries} receipted entries read back from their write sets"
-                     + (f", {r.inconclusive_entries} inconclusive (a bookie did not answer)"
-                        if r.inconclusive_entries else ""))
+            self.say(
+                f"storage audit: {r.audited_entries} receipted entries read back from their write sets"
+                + (
+                    f", {r.inconclusive_entries} inconclusive (a bookie did not answer)"
+                    if r.inconclusive_entries
+                    else ""
+                )
+            )
         if r.converge:
-            self.say(f"ownership converged after the last heal of each cycle: p50 "
-                     f"{statistics.median(r.converge):.1f}s, max {max(r.converge):.1f}s")
+            self.say(
+                f"ownership converged after the last heal of each cycle: p50 "
+                f"{statistics.median(r.converge):.1f}s, max {max(r.converge):.1f}s"
+            )
         rows = r.recovery_table()
         if rows:
             self.say("time to recover after each heal (every producer receipted again):")
             for label, n, p50, top, overlapped in rows:
-                self.say(f"  {label:<28} {n:>4} heals  p50 {p50:6.1f}s  max {top:6.1f}s"
-                         + (f"  (+{overlapped} overlapped)" if overlapped else ""))
+                self.say(
+                    f"  {label:<28} {n:>4} heals  p50 {p50:6.1f}s  max {top:6.1f}s"
+                    + (f"  (+{overlapped} overlapped)" if overlapped else "")
+                )
         for n in r.notes:
             self.say(f"  note: {n}")
         for s in r.stalls:
@@ -908,6 +1062,8 @@ class ChaosRun:
         for v in r.violations:
             keys.setdefault(v.invariant, set()).update((v.topic, p, s) for p, s in v.keys)
         distinct = ", ".join(f"{k} {len(ks)}" for k, ks in sorted(keys.items()))
-        self.say(f"violations: {len(r.violations)} ({', '.join(f'{k} {counts[k]}' for k in INVARIANTS)})"
-                 + (f"; distinct messages involved: {distinct}" if distinct else "")
-                 + (f"; data and logs kept in {r.workdir}" if not r.ok or r.stalls or self.options.keep else ""))
+        self.say(
+            f"violations: {len(r.violations)} ({', '.join(f'{k} {counts[k]}' for k in INVARIANTS)})"
+            + (f"; distinct messages involved: {distinct}" if distinct else "")
+            + (f"; data and logs kept in {r.workdir}" if not r.ok or r.stalls or self.options.keep else "")
+        )

@@ -75,16 +75,23 @@ class _Session:
     def __init__(self, history: History, url: str, topic: str, batching: bool, log: Path) -> None:
         self.history = history
         self.topic = topic
-        self.client = pulsar.Client(url, operation_timeout_seconds=30,
-                                    logger=pulsar.FileLogger(pulsar.LoggerLevel.Info, str(log)))
+        self.client = pulsar.Client(
+            url, operation_timeout_seconds=30, logger=pulsar.FileLogger(pulsar.LoggerLevel.Info, str(log))
+        )
         history.add_subscription(topic, "s", ordered=False)
         history.add_producer(topic, "p")
-        self.consumer = self.client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared,
-                                              consumer_name="c", initial_position=pulsar.InitialPosition.Earliest,
-                                              batch_index_ack_enabled=batching)
-        self.producer = self.client.create_producer(topic, producer_name="p", batching_enabled=batching,
-                                                    block_if_queue_full=True, send_timeout_millis=0)
-        self.held: dict[int, Any] = {}   # seq -> last message received and not acked
+        self.consumer = self.client.subscribe(
+            topic,
+            "s",
+            consumer_type=pulsar.ConsumerType.Shared,
+            consumer_name="c",
+            initial_position=pulsar.InitialPosition.Earliest,
+            batch_index_ack_enabled=batching,
+        )
+        self.producer = self.client.create_producer(
+            topic, producer_name="p", batching_enabled=batching, block_if_queue_full=True, send_timeout_millis=0
+        )
+        self.held: dict[int, Any] = {}  # seq -> last message received and not acked
 
     def produce(self, ids: range) -> None:
         """Send ``ids`` (sequence id = id) and wait for every receipt."""
@@ -95,6 +102,7 @@ class _Session:
                 if res == pulsar.Result.Ok:
                     self.history.receipt("p", seq)
                 done.release()
+
             return cb
 
         for i in ids:
@@ -138,18 +146,27 @@ class _Session:
             pass
 
 
-def holes_after_restart(deploy: str, *, persist_interval_s: float = 1.0, batching: bool = False,
-                        ledger_entries: int = 0, workdir: Path | None = None, keep: bool = False,
-                        out: TextIO = sys.stdout) -> ScenarioReport:
+def holes_after_restart(
+    deploy: str,
+    *,
+    persist_interval_s: float = 1.0,
+    batching: bool = False,
+    ledger_entries: int = 0,
+    workdir: Path | None = None,
+    keep: bool = False,
+    out: TextIO = sys.stdout,
+) -> ScenarioReport:
     """Run the scenario of the module header on a fresh ``deploy`` (cluster or standalone);
     ``ledger_entries`` rolls ledgers after that many entries (0: the servers' default)."""
-    name = (f"holes-after-restart/{deploy}/persist={persist_interval_s:g}s/{'batched' if batching else 'unbatched'}"
-            + (f"/ledgers of {ledger_entries}" if ledger_entries else ""))
+    name = f"holes-after-restart/{deploy}/persist={persist_interval_s:g}s/{'batched' if batching else 'unbatched'}" + (
+        f"/ledgers of {ledger_entries}" if ledger_entries else ""
+    )
     report = ScenarioReport(name)
     base = workdir or Path(tempfile.mkdtemp(prefix="magnetar-chaos-scenario-"))
     report.workdir = base
-    dep = make_deployment(deploy, base / "servers", DeployOptions(persist_interval_s=persist_interval_s,
-                                                                      ledger_entries=ledger_entries))
+    dep = make_deployment(
+        deploy, base / "servers", DeployOptions(persist_interval_s=persist_interval_s, ledger_entries=ledger_entries)
+    )
     history = History()
     topic = "persistent://public/holes/t"
     internal = "/admin/v2/persistent/public/holes/t/internalStats"
@@ -183,36 +200,45 @@ def holes_after_restart(deploy: str, *, persist_interval_s: float = 1.0, batchin
             history.crash_locked("clean restart")
         node.start()
         c = cursor()
-        say(f"after the clean restart: markDelete {c.get('markDeletePosition')}, "
-            f"{c.get('totalNonContiguousDeletedMessagesRange')} acked ranges")
+        say(
+            f"after the clean restart: markDelete {c.get('markDeletePosition')}, "
+            f"{c.get('totalNonContiguousDeletedMessagesRange')} acked ranges"
+        )
         unacked = set(range(501, 600, 2)) | set(range(600, 1000))
         session.held.clear()
         got = session.receive(lambda g: unacked <= g, 60)
         say(f"redelivered after the clean restart: {_ranges_text(sorted(got))}")
-        expect(f"after the clean restart exactly the unacked set comes back; missing "
-               f"{_ranges_text(sorted(unacked - got))}, acked but redelivered {_ranges_text(sorted(got - unacked))}",
-               got == unacked)
+        expect(
+            f"after the clean restart exactly the unacked set comes back; missing "
+            f"{_ranges_text(sorted(unacked - got))}, acked but redelivered {_ranges_text(sorted(got - unacked))}",
+            got == unacked,
+        )
         session.produce(range(1000, 1100))
         got = session.receive(lambda g: set(range(1000, 1100)) <= g, 60)
         session.ack(lambda i: 600 <= i <= 1049)
         time.sleep(1.5)
         c = cursor()
-        say(f"before SIGKILL: markDelete {c.get('markDeletePosition')}, "
-            f"{c.get('totalNonContiguousDeletedMessagesRange')} acked ranges")
+        say(
+            f"before SIGKILL: markDelete {c.get('markDeletePosition')}, "
+            f"{c.get('totalNonContiguousDeletedMessagesRange')} acked ranges"
+        )
         with history.lock:
             history.crash_locked("SIGKILL")
             node.kill()
         node.start()
         c = cursor()
-        say(f"after SIGKILL + restart: markDelete {c.get('markDeletePosition')}, "
-            f"ranges {str(c.get('individuallyDeletedMessages'))[:200]}")
+        say(
+            f"after SIGKILL + restart: markDelete {c.get('markDeletePosition')}, "
+            f"ranges {str(c.get('individuallyDeletedMessages'))[:200]}"
+        )
         owed = set(range(501, 600, 2)) | set(range(1050, 1100))
         session.held.clear()
         got = session.receive(lambda g: owed <= g, 60, quiet_ms=3000)
         say(f"delivered after the restart: {_ranges_text(sorted(got))}")
         report.violations = history.check()
-        expect(f"after SIGKILL every unacked message comes back; missing {_ranges_text(sorted(owed - got))}",
-               owed <= got)
+        expect(
+            f"after SIGKILL every unacked message comes back; missing {_ranges_text(sorted(owed - got))}", owed <= got
+        )
     finally:
         if session is not None:
             session.close()

@@ -35,8 +35,11 @@ from .producer import ProducerAgent, ProducerSpec, payload_key
 
 __all__ = ["AckPolicy", "SubSpec", "TopicSpec", "ConsumerWorker", "Workload", "scan_topic", "position"]
 
-_TYPES = {"shared": pulsar.ConsumerType.Shared, "exclusive": pulsar.ConsumerType.Exclusive,
-          "failover": pulsar.ConsumerType.Failover}
+_TYPES = {
+    "shared": pulsar.ConsumerType.Shared,
+    "exclusive": pulsar.ConsumerType.Exclusive,
+    "failover": pulsar.ConsumerType.Failover,
+}
 
 
 def position(msg: Any) -> Pos:
@@ -100,8 +103,16 @@ class _Held:
 class ConsumerWorker:
     """One consumer and the thread that receives and acknowledges for it."""
 
-    def __init__(self, history: History, consumer: Any, topic: str, sub: SubSpec, name: str,
-                 policy: AckPolicy, rng: random.Random) -> None:
+    def __init__(
+        self,
+        history: History,
+        consumer: Any,
+        topic: str,
+        sub: SubSpec,
+        name: str,
+        policy: AckPolicy,
+        rng: random.Random,
+    ) -> None:
         self.history = history
         self.consumer = consumer
         self.topic = topic
@@ -200,9 +211,17 @@ class Workload:
     """Producers (processes) and consumers (threads) of the given topics, on one deployment;
     ``producer_wrap(name)`` is the command prefix of producer ``name``'s process (its test host)."""
 
-    def __init__(self, history: History, topics: list[TopicSpec], service_url: str, admin: Callable[..., Any],
-                 log_dir: Path, policy: AckPolicy, rng: random.Random,
-                 producer_wrap: Callable[[str], tuple[str, ...]] = lambda name: ()) -> None:
+    def __init__(
+        self,
+        history: History,
+        topics: list[TopicSpec],
+        service_url: str,
+        admin: Callable[..., Any],
+        log_dir: Path,
+        policy: AckPolicy,
+        rng: random.Random,
+        producer_wrap: Callable[[str], tuple[str, ...]] = lambda name: (),
+    ) -> None:
         self.history = history
         self.producer_wrap = producer_wrap
         self.topics = topics
@@ -222,30 +241,49 @@ class Workload:
             self.admin("PUT", f"/admin/v2/namespaces/{ns}", ok=(200, 204, 409))
         for t in self.topics:
             if t.retained:
-                self.admin("POST", f"/admin/v2/namespaces/{t.namespace}/retention",
-                           json={"retentionTimeInMinutes": -1, "retentionSizeInMB": -1})
+                self.admin(
+                    "POST",
+                    f"/admin/v2/namespaces/{t.namespace}/retention",
+                    json={"retentionTimeInMinutes": -1, "retentionSizeInMB": -1},
+                )
             if t.dedup:
                 self.admin("POST", f"/admin/v2/namespaces/{t.namespace}/deduplication", json=True)
-        self.client = pulsar.Client(self.service_url, operation_timeout_seconds=30,
-                                    logger=pulsar.FileLogger(pulsar.LoggerLevel.Info, str(self.log_dir / "client.log")))
+        self.client = pulsar.Client(
+            self.service_url,
+            operation_timeout_seconds=30,
+            logger=pulsar.FileLogger(pulsar.LoggerLevel.Info, str(self.log_dir / "client.log")),
+        )
         for t in self.topics:
             for sub in t.subs:
                 self.history.add_subscription(t.topic, sub.name, ordered=sub.ordered)
                 for i in range(sub.consumers):
                     name = f"{t.topic.rsplit('/', 1)[1]}-{sub.name}-{i}"
                     consumer = self.client.subscribe(
-                        t.topic, sub.name, consumer_type=_TYPES[sub.kind], consumer_name=name,
+                        t.topic,
+                        sub.name,
+                        consumer_type=_TYPES[sub.kind],
+                        consumer_name=name,
                         initial_position=pulsar.InitialPosition.Earliest,
-                        batch_index_ack_enabled=sub.batch_index_ack)
-                    self.consumers.append(ConsumerWorker(self.history, consumer, t.topic, sub, name, self.policy,
-                                                         random.Random(self.rng.random())))
+                        batch_index_ack_enabled=sub.batch_index_ack,
+                    )
+                    self.consumers.append(
+                        ConsumerWorker(
+                            self.history, consumer, t.topic, sub, name, self.policy, random.Random(self.rng.random())
+                        )
+                    )
         for c in self.consumers:
             c.start()
         for t in self.topics:
             for spec in t.producers:
                 self.history.add_producer(t.topic, spec.name)
-                agent = ProducerAgent(spec, self.service_url, self.log_dir, self.history.receipt, self._event,
-                                      self.producer_wrap(spec.name))
+                agent = ProducerAgent(
+                    spec,
+                    self.service_url,
+                    self.log_dir,
+                    self.history.receipt,
+                    self._event,
+                    self.producer_wrap(spec.name),
+                )
                 self.producers[spec.name] = agent
                 agent.start()
 
@@ -260,7 +298,8 @@ class Workload:
             topic = next(t for t in self.topics if any(p.name == producer for p in t.producers))
             if agent is not None and topic.dedup and value < agent.receipted_top:
                 self.broker_seq_regressions.append(
-                    f"{producer}: the broker's last sequence id {value} < receipted {agent.receipted_top}")
+                    f"{producer}: the broker's last sequence id {value} < receipted {agent.receipted_top}"
+                )
 
     # --- control ------------------------------------------------------------------------------
 
