@@ -260,12 +260,15 @@ BROKER_PARTS: dict[str, set[str]] = {
     "broker.resources": set(),
     "broker.auth": {"broker.resources"},
     # topics read retention's hooks (publish times) and housekeeping sees topics' stored state
-    "broker.topics": {"broker.housekeeping", "broker._service"},
+    "broker.topics": {"broker.housekeeping", "broker.transactions", "broker._service"},
     "broker.housekeeping": {"broker.topics", "broker.resources", "broker._service"},
     "broker.cluster": {"broker.topics", "broker.resources", "broker.auth", "broker._service"},
-    "broker.protocol": {"broker.topics", "broker.schema", "broker.auth", "broker._service"},
+    "broker.protocol": {"broker.topics", "broker.schema", "broker.auth", "broker.transactions", "broker._service"},
+    # the coordinator reaches participant topics here or on their owners; the topic side wraps topics
+    "broker.transactions": {"broker.topics", "broker.resources", "broker.cluster", "broker._service"},
     "broker.admin": {
         "broker.topics",
+        "broker.transactions",
         "broker.schema",
         "broker.auth",
         "broker.resources",
@@ -275,6 +278,7 @@ BROKER_PARTS: dict[str, set[str]] = {
     },
     "broker._service": {
         "broker.topics",
+        "broker.transactions",
         "broker.schema",
         "broker.auth",
         "broker.resources",
@@ -284,7 +288,7 @@ BROKER_PARTS: dict[str, set[str]] = {
         "broker._dynamic_config",
     },
     "broker._dynamic_config": {"broker._service"},
-    "broker.metrics": {"broker.topics", "broker._service"},
+    "broker.metrics": {"broker.topics", "broker.transactions", "broker._service"},
 }
 SERVICE_AT_RUN_TIME = {"broker.protocol", "broker.cluster", "broker._dynamic_config", "broker.metrics"}
 """Parts that import `broker._service` at run time: the server runs a BrokerService, membership
