@@ -61,12 +61,13 @@ from .housekeeping._subscription_expiry import SubscriptionExpiry
 from .metrics import BrokerMetrics
 from .resources._namespaces import NamespaceResources
 from .schema._registry import SchemaRegistry
-from .topics._compaction import COMPACTION_CURSOR
 from .topics._dedup import DEDUP_CURSOR, Deduplication
 from .topics._nonpersistent import NonPersistentTopic
 from .topics._stats import StatsUpdater
-from .topics._topic import Topic
+from .topics._topic import SYSTEM_CURSORS, Topic
 from .topics._topic_limits import refresh_limits, topic_overrides
+from .transactions import TxnParticipant
+from .transactions.buffer import TopicParticipant
 
 __all__ = ["BrokerService"]
 
@@ -157,6 +158,8 @@ class BrokerService:
         self.authz = AuthorizationService(self.config, self.namespaces)  # superusers, admins, permissions
         self.broker_client = BrokerClient(self.config)  # calls to the other brokers; ConfigError for bad keys
         self.topics: dict[str, Topic] = {}
+        # the topic side of transactions, as coordinators (here or on other brokers) end them
+        self.txn_participant: TxnParticipant = TopicParticipant(self)
         self.np_topics: dict[str, NonPersistentTopic] = {}  # Rule 7
         self._loading: dict[str, trio.Event] = {}
         self._nursery: trio.Nursery | None = None
@@ -194,7 +197,7 @@ class BrokerService:
             metrics=self.metrics.retention,
             # as Pulsar, TTL and backlog eviction never move the compaction cursor (its mark-delete
             # is the compaction horizon); it still pins what is not compacted yet
-            system_cursors=frozenset({DEDUP_CURSOR, COMPACTION_CURSOR}),
+            system_cursors=SYSTEM_CURSORS,
             # hold / reject decisions live on the loaded topics, bounded by them (`_retention_hooks`)
             quota_states=TopicQuotaStates(self.topics),
         )

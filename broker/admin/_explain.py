@@ -23,9 +23,7 @@ from starlette.routing import Route
 from managed_ledger import Position
 from retention import Reason, TopicPolicies, decide_retention
 
-from ..topics._compaction import COMPACTION_CURSOR
-from ..topics._dedup import DEDUP_CURSOR
-from ..topics._topic import Topic
+from ..topics._topic import SYSTEM_CURSORS, Topic
 from ._common import endpoint, json_response, service_of, topic_of
 from ._compaction import compaction_json
 from ._offload import offload_status_json
@@ -56,9 +54,7 @@ async def explain_storage(
     ml = topic.ml
     ledgers = ml.ledgers
     cursors = {name: c.mark_delete_position for name, c in ml.cursors.items()}
-    decision = decide_retention(
-        ledgers, cursors, policies.retention, now_ms, system_cursors={DEDUP_CURSOR, COMPACTION_CURSOR}
-    )
+    decision = decide_retention(ledgers, cursors, policies.retention, now_ms, system_cursors=SYSTEM_CURSORS)
     pins: dict[str, list[int]] = {name: [] for name in cursors}
     infos = {i.ledger_id: i for i in ledgers}
     rows = []
@@ -83,7 +79,7 @@ async def explain_storage(
             "backlog": c.backlog,
             "backlogSize": c.backlog_size,
             "pinsLedgers": pins.get(name, []),
-            "system": name in (DEDUP_CURSOR, COMPACTION_CURSOR),
+            "system": name in SYSTEM_CURSORS,
             # who owns the cursor, as its subscription properties say: a data
             # pipeline (the Spark connector's) names itself in "pipeline"
             "properties": c.cursor_properties,

@@ -46,6 +46,7 @@ from .._errors import BrokerServiceError
 from . import _handlers_consumer as hc
 from . import _handlers_lookup as hl
 from . import _handlers_producer as hp
+from . import _handlers_txn_topic as ht
 from ._auth_commands import AUTHORIZED_COMMANDS, authorize_command
 
 if TYPE_CHECKING:
@@ -184,6 +185,8 @@ _SPAWNED: dict[int, Handler] = {
     T.GET_LAST_MESSAGE_ID: hc.handle_get_last_message_id,
     T.CONSUMER_STATS: hc.handle_consumer_stats,
     T.AUTH_RESPONSE: _auth_response,
+    T.END_TXN_ON_PARTITION: ht.handle_end_txn_on_partition,
+    T.END_TXN_ON_SUBSCRIPTION: ht.handle_end_txn_on_subscription,
 }
 
 REFUSED_TYPES: frozenset[int] = frozenset(
@@ -192,8 +195,6 @@ REFUSED_TYPES: frozenset[int] = frozenset(
         T.ADD_PARTITION_TO_TXN,
         T.ADD_SUBSCRIPTION_TO_TXN,
         T.END_TXN,
-        T.END_TXN_ON_PARTITION,
-        T.END_TXN_ON_SUBSCRIPTION,
         T.TC_CLIENT_CONNECT_REQUEST,
         T.WATCH_TOPIC_LIST,
         T.WATCH_TOPIC_LIST_CLOSE,

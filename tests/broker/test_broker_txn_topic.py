@@ -1,0 +1,149 @@
+"""The topic side of transactions, driven over the wire as a transactional client and a coordinator
+would drive it (no coordinator runs): transactional SENDs held until their commit, aborted ones
+never delivered, plain messages kept in order behind open transactions, acks held by
+transactions with Pulsar's conflicts, committed or released by the end."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import pytest
+
+from protocols.pulsar import pulsar_api_pb2 as pb
+from tests.support.broker_thread import BrokerThread
+from tests.support.txn_peer import ABORT, COMMIT, TxnPeer
+
+_topics = itertools.count()
+EXCLUSIVE = pb.CommandSubscribe.Exclusive
+
+
+@pytest.fixture
+def peer(broker: BrokerThread) -> Iterator[TxnPeer]:
+    p = TxnPeer(broker.port)
+    try:
+        yield p
+    finally:
+        p.close()
+
+
+def _topic() -> str:
+    return f"persistent://public/default/txn-topic-{next(_topics)}"
+
+
+def test_open_transaction_holds_everything_after_it_and_commit_releases_in_order(peer: TxnPeer) -> None:
+    topic = _topic()
+    peer.subscribe(topic, "s", 1)
+    peer.producer(topic, 1)
+    peer.send(1, 0, b"plain-before")
+    peer.send(1, 1, b"txn-a", txn=(1, 7))
+    peer.send(1, 2, b"plain-after")
+    peer.send(1, 3, b"txn-b", txn=(1, 7))
+    peer.drain()
+    assert peer.payloads(1) == [b"plain-before"]  # the rest waits behind the open transaction
+
+    answer = peer.end_on_partition(topic, (1, 7), COMMIT)
+    assert not answer.HasField("error"), answer
+    peer.drain()
+    # the marker is not delivered; everything else comes in stored order
+    assert peer.payloads(1) == [b"plain-before", b"txn-a", b"plain-after", b"txn-b"]
+
+
+def test_aborted_messages_are_never_delivered_and_later_subscriptions_skip_them(peer: TxnPeer) -> None:
+    topic = _topic()
+    peer.subscribe(topic, "s", 1)
+    peer.producer(topic, 1)
+    peer.send(1, 0, b"a1", txn=(2, 1))
+    peer.send(1, 1, b"c1", txn=(2, 2))
+    peer.send(1, 2, b"plain")
+    assert not peer.end_on_partition(topic, (2, 1), ABORT).HasField("error")
+    peer.drain()
+    assert peer.payloads(1) == []  # (2, 2) is still open and first: nothing passes it
+    assert not peer.end_on_partition(topic, (2, 2), COMMIT).HasField("error")
+    peer.drain()
+    assert peer.payloads(1) == [b"c1", b"plain"]
+    # ending again the same way succeeds (a coordinator retries); the other way is refused
+    assert not peer.end_on_partition(topic, (2, 1), ABORT).HasField("error")
+    refused = peer.end_on_partition(topic, (2, 1), COMMIT)
+    assert refused.error == pb.InvalidTxnStatus
+    # a new subscription from the earliest position sees the same
+    peer.subscribe(topic, "late", 2)
+    peer.drain()
+    assert peer.payloads(2) == [b"c1", b"plain"]
+    # a SEND in a transaction that ended here is refused
+    assert peer.send_error(1, 3, b"late", (2, 1)).error == pb.NotAllowedError
+
+
+def test_acks_in_a_transaction_conflict_as_in_pulsar_and_commit_makes_them_real(peer: TxnPeer) -> None:
+    topic = _topic()
+    peer.subscribe(topic, "s", 1)
+    peer.producer(topic, 1)
+    positions = [peer.send(1, i, f"m{i}".encode()) for i in range(3)]
+    peer.drain()
+    assert peer.payloads(1) == [b"m0", b"m1", b"m2"]
+
+    assert not peer.ack(1, [positions[0]], txn=(3, 1)).HasField("error")
+    # the same message in another transaction, or again in the same one: conflict
+    assert peer.ack(1, [positions[0]], txn=(3, 2)).error == pb.TransactionConflict
+    assert peer.ack(1, [positions[0]], txn=(3, 1)).error == pb.TransactionConflict
+    # one already acknowledged outside any transaction: conflict
+    assert not peer.ack(1, [positions[1]]).HasField("error")
+    assert peer.ack(1, [positions[1]], txn=(3, 2)).error == pb.TransactionConflict
+
+    assert not peer.end_on_subscription(topic, "s", (3, 1), COMMIT).HasField("error")
+    assert not peer.end_on_subscription(topic, "s", (3, 1), COMMIT).HasField("error")  # idempotent
+    # after the commit m0 is acknowledged: another consumer gets only m2 again
+    peer.close_consumer(1)
+    peer.subscribe(topic, "s", 2)
+    peer.drain()
+    assert peer.payloads(2) == [b"m2"]
+
+
+def test_abort_releases_held_acks_for_redelivery_and_held_ones_are_not_redelivered_meanwhile(
+    peer: TxnPeer,
+) -> None:
+    topic = _topic()
+    peer.subscribe(topic, "s", 1)
+    peer.producer(topic, 1)
+    positions = [peer.send(1, i, f"m{i}".encode()) for i in range(2)]
+    peer.drain()
+    assert not peer.ack(1, [positions[0]], txn=(4, 1)).HasField("error")
+    # the consumer leaves: what it held unacked goes to the next one, but not what the txn holds
+    peer.close_consumer(1)
+    peer.subscribe(topic, "s", 2)
+    peer.drain()
+    assert peer.payloads(2) == [b"m1"]
+    assert not peer.end_on_subscription(topic, "s", (4, 1), ABORT).HasField("error")
+    peer.drain()
+    assert peer.payloads(2) == [b"m1", b"m0"]  # released by the abort: delivered again
+
+
+def test_cumulative_acks_in_transactions(peer: TxnPeer) -> None:
+    topic = _topic()
+    peer.subscribe(topic, "s", 1, sub_type=EXCLUSIVE)
+    peer.producer(topic, 1)
+    positions = [peer.send(1, i, f"m{i}".encode()) for i in range(4)]
+    peer.drain()
+    assert not peer.ack(1, [positions[1]], txn=(5, 1), cumulative=True).HasField("error")
+    # another transaction's cumulative ack while (5, 1) holds one: conflict; the same one going back too
+    assert peer.ack(1, [positions[2]], txn=(5, 2), cumulative=True).error == pb.TransactionConflict
+    assert peer.ack(1, [positions[0]], txn=(5, 1), cumulative=True).error == pb.TransactionConflict
+    assert not peer.ack(1, [positions[2]], txn=(5, 1), cumulative=True).HasField("error")
+    assert not peer.end_on_subscription(topic, "s", (5, 1), COMMIT).HasField("error")
+    # at or before the mark-delete position: conflict
+    assert peer.ack(1, [positions[2]], txn=(5, 3), cumulative=True).error == pb.TransactionConflict
+    peer.close_consumer(1)
+    peer.subscribe(topic, "s", 2, sub_type=EXCLUSIVE)
+    peer.drain()
+    assert peer.payloads(2) == [b"m3"]
+
+
+def test_end_on_a_topic_that_does_not_exist_fails_and_shared_subscriptions_refuse_cumulative(peer: TxnPeer) -> None:
+    answer = peer.end_on_partition("persistent://public/no-such-ns/t", (6, 1), COMMIT)
+    assert answer.HasField("error")
+    topic = _topic()
+    peer.subscribe(topic, "s", 1)
+    peer.producer(topic, 1)
+    pos = peer.send(1, 0, b"m")
+    peer.drain()
+    assert peer.ack(1, [pos], txn=(6, 2), cumulative=True).error == pb.NotAllowedError
