@@ -147,3 +147,36 @@ def test_end_on_a_topic_that_does_not_exist_fails_and_shared_subscriptions_refus
     pos = peer.send(1, 0, b"m")
     peer.drain()
     assert peer.ack(1, [pos], txn=(6, 2), cumulative=True).error == pb.NotAllowedError
+
+
+def test_state_is_taken_back_from_the_snapshot_after_an_unload(broker: BrokerThread, peer: TxnPeer) -> None:
+    # closing the topic snapshots the buffer (its cursor moves past the abort marker, so only
+    # the snapshot can tell the aborted transaction after the reload)
+    topic = _topic()
+    peer.subscribe(topic, "s", 1)
+    peer.producer(topic, 1)
+    peer.send(1, 0, b"x1", txn=(7, 1))
+    peer.send(1, 1, b"p1")
+    assert not peer.end_on_partition(topic, (7, 1), ABORT).HasField("error")
+    peer.send(1, 2, b"y1", txn=(7, 2))  # open across the unload
+    peer.send(1, 3, b"p2")
+    peer.drain()
+    assert peer.payloads(1) == [b"p1"]
+    peer.close()
+
+    async def unload() -> None:
+        service = broker.service
+        assert service is not None
+        await service.unload(service.topics[topic])
+
+    broker.call(unload)
+    again = TxnPeer(broker.port)
+    try:
+        again.subscribe(topic, "fresh", 2)
+        again.drain()
+        assert again.payloads(2) == [b"p1"]
+        assert not again.end_on_partition(topic, (7, 2), COMMIT).HasField("error")
+        again.drain()
+        assert again.payloads(2) == [b"p1", b"y1", b"p2"]
+    finally:
+        again.close()
