@@ -66,7 +66,6 @@ from .topics._nonpersistent import NonPersistentTopic
 from .topics._stats import StatsUpdater
 from .topics._topic import SYSTEM_CURSORS, Topic
 from .topics._topic_limits import refresh_limits, topic_overrides
-from .transactions import TxnParticipant
 from .transactions.buffer import TopicParticipant
 
 __all__ = ["BrokerService"]
@@ -158,8 +157,6 @@ class BrokerService:
         self.authz = AuthorizationService(self.config, self.namespaces)  # superusers, admins, permissions
         self.broker_client = BrokerClient(self.config)  # calls to the other brokers; ConfigError for bad keys
         self.topics: dict[str, Topic] = {}
-        # the topic side of transactions, as coordinators (here or on other brokers) end them
-        self.txn_participant: TxnParticipant = TopicParticipant(self)
         self.np_topics: dict[str, NonPersistentTopic] = {}  # Rule 7
         self._loading: dict[str, trio.Event] = {}
         self._nursery: trio.Nursery | None = None
@@ -209,6 +206,9 @@ class BrokerService:
         self.ownership: Any = None
         self._listening = False  # a protocol port listens (set_port / set_tls_port)
         self._stopping = False
+        # the topic side of transactions (`TxnParticipant`): how coordinators, here or on other
+        # brokers (END_TXN_ON_PARTITION / END_TXN_ON_SUBSCRIPTION), end transactions on its topics
+        self.txn_participant = TopicParticipant(self)
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Create the default namespace, then own topic tasks and the idle-unload loop until cancelled."""

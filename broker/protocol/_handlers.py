@@ -46,7 +46,7 @@ from .._errors import BrokerServiceError
 from . import _handlers_consumer as hc
 from . import _handlers_lookup as hl
 from . import _handlers_producer as hp
-from . import _handlers_txn_topic as ht
+from . import _handlers_txn_topic as htt
 from ._auth_commands import AUTHORIZED_COMMANDS, authorize_command
 
 if TYPE_CHECKING:
@@ -171,6 +171,8 @@ _INLINE: dict[int, Handler] = {
     T.REDELIVER_UNACKNOWLEDGED_MESSAGES: hc.handle_redeliver,
 }
 _SPAWNED: dict[int, Handler] = {
+    T.END_TXN_ON_PARTITION: htt.handle_end_txn_on_partition,
+    T.END_TXN_ON_SUBSCRIPTION: htt.handle_end_txn_on_subscription,
     T.PARTITIONED_METADATA: hl.handle_partitioned_metadata,
     T.LOOKUP: hl.handle_lookup,
     T.GET_TOPICS_OF_NAMESPACE: hl.handle_topics_of_namespace,
@@ -185,8 +187,6 @@ _SPAWNED: dict[int, Handler] = {
     T.GET_LAST_MESSAGE_ID: hc.handle_get_last_message_id,
     T.CONSUMER_STATS: hc.handle_consumer_stats,
     T.AUTH_RESPONSE: _auth_response,
-    T.END_TXN_ON_PARTITION: ht.handle_end_txn_on_partition,
-    T.END_TXN_ON_SUBSCRIPTION: ht.handle_end_txn_on_subscription,
 }
 
 REFUSED_TYPES: frozenset[int] = frozenset(
