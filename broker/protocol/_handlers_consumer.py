@@ -288,7 +288,7 @@ async def handle_get_last_message_id(conn: ServerConnection, frame: Frame) -> No
     sub = consumer.subscription
     if isinstance(sub, NonPersistentSubscription):
         raise NotAllowedError("GetLastMessageId is not supported on non-persistent topics (nothing is stored)")
-    last = sub.topic.ml.last_confirmed_entry
+    last = await sub.topic.last_dispatchable_position()  # not past open transactions, markers, aborts
     batch_index = -1
     view = sub.topic.compactor.view if sub.read_compacted else None
     if view is not None and last <= view.horizon:

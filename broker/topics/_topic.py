@@ -105,6 +105,7 @@ from ._access_modes import Admission, Waiting, admit, fenced, next_to_promote
 from ._compaction import COMPACTION_CURSOR, Compactor
 from ._dedup import DEDUP_CURSOR, Deduplication, DedupVerdict
 from ._delayed import delete_bucket_ledgers
+from ._entries import entry_info
 from ._producer import Producer
 from ._rate_limit import RateLimiter
 from ._stats import TopicStatsState
@@ -127,6 +128,9 @@ TOPIC_EPOCH_PROPERTY = "pulsar.topic.epoch"  # the managed-ledger property holdi
 
 SYSTEM_CURSORS = frozenset({DEDUP_CURSOR, COMPACTION_CURSOR, SNAPSHOT_CURSOR})
 """The broker's own cursors on a topic: none of them is a subscription."""
+
+LAST_DISPATCHABLE_SCAN = 1000
+"""Entries `Topic.last_dispatchable_position` looks back over (markers and aborted entries)."""
 
 TXN_SNAPSHOT_EVERY = 1000
 """Transaction ends between two transaction-buffer snapshots (Pulsar's
@@ -745,6 +749,34 @@ class Topic:
             await self.ml.delete_cursor(sub.name)
 
     # ------------------------------------------------------------------ positions
+
+    def previous_position(self, pos: Position) -> Position | None:
+        """The stored entry before ``pos`` (None when ``pos`` is the first one)."""
+        if pos.entry_id > 0:
+            return Position(pos.ledger_id, pos.entry_id - 1)
+        earlier = [i for i in self.ml.ledgers if i.ledger_id < pos.ledger_id and i.entries > 0]
+        return Position(earlier[-1].ledger_id, earlier[-1].entries - 1) if earlier else None
+
+    async def last_dispatchable_position(self, max_steps: int = LAST_DISPATCHABLE_SCAN) -> Position:
+        """The last entry a consumer can be given (Rule 9): at or before the max read position,
+        not a marker nor aborted (looking back at most ``max_steps`` entries; past them, the
+        position reached). What GET_LAST_MESSAGE_ID answers, so that a reader asking whether a
+        message is available is never told of one it would not get."""
+        pos = min(self.ml.last_confirmed_entry, self.max_read_position)
+        buffer = self.txn_buffer
+        if not buffer.active and not buffer.aborted:
+            return pos
+        for _ in range(max_steps):
+            if pos.entry_id < 0 or not self.ml.has_entry(pos):
+                return pos
+            info = entry_info((await self.ml.read_entry(pos)).data)
+            if not buffer.skips(info.marker_type, info.txn):
+                return pos
+            before = self.previous_position(pos)
+            if before is None:
+                return Position(pos.ledger_id, -1)
+            pos = before
+        return pos
 
     def first_position(self) -> Position:
         """The position of the first stored entry (or of the next one when there is none)."""

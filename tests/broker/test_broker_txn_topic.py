@@ -180,3 +180,18 @@ def test_state_is_taken_back_from_the_snapshot_after_an_unload(broker: BrokerThr
         assert again.payloads(2) == [b"p1", b"y1", b"p2"]
     finally:
         again.close()
+
+
+def test_last_message_id_is_never_past_an_open_transaction_nor_a_marker(peer: TxnPeer) -> None:
+    # a reader asks it to know whether a message is available: it must be one it can get
+    topic = _topic()
+    peer.subscribe(topic, "s", 1)
+    peer.producer(topic, 1)
+    p0 = peer.send(1, 0, b"p0")
+    a1 = peer.send(1, 1, b"a1", txn=(8, 1))
+    peer.send(1, 2, b"b1", txn=(8, 2))
+    assert peer.last_message_id(1) == p0
+    assert not peer.end_on_partition(topic, (8, 1), COMMIT).HasField("error")
+    assert not peer.end_on_partition(topic, (8, 2), ABORT).HasField("error")
+    # stored after a1: b1 (aborted) and two markers
+    assert peer.last_message_id(1) == a1

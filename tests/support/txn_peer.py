@@ -169,6 +169,12 @@ class TxnPeer:
         self._write(make_command("ACK", **fields))
         return self._answer(T.ACK_RESPONSE).ackResponse
 
+    def last_message_id(self, consumer_id: int) -> tuple[int, int]:
+        """GET_LAST_MESSAGE_ID: the position of the last message the consumer could get."""
+        self._write(make_command("GET_LAST_MESSAGE_ID", consumer_id=consumer_id, request_id=next(self._requests)))
+        mid = self._answer(T.GET_LAST_MESSAGE_ID_RESPONSE).getLastMessageIdResponse.last_message_id
+        return mid.ledgerId, mid.entryId
+
     # ------------------------------------------------------------------ ending, as a coordinator
 
     def end_on_partition(self, topic: str, txn: tuple[int, int], action: int) -> pb.CommandEndTxnOnPartitionResponse:
