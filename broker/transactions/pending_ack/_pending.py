@@ -265,6 +265,11 @@ class PendingAcks:
             else:
                 self._host.redeliver(list(held.individual))
 
+    def cumulative_position(self, txn: TxnID) -> Position | None:
+        """The position up to which ``txn`` holds a cumulative ack here (None: it holds none)."""
+        held = self._held.get(txn)
+        return None if held is None else held.cumulative
+
     def stats(self) -> dict[str, object]:
         """Pulsar's ``TransactionPendingAckStats`` fields."""
         return {"state": "Ready", "lowWaterMarks": {}, "ongoingTxnSize": len(self._held)}
