@@ -489,7 +489,7 @@ class _TopicCollector(Collector):
             if isinstance(sub, NonPersistentSubscription):
                 drop_fam.add_metric([*base, name], sub.rates.per_s[0])
             else:
-                backlog = sub.cursor.backlog
+                backlog = sub.backlog
                 expired_rate, expired = sub.rates.per_s[0], sub.msg_expired_counter
                 last_expire, last_md = sub.last_expire_ms, sub.last_md_advanced_ms
             values = {

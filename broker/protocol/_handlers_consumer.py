@@ -321,7 +321,7 @@ async def handle_consumer_stats(conn: ServerConnection, frame: Frame) -> None:
     sub = consumer.subscription
     msg_rate, byte_rate, redeliver_rate, ack_rate, _chunks = consumer.rates.per_s
     if isinstance(sub, Subscription):
-        backlog, expired_rate = sub.cursor.backlog, sub.rates.per_s[0]
+        backlog, expired_rate = sub.backlog, sub.rates.per_s[0]
     else:
         backlog, expired_rate = 0, 0.0
     conn.send_command(

@@ -281,7 +281,7 @@ async def subscription_stats(sub: Subscription, options: StatsOptions = StatsOpt
     d = sub.dispatcher
     individual = d is not None and d.sub_type in INDIVIDUAL_ACK_TYPES
     delayed = _delayed(sub) if individual else 0
-    backlog = sub.cursor.backlog
+    backlog = sub.backlog
     active = (
         getattr(d, "active", None) if d is not None and d.sub_type in (SubType.EXCLUSIVE, SubType.FAILOVER) else None
     )

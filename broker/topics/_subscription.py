@@ -357,6 +357,12 @@ class Subscription:
                 self.dispatcher.acked(whole)
         self._note_mark_delete(before)
 
+    @property
+    def backlog(self) -> int:
+        """Messages a consumer can still get: the cursor's backlog without the entries held
+        behind open transactions (`_topic` Rule 9)."""
+        return max(0, self.cursor.backlog - self.topic.txn_buffer.held_entries())
+
     # ------------------------------------------------------------------ acks in transactions (Rule 7)
 
     async def ack_individual_in_txn(

@@ -46,6 +46,8 @@ def test_buffer_and_pending_ack_stats(broker: AdminBroker, http: httpx.Client) -
             1,
             1,
         )
+        # the backlog counts p0 (held by (3, 4), not acknowledged) and nothing behind the open (3, 1)
+        assert topic_stats["subscriptions"]["s"]["msgBacklog"] == 1
         metrics = http.get("/metrics").text
         line = next(ln for ln in metrics.splitlines() if ln.startswith("pulsar_txn_tb_committed_total{") and path in ln)
         assert line.endswith(" 1.0")

@@ -180,6 +180,25 @@ class TransactionBuffer:
             return self._host.ml.last_confirmed_entry
         return self._last_seen
 
+    def held_entries(self) -> int:
+        """Entries stored after the max read position (Rule 2): no subscription can read them
+        yet, so no backlog counts them."""
+        if not self.ongoing:
+            return 0
+        limit = self.max_read_position
+        last = self._host.ml.last_confirmed_entry
+        if last <= limit:
+            return 0
+        if last.ledger_id == limit.ledger_id:
+            return last.entry_id - limit.entry_id
+        held = last.entry_id + 1
+        for info in self._host.ml.ledgers:
+            if info.ledger_id == limit.ledger_id:
+                held += max(0, info.entries - limit.entry_id - 1)
+            elif limit.ledger_id < info.ledger_id < last.ledger_id:
+                held += info.entries
+        return held
+
     def skips(self, marker_type: int | None, txn: TxnID | None) -> bool:
         """Whether an entry (its metadata's marker type and transaction) is never delivered: a
         marker (Rule 3) or an entry of an aborted transaction (Rule 4)."""
