@@ -7,7 +7,7 @@ import logging
 import secrets
 from typing import TYPE_CHECKING
 
-from managed_ledger import InitialPosition, ManagedLedgerState, StorageUnavailable
+from managed_ledger import InitialPosition, ManagedLedgerError, ManagedLedgerState, StorageUnavailable
 from protocols.pulsar import Frame, TopicName, make_command
 from protocols.pulsar import pulsar_api_pb2 as pb
 
@@ -217,14 +217,17 @@ async def handle_send(conn: ServerConnection, frame: Frame) -> None:
             if not isinstance(producer.topic, Topic):
                 raise BrokerServiceError("transactions need a persistent topic", pb.NotAllowedError)
             await producer.topic.txn_buffer.prepare(txn)
-        except BrokerServiceError as exc:
+        except (BrokerServiceError, ManagedLedgerError) as exc:
+            code, message = (
+                (exc.code, exc.message) if isinstance(exc, BrokerServiceError) else (pb.PersistenceError, str(exc))
+            )
             conn.send_command(
                 make_command(
                     "SEND_ERROR",
                     producer_id=req.producer_id,
                     sequence_id=req.sequence_id,
-                    error=exc.code,
-                    message=exc.message,
+                    error=code,
+                    message=message,
                 )
             )
             return

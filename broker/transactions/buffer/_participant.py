@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from managed_ledger import ManagedLedgerError
 from protocols.pulsar import TopicName
 
-from ..._errors import NotAllowedError
+from ..._errors import NotAllowedError, ServiceNotReadyError
 from .. import TxnAction, TxnID
 
 if TYPE_CHECKING:
@@ -33,7 +34,10 @@ class TopicParticipant:
         if not name.persistent:
             raise NotAllowedError(f"transactions need a persistent topic, not {topic}")
         loaded = await self._service.get_topic(name, create=False)
-        await loaded.txn_buffer.end(txn, action)
+        try:
+            await loaded.txn_buffer.end(txn, action)
+        except ManagedLedgerError as exc:  # closing, fenced or storage down: the coordinator retries
+            raise ServiceNotReadyError(f"could not end transaction {txn} on {topic}: {exc}") from exc
 
     async def end_txn_on_subscription(self, topic: str, subscription: str, txn: TxnID, action: TxnAction) -> None:
         """Commit or abort what ``txn`` acknowledged on ``subscription`` of ``topic`` (a subscription
@@ -45,4 +49,7 @@ class TopicParticipant:
         sub = loaded.subscriptions.get(subscription)
         if sub is None:
             return
-        await sub.pending_acks.end(txn, action)
+        try:
+            await sub.pending_acks.end(txn, action)
+        except ManagedLedgerError as exc:
+            raise ServiceNotReadyError(f"could not end transaction {txn} on {topic}/{subscription}: {exc}") from exc
