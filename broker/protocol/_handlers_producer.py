@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import logging
 import secrets
+import struct
 from typing import TYPE_CHECKING
 
 from managed_ledger import InitialPosition, ManagedLedgerError, ManagedLedgerState, StorageUnavailable
@@ -149,6 +150,24 @@ async def handle_producer(conn: ServerConnection, frame: Frame) -> None:
     log.info("producer %s on %s (%s)", producer_name, name, conn.remote)
 
 
+def _with_txnid(raw: bytes, metadata: pb.MessageMetadata | None, txn: TxnID) -> bytes:
+    """The stored entry of a transaction's SEND: its metadata names the transaction, as the
+    transaction buffer's recovery and the dispatchers read it. The Java client puts the id there
+    itself; the Go client sets it on the command only, so it is added here."""
+    if metadata is None or (
+        metadata.HasField("txnid_most_bits")
+        and metadata.txnid_most_bits == txn.most_bits
+        and metadata.txnid_least_bits == txn.least_bits
+    ):
+        return raw
+    (size,) = struct.unpack_from(">I", raw, 0)
+    md = pb.MessageMetadata()
+    md.CopyFrom(metadata)
+    md.txnid_most_bits, md.txnid_least_bits = txn.most_bits, txn.least_bits
+    encoded = md.SerializeToString()
+    return struct.pack(">I", len(encoded)) + encoded + raw[4 + size :]
+
+
 async def handle_send(conn: ServerConnection, frame: Frame) -> None:
     """SEND: store the entry; the receipt follows in order once stored (see `_producer`).
 
@@ -213,6 +232,7 @@ async def handle_send(conn: ServerConnection, frame: Frame) -> None:
     if req.HasField("txnid_most_bits") and req.HasField("txnid_least_bits"):
         # a transaction's message: stored now, dispatched once it commits (`_topic` Rule 9)
         txn = TxnID(req.txnid_most_bits, req.txnid_least_bits)
+        raw = _with_txnid(raw, frame.metadata, txn)
         try:
             if not isinstance(producer.topic, Topic):
                 raise BrokerServiceError("transactions need a persistent topic", pb.NotAllowedError)

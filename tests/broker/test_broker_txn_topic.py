@@ -53,7 +53,7 @@ def test_aborted_messages_are_never_delivered_and_later_subscriptions_skip_them(
     topic = _topic()
     peer.subscribe(topic, "s", 1)
     peer.producer(topic, 1)
-    peer.send(1, 0, b"a1", txn=(2, 1))
+    peer.send(1, 0, b"a1", txn=(2, 1), txn_in_metadata=False)  # as the Go client sends it
     peer.send(1, 1, b"c1", txn=(2, 2))
     peer.send(1, 2, b"plain")
     assert not peer.end_on_partition(topic, (2, 1), ABORT).HasField("error")
@@ -155,7 +155,7 @@ def test_state_is_taken_back_from_the_snapshot_after_an_unload(broker: BrokerThr
     topic = _topic()
     peer.subscribe(topic, "s", 1)
     peer.producer(topic, 1)
-    peer.send(1, 0, b"x1", txn=(7, 1))
+    peer.send(1, 0, b"x1", txn=(7, 1), txn_in_metadata=False)  # as the Go client sends it
     peer.send(1, 1, b"p1")
     assert not peer.end_on_partition(topic, (7, 1), ABORT).HasField("error")
     peer.send(1, 2, b"y1", txn=(7, 2))  # open across the unload

@@ -99,12 +99,22 @@ class TxnPeer:
         self._write(make_command("PRODUCER", topic=topic, producer_id=producer_id, request_id=next(self._requests)))
         self._answer(T.PRODUCER_SUCCESS)
 
-    def send(self, producer_id: int, seq: int, payload: bytes, txn: tuple[int, int] | None = None) -> tuple[int, int]:
-        """SEND one message (in ``txn`` = (most, least) when given); its stored position."""
+    def send(
+        self,
+        producer_id: int,
+        seq: int,
+        payload: bytes,
+        txn: tuple[int, int] | None = None,
+        *,
+        txn_in_metadata: bool = True,
+    ) -> tuple[int, int]:
+        """SEND one message (in ``txn`` = (most, least) when given, named in the message metadata
+        too unless ``txn_in_metadata`` is False, as the Go client sends); its stored position."""
         md = pb.MessageMetadata(producer_name=f"p{producer_id}", sequence_id=seq, publish_time=int(time.time() * 1000))
         fields: dict[str, int] = {"producer_id": producer_id, "sequence_id": seq}
         if txn is not None:
-            md.txnid_most_bits, md.txnid_least_bits = txn
+            if txn_in_metadata:
+                md.txnid_most_bits, md.txnid_least_bits = txn
             fields.update(txnid_most_bits=txn[0], txnid_least_bits=txn[1])
         self.sock.sendall(encode_payload_command(make_command("SEND", **fields), md, payload))
         receipt = self._answer(T.SEND_RECEIPT).send_receipt
