@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from broker.topics._entries import ack_set_words
 from protocols.pulsar import pulsar_api_pb2 as pb
 from tests.support.broker_thread import BrokerThread
 from tests.support.txn_peer import ABORT, COMMIT, TxnPeer
@@ -195,3 +196,25 @@ def test_last_message_id_is_never_past_an_open_transaction_nor_a_marker(peer: Tx
     assert not peer.end_on_partition(topic, (8, 2), ABORT).HasField("error")
     # stored after a1: b1 (aborted) and two markers
     assert peer.last_message_id(1) == a1
+
+
+def test_batch_index_acks_in_transactions(peer: TxnPeer) -> None:
+    # the Java client acks one message of a batch in a transaction with its ack set
+    topic = _topic()
+    peer.subscribe(topic, "s", 1)
+    peer.producer(topic, 1)
+    pos = peer.send_batch(1, 0, [b"b0", b"b1", b"b2"])
+    peer.drain()
+    assert not peer.ack(1, [pos], txn=(10, 1), batch_index=(0, 3)).HasField("error")
+    # the same index in another transaction conflicts; another index does not
+    assert peer.ack(1, [pos], txn=(10, 2), batch_index=(0, 3)).error == pb.TransactionConflict
+    assert not peer.ack(1, [pos], txn=(10, 2), batch_index=(1, 3)).HasField("error")
+    assert not peer.end_on_subscription(topic, "s", (10, 1), COMMIT).HasField("error")
+    assert not peer.end_on_subscription(topic, "s", (10, 2), ABORT).HasField("error")
+    # acknowledged before: index 0 in a transaction conflicts now
+    assert peer.ack(1, [pos], txn=(10, 3), batch_index=(0, 3)).error == pb.TransactionConflict
+    peer.close_consumer(1)
+    peer.subscribe(topic, "s", 2)
+    peer.drain()
+    # delivered again with index 0 marked acknowledged (bit clear), 1 and 2 to consume
+    assert peer.ack_sets[(2, pos)] == ack_set_words(3, [0])

@@ -12,7 +12,8 @@ import itertools
 import socket
 import time
 
-from protocols.pulsar import Frame, FrameDecoder, encode_payload_command, make_command
+from broker.topics._entries import ack_set_words
+from protocols.pulsar import Frame, FrameDecoder, build_batch, encode_payload_command, make_command
 from protocols.pulsar import pulsar_api_pb2 as pb
 
 HANG_GUARD_S = 20.0
@@ -30,6 +31,7 @@ class TxnPeer:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=HANG_GUARD_S)
         self.decoder = FrameDecoder()
         self.received: list[tuple[int, tuple[int, int], bytes]] = []  # (consumer id, position, payload)
+        self.ack_sets: dict[tuple[int, tuple[int, int]], list[int]] = {}  # the last MESSAGE's ack_set
         self._requests = itertools.count(1)
         self._write(make_command("CONNECT", client_version="txn-peer", protocol_version=20))
         assert self._next().type == T.CONNECTED
@@ -74,7 +76,9 @@ class TxnPeer:
         msg = frame.command.message
         raw = frame.raw_metadata_and_payload or b""
         size = int.from_bytes(raw[:4], "big")
-        self.received.append((msg.consumer_id, (msg.message_id.ledgerId, msg.message_id.entryId), raw[4 + size :]))
+        pos = (msg.message_id.ledgerId, msg.message_id.entryId)
+        self.received.append((msg.consumer_id, pos, raw[4 + size :]))
+        self.ack_sets[(msg.consumer_id, pos)] = list(msg.ack_set)
 
     def drain(self, quiet_s: float = 0.5) -> None:
         """Keep every MESSAGE that arrives until none came for ``quiet_s``."""
@@ -117,6 +121,17 @@ class TxnPeer:
                 md.txnid_most_bits, md.txnid_least_bits = txn
             fields.update(txnid_most_bits=txn[0], txnid_least_bits=txn[1])
         self.sock.sendall(encode_payload_command(make_command("SEND", **fields), md, payload))
+        receipt = self._answer(T.SEND_RECEIPT).send_receipt
+        return receipt.message_id.ledgerId, receipt.message_id.entryId
+
+    def send_batch(self, producer_id: int, seq: int, payloads: list[bytes]) -> tuple[int, int]:
+        """SEND one batch of ``payloads`` outside any transaction; its stored position."""
+        md = pb.MessageMetadata(
+            producer_name=f"p{producer_id}", sequence_id=seq, publish_time=1, num_messages_in_batch=len(payloads)
+        )
+        body = build_batch((pb.SingleMessageMetadata(payload_size=len(p)), p) for p in payloads)
+        command = make_command("SEND", producer_id=producer_id, sequence_id=seq, num_messages=len(payloads))
+        self.sock.sendall(encode_payload_command(command, md, body))
         receipt = self._answer(T.SEND_RECEIPT).send_receipt
         return receipt.message_id.ledgerId, receipt.message_id.entryId
 
@@ -166,12 +181,20 @@ class TxnPeer:
         txn: tuple[int, int] | None = None,
         *,
         cumulative: bool = False,
+        batch_index: tuple[int, int] | None = None,
     ) -> pb.CommandAckResponse:
-        """ACK with a request id; the ACK_RESPONSE (``error`` set when refused)."""
+        """ACK with a request id; the ACK_RESPONSE (``error`` set when refused). ``batch_index``
+        (index, batch size) acks one message of a batch, with the ack set a client sends."""
+        ids = [pb.MessageIdData(ledgerId=le, entryId=en) for le, en in positions]
+        if batch_index is not None:
+            index, size = batch_index
+            for mid in ids:
+                mid.ack_set.extend(ack_set_words(size, [index]))
+                mid.batch_size = size
         fields: dict[str, object] = {
             "consumer_id": consumer_id,
             "ack_type": pb.CommandAck.Cumulative if cumulative else pb.CommandAck.Individual,
-            "message_id": [pb.MessageIdData(ledgerId=le, entryId=en) for le, en in positions],
+            "message_id": ids,
             "request_id": next(self._requests),
         }
         if txn is not None:
