@@ -78,6 +78,7 @@ MARKER_PRODUCER = "pulsar.txn.marker"
 ENDED_MEMORY = 10_000
 SNAPSHOT_MAX_ABORTED = 10_000
 _REPLAY_BATCH = 500
+_ENDED = {TxnAction.COMMIT: "committed", TxnAction.ABORT: "aborted"}
 _U32 = struct.Struct(">I")
 
 
@@ -232,9 +233,7 @@ class TransactionBuffer:
             if previous is action:
                 return
             if previous is not None:
-                raise BrokerServiceError(
-                    f"transaction {txn} was {previous.name.lower()}ed on this topic", pb.InvalidTxnStatus
-                )
+                raise BrokerServiceError(f"transaction {txn} was {_ENDED[previous]} on this topic", pb.InvalidTxnStatus)
             if self._cursor is None:
                 # nothing transactional was ever stored here (`prepare` comes first): no marker
                 self._remember(txn, action)
