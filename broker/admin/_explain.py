@@ -7,6 +7,8 @@ with its subscription properties and the pipeline they name, if any); the retent
 last check of the topic (trims, TTL moves, backlog-quota state, offload checks, errors); per
 ledger where it lives with tiered storage (``tieredStorage``: bookies, tier or both, its offload
 state, and why its bookie copy is or is not deleted yet) and the last offload run (``offload``);
+what open transactions hold (``transactions``: the max read position, the oldest open ones with
+their first entries; the buffer's snapshot cursor, a system cursor, is what pins their ledgers);
 and, when a `GcExplainHook` is installed, what the bookies say about reclaiming each ledger.
 """
 
@@ -41,6 +43,19 @@ GcExplainHook = Callable[[str, list[int]], "Awaitable[dict[str, Any]] | dict[str
 trimmed in its last check. Installed as ``app.state.gc_explain`` (see `create_admin_app`); the
 standard one is `BookieGcView.explain` (shape: `join_gc_explain`), installed by
 ``magnetar.stack.serve_broker_stack``."""
+
+
+def transactions_json(topic: Topic, limit: int = 100) -> dict[str, Any]:
+    """What explain-storage shows of a topic's transaction buffer: the max read position, the
+    oldest ``limit`` open transactions with their first entries, the count of aborted ones kept."""
+    buffer = topic.txn_buffer
+    return {
+        "maxReadPosition": str(buffer.max_read_position),
+        "openCount": len(buffer.ongoing),
+        "open": [{"txnId": str(t), "firstPosition": str(p)} for t, p in list(buffer.ongoing.items())[:limit]],
+        "abortedRemembered": len(buffer.aborted),
+        "heldEntries": buffer.held_entries(),
+    }
 
 
 async def explain_storage(
@@ -102,6 +117,9 @@ async def explain_storage(
         "compaction": compaction_json(topic.compactor),
         "offload": offload_status_json(ml, topic.name.partition),
         "offloadedSize": ml.offloaded_size,
+        # open transactions pin everything from their first entry on (through the buffer's
+        # snapshot cursor, a system cursor above): the oldest ones, and where readers stop
+        "transactions": transactions_json(topic),
     }
     if gc_hook is not None:
         ids = [d.ledger_id for d in decision.ledgers]

@@ -48,6 +48,9 @@ def test_buffer_and_pending_ack_stats(broker: AdminBroker, http: httpx.Client) -
         )
         # the backlog counts p0 (held by (3, 4), not acknowledged) and nothing behind the open (3, 1)
         assert topic_stats["subscriptions"]["s"]["msgBacklog"] == 1
+        explained = http.get(f"/admin/v2/persistent/{path}/explain-storage").json()
+        assert explained["transactions"]["open"] == [{"txnId": "(3,1)", "firstPosition": f"{a1[0]}:{a1[1]}"}]
+        assert explained["cursors"]["pulsar.txn.buffer"]["system"] is True
         metrics = http.get("/metrics").text
         line = next(ln for ln in metrics.splitlines() if ln.startswith("pulsar_txn_tb_committed_total{") and path in ln)
         assert line.endswith(" 1.0")
