@@ -29,8 +29,9 @@ Rules:
   before the first transactional entry is stored (`prepare`), and being durable it keeps
   retention from trimming what a replay needs and anything after the max read position. A
   snapshot is taken after ``transactionBufferSnapshotMaxTransactionCount`` ends or once
-  ``transactionBufferSnapshotMinTimeInMillis`` passed since the last one, and when the topic
-  closes. A topic that never stored a transactional entry has no cursor and no replay.
+  ``transactionBufferSnapshotMinTimeInMillis`` passed since the last one, every such interval
+  while the max read position moved past the cursor (plain entries after the last end), and when
+  the topic closes. A topic that never stored a transactional entry has no cursor and no replay.
 * Rule 6 (bounded): the open transactions are bounded by the entries stored (one record each);
   the remembered ended ones (for Rule 3's checks and to refuse a late SEND) by
   `ENDED_MEMORY`; the aborted ones by Rule 4's trimming, and a snapshot holds at most
@@ -43,14 +44,14 @@ from __future__ import annotations
 import logging
 import struct
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import trio
 from google.protobuf.message import DecodeError
 
-from managed_ledger import InitialPosition, ManagedCursor, ManagedLedger, Position
+from managed_ledger import InitialPosition, ManagedCursor, ManagedLedger, ManagedLedgerError, Position
 from protocols.pulsar import MessageMetadata
 from protocols.pulsar import pulsar_api_pb2 as pb
 
@@ -127,6 +128,10 @@ class BufferHost(Protocol):
 
     def wake_dispatchers(self) -> None:
         """Readable entries may have appeared: let every dispatcher run a round."""
+        ...
+
+    async def start_task(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
+        """Start ``fn(*args, task_status=...)`` in the topic's nursery (it ends with the topic)."""
         ...
 
 
@@ -216,6 +221,7 @@ class TransactionBuffer:
             async with self._prepare_lock:
                 if self._cursor is None:
                     self._cursor = await self._host.ml.open_cursor(SNAPSHOT_CURSOR, InitialPosition.LATEST)
+                    await self._host.start_task(self._snapshot_loop)
 
     def note_stored(self, pos: Position, txn: TxnID | None) -> None:
         """Rule 1: an entry is stored at ``pos`` (called in position order)."""
@@ -292,6 +298,23 @@ class TransactionBuffer:
         self._ends_since_snapshot = 0
         self._last_snapshot_at = self._clock()
 
+    async def _snapshot_loop(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Rule 5: while no transaction ends, plain entries still move the max read position; a
+        snapshot every ``snapshot_min_interval_s`` when it moved keeps the cursor from pinning
+        them for good."""
+        task_status.started()
+        while True:
+            await trio.sleep(self._snapshot_min_interval_s)
+            cursor = self._cursor
+            if cursor is None or min(self.max_read_position, self._host.ml.last_confirmed_entry) <= (
+                cursor.mark_delete_position
+            ):
+                continue
+            try:
+                await self.snapshot()
+            except ManagedLedgerError as exc:  # closing or fenced: the topic goes, or the next one retries
+                log.warning("transaction buffer snapshot of %s failed: %s", self._host.ml.name, exc)
+
     async def recover(self) -> None:
         """Rule 5: rebuild the state from the snapshot cursor and the entries after it."""
         ml = self._host.ml
@@ -301,6 +324,7 @@ class TransactionBuffer:
             return
         cursor = await ml.open_cursor(SNAPSHOT_CURSOR)
         self._cursor = cursor
+        await self._host.start_task(self._snapshot_loop)
         self.aborted = _decode_aborted(cursor.cursor_properties.get(ABORTED_PROPERTY, ""))
         end = ml.last_confirmed_entry
         reader = ml.new_non_durable_cursor(cursor.mark_delete_position, inclusive=False)
