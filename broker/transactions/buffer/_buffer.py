@@ -262,7 +262,10 @@ class TransactionBuffer:
                 or self._clock() - self._last_snapshot_at >= self._snapshot_min_interval_s
             )
             if due:
-                await self._snapshot()
+                try:
+                    await self._snapshot()
+                except ManagedLedgerError as exc:  # the end is stored: the next snapshot covers it
+                    log.warning("transaction buffer snapshot of %s failed: %s", self._host.ml.name, exc)
 
     def _remember(self, txn: TxnID, action: TxnAction) -> None:
         self._ended[txn] = action
