@@ -9,6 +9,7 @@ import itertools
 from collections.abc import Iterator
 
 import pytest
+import trio
 
 from broker.topics._entries import ack_set_words
 from protocols.pulsar import pulsar_api_pb2 as pb
@@ -218,3 +219,33 @@ def test_batch_index_acks_in_transactions(peer: TxnPeer) -> None:
     peer.drain()
     # delivered again with index 0 marked acknowledged (bit clear), 1 and 2 to consume
     assert peer.ack_sets[(2, pos)] == ack_set_words(3, [0])
+
+
+def test_compaction_keeps_no_aborted_message_and_stops_before_open_transactions(
+    broker: BrokerThread, peer: TxnPeer
+) -> None:
+    topic = _topic()
+    peer.subscribe(topic, "s", 1)  # keeps what is written (no retention)
+    peer.producer(topic, 1)
+    peer.send(1, 0, b"v1", key="k1")
+    peer.send(1, 1, b"aborted", txn=(11, 1), key="k2")
+    peer.send(1, 2, b"v2", txn=(11, 2), key="k1")
+    assert not peer.end_on_partition(topic, (11, 1), ABORT).HasField("error")
+    assert not peer.end_on_partition(topic, (11, 2), COMMIT).HasField("error")
+    peer.send(1, 3, b"open", txn=(11, 3), key="k3")
+
+    async def compact() -> None:
+        service = broker.service
+        assert service is not None
+        compactor = service.topics[topic].compactor
+        compactor.start()
+        while compactor.running:
+            await trio.sleep(0.02)
+        assert compactor.status()["status"] == "SUCCESS", compactor.status()
+        assert compactor.view is not None and compactor.view.entries == 1  # v2 alone
+
+    broker.call(compact)
+    peer.subscribe(topic, "compacted", 2, sub_type=EXCLUSIVE, read_compacted=True)
+    peer.drain()
+    # k1's latest committed value; nothing of the aborted transaction; nothing of the open one
+    assert peer.payloads(2) == [b"v2"]

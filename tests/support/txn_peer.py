@@ -111,11 +111,14 @@ class TxnPeer:
         txn: tuple[int, int] | None = None,
         *,
         txn_in_metadata: bool = True,
+        key: str | None = None,
     ) -> tuple[int, int]:
         """SEND one message (in ``txn`` = (most, least) when given, named in the message metadata
         too unless ``txn_in_metadata`` is False, as the Go client sends); its stored position."""
         md = pb.MessageMetadata(producer_name=f"p{producer_id}", sequence_id=seq, publish_time=int(time.time() * 1000))
         fields: dict[str, int] = {"producer_id": producer_id, "sequence_id": seq}
+        if key is not None:
+            md.partition_key = key
         if txn is not None:
             if txn_in_metadata:
                 md.txnid_most_bits, md.txnid_least_bits = txn
@@ -152,12 +155,21 @@ class TxnPeer:
     # ------------------------------------------------------------------ consuming
 
     def subscribe(
-        self, topic: str, sub: str, consumer_id: int, sub_type: int = pb.CommandSubscribe.Shared, permits: int = 100
+        self,
+        topic: str,
+        sub: str,
+        consumer_id: int,
+        sub_type: int = pb.CommandSubscribe.Shared,
+        permits: int = 100,
+        *,
+        read_compacted: bool = False,
     ) -> None:
-        """SUBSCRIBE at the earliest position, then FLOW ``permits``."""
+        """SUBSCRIBE at the earliest position (reading the compacted view first when
+        ``read_compacted``), then FLOW ``permits``."""
         self._write(
             make_command(
                 "SUBSCRIBE",
+                read_compacted=read_compacted,
                 topic=topic,
                 subscription=sub,
                 subType=sub_type,
