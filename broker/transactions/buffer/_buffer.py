@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -165,9 +166,11 @@ class TransactionBuffer:
         self._lock = trio.Lock()  # ends and snapshots one at a time
         self._prepare_lock = trio.Lock()
         self._ends_since_snapshot = 0
-        self._last_snapshot_at = clock()
+        self._last_snapshot_at = clock()  # for the snapshot rules: the buffer's creation before any
+        self._snapshot_taken_ms = 0  # when this buffer last took one (stats)
         self.committed_count = 0
         self.aborted_count = 0
+        self._recovered_ms = (0, 0)  # when the last recovery started and ended (epoch ms; 0: none)
 
     # ------------------------------------------------------------------ reading (Rules 2, 4)
 
@@ -300,6 +303,7 @@ class TransactionBuffer:
         await cursor.update_cursor_properties({ABORTED_PROPERTY: _encode_aborted(kept)})
         self._ends_since_snapshot = 0
         self._last_snapshot_at = self._clock()
+        self._snapshot_taken_ms = int(self._last_snapshot_at * 1000)
 
     async def _snapshot_loop(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Rule 5: while no transaction ends, plain entries still move the max read position; a
@@ -325,6 +329,7 @@ class TransactionBuffer:
         self._last_seen = ml.last_confirmed_entry
         if cursor is None:
             return
+        started_ms = int(time.time() * 1000)
         cursor = await ml.open_cursor(SNAPSHOT_CURSOR)
         self._cursor = cursor
         await self._host.start_task(self._snapshot_loop)
@@ -355,6 +360,7 @@ class TransactionBuffer:
                         self.ongoing[info.txn] = entry.position
         finally:
             await reader.close()
+        self._recovered_ms = (started_ms, int(time.time() * 1000))
         log.info(
             "transaction buffer of %s recovered: %d entries replayed, %d open, %d aborted",
             ml.name,
@@ -370,8 +376,10 @@ class TransactionBuffer:
         return {
             "state": "Ready" if self._cursor is not None else "NoSnapshot",
             "maxReadPosition": str(self.max_read_position),
-            "lastSnapshotTimestamps": int(self._last_snapshot_at * 1000),
+            "lastSnapshotTimestamps": self._snapshot_taken_ms,
+            "lowWaterMarks": {},  # Pulsar's per-coordinator low watermarks: this buffer keeps none
+            "snapshotStats": None,  # segmented snapshots only
             "ongoingTxnSize": len(self.ongoing),
-            "recoverStartTime": 0,
-            "recoverEndTime": 0,
+            "recoverStartTime": self._recovered_ms[0],
+            "recoverEndTime": self._recovered_ms[1],
         }
