@@ -61,12 +61,12 @@ from .housekeeping._subscription_expiry import SubscriptionExpiry
 from .metrics import BrokerMetrics
 from .resources._namespaces import NamespaceResources
 from .schema._registry import SchemaRegistry
-from .topics._compaction import COMPACTION_CURSOR
 from .topics._dedup import DEDUP_CURSOR, Deduplication
 from .topics._nonpersistent import NonPersistentTopic
 from .topics._stats import StatsUpdater
-from .topics._topic import Topic
+from .topics._topic import SYSTEM_CURSORS, Topic
 from .topics._topic_limits import refresh_limits, topic_overrides
+from .transactions.buffer import TopicParticipant
 
 __all__ = ["BrokerService"]
 
@@ -194,7 +194,7 @@ class BrokerService:
             metrics=self.metrics.retention,
             # as Pulsar, TTL and backlog eviction never move the compaction cursor (its mark-delete
             # is the compaction horizon); it still pins what is not compacted yet
-            system_cursors=frozenset({DEDUP_CURSOR, COMPACTION_CURSOR}),
+            system_cursors=SYSTEM_CURSORS,
             # hold / reject decisions live on the loaded topics, bounded by them (`_retention_hooks`)
             quota_states=TopicQuotaStates(self.topics),
         )
@@ -206,6 +206,9 @@ class BrokerService:
         self.ownership: Any = None
         self._listening = False  # a protocol port listens (set_port / set_tls_port)
         self._stopping = False
+        # the topic side of transactions (`TxnParticipant`): how coordinators, here or on other
+        # brokers (END_TXN_ON_PARTITION / END_TXN_ON_SUBSCRIPTION), end transactions on its topics
+        self.txn_participant = TopicParticipant(self)
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Create the default namespace, then own topic tasks and the idle-unload loop until cancelled."""
