@@ -1,0 +1,153 @@
+"""Which replicators a loaded topic runs: one per remote cluster of its replication clusters.
+
+Rules:
+
+* Rule 1 (which clusters): a topic's replication clusters are its own ``replicationClusters``
+  override (topic policies; a partition falls back to its partitioned topic's), else its
+  namespace's ``replication_clusters`` policy, else only this cluster. Every cluster of them but
+  this broker's (``clusterName``) gets a replicator; only persistent topics replicate.
+* Rule 2 (when): `refresh` runs when a topic loads (before it serves any client, so a producer's
+  first message is already behind the new replicator cursor), when its namespace's or its own
+  policies change through this broker's admin API, and on the service's policy recheck. A
+  cluster added starts a replicator whose cursor is created at ``replicationStartAt`` (latest by
+  default, as Pulsar; earliest copies what the topic holds); a cluster removed stops its
+  replicator and deletes its cursor, so the entries it held can go, as Pulsar does.
+* Rule 3: the remote's ``brokerServiceUrl`` is read from its cluster record (`ClusterResources`)
+  at each connection of a replicator, never cached.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from managed_ledger import CursorNotFound, InitialPosition, ManagedLedgerError
+from protocols.pulsar import TopicName
+
+from ..resources._clusters import ClusterResources
+from ..schema._registry import version_from_bytes
+from ..topics._replication_view import (
+    REPLICATOR_PREFIX,
+    is_replicator_name,
+    replicator_cursor,
+    replicator_producer,
+)
+from ..topics._topic_limits import topic_overrides
+from ._replicator import Replicator
+
+if TYPE_CHECKING:
+    from .._service import BrokerService
+    from ..topics._topic import Topic
+
+__all__ = ["Replication", "TOPIC_REPLICATION_KEY", "NAMESPACE_REPLICATION_KEY"]
+
+log = logging.getLogger(__name__)
+
+TOPIC_REPLICATION_KEY = "replicationClusters"
+"""The topic-policies key of a topic's replication clusters (Pulsar's TopicPolicies field)."""
+NAMESPACE_REPLICATION_KEY = "replication_clusters"
+"""The Policies key of a namespace's replication clusters."""
+
+
+class Replication:
+    """The replicators of the service's loaded topics (module rules)."""
+
+    def __init__(self, service: BrokerService) -> None:
+        self.service = service
+        self.clusters = ClusterResources(service.store)
+
+    @property
+    def local_cluster(self) -> str:
+        """This broker's ``clusterName``."""
+        return self.service.config.cluster_name
+
+    async def clusters_of(
+        self, topic: TopicName, ns_policies: Mapping[str, Any] | None = None, own: Mapping[str, Any] | None = None
+    ) -> list[str]:
+        """Rule 1: the topic's replication clusters."""
+        if own is None:
+            own = await topic_overrides(self.service, topic)
+        clusters = own.get(TOPIC_REPLICATION_KEY)
+        if not clusters:
+            if ns_policies is None:
+                ns_policies = await self.service.namespaces.get_policies(topic.namespace_name) or {}
+            clusters = ns_policies.get(NAMESPACE_REPLICATION_KEY)
+        return sorted({str(c) for c in clusters or [self.local_cluster]})
+
+    async def refresh(
+        self, topic: Topic, ns_policies: Mapping[str, Any] | None = None, own: Mapping[str, Any] | None = None
+    ) -> None:
+        """Rule 2: start and stop the topic's replicators to match its replication clusters.
+        Raises `ManagedLedgerError` when a cursor cannot be opened or deleted (the next refresh
+        retries)."""
+        if topic.closed or not topic.name.persistent:
+            return
+        remotes = set(await self.clusters_of(topic.name, ns_policies, own)) - {self.local_cluster}
+        prefix = REPLICATOR_PREFIX + "."
+        stored = {name[len(prefix) :] for name in topic.ml.cursors if is_replicator_name(name)}
+        for remote in sorted(set(topic.replicators) - remotes):
+            topic.replicators.pop(remote).stop()
+            log.info("replication of %s to %s stopped", topic.name, remote)
+        for remote in sorted(stored - remotes):
+            try:
+                await topic.ml.delete_cursor(replicator_cursor(remote))
+            except CursorNotFound:
+                pass
+        for remote in sorted(remotes - set(topic.replicators)):
+            await self._start(topic, remote)
+
+    async def _start(self, topic: Topic, remote: str) -> None:
+        start = (
+            InitialPosition.EARLIEST
+            if self.service.config.replication_start_at == "earliest"
+            else InitialPosition.LATEST
+        )
+        cursor = await topic.ml.open_cursor(replicator_cursor(remote), initial_position=start)
+        name = topic.name
+
+        async def remote_url() -> str:
+            data = await self.clusters.get(remote)  # Rule 3
+            return str((data or {}).get("brokerServiceUrl") or "")
+
+        async def local_schema(version: bytes) -> dict[str, Any] | None:
+            try:
+                found = await self.service.schemas.get(name, version_from_bytes(version))
+            except ValueError:
+                return None
+            if found is None:
+                return None
+            info, _ = found
+            return {
+                "name": info.name,
+                "schema_data": info.data,
+                "type": info.type,
+                "properties": [{"key": k, "value": v} for k, v in info.properties],
+            }
+
+        replicator = Replicator(
+            topic_name=str(name),
+            local_cluster=self.local_cluster,
+            remote_cluster=remote,
+            producer_name=replicator_producer(self.local_cluster, remote),
+            cursor=cursor,
+            remote_url=remote_url,
+            local_schema=local_schema,
+            queue_size=self.service.config.replication_producer_queue_size,
+        )
+        topic.replicators[remote] = replicator
+        try:
+            await topic.start_task(replicator.run)
+        except BaseException:
+            topic.replicators.pop(remote, None)
+            raise
+        log.info("replication of %s to %s started", name, remote)
+
+    async def refresh_quietly(
+        self, topic: Topic, ns_policies: Mapping[str, Any] | None = None, own: Mapping[str, Any] | None = None
+    ) -> None:
+        """`refresh`, logging a failure instead of raising it (Rule 2's later triggers retry)."""
+        try:
+            await self.refresh(topic, ns_policies, own)
+        except (ManagedLedgerError, ValueError) as exc:
+            log.warning("replication of %s not updated: %s", topic.name, exc)
