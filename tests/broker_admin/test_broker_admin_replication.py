@@ -11,7 +11,11 @@ import httpx
 import pulsar
 import pytest
 
+from protocols.pulsar import encode_payload_command, make_command
+from protocols.pulsar import pulsar_api_pb2 as pb
 from tests.broker_admin.admin_harness import AdminBroker
+from tests.support.clients import drain
+from tests.support.raw_pulsar import RawPeer
 from tests.support.waiting import wait_until
 
 V2 = "/admin/v2"
@@ -108,3 +112,40 @@ def test_replicator_cursor_survives_an_unload(
         lambda: http.get(f"{rest}/stats").json()["replication"].get("east", {}).get("replicationBacklog") == 3,
         "the backlog owed to east after the reload",
     )
+
+
+def _replicated_send(peer: RawPeer, origin: str, sequence_id: int, payload: bytes) -> pb.BaseCommand | None:
+    md = pb.MessageMetadata(producer_name=origin, sequence_id=sequence_id, publish_time=1, replicated_from="east")
+    peer.send_bytes(encode_payload_command(make_command("SEND", producer_id=1, sequence_id=sequence_id), md, payload))
+    return peer.recv()
+
+
+def test_a_replicated_message_sent_again_is_stored_once(
+    http: httpx.Client, client: pulsar.Client, broker: AdminBroker, tenant: str
+) -> None:
+    """A replicator resending after an outage: with deduplication on, the broker keys a
+    ``pulsar.repl.*`` producer's SENDs on the original producer's name and sequence id."""
+    topic = f"persistent://{tenant}/ns/dedup"
+    assert http.post(f"{V2}/namespaces/{tenant}/ns/deduplication", json=True).status_code == 204
+    consumer = client.subscribe(topic, "s")
+    peer = RawPeer(int(broker.url.rsplit(":", 1)[1]))
+    try:
+        peer.connect()
+        peer.send("PRODUCER", topic=topic, producer_id=1, request_id=1, producer_name="pulsar.repl.east-->standalone")
+        answer = peer.recv()
+        assert answer is not None and answer.type == pb.BaseCommand.PRODUCER_SUCCESS, answer
+        # two original producers through one replicator: their sequence ids are independent
+        sends = [
+            ("origin-0", 5, b"a5"),
+            ("origin-1", 1, b"b1"),
+            ("origin-0", 5, b"a5 again"),
+            ("origin-1", 1, b"b1 again"),
+        ]
+        for origin, seq, payload in sends:
+            receipt = _replicated_send(peer, origin, seq, payload)
+            assert receipt is not None and receipt.type == pb.BaseCommand.SEND_RECEIPT, receipt
+            assert receipt.send_receipt.sequence_id == seq
+    finally:
+        peer.close()
+    got = drain(consumer)
+    assert [m.data() for m in got] == [b"a5", b"b1"]
