@@ -665,6 +665,11 @@ class BrokerConfig(RetentionConfig):
         alias="replicationProducerQueueSize",
         help="Messages a replicator has sent to a remote cluster and not had confirmed yet, at most.",
     )
+    replication_metrics_enabled: bool = config_field(
+        True,
+        alias="replicationMetricsEnabled",
+        help="Export the pulsar_replication_* metrics (per topic and remote cluster, or per namespace).",
+    )
     replication_start_at: str = config_field(
         "latest",
         alias="replicationStartAt",

@@ -24,6 +24,10 @@
   namespace with the persistent ones, and add ``pulsar_subscription_msg_drop_rate`` per
   subscription (messages dropped per second: no permits, or over a dispatch rate), as in Pulsar.
   They have no managed ledger, so they are not in the ``pulsar_ml_*`` gauges.
+* Geo-replication (``replicationMetricsEnabled``): ``pulsar_replication_rate_in`` / ``_rate_out`` /
+  ``_throughput_in`` / ``_throughput_out`` / ``_backlog`` / ``_connected_count`` /
+  ``_rate_expired`` / ``_delay_in_seconds`` per topic and ``remote_cluster`` (per namespace and
+  remote cluster with topic-level metrics off), from each replicator's stats, as Pulsar names them.
 * Per namespace always: ``pulsar_topics_count`` (persistent and non-persistent) and Pulsar's managed-ledger gauges
   ``pulsar_ml_AddEntryMessagesRate``, ``_AddEntryBytesRate``, ``_NumberOfMessagesInBacklog``,
   ``_StoredMessagesSize``; ``pulsar_active_connections``,
@@ -292,6 +296,9 @@ class _TopicCollector(Collector):
         out_per_ns: dict[str, list[int]] = {}
         topics_per_ns: dict[str, int] = {}
         cluster = self._metrics.cluster if config is None else config.cluster_name
+        repl_labels = ["cluster", "namespace", *(["topic"] if topic_level else []), "remote_cluster"]
+        repl_fams = {key: GaugeMetricFamily(name, doc, labels=repl_labels) for key, name, doc in _REPLICATION_FAMILIES}
+        repl_per_ns: dict[tuple[str, str], dict[str, float]] = {}
         if service is not None and config is not None:
             topics: list[Topic | NonPersistentTopic] = [*service.topics.values(), *service.np_topics.values()]
             consumer_level = config.expose_consumer_level_metrics_in_prometheus
@@ -313,6 +320,15 @@ class _TopicCollector(Collector):
                 totals = out_per_ns.setdefault(ns, [0, 0])
                 totals[0] += topic.stats_state.out.msgs
                 totals[1] += topic.stats_state.out.bytes
+                if persistent and config.replication_metrics_enabled:
+                    for remote, r in sorted(getattr(topic, "replicators", {}).items()):
+                        rv = _replication_values(r.stats())
+                        if topic_level:
+                            for key, value in rv.items():
+                                repl_fams[key].add_metric([cluster, ns, str(topic.name), remote], value)
+                        sums = repl_per_ns.setdefault((ns, remote), {})
+                        for key, value in rv.items():
+                            sums[key] = max(sums.get(key, 0.0), value) if key == "delay" else sums.get(key, 0.0) + value
                 if topic_level:
                     base = [cluster, ns, str(topic.name)]
                     for key, value in values.items():
@@ -323,6 +339,9 @@ class _TopicCollector(Collector):
                     if config.expose_producer_level_metrics_in_prometheus:
                         self._producers(topic, base, prod_fams)
         if not topic_level:
+            for (ns, remote), sums in sorted(repl_per_ns.items()):
+                for key, value in sums.items():
+                    repl_fams[key].add_metric([cluster, ns, remote], value)
             for ns, sums in sorted(per_ns.items()):
                 for key, value in sums.items():
                     fams[key].add_metric([cluster, ns], value)
@@ -334,6 +353,7 @@ class _TopicCollector(Collector):
                     "pulsar_out_bytes_total", {"cluster": cluster, "namespace": ns}, float(size)
                 )
         yield from fams.values()
+        yield from repl_fams.values()
         yield from out_fams.values()
         yield from sub_fams.values()
         yield drop_fam
@@ -540,6 +560,32 @@ class _TopicCollector(Collector):
             avg = gained_bytes / gained_msgs if gained_msgs > 0 else 0.0
             for k, v in (("rate_in", rate), ("thr_in", thr), ("avg_size", avg)):
                 fams[k].add_metric([*base, p.name, str(p.producer_id)], float(v))
+
+
+_REPLICATION_FAMILIES: tuple[tuple[str, str, str], ...] = (
+    ("rate_in", "pulsar_replication_rate_in", "Messages per second received from the remote cluster"),
+    ("rate_out", "pulsar_replication_rate_out", "Messages per second replicated to the remote cluster"),
+    ("thr_in", "pulsar_replication_throughput_in", "Bytes per second received from the remote cluster"),
+    ("thr_out", "pulsar_replication_throughput_out", "Bytes per second replicated to the remote cluster"),
+    ("backlog", "pulsar_replication_backlog", "Entries not replicated to the remote cluster yet"),
+    ("connected", "pulsar_replication_connected_count", "Replicators connected to the remote cluster"),
+    ("rate_expired", "pulsar_replication_rate_expired", "Messages per second expired before replication"),
+    ("delay", "pulsar_replication_delay_in_seconds", "Seconds from publish to the remote's receipt (last message)"),
+)
+"""Pulsar's ``pulsar_replication_*`` gauges, labelled ``remote_cluster`` (`broker.replication`)."""
+
+
+def _replication_values(stats: dict[str, Any]) -> dict[str, float]:
+    return {
+        "rate_in": float(stats["msgRateIn"]),
+        "rate_out": float(stats["msgRateOut"]),
+        "thr_in": float(stats["msgThroughputIn"]),
+        "thr_out": float(stats["msgThroughputOut"]),
+        "backlog": float(stats["replicationBacklog"]),
+        "connected": 1.0 if stats["connected"] else 0.0,
+        "rate_expired": float(stats["msgRateExpired"]),
+        "delay": float(stats["replicationDelayInSeconds"]),
+    }
 
 
 def _delayed(sub: Subscription | NonPersistentSubscription) -> int:

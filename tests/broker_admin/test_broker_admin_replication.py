@@ -78,6 +78,13 @@ def test_a_replicated_topic_runs_a_replicator_holding_its_backlog(
     repl = stats["replication"]["east"]
     assert repl["connected"] is False and repl["replicationBacklog"] == 5
     assert "pulsar.repl.east" not in stats["subscriptions"]
+    series = {
+        line.split("{")[0]: line.rsplit(" ", 1)[1]
+        for line in http.get("/metrics").text.splitlines()
+        if line.startswith("pulsar_replication_") and f'topic="{topic}"' in line and 'remote_cluster="east"' in line
+    }
+    assert series["pulsar_replication_backlog"] == "5.0"
+    assert series["pulsar_replication_connected_count"] == "0.0"
     assert "pulsar.repl.east" in http.get(f"{rest}/internalStats").json()["cursors"]
     with pytest.raises(pulsar.PulsarException):  # the replicator's cursor is no subscription
         client.subscribe(topic, "pulsar.repl.east")
