@@ -224,6 +224,7 @@ class BrokerService:
                 nursery.start_soon(self._dedup_snapshot_loop)
                 nursery.start_soon(self._dedup_purge_loop)
                 nursery.start_soon(self.stats.run)
+                nursery.start_soon(self.replication.resume)  # broker.replication Rule 4
                 if self.config.retention_enabled:
                     await nursery.start(self.retention.run)
                     nursery.start_soon(self._backlog_quota_loop)

@@ -14,6 +14,12 @@ Rules:
   replicator and deletes its cursor, so the entries it held can go, as Pulsar does.
 * Rule 3: the remote's ``brokerServiceUrl`` is read from its cluster record (`ClusterResources`)
   at each connection of a replicator, never cached.
+* Rule 4 (after a restart): `resume`, run once when the service starts, loads every topic of a
+  namespace replicated to another cluster that has a replicator cursor, so replication picks up
+  where the cursors stand without waiting for a client; a topic with nothing left to send
+  unloads again when idle. Topics this broker does not serve (another broker owns their bundle)
+  are left to their owner. A topic replicated only by its own topic policy in a namespace that is
+  not replicated resumes when something loads it.
 """
 
 from __future__ import annotations
@@ -23,8 +29,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from managed_ledger import CursorNotFound, InitialPosition, ManagedLedgerError
-from protocols.pulsar import TopicName
+from protocols.pulsar import InvalidTopicNameError, NamespaceName, TopicName
 
+from .._errors import BrokerServiceError
 from ..resources._clusters import ClusterResources
 from ..schema._registry import version_from_bytes
 from ..topics._replication_view import (
@@ -151,3 +158,22 @@ class Replication:
             await self.refresh(topic, ns_policies, own)
         except (ManagedLedgerError, ValueError) as exc:
             log.warning("replication of %s not updated: %s", topic.name, exc)
+
+    async def resume(self) -> None:
+        """Rule 4: load the topics whose replicators may have something left to send."""
+        service = self.service
+        for tenant in await service.namespaces.list_tenants():
+            for name in await service.namespaces.list_namespaces(tenant):
+                ns = NamespaceName.parse(name)
+                policies = await service.namespaces.get_policies(ns) or {}
+                if not set(policies.get(NAMESPACE_REPLICATION_KEY) or []) - {self.local_cluster}:
+                    continue
+                prefix = f"{ns}/persistent/"
+                for ml_name in await service.factory.list(prefix):
+                    cursors = await service.factory.stored_cursors(ml_name)
+                    if not any(is_replicator_name(c) for c in cursors):
+                        continue
+                    try:
+                        await service.get_topic(TopicName.from_managed_ledger_name(ml_name), create=False)
+                    except (BrokerServiceError, InvalidTopicNameError) as exc:
+                        log.info("replication of %s not resumed here: %s", ml_name, exc)
