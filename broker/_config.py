@@ -665,6 +665,12 @@ class BrokerConfig(RetentionConfig):
         alias="replicationProducerQueueSize",
         help="Messages a replicator has sent to a remote cluster and not had confirmed yet, at most.",
     )
+    create_topic_to_remote_cluster_for_replication: bool = config_field(
+        True,
+        alias="createTopicToRemoteClusterForReplication",
+        help="A replicator creates the topic on the remote cluster (partitioned like the local one) "
+        "through the remote's admin REST before replicating to it.",
+    )
     replication_metrics_enabled: bool = config_field(
         True,
         alias="replicationMetricsEnabled",

@@ -14,6 +14,13 @@ Rules:
   replicator and deletes its cursor, so the entries it held can go, as Pulsar does.
 * Rule 3: the remote's ``brokerServiceUrl`` is read from its cluster record (`ClusterResources`)
   at each connection of a replicator, never cached.
+* Rule 5 (the remote topic, ``createTopicToRemoteClusterForReplication``, on by default as in
+  Pulsar 4.0): before a replicator creates its producer it makes the remote topic match the local
+  one through the remote's admin REST (its cluster record's ``serviceUrl``, with this broker's
+  ``brokerClient*`` credentials): a partitioned topic is created there with the same partitions
+  when the remote has none, a non-partitioned one is created when missing; different partition
+  counts, or a partitioned topic on one side only, stop the replicator with Pulsar's error (it
+  retries with its backoff). Off: the remote must not have a partitioned topic of that name.
 * Rule 4 (after a restart): `resume`, run once when the service starts, loads every topic of a
   namespace replicated to another cluster that has a replicator cursor, so replication picks up
   where the cursors stand without waiting for a client; a topic with nothing left to send
@@ -28,6 +35,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from magnetar.common.admin_client import AdminError
 from managed_ledger import CursorNotFound, InitialPosition, ManagedLedgerError
 from protocols.pulsar import InvalidTopicNameError, NamespaceName, TopicName
 
@@ -41,6 +49,7 @@ from ..topics._replication_view import (
     replicator_producer,
 )
 from ..topics._topic_limits import topic_overrides
+from ._remote import RemoteError
 from ._replicator import Replicator
 
 if TYPE_CHECKING:
@@ -132,6 +141,9 @@ class Replication:
                 "properties": [{"key": k, "value": v} for k, v in info.properties],
             }
 
+        async def prepare() -> None:
+            await self._prepare_remote(name, remote)
+
         replicator = Replicator(
             topic_name=str(name),
             local_cluster=self.local_cluster,
@@ -140,6 +152,7 @@ class Replication:
             cursor=cursor,
             remote_url=remote_url,
             local_schema=local_schema,
+            prepare=prepare,
             queue_size=self.service.config.replication_producer_queue_size,
         )
         topic.replicators[remote] = replicator
@@ -177,3 +190,55 @@ class Replication:
                         await service.get_topic(TopicName.from_managed_ledger_name(ml_name), create=False)
                     except (BrokerServiceError, InvalidTopicNameError) as exc:
                         log.info("replication of %s not resumed here: %s", ml_name, exc)
+
+    async def _prepare_remote(self, topic: TopicName, remote: str) -> None:
+        """Rule 5; raises `RemoteError` when the remote topic cannot match the local one."""
+        data = await self.clusters.get(remote) or {}
+        base = topic.partitioned_topic if topic.partition >= 0 else topic
+        local = await self.service.namespaces.get_partitions(base)
+        create = self.service.config.create_topic_to_remote_cluster_for_replication
+        url = str(data.get("serviceUrl") or "")
+        if not url:
+            if create:
+                raise RemoteError(f"cluster {remote} has no serviceUrl to create {base} on")
+            return
+        rest = f"{url.rstrip('/')}/admin/v2/{base.domain}/{base.tenant}/{base.namespace}/{base.encoded_local_name}"
+        client = self.service.broker_client
+        try:
+            try:
+                answer = await client.request("GET", f"{rest}/partitions", timeout_s=30)
+                remote_n = int(answer.json().get("partitions", 0))
+            except AdminError as exc:
+                if exc.status != 404:
+                    raise
+                remote_n = 0
+            if not create:
+                if remote_n:
+                    raise RemoteError(f"the partitions of {base} in cluster {remote} are {remote_n}, not 0")
+                return
+            if local == 0 and remote_n == 0:
+                await _create(client, "PUT", rest, None)
+            elif local and remote_n == 0:
+                await _create(client, "PUT", f"{rest}/partitions", local)
+                answer = await client.request("GET", f"{rest}/partitions", timeout_s=30)
+                if topic.partition >= int(answer.json().get("partitions", 0)):
+                    raise RemoteError(
+                        f"Topic type is not matched between local and remote cluster: local partitions: {local}, "
+                        "remote partitions: 0"
+                    )
+            elif local != remote_n:
+                raise RemoteError(
+                    "The number of topic partitions is inconsistent between local and remote clusters: "
+                    f"local partitions: {local}, remote partitions: {remote_n}"
+                )
+        except AdminError as exc:
+            raise RemoteError(f"preparing {base} in cluster {remote}: {exc}") from None
+
+
+async def _create(client: Any, method: str, url: str, body: Any) -> None:
+    """A create call where 409 (it exists already) is success."""
+    try:
+        await client.request(method, url, body, timeout_s=30)
+    except AdminError as exc:
+        if exc.status != 409:
+            raise

@@ -63,6 +63,8 @@ RemoteUrl = Callable[[], Awaitable[str]]
 """Reads the remote cluster's ``brokerServiceUrl`` ('' when it has none)."""
 LocalSchema = Callable[[bytes], Awaitable[dict[str, Any] | None]]
 """The local schema of a schema version, as wire Schema fields (None when unknown)."""
+Prepare = Callable[[], Awaitable[None]]
+"""Makes the remote topic ready before each connection; raises `RemoteError` when it cannot."""
 
 
 class Replicator:
@@ -79,6 +81,7 @@ class Replicator:
         remote_url: RemoteUrl,
         local_schema: LocalSchema,
         queue_size: int,
+        prepare: Prepare | None = None,
     ) -> None:
         self.topic_name = topic_name
         self.local_cluster = local_cluster
@@ -87,6 +90,7 @@ class Replicator:
         self.cursor = cursor
         self._remote_url = remote_url
         self._local_schema = local_schema
+        self._prepare = prepare
         self.queue_size = queue_size
         self.state = ReplicatorState.DISCONNECTED
         self.msg_out = 0
@@ -148,6 +152,8 @@ class Replicator:
                     url = await self._remote_url()
                     if not url:
                         raise RemoteError(f"cluster {self.remote_cluster} has no brokerServiceUrl")
+                    if self._prepare is not None:
+                        await self._prepare()
                     async with open_remote_producer(
                         url, self.topic_name, self.producer_name, queue_size=self.queue_size
                     ) as producer:

@@ -125,18 +125,23 @@ def test_both_ways_with_metadata_and_no_echo(clusters: tuple[Cluster, Cluster]) 
 def test_partitioned_topic_replicates_partition_by_partition(clusters: tuple[Cluster, Cluster]) -> None:
     a, b = clusters
     name = "parted"
-    for c in (a, b):  # as in Pulsar, the partitioned topic exists in both clusters
-        assert c.admin("PUT", f"/admin/v2/persistent/{NS}/{name}/partitions", 3).status_code == 204
+    # created on a only: the replicators create it on b with the same partitions
+    assert a.admin("PUT", f"/admin/v2/persistent/{NS}/{name}/partitions", 3).status_code == 204
     topic = f"persistent://{NS}/{name}"
     with pulsar_client(a.url) as ca, pulsar_client(b.url) as cb:
-        sub_b = cb.subscribe(topic, "s")
         producer = ca.create_producer(topic, message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution)
+        producer.send(b"first")  # loads the partitions on a: their replicators prepare b
+        wait_until(
+            lambda: b.admin("GET", f"/admin/v2/persistent/{NS}/{name}/partitions").json()["partitions"] == 3,
+            "the partitioned topic created on b",
+        )
+        sub_b = cb.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
         for i in range(30):
             producer.send(f"p{i}".encode(), partition_key=str(i))
         for p in range(3):
             wait_until(lambda p=p: _caught_up(a, f"{topic}-partition-{p}", "b"), f"partition {p} replicated")
         got = drain(sub_b)
-    assert sorted(m.data() for m in got) == sorted(f"p{i}".encode() for i in range(30))
+    assert sorted(m.data() for m in got) == sorted([b"first"] + [f"p{i}".encode() for i in range(30)])
     assert len({m.topic_name() for m in got}) == 3
 
 
