@@ -21,6 +21,9 @@ Rules:
   when the remote has none, a non-partitioned one is created when missing; different partition
   counts, or a partitioned topic on one side only, stop the replicator with Pulsar's error (it
   retries with its backoff). Off: the remote must not have a partitioned topic of that name.
+* Rule 6 (credentials): replicators present this broker's ``brokerClient*`` credentials (token or
+  basic) to the remote brokers, as its admin calls do; the remote must accept them and let the
+  role produce (a super user, as Pulsar advises for replication).
 * Rule 4 (after a restart): `resume`, run once when the service starts, loads every topic of a
   namespace replicated to another cluster that has a replicator cursor, so replication picks up
   where the cursors stand without waiting for a client; a topic with nothing left to send
@@ -153,6 +156,7 @@ class Replication:
             remote_url=remote_url,
             local_schema=local_schema,
             prepare=prepare,
+            credentials=self._credentials,
             queue_size=self.service.config.replication_producer_queue_size,
         )
         topic.replicators[remote] = replicator
@@ -190,6 +194,16 @@ class Replication:
                         await service.get_topic(TopicName.from_managed_ledger_name(ml_name), create=False)
                     except (BrokerServiceError, InvalidTopicNameError) as exc:
                         log.info("replication of %s not resumed here: %s", ml_name, exc)
+
+    def _credentials(self) -> tuple[str, bytes]:
+        """Rule 6: CONNECT's auth method and data from the broker client's plugin."""
+        client = self.service.broker_client
+        header = client.authorization() or ""
+        if client.method == "token" and header.startswith("Bearer "):
+            return "token", header.removeprefix("Bearer ").encode()
+        if client.method == "basic":
+            return "basic", client.credentials.basic.encode()
+        return "", b""
 
     async def _prepare_remote(self, topic: TopicName, remote: str) -> None:
         """Rule 5; raises `RemoteError` when the remote topic cannot match the local one."""

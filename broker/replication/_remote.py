@@ -17,6 +17,8 @@ Rules:
   ``replicationProducerQueueSize``); `send` waits for room.
 * Rule 3 (schemas): `schema_version` registers a schema on the remote topic
   (GET_OR_CREATE_SCHEMA) and returns the remote's version of it, which replicated messages carry.
+* Rule 4 (credentials): CONNECT carries the ``credentials`` given (an auth method name and its
+  data: ``token`` and the JWT, ``basic`` and ``user:password``), on every connection of a lookup.
 * Nothing here knows about managed ledgers or cursors: the replicator decides what to send and
   what a receipt means.
 """
@@ -213,7 +215,11 @@ class _Connection:
 _PRODUCER_EVENTS = (BaseCommand.SEND_RECEIPT, BaseCommand.SEND_ERROR, BaseCommand.CLOSE_PRODUCER)
 
 
-async def _connect(host: str, port: int, nursery: trio.Nursery) -> _Connection:
+Credentials = tuple[str, bytes]
+"""(auth method name, auth data) for CONNECT; ("", b"") for none."""
+
+
+async def _connect(host: str, port: int, nursery: trio.Nursery, credentials: Credentials = ("", b"")) -> _Connection:
     """A connection to ``host:port`` that finished CONNECT, read by a task of ``nursery``."""
     address = f"{host}:{port}"
     try:
@@ -223,8 +229,10 @@ async def _connect(host: str, port: int, nursery: trio.Nursery) -> _Connection:
         raise RemoteError(f"cannot connect to {address}: {exc}") from None
     conn = _Connection(stream, address)
     nursery.start_soon(conn.read_loop)
+    method, data = credentials
+    fields: dict[str, Any] = {"auth_method_name": method, "auth_data": data} if method else {}
     connect = make_command(
-        "CONNECT", client_version=f"Magnetar-replicator-{VERSION}", protocol_version=_PROTOCOL_VERSION
+        "CONNECT", client_version=f"Magnetar-replicator-{VERSION}", protocol_version=_PROTOCOL_VERSION, **fields
     )
     try:
         await conn.write(encode_command(connect))
@@ -341,24 +349,28 @@ class RemoteProducer:
         return body.schema_version
 
 
-async def _lookup(hosts: list[tuple[str, int]], topic: str, nursery: trio.Nursery) -> _Connection:
+async def _lookup(
+    hosts: list[tuple[str, int]], topic: str, nursery: trio.Nursery, credentials: Credentials
+) -> _Connection:
     """A connection to the owner of ``topic``: the first host that answers, then its lookups."""
     errors = []
     for host, port in hosts:
         try:
-            conn = await _connect(host, port, nursery)
+            conn = await _connect(host, port, nursery, credentials)
         except RemoteError as exc:
             errors.append(str(exc))
             continue
         try:
-            return await _follow_lookups(conn, topic, nursery)
+            return await _follow_lookups(conn, topic, nursery, credentials)
         except BaseException:
             await conn.close()
             raise
     raise RemoteError(f"no broker of the remote cluster answered: {'; '.join(errors)}")
 
 
-async def _follow_lookups(conn: _Connection, topic: str, nursery: trio.Nursery) -> _Connection:
+async def _follow_lookups(
+    conn: _Connection, topic: str, nursery: trio.Nursery, credentials: Credentials
+) -> _Connection:
     authoritative = False
     for _ in range(MAX_LOOKUP_HOPS):
         rid = conn.next_id()
@@ -371,7 +383,7 @@ async def _follow_lookups(conn: _Connection, topic: str, nursery: trio.Nursery) 
         host, port = parse_broker_urls(body.brokerServiceUrl)[0]
         authoritative = body.authoritative
         if f"{host}:{port}" != conn.address:
-            old, conn = conn, await _connect(host, port, nursery)
+            old, conn = conn, await _connect(host, port, nursery, credentials)
             await old.close()
         if body.response == pb.CommandLookupTopicResponse.Connect:
             return conn
@@ -380,7 +392,7 @@ async def _follow_lookups(conn: _Connection, topic: str, nursery: trio.Nursery) 
 
 @asynccontextmanager
 async def open_remote_producer(
-    broker_service_url: str, topic: str, name: str, *, queue_size: int
+    broker_service_url: str, topic: str, name: str, *, queue_size: int, credentials: Credentials = ("", b"")
 ) -> AsyncIterator[RemoteProducer]:
     """A producer named ``name`` on ``topic`` of the cluster at ``broker_service_url`` (module
     rules). Raises `RemoteError` when it cannot be created, and out of the block when its
@@ -391,7 +403,7 @@ async def open_remote_producer(
     conn: _Connection | None = None
     async with trio.open_nursery() as nursery:
         try:
-            conn = await _lookup(hosts, topic, nursery)
+            conn = await _lookup(hosts, topic, nursery, credentials)
             rid = conn.next_id()
             answer = await conn.request(
                 make_command("PRODUCER", topic=topic, producer_id=0, request_id=rid, producer_name=name), rid

@@ -63,6 +63,8 @@ RemoteUrl = Callable[[], Awaitable[str]]
 """Reads the remote cluster's ``brokerServiceUrl`` ('' when it has none)."""
 LocalSchema = Callable[[bytes], Awaitable[dict[str, Any] | None]]
 """The local schema of a schema version, as wire Schema fields (None when unknown)."""
+Credentials = Callable[[], tuple[str, bytes]]
+"""The (auth method, auth data) CONNECT carries, read at each connection."""
 Prepare = Callable[[], Awaitable[None]]
 """Makes the remote topic ready before each connection; raises `RemoteError` when it cannot."""
 
@@ -82,6 +84,7 @@ class Replicator:
         local_schema: LocalSchema,
         queue_size: int,
         prepare: Prepare | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
         self.topic_name = topic_name
         self.local_cluster = local_cluster
@@ -91,6 +94,7 @@ class Replicator:
         self._remote_url = remote_url
         self._local_schema = local_schema
         self._prepare = prepare
+        self._credentials = credentials
         self.queue_size = queue_size
         self.state = ReplicatorState.DISCONNECTED
         self.msg_out = 0
@@ -154,15 +158,16 @@ class Replicator:
                         raise RemoteError(f"cluster {self.remote_cluster} has no brokerServiceUrl")
                     if self._prepare is not None:
                         await self._prepare()
+                    credentials = self._credentials() if self._credentials is not None else ("", b"")
                     async with open_remote_producer(
-                        url, self.topic_name, self.producer_name, queue_size=self.queue_size
+                        url, self.topic_name, self.producer_name, queue_size=self.queue_size, credentials=credentials
                     ) as producer:
                         self._started(producer)
                         backoff = Backoff(0.1, 60.0, jitter=0.1)
                         await self._replicate(producer)
                 except (ManagedLedgerClosed, ManagedLedgerFenced):
                     return  # Rule 4: the topic is unloading
-                except (RemoteError, ValueError, ManagedLedgerError) as exc:
+                except Exception as exc:  # Rule 4: a failure of any kind is retried, never the topic's end
                     self.last_error = str(exc)
                     log.warning("replicator %s to %s: %s", self.topic_name, self.remote_cluster, exc)
                 if self.state is ReplicatorState.TERMINATED:
