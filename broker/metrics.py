@@ -296,9 +296,7 @@ class _TopicCollector(Collector):
         out_per_ns: dict[str, list[int]] = {}
         topics_per_ns: dict[str, int] = {}
         cluster = self._metrics.cluster if config is None else config.cluster_name
-        repl_labels = ["cluster", "namespace", *(["topic"] if topic_level else []), "remote_cluster"]
-        repl_fams = {key: GaugeMetricFamily(name, doc, labels=repl_labels) for key, name, doc in _REPLICATION_FAMILIES}
-        repl_per_ns: dict[tuple[str, str], dict[str, float]] = {}
+        replication = _ReplicationSeries(cluster, topic_level)
         if service is not None and config is not None:
             topics: list[Topic | NonPersistentTopic] = [*service.topics.values(), *service.np_topics.values()]
             consumer_level = config.expose_consumer_level_metrics_in_prometheus
@@ -321,14 +319,7 @@ class _TopicCollector(Collector):
                 totals[0] += topic.stats_state.out.msgs
                 totals[1] += topic.stats_state.out.bytes
                 if persistent and config.replication_metrics_enabled:
-                    for remote, r in sorted(getattr(topic, "replicators", {}).items()):
-                        rv = _replication_values(r.stats())
-                        if topic_level:
-                            for key, value in rv.items():
-                                repl_fams[key].add_metric([cluster, ns, str(topic.name), remote], value)
-                        sums = repl_per_ns.setdefault((ns, remote), {})
-                        for key, value in rv.items():
-                            sums[key] = max(sums.get(key, 0.0), value) if key == "delay" else sums.get(key, 0.0) + value
+                    replication.add(ns, str(topic.name), getattr(topic, "replicators", {}))
                 if topic_level:
                     base = [cluster, ns, str(topic.name)]
                     for key, value in values.items():
@@ -339,9 +330,6 @@ class _TopicCollector(Collector):
                     if config.expose_producer_level_metrics_in_prometheus:
                         self._producers(topic, base, prod_fams)
         if not topic_level:
-            for (ns, remote), sums in sorted(repl_per_ns.items()):
-                for key, value in sums.items():
-                    repl_fams[key].add_metric([cluster, ns, remote], value)
             for ns, sums in sorted(per_ns.items()):
                 for key, value in sums.items():
                     fams[key].add_metric([cluster, ns], value)
@@ -353,7 +341,7 @@ class _TopicCollector(Collector):
                     "pulsar_out_bytes_total", {"cluster": cluster, "namespace": ns}, float(size)
                 )
         yield from fams.values()
-        yield from repl_fams.values()
+        yield from replication.families()
         yield from out_fams.values()
         yield from sub_fams.values()
         yield drop_fam
@@ -378,6 +366,16 @@ class _TopicCollector(Collector):
         conns.add_metric([cluster], 0 if service is None else len(service.connections))
         yield conns
         yield from self._back_pressure(cluster, [] if service is None else list(service.connections))
+        yield from self._connection_totals(cluster)
+        awaiting = self._metrics.bytes_awaiting_gc()
+        if awaiting is not None:
+            g = GaugeMetricFamily(
+                "magnetar_retention_bytes_awaiting_gc", "Bytes of trimmed ledgers the bookies have not reclaimed yet"
+            )
+            g.add_metric([], float(awaiting))
+            yield g
+
+    def _connection_totals(self, cluster: str) -> Iterator[Metric]:
         # Pulsar's names for these two totals end in _count (not a Prometheus counter's _total)
         for name, doc, value in (
             (
@@ -393,13 +391,6 @@ class _TopicCollector(Collector):
         ):
             g = GaugeMetricFamily(name, doc, labels=["cluster"])
             g.add_metric([cluster], float(value))
-            yield g
-        awaiting = self._metrics.bytes_awaiting_gc()
-        if awaiting is not None:
-            g = GaugeMetricFamily(
-                "magnetar_retention_bytes_awaiting_gc", "Bytes of trimmed ledgers the bookies have not reclaimed yet"
-            )
-            g.add_metric([], float(awaiting))
             yield g
 
     @staticmethod
@@ -573,6 +564,37 @@ _REPLICATION_FAMILIES: tuple[tuple[str, str, str], ...] = (
     ("delay", "pulsar_replication_delay_in_seconds", "Seconds from publish to the remote's receipt (last message)"),
 )
 """Pulsar's ``pulsar_replication_*`` gauges, labelled ``remote_cluster`` (`broker.replication`)."""
+
+
+class _ReplicationSeries:
+    """The ``pulsar_replication_*`` samples of one scrape: per topic and remote cluster, or summed
+    per namespace and remote cluster (the delay: its largest) without topic-level metrics."""
+
+    def __init__(self, cluster: str, topic_level: bool) -> None:
+        self.cluster = cluster
+        self.topic_level = topic_level
+        labels = ["cluster", "namespace", *(["topic"] if topic_level else []), "remote_cluster"]
+        self.fams = {key: GaugeMetricFamily(name, doc, labels=labels) for key, name, doc in _REPLICATION_FAMILIES}
+        self.per_ns: dict[tuple[str, str], dict[str, float]] = {}
+
+    def add(self, ns: str, topic: str, replicators: dict[str, Any]) -> None:
+        """Count a topic's replicators (by remote cluster)."""
+        for remote, r in sorted(replicators.items()):
+            values = _replication_values(r.stats())
+            if self.topic_level:
+                for key, value in values.items():
+                    self.fams[key].add_metric([self.cluster, ns, topic, remote], value)
+                continue
+            sums = self.per_ns.setdefault((ns, remote), {})
+            for key, value in values.items():
+                sums[key] = max(sums.get(key, 0.0), value) if key == "delay" else sums.get(key, 0.0) + value
+
+    def families(self) -> Iterator[Metric]:
+        """The families, with the namespace sums added when not per topic."""
+        for (ns, remote), sums in sorted(self.per_ns.items()):
+            for key, value in sums.items():
+                self.fams[key].add_metric([self.cluster, ns, remote], value)
+        yield from self.fams.values()
 
 
 def _replication_values(stats: dict[str, Any]) -> dict[str, float]:
