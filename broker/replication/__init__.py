@@ -6,10 +6,11 @@ topic over the binary protocol, with the original metadata plus ``replicated_fro
 replicator's producer on the remote cluster."""
 
 from ._manager import NAMESPACE_REPLICATION_KEY, TOPIC_REPLICATION_KEY, Replication
-from ._remote import RemoteError, open_remote_producer
+from ._remote import Dialer, RemoteError, open_remote_producer
 from ._replicator import Replicator, ReplicatorState
 
 __all__ = [
+    "Dialer",
     "NAMESPACE_REPLICATION_KEY",
     "TOPIC_REPLICATION_KEY",
     "RemoteError",

@@ -21,9 +21,12 @@ Rules:
   when the remote has none, a non-partitioned one is created when missing; different partition
   counts, or a partitioned topic on one side only, stop the replicator with Pulsar's error (it
   retries with its backoff). Off: the remote must not have a partitioned topic of that name.
-* Rule 6 (credentials): replicators present this broker's ``brokerClient*`` credentials (token or
-  basic) to the remote brokers, as its admin calls do; the remote must accept them and let the
-  role produce (a super user, as Pulsar advises for replication).
+* Rule 6 (credentials and TLS): replicators present this broker's ``brokerClient*`` credentials
+  (token, basic, or a TLS client certificate) to the remote brokers, as its admin calls do; the
+  remote must accept them and let the role produce (a super user, as Pulsar advises). With
+  ``brokerClientTlsEnabled`` they connect to the remote's ``brokerServiceUrlTls`` (and call its
+  ``serviceUrlTls``) with the broker client's TLS settings; a remote without those URLs is
+  reached on the plain ones.
 * Rule 4 (after a restart): `resume`, run once when the service starts, loads every topic of a
   namespace replicated to another cluster that has a replicator cursor, so replication picks up
   where the cursors stand without waiting for a client; a topic with nothing left to send
@@ -52,7 +55,7 @@ from ..topics._replication_view import (
     replicator_producer,
 )
 from ..topics._topic_limits import topic_overrides
-from ._remote import RemoteError
+from ._remote import Dialer, RemoteError
 from ._replicator import Replicator
 
 if TYPE_CHECKING:
@@ -126,8 +129,9 @@ class Replication:
         name = topic.name
 
         async def remote_url() -> str:
-            data = await self.clusters.get(remote)  # Rule 3
-            return str((data or {}).get("brokerServiceUrl") or "")
+            data = await self.clusters.get(remote) or {}  # Rule 3
+            tls = str(data.get("brokerServiceUrlTls") or "") if self.service.broker_client.tls_enabled else ""
+            return tls or str(data.get("brokerServiceUrl") or "")
 
         async def local_schema(version: bytes) -> dict[str, Any] | None:
             try:
@@ -156,7 +160,7 @@ class Replication:
             remote_url=remote_url,
             local_schema=local_schema,
             prepare=prepare,
-            credentials=self._credentials,
+            dialer=self._dialer,
             queue_size=self.service.config.replication_producer_queue_size,
         )
         topic.replicators[remote] = replicator
@@ -195,15 +199,18 @@ class Replication:
                     except (BrokerServiceError, InvalidTopicNameError) as exc:
                         log.info("replication of %s not resumed here: %s", ml_name, exc)
 
-    def _credentials(self) -> tuple[str, bytes]:
-        """Rule 6: CONNECT's auth method and data from the broker client's plugin."""
+    def _dialer(self) -> Dialer:
+        """Rule 6: CONNECT's auth method and data from the broker client's plugin, and its TLS."""
         client = self.service.broker_client
+        ctx = client.ssl_context if client.tls_enabled else None
         header = client.authorization() or ""
         if client.method == "token" and header.startswith("Bearer "):
-            return "token", header.removeprefix("Bearer ").encode()
+            return Dialer(("token", header.removeprefix("Bearer ").encode()), ctx)
         if client.method == "basic":
-            return "basic", client.credentials.basic.encode()
-        return "", b""
+            return Dialer(("basic", client.credentials.basic.encode()), ctx)
+        if client.method == "tls":
+            return Dialer(("tls", b""), ctx)
+        return Dialer(("", b""), ctx)
 
     async def _prepare_remote(self, topic: TopicName, remote: str) -> None:
         """Rule 5; raises `RemoteError` when the remote topic cannot match the local one."""
@@ -211,7 +218,8 @@ class Replication:
         base = topic.partitioned_topic if topic.partition >= 0 else topic
         local = await self.service.namespaces.get_partitions(base)
         create = self.service.config.create_topic_to_remote_cluster_for_replication
-        url = str(data.get("serviceUrl") or "")
+        tls = str(data.get("serviceUrlTls") or "") if self.service.broker_client.tls_enabled else ""
+        url = tls or str(data.get("serviceUrl") or "")
         if not url:
             if create:
                 raise RemoteError(f"cluster {remote} has no serviceUrl to create {base} on")

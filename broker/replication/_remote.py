@@ -17,8 +17,10 @@ Rules:
   ``replicationProducerQueueSize``); `send` waits for room.
 * Rule 3 (schemas): `schema_version` registers a schema on the remote topic
   (GET_OR_CREATE_SCHEMA) and returns the remote's version of it, which replicated messages carry.
-* Rule 4 (credentials): CONNECT carries the ``credentials`` given (an auth method name and its
-  data: ``token`` and the JWT, ``basic`` and ``user:password``), on every connection of a lookup.
+* Rule 4 (`Dialer`): CONNECT carries the credentials given (an auth method name and its data:
+  ``token`` and the JWT, ``basic`` and ``user:password``, ``tls`` and nothing), on every
+  connection of a lookup; with a TLS context every connection is TLS and lookups follow the
+  answers' ``brokerServiceUrlTls``.
 * Nothing here knows about managed ledgers or cursors: the replicator decides what to send and
   what a receipt means.
 """
@@ -28,6 +30,7 @@ from __future__ import annotations
 import itertools
 import logging
 import re
+import ssl
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -36,6 +39,7 @@ from typing import Any
 
 import trio
 
+from magnetar.common.tls import open_tls_stream
 from magnetar.common.version import VERSION
 from protocols.pulsar import (
     BaseCommand,
@@ -51,6 +55,7 @@ from protocols.pulsar import (
 from protocols.pulsar import pulsar_api_pb2 as pb
 
 __all__ = [
+    "Dialer",
     "RemoteError",
     "RemoteProducer",
     "PendingSend",
@@ -73,20 +78,29 @@ class RemoteError(Exception):
 
 
 def parse_broker_urls(url: str) -> list[tuple[str, int]]:
-    """``pulsar://h1:p1,h2:p2`` -> [(h1, p1), (h2, p2)] (6650 when a port is left out).
-
-    Raises ``ValueError`` for another scheme (``pulsar+ssl://`` is not supported by the
-    replicator yet) or an empty list."""
-    m = re.fullmatch(r"pulsar://(.+?)/?", url.strip())
+    """``pulsar://h1:p1,h2:p2`` (or ``pulsar+ssl://...``) -> [(h1, p1), (h2, p2)] (6650, or 6651
+    for TLS, when a port is left out). Raises ``ValueError`` for another scheme or an empty list."""
+    m = re.fullmatch(r"(pulsar|pulsar\+ssl)://(.+?)/?", url.strip())
     if not m:
-        raise ValueError(f"the replicator needs a pulsar:// brokerServiceUrl, not {url!r}")
+        raise ValueError(f"the replicator needs a pulsar:// or pulsar+ssl:// broker URL, not {url!r}")
+    default = "6651" if m.group(1) == "pulsar+ssl" else "6650"
     hosts = []
-    for part in m.group(1).split(","):
+    for part in m.group(2).split(","):
         host, _, port = part.strip().rpartition(":")
         if not host:
-            host, port = port, "6650"
+            host, port = port, default
         hosts.append((host.strip("[]"), int(port)))
     return hosts
+
+
+@dataclass(frozen=True)
+class Dialer:
+    """How to reach the remote brokers (Rule 4): CONNECT's credentials, and the TLS context of
+    a ``pulsar+ssl://`` URL (None: plain TCP; lookups then follow ``brokerServiceUrl``, else
+    ``brokerServiceUrlTls``)."""
+
+    credentials: tuple[str, bytes] = ("", b"")
+    ssl_context: ssl.SSLContext | None = None
 
 
 @dataclass(eq=False)
@@ -113,7 +127,7 @@ class _Connection:
     wakes every waiting request and calls ``on_lost``; a connection closed on purpose
     (``close``) ends its loop quietly."""
 
-    def __init__(self, stream: trio.SocketStream, address: str) -> None:
+    def __init__(self, stream: trio.abc.Stream, address: str) -> None:
         self.stream = stream
         self.address = address
         self.decoder = FrameDecoder()
@@ -215,21 +229,20 @@ class _Connection:
 _PRODUCER_EVENTS = (BaseCommand.SEND_RECEIPT, BaseCommand.SEND_ERROR, BaseCommand.CLOSE_PRODUCER)
 
 
-Credentials = tuple[str, bytes]
-"""(auth method name, auth data) for CONNECT; ("", b"") for none."""
-
-
-async def _connect(host: str, port: int, nursery: trio.Nursery, credentials: Credentials = ("", b"")) -> _Connection:
+async def _connect(host: str, port: int, nursery: trio.Nursery, dialer: Dialer) -> _Connection:
     """A connection to ``host:port`` that finished CONNECT, read by a task of ``nursery``."""
     address = f"{host}:{port}"
     try:
         with trio.fail_after(_REQUEST_TIMEOUT_S):
-            stream = await trio.open_tcp_stream(host, port)
-    except (OSError, trio.TooSlowError) as exc:
+            if dialer.ssl_context is not None:
+                stream: trio.abc.Stream = await open_tls_stream(host, port, dialer.ssl_context)
+            else:
+                stream = await trio.open_tcp_stream(host, port)
+    except (OSError, trio.TooSlowError, trio.BrokenResourceError) as exc:
         raise RemoteError(f"cannot connect to {address}: {exc}") from None
     conn = _Connection(stream, address)
     nursery.start_soon(conn.read_loop)
-    method, data = credentials
+    method, data = dialer.credentials
     fields: dict[str, Any] = {"auth_method_name": method, "auth_data": data} if method else {}
     connect = make_command(
         "CONNECT", client_version=f"Magnetar-replicator-{VERSION}", protocol_version=_PROTOCOL_VERSION, **fields
@@ -349,28 +362,24 @@ class RemoteProducer:
         return body.schema_version
 
 
-async def _lookup(
-    hosts: list[tuple[str, int]], topic: str, nursery: trio.Nursery, credentials: Credentials
-) -> _Connection:
+async def _lookup(hosts: list[tuple[str, int]], topic: str, nursery: trio.Nursery, dialer: Dialer) -> _Connection:
     """A connection to the owner of ``topic``: the first host that answers, then its lookups."""
     errors = []
     for host, port in hosts:
         try:
-            conn = await _connect(host, port, nursery, credentials)
+            conn = await _connect(host, port, nursery, dialer)
         except RemoteError as exc:
             errors.append(str(exc))
             continue
         try:
-            return await _follow_lookups(conn, topic, nursery, credentials)
+            return await _follow_lookups(conn, topic, nursery, dialer)
         except BaseException:
             await conn.close()
             raise
     raise RemoteError(f"no broker of the remote cluster answered: {'; '.join(errors)}")
 
 
-async def _follow_lookups(
-    conn: _Connection, topic: str, nursery: trio.Nursery, credentials: Credentials
-) -> _Connection:
+async def _follow_lookups(conn: _Connection, topic: str, nursery: trio.Nursery, dialer: Dialer) -> _Connection:
     authoritative = False
     for _ in range(MAX_LOOKUP_HOPS):
         rid = conn.next_id()
@@ -380,10 +389,11 @@ async def _follow_lookups(
         body = answer.lookupTopicResponse
         if answer.type != BaseCommand.LOOKUP_RESPONSE or body.response == pb.CommandLookupTopicResponse.Failed:
             raise RemoteError(f"lookup of {topic} on {conn.address}: {_error_text(answer)}")
-        host, port = parse_broker_urls(body.brokerServiceUrl)[0]
+        url = body.brokerServiceUrlTls if dialer.ssl_context is not None else body.brokerServiceUrl
+        host, port = parse_broker_urls(url or body.brokerServiceUrl)[0]
         authoritative = body.authoritative
         if f"{host}:{port}" != conn.address:
-            old, conn = conn, await _connect(host, port, nursery, credentials)
+            old, conn = conn, await _connect(host, port, nursery, dialer)
             await old.close()
         if body.response == pb.CommandLookupTopicResponse.Connect:
             return conn
@@ -392,7 +402,7 @@ async def _follow_lookups(
 
 @asynccontextmanager
 async def open_remote_producer(
-    broker_service_url: str, topic: str, name: str, *, queue_size: int, credentials: Credentials = ("", b"")
+    broker_service_url: str, topic: str, name: str, *, queue_size: int, dialer: Dialer = Dialer()
 ) -> AsyncIterator[RemoteProducer]:
     """A producer named ``name`` on ``topic`` of the cluster at ``broker_service_url`` (module
     rules). Raises `RemoteError` when it cannot be created, and out of the block when its
@@ -403,7 +413,7 @@ async def open_remote_producer(
     conn: _Connection | None = None
     async with trio.open_nursery() as nursery:
         try:
-            conn = await _lookup(hosts, topic, nursery, credentials)
+            conn = await _lookup(hosts, topic, nursery, dialer)
             rid = conn.next_id()
             answer = await conn.request(
                 make_command("PRODUCER", topic=topic, producer_id=0, request_id=rid, producer_name=name), rid

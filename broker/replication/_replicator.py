@@ -41,7 +41,7 @@ from protocols.pulsar import MessageMetadata
 
 from ..topics._entries import entry_metadata
 from ..topics._stats import Rates, java_date
-from ._remote import PendingSend, RemoteError, RemoteProducer, open_remote_producer
+from ._remote import Dialer, PendingSend, RemoteError, RemoteProducer, open_remote_producer
 
 __all__ = ["Replicator", "ReplicatorState"]
 
@@ -63,8 +63,8 @@ RemoteUrl = Callable[[], Awaitable[str]]
 """Reads the remote cluster's ``brokerServiceUrl`` ('' when it has none)."""
 LocalSchema = Callable[[bytes], Awaitable[dict[str, Any] | None]]
 """The local schema of a schema version, as wire Schema fields (None when unknown)."""
-Credentials = Callable[[], tuple[str, bytes]]
-"""The (auth method, auth data) CONNECT carries, read at each connection."""
+Dial = Callable[[], Dialer]
+"""How to reach the remote (credentials, TLS), read at each connection."""
 Prepare = Callable[[], Awaitable[None]]
 """Makes the remote topic ready before each connection; raises `RemoteError` when it cannot."""
 
@@ -84,7 +84,7 @@ class Replicator:
         local_schema: LocalSchema,
         queue_size: int,
         prepare: Prepare | None = None,
-        credentials: Credentials | None = None,
+        dialer: Dial | None = None,
     ) -> None:
         self.topic_name = topic_name
         self.local_cluster = local_cluster
@@ -94,7 +94,7 @@ class Replicator:
         self._remote_url = remote_url
         self._local_schema = local_schema
         self._prepare = prepare
-        self._credentials = credentials
+        self._dialer = dialer
         self.queue_size = queue_size
         self.state = ReplicatorState.DISCONNECTED
         self.msg_out = 0
@@ -158,9 +158,9 @@ class Replicator:
                         raise RemoteError(f"cluster {self.remote_cluster} has no brokerServiceUrl")
                     if self._prepare is not None:
                         await self._prepare()
-                    credentials = self._credentials() if self._credentials is not None else ("", b"")
+                    dialer = self._dialer() if self._dialer is not None else Dialer()
                     async with open_remote_producer(
-                        url, self.topic_name, self.producer_name, queue_size=self.queue_size, credentials=credentials
+                        url, self.topic_name, self.producer_name, queue_size=self.queue_size, dialer=dialer
                     ) as producer:
                         self._started(producer)
                         backoff = Backoff(0.1, 60.0, jitter=0.1)

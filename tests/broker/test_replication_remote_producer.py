@@ -13,9 +13,11 @@ import trio
 
 from broker import BrokerConfig
 from broker.auth import create_token, new_secret_key
-from broker.replication import RemoteError, open_remote_producer
+from broker.replication import Dialer, RemoteError, open_remote_producer
+from magnetar.common.tls import TlsSettings, client_context
 from protocols.pulsar import pulsar_api_pb2 as pb
 from tests.support.broker_thread import BrokerThread
+from tests.support.certs import make_certs
 from tests.support.clients import drain, pulsar_client
 
 SECRET = new_secret_key()
@@ -47,7 +49,7 @@ def test_sends_are_confirmed_in_order_with_the_metadata_kept(remote: BrokerThrea
 
         async def replicate() -> list[tuple[int, int]]:
             async with open_remote_producer(
-                remote.url, topic, "pulsar.repl.a-->b", queue_size=2, credentials=("token", TOKEN.encode())
+                remote.url, topic, "pulsar.repl.a-->b", queue_size=2, dialer=Dialer(("token", TOKEN.encode()))
             ) as producer:
                 pending = [
                     await producer.send(_md("p", i, partition_key=f"k{i}"), f"m{i}".encode(), 1) for i in range(5)
@@ -89,3 +91,39 @@ def test_refusals_are_remote_errors(remote: BrokerThread) -> None:
 async def without_url() -> None:
     async with open_remote_producer("http://127.0.0.1:1", "persistent://public/default/x", "n", queue_size=1):
         pass
+
+
+def test_tls_connections_follow_the_tls_urls(tmp_path_factory: pytest.TempPathFactory) -> None:
+    certs = make_certs(tmp_path_factory.mktemp("certs"))
+    config = BrokerConfig(
+        advertised_address="127.0.0.1",
+        bind_address="127.0.0.1",
+        broker_service_port=None,
+        broker_service_port_tls=0,
+        tls_certificate_file_path=certs.server_cert,
+        tls_key_file_path=certs.server_key,
+        tls_trust_certs_file_path=certs.ca,
+    )
+    topic = "persistent://public/default/over-tls"
+    with BrokerThread(config) as tls_broker:
+        assert tls_broker.service is not None
+        url = tls_broker.service.service_url_tls
+        assert url.startswith("pulsar+ssl://")
+        ctx = client_context(TlsSettings(trust_certs_file=certs.ca))
+
+        async def replicate() -> int:
+            async with open_remote_producer(
+                url, topic, "pulsar.repl.a-->b", queue_size=10, dialer=Dialer(ssl_context=ctx)
+            ) as producer:
+                pending = await producer.send(_md("p", 7), b"secret", 1)
+                await pending.wait()
+                return pending.sequence_id
+
+        assert trio.run(replicate) == 7
+
+        async def untrusted() -> None:
+            async with open_remote_producer(url, topic, "pulsar.repl.a-->b", queue_size=10, dialer=Dialer()):
+                pass
+
+        with pytest.raises(RemoteError):  # plain TCP to a TLS port: no CONNECTED
+            trio.run(untrusted)
