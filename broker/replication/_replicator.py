@@ -23,6 +23,8 @@ States (`ReplicatorState`), as Pulsar's replicator has them:
   stores each message once. A local restart resumes from the cursor the same way.
 * Rule 4: failures never escape `run` (it logs and retries), except that the managed ledger
   closing ends it: the topic is unloading.
+* Rule 5: on a terminated topic the replicator sends what is left, waits for every receipt and
+  then idles until stopped.
 """
 
 from __future__ import annotations
@@ -36,7 +38,14 @@ from typing import Any
 import trio
 
 from magnetar.common.backoff import Backoff
-from managed_ledger import ManagedCursor, ManagedLedgerClosed, ManagedLedgerError, ManagedLedgerFenced, Position
+from managed_ledger import (
+    ManagedCursor,
+    ManagedLedgerClosed,
+    ManagedLedgerError,
+    ManagedLedgerFenced,
+    NoMoreEntries,
+    Position,
+)
 from protocols.pulsar import MessageMetadata
 
 from ..topics._entries import entry_metadata
@@ -193,7 +202,10 @@ class Replicator:
             try:
                 async with send_in:
                     while True:
-                        entries = await self.cursor.read_entries_or_wait(_READ_BATCH)
+                        try:
+                            entries = await self.cursor.read_entries_or_wait(_READ_BATCH)
+                        except NoMoreEntries:
+                            break  # Rule 5: terminated and all read; the ack loop finishes the rest
                         for entry in entries:
                             await self._send_one(producer, entry.position, entry.data, send_in)
             except (RemoteError, ManagedLedgerError) as exc:
@@ -201,6 +213,7 @@ class Replicator:
                 nursery.cancel_scope.cancel()
         if failure:
             raise failure[0]
+        await trio.sleep_forever()  # Rule 5: everything confirmed; stay connected until stopped
 
     async def _send_one(self, producer: RemoteProducer, pos: Position, data: bytes, acks: Any) -> None:
         try:

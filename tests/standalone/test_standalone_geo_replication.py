@@ -215,3 +215,16 @@ def test_local_killed_mid_replication_then_restarted(clusters: tuple[Cluster, Cl
     wait_until(lambda: _backlog(b, topic) >= n, "everything arrived at b", timeout_s=120)
     wait_until(lambda: _caught_up(a, topic, "b"), "replication caught up")
     _received_once(b, topic, n)
+
+
+def test_a_terminated_topic_replicates_what_it_holds(clusters: tuple[Cluster, Cluster]) -> None:
+    a, b = clusters
+    name = "terminated"
+    topic = f"persistent://{NS}/{name}"
+    with pulsar_client(b.url) as cb:
+        cb.subscribe(topic, "s").close()
+    _produce(a.url, topic, 0, 50)
+    assert a.admin("POST", f"/admin/v2/persistent/{NS}/{name}/terminate").status_code == 200
+    wait_until(lambda: _caught_up(a, topic, "b"), "the terminated topic replicated")
+    assert a.replication(topic, "b")["connected"] is True
+    _received_once(b, topic, 50)
