@@ -86,6 +86,9 @@ def test_a_replicated_topic_runs_a_replicator_holding_its_backlog(
     assert series["pulsar_replication_backlog"] == "5.0"
     assert series["pulsar_replication_connected_count"] == "0.0"
     assert "pulsar.repl.east" in http.get(f"{rest}/internalStats").json()["cursors"]
+    explained = http.get(f"{rest}/explain-storage").json()
+    cursor = explained["cursors"]["pulsar.repl.east"]
+    assert cursor["replicatesTo"] == "east" and cursor["backlog"] == 5 and cursor["pinsLedgers"]
     with pytest.raises(pulsar.PulsarException):  # the replicator's cursor is no subscription
         client.subscribe(topic, "pulsar.repl.east")
 
