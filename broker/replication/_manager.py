@@ -177,7 +177,7 @@ class Replication:
         """`refresh`, logging a failure instead of raising it (Rule 2's later triggers retry)."""
         try:
             await self.refresh(topic, ns_policies, own)
-        except (ManagedLedgerError, ValueError) as exc:
+        except (ManagedLedgerError, BrokerServiceError, ValueError) as exc:  # closed meanwhile, too
             log.warning("replication of %s not updated: %s", topic.name, exc)
 
     async def resume(self) -> None:
