@@ -25,6 +25,7 @@ from starlette.routing import Route
 from managed_ledger import Position
 from retention import Reason, TopicPolicies, decide_retention
 
+from ..topics._replication_view import REPLICATOR_PREFIX, is_replicator_name
 from ..topics._topic import SYSTEM_CURSORS, Topic
 from ._common import endpoint, json_response, service_of, topic_of
 from ._compaction import compaction_json
@@ -99,6 +100,8 @@ async def explain_storage(
             # pipeline (the Spark connector's) names itself in "pipeline"
             "properties": c.cursor_properties,
             "pipeline": c.cursor_properties.get(PIPELINE_PROPERTY),
+            # a geo-replicator's cursor (pulsar.repl.<remote>): the cluster it owes these entries
+            "replicatesTo": name[len(REPLICATOR_PREFIX) + 1 :] if is_replicator_name(name) else None,
         }
     out: dict[str, Any] = {
         "topic": str(topic.name),

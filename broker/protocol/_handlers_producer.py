@@ -17,6 +17,7 @@ from .._errors import BrokerServiceError
 from ..schema._registry import version_bytes
 from ..topics._dedup import highest_sequence_id, is_partial_chunk
 from ..topics._producer import Producer
+from ..topics._replication_view import is_replicator_name
 from ..topics._topic import Topic
 from ..transactions import TxnID
 from ._handlers_lookup import schema_from_proto
@@ -257,13 +258,26 @@ async def handle_send(conn: ServerConnection, frame: Frame) -> None:
     if req.is_chunk or (frame.metadata is not None and frame.metadata.num_chunks_from_msg > 1):
         producer.chunk_in_counter += 1
         producer.topic.stats_state.chunks_seen = True
-    partial_chunk = frame.metadata is not None and is_partial_chunk(frame.metadata)
-    if txn is not None and isinstance(producer.topic, Topic):
+    md = frame.metadata
+    partial = md is not None and is_partial_chunk(md)
+    if isinstance(producer.topic, Topic) and md is not None and md.producer_name and is_replicator_name(producer.name):
+        # a replicator's SEND: deduplicated on the original producer's name (the topic's Rule 10)
         producer.topic.publish(
-            producer, req.sequence_id, highest, raw, req.num_messages, partial_chunk=partial_chunk, txn=txn
+            producer,
+            req.sequence_id,
+            highest,
+            raw,
+            req.num_messages,
+            partial_chunk=partial,
+            dedup_name=md.producer_name,
+            txn=txn,
+        )
+    elif txn is not None and isinstance(producer.topic, Topic):
+        producer.topic.publish(
+            producer, req.sequence_id, highest, raw, req.num_messages, partial_chunk=partial, txn=txn
         )
     else:
-        producer.topic.publish(producer, req.sequence_id, highest, raw, req.num_messages, partial_chunk=partial_chunk)
+        producer.topic.publish(producer, req.sequence_id, highest, raw, req.num_messages, partial_chunk=partial)
     # publish rate (`_rate_limit` Rule 3): over the topic's rate, stop reading this connection
     # until the window ends, as Pulsar disables auto-read; nothing is dropped or refused
     # on both kinds of topic (`_nonpersistent` Rule 7)

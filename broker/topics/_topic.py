@@ -70,6 +70,13 @@ Rules:
   and compaction read (so nothing at or after an open transaction's first entry is read, and
   plain messages after it wait in order); markers and aborted entries are never delivered. The
   buffer recovers its state when the topic loads, before anyone reads.
+* Rule 10 (geo-replication, see `broker.replication`): ``replicators`` holds the replicators the
+  topic runs (one per remote cluster, tasks of its nursery, stopped first on close); their
+  ``pulsar.repl.*`` cursors are not subscriptions and no client may subscribe with such a name. A
+  topic with a replication backlog is not idle (it stays loaded until its replicators have
+  caught up). A SEND from a replicator producer (name ``pulsar.repl.*``) is deduplicated on the
+  original producer's name carried in its metadata (``dedup_name``), as Pulsar does, so a
+  message resent after an outage is stored once when deduplication is on.
 """
 
 from __future__ import annotations
@@ -108,6 +115,7 @@ from ._delayed import delete_bucket_ledgers
 from ._entries import entry_info
 from ._producer import Producer
 from ._rate_limit import RateLimiter
+from ._replication_view import ReplicatorView, is_replicator_name
 from ._stats import TopicStatsState
 from ._subscription import Subscription
 from ._topic_limits import TopicLimits, check_producer_limit, configure_rates
@@ -160,6 +168,7 @@ class _Send:
     highest: int  # the sequence id it is deduplicated on (`_dedup` Rule 1)
     started: float  # monotonic arrival time (publish latency)
     partial_chunk: bool  # a chunk of a chunked message before its last (`_dedup` Rule 6)
+    dedup_name: str  # the producer name it is deduplicated on (Rule 10)
     counted: Deduplication | None = None  # the dedup state counting it in flight (`_dedup` Rule 2)
     add: PendingAdd | None = None  # its managed-ledger add, once appended
     followers: list[tuple[Producer, Receipt]] | None = None  # duplicates held on it (Rule 8)
@@ -214,9 +223,13 @@ class Topic:
             snapshot_min_interval_s=TXN_SNAPSHOT_MIN_INTERVAL_S,
             clock=service.clock,
         )
+        # geo-replication (Rule 10): the running replicators by remote cluster, started and
+        # stopped by `broker.replication` in this topic's nursery
+        self.replicators: dict[str, ReplicatorView] = {}
         for sub_name, cursor in dict(getattr(ml, "cursors", {})).items():
-            # deduplication's, compaction's and the transaction buffer's own cursors are not subscriptions
-            if sub_name not in SYSTEM_CURSORS:
+            # deduplication's, compaction's, the transaction buffer's and the replicators' own
+            # cursors are not subscriptions
+            if sub_name not in SYSTEM_CURSORS and not is_replicator_name(sub_name):
                 self.subscriptions[sub_name] = Subscription(self, sub_name, cursor, durable=True)
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -241,12 +254,14 @@ class Topic:
 
     @property
     def idle(self) -> bool:
-        """No producer, no consumer, no add in flight, and no compaction running."""
+        """No producer, no consumer, no add in flight, no compaction running, and nothing left to
+        replicate (Rule 10)."""
         return (
             not self.producers
             and not self._waiting
             and not any(s.consumers for s in self.subscriptions.values())
             and not self.compactor.running
+            and not any(r.backlog for r in self.replicators.values())
         )
 
     @property
@@ -460,26 +475,30 @@ class Topic:
         *,
         partial_chunk: bool = False,
         txn: TxnID | None = None,
+        dedup_name: str | None = None,
     ) -> None:
         """Store one SEND's entry (Rule 1); the receipt goes out through the producer.
         ``partial_chunk``: a chunk of a chunked message before its last (see `_dedup` Rule 6);
-        ``txn``: the transaction it belongs to (Rule 9: the caller awaited ``txn_buffer.prepare``)."""
+        ``txn``: the transaction it belongs to (Rule 9: the caller awaited ``txn_buffer.prepare``);
+        ``dedup_name``: the producer name deduplication keys it on when not the producer's own
+        (a replicated message: its original producer's, Rule 10)."""
+        name = producer.name if dedup_name is None else dedup_name
         receipt = producer.new_receipt(sequence_id, highest, len(raw))
         if self.closed or self._nursery is None:
             producer.complete(receipt, -1, -1, error=f"topic {self.name} is closed")
             return
         counted: Deduplication | None = None
         if self.dedup is not None:
-            verdict = self.dedup.check(producer.name, sequence_id, highest, partial_chunk=partial_chunk)
+            verdict = self.dedup.check(name, sequence_id, highest, partial_chunk=partial_chunk)
             if verdict is DedupVerdict.DUPLICATE_PERSISTED:
                 producer.complete(receipt, -1, -1)
                 return
             if verdict is DedupVerdict.DUPLICATE_PENDING:
-                self._hold_duplicate(producer, receipt, max(sequence_id, highest))
+                self._hold_duplicate(producer, receipt, name, max(sequence_id, highest))
                 return
             counted = self.dedup
         elif self._dedup_enabling is not None:
-            self._dedup_enabling.note_pushed(producer.name, highest, partial_chunk=partial_chunk)
+            self._dedup_enabling.note_pushed(name, highest, partial_chunk=partial_chunk)
             counted = self._dedup_enabling
         if self._adds_in_flight == 0:
             self._adds_drained = trio.Event()
@@ -489,20 +508,16 @@ class Topic:
         producer.msg_in_counter += num_messages
         producer.bytes_in_counter += len(raw)
         self._to_append.append(
-            _Send(producer, receipt, raw, sequence_id, highest, time.monotonic(), partial_chunk, counted, txn=txn)
+            _Send(producer, receipt, raw, sequence_id, highest, time.monotonic(), partial_chunk, name, counted, txn=txn)
         )
         if not self._appending:
             self._appending = True
             self._nursery.start_soon(self._append_loop)
 
-    def _hold_duplicate(self, producer: Producer, receipt: Receipt, top: int) -> None:
+    def _hold_duplicate(self, producer: Producer, receipt: Receipt, name: str, top: int) -> None:
         """Rule 8: hold a duplicate's receipt on its original, still in flight."""
         original = next(
-            (
-                s
-                for s in self._in_flight()
-                if s.producer.name == producer.name and not s.partial_chunk and s.highest >= top
-            ),
+            (s for s in self._in_flight() if s.dedup_name == name and not s.partial_chunk and s.highest >= top),
             None,
         )
         if original is None:
@@ -615,11 +630,12 @@ class Topic:
         self.txn_buffer.note_stored(pos, send.txn)  # Rule 9, before any dispatcher is woken
         if self.dedup is not None or self._dedup_enabling is not None:
             producer = send.producer
-            attached = self.producers.get(producer.name) is producer
+            # a replicated message's original producer is attached only as far as its own name is
+            attached = self.producers.get(send.dedup_name) is producer
             now = self.service.clock()
             for state in self._dedup_states():
                 snapshot_due = state.on_persisted(
-                    producer.name,
+                    send.dedup_name,
                     send.sequence_id,
                     send.highest,
                     pos,
@@ -680,7 +696,7 @@ class Topic:
                 if not receipt.done:
                     producer.complete(receipt, -1, -1, error=error)
         if send.counted is not None:
-            send.counted.settle(send.producer.name)
+            send.counted.settle(send.dedup_name)
             send.counted = None
         self._adds_in_flight -= 1
         if self._adds_in_flight == 0:
@@ -725,6 +741,8 @@ class Topic:
             raise BrokerServiceError(f"subscription name {name!r} is reserved for compaction", pb.NotAllowedError)
         if name == SNAPSHOT_CURSOR:
             raise BrokerServiceError(f"subscription name {name!r} is reserved for transactions", pb.NotAllowedError)
+        if is_replicator_name(name):
+            raise BrokerServiceError(f"subscription name {name!r} is reserved for replicators", pb.NotAllowedError)
         self.touch()
         async with self._sub_lock:
             sub = self.subscriptions.get(name)
@@ -807,6 +825,8 @@ class Topic:
         if self.closed:
             return
         self.closed = True
+        for replicator in self.replicators.values():
+            replicator.stop()  # their cursors are persisted with the managed ledger's close below
         for p in list(self.producers.values()):
             p.close_from_broker()
         for p, _ in self._waiting:
