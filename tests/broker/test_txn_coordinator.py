@@ -273,3 +273,46 @@ async def test_a_coordinator_recovers_and_finishes_what_was_ending() -> None:
         await wait_until_async(lambda: meta.txn_id not in recovered.txns, "the recovered abort to finish")
         assert participant.calls == [("partition", "p", meta.txn_id, TxnAction.ABORT)]
         nursery.cancel_scope.cancel()
+
+
+def test_admin_shows_coordinators_and_transactions() -> None:
+    import httpx
+
+    with BrokerThread(_config(), admin=True) as broker:
+        assert broker.service is not None
+        broker.service.txn_participant = RecordingParticipant()
+        base = f"{broker.http}/admin/v3/transactions"
+        peer = RawPeer(broker.port)
+        try:
+            peer.connect()
+            _ask(peer, "TC_CLIENT_CONNECT_REQUEST", tc_id=0)
+            txn = _new_txn(peer, ttl_ms=120_000)
+            _ask(peer, "ADD_PARTITION_TO_TXN", txnid_most_bits=0, txnid_least_bits=txn.least_bits, partitions=["p"])
+            _ask(
+                peer,
+                "ADD_SUBSCRIPTION_TO_TXN",
+                txnid_most_bits=0,
+                txnid_least_bits=txn.least_bits,
+                subscription=[{"topic": "t", "subscription": "s"}],
+            )
+            meta = httpx.get(f"{base}/transactionMetadata/0/{txn.least_bits}").json()
+            assert meta["txnId"] == f"(0,{txn.least_bits})" and meta["status"] == "OPEN"
+            assert meta["timeoutAt"] == 120_000 and "p" in meta["producedPartitions"]
+            assert "s" in meta["ackedPartitions"]["t"]
+            stats = httpx.get(f"{base}/coordinatorStats", params={"coordinatorId": 0}).json()
+            assert (
+                stats["state"] == "Ready" and stats["ongoingTxnSize"] == 1 and stats["leastSigBits"] == txn.least_bits
+            )
+            assert httpx.get(f"{base}/coordinatorStats").json() == {"0": stats}
+            assert list(httpx.get(f"{base}/slowTransactions/0").json()) == [str(txn)]
+            assert httpx.get(f"{base}/slowTransactions/3600000").json() == {}
+            internal = httpx.get(f"{base}/coordinatorInternalStats/0").json()["transactionLogStats"]
+            assert internal["managedLedgerName"] == log_topic(0).managed_ledger_name
+            assert httpx.get(f"{base}/coordinators").json() == [{"id": 0, "brokerServiceUrl": broker.url}]
+            _end(peer, txn, TxnAction.ABORT)
+            assert httpx.get(f"{base}/transactionMetadata/0/{txn.least_bits}").status_code == 404
+            assert httpx.get(f"{base}/coordinatorStats", params={"coordinatorId": 4}).status_code == 404
+        finally:
+            peer.close()
+    with BrokerThread(_config(transaction_coordinator_enabled=False), admin=True) as off:
+        assert httpx.get(f"{off.http}/admin/v3/transactions/coordinatorStats").status_code == 503
