@@ -212,6 +212,7 @@ def test_a_transaction_past_its_timeout_is_aborted(txn_broker: tuple[BrokerThrea
         wait_until(lambda: ("partition", "t", short, TxnAction.ABORT) in participant.calls, "the timeout's abort")
         assert _end(peer, short, TxnAction.COMMIT).error == pb.TransactionNotFound
         assert not _end(peer, long, TxnAction.COMMIT).HasField("error")
+        assert broker.service is not None and broker.service.transactions.stores[0].timed_out == 1
     finally:
         peer.close()
 
@@ -309,10 +310,40 @@ def test_admin_shows_coordinators_and_transactions() -> None:
             internal = httpx.get(f"{base}/coordinatorInternalStats/0").json()["transactionLogStats"]
             assert internal["managedLedgerName"] == log_topic(0).managed_ledger_name
             assert httpx.get(f"{base}/coordinators").json() == [{"id": 0, "brokerServiceUrl": broker.url}]
+            _check_cli(broker.http, txn)
             _end(peer, txn, TxnAction.ABORT)
             assert httpx.get(f"{base}/transactionMetadata/0/{txn.least_bits}").status_code == 404
+            metrics = httpx.get(f"{broker.http}/metrics").text
+            for line in (
+                'pulsar_txn_active_count{cluster="standalone",coordinator_id="0"} 0.0',
+                'pulsar_txn_created_total{cluster="standalone",coordinator_id="0"} 1.0',
+                'pulsar_txn_aborted_total{cluster="standalone",coordinator_id="0"} 1.0',
+                'pulsar_txn_committed_total{cluster="standalone",coordinator_id="0"} 0.0',
+                # NEW, ADD_PARTITION, ADD_SUBSCRIPTION, ABORTING, ABORTED
+                'pulsar_txn_append_log_total{cluster="standalone",coordinator_id="0"} 5.0',
+            ):
+                assert line in metrics, line
             assert httpx.get(f"{base}/coordinatorStats", params={"coordinatorId": 4}).status_code == 404
         finally:
             peer.close()
     with BrokerThread(_config(transaction_coordinator_enabled=False), admin=True) as off:
         assert httpx.get(f"{off.http}/admin/v3/transactions/coordinatorStats").status_code == 503
+
+
+def _check_cli(admin_url: str, txn: TxnID) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from magnetar.cli import main
+
+    def run(*args: str) -> Any:
+        result = CliRunner().invoke(main, ["admin", "--admin-url", admin_url, "transactions", *args, "--json"])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)
+
+    assert run("coordinator-stats", "-c", "0")["ongoingTxnSize"] == 1
+    assert run("transaction-metadata", "-m", "0", "-l", str(txn.least_bits))["status"] == "OPEN"
+    assert list(run("slow-transactions", "-t", "0s")) == [str(txn)]
+    assert run("slow-transactions", "-t", "1h", "-c", "0") == {}
+    assert run("coordinators-list")[0]["id"] == 0
