@@ -68,7 +68,7 @@ from .topics._stats import StatsUpdater
 from .topics._topic import Topic
 from .topics._topic_limits import refresh_limits, topic_overrides
 from .transactions import TxnParticipant
-from .transactions.coordinator import ASSIGN_TOPIC, TransactionCoordinators
+from .transactions.coordinator import ASSIGN_TOPIC, RemoteParticipants, TransactionCoordinators
 
 __all__ = ["BrokerService"]
 
@@ -144,6 +144,20 @@ class _CoordinatorHost:
 
     async def assign_partitions(self) -> int:
         return await self._service.namespaces.get_partitions(ASSIGN_TOPIC)
+
+    async def topic_owner_url(self, topic: str) -> str | None:
+        ownership = self._service.ownership
+        if ownership is None:
+            return None
+        name = TopicName.parse(topic)
+        if ownership.owns_topic(name):
+            return None
+        tls = self._service.config.broker_client_tls_enabled
+        answer = await ownership.lookup(name, "", False, tls=tls)
+        if not answer.redirect:
+            return None
+        urls = answer.urls
+        return str((urls.get("brokerServiceUrlTls") if tls else None) or urls.get("brokerServiceUrl") or "") or None
 
 
 class BrokerService:
@@ -234,6 +248,7 @@ class BrokerService:
             _CoordinatorHost(self),
             max_active=self.config.max_active_transactions_per_coordinator,
             participant_timeout_s=self.config.transaction_buffer_client_operation_timeout_ms / 1000,
+            remote=RemoteParticipants(self.broker_client.ssl_context, self.broker_client.binary_auth()),
         )
         self.txn_participant: TxnParticipant | None = None
         # multi-broker ownership (broker.cluster._ownership.Ownership); None in standalone (Rule 4)

@@ -209,10 +209,13 @@ def test_a_transaction_past_its_timeout_is_aborted(txn_broker: tuple[BrokerThrea
         long = _new_txn(peer)
         for txn in (short, long):
             _ask(peer, "ADD_PARTITION_TO_TXN", txnid_most_bits=0, txnid_least_bits=txn.least_bits, partitions=["t"])
-        wait_until(lambda: ("partition", "t", short, TxnAction.ABORT) in participant.calls, "the timeout's abort")
+        assert broker.service is not None
+        store = broker.service.transactions.stores[0]
+        wait_until(lambda: short not in store.txns, "the timeout's abort")
+        assert ("partition", "t", short, TxnAction.ABORT) in participant.calls
         assert _end(peer, short, TxnAction.COMMIT).error == pb.TransactionNotFound
         assert not _end(peer, long, TxnAction.COMMIT).HasField("error")
-        assert broker.service is not None and broker.service.transactions.stores[0].timed_out == 1
+        assert store.timed_out == 1
     finally:
         peer.close()
 

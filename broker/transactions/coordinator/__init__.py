@@ -5,6 +5,7 @@ their timeouts, recovery, and how a transaction's end reaches its topics (`TxnPa
 from ._coordinators import ASSIGN_TOPIC, DEFAULT_MAX_ACTIVE, CoordinatorHost, TransactionCoordinators
 from ._errors import CoordinatorNotFoundError, InvalidTxnStatusError, TooManyTransactionsError, TransactionNotFoundError
 from ._meta import TxnMeta, TxnStatus
+from ._remote import RemoteParticipants
 from ._store import LOG_CURSOR, StoreState, TransactionMetadataStore, log_topic
 
 __all__ = [
@@ -14,6 +15,7 @@ __all__ = [
     "CoordinatorHost",
     "CoordinatorNotFoundError",
     "InvalidTxnStatusError",
+    "RemoteParticipants",
     "StoreState",
     "TooManyTransactionsError",
     "TransactionCoordinators",

@@ -43,6 +43,7 @@ from .._host import TxnParticipant
 from .._txnid import TxnAction, TxnID
 from ._errors import CoordinatorNotFoundError
 from ._meta import TxnMeta, TxnStatus
+from ._remote import RemoteParticipants
 from ._store import TransactionMetadataStore, log_topic, open_store
 
 __all__ = ["TransactionCoordinators", "CoordinatorHost", "ASSIGN_TOPIC", "DEFAULT_MAX_ACTIVE"]
@@ -78,6 +79,10 @@ class CoordinatorHost(Protocol):
         """How many partitions `ASSIGN_TOPIC` has (0: transactions have no coordinator)."""
         ...
 
+    async def topic_owner_url(self, topic: str) -> str | None:
+        """The binary-protocol URL of the broker serving ``topic`` (None: this broker)."""
+        ...
+
     def txn_participant(self) -> TxnParticipant | None:
         """How a transaction ends on its topics (None: this broker has no topic side)."""
         ...
@@ -86,8 +91,16 @@ class CoordinatorHost(Protocol):
 class TransactionCoordinators:
     """Every coordinator this broker serves (module rules). Start `run` in the service's nursery."""
 
-    def __init__(self, host: CoordinatorHost, *, max_active: int = 0, participant_timeout_s: float = 3.0) -> None:
+    def __init__(
+        self,
+        host: CoordinatorHost,
+        *,
+        max_active: int = 0,
+        participant_timeout_s: float = 3.0,
+        remote: RemoteParticipants | None = None,
+    ) -> None:
         self.host = host
+        self.remote = remote  # the topics other brokers serve (None: every topic is this broker's)
         self.max_active = max_active or DEFAULT_MAX_ACTIVE
         self.participant_timeout_s = participant_timeout_s
         self.stores: dict[int, TransactionMetadataStore] = {}
@@ -112,6 +125,8 @@ class TransactionCoordinators:
             with trio.CancelScope(shield=True):
                 for tc_id in list(self.stores):
                     await self._unload(tc_id)
+                if self.remote is not None:
+                    await self.remote.close()
 
     # ------------------------------------------------------------------ placement (Rule 1)
 
@@ -262,22 +277,32 @@ class TransactionCoordinators:
     async def _end_on_participants(self, meta: TxnMeta, action: TxnAction) -> None:
         if not meta.partitions and not meta.subscriptions:
             return
-        participant = self.host.txn_participant()
-        if participant is None:
-            raise ServiceNotReadyError("this broker has no transaction participant to end the transaction on")
         errors: list[BaseException] = []
 
-        async def one(call: Any, *args: Any) -> None:
+        async def one(topic: str, sub: str | None) -> None:
             try:
-                await call(*args)
+                url = await self.host.topic_owner_url(topic)
+                if url is not None and self.remote is not None:
+                    if sub is None:
+                        await self.remote.end_txn_on_partition(url, topic, meta.txn_id, action)
+                    else:
+                        await self.remote.end_txn_on_subscription(url, topic, sub, meta.txn_id, action)
+                    return
+                participant = self.host.txn_participant()
+                if participant is None:
+                    raise ServiceNotReadyError("this broker has no transaction participant to end the transaction on")
+                if sub is None:
+                    await participant.end_txn_on_partition(topic, meta.txn_id, action)
+                else:
+                    await participant.end_txn_on_subscription(topic, sub, meta.txn_id, action)
             except (BrokerServiceError, ManagedLedgerError) as exc:
                 errors.append(exc)
 
         async with trio.open_nursery() as nursery:
             for topic in list(meta.partitions):
-                nursery.start_soon(one, participant.end_txn_on_partition, topic, meta.txn_id, action)
+                nursery.start_soon(one, topic, None)
             for topic, sub in list(meta.subscriptions):
-                nursery.start_soon(one, participant.end_txn_on_subscription, topic, sub, meta.txn_id, action)
+                nursery.start_soon(one, topic, sub)
         if errors:
             first = errors[0]
             raise first if isinstance(first, BrokerServiceError) else ServiceNotReadyError(str(first))
