@@ -270,9 +270,11 @@ class TransactionCoordinators:
                 log.info("transaction %s: ending it on its topics failed (%s); retrying", meta.txn_id, exc)
                 await trio.sleep(backoff.next())
         final = TxnStatus.COMMITTED if action == TxnAction.COMMIT else TxnStatus.ABORTED
-        async with meta.lock:
-            if store.txns.get(meta.txn_id) is meta:
-                await store.update_status(meta, final, meta.status)
+        # every topic has the outcome: record it even if the caller gives up now (its END_TXN timed out)
+        with trio.CancelScope(shield=True):
+            async with meta.lock:
+                if store.txns.get(meta.txn_id) is meta:
+                    await store.update_status(meta, final, meta.status)
 
     async def _end_on_participants(self, meta: TxnMeta, action: TxnAction) -> None:
         if not meta.partitions and not meta.subscriptions:
