@@ -350,3 +350,24 @@ def _check_cli(admin_url: str, txn: TxnID) -> None:
     assert list(run("slow-transactions", "-t", "0s")) == [str(txn)]
     assert run("slow-transactions", "-t", "1h", "-c", "0") == {}
     assert run("coordinators-list")[0]["id"] == 0
+
+
+async def test_a_trimmed_log_keeps_open_transactions_and_ids_unique() -> None:
+    async with running_service(inproc_config(transaction_coordinator_enabled=True)) as (service, _nursery):
+        store = await open_store(service.factory, 1, clock_ms=lambda: 5_000, max_active=10)
+        for _ in range(3):  # ended, in a ledger of their own
+            meta = await store.new_txn(60_000)
+            await store.update_status(meta, TxnStatus.COMMITTING, TxnStatus.OPEN)
+            await store.update_status(meta, TxnStatus.COMMITTED, TxnStatus.COMMITTING)
+        last_ended = meta.txn_id
+        await store.ml.rollover()
+        kept = await store.new_txn(60_000)
+        await store.ml.rollover()
+        ledgers_before = len(store.ml.ledgers)
+        assert await store.trim()  # the first ledger held only ended transactions
+        assert len(store.ml.ledgers) < ledgers_before
+        await store.close()
+        again = await open_store(service.factory, 1, clock_ms=lambda: 5_000, max_active=10)
+        assert set(again.txns) == {kept.txn_id}
+        assert (await again.new_txn(1000)).txn_id.least_bits > max(last_ended.least_bits, kept.txn_id.least_bits)
+        await again.close()
