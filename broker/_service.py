@@ -61,14 +61,14 @@ from .housekeeping._subscription_expiry import SubscriptionExpiry
 from .metrics import BrokerMetrics
 from .resources._namespaces import NamespaceResources
 from .schema._registry import SchemaRegistry
-from .topics._compaction import COMPACTION_CURSOR
 from .topics._dedup import DEDUP_CURSOR, Deduplication
 from .topics._nonpersistent import NonPersistentTopic
 from .topics._stats import StatsUpdater
-from .topics._topic import Topic
+from .topics._topic import SYSTEM_CURSORS, Topic
 from .topics._topic_limits import refresh_limits, topic_overrides
 from .transactions import TxnParticipant
 from .transactions.coordinator import ASSIGN_TOPIC, RemoteParticipants, TransactionCoordinators
+from .transactions.buffer import TopicParticipant
 
 __all__ = ["BrokerService"]
 
@@ -234,7 +234,7 @@ class BrokerService:
             metrics=self.metrics.retention,
             # as Pulsar, TTL and backlog eviction never move the compaction cursor (its mark-delete
             # is the compaction horizon); it still pins what is not compacted yet
-            system_cursors=frozenset({DEDUP_CURSOR, COMPACTION_CURSOR}),
+            system_cursors=SYSTEM_CURSORS,
             # hold / reject decisions live on the loaded topics, bounded by them (`_retention_hooks`)
             quota_states=TopicQuotaStates(self.topics),
         )
@@ -242,19 +242,20 @@ class BrokerService:
         self.dynamic_config = DynamicConfig(self.config)  # overrides stored by admins, applied in run()
         self.inactive_topics = InactiveTopics(self)  # brokerDeleteInactiveTopics*: a loop in run()
         self.subscription_expiry = SubscriptionExpiry(self)  # subscriptionExpiration*: a loop in run()
-        # transactions (transactionCoordinatorEnabled): the coordinators this broker serves, and the
-        # topic side's participant that ends a transaction on this broker's topics (set by that side)
+        # transactions (transactionCoordinatorEnabled): the coordinators this broker serves
         self.transactions = TransactionCoordinators(
             _CoordinatorHost(self),
             max_active=self.config.max_active_transactions_per_coordinator,
             participant_timeout_s=self.config.transaction_buffer_client_operation_timeout_ms / 1000,
             remote=RemoteParticipants(self.broker_client.ssl_context, self.broker_client.binary_auth()),
         )
-        self.txn_participant: TxnParticipant | None = None
         # multi-broker ownership (broker.cluster._ownership.Ownership); None in standalone (Rule 4)
         self.ownership: Any = None
         self._listening = False  # a protocol port listens (set_port / set_tls_port)
         self._stopping = False
+        # the topic side of transactions (`TxnParticipant`): how coordinators, here or on other
+        # brokers (END_TXN_ON_PARTITION / END_TXN_ON_SUBSCRIPTION), end transactions on its topics
+        self.txn_participant: TxnParticipant = TopicParticipant(self)
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Create the default namespace, then own topic tasks and the idle-unload loop until cancelled."""

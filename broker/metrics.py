@@ -103,6 +103,9 @@ _TOPIC_FAMILIES: tuple[tuple[str, str, str, str], ...] = (
         "Age of the oldest unacknowledged message of the slowest subscription (-1: none)",
     ),
     ("producers", "gauge", "pulsar_producers_count", "Producers connected to the topic"),
+    ("txn_active", "gauge", "pulsar_txn_tb_active_total", "Transactions open on the topic (its transaction buffer)"),
+    ("txn_committed", "counter", "pulsar_txn_tb_committed", "Transactions committed on the topic since it was loaded"),
+    ("txn_aborted", "counter", "pulsar_txn_tb_aborted", "Transactions aborted on the topic since it was loaded"),
     (
         "publish_limited",
         "gauge",
@@ -460,6 +463,9 @@ class _TopicCollector(Collector):
             "backlog_size": storage["backlogSize"],
             "backlog_age": backlog_age_seconds(state, int(time.time() * 1000)),
             "producers": len(topic.producers),
+            "txn_active": len(topic.txn_buffer.ongoing),
+            "txn_committed": topic.txn_buffer.committed_count,
+            "txn_aborted": topic.txn_buffer.aborted_count,
             "consumers": consumers,
             "subscriptions": len(topic.subscriptions),
             "publish_limited": topic.publish_limiter.throttled,
@@ -516,7 +522,7 @@ class _TopicCollector(Collector):
             if isinstance(sub, NonPersistentSubscription):
                 drop_fam.add_metric([*base, name], sub.rates.per_s[0])
             else:
-                backlog = sub.cursor.backlog
+                backlog = sub.backlog
                 expired_rate, expired = sub.rates.per_s[0], sub.msg_expired_counter
                 last_expire, last_md = sub.last_expire_ms, sub.last_md_advanced_ms
             values = {

@@ -49,6 +49,7 @@ from . import _handlers_consumer as hc
 from . import _handlers_lookup as hl
 from . import _handlers_producer as hp
 from . import _handlers_txn as ht
+from . import _handlers_txn_topic as htt
 from ._auth_commands import AUTHORIZED_COMMANDS, authorize_command
 
 if TYPE_CHECKING:
@@ -173,6 +174,8 @@ _INLINE: dict[int, Handler] = {
     T.REDELIVER_UNACKNOWLEDGED_MESSAGES: hc.handle_redeliver,
 }
 _SPAWNED: dict[int, Handler] = {
+    T.END_TXN_ON_PARTITION: htt.handle_end_txn_on_partition,
+    T.END_TXN_ON_SUBSCRIPTION: htt.handle_end_txn_on_subscription,
     T.PARTITIONED_METADATA: hl.handle_partitioned_metadata,
     T.LOOKUP: hl.handle_lookup,
     T.GET_TOPICS_OF_NAMESPACE: hl.handle_topics_of_namespace,
@@ -196,8 +199,6 @@ _SPAWNED: dict[int, Handler] = {
 
 REFUSED_TYPES: frozenset[int] = frozenset(
     {
-        T.END_TXN_ON_PARTITION,
-        T.END_TXN_ON_SUBSCRIPTION,
         T.WATCH_TOPIC_LIST,
         T.WATCH_TOPIC_LIST_CLOSE,
     }

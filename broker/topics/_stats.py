@@ -238,7 +238,7 @@ def storage_numbers(topic: Topic) -> dict[str, int]:
     """Storage size, slowest backlog (messages and bytes) and subscription backlog sum."""
     ml = topic.ml
     durable = [s for s in topic.subscriptions.values() if s.durable]
-    backlogs = [s.cursor.backlog for s in durable]
+    backlogs = [s.backlog for s in durable]
     sizes = [s.cursor.backlog_size for s in durable]
     return {
         "storageSize": ml.total_size,

@@ -281,7 +281,7 @@ async def subscription_stats(sub: Subscription, options: StatsOptions = StatsOpt
     d = sub.dispatcher
     individual = d is not None and d.sub_type in INDIVIDUAL_ACK_TYPES
     delayed = _delayed(sub) if individual else 0
-    backlog = sub.cursor.backlog
+    backlog = sub.backlog
     active = (
         getattr(d, "active", None) if d is not None and d.sub_type in (SubType.EXCLUSIVE, SubType.FAILOVER) else None
     )
@@ -492,9 +492,9 @@ async def topic_stats(topic: Topic, options: StatsOptions = StatsOptions()) -> d
             "lastOffloadLedgerId": offload["lastOffloadLedgerId"],
             "lastOffloadSuccessTimeStamp": offload["lastOffloadSuccessTimeStamp"],
             "lastOffloadFailureTimeStamp": offload["lastOffloadFailureTimeStamp"],
-            "ongoingTxnCount": 0,
-            "abortedTxnCount": 0,
-            "committedTxnCount": 0,
+            "ongoingTxnCount": len(topic.txn_buffer.ongoing),
+            "abortedTxnCount": topic.txn_buffer.aborted_count,
+            "committedTxnCount": topic.txn_buffer.committed_count,
             "publishers": [] if options.exclude_publishers else publishers,
             "waitingPublishers": len(topic.waiting_producers),
             "subscriptions": subs,

@@ -64,6 +64,12 @@ Rules:
   Go and C++ clients all drop the connection and resend; holding it reaches the same end without
   the reconnect while the original succeeds. Only when no original can be found (never expected)
   is the duplicate answered that way.
+* Rule 9 (transactions): a SEND of a transaction is stored as it arrives, and the topic's
+  transaction buffer (`broker.transactions.buffer`) learns of every stored entry, in position
+  order, before dispatchers are woken. Its max read position bounds what subscriptions, readers
+  and compaction read (so nothing at or after an open transaction's first entry is read, and
+  plain messages after it wait in order); markers and aborted entries are never delivered. The
+  buffer recovers its state when the topic loads, before anyone reads.
 """
 
 from __future__ import annotations
@@ -93,10 +99,13 @@ from protocols.pulsar import pulsar_api_pb2 as pb
 from retention import QuotaDecision
 
 from .._errors import BrokerServiceError, NotAllowedError, ProducerBusyError, ServiceNotReadyError
+from ..transactions import TxnID
+from ..transactions.buffer import SNAPSHOT_CURSOR, TransactionBuffer
 from ._access_modes import Admission, Waiting, admit, fenced, next_to_promote
 from ._compaction import COMPACTION_CURSOR, Compactor
 from ._dedup import DEDUP_CURSOR, Deduplication, DedupVerdict
 from ._delayed import delete_bucket_ledgers
+from ._entries import entry_info
 from ._producer import Producer
 from ._rate_limit import RateLimiter
 from ._stats import TopicStatsState
@@ -116,6 +125,19 @@ _MAX_SUBSCRIBE_LIMITERS = 10_000
 
 
 TOPIC_EPOCH_PROPERTY = "pulsar.topic.epoch"  # the managed-ledger property holding the topic epoch (Rule 2)
+
+SYSTEM_CURSORS = frozenset({DEDUP_CURSOR, COMPACTION_CURSOR, SNAPSHOT_CURSOR})
+"""The broker's own cursors on a topic: none of them is a subscription."""
+
+LAST_DISPATCHABLE_SCAN = 1000
+"""Entries `Topic.last_dispatchable_position` looks back over (markers and aborted entries)."""
+
+TXN_SNAPSHOT_EVERY = 1000
+"""Transaction ends between two transaction-buffer snapshots (Pulsar's
+``transactionBufferSnapshotMaxTransactionCount`` default)."""
+TXN_SNAPSHOT_MIN_INTERVAL_S = 5.0
+"""Seconds after which a transaction end takes a snapshot (Pulsar's
+``transactionBufferSnapshotMinTimeInMillis`` default)."""
 
 
 def _stored_epoch(ml: ManagedLedger) -> int | None:
@@ -141,6 +163,7 @@ class _Send:
     counted: Deduplication | None = None  # the dedup state counting it in flight (`_dedup` Rule 2)
     add: PendingAdd | None = None  # its managed-ledger add, once appended
     followers: list[tuple[Producer, Receipt]] | None = None  # duplicates held on it (Rule 8)
+    txn: TxnID | None = None  # the transaction it belongs to (Rule 9)
 
 
 class Topic:
@@ -184,15 +207,23 @@ class Topic:
         # last evaluated the quota for a producer (`BrokerService.recheck_quota`)
         self.quota_decisions: tuple[QuotaDecision, ...] = ()
         self.quota_checked_at = -float("inf")
+        # Rule 9: the transaction buffer (its state is recovered by `run`)
+        self.txn_buffer = TransactionBuffer(
+            self,
+            snapshot_every=TXN_SNAPSHOT_EVERY,
+            snapshot_min_interval_s=TXN_SNAPSHOT_MIN_INTERVAL_S,
+            clock=service.clock,
+        )
         for sub_name, cursor in dict(getattr(ml, "cursors", {})).items():
-            # deduplication's and compaction's own cursors are not subscriptions
-            if sub_name not in (DEDUP_CURSOR, COMPACTION_CURSOR):
+            # deduplication's, compaction's and the transaction buffer's own cursors are not subscriptions
+            if sub_name not in SYSTEM_CURSORS:
                 self.subscriptions[sub_name] = Subscription(self, sub_name, cursor, durable=True)
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Own the topic's tasks until `close` (started in the service's nursery)."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
+            await self.txn_buffer.recover()  # Rule 9: nothing is read before open transactions are known
             await self.compactor.load()  # read_compacted consumers need the view from the start
             nursery.start_soon(self.compactor.monitor)
             task_status.started()
@@ -428,9 +459,11 @@ class Topic:
         num_messages: int,
         *,
         partial_chunk: bool = False,
+        txn: TxnID | None = None,
     ) -> None:
         """Store one SEND's entry (Rule 1); the receipt goes out through the producer.
-        ``partial_chunk``: a chunk of a chunked message before its last (see `_dedup` Rule 6)."""
+        ``partial_chunk``: a chunk of a chunked message before its last (see `_dedup` Rule 6);
+        ``txn``: the transaction it belongs to (Rule 9: the caller awaited ``txn_buffer.prepare``)."""
         receipt = producer.new_receipt(sequence_id, highest, len(raw))
         if self.closed or self._nursery is None:
             producer.complete(receipt, -1, -1, error=f"topic {self.name} is closed")
@@ -456,7 +489,7 @@ class Topic:
         producer.msg_in_counter += num_messages
         producer.bytes_in_counter += len(raw)
         self._to_append.append(
-            _Send(producer, receipt, raw, sequence_id, highest, time.monotonic(), partial_chunk, counted)
+            _Send(producer, receipt, raw, sequence_id, highest, time.monotonic(), partial_chunk, counted, txn=txn)
         )
         if not self._appending:
             self._appending = True
@@ -579,6 +612,7 @@ class Topic:
         """A SEND's entry is stored at ``pos``: tell dedup, then answer it. True when a dedup
         snapshot is due."""
         due = False
+        self.txn_buffer.note_stored(pos, send.txn)  # Rule 9, before any dispatcher is woken
         if self.dedup is not None or self._dedup_enabling is not None:
             producer = send.producer
             attached = self.producers.get(producer.name) is producer
@@ -599,11 +633,20 @@ class Topic:
         self.service.metrics.observe_publish(time.monotonic() - send.started)
         return due
 
+    def wake_dispatchers(self) -> None:
+        """Let every dispatcher run a round (entries became readable)."""
+        for sub in self.subscriptions.values():
+            if sub.dispatcher is not None:
+                sub.dispatcher.wake()
+
+    @property
+    def max_read_position(self) -> Position:
+        """The last position subscriptions, readers and compaction may read (Rule 9)."""
+        return self.txn_buffer.max_read_position
+
     async def _after_run(self, stored: bool, due: Deduplication | None) -> None:
         if stored:
-            for sub in self.subscriptions.values():
-                if sub.dispatcher is not None:
-                    sub.dispatcher.wake()
+            self.wake_dispatchers()
         if due is not None:
             try:
                 await due.snapshot(self.service.clock())
@@ -680,6 +723,8 @@ class Topic:
             raise BrokerServiceError(f"subscription name {name!r} is reserved for deduplication", pb.NotAllowedError)
         if name == COMPACTION_CURSOR:
             raise BrokerServiceError(f"subscription name {name!r} is reserved for compaction", pb.NotAllowedError)
+        if name == SNAPSHOT_CURSOR:
+            raise BrokerServiceError(f"subscription name {name!r} is reserved for transactions", pb.NotAllowedError)
         self.touch()
         async with self._sub_lock:
             sub = self.subscriptions.get(name)
@@ -704,6 +749,34 @@ class Topic:
             await self.ml.delete_cursor(sub.name)
 
     # ------------------------------------------------------------------ positions
+
+    def previous_position(self, pos: Position) -> Position | None:
+        """The stored entry before ``pos`` (None when ``pos`` is the first one)."""
+        if pos.entry_id > 0:
+            return Position(pos.ledger_id, pos.entry_id - 1)
+        earlier = [i for i in self.ml.ledgers if i.ledger_id < pos.ledger_id and i.entries > 0]
+        return Position(earlier[-1].ledger_id, earlier[-1].entries - 1) if earlier else None
+
+    async def last_dispatchable_position(self, max_steps: int = LAST_DISPATCHABLE_SCAN) -> Position:
+        """The last entry a consumer can be given (Rule 9): at or before the max read position,
+        not a marker nor aborted (looking back at most ``max_steps`` entries; past them, the
+        position reached). What GET_LAST_MESSAGE_ID answers, so that a reader asking whether a
+        message is available is never told of one it would not get."""
+        pos = min(self.ml.last_confirmed_entry, self.max_read_position)
+        buffer = self.txn_buffer
+        if not buffer.active and not buffer.aborted:
+            return pos
+        for _ in range(max_steps):
+            if pos.entry_id < 0 or not self.ml.has_entry(pos):
+                return pos
+            info = entry_info((await self.ml.read_entry(pos)).data)
+            if not buffer.skips(info.marker_type, info.txn):
+                return pos
+            before = self.previous_position(pos)
+            if before is None:
+                return Position(pos.ledger_id, -1)
+            pos = before
+        return pos
 
     def first_position(self) -> Position:
         """The position of the first stored entry (or of the next one when there is none)."""
@@ -749,6 +822,10 @@ class Topic:
                 await self.dedup.snapshot(self.service.clock())
             except Exception as exc:
                 log.warning("dedup snapshot of %s failed on close: %s", self.name, exc)
+        try:
+            await self.txn_buffer.snapshot()
+        except ManagedLedgerError as exc:  # the replay after the last one covers what it missed
+            log.warning("transaction buffer snapshot of %s failed on close: %s", self.name, exc)
         await self.compactor.close()
         try:
             await self.ml.close()

@@ -371,3 +371,40 @@ async def test_a_trimmed_log_keeps_open_transactions_and_ids_unique() -> None:
         assert set(again.txns) == {kept.txn_id}
         assert (await again.new_txn(1000)).txn_id.least_bits > max(last_ended.least_bits, kept.txn_id.least_bits)
         await again.close()
+
+
+def test_topics_another_broker_serves_are_ended_on_that_broker() -> None:
+    remote, local = RecordingParticipant(), RecordingParticipant()
+    with BrokerThread(_config()) as owner, BrokerThread(_config()) as tc_broker:
+        assert owner.service is not None and tc_broker.service is not None
+        owner.service.txn_participant = remote
+        tc_broker.service.txn_participant = local
+        owner_url = owner.url
+
+        async def topic_owner_url(topic: str) -> str | None:
+            return owner_url if "/remote-" in topic else None
+
+        tc_broker.service.transactions.host.topic_owner_url = topic_owner_url  # type: ignore[method-assign]
+        peer = RawPeer(tc_broker.port)
+        try:
+            peer.connect()
+            _ask(peer, "TC_CLIENT_CONNECT_REQUEST", tc_id=0)
+            txn = _new_txn(peer)
+            there, here = "persistent://public/default/remote-a", "persistent://public/default/local-b"
+            _ask(peer, "ADD_PARTITION_TO_TXN", txnid_most_bits=0, txnid_least_bits=txn.least_bits, partitions=[there])
+            _ask(peer, "ADD_PARTITION_TO_TXN", txnid_most_bits=0, txnid_least_bits=txn.least_bits, partitions=[here])
+            _ask(
+                peer,
+                "ADD_SUBSCRIPTION_TO_TXN",
+                txnid_most_bits=0,
+                txnid_least_bits=txn.least_bits,
+                subscription=[{"topic": there, "subscription": "s"}],
+            )
+            assert not _end(peer, txn, TxnAction.COMMIT).HasField("error")
+            assert sorted(remote.calls, key=str) == [
+                ("partition", there, txn, TxnAction.COMMIT),
+                ("subscription", there, "s", txn, TxnAction.COMMIT),
+            ]
+            assert local.calls == [("partition", here, txn, TxnAction.COMMIT)]
+        finally:
+            peer.close()
