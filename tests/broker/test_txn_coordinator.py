@@ -408,3 +408,30 @@ def test_topics_another_broker_serves_are_ended_on_that_broker() -> None:
             assert local.calls == [("partition", here, txn, TxnAction.COMMIT)]
         finally:
             peer.close()
+
+
+def test_a_topic_that_does_not_exist_has_nothing_to_end() -> None:
+    class Missing(RecordingParticipant):
+        async def end_txn_on_subscription(self, topic: str, subscription: str, txn: TxnID, action: TxnAction) -> None:
+            from broker._errors import TopicNotFoundError
+
+            raise TopicNotFoundError(f"topic {topic} does not exist and auto-creation is disabled")
+
+    with BrokerThread(_config(transaction_buffer_client_operation_timeout_ms=2000)) as broker:
+        assert broker.service is not None
+        broker.service.txn_participant = Missing()
+        peer = RawPeer(broker.port)
+        try:
+            peer.connect()
+            _ask(peer, "TC_CLIENT_CONNECT_REQUEST", tc_id=0)
+            txn = _new_txn(peer)
+            _ask(
+                peer,
+                "ADD_SUBSCRIPTION_TO_TXN",
+                txnid_most_bits=0,
+                txnid_least_bits=txn.least_bits,
+                subscription=[{"topic": "persistent://public/default/gone", "subscription": "s"}],
+            )
+            assert not _end(peer, txn, TxnAction.COMMIT).HasField("error")
+        finally:
+            peer.close()

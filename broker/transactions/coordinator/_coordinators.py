@@ -16,7 +16,9 @@ Rules:
   finds it COMMITTING / ABORTING and runs the participants again (they are idempotent); the other
   action fails with InvalidTxnStatus. When the participants do not all succeed within
   ``transactionBufferClientOperationTimeoutInMills`` the client gets the error and the coordinator
-  keeps retrying in the background (at most one retry task per transaction) until they do.
+  keeps retrying in the background (at most one retry task per transaction) until they do. A
+  topic that does not exist has nothing of the transaction to end (TopicNotFound counts as done,
+  as Pulsar's brokers answer it).
 * Rule 3 (timeouts): a transaction still OPEN at its deadline is aborted as by an END_TXN ABORT.
 * Rule 4 (recovery): transactions a coordinator recovers in COMMITTING / ABORTING are ended (Rule 2)
   once it is loaded; OPEN ones keep their deadline from their open time.
@@ -297,7 +299,14 @@ class TransactionCoordinators:
                     await participant.end_txn_on_partition(topic, meta.txn_id, action)
                 else:
                     await participant.end_txn_on_subscription(topic, sub, meta.txn_id, action)
-            except (BrokerServiceError, ManagedLedgerError) as exc:
+            except BrokerServiceError as exc:
+                if exc.code == pb.TopicNotFound:
+                    # no such topic (never created, or deleted): nothing of the transaction to settle
+                    # there, which Pulsar's brokers answer as a success too
+                    log.info("transaction %s: %s does not exist: nothing to end there", meta.txn_id, topic)
+                    return
+                errors.append(exc)
+            except ManagedLedgerError as exc:
                 errors.append(exc)
 
         async with trio.open_nursery() as nursery:
