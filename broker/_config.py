@@ -248,6 +248,25 @@ class BrokerConfig(RetentionConfig):
         help="Bytes queued for writing below which an unwritable connection is writable again "
         "(read again, its consumers dispatched to).",
     )
+    transaction_coordinator_enabled: bool = config_field(
+        False,
+        alias="transactionCoordinatorEnabled",
+        help="Serve transactions: this broker runs the coordinators of the partitions of "
+        "persistent://pulsar/system/transaction_coordinator_assign it owns (standalone creates that topic "
+        "with one partition), and its topics take transactional messages and acknowledgements.",
+    )
+    max_active_transactions_per_coordinator: int = config_field(
+        0,
+        alias="maxActiveTransactionsPerCoordinator",
+        help="Open transactions one coordinator holds at most; a NEW_TXN beyond is refused. 0: Pulsar's "
+        "'no limit', which Magnetar bounds at 100000 (each open transaction is held in memory).",
+    )
+    transaction_buffer_client_operation_timeout_ms: int = config_field(
+        3000,
+        alias="transactionBufferClientOperationTimeoutInMills",
+        help="How long a coordinator waits for the topics of an ending transaction before it answers the "
+        "client with an error; it keeps retrying them in the background.",
+    )
     broker_deduplication_enabled: bool = config_field(
         False,
         alias="brokerDeduplicationEnabled",
@@ -780,6 +799,8 @@ class BrokerConfig(RetentionConfig):
             message="must be 0 (no limit) or positive",
         )
         require_positive(self, "subscribe_rate_period_per_consumer_s")
+        require_at_least(self, "max_active_transactions_per_coordinator", message="must be 0 (no limit) or positive")
+        require_positive(self, "transaction_buffer_client_operation_timeout_ms")
         self._validate_delayed_delivery()
         require_positive(self, "handshake_timeout_s")
         require_at_least(self, "active_consumer_failover_delay_ms")

@@ -68,7 +68,9 @@ from .topics._nonpersistent import NonPersistentTopic
 from .topics._stats import StatsUpdater
 from .topics._topic import SYSTEM_CURSORS, Topic
 from .topics._topic_limits import refresh_limits, topic_overrides
+from .transactions import TxnParticipant
 from .transactions.buffer import TopicParticipant
+from .transactions.coordinator import ASSIGN_TOPIC, RemoteParticipants, TransactionCoordinators
 
 __all__ = ["BrokerService"]
 
@@ -120,6 +122,44 @@ def broker_id_of(*urls: str) -> str:
     """``host:port`` of the first non-empty URL of ``urls`` (its scheme dropped): how a broker id is
     made from a broker's URLs, admin URLs first."""
     return next((url.split("://", 1)[-1] for url in urls if url), "")
+
+
+class _CoordinatorHost:
+    """The broker as its transaction coordinators see it (`broker.transactions.coordinator.CoordinatorHost`)."""
+
+    def __init__(self, service: BrokerService) -> None:
+        self._service = service
+
+    @property
+    def factory(self) -> ManagedLedgerFactory:
+        return self._service.factory
+
+    def clock(self) -> float:
+        return self._service.clock()
+
+    def owns_assign_partition(self, topic: TopicName) -> bool:
+        ownership = self._service.ownership
+        return ownership is None or bool(ownership.owns_topic(topic))
+
+    def txn_participant(self) -> TxnParticipant | None:
+        return self._service.txn_participant
+
+    async def assign_partitions(self) -> int:
+        return await self._service.namespaces.get_partitions(ASSIGN_TOPIC)
+
+    async def topic_owner_url(self, topic: str) -> str | None:
+        ownership = self._service.ownership
+        if ownership is None:
+            return None
+        name = TopicName.parse(topic)
+        if ownership.owns_topic(name):
+            return None
+        tls = self._service.config.broker_client_tls_enabled
+        answer = await ownership.lookup(name, "", False, tls=tls)
+        if not answer.redirect:
+            return None
+        urls = answer.urls
+        return str((urls.get("brokerServiceUrlTls") if tls else None) or urls.get("brokerServiceUrl") or "") or None
 
 
 class BrokerService:
@@ -205,21 +245,32 @@ class BrokerService:
         self.inactive_topics = InactiveTopics(self)  # brokerDeleteInactiveTopics*: a loop in run()
         self.subscription_expiry = SubscriptionExpiry(self)  # subscriptionExpiration*: a loop in run()
         self.replication = Replication(self)  # geo-replication: the replicators of loaded topics
+        # transactions (transactionCoordinatorEnabled): the coordinators this broker serves
+        self.transactions = TransactionCoordinators(
+            _CoordinatorHost(self),
+            max_active=self.config.max_active_transactions_per_coordinator,
+            participant_timeout_s=self.config.transaction_buffer_client_operation_timeout_ms / 1000,
+            remote=RemoteParticipants(self.broker_client.ssl_context, self.broker_client.binary_auth()),
+        )
         # multi-broker ownership (broker.cluster._ownership.Ownership); None in standalone (Rule 4)
         self.ownership: Any = None
         self._listening = False  # a protocol port listens (set_port / set_tls_port)
         self._stopping = False
         # the topic side of transactions (`TxnParticipant`): how coordinators, here or on other
         # brokers (END_TXN_ON_PARTITION / END_TXN_ON_SUBSCRIPTION), end transactions on its topics
-        self.txn_participant = TopicParticipant(self)
+        self.txn_participant: TxnParticipant = TopicParticipant(self)
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Create the default namespace, then own topic tasks and the idle-unload loop until cancelled."""
         await self.namespaces.ensure_namespace(NamespaceName.parse(self.config.default_namespace))
         await self.dynamic_config.refresh(self)
+        if self.config.transaction_coordinator_enabled:
+            await self._prepare_transactions()
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
+                if self.config.transaction_coordinator_enabled:
+                    await nursery.start(self.transactions.run)
                 nursery.start_soon(self._unload_idle_loop)
                 nursery.start_soon(self._policy_recheck_loop)
                 nursery.start_soon(self.inactive_topics.run)
@@ -237,6 +288,17 @@ class BrokerService:
             self._stopping = True
             with trio.CancelScope(shield=True):
                 await self.close()
+
+    async def _prepare_transactions(self) -> None:
+        """The ``pulsar/system`` namespace, and in standalone the coordinator-assign topic with one
+        partition when missing, as Pulsar's standalone creates them (a cluster's comes from
+        ``magnetar initialize-cluster-metadata``, 16 partitions by default)."""
+        await self.namespaces.ensure_namespace(ASSIGN_TOPIC.namespace_name)
+        if self.ownership is None and not await self.namespaces.get_partitions(ASSIGN_TOPIC):
+            try:
+                await self.namespaces.create_partitioned_topic(ASSIGN_TOPIC, 1)
+            except NodeExistsError:
+                pass
 
     @property
     def ready(self) -> bool:
@@ -451,6 +513,8 @@ class BrokerService:
     # ------------------------------------------------------------------ retention hooks
 
     def _retention_may_open(self, ml_name: str) -> bool:
+        if self.transactions.holds_log(ml_name):
+            return False  # a coordinator's log: its coordinator trims it (and another broker may serve it)
         topic = TopicName.from_managed_ledger_name(ml_name)
         key = str(topic)
         if self.ownership is not None and not self.ownership.owns_topic(topic):

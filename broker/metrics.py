@@ -250,6 +250,39 @@ SUBSCRIPTION_METRIC_NAMES = (
 """The per-subscription series (topic-level metrics only), labelled cluster/namespace/topic/subscription."""
 
 
+_TXN_FAMILIES = (
+    ("pulsar_txn_active_count", "Open transactions of the coordinator", lambda st: len(st.txns)),
+    ("pulsar_txn_created_total", "Transactions the coordinator opened", lambda st: st.created),
+    ("pulsar_txn_committed_total", "Transactions the coordinator committed", lambda st: st.committed),
+    ("pulsar_txn_aborted_total", "Transactions the coordinator aborted (timeouts included)", lambda st: st.aborted),
+    ("pulsar_txn_timeout_total", "Transactions the coordinator aborted at their timeout", lambda st: st.timed_out),
+    ("pulsar_txn_append_log_total", "Records the coordinator appended to its log", lambda st: st.appended),
+)
+"""Pulsar's coordinator series (labels cluster, coordinator_id), gauges as Pulsar's broker writes them;
+the counts are those since the coordinator was loaded on this broker."""
+
+
+class _TxnCoordinatorCollector(Collector):
+    """The transaction coordinators this broker serves, read at scrape time."""
+
+    def __init__(self, metrics: BrokerMetrics) -> None:
+        self._metrics = metrics
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        service = self._metrics.service
+        if service is None or not service.config.transaction_coordinator_enabled:
+            return
+        stores = sorted(service.transactions.stores.items())
+        for name, doc, value in _TXN_FAMILIES:
+            fam = GaugeMetricFamily(name, doc, labels=["cluster", "coordinator_id"])
+            for tc_id, store in stores:
+                fam.add_metric([self._metrics.cluster, str(tc_id)], value(store))
+            yield fam
+
+
 class _TopicCollector(Collector):
     """Reads the loaded topics of one service at scrape time; every rate is the one the stats
     updater computed for the last stats period (`_stats` Rule 3), as in the topic stats.
@@ -663,6 +696,7 @@ class BrokerMetrics:
         self.connections_created = 0
         self.connections_closed = 0
         self.registry.register(_TopicCollector(self))
+        self.registry.register(_TxnCoordinatorCollector(self))
         # process_cpu_seconds_total and friends, as Pulsar's broker exposes them: load generators
         # read the broker's CPU per message from here (``magnetar perf --engine native``)
         ProcessCollector(registry=self.registry)

@@ -177,7 +177,8 @@ def test_every_key_of_pulsars_standalone_conf(caplog: pytest.LogCaptureFixture) 
     assert (cfg["managed_ledger"].ensemble_size, cfg["managed_ledger"].ack_quorum) == (1, 1)
     assert cfg["bookie"].journal_sync_data is False
     assert cfg["broker"].broker_delete_inactive_topics_enabled is True
-    assert "transactionCoordinatorEnabled" in warned and "brokerServicePort" not in warned
+    assert "transactionMetadataStoreProviderClassName" in warned and "brokerServicePort" not in warned
+    assert "transactionCoordinatorEnabled" not in warned
 
 
 def test_every_key_of_bookkeepers_bk_server_conf(caplog: pytest.LogCaptureFixture) -> None:
@@ -295,7 +296,7 @@ def test_go_client_ci_conf_parses_and_applies(
     warned = _warned(caplog)
     assert {
         "tlsEnabled",
-        "transactionCoordinatorEnabled",
+        "transactionMetadataStoreProviderClassName",
         "statusFilePath",
         "clientLibraryVersionCheckAllowUnversioned",
     } <= set(warned)

@@ -48,6 +48,7 @@ from . import (
     _subscriptions,
     _tenants,
     _topics,
+    _transactions,
 )
 from ._auth import AuthMiddleware
 from ._common import endpoint, service_of
@@ -120,6 +121,7 @@ def create_admin_app(service: BrokerService, *, gc_explain: GcExplainHook | None
         _compaction,
         _nonpersistent,
         _offload,
+        _transactions,
     ):
         routes.extend(module.routes())
     limit = service.config.http_max_request_size

@@ -18,7 +18,8 @@ Rules:
   (or a super user); schema reads, HTTP lookups and partitioned metadata reads (``GET
   .../partitions``, a lookup in Pulsar) of a topic need ``produce`` or ``consume`` on it (or tenant
   admin); reading a topic's messages (peek, examine, get by id, last message id)
-  needs ``consume`` on it (or tenant admin); the broker health check (``/admin/v2/brokers/health``, it writes) needs a
+  needs ``consume`` on it (or tenant admin); reads of transaction state (``GET /admin/v3/transactions/...``)
+  need any authenticated role, as in Pulsar; the broker health check (``/admin/v2/brokers/health``, it writes) needs a
   super user, as in Pulsar. A refusal is 403 ``{"reason": ...}``.
 * The body is never read before the request is authenticated (`RequestGuard`, outside this
   middleware, drains what was not read).
@@ -110,6 +111,10 @@ def required_access(method: str, raw_path: str) -> Access:
             if read:
                 return Access("topic", rest[0], f"persistent://{rest[0]}/{rest[1]}/{rest[2]}")
             return Access("tenant", rest[0])
+    if parts[:3] == ["admin", "v3", "transactions"]:
+        # Pulsar reads transaction state for any authenticated role (its clients' tests read a
+        # transaction's metadata anonymously); changing it is a super user's
+        return Access("any") if read else _SUPER
     if parts[:3] == ["lookup", "v2", "topic"] and len(parts) >= 7:
         return Access("topic", parts[4], f"{parts[3]}://{parts[4]}/{parts[5]}/{parts[6]}")
     return _SUPER

@@ -191,7 +191,8 @@ class BrokerClient:
     @property
     def ssl_context(self) -> ssl.SSLContext:
         """The TLS context of this broker's calls (its ``brokerClient*`` TLS settings), also used
-        by geo-replication's connections to remote brokers."""
+        by geo-replication's connections to remote brokers and by coordinators' connections to
+        other brokers."""
         return self._ssl
 
     @property
@@ -213,6 +214,17 @@ class BrokerClient:
         if c.method == "basic":
             return "Basic " + base64.b64encode(c.basic.encode()).decode()
         return None
+
+    def binary_auth(self) -> tuple[str, bytes]:
+        """The CONNECT ``auth_method_name`` and ``auth_data`` this broker presents on the binary
+        protocol (to another broker's topics: a coordinator's END_TXN_ON_PARTITION); ("", b"") with
+        no plugin, and no data with tls (the client certificate speaks)."""
+        c = self.credentials
+        if c.method == "token":
+            return "token", (self.authorization() or "").removeprefix("Bearer ").encode()
+        if c.method == "basic":
+            return "basic", c.basic.encode()
+        return c.method, b""
 
     def admin_url(self, info: dict[str, Any]) -> str:
         """The admin URL to call a broker on, from its owner node or load report ('' if none)."""

@@ -3,8 +3,10 @@
 Rules (for every command after CONNECTED; the handshake itself is `_connection`'s):
 
 * Rule 1 (routes): every BaseCommand type has exactly one route. Client requests run their
-  handler inline or as a bounded task (see `_connection`); commands of features this broker
-  lacks (transactions, topic-list watchers: the 4.x client never sends them) are refused with
+  handler inline or as a bounded task (see `_connection`); the transaction coordinator's commands
+  are `_handlers_txn`'s (refused with ERROR NotAllowed while ``transactionCoordinatorEnabled`` is
+  off, as in Pulsar); commands of features this broker lacks (topic-list watchers: the 4.x client
+  never sends them) are refused with
   ERROR NotAllowed when they carry a request id, else logged and ignored; the types only a broker
   sends (CONNECTED, MESSAGE, the responses, ...) close the connection, as Pulsar's decoder does
   (it has no server-side handler for them).
@@ -46,6 +48,7 @@ from .._errors import BrokerServiceError
 from . import _handlers_consumer as hc
 from . import _handlers_lookup as hl
 from . import _handlers_producer as hp
+from . import _handlers_txn as ht
 from . import _handlers_txn_topic as htt
 from ._auth_commands import AUTHORIZED_COMMANDS, authorize_command
 
@@ -187,15 +190,15 @@ _SPAWNED: dict[int, Handler] = {
     T.GET_LAST_MESSAGE_ID: hc.handle_get_last_message_id,
     T.CONSUMER_STATS: hc.handle_consumer_stats,
     T.AUTH_RESPONSE: _auth_response,
+    T.TC_CLIENT_CONNECT_REQUEST: ht.handle_tc_client_connect,
+    T.NEW_TXN: ht.handle_new_txn,
+    T.ADD_PARTITION_TO_TXN: ht.handle_add_partition_to_txn,
+    T.ADD_SUBSCRIPTION_TO_TXN: ht.handle_add_subscription_to_txn,
+    T.END_TXN: ht.handle_end_txn,
 }
 
 REFUSED_TYPES: frozenset[int] = frozenset(
     {
-        T.NEW_TXN,
-        T.ADD_PARTITION_TO_TXN,
-        T.ADD_SUBSCRIPTION_TO_TXN,
-        T.END_TXN,
-        T.TC_CLIENT_CONNECT_REQUEST,
         T.WATCH_TOPIC_LIST,
         T.WATCH_TOPIC_LIST_CLOSE,
     }

@@ -4,7 +4,7 @@ Tables for humans, ``--json`` for scripts. A failed request prints the server's 
 exits with status 1 (2 for usage errors, as click does). This module holds the ``admin`` group:
 its options (URL, TLS, credentials) and its sub-groups, each defined with its commands in its own
 module (`_admin_clusters`, `_admin_brokers`, `_admin_tenants`, `_admin_namespaces`,
-`_admin_topics`; `_admin_offload` adds the offload commands to the last two) over what they
+`_admin_topics`, `_admin_transactions`; `_admin_offload` adds the offload commands to the last two) over what they
 share (`_admin_api`); `_pulsar_admin_names` then adds pulsar-admin's spellings of options and
 commands.
 """
@@ -24,6 +24,7 @@ from ._admin_clusters import clusters
 from ._admin_namespaces import namespaces
 from ._admin_tenants import tenants
 from ._admin_topics import topics
+from ._admin_transactions import transactions
 from ._help import HelpGroup
 from ._pulsar_admin_names import apply as add_pulsar_admin_names
 
@@ -129,7 +130,7 @@ def command(
     ctx.obj = {"url": admin_url, "json": as_json, "verify": verify, "token": token, "authorization": authorization}
 
 
-for _group in (clusters, brokers, broker_stats, tenants, namespaces, topics):
+for _group in (clusters, brokers, broker_stats, tenants, namespaces, topics, transactions):
     command.add_command(_group)
 add_pulsar_admin_names(command)
 

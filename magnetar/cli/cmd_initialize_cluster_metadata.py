@@ -5,7 +5,8 @@ It creates, each only when missing (so running it again changes nothing and says
 
 * the cluster record ``/admin/clusters/{cluster}`` (Pulsar's ClusterData: web and broker URLs);
 * tenant ``public`` (allowed on the cluster) and namespace ``public/default``, plus the
-  ``pulsar/system`` namespace Pulsar creates;
+  ``pulsar/system`` namespace Pulsar creates, and in it the transaction coordinators' partitioned
+  topic ``transaction_coordinator_assign`` (``--num-transaction-coordinators``, 16 as in Pulsar);
 * BookKeeper's ledger layout under the ledgers root: ``LAYOUT`` (hierarchical, BookKeeper's default),
   ``INSTANCEID`` (a fresh UUID, only while no bookie has written a cookie: a cookie carries the
   instance id it was written with, so adding one later would lock existing bookies out) and the
@@ -30,7 +31,15 @@ LAYOUT_VALUE = b"2\norg.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory:
 
 
 async def initialize(
-    url: str, cluster: str, *, web_url: str, web_url_tls: str, broker_url: str, broker_url_tls: str, metadata_root: str
+    url: str,
+    cluster: str,
+    *,
+    web_url: str,
+    web_url_tls: str,
+    broker_url: str,
+    broker_url_tls: str,
+    metadata_root: str,
+    transaction_coordinators: int = 16,
 ) -> list[str]:
     """Create what is missing; return one line per item saying whether it was created or found."""
     from broker import ClusterResources, NamespaceName, NamespaceResources, cluster_data
@@ -72,6 +81,14 @@ async def initialize(
                 report.append(f"created namespace {ns}")
             except NodeExistsError:
                 report.append(f"namespace {ns} exists")
+        if transaction_coordinators > 0:
+            from broker.transactions.coordinator import ASSIGN_TOPIC
+
+            try:
+                await namespaces.create_partitioned_topic(ASSIGN_TOPIC, transaction_coordinators)
+                report.append(f"created {ASSIGN_TOPIC} with {transaction_coordinators} partitions")
+            except NodeExistsError:
+                report.append(f"{ASSIGN_TOPIC} exists")
         root = ledgers_root(metadata_root)
         for path in (f"{root}/{AVAILABLE}", f"{root}/{AVAILABLE}/{READONLY}"):
             try:
@@ -130,6 +147,15 @@ async def initialize(
 @click.option("-ub", "--broker-service-url", default="", help="Brokers' service URL (pulsar://host:6650[,host:6650]).")
 @click.option("-tb", "--broker-service-url-tls", default="", help="Brokers' service URL over TLS.")
 @click.option("--metadata-root", default="", help="Cluster root of the ledgers in the store (zkLedgersRootPath).")
+@click.option(
+    "--num-transaction-coordinators",
+    "transaction_coordinators",
+    type=click.IntRange(min=0),
+    default=16,
+    show_default=True,
+    help="Partitions of pulsar/system/transaction_coordinator_assign: one transaction coordinator each "
+    "(0: do not create the topic).",
+)
 def command(
     cluster: str,
     metadata_store: str | None,
@@ -140,6 +166,7 @@ def command(
     broker_service_url: str,
     broker_service_url_tls: str,
     metadata_root: str,
+    transaction_coordinators: int,
 ) -> None:
     """Create the cluster, tenant public, namespace public/default and the ledger layout (idempotent)."""
     from broker import ClusterResources
@@ -185,6 +212,7 @@ def command(
                 broker_url=broker_service_url,
                 broker_url_tls=broker_service_url_tls,
                 metadata_root=metadata_root,
+                transaction_coordinators=transaction_coordinators,
             )
         )
     except ValueError as exc:

@@ -14,6 +14,7 @@ from .._errors import MalformedFrame as MalformedFrame
 from .._utf8 import invalid_utf8_field as invalid_utf8_field
 from . import pulsar_api_pb2 as pulsar_api_pb2
 from . import schema_storage_pb2 as schema_storage_pb2
+from . import transaction_metadata_pb2 as transaction_metadata_pb2
 from ._batch import build_batch as build_batch
 from ._batch import split_batch as split_batch
 from ._commands import command_body as command_body
@@ -88,6 +89,7 @@ __all__ = [
     "murmur3_32",
     "pulsar_api_pb2",
     "schema_storage_pb2",
+    "transaction_metadata_pb2",
     "split_batch",
     "sticky_key",
     "stored_entry_block",

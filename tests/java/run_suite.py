@@ -102,6 +102,8 @@ class Standalone:
             # Pulsar too): a short one lets tests see them without waiting a minute
             "broker.statsUpdateFrequencyInSecs": 1,
             "broker.statsUpdateInitialDelayInSecs": 1,
+            # TransactionsTest: the coordinator (and the topic side) on, as a transactional client needs
+            "broker.transactionCoordinatorEnabled": "true",
         }
         cmd = [sys.executable, "-m", "magnetar", "standalone", "--data-dir", str(data)]
         for k, v in sets.items():

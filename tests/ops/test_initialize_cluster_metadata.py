@@ -81,6 +81,9 @@ def test_initialize_then_run_bookies_and_a_broker_on_it(zk_url: str, tmp_path: P
     assert _node(zk_url, "/ledgers/LAYOUT") == b"2\norg.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory:1"
     instance_id = _node(zk_url, "/ledgers/INSTANCEID")
     assert instance_id
+    # one transaction coordinator per partition, 16 as Pulsar's initialize-cluster-metadata makes
+    assign = _node(zk_url, "/admin/partitioned-topics/pulsar/system/persistent/transaction_coordinator_assign")
+    assert json.loads(assign or b"{}")["partitions"] == 16
 
     again = _init(*args)
     assert again.returncode == 0, again.stderr
