@@ -274,6 +274,30 @@ def encode_command(command: BaseCommand) -> bytes:
     return _TWO_U32.pack(len(cmd) + 4, len(cmd)) + cmd
 
 
+_UINT64 = (1 << 64) - 1
+_SEND_RECEIPT = BaseCommand.SEND_RECEIPT
+
+
+def encode_send_receipt(
+    producer_id: int, sequence_id: int, highest_sequence_id: int, ledger_id: int, entry_id: int
+) -> bytes:
+    """The SEND_RECEIPT frame for a stored SEND, byte for byte what ``encode_command`` writes for
+    ``make_command("SEND_RECEIPT", ...)`` with these fields (the ids taken modulo 2^64, so -1
+    is written as Pulsar's unsigned -1). One per unbatched message on the broker's publish path,
+    so the command is filled field by field: half the cost of the keyword-built ``make_command``.
+    Raises ``ValueError`` for an id outside the uint64 range."""
+    command = BaseCommand(type=_SEND_RECEIPT)
+    receipt = command.send_receipt
+    receipt.producer_id = producer_id
+    receipt.sequence_id = sequence_id
+    receipt.highest_sequence_id = highest_sequence_id
+    message_id = receipt.message_id
+    message_id.ledgerId = ledger_id & _UINT64
+    message_id.entryId = entry_id & _UINT64
+    cmd: bytes = command.SerializeToString()
+    return _TWO_U32.pack(len(cmd) + 4, len(cmd)) + cmd
+
+
 def encode_metadata_and_payload(metadata: MessageMetadata, payload: bytes) -> bytes:
     """Encode the stored-entry block ``[metadataSize][MessageMetadata][payload]``.
 
