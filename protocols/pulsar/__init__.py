@@ -29,6 +29,7 @@ from ._frames import Frame as Frame
 from ._frames import FrameDecoder as FrameDecoder
 from ._frames import decode_frame as decode_frame
 from ._frames import encode_command as encode_command
+from ._frames import encode_message as encode_message
 from ._frames import encode_metadata_and_payload as encode_metadata_and_payload
 from ._frames import encode_payload_command as encode_payload_command
 from ._frames import encode_payload_command_raw as encode_payload_command_raw
@@ -79,6 +80,7 @@ __all__ = [
     "command_field",
     "decode_frame",
     "encode_command",
+    "encode_message",
     "encode_metadata_and_payload",
     "encode_payload_command",
     "encode_payload_command_raw",

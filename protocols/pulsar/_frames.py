@@ -20,6 +20,7 @@ size starting with the bytes 0x0e01 would exceed any frame limit the decoder acc
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
@@ -296,6 +297,40 @@ def encode_send_receipt(
     message_id.entryId = entry_id & _UINT64
     cmd: bytes = command.SerializeToString()
     return _TWO_U32.pack(len(cmd) + 4, len(cmd)) + cmd
+
+
+_MESSAGE = BaseCommand.MESSAGE
+
+
+def encode_message(
+    consumer_id: int,
+    ledger_id: int,
+    entry_id: int,
+    raw_metadata_and_payload: bytes,
+    *,
+    partition: int = -1,
+    redelivery_count: int = 0,
+    ack_set: Sequence[int] | None = None,
+) -> bytes:
+    """The MESSAGE frame delivering a stored entry, byte for byte what ``encode_payload_command_raw``
+    writes for ``make_command("MESSAGE", consumer_id=..., message_id={...}, ...)``: the ids taken
+    modulo 2^64, ``partition`` set when >= 0, ``redelivery_count`` when not 0, ``ack_set`` when
+    given. One per entry dispatched, so the command is filled field by field rather than built from
+    keywords. Raises ``ValueError`` as ``encode_payload_command_raw`` does, or for a field out of
+    its range."""
+    command = BaseCommand(type=_MESSAGE)
+    message = command.message
+    message.consumer_id = consumer_id
+    message_id = message.message_id
+    message_id.ledgerId = ledger_id & _UINT64
+    message_id.entryId = entry_id & _UINT64
+    if partition >= 0:
+        message_id.partition = partition
+    if redelivery_count:
+        message.redelivery_count = redelivery_count
+    if ack_set is not None:
+        message.ack_set.extend(ack_set)
+    return encode_payload_command_raw(command, raw_metadata_and_payload)
 
 
 def encode_metadata_and_payload(metadata: MessageMetadata, payload: bytes) -> bytes:
