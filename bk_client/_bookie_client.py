@@ -8,13 +8,12 @@ connections; AutoRecovery's replication workers (``autorecovery``) use it throug
 
 Guarantees: every request goes over the client's connection to that bookie (the same request
 ids, backoff and lifetime as the client's own requests) and waits at most the client config's
-timeout for its kind (``read_entry_timeout_s``, ``add_entry_timeout_s``), after which the
-request is forgotten and ``Timeout`` raised. Nothing is retried or sent to another bookie.
+timeout for its kind (``read_entry_timeout_s``, ``add_entry_timeout_s``; a stall of the event
+loop is not taken for the bookie's silence, see ``bk_client._deadline``), after which the request
+is forgotten and ``Timeout`` raised. Nothing is retried or sent to another bookie.
 """
 
 from __future__ import annotations
-
-import trio
 
 from protocols.bookkeeper import DigestMismatch as ProtocolDigestMismatch
 from protocols.bookkeeper import (
@@ -28,7 +27,7 @@ from protocols.bookkeeper import (
 )
 
 from ._errors import BKError, DigestMismatch, Timeout, error_for_bookie_status
-from ._transport import BookieTransport
+from ._transport import BookieTransport, call_within
 
 __all__ = ["BookieClient"]
 
@@ -63,32 +62,32 @@ class BookieClient:
         pool = self._pool
         txn = pool.next_txn()
         frame = encode_request(read_request(txn, ledger_id, entry_id))
-        with trio.move_on_after(pool.config.read_entry_timeout_s):
-            response = await pool.get(bookie).call(txn, frame)
-            r = response.readResponse
-            status = r.status if response.HasField("readResponse") else response.status
-            if status != StatusCode.EOK or not r.HasField("body"):
-                raise (
-                    error_for_bookie_status(
-                        status or StatusCode.EIO, ledger_id=ledger_id, entry_id=entry_id, bookie_id=bookie, reading=True
-                    )
-                    or BKError()
+        response = await call_within(pool.get(bookie), txn, frame, pool.config.read_entry_timeout_s)
+        if response is None:
+            raise Timeout(
+                f"bookie {bookie} did not answer a read of entry {entry_id} of ledger {ledger_id}", ledger_id=ledger_id
+            )
+        r = response.readResponse
+        status = r.status if response.HasField("readResponse") else response.status
+        if status != StatusCode.EOK or not r.HasField("body"):
+            raise (
+                error_for_bookie_status(
+                    status or StatusCode.EIO, ledger_id=ledger_id, entry_id=entry_id, bookie_id=bookie, reading=True
                 )
-            body = bytes(r.body)
-            try:
-                if metadata is None:
-                    digest = digest_for(DigestType.CRC32C)
-                else:
-                    digest = digest_for(metadata.digest_type, metadata.password)
-                digest.decode_entry(body, ledger_id, entry_id)
-            except ProtocolDigestMismatch as exc:
-                raise DigestMismatch(
-                    f"entry {entry_id} of ledger {ledger_id} from {bookie}: {exc}", ledger_id=ledger_id
-                ) from exc
-            return body
-        raise Timeout(
-            f"bookie {bookie} did not answer a read of entry {entry_id} of ledger {ledger_id}", ledger_id=ledger_id
-        )
+                or BKError()
+            )
+        body = bytes(r.body)
+        try:
+            if metadata is None:
+                digest = digest_for(DigestType.CRC32C)
+            else:
+                digest = digest_for(metadata.digest_type, metadata.password)
+            digest.decode_entry(body, ledger_id, entry_id)
+        except ProtocolDigestMismatch as exc:
+            raise DigestMismatch(
+                f"entry {entry_id} of ledger {ledger_id} from {bookie}: {exc}", ledger_id=ledger_id
+            ) from exc
+        return body
 
     async def recovery_add(self, bookie: str, ledger_id: int, entry_id: int, master_key: bytes, body: bytes) -> None:
         """Store the digest-framed ``body`` as ``entry_id`` on ``bookie`` with RECOVERY_ADD, which a
@@ -102,14 +101,13 @@ class BookieClient:
         pool = self._pool
         txn = pool.next_txn()
         frame = encode_request(add_request(txn, ledger_id, entry_id, master_key, body, recovery=True))
-        with trio.move_on_after(pool.config.add_entry_timeout_s):
-            response = await pool.get(bookie).call(txn, frame)
-            status = response.addResponse.status if response.HasField("addResponse") else response.status
-            error = error_for_bookie_status(status, ledger_id=ledger_id, entry_id=entry_id, bookie_id=bookie)
-            if error is not None:
-                raise error
-            return
-        raise Timeout(
-            f"bookie {bookie} did not answer the recovery add of entry {entry_id} of ledger {ledger_id}",
-            ledger_id=ledger_id,
-        )
+        response = await call_within(pool.get(bookie), txn, frame, pool.config.add_entry_timeout_s)
+        if response is None:
+            raise Timeout(
+                f"bookie {bookie} did not answer the recovery add of entry {entry_id} of ledger {ledger_id}",
+                ledger_id=ledger_id,
+            )
+        status = response.addResponse.status if response.HasField("addResponse") else response.status
+        error = error_for_bookie_status(status, ledger_id=ledger_id, entry_id=entry_id, bookie_id=bookie)
+        if error is not None:
+            raise error

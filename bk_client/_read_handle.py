@@ -42,6 +42,7 @@ from protocols.bookkeeper import (
 )
 
 from ._context import ClientContext
+from ._deadline import stall_slack
 from ._errors import BKError, DigestMismatch, NoSuchEntry, ReadError, Timeout
 from ._quorum import DistributionSchedule
 from ._read_lac import read_last_confirmed
@@ -232,10 +233,15 @@ async def read_decoded(
                     batch.replica_failed(er)
             if batch.failure is not None or batch.finished == last - first + 1:
                 break
+            started = trio.current_time()
             with trio.move_on_after(tick):
                 await batch.wake.wait()
             batch.wake = trio.Event()
             now = trio.current_time()
+            if now - started > tick + stall_slack(tick):
+                # The loop stalled (process paused, loop blocked): answers that came meanwhile
+                # wait unread, their readers in this same batch. Judge on the next round.
+                continue
             for er in active:
                 if er.done:
                     continue

@@ -35,6 +35,7 @@ from protocols.bookkeeper import (
 )
 
 from ._context import ClientContext
+from ._deadline import wait_within
 from ._errors import BKError, LedgerRecoveryError, ReadError
 from ._quorum import BookieResponse, CoverageRule, DistributionSchedule, QuorumCoverageSet
 
@@ -146,13 +147,11 @@ async def read_last_confirmed(
         except BKError:
             rnd.record(index, BookieResponse.ERROR)
     try:
-        with trio.move_on_after(timeout):
-            await rnd.wake.wait()
-            if rnd.coverage.covered and not rnd.coverage.all_answered:
-                with trio.move_on_after(_GRACE_S):
-                    while not rnd.coverage.all_answered:
-                        rnd.wake = trio.Event()
-                        await rnd.wake.wait()
+        if await wait_within(rnd.wake, timeout) and rnd.coverage.covered and not rnd.coverage.all_answered:
+            with trio.move_on_after(_GRACE_S):
+                while not rnd.coverage.all_answered:
+                    rnd.wake = trio.Event()
+                    await rnd.wake.wait()
     finally:
         for bookie, txn in sent:
             pool.get(bookie).forget(txn)

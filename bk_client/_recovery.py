@@ -32,6 +32,7 @@ from protocols.bookkeeper import (
 )
 
 from ._context import ClientContext, master_key
+from ._deadline import wait_within
 from ._errors import BKError, LedgerRecoveryError, MetadataVersionConflict, Unauthorized
 from ._quorum import DistributionSchedule
 from ._read_handle import ReadOutcome, read_answer, read_decoded
@@ -112,8 +113,7 @@ async def _probe_entry(
         except BKError as exc:
             probe.on_response((probe, bookie), None, exc)
     try:
-        with trio.move_on_after(ctx.config.read_entry_timeout_s):
-            await probe.wake.wait()
+        await wait_within(probe.wake, ctx.config.read_entry_timeout_s)
     finally:
         for bookie, txn in sent:
             pool.get(bookie).forget(txn)

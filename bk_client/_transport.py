@@ -48,6 +48,8 @@ import trio
 
 from protocols.bookkeeper import AddRequestEncoder, bookie_protocol_pb2
 
+from ._deadline import wait_within
+
 if TYPE_CHECKING:
     from ._config import ClientConfig
     from ._errors import BKError
@@ -63,6 +65,7 @@ __all__ = [
     "TransportFactory",
     "add_status_callback",
     "call_and_wait",
+    "call_within",
 ]
 
 Response = bookie_protocol_pb2.Response
@@ -145,6 +148,26 @@ async def call_and_wait(channel: BookieChannel, txn_id: int, frame: bytes) -> Re
     except BaseException:
         channel.forget(txn_id)
         raise
+    if waiter.error is not None:
+        raise waiter.error
+    assert waiter.response is not None
+    return waiter.response
+
+
+async def call_within(channel: BookieChannel, txn_id: int, frame: bytes, timeout: float) -> Response | None:  # noqa: ASYNC109
+    """`call_and_wait` for at most ``timeout`` seconds (`bk_client._deadline.wait_within`: a stall of
+    the event loop is not the bookie's silence); None when no answer came in time, the request then
+    forgotten. Cancel-safe like `call_and_wait`."""
+    waiter = _Waiter()
+    channel.send(txn_id, frame, _Waiter.resolve, waiter)
+    try:
+        answered = await wait_within(waiter.event, timeout)
+    except BaseException:
+        channel.forget(txn_id)
+        raise
+    if not answered:
+        channel.forget(txn_id)
+        return None
     if waiter.error is not None:
         raise waiter.error
     assert waiter.response is not None

@@ -659,6 +659,30 @@ class BrokerConfig(RetentionConfig):
         help="The broker client also checks that the other brokers' certificates name their host.",
     )
 
+    # ---- geo-replication (broker.replication)
+    replication_producer_queue_size: int = config_field(
+        1000,
+        alias="replicationProducerQueueSize",
+        help="Messages a replicator has sent to a remote cluster and not had confirmed yet, at most.",
+    )
+    create_topic_to_remote_cluster_for_replication: bool = config_field(
+        True,
+        alias="createTopicToRemoteClusterForReplication",
+        help="A replicator creates the topic on the remote cluster (partitioned like the local one) "
+        "through the remote's admin REST before replicating to it.",
+    )
+    replication_metrics_enabled: bool = config_field(
+        True,
+        alias="replicationMetricsEnabled",
+        help="Export the pulsar_replication_* metrics (per topic and remote cluster, or per namespace).",
+    )
+    replication_start_at: str = config_field(
+        "latest",
+        alias="replicationStartAt",
+        help="Where a new replicator's cursor starts on a topic that already exists: 'latest' (only "
+        "messages published from then on are replicated, as Pulsar) or 'earliest' (what the topic holds too).",
+    )
+
     @property
     def inactive_topic_max_duration_s(self) -> int:
         """``brokerDeleteInactiveTopicsMaxInactiveDurationSeconds``, or the check frequency when unset
@@ -734,8 +758,11 @@ class BrokerConfig(RetentionConfig):
             "dispatcher_max_read_batch_size",
             "dispatcher_max_read_size_bytes",
             "dispatcher_max_replay_entries",
+            "replication_producer_queue_size",
             message="must be positive, got {value}",
         )
+        if self.replication_start_at not in ("latest", "earliest"):
+            raise ConfigError("replication_start_at", f"must be latest or earliest, got {self.replication_start_at!r}")
         require_at_least(
             self,
             "max_unacked_messages_per_consumer",

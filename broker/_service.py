@@ -16,7 +16,8 @@ Rules:
   to itself. In a multi-broker cluster (``ownership`` set, see `broker.cluster._ownership`) it serves only
   the topics of the bundles it owns: others are refused with ServiceNotReady before any managed
   ledger is opened, and retention never opens a managed ledger of a bundle it does not own.
-* Rule 6 (policy changes): a namespace's ``deduplicationEnabled`` applies to its loaded topics
+* Rule 6 (policy changes): a namespace's ``deduplicationEnabled`` (and its replication clusters,
+  `broker.replication`) applies to its loaded topics
   at once when changed through this broker's admin API (`apply_namespace_policies`), and within
   ``policy_recheck_interval_s`` when changed elsewhere (another broker, a direct metadata write), as in
   Pulsar; the topics stay loaded and their clients connected.
@@ -59,14 +60,15 @@ from .housekeeping._offload import install_offload
 from .housekeeping._retention_hooks import StorePoliciesProvider, TopicPolicyStore, TopicQuotaStates, publish_time_of
 from .housekeeping._subscription_expiry import SubscriptionExpiry
 from .metrics import BrokerMetrics
+from .replication import Replication
 from .resources._namespaces import NamespaceResources
 from .schema._registry import SchemaRegistry
-from .topics._compaction import COMPACTION_CURSOR
 from .topics._dedup import DEDUP_CURSOR, Deduplication
 from .topics._nonpersistent import NonPersistentTopic
 from .topics._stats import StatsUpdater
-from .topics._topic import Topic
+from .topics._topic import SYSTEM_CURSORS, Topic
 from .topics._topic_limits import refresh_limits, topic_overrides
+from .transactions.buffer import TopicParticipant
 
 __all__ = ["BrokerService"]
 
@@ -194,7 +196,7 @@ class BrokerService:
             metrics=self.metrics.retention,
             # as Pulsar, TTL and backlog eviction never move the compaction cursor (its mark-delete
             # is the compaction horizon); it still pins what is not compacted yet
-            system_cursors=frozenset({DEDUP_CURSOR, COMPACTION_CURSOR}),
+            system_cursors=SYSTEM_CURSORS,
             # hold / reject decisions live on the loaded topics, bounded by them (`_retention_hooks`)
             quota_states=TopicQuotaStates(self.topics),
         )
@@ -202,10 +204,14 @@ class BrokerService:
         self.dynamic_config = DynamicConfig(self.config)  # overrides stored by admins, applied in run()
         self.inactive_topics = InactiveTopics(self)  # brokerDeleteInactiveTopics*: a loop in run()
         self.subscription_expiry = SubscriptionExpiry(self)  # subscriptionExpiration*: a loop in run()
+        self.replication = Replication(self)  # geo-replication: the replicators of loaded topics
         # multi-broker ownership (broker.cluster._ownership.Ownership); None in standalone (Rule 4)
         self.ownership: Any = None
         self._listening = False  # a protocol port listens (set_port / set_tls_port)
         self._stopping = False
+        # the topic side of transactions (`TxnParticipant`): how coordinators, here or on other
+        # brokers (END_TXN_ON_PARTITION / END_TXN_ON_SUBSCRIPTION), end transactions on its topics
+        self.txn_participant = TopicParticipant(self)
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Create the default namespace, then own topic tasks and the idle-unload loop until cancelled."""
@@ -221,6 +227,7 @@ class BrokerService:
                 nursery.start_soon(self._dedup_snapshot_loop)
                 nursery.start_soon(self._dedup_purge_loop)
                 nursery.start_soon(self.stats.run)
+                nursery.start_soon(self.replication.resume)  # broker.replication Rule 4
                 if self.config.retention_enabled:
                     await nursery.start(self.retention.run)
                     nursery.start_soon(self._backlog_quota_loop)
@@ -391,6 +398,8 @@ class BrokerService:
             t = Topic(self, topic, ml, dedup)
             await refresh_limits(self, t)  # the stored limits apply before any client is attached
             await self._nursery.start(t.run)
+            # its replicators' cursors exist before any client is attached (broker.replication Rule 2)
+            await self.replication.refresh_quietly(t)
             self.topics[key] = t
             log.info("loaded topic %s", topic)
             return t
@@ -559,6 +568,7 @@ class BrokerService:
                 await refresh_limits(self, t, ns_policies[name], overrides)
             except Exception as exc:
                 log.warning("applying the limits of %s failed: %s", t.name, exc)
+            await self.replication.refresh_quietly(t, ns_policies.get(name) or {}, overrides)
         for np in list(self.np_topics.values()):  # no deduplication without storage; the same limits
             name = np.name.namespace_name
             if np.closed or (ns is not None and name != ns):

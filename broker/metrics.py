@@ -24,6 +24,10 @@
   namespace with the persistent ones, and add ``pulsar_subscription_msg_drop_rate`` per
   subscription (messages dropped per second: no permits, or over a dispatch rate), as in Pulsar.
   They have no managed ledger, so they are not in the ``pulsar_ml_*`` gauges.
+* Geo-replication (``replicationMetricsEnabled``): ``pulsar_replication_rate_in`` / ``_rate_out`` /
+  ``_throughput_in`` / ``_throughput_out`` / ``_backlog`` / ``_connected_count`` /
+  ``_rate_expired`` / ``_delay_in_seconds`` per topic and ``remote_cluster`` (per namespace and
+  remote cluster with topic-level metrics off), from each replicator's stats, as Pulsar names them.
 * Per namespace always: ``pulsar_topics_count`` (persistent and non-persistent) and Pulsar's managed-ledger gauges
   ``pulsar_ml_AddEntryMessagesRate``, ``_AddEntryBytesRate``, ``_NumberOfMessagesInBacklog``,
   ``_StoredMessagesSize``; ``pulsar_active_connections``,
@@ -103,6 +107,9 @@ _TOPIC_FAMILIES: tuple[tuple[str, str, str, str], ...] = (
         "Age of the oldest unacknowledged message of the slowest subscription (-1: none)",
     ),
     ("producers", "gauge", "pulsar_producers_count", "Producers connected to the topic"),
+    ("txn_active", "gauge", "pulsar_txn_tb_active_total", "Transactions open on the topic (its transaction buffer)"),
+    ("txn_committed", "counter", "pulsar_txn_tb_committed", "Transactions committed on the topic since it was loaded"),
+    ("txn_aborted", "counter", "pulsar_txn_tb_aborted", "Transactions aborted on the topic since it was loaded"),
     (
         "publish_limited",
         "gauge",
@@ -292,6 +299,7 @@ class _TopicCollector(Collector):
         out_per_ns: dict[str, list[int]] = {}
         topics_per_ns: dict[str, int] = {}
         cluster = self._metrics.cluster if config is None else config.cluster_name
+        replication = _ReplicationSeries(cluster, topic_level)
         if service is not None and config is not None:
             topics: list[Topic | NonPersistentTopic] = [*service.topics.values(), *service.np_topics.values()]
             consumer_level = config.expose_consumer_level_metrics_in_prometheus
@@ -313,6 +321,8 @@ class _TopicCollector(Collector):
                 totals = out_per_ns.setdefault(ns, [0, 0])
                 totals[0] += topic.stats_state.out.msgs
                 totals[1] += topic.stats_state.out.bytes
+                if persistent and config.replication_metrics_enabled:
+                    replication.add(ns, str(topic.name), getattr(topic, "replicators", {}))
                 if topic_level:
                     base = [cluster, ns, str(topic.name)]
                     for key, value in values.items():
@@ -334,6 +344,7 @@ class _TopicCollector(Collector):
                     "pulsar_out_bytes_total", {"cluster": cluster, "namespace": ns}, float(size)
                 )
         yield from fams.values()
+        yield from replication.families()
         yield from out_fams.values()
         yield from sub_fams.values()
         yield drop_fam
@@ -358,6 +369,16 @@ class _TopicCollector(Collector):
         conns.add_metric([cluster], 0 if service is None else len(service.connections))
         yield conns
         yield from self._back_pressure(cluster, [] if service is None else list(service.connections))
+        yield from self._connection_totals(cluster)
+        awaiting = self._metrics.bytes_awaiting_gc()
+        if awaiting is not None:
+            g = GaugeMetricFamily(
+                "magnetar_retention_bytes_awaiting_gc", "Bytes of trimmed ledgers the bookies have not reclaimed yet"
+            )
+            g.add_metric([], float(awaiting))
+            yield g
+
+    def _connection_totals(self, cluster: str) -> Iterator[Metric]:
         # Pulsar's names for these two totals end in _count (not a Prometheus counter's _total)
         for name, doc, value in (
             (
@@ -373,13 +394,6 @@ class _TopicCollector(Collector):
         ):
             g = GaugeMetricFamily(name, doc, labels=["cluster"])
             g.add_metric([cluster], float(value))
-            yield g
-        awaiting = self._metrics.bytes_awaiting_gc()
-        if awaiting is not None:
-            g = GaugeMetricFamily(
-                "magnetar_retention_bytes_awaiting_gc", "Bytes of trimmed ledgers the bookies have not reclaimed yet"
-            )
-            g.add_metric([], float(awaiting))
             yield g
 
     @staticmethod
@@ -427,6 +441,9 @@ class _TopicCollector(Collector):
             "backlog_size": storage["backlogSize"],
             "backlog_age": backlog_age_seconds(state, int(time.time() * 1000)),
             "producers": len(topic.producers),
+            "txn_active": len(topic.txn_buffer.ongoing),
+            "txn_committed": topic.txn_buffer.committed_count,
+            "txn_aborted": topic.txn_buffer.aborted_count,
             "consumers": consumers,
             "subscriptions": len(topic.subscriptions),
             "publish_limited": topic.publish_limiter.throttled,
@@ -483,7 +500,7 @@ class _TopicCollector(Collector):
             if isinstance(sub, NonPersistentSubscription):
                 drop_fam.add_metric([*base, name], sub.rates.per_s[0])
             else:
-                backlog = sub.cursor.backlog
+                backlog = sub.backlog
                 expired_rate, expired = sub.rates.per_s[0], sub.msg_expired_counter
                 last_expire, last_md = sub.last_expire_ms, sub.last_md_advanced_ms
             values = {
@@ -540,6 +557,63 @@ class _TopicCollector(Collector):
             avg = gained_bytes / gained_msgs if gained_msgs > 0 else 0.0
             for k, v in (("rate_in", rate), ("thr_in", thr), ("avg_size", avg)):
                 fams[k].add_metric([*base, p.name, str(p.producer_id)], float(v))
+
+
+_REPLICATION_FAMILIES: tuple[tuple[str, str, str], ...] = (
+    ("rate_in", "pulsar_replication_rate_in", "Messages per second received from the remote cluster"),
+    ("rate_out", "pulsar_replication_rate_out", "Messages per second replicated to the remote cluster"),
+    ("thr_in", "pulsar_replication_throughput_in", "Bytes per second received from the remote cluster"),
+    ("thr_out", "pulsar_replication_throughput_out", "Bytes per second replicated to the remote cluster"),
+    ("backlog", "pulsar_replication_backlog", "Entries not replicated to the remote cluster yet"),
+    ("connected", "pulsar_replication_connected_count", "Replicators connected to the remote cluster"),
+    ("rate_expired", "pulsar_replication_rate_expired", "Messages per second expired before replication"),
+    ("delay", "pulsar_replication_delay_in_seconds", "Seconds from publish to the remote's receipt (last message)"),
+)
+"""Pulsar's ``pulsar_replication_*`` gauges, labelled ``remote_cluster`` (`broker.replication`)."""
+
+
+class _ReplicationSeries:
+    """The ``pulsar_replication_*`` samples of one scrape: per topic and remote cluster, or summed
+    per namespace and remote cluster (the delay: its largest) without topic-level metrics."""
+
+    def __init__(self, cluster: str, topic_level: bool) -> None:
+        self.cluster = cluster
+        self.topic_level = topic_level
+        labels = ["cluster", "namespace", *(["topic"] if topic_level else []), "remote_cluster"]
+        self.fams = {key: GaugeMetricFamily(name, doc, labels=labels) for key, name, doc in _REPLICATION_FAMILIES}
+        self.per_ns: dict[tuple[str, str], dict[str, float]] = {}
+
+    def add(self, ns: str, topic: str, replicators: dict[str, Any]) -> None:
+        """Count a topic's replicators (by remote cluster)."""
+        for remote, r in sorted(replicators.items()):
+            values = _replication_values(r.stats())
+            if self.topic_level:
+                for key, value in values.items():
+                    self.fams[key].add_metric([self.cluster, ns, topic, remote], value)
+                continue
+            sums = self.per_ns.setdefault((ns, remote), {})
+            for key, value in values.items():
+                sums[key] = max(sums.get(key, 0.0), value) if key == "delay" else sums.get(key, 0.0) + value
+
+    def families(self) -> Iterator[Metric]:
+        """The families, with the namespace sums added when not per topic."""
+        for (ns, remote), sums in sorted(self.per_ns.items()):
+            for key, value in sums.items():
+                self.fams[key].add_metric([self.cluster, ns, remote], value)
+        yield from self.fams.values()
+
+
+def _replication_values(stats: dict[str, Any]) -> dict[str, float]:
+    return {
+        "rate_in": float(stats["msgRateIn"]),
+        "rate_out": float(stats["msgRateOut"]),
+        "thr_in": float(stats["msgThroughputIn"]),
+        "thr_out": float(stats["msgThroughputOut"]),
+        "backlog": float(stats["replicationBacklog"]),
+        "connected": 1.0 if stats["connected"] else 0.0,
+        "rate_expired": float(stats["msgRateExpired"]),
+        "delay": float(stats["replicationDelayInSeconds"]),
+    }
 
 
 def _delayed(sub: Subscription | NonPersistentSubscription) -> int:

@@ -457,15 +457,20 @@ class ManagedCursor:
 
     # --- reads -------------------------------------------------------------------------------
 
-    async def read_entries(self, max_entries: int, max_bytes: int | None = None) -> list[Entry]:
+    async def read_entries(
+        self, max_entries: int, max_bytes: int | None = None, max_position: Position | None = None
+    ) -> list[Entry]:
         """Up to ``max_entries`` entries from the read position (skipping acknowledged ones) that
         exist now, stopping once ``max_bytes`` is reached (at least one entry is returned when
-        any is available); advances the read position. Never waits for new entries."""
+        any is available) and never past ``max_position`` (the broker's max read position: entries
+        after it stay unread); advances the read position. Never waits for new entries."""
         self._check_open()
         if max_entries < 1:
             raise ManagedLedgerError("max_entries must be at least 1")
         ledgers = self._ledgers
         lce = ledgers.last_confirmed()
+        if max_position is not None and max_position < lce:
+            lce = max_position
         epoch = self._read_epoch
         out: list[Entry] = []
         total = 0

@@ -266,8 +266,11 @@ BROKER_PARTS: dict[str, set[str]] = {
     "broker.protocol": {"broker.topics", "broker.schema", "broker.auth", "broker.transactions", "broker._service"},
     # the coordinator reaches participant topics here or on their owners; the topic side wraps topics
     "broker.transactions": {"broker.topics", "broker.resources", "broker.cluster", "broker._service"},
+    # replicators run in topics' nurseries and read cluster records and schemas
+    "broker.replication": {"broker.topics", "broker.resources", "broker.schema", "broker._service"},
     "broker.admin": {
         "broker.topics",
+        "broker.replication",
         "broker.transactions",
         "broker.schema",
         "broker.auth",
@@ -279,6 +282,7 @@ BROKER_PARTS: dict[str, set[str]] = {
     "broker._service": {
         "broker.topics",
         "broker.transactions",
+        "broker.replication",
         "broker.schema",
         "broker.auth",
         "broker.resources",

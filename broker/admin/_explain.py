@@ -7,6 +7,8 @@ with its subscription properties and the pipeline they name, if any); the retent
 last check of the topic (trims, TTL moves, backlog-quota state, offload checks, errors); per
 ledger where it lives with tiered storage (``tieredStorage``: bookies, tier or both, its offload
 state, and why its bookie copy is or is not deleted yet) and the last offload run (``offload``);
+what open transactions hold (``transactions``: the max read position, the oldest open ones with
+their first entries; the buffer's snapshot cursor, a system cursor, is what pins their ledgers);
 and, when a `GcExplainHook` is installed, what the bookies say about reclaiming each ledger.
 """
 
@@ -23,9 +25,8 @@ from starlette.routing import Route
 from managed_ledger import Position
 from retention import Reason, TopicPolicies, decide_retention
 
-from ..topics._compaction import COMPACTION_CURSOR
-from ..topics._dedup import DEDUP_CURSOR
-from ..topics._topic import Topic
+from ..topics._replication_view import REPLICATOR_PREFIX, is_replicator_name
+from ..topics._topic import SYSTEM_CURSORS, Topic
 from ._common import endpoint, json_response, service_of, topic_of
 from ._compaction import compaction_json
 from ._offload import offload_status_json
@@ -45,6 +46,19 @@ standard one is `BookieGcView.explain` (shape: `join_gc_explain`), installed by
 ``magnetar.stack.serve_broker_stack``."""
 
 
+def transactions_json(topic: Topic, limit: int = 100) -> dict[str, Any]:
+    """What explain-storage shows of a topic's transaction buffer: the max read position, the
+    oldest ``limit`` open transactions with their first entries, the count of aborted ones kept."""
+    buffer = topic.txn_buffer
+    return {
+        "maxReadPosition": str(buffer.max_read_position),
+        "openCount": len(buffer.ongoing),
+        "open": [{"txnId": str(t), "firstPosition": str(p)} for t, p in list(buffer.ongoing.items())[:limit]],
+        "abortedRemembered": len(buffer.aborted),
+        "heldEntries": buffer.held_entries(),
+    }
+
+
 async def explain_storage(
     topic: Topic,
     policies: TopicPolicies,
@@ -56,9 +70,7 @@ async def explain_storage(
     ml = topic.ml
     ledgers = ml.ledgers
     cursors = {name: c.mark_delete_position for name, c in ml.cursors.items()}
-    decision = decide_retention(
-        ledgers, cursors, policies.retention, now_ms, system_cursors={DEDUP_CURSOR, COMPACTION_CURSOR}
-    )
+    decision = decide_retention(ledgers, cursors, policies.retention, now_ms, system_cursors=SYSTEM_CURSORS)
     pins: dict[str, list[int]] = {name: [] for name in cursors}
     infos = {i.ledger_id: i for i in ledgers}
     rows = []
@@ -83,11 +95,13 @@ async def explain_storage(
             "backlog": c.backlog,
             "backlogSize": c.backlog_size,
             "pinsLedgers": pins.get(name, []),
-            "system": name in (DEDUP_CURSOR, COMPACTION_CURSOR),
+            "system": name in SYSTEM_CURSORS,
             # who owns the cursor, as its subscription properties say: a data
             # pipeline (the Spark connector's) names itself in "pipeline"
             "properties": c.cursor_properties,
             "pipeline": c.cursor_properties.get(PIPELINE_PROPERTY),
+            # a geo-replicator's cursor (pulsar.repl.<remote>): the cluster it owes these entries
+            "replicatesTo": name[len(REPLICATOR_PREFIX) + 1 :] if is_replicator_name(name) else None,
         }
     out: dict[str, Any] = {
         "topic": str(topic.name),
@@ -106,6 +120,9 @@ async def explain_storage(
         "compaction": compaction_json(topic.compactor),
         "offload": offload_status_json(ml, topic.name.partition),
         "offloadedSize": ml.offloaded_size,
+        # open transactions pin everything from their first entry on (through the buffer's
+        # snapshot cursor, a system cursor above): the oldest ones, and where readers stop
+        "transactions": transactions_json(topic),
     }
     if gc_hook is not None:
         ids = [d.ledger_id for d in decision.ledgers]

@@ -189,6 +189,12 @@ class BrokerClient:
         self._admin = AsyncAdminClient(verify=self._ssl)
 
     @property
+    def ssl_context(self) -> ssl.SSLContext:
+        """The TLS context of this broker's calls (its ``brokerClient*`` TLS settings), also used
+        by geo-replication's connections to remote brokers."""
+        return self._ssl
+
+    @property
     def method(self) -> str:
         """The authentication plugin in use: "token", "tls", "basic" or "" (none)."""
         return self.credentials.method

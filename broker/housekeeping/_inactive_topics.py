@@ -7,8 +7,9 @@ Rules:
   its own uses its partitioned topic's), its namespace's (``inactive_topic_policies``), else the
   broker's keys (``brokerDeleteInactiveTopicsEnabled``, ``...Mode``,
   ``...MaxInactiveDurationSeconds``, which defaults to ``...FrequencySeconds``).
-* Rule 2 (activity): a topic with a producer (or one waiting) or a consumer, or being compacted,
-  is active. With ``delete_when_no_subscriptions`` so is one with any subscription; with
+* Rule 2 (activity): a topic with a producer (or one waiting) or a consumer, being compacted,
+  with open transactions (their coordinator ends them on it), or with a replication backlog, is
+  active. With ``delete_when_no_subscriptions`` so is one with any subscription; with
   ``delete_when_subscriptions_caught_up`` one whose subscriptions have a backlog. The compaction
   cursor counts as a subscription (it is one in Pulsar); deduplication's cursor does not.
 * Rule 3 (inactive since): the later of the last check that found the topic active and the
@@ -118,6 +119,10 @@ def _active(topic: Topic, mode: str) -> bool:
     """Rule 2."""
     if topic.producers or topic.waiting_producers or topic.consumer_count or topic.compactor.running:
         return True
+    if topic.txn_buffer.ongoing:  # open transactions: their coordinator will end them here
+        return True
+    if any(r.backlog for r in topic.replicators.values()):
+        return True  # as Pulsar, never while a replicator has something left to send
     compaction = dict(getattr(topic.ml, "cursors", {})).get(COMPACTION_CURSOR)
     subs = [sub.cursor for sub in topic.subscriptions.values() if not sub.closed]
     if compaction is not None:

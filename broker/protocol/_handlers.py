@@ -46,6 +46,7 @@ from .._errors import BrokerServiceError
 from . import _handlers_consumer as hc
 from . import _handlers_lookup as hl
 from . import _handlers_producer as hp
+from . import _handlers_txn_topic as htt
 from ._auth_commands import AUTHORIZED_COMMANDS, authorize_command
 
 if TYPE_CHECKING:
@@ -170,6 +171,8 @@ _INLINE: dict[int, Handler] = {
     T.REDELIVER_UNACKNOWLEDGED_MESSAGES: hc.handle_redeliver,
 }
 _SPAWNED: dict[int, Handler] = {
+    T.END_TXN_ON_PARTITION: htt.handle_end_txn_on_partition,
+    T.END_TXN_ON_SUBSCRIPTION: htt.handle_end_txn_on_subscription,
     T.PARTITIONED_METADATA: hl.handle_partitioned_metadata,
     T.LOOKUP: hl.handle_lookup,
     T.GET_TOPICS_OF_NAMESPACE: hl.handle_topics_of_namespace,
@@ -192,8 +195,6 @@ REFUSED_TYPES: frozenset[int] = frozenset(
         T.ADD_PARTITION_TO_TXN,
         T.ADD_SUBSCRIPTION_TO_TXN,
         T.END_TXN,
-        T.END_TXN_ON_PARTITION,
-        T.END_TXN_ON_SUBSCRIPTION,
         T.TC_CLIENT_CONNECT_REQUEST,
         T.WATCH_TOPIC_LIST,
         T.WATCH_TOPIC_LIST_CLOSE,

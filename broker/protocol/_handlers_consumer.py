@@ -16,6 +16,7 @@ from ..topics._entries import UINT64_MAX, entry_info
 from ..topics._nonpersistent import NonPersistentSubscription, NonPersistentTopic
 from ..topics._subscription import Subscription
 from ..topics._topic import Topic
+from ..transactions import TxnID
 from ._handlers_lookup import schema_from_proto
 
 if TYPE_CHECKING:
@@ -180,15 +181,28 @@ async def handle_ack(conn: ServerConnection, frame: Frame) -> None:
         )
     sub = consumer.subscription
     items = [(position_of(m), list(m.ack_set), m.batch_size if m.HasField("batch_size") else 0) for m in req.message_id]
+    txn = None
+    if req.HasField("txnid_most_bits") and req.HasField("txnid_least_bits"):
+        if not isinstance(sub, Subscription):
+            raise NotAllowedError("transactions need a persistent topic")
+        txn = TxnID(req.txnid_most_bits, req.txnid_least_bits)
     if req.ack_type == pb.CommandAck.Cumulative:
         if sub.dispatcher is not None and sub.dispatcher.sub_type in (SubType.SHARED, SubType.KEY_SHARED):
             raise NotAllowedError("cumulative ack is not allowed on Shared and Key_Shared subscriptions")
         for pos, ack_set, size in items[-1:]:
-            await sub.ack_cumulative(consumer, pos, ack_set, size)
+            if txn is not None and isinstance(sub, Subscription):
+                await sub.ack_cumulative_in_txn(consumer, txn, pos, ack_set, size)
+            else:
+                await sub.ack_cumulative(consumer, pos, ack_set, size)
+    elif txn is not None and isinstance(sub, Subscription):
+        await sub.ack_individual_in_txn(consumer, txn, items)  # held until it ends (`_subscription` Rule 7)
     else:
         await sub.ack_individual(consumer, items)
     if req.HasField("request_id"):
-        conn.send_command(make_command("ACK_RESPONSE", consumer_id=req.consumer_id, request_id=req.request_id))
+        fields = {} if txn is None else {"txnid_most_bits": txn.most_bits, "txnid_least_bits": txn.least_bits}
+        conn.send_command(
+            make_command("ACK_RESPONSE", consumer_id=req.consumer_id, request_id=req.request_id, **fields)
+        )
 
 
 async def handle_redeliver(conn: ServerConnection, frame: Frame) -> None:
@@ -274,7 +288,7 @@ async def handle_get_last_message_id(conn: ServerConnection, frame: Frame) -> No
     sub = consumer.subscription
     if isinstance(sub, NonPersistentSubscription):
         raise NotAllowedError("GetLastMessageId is not supported on non-persistent topics (nothing is stored)")
-    last = sub.topic.ml.last_confirmed_entry
+    last = await sub.topic.last_dispatchable_position()  # not past open transactions, markers, aborts
     batch_index = -1
     view = sub.topic.compactor.view if sub.read_compacted else None
     if view is not None and last <= view.horizon:
@@ -307,7 +321,7 @@ async def handle_consumer_stats(conn: ServerConnection, frame: Frame) -> None:
     sub = consumer.subscription
     msg_rate, byte_rate, redeliver_rate, ack_rate, _chunks = consumer.rates.per_s
     if isinstance(sub, Subscription):
-        backlog, expired_rate = sub.cursor.backlog, sub.rates.per_s[0]
+        backlog, expired_rate = sub.backlog, sub.rates.per_s[0]
     else:
         backlog, expired_rate = 0, 0.0
     conn.send_command(

@@ -5,9 +5,10 @@ from __future__ import annotations
 import itertools
 import logging
 import secrets
+import struct
 from typing import TYPE_CHECKING
 
-from managed_ledger import InitialPosition, ManagedLedgerState, StorageUnavailable
+from managed_ledger import InitialPosition, ManagedLedgerError, ManagedLedgerState, StorageUnavailable
 from protocols.pulsar import Frame, TopicName, make_command
 from protocols.pulsar import pulsar_api_pb2 as pb
 
@@ -16,7 +17,9 @@ from .._errors import BrokerServiceError
 from ..schema._registry import version_bytes
 from ..topics._dedup import highest_sequence_id, is_partial_chunk
 from ..topics._producer import Producer
+from ..topics._replication_view import is_replicator_name
 from ..topics._topic import Topic
+from ..transactions import TxnID
 from ._handlers_lookup import schema_from_proto
 
 if TYPE_CHECKING:
@@ -148,6 +151,24 @@ async def handle_producer(conn: ServerConnection, frame: Frame) -> None:
     log.info("producer %s on %s (%s)", producer_name, name, conn.remote)
 
 
+def _with_txnid(raw: bytes, metadata: pb.MessageMetadata | None, txn: TxnID) -> bytes:
+    """The stored entry of a transaction's SEND: its metadata names the transaction, as the
+    transaction buffer's recovery and the dispatchers read it. The Java client puts the id there
+    itself; the Go client sets it on the command only, so it is added here."""
+    if metadata is None or (
+        metadata.HasField("txnid_most_bits")
+        and metadata.txnid_most_bits == txn.most_bits
+        and metadata.txnid_least_bits == txn.least_bits
+    ):
+        return raw
+    (size,) = struct.unpack_from(">I", raw, 0)
+    md = pb.MessageMetadata()
+    md.CopyFrom(metadata)
+    md.txnid_most_bits, md.txnid_least_bits = txn.most_bits, txn.least_bits
+    encoded = md.SerializeToString()
+    return struct.pack(">I", len(encoded)) + encoded + raw[4 + size :]
+
+
 async def handle_send(conn: ServerConnection, frame: Frame) -> None:
     """SEND: store the entry; the receipt follows in order once stored (see `_producer`).
 
@@ -208,20 +229,55 @@ async def handle_send(conn: ServerConnection, frame: Frame) -> None:
         producer.close_from_broker()
         producer.topic.remove_producer(producer)
         return
+    txn = None
+    if req.HasField("txnid_most_bits") and req.HasField("txnid_least_bits"):
+        # a transaction's message: stored now, dispatched once it commits (`_topic` Rule 9)
+        txn = TxnID(req.txnid_most_bits, req.txnid_least_bits)
+        raw = _with_txnid(raw, frame.metadata, txn)
+        try:
+            if not isinstance(producer.topic, Topic):
+                raise BrokerServiceError("transactions need a persistent topic", pb.NotAllowedError)
+            await producer.topic.txn_buffer.prepare(txn)
+        except (BrokerServiceError, ManagedLedgerError) as exc:
+            code, message = (
+                (exc.code, exc.message) if isinstance(exc, BrokerServiceError) else (pb.PersistenceError, str(exc))
+            )
+            conn.send_command(
+                make_command(
+                    "SEND_ERROR",
+                    producer_id=req.producer_id,
+                    sequence_id=req.sequence_id,
+                    error=code,
+                    message=message,
+                )
+            )
+            return
     # a batch is keyed on its highest sequence id (see `_dedup` Rule 1); the receipt carries it
     highest = highest_sequence_id(req.sequence_id, req.highest_sequence_id, req.num_messages)
     conn.publish_started(len(raw))
     if req.is_chunk or (frame.metadata is not None and frame.metadata.num_chunks_from_msg > 1):
         producer.chunk_in_counter += 1
         producer.topic.stats_state.chunks_seen = True
-    producer.topic.publish(
-        producer,
-        req.sequence_id,
-        highest,
-        raw,
-        req.num_messages,
-        partial_chunk=frame.metadata is not None and is_partial_chunk(frame.metadata),
-    )
+    md = frame.metadata
+    partial = md is not None and is_partial_chunk(md)
+    if isinstance(producer.topic, Topic) and md is not None and md.producer_name and is_replicator_name(producer.name):
+        # a replicator's SEND: deduplicated on the original producer's name (the topic's Rule 10)
+        producer.topic.publish(
+            producer,
+            req.sequence_id,
+            highest,
+            raw,
+            req.num_messages,
+            partial_chunk=partial,
+            dedup_name=md.producer_name,
+            txn=txn,
+        )
+    elif txn is not None and isinstance(producer.topic, Topic):
+        producer.topic.publish(
+            producer, req.sequence_id, highest, raw, req.num_messages, partial_chunk=partial, txn=txn
+        )
+    else:
+        producer.topic.publish(producer, req.sequence_id, highest, raw, req.num_messages, partial_chunk=partial)
     # publish rate (`_rate_limit` Rule 3): over the topic's rate, stop reading this connection
     # until the window ends, as Pulsar disables auto-read; nothing is dropped or refused
     # on both kinds of topic (`_nonpersistent` Rule 7)

@@ -72,7 +72,7 @@ from managed_ledger import (
 from protocols.pulsar import MalformedBatch, MessageMetadata, build_batch, split_batch
 from protocols.pulsar import pulsar_api_pb2 as pb
 
-from ._entries import entry_metadata
+from ._entries import entry_info, entry_metadata
 
 if TYPE_CHECKING:
     from managed_ledger import ManagedLedgerFactory
@@ -401,6 +401,10 @@ class Compactor:
                 for entry in batch:
                     if entry.position > horizon:
                         return
+                    info = entry_info(entry.data)
+                    if self.topic.txn_buffer.skips(info.marker_type, info.txn):
+                        yield entry, []  # a marker or an aborted transaction's entry: never kept
+                        continue
                     yield entry, _parse(entry)
         finally:
             await cursor.close()
@@ -408,7 +412,7 @@ class Compactor:
     async def _compact(self) -> int:
         """One run; returns how many of the messages it read it left out of the view."""
         ml = self._ml
-        horizon = ml.last_confirmed_entry
+        horizon = min(ml.last_confirmed_entry, self.topic.max_read_position)  # `_topic` Rule 9
         old = self.view
         start: Position | InitialPosition = (
             self.topic.next_position(old.horizon) if old is not None else InitialPosition.EARLIEST

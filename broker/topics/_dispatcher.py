@@ -57,6 +57,11 @@ Rules:
   first, and a client that registers its consumer once SUBSCRIBE's SUCCESS is processed (the Go
   client) is not told before it listens. A change during that wait is covered by it: its end
   tells everyone which consumer is active then.
+* Rule 9 (transactions): new entries are read only up to the topic's max read position (nothing
+  of an open transaction, nor anything stored after its first entry); a commit or abort marker
+  and an entry of an aborted transaction are acknowledged on the cursor and never delivered; an
+  entry an open transaction's ack holds (`broker.transactions.pending_ack`) is not delivered,
+  and the batch indexes it holds are marked acknowledged in the ack set sent.
 * Rule 8 (dispatch rates): a round reads no more entries than the topic's and the
   subscription's dispatch limiters allow in their current windows (`_rate_limit` Rule 4); while
   either is exhausted the loop sleeps to the window's end. The unacked limits of Rule 3 come
@@ -236,6 +241,15 @@ class Dispatcher:
         self._take_back(consumer, held, count=True)
         self.wake()
 
+    def release(self, positions: Iterable[Position]) -> None:
+        """Entries an aborted transaction's acks held: deliver them again (Rule 9), counted as a
+        redelivery."""
+        for pos in positions:
+            self.redelivery_counts[pos] = self.redelivery_counts.get(pos, 0) + 1
+            self.msg_redelivered += 1
+            self.replay.add(pos)
+        self.wake()
+
     def _take_back(self, consumer: Consumer, positions: list[Position], *, count: bool) -> None:
         for pos in positions:
             messages = consumer.pending.pop(pos, None)
@@ -399,7 +413,9 @@ class Dispatcher:
             try:
                 new = await self._read_compacted(want) if view is not None else []
                 if not new:
-                    new = await cursor.read_entries(want, self.config.dispatcher_max_read_size_bytes)
+                    new = await cursor.read_entries(
+                        want, self.config.dispatcher_max_read_size_bytes, self.sub.topic.max_read_position
+                    )
             except ManagedLedgerError as exc:  # Rule 2b: what was replayed still goes out
                 self._read_failure = exc
                 new = []
@@ -475,9 +491,17 @@ class Dispatcher:
         now_ms = self.clock() * 1000.0
         index = self.delayed
         sent = sent_msgs = sent_bytes = 0
+        buffer = self.sub.topic.txn_buffer
+        held = self.sub.pending_acks
+        skipped: list[Position] = []
         for i, entry in enumerate(entries):
             pos = entry.position
             info = entry_info(entry.data)
+            if buffer.skips(info.marker_type, info.txn):  # Rule 9: a marker, or aborted
+                skipped.append(pos)
+                continue
+            if held.holds(pos):  # Rule 9: an open transaction acknowledged it
+                continue
             if i >= replayed and index is not None:
                 if pos in self.owner or pos in self.replay:
                     continue  # the index released it already (Rule 5)
@@ -497,6 +521,9 @@ class Dispatcher:
             sent += 1
             sent_msgs += info.num_messages
             sent_bytes += len(entry.data)
+        if skipped:
+            await self.sub.cursor.delete(skipped)
+            self.acked(skipped)
         if sent:
             self.sub.topic.dispatch_limiter.record(sent_msgs, sent_bytes)
             self.sub.dispatch_limiter.record(sent_msgs, sent_bytes)
@@ -507,7 +534,7 @@ class Dispatcher:
     def _ack_set(self, pos: Position, info: EntryInfo) -> list[int] | None:
         if not info.is_batch:
             return None
-        acked = self.sub.cursor.batch_acked_indexes(pos)
+        acked = (self.sub.cursor.batch_acked_indexes(pos) or set()) | self.sub.pending_acks.held_indexes(pos)
         if not acked:
             return None
         return ack_set_words(info.num_messages, acked)

@@ -18,6 +18,8 @@ from google.protobuf.message import DecodeError
 
 from protocols.pulsar import MessageMetadata, invalid_utf8_field, key_hash_slot, sticky_key
 
+from ..transactions import TxnID
+
 __all__ = [
     "EntryInfo",
     "entry_info",
@@ -59,13 +61,16 @@ def entry_metadata(data: bytes) -> MessageMetadata:
 
 @dataclass(frozen=True, slots=True)
 class EntryInfo:
-    """Dispatch facts of one entry: message count (permits used), Key_Shared slot, delivery time."""
+    """Dispatch facts of one entry: message count (permits used), Key_Shared slot, delivery time,
+    and for transactions its marker type (a commit or abort marker) and its transaction."""
 
     num_messages: int
     is_batch: bool
     hash_slot: int
     deliver_at_ms: int | None
     publish_time_ms: int
+    marker_type: int | None = None
+    txn: TxnID | None = None
 
 
 def entry_info(data: bytes) -> EntryInfo:
@@ -86,6 +91,8 @@ def entry_info(data: bytes) -> EntryInfo:
         hash_slot=key_hash_slot(sticky_key(md)),
         deliver_at_ms=md.deliver_at_time if md.HasField("deliver_at_time") else None,
         publish_time_ms=md.publish_time,
+        marker_type=md.marker_type if md.HasField("marker_type") else None,
+        txn=TxnID(md.txnid_most_bits, md.txnid_least_bits) if md.HasField("txnid_most_bits") else None,
     )
 
 

@@ -46,6 +46,7 @@ from retention import first_unacked_position
 if TYPE_CHECKING:
     from .._service import BrokerService
     from ._nonpersistent import NonPersistentSubscription, NonPersistentTopic
+    from ._replication_view import ReplicatorView
     from ._subscription import Subscription
     from ._topic import Topic
 
@@ -217,6 +218,9 @@ def update_topic_rates(topic: Topic | NonPersistentTopic, now: float) -> None:
                 c.chunk_out_counter,
             )
         sub.update_rates(now)
+    replicators: dict[str, ReplicatorView] = getattr(topic, "replicators", {})  # persistent topics only
+    for r in list(replicators.values()):
+        r.rates.update(now, r.msg_out, r.bytes_out)
 
 
 def topic_rates(topic: Topic | NonPersistentTopic) -> tuple[float, float, float, float]:
@@ -238,7 +242,7 @@ def storage_numbers(topic: Topic) -> dict[str, int]:
     """Storage size, slowest backlog (messages and bytes) and subscription backlog sum."""
     ml = topic.ml
     durable = [s for s in topic.subscriptions.values() if s.durable]
-    backlogs = [s.cursor.backlog for s in durable]
+    backlogs = [s.backlog for s in durable]
     sizes = [s.cursor.backlog_size for s in durable]
     return {
         "storageSize": ml.total_size,

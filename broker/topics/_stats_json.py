@@ -9,7 +9,7 @@ integer, and a field whose value would be null is left out, as Pulsar's object m
 (``NON_NULL``) leaves it out. The one field Pulsar does not have is a non-persistent
 subscription's ``msgDropCounter`` (the count behind ``msgDropRate``). The values follow the
 figures' definitions in Pulsar's broker (`_stats` for counters and rates); what Magnetar does not
-have (offload, transactions, replication, dispatch filters, system-topic traffic) is reported as
+have (offload, transactions, dispatch filters, system-topic traffic) is reported as
 Pulsar reports it when unused: zero, empty or left out.
 
 ``tests/broker_admin/pulsar4_stats_fields.json`` lists Pulsar's fields and types; a test
@@ -281,7 +281,7 @@ async def subscription_stats(sub: Subscription, options: StatsOptions = StatsOpt
     d = sub.dispatcher
     individual = d is not None and d.sub_type in INDIVIDUAL_ACK_TYPES
     delayed = _delayed(sub) if individual else 0
-    backlog = sub.cursor.backlog
+    backlog = sub.backlog
     active = (
         getattr(d, "active", None) if d is not None and d.sub_type in (SubType.EXCLUSIVE, SubType.FAILOVER) else None
     )
@@ -492,13 +492,13 @@ async def topic_stats(topic: Topic, options: StatsOptions = StatsOptions()) -> d
             "lastOffloadLedgerId": offload["lastOffloadLedgerId"],
             "lastOffloadSuccessTimeStamp": offload["lastOffloadSuccessTimeStamp"],
             "lastOffloadFailureTimeStamp": offload["lastOffloadFailureTimeStamp"],
-            "ongoingTxnCount": 0,
-            "abortedTxnCount": 0,
-            "committedTxnCount": 0,
+            "ongoingTxnCount": len(topic.txn_buffer.ongoing),
+            "abortedTxnCount": topic.txn_buffer.aborted_count,
+            "committedTxnCount": topic.txn_buffer.committed_count,
             "publishers": [] if options.exclude_publishers else publishers,
             "waitingPublishers": len(topic.waiting_producers),
             "subscriptions": subs,
-            "replication": {},
+            "replication": {remote: r.stats() for remote, r in sorted(topic.replicators.items())},
             "deduplicationStatus": "Enabled" if topic.dedup is not None else "Disabled",
         }
     )
@@ -713,6 +713,26 @@ def _add_publisher(into: dict[str, Any], p: dict[str, Any]) -> None:
         into["msgDropRate"] += p["msgDropRate"]
 
 
+def _add_replicator(into: dict[str, Any], remote: str, r: dict[str, Any]) -> None:
+    """Pulsar's ``ReplicatorStatsImpl.add``: rates and backlogs summed, connected only if every
+    partition's replicator is, the largest delay."""
+    total = into.get(remote)
+    if total is None:
+        into[remote] = dict(r)
+        return
+    for key in (
+        "msgRateIn",
+        "msgThroughputIn",
+        "msgRateOut",
+        "msgThroughputOut",
+        "msgRateExpired",
+        "replicationBacklog",
+    ):
+        total[key] += r[key]
+    total["connected"] = total["connected"] and r["connected"]
+    total["replicationDelayInSeconds"] = max(total["replicationDelayInSeconds"], r["replicationDelayInSeconds"])
+
+
 def partitioned_stats(
     n: int, parts: Mapping[str, dict[str, Any]], *, per_partition: bool = True, non_persistent: bool = False
 ) -> dict[str, Any]:
@@ -796,6 +816,8 @@ def partitioned_stats(
             _add_publisher(total["publishers"][i], p)
         for name, s in stats["subscriptions"].items():
             _add_subscription(total["subscriptions"].setdefault(name, _empty_subscription(non_persistent)), s)
+        for remote, r in stats["replication"].items():
+            _add_replicator(total["replication"], remote, r)
     for p in total["publishers"]:
         p.pop("_count", None)
     total["metadata"] = {"partitions": n, "deleted": False}

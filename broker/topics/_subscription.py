@@ -19,6 +19,10 @@ Rules:
   position after the last compacted entry delivered; ``(-1,-1)``: from the view's start, for a
   new subscription at the earliest position, whose cursor cannot point into trimmed ledgers);
   None means from the cursor's read position.
+* Rule 7 (transactions): acks made in a transaction are held by the subscription's
+  `PendingAcks` (`broker.transactions.pending_ack`) until the transaction commits (then they are
+  made in the cursor) or aborts (their entries are delivered again); the dispatcher delivers no
+  entry they hold. They are persisted in the cursor's properties and read back on load.
 * Rule 6 (activity): ``last_active`` (the service clock, seconds) is when the subscription was
   created or loaded, a consumer joined or left, or it was acknowledged or sought, as Pulsar's
   cursor ``lastActive``; subscription expiration reads it (`_subscription_expiry`).
@@ -37,6 +41,8 @@ from magnetar.common.backoff import Backoff
 from managed_ledger import ManagedCursor, ManagedLedgerError, Position
 
 from .._errors import BrokerServiceError, ConsumerBusyError, ServiceNotReadyError
+from ..transactions import TxnID
+from ..transactions.pending_ack import PendingAcks
 from ._consumer import Consumer
 from ._delayed import DelayedIndex, IndexSettings, SideLedgerBucketStore, delete_bucket_ledgers
 from ._delayed_format import parse_bucket_key
@@ -84,6 +90,10 @@ class Subscription:
         self.last_flow_ms = 0
         self.last_md_advanced_ms = 0
         self.last_active = topic.service.clock()  # Rule 6
+        # Rule 7: acks held by open transactions, persisted in the cursor's properties
+        self.pending_acks = PendingAcks(self, self.full_name)
+        if durable:
+            self.pending_acks.load(cursor.cursor_properties)
 
     @property
     def full_name(self) -> str:
@@ -346,6 +356,66 @@ class Subscription:
             if self.dispatcher:
                 self.dispatcher.acked(whole)
         self._note_mark_delete(before)
+
+    @property
+    def backlog(self) -> int:
+        """Messages a consumer can still get: the cursor's backlog without the entries held
+        behind open transactions (`_topic` Rule 9)."""
+        return max(0, self.cursor.backlog - self.topic.txn_buffer.held_entries())
+
+    # ------------------------------------------------------------------ acks in transactions (Rule 7)
+
+    async def ack_individual_in_txn(
+        self, consumer: Consumer, txn: TxnID, items: Iterable[tuple[Position, list[int], int]]
+    ) -> None:
+        """Individual acks of ``txn``: ``(position, ack_set, batch_size)``, held until it ends;
+        raises `BrokerServiceError` (TransactionConflict) as Pulsar (`pending_ack` Rule 2)."""
+        consumer.last_acked_ms = int(time.time() * 1000)
+        self.last_active = self.topic.service.clock()  # Rule 6
+        held: list[tuple[Position, frozenset[int] | None, int]] = []
+        for pos, ack_set, batch_size in items:
+            indexes: frozenset[int] | None = None
+            size = 0
+            if ack_set:
+                size = self._batch_size(consumer, pos, batch_size) or 0
+                acked = acked_indexes_from_ack_set(size, ack_set) if size else set()
+                if size and len(acked) < size:
+                    indexes = frozenset(acked)
+            held.append((pos, indexes, size))
+        await self.pending_acks.ack_individual(txn, held)
+        consumer.msg_ack_counter += len(held)
+
+    async def ack_cumulative_in_txn(
+        self, consumer: Consumer, txn: TxnID, pos: Position, ack_set: list[int], batch_size: int
+    ) -> None:
+        """A cumulative ack of ``txn`` up to ``pos`` (a partly acknowledged batch at ``pos``: up to
+        the entry before it), held until the transaction ends (`pending_ack` Rule 2)."""
+        consumer.last_acked_ms = int(time.time() * 1000)
+        self.last_active = self.topic.service.clock()  # Rule 6
+        size = self._batch_size(consumer, pos, batch_size) or 0
+        if ack_set and size and len(acked_indexes_from_ack_set(size, ack_set)) < size:
+            pos = Position(pos.ledger_id, pos.entry_id - 1)
+        await self.pending_acks.ack_cumulative(txn, pos)
+        consumer.msg_ack_counter += 1
+
+    def forget_delivered(self, positions: list[Position], up_to: Position | None) -> None:
+        """`PendingAckHost`: the dispatcher stops tracking these entries (acknowledged or held)."""
+        if self.dispatcher is None:
+            return
+        if positions:
+            self.dispatcher.acked(positions)
+        if up_to is not None:
+            self.dispatcher.acked_up_to(up_to)
+
+    def redeliver(self, positions: list[Position] | None) -> None:
+        """`PendingAckHost`: deliver these entries again (None: everything not acknowledged)."""
+        if self.dispatcher is None:
+            return
+        if positions is None:
+            self.cursor.rewind()
+            self.dispatcher.reset()
+        else:
+            self.dispatcher.release(positions)
 
     def _note_mark_delete(self, before: Position) -> None:
         if self.cursor.mark_delete_position > before:

@@ -64,6 +64,19 @@ Rules:
   Go and C++ clients all drop the connection and resend; holding it reaches the same end without
   the reconnect while the original succeeds. Only when no original can be found (never expected)
   is the duplicate answered that way.
+* Rule 9 (transactions): a SEND of a transaction is stored as it arrives, and the topic's
+  transaction buffer (`broker.transactions.buffer`) learns of every stored entry, in position
+  order, before dispatchers are woken. Its max read position bounds what subscriptions, readers
+  and compaction read (so nothing at or after an open transaction's first entry is read, and
+  plain messages after it wait in order); markers and aborted entries are never delivered. The
+  buffer recovers its state when the topic loads, before anyone reads.
+* Rule 10 (geo-replication, see `broker.replication`): ``replicators`` holds the replicators the
+  topic runs (one per remote cluster, tasks of its nursery, stopped first on close); their
+  ``pulsar.repl.*`` cursors are not subscriptions and no client may subscribe with such a name. A
+  topic with a replication backlog is not idle (it stays loaded until its replicators have
+  caught up). A SEND from a replicator producer (name ``pulsar.repl.*``) is deduplicated on the
+  original producer's name carried in its metadata (``dedup_name``), as Pulsar does, so a
+  message resent after an outage is stored once when deduplication is on.
 """
 
 from __future__ import annotations
@@ -93,12 +106,16 @@ from protocols.pulsar import pulsar_api_pb2 as pb
 from retention import QuotaDecision
 
 from .._errors import BrokerServiceError, NotAllowedError, ProducerBusyError, ServiceNotReadyError
+from ..transactions import TxnID
+from ..transactions.buffer import SNAPSHOT_CURSOR, TransactionBuffer
 from ._access_modes import Admission, Waiting, admit, fenced, next_to_promote
 from ._compaction import COMPACTION_CURSOR, Compactor
 from ._dedup import DEDUP_CURSOR, Deduplication, DedupVerdict
 from ._delayed import delete_bucket_ledgers
+from ._entries import entry_info
 from ._producer import Producer
 from ._rate_limit import RateLimiter
+from ._replication_view import ReplicatorView, is_replicator_name
 from ._stats import TopicStatsState
 from ._subscription import Subscription
 from ._topic_limits import TopicLimits, check_producer_limit, configure_rates
@@ -116,6 +133,19 @@ _MAX_SUBSCRIBE_LIMITERS = 10_000
 
 
 TOPIC_EPOCH_PROPERTY = "pulsar.topic.epoch"  # the managed-ledger property holding the topic epoch (Rule 2)
+
+SYSTEM_CURSORS = frozenset({DEDUP_CURSOR, COMPACTION_CURSOR, SNAPSHOT_CURSOR})
+"""The broker's own cursors on a topic: none of them is a subscription."""
+
+LAST_DISPATCHABLE_SCAN = 1000
+"""Entries `Topic.last_dispatchable_position` looks back over (markers and aborted entries)."""
+
+TXN_SNAPSHOT_EVERY = 1000
+"""Transaction ends between two transaction-buffer snapshots (Pulsar's
+``transactionBufferSnapshotMaxTransactionCount`` default)."""
+TXN_SNAPSHOT_MIN_INTERVAL_S = 5.0
+"""Seconds after which a transaction end takes a snapshot (Pulsar's
+``transactionBufferSnapshotMinTimeInMillis`` default)."""
 
 
 def _stored_epoch(ml: ManagedLedger) -> int | None:
@@ -138,9 +168,11 @@ class _Send:
     highest: int  # the sequence id it is deduplicated on (`_dedup` Rule 1)
     started: float  # monotonic arrival time (publish latency)
     partial_chunk: bool  # a chunk of a chunked message before its last (`_dedup` Rule 6)
+    dedup_name: str  # the producer name it is deduplicated on (Rule 10)
     counted: Deduplication | None = None  # the dedup state counting it in flight (`_dedup` Rule 2)
     add: PendingAdd | None = None  # its managed-ledger add, once appended
     followers: list[tuple[Producer, Receipt]] | None = None  # duplicates held on it (Rule 8)
+    txn: TxnID | None = None  # the transaction it belongs to (Rule 9)
 
 
 class Topic:
@@ -184,15 +216,27 @@ class Topic:
         # last evaluated the quota for a producer (`BrokerService.recheck_quota`)
         self.quota_decisions: tuple[QuotaDecision, ...] = ()
         self.quota_checked_at = -float("inf")
+        # Rule 9: the transaction buffer (its state is recovered by `run`)
+        self.txn_buffer = TransactionBuffer(
+            self,
+            snapshot_every=TXN_SNAPSHOT_EVERY,
+            snapshot_min_interval_s=TXN_SNAPSHOT_MIN_INTERVAL_S,
+            clock=service.clock,
+        )
+        # geo-replication (Rule 10): the running replicators by remote cluster, started and
+        # stopped by `broker.replication` in this topic's nursery
+        self.replicators: dict[str, ReplicatorView] = {}
         for sub_name, cursor in dict(getattr(ml, "cursors", {})).items():
-            # deduplication's and compaction's own cursors are not subscriptions
-            if sub_name not in (DEDUP_CURSOR, COMPACTION_CURSOR):
+            # deduplication's, compaction's, the transaction buffer's and the replicators' own
+            # cursors are not subscriptions
+            if sub_name not in SYSTEM_CURSORS and not is_replicator_name(sub_name):
                 self.subscriptions[sub_name] = Subscription(self, sub_name, cursor, durable=True)
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Own the topic's tasks until `close` (started in the service's nursery)."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
+            await self.txn_buffer.recover()  # Rule 9: nothing is read before open transactions are known
             await self.compactor.load()  # read_compacted consumers need the view from the start
             nursery.start_soon(self.compactor.monitor)
             task_status.started()
@@ -210,12 +254,14 @@ class Topic:
 
     @property
     def idle(self) -> bool:
-        """No producer, no consumer, no add in flight, and no compaction running."""
+        """No producer, no consumer, no add in flight, no compaction running, and nothing left to
+        replicate (Rule 10)."""
         return (
             not self.producers
             and not self._waiting
             and not any(s.consumers for s in self.subscriptions.values())
             and not self.compactor.running
+            and not any(r.backlog for r in self.replicators.values())
         )
 
     @property
@@ -428,25 +474,31 @@ class Topic:
         num_messages: int,
         *,
         partial_chunk: bool = False,
+        txn: TxnID | None = None,
+        dedup_name: str | None = None,
     ) -> None:
         """Store one SEND's entry (Rule 1); the receipt goes out through the producer.
-        ``partial_chunk``: a chunk of a chunked message before its last (see `_dedup` Rule 6)."""
+        ``partial_chunk``: a chunk of a chunked message before its last (see `_dedup` Rule 6);
+        ``txn``: the transaction it belongs to (Rule 9: the caller awaited ``txn_buffer.prepare``);
+        ``dedup_name``: the producer name deduplication keys it on when not the producer's own
+        (a replicated message: its original producer's, Rule 10)."""
+        name = producer.name if dedup_name is None else dedup_name
         receipt = producer.new_receipt(sequence_id, highest, len(raw))
         if self.closed or self._nursery is None:
             producer.complete(receipt, -1, -1, error=f"topic {self.name} is closed")
             return
         counted: Deduplication | None = None
         if self.dedup is not None:
-            verdict = self.dedup.check(producer.name, sequence_id, highest, partial_chunk=partial_chunk)
+            verdict = self.dedup.check(name, sequence_id, highest, partial_chunk=partial_chunk)
             if verdict is DedupVerdict.DUPLICATE_PERSISTED:
                 producer.complete(receipt, -1, -1)
                 return
             if verdict is DedupVerdict.DUPLICATE_PENDING:
-                self._hold_duplicate(producer, receipt, max(sequence_id, highest))
+                self._hold_duplicate(producer, receipt, name, max(sequence_id, highest))
                 return
             counted = self.dedup
         elif self._dedup_enabling is not None:
-            self._dedup_enabling.note_pushed(producer.name, highest, partial_chunk=partial_chunk)
+            self._dedup_enabling.note_pushed(name, highest, partial_chunk=partial_chunk)
             counted = self._dedup_enabling
         if self._adds_in_flight == 0:
             self._adds_drained = trio.Event()
@@ -456,20 +508,16 @@ class Topic:
         producer.msg_in_counter += num_messages
         producer.bytes_in_counter += len(raw)
         self._to_append.append(
-            _Send(producer, receipt, raw, sequence_id, highest, time.monotonic(), partial_chunk, counted)
+            _Send(producer, receipt, raw, sequence_id, highest, time.monotonic(), partial_chunk, name, counted, txn=txn)
         )
         if not self._appending:
             self._appending = True
             self._nursery.start_soon(self._append_loop)
 
-    def _hold_duplicate(self, producer: Producer, receipt: Receipt, top: int) -> None:
+    def _hold_duplicate(self, producer: Producer, receipt: Receipt, name: str, top: int) -> None:
         """Rule 8: hold a duplicate's receipt on its original, still in flight."""
         original = next(
-            (
-                s
-                for s in self._in_flight()
-                if s.producer.name == producer.name and not s.partial_chunk and s.highest >= top
-            ),
+            (s for s in self._in_flight() if s.dedup_name == name and not s.partial_chunk and s.highest >= top),
             None,
         )
         if original is None:
@@ -579,13 +627,15 @@ class Topic:
         """A SEND's entry is stored at ``pos``: tell dedup, then answer it. True when a dedup
         snapshot is due."""
         due = False
+        self.txn_buffer.note_stored(pos, send.txn)  # Rule 9, before any dispatcher is woken
         if self.dedup is not None or self._dedup_enabling is not None:
             producer = send.producer
-            attached = self.producers.get(producer.name) is producer
+            # a replicated message's original producer is attached only as far as its own name is
+            attached = self.producers.get(send.dedup_name) is producer
             now = self.service.clock()
             for state in self._dedup_states():
                 snapshot_due = state.on_persisted(
-                    producer.name,
+                    send.dedup_name,
                     send.sequence_id,
                     send.highest,
                     pos,
@@ -599,11 +649,20 @@ class Topic:
         self.service.metrics.observe_publish(time.monotonic() - send.started)
         return due
 
+    def wake_dispatchers(self) -> None:
+        """Let every dispatcher run a round (entries became readable)."""
+        for sub in self.subscriptions.values():
+            if sub.dispatcher is not None:
+                sub.dispatcher.wake()
+
+    @property
+    def max_read_position(self) -> Position:
+        """The last position subscriptions, readers and compaction may read (Rule 9)."""
+        return self.txn_buffer.max_read_position
+
     async def _after_run(self, stored: bool, due: Deduplication | None) -> None:
         if stored:
-            for sub in self.subscriptions.values():
-                if sub.dispatcher is not None:
-                    sub.dispatcher.wake()
+            self.wake_dispatchers()
         if due is not None:
             try:
                 await due.snapshot(self.service.clock())
@@ -637,7 +696,7 @@ class Topic:
                 if not receipt.done:
                     producer.complete(receipt, -1, -1, error=error)
         if send.counted is not None:
-            send.counted.settle(send.producer.name)
+            send.counted.settle(send.dedup_name)
             send.counted = None
         self._adds_in_flight -= 1
         if self._adds_in_flight == 0:
@@ -680,6 +739,10 @@ class Topic:
             raise BrokerServiceError(f"subscription name {name!r} is reserved for deduplication", pb.NotAllowedError)
         if name == COMPACTION_CURSOR:
             raise BrokerServiceError(f"subscription name {name!r} is reserved for compaction", pb.NotAllowedError)
+        if name == SNAPSHOT_CURSOR:
+            raise BrokerServiceError(f"subscription name {name!r} is reserved for transactions", pb.NotAllowedError)
+        if is_replicator_name(name):
+            raise BrokerServiceError(f"subscription name {name!r} is reserved for replicators", pb.NotAllowedError)
         self.touch()
         async with self._sub_lock:
             sub = self.subscriptions.get(name)
@@ -704,6 +767,34 @@ class Topic:
             await self.ml.delete_cursor(sub.name)
 
     # ------------------------------------------------------------------ positions
+
+    def previous_position(self, pos: Position) -> Position | None:
+        """The stored entry before ``pos`` (None when ``pos`` is the first one)."""
+        if pos.entry_id > 0:
+            return Position(pos.ledger_id, pos.entry_id - 1)
+        earlier = [i for i in self.ml.ledgers if i.ledger_id < pos.ledger_id and i.entries > 0]
+        return Position(earlier[-1].ledger_id, earlier[-1].entries - 1) if earlier else None
+
+    async def last_dispatchable_position(self, max_steps: int = LAST_DISPATCHABLE_SCAN) -> Position:
+        """The last entry a consumer can be given (Rule 9): at or before the max read position,
+        not a marker nor aborted (looking back at most ``max_steps`` entries; past them, the
+        position reached). What GET_LAST_MESSAGE_ID answers, so that a reader asking whether a
+        message is available is never told of one it would not get."""
+        pos = min(self.ml.last_confirmed_entry, self.max_read_position)
+        buffer = self.txn_buffer
+        if not buffer.active and not buffer.aborted:
+            return pos
+        for _ in range(max_steps):
+            if pos.entry_id < 0 or not self.ml.has_entry(pos):
+                return pos
+            info = entry_info((await self.ml.read_entry(pos)).data)
+            if not buffer.skips(info.marker_type, info.txn):
+                return pos
+            before = self.previous_position(pos)
+            if before is None:
+                return Position(pos.ledger_id, -1)
+            pos = before
+        return pos
 
     def first_position(self) -> Position:
         """The position of the first stored entry (or of the next one when there is none)."""
@@ -734,6 +825,8 @@ class Topic:
         if self.closed:
             return
         self.closed = True
+        for replicator in self.replicators.values():
+            replicator.stop()  # their cursors are persisted with the managed ledger's close below
         for p in list(self.producers.values()):
             p.close_from_broker()
         for p, _ in self._waiting:
@@ -749,6 +842,10 @@ class Topic:
                 await self.dedup.snapshot(self.service.clock())
             except Exception as exc:
                 log.warning("dedup snapshot of %s failed on close: %s", self.name, exc)
+        try:
+            await self.txn_buffer.snapshot()
+        except ManagedLedgerError as exc:  # the replay after the last one covers what it missed
+            log.warning("transaction buffer snapshot of %s failed on close: %s", self.name, exc)
         await self.compactor.close()
         try:
             await self.ml.close()

@@ -523,3 +523,29 @@ for _name, _suffix, _kind in (
     ("subscribe-rate", "/subscribeRate", "subscribe"),
 ):
     rate_commands(namespaces, _name, _policy_path(_suffix), NS_ARG, _kind)
+
+
+# ------------------------------------------------------------------ geo-replication
+
+_CLUSTERS_OPT = click.option(
+    "--clusters", "-c", required=True, help="Replication cluster names, comma-separated (as pulsar-admin)."
+)
+
+
+def _cluster_list(clusters: str) -> list[str]:
+    return [c.strip() for c in clusters.split(",") if c.strip()]
+
+
+@admin_command(namespaces, "set-clusters", NS_ARG, _CLUSTERS_OPT)
+def namespaces_set_clusters(api: AdminApi, namespace: str, clusters: str) -> None:
+    """Set the clusters a namespace is replicated to (each must exist and be allowed for the tenant)."""
+    names = _cluster_list(clusters)
+    api.do(
+        "POST", ns_path(namespace, "/replication"), f"replication clusters of {namespace}: {', '.join(names)}", names
+    )
+
+
+@admin_command(namespaces, "get-clusters", NS_ARG)
+def namespaces_get_clusters(api: AdminApi, namespace: str) -> None:
+    """Show the clusters a namespace is replicated to."""
+    api.show(ns_path(namespace, "/replication"), columns=["cluster"])

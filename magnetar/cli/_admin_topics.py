@@ -697,3 +697,37 @@ for _name, _suffix, _kind in (
     ("subscribe-rate", "/subscribeRate", "subscribe"),
 ):
     rate_commands(topics, _name, _policy_path(_suffix), TOPIC_ARG, _kind)
+
+
+# ------------------------------------------------------------------ geo-replication
+
+
+@admin_command(
+    topics,
+    "set-replication-clusters",
+    TOPIC_ARG,
+    click.option("--clusters", "-c", required=True, help="Replication cluster names, comma-separated."),
+)
+def topics_set_replication_clusters(api: AdminApi, topic: str, clusters: str) -> None:
+    """Set the clusters the topic is replicated to (overrides its namespace's)."""
+    names = [c.strip() for c in clusters.split(",") if c.strip()]
+    api.do(
+        "POST", topic_rest_path(topic) + "/replication", f"replication clusters of {topic}: {', '.join(names)}", names
+    )
+
+
+@admin_command(
+    topics,
+    "get-replication-clusters",
+    TOPIC_ARG,
+    click.option("--applied", "-a", is_flag=True, help="The clusters in force (the namespace's when unset)."),
+)
+def topics_get_replication_clusters(api: AdminApi, topic: str, applied: bool) -> None:
+    """Show the topic's own replication clusters (or, with --applied, those in force)."""
+    emit(api, api.call("GET", topic_rest_path(topic) + "/replication", params={"applied": str(applied).lower()}))
+
+
+@admin_command(topics, "remove-replication-clusters", TOPIC_ARG)
+def topics_remove_replication_clusters(api: AdminApi, topic: str) -> None:
+    """Remove the topic's own replication clusters (its namespace's apply again)."""
+    api.do("DELETE", topic_rest_path(topic) + "/replication", f"removed the replication clusters of {topic}")

@@ -82,7 +82,7 @@ QUERY_FLAGS: Mapping[Key, Mapping[tuple[str, ...], str]] = {
     ("topics", "partitioned-stats"): {**_STATS, ("-gpb", "--get-precise-backlog"): "getPreciseBacklog"},
 }
 
-_NO_SERVER_MARKERS = "Magnetar writes no server markers (no geo-replication, no transactions)"
+_NO_SERVER_MARKERS = "Magnetar writes no server markers (no replicated-subscription snapshots, no transactions)"
 
 IGNORED: Mapping[Key, list[OptionSpec]] = {
     ("broker-stats", "monitoring-metrics"): [(("-i", "--indent"), False, "--json output is always indented")],
@@ -94,7 +94,7 @@ IGNORED: Mapping[Key, list[OptionSpec]] = {
     ("topics", "list"): [(("-ist", "--include-system-topic"), False, "Magnetar has no system topics")],
     ("namespaces", "create"): [(("-c", "--clusters"), True, "a namespace is served by the cluster it is created in")],
     ("topics", "update-partitioned-topic"): [
-        (("-ulo", "--update-local-only"), False, "without geo-replication every update is local")
+        (("-ulo", "--update-local-only"), False, "every update is local: update the partitions in each cluster")
     ],
 }
 
@@ -157,7 +157,7 @@ UNSUPPORTED: Mapping[Key, list[OptionSpec]] = {
     ("tenants", "delete"): [(("-f", "--force"), False, "delete its namespaces first")],
     ("topics", "create"): [(("-m", "--metadata"), True, "topics carry no properties")],
     ("topics", "create-partitioned-topic"): [(("-m", "--metadata"), True, "topics carry no properties")],
-    ("topics", "create-subscription"): [(("-r", "--replicated"), False, "there is no geo-replication")],
+    ("topics", "create-subscription"): [(("-r", "--replicated"), False, "replicated subscriptions are not supported")],
     # pulsar-admin's other name of -r is "regex", without dashes: not an option name on this command line
     ("topics", "delete"): [(("-r",), False, "name the topic"), (("--from-file",), False, "name the topic")],
     ("topics", "list"): [

@@ -16,7 +16,7 @@ from magnetar.common import admin_client
 from magnetar.common.admin_client import AdminError
 from protocols.pulsar import TopicName
 
-from ._offsets import LedgerSpan, Position
+from ._offsets import LedgerSpan, Position, cap_at_max_read
 from ._security import ClientSecurity
 
 __all__ = ["AdminClient", "AdminError", "TopicStats", "persistent_topic"]
@@ -94,7 +94,29 @@ class AdminClient:
             last = ledgers[-1]
             confirmed = LedgerSpan(last.ledger_id, min(last.entries, lac.entry + 1), last.size)
             ledgers = (*ledgers[:-1], confirmed)
+        max_read = self.max_read_position(topic)
+        if max_read is not None and lac is not None and max_read < (lac.ledger, lac.entry):
+            # entries behind an open transaction are not readable yet (`_offsets` Rule 1b)
+            ledgers = cap_at_max_read(ledgers, max_read)
+            if max_read[1] >= 0:
+                lac = Position(max_read[0], max_read[1], 0)
         return TopicStats(ledgers, lac)
+
+    def max_read_position(self, topic: str) -> tuple[int, int] | None:
+        """The partition's max read position ``(ledger, entry)`` from its transaction buffer's
+        stats; None when the broker tells none (no such endpoint, transactions off)."""
+        t = persistent_topic(topic)
+        path = f"/admin/v3/transactions/transactionBufferStats/{t.tenant}/{t.namespace}/{t.encoded_local_name}"
+        try:
+            body = self._call("GET", path, ok404=True)
+        except AdminError:
+            return None
+        text = str((body or {}).get("maxReadPosition", ""))
+        try:
+            ledger, entry = (int(v) for v in text.split(":", 1))
+        except ValueError:
+            return None
+        return ledger, entry
 
     def retention(self, topic: str) -> str:
         """A human description of the retention policy applying to ``topic`` (for error messages)."""

@@ -20,6 +20,9 @@ Rules of planning (`plan_partition`):
   Offsets produced by `advance` never point past the end of a closed ledger when a later ledger
   exists (they move to ``(next ledger, 0, 0)``), so "start < first stored" means messages were
   deleted, not that an empty gap was crossed.
+* Rule 1b: nothing after the partition's *max read position* is planned (`cap_at_max_read`): the
+  broker holds the entries after it back until the open transaction before them ends, so a plan
+  reaching past it would wait for messages that may never come (or come aborted).
 * Rule 3: admission (`allocate`) never gives more entries than the entry budget nor more estimated
   bytes than the byte budget (a ledger's entries are estimated at its average size), except that
   when the budgets are below one entry, one entry of the first partition with a backlog is
@@ -43,6 +46,7 @@ __all__ = [
     "advance",
     "allocate",
     "backlog",
+    "cap_at_max_read",
     "first_position",
     "latest_position",
     "message_id_position",
@@ -157,6 +161,22 @@ class DataLoss(Exception):
 
 def _stored(ledgers: Sequence[LedgerSpan]) -> list[LedgerSpan]:
     return [lg for lg in ledgers if lg.entries > 0]
+
+
+def cap_at_max_read(ledgers: Sequence[LedgerSpan], max_read: tuple[int, int]) -> tuple[LedgerSpan, ...]:
+    """Rule 1b: ``ledgers`` without any entry after ``max_read`` (``(ledger, entry)``, the last
+    readable position; entry -1: before that ledger's first). Ledgers after its ledger go; its
+    own keeps its entries up to it (its size scaled to them)."""
+    ledger, entry = max_read
+    out: list[LedgerSpan] = []
+    for lg in ledgers:
+        if lg.ledger_id < ledger:
+            out.append(lg)
+        elif lg.ledger_id == ledger:
+            keep = max(0, min(lg.entries, entry + 1))
+            size = lg.size * keep // lg.entries if lg.entries else 0
+            out.append(LedgerSpan(lg.ledger_id, keep, size))
+    return tuple(out)
 
 
 def first_position(ledgers: Sequence[LedgerSpan]) -> Position | None:

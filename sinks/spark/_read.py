@@ -16,6 +16,13 @@ Both paths yield the same rows for the same plan (see `_rows`), keeping exactly 
   ledger being written that the bookies do not yet report as confirmed (their LAC trails the
   broker's by one entry until the next add); that remainder is read through the broker.
 
+Transactions: plans stop at each partition's max read position (`_offsets` Rule 1b), so no open
+transaction's message is planned. Through the broker, markers and aborted transactions' messages
+are never delivered: a read whose remaining planned entries are only those ends once the broker
+says no message is available. From the bookies, markers give no rows but an aborted transaction's
+messages are read like any other (the executors do not know which transactions aborted): use the
+broker mode on topics written with transactions.
+
 Data loss during a read (retention deleted planned entries after planning): with
 ``fail_on_data_loss`` the read raises `DataLossError`; otherwise a warning is logged and the read
 continues from what is still stored.
@@ -136,6 +143,10 @@ def read_via_broker(plan: PartitionPlan, cfg: ReadConfig) -> Iterator[Row]:
             try:
                 msg = reader.read_next(cfg.read_timeout_ms)
             except pulsar.Timeout:
+                if not reader.has_message_available():
+                    # what is left of the plan the broker never delivers: transaction markers and
+                    # aborted transactions' messages (the plan stops at the max read position)
+                    return
                 if not seen_first:
                     _lost(cfg, plan, "the broker delivered nothing from the planned start")
                     return

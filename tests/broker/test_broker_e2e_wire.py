@@ -34,9 +34,14 @@ def fast_broker() -> Iterator[BrokerThread]:
 
 
 class Raw:
-    def __init__(self, port: int) -> None:
+    """A raw connection. With ``answer_pings`` it answers the broker's keep-alive PINGs inside
+    `recv` as a client does, for tests whose requests may take longer than the module's short
+    keep-alive timeout on a loaded machine; without, PINGs are returned like any command."""
+
+    def __init__(self, port: int, *, answer_pings: bool = False) -> None:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
         self.decoder = FrameDecoder()
+        self.answer_pings = answer_pings
 
     def send(self, type_: str, **fields) -> None:
         self.sock.sendall(encode_command(make_command(type_, **fields)))
@@ -46,6 +51,9 @@ class Raw:
         self.sock.settimeout(timeout)
         while True:
             frame = self.decoder.next_frame()
+            if frame is not None and self.answer_pings and frame.command.type == pb.BaseCommand.PING:
+                self.send("PONG")
+                continue
             if frame is not None:
                 return frame.command
             data = self.sock.recv(65536)
@@ -177,7 +185,7 @@ def test_consumer_requests_over_raw_socket(fast_broker: BrokerThread) -> None:
     from protocols.pulsar import encode_payload_command
 
     topic = "persistent://public/default/wire-consumer"
-    raw = Raw(fast_broker.port)
+    raw = Raw(fast_broker.port, answer_pings=True)
     raw.connect()
     raw.send("PRODUCER", topic=topic, producer_id=1, request_id=1)
     assert raw.recv().type == pb.BaseCommand.PRODUCER_SUCCESS

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from broker import BrokerConfig
-from broker.housekeeping._inactive_topics import InactiveTopicPolicies
+from broker.housekeeping._inactive_topics import InactiveTopicPolicies, _active
 from magnetar.common.config import ConfigError, load_config
 
 
@@ -64,3 +66,24 @@ def test_policies_json_round_trip_and_java_defaults() -> None:
 def test_bad_policies_json_is_refused(body: object) -> None:
     with pytest.raises(ValueError):
         InactiveTopicPolicies.from_json(body)
+
+
+def test_a_replication_backlog_keeps_a_topic_active() -> None:
+    """As in Pulsar, a topic is never deleted for inactivity while a replicator has something left
+    to send, whatever the mode (its cursor is not a subscription)."""
+    replicator = SimpleNamespace(backlog=3)
+    topic = SimpleNamespace(
+        producers={},
+        waiting_producers=[],
+        consumer_count=0,
+        compactor=SimpleNamespace(running=False),
+        txn_buffer=SimpleNamespace(ongoing={}),
+        ml=SimpleNamespace(cursors={}),
+        subscriptions={},
+        replicators={"east": replicator},
+    )
+    for mode in ("delete_when_no_subscriptions", "delete_when_subscriptions_caught_up"):
+        assert _active(topic, mode)  # type: ignore[arg-type]
+    replicator.backlog = 0
+    for mode in ("delete_when_no_subscriptions", "delete_when_subscriptions_caught_up"):
+        assert not _active(topic, mode)  # type: ignore[arg-type]

@@ -17,6 +17,7 @@ from sinks.spark._offsets import (
     advance,
     allocate,
     backlog,
+    cap_at_max_read,
     latest_position,
     offsets_from_json,
     offsets_to_json,
@@ -105,3 +106,12 @@ def test_sequence_ids_grow_across_batches_and_are_never_zero() -> None:
     assert sequence_id(1, 0) > sequence_id(0, 2**32 - 2)
     with pytest.raises(ValueError):
         sequence_id(0, 2**32)
+
+
+def test_plans_stop_at_the_max_read_position() -> None:
+    # entries behind an open transaction are not readable yet: the plan must not wait for them
+    ledgers = (LedgerSpan(1, 10, 1000), LedgerSpan(2, 4, 400), LedgerSpan(3, 2, 200))
+    assert cap_at_max_read(ledgers, (2, 1)) == (LedgerSpan(1, 10, 1000), LedgerSpan(2, 2, 200))
+    assert cap_at_max_read(ledgers, (2, -1)) == (LedgerSpan(1, 10, 1000), LedgerSpan(2, 0, 0))
+    assert cap_at_max_read(ledgers, (3, 5)) == ledgers
+    assert latest_position(cap_at_max_read(ledgers, (2, 1))) == Position(2, 2, 0)
