@@ -81,9 +81,12 @@ from ._config import ClientConfig as ClientConfig
 from ._connection import ConnectionPool as ConnectionPool
 from ._context import master_key as master_key
 from ._read_handle import LedgerReadHandle as LedgerReadHandle
+from ._transport import AddCallback as AddCallback
+from ._transport import AddRequest as AddRequest
 from ._transport import BookieChannel as BookieChannel
 from ._transport import BookieTransport as BookieTransport
 from ._transport import TransportFactory as TransportFactory
+from ._transport import add_status_callback as add_status_callback
 from ._transport import call_and_wait as call_and_wait
 from ._write_handle import HandleState as HandleState
 from ._write_handle import LedgerWriteHandle as LedgerWriteHandle
@@ -111,9 +114,12 @@ __all__ += [
     "ReadHandle",
     "WriteHandle",
     "ClientMetrics",
+    "AddCallback",
+    "AddRequest",
     "BookieChannel",
     "BookieTransport",
     "TransportFactory",
+    "add_status_callback",
     "call_and_wait",
 ]
 

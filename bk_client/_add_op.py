@@ -86,7 +86,7 @@ class PendingAdd:
         self.sent_at = 0.0
         self.completed_at = 0.0  # trio clock when it became DONE (latency = completed_at - started)
         self.error: BKError | None = None
-        self._done = trio.Event()
+        self._done: trio.Event | None = None  # made only when someone waits (a per-add cost)
         self._admitted: trio.Event | None = None
 
     @property
@@ -110,7 +110,8 @@ class PendingAdd:
     def complete(self) -> None:
         """Rule 4: DONE; wake the caller."""
         self.state = AddState.DONE
-        self._done.set()
+        if self._done is not None:
+            self._done.set()
         if self._admitted is not None:
             self._admitted.set()
 
@@ -120,7 +121,8 @@ class PendingAdd:
             return
         self.state = AddState.FAILED
         self.error = error
-        self._done.set()
+        if self._done is not None:
+            self._done.set()
         if self._admitted is not None:
             self._admitted.set()
 
@@ -131,7 +133,13 @@ class PendingAdd:
 
     async def wait_finished(self) -> None:
         """Return once the add is DONE or FAILED (``finished``); unlike ``result`` it never raises
-        the add's error. Cancelling the wait does not cancel the add."""
+        the add's error. Cancelling the wait does not cancel the add. A checkpoint even when
+        already finished."""
+        if self.finished:
+            await trio.lowlevel.checkpoint()
+            return
+        if self._done is None:
+            self._done = trio.Event()
         await self._done.wait()
 
     async def result(self) -> int:
@@ -139,7 +147,7 @@ class PendingAdd:
 
         Cancelling the wait does not cancel the add (its outcome stays unknown to this caller).
         """
-        await self._done.wait()
+        await self.wait_finished()
         if self.error is not None:
             raise clone_error(self.error)
         return self.entry_id

@@ -50,6 +50,8 @@ class BookKeeper:
     def __init__(self, ctx: ClientContext) -> None:
         self._ctx = ctx
         self._bookie_client = BookieClient(ctx.pool)
+        self._max_entry_config: ClientConfig | None = None  # what `max_entry_size` was computed for
+        self._max_entry_size = 0
 
     @classmethod
     @asynccontextmanager
@@ -104,8 +106,13 @@ class BookKeeper:
     @property
     def max_entry_size(self) -> int:
         """The largest entry payload an add accepts (rule 7 of `bk_client.api`)."""
-        # the largest digest header of any type, so the bound holds for every ledger's digest
-        return max_add_payload(self._ctx.config.max_frame_size, header_size=MAX_ENTRY_HEADER_SIZE)
+        # the largest digest header of any type, so the bound holds for every ledger's digest;
+        # asked per add by the broker, so kept for the config it was computed from
+        config = self._ctx.config
+        if config is not self._max_entry_config:
+            self._max_entry_size = max_add_payload(config.max_frame_size, header_size=MAX_ENTRY_HEADER_SIZE)
+            self._max_entry_config = config
+        return self._max_entry_size
 
     @property
     def metrics(self) -> ClientMetrics:

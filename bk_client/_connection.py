@@ -43,7 +43,7 @@ from protocols.bookkeeper import FrameDecoder, FrameError, parse_response
 
 from ._config import ClientConfig
 from ._errors import BKError, BookieUnavailable, ClientClosed, TooManyRequests
-from ._transport import Callback, Response, call_and_wait
+from ._transport import AddCallback, AddRequest, Callback, Response, add_status_callback, call_and_wait
 from .metrics import ClientMetrics
 
 __all__ = ["ConnState", "BookieConnection", "ConnectionPool", "Callback"]
@@ -126,6 +126,11 @@ class BookieConnection:
         self._out.append(frame)
         if not self._wake.is_set():
             self._wake.set()
+
+    def send_add(self, add: AddRequest, callback: AddCallback, arg: Any) -> None:
+        """Contract rule 6 of ``bk_client._transport``: ``send`` the add's frame, its answer's
+        status to ``callback``. Raises as ``send`` does."""
+        self.send(add.txn_id, add.frame(), add_status_callback, (callback, arg))
 
     def forget(self, txn_id: int) -> None:
         """Drop a pending request (its caller gave up); a late answer is ignored."""

@@ -5,9 +5,10 @@ network one without touching them.
 
 The network implementation is `bk_client._connection.ConnectionPool` (one pooled TCP or TLS
 connection per bookie). Inside ``magnetar standalone`` the bookies run in the broker's process,
-and ``magnetar._inprocess.InProcessTransport`` hands each encoded request to its bookie's request
-core (``bookie.LocalConnection``) and is called back with the response message, skipping the
-socket, the frame writer and reader tasks and the response's encoding and decoding. It lives with
+and ``magnetar._inprocess.InProcessTransport`` hands each request to its bookie's request core
+(``bookie.LocalConnection``) and is called back with the response message, skipping the socket,
+the frame writer and reader tasks and the response's encoding and decoding; an add is handed over
+by its fields and answered with its status (rule 6), so it is not encoded at all. It lives with
 the composer (it needs both ``bk_client`` and ``bookie``, which may not import each other) and is
 passed to `BookKeeper.open` as its ``transport`` factory; the managed ledger does not change.
 
@@ -28,6 +29,14 @@ Contract (what the operations rely on, and what any transport keeps):
 5. `BookieTransport.is_down` says whether a request to that bookie would fail at once (reads try
    such bookies last); `BookieTransport.close` fails every pending request with ``ClientClosed``
    and is final.
+6. Adds go through `BookieChannel.send_add` with an `AddRequest` (its ``txn_id`` from
+   ``next_txn``; one request object may go to every bookie of a write set). Rules 2 to 4 hold
+   for it as for ``send``, except that the callback gets the answer's status code,
+   ``callback(arg, status, None)`` (``StatusCode.EOK`` once the bookie holds the entry
+   durably), in place of the response message. A channel over a wire sends `AddRequest.frame`
+   (encoded once per request, whatever the number of bookies); a channel to a bookie of this
+   process may hand the request's fields over as they are, so an add is never encoded, parsed
+   or answered with a message inside one process.
 """
 
 from __future__ import annotations
@@ -37,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
-from protocols.bookkeeper import bookie_protocol_pb2
+from protocols.bookkeeper import AddRequestEncoder, bookie_protocol_pb2
 
 from ._deadline import wait_within
 
@@ -47,11 +56,14 @@ if TYPE_CHECKING:
     from .metrics import ClientMetrics
 
 __all__ = [
+    "AddCallback",
+    "AddRequest",
     "BookieChannel",
     "BookieTransport",
     "Callback",
     "Response",
     "TransportFactory",
+    "add_status_callback",
     "call_and_wait",
     "call_within",
 ]
@@ -59,6 +71,55 @@ __all__ = [
 Response = bookie_protocol_pb2.Response
 Callback = Callable[[Any, "Response | None", "BKError | None"], None]
 """``callback(arg, response, error)``: exactly one of ``response`` and ``error`` is set."""
+AddCallback = Callable[[Any, "int | None", "BKError | None"], None]
+"""``callback(arg, status, error)`` for `BookieChannel.send_add`: exactly one of ``status`` (the
+bookie's answer, a ``StatusCode``) and ``error`` is set."""
+
+
+class AddRequest:
+    """One ADD_ENTRY request as a write handle hands it to its bookies' channels (contract rule 6):
+    the request's fields, and `frame` to encode it once for the channels that send bytes.
+    ``body`` is the digest-framed entry; ``encoder`` frames this ledger's adds (it was made with
+    the same ledger id, master key and recovery flag). Read-only once sent."""
+
+    __slots__ = ("txn_id", "ledger_id", "entry_id", "master_key", "body", "recovery", "_encoder", "_frame")
+
+    def __init__(
+        self,
+        txn_id: int,
+        ledger_id: int,
+        entry_id: int,
+        master_key: bytes,
+        body: bytes,
+        recovery: bool,
+        encoder: AddRequestEncoder,
+    ) -> None:
+        self.txn_id = txn_id
+        self.ledger_id = ledger_id
+        self.entry_id = entry_id
+        self.master_key = master_key
+        self.body = body
+        self.recovery = recovery
+        self._encoder = encoder
+        self._frame: bytes | None = None
+
+    def frame(self) -> bytes:
+        """The framed request (``[length u32][Request]``), encoded on first use and kept."""
+        frame = self._frame
+        if frame is None:
+            frame = self._frame = self._encoder.encode(self.txn_id, self.entry_id, self.body)
+        return frame
+
+
+def add_status_callback(pair: tuple[AddCallback, Any], response: Response | None, error: BKError | None) -> None:
+    """The ``send`` callback of an add sent as a frame (``arg``: the add's own callback and its
+    argument): hands on the status of the answer's ``addResponse`` (or of the response itself when
+    the bookie refused the request before reading the add), or the error."""
+    callback, arg = pair
+    if response is None:
+        callback(arg, None, error)
+    else:
+        callback(arg, response.addResponse.status if response.HasField("addResponse") else response.status, None)
 
 
 class _Waiter:
@@ -119,6 +180,11 @@ class BookieChannel(Protocol):
     def send(self, txn_id: int, frame: bytes, callback: Callback, arg: Any) -> None:
         """Send ``frame`` (an encoded request whose ``txnId`` is ``txn_id``); its answer or failure
         goes to ``callback(arg, ...)``."""
+        ...
+
+    def send_add(self, add: AddRequest, callback: AddCallback, arg: Any) -> None:
+        """Send the add ``add`` (contract rule 6); its answer's status or failure goes to
+        ``callback(arg, ...)``."""
         ...
 
     def forget(self, txn_id: int) -> None:

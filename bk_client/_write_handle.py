@@ -48,7 +48,6 @@ from protocols.bookkeeper import (
     LedgerMetadata,
     LedgerState,
     StatusCode,
-    bookie_protocol_pb2,
     digest_for,
     max_add_payload,
 )
@@ -73,11 +72,11 @@ from ._errors import (
 from ._explicit_lac import ExplicitLacFlushPolicy
 from ._quorum import DistributionSchedule
 from ._read_handle import read_entries  # the read path is shared with read handles
+from ._transport import AddRequest
 from .api import LedgerEntry
 
 __all__ = ["HandleState", "LedgerWriteHandle"]
 
-Response = bookie_protocol_pb2.Response
 _EOK = int(StatusCode.EOK)
 _EFENCED = int(StatusCode.EFENCED)
 _EUA = int(StatusCode.EUA)
@@ -285,19 +284,21 @@ class LedgerWriteHandle:
             op.body = self._digest.encode_entry(self._ledger_id, op.entry_id, self._lac, op.length, op.payload)
             self._piggybacked_lac = self._lac
         pool = self._ctx.pool
-        txn = pool.next_txn()
-        # Encoded by hand, never through a protobuf message kept across adds: upb keeps every
-        # bytes value assigned to a message until the message dies (see protocols.bookkeeper).
-        frame = self._add_encoder.encode(txn, op.entry_id, op.body)
+        # One request for the whole write set: a network channel encodes it once, by hand, never
+        # through a protobuf message kept across adds (upb keeps every bytes value assigned to a
+        # message until the message dies, see protocols.bookkeeper); an in-process one never does.
+        add = AddRequest(
+            pool.next_txn(), self._ledger_id, op.entry_id, self._master_key, op.body, self._recovery, self._add_encoder
+        )
         op.sent_at = self._last_sent_at = trio.current_time()
         failed = self._failed_bookies
-        on_response = LedgerWriteHandle._on_add_response
+        on_answer = LedgerWriteHandle._on_add_answer
         for index in indexes:
             if index in failed:
                 continue  # re-sent to the replacement once the ensemble change is written
             bookie = self._ensemble[index]
             try:
-                pool.get(bookie).send(txn, frame, on_response, (op, index, bookie))
+                pool.get(bookie).send_add(add, on_answer, (op, index, bookie))
             except BKError as exc:
                 self._bookie_failed(index, bookie, exc, "unavailable")
 
@@ -329,11 +330,12 @@ class LedgerWriteHandle:
     # ---- bookie answers ----------------------------------------------------------------------
 
     @staticmethod
-    def _on_add_response(arg: tuple[PendingAdd, int, str], response: Response | None, error: BKError | None) -> None:
-        """A bookie's answer to an add (``arg``: the add, the ensemble index, the bookie), called on
-        its connection's reader task: ack (rules 3, 4 of ``bk_client._add_op``), fail the handle
-        (fenced, unauthorized, client closed) or replace the bookie. An answer from a bookie that
-        was (or is being) replaced, or to an add already finished, is ignored."""
+    def _on_add_answer(arg: tuple[PendingAdd, int, str], status: int | None, error: BKError | None) -> None:
+        """A bookie's answer to an add (``arg``: the add, the ensemble index, the bookie; ``status``
+        the answer's status code), called on its channel's task: ack (rules 3, 4 of
+        ``bk_client._add_op``), fail the handle (fenced, unauthorized, client closed) or replace
+        the bookie. An answer from a bookie that was (or is being) replaced, or to an add already
+        finished, is ignored."""
         op, index, bookie = arg
         if op.state is AddState.DONE or op.state is AddState.FAILED:
             return
@@ -346,8 +348,7 @@ class LedgerWriteHandle:
             else:
                 handle._bookie_failed(index, bookie, error, "connection")
             return
-        assert response is not None
-        status = response.addResponse.status if response.HasField("addResponse") else response.status
+        assert status is not None
         if status == _EOK:
             if op.ack_set.ack(index) and op.state is AddState.SENT:
                 op.state = AddState.ACKED

@@ -525,15 +525,24 @@ class BrokerService:
         """The backlog-quota decision that holds or rejects producers of ``topic`` now, if any."""
         return self.retention.producer_quota_action(str(topic))
 
-    def quota_holds(self, topic: TopicName) -> bool:
+    def quota_holds(self, topic: TopicName | Topic) -> bool:
         """True while producers of ``topic`` are held (``producer_request_hold`` exceeded)."""
-        d = self.quota_action(topic)
+        d = self._topic_quota_action(topic) if isinstance(topic, Topic) else self.quota_action(topic)
         return d is not None and d.action is QuotaAction.HOLD_PRODUCERS
 
-    def quota_rejects(self, topic: TopicName) -> QuotaDecision | None:
+    def quota_rejects(self, topic: TopicName | Topic) -> QuotaDecision | None:
         """The exceeded ``producer_exception`` quota of ``topic``, None when producers may go on."""
-        d = self.quota_action(topic)
+        d = self._topic_quota_action(topic) if isinstance(topic, Topic) else self.quota_action(topic)
         return d if d is not None and d.action is QuotaAction.REJECT_PRODUCERS else None
+
+    def _topic_quota_action(self, topic: Topic) -> QuotaDecision | None:
+        """`quota_action` of a loaded topic's name, asked per SEND. Retention keeps its decisions
+        on the loaded topics themselves (`TopicQuotaStates`), and an open loaded topic is the one
+        loaded under its name (`unload` takes it out of ``topics`` as it closes it), so an open
+        topic with no decisions has none to find: answered without building its name."""
+        if not topic.quota_decisions and not topic.closed:
+            return None
+        return self.quota_action(topic.name)
 
     async def recheck_quota(self, topic: TopicName) -> None:
         """Evaluate ``topic``'s backlog quota now (at most once a second per loaded topic; the time

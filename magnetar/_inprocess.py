@@ -8,15 +8,17 @@ journal fsync, fencing, LAC and long polls, recovery reads on the high-priority 
 in-flight budget); every other bookie is reached over the network `bk_client.ConnectionPool`, as
 without it. Compared with loopback TCP, a request skips the client's frame writer and reader tasks,
 the two socket writes and reads, the bookie's frame decoder and the encoding and decoding of the
-response; the request is still the encoded frame the ledger operations built (they build it once
-for every bookie of a write set), parsed once by the bookie.
+response. An add (``send_add``, contract rule 6) goes further: its fields are handed to the
+bookie as they are and its answer comes back as a status code, so it is never encoded, parsed or
+answered with a message. Every other request is still the encoded frame the ledger operations
+built, parsed once by the bookie.
 
 Channel states (`_LocalChannel`):
 
-* Rule 1: IDLE -> SERVING on the first ``send``: the local connection's task starts in the
+* Rule 1: IDLE -> SERVING on the first request: the local connection's task starts in the
   client's nursery, and requests queue in its inbox meanwhile.
 * Rule 2: SERVING -> DOWN when that task ends while the client is open (the bookie stopped, or a
-  bug): every pending request fails with ``BookieUnavailable``, and so does every later ``send``
+  bug): every pending request fails with ``BookieUnavailable``, and so does every later request
   (a local bookie that stopped does not come back within this process).
 * Rule 3: any state -> CLOSED when the transport closes: pending requests fail with
   ``ClientClosed``; CLOSED is final.
@@ -36,6 +38,8 @@ from typing import Any
 import trio
 
 from bk_client import (
+    AddCallback,
+    AddRequest,
     BKError,
     BookieChannel,
     BookieUnavailable,
@@ -47,6 +51,7 @@ from bk_client import (
     call_and_wait,
 )
 from bookie import Bookie, LocalConnection
+from protocols.bookkeeper import add_response
 from protocols.bookkeeper import bookie_protocol_pb2 as pb
 
 __all__ = ["InProcessTransport", "in_process_transport"]
@@ -54,6 +59,14 @@ __all__ = ["InProcessTransport", "in_process_transport"]
 log = logging.getLogger(__name__)
 
 Callback = Callable[[Any, "pb.Response | None", "BKError | None"], None]
+
+
+class _Kind(enum.Enum):
+    """How a pending request was sent: as a frame (``send``: its callback takes the response
+    message) or as an add's fields (``send_add``: its callback takes the status code)."""
+
+    FRAME = "frame"
+    ADD = "add"
 
 
 class _State(enum.Enum):
@@ -70,8 +83,9 @@ class _LocalChannel:
         self.bookie_id = bookie_id
         self._transport = transport
         self._max_pending = transport.config.max_pending_requests_per_bookie
-        self._pending: dict[int, tuple[Callback, Any]] = {}
-        self._conn = LocalConnection(bookie, self._deliver, self._refuse)
+        # txn -> (callback, arg, kind): how the request was sent says what its callback takes
+        self._pending: dict[int, tuple[Any, Any, _Kind]] = {}
+        self._conn = LocalConnection(bookie, self._deliver, self._refuse, self._deliver_add)
         self.state = _State.IDLE
         self._scope: trio.CancelScope | None = None
 
@@ -83,6 +97,19 @@ class _LocalChannel:
     def send(self, txn_id: int, frame: bytes, callback: Callback, arg: Any) -> None:
         """Contract rule 2 of ``bk_client._transport``: queue the request for the bookie; its
         answer goes to ``callback`` from the bookie's tasks, never from here."""
+        self._check_room()
+        self._pending[txn_id] = (callback, arg, _Kind.FRAME)
+        self._conn.submit(txn_id, memoryview(frame)[4:])  # after the frame's length prefix
+
+    def send_add(self, add: AddRequest, callback: AddCallback, arg: Any) -> None:
+        """Contract rule 6 of ``bk_client._transport``: hand the add's fields to the bookie (never
+        encoded); its answer's status goes to ``callback`` from the bookie's tasks."""
+        self._check_room()
+        self._pending[add.txn_id] = (callback, arg, _Kind.ADD)
+        self._conn.submit_add(add.txn_id, add.ledger_id, add.entry_id, add.master_key, add.body, add.recovery)
+
+    def _check_room(self) -> None:
+        """Rules 1 to 3 for a new request: start serving, or raise when it would fail at once."""
         state = self.state
         if state is not _State.SERVING:
             if state is _State.CLOSED:
@@ -92,8 +119,6 @@ class _LocalChannel:
             self._start()
         if len(self._pending) >= self._max_pending:
             raise TooManyRequests(f"{len(self._pending)} requests pending on bookie {self.bookie_id}")
-        self._pending[txn_id] = (callback, arg)
-        self._conn.submit(txn_id, memoryview(frame)[4:])  # after the frame's length prefix
 
     def forget(self, txn_id: int) -> None:
         """Drop a pending request (its caller gave up); a late answer is ignored."""
@@ -106,7 +131,20 @@ class _LocalChannel:
     def _deliver(self, response: pb.Response) -> None:
         entry = self._pending.pop(response.header.txnId, None)
         if entry is not None:
-            entry[0](entry[1], response, None)
+            callback, arg, kind = entry
+            if kind is _Kind.ADD:  # an add answered with a message: its callback takes the status
+                callback(arg, response.status, None)
+            else:
+                callback(arg, response, None)
+
+    def _deliver_add(self, txn_id: int, status: int, ledger_id: int, entry_id: int) -> None:
+        entry = self._pending.pop(txn_id, None)
+        if entry is not None:
+            callback, arg, kind = entry
+            if kind is _Kind.ADD:
+                callback(arg, status, None)
+            else:  # an add sent as a frame gets the response the network would have brought
+                callback(arg, add_response(txn_id, status, ledger_id, entry_id), None)
 
     def _refuse(self, txn_id: int, reason: str) -> None:
         entry = self._pending.pop(txn_id, None)
@@ -134,7 +172,7 @@ class _LocalChannel:
 
     def _fail_pending(self, error: BKError) -> None:
         pending, self._pending = self._pending, {}
-        for callback, arg in pending.values():
+        for callback, arg, _kind in pending.values():
             try:
                 callback(arg, None, error)
             except Exception:  # a callback bug must not take the other requests down with it

@@ -89,6 +89,10 @@ _FENCE = pb.ReadRequest.FENCE_LEDGER
 _PIGGYBACK = pb.ReadRequest.ENTRY_PIGGYBACK
 _RECOVERY = pb.AddRequest.RECOVERY_ADD
 _ADD = int(OperationType.ADD_ENTRY)
+# What an ADD_ENTRY frame holds besides its body and master key, at most (length prefix, header
+# with a 10-byte txn id, ledger and entry ids, field tags and lengths, the recovery flag): an add
+# handed over by its fields counts this against the in-flight byte budget, as its frame would.
+_ADD_FRAME_FIELDS = 64
 _EOK = int(StatusCode.EOK)
 
 
@@ -204,17 +208,44 @@ class _RequestCore:
     async def _serve_request(self, request: pb.Request, size: int, nursery: trio.Nursery, t0: float) -> None:
         """Admit one request into the budget (waiting for room, which pushes back on the client)
         and hand it to its path; adds are submitted before this returns (arrival order)."""
+        if request.header.operation == _ADD and request.HasField("addRequest"):
+            add = request.addRequest
+            recovery = add.HasField("flag") and add.flag == _RECOVERY
+            await self._serve_add(
+                request.header.txnId, add.ledgerId, add.entryId, add.masterKey, add.body, recovery, size, t0
+            )
+            return
         while self.n >= self.max_n or self.nbytes >= self.max_bytes:
             self.room = trio.Event()
             await self.room.wait()
         self.n += 1
         self.nbytes += size
         self.bookie.requests_in_flight += 1
-        if request.header.operation == _ADD and request.HasField("addRequest"):
-            if not self._submit_add(request, size, t0):  # the hot path: no coroutine per add
-                await self._submit_add_waiting(request, size, t0)  # the journal queue is full
-        else:
-            await self._dispatch(request, size, nursery, t0)
+        await self._dispatch(request, size, nursery, t0)
+
+    async def _serve_add(
+        self,
+        txn: int,
+        ledger_id: int,
+        entry_id: int,
+        master_key: bytes,
+        body: bytes,
+        recovery: bool,
+        size: int,
+        t0: float,
+    ) -> None:
+        """`_serve_request` for an add, given by its fields (``size``: what it counts against the
+        byte budget): admitted into the budget (waiting for room), then submitted to the journal
+        before this returns, so adds enter it in arrival order."""
+        while self.n >= self.max_n or self.nbytes >= self.max_bytes:
+            self.room = trio.Event()
+            await self.room.wait()
+        self.n += 1
+        self.nbytes += size
+        self.bookie.requests_in_flight += 1
+        if not self._submit_add(txn, ledger_id, entry_id, master_key, body, recovery, size, t0):
+            # the journal queue is full (the hot path above needs no coroutine of its own)
+            await self._submit_add_waiting(txn, ledger_id, entry_id, master_key, body, recovery, size, t0)
 
     # ------------------------------------------------------------------ budget
 
@@ -245,41 +276,58 @@ class _RequestCore:
 
     # ------------------------------------------------------------------ adds
 
-    def _submit_add(self, req: pb.Request, size: int, t0: float) -> bool:
-        """Submit an add request without waiting: queue it for the acker, or answer its error.
-        False when the journal queue is full (nothing was queued or answered: wait for room with
+    def _submit_add(
+        self,
+        txn: int,
+        ledger_id: int,
+        entry_id: int,
+        master_key: bytes,
+        body: bytes,
+        recovery: bool,
+        size: int,
+        t0: float,
+    ) -> bool:
+        """Submit an add without waiting: queue it for the acker, or answer its error. False when
+        the journal queue is full (nothing was queued or answered: wait for room with
         `_submit_add_waiting`)."""
-        add = req.addRequest
         try:
-            ticket = self.bookie.submit_add(
-                add.ledgerId,
-                add.entryId,
-                add.masterKey,
-                add.body,
-                recovery=add.HasField("flag") and add.flag == _RECOVERY,
-            )
+            ticket = self.bookie.submit_add(ledger_id, entry_id, master_key, body, recovery=recovery)
         except trio.WouldBlock:
             return False
         except BookieError as exc:
-            self._respond(add_response(req.header.txnId, exc.status, add.ledgerId, add.entryId), size)
+            self._respond_add(txn, exc.status, ledger_id, entry_id, size)
             return True
-        self.acks.append((req.header.txnId, ticket, t0, size))
+        self.acks.append((txn, ticket, t0, size))
         if self.acker_waiting:
             self.acker_waiting = False
             self.has_acks.set()
         return True
 
-    async def _submit_add_waiting(self, req: pb.Request, size: int, t0: float) -> None:
+    async def _submit_add_waiting(
+        self,
+        txn: int,
+        ledger_id: int,
+        entry_id: int,
+        master_key: bytes,
+        body: bytes,
+        recovery: bool,
+        size: int,
+        t0: float,
+    ) -> None:
         """`_submit_add` once the journal queue has room (the reader reads nothing meanwhile, which
         pushes back on the client); answers the journal's error if it fails while waiting."""
         while True:
             try:
                 await self.bookie.wait_for_journal_space()
             except BookieError as exc:
-                self._respond(error_response(req, exc.status), size)
+                self._respond_add(txn, exc.status, ledger_id, entry_id, size)
                 return
-            if self._submit_add(req, size, t0):
+            if self._submit_add(txn, ledger_id, entry_id, master_key, body, recovery, size, t0):
                 return
+
+    def _respond_add(self, txn: int, status: int, ledger_id: int, entry_id: int, size: int) -> None:
+        """Answer an add that failed before reaching the journal (counted as one answer)."""
+        self._respond(add_response(txn, status, ledger_id, entry_id), size)
 
     async def _acker(self) -> None:
         acks, bookie = self.acks, self.bookie
@@ -594,14 +642,16 @@ class LocalConnection(_RequestCore):
     as a network connection (`serve_bookie`: arrival order, adds acknowledged only once their
     journal record is synced, fencing, LAC, long polls, recovery reads on the high-priority path,
     the in-flight budget, the same metrics), but requests come as unframed ``Request`` payloads
-    through `submit` and answers leave as ``Response`` messages through ``deliver`` (no response
-    is encoded, no frame is decoded).
+    through `submit`, or as an add's fields through `submit_add`, and answers leave as calls: an
+    add's as ``deliver_add(txn, status, ledger_id, entry_id)`` whichever way it came, every other
+    answer as a ``Response`` message through ``deliver``. No response is encoded, no frame is
+    decoded, and an add given by its fields is never encoded nor parsed either.
 
-    Guarantees: `submit` never blocks and never calls back; it queues the request, and `run`
-    takes requests in the order submitted, at most ``max_in_flight_requests`` /
-    ``max_in_flight_bytes`` of them in progress (a request past the budget waits in the queue:
-    the submitter bounds how many it has outstanding, as a network client bounds its pending
-    table). Each submitted request gets exactly one ``deliver(response)``, or one
+    Guarantees: `submit` and `submit_add` never block and never call back; they queue the
+    request, and `run` takes requests in the order submitted (both kinds in one queue), at most
+    ``max_in_flight_requests`` / ``max_in_flight_bytes`` of them in progress (a request past the
+    budget waits in the queue: the submitter bounds how many it has outstanding, as a network
+    client bounds its pending table). Each submitted request gets exactly one answer, or one
     ``refuse(txn, reason)`` when its payload is not a ``Request``, called from `run`'s tasks,
     unless `run` ends first (cancelled, or the bookie stopped): requests then left unanswered get
     neither, and the client treats them as a lost connection. A callback must not block; it may
@@ -609,13 +659,18 @@ class LocalConnection(_RequestCore):
     """
 
     def __init__(
-        self, bookie: Bookie, deliver: Callable[[pb.Response], None], refuse: Callable[[int, str], None]
+        self,
+        bookie: Bookie,
+        deliver: Callable[[pb.Response], None],
+        refuse: Callable[[int, str], None],
+        deliver_add: Callable[[int, int, int, int], None],
     ) -> None:
         super().__init__(bookie)
         self.peer = "in-process"
         self._deliver = deliver
+        self._deliver_add = deliver_add
         self._refuse = refuse
-        self._inbox: deque[tuple[int, bytes | memoryview]] = deque()
+        self._inbox: deque[tuple[int, bytes | memoryview] | tuple[int, int, int, bytes, bytes, bool]] = deque()
         self._has_inbox = trio.Event()
         self._running = False
 
@@ -623,6 +678,16 @@ class LocalConnection(_RequestCore):
         """Queue a request (``payload``: an encoded ``Request`` whose txnId is ``txn_id``, without
         the frame's length prefix)."""
         self._inbox.append((txn_id, payload))
+        if not self._has_inbox.is_set():
+            self._has_inbox.set()
+
+    def submit_add(
+        self, txn_id: int, ledger_id: int, entry_id: int, master_key: bytes, body: bytes, recovery: bool
+    ) -> None:
+        """Queue an add given by the fields of its ADD_ENTRY request (``body``: the digest-framed
+        entry; ``recovery``: the RECOVERY_ADD flag), served as that request would be. It counts
+        against the byte budget as the frame it stands for would."""
+        self._inbox.append((txn_id, ledger_id, entry_id, master_key, body, recovery))
         if not self._has_inbox.is_set():
             self._has_inbox.set()
 
@@ -651,7 +716,13 @@ class LocalConnection(_RequestCore):
                 continue
             t0 = time.perf_counter()  # one clock read per wake-up, as a network read shares one
             while inbox:
-                txn, payload = inbox.popleft()
+                item = inbox.popleft()
+                if len(item) == 6:
+                    txn, ledger_id, entry_id, key, body, recovery = item
+                    size = len(body) + len(key) + _ADD_FRAME_FIELDS
+                    await self._serve_add(txn, ledger_id, entry_id, key, body, recovery, size, t0)
+                    continue
+                txn, payload = item
                 try:
                     request = parse_request(payload)
                 except FrameError as exc:
@@ -666,8 +737,17 @@ class LocalConnection(_RequestCore):
 
     def _answer_adds(self, answers: list[tuple[int, int, int, int]], request_bytes: int) -> None:
         self._release(len(answers), request_bytes)
+        deliver_add = self._deliver_add
         for txn, status, ledger_id, entry_id in answers:
-            self._call(add_response(txn, status, ledger_id, entry_id))
+            try:
+                deliver_add(txn, status, ledger_id, entry_id)
+            except Exception:  # a client callback bug must not stop the bookie's side
+                log.exception("in-process client: add answer callback failed")
+
+    def _respond_add(self, txn: int, status: int, ledger_id: int, entry_id: int, size: int) -> None:
+        key = (_ADD, status)  # counted as `_respond` counts every other answer
+        self.counts[key] = self.counts.get(key, 0) + 1
+        self._answer_adds([(txn, status, ledger_id, entry_id)], size)
 
     def _call(self, response: pb.Response) -> None:
         try:

@@ -223,7 +223,7 @@ async def handle_send(conn: ServerConnection, frame: Frame) -> None:
             )
         )
         return
-    if isinstance(producer.topic, Topic) and conn.service.quota_rejects(producer.topic.name) is not None:
+    if isinstance(producer.topic, Topic) and conn.service.quota_rejects(producer.topic) is not None:
         # the quota turned to reject while this producer was attached: close it; its reconnect is
         # refused at PRODUCER time and the client fails the pending sends with that reason
         producer.close_from_broker()

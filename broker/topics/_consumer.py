@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from managed_ledger import Entry, Position
-from protocols.pulsar import encode_command, encode_payload_command_raw, make_command
+from protocols.pulsar import encode_command, encode_message, make_command
 
 from ._entries import UINT64_MAX, entry_metadata
 from ._stats import Rates, java_date
@@ -170,19 +170,20 @@ class Consumer:
         # only a topic that has seen a chunked message pays for looking for chunks
         chunks = topic.stats_state.chunks_seen
         msgs = size = chunk_count = 0
+        consumer_id = self.consumer_id
         for entry, redelivery, ack_set in items:
-            message_id: dict[str, int] = {
-                "ledgerId": entry.position.ledger_id & UINT64_MAX,
-                "entryId": entry.position.entry_id & UINT64_MAX,
-            }
-            if partition >= 0:
-                message_id["partition"] = partition
-            fields: dict[str, Any] = {"consumer_id": self.consumer_id, "message_id": message_id}
-            if redelivery:
-                fields["redelivery_count"] = redelivery
-            if ack_set is not None:
-                fields["ack_set"] = ack_set
-            frames.append(encode_payload_command_raw(make_command("MESSAGE", **fields), entry.data))
+            position = entry.position
+            frames.append(
+                encode_message(
+                    consumer_id,
+                    position.ledger_id,
+                    position.entry_id,
+                    entry.data,
+                    partition=partition,
+                    redelivery_count=redelivery,
+                    ack_set=ack_set,
+                )
+            )
             # the dispatcher records each entry's message count in ``pending`` before sending it
             n = pending.get(entry.position, 1)
             msgs += n

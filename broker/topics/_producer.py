@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from managed_ledger import PendingAdd
-from protocols.pulsar import encode_command, make_command
+from protocols.pulsar import encode_command, encode_send_receipt, make_command
 from protocols.pulsar import pulsar_api_pb2 as pb
 
 from ._entries import UINT64_MAX
@@ -120,23 +120,21 @@ class Producer:
                 self.connection.publish_done(s.size)  # no answer will be written
                 continue
             if s.error is not None:
-                cmd = make_command(
-                    "SEND_ERROR",
-                    producer_id=self.producer_id,
-                    sequence_id=s.sequence_id,
-                    error=pb.PersistenceError,
-                    message=s.error,
+                frame = encode_command(
+                    make_command(
+                        "SEND_ERROR",
+                        producer_id=self.producer_id,
+                        sequence_id=s.sequence_id,
+                        error=pb.PersistenceError,
+                        message=s.error,
+                    )
                 )
             else:
-                cmd = make_command(
-                    "SEND_RECEIPT",
-                    producer_id=self.producer_id,
-                    sequence_id=s.sequence_id,
-                    highest_sequence_id=s.highest_sequence_id,
-                    message_id={"ledgerId": s.ledger_id & UINT64_MAX, "entryId": s.entry_id & UINT64_MAX},
+                frame = encode_send_receipt(
+                    self.producer_id, s.sequence_id, s.highest_sequence_id, s.ledger_id, s.entry_id
                 )
             # the SEND's bytes leave the connection's publish window once this is written
-            self.connection.send_receipt(encode_command(cmd), s.size)
+            self.connection.send_receipt(frame, s.size)
 
     def close_from_broker(self) -> None:
         """Tell the client the broker closed this producer (it reconnects) and detach it."""

@@ -548,7 +548,7 @@ class Topic:
         try:
             while queue:
                 released = True
-                if self.service.quota_holds(self.name):
+                if self.service.quota_holds(self):
                     released = await self.service.wait_quota_released(self)
                 send = self._in_hand = queue.popleft()
                 producer = send.producer

@@ -30,9 +30,11 @@ from ._frames import Frame as Frame
 from ._frames import FrameDecoder as FrameDecoder
 from ._frames import decode_frame as decode_frame
 from ._frames import encode_command as encode_command
+from ._frames import encode_message as encode_message
 from ._frames import encode_metadata_and_payload as encode_metadata_and_payload
 from ._frames import encode_payload_command as encode_payload_command
 from ._frames import encode_payload_command_raw as encode_payload_command_raw
+from ._frames import encode_send_receipt as encode_send_receipt
 from ._frames import stored_entry_block as stored_entry_block
 from ._hash import DEFAULT_HASH_RANGE_SIZE as DEFAULT_HASH_RANGE_SIZE
 from ._hash import NONE_KEY as NONE_KEY
@@ -79,9 +81,11 @@ __all__ = [
     "command_field",
     "decode_frame",
     "encode_command",
+    "encode_message",
     "encode_metadata_and_payload",
     "encode_payload_command",
     "encode_payload_command_raw",
+    "encode_send_receipt",
     "invalid_utf8_field",
     "key_hash",
     "key_hash_slot",

@@ -9,7 +9,7 @@ from typing import Any
 
 import trio
 
-from bk_client import BookieChannel, BookKeeper, ClientConfig, ClientMetrics
+from bk_client import AddRequest, BookieChannel, BookKeeper, ClientConfig, ClientMetrics
 from bk_client._connection import ConnectionPool
 from protocols.bookkeeper import bookie_protocol_pb2 as pb
 from protocols.bookkeeper import parse_request
@@ -30,6 +30,10 @@ class _Recording:
     def send(self, txn_id: int, frame: bytes, callback: Any, arg: Any) -> None:
         self._note(frame)
         self._inner.send(txn_id, frame, callback, arg)
+
+    def send_add(self, add: AddRequest, callback: Any, arg: Any) -> None:
+        self._note(add.frame())
+        self._inner.send_add(add, callback, arg)
 
     def forget(self, txn_id: int) -> None:
         self._inner.forget(txn_id)

@@ -21,6 +21,7 @@ import pytest
 import trio
 
 from bk_client import (
+    AddRequest,
     BKError,
     BookieTransport,
     BookKeeper,
@@ -39,7 +40,7 @@ from bk_client import (
 from bookie import BookieEndpoints, serve_bookie_process
 from magnetar._inprocess import InProcessTransport, in_process_transport
 from metadata import open_metadata_store
-from protocols.bookkeeper import StatusCode, encode_request, read_request
+from protocols.bookkeeper import AddRequestEncoder, StatusCode, encode_entry, encode_request, read_request
 from protocols.bookkeeper import bookie_protocol_pb2 as pb
 from tests.support.bookie_server import make_config
 
@@ -250,4 +251,66 @@ async def test_the_pending_bound_answers_and_close_follow_the_transport_contract
         transport.close()
         with pytest.raises(ClientClosed):
             transport.get(bookie_id).send(txn, encode_request(read_request(txn, 424242, 0)), on_answer, txn)
+        nursery.cancel_scope.cancel()
+
+
+async def test_adds_by_their_fields_are_answered_with_a_status_and_adds_as_frames_with_a_response(
+    kind: str, tmp_path: Path
+) -> None:
+    """Contract rule 6: ``send_add`` calls back with the answer's status (the in-process channel
+    hands the add's fields to the bookie; the network one sends its frame); an add sent as a frame
+    through ``send`` still gets the response message, on either transport."""
+    async with bookies(tmp_path, 1) as b, trio.open_nursery() as nursery:
+        bookie_id = b.endpoints[0].bookie_id
+        metrics = ClientMetrics()
+        transport: BookieTransport = (
+            ConnectionPool(nursery, CFG, metrics)
+            if kind == "network"
+            else InProcessTransport(nursery, CFG, metrics, local={bookie_id: b.endpoints[0].core})
+        )  # type: ignore[dict-item]
+        ledger, key = 777, master_key(PASSWORD)
+        encoder = AddRequestEncoder(ledger, key)
+        bodies = [encode_entry(ledger, i, i - 1, 10 * (i + 1), payload(i)) for i in range(3)]
+        statuses: list[tuple[str, int | None, BKError | None]] = []
+        responses: list[pb.Response] = []
+
+        def on_status(tag: str, status: int | None, error: BKError | None) -> None:
+            statuses.append((tag, status, error))
+
+        def on_response(_arg: None, response: pb.Response | None, error: BKError | None) -> None:
+            assert response is not None and error is None
+            responses.append(response)
+
+        channel = transport.get(bookie_id)
+        add = AddRequest(transport.next_txn(), ledger, 0, key, bodies[0], False, encoder)
+        channel.send_add(add, on_status, "by fields")
+        txn = transport.next_txn()
+        channel.send(txn, encoder.encode(txn, 1, bodies[1]), on_response, None)
+        other_key = master_key(b"not the password")
+        refused = AddRequest(
+            transport.next_txn(), ledger, 2, other_key, bodies[2], False, AddRequestEncoder(ledger, other_key)
+        )
+        channel.send_add(refused, on_status, "wrong key")
+        assert statuses == [] and responses == []  # rule 2: never called back from inside a send
+        with trio.fail_after(10):
+            while len(statuses) < 2 or not responses:
+                await trio.sleep(0.01)
+        assert sorted(statuses, key=lambda s: s[0]) == [
+            ("by fields", StatusCode.EOK, None),
+            ("wrong key", StatusCode.EUA, None),
+        ]
+        (response,) = responses
+        assert (response.header.txnId, response.status) == (txn, StatusCode.EOK)
+        assert (response.addResponse.status, response.addResponse.ledgerId, response.addResponse.entryId) == (
+            StatusCode.EOK,
+            ledger,
+            1,
+        )
+        for entry_id in (0, 1):
+            txn = transport.next_txn()
+            read = await channel.call(txn, encode_request(read_request(txn, ledger, entry_id)))
+            assert read.readResponse.status == StatusCode.EOK and read.readResponse.body == bodies[entry_id]
+        transport.close()
+        with pytest.raises(ClientClosed):
+            transport.get(bookie_id).send_add(add, on_status, "after close")
         nursery.cancel_scope.cancel()

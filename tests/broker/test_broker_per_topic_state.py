@@ -61,7 +61,8 @@ async def over_quota(service: BrokerService, i: int) -> Topic:
     topic = await service.get_topic(name(i))
     await topic.subscribe("slow", durable=True, initial_position=InitialPosition.EARLIEST, start=None)
     for _ in range(5):
-        await topic.ml.append(b"q" * 100)  # 500 bytes of backlog, over the 200-byte quota
+        add = await topic.ml.append(b"q" * 100)  # 500 bytes of backlog, over the 200-byte quota
+    await add.result()  # stored, so that a quota check counts it
     return topic
 
 
@@ -83,6 +84,31 @@ async def test_quota_enforcement_outlives_the_explain_reports_and_goes_with_the_
         assert again is not topics[0] and not again.quota_decisions
         await service.recheck_quota(name(0))  # a producer attaching evaluates it again
         assert service.quota_rejects(name(0)) is not None
+
+
+async def test_asked_by_the_loaded_topic_a_quota_answers_as_asked_by_name() -> None:
+    hold = {"destination_storage": {"limitSize": 200, "limitTime": -1, "policy": "producer_request_hold"}}
+    async with running_service(inproc_config()) as (service, _):
+        await service.namespaces.update_policies(NS, {"backlog_quota_map": QUOTA})
+        topic = await over_quota(service, "by-object")
+        assert service.quota_rejects(topic) is None is service.quota_rejects(topic.name)  # not checked yet
+        await service.recheck_quota(topic.name)
+        decision = service.quota_rejects(topic)
+        assert decision is not None and decision is service.quota_rejects(topic.name)
+        assert not service.quota_holds(topic) and not service.quota_holds(topic.name)
+
+        held = await over_quota(service, "held")
+        await service.namespaces.update_policies(NS, {"backlog_quota_map": hold})
+        await service.recheck_quota(held.name)
+        assert service.quota_holds(held) and service.quota_holds(held.name)
+
+        await service.unload(topic)  # the closed object still holds its decisions: asked, it answers by name
+        assert topic.quota_decisions
+        again = await service.get_topic(topic.name)
+        assert service.quota_rejects(topic) is None is service.quota_rejects(again)
+        await service.recheck_quota(again.name)  # held now: the namespace's quota is the hold one
+        topic.quota_decisions = ()  # nor does a closed object without decisions speak for the name
+        assert service.quota_holds(topic) and service.quota_holds(again)
 
 
 async def test_unloaded_topics_leave_nothing_in_the_service() -> None:

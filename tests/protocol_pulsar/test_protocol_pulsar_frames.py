@@ -22,9 +22,11 @@ from protocols.pulsar import (
     command_field,
     decode_frame,
     encode_command,
+    encode_message,
     encode_metadata_and_payload,
     encode_payload_command,
     encode_payload_command_raw,
+    encode_send_receipt,
     make_command,
     type_name,
 )
@@ -126,6 +128,66 @@ def test_raw_block_is_forwarded_verbatim_with_broker_entry_metadata() -> None:
     assert struct.unpack_from(">H", data, 8 + cmd_size)[0] == 0x0E02
     no_crc = decode_frame(encode_payload_command_raw(message, stored, bem, checksum=False))
     assert no_crc.checksum is None and no_crc.broker_entry_metadata == bem
+
+
+_U64 = st.integers(0, 2**64 - 1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_U64, _U64, _U64, st.integers(-1, 2**64 - 1), st.integers(-1, 2**64 - 1))
+def test_send_receipt_encoder_writes_what_make_command_writes(
+    producer_id: int, sequence_id: int, highest: int, ledger_id: int, entry_id: int
+) -> None:
+    expected = encode_command(
+        make_command(
+            "SEND_RECEIPT",
+            producer_id=producer_id,
+            sequence_id=sequence_id,
+            highest_sequence_id=highest,
+            message_id={"ledgerId": ledger_id % 2**64, "entryId": entry_id % 2**64},
+        )
+    )
+    assert encode_send_receipt(producer_id, sequence_id, highest, ledger_id, entry_id) == expected
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    _U64,
+    st.integers(-1, 2**64 - 1),
+    st.integers(-1, 2**64 - 1),
+    st.integers(-1, 2**31 - 1),
+    st.integers(0, 2**32 - 1),
+    st.none() | st.lists(st.integers(-(2**63), 2**63 - 1), max_size=3),
+    st.binary(max_size=40),
+)
+def test_message_encoder_writes_what_make_command_writes(
+    consumer_id: int,
+    ledger_id: int,
+    entry_id: int,
+    partition: int,
+    redelivery: int,
+    ack_set: list[int] | None,
+    payload: bytes,
+) -> None:
+    raw = encode_metadata_and_payload(MessageMetadata(producer_name="p", sequence_id=1, publish_time=2), payload)
+    message_id = {"ledgerId": ledger_id % 2**64, "entryId": entry_id % 2**64}
+    if partition >= 0:
+        message_id["partition"] = partition
+    fields: dict[str, object] = {"consumer_id": consumer_id, "message_id": message_id}
+    if redelivery:
+        fields["redelivery_count"] = redelivery
+    if ack_set is not None:
+        fields["ack_set"] = ack_set
+    expected = encode_payload_command_raw(make_command("MESSAGE", **fields), raw)
+    frame = encode_message(
+        consumer_id, ledger_id, entry_id, raw, partition=partition, redelivery_count=redelivery, ack_set=ack_set
+    )
+    assert frame == expected
+
+
+def test_send_receipt_encoder_refuses_ids_outside_uint64() -> None:
+    with pytest.raises(ValueError):
+        encode_send_receipt(1, -1, 0, 0, 0)
 
 
 def test_empty_payload_is_valid() -> None:
