@@ -212,6 +212,17 @@ class Topic:
         assert self._nursery is not None
         await self._nursery.start(fn, *args)
 
+    def start_soon(self, fn: Callable[[], Awaitable[Any]]) -> bool:
+        """Run ``fn()`` in the topic's nursery (cancelled when the topic closes); False, running
+        nothing, when the topic is closed or not running yet."""
+        if self.closed or self._nursery is None:
+            return False
+        try:
+            self._nursery.start_soon(fn)
+        except RuntimeError:  # the nursery is closing: the topic is going away
+            return False
+        return True
+
     def _check_open(self) -> None:
         if self.closed:
             raise ServiceNotReadyError(f"topic {self.name} is being unloaded; retry")
