@@ -1,13 +1,13 @@
 """Which broker serves a topic: lookups and admin redirects (`_ownership` Rule 2).
 
 Connect when this broker owns the topic's bundle (answered from the bundles it holds, with no
-metadata read); Redirect (authoritative) to the owner when
-another broker does; an unowned bundle is assigned to the least loaded registered broker (fewest
-loaded topics, then bundles, counting the bundles assigned since that broker's last report; ties
-broken by rendezvous hash so that a namespace's bundles spread): Connect after taking it when
-that is this broker, else Redirect with ``authoritative`` set, and the broker receiving an
-authoritative lookup for an unowned bundle takes it. Admin requests about a topic or a bundle
-are sent to the same broker, on its admin URL.
+metadata read); Redirect (authoritative) to the owner when another broker does; an unowned
+bundle is assigned to the least loaded registered broker (fewest loaded topics, then bundles,
+counting the bundles assigned since that broker's last report; ties broken by rendezvous hash so
+that a namespace's bundles spread): Connect after taking it when that is this broker, else
+Redirect with ``authoritative`` set, and the broker receiving an authoritative lookup for an
+unowned bundle takes it. Admin requests about a topic or a bundle are sent to the same broker,
+on its admin URL.
 """
 
 from __future__ import annotations

@@ -57,9 +57,8 @@ async def _check_storage(topic: Topic) -> None:
     producer: the official clients back off longer after every refused reconnect (doubling up to a
     minute), so refusals through an outage left writes stopped for up to that long after storage
     came back. Creating the producer is a chance to create a ledger again (`ensure_writable`, at
-    most once per the managed ledger's retry interval); its SENDs then fail while storage is still
-    unavailable, which closes the producer again and the client resends them once reconnected, as
-    Pulsar's broker has it."""
+    most once per the managed ledger's retry interval); the topic then holds its SENDs until a
+    ledger can be created or the client's send timeout ends them."""
     if topic.ml.state is ManagedLedgerState.TERMINATED:
         raise BrokerServiceError(f"topic {topic.name} is terminated", pb.TopicTerminatedError)
     try:
