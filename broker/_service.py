@@ -399,10 +399,10 @@ class BrokerService:
     async def check_topic(self, topic: TopicName, *, create: bool, admin: bool = False) -> None:
         """Raise `TopicNotFoundError` unless ``topic`` exists or may be created now (Rule 2);
         ``admin`` creation ignores the auto-creation setting."""
+        if str(topic) in self.topics or str(topic) in self.np_topics:
+            return  # loaded: it exists, and the answer needs no metadata read
         allowed, _kind, _n = await self._auto_create_allowed(topic.namespace_name)
         allowed = allowed or admin
-        if str(topic) in self.topics or str(topic) in self.np_topics:
-            return
         if topic.partition >= 0:
             n = await self.namespaces.get_partitions(topic.partitioned_topic)
             if n and topic.partition < n:

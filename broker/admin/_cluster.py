@@ -293,7 +293,8 @@ class OwnerRedirect:
         ownership = self.service.ownership
         topic = self._topic(scope.get("path", "")) if scope["type"] == "http" and ownership is not None else None
         target = None
-        if topic is not None:
+        # a topic this broker serves needs no redirect, nor the metadata reads that decide one
+        if topic is not None and not ownership.owns_topic(topic):
             try:
                 plain = topic.partition >= 0 or not await self.service.namespaces.get_partitions(topic)
                 if plain and await self.service.namespaces.namespace_exists(topic.namespace_name):

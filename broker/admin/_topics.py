@@ -19,7 +19,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ..resources._namespaces import PARTITIONED_ROOT
-from ..topics._stats import refresh_backlog_age
+from ..topics._stats import backlog_age_for_request
 from ..topics._stats_json import StatsOptions, internal_stats, partitioned_stats, topic_stats
 from ..topics._topic import Topic
 from ._common import (
@@ -47,10 +47,7 @@ from ._topic_ops import (
     truncate_topic,
 )
 
-__all__ = ["routes", "BACKLOG_AGE_REFRESH_S"]
-
-BACKLOG_AGE_REFRESH_S = 5.0
-"""How old the backlog age (`broker.topics._stats` Rule 5) may be when stats or /metrics report it."""
+__all__ = ["routes"]
 
 
 @endpoint
@@ -134,9 +131,9 @@ async def remove_partitioned(request: Request) -> Response:
 
 
 async def _stats_of(topic: Topic, options: StatsOptions) -> dict[str, Any]:
-    # the backlog age needs a read per subscription: refreshed here at most every few seconds
-    if time.monotonic() - topic.stats_state.backlog_age_at >= BACKLOG_AGE_REFRESH_S:
-        await refresh_backlog_age(topic, int(time.time() * 1000))
+    # the backlog age needs a read per subscription: refreshed at most every few seconds, and
+    # never waited for long (`broker.topics._stats` Rule 6)
+    await backlog_age_for_request([topic], int(time.time() * 1000))
     return await topic_stats(topic, options)
 
 

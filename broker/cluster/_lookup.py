@@ -1,12 +1,13 @@
 """Which broker serves a topic: lookups and admin redirects (`_ownership` Rule 2).
 
-Connect when this broker owns the topic's bundle; Redirect (authoritative) to the owner when
-another broker does; an unowned bundle is assigned to the least loaded registered broker (fewest
-loaded topics, then bundles, counting the bundles assigned since that broker's last report; ties
-broken by rendezvous hash so that a namespace's bundles spread): Connect after taking it when
-that is this broker, else Redirect with ``authoritative`` set, and the broker receiving an
-authoritative lookup for an unowned bundle takes it. Admin requests about a topic or a bundle
-are sent to the same broker, on its admin URL.
+Connect when this broker owns the topic's bundle (answered from the bundles it holds, with no
+metadata read); Redirect (authoritative) to the owner when another broker does; an unowned
+bundle is assigned to the least loaded registered broker (fewest loaded topics, then bundles,
+counting the bundles assigned since that broker's last report; ties broken by rendezvous hash so
+that a namespace's bundles spread): Connect after taking it when that is this broker, else
+Redirect with ``authoritative`` set, and the broker receiving an authoritative lookup for an
+unowned bundle takes it. Admin requests about a topic or a bundle are sent to the same broker,
+on its admin URL.
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ class BundleTable(Protocol):
     def owned(self) -> Mapping[tuple[str, str], Owned]: ...
 
     def is_heartbeat(self, ns: NamespaceName) -> bool: ...
+
+    def owns_topic(self, topic: TopicName) -> bool: ...
 
     async def bundle_of(self, topic: TopicName) -> BundleRange: ...
 
@@ -139,7 +142,9 @@ class Lookups:
         if member.closing or not member.registered:
             raise ServiceNotReadyError("the broker is not serving lookups (starting or stopping)")
         ns = topic.namespace_name
-        if bundles.is_heartbeat(ns):
+        if bundles.is_heartbeat(ns) or bundles.owns_topic(topic):
+            # served here: answered from memory, with no metadata read (those queue behind the
+            # session's writes, and lookups of owned topics took seconds on a loaded ZooKeeper)
             return None
         bundle = await bundles.bundle_of(topic)
         for _attempt in range(3):

@@ -50,12 +50,14 @@ async def handle_lookup(conn: ServerConnection, frame: Frame) -> None:
     cluster, Connect or Redirect (authoritative) as the bundle's ownership says (`broker.cluster._ownership`)."""
     req = frame.command.lookupTopic
     topic = TopicName.parse(req.topic)
-    if not await conn.service.namespaces.namespace_exists(topic.namespace_name):
+    ownership = conn.service.ownership
+    # a topic this broker serves is in a namespace that exists: no metadata read for it
+    served = ownership is not None and ownership.owns_topic(topic)
+    if not served and not await conn.service.namespaces.namespace_exists(topic.namespace_name):
         raise NamespaceNotFoundError(f"namespace {topic.namespace_name} does not exist")
     # the listener the client connected with (listener_name=...), else the internal one; an unknown
     # name fails the lookup as in Pulsar
     listener = req.advertised_listener_name if req.HasField("advertised_listener_name") else ""
-    ownership = conn.service.ownership
     if ownership is not None:
         answer = await ownership.lookup(
             topic, listener, bool(req.authoritative), tls=isinstance(conn.stream, trio.SSLStream)

@@ -52,19 +52,22 @@ async def _refuse_if_quota_rejects(conn: ServerConnection, name: TopicName) -> N
         )
 
 
-async def _refuse_if_storage_unavailable(topic: Topic) -> None:
-    # No writable bookies (full disks, read-only, down): refuse with the error the client treats
-    # as "fail my pending sends now" (it keeps retrying the producer, with backoff, so sends go
-    # on by themselves once storage is writable; `ensure_writable` retries creation each time).
-    if topic.ml.state is ManagedLedgerState.TERMINATED:  # `_topic` Rule 7
+async def _check_storage(topic: Topic) -> None:
+    """Refuse a producer of a terminated topic (`_topic` Rule 7); never one because storage is
+    unavailable (`_topic` Rule 6).
+
+    No writable bookies (full disks, read-only, down, every one in quarantine) does not refuse the
+    producer: the official clients back off longer after every refused reconnect (doubling up to a
+    minute), so refusals through an outage left writes stopped for up to that long after storage
+    came back. Creating the producer is a chance to create a ledger again (`ensure_writable`, at
+    most once per the managed ledger's retry interval); the topic then holds its SENDs until a
+    ledger can be created or the client's send timeout ends them."""
+    if topic.ml.state is ManagedLedgerState.TERMINATED:
         raise BrokerServiceError(f"topic {topic.name} is terminated", pb.TopicTerminatedError)
     try:
         await topic.ml.ensure_writable()
-    except StorageUnavailable as exc:
-        raise BrokerServiceError(
-            f"cannot create producer on topic {topic.name}: storage is read-only or unavailable ({exc})",
-            pb.ProducerBlockedQuotaExceededException,
-        ) from None
+    except StorageUnavailable:
+        pass  # Rule 6: the producer is admitted all the same
 
 
 async def handle_producer(conn: ServerConnection, frame: Frame) -> None:
@@ -90,7 +93,7 @@ async def handle_producer(conn: ServerConnection, frame: Frame) -> None:
     topic = await conn.service.get_any_topic(name, create=True)
     if isinstance(topic, Topic):  # a non-persistent topic has no storage and no backlog
         await _refuse_if_quota_rejects(conn, name)
-        await _refuse_if_storage_unavailable(topic)
+        await _check_storage(topic)
     # Pulsar always sends schema_version (empty without a schema): the Java client reads it
     # unconditionally and fails the producer when it is missing
     schema_version = await _schema_version(conn, name, req.schema if req.HasField("schema") else None) or b""

@@ -27,6 +27,12 @@ Rules (each follows Pulsar's broker; the JSON shapes are `_stats_json`'s):
   subscriptions and that subscription's name are refreshed by reading the first unacked entry of
   each (`refresh_backlog_age`, at most every few seconds); ``-1`` while nothing is unacknowledged,
   as Pulsar reports no oldest position.
+* Rule 6 (requests never wait on storage for the backlog age): REST stats and ``/metrics`` ask
+  for a refresh through `backlog_age_for_request`, which runs it in the topic's nursery (one at a
+  time per topic) and waits for it at most ``BACKLOG_AGE_WAIT_S``; after that the request
+  answers with the age known so far and the refresh lands for the next one. Those reads queue
+  behind the dispatchers' reads of a backlog and wait on slow or unreachable bookies, and a stats
+  request that awaited them was seen taking over 10 s while its broker sat idle.
 """
 
 from __future__ import annotations
@@ -57,6 +63,9 @@ __all__ = [
     "StatsUpdater",
     "java_date",
     "refresh_backlog_age",
+    "backlog_age_for_request",
+    "BACKLOG_AGE_REFRESH_S",
+    "BACKLOG_AGE_WAIT_S",
     "storage_numbers",
     "backlog_age_seconds",
     "topic_rates",
@@ -65,6 +74,12 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+BACKLOG_AGE_REFRESH_S = 5.0
+"""How old the backlog age (Rule 5) may be when stats or ``/metrics`` report it."""
+
+BACKLOG_AGE_WAIT_S = 0.5
+"""How long a request waits for the backlog-age refresh it asked for (Rule 6)."""
 
 INDIVIDUAL_ACK_TYPES = (1, 3)
 """Shared and Key_Shared (CommandSubscribe.SubType): the types with unacked limits and replay."""
@@ -145,6 +160,7 @@ class TopicStatsState:
         self.oldest_publish_ms: int | None = None  # Rule 5
         self.oldest_subscription: str | None = None
         self.backlog_age_at = 0.0  # monotonic time of the last refresh
+        self.backlog_age_running: trio.Event | None = None  # set when the refresh in flight ends (Rule 6)
 
 
 def backlog_age_seconds(state: TopicStatsState, now_ms: int) -> int:
@@ -277,3 +293,37 @@ async def refresh_backlog_age(topic: Topic, now_ms: int) -> int:
     state.oldest_publish_ms, state.oldest_subscription = oldest, oldest_sub
     state.backlog_age_at = time.monotonic()
     return backlog_age_seconds(state, now_ms)
+
+
+def _start_backlog_age_refresh(topic: Topic, now_ms: int) -> trio.Event | None:
+    """Rule 6: the event of the refresh in flight, starting one in the topic's nursery when the
+    age is older than ``BACKLOG_AGE_REFRESH_S`` and none runs; None when none runs or can start."""
+    state = topic.stats_state
+    if state.backlog_age_running is not None:
+        return state.backlog_age_running
+    if topic.closed or time.monotonic() - state.backlog_age_at < BACKLOG_AGE_REFRESH_S:
+        return None
+    done = trio.Event()
+
+    async def refresh() -> None:
+        try:
+            await refresh_backlog_age(topic, now_ms)
+        except Exception as exc:  # the next request tries again; stats must not fail for it
+            log.debug("backlog age of %s: %s", topic.name, exc)
+        finally:
+            state.backlog_age_running = None
+            done.set()
+
+    if not topic.start_soon(refresh):
+        return None
+    state.backlog_age_running = done
+    return done
+
+
+async def backlog_age_for_request(topics: Iterable[Topic], now_ms: int) -> None:
+    """Rule 6: refresh the backlog age of ``topics`` where it is due, waiting for those refreshes
+    at most ``BACKLOG_AGE_WAIT_S`` in all; the ones still reading finish in the background."""
+    running = [e for t in topics if (e := _start_backlog_age_refresh(t, now_ms)) is not None]
+    with trio.move_on_after(BACKLOG_AGE_WAIT_S):
+        for event in running:
+            await event.wait()

@@ -43,10 +43,15 @@ Rules:
   to it (inactivity, `_dedup` Rule 4); the service's timers take time-based snapshots and purge
   inactive producer names through `check_deduplication_snapshot` and `purge_inactive_dedup_producers`.
 * Rule 6 (storage unavailable): an add failing because no ledger can be created (no writable
-  bookies: full disks, read-only, down) closes every producer of the topic (CLOSE_PRODUCER, not
-  SEND_ERROR, which would drop the client's whole connection); re-creating one is refused with
-  ProducerBlockedQuotaExceededException while it lasts, on which the official client fails its
-  pending sends at once and keeps retrying, so writes resume by themselves afterwards.
+  bookies: full disks, read-only, down, all in quarantine) closes every producer of the topic
+  (CLOSE_PRODUCER, not SEND_ERROR, which would drop the client's whole connection, consumers
+  included); the client keeps its unanswered sends, reconnects and resends them. Re-creating the
+  producer is never refused for it (the clients' reconnect backoff doubles with every refusal, up
+  to a minute, so refusals kept writes stopped that long after storage was back). While no
+  ledger can be created the appender holds the queued SENDs, in order, trying once per
+  ``_STORAGE_RETRY_S``; a held SEND of a producer closed meanwhile is dropped (its client resent
+  it). So sends wait, as with Pulsar, until storage returns or the client's send timeout ends
+  them, and resume as soon as a ledger can be created.
 * Rule 7 (terminated): `terminate` stops the managed ledger for good and closes every producer;
   a new producer is refused with TopicTerminatedError (also after a reload). Consumers keep
   reading what is stored; once a subscription has everything acknowledged, each of its consumers
@@ -131,6 +136,9 @@ log = logging.getLogger(__name__)
 _MAX_SUBSCRIBE_LIMITERS = 10_000
 """Consumers whose subscribe rate a topic tracks at once (the least recently seen are forgotten)."""
 
+
+_STORAGE_RETRY_S = 1.0
+"""How often SENDs held while storage is unavailable try to create a ledger again (Rule 6)."""
 
 TOPIC_EPOCH_PROPERTY = "pulsar.topic.epoch"  # the managed-ledger property holding the topic epoch (Rule 2)
 
@@ -247,6 +255,17 @@ class Topic:
         self._check_open()
         assert self._nursery is not None
         await self._nursery.start(fn, *args)
+
+    def start_soon(self, fn: Callable[[], Awaitable[Any]]) -> bool:
+        """Run ``fn()`` in the topic's nursery (cancelled when the topic closes); False, running
+        nothing, when the topic is closed or not running yet."""
+        if self.closed or self._nursery is None:
+            return False
+        try:
+            self._nursery.start_soon(fn)
+        except RuntimeError:  # the nursery is closing: the topic is going away
+            return False
+        return True
 
     def _check_open(self) -> None:
         if self.closed:
@@ -550,12 +569,14 @@ class Topic:
                 released = True
                 if self.service.quota_holds(self):
                     released = await self.service.wait_quota_released(self)
+                held = self.ml.storage_error is not None and await self._wait_for_storage()
                 send = self._in_hand = queue.popleft()
                 producer = send.producer
                 last = producer.last_add
                 awaited = producer.awaits
                 if (
                     producer.failed
+                    or (held and producer.closed)  # Rule 6: its client resends on its new producer
                     or (last is not None and last.error is not None)
                     or (awaited is not None and awaited.add is not None and awaited.add.error is not None)
                 ):
@@ -589,6 +610,20 @@ class Topic:
                 self._answer(send, error=f"topic {self.name} is closing")
             while queue:
                 self._answer(queue.popleft(), error=f"topic {self.name} is closing")
+
+    async def _wait_for_storage(self) -> bool:
+        """Rule 6: hold the queued SENDs (in order) while no ledger can be created, trying again
+        once per the managed ledger's retry interval; True when it held them."""
+        held = False
+        while self.ml.storage_error is not None:
+            held = True
+            try:
+                await self.ml.ensure_writable()
+            except StorageUnavailable:
+                await trio.sleep(_STORAGE_RETRY_S)
+            except ManagedLedgerError:
+                break  # closed, fenced or terminated: the append says so
+        return held
 
     async def _complete_loop(self) -> None:
         """Rule 1: answer the appended SENDs in order as their adds finish, each run of finished

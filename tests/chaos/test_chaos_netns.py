@@ -1,7 +1,7 @@
 """Test hosts in network namespaces (`tests.support.chaos.netns`) and a short chaos run over them:
-one cycle on standalone with a partition, a pause and a full disk, every invariant
-checked (the runs with every fault kind on clusters and standalone are ``bench/chaos.py --netns``;
-figures in bench/RESULTS.md).
+two cycles on standalone that run every fault kind (isolate, cut, partition, pause, clock jump,
+full disk, SIGKILL of the server and of a producer), every invariant checked (the longer runs,
+clusters included, are ``bench/chaos.py --netns``; figures in bench/RESULTS.md).
 
 These need root, iproute2, nftables and libfaketime (scripts/test installs the last two) and are
 skipped, saying which is missing, where they are not there.
@@ -145,32 +145,35 @@ def test_leftovers_of_a_dead_harness_are_removed_at_start() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(400)
 @pytest.mark.skipif(bool(_NETNS or faketime_problem()), reason=f"test hosts: {_NETNS or faketime_problem()}")
-def test_faults_on_standalone_in_test_hosts(tmp_path: Path) -> None:
-    # one short cycle, each fault in a slot of its own: a pairwise cut between a producer and the
-    # server, the server paused, its disk filled; every invariant checked (the runs with every
-    # fault kind, clocks and clusters included, are bench/chaos.py --netns)
-    schedule = (("partition", "pause", "disk-full"),)
+def test_every_fault_kind_on_standalone_in_test_hosts(tmp_path: Path) -> None:
+    # two short cycles on standalone in test hosts, each fault in a slot of its own, that between
+    # them run every network fault kind and both kills: a host cut off, a one-way cut, a pairwise
+    # cut, the server paused past its session timeout, its clock jumped, a producer SIGKILLed;
+    # then its disk filled and the server SIGKILLed. Every invariant is checked after each cycle
+    # (the longer runs, clusters included, are bench/chaos.py --netns; figures in bench/RESULTS.md)
+    schedule = (("isolate", "cut", "clock", "producer"), ("partition", "pause", "disk-full", "standalone"))
     options = RunOptions(
         deploy="standalone",
         netns=True,
-        cycles=1,
+        cycles=2,
         seed=6,
-        duration_s=9.0,
+        duration_s=12.0,
         schedule=schedule,
-        rate=30.0,
+        rate=20.0,
         dedup="on",
         batching="off",
         trim_topic=False,
-        drain_timeout_s=30.0,
+        drain_timeout_s=60.0,
         session_timeout_ms=2000,
         disk_mb=64,
         workdir=tmp_path,
     )
     report = ChaosRun(options).run()
     kinds = {label.split()[0] for label in report.kills}
-    assert kinds == {"partition", "pause", "disk-full"}, report.kills
-    assert report.cycles_done == 1 and report.audited_entries > 0
+    assert kinds >= {"isolate", "cut", "partition", "pause", "clock", "disk-full", "kill"}, report.kills
+    assert {"kill standalone", "kill producer"} <= set(report.kills), report.kills
+    assert report.cycles_done == 2 and report.audited_entries > 0
     assert report.ok, [str(v) for v in report.violations]
     assert not report.stalls, report.stalls

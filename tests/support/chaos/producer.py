@@ -130,7 +130,7 @@ def _main(argv: list[str]) -> int:
 
     def flush() -> None:
         # failed sends are reported by their callbacks ("F" lines); flush raises for them too
-        # (e.g. ProducerBlockedQuotaExceededException while storage is unavailable)
+        # (e.g. a Timeout when the producer has a send timeout)
         try:
             producer.flush()
         except pulsar.PulsarException as exc:

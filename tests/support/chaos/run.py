@@ -770,12 +770,18 @@ class ChaosRun:
     def converge(self, since: float) -> float | None:
         """Wait until every running broker's lookup of every topic names one running owner that
         serves it; the seconds from ``since`` (the last heal), or None after the bound."""
-        deadline = time.monotonic() + self.options.converge_timeout_s
+        start = time.monotonic()
+        deadline = start + self.options.converge_timeout_s
         self.unconverged = []
+        first: list[str] = []
         while time.monotonic() < deadline:
             self.unconverged = [why for t in self.topics if (why := self._unconverged(t))]
             if not self.unconverged:
-                return time.monotonic() - since
+                took = time.monotonic() - since
+                if first and time.monotonic() - start > 5:  # say what held it up
+                    self.report.notes.append(f"converged {took:.1f}s after the last heal; first seen: {first[0]}")
+                return took
+            first = first or self.unconverged
             time.sleep(0.25)
         return None
 
