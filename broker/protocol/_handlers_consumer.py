@@ -183,6 +183,8 @@ async def handle_ack(conn: ServerConnection, frame: Frame) -> None:
     items = [(position_of(m), list(m.ack_set), m.batch_size if m.HasField("batch_size") else 0) for m in req.message_id]
     txn = None
     if req.HasField("txnid_most_bits") and req.HasField("txnid_least_bits"):
+        if not conn.service.config.transaction_coordinator_enabled:
+            raise NotAllowedError("Transactions are not enabled.")  # no coordinator would release the hold
         if not isinstance(sub, Subscription):
             raise NotAllowedError("transactions need a persistent topic")
         txn = TxnID(req.txnid_most_bits, req.txnid_least_bits)

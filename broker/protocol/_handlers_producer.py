@@ -238,6 +238,10 @@ async def handle_send(conn: ServerConnection, frame: Frame) -> None:
         txn = TxnID(req.txnid_most_bits, req.txnid_least_bits)
         raw = _with_txnid(raw, frame.metadata, txn)
         try:
+            if not conn.service.config.transaction_coordinator_enabled:
+                # as Pulsar: with no coordinator to end it, such a message would hold the topic's
+                # max read position (and every plain message after it) for good
+                raise BrokerServiceError("Transactions are not enabled.", pb.NotAllowedError)
             if not isinstance(producer.topic, Topic):
                 raise BrokerServiceError("transactions need a persistent topic", pb.NotAllowedError)
             await producer.topic.txn_buffer.prepare(txn)

@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 
 
 def _check_allowed(conn: ServerConnection) -> None:
+    if not conn.service.config.transaction_coordinator_enabled:
+        raise BrokerServiceError("Transactions are not enabled.", pb.NotAllowedError)
     authz = conn.service.authz
     if authz.enabled and not authz.is_super_user(conn.auth_session.role):
         raise BrokerServiceError("only a super user may end transactions on topics", pb.AuthorizationError)

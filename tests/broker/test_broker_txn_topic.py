@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 import trio
 
+from broker import BrokerConfig
 from broker.topics._entries import ack_set_words
 from protocols.pulsar import pulsar_api_pb2 as pb
 from tests.support.broker_thread import BrokerThread
@@ -18,6 +19,20 @@ from tests.support.txn_peer import ABORT, COMMIT, TxnPeer
 
 _topics = itertools.count()
 EXCLUSIVE = pb.CommandSubscribe.Exclusive
+
+
+@pytest.fixture
+def broker() -> Iterator[BrokerThread]:
+    """A broker with transactions on: without, transactional requests are refused, as in Pulsar."""
+    config = BrokerConfig(
+        advertised_address="127.0.0.1",
+        bind_address="127.0.0.1",
+        broker_service_port=0,
+        web_service_port=0,
+        transaction_coordinator_enabled=True,
+    )
+    with BrokerThread(config) as b:
+        yield b
 
 
 @pytest.fixture
@@ -249,3 +264,26 @@ def test_compaction_keeps_no_aborted_message_and_stops_before_open_transactions(
     peer.drain()
     # k1's latest committed value; nothing of the aborted transaction; nothing of the open one
     assert peer.payloads(2) == [b"v2"]
+
+
+def test_transactional_requests_are_refused_while_transactions_are_off() -> None:
+    """As Pulsar with transactionCoordinatorEnabled=false: no coordinator would ever end such a
+    transaction, so a SEND, an ACK or an end carrying one is refused and holds nothing; plain
+    messages after it are delivered."""
+    with BrokerThread() as plain:
+        peer = TxnPeer(plain.port)
+        try:
+            topic = _topic()
+            peer.subscribe(topic, "s", 1)
+            peer.producer(topic, 1)
+            error = peer.send_error(1, 0, b"in-a-transaction", (0, 1))
+            assert error.error == pb.NotAllowedError and "not enabled" in error.message
+            peer.send(1, 1, b"plain")
+            peer.drain()
+            assert peer.payloads(1) == [b"plain"]
+            position = peer.received[0][1]
+            assert peer.ack(1, [position], (0, 1)).error == pb.NotAllowedError
+            assert peer.end_on_partition(topic, (0, 1), COMMIT).error == pb.NotAllowedError
+            assert peer.end_on_subscription(topic, "s", (0, 1), ABORT).error == pb.NotAllowedError
+        finally:
+            peer.close()

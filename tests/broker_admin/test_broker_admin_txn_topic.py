@@ -4,12 +4,30 @@ as a raw connection opens, commits and aborts transactions on a topic."""
 
 from __future__ import annotations
 
-import httpx
+from collections.abc import Iterator
 
+import httpx
+import pytest
+
+from broker import BrokerConfig
 from tests.broker_admin.admin_harness import AdminBroker
 from tests.support.txn_peer import ABORT, COMMIT, TxnPeer
 
 BASE = "/admin/v3/transactions"
+
+
+@pytest.fixture
+def broker() -> Iterator[AdminBroker]:
+    """A broker with transactions on: without, transactional requests are refused, as in Pulsar."""
+    config = BrokerConfig(
+        advertised_address="127.0.0.1",
+        bind_address="127.0.0.1",
+        broker_service_port=0,
+        web_service_port=0,
+        transaction_coordinator_enabled=True,
+    )
+    with AdminBroker(config) as b:
+        yield b
 
 
 def test_buffer_and_pending_ack_stats(broker: AdminBroker, http: httpx.Client) -> None:

@@ -21,7 +21,7 @@ from tests.support.txn_peer import ABORT, COMMIT, TxnPeer
 pytestmark = pytest.mark.slow
 
 TOPIC = "persistent://public/default/txn-restart"
-ARGS = ("--set", "standalone.in_process_transport=false")
+ARGS = ("--set", "standalone.in_process_transport=false", "--set", "broker.transaction_coordinator_enabled=true")
 
 
 def _port(service_url: str) -> int:
