@@ -11,10 +11,9 @@ from collections.abc import Iterator
 import pytest
 import trio
 
-from broker import BrokerConfig
 from broker.topics._entries import ack_set_words
 from protocols.pulsar import pulsar_api_pb2 as pb
-from tests.support.broker_thread import BrokerThread
+from tests.support.broker_thread import BrokerThread, loopback_config
 from tests.support.txn_peer import ABORT, COMMIT, TxnPeer
 
 _topics = itertools.count()
@@ -24,14 +23,7 @@ EXCLUSIVE = pb.CommandSubscribe.Exclusive
 @pytest.fixture
 def broker() -> Iterator[BrokerThread]:
     """A broker with transactions on: without, transactional requests are refused, as in Pulsar."""
-    config = BrokerConfig(
-        advertised_address="127.0.0.1",
-        bind_address="127.0.0.1",
-        broker_service_port=0,
-        web_service_port=0,
-        transaction_coordinator_enabled=True,
-    )
-    with BrokerThread(config) as b:
+    with BrokerThread(loopback_config(transaction_coordinator_enabled=True)) as b:
         yield b
 
 

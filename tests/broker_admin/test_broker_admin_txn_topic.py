@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from broker import BrokerConfig
 from tests.broker_admin.admin_harness import AdminBroker
+from tests.support.broker_thread import loopback_config
 from tests.support.txn_peer import ABORT, COMMIT, TxnPeer
 
 BASE = "/admin/v3/transactions"
@@ -19,14 +19,7 @@ BASE = "/admin/v3/transactions"
 @pytest.fixture
 def broker() -> Iterator[AdminBroker]:
     """A broker with transactions on: without, transactional requests are refused, as in Pulsar."""
-    config = BrokerConfig(
-        advertised_address="127.0.0.1",
-        bind_address="127.0.0.1",
-        broker_service_port=0,
-        web_service_port=0,
-        transaction_coordinator_enabled=True,
-    )
-    with AdminBroker(config) as b:
+    with AdminBroker(loopback_config(transaction_coordinator_enabled=True)) as b:
         yield b
 
 

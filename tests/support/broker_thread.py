@@ -26,6 +26,17 @@ from metadata import open_metadata_store
 _ids = itertools.count()
 
 
+def loopback_config(**overrides: Any) -> BrokerConfig:
+    """The config `BrokerThread` runs by default (loopback, free ports), with ``overrides``."""
+    return BrokerConfig(
+        advertised_address="127.0.0.1",
+        bind_address="127.0.0.1",
+        broker_service_port=0,
+        web_service_port=0,
+        **overrides,
+    )
+
+
 class BrokerThread:
     """Start with `start()` (or ``with``), stop with `stop()`.
 
@@ -42,9 +53,7 @@ class BrokerThread:
         admin: bool = False,
         tier: Any = None,
     ) -> None:
-        self.config = config or BrokerConfig(
-            advertised_address="127.0.0.1", bind_address="127.0.0.1", broker_service_port=0, web_service_port=0
-        )
+        self.config = config or loopback_config()
         self.ml_config = ml_config or ManagedLedgerConfig(ensemble_size=1, write_quorum=1, ack_quorum=1)
         self.admin = admin
         self.tier = tier  # a tiered_storage.TieredStorage for the factory (None: no offloading)
