@@ -94,6 +94,9 @@ public final class PulsarSparkJob {
     StreamingQuery q = out.writeStream().format(format)
         .option("service.url", a.get("service-url"))
         .option("admin.url", a.get("admin-url"))
+        // the connector's producers fail a task once 1000 messages await their acknowledgement
+        // (the Pulsar 2.x client's default, ProducerQueueIsFullError); a user sets this
+        .option("pulsar.producer.blockIfQueueFull", "true")
         .option("checkpointLocation", checkpoint)
         .trigger(Trigger.AvailableNow())
         .start();
