@@ -22,17 +22,12 @@ from dataclasses import replace
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadLimit,
-    ReadMaxBytes,
-    ReadMaxRows,
-    SupportsTriggerAvailableNow,
-)
 
 from protocols.pulsar import TopicName
 
+from . import _compat
 from ._admin import AdminClient, AdminError
+from ._compat import ReadAllAvailable, ReadLimit, ReadMaxBytes, ReadMaxRows, SupportsTriggerAvailableNow
 from ._decode import ValueSchema, schema_fingerprint, value_schema_from_info
 from ._offsets import (
     EARLIEST,
@@ -56,7 +51,13 @@ from ._options import SourceOptions
 from ._read import DataLossError, ReadConfig, read_plan
 from ._rows import RowBatcher
 
-__all__ = ["MagnetarBatchReader", "MagnetarStreamReader", "PlanPartition", "resolve_value_schema"]
+__all__ = [
+    "MagnetarBatchReader",
+    "MagnetarStreamReader",
+    "PlanPartition",
+    "check_streaming_support",
+    "resolve_value_schema",
+]
 
 log = logging.getLogger("sinks.spark")
 
@@ -295,6 +296,27 @@ def _read(partition: PlanPartition | None) -> Iterator[Any]:
         yield final
 
 
+def check_streaming_support(opts: SourceOptions) -> None:
+    """Refuse, with a ValueError naming the option, what the PySpark in use cannot do for a
+    streaming read. Before PySpark 4.2 (`_compat.ADMISSION_CONTROL` false) Spark never tells the
+    reader where a micro-batch starts, so ``maxEntriesPerTrigger`` / ``maxBytesPerTrigger`` cannot
+    be honoured, and a query restarted from its checkpoint cannot find a subscription whose name
+    only its offsets carry: the query must name it (``subscriptionName``) or opt out
+    (``durableSubscription=false``)."""
+    if _compat.ADMISSION_CONTROL:
+        return
+    for name, value in (("maxEntriesPerTrigger", opts.max_entries_per_trigger),
+                        ("maxBytesPerTrigger", opts.max_bytes_per_trigger)):  # fmt: skip
+        if value is not None:
+            raise ValueError(f"{name} needs PySpark 4.2 or newer ({_compat.old_pyspark_reason()})")
+    if opts.subscription_mode == "auto":
+        raise ValueError(
+            "a streaming read needs subscriptionName (one name per query) or durableSubscription=false "
+            f"on PySpark before 4.2 ({_compat.old_pyspark_reason()}, so a restarted query could not find "
+            "an automatically named subscription)"
+        )
+
+
 class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream.format("magnetar")``: exact ``[start, end)`` micro-batches per partition,
     admission control by ``maxEntriesPerTrigger`` / ``maxBytesPerTrigger``, AvailableNow, and the
@@ -317,6 +339,7 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """
 
     def __init__(self, options: SourceOptions, value_schema: ValueSchema | None = None) -> None:
+        check_streaming_support(options)
         self.options = options
         self.value_schema = value_schema
         self._planner: _Planner | None = None
@@ -367,7 +390,11 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         parts = self.planner.partitions()
         self._check_schemas(parts)
         start = self.planner.positions(parts, opts.starting_offsets, opts.starting_time, opts.starting_times, "latest")
-        return offsets_to_json(start, self._new_subscription())
+        name = self._new_subscription()
+        if not _compat.ADMISSION_CONTROL:
+            # Rule S1 before PySpark 4.2: latestOffset() will not know this start
+            self._protect(name, start)
+        return offsets_to_json(start, name)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.options.max_entries_per_trigger is not None:
@@ -379,7 +406,11 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = {p: latest_position(self.planner.ledgers(p)) for p in self.planner.partitions()}
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def latestOffset(self, start: dict | None = None, limit: ReadLimit | None = None) -> dict:
+        """The end of the next micro-batch. PySpark 4.2 onwards passes ``start`` and ``limit``
+        (admission control); before it neither comes (see `check_streaming_support`)."""
+        if start is None:
+            return self._latest_without_start()
         starts = offsets_from_json(start)
         name = self._subscription(start)
         parts = self.planner.partitions()
@@ -406,6 +437,19 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         end = dict(starts)
         for p in parts:
             end[p] = advance(starts[p], take[p], ledgers[p])
+        self._beat(name, parts)
+        return offsets_to_json(end, name)
+
+    def _latest_without_start(self) -> dict:
+        """PySpark 4.0 and 4.1: every partition's latest position. The query's subscription was
+        created at the query's start by `initialOffset`, or earlier by the run this one restarts
+        (its name is the query's ``subscriptionName``), and has not moved past the batch's start
+        since; a partition that appeared since is protected from its earliest message."""
+        name = self._subscription(None)
+        parts = self.planner.partitions()
+        self._check_schemas(parts)
+        self._protect(name, dict.fromkeys(parts, EARLIEST))
+        end = {p: latest_position(self.planner.ledgers(p)) for p in parts}
         self._beat(name, parts)
         return offsets_to_json(end, name)
 

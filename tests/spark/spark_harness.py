@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from sinks.spark._compat import ADMISSION_CONTROL
 from tests.support.standalone import Standalone, start_standalone
 from tests.support.zookeeper import ZooKeeperServer
 
@@ -46,7 +47,12 @@ class SparkEnv:
         return self.standalone.admin_url
 
     def source(self, reader: Any, **options: Any) -> Any:
-        """``reader.format("magnetar")`` with the URLs set, plus ``options``."""
+        """``reader.format("magnetar")`` with the URLs set, plus ``options``. Before PySpark 4.2 a
+        streaming read names its subscription (`check_streaming_support`): one is named here when
+        the test names none."""
+        named = {"subscriptionName", "predefinedSubscription", "durableSubscription"} & set(options)
+        if not ADMISSION_CONTROL and type(reader).__name__ == "DataStreamReader" and not named:
+            options["subscriptionName"] = unique("sub")
         r = reader.format("magnetar").option("service.url", self.service_url).option("admin.url", self.admin_url)
         if options.get("readMode") == "bookies":
             r = r.option("metadata.url", self.metadata_url)
@@ -61,6 +67,12 @@ class SparkEnv:
         resp = httpx.request(method, self.admin_url + path, json=body, timeout=30)
         assert resp.status_code < 300, f"{method} {path}: {resp.status_code} {resp.text}"
         return resp.json() if resp.content else None
+
+
+def trigger_limit(**limit: int) -> dict[str, int]:
+    """``limit`` (``maxEntriesPerTrigger=...``) where the PySpark in use has admission control
+    (4.2 onwards), else nothing: a test that is about something else runs on older ones too."""
+    return limit if ADMISSION_CONTROL else {}
 
 
 def unique(prefix: str) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sinks.spark._sink import java_string_hash
-from tests.spark.spark_harness import SINK_NAMESPACE, SparkEnv, produce, unique, values_of
+from tests.spark.spark_harness import SINK_NAMESPACE, SparkEnv, produce, trigger_limit, unique, values_of
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +27,7 @@ def test_sink_exactly_once_with_task_failure_and_rerun(spark_env: SparkEnv) -> N
 
     def run() -> None:
         df = spark_env.source(
-            spark_env.spark.readStream, topic=src, startingOffsets="earliest", maxEntriesPerTrigger=20
+            spark_env.spark.readStream, topic=src, startingOffsets="earliest", **trigger_limit(maxEntriesPerTrigger=20)
         ).load()
         q = (
             df.select("value", "__key", "__messageProperties")
@@ -70,7 +70,7 @@ def test_durable_subscription_follows_commits(spark_env: SparkEnv) -> None:
         topic=topic,
         startingOffsets="earliest",
         subscriptionName="spark-sub",
-        maxEntriesPerTrigger=10,
+        **trigger_limit(maxEntriesPerTrigger=10),
     ).load()
     name = topic.replace("-", "_")
     q = (
@@ -94,6 +94,7 @@ def test_durable_subscription_follows_commits(spark_env: SparkEnv) -> None:
     assert (ledger, entry) >= (stats["ledgers"][1]["ledgerId"], 9), cursor
 
 
+@pytest.mark.pyspark_oldest
 def test_batch_write_with_metadata_topic_column_and_registered_schemas(spark_env: SparkEnv) -> None:
     a = f"persistent://{SINK_NAMESPACE}/{unique('route-a')}"
     b = f"persistent://{SINK_NAMESPACE}/{unique('route-b')}"

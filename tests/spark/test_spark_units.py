@@ -230,3 +230,27 @@ def test_checkpoint_subscription_and_durations(tmp_path) -> None:
     with pytest.raises(ValueError, match="not a streaming checkpoint"):
         checkpoint_subscription(tmp_path / "nope")
     assert parse_duration("90s") == 90 and parse_duration("2h") == 7200 and parse_duration("7d") == 7 * 86400
+
+
+def test_streaming_options_that_need_pyspark_4_2_are_refused_before_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import inspect
+
+    from sinks.spark import _compat
+    from sinks.spark._source import MagnetarStreamReader, check_streaming_support
+
+    limited = SourceOptions.parse({**BASE, "subscriptionName": "q1", "maxEntriesPerTrigger": "5"})
+    auto = SourceOptions.parse(BASE)
+    if _compat.ADMISSION_CONTROL:
+        check_streaming_support(limited)
+        check_streaming_support(auto)
+        # PySpark's runner turns admission control on for a latestOffset that takes parameters
+        assert len(inspect.signature(MagnetarStreamReader(auto).latestOffset).parameters) == 2
+    monkeypatch.setattr(_compat, "ADMISSION_CONTROL", False)
+    with pytest.raises(ValueError, match=r"maxEntriesPerTrigger needs PySpark 4\.2 or newer \(this is PySpark 4"):
+        check_streaming_support(limited)
+    with pytest.raises(ValueError, match=r"maxBytesPerTrigger needs PySpark 4\.2"):
+        check_streaming_support(SourceOptions.parse({**BASE, "subscriptionName": "q1", "maxBytesPerTrigger": "9"}))
+    with pytest.raises(ValueError, match=r"needs subscriptionName \(one name per query\) or durableSubscription=false"):
+        MagnetarStreamReader(auto)
+    check_streaming_support(SourceOptions.parse({**BASE, "subscriptionName": "q1"}))
+    check_streaming_support(SourceOptions.parse({**BASE, "durableSubscription": "false"}))
