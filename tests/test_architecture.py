@@ -266,8 +266,9 @@ BROKER_PARTS: dict[str, set[str]] = {
     "broker.protocol": {"broker.topics", "broker.schema", "broker.auth", "broker.transactions", "broker._service"},
     # the coordinator reaches participant topics here or on their owners; the topic side wraps topics
     "broker.transactions": {"broker.topics", "broker.resources", "broker.cluster", "broker._service"},
-    # replicators run in topics' nurseries and read cluster records and schemas
-    "broker.replication": {"broker.topics", "broker.resources", "broker.schema", "broker._service"},
+    # replicators run in topics' nurseries and read cluster records and schemas; their producer
+    # speaks the binary protocol through the cluster's broker-to-broker client
+    "broker.replication": {"broker.topics", "broker.resources", "broker.schema", "broker.cluster", "broker._service"},
     "broker.admin": {
         "broker.topics",
         "broker.replication",

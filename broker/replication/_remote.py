@@ -3,7 +3,10 @@
 `open_remote_producer` connects to one of the remote cluster's ``brokerServiceUrl`` hosts, looks
 the topic up (following Redirect answers, authoritative as the answer says, at most
 `MAX_LOOKUP_HOPS`), connects to the owner and creates a Shared producer of the given name. It
-yields a `RemoteProducer` whose connection is read by a task of its own nursery.
+yields a `RemoteProducer` whose connection is read by a task of its own nursery. The connection
+itself (CONNECT, answers by request id, a lost connection failing every waiting request) is the
+broker's one binary-protocol client, `broker.cluster._binary_client`; this module adds the
+lookups, the producer and its receipts.
 
 Rules:
 
@@ -17,7 +20,7 @@ Rules:
   ``replicationProducerQueueSize``); `send` waits for room.
 * Rule 3 (schemas): `schema_version` registers a schema on the remote topic
   (GET_OR_CREATE_SCHEMA) and returns the remote's version of it, which replicated messages carry.
-* Rule 4 (`Dialer`): CONNECT carries the credentials given (an auth method name and its data:
+* Rule 4 (`Dialer`): CONNECT (`connect_broker`) carries the credentials given (an auth method name and its data:
   ``token`` and the JWT, ``basic`` and ``user:password``, ``tls`` and nothing), on every
   connection of a lookup; with a TLS context every connection is TLS and lookups follow the
   answers' ``brokerServiceUrlTls``.
@@ -27,32 +30,27 @@ Rules:
 
 from __future__ import annotations
 
-import itertools
 import logging
-import re
 import ssl
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import trio
 
-from magnetar.common.tls import open_tls_stream
 from magnetar.common.version import VERSION
-from protocols.pulsar import (
-    BaseCommand,
-    FrameDecoder,
-    FrameError,
-    MessageMetadata,
-    command_body,
-    encode_command,
-    encode_payload_command,
-    make_command,
-    type_name,
-)
+from protocols.pulsar import BaseCommand, MessageMetadata, encode_payload_command, make_command, type_name
 from protocols.pulsar import pulsar_api_pb2 as pb
+
+from ..cluster._binary_client import (
+    BrokerConnection,
+    BrokerConnectionError,
+    connect_broker,
+    error_text,
+    parse_broker_urls,
+)
 
 __all__ = [
     "Dialer",
@@ -69,28 +67,9 @@ log = logging.getLogger(__name__)
 MAX_LOOKUP_HOPS = 20
 """Redirects a lookup follows before giving up (the official clients' limit)."""
 
-_PROTOCOL_VERSION = 20
-_REQUEST_TIMEOUT_S = 30.0
-
-
-class RemoteError(Exception):
-    """The remote cluster refused or dropped the producer; the caller reconnects after a backoff."""
-
-
-def parse_broker_urls(url: str) -> list[tuple[str, int]]:
-    """``pulsar://h1:p1,h2:p2`` (or ``pulsar+ssl://...``) -> [(h1, p1), (h2, p2)] (6650, or 6651
-    for TLS, when a port is left out). Raises ``ValueError`` for another scheme or an empty list."""
-    m = re.fullmatch(r"(pulsar|pulsar\+ssl)://(.+?)/?", url.strip())
-    if not m:
-        raise ValueError(f"the replicator needs a pulsar:// or pulsar+ssl:// broker URL, not {url!r}")
-    default = "6651" if m.group(1) == "pulsar+ssl" else "6650"
-    hosts = []
-    for part in m.group(2).split(","):
-        host, _, port = part.strip().rpartition(":")
-        if not host:
-            host, port = port, default
-        hosts.append((host.strip("[]"), int(port)))
-    return hosts
+RemoteError = BrokerConnectionError
+"""The remote cluster refused or dropped the producer; the caller reconnects after a backoff
+(the shared broker connection's error, so a lost connection is one)."""
 
 
 @dataclass(frozen=True)
@@ -120,157 +99,28 @@ class PendingSend:
             raise self.error
 
 
-class _Connection:
-    """One TCP connection to a broker: answers by request id, the rest to the producer.
-
-    Its read loop never raises: when the connection fails it records why (``closed_with``),
-    wakes every waiting request and calls ``on_lost``; a connection closed on purpose
-    (``close``) ends its loop quietly."""
-
-    def __init__(self, stream: trio.abc.Stream, address: str) -> None:
-        self.stream = stream
-        self.address = address
-        self.decoder = FrameDecoder()
-        self._requests: dict[int, tuple[trio.Event, list[BaseCommand]]] = {}
-        self._ids = itertools.count()
-        self.send_lock = trio.Lock()
-        self.connected = trio.Event()
-        self.connected_answer: BaseCommand | None = None
-        self.on_command: Callable[[BaseCommand], None] | None = None  # receipts and broker-side closes
-        self.on_lost: Callable[[RemoteError], None] | None = None
-        self.closed_with: RemoteError | None = None
-        self.closing = False
-
-    def next_id(self) -> int:
-        """A request id not used on this connection yet."""
-        return next(self._ids)
-
-    async def write(self, data: bytes) -> None:
-        """Write bytes; `RemoteError` when the connection is gone."""
-        if self.closed_with is not None:
-            raise self.closed_with
-        async with self.send_lock:
-            try:
-                await self.stream.send_all(data)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                raise RemoteError(f"connection to {self.address} lost: {exc}") from None
-
-    async def request(self, command: BaseCommand, request_id: int) -> BaseCommand:
-        """Write ``command`` and return the answer carrying ``request_id`` (ERROR included);
-        `RemoteError` when the connection fails or nothing answers in time."""
-        event = trio.Event()
-        slot: list[BaseCommand] = []
-        self._requests[request_id] = (event, slot)
-        try:
-            await self.write(encode_command(command))
-            with trio.move_on_after(_REQUEST_TIMEOUT_S):
-                await event.wait()
-        finally:
-            self._requests.pop(request_id, None)
-        if slot:
-            return slot[0]
-        if self.closed_with is not None:
-            raise self.closed_with
-        raise RemoteError(f"{type_name(command.type)} to {self.address}: no answer in {_REQUEST_TIMEOUT_S:.0f} s")
-
-    async def close(self) -> None:
-        """Close on purpose: the read loop ends without reporting a loss."""
-        self.closing = True
-        with trio.CancelScope(shield=True):
-            await self.stream.aclose()
-
-    async def read_loop(self) -> None:
-        """Read and dispatch frames until the connection closes (see the class docstring)."""
-        try:
-            while True:
-                frame = self.decoder.next_frame()
-                if frame is not None:
-                    await self._dispatch(frame.command)
-                    continue
-                try:
-                    data = await self.stream.receive_some(65536)
-                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                    raise RemoteError(f"connection to {self.address} lost: {exc}") from None
-                if not data:
-                    raise RemoteError(f"{self.address} closed the connection")
-                self.decoder.feed(data)
-        except (RemoteError, FrameError) as exc:
-            if self.closing:
-                return
-            lost = exc if isinstance(exc, RemoteError) else RemoteError(f"bad frame from {self.address}: {exc}")
-            self.closed_with = lost
-            for event, _ in self._requests.values():
-                event.set()
-            self.connected.set()
-            if self.on_lost is not None:
-                self.on_lost(lost)
-
-    async def _dispatch(self, cmd: BaseCommand) -> None:
-        t = cmd.type
-        if t == BaseCommand.PING:
-            await self.write(encode_command(make_command("PONG")))
-            return
-        if t == BaseCommand.PONG:
-            return
-        if not self.connected.is_set():  # CONNECTED (or ERROR) answers CONNECT, which has no request id
-            self.connected_answer = cmd
-            self.connected.set()
-            return
-        body = command_body(cmd)
-        request_id = getattr(body, "request_id", None)
-        if t not in _PRODUCER_EVENTS and request_id is not None and request_id in self._requests:
-            event, slot = self._requests[request_id]
-            slot.append(cmd)
-            event.set()
-        elif self.on_command is not None:
-            self.on_command(cmd)
-
-
 _PRODUCER_EVENTS = (BaseCommand.SEND_RECEIPT, BaseCommand.SEND_ERROR, BaseCommand.CLOSE_PRODUCER)
+"""The producer's own commands: to `RemoteProducer`, never taken as an answer (CLOSE_PRODUCER
+carries a request id)."""
 
 
-async def _connect(host: str, port: int, nursery: trio.Nursery, dialer: Dialer) -> _Connection:
+async def _connect(host: str, port: int, nursery: trio.Nursery, dialer: Dialer) -> BrokerConnection:
     """A connection to ``host:port`` that finished CONNECT, read by a task of ``nursery``."""
-    address = f"{host}:{port}"
-    try:
-        with trio.fail_after(_REQUEST_TIMEOUT_S):
-            if dialer.ssl_context is not None:
-                stream: trio.abc.Stream = await open_tls_stream(host, port, dialer.ssl_context)
-            else:
-                stream = await trio.open_tcp_stream(host, port)
-    except (OSError, trio.TooSlowError, trio.BrokenResourceError) as exc:
-        raise RemoteError(f"cannot connect to {address}: {exc}") from None
-    conn = _Connection(stream, address)
-    nursery.start_soon(conn.read_loop)
-    method, data = dialer.credentials
-    fields: dict[str, Any] = {"auth_method_name": method, "auth_data": data} if method else {}
-    connect = make_command(
-        "CONNECT", client_version=f"Magnetar-replicator-{VERSION}", protocol_version=_PROTOCOL_VERSION, **fields
+    return await connect_broker(
+        host,
+        port,
+        nursery,
+        credentials=dialer.credentials,
+        ssl_context=dialer.ssl_context,
+        client_version=f"Magnetar-replicator-{VERSION}",
+        events=_PRODUCER_EVENTS,
     )
-    try:
-        await conn.write(encode_command(connect))
-        with trio.move_on_after(_REQUEST_TIMEOUT_S):
-            await conn.connected.wait()
-        answer = conn.connected_answer
-        if answer is None or answer.type != BaseCommand.CONNECTED:
-            why = conn.closed_with or (_error_text(answer) if answer is not None else "no answer")
-            raise RemoteError(f"CONNECT to {address} failed: {why}")
-    except BaseException:
-        await conn.close()
-        raise
-    return conn
-
-
-def _error_text(cmd: BaseCommand) -> str:
-    body = command_body(cmd)
-    message = getattr(body, "message", "") or getattr(body, "error_message", "")
-    return f"{type_name(cmd.type)} {message}".strip()
 
 
 class RemoteProducer:
     """A producer on the remote topic (module rules). Created by `open_remote_producer`."""
 
-    def __init__(self, conn: _Connection, topic: str, name: str, producer_id: int, queue_size: int) -> None:
+    def __init__(self, conn: BrokerConnection, topic: str, name: str, producer_id: int, queue_size: int) -> None:
         self.conn = conn
         self.topic = topic
         self.name = name
@@ -313,7 +163,7 @@ class RemoteProducer:
             head.done.set()
             self._room.release()
         elif t in (BaseCommand.SEND_ERROR, BaseCommand.CLOSE_PRODUCER):
-            self.fail_all(RemoteError(f"{self.address}: {_error_text(cmd)}"))
+            self.fail_all(RemoteError(f"{self.address}: {error_text(cmd)}"))
         else:
             log.debug("replicator producer %s ignores %s", self.name, type_name(t))
 
@@ -357,12 +207,12 @@ class RemoteProducer:
         )
         body = answer.getOrCreateSchemaResponse
         if answer.type != BaseCommand.GET_OR_CREATE_SCHEMA_RESPONSE or body.HasField("error_code"):
-            raise RemoteError(f"registering the schema on {self.topic}: {_error_text(answer)}")
+            raise RemoteError(f"registering the schema on {self.topic}: {error_text(answer)}")
         self._schemas[key] = body.schema_version
         return body.schema_version
 
 
-async def _lookup(hosts: list[tuple[str, int]], topic: str, nursery: trio.Nursery, dialer: Dialer) -> _Connection:
+async def _lookup(hosts: list[tuple[str, int]], topic: str, nursery: trio.Nursery, dialer: Dialer) -> BrokerConnection:
     """A connection to the owner of ``topic``: the first host that answers, then its lookups."""
     errors = []
     for host, port in hosts:
@@ -379,7 +229,9 @@ async def _lookup(hosts: list[tuple[str, int]], topic: str, nursery: trio.Nurser
     raise RemoteError(f"no broker of the remote cluster answered: {'; '.join(errors)}")
 
 
-async def _follow_lookups(conn: _Connection, topic: str, nursery: trio.Nursery, dialer: Dialer) -> _Connection:
+async def _follow_lookups(
+    conn: BrokerConnection, topic: str, nursery: trio.Nursery, dialer: Dialer
+) -> BrokerConnection:
     authoritative = False
     for _ in range(MAX_LOOKUP_HOPS):
         rid = conn.next_id()
@@ -388,7 +240,7 @@ async def _follow_lookups(conn: _Connection, topic: str, nursery: trio.Nursery, 
         )
         body = answer.lookupTopicResponse
         if answer.type != BaseCommand.LOOKUP_RESPONSE or body.response == pb.CommandLookupTopicResponse.Failed:
-            raise RemoteError(f"lookup of {topic} on {conn.address}: {_error_text(answer)}")
+            raise RemoteError(f"lookup of {topic} on {conn.address}: {error_text(answer)}")
         url = body.brokerServiceUrlTls if dialer.ssl_context is not None else body.brokerServiceUrl
         host, port = parse_broker_urls(url or body.brokerServiceUrl)[0]
         authoritative = body.authoritative
@@ -410,7 +262,7 @@ async def open_remote_producer(
     connection is closed when the block exits."""
     hosts = parse_broker_urls(broker_service_url)
     error: RemoteError | None = None
-    conn: _Connection | None = None
+    conn: BrokerConnection | None = None
     async with trio.open_nursery() as nursery:
         try:
             conn = await _lookup(hosts, topic, nursery, dialer)
@@ -419,7 +271,7 @@ async def open_remote_producer(
                 make_command("PRODUCER", topic=topic, producer_id=0, request_id=rid, producer_name=name), rid
             )
             if answer.type != BaseCommand.PRODUCER_SUCCESS:
-                raise RemoteError(f"creating producer {name} on {topic} at {conn.address}: {_error_text(answer)}")
+                raise RemoteError(f"creating producer {name} on {topic} at {conn.address}: {error_text(answer)}")
             producer = RemoteProducer(conn, topic, name, 0, queue_size)
 
             def lost(exc: RemoteError) -> None:

@@ -114,11 +114,13 @@ class TransactionCoordinators:
         return int(self.host.clock() * 1000)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Own the coordinators' tasks (timeouts, retries, upkeep) until cancelled; closes every
-        coordinator on the way out."""
+        """Own the coordinators' tasks (timeouts, retries, upkeep, and the read loops of the
+        connections to other brokers) until cancelled; closes every coordinator on the way out."""
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
+                if self.remote is not None:  # its connections' read loops
+                    await nursery.start(self.remote.run)
                 nursery.start_soon(self._upkeep_loop)
                 task_status.started()
                 await trio.sleep_forever()
