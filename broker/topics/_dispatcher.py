@@ -22,6 +22,13 @@ Rules:
   round-robins over consumers with permits (and below the unacked limit); Key_Shared sends an
   entry to the owner of its key's hash slot, and once one entry of a slot waits in ``replay``,
   later entries of that slot wait too, so each key keeps its order.
+* Rule 3d (single active, in order): on Exclusive and Failover an entry goes to the active
+  consumer only while no earlier entry waits in ``replay`` and no failover switch is pending
+  (Rule 3c); otherwise it joins ``replay``. The active consumer can change while a round awaits
+  storage (the old one leaves: what it held joins ``replay``); the entries that round read must
+  not overtake those, since a cumulative ack of a later entry would acknowledge them unseen. A
+  round runs only while the active consumer can take entries (another consumer's permits do not
+  read entries no one may receive).
 * Rule 3b (Key_Shared joins): a consumer joining a Key_Shared subscription that has consumers
   gets no entry at or after the read position of its joining until everything before that
   position is acked (its keys may still be unacked at their previous owner), as Pulsar's
@@ -388,7 +395,10 @@ class Dispatcher:
         # the subscription's unacked count, summed once per round (acks only lower it, and
         # `_assign` adds what it hands out), so `_can_take` stays O(1) per entry
         self._sub_unacked = self.unacked_messages
-        if not any(self._can_take(c) for c in self.consumers):
+        if self.sub_type in (SubType.EXCLUSIVE, SubType.FAILOVER):
+            if self.active is None or not self._can_take(self.active):  # Rule 3d
+                return False
+        elif not any(self._can_take(c) for c in self.consumers):
             return False
         cursor = self.sub.cursor
         batch = self.config.dispatcher_max_read_batch_size
@@ -541,6 +551,8 @@ class Dispatcher:
 
     def _select(self, pos: Position, info: EntryInfo, blocked_slots: set[int]) -> Consumer | None:
         if self.sub_type in (SubType.EXCLUSIVE, SubType.FAILOVER):
+            if self._failover_hold_until is not None or (self.replay and self.replay[0] < pos):
+                return None  # Rule 3d: a switch is pending, or an earlier entry waits
             c = self.active
             return c if c is not None and self._can_take(c) else None
         if self.sub_type == SubType.SHARED:
