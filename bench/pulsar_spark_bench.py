@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.spark_bench import produce  # noqa: E402
-from tests.pulsar_spark.job import run_job  # noqa: E402
+from tests.support.pulsar_spark_job import run_job  # noqa: E402
 from tests.support.standalone import Standalone, start_standalone  # noqa: E402
 
 

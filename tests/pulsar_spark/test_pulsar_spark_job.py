@@ -1,6 +1,6 @@
 """A Java Spark job using StreamNative's pulsar-spark connector against `magnetar standalone`.
 
-The job (tests/pulsar_spark/job.py) reads a topic from its start with the connector's streaming
+The job (tests/support/pulsar_spark_job.py) reads a topic from its start with the connector's streaming
 source and writes every message to another topic with its sink, in local mode, as a pulsar-spark
 user's pipeline does; the copy must hold each message once, with its key and event time (which
 the connector writes in microseconds).
@@ -15,7 +15,7 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from tests.pulsar_spark.job import JobUnavailable, prepare, run_job
+from tests.support.pulsar_spark_job import JobUnavailable, prepare, run_job
 from tests.support.standalone import Standalone, start_standalone
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]

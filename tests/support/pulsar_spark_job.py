@@ -1,11 +1,11 @@
 """StreamNative's ``pulsar-spark`` connector in a Java Spark job, built and run for tests and benchmarks.
 
-The job (``src/main/java/magnetar/pulsarspark/PulsarSparkJob.java``) is compiled with Maven against
-the connector and Spark from Maven Central (``pom.xml`` names the versions); the jars stay in
-Maven's local repository (``~/.m2``) and the class path and classes in ``target/`` here, never in
-the repository. `prepare` does both once per change of the pom or the job's source, so that CI
-can run it in the background (``python -m tests.pulsar_spark.job --prepare``) and a test starts at
-once. `run_job` runs one mode of the job in local mode and returns what it printed.
+The job (``tests/pulsar_spark/src/main/java/magnetar/pulsarspark/PulsarSparkJob.java``) is compiled
+with Maven against the connector and Spark from Maven Central (``tests/pulsar_spark/pom.xml`` names
+the versions); the jars stay in Maven's local repository (``~/.m2``) and the class path and classes
+in ``tests/pulsar_spark/target/``, never in the repository. `prepare` does both once per change of
+the pom or the job's source, so that CI can run it in the background
+(``python -m tests.support.pulsar_spark_job --prepare``) and a test starts at once. `run_job` runs one mode of the job in local mode and returns what it printed.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
+ROOT = Path(__file__).resolve().parents[2]
+HERE = ROOT / "tests" / "pulsar_spark"  # the job's Maven module
 POM = HERE / "pom.xml"
 SOURCE = HERE / "src" / "main" / "java" / "magnetar" / "pulsarspark" / "PulsarSparkJob.java"
 TARGET = HERE / "target"
