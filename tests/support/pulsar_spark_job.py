@@ -5,7 +5,8 @@ with Maven against the connector and Spark from Maven Central (``tests/pulsar_sp
 the versions); the jars stay in Maven's local repository (``~/.m2``) and the class path and classes
 in ``tests/pulsar_spark/target/``, never in the repository. `prepare` does both once per change of
 the pom or the job's source, so that CI can run it in the background
-(``python -m tests.support.pulsar_spark_job --prepare``) and a test starts at once. `run_job` runs one mode of the job in local mode and returns what it printed.
+(``python -m tests.support.pulsar_spark_job --prepare``) and a test starts at once. `run_job`
+runs one mode of the job in local mode and returns what it printed.
 """
 
 from __future__ import annotations
